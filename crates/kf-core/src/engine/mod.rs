@@ -1,0 +1,792 @@
+//! The search engine: a consuming builder that composes a mutator, an evaluator, a classifier
+//! and an archive, and runs the MAP-Elites loop with a bounded number of steps in flight.
+//!
+//! The engine owns no runtime: [`Engine::run`] returns a future that any executor can drive
+//! ([`Engine::run_blocking`] uses `futures`' own). Steps complete in the order they were
+//! launched, and every random choice comes from one ChaCha stream seeded by the run seed, so a
+//! seeded run is reproducible even with several steps in flight — which is also what lets a
+//! killed run resume exactly: recorded steps are replayed, the rest are computed.
+
+mod budget;
+mod summary;
+
+pub use budget::{Budget, StopHandle, StopReason};
+pub use summary::{HistoryPoint, RunResult, RunSummary};
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::future::BoxFuture;
+use futures::stream::{FuturesOrdered, StreamExt};
+use futures::FutureExt;
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::candidate::{Candidate, CandidateId, Offspring};
+use crate::checkpoint::{ChildRecord, StepRecord};
+use crate::error::CoreError;
+use crate::evaluation::Evaluation;
+use crate::fitness::Fitness;
+use crate::observe::{EvaluationReport, Observe, ObserverMode, RunInfo};
+use crate::task::Task;
+use crate::traits::archive::{Archive, Elite, InsertOutcome};
+use crate::traits::classifier::BehaviorClassifier;
+use crate::traits::evaluator::Evaluator;
+use crate::traits::mutator::{Mutation, MutationContext, Mutator, Usage};
+use crate::Checkpoint;
+
+/// Tunable knobs of the loop.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineConfig {
+    /// Seed of the run's random stream.
+    pub seed: u64,
+    /// Limits.
+    pub budget: Budget,
+    /// Steps (mutation + evaluation) in flight at once.
+    pub max_in_flight: usize,
+    /// Children evaluated per step at most; extra children are dropped.
+    pub max_children_per_step: usize,
+    /// Inspirations handed to the mutator.
+    pub inspirations: usize,
+    /// Steps that may fail in a row (mutator or evaluator errors) before the run aborts.
+    pub max_consecutive_failures: u32,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            seed: 0,
+            budget: Budget::default(),
+            max_in_flight: 1,
+            max_children_per_step: 8,
+            inspirations: 3,
+            max_consecutive_failures: 16,
+        }
+    }
+}
+
+type BoxedObserver = (Box<dyn Observe>, ObserverMode);
+
+/// The search engine, built by chaining configuration calls and consumed by [`Engine::run`].
+///
+/// # Example
+///
+/// ```
+/// use kf_core::prelude::*;
+/// use kf_core::testing::{synthetic_seed, SyntheticClassifier, SyntheticEvaluator, SyntheticMutator, VecArchive};
+///
+/// let classifier = SyntheticClassifier::new(3);
+/// let archive = VecArchive::new(classifier.space().clone());
+/// let result = Engine::new(SyntheticMutator::new(0.1), SyntheticEvaluator::new(), classifier, archive)
+///     .seeds(vec![synthetic_seed(6)])
+///     .seed(7)
+///     .budget(Budget::evaluations(200))
+///     .max_in_flight(4)
+///     .run_blocking()
+///     .unwrap();
+/// assert_eq!(result.summary.evaluations, 200);
+/// assert!(result.summary.metrics.filled > 1);
+/// ```
+pub struct Engine<M, E, C, A> {
+    mutator: M,
+    evaluator: E,
+    classifier: C,
+    archive: A,
+    task: Arc<Task>,
+    seeds: Vec<Candidate>,
+    config: EngineConfig,
+    observers: Vec<BoxedObserver>,
+    checkpoint: Option<Box<dyn Checkpoint<A>>>,
+    stop: StopHandle,
+}
+
+impl<M, E, C, A> Engine<M, E, C, A>
+where
+    M: Mutator,
+    E: Evaluator,
+    C: BehaviorClassifier,
+    A: Archive,
+{
+    /// An engine over these parts, with default configuration and an unnamed task.
+    pub fn new(mutator: M, evaluator: E, classifier: C, archive: A) -> Self {
+        Engine {
+            mutator,
+            evaluator,
+            classifier,
+            archive,
+            task: Arc::new(Task::new("unnamed")),
+            seeds: Vec::new(),
+            config: EngineConfig::default(),
+            observers: Vec::new(),
+            checkpoint: None,
+            stop: StopHandle::new(),
+        }
+    }
+
+    /// The task handed to mutators.
+    pub fn task(mut self, task: Task) -> Self {
+        self.task = Arc::new(task);
+        self
+    }
+
+    /// Initial kernels, evaluated first (each one engine step).
+    pub fn seeds(mut self, seeds: Vec<Candidate>) -> Self {
+        self.seeds = seeds;
+        self
+    }
+
+    /// The run seed.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.config.seed = seed;
+        self
+    }
+
+    /// The limits.
+    pub fn budget(mut self, budget: Budget) -> Self {
+        self.config.budget = budget;
+        self
+    }
+
+    /// Steps in flight at once (at least 1).
+    pub fn max_in_flight(mut self, n: usize) -> Self {
+        self.config.max_in_flight = n;
+        self
+    }
+
+    /// Replaces the whole configuration.
+    pub fn configure(mut self, f: impl FnOnce(EngineConfig) -> EngineConfig) -> Self {
+        self.config = f(self.config);
+        self
+    }
+
+    /// Adds an observer called as `mode` says.
+    pub fn add_observer(mut self, observer: impl Observe + 'static, mode: ObserverMode) -> Self {
+        self.observers.push((Box::new(observer), mode));
+        self
+    }
+
+    /// Records every completed step with `checkpoint`, and replays the steps it already holds.
+    pub fn checkpoint(mut self, checkpoint: impl Checkpoint<A> + 'static) -> Self {
+        self.checkpoint = Some(Box::new(checkpoint));
+        self
+    }
+
+    /// A handle that stops the run from elsewhere.
+    pub fn stop_handle(&self) -> StopHandle {
+        self.stop.clone()
+    }
+
+    /// Runs the search on the current thread with `futures`' executor.
+    pub fn run_blocking(self) -> Result<RunResult<A>, CoreError> {
+        futures::executor::block_on(self.run())
+    }
+
+    /// Runs the search. The future is `Send` and may be driven by any executor.
+    pub async fn run(self) -> Result<RunResult<A>, CoreError> {
+        let Engine {
+            mutator,
+            evaluator,
+            classifier,
+            archive,
+            task,
+            seeds,
+            config,
+            observers,
+            checkpoint,
+            stop,
+        } = self;
+        if config.budget.is_unbounded() {
+            return Err(CoreError::InvalidConfig(
+                "the budget sets no limit; give at least one of evaluations, wall time, cost or tokens"
+                    .into(),
+            ));
+        }
+        if config.max_in_flight == 0 || config.max_children_per_step == 0 {
+            return Err(CoreError::InvalidConfig(
+                "max_in_flight and max_children_per_step must be at least 1".into(),
+            ));
+        }
+        let mut state = LoopState {
+            mutator: &mutator,
+            classifier: &classifier,
+            archive,
+            task,
+            config,
+            observers,
+            checkpoint,
+            started: Instant::now(),
+            rng: ChaCha8Rng::seed_from_u64(0),
+            next_id: 0,
+            evaluations: 0,
+            reserved: 0,
+            usage: Usage::default(),
+            steps_done: 0,
+            replayed: 0,
+            failed_steps: 0,
+            consecutive_failures: 0,
+            best: None,
+            history: Vec::new(),
+        };
+        state.rng = ChaCha8Rng::seed_from_u64(state.config.seed);
+        let recorded: HashMap<u64, StepRecord> = match state.checkpoint.as_mut() {
+            Some(c) => c
+                .recorded()
+                .map_err(CoreError::Checkpoint)?
+                .into_iter()
+                .map(|r| (r.step, r))
+                .collect(),
+            None => HashMap::new(),
+        };
+        let info = RunInfo {
+            seed: state.config.seed,
+            max_evaluations: state.config.budget.max_evaluations,
+            replaying_steps: recorded.len(),
+            mutator: mutator.name(),
+        };
+        for (o, _) in state.observers.iter_mut() {
+            o.observe_start(&info).map_err(CoreError::Observer)?;
+        }
+
+        let mut seeds = seeds.into_iter();
+        let mut pending_seed = seeds.next();
+        if pending_seed.is_none() && state.archive.metrics().filled == 0 {
+            return Err(CoreError::NoSeeds);
+        }
+        let mut in_flight: FuturesOrdered<BoxFuture<'_, StepDone<E::Error>>> =
+            FuturesOrdered::new();
+        let mut next_step: u64 = 0;
+        let mut stop_reason = None;
+        loop {
+            // Launch as many steps as the limits allow.
+            while stop_reason.is_none() && in_flight.len() < state.config.max_in_flight {
+                if stop.is_stopped() {
+                    stop_reason = Some(StopReason::Stopped);
+                    break;
+                }
+                if let Some(reason) = state.exhausted() {
+                    stop_reason = Some(reason);
+                    break;
+                }
+                let step = next_step;
+                let reservation = state.reservation();
+                let replay = recorded.get(&step);
+                let launched = if let Some(seed) = pending_seed.take() {
+                    pending_seed = seeds.next();
+                    let reservation = reservation.min(1);
+                    let ids = state.take_ids(reservation);
+                    let fut = match replay {
+                        Some(rec) => replay_future(rec, None, step)?,
+                        None => {
+                            let child = Offspring::new(seed.source, seed.params, seed.origin);
+                            let mutation = Ok(Mutation::free(vec![child]));
+                            evaluate_future(&evaluator, mutation, None, ids.clone())
+                        }
+                    };
+                    Launched {
+                        step,
+                        parent: None,
+                        reservation,
+                        ids,
+                        fut,
+                    }
+                } else {
+                    let Some(parent) = state.archive.select_parent(&mut state.rng).cloned() else {
+                        if in_flight.is_empty() {
+                            return Err(CoreError::NoParent(
+                                "every seed failed to evaluate or classify".into(),
+                            ));
+                        }
+                        // Wait for the seeds in flight to fill the archive.
+                        break;
+                    };
+                    let cell = parent.descriptor.coords.clone();
+                    let inspirations: Vec<Elite> = state
+                        .archive
+                        .inspirations(&mut state.rng, &cell, state.config.inspirations)
+                        .into_iter()
+                        .cloned()
+                        .collect();
+                    let ctx = MutationContext {
+                        step,
+                        seed: state.rng.next_u64(),
+                        task: Arc::clone(&state.task),
+                        inspirations,
+                        hints: state.archive.hints(Some(&cell)),
+                    };
+                    let parent_id = parent.candidate.id;
+                    let ids = state.take_ids(reservation);
+                    let fut = match replay {
+                        Some(rec) => replay_future(rec, Some(parent_id), step)?,
+                        None => {
+                            let mutator = &mutator;
+                            let evaluator = &evaluator;
+                            let ids_for_step = ids.clone();
+                            async move {
+                                let mutation = mutator
+                                    .mutate(&parent, &ctx)
+                                    .await
+                                    .map_err(|e| e.to_string());
+                                evaluate_future(evaluator, mutation, Some(parent_id), ids_for_step)
+                                    .await
+                            }
+                            .boxed()
+                        }
+                    };
+                    Launched {
+                        step,
+                        parent: Some(parent_id),
+                        reservation,
+                        ids,
+                        fut,
+                    }
+                };
+                next_step += 1;
+                state.reserved += launched.reservation;
+                let Launched {
+                    step,
+                    parent,
+                    reservation,
+                    ids,
+                    fut,
+                } = launched;
+                in_flight.push_back(
+                    fut.map(move |outcome| StepDone {
+                        step,
+                        parent,
+                        reservation,
+                        ids,
+                        outcome: outcome.outcome,
+                    })
+                    .boxed(),
+                );
+            }
+            if stop.is_stopped() {
+                stop_reason = Some(StopReason::Stopped);
+                break;
+            }
+            let Some(done) = in_flight.next().await else {
+                break;
+            };
+            state.complete(done)?;
+        }
+        drop(in_flight);
+        let stop_reason = stop_reason.unwrap_or(StopReason::Evaluations);
+        if let Some(c) = state.checkpoint.as_mut() {
+            c.finish(&state.archive).map_err(CoreError::Checkpoint)?;
+        }
+        let summary = RunSummary {
+            stop_reason,
+            steps: state.steps_done,
+            evaluations: state.evaluations,
+            replayed_steps: state.replayed,
+            failed_steps: state.failed_steps,
+            metrics: state.archive.metrics(),
+            usage: state.usage,
+            wall_seconds: state.started.elapsed().as_secs_f64(),
+            history: state.history,
+        };
+        for (o, _) in state.observers.iter_mut() {
+            o.observe_end(&summary).map_err(CoreError::Observer)?;
+        }
+        Ok(RunResult {
+            archive: state.archive,
+            summary,
+        })
+    }
+}
+
+/// A step whose future has been built but not yet queued.
+struct Launched<'a, Err> {
+    step: u64,
+    parent: Option<CandidateId>,
+    reservation: u64,
+    ids: std::ops::Range<u64>,
+    fut: BoxFuture<'a, StepOutcomeOnly<Err>>,
+}
+
+/// What a step's future yields.
+struct StepOutcomeOnly<Err> {
+    outcome: StepOutcome<Err>,
+}
+
+enum StepOutcome<Err> {
+    /// Computed now: the mutation's usage (or its error), the kept children with their ids,
+    /// and one evaluation per child.
+    Live {
+        usage: Result<Usage, String>,
+        candidates: Vec<Candidate>,
+        evaluations: Vec<Result<Evaluation, Err>>,
+    },
+    /// Taken from the run directory.
+    Replayed(StepRecord),
+}
+
+struct StepDone<Err> {
+    step: u64,
+    parent: Option<CandidateId>,
+    reservation: u64,
+    ids: std::ops::Range<u64>,
+    outcome: StepOutcome<Err>,
+}
+
+fn replay_future<'a, Err: Send + 'a>(
+    record: &StepRecord,
+    parent: Option<CandidateId>,
+    step: u64,
+) -> Result<BoxFuture<'a, StepOutcomeOnly<Err>>, CoreError> {
+    if record.parent != parent {
+        return Err(CoreError::ResumeMismatch {
+            step,
+            what: format!(
+                "mutated parent {:?}, but this run selects {:?}",
+                record.parent, parent
+            ),
+        });
+    }
+    let outcome = StepOutcome::Replayed(record.clone());
+    Ok(futures::future::ready(StepOutcomeOnly { outcome }).boxed())
+}
+
+fn evaluate_future<'a, E: Evaluator>(
+    evaluator: &'a E,
+    mutation: Result<Mutation, String>,
+    parent: Option<CandidateId>,
+    ids: std::ops::Range<u64>,
+) -> BoxFuture<'a, StepOutcomeOnly<E::Error>> {
+    async move {
+        let (usage, candidates) = match mutation {
+            Ok(m) => {
+                let candidates: Vec<Candidate> = ids
+                    .zip(m.children)
+                    .map(|(id, child)| Candidate::from_offspring(CandidateId(id), parent, child))
+                    .collect();
+                (Ok(m.usage), candidates)
+            }
+            Err(e) => (Err(e), Vec::new()),
+        };
+        let evaluations = if candidates.is_empty() {
+            Vec::new()
+        } else {
+            evaluator.evaluate_batch(&candidates).await
+        };
+        StepOutcomeOnly {
+            outcome: StepOutcome::Live {
+                usage,
+                candidates,
+                evaluations,
+            },
+        }
+    }
+    .boxed()
+}
+
+/// The mutable state of one run.
+struct LoopState<'m, M, C, A> {
+    mutator: &'m M,
+    classifier: &'m C,
+    archive: A,
+    task: Arc<Task>,
+    config: EngineConfig,
+    observers: Vec<BoxedObserver>,
+    checkpoint: Option<Box<dyn Checkpoint<A>>>,
+    started: Instant,
+    rng: ChaCha8Rng,
+    next_id: u64,
+    evaluations: u64,
+    /// Evaluations done plus evaluations reserved by steps in flight.
+    reserved: u64,
+    usage: Usage,
+    steps_done: u64,
+    replayed: u64,
+    failed_steps: u64,
+    consecutive_failures: u32,
+    best: Option<Fitness>,
+    history: Vec<HistoryPoint>,
+}
+
+impl<M, C, A> LoopState<'_, M, C, A>
+where
+    M: Mutator,
+    C: BehaviorClassifier,
+    A: Archive,
+{
+    /// Which limit, if any, forbids launching another step.
+    fn exhausted(&self) -> Option<StopReason> {
+        let b = &self.config.budget;
+        if b.max_evaluations.is_some_and(|m| self.reserved >= m) {
+            return Some(StopReason::Evaluations);
+        }
+        if b.max_wall.is_some_and(|w| self.started.elapsed() >= w) {
+            return Some(StopReason::WallTime);
+        }
+        if b.max_cost_usd.is_some_and(|c| self.usage.cost_usd >= c) {
+            return Some(StopReason::Cost);
+        }
+        if b.max_tokens.is_some_and(|t| self.usage.tokens() >= t) {
+            return Some(StopReason::Tokens);
+        }
+        None
+    }
+
+    /// Evaluations the next step may use.
+    fn reservation(&self) -> u64 {
+        let cap = self.config.max_children_per_step as u64;
+        match self.config.budget.max_evaluations {
+            Some(m) => cap.min(m.saturating_sub(self.reserved)),
+            None => cap,
+        }
+    }
+
+    /// Reserves a block of candidate ids for a step at launch, so that ids follow launch order
+    /// and the evaluator sees each candidate's final id. Unused ids are skipped.
+    fn take_ids(&mut self, n: u64) -> std::ops::Range<u64> {
+        let start = self.next_id;
+        self.next_id += n;
+        start..self.next_id
+    }
+
+    /// Folds one completed step into the archive, the checkpoint and the observers.
+    fn complete<Err: std::fmt::Display>(&mut self, done: StepDone<Err>) -> Result<(), CoreError> {
+        let StepDone {
+            step,
+            parent,
+            reservation,
+            ids,
+            outcome,
+        } = done;
+        let (record, replayed) = match outcome {
+            StepOutcome::Replayed(record) => {
+                self.apply_replay(&record, ids)?;
+                (record, true)
+            }
+            StepOutcome::Live {
+                usage,
+                candidates,
+                evaluations,
+            } => (
+                self.judge(step, parent, usage, candidates, evaluations),
+                false,
+            ),
+        };
+        let used = record.children.len() as u64;
+        self.reserved = self.reserved - reservation.min(self.reserved) + used.min(reservation);
+        self.steps_done += 1;
+        self.usage.add(&record.usage);
+        let failed = record.error.is_some()
+            || (!record.children.is_empty()
+                && record
+                    .children
+                    .iter()
+                    .all(|c| matches!(c, ChildRecord::Failed { .. })));
+        if failed {
+            self.failed_steps += 1;
+            self.consecutive_failures += 1;
+            if self.consecutive_failures > self.config.max_consecutive_failures {
+                let last = record.error.clone().unwrap_or_else(|| {
+                    record
+                        .children
+                        .iter()
+                        .find_map(|c| match c {
+                            ChildRecord::Failed { error, .. } => Some(error.clone()),
+                            ChildRecord::Judged { .. } => None,
+                        })
+                        .unwrap_or_default()
+                });
+                return Err(CoreError::TooManyFailures {
+                    count: self.consecutive_failures,
+                    last,
+                });
+            }
+        } else {
+            self.consecutive_failures = 0;
+        }
+        if replayed {
+            self.replayed += 1;
+        } else if let Some(c) = self.checkpoint.as_mut() {
+            // Recorded before observers hear of it: whatever was reported survives a crash.
+            c.record(&record, &self.archive)
+                .map_err(CoreError::Checkpoint)?;
+        }
+        self.report(&record, replayed)
+    }
+
+    /// Classifies and inserts the children of a live step and builds its record.
+    fn judge<Err: std::fmt::Display>(
+        &mut self,
+        step: u64,
+        parent: Option<CandidateId>,
+        usage: Result<Usage, String>,
+        candidates: Vec<Candidate>,
+        evaluations: Vec<Result<Evaluation, Err>>,
+    ) -> StepRecord {
+        let usage = match usage {
+            Ok(u) => u,
+            Err(error) => {
+                return StepRecord {
+                    step,
+                    parent,
+                    usage: Usage::default(),
+                    children: Vec::new(),
+                    error: Some(format!("mutator `{}`: {error}", self.mutator.name())),
+                }
+            }
+        };
+        let mut children = Vec::with_capacity(candidates.len());
+        for (candidate, evaluation) in candidates.into_iter().zip(evaluations) {
+            children.push(self.judge_child(candidate, evaluation));
+        }
+        StepRecord {
+            step,
+            parent,
+            usage,
+            children,
+            error: None,
+        }
+    }
+
+    /// Classifies and inserts one evaluated child.
+    fn judge_child<Err: std::fmt::Display>(
+        &mut self,
+        candidate: Candidate,
+        evaluation: Result<Evaluation, Err>,
+    ) -> ChildRecord {
+        let evaluation = match evaluation {
+            Ok(e) => e,
+            Err(e) => {
+                return ChildRecord::Failed {
+                    candidate: Box::new(candidate),
+                    error: format!("evaluator: {e}"),
+                }
+            }
+        };
+        let descriptor = match self.classifier.classify(&candidate, &evaluation) {
+            Ok(d) => d,
+            Err(e) => {
+                return ChildRecord::Failed {
+                    candidate: Box::new(candidate),
+                    error: format!("classifier: {e}"),
+                }
+            }
+        };
+        let fitness = Fitness::of(&evaluation);
+        let elite = Elite {
+            candidate,
+            evaluation,
+            descriptor,
+            fitness,
+        };
+        match self.archive.insert(elite.clone()) {
+            Ok(outcome) => {
+                self.mutator.credit(&elite, &outcome);
+                ChildRecord::Judged {
+                    elite: Box::new(elite),
+                    outcome,
+                }
+            }
+            Err(e) => ChildRecord::Failed {
+                candidate: Box::new(elite.candidate),
+                error: format!("archive: {e}"),
+            },
+        }
+    }
+
+    /// Re-applies a recorded step, checking that it is what this run would have done.
+    fn apply_replay(&mut self, record: &StepRecord, ids: std::ops::Range<u64>) -> Result<(), CoreError> {
+        if record.children.len() as u64 > ids.end - ids.start {
+            return Err(CoreError::ResumeMismatch {
+                step: record.step,
+                what: format!(
+                    "has {} children, more than this run allows per step",
+                    record.children.len()
+                ),
+            });
+        }
+        for (child, expected) in record.children.iter().zip(ids) {
+            let found = child.candidate().id;
+            if found != CandidateId(expected) {
+                return Err(CoreError::ResumeMismatch {
+                    step: record.step,
+                    what: format!("numbers a child {found}, but this run gives it #{expected}"),
+                });
+            }
+            if let ChildRecord::Judged { elite, outcome } = child {
+                let now = self
+                    .archive
+                    .insert(Elite::clone(elite))
+                    .map_err(|e| CoreError::Archive(Box::new(e)))?;
+                if now != *outcome {
+                    return Err(CoreError::ResumeMismatch {
+                        step: record.step,
+                        what: format!("inserted {found} as {outcome:?}, but now it is {now:?}"),
+                    });
+                }
+                self.mutator.credit(elite, outcome);
+            }
+        }
+        Ok(())
+    }
+
+    /// Updates counters and history and calls the observers for each child of a step.
+    fn report(&mut self, record: &StepRecord, replayed: bool) -> Result<(), CoreError> {
+        for child in &record.children {
+            self.evaluations += 1;
+            let metrics = self.archive.metrics();
+            let new_best = metrics.best.is_some() && metrics.best > self.best;
+            if new_best {
+                self.best = metrics.best;
+            }
+            let elapsed_s = self.started.elapsed().as_secs_f64();
+            self.history.push(HistoryPoint {
+                evaluations: self.evaluations,
+                qd_score: metrics.qd_score,
+                coverage: metrics.coverage,
+                best: metrics.best,
+                elapsed_s,
+            });
+            if self.observers.is_empty() {
+                continue;
+            }
+            let (evaluation, descriptor, fitness, outcome, error) = match child {
+                ChildRecord::Judged { elite, outcome } => (
+                    Some(&elite.evaluation),
+                    Some(&elite.descriptor),
+                    Some(elite.fitness),
+                    Some(*outcome),
+                    None,
+                ),
+                ChildRecord::Failed { error, .. } => (None, None, None, None, Some(error.as_str())),
+            };
+            let report = EvaluationReport {
+                step: record.step,
+                evaluations: self.evaluations,
+                candidate: child.candidate(),
+                evaluation,
+                descriptor,
+                fitness,
+                outcome,
+                error,
+                metrics,
+                new_best,
+                replayed,
+                elapsed_s,
+                usage: self.usage,
+            };
+            let added = outcome.is_some_and(|o: InsertOutcome| o.is_added());
+            for (observer, mode) in self.observers.iter_mut() {
+                let call = match mode {
+                    ObserverMode::Always => true,
+                    ObserverMode::Every(n) => *n > 0 && self.evaluations % *n == 0,
+                    ObserverMode::NewBest => new_best,
+                    ObserverMode::Added => added,
+                };
+                if call {
+                    observer
+                        .observe_evaluation(&report)
+                        .map_err(CoreError::Observer)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}

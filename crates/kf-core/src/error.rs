@@ -1,0 +1,60 @@
+//! Errors of `kf-core`: vocabulary validation and the engine.
+
+/// A boxed error from a user-implemented trait (mutator, evaluator, classifier, …), kept whole so
+/// its source chain survives.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Errors of `kf-core`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CoreError {
+    /// A language name that is not `opencl`, `sycl` or `cuda`.
+    #[error("unknown kernel language `{0}` (expected opencl, sycl or cuda)")]
+    UnknownLanguage(String),
+    /// A descriptor space with no dimensions, a dimension with no levels, or too many cells.
+    #[error("invalid descriptor space: {0}")]
+    InvalidDescriptorSpace(String),
+    /// Coordinates that do not name a cell of the space.
+    #[error("descriptor {coords:?} is outside the space: {reason}")]
+    DescriptorOutOfSpace {
+        /// The offending coordinates.
+        coords: Vec<usize>,
+        /// Why they are outside.
+        reason: String,
+    },
+    /// An engine configuration that cannot run.
+    #[error("invalid engine configuration: {0}")]
+    InvalidConfig(String),
+    /// The archive was empty and no seed candidate was given.
+    #[error("the archive is empty and no seed kernels were given: add seeds with `EngineBuilder::seeds`")]
+    NoSeeds,
+    /// Every seed failed to enter the archive, so there is no parent to mutate.
+    #[error("no seed kernel entered the archive ({0}); nothing to mutate")]
+    NoParent(String),
+    /// Too many steps in a row failed with infrastructure errors.
+    #[error("{count} consecutive steps failed; last error: {last}")]
+    TooManyFailures {
+        /// How many failed in a row.
+        count: u32,
+        /// The last failure.
+        last: String,
+    },
+    /// A run directory's records do not match what this configuration does at the same step
+    /// (a different seed, mutator or archive configuration).
+    #[error("cannot resume: recorded step {step} {what}")]
+    ResumeMismatch {
+        /// The step that differs.
+        step: u64,
+        /// What differs.
+        what: String,
+    },
+    /// The archive refused an operation.
+    #[error("archive: {0}")]
+    Archive(#[source] BoxError),
+    /// The checkpoint hook failed; the run stops so that nothing unrecorded is reported.
+    #[error("checkpoint: {0}")]
+    Checkpoint(#[source] BoxError),
+    /// An observer failed.
+    #[error("observer: {0}")]
+    Observer(#[source] BoxError),
+}

@@ -1,0 +1,251 @@
+//! Evaluations: the result ladder, timing statistics, compiler facts and diagnostics.
+
+use std::fmt;
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+
+use crate::kernel::ParamValues;
+
+/// The result ladder. Broken kernels still rank, so a kernel that compiles but computes the
+/// wrong values is better material for repair than one that does not compile:
+/// `extraction_error < compile_error < runtime_error = timeout < wrong_shape < wrong_values <
+/// correct`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// No usable kernel could be extracted from the mutator's output.
+    ExtractionError,
+    /// The kernel did not compile (or its manifest was invalid).
+    CompileError,
+    /// The kernel crashed, failed to launch, or broke the evaluator's guards.
+    RuntimeError,
+    /// The kernel did not finish within its time limit.
+    Timeout,
+    /// The kernel produced output of the wrong extent (wrote too little or too much).
+    WrongShape,
+    /// The kernel ran but its values are wrong.
+    WrongValues,
+    /// The kernel's output matched the reference on every input set.
+    Correct,
+}
+
+impl Status {
+    /// Every status, lowest rung first.
+    pub const ALL: [Status; 7] = [
+        Status::ExtractionError,
+        Status::CompileError,
+        Status::RuntimeError,
+        Status::Timeout,
+        Status::WrongShape,
+        Status::WrongValues,
+        Status::Correct,
+    ];
+
+    /// The rung on the ladder, 0 (extraction error) to 5 (correct); runtime errors and timeouts
+    /// share rung 2.
+    pub fn rank(self) -> u8 {
+        match self {
+            Status::ExtractionError => 0,
+            Status::CompileError => 1,
+            Status::RuntimeError | Status::Timeout => 2,
+            Status::WrongShape => 3,
+            Status::WrongValues => 4,
+            Status::Correct => 5,
+        }
+    }
+
+    /// The snake_case name used in JSON output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::ExtractionError => "extraction_error",
+            Status::CompileError => "compile_error",
+            Status::RuntimeError => "runtime_error",
+            Status::Timeout => "timeout",
+            Status::WrongShape => "wrong_shape",
+            Status::WrongValues => "wrong_values",
+            Status::Correct => "correct",
+        }
+    }
+
+    /// True only for [`Status::Correct`].
+    pub fn is_correct(self) -> bool {
+        self == Status::Correct
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Timing statistics over the measured trials, in seconds (from device profiling events).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TimingStats {
+    /// Median trial time.
+    pub median_s: f64,
+    /// Fastest trial.
+    pub min_s: f64,
+    /// Slowest trial.
+    pub max_s: f64,
+    /// Mean trial time.
+    pub mean_s: f64,
+    /// Standard deviation of trial times.
+    pub stddev_s: f64,
+    /// Number of timed trials (after warm-up).
+    pub trials: u32,
+}
+
+impl TimingStats {
+    /// Statistics of a non-empty set of trial times; `None` when `samples` is empty or holds a
+    /// non-finite or negative value.
+    pub fn from_samples(samples: &[f64]) -> Option<Self> {
+        if samples.is_empty() || samples.iter().any(|s| !s.is_finite() || *s < 0.0) {
+            return None;
+        }
+        let mut sorted = samples.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len();
+        let median = if n % 2 == 1 {
+            sorted[n / 2]
+        } else {
+            0.5 * (sorted[n / 2 - 1] + sorted[n / 2])
+        };
+        let mean = sorted.iter().sum::<f64>() / n as f64;
+        let var = sorted.iter().map(|s| (s - mean) * (s - mean)).sum::<f64>() / n as f64;
+        Some(TimingStats {
+            median_s: median,
+            min_s: sorted[0],
+            max_s: sorted[n - 1],
+            mean_s: mean,
+            stddev_s: var.sqrt(),
+            trials: u32::try_from(n).unwrap_or(u32::MAX),
+        })
+    }
+
+    /// Relative spread, `stddev / median` (0 when the median is 0).
+    pub fn relative_spread(&self) -> f64 {
+        if self.median_s > 0.0 {
+            self.stddev_s / self.median_s
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Facts the compiler reported about a built kernel. Any may be unknown.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CompilerFacts {
+    /// Registers per work-item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registers: Option<u32>,
+    /// Statically allocated local (shared) memory, bytes per work-group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_mem_bytes: Option<u64>,
+    /// Private (stack) memory, bytes per work-item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private_mem_bytes: Option<u64>,
+    /// Bytes spilled from registers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spill_bytes: Option<u64>,
+    /// Largest work-group the compiled kernel can be launched with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_work_group_size: Option<u64>,
+    /// Compile time in seconds (0 for a cache hit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_seconds: Option<f64>,
+    /// Whether the binary came from a compile cache.
+    #[serde(default)]
+    pub cache_hit: bool,
+    /// Anything else a backend reports, by name.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub extra: IndexMap<String, String>,
+}
+
+/// How close the output came to the reference, on the worst input set.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CorrectnessReport {
+    /// Fraction of elements within the relative threshold of the tolerance.
+    pub fraction_within: f64,
+    /// Largest absolute error.
+    pub max_abs_error: f64,
+    /// Largest relative error.
+    pub max_rel_error: f64,
+    /// Cosine similarity between output and reference.
+    pub cosine: f64,
+    /// First element that broke the per-element rule, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_mismatch: Option<u64>,
+    /// Number of input sets checked.
+    pub input_sets: u32,
+}
+
+/// The result of evaluating one candidate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evaluation {
+    /// Where the candidate landed on the ladder.
+    pub status: Status,
+    /// The parameter values the figures below were measured with (a tuner may have changed
+    /// them from the candidate's).
+    #[serde(default)]
+    pub params: ParamValues,
+    /// Candidate timing, when it was timed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<TimingStats>,
+    /// The task baseline's timing in the same process, interleaved with the candidate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<TimingStats>,
+    /// Baseline median time over candidate median time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speedup: Option<f64>,
+    /// Throughput of the candidate, GFLOP/s, when the task declares its work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gflops: Option<f64>,
+    /// How close the output was, when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correctness: Option<CorrectnessReport>,
+    /// What the compiler reported.
+    #[serde(default)]
+    pub compiler: CompilerFacts,
+    /// Text for a mutator to learn from: what failed and where (build log excerpt, first
+    /// mismatching index, guard violation, …). Bounded by the evaluator.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub diagnostics: String,
+}
+
+impl Evaluation {
+    /// An evaluation with the given status and diagnostics and nothing measured.
+    pub fn failed(status: Status, diagnostics: impl Into<String>) -> Self {
+        Evaluation {
+            status,
+            params: ParamValues::new(),
+            timing: None,
+            baseline: None,
+            speedup: None,
+            gflops: None,
+            correctness: None,
+            compiler: CompilerFacts::default(),
+            diagnostics: diagnostics.into(),
+        }
+    }
+
+    /// A correct evaluation with a timing and, when the baseline is known, a speedup.
+    pub fn correct(timing: TimingStats, baseline: Option<TimingStats>) -> Self {
+        let speedup = baseline
+            .filter(|b| timing.median_s > 0.0 && b.median_s > 0.0)
+            .map(|b| b.median_s / timing.median_s);
+        Evaluation {
+            status: Status::Correct,
+            timing: Some(timing),
+            baseline,
+            speedup,
+            ..Evaluation::failed(Status::Correct, "")
+        }
+    }
+
+    /// The scalar fitness of this evaluation.
+    pub fn fitness(&self) -> crate::Fitness {
+        crate::Fitness::of(self)
+    }
+}

@@ -1,0 +1,101 @@
+//! # kf-core
+//!
+//! The vocabulary and the traits of KernelFoundry-rs, and the engine that composes them.
+//!
+//! * Vocabulary: [`KernelSource`] (language, entry point, text, declared parameters),
+//!   [`Candidate`] (id, parents, source, parameter values, origin), [`Task`] (sizes,
+//!   correctness rule, work for a roofline), [`Evaluation`] (the result ladder [`Status`],
+//!   timing, speedup, compiler facts, diagnostics), [`Descriptor`] and [`Fitness`].
+//! * Traits, each small and with its own error type: [`Mutator`], [`Evaluator`],
+//!   [`BehaviorClassifier`], [`ParamSpace`], [`Backend`], [`Archive`], plus the hooks
+//!   [`Observe`] and [`Checkpoint`].
+//! * The [`Engine`]: a consuming builder that runs the MAP-Elites loop with a bounded number of
+//!   steps in flight. It depends on `futures` only and owns no async runtime.
+//! * [`testing`]: a synthetic problem with a known optimum per cell, for tests and examples.
+//!
+//! A custom behaviour classifier and a full run in a few lines:
+//!
+//! ```
+//! use kf_core::prelude::*;
+//! use kf_core::testing::{synthetic_seed, SyntheticEvaluator, SyntheticMutator, VecArchive};
+//!
+//! /// Two dimensions: how far X0 is from 0.5 (3 levels) and whether X3 exceeds X4.
+//! struct MyClassifier(DescriptorSpace);
+//!
+//! impl BehaviorClassifier for MyClassifier {
+//!     type Error = std::convert::Infallible;
+//!     fn space(&self) -> &DescriptorSpace {
+//!         &self.0
+//!     }
+//!     fn classify(&self, c: &Candidate, _e: &Evaluation) -> Result<Descriptor, Self::Error> {
+//!         let x = |n: &str| c.params.get(n).and_then(ParamValue::as_f64).unwrap_or(0.0);
+//!         let spread = (((x("X0") - 0.5).abs() * 6.0) as usize).min(2);
+//!         Ok(Descriptor::new([spread, usize::from(x("X3") > x("X4"))], "my-classifier"))
+//!     }
+//! }
+//!
+//! let space = DescriptorSpace::new(vec![
+//!     Dimension::new("spread", ["near", "mid", "far"]),
+//!     Dimension::new("order", ["x3<=x4", "x3>x4"]),
+//! ])
+//! .unwrap();
+//! let archive = VecArchive::new(space.clone());
+//! let result = Engine::new(SyntheticMutator::new(0.15), SyntheticEvaluator::new(), MyClassifier(space), archive)
+//!     .seeds(vec![synthetic_seed(6)])
+//!     .seed(1)
+//!     .budget(Budget::evaluations(300))
+//!     .run_blocking()
+//!     .unwrap();
+//! assert_eq!(result.summary.metrics.filled, 6);
+//! ```
+
+pub mod candidate;
+pub mod checkpoint;
+pub mod descriptor;
+pub mod device;
+pub mod engine;
+mod error;
+pub mod evaluation;
+pub mod fitness;
+pub mod kernel;
+pub mod observe;
+pub mod task;
+pub mod testing;
+pub mod traits;
+
+pub use async_trait::async_trait;
+pub use candidate::{Candidate, CandidateId, Offspring, Origin};
+pub use checkpoint::{Checkpoint, ChildRecord, StepRecord};
+pub use descriptor::{Descriptor, DescriptorSpace, Dimension};
+pub use device::{DeviceFacts, DeviceKind};
+pub use engine::{
+    Budget, Engine, EngineConfig, HistoryPoint, RunResult, RunSummary, StopHandle, StopReason,
+};
+pub use error::{BoxError, CoreError};
+pub use evaluation::{CompilerFacts, CorrectnessReport, Evaluation, Status, TimingStats};
+pub use fitness::Fitness;
+pub use kernel::{KernelSource, Language, ParamValue, ParamValues};
+pub use observe::{EvaluationReport, Observe, ObserverMode, RunInfo};
+pub use task::{Task, Tolerance, Work};
+pub use traits::archive::{Archive, ArchiveHints, ArchiveMetrics, Elite, InsertOutcome};
+pub use traits::backend::{
+    Backend, BackendError, BackendErrorKind, CompileOptions, Compiled, KernelArg, LaunchTiming,
+    NdRange,
+};
+pub use traits::classifier::BehaviorClassifier;
+pub use traits::evaluator::Evaluator;
+pub use traits::mutator::{Mutation, MutationContext, Mutator, Usage};
+pub use traits::param_space::ParamSpace;
+
+/// Everything an embedder usually needs, in one import.
+pub mod prelude {
+    pub use crate::{
+        Archive, ArchiveHints, ArchiveMetrics, Backend, BackendError, BackendErrorKind,
+        BehaviorClassifier, BoxError, Budget, Candidate, CandidateId, Checkpoint, CompileOptions,
+        Compiled, CompilerFacts, Descriptor, DescriptorSpace, DeviceFacts, Dimension, Elite,
+        Engine, Evaluation, EvaluationReport, Evaluator, Fitness, InsertOutcome, KernelArg,
+        KernelSource, Language, LaunchTiming, Mutation, MutationContext, Mutator, NdRange,
+        Observe, ObserverMode, Offspring, Origin, ParamSpace, ParamValue, ParamValues,
+        StepRecord, Status, Task, TimingStats, Usage,
+    };
+}

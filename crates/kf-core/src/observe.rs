@@ -1,0 +1,112 @@
+//! Observers: hooks that see every judged candidate, in the spirit of argmin's `Observe`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::candidate::Candidate;
+use crate::descriptor::Descriptor;
+use crate::error::BoxError;
+use crate::evaluation::Evaluation;
+use crate::fitness::Fitness;
+use crate::traits::archive::{ArchiveMetrics, InsertOutcome};
+use crate::traits::mutator::Usage;
+
+/// When an observer is called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ObserverMode {
+    /// After every evaluation.
+    Always,
+    /// After every `n`-th evaluation (and always at the start and end).
+    Every(u64),
+    /// When the best fitness improves.
+    NewBest,
+    /// When a cell is filled or improved.
+    Added,
+}
+
+/// One judged candidate, as observers see it.
+#[derive(Debug, Clone, Copy)]
+pub struct EvaluationReport<'a> {
+    /// Engine step the candidate belongs to.
+    pub step: u64,
+    /// Evaluations done so far, this one included.
+    pub evaluations: u64,
+    /// The candidate.
+    pub candidate: &'a Candidate,
+    /// Its evaluation, unless the evaluator failed.
+    pub evaluation: Option<&'a Evaluation>,
+    /// Its cell, unless it could not be classified.
+    pub descriptor: Option<&'a Descriptor>,
+    /// Its fitness, when it was evaluated.
+    pub fitness: Option<Fitness>,
+    /// What the archive did with it, when it was offered.
+    pub outcome: Option<InsertOutcome>,
+    /// Why it could not be judged, when it could not.
+    pub error: Option<&'a str>,
+    /// Archive metrics after it.
+    pub metrics: ArchiveMetrics,
+    /// Whether the best fitness improved with it.
+    pub new_best: bool,
+    /// Whether it was replayed from a run directory instead of computed.
+    pub replayed: bool,
+    /// Seconds since the run started.
+    pub elapsed_s: f64,
+    /// Usage of the mutators so far.
+    pub usage: Usage,
+}
+
+/// Facts about a run that is starting.
+#[derive(Debug, Clone, Copy)]
+pub struct RunInfo<'a> {
+    /// Run seed.
+    pub seed: u64,
+    /// The evaluation budget, if any.
+    pub max_evaluations: Option<u64>,
+    /// Steps recorded by an earlier run that will be replayed.
+    pub replaying_steps: usize,
+    /// Name of the mutator.
+    pub mutator: &'a str,
+}
+
+/// Sees the run as it goes: progress bars, logs, live plots.
+///
+/// # Example
+///
+/// ```
+/// use kf_core::prelude::*;
+///
+/// /// Counts correct kernels.
+/// #[derive(Default)]
+/// struct CountCorrect(u64);
+///
+/// impl Observe for CountCorrect {
+///     fn observe_evaluation(&mut self, r: &EvaluationReport<'_>) -> Result<(), BoxError> {
+///         if r.evaluation.is_some_and(|e| e.status.is_correct()) {
+///             self.0 += 1;
+///         }
+///         Ok(())
+///     }
+/// }
+/// ```
+pub trait Observe: Send {
+    /// Called once before the first step.
+    fn observe_start(&mut self, _info: &RunInfo<'_>) -> Result<(), BoxError> {
+        Ok(())
+    }
+
+    /// Called after a candidate is judged, as the observer's mode allows.
+    fn observe_evaluation(&mut self, report: &EvaluationReport<'_>) -> Result<(), BoxError>;
+
+    /// Called once at the end.
+    fn observe_end(&mut self, _summary: &crate::engine::RunSummary) -> Result<(), BoxError> {
+        Ok(())
+    }
+}
+
+impl<F> Observe for F
+where
+    F: FnMut(&EvaluationReport<'_>) -> Result<(), BoxError> + Send,
+{
+    fn observe_evaluation(&mut self, report: &EvaluationReport<'_>) -> Result<(), BoxError> {
+        self(report)
+    }
+}

@@ -1,0 +1,51 @@
+//! [`BehaviorClassifier`]: places a candidate in a cell of the descriptor space.
+
+use crate::candidate::Candidate;
+use crate::descriptor::{Descriptor, DescriptorSpace};
+use crate::evaluation::Evaluation;
+
+/// Declares a descriptor space and places each evaluated candidate in one of its cells.
+/// Classifiers may read the source (static patterns), the evaluation's compiler facts, or
+/// anything else; the descriptor says which classifier produced it.
+///
+/// # Example
+///
+/// ```
+/// use kf_core::prelude::*;
+///
+/// /// One dimension: does the kernel use local memory?
+/// struct UsesLocal(DescriptorSpace);
+///
+/// impl BehaviorClassifier for UsesLocal {
+///     type Error = std::convert::Infallible;
+///     fn space(&self) -> &DescriptorSpace {
+///         &self.0
+///     }
+///     fn classify(&self, c: &Candidate, _e: &Evaluation) -> Result<Descriptor, Self::Error> {
+///         let level = usize::from(c.source.text.contains("__local"));
+///         Ok(Descriptor::new([level], "uses-local"))
+///     }
+/// }
+///
+/// let space = DescriptorSpace::new(vec![Dimension::new("local", ["no", "yes"])]).unwrap();
+/// let classifier = UsesLocal(space);
+/// let kernel = KernelSource::new(Language::OpenCl, "k", "__kernel void k(__local float* t) {}");
+/// let d = classifier
+///     .classify(&Candidate::seed(kernel, ParamValues::new()), &Evaluation::failed(Status::Correct, ""))
+///     .unwrap();
+/// assert_eq!(d.coords, vec![1]);
+/// ```
+pub trait BehaviorClassifier: Send + Sync {
+    /// Why a candidate could not be classified.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// The space this classifier's descriptors live in.
+    fn space(&self) -> &DescriptorSpace;
+
+    /// The cell of one evaluated candidate.
+    fn classify(
+        &self,
+        candidate: &Candidate,
+        evaluation: &Evaluation,
+    ) -> Result<Descriptor, Self::Error>;
+}
