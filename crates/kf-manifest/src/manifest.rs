@@ -1,0 +1,426 @@
+//! The kernel manifest: a TOML file beside a kernel's source.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+use kf_core::{DeviceFacts, KernelSource, Language, NdRange, ParamValue, ParamValues};
+use serde::Deserialize;
+
+use crate::error::ManifestError;
+use crate::expr::{Expr, ExprSite, Symbols};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    source: Option<String>,
+    entry: String,
+    language: String,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    params: IndexMap<String, Vec<ParamValue>>,
+    #[serde(default)]
+    constraints: RawConstraints,
+    launch: RawLaunch,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConstraints {
+    #[serde(default)]
+    rules: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLaunch {
+    global: Vec<RawExpr>,
+    #[serde(default)]
+    local: Option<Vec<RawExpr>>,
+}
+
+/// A launch size written either as a number or as an expression.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawExpr {
+    Int(i64),
+    Text(String),
+}
+
+impl RawExpr {
+    fn text(&self) -> String {
+        match self {
+            RawExpr::Int(i) => i.to_string(),
+            RawExpr::Text(s) => s.clone(),
+        }
+    }
+}
+
+/// A parsed kernel manifest.
+///
+/// ```toml
+/// source = "gemm_tiled.cl"
+/// entry = "gemm"
+/// language = "opencl"
+/// [params]
+/// TS  = [8, 16, 32]
+/// WPT = [1, 2, 4]
+/// [constraints]
+/// rules = ["TS % WPT == 0", "TS * TS / WPT <= max_work_group_size"]
+/// [launch]
+/// global = ["M", "N / WPT"]
+/// local  = ["TS", "TS / WPT"]
+/// ```
+///
+/// # Example
+///
+/// ```
+/// use kf_manifest::{Manifest, Symbols};
+/// use kf_core::ParamValues;
+///
+/// let manifest = Manifest::parse(
+///     r#"
+///     entry = "gemm"
+///     language = "opencl"
+///     [params]
+///     TS = [8, 16]
+///     [launch]
+///     global = ["M", "N"]
+///     local = ["TS", "TS"]
+///     "#,
+///     "inline.toml",
+///     None,
+/// )
+/// .unwrap();
+/// let params = manifest.resolve_params(&ParamValues::new().with("TS", 16i64)).unwrap();
+/// let symbols = Symbols::new().with_params(&params).with_sizes([(&"M".to_string(), &64), (&"N".to_string(), &32)]);
+/// let range = manifest.launch_range(&symbols).unwrap();
+/// assert_eq!(range.global, vec![64, 32]);
+/// assert_eq!(range.local, Some(vec![16, 16]));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Manifest {
+    /// The manifest's file name (or another name for inline text), used in errors.
+    pub file: String,
+    /// Folder that `source` is relative to.
+    pub base_dir: Option<PathBuf>,
+    /// Path of the source file, relative to `base_dir`.
+    pub source: Option<PathBuf>,
+    /// Kernel function name.
+    pub entry: String,
+    /// Source language.
+    pub language: Language,
+    /// Free text for humans and models.
+    pub description: String,
+    /// Tunable parameters and their allowed values, in declaration order.
+    pub params: IndexMap<String, Vec<ParamValue>>,
+    /// Conditions every configuration must satisfy.
+    pub constraints: Vec<Expr>,
+    /// Global size per dimension.
+    pub global: Vec<Expr>,
+    /// Work-group size per dimension (`None`: the runtime chooses).
+    pub local: Option<Vec<Expr>>,
+    /// The manifest text as written.
+    pub text: Arc<str>,
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+impl Manifest {
+    /// Parses manifest text. `file` names it in errors; `base_dir` is where `source` is
+    /// resolved from (`None` for manifests that travel with their source, such as a mutator's).
+    pub fn parse(text: &str, file: &str, base_dir: Option<&Path>) -> Result<Self, ManifestError> {
+        let raw: RawManifest = toml::from_str(text).map_err(|e| ManifestError::Toml {
+            file: file.to_owned(),
+            message: e.to_string(),
+        })?;
+        let invalid = |field: &str, message: String| ManifestError::Invalid {
+            file: file.to_owned(),
+            field: field.to_owned(),
+            message,
+        };
+        let language: Language = raw
+            .language
+            .parse()
+            .map_err(|e: kf_core::CoreError| invalid("language", e.to_string()))?;
+        if !is_identifier(&raw.entry) {
+            return Err(invalid(
+                "entry",
+                format!("`{}` is not a function name", raw.entry),
+            ));
+        }
+        for (name, values) in &raw.params {
+            if !is_identifier(name) {
+                return Err(invalid(
+                    "params",
+                    format!("`{name}` is not a valid parameter name"),
+                ));
+            }
+            if values.is_empty() {
+                return Err(invalid(
+                    &format!("params.{name}"),
+                    "lists no values".to_owned(),
+                ));
+            }
+        }
+        let site = |field: String| ExprSite {
+            file: file.to_owned(),
+            field,
+        };
+        let constraints = raw
+            .constraints
+            .rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| Expr::parse(r, &site(format!("constraints.rules[{i}]"))))
+            .collect::<Result<Vec<_>, _>>()?;
+        if raw.launch.global.is_empty() || raw.launch.global.len() > 3 {
+            return Err(invalid(
+                "launch.global",
+                format!(
+                    "has {} entries; a launch has 1 to 3 dimensions",
+                    raw.launch.global.len()
+                ),
+            ));
+        }
+        let global = raw
+            .launch
+            .global
+            .iter()
+            .enumerate()
+            .map(|(i, e)| Expr::parse(&e.text(), &site(format!("launch.global[{i}]"))))
+            .collect::<Result<Vec<_>, _>>()?;
+        let local = match &raw.launch.local {
+            None => None,
+            Some(local) => {
+                if local.len() != global.len() {
+                    return Err(invalid(
+                        "launch.local",
+                        format!(
+                            "has {} entries but launch.global has {}",
+                            local.len(),
+                            global.len()
+                        ),
+                    ));
+                }
+                Some(
+                    local
+                        .iter()
+                        .enumerate()
+                        .map(|(i, e)| Expr::parse(&e.text(), &site(format!("launch.local[{i}]"))))
+                        .collect::<Result<Vec<_>, _>>()?,
+                )
+            }
+        };
+        Ok(Manifest {
+            file: file.to_owned(),
+            base_dir: base_dir.map(Path::to_path_buf),
+            source: raw.source.map(PathBuf::from),
+            entry: raw.entry,
+            language,
+            description: raw.description.unwrap_or_default(),
+            params: raw.params,
+            constraints,
+            global,
+            local,
+            text: Arc::from(text),
+        })
+    }
+
+    /// Reads a manifest file and the source file it names, and returns both; the kernel
+    /// source carries the manifest text so that it travels with the candidate.
+    pub fn load(path: &Path) -> Result<(Manifest, KernelSource), ManifestError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let base = path.parent().unwrap_or_else(|| Path::new("."));
+        let manifest = Manifest::parse(&text, &path.display().to_string(), Some(base))?;
+        let Some(rel) = &manifest.source else {
+            return Err(ManifestError::Invalid {
+                file: manifest.file.clone(),
+                field: "source".into(),
+                message: "is missing: name the kernel source file, relative to the manifest".into(),
+            });
+        };
+        let source_path = base.join(rel);
+        let source_text =
+            std::fs::read_to_string(&source_path).map_err(|source| ManifestError::Io {
+                path: source_path.clone(),
+                source,
+            })?;
+        let kernel = manifest.kernel_source(source_text);
+        Ok((manifest, kernel))
+    }
+
+    /// The manifest a kernel source carries.
+    pub fn from_kernel(kernel: &KernelSource) -> Result<Manifest, ManifestError> {
+        let Some(text) = &kernel.manifest else {
+            return Err(ManifestError::Invalid {
+                file: format!("<manifest of `{}`>", kernel.entry),
+                field: "manifest".into(),
+                message: "the kernel carries no manifest".into(),
+            });
+        };
+        let manifest = Manifest::parse(text, &format!("<manifest of `{}`>", kernel.entry), None)?;
+        if manifest.language != kernel.language || manifest.entry != kernel.entry {
+            return Err(ManifestError::Invalid {
+                file: manifest.file.clone(),
+                field: "entry".into(),
+                message: format!(
+                    "says {} `{}`, but the kernel is {} `{}`",
+                    manifest.language, manifest.entry, kernel.language, kernel.entry
+                ),
+            });
+        }
+        Ok(manifest)
+    }
+
+    /// A kernel source with this manifest's language, entry, parameters and text.
+    pub fn kernel_source(&self, text: impl Into<Arc<str>>) -> KernelSource {
+        let mut k = KernelSource::new(self.language, self.entry.clone(), text)
+            .with_manifest(Arc::clone(&self.text));
+        k.params = self.params.clone();
+        k
+    }
+
+    /// The first allowed value of every parameter.
+    pub fn default_params(&self) -> ParamValues {
+        self.params
+            .iter()
+            .filter_map(|(k, v)| v.first().map(|v| (k.clone(), v.clone())))
+            .collect()
+    }
+
+    /// Fills in `overrides` with defaults for the missing parameters and checks that every
+    /// value is declared and allowed.
+    pub fn resolve_params(&self, overrides: &ParamValues) -> Result<ParamValues, ManifestError> {
+        for (name, value) in overrides.iter() {
+            let Some(allowed) = self.params.get(name) else {
+                return Err(ManifestError::Invalid {
+                    file: self.file.clone(),
+                    field: format!("params.{name}"),
+                    message: format!(
+                        "is not declared (declared: {})",
+                        self.params.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                });
+            };
+            if !allowed.iter().any(|a| same_value(a, value)) {
+                return Err(ManifestError::Invalid {
+                    file: self.file.clone(),
+                    field: format!("params.{name}"),
+                    message: format!(
+                        "{value} is not one of the allowed values [{}]",
+                        allowed
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                });
+            }
+        }
+        let mut out = ParamValues::new();
+        for (name, allowed) in &self.params {
+            match overrides.get(name) {
+                Some(v) => out.set(name.clone(), v.clone()),
+                None => {
+                    if let Some(first) = allowed.first() {
+                        out.set(name.clone(), first.clone());
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Symbols for this manifest's expressions.
+    pub fn symbols(
+        &self,
+        params: &ParamValues,
+        sizes: &IndexMap<String, i64>,
+        device: &DeviceFacts,
+    ) -> Symbols {
+        Symbols::new()
+            .with_device(device)
+            .with_sizes(sizes)
+            .with_params(params)
+    }
+
+    fn site(&self, field: String) -> ExprSite {
+        ExprSite {
+            file: self.file.clone(),
+            field,
+        }
+    }
+
+    /// The first constraint that does not hold, if any.
+    pub fn violated_constraint(&self, symbols: &Symbols) -> Result<Option<&Expr>, ManifestError> {
+        for (i, rule) in self.constraints.iter().enumerate() {
+            if !rule.eval_bool(symbols, &self.site(format!("constraints.rules[{i}]")))? {
+                return Ok(Some(rule));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Checks the constraints for a configuration: an error names the rule that fails.
+    pub fn check_constraints(
+        &self,
+        params: &ParamValues,
+        symbols: &Symbols,
+    ) -> Result<(), ManifestError> {
+        match self.violated_constraint(symbols)? {
+            None => Ok(()),
+            Some(rule) => Err(ManifestError::ConstraintViolated {
+                file: self.file.clone(),
+                rule: rule.text().to_owned(),
+                params: params.to_string(),
+            }),
+        }
+    }
+
+    /// The launch geometry: every size a positive integer, local dividing global.
+    pub fn launch_range(&self, symbols: &Symbols) -> Result<NdRange, ManifestError> {
+        let global = self
+            .global
+            .iter()
+            .enumerate()
+            .map(|(i, e)| e.eval_positive(symbols, &self.site(format!("launch.global[{i}]"))))
+            .collect::<Result<Vec<_>, _>>()?;
+        let local = match &self.local {
+            None => None,
+            Some(local) => Some(
+                local
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| {
+                        e.eval_positive(symbols, &self.site(format!("launch.local[{i}]")))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+        };
+        let range = NdRange { global, local };
+        range.check().map_err(|message| ManifestError::Invalid {
+            file: self.file.clone(),
+            field: "launch".into(),
+            message,
+        })?;
+        Ok(range)
+    }
+}
+
+/// Equality of parameter values across representations (`16` and `16.0` are the same value).
+fn same_value(a: &ParamValue, b: &ParamValue) -> bool {
+    match (a, b) {
+        (ParamValue::Text(x), ParamValue::Text(y)) => x == y,
+        (ParamValue::Text(_), _) | (_, ParamValue::Text(_)) => false,
+        _ => a.as_f64() == b.as_f64(),
+    }
+}

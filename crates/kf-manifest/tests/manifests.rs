@@ -1,0 +1,213 @@
+//! Manifest parsing and evaluation, including every malformed case the evaluator relies on.
+
+use std::io::Write;
+
+use indexmap::IndexMap;
+use kf_core::{DeviceFacts, ParamValues};
+use kf_manifest::{Manifest, ManifestError, Symbols};
+
+const GOOD: &str = r#"
+source = "k.cl"
+entry = "gemm"
+language = "opencl"
+[params]
+TS = [8, 16, 32]
+WPT = [1, 2, 4]
+[constraints]
+rules = ["TS % WPT == 0", "TS * TS / WPT <= max_work_group_size"]
+[launch]
+global = ["M", "N / WPT"]
+local = ["TS", "TS / WPT"]
+"#;
+
+fn sizes() -> IndexMap<String, i64> {
+    [
+        ("M".to_string(), 256),
+        ("N".to_string(), 192),
+        ("K".to_string(), 128),
+    ]
+    .into_iter()
+    .collect()
+}
+
+fn device() -> DeviceFacts {
+    let mut d = DeviceFacts::unknown("test");
+    d.max_work_group_size = 256;
+    d
+}
+
+fn parse(text: &str) -> Result<Manifest, ManifestError> {
+    Manifest::parse(text, "test.toml", None)
+}
+
+#[test]
+fn good_manifest_gives_launch_geometry() {
+    let m = parse(GOOD).unwrap();
+    let params = m
+        .resolve_params(&ParamValues::new().with("TS", 16i64).with("WPT", 2i64))
+        .unwrap();
+    let s = m.symbols(&params, &sizes(), &device());
+    m.check_constraints(&params, &s).unwrap();
+    let r = m.launch_range(&s).unwrap();
+    assert_eq!(r.global, vec![256, 96]);
+    assert_eq!(r.local, Some(vec![16, 8]));
+}
+
+#[test]
+fn defaults_fill_missing_params_and_undeclared_or_disallowed_are_errors() {
+    let m = parse(GOOD).unwrap();
+    let p = m.resolve_params(&ParamValues::new()).unwrap();
+    assert_eq!(p.to_string(), "TS=8 WPT=1");
+    let e = m
+        .resolve_params(&ParamValues::new().with("TS", 12i64))
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("not one of the allowed values"),
+        "{e}"
+    );
+    let e = m
+        .resolve_params(&ParamValues::new().with("XX", 1i64))
+        .unwrap_err();
+    assert!(e.to_string().contains("not declared"), "{e}");
+}
+
+#[test]
+fn constraint_violation_names_the_rule() {
+    let m = parse(GOOD).unwrap();
+    let params = m
+        .resolve_params(&ParamValues::new().with("TS", 32i64).with("WPT", 1i64))
+        .unwrap();
+    let s = m.symbols(&params, &sizes(), &device());
+    let e = m.check_constraints(&params, &s).unwrap_err();
+    assert!(
+        matches!(&e, ManifestError::ConstraintViolated { rule, .. } if rule.contains("max_work_group_size")),
+        "{e}"
+    );
+}
+
+#[test]
+fn unknown_symbol_is_typed_and_named() {
+    let m = parse(&GOOD.replace("\"N / WPT\"", "\"P / WPT\"")).unwrap();
+    let params = m.default_params();
+    let s = m.symbols(&params, &sizes(), &device());
+    match m.launch_range(&s).unwrap_err() {
+        ManifestError::UnknownSymbol {
+            file,
+            field,
+            expr,
+            symbol,
+        } => {
+            assert_eq!(file, "test.toml");
+            assert_eq!(field, "launch.global[1]");
+            assert_eq!(expr, "P / WPT");
+            assert_eq!(symbol, "P");
+        }
+        other => panic!("expected UnknownSymbol, got {other}"),
+    }
+}
+
+#[test]
+fn division_by_zero_is_typed() {
+    let m = parse(&GOOD.replace("\"N / WPT\"", "\"N / (WPT - 1)\"")).unwrap();
+    let s = m.symbols(&m.default_params(), &sizes(), &device());
+    let e = m.launch_range(&s).unwrap_err();
+    assert!(matches!(e, ManifestError::DivisionByZero { .. }), "{e}");
+    let m = parse(&GOOD.replace("\"TS % WPT == 0\"", "\"TS % (WPT - 1) == 0\"")).unwrap();
+    let s = m.symbols(&m.default_params(), &sizes(), &device());
+    let e = m.violated_constraint(&s).unwrap_err();
+    assert!(matches!(e, ManifestError::DivisionByZero { .. }), "{e}");
+}
+
+#[test]
+fn non_positive_or_fractional_launch_size_is_typed() {
+    let m = parse(&GOOD.replace("\"N / WPT\"", "\"N - 1000\"")).unwrap();
+    let s = m.symbols(&m.default_params(), &sizes(), &device());
+    assert!(matches!(
+        m.launch_range(&s).unwrap_err(),
+        ManifestError::NotPositive { value: -808, .. }
+    ));
+    let m = parse(&GOOD.replace("\"N / WPT\"", "\"N / 2.5\"")).unwrap();
+    let s = m.symbols(&m.default_params(), &sizes(), &device());
+    assert!(matches!(
+        m.launch_range(&s).unwrap_err(),
+        ManifestError::WrongType { .. }
+    ));
+    let m = parse(&GOOD.replace("\"N / WPT\"", "\"N > 3\"")).unwrap();
+    let s = m.symbols(&m.default_params(), &sizes(), &device());
+    assert!(matches!(
+        m.launch_range(&s).unwrap_err(),
+        ManifestError::WrongType { .. }
+    ));
+}
+
+#[test]
+fn local_not_dividing_global_is_an_error() {
+    let m = parse(&GOOD.replace("\"M\", \"N / WPT\"", "\"M + 1\", \"N / WPT\"")).unwrap();
+    let s = m.symbols(&m.default_params(), &sizes(), &device());
+    let e = m.launch_range(&s).unwrap_err();
+    assert!(e.to_string().contains("does not divide"), "{e}");
+}
+
+#[test]
+fn malformed_toml_and_shapes_are_typed() {
+    assert!(matches!(parse("entry = "), Err(ManifestError::Toml { .. })));
+    assert!(matches!(
+        parse("entry = \"k\"\nlanguage = \"opencl\""),
+        Err(ManifestError::Toml { .. })
+    ));
+    assert!(matches!(
+        parse(&GOOD.replace("language = \"opencl\"", "language = \"fortran\"")),
+        Err(ManifestError::Invalid { .. })
+    ));
+    assert!(matches!(
+        parse(&GOOD.replace("TS = [8, 16, 32]", "TS = []")),
+        Err(ManifestError::Invalid { .. })
+    ));
+    assert!(matches!(
+        parse(&GOOD.replace("local = [\"TS\", \"TS / WPT\"]", "local = [\"TS\"]")),
+        Err(ManifestError::Invalid { .. })
+    ));
+    assert!(matches!(
+        parse(&GOOD.replace("\"TS % WPT == 0\"", "\"(TS % WPT == 0\"")),
+        Err(ManifestError::Expression { .. })
+    ));
+    assert!(matches!(
+        parse(&format!("{GOOD}\nunknown_key = 1")),
+        Err(ManifestError::Toml { .. })
+    ));
+    assert!(matches!(
+        parse(&GOOD.replace("entry = \"gemm\"", "entry = \"ge mm\"")),
+        Err(ManifestError::Invalid { .. })
+    ));
+}
+
+#[test]
+fn load_reads_source_and_reports_missing_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k.toml");
+    std::fs::File::create(&path)
+        .unwrap()
+        .write_all(GOOD.as_bytes())
+        .unwrap();
+    match Manifest::load(&path) {
+        Err(ManifestError::Io { path: p, .. }) => assert!(p.ends_with("k.cl")),
+        other => panic!("expected a missing source file, got {other:?}"),
+    }
+    std::fs::write(dir.path().join("k.cl"), "__kernel void gemm() {}").unwrap();
+    let (m, k) = Manifest::load(&path).unwrap();
+    assert_eq!(k.entry, "gemm");
+    assert_eq!(k.params.len(), 2);
+    assert_eq!(Manifest::from_kernel(&k).unwrap().params, m.params);
+    assert!(matches!(
+        Manifest::load(&dir.path().join("absent.toml")),
+        Err(ManifestError::Io { .. })
+    ));
+}
+
+#[test]
+fn symbols_include_device_facts() {
+    let s = Symbols::new().with_device(&device());
+    assert!(s.contains("max_work_group_size"));
+    assert!(s.contains("local_mem_bytes"));
+    assert!(!s.contains("M"));
+}
