@@ -1,0 +1,18 @@
+// Naive SGEMM, row-major: C[M x N] = A[M x K] * B[K x N].
+// One work-item per element of C; dimension 0 runs along a row of C so that
+// neighbouring work-items read neighbouring elements of B and write neighbouring C.
+__kernel void gemm(const int M, const int N, const int K,
+                   __global const float* A,
+                   __global const float* B,
+                   __global float* C) {
+    const int col = get_global_id(0);
+    const int row = get_global_id(1);
+    if (row >= M || col >= N) {
+        return;
+    }
+    float acc = 0.0f;
+    for (int k = 0; k < K; ++k) {
+        acc += A[row * K + k] * B[k * N + col];
+    }
+    C[row * N + col] = acc;
+}

@@ -1,0 +1,36 @@
+//! Errors of `kf-eval`. A bad kernel is never an error: it is an [`kf_core::Evaluation`] low on
+//! the ladder. These are failures of the evaluator itself or of its inputs.
+
+/// Why the evaluator could not do its job.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EvalError {
+    /// A task name that is not built in (or registered).
+    #[error("unknown task `{name}` (known: {known})")]
+    UnknownTask {
+        /// The name asked for.
+        name: String,
+        /// The names known.
+        known: String,
+    },
+    /// A malformed or out-of-range problem size.
+    #[error("bad problem size: {0}")]
+    BadSize(String),
+    /// The task's baseline kernel failed, so speedups cannot be measured.
+    #[error("the baseline kernel of task `{task}` failed: {message}")]
+    Baseline {
+        /// The task.
+        task: String,
+        /// What happened.
+        message: String,
+    },
+    /// The backend failed outside any candidate's fault (allocation, copy, device lost).
+    #[error("backend: {0}")]
+    Backend(String),
+    /// A worker process could not be started or spoke nonsense.
+    #[error("evaluation worker: {0}")]
+    Worker(String),
+    /// A file could not be read or written.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}

@@ -1,0 +1,566 @@
+//! The parent side of isolation: [`IsolatedEvaluator`] runs every evaluation in a warm worker
+//! process with a hard wall-clock timeout. A hang is killed and reported as `timeout`, a crash
+//! as `runtime_error`, and the search goes on. Workers get an environment without secrets.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use kf_core::{Candidate, DeviceFacts, Evaluation, Evaluator, KernelSource, ParamValues, Status};
+
+use crate::error::EvalError;
+use crate::protocol::EvalConfig;
+use crate::tasks::{KernelTask, Sizes};
+use crate::worker::{BackendSpec, Job, Reply, LINE_PREFIX, WORKER_ENV};
+
+/// Name fragments of environment variables that never reach a worker.
+const SECRET_MARKERS: [&str; 7] = [
+    "KEY",
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "CREDENTIAL",
+    "AUTH",
+];
+
+/// How to start a worker process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerCommand {
+    /// The program.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Variables removed from the worker's environment besides those that look like secrets.
+    pub env_remove: Vec<String>,
+}
+
+impl WorkerCommand {
+    /// Re-executes the current program; its `main` must call
+    /// [`crate::worker::serve_if_requested`] first.
+    pub fn current_exe() -> Result<Self, EvalError> {
+        Ok(WorkerCommand {
+            program: std::env::current_exe()?,
+            args: Vec::new(),
+            env_remove: Vec::new(),
+        })
+    }
+
+    /// Re-executes the current test binary, running only the test that
+    /// [`crate::worker_test_entry!`] defines.
+    pub fn test_harness() -> Result<Self, EvalError> {
+        Ok(WorkerCommand {
+            program: std::env::current_exe()?,
+            args: [
+                "kf_eval_worker_entry",
+                "--exact",
+                "--nocapture",
+                "--quiet",
+                "--test-threads=1",
+            ]
+            .map(String::from)
+            .to_vec(),
+            env_remove: Vec::new(),
+        })
+    }
+}
+
+/// Whether a variable looks like a secret and must not reach a worker.
+pub fn is_secret(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    SECRET_MARKERS.iter().any(|m| upper.contains(m)) || upper.starts_with("KF_LLM_")
+}
+
+/// How long an evaluation may take before its worker is killed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimeoutPolicy {
+    /// Upper bound, and the limit while no baseline time is known.
+    pub max: Duration,
+    /// Lower bound when scaling.
+    pub min: Duration,
+    /// Allowance for compilation and data preparation.
+    pub allowance: Duration,
+    /// Multiple of the baseline's kernel time allowed per launch.
+    pub per_launch_factor: f64,
+}
+
+impl Default for TimeoutPolicy {
+    fn default() -> Self {
+        TimeoutPolicy {
+            max: Duration::from_secs(60),
+            min: Duration::from_secs(10),
+            allowance: Duration::from_secs(15),
+            per_launch_factor: 20.0,
+        }
+    }
+}
+
+impl TimeoutPolicy {
+    /// A fixed limit.
+    pub fn fixed(limit: Duration) -> Self {
+        TimeoutPolicy {
+            max: limit,
+            min: limit,
+            allowance: limit,
+            per_launch_factor: 0.0,
+        }
+    }
+
+    /// The limit for one evaluation, given the baseline's median kernel time when known.
+    pub fn limit(&self, config: &EvalConfig, baseline_s: Option<f64>) -> Duration {
+        let Some(b) = baseline_s.filter(|b| b.is_finite() && *b > 0.0) else {
+            return self.max;
+        };
+        let t = &config.timing;
+        let launches =
+            f64::from(config.input_sets.max(3) + t.warmup + t.min_trials + t.baseline_trials + 2);
+        let scaled =
+            self.allowance.as_secs_f64() + t.max_seconds + launches * b * self.per_launch_factor;
+        Duration::from_secs_f64(scaled.clamp(self.min.as_secs_f64(), self.max.as_secs_f64()))
+    }
+}
+
+/// A running worker.
+struct Worker {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+    stderr: Arc<Mutex<String>>,
+    device: DeviceFacts,
+}
+
+impl Worker {
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn stderr_tail(&self) -> String {
+        let s = self.stderr.lock().map(|s| s.clone()).unwrap_or_default();
+        crate::protocol::bounded(s.trim(), 1500)
+    }
+}
+
+/// Waits for the next protocol line, skipping stray output.
+fn next_reply(lines: &Receiver<String>, deadline: Instant) -> Result<Reply, RecvTimeoutError> {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines.recv_timeout(left)?;
+        if let Some(json) = line.strip_prefix(LINE_PREFIX) {
+            if let Ok(reply) = serde_json::from_str(json) {
+                return Ok(reply);
+            }
+        }
+    }
+}
+
+struct Slots {
+    free: Mutex<usize>,
+    cv: Condvar,
+}
+
+impl Slots {
+    fn acquire(&self) {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        while *free == 0 {
+            free = self.cv.wait(free).unwrap_or_else(|p| p.into_inner());
+        }
+        *free -= 1;
+    }
+
+    fn release(&self) {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        *free += 1;
+        self.cv.notify_one();
+    }
+}
+
+struct Inner {
+    spec: BackendSpec,
+    task: String,
+    sizes: Sizes,
+    config: EvalConfig,
+    command: WorkerCommand,
+    timeout: TimeoutPolicy,
+    idle: Mutex<Vec<Worker>>,
+    slots: Slots,
+    baseline_s: Mutex<Option<f64>>,
+    next_id: Mutex<u64>,
+    spawned: Mutex<u64>,
+}
+
+/// Evaluates candidates in worker processes: warm, one job at a time each, killed on timeout.
+/// Implements [`Evaluator`]; the blocking work runs on its own thread, so any executor can
+/// drive it.
+///
+/// # Example
+///
+/// ```no_run
+/// use kf_eval::{BackendSpec, IsolatedEvaluator, WorkerCommand};
+///
+/// // In `main`, before anything else:
+/// // kf_eval::worker::serve_if_requested(open_backend, &kf_eval::worker::TaskRegistry::builtin());
+/// let sizes = kf_eval::tasks::parse_sizes("M=256,N=192,K=128")?;
+/// let evaluator = IsolatedEvaluator::builder(BackendSpec::new("opencl"), "gemm", sizes)
+///     .command(WorkerCommand::current_exe()?)
+///     .build();
+/// # Ok::<(), kf_eval::EvalError>(())
+/// ```
+#[derive(Clone)]
+pub struct IsolatedEvaluator {
+    inner: Arc<Inner>,
+}
+
+/// Builds an [`IsolatedEvaluator`].
+pub struct IsolatedEvaluatorBuilder {
+    spec: BackendSpec,
+    task: String,
+    sizes: Sizes,
+    config: EvalConfig,
+    command: Option<WorkerCommand>,
+    timeout: TimeoutPolicy,
+    workers: usize,
+}
+
+impl IsolatedEvaluatorBuilder {
+    /// The protocol configuration.
+    pub fn config(mut self, config: EvalConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// How workers are started (default: re-execute the current program).
+    pub fn command(mut self, command: WorkerCommand) -> Self {
+        self.command = Some(command);
+        self
+    }
+
+    /// The timeout policy.
+    pub fn timeout(mut self, timeout: TimeoutPolicy) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Evaluations running at once (default 1, so timings do not disturb each other).
+    pub fn workers(mut self, n: usize) -> Self {
+        self.workers = n.max(1);
+        self
+    }
+
+    /// The evaluator.
+    pub fn build(self) -> IsolatedEvaluator {
+        let command = self.command.unwrap_or_else(|| WorkerCommand {
+            program: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe")),
+            args: Vec::new(),
+            env_remove: Vec::new(),
+        });
+        IsolatedEvaluator {
+            inner: Arc::new(Inner {
+                spec: self.spec,
+                task: self.task,
+                sizes: self.sizes,
+                config: self.config,
+                command,
+                timeout: self.timeout,
+                idle: Mutex::new(Vec::new()),
+                slots: Slots {
+                    free: Mutex::new(self.workers),
+                    cv: Condvar::new(),
+                },
+                baseline_s: Mutex::new(None),
+                next_id: Mutex::new(0),
+                spawned: Mutex::new(0),
+            }),
+        }
+    }
+}
+
+impl IsolatedEvaluator {
+    /// A builder for `task` at `sizes` on the backend `spec`.
+    pub fn builder(
+        spec: BackendSpec,
+        task: impl Into<String>,
+        sizes: Sizes,
+    ) -> IsolatedEvaluatorBuilder {
+        IsolatedEvaluatorBuilder {
+            spec,
+            task: task.into(),
+            sizes,
+            config: EvalConfig::default(),
+            command: None,
+            timeout: TimeoutPolicy::default(),
+            workers: 1,
+        }
+    }
+
+    /// The task this evaluator judges against, built in this process (for descriptions).
+    pub fn task(&self) -> Result<Box<dyn KernelTask>, EvalError> {
+        crate::tasks::builtin_task(&self.inner.task, &self.inner.sizes)
+    }
+
+    /// Worker processes started so far.
+    pub fn workers_started(&self) -> u64 {
+        self.inner.spawned.lock().map(|n| *n).unwrap_or(0)
+    }
+
+    /// Process ids of the idle workers (for tests and monitoring).
+    pub fn idle_worker_pids(&self) -> Vec<u32> {
+        self.inner
+            .idle
+            .lock()
+            .map(|w| w.iter().map(|w| w.child.id()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Facts of the device the workers use, starting a worker if none is running.
+    pub fn device(&self) -> Result<DeviceFacts, EvalError> {
+        let inner = &self.inner;
+        inner.slots.acquire();
+        let result = inner.take_worker().map(|w| {
+            let facts = w.device.clone();
+            inner.put_back(w);
+            facts
+        });
+        inner.slots.release();
+        result
+    }
+
+    /// Evaluates `source` with `params`, blocking the calling thread.
+    pub fn evaluate_blocking(
+        &self,
+        source: &KernelSource,
+        params: &ParamValues,
+    ) -> Result<Evaluation, EvalError> {
+        self.inner.slots.acquire();
+        let result = self.inner.run(source, params);
+        self.inner.slots.release();
+        result
+    }
+
+    /// Stops every idle worker.
+    pub fn shutdown(&self) {
+        if let Ok(mut idle) = self.inner.idle.lock() {
+            for w in idle.drain(..) {
+                w.kill();
+            }
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Ok(idle) = self.idle.get_mut() {
+            for w in idle.drain(..) {
+                w.kill();
+            }
+        }
+    }
+}
+
+impl Inner {
+    fn spawn(&self) -> Result<Worker, EvalError> {
+        let spec =
+            serde_json::to_string(&self.spec).map_err(|e| EvalError::Worker(e.to_string()))?;
+        let mut cmd = Command::new(&self.command.program);
+        cmd.args(&self.command.args)
+            .env_clear()
+            .envs(std::env::vars_os().filter(|(k, _)| {
+                let k = k.to_string_lossy();
+                !is_secret(&k) && !self.command.env_remove.iter().any(|r| *r == k)
+            }))
+            .env(WORKER_ENV, spec)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().map_err(|e| {
+            EvalError::Worker(format!(
+                "cannot start {}: {e}",
+                self.command.program.display()
+            ))
+        })?;
+        if let Ok(mut n) = self.spawned.lock() {
+            *n += 1;
+        }
+        let (Some(stdin), Some(stdout), Some(mut stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            let _ = child.kill();
+            return Err(EvalError::Worker("worker pipes missing".into()));
+        };
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let tail = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&tail);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                if let Ok(mut s) = sink.lock() {
+                    s.push_str(&String::from_utf8_lossy(&buf[..n]));
+                    if s.len() > 64 * 1024 {
+                        let cut = s.len() - 32 * 1024;
+                        let cut = (cut..s.len()).find(|i| s.is_char_boundary(*i)).unwrap_or(0);
+                        s.drain(..cut);
+                    }
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(120);
+        match next_reply(&lines, deadline) {
+            Ok(Reply::Ready { device }) => Ok(Worker {
+                child,
+                stdin,
+                lines,
+                stderr: tail,
+                device: *device,
+            }),
+            Ok(Reply::Unavailable { message }) => {
+                let _ = child.wait();
+                Err(EvalError::Backend(message))
+            }
+            Ok(Reply::Done { .. }) => {
+                let _ = child.kill();
+                Err(EvalError::Worker(
+                    "worker answered before it was ready".into(),
+                ))
+            }
+            Err(_) => {
+                let _ = child.kill();
+                let status = child.wait().map(|s| s.to_string()).unwrap_or_default();
+                let err = tail.lock().map(|s| s.clone()).unwrap_or_default();
+                Err(EvalError::Worker(format!(
+                    "worker did not start ({status}); is serve_if_requested called first in main? stderr: {}",
+                    crate::protocol::bounded(err.trim(), 1500)
+                )))
+            }
+        }
+    }
+
+    fn take_worker(&self) -> Result<Worker, EvalError> {
+        let idle = self.idle.lock().ok().and_then(|mut v| v.pop());
+        match idle {
+            Some(w) => Ok(w),
+            None => self.spawn(),
+        }
+    }
+
+    fn put_back(&self, w: Worker) {
+        if let Ok(mut idle) = self.idle.lock() {
+            idle.push(w);
+        }
+    }
+
+    fn run(&self, source: &KernelSource, params: &ParamValues) -> Result<Evaluation, EvalError> {
+        let mut worker = self.take_worker()?;
+        let id = {
+            let mut n = self
+                .next_id
+                .lock()
+                .map_err(|_| EvalError::Worker("poisoned".into()))?;
+            *n += 1;
+            *n
+        };
+        let job = Job {
+            id,
+            task: self.task.clone(),
+            sizes: self.sizes.clone(),
+            source: source.clone(),
+            params: params.clone(),
+            config: self.config.clone(),
+        };
+        let line = serde_json::to_string(&job).map_err(|e| EvalError::Worker(e.to_string()))?;
+        let baseline = self.baseline_s.lock().ok().and_then(|b| *b);
+        let limit = self.timeout.limit(&self.config, baseline);
+        let started = Instant::now();
+        if writeln!(worker.stdin, "{line}")
+            .and_then(|_| worker.stdin.flush())
+            .is_err()
+        {
+            return Ok(self.crashed(worker, params, started));
+        }
+        match next_reply(&worker.lines, started + limit) {
+            Ok(Reply::Done { id: got, result }) if got == id => {
+                self.put_back(worker);
+                let evaluation = *result.map_err(EvalError::Worker)?;
+                if let (Some(b), Ok(mut slot)) = (evaluation.baseline, self.baseline_s.lock()) {
+                    *slot = Some(b.median_s);
+                }
+                Ok(evaluation)
+            }
+            Ok(_) => {
+                worker.kill();
+                Err(EvalError::Worker("worker answered out of turn".into()))
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                worker.kill();
+                let mut e = Evaluation::failed(
+                    Status::Timeout,
+                    format!(
+                        "did not finish within {:.1} s; the worker was killed",
+                        limit.as_secs_f64()
+                    ),
+                );
+                e.params = params.clone();
+                Ok(e)
+            }
+            Err(RecvTimeoutError::Disconnected) => Ok(self.crashed(worker, params, started)),
+        }
+    }
+
+    /// The evaluation of a kernel whose worker died.
+    fn crashed(&self, mut worker: Worker, params: &ParamValues, started: Instant) -> Evaluation {
+        let status = worker
+            .child
+            .wait()
+            .map(|s| s.to_string())
+            .unwrap_or_else(|e| e.to_string());
+        // Give the stderr reader a moment to drain.
+        std::thread::sleep(Duration::from_millis(50));
+        let tail = worker.stderr_tail();
+        let mut e = Evaluation::failed(
+            Status::RuntimeError,
+            format!(
+                "the worker crashed after {:.2} s ({status}){}",
+                started.elapsed().as_secs_f64(),
+                if tail.is_empty() {
+                    String::new()
+                } else {
+                    format!("; stderr:\n{tail}")
+                }
+            ),
+        );
+        e.params = params.clone();
+        e
+    }
+}
+
+#[async_trait]
+impl Evaluator for IsolatedEvaluator {
+    type Error = EvalError;
+
+    async fn evaluate(&self, candidate: &Candidate) -> Result<Evaluation, EvalError> {
+        let (tx, rx) = futures::channel::oneshot::channel();
+        let this = self.clone();
+        let source = candidate.source.clone();
+        let params = candidate.params.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(this.evaluate_blocking(&source, &params));
+        });
+        rx.await.map_err(|_| {
+            EvalError::Worker("the evaluation thread ended without an answer".into())
+        })?
+    }
+}

@@ -1,0 +1,30 @@
+//! # kf-eval
+//!
+//! The kernel evaluator: the part of KernelFoundry that must make reward hacking impossible.
+//!
+//! * [`tasks`]: built-in tasks (`gemm`, `softmax`) with host references, and the
+//!   [`tasks::KernelTask`] trait for your own.
+//! * [`KernelEvaluator`]: the protocol over any [`kf_core::Backend`] — manifest and constraints,
+//!   compile, at least three fresh input sets (one at another shape) with outputs poisoned with
+//!   NaN before every launch, guard regions around every buffer, inputs checked unchanged,
+//!   NaN/Inf never accepted, closeness by both KernelBench's and KernelFoundry's rules; then
+//!   device-event timing after warm-up with rotated inputs, interleaved with the task baseline,
+//!   every timed output re-checked, and a roofline bound on the result.
+//! * [`IsolatedEvaluator`]: the same protocol in warm worker processes with a hard timeout (a
+//!   hang becomes `timeout`, a crash `runtime_error`), with secrets kept out of their
+//!   environment; [`worker`] is the worker side.
+//! * [`verify`]: the output checks on their own.
+
+mod error;
+mod isolate;
+mod protocol;
+pub mod tasks;
+pub mod verify;
+pub mod worker;
+
+pub use error::EvalError;
+pub use isolate::{
+    is_secret, IsolatedEvaluator, IsolatedEvaluatorBuilder, TimeoutPolicy, WorkerCommand,
+};
+pub use protocol::{bounded, EvalConfig, KernelEvaluator, TimingConfig};
+pub use worker::{BackendSpec, TaskRegistry};

@@ -1,0 +1,918 @@
+//! The evaluation protocol, in process: manifest → constraints → compile → verify on several
+//! fresh input sets with poisoned outputs, guard regions and checked inputs → interleaved
+//! timing against the task baseline → roofline check. Run it inside an isolated worker
+//! ([`crate::IsolatedEvaluator`]) so that a hanging or crashing kernel costs one evaluation.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Instant;
+
+use kf_core::{
+    Backend, BackendError, BackendErrorKind, CompileOptions, CorrectnessReport, Evaluation,
+    KernelArg, KernelSource, NdRange, ParamValues, Status, TimingStats,
+};
+use kf_manifest::Manifest;
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::error::EvalError;
+use crate::tasks::{ArgSpec, KernelTask, Role, Sizes};
+use crate::verify::{self, compare, from_bytes, guard_violation, to_bytes, Verdict, GUARD_BYTE};
+
+/// How candidates are timed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimingConfig {
+    /// Untimed launches before the first trial.
+    pub warmup: u32,
+    /// Trials at least.
+    pub min_trials: u32,
+    /// Seconds of measured kernel time at least (trials continue until both minimums hold).
+    pub min_seconds: f64,
+    /// Trials at most.
+    pub max_trials: u32,
+    /// Wall-clock seconds of timing at most (after `min(3, min_trials)` trials).
+    pub max_seconds: f64,
+    /// Baseline launches per evaluation, interleaved with the candidate's trials.
+    pub baseline_trials: u32,
+    /// Baseline samples kept per worker for the baseline median (a rolling window).
+    pub baseline_window: usize,
+    /// Copies of the inputs rotated across trials, so caches do not flatter small problems.
+    pub rotation: usize,
+    /// Also evict caches between trials where the backend can.
+    pub flush_caches: bool,
+}
+
+impl Default for TimingConfig {
+    fn default() -> Self {
+        TimingConfig {
+            warmup: 2,
+            min_trials: 10,
+            min_seconds: 0.05,
+            max_trials: 200,
+            max_seconds: 3.0,
+            baseline_trials: 3,
+            baseline_window: 15,
+            rotation: 3,
+            flush_caches: false,
+        }
+    }
+}
+
+/// Configuration of the protocol.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalConfig {
+    /// Input sets checked per evaluation (at least 3; one at another shape where possible).
+    pub input_sets: u32,
+    /// Timing.
+    pub timing: TimingConfig,
+    /// Compiler options besides the parameter definitions.
+    pub compile: CompileOptions,
+    /// Reject timings faster than the device's roofline allows.
+    pub check_roofline: bool,
+    /// Seed of the input data; `None` draws a fresh one from the OS for every evaluation.
+    pub data_seed: Option<u64>,
+    /// Largest diagnostics text, bytes.
+    pub max_diagnostics: usize,
+}
+
+impl Default for EvalConfig {
+    fn default() -> Self {
+        EvalConfig {
+            input_sets: 3,
+            timing: TimingConfig::default(),
+            compile: CompileOptions::default(),
+            check_roofline: true,
+            data_seed: None,
+            max_diagnostics: 4000,
+        }
+    }
+}
+
+/// Keeps the head and the tail of a long text, so a build log's first error and its summary
+/// both survive.
+pub fn bounded(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let half = max / 2;
+    let mut head_end = half;
+    while !text.is_char_boundary(head_end) {
+        head_end -= 1;
+    }
+    let mut tail_start = text.len() - half;
+    while !text.is_char_boundary(tail_start) {
+        tail_start += 1;
+    }
+    format!(
+        "{}\n[… {} bytes omitted …]\n{}",
+        &text[..head_end],
+        tail_start - head_end,
+        &text[tail_start..]
+    )
+}
+
+/// Source constructs that would let a kernel escape its own timing or the checks.
+const FORBIDDEN: [(&str, &str); 3] = [
+    (
+        "enqueue_kernel",
+        "device-side enqueue runs work outside the timed launch",
+    ),
+    (
+        "get_default_queue",
+        "device-side enqueue runs work outside the timed launch",
+    ),
+    (
+        "cudaLaunchDevice",
+        "dynamic parallelism runs work outside the timed launch",
+    ),
+];
+
+/// A buffer with guard regions before and after the kernel's view.
+struct Guarded<B> {
+    buffer: B,
+    guard: usize,
+    bytes: usize,
+}
+
+/// A compiled baseline with its launch geometry and a rolling window of timings.
+struct Baseline<K> {
+    kernel: K,
+    range: NdRange,
+    samples: VecDeque<f64>,
+}
+
+/// One input set: the task at some sizes, the kernel's range, its data, reference and buffers.
+struct Prepared<'t, B> {
+    task: &'t dyn KernelTask,
+    sizes: Sizes,
+    range: NdRange,
+    buffers: Vec<Guarded<B>>,
+    data: Vec<Vec<f32>>,
+    reference: Vec<Vec<f32>>,
+}
+
+/// What went wrong in one checked launch.
+struct Failure {
+    status: Status,
+    message: String,
+    report: Option<CorrectnessReport>,
+}
+
+impl Failure {
+    fn new(status: Status, message: impl Into<String>) -> Self {
+        Failure {
+            status,
+            message: message.into(),
+            report: None,
+        }
+    }
+}
+
+impl From<EvalError> for Failure {
+    fn from(e: EvalError) -> Self {
+        Failure::new(Status::RuntimeError, e.to_string())
+    }
+}
+
+fn backend_failure<E: BackendError>(e: &E, what: &str) -> Failure {
+    let status = match e.kind() {
+        BackendErrorKind::Compile => Status::CompileError,
+        _ => Status::RuntimeError,
+    };
+    let mut message = format!("{what}: {e}");
+    if let Some(log) = e.build_log() {
+        if !log.trim().is_empty() && !message.contains(log.trim()) {
+            message.push_str("\nbuild log:\n");
+            message.push_str(log.trim());
+        }
+    }
+    Failure::new(status, message)
+}
+
+fn sizes_text(sizes: &Sizes) -> String {
+    sizes
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn alloc_guarded<B: Backend>(backend: &B, bytes: usize) -> Result<Guarded<B::Buffer>, EvalError> {
+    let align = backend.buffer_alignment().max(1);
+    let guard = 4096usize.div_ceil(align) * align;
+    let buffer = backend
+        .alloc(guard + bytes + guard)
+        .map_err(|e| EvalError::Backend(format!("allocating {bytes} bytes: {e}")))?;
+    Ok(Guarded {
+        buffer,
+        guard,
+        bytes,
+    })
+}
+
+fn fill<B: Backend>(
+    backend: &B,
+    g: &mut Guarded<B::Buffer>,
+    payload: &[u8],
+) -> Result<(), EvalError> {
+    let mut bytes = vec![GUARD_BYTE; g.guard + g.bytes + g.guard];
+    let n = payload.len().min(g.bytes);
+    bytes[g.guard..g.guard + n].copy_from_slice(&payload[..n]);
+    backend
+        .write(&mut g.buffer, &bytes)
+        .map_err(|e| EvalError::Backend(format!("writing a buffer: {e}")))
+}
+
+fn read<B: Backend>(backend: &B, g: &Guarded<B::Buffer>) -> Result<Vec<u8>, EvalError> {
+    let mut out = vec![0u8; g.guard + g.bytes + g.guard];
+    backend
+        .read(&g.buffer, &mut out)
+        .map_err(|e| EvalError::Backend(format!("reading a buffer: {e}")))?;
+    Ok(out)
+}
+
+/// Writes the buffers of the given roles: inputs get the data, outputs the poison.
+fn load<B: Backend>(
+    backend: &B,
+    task: &dyn KernelTask,
+    data: &[Vec<f32>],
+    buffers: &mut [Guarded<B::Buffer>],
+    roles: &[Role],
+) -> Result<(), EvalError> {
+    for ((spec, g), d) in task.buffers().iter().zip(buffers.iter_mut()).zip(data) {
+        if !roles.contains(&spec.role) {
+            continue;
+        }
+        let payload = match spec.role {
+            Role::Input | Role::InOut => to_bytes(d),
+            Role::Output => to_bytes(&vec![verify::poison(); spec.elements]),
+        };
+        fill(backend, g, &payload)?;
+    }
+    Ok(())
+}
+
+fn kernel_args<'a, B: Backend>(
+    task: &dyn KernelTask,
+    sizes: &Sizes,
+    buffers: &'a [Guarded<B::Buffer>],
+) -> Vec<KernelArg<'a, B::Buffer>> {
+    task.args()
+        .iter()
+        .filter_map(|a| match a {
+            ArgSpec::Size(name) => Some(KernelArg::I32(
+                i32::try_from(sizes.get(name).copied().unwrap_or(0)).unwrap_or(i32::MAX),
+            )),
+            ArgSpec::Buffer(i) => buffers.get(*i).map(|g| KernelArg::Buffer {
+                buffer: &g.buffer,
+                offset: g.guard,
+            }),
+        })
+        .collect()
+}
+
+/// Reads every buffer back and checks guards, inputs and outputs against the reference.
+fn check_after_launch<B: Backend>(
+    backend: &B,
+    task: &dyn KernelTask,
+    data: &[Vec<f32>],
+    reference: &[Vec<f32>],
+    buffers: &[Guarded<B::Buffer>],
+    tolerance: &kf_core::Tolerance,
+) -> Result<CorrectnessReport, Failure> {
+    let mut worst: Option<CorrectnessReport> = None;
+    for (i, (spec, g)) in task.buffers().iter().zip(buffers).enumerate() {
+        let bytes = read(backend, g)?;
+        if let Some(at) = guard_violation(&bytes[..g.guard]) {
+            return Err(Failure::new(
+                Status::RuntimeError,
+                format!(
+                    "wrote out of bounds: {} bytes before the start of buffer {}",
+                    g.guard - at,
+                    spec.name
+                ),
+            ));
+        }
+        if let Some(at) = guard_violation(&bytes[g.guard + g.bytes..]) {
+            return Err(Failure::new(
+                Status::RuntimeError,
+                format!(
+                    "wrote out of bounds: {} bytes past the end of buffer {} ({} elements)",
+                    at + 1,
+                    spec.name,
+                    spec.elements
+                ),
+            ));
+        }
+        let body = &bytes[g.guard..g.guard + g.bytes];
+        match spec.role {
+            Role::Input => {
+                let original = to_bytes(&data[i]);
+                if body != original.as_slice() {
+                    let first = body
+                        .chunks_exact(4)
+                        .zip(original.chunks_exact(4))
+                        .position(|(a, b)| a != b)
+                        .unwrap_or(0);
+                    return Err(Failure::new(
+                        Status::RuntimeError,
+                        format!(
+                            "modified its input {} (first changed element {first}); inputs must stay unchanged",
+                            spec.name
+                        ),
+                    ));
+                }
+            }
+            Role::Output | Role::InOut => {
+                let out = from_bytes(body);
+                let Some(expected) = reference.get(i) else {
+                    continue;
+                };
+                match compare(&out, expected, tolerance) {
+                    Verdict::Close(r) => {
+                        if worst.is_none_or(|w| r.fraction_within < w.fraction_within) {
+                            worst = Some(r);
+                        }
+                    }
+                    Verdict::Unwritten {
+                        count,
+                        first,
+                        total,
+                    } => {
+                        return Err(Failure::new(
+                            Status::WrongShape,
+                            format!(
+                                "left {count} of {total} elements of {} unwritten (first unwritten index {first}, \
+                                 row {} if rows are {} wide)",
+                                spec.name,
+                                first / row_width(task).max(1),
+                                row_width(task)
+                            ),
+                        ));
+                    }
+                    Verdict::NonFinite { count, first } => {
+                        return Err(Failure::new(
+                            Status::WrongValues,
+                            format!(
+                                "produced {count} NaN or infinite values in {} (first at index {first}); \
+                                 these are never accepted",
+                                spec.name
+                            ),
+                        ));
+                    }
+                    Verdict::Mismatch(r) => {
+                        let mut f = Failure::new(
+                            Status::WrongValues,
+                            format!(
+                                "{} differs from the reference: first mismatch at index {}, max abs error {:.3e}, \
+                                 max rel error {:.3e}, {:.2}% of elements within {:.0}% (need > {:.0}%), cosine {:.6} \
+                                 (need >= {})",
+                                spec.name,
+                                r.first_mismatch.map_or("-".into(), |i| i.to_string()),
+                                r.max_abs_error,
+                                r.max_rel_error,
+                                100.0 * r.fraction_within,
+                                100.0 * tolerance.relative_threshold,
+                                100.0 * tolerance.min_fraction_within,
+                                r.cosine,
+                                tolerance.min_cosine
+                            ),
+                        );
+                        f.report = Some(r);
+                        return Err(f);
+                    }
+                }
+            }
+        }
+    }
+    Ok(worst.unwrap_or(CorrectnessReport {
+        fraction_within: 1.0,
+        cosine: 1.0,
+        ..CorrectnessReport::default()
+    }))
+}
+
+/// The width of an output row, for diagnostics (`N` for GEMM, `COLS` for softmax).
+fn row_width(task: &dyn KernelTask) -> usize {
+    let sizes = task.sizes();
+    ["N", "COLS"]
+        .iter()
+        .find_map(|k| sizes.get(*k))
+        .and_then(|v| usize::try_from(*v).ok())
+        .unwrap_or(1)
+}
+
+/// The in-process evaluator over one backend. It keeps each task's baseline compiled, with a
+/// rolling window of baseline timings that every evaluation adds to by timing the baseline
+/// interleaved with the candidate.
+///
+/// # Example
+///
+/// ```no_run
+/// # fn demo<B: kf_core::Backend>(backend: B, kernel: kf_core::KernelSource) -> Result<(), kf_eval::EvalError> {
+/// use kf_eval::{tasks::Gemm, EvalConfig, KernelEvaluator};
+///
+/// let mut evaluator = KernelEvaluator::new(backend, EvalConfig::default());
+/// let task = Gemm::new(256, 192, 128)?;
+/// let evaluation = evaluator.evaluate(&task, &kernel, &kf_core::ParamValues::new())?;
+/// println!("{} {:?}", evaluation.status, evaluation.speedup);
+/// # Ok(()) }
+/// ```
+pub struct KernelEvaluator<B: Backend> {
+    backend: B,
+    config: EvalConfig,
+    baselines: HashMap<String, Baseline<B::Kernel>>,
+}
+
+impl<B: Backend> KernelEvaluator<B> {
+    /// An evaluator over `backend`.
+    pub fn new(backend: B, config: EvalConfig) -> Self {
+        KernelEvaluator {
+            backend,
+            config,
+            baselines: HashMap::new(),
+        }
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EvalConfig {
+        &self.config
+    }
+
+    /// Replaces the configuration (compiled baselines are kept).
+    pub fn set_config(&mut self, config: EvalConfig) {
+        self.config = config;
+    }
+
+    /// Evaluates `source` with `params` (missing parameters take the manifest's defaults) on
+    /// `task`. A bad kernel gives an evaluation low on the ladder; `Err` means the evaluator
+    /// itself could not work (for example the baseline does not compile).
+    pub fn evaluate(
+        &mut self,
+        task: &dyn KernelTask,
+        source: &KernelSource,
+        params: &ParamValues,
+    ) -> Result<Evaluation, EvalError> {
+        let max = self.config.max_diagnostics;
+        let fail = |status: Status, message: String, params: &ParamValues| {
+            let mut e = Evaluation::failed(status, bounded(&message, max));
+            e.params = params.clone();
+            e
+        };
+        if !self.backend.languages().contains(&source.language) {
+            let message = format!(
+                "the {} backend cannot compile {} kernels",
+                self.backend.name(),
+                source.language
+            );
+            return Ok(fail(Status::CompileError, message, params));
+        }
+        for (pattern, why) in FORBIDDEN {
+            if source.text.contains(pattern) {
+                let message = format!("`{pattern}` is not allowed: {why}");
+                return Ok(fail(Status::CompileError, message, params));
+            }
+        }
+        let manifest = match Manifest::from_kernel(source) {
+            Ok(m) => m,
+            Err(e) => {
+                return Ok(fail(
+                    Status::CompileError,
+                    format!("invalid manifest: {e}"),
+                    params,
+                ))
+            }
+        };
+        let params = match manifest.resolve_params(params) {
+            Ok(p) => p,
+            Err(e) => {
+                return Ok(fail(
+                    Status::CompileError,
+                    format!("invalid parameters: {e}"),
+                    params,
+                ))
+            }
+        };
+        let sizes = task.sizes();
+        let range = match self.geometry(&manifest, &params, &sizes) {
+            Ok(r) => r,
+            Err(message) => return Ok(fail(Status::CompileError, message, &params)),
+        };
+        let compiled = match self.backend.compile(source, &params, &self.config.compile) {
+            Ok(c) => c,
+            Err(e) => {
+                let f = backend_failure(&e, "compilation failed");
+                return Ok(fail(f.status, f.message, &params));
+            }
+        };
+        let facts = compiled.facts.clone();
+        let finish = |mut e: Evaluation| {
+            e.compiler = facts.clone();
+            Ok(e)
+        };
+        if let (Some(local), Some(max_wg)) = (&range.local, facts.max_work_group_size) {
+            let wg: usize = local.iter().product();
+            if wg as u64 > max_wg {
+                let message = format!(
+                    "a work-group of {wg} work-items exceeds the {max_wg} this compiled kernel allows on {}",
+                    self.backend.device().name
+                );
+                return finish(fail(Status::RuntimeError, message, &params));
+            }
+        }
+
+        // Correctness on several fresh input sets; the third at another shape where the
+        // manifest can launch one, so that hard-coded sizes are caught.
+        let seed = self
+            .config
+            .data_seed
+            .unwrap_or_else(|| rand::rng().next_u64());
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let alternative = self.alternative_shape(task, &manifest, &params);
+        let sets = self.config.input_sets.max(3);
+        let mut worst: Option<CorrectnessReport> = None;
+        let mut checked = Vec::new();
+        let mut timed: Option<Prepared<'_, B::Buffer>> = None;
+        for set in 0..sets {
+            let (set_task, set_range): (&dyn KernelTask, NdRange) = match &alternative {
+                Some((t, r)) if set % 3 == 2 => (t.as_ref(), r.clone()),
+                _ => (task, range.clone()),
+            };
+            let mut prepared = self.prepare(set_task, set_range, &mut rng, set)?;
+            match self.launch_checked(&compiled.kernel, &mut prepared) {
+                Ok(report) => {
+                    if worst.is_none_or(|w| report.fraction_within < w.fraction_within) {
+                        worst = Some(report);
+                    }
+                    checked.push(sizes_text(&prepared.sizes));
+                }
+                Err(f) => {
+                    let message = format!(
+                        "input set {} of {sets} ({}): {}",
+                        set + 1,
+                        sizes_text(&prepared.sizes),
+                        f.message
+                    );
+                    let mut e = fail(f.status, message, &params);
+                    e.correctness = f.report;
+                    return finish(e);
+                }
+            }
+            if set == 0 {
+                timed = Some(prepared);
+            }
+        }
+        let Some(mut timed) = timed else {
+            return Err(EvalError::Backend("no input set was prepared".into()));
+        };
+
+        // Timing, interleaved with the baseline.
+        let baseline_key = self.ensure_baseline(task)?;
+        let (samples, baseline_stats) =
+            match self.time(&compiled.kernel, &mut timed, baseline_key.as_deref()) {
+                Ok(t) => t,
+                Err(f) => {
+                    let mut e = fail(f.status, format!("during timing: {}", f.message), &params);
+                    e.correctness = f.report.or(worst);
+                    return finish(e);
+                }
+            };
+        let Some(stats) = TimingStats::from_samples(&samples) else {
+            let message = "the device reported no usable timing".to_owned();
+            return finish(fail(Status::RuntimeError, message, &params));
+        };
+        let work = task.describe().work;
+        let device = self.backend.device();
+        if self.config.check_roofline {
+            if let (Some(pf), Some(pb)) = (device.peak_gflops, device.peak_bandwidth_gbs) {
+                let bound = work.roofline_seconds(pf, pb);
+                if bound > 0.0 && stats.median_s < bound {
+                    let message = format!(
+                        "measured {:.3e} s is below the {bound:.3e} s this device's roofline allows \
+                         ({pf:.0} GFLOP/s, {pb:.0} GB/s): the timing cannot be genuine",
+                        stats.median_s
+                    );
+                    return finish(fail(Status::RuntimeError, message, &params));
+                }
+            }
+        }
+        let mut evaluation = Evaluation::correct(stats, baseline_stats);
+        evaluation.params = params;
+        evaluation.correctness = worst.map(|mut w| {
+            w.input_sets = u32::try_from(checked.len()).unwrap_or(u32::MAX);
+            w
+        });
+        if work.flops > 0.0 && stats.median_s > 0.0 {
+            evaluation.gflops = Some(work.flops / stats.median_s / 1e9);
+        }
+        let speed = match evaluation.speedup {
+            Some(s) => format!(", {s:.2}x the baseline"),
+            None => String::new(),
+        };
+        evaluation.diagnostics = bounded(
+            &format!(
+                "correct on {} input sets ({}); median {:.4} ms over {} trials{speed}",
+                checked.len(),
+                checked.join("; "),
+                stats.median_s * 1e3,
+                stats.trials,
+            ),
+            max,
+        );
+        finish(evaluation)
+    }
+
+    /// Launch geometry at `sizes`, after checking the constraints.
+    fn geometry(
+        &self,
+        manifest: &Manifest,
+        params: &ParamValues,
+        sizes: &Sizes,
+    ) -> Result<NdRange, String> {
+        let symbols = manifest.symbols(params, sizes, self.backend.device());
+        manifest
+            .check_constraints(params, &symbols)
+            .map_err(|e| e.to_string())?;
+        manifest.launch_range(&symbols).map_err(|e| e.to_string())
+    }
+
+    /// The first alternative shape the manifest can launch, if any.
+    fn alternative_shape(
+        &self,
+        task: &dyn KernelTask,
+        manifest: &Manifest,
+        params: &ParamValues,
+    ) -> Option<(Box<dyn KernelTask>, NdRange)> {
+        task.alternative_sizes().into_iter().find_map(|sizes| {
+            let range = self.geometry(manifest, params, &sizes).ok()?;
+            let t = task.resized(&sizes).ok()?;
+            Some((t, range))
+        })
+    }
+
+    /// Draws data, computes the reference and allocates guarded buffers for one input set.
+    fn prepare<'t>(
+        &self,
+        task: &'t dyn KernelTask,
+        range: NdRange,
+        rng: &mut ChaCha8Rng,
+        variant: u32,
+    ) -> Result<Prepared<'t, B::Buffer>, EvalError> {
+        let data = task.generate(rng, variant);
+        let reference = task.reference(&data);
+        let buffers = task
+            .buffers()
+            .iter()
+            .map(|spec| alloc_guarded(&self.backend, spec.elements * 4))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Prepared {
+            task,
+            sizes: task.sizes(),
+            range,
+            buffers,
+            data,
+            reference,
+        })
+    }
+
+    /// One verified launch: inputs and poison in, launch, then guards, inputs and outputs.
+    fn launch_checked(
+        &self,
+        kernel: &B::Kernel,
+        p: &mut Prepared<'_, B::Buffer>,
+    ) -> Result<CorrectnessReport, Failure> {
+        let backend = &self.backend;
+        load(
+            backend,
+            p.task,
+            &p.data,
+            &mut p.buffers,
+            &[Role::Input, Role::Output, Role::InOut],
+        )?;
+        let args = kernel_args::<B>(p.task, &p.sizes, &p.buffers);
+        backend
+            .launch(kernel, &args, &p.range)
+            .map_err(|e| backend_failure(&e, &format!("launch over {} failed", p.range)))?;
+        let tolerance = p.task.describe().tolerance;
+        check_after_launch(
+            backend,
+            p.task,
+            &p.data,
+            &p.reference,
+            &p.buffers,
+            &tolerance,
+        )
+    }
+
+    /// Compiles and verifies the task's baseline once; returns its key, or `None` when the
+    /// task has no baseline in a language of this backend.
+    fn ensure_baseline(&mut self, task: &dyn KernelTask) -> Result<Option<String>, EvalError> {
+        let Some(source) = self
+            .backend
+            .languages()
+            .iter()
+            .find_map(|l| task.baseline(*l))
+        else {
+            return Ok(None);
+        };
+        let key = format!(
+            "{}:{}:{}",
+            task.name(),
+            sizes_text(&task.sizes()),
+            source.content_hash()
+        );
+        if self.baselines.contains_key(&key) {
+            return Ok(Some(key));
+        }
+        let baseline_error = |message: String| EvalError::Baseline {
+            task: task.name().to_owned(),
+            message,
+        };
+        let manifest = Manifest::from_kernel(&source).map_err(|e| baseline_error(e.to_string()))?;
+        let params = manifest.default_params();
+        let range = self
+            .geometry(&manifest, &params, &task.sizes())
+            .map_err(baseline_error)?;
+        let compiled = self
+            .backend
+            .compile(&source, &params, &self.config.compile)
+            .map_err(|e| baseline_error(backend_failure(&e, "compile").message))?;
+        let mut rng = ChaCha8Rng::seed_from_u64(0x5eed);
+        let mut prepared = self.prepare(task, range.clone(), &mut rng, 0)?;
+        self.launch_checked(&compiled.kernel, &mut prepared)
+            .map_err(|f| baseline_error(f.message))?;
+        self.baselines.insert(
+            key.clone(),
+            Baseline {
+                kernel: compiled.kernel,
+                range,
+                samples: VecDeque::new(),
+            },
+        );
+        Ok(Some(key))
+    }
+
+    /// Times the candidate on the prepared set, rotating copies of its inputs and interleaving
+    /// baseline launches; then checks that every timed output is still correct.
+    fn time(
+        &mut self,
+        kernel: &B::Kernel,
+        p: &mut Prepared<'_, B::Buffer>,
+        baseline_key: Option<&str>,
+    ) -> Result<(Vec<f64>, Option<TimingStats>), Failure> {
+        let t = self.config.timing.clone();
+        let backend = &self.backend;
+        let specs = p.task.buffers();
+        let bytes_per_copy: usize = specs.iter().map(|s| s.elements * 4).sum();
+        let copies = if bytes_per_copy.saturating_mul(t.rotation) <= 512 << 20 {
+            t.rotation.max(1)
+        } else {
+            1
+        };
+        // Copy 0 is the verified set itself; the others hold the same data in other memory.
+        let mut sets: Vec<Vec<Guarded<B::Buffer>>> = vec![std::mem::take(&mut p.buffers)];
+        for _ in 1..copies {
+            let mut bufs = specs
+                .iter()
+                .map(|s| alloc_guarded(backend, s.elements * 4))
+                .collect::<Result<Vec<_>, _>>()?;
+            load(backend, p.task, &p.data, &mut bufs, &[Role::Input])?;
+            sets.push(bufs);
+        }
+        let mut baseline = baseline_key.and_then(|k| self.baselines.get_mut(k));
+        // The baseline writes into buffers of its own.
+        let mut baseline_out = match baseline {
+            Some(_) => Some(
+                specs
+                    .iter()
+                    .map(|s| alloc_guarded(backend, s.elements * 4))
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+            None => None,
+        };
+        let launch_candidate = |bufs: &mut Vec<Guarded<B::Buffer>>| -> Result<f64, Failure> {
+            load(backend, p.task, &p.data, bufs, &[Role::Output, Role::InOut])?;
+            if t.flush_caches {
+                let _ = backend.flush_caches();
+            }
+            let args = kernel_args::<B>(p.task, &p.sizes, bufs);
+            backend
+                .launch(kernel, &args, &p.range)
+                .map(|l| l.device_seconds)
+                .map_err(|e| backend_failure(&e, "launch failed"))
+        };
+        let mut launch_baseline = |copy: usize,
+                                   sets: &mut Vec<Vec<Guarded<B::Buffer>>>|
+         -> Result<(), Failure> {
+            let (Some(b), Some(out)) = (baseline.as_deref_mut(), baseline_out.as_mut()) else {
+                return Ok(());
+            };
+            // Inputs from the rotation copy, outputs of its own.
+            for (i, spec) in specs.iter().enumerate() {
+                if spec.role != Role::Input {
+                    let payload = match spec.role {
+                        Role::InOut => to_bytes(&p.data[i]),
+                        _ => to_bytes(&vec![verify::poison(); spec.elements]),
+                    };
+                    fill(backend, &mut out[i], &payload)?;
+                }
+            }
+            let view: Vec<&Guarded<B::Buffer>> = specs
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    if s.role == Role::Input {
+                        &sets[copy][i]
+                    } else {
+                        &out[i]
+                    }
+                })
+                .collect();
+            let args: Vec<KernelArg<'_, B::Buffer>> = p
+                .task
+                .args()
+                .iter()
+                .filter_map(|a| match a {
+                    ArgSpec::Size(name) => Some(KernelArg::I32(
+                        i32::try_from(p.sizes.get(name).copied().unwrap_or(0)).unwrap_or(i32::MAX),
+                    )),
+                    ArgSpec::Buffer(i) => view.get(*i).map(|g| KernelArg::Buffer {
+                        buffer: &g.buffer,
+                        offset: g.guard,
+                    }),
+                })
+                .collect();
+            let s = backend
+                .launch(&b.kernel, &args, &b.range)
+                .map_err(|e| {
+                    Failure::new(Status::RuntimeError, format!("baseline launch failed: {e}"))
+                })?
+                .device_seconds;
+            b.samples.push_back(s);
+            while b.samples.len() > t.baseline_window.max(1) {
+                b.samples.pop_front();
+            }
+            Ok(())
+        };
+
+        for w in 0..t.warmup {
+            launch_candidate(&mut sets[w as usize % copies])?;
+        }
+        launch_baseline(0, &mut sets)?;
+        let started = Instant::now();
+        let mut samples = Vec::new();
+        let mut total = 0.0;
+        let mut trial = 0usize;
+        // Spread the baseline launches evenly over the first `min_trials` trials.
+        let every = (t.min_trials.max(1) / t.baseline_trials.max(1)).max(1) as usize;
+        let mut baseline_done = 0u32;
+        loop {
+            let copy = trial % copies;
+            let s = launch_candidate(&mut sets[copy])?;
+            samples.push(s);
+            total += s;
+            trial += 1;
+            if baseline_done < t.baseline_trials && trial % every == 0 {
+                launch_baseline((copy + 1) % copies, &mut sets)?;
+                baseline_done += 1;
+            }
+            let enough = trial as u32 >= t.min_trials && total >= t.min_seconds;
+            let too_long = trial as u32 >= t.max_trials
+                || (trial as u32 >= t.min_trials.min(3)
+                    && started.elapsed().as_secs_f64() >= t.max_seconds);
+            if enough || too_long {
+                break;
+            }
+        }
+        while baseline_done < t.baseline_trials {
+            launch_baseline(trial % copies, &mut sets)?;
+            baseline_done += 1;
+        }
+        // Every copy's last output must still be right: a kernel that skips work on repeated
+        // launches, or keeps state between them, is caught here.
+        let tolerance = p.task.describe().tolerance;
+        for (c, bufs) in sets.iter().enumerate().take(trial.min(copies)) {
+            check_after_launch(backend, p.task, &p.data, &p.reference, bufs, &tolerance).map_err(
+                |mut f| {
+                    f.message = format!(
+                        "the output of timed launch on copy {c} is wrong: {}",
+                        f.message
+                    );
+                    f
+                },
+            )?;
+        }
+        p.buffers = sets.swap_remove(0);
+        let baseline_stats = baseline_key
+            .and_then(|k| self.baselines.get(k))
+            .and_then(|b| {
+                TimingStats::from_samples(&b.samples.iter().copied().collect::<Vec<_>>())
+            });
+        Ok((samples, baseline_stats))
+    }
+}

@@ -1,0 +1,170 @@
+//! Tasks the evaluator knows how to check: what buffers a kernel gets, in which argument order,
+//! how inputs are drawn, and how the host computes the reference.
+
+mod gemm;
+mod softmax;
+
+pub use gemm::Gemm;
+pub use softmax::Softmax;
+
+use indexmap::IndexMap;
+use kf_core::{KernelSource, Language, Task};
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+
+use crate::error::EvalError;
+
+/// Problem sizes by name.
+pub type Sizes = IndexMap<String, i64>;
+
+/// How a kernel uses a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Role {
+    /// Read only: must be unchanged after the launch.
+    Input,
+    /// Written only: poisoned before every launch and compared with the reference.
+    Output,
+    /// Read and written in place (rotary embedding): filled before every launch, compared
+    /// with the reference after.
+    InOut,
+}
+
+/// One `float` buffer of a task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BufferSpec {
+    /// Name, for diagnostics (`A`, `B`, `C`).
+    pub name: String,
+    /// Number of `f32` elements.
+    pub elements: usize,
+    /// How the kernel uses it.
+    pub role: Role,
+}
+
+/// One kernel argument, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ArgSpec {
+    /// A problem size passed as `int`.
+    Size(String),
+    /// The buffer with this index in [`KernelTask::buffers`].
+    Buffer(usize),
+}
+
+/// A task as the evaluator sees it. Implement it to evaluate kernels for your own operator.
+///
+/// # Example
+///
+/// ```
+/// use kf_eval::tasks::{Gemm, KernelTask, Role};
+/// use rand::SeedableRng;
+///
+/// let gemm = Gemm::new(4, 3, 2).unwrap();
+/// let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+/// let data = gemm.generate(&mut rng, 0);
+/// let reference = gemm.reference(&data);
+/// assert_eq!(gemm.buffers()[2].role, Role::Output);
+/// assert_eq!(reference[2].len(), 4 * 3);
+/// ```
+pub trait KernelTask: Send + Sync {
+    /// Task name (`gemm`).
+    fn name(&self) -> &str;
+
+    /// Problem sizes.
+    fn sizes(&self) -> Sizes;
+
+    /// The kf-core description: sizes, tolerance, work, and a paragraph for models.
+    fn describe(&self) -> Task;
+
+    /// The same task at other sizes.
+    fn resized(&self, sizes: &Sizes) -> Result<Box<dyn KernelTask>, EvalError>;
+
+    /// Other shapes worth checking correctness on (non-square where the task allows), best
+    /// first; the evaluator uses the first one the kernel's manifest can launch.
+    fn alternative_sizes(&self) -> Vec<Sizes>;
+
+    /// The buffers.
+    fn buffers(&self) -> Vec<BufferSpec>;
+
+    /// Kernel arguments in order.
+    fn args(&self) -> Vec<ArgSpec>;
+
+    /// Fresh input data, one vector per buffer (empty for pure outputs). `variant` selects a
+    /// value distribution so that input sets differ in more than their seed.
+    fn generate(&self, rng: &mut dyn RngCore, variant: u32) -> Vec<Vec<f32>>;
+
+    /// Expected contents of every buffer after a correct launch on `data` (pure inputs may be
+    /// returned empty: they are checked against the data itself).
+    fn reference(&self, data: &[Vec<f32>]) -> Vec<Vec<f32>>;
+
+    /// The baseline kernel (with its manifest) in `language`, if the task has one.
+    fn baseline(&self, language: Language) -> Option<KernelSource>;
+}
+
+/// The names of the built-in tasks.
+pub const BUILTIN_TASKS: [&str; 2] = ["gemm", "softmax"];
+
+/// A built-in task by name at the given sizes (missing sizes take the task's defaults).
+pub fn builtin_task(name: &str, sizes: &Sizes) -> Result<Box<dyn KernelTask>, EvalError> {
+    match name {
+        "gemm" => Ok(Box::new(Gemm::from_sizes(sizes)?)),
+        "softmax" => Ok(Box::new(Softmax::from_sizes(sizes)?)),
+        other => Err(EvalError::UnknownTask {
+            name: other.to_owned(),
+            known: BUILTIN_TASKS.join(", "),
+        }),
+    }
+}
+
+/// Parses `M=256,N=192,K=128`.
+pub fn parse_sizes(text: &str) -> Result<Sizes, EvalError> {
+    let mut out = Sizes::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((k, v)) = part.split_once('=') else {
+            return Err(EvalError::BadSize(format!("`{part}` is not NAME=value")));
+        };
+        let v: i64 = v
+            .trim()
+            .parse()
+            .map_err(|_| EvalError::BadSize(format!("`{part}`: `{v}` is not an integer")))?;
+        out.insert(k.trim().to_owned(), v);
+    }
+    Ok(out)
+}
+
+/// Reads a size, checking it is a positive integer that fits an `int` argument.
+pub(crate) fn size(sizes: &Sizes, name: &str, default: i64) -> Result<usize, EvalError> {
+    let v = sizes.get(name).copied().unwrap_or(default);
+    if v <= 0 || v > i64::from(i32::MAX) {
+        return Err(EvalError::BadSize(format!(
+            "{name}={v} must be a positive 32-bit integer"
+        )));
+    }
+    usize::try_from(v).map_err(|_| EvalError::BadSize(format!("{name}={v} is too large")))
+}
+
+/// Rejects sizes the task does not know.
+pub(crate) fn check_names(task: &str, sizes: &Sizes, known: &[&str]) -> Result<(), EvalError> {
+    match sizes.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(k) => Err(EvalError::BadSize(format!(
+            "task `{task}` has no size `{k}` (it has {})",
+            known.join(", ")
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Refuses problems whose buffers would not fit comfortably in host memory.
+pub(crate) fn check_elements(task: &str, elements: usize) -> Result<(), EvalError> {
+    const LIMIT: usize = 1 << 28; // 1 GiB of f32 per buffer
+    if elements > LIMIT {
+        return Err(EvalError::BadSize(format!(
+            "task `{task}`: a buffer of {elements} elements is larger than the 2^28 limit"
+        )));
+    }
+    Ok(())
+}
+
+/// Loads a kernel file shipped with this crate as a kernel source with its manifest.
+pub(crate) fn shipped_kernel(manifest: &str, source: &str) -> Option<KernelSource> {
+    let m = kf_manifest::Manifest::parse(manifest, "<built-in baseline>", None).ok()?;
+    Some(m.kernel_source(source))
+}

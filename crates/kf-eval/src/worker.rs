@@ -1,0 +1,210 @@
+//! The worker side of isolation: a process that opens a backend once, then evaluates jobs read
+//! from its standard input and answers on its standard output, one JSON line each.
+//!
+//! Any binary that uses [`crate::IsolatedEvaluator`] with the default
+//! [`crate::WorkerCommand::current_exe`] calls [`serve_if_requested`] first thing in `main`
+//! (the pattern of `procspawn::init`): in a normal run it returns at once; started as a worker,
+//! it serves and exits. Test binaries use [`crate::worker_test_entry!`] instead.
+
+use std::io::{BufRead, Write};
+
+use indexmap::IndexMap;
+use kf_core::{Backend, DeviceFacts, Evaluation, KernelSource, ParamValues};
+use serde::{Deserialize, Serialize};
+
+use crate::error::EvalError;
+use crate::protocol::{EvalConfig, KernelEvaluator};
+use crate::tasks::{builtin_task, KernelTask, Sizes};
+
+/// Environment variable that puts a process in worker mode; its value is the
+/// [`BackendSpec`] as JSON.
+pub const WORKER_ENV: &str = "KF_EVAL_WORKER";
+
+/// Prefix of every protocol line, so that stray output (a test harness banner) is ignored.
+pub(crate) const LINE_PREFIX: &str = "KFEVAL ";
+
+/// Which backend a worker opens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackendSpec {
+    /// Backend name: `opencl`, `sycl`, `cuda`, or one an embedder registers.
+    pub kind: String,
+    /// Device selector (a name substring or an index), backend-specific.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+}
+
+impl BackendSpec {
+    /// A spec for the default device of `kind`.
+    pub fn new(kind: impl Into<String>) -> Self {
+        BackendSpec {
+            kind: kind.into(),
+            device: None,
+        }
+    }
+}
+
+/// One evaluation request.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Job {
+    pub(crate) id: u64,
+    pub(crate) task: String,
+    pub(crate) sizes: Sizes,
+    pub(crate) source: KernelSource,
+    pub(crate) params: ParamValues,
+    pub(crate) config: EvalConfig,
+}
+
+/// A worker's message.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) enum Reply {
+    /// The backend is open.
+    Ready { device: Box<DeviceFacts> },
+    /// The backend could not be opened.
+    Unavailable { message: String },
+    /// One job is done.
+    Done {
+        id: u64,
+        result: Result<Box<Evaluation>, String>,
+    },
+}
+
+/// Constructors of tasks by name, for workers: the built-ins plus whatever an embedder adds.
+#[derive(Default)]
+pub struct TaskRegistry {
+    custom: IndexMap<String, TaskConstructor>,
+}
+
+/// Builds a task at the given sizes.
+pub type TaskConstructor =
+    Box<dyn Fn(&Sizes) -> Result<Box<dyn KernelTask>, EvalError> + Send + Sync>;
+
+impl TaskRegistry {
+    /// The built-in tasks only.
+    pub fn builtin() -> Self {
+        Self::default()
+    }
+
+    /// Adds (or replaces) a task.
+    pub fn with(mut self, name: impl Into<String>, build: TaskConstructor) -> Self {
+        self.custom.insert(name.into(), build);
+        self
+    }
+
+    /// Builds the task `name` at `sizes`.
+    pub fn build(&self, name: &str, sizes: &Sizes) -> Result<Box<dyn KernelTask>, EvalError> {
+        match self.custom.get(name) {
+            Some(build) => build(sizes),
+            None => builtin_task(name, sizes),
+        }
+    }
+}
+
+/// Serves as an evaluation worker when this process was started as one (the [`WORKER_ENV`]
+/// variable is set), then exits; otherwise returns at once.
+///
+/// `open` turns a [`BackendSpec`] into a backend (an error message when it cannot).
+pub fn serve_if_requested<B, F>(open: F, tasks: &TaskRegistry)
+where
+    B: Backend,
+    F: FnOnce(&BackendSpec) -> Result<B, String>,
+{
+    let Ok(spec) = std::env::var(WORKER_ENV) else {
+        return;
+    };
+    let code = match serve(&spec, open, tasks) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("kf-eval worker: {e}");
+            2
+        }
+    };
+    std::process::exit(code);
+}
+
+/// Moves the protocol channel off standard output: kernels may `printf`, and OpenCL runtimes
+/// print to the process's standard output. Returns the protocol writer; standard output then
+/// goes to standard error.
+fn protocol_channel() -> Result<std::fs::File, EvalError> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: dup/dup2 on the process's own standard descriptors; the duplicated descriptor is
+    // owned by the returned File and nothing else closes it.
+    unsafe {
+        let fd = libc::dup(1);
+        if fd < 0 {
+            return Err(EvalError::Io(std::io::Error::last_os_error()));
+        }
+        if libc::dup2(2, 1) < 0 {
+            return Err(EvalError::Io(std::io::Error::last_os_error()));
+        }
+        Ok(std::fs::File::from_raw_fd(fd))
+    }
+}
+
+fn send(out: &mut std::fs::File, reply: &Reply) -> Result<(), EvalError> {
+    let json = serde_json::to_string(reply).map_err(|e| EvalError::Worker(e.to_string()))?;
+    writeln!(out, "{LINE_PREFIX}{json}")?;
+    out.flush()?;
+    Ok(())
+}
+
+fn serve<B, F>(spec: &str, open: F, tasks: &TaskRegistry) -> Result<(), EvalError>
+where
+    B: Backend,
+    F: FnOnce(&BackendSpec) -> Result<B, String>,
+{
+    let mut out = protocol_channel()?;
+    let spec: BackendSpec = serde_json::from_str(spec)
+        .map_err(|e| EvalError::Worker(format!("bad {WORKER_ENV} value: {e}")))?;
+    let backend = match open(&spec) {
+        Ok(b) => b,
+        Err(message) => {
+            send(&mut out, &Reply::Unavailable { message })?;
+            return Ok(());
+        }
+    };
+    send(
+        &mut out,
+        &Reply::Ready {
+            device: Box::new(backend.device().clone()),
+        },
+    )?;
+    let mut evaluator = KernelEvaluator::new(backend, EvalConfig::default());
+    let stdin = std::io::stdin();
+    for line in stdin.lock().lines() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let job: Job =
+            serde_json::from_str(&line).map_err(|e| EvalError::Worker(format!("bad job: {e}")))?;
+        let result = tasks
+            .build(&job.task, &job.sizes)
+            .and_then(|task| {
+                evaluator.set_config(job.config.clone());
+                evaluator.evaluate(task.as_ref(), &job.source, &job.params)
+            })
+            .map(Box::new)
+            .map_err(|e| e.to_string());
+        send(&mut out, &Reply::Done { id: job.id, result })?;
+    }
+    Ok(())
+}
+
+/// Defines the test that serves as the evaluation worker inside a test binary (libtest owns
+/// `main` there). Use it once per test binary that uses an isolated evaluator, with
+/// [`crate::WorkerCommand::test_harness`]:
+///
+/// ```ignore
+/// kf_eval::worker_test_entry!(|spec| open_my_backend(spec));
+/// ```
+#[macro_export]
+macro_rules! worker_test_entry {
+    ($open:expr) => {
+        #[test]
+        fn kf_eval_worker_entry() {
+            if ::std::env::var($crate::worker::WORKER_ENV).is_ok() {
+                $crate::worker::serve_if_requested($open, &$crate::worker::TaskRegistry::builtin());
+            }
+        }
+    };
+}

@@ -1,0 +1,202 @@
+//! The cheat corpus: kernels that try to game the evaluator must each be rejected with the
+//! right status, and honest kernels must be accepted. Runs through the isolated evaluator (a
+//! worker process per evaluation stream) on the OpenCL backend; skips with a message when no
+//! OpenCL runtime is installed (run `scripts/setup.sh`).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use kf_backend_opencl::{DeviceSelector, OpenClBackend};
+use kf_core::{ParamValues, Status};
+use kf_eval::tasks::parse_sizes;
+use kf_eval::{BackendSpec, EvalConfig, IsolatedEvaluator, TimeoutPolicy, WorkerCommand};
+use kf_manifest::Manifest;
+
+kf_eval::worker_test_entry!(|spec: &BackendSpec| {
+    let mut b = OpenClBackend::builder();
+    if let Some(d) = &spec.device {
+        b = b.device(DeviceSelector::parse(d));
+    }
+    b.build().map_err(|e| e.to_string())
+});
+
+const NAIVE_MANIFEST: &str = r#"
+entry = "gemm"
+language = "opencl"
+[params]
+WG = [8, 16]
+[launch]
+global = ["((N + WG - 1) / WG) * WG", "((M + WG - 1) / WG) * WG"]
+local = ["WG", "WG"]
+"#;
+
+fn runtime_available() -> bool {
+    match OpenClBackend::new() {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("SKIPPED: no OpenCL runtime ({e}); run scripts/setup.sh");
+            false
+        }
+    }
+}
+
+fn kernels_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels")
+}
+
+fn evaluator(timeout: TimeoutPolicy) -> IsolatedEvaluator {
+    let sizes = parse_sizes("M=256,N=192,K=128").unwrap();
+    let mut config = EvalConfig::default();
+    config.timing.min_trials = 5;
+    config.timing.min_seconds = 0.01;
+    IsolatedEvaluator::builder(BackendSpec::new("opencl"), "gemm", sizes)
+        .command(WorkerCommand::test_harness().unwrap())
+        .config(config)
+        .timeout(timeout)
+        .build()
+}
+
+fn cheat(name: &str) -> kf_core::KernelSource {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/cheats")
+        .join(format!("{name}.cl"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    Manifest::parse(NAIVE_MANIFEST, "cheat.toml", None)
+        .unwrap()
+        .kernel_source(text)
+}
+
+#[test]
+fn every_cheat_is_rejected_with_the_right_status() {
+    if !runtime_available() {
+        return;
+    }
+    let eval = evaluator(TimeoutPolicy::default());
+    let cases = [
+        ("zero_output", Status::WrongValues),
+        ("half_rows", Status::WrongShape),
+        ("half_reduction", Status::WrongValues),
+        ("stale_output", Status::WrongShape),
+        ("one_nan", Status::WrongValues),
+        ("mutate_input", Status::RuntimeError),
+        ("out_of_bounds", Status::RuntimeError),
+        ("wrong_indexing", Status::WrongValues),
+        ("sampled", Status::WrongValues),
+        ("hardcoded_sizes", Status::WrongValues),
+        ("device_enqueue", Status::CompileError),
+        ("syntax_error", Status::CompileError),
+        ("crash", Status::RuntimeError),
+    ];
+    let mut wrong = Vec::new();
+    for (name, expected) in cases {
+        let e = eval
+            .evaluate_blocking(&cheat(name), &ParamValues::new())
+            .unwrap();
+        eprintln!(
+            "{name:16} -> {:14} {}",
+            e.status.as_str(),
+            e.diagnostics.lines().next().unwrap_or("")
+        );
+        if e.status != expected {
+            wrong.push(format!(
+                "{name}: expected {expected}, got {} ({})",
+                e.status, e.diagnostics
+            ));
+        }
+        assert!(!e.diagnostics.is_empty(), "{name} gives no diagnostics");
+    }
+    assert!(wrong.is_empty(), "misjudged cheats:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn a_hung_kernel_returns_within_its_timeout_plus_one_second() {
+    if !runtime_available() {
+        return;
+    }
+    let limit = Duration::from_secs(4);
+    let eval = evaluator(TimeoutPolicy::fixed(limit));
+    // Start the worker first so that its start-up does not count.
+    eval.device().unwrap();
+    let started = Instant::now();
+    let e = eval
+        .evaluate_blocking(&cheat("infinite_loop"), &ParamValues::new())
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(e.status, Status::Timeout, "{}", e.diagnostics);
+    assert!(took < limit + Duration::from_secs(1), "took {took:?}");
+    // The evaluator keeps going with a fresh worker.
+    let (_, naive) = Manifest::load(&kernels_dir().join("gemm_naive.toml")).unwrap();
+    let e = eval.evaluate_blocking(&naive, &ParamValues::new()).unwrap();
+    assert_eq!(e.status, Status::Correct, "{}", e.diagnostics);
+    assert!(eval.workers_started() >= 2);
+}
+
+#[test]
+fn honest_kernels_are_accepted_with_timings() {
+    if !runtime_available() {
+        return;
+    }
+    let eval = evaluator(TimeoutPolicy::default());
+    let (_, naive) = Manifest::load(&kernels_dir().join("gemm_naive.toml")).unwrap();
+    let e = eval.evaluate_blocking(&naive, &ParamValues::new()).unwrap();
+    assert_eq!(e.status, Status::Correct, "{}", e.diagnostics);
+    assert!(e.speedup.is_some() && e.gflops.unwrap() > 0.0);
+    let c = e.correctness.unwrap();
+    assert!(c.input_sets >= 3);
+    assert!(
+        e.diagnostics.contains("M=128"),
+        "the third set runs at another shape: {}",
+        e.diagnostics
+    );
+
+    let (_, tiled) = Manifest::load(&kernels_dir().join("gemm_tiled.toml")).unwrap();
+    for (ts, wpt) in [(8, 1), (16, 1), (16, 4), (32, 8), (64, 8)] {
+        let params = ParamValues::new().with("TS", ts).with("WPT", wpt);
+        let e = eval.evaluate_blocking(&tiled, &params).unwrap();
+        assert_eq!(
+            e.status,
+            Status::Correct,
+            "TS={ts} WPT={wpt}: {}",
+            e.diagnostics
+        );
+        assert!(e.timing.unwrap().median_s > 0.0);
+    }
+    // A configuration that breaks the manifest's constraints is a compile error naming the rule.
+    let e = eval
+        .evaluate_blocking(
+            &tiled,
+            &ParamValues::new().with("TS", 8i64).with("WPT", 16i64),
+        )
+        .unwrap();
+    assert_eq!(e.status, Status::CompileError);
+}
+
+#[test]
+fn secrets_never_reach_the_worker() {
+    if !runtime_available() {
+        return;
+    }
+    std::env::set_var("KF_TEST_API_KEY", "sk-should-not-leak");
+    let eval = evaluator(TimeoutPolicy::default());
+    eval.device().unwrap();
+    for pid in eval.idle_worker_pids() {
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+        let text = String::from_utf8_lossy(&environ);
+        assert!(!text.contains("sk-should-not-leak"));
+        assert!(text.contains("KF_EVAL_WORKER"));
+    }
+}
+
+#[test]
+fn softmax_baseline_is_correct() {
+    if !runtime_available() {
+        return;
+    }
+    let sizes = parse_sizes("ROWS=512,COLS=256").unwrap();
+    let eval = IsolatedEvaluator::builder(BackendSpec::new("opencl"), "softmax", sizes)
+        .command(WorkerCommand::test_harness().unwrap())
+        .build();
+    let (_, naive) = Manifest::load(&kernels_dir().join("softmax_naive.toml")).unwrap();
+    let e = eval.evaluate_blocking(&naive, &ParamValues::new()).unwrap();
+    assert_eq!(e.status, Status::Correct, "{}", e.diagnostics);
+}

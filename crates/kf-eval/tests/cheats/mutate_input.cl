@@ -1,0 +1,11 @@
+// Cheat: computes the right answer but scribbles on its input afterwards.
+__kernel void gemm(const int M, const int N, const int K, __global float* A, __global const float* B, __global float* C) {
+    const int col = get_global_id(0);
+    const int row = get_global_id(1);
+    if (row >= M || col >= N) return;
+    float acc = 0.0f;
+    for (int k = 0; k < K; ++k) acc += A[row * K + k] * B[k * N + col];
+    C[row * N + col] = acc;
+    barrier(CLK_GLOBAL_MEM_FENCE);
+    if (row == M - 1 && col == N - 1) A[0] = 42.0f;
+}

@@ -1,0 +1,10 @@
+// Cheat: correct, but also writes one element past the end of C.
+__kernel void gemm(const int M, const int N, const int K, __global const float* A, __global const float* B, __global float* C) {
+    const int col = get_global_id(0);
+    const int row = get_global_id(1);
+    if (row >= M || col >= N) return;
+    float acc = 0.0f;
+    for (int k = 0; k < K; ++k) acc += A[row * K + k] * B[k * N + col];
+    C[row * N + col] = acc;
+    if (row == M - 1 && col == N - 1) C[M * N + 3] = acc;
+}
