@@ -807,7 +807,8 @@ impl<B: Backend> KernelEvaluator<B> {
                 .map_err(|e| backend_failure(&e, "launch failed"))
         };
         let mut launch_baseline = |copy: usize,
-                                   sets: &mut Vec<Vec<Guarded<B::Buffer>>>|
+                                   sets: &mut Vec<Vec<Guarded<B::Buffer>>>,
+                                   record: bool|
          -> Result<(), Failure> {
             let (Some(b), Some(out)) = (baseline.as_deref_mut(), baseline_out.as_mut()) else {
                 return Ok(());
@@ -853,6 +854,9 @@ impl<B: Backend> KernelEvaluator<B> {
                     Failure::new(Status::RuntimeError, format!("baseline launch failed: {e}"))
                 })?
                 .device_seconds;
+            if !record {
+                return Ok(());
+            }
             b.samples.push_back(s);
             while b.samples.len() > t.baseline_window.max(1) {
                 b.samples.pop_front();
@@ -863,7 +867,7 @@ impl<B: Backend> KernelEvaluator<B> {
         for w in 0..t.warmup {
             launch_candidate(&mut sets[w as usize % copies])?;
         }
-        launch_baseline(0, &mut sets)?;
+        launch_baseline(0, &mut sets, false)?;
         let started = Instant::now();
         let mut samples = Vec::new();
         let mut total = 0.0;
@@ -878,7 +882,7 @@ impl<B: Backend> KernelEvaluator<B> {
             total += s;
             trial += 1;
             if baseline_done < t.baseline_trials && trial % every == 0 {
-                launch_baseline((copy + 1) % copies, &mut sets)?;
+                launch_baseline((copy + 1) % copies, &mut sets, true)?;
                 baseline_done += 1;
             }
             let enough = trial as u32 >= t.min_trials && total >= t.min_seconds;
@@ -890,7 +894,7 @@ impl<B: Backend> KernelEvaluator<B> {
             }
         }
         while baseline_done < t.baseline_trials {
-            launch_baseline(trial % copies, &mut sets)?;
+            launch_baseline(trial % copies, &mut sets, true)?;
             baseline_done += 1;
         }
         // Every copy's last output must still be right: a kernel that skips work on repeated

@@ -24,6 +24,7 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::candidate::{Candidate, CandidateId, Offspring};
+use crate::device::DeviceFacts;
 use crate::checkpoint::{ChildRecord, StepRecord};
 use crate::error::CoreError;
 use crate::evaluation::Evaluation;
@@ -94,6 +95,7 @@ pub struct Engine<M, E, C, A> {
     classifier: C,
     archive: A,
     task: Arc<Task>,
+    device: Option<Arc<DeviceFacts>>,
     seeds: Vec<Candidate>,
     config: EngineConfig,
     observers: Vec<BoxedObserver>,
@@ -116,6 +118,7 @@ where
             classifier,
             archive,
             task: Arc::new(Task::new("unnamed")),
+            device: None,
             seeds: Vec::new(),
             config: EngineConfig::default(),
             observers: Vec::new(),
@@ -127,6 +130,13 @@ where
     /// The task handed to mutators.
     pub fn task(mut self, task: Task) -> Self {
         self.task = Arc::new(task);
+        self
+    }
+
+    /// Facts of the device, handed to mutators (for prompts and for constraints that refer to
+    /// the device).
+    pub fn device(mut self, device: DeviceFacts) -> Self {
+        self.device = Some(Arc::new(device));
         self
     }
 
@@ -190,6 +200,7 @@ where
             classifier,
             archive,
             task,
+            device,
             seeds,
             config,
             observers,
@@ -212,6 +223,7 @@ where
             classifier: &classifier,
             archive,
             task,
+            device,
             config,
             observers,
             checkpoint,
@@ -311,6 +323,7 @@ where
                         step,
                         seed: state.rng.next_u64(),
                         task: Arc::clone(&state.task),
+                        device: state.device.clone(),
                         inspirations,
                         hints: state.archive.hints(Some(&cell)),
                     };
@@ -487,6 +500,7 @@ struct LoopState<'m, M, C, A> {
     classifier: &'m C,
     archive: A,
     task: Arc<Task>,
+    device: Option<Arc<DeviceFacts>>,
     config: EngineConfig,
     observers: Vec<BoxedObserver>,
     checkpoint: Option<Box<dyn Checkpoint<A>>>,
@@ -692,7 +706,11 @@ where
     }
 
     /// Re-applies a recorded step, checking that it is what this run would have done.
-    fn apply_replay(&mut self, record: &StepRecord, ids: std::ops::Range<u64>) -> Result<(), CoreError> {
+    fn apply_replay(
+        &mut self,
+        record: &StepRecord,
+        ids: std::ops::Range<u64>,
+    ) -> Result<(), CoreError> {
         if record.children.len() as u64 > ids.end - ids.start {
             return Err(CoreError::ResumeMismatch {
                 step: record.step,

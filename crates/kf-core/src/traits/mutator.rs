@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::candidate::Offspring;
+use crate::device::DeviceFacts;
 use crate::task::Task;
 use crate::traits::archive::{ArchiveHints, Elite};
 
@@ -68,6 +69,8 @@ pub struct MutationContext {
     pub seed: u64,
     /// The task being optimised.
     pub task: Arc<Task>,
+    /// Facts of the device kernels are evaluated on, when the embedder gave them.
+    pub device: Option<Arc<DeviceFacts>>,
     /// Elites of other cells to draw ideas from.
     pub inspirations: Vec<Elite>,
     /// Where the archive is empty or improving.
@@ -123,11 +126,7 @@ pub trait Mutator: Send + Sync {
     fn name(&self) -> &str;
 
     /// Proposes children of `parent`.
-    async fn mutate(
-        &self,
-        parent: &Elite,
-        ctx: &MutationContext,
-    ) -> Result<Mutation, Self::Error>;
+    async fn mutate(&self, parent: &Elite, ctx: &MutationContext) -> Result<Mutation, Self::Error>;
 
     /// Told what became of one child: its evaluation and what it did for the archive. The
     /// default ignores it.
