@@ -1,1 +1,35 @@
-//! KernelFoundry facade
+//! # KernelFoundry-rs
+//!
+//! Hardware-aware evolutionary GPU-kernel optimisation: MAP-Elites quality-diversity search over
+//! kernel behaviour, meta-prompt co-evolution, and template parameter tuning, over pluggable
+//! compilers and runtimes. This facade re-exports the crates of the family:
+//!
+//! | crate | what it owns |
+//! |---|---|
+//! | [`core`] (`kf-core`) | vocabulary, the traits (`Mutator`, `Evaluator`, `BehaviorClassifier`, `ParamSpace`, `Backend`, `Archive`), observers, checkpoints, the engine |
+//! | [`archive`] (`kf-archive`) | the grid archive, parent selection, QD metrics, crash-safe run directories |
+//! | [`manifest`] (`kf-manifest`) | kernel manifests: parameters, constraints, launch geometry |
+//! | [`eval`] (`kf-eval`) | the cheat-proof evaluator, built-in tasks, isolated workers |
+//! | [`opencl`] (`kf-backend-opencl`) | the OpenCL backend |
+//!
+//! [`backends`] opens a backend by name, and [`init`] must be the first call in the `main` of
+//! any program that evaluates kernels in worker processes.
+
+pub mod backends;
+
+/// Quality-diversity archives: the grid archive, parent selection, QD metrics, run directories.
+pub use kf_archive as archive;
+/// The OpenCL backend.
+pub use kf_backend_opencl as opencl;
+/// Vocabulary, traits and the search engine.
+pub use kf_core as core;
+/// The kernel evaluator.
+pub use kf_eval as eval;
+/// Kernel manifests.
+pub use kf_manifest as manifest;
+
+// Kept for code written against the crate name.
+#[doc(hidden)]
+pub use kf_archive;
+
+pub use backends::init;
