@@ -71,15 +71,30 @@ impl DescriptorSpace {
             dimensions: vec![
                 Dimension::new(
                     "memory_access",
-                    ["global", "coalesced_vectorised", "local_tiled", "multi_level"],
+                    [
+                        "global",
+                        "coalesced_vectorised",
+                        "local_tiled",
+                        "multi_level",
+                    ],
                 ),
                 Dimension::new(
                     "algorithm_structure",
-                    ["multi_pass", "fused", "single_pass", "tiled_register_blocked"],
+                    [
+                        "multi_pass",
+                        "fused",
+                        "single_pass",
+                        "tiled_register_blocked",
+                    ],
                 ),
                 Dimension::new(
                     "parallel_coordination",
-                    ["independent", "work_group_barriers", "sub_group", "hierarchical"],
+                    [
+                        "independent",
+                        "work_group_barriers",
+                        "sub_group",
+                        "hierarchical",
+                    ],
                 ),
             ],
         }

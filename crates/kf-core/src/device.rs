@@ -110,7 +110,10 @@ impl DeviceFacts {
             "max_work_item_size_2",
         ];
         for (i, name) in ITEM.iter().enumerate() {
-            out.push((name, clamp(self.max_work_item_sizes.get(i).copied().unwrap_or(1))));
+            out.push((
+                name,
+                clamp(self.max_work_item_sizes.get(i).copied().unwrap_or(1)),
+            ));
         }
         out
     }

@@ -188,7 +188,11 @@ impl fmt::Display for ParamValues {
 
 impl<K: Into<String>, V: Into<ParamValue>> FromIterator<(K, V)> for ParamValues {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
-        ParamValues(iter.into_iter().map(|(k, v)| (k.into(), v.into())).collect())
+        ParamValues(
+            iter.into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        )
     }
 }
 

@@ -94,8 +94,8 @@ pub mod prelude {
         BehaviorClassifier, BoxError, Budget, Candidate, CandidateId, Checkpoint, CompileOptions,
         Compiled, CompilerFacts, Descriptor, DescriptorSpace, DeviceFacts, Dimension, Elite,
         Engine, Evaluation, EvaluationReport, Evaluator, Fitness, InsertOutcome, KernelArg,
-        KernelSource, Language, LaunchTiming, Mutation, MutationContext, Mutator, NdRange,
-        Observe, ObserverMode, Offspring, Origin, ParamSpace, ParamValue, ParamValues,
-        StepRecord, Status, Task, TimingStats, Usage,
+        KernelSource, Language, LaunchTiming, Mutation, MutationContext, Mutator, NdRange, Observe,
+        ObserverMode, Offspring, Origin, ParamSpace, ParamValue, ParamValues, Status, StepRecord,
+        Task, TimingStats, Usage,
     };
 }

@@ -24,8 +24,8 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::candidate::{Candidate, CandidateId, Offspring};
-use crate::device::DeviceFacts;
 use crate::checkpoint::{ChildRecord, StepRecord};
+use crate::device::DeviceFacts;
 use crate::error::CoreError;
 use crate::evaluation::Evaluation;
 use crate::fitness::Fitness;

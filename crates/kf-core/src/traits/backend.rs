@@ -127,7 +127,10 @@ impl NdRange {
     /// Checks the shape: 1–3 dimensions, non-zero sizes, local dividing global.
     pub fn check(&self) -> Result<(), String> {
         if self.global.is_empty() || self.global.len() > 3 {
-            return Err(format!("{} dimensions (expected 1 to 3)", self.global.len()));
+            return Err(format!(
+                "{} dimensions (expected 1 to 3)",
+                self.global.len()
+            ));
         }
         if self.global.contains(&0) {
             return Err(format!("global size {:?} has a zero", self.global));

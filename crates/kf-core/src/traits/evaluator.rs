@@ -42,7 +42,10 @@ pub trait Evaluator: Send + Sync {
 
     /// Evaluates several candidates; the default does them one after another. Evaluators that
     /// can batch (a worker pool, a remote queue) override it.
-    async fn evaluate_batch(&self, candidates: &[Candidate]) -> Vec<Result<Evaluation, Self::Error>> {
+    async fn evaluate_batch(
+        &self,
+        candidates: &[Candidate],
+    ) -> Vec<Result<Evaluation, Self::Error>> {
         let mut out = Vec::with_capacity(candidates.len());
         for c in candidates {
             out.push(self.evaluate(c).await);
