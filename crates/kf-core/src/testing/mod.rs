@@ -9,6 +9,8 @@
 //! optimum of each cell is known exactly ([`SyntheticEvaluator::optimum`]) and local search
 //! pays. Points outside `[0, 1]^d` fail to "compile".
 
+pub mod conformance;
+
 use std::convert::Infallible;
 
 use async_trait::async_trait;

@@ -1,0 +1,844 @@
+//! [`OpenClBackend`]: the [`Backend`] implementation.
+
+use std::path::PathBuf;
+use std::ptr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
+
+use kf_core::{
+    Backend, CompileOptions, Compiled, CompilerFacts, DeviceFacts, KernelArg, KernelSource,
+    Language, LaunchTiming, NdRange, ParamValues,
+};
+use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
+use opencl3::context::Context;
+use opencl3::device::Device;
+use opencl3::event::Event;
+use opencl3::kernel::Kernel;
+use opencl3::memory::{Buffer, ClMem, CL_MEM_READ_WRITE};
+use opencl3::program::Program;
+use opencl3::types::{cl_mem, CL_BLOCKING};
+
+use crate::cache::BinaryCache;
+use crate::device::{facts, list_devices, DeviceInfo, DeviceSelector, Limits, KF_OPENCL_DEVICE};
+use crate::error::{cl_error_name, OpenClError};
+use crate::runtime::{self, RuntimeInfo};
+
+/// `CL_KERNEL_SPILL_MEM_SIZE_INTEL`.
+const CL_KERNEL_SPILL_MEM_SIZE_INTEL: u32 = 0x4109;
+/// `CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE`.
+const CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE: u32 = 0x11B3;
+/// Smallest scratch buffer used to flush caches.
+const MIN_FLUSH_BYTES: u64 = 64 << 20;
+
+const LANGUAGES: [Language; 1] = [Language::OpenCl];
+
+/// Writes a whole scratch buffer, 16 bytes per work-item, for [`Backend::flush_caches`].
+const FLUSH_KERNEL: &str = "__kernel void kf_flush(__global uint4* p, uint v) {
+    size_t i = get_global_id(0);
+    p[i] = (uint4)(v, v + 1u, v + 2u, (uint)i);
+}";
+
+/// The cache-flush buffer and the kernel that overwrites it.
+struct Scratch {
+    buffer: OpenClBuffer,
+    kernel: Option<OpenClKernel>,
+}
+
+/// Where compiled binaries are cached.
+#[derive(Debug, Clone, Default)]
+enum CacheChoice {
+    /// `<.runtime>/cache/opencl` when the runtime came from `scripts/setup.sh`, else
+    /// `$XDG_CACHE_HOME/kernelfoundry/opencl` (or `~/.cache/kernelfoundry/opencl`).
+    #[default]
+    Default,
+    Dir(PathBuf),
+    Disabled,
+}
+
+/// Configures an [`OpenClBackend`]: device choice, compile cache, cache-flush size, peaks.
+#[derive(Debug, Clone, Default)]
+#[must_use]
+pub struct OpenClBackendBuilder {
+    selector: DeviceSelector,
+    cache: CacheChoice,
+    flush_bytes: Option<usize>,
+    peaks: Option<(f64, f64)>,
+}
+
+impl OpenClBackendBuilder {
+    /// Chooses the device (default: [`DeviceSelector::Auto`], which honours
+    /// `KF_OPENCL_DEVICE`).
+    pub fn device(mut self, selector: DeviceSelector) -> Self {
+        self.selector = selector;
+        self
+    }
+
+    /// Caches program binaries in `dir`.
+    pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cache = CacheChoice::Dir(dir.into());
+        self
+    }
+
+    /// Disables the persistent compile cache.
+    pub fn no_cache(mut self) -> Self {
+        self.cache = CacheChoice::Disabled;
+        self
+    }
+
+    /// Size of the scratch buffer [`Backend::flush_caches`] overwrites (default: twice the
+    /// largest cache in front of global memory, at least 64 MiB).
+    pub fn flush_bytes(mut self, bytes: usize) -> Self {
+        self.flush_bytes = Some(bytes);
+        self
+    }
+
+    /// Overrides the estimated peak fp32 GFLOP/s and bandwidth GB/s of the device facts (when
+    /// they are known from a datasheet).
+    pub fn peaks(mut self, gflops: f64, bandwidth_gbs: f64) -> Self {
+        self.peaks = Some((gflops, bandwidth_gbs));
+        self
+    }
+
+    /// Finds the runtime, picks the device and creates its context and profiling queue.
+    pub fn build(self) -> Result<OpenClBackend, OpenClError> {
+        let runtime = runtime::prepare();
+        let devices = list_devices()?;
+        let Some(info) = self.selector.select(&devices) else {
+            let listed: Vec<String> = devices.iter().map(ToString::to_string).collect();
+            let env = std::env::var(KF_OPENCL_DEVICE)
+                .map(|v| format!(" ({KF_OPENCL_DEVICE}={v})"))
+                .unwrap_or_default();
+            return Err(OpenClError::Unavailable {
+                message: format!(
+                    "no OpenCL device matches {}{env}; available: {}",
+                    self.selector,
+                    listed.join("; ")
+                ),
+            });
+        };
+        OpenClBackend::create(info.clone(), runtime, self)
+    }
+}
+
+/// A [`Backend`] over any OpenCL driver, loaded at run time.
+///
+/// ```
+/// use kf_backend_opencl::OpenClBackend;
+/// use kf_core::prelude::*;
+///
+/// # fn main() -> Result<(), kf_backend_opencl::OpenClError> {
+/// let backend = match OpenClBackend::new() {
+///     Ok(backend) => backend,
+///     Err(e) if e.kind() == BackendErrorKind::Unavailable => {
+///         eprintln!("skipped: {e}");
+///         return Ok(());
+///     }
+///     Err(e) => return Err(e),
+/// };
+/// println!("{} ({} compute units)", backend.device().name, backend.device().compute_units);
+/// let src = KernelSource::new(
+///     Language::OpenCl,
+///     "scale",
+///     "__kernel void scale(__global float* x) { x[get_global_id(0)] *= FACTOR; }",
+/// );
+/// let compiled = backend.compile(
+///     &src,
+///     &ParamValues::new().with("FACTOR", 2.0),
+///     &CompileOptions::default(),
+/// )?;
+/// let data: Vec<u8> = [1.0f32, 2.0, 3.0, 4.0].iter().flat_map(|v| v.to_ne_bytes()).collect();
+/// let mut buf = backend.alloc(data.len())?;
+/// backend.write(&mut buf, &data)?;
+/// let timing = backend.launch(
+///     &compiled.kernel,
+///     &[KernelArg::Buffer { buffer: &buf, offset: 0 }],
+///     &NdRange::new([4], [4]),
+/// )?;
+/// let mut out = vec![0u8; data.len()];
+/// backend.read(&buf, &mut out)?;
+/// assert_eq!(&out[4..8], &4.0f32.to_ne_bytes());
+/// println!("took {:.3} us, cache hit: {}", timing.device_seconds * 1e6, compiled.facts.cache_hit);
+/// # Ok(())
+/// # }
+/// ```
+pub struct OpenClBackend {
+    // Field order is drop order: buffers and the queue go before the context.
+    scratch: Mutex<Option<Scratch>>,
+    queue: CommandQueue,
+    context: Context,
+    device: Device,
+    info: DeviceInfo,
+    facts: DeviceFacts,
+    limits: Limits,
+    cache: Option<BinaryCache>,
+    flush_bytes: usize,
+    flush_counter: AtomicU32,
+    runtime: &'static RuntimeInfo,
+}
+
+impl std::fmt::Debug for OpenClBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenClBackend")
+            .field("device", &self.info.to_string())
+            .field("cache", &self.cache.as_ref().map(BinaryCache::dir))
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenClBackend {
+    /// The default backend: finds the runtime (see [`crate::runtime`]), picks the device named
+    /// by `KF_OPENCL_DEVICE` or else the best one, caches binaries in the default place.
+    ///
+    /// The first call in a process may set environment variables for the OpenCL loader; create
+    /// the first backend (or call [`crate::runtime::prepare`]) before spawning threads that read
+    /// the environment.
+    pub fn new() -> Result<Self, OpenClError> {
+        Self::builder().build()
+    }
+
+    /// A builder for the non-default choices.
+    pub fn builder() -> OpenClBackendBuilder {
+        OpenClBackendBuilder::default()
+    }
+
+    fn create(
+        info: DeviceInfo,
+        runtime: &'static RuntimeInfo,
+        options: OpenClBackendBuilder,
+    ) -> Result<Self, OpenClError> {
+        let device = Device::new(info.id);
+        let (mut facts, limits) = facts(&info);
+        if let Some((gflops, gbs)) = options.peaks {
+            facts.peak_gflops = Some(gflops);
+            facts.peak_bandwidth_gbs = Some(gbs);
+            facts
+                .extra
+                .insert("peak_source".into(), "given by the embedder".into());
+        }
+        let context =
+            Context::from_device(&device).map_err(|e| OpenClError::cl("clCreateContext", e.0))?;
+        let queue = create_profiling_queue(&context, &device)?;
+        let cache = match options.cache {
+            CacheChoice::Disabled => None,
+            CacheChoice::Dir(dir) => Some(BinaryCache::new(dir)),
+            CacheChoice::Default => default_cache_dir(runtime).map(BinaryCache::new),
+        };
+        let flush_bytes = options.flush_bytes.unwrap_or_else(|| {
+            let want = limits.cache_bytes.saturating_mul(2).max(MIN_FLUSH_BYTES);
+            usize::try_from(want.min(limits.max_alloc.max(1))).unwrap_or(usize::MAX)
+        });
+        Ok(OpenClBackend {
+            scratch: Mutex::new(None),
+            queue,
+            context,
+            device,
+            info,
+            facts,
+            limits,
+            cache,
+            flush_bytes,
+            flush_counter: AtomicU32::new(0),
+            runtime,
+        })
+    }
+
+    /// Where the runtime came from (see [`crate::runtime`]).
+    pub fn runtime(&self) -> &RuntimeInfo {
+        self.runtime
+    }
+
+    /// The device as listed by [`list_devices`].
+    pub fn device_info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// The compile cache, if enabled.
+    pub fn cache(&self) -> Option<&BinaryCache> {
+        self.cache.as_ref()
+    }
+
+    /// The `clBuildProgram` options for `params` and `options`: `-D NAME=value` per parameter,
+    /// then the flags verbatim. Fails on a parameter name that is not a C identifier, or a value
+    /// or flag OpenCL cannot carry (whitespace in a value, a NUL byte).
+    pub fn build_options(params: &ParamValues, options: &CompileOptions) -> Result<String, String> {
+        let mut parts = Vec::with_capacity(params.len() + options.flags.len());
+        for (name, value) in params.iter() {
+            let ident = !name.is_empty()
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !ident {
+                return Err(format!("parameter name {name:?} is not a C identifier"));
+            }
+            let value = value.to_string();
+            if value.is_empty() || value.chars().any(|c| c.is_whitespace() || c == '\0') {
+                return Err(format!(
+                    "parameter {name} has value {value:?}; OpenCL build options cannot carry \
+                     empty values or whitespace"
+                ));
+            }
+            parts.push(format!("-D {name}={value}"));
+        }
+        for flag in &options.flags {
+            if flag.contains('\0') {
+                return Err(format!("compiler flag {flag:?} contains a NUL byte"));
+            }
+            parts.push(flag.clone());
+        }
+        Ok(parts.join(" "))
+    }
+
+    fn compile_error(entry: &str, reason: impl Into<String>, log: String) -> OpenClError {
+        let reason = reason.into();
+        let log = if log.trim().is_empty() {
+            reason.clone()
+        } else {
+            log
+        };
+        OpenClError::Compile {
+            entry: entry.to_owned(),
+            reason,
+            log,
+        }
+    }
+
+    fn build_log(&self, program: &Program) -> String {
+        program
+            .get_build_log(self.device.id())
+            .unwrap_or_default()
+            .trim_matches(|c: char| c == '\0' || c.is_whitespace())
+            .to_owned()
+    }
+
+    /// Loads a cached binary; `None` (and the entry dropped) if the driver refuses it.
+    fn load_binary(&self, binary: &[u8], options: &str, entry: &str) -> Option<(Kernel, String)> {
+        // SAFETY: the device belongs to the context.
+        let mut program =
+            unsafe { Program::create_from_binary(&self.context, &[self.device.id()], &[binary]) }
+                .ok()?;
+        program.build(&[self.device.id()], options).ok()?;
+        let log = self.build_log(&program);
+        let kernel = Kernel::create(&program, entry).ok()?;
+        Some((kernel, log))
+    }
+
+    fn kernel_facts(&self, kernel: &Kernel) -> CompilerFacts {
+        let id = self.device.id();
+        let mut facts = CompilerFacts {
+            local_mem_bytes: kernel.get_local_mem_size(id).ok(),
+            private_mem_bytes: kernel.get_private_mem_size(id).ok(),
+            max_work_group_size: kernel.get_work_group_size(id).ok().map(|v| v as u64),
+            ..CompilerFacts::default()
+        };
+        let size_t = |param| {
+            kernel
+                .get_work_group_data(id, param)
+                .ok()
+                .filter(|b| b.len() == std::mem::size_of::<usize>())
+                .map(|b| {
+                    let mut a = [0u8; 8];
+                    a[..b.len()].copy_from_slice(&b);
+                    u64::from_ne_bytes(a)
+                })
+        };
+        facts.spill_bytes = size_t(CL_KERNEL_SPILL_MEM_SIZE_INTEL);
+        if let Some(m) = size_t(CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE) {
+            facts
+                .extra
+                .insert("preferred_work_group_size_multiple".into(), m.to_string());
+        }
+        facts
+    }
+
+    fn scratch(&self) -> MutexGuard<'_, Option<Scratch>> {
+        self.scratch.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn create_profiling_queue(context: &Context, device: &Device) -> Result<CommandQueue, OpenClError> {
+    // SAFETY: the device belongs to the context.
+    let queue = unsafe {
+        CommandQueue::create_with_properties(context, device.id(), CL_QUEUE_PROFILING_ENABLE, 0)
+    };
+    match queue {
+        Ok(q) => Ok(q),
+        // OpenCL 1.x drivers lack clCreateCommandQueueWithProperties.
+        Err(_) => {
+            #[allow(deprecated)]
+            // SAFETY: as above.
+            let q =
+                unsafe { CommandQueue::create(context, device.id(), CL_QUEUE_PROFILING_ENABLE) };
+            q.map_err(|e| OpenClError::cl("clCreateCommandQueue", e.0))
+        }
+    }
+}
+
+fn default_cache_dir(runtime: &RuntimeInfo) -> Option<PathBuf> {
+    if let Some(dir) = &runtime.runtime_dir {
+        return Some(dir.join("cache").join("opencl"));
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("kernelfoundry").join("opencl"))
+}
+
+/// A compiled OpenCL kernel. Launches from several threads are serialised (OpenCL kernel
+/// arguments are per kernel object).
+pub struct OpenClKernel {
+    kernel: Mutex<Kernel>,
+    entry: String,
+    num_args: u32,
+}
+
+impl std::fmt::Debug for OpenClKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenClKernel")
+            .field("entry", &self.entry)
+            .field("num_args", &self.num_args)
+            .finish()
+    }
+}
+
+impl OpenClKernel {
+    /// The entry point's name.
+    pub fn entry(&self) -> &str {
+        &self.entry
+    }
+
+    /// How many arguments the kernel takes.
+    pub fn num_args(&self) -> u32 {
+        self.num_args
+    }
+}
+
+/// A device buffer of a fixed size.
+#[derive(Debug)]
+pub struct OpenClBuffer {
+    mem: Buffer<u8>,
+    len: usize,
+}
+
+impl OpenClBuffer {
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer has no bytes (never true: zero-size buffers are refused).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+fn describe_arg<B>(arg: &KernelArg<'_, B>) -> String {
+    match arg {
+        KernelArg::Buffer { offset, .. } => format!("buffer at offset {offset}"),
+        KernelArg::I32(v) => format!("i32 {v}"),
+        KernelArg::U32(v) => format!("u32 {v}"),
+        KernelArg::I64(v) => format!("i64 {v}"),
+        KernelArg::F32(v) => format!("f32 {v}"),
+        KernelArg::Local(v) => format!("{v} bytes of local memory"),
+    }
+}
+
+impl Backend for OpenClBackend {
+    type Error = OpenClError;
+    type Kernel = OpenClKernel;
+    type Buffer = OpenClBuffer;
+
+    fn name(&self) -> &str {
+        "opencl"
+    }
+
+    fn languages(&self) -> &[Language] {
+        &LANGUAGES
+    }
+
+    fn device(&self) -> &DeviceFacts {
+        &self.facts
+    }
+
+    fn compile(
+        &self,
+        source: &KernelSource,
+        params: &ParamValues,
+        options: &CompileOptions,
+    ) -> Result<Compiled<OpenClKernel>, OpenClError> {
+        let entry = source.entry.as_str();
+        if source.language != Language::OpenCl {
+            return Err(Self::compile_error(
+                entry,
+                format!(
+                    "the OpenCL backend compiles OpenCL C, not {}",
+                    source.language
+                ),
+                String::new(),
+            ));
+        }
+        let ident =
+            !entry.is_empty() && entry.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ident {
+            return Err(Self::compile_error(
+                entry,
+                format!("entry point {entry:?} is not a C identifier"),
+                String::new(),
+            ));
+        }
+        if source.text.contains('\0') {
+            return Err(Self::compile_error(
+                entry,
+                "the source contains a NUL byte",
+                String::new(),
+            ));
+        }
+        let build_options = Self::build_options(params, options)
+            .map_err(|reason| Self::compile_error(entry, reason, String::new()))?;
+        let key = BinaryCache::key(&source.text, &build_options, &self.facts);
+        let started = Instant::now();
+
+        if let Some(cache) = &self.cache {
+            if let Some(binary) = cache.get(&key) {
+                match self.load_binary(&binary, &build_options, entry) {
+                    Some((kernel, log)) => {
+                        let mut facts = self.kernel_facts(&kernel);
+                        facts.cache_hit = true;
+                        facts.compile_seconds = Some(0.0);
+                        facts.extra.insert(
+                            "load_seconds".into(),
+                            format!("{:.6}", started.elapsed().as_secs_f64()),
+                        );
+                        facts.extra.insert("cache_key".into(), key);
+                        facts.extra.insert("build_options".into(), build_options);
+                        let num_args = kernel.num_args().unwrap_or(0);
+                        return Ok(Compiled {
+                            kernel: OpenClKernel {
+                                kernel: Mutex::new(kernel),
+                                entry: entry.to_owned(),
+                                num_args,
+                            },
+                            log,
+                            facts,
+                        });
+                    }
+                    None => cache.remove(&key),
+                }
+            }
+        }
+
+        let mut program = Program::create_from_source(&self.context, &source.text)
+            .map_err(|e| OpenClError::cl("clCreateProgramWithSource", e.0))?;
+        let built = program.build(&[self.device.id()], &build_options);
+        let log = self.build_log(&program);
+        if let Err(e) = built {
+            return Err(Self::compile_error(
+                entry,
+                format!("{} ({})", cl_error_name(e.0), e.0),
+                log,
+            ));
+        }
+        let compile_seconds = started.elapsed().as_secs_f64();
+        let kernel = Kernel::create(&program, entry).map_err(|e| {
+            let names = program.get_kernel_names().unwrap_or_default();
+            Self::compile_error(
+                entry,
+                format!(
+                    "no kernel named `{entry}` ({}); the program defines: {}",
+                    cl_error_name(e.0),
+                    names.trim_matches('\0')
+                ),
+                log.clone(),
+            )
+        })?;
+        let mut facts = self.kernel_facts(&kernel);
+        facts.compile_seconds = Some(compile_seconds);
+        if let Some(cache) = &self.cache {
+            match program.get_binaries() {
+                Ok(binaries) => match binaries.first().filter(|b| !b.is_empty()) {
+                    Some(binary) => {
+                        if let Err(e) = cache.put(&key, binary) {
+                            facts.extra.insert("cache_error".into(), e.to_string());
+                        }
+                    }
+                    None => {
+                        facts
+                            .extra
+                            .insert("cache_error".into(), "the driver returned no binary".into());
+                    }
+                },
+                Err(e) => {
+                    facts.extra.insert(
+                        "cache_error".into(),
+                        format!("clGetProgramInfo(CL_PROGRAM_BINARIES): {e}"),
+                    );
+                }
+            }
+        }
+        facts.extra.insert("cache_key".into(), key);
+        facts.extra.insert("build_options".into(), build_options);
+        let num_args = kernel.num_args().unwrap_or(0);
+        Ok(Compiled {
+            kernel: OpenClKernel {
+                kernel: Mutex::new(kernel),
+                entry: entry.to_owned(),
+                num_args,
+            },
+            log,
+            facts,
+        })
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<OpenClBuffer, OpenClError> {
+        if bytes == 0 {
+            return Err(OpenClError::InvalidArgument(
+                "OpenCL buffers cannot have zero size".into(),
+            ));
+        }
+        if bytes as u64 > self.limits.max_alloc {
+            return Err(OpenClError::Resources {
+                operation: "clCreateBuffer",
+                message: format!(
+                    "{bytes} bytes exceed CL_DEVICE_MAX_MEM_ALLOC_SIZE ({})",
+                    self.limits.max_alloc
+                ),
+            });
+        }
+        // SAFETY: no host pointer is passed.
+        let mem = unsafe {
+            Buffer::<u8>::create(&self.context, CL_MEM_READ_WRITE, bytes, ptr::null_mut())
+        }
+        .map_err(|e| OpenClError::cl("clCreateBuffer", e.0))?;
+        Ok(OpenClBuffer { mem, len: bytes })
+    }
+
+    fn write(&self, buffer: &mut OpenClBuffer, data: &[u8]) -> Result<(), OpenClError> {
+        if data.len() > buffer.len {
+            return Err(OpenClError::InvalidArgument(format!(
+                "writing {} bytes into a buffer of {}",
+                data.len(),
+                buffer.len
+            )));
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: blocking write of `data`, which outlives the call, into a buffer large enough.
+        unsafe {
+            self.queue
+                .enqueue_write_buffer(&mut buffer.mem, CL_BLOCKING, 0, data, &[])
+        }
+        .map_err(|e| OpenClError::cl("clEnqueueWriteBuffer", e.0))?;
+        Ok(())
+    }
+
+    fn read(&self, buffer: &OpenClBuffer, out: &mut [u8]) -> Result<(), OpenClError> {
+        if out.len() > buffer.len {
+            return Err(OpenClError::InvalidArgument(format!(
+                "reading {} bytes from a buffer of {}",
+                out.len(),
+                buffer.len
+            )));
+        }
+        if out.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: blocking read into `out`, which outlives the call.
+        unsafe {
+            self.queue
+                .enqueue_read_buffer(&buffer.mem, CL_BLOCKING, 0, out, &[])
+        }
+        .map_err(|e| OpenClError::cl("clEnqueueReadBuffer", e.0))?;
+        Ok(())
+    }
+
+    fn launch(
+        &self,
+        kernel: &OpenClKernel,
+        args: &[KernelArg<'_, OpenClBuffer>],
+        range: &NdRange,
+    ) -> Result<LaunchTiming, OpenClError> {
+        let bad = |message: String| OpenClError::Launch {
+            message: format!("bad launch geometry {range}: {message}"),
+        };
+        range.check().map_err(bad)?;
+        let dims = range.global.len();
+        if dims > self.limits.max_dims {
+            return Err(bad(format!(
+                "{dims} dimensions, the device supports {}",
+                self.limits.max_dims
+            )));
+        }
+        let local_ptr = match &range.local {
+            Some(local) => {
+                let total: usize = local.iter().product();
+                if total as u64 > self.facts.max_work_group_size {
+                    return Err(bad(format!(
+                        "work-group of {total} work-items exceeds the device maximum {}",
+                        self.facts.max_work_group_size
+                    )));
+                }
+                for (i, (l, max)) in local
+                    .iter()
+                    .zip(&self.facts.max_work_item_sizes)
+                    .enumerate()
+                {
+                    if *l as u64 > *max {
+                        return Err(bad(format!(
+                            "work-group extent {l} in dimension {i} exceeds the device maximum {max}"
+                        )));
+                    }
+                }
+                local.as_ptr()
+            }
+            None => ptr::null(),
+        };
+        if args.len() != kernel.num_args as usize {
+            return Err(OpenClError::Launch {
+                message: format!(
+                    "`{}` takes {} arguments, {} given",
+                    kernel.entry,
+                    kernel.num_args,
+                    args.len()
+                ),
+            });
+        }
+
+        let k = kernel.kernel.lock().unwrap_or_else(|p| p.into_inner());
+        // Sub-buffers for offset views; they must live until the kernel has finished.
+        let mut views: Vec<Buffer<u8>> = Vec::new();
+        for (i, arg) in args.iter().enumerate() {
+            let index = i as u32;
+            let arg_error = |e: opencl3::error_codes::ClError| {
+                OpenClError::launch(
+                    "clSetKernelArg",
+                    e.0,
+                    &format!("argument {i} ({})", describe_arg(arg)),
+                )
+            };
+            // SAFETY: each value has the size OpenCL expects for its C type; memory objects are
+            // passed as cl_mem handles that stay alive until the launch completes (`views`).
+            unsafe {
+                match arg {
+                    KernelArg::Buffer { buffer, offset } => {
+                        let mem: cl_mem = if *offset == 0 {
+                            buffer.mem.get()
+                        } else {
+                            if *offset % self.limits.base_align != 0 {
+                                return Err(OpenClError::InvalidArgument(format!(
+                                    "argument {i}: buffer offset {offset} is not a multiple of \
+                                     the device's base address alignment ({} bytes)",
+                                    self.limits.base_align
+                                )));
+                            }
+                            if *offset >= buffer.len {
+                                return Err(OpenClError::InvalidArgument(format!(
+                                    "argument {i}: offset {offset} is beyond the buffer's {} bytes",
+                                    buffer.len
+                                )));
+                            }
+                            let view = buffer
+                                .mem
+                                .create_sub_buffer(CL_MEM_READ_WRITE, *offset, buffer.len - offset)
+                                .map_err(|e| {
+                                    OpenClError::launch(
+                                        "clCreateSubBuffer",
+                                        e.0,
+                                        &format!("argument {i} at offset {offset}"),
+                                    )
+                                })?;
+                            let mem = view.get();
+                            views.push(view);
+                            mem
+                        };
+                        k.set_arg(index, &mem)
+                    }
+                    KernelArg::I32(v) => k.set_arg(index, v),
+                    KernelArg::U32(v) => k.set_arg(index, v),
+                    KernelArg::I64(v) => k.set_arg(index, v),
+                    KernelArg::F32(v) => k.set_arg(index, v),
+                    KernelArg::Local(bytes) => k.set_arg_local_buffer(index, *bytes),
+                }
+            }
+            .map_err(arg_error)?;
+        }
+
+        // SAFETY: all arguments are set; the size arrays have `dims` entries and outlive the
+        // call.
+        let event: Event = unsafe {
+            self.queue.enqueue_nd_range_kernel(
+                k.get(),
+                dims as u32,
+                ptr::null(),
+                range.global.as_ptr(),
+                local_ptr,
+                &[],
+            )
+        }
+        .map_err(|e| OpenClError::launch("clEnqueueNDRangeKernel", e.0, &range.to_string()))?;
+        event
+            .wait()
+            .map_err(|e| OpenClError::launch("clWaitForEvents", e.0, "the kernel failed"))?;
+        drop(views);
+        let start = event
+            .profiling_command_start()
+            .map_err(|e| OpenClError::cl("clGetEventProfilingInfo", e.0))?;
+        let end = event
+            .profiling_command_end()
+            .map_err(|e| OpenClError::cl("clGetEventProfilingInfo", e.0))?;
+        Ok(LaunchTiming {
+            device_seconds: end.saturating_sub(start) as f64 * 1e-9,
+        })
+    }
+
+    fn buffer_alignment(&self) -> usize {
+        self.limits.base_align
+    }
+
+    /// Overwrites a scratch buffer (twice the largest cache, at least 64 MiB, allocated on first
+    /// use) with a fresh pattern on the device, evicting earlier data from its caches. A small
+    /// kernel writes it (about 20x faster than `clEnqueueFillBuffer` on Intel's CPU runtime);
+    /// `clEnqueueFillBuffer` is the fallback when that kernel does not build.
+    fn flush_caches(&self) -> Result<(), OpenClError> {
+        let mut scratch = self.scratch();
+        if scratch.is_none() {
+            let bytes = (self.flush_bytes / 16 * 16).max(16);
+            let buffer = self.alloc(bytes)?;
+            let source = KernelSource::new(Language::OpenCl, "kf_flush", FLUSH_KERNEL);
+            let kernel = self
+                .compile(&source, &ParamValues::new(), &CompileOptions::default())
+                .ok()
+                .map(|c| c.kernel);
+            *scratch = Some(Scratch { buffer, kernel });
+        }
+        let Some(Scratch { buffer, kernel }) = scratch.as_mut() else {
+            return Err(OpenClError::Unsupported("flush_caches"));
+        };
+        let stamp = self.flush_counter.fetch_add(1, Ordering::Relaxed);
+        if let Some(kernel) = kernel {
+            let range = NdRange {
+                global: vec![buffer.len / 16],
+                local: None,
+            };
+            let args = [
+                KernelArg::Buffer {
+                    buffer: &*buffer,
+                    offset: 0,
+                },
+                KernelArg::U32(stamp),
+            ];
+            return self.launch(kernel, &args, &range).map(|_| ());
+        }
+        let pattern = stamp.to_ne_bytes();
+        let size = buffer.len;
+        // SAFETY: the pattern outlives the call (we wait on the event below).
+        let event = unsafe {
+            self.queue
+                .enqueue_fill_buffer(&mut buffer.mem, &pattern, 0, size, &[])
+        }
+        .map_err(|e| OpenClError::cl("clEnqueueFillBuffer", e.0))?;
+        event
+            .wait()
+            .map_err(|e| OpenClError::cl("clEnqueueFillBuffer", e.0))
+    }
+}

@@ -1,0 +1,332 @@
+//! Finding an OpenCL runtime without environment variables set by hand.
+//!
+//! `opencl3` loads the OpenCL library (`libOpenCL.so.1`, or the `;`-separated list in
+//! `OPENCL_DYLIB_PATH`) on the first OpenCL call, and the ICD loader reads `OCL_ICD_VENDORS` /
+//! `OCL_ICD_FILENAMES` at that moment too. [`prepare`] therefore runs once, before the first
+//! OpenCL call of this crate, and decides, in this order:
+//!
+//! 1. **`OPENCL_DYLIB_PATH` is set**: the embedder chose the library; nothing is changed.
+//! 2. **`KF_OPENCL_ICD` is set** (the one variable of this crate) to one of
+//!    * an `opencl.json` written by `scripts/setup.sh`, or a directory holding one;
+//!    * a directory of `.icd` files (becomes `OCL_ICD_VENDORS`);
+//!    * an `.icd` file, or an OpenCL driver library (`libintelocl.so`, `libpocl.so.2`): it is
+//!      added with `OCL_ICD_FILENAMES` and loaded through the system ICD loader, or directly
+//!      when there is none.
+//! 3. **`.runtime/opencl.json` is found** by walking up from the current directory, from the
+//!    directory of the running executable, and from this crate's source directory (so that
+//!    `cargo test` and `cargo run` in the KernelFoundry-rs checkout find what
+//!    `scripts/setup.sh` installed).
+//! 4. Otherwise the system's `libOpenCL.so.1` and `/etc/OpenCL/vendors` are used as they are.
+//!
+//! Applying an `opencl.json` means: `dlopen` the support libraries it lists under `preload`
+//! (the Intel wheel's ICD loader depends on `libsvml.so` & co. and has no `RUNPATH`, and
+//! `LD_LIBRARY_PATH` cannot be changed for a running process), then set `OPENCL_DYLIB_PATH` to
+//! `<loader>;<icd>` and, unless `OCL_ICD_VENDORS` or `OCL_ICD_FILENAMES` is already set,
+//! `OCL_ICD_VENDORS` to its vendors directory.
+//!
+//! # Caveat: process environment
+//!
+//! The decisions reach the OpenCL loaders through the process environment
+//! (`std::env::set_var`). Setting variables while another thread reads the environment is a
+//! data race in glibc, so call [`prepare`] (or create the first backend) early in `main`,
+//! before spawning threads, when the process reads its environment concurrently. The variables
+//! are only set when not already present, and only once per process.
+
+use std::env;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+
+/// The variable an embedder sets to point this crate at any OpenCL runtime (see the module
+/// docs for what it may name).
+pub const KF_OPENCL_ICD: &str = "KF_OPENCL_ICD";
+
+/// The variable opencl3 reads: a `;`-separated list of OpenCL libraries to try.
+pub const OPENCL_DYLIB_PATH: &str = "OPENCL_DYLIB_PATH";
+
+/// The sentence every "no runtime" error ends with.
+pub const HOW_TO_GET_A_RUNTIME: &str = "To get an OpenCL runtime: run scripts/setup.sh in the \
+KernelFoundry-rs checkout (Intel CPU OpenCL runtime from PyPI into .runtime/, no root needed), \
+or install PoCL (sudo apt-get install pocl-opencl-icd ocl-icd-libopencl1), or set KF_OPENCL_ICD \
+to an OpenCL driver library, an .icd file, or an opencl.json written by scripts/setup.sh.";
+
+/// Where the runtime configuration came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RuntimeSource {
+    /// `OPENCL_DYLIB_PATH` was already set; left alone.
+    OpenClDylibPath(String),
+    /// `KF_OPENCL_ICD` named this path.
+    KfOpenClIcd(PathBuf),
+    /// An `opencl.json` found by walking up from a directory.
+    Discovered(PathBuf),
+    /// Nothing found: the system loader and its vendors directory.
+    System,
+}
+
+/// What [`prepare`] found and did, for diagnostics (`devices` example, error messages).
+#[derive(Debug, Clone)]
+pub struct RuntimeInfo {
+    /// Where the configuration came from.
+    pub source: RuntimeSource,
+    /// The `opencl.json` applied, if any.
+    pub config: Option<PathBuf>,
+    /// The runtime folder (`.runtime`) holding the `opencl.json` applied (or, when
+    /// `OPENCL_DYLIB_PATH` was set, the one discovered): its `cache/opencl` is the default
+    /// compile cache.
+    pub runtime_dir: Option<PathBuf>,
+    /// Environment variables set by [`prepare`], in order.
+    pub set_vars: Vec<(String, String)>,
+    /// Anything noteworthy (a library that did not preload, a stale config, …).
+    pub notes: Vec<String>,
+}
+
+impl RuntimeInfo {
+    /// One line saying what was used, for messages.
+    pub fn describe(&self) -> String {
+        let mut s = match &self.source {
+            RuntimeSource::OpenClDylibPath(v) => format!("OPENCL_DYLIB_PATH={v} (set by caller)"),
+            RuntimeSource::KfOpenClIcd(p) => format!("{KF_OPENCL_ICD}={}", p.display()),
+            RuntimeSource::Discovered(p) => format!("runtime config {}", p.display()),
+            RuntimeSource::System => "the system OpenCL loader (libOpenCL.so.1), no project \
+                                      runtime found"
+                .to_owned(),
+        };
+        for note in &self.notes {
+            s.push_str("; ");
+            s.push_str(note);
+        }
+        s
+    }
+}
+
+/// `opencl.json` as written by `scripts/setup.sh` (unknown fields are ignored).
+#[derive(Debug, Clone, Deserialize)]
+pub struct RuntimeConfig {
+    /// Format version (1).
+    #[serde(default)]
+    pub schema: u32,
+    /// The ICD loader shipped with the runtime (`libOpenCL.so.1`), if any.
+    #[serde(default)]
+    pub loader: Option<PathBuf>,
+    /// The OpenCL driver library (`libintelocl.so`).
+    pub icd: PathBuf,
+    /// The directory of the runtime's libraries.
+    #[serde(default)]
+    pub lib_dir: Option<PathBuf>,
+    /// A directory of `.icd` files for `OCL_ICD_VENDORS`.
+    #[serde(default)]
+    pub vendors_dir: Option<PathBuf>,
+    /// Libraries to `dlopen` first, in order, so that the loader's dependencies resolve.
+    #[serde(default)]
+    pub preload: Vec<PathBuf>,
+}
+
+impl RuntimeConfig {
+    /// Reads and parses an `opencl.json`.
+    pub fn read(path: &Path) -> Result<Self, String> {
+        let text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+}
+
+static PREPARED: OnceLock<RuntimeInfo> = OnceLock::new();
+
+/// Configures the process for the OpenCL runtime once (see the module docs) and returns what
+/// was done. Called by [`crate::OpenClBackend`] and [`crate::list_devices`] before any OpenCL
+/// call; call it yourself early in `main` if other threads may read the environment.
+pub fn prepare() -> &'static RuntimeInfo {
+    PREPARED.get_or_init(prepare_now)
+}
+
+fn prepare_now() -> RuntimeInfo {
+    let mut info = RuntimeInfo {
+        source: RuntimeSource::System,
+        config: None,
+        runtime_dir: None,
+        set_vars: Vec::new(),
+        notes: Vec::new(),
+    };
+    if let Some(v) = env::var_os(OPENCL_DYLIB_PATH) {
+        info.source = RuntimeSource::OpenClDylibPath(v.to_string_lossy().into_owned());
+        // Not applied, but its folder still holds the default compile cache (for example
+        // after `source .runtime/env.sh`).
+        info.runtime_dir = discover_config().and_then(|c| c.parent().map(Path::to_path_buf));
+        return info;
+    }
+    if let Some(v) = env::var_os(KF_OPENCL_ICD).filter(|v| !v.is_empty()) {
+        let path = PathBuf::from(v);
+        info.source = RuntimeSource::KfOpenClIcd(path.clone());
+        apply_explicit(&path, &mut info);
+        return info;
+    }
+    if let Some(config) = discover_config() {
+        info.source = RuntimeSource::Discovered(config.clone());
+        apply_config_file(&config, &mut info);
+    }
+    info
+}
+
+/// Walks up from the current directory, the executable's directory and this crate's source
+/// directory, looking for `.runtime/opencl.json`.
+pub fn discover_config() -> Option<PathBuf> {
+    let mut starts: Vec<PathBuf> = Vec::new();
+    if let Ok(dir) = env::current_dir() {
+        starts.push(dir);
+    }
+    if let Some(dir) = env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+    {
+        starts.push(dir);
+    }
+    starts.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    starts.iter().find_map(|start| {
+        start
+            .ancestors()
+            .map(|dir| dir.join(".runtime").join("opencl.json"))
+            .find(|candidate| candidate.is_file())
+    })
+}
+
+fn set_var_if_unset(name: &str, value: &str, info: &mut RuntimeInfo) {
+    if env::var_os(name).is_none() {
+        // See the module docs: called once, before the first OpenCL call.
+        env::set_var(name, value);
+        info.set_vars.push((name.to_owned(), value.to_owned()));
+    }
+}
+
+fn icd_vars_set() -> bool {
+    env::var_os("OCL_ICD_VENDORS").is_some() || env::var_os("OCL_ICD_FILENAMES").is_some()
+}
+
+fn apply_explicit(path: &Path, info: &mut RuntimeInfo) {
+    if path.is_dir() {
+        let json = path.join("opencl.json");
+        let nested = path.join(".runtime").join("opencl.json");
+        if json.is_file() {
+            apply_config_file(&json, info);
+        } else if nested.is_file() {
+            apply_config_file(&nested, info);
+        } else {
+            set_var_if_unset("OCL_ICD_VENDORS", &path.to_string_lossy(), info);
+        }
+        return;
+    }
+    if !path.is_file() {
+        info.notes
+            .push(format!("{KF_OPENCL_ICD}={} does not exist", path.display()));
+        return;
+    }
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if name.ends_with(".json") {
+        apply_config_file(path, info);
+        return;
+    }
+    let library = if name.ends_with(".icd") {
+        match fs::read_to_string(path) {
+            Ok(text) => PathBuf::from(text.trim()),
+            Err(e) => {
+                info.notes
+                    .push(format!("cannot read {}: {e}", path.display()));
+                return;
+            }
+        }
+    } else {
+        path.to_path_buf()
+    };
+    let library = library.to_string_lossy().into_owned();
+    if !icd_vars_set() {
+        set_var_if_unset("OCL_ICD_FILENAMES", &library, info);
+    }
+    // The system loader when there is one (it then also sees the other installed drivers),
+    // else the driver library itself (Intel's and PoCL's export the whole OpenCL API).
+    set_var_if_unset(
+        OPENCL_DYLIB_PATH,
+        &format!("libOpenCL.so.1;{library}"),
+        info,
+    );
+}
+
+fn apply_config_file(path: &Path, info: &mut RuntimeInfo) {
+    info.config = Some(path.to_path_buf());
+    info.runtime_dir = path.parent().map(Path::to_path_buf);
+    let config = match RuntimeConfig::read(path) {
+        Ok(c) => c,
+        Err(e) => {
+            info.notes.push(format!(
+                "unreadable runtime config {e}; run scripts/setup.sh again"
+            ));
+            return;
+        }
+    };
+    if !config.icd.is_file() {
+        info.notes.push(format!(
+            "the runtime named by {} is gone ({} is missing); run scripts/setup.sh again",
+            path.display(),
+            config.icd.display()
+        ));
+        return;
+    }
+    for lib in &config.preload {
+        if let Err(e) = preload(lib) {
+            info.notes
+                .push(format!("could not preload {}: {e}", lib.display()));
+        }
+    }
+    if !icd_vars_set() {
+        match &config.vendors_dir {
+            Some(dir) if dir.is_dir() => {
+                set_var_if_unset("OCL_ICD_VENDORS", &dir.to_string_lossy(), info);
+            }
+            _ => set_var_if_unset("OCL_ICD_FILENAMES", &config.icd.to_string_lossy(), info),
+        }
+    }
+    let mut libraries = Vec::new();
+    if let Some(loader) = config.loader.as_ref().filter(|l| l.is_file()) {
+        libraries.push(loader.to_string_lossy().into_owned());
+    }
+    libraries.push(config.icd.to_string_lossy().into_owned());
+    set_var_if_unset(OPENCL_DYLIB_PATH, &libraries.join(";"), info);
+}
+
+/// Loads a shared library for the rest of the process, so that later `dlopen`s whose
+/// `DT_NEEDED` names its soname resolve to it.
+fn preload(path: &Path) -> Result<(), String> {
+    let lib = dlopen2::raw::Library::open(path).map_err(|e| e.to_string())?;
+    // Keep it loaded for the life of the process: the OpenCL loader, loaded later, links to it.
+    std::mem::forget(lib);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_setup_script_config() {
+        let json = r#"{"schema": 1, "loader": "/x/libOpenCL.so.1", "icd": "/x/libintelocl.so",
+            "vendors_dir": "/x/vendors", "preload": ["/x/libintlc.so.5"], "platforms": []}"#;
+        let c: RuntimeConfig = serde_json::from_str(json).unwrap();
+        assert_eq!(c.icd, PathBuf::from("/x/libintelocl.so"));
+        assert_eq!(c.preload.len(), 1);
+    }
+
+    #[test]
+    fn describe_mentions_notes() {
+        let info = RuntimeInfo {
+            source: RuntimeSource::System,
+            config: None,
+            runtime_dir: None,
+            set_vars: vec![],
+            notes: vec!["stale".into()],
+        };
+        assert!(info.describe().contains("stale"));
+    }
+}

@@ -1,0 +1,111 @@
+//! Runtime discovery, tested in child processes (the OpenCL library is loaded once per process):
+//! with nothing found the error is `Unavailable` and says how to get a runtime; `KF_OPENCL_ICD`
+//! may name a driver library or an `.icd` file.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use kf_backend_opencl::list_devices;
+use kf_backend_opencl::runtime::RuntimeConfig;
+use kf_core::BackendError;
+
+const CHILD: &str = "KF_DISCOVERY_CHILD";
+
+/// In a child process: lists devices and prints one result line.
+#[test]
+fn child_probe() {
+    if std::env::var_os(CHILD).is_none() {
+        return;
+    }
+    match list_devices() {
+        Ok(devices) => println!("CHILD-RESULT ok {}", devices[0].name),
+        Err(e) => println!("CHILD-RESULT err {:?} {e}", e.kind()),
+    }
+}
+
+fn run_child(envs: &[(&str, &str)], cwd: &Path) -> String {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "child_probe", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .env_remove("OPENCL_DYLIB_PATH")
+        .env_remove("KF_OPENCL_ICD")
+        .env_remove("OCL_ICD_VENDORS")
+        .env_remove("OCL_ICD_FILENAMES")
+        .current_dir(cwd);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run child");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout
+        .lines()
+        .find_map(|l| l.split_once("CHILD-RESULT ").map(|(_, r)| r.to_owned()))
+        .unwrap_or_else(|| {
+            panic!(
+                "child printed no result:\n{stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+}
+
+fn setup_config() -> Option<(PathBuf, RuntimeConfig)> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|d| d.join(".runtime").join("opencl.json"))
+        .find(|p| p.is_file())?;
+    let config = RuntimeConfig::read(&path).ok()?;
+    Some((path, config))
+}
+
+#[test]
+fn a_missing_runtime_is_unavailable_with_instructions() {
+    let result = run_child(
+        &[("OPENCL_DYLIB_PATH", "/nonexistent/libOpenCL.so.1")],
+        &std::env::temp_dir(),
+    );
+    // With a system ICD loader installed, opencl3 falls back to it; otherwise nothing loads.
+    if result.starts_with("ok") {
+        eprintln!("a system OpenCL loader exists here: {result}");
+        return;
+    }
+    assert!(result.starts_with("err Unavailable"), "{result}");
+    assert!(result.contains("scripts/setup.sh"), "{result}");
+    assert!(result.contains("pocl-opencl-icd"), "{result}");
+}
+
+#[test]
+fn discovery_finds_the_setup_runtime_without_variables() {
+    let Some((path, _)) = setup_config() else {
+        eprintln!("SKIPPED: no .runtime/opencl.json (run scripts/setup.sh)");
+        return;
+    };
+    let result = run_child(&[], &std::env::temp_dir());
+    assert!(result.starts_with("ok"), "{} -> {result}", path.display());
+}
+
+#[test]
+fn kf_opencl_icd_names_a_library_an_icd_file_or_a_config() {
+    let Some((path, config)) = setup_config() else {
+        eprintln!("SKIPPED: no .runtime/opencl.json (run scripts/setup.sh)");
+        return;
+    };
+    let icd_file = config
+        .vendors_dir
+        .as_ref()
+        .map(|d| d.join("intel-cpu.icd"))
+        .filter(|p| p.is_file());
+    let mut targets = vec![config.icd.clone(), path.clone()];
+    targets.extend(icd_file);
+    for target in targets {
+        let t = target.to_string_lossy().into_owned();
+        let result = run_child(&[("KF_OPENCL_ICD", &t)], &std::env::temp_dir());
+        assert!(result.starts_with("ok"), "KF_OPENCL_ICD={t} -> {result}");
+    }
+    let result = run_child(
+        &[("KF_OPENCL_ICD", "/nonexistent/libfoo.so")],
+        &std::env::temp_dir(),
+    );
+    if !result.starts_with("ok") {
+        assert!(result.contains("does not exist"), "{result}");
+    }
+}

@@ -1,0 +1,372 @@
+#!/usr/bin/env bash
+# KernelFoundry-rs: install GPU/CPU kernel runtimes into a project-local, git-ignored folder.
+#
+#   scripts/setup.sh              # same as --opencl
+#   scripts/setup.sh --opencl     # Intel CPU OpenCL runtime from PyPI (no root needed)
+#   scripts/setup.sh --pocl       # Debian's PoCL OpenCL driver + ICD loader (needs root/sudo)
+#   scripts/setup.sh --sycl       # (planned) intel-sycl-rt
+#   scripts/setup.sh --cuda       # (planned) nvidia-cuda-nvrtc-cu12
+#
+# Options:
+#   --runtime-dir DIR   where to install (default: <repo>/.runtime)
+#   --python PY         the Python used to create the virtual environment (default: python3)
+#   --upgrade           re-run pip even when the packages are already installed
+#   --probe-only        do not install anything; rewrite the config files and probe
+#   -h, --help          this text
+#
+# What it writes (idempotent; run it again at any time):
+#   .runtime/venv/                        virtual environment holding the PyPI wheels
+#   .runtime/opencl/vendors/intel-cpu.icd one line: the absolute path of libintelocl.so
+#                                         (the wheel's own .icd names a placeholder path)
+#   .runtime/opencl.json                  machine-readable: what kf-backend-opencl reads to find
+#                                         the runtime with no environment variable set by hand
+#   .runtime/env.d/opencl.sh, .runtime/env.sh
+#                                         `source .runtime/env.sh` for other tools (clinfo,
+#                                         Python): OCL_ICD_VENDORS, LD_LIBRARY_PATH,
+#                                         OPENCL_DYLIB_PATH
+#
+# The default path needs no root: everything lives under the runtime dir. It needs PyPI access
+# and about 0.9 GB of disk.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+RUNTIME="$ROOT/.runtime"
+PYTHON="${PYTHON:-python3}"
+UPGRADE=0
+PROBE_ONLY=0
+WANT_OPENCL=0
+WANT_POCL=0
+WANT_SYCL=0
+WANT_CUDA=0
+
+OPENCL_PACKAGES=(intel-opencl-rt intel-cmplr-lib-rt)
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+warn() { printf '[setup] WARNING: %s\n' "$*" >&2; }
+die() {
+    printf '[setup] ERROR: %s\n' "$*" >&2
+    exit 1
+}
+
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; }
+
+pocl_hint() {
+    cat >&2 <<'EOF'
+[setup] Fallback without PyPI: the PoCL CPU driver from Debian (slower, fine for correctness):
+[setup]     sudo apt-get update && sudo apt-get install -y pocl-opencl-icd ocl-icd-libopencl1
+[setup] (or: scripts/setup.sh --pocl). kf-backend-opencl then finds the system libOpenCL.so.1.
+EOF
+}
+
+parse_args() {
+    while [ $# -gt 0 ]; do
+        case "$1" in
+        --opencl) WANT_OPENCL=1 ;;
+        --pocl) WANT_POCL=1 ;;
+        --sycl) WANT_SYCL=1 ;;
+        --cuda) WANT_CUDA=1 ;;
+        --runtime-dir)
+            [ $# -ge 2 ] || die "--runtime-dir needs a value"
+            RUNTIME="$2"
+            shift
+            ;;
+        --runtime-dir=*) RUNTIME="${1#*=}" ;;
+        --python)
+            [ $# -ge 2 ] || die "--python needs a value"
+            PYTHON="$2"
+            shift
+            ;;
+        --python=*) PYTHON="${1#*=}" ;;
+        --upgrade) UPGRADE=1 ;;
+        --probe-only) PROBE_ONLY=1 ;;
+        -h | --help)
+            usage
+            exit 0
+            ;;
+        *) die "unknown option '$1' (see --help)" ;;
+        esac
+        shift
+    done
+    if [ $((WANT_OPENCL + WANT_POCL + WANT_SYCL + WANT_CUDA)) -eq 0 ]; then
+        WANT_OPENCL=1
+    fi
+    mkdir -p "$RUNTIME"
+    RUNTIME="$(cd "$RUNTIME" && pwd)"
+    VENV="$RUNTIME/venv"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Python environment
+
+# Creates the virtual environment (once) and sets VPY to its interpreter.
+ensure_venv() {
+    VPY="$VENV/bin/python"
+    if [ -x "$VPY" ] && "$VPY" -m pip --version >/dev/null 2>&1; then
+        return 0
+    fi
+    command -v "$PYTHON" >/dev/null 2>&1 ||
+        die "no '$PYTHON' found: install Python 3 (Debian: apt-get install python3 python3-venv)"
+    log "creating virtual environment $VENV"
+    rm -rf "$VENV"
+    if ! "$PYTHON" -m venv "$VENV" >&2; then
+        rm -rf "$VENV"
+        die "'$PYTHON -m venv' failed (Debian: apt-get install python3-venv), or pass --python"
+    fi
+    "$VPY" -m pip --version >/dev/null 2>&1 || die "the virtual environment has no pip"
+}
+
+# True when every named distribution is installed in the venv.
+venv_has() {
+    "$VPY" -m pip show "$@" >/dev/null 2>&1
+}
+
+pip_install() {
+    log "pip install $* (large download, about 0.8 GB; progress in $RUNTIME/pip.log)"
+    if ! "$VPY" -m pip install --disable-pip-version-check --upgrade "$@" >"$RUNTIME/pip.log" 2>&1; then
+        tail -n 15 "$RUNTIME/pip.log" >&2 || true
+        warn "pip install $* failed (see $RUNTIME/pip.log): no PyPI access, no wheel for this platform ($(uname -m)), or disk full"
+        return 1
+    fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# OpenCL: Intel CPU runtime from PyPI
+
+find_lib() { # find_lib NAME: absolute path of the first file NAME under the venv
+    find "$VENV" \( -name "$1" -type f -o -name "$1" -type l \) -not -path '*/site-packages/*' 2>/dev/null |
+        head -n 1
+}
+
+setup_opencl() {
+    ensure_venv
+    if [ "$PROBE_ONLY" -eq 0 ]; then
+        if [ "$UPGRADE" -eq 1 ] || ! venv_has "${OPENCL_PACKAGES[@]}"; then
+            pip_install "${OPENCL_PACKAGES[@]}" || {
+                pocl_hint
+                return 1
+            }
+        else
+            log "${OPENCL_PACKAGES[*]} already installed (--upgrade to update)"
+        fi
+    fi
+
+    local icd_lib loader libdir
+    icd_lib="$(find_lib libintelocl.so)"
+    [ -n "$icd_lib" ] || {
+        warn "libintelocl.so not found under $VENV (is intel-opencl-rt installed?)"
+        pocl_hint
+        return 1
+    }
+    icd_lib="$(realpath "$icd_lib")"
+    libdir="$(dirname "$icd_lib")"
+    # The wheel ships a Khronos ICD loader; it needs the Intel support libraries beside it
+    # (libsvml, libirng, libimf, libintlc) and has no RUNPATH, so record them for preloading.
+    loader=""
+    if [ -e "$libdir/libOpenCL.so.1" ]; then
+        loader="$(realpath "$libdir/libOpenCL.so.1")"
+    fi
+
+    # Our own vendors directory: the wheel's .icd names a placeholder path, and the wheel's loader
+    # accepts only a directory in OCL_ICD_VENDORS. System ICDs (PoCL, GPU drivers) present now
+    # are linked in as well, so that they stay visible; run this script again after installing one.
+    local vendors="$RUNTIME/opencl/vendors"
+    mkdir -p "$vendors"
+    find "$vendors" -maxdepth 1 -name '*.icd' -type l -delete
+    printf '%s\n' "$icd_lib" >"$vendors/intel-cpu.icd.tmp"
+    mv -f "$vendors/intel-cpu.icd.tmp" "$vendors/intel-cpu.icd"
+    local f
+    for f in /etc/OpenCL/vendors/*.icd; do
+        [ -e "$f" ] || continue
+        case "$(basename "$f")" in intel-cpu.icd) continue ;; esac
+        ln -sf "$f" "$vendors/system-$(basename "$f")"
+    done
+
+    mkdir -p "$RUNTIME/env.d"
+    cat >"$RUNTIME/env.d/opencl.sh.tmp" <<EOF
+# Written by scripts/setup.sh --opencl; sourced by .runtime/env.sh.
+export OCL_ICD_VENDORS="$vendors"
+export LD_LIBRARY_PATH="$libdir\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+export OPENCL_DYLIB_PATH="${loader:-$icd_lib}"
+EOF
+    mv -f "$RUNTIME/env.d/opencl.sh.tmp" "$RUNTIME/env.d/opencl.sh"
+    write_env_sh
+
+    local probe_json
+    probe_json="$(probe_opencl "$loader" "$icd_lib" "$libdir" "$vendors")" || probe_json=""
+    write_opencl_json "$loader" "$icd_lib" "$libdir" "$vendors" "$probe_json"
+    if [ -z "$probe_json" ]; then
+        warn "the OpenCL probe failed: the runtime is installed but did not answer"
+        pocl_hint
+        return 1
+    fi
+    log "OpenCL ready: $RUNTIME/opencl.json"
+}
+
+# Prints a JSON object {platforms: [{name, version, devices: [{name, type, driver, ...}]}]}
+# using only ctypes, through the same loader and .icd as the Rust backend.
+probe_opencl() {
+    local loader="$1" icd_lib="$2" libdir="$3" vendors="$4"
+    OCL_ICD_VENDORS="$vendors" LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        "$VPY" - "${loader:-$icd_lib}" <<'PY'
+import ctypes, json, sys
+
+lib = ctypes.CDLL(sys.argv[1])
+u32, u64, vp = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p
+
+def text(fn, obj, param):
+    size = ctypes.c_size_t()
+    if fn(vp(obj), u32(param), ctypes.c_size_t(0), None, ctypes.byref(size)) != 0:
+        return ""
+    buf = ctypes.create_string_buffer(size.value)
+    fn(vp(obj), u32(param), size, buf, None)
+    return buf.value.decode(errors="replace").strip()
+
+def num(fn, obj, param, ctype):
+    v = ctype()
+    fn(vp(obj), u32(param), ctypes.c_size_t(ctypes.sizeof(v)), ctypes.byref(v), None)
+    return v.value
+
+n = u32()
+err = lib.clGetPlatformIDs(u32(0), None, ctypes.byref(n))
+if err != 0 or n.value == 0:
+    print(f"clGetPlatformIDs returned {err}, {n.value} platforms", file=sys.stderr)
+    sys.exit(1)
+plats = (vp * n.value)()
+lib.clGetPlatformIDs(n, plats, None)
+out = []
+for p in plats:
+    pi = lib.clGetPlatformInfo
+    entry = {"name": text(pi, p, 0x0902), "vendor": text(pi, p, 0x0903),
+             "version": text(pi, p, 0x0901), "devices": []}
+    nd = u32()
+    if lib.clGetDeviceIDs(vp(p), u64(0xFFFFFFFF), u32(0), None, ctypes.byref(nd)) == 0 and nd.value:
+        devs = (vp * nd.value)()
+        lib.clGetDeviceIDs(vp(p), u64(0xFFFFFFFF), nd, devs, None)
+        di = lib.clGetDeviceInfo
+        for d in devs:
+            kind = num(di, d, 0x1000, u64)
+            entry["devices"].append({
+                "name": text(di, d, 0x102B),
+                "type": "gpu" if kind & 4 else "cpu" if kind & 2 else "accelerator" if kind & 8 else "other",
+                "driver": text(di, d, 0x102D),
+                "version": text(di, d, 0x102F),
+                "compute_units": num(di, d, 0x1002, u32),
+                "max_clock_mhz": num(di, d, 0x100C, u32),
+                "global_mem_bytes": num(di, d, 0x101F, u64),
+            })
+    out.append(entry)
+print(json.dumps(out))
+PY
+}
+
+write_opencl_json() {
+    local loader="$1" icd_lib="$2" libdir="$3" vendors="$4" probe="$5"
+    local preload=()
+    local dep
+    # Order matters: each library's own dependencies come first.
+    for dep in libintlc.so.5 libirng.so libimf.so libsvml.so; do
+        [ -e "$libdir/$dep" ] && preload+=("$libdir/$dep")
+    done
+    "$VPY" - "$RUNTIME/opencl.json" "$loader" "$icd_lib" "$libdir" "$vendors" "$probe" \
+        "${preload[@]}" <<'PY'
+import json, os, sys, time
+path, loader, icd, libdir, vendors, probe = sys.argv[1:7]
+data = {
+    "schema": 1,
+    "written_by": "scripts/setup.sh --opencl",
+    "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    "runtime": "intel-opencl-rt",
+    "loader": loader or None,
+    "icd": icd,
+    "lib_dir": libdir,
+    "vendors_dir": vendors,
+    "preload": sys.argv[7:],
+    "platforms": json.loads(probe) if probe else [],
+}
+tmp = path + ".tmp"
+with open(tmp, "w") as f:
+    json.dump(data, f, indent=2)
+    f.write("\n")
+os.replace(tmp, path)
+PY
+}
+
+report_opencl() {
+    "$VPY" - "$RUNTIME/opencl.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for p in d.get("platforms", []):
+    print(f"[setup] platform: {p['name']} ({p['version']})", file=sys.stderr)
+    for dev in p["devices"]:
+        gb = dev["global_mem_bytes"] / 2**30
+        print(f"[setup]   device: {dev['name']} [{dev['type']}] driver {dev['driver']}, "
+              f"{dev['version']}, {dev['compute_units']} compute units, "
+              f"{dev['max_clock_mhz']} MHz, {gb:.1f} GiB", file=sys.stderr)
+PY
+}
+
+# ---------------------------------------------------------------------------------------------
+# OpenCL: PoCL from Debian (needs root)
+
+setup_pocl() {
+    local sudo=""
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null 2>&1 || die "--pocl needs root (or sudo) for apt-get"
+        sudo="sudo"
+    fi
+    command -v apt-get >/dev/null 2>&1 || die "--pocl needs apt-get (Debian/Ubuntu)"
+    log "installing pocl-opencl-icd and ocl-icd-libopencl1 with apt-get"
+    $sudo apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq pocl-opencl-icd ocl-icd-libopencl1 >&2
+    log "PoCL installed: the system loader libOpenCL.so.1 and /etc/OpenCL/vendors/pocl.icd"
+    if [ -f "$RUNTIME/opencl.json" ]; then
+        log "re-linking system ICDs into $RUNTIME/opencl/vendors"
+        PROBE_ONLY=1 setup_opencl || true
+    fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# Planned backends: each gets a function like setup_opencl writing env.d/<name>.sh and
+# <name>.json.
+
+setup_sycl() {
+    die "--sycl is not implemented yet (planned: pip install intel-sycl-rt into $VENV)"
+}
+
+setup_cuda() {
+    die "--cuda is not implemented yet (planned: pip install nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12 into $VENV)"
+}
+
+# ---------------------------------------------------------------------------------------------
+
+write_env_sh() {
+    cat >"$RUNTIME/env.sh.tmp" <<'EOF'
+# Written by scripts/setup.sh: `source .runtime/env.sh` to use the project-local runtimes from a
+# shell (clinfo, Python). Rust code does not need it: kf-backend-opencl reads opencl.json.
+_kf_runtime_dir="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")" && pwd)"
+for _kf_f in "$_kf_runtime_dir"/env.d/*.sh; do
+    [ -e "$_kf_f" ] && . "$_kf_f"
+done
+unset _kf_f _kf_runtime_dir
+EOF
+    mv -f "$RUNTIME/env.sh.tmp" "$RUNTIME/env.sh"
+}
+
+main() {
+    parse_args "$@"
+    case "$RUNTIME" in
+    "$ROOT"/.runtime | "$ROOT"/.runtime/*) ;;
+    *) log "runtime dir $RUNTIME is outside the repository: kf-backend-opencl will not find it by itself; point KF_OPENCL_ICD at $RUNTIME/opencl.json" ;;
+    esac
+    local status=0
+    if [ "$WANT_POCL" -eq 1 ]; then setup_pocl || status=1; fi
+    if [ "$WANT_OPENCL" -eq 1 ]; then
+        if setup_opencl; then report_opencl; else status=1; fi
+    fi
+    if [ "$WANT_SYCL" -eq 1 ]; then setup_sycl || status=1; fi
+    if [ "$WANT_CUDA" -eq 1 ]; then setup_cuda || status=1; fi
+    [ "$status" -eq 0 ] && log "done; shells may 'source $RUNTIME/env.sh'"
+    return "$status"
+}
+
+main "$@"
