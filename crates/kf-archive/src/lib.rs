@@ -1,1 +1,48 @@
-//! placeholder
+//! # kf-archive
+//!
+//! Quality-diversity archives for KernelFoundry-rs.
+//!
+//! * [`GridArchive`]: a MAP-Elites grid over any [`kf_core::DescriptorSpace`] (the default
+//!   kernel space is 3 dimensions × 4 levels = 64 cells), storing one payload per cell with
+//!   its [`kf_core::Fitness`]. Insertion is O(1) and allocation-free; coverage, QD-score (with
+//!   a configurable offset), best and mean fitness are maintained incrementally. Parent
+//!   selection mixes exploitation (fitness-proportional), exploration (recently improved cells
+//!   and cells with empty neighbours) and uniform draws, 70/20/10 by default.
+//! * [`EliteArchive`] = `GridArchive<Elite>`, which implements [`kf_core::Archive`] for the
+//!   engine.
+//! * [`RunDir`]: a crash-safe run directory implementing [`kf_core::Checkpoint`]: an
+//!   append-only JSON-lines step log, atomic snapshots of the archive and the run's metadata,
+//!   from which a killed run resumes exactly and an archive is restored.
+//!
+//! ```
+//! use kf_archive::{EliteArchive, GridConfig};
+//! use kf_core::prelude::*;
+//! use kf_core::testing::{synthetic_seed, SyntheticClassifier, SyntheticEvaluator, SyntheticMutator};
+//!
+//! let classifier = SyntheticClassifier::new(4);
+//! // Count only the speed of correct kernels in the QD-score.
+//! let config = GridConfig::default().with_qd_offset(Fitness::CORRECT_BASE);
+//! let archive = EliteArchive::with_config(classifier.space().clone(), config)?;
+//! let result = Engine::new(SyntheticMutator::new(0.1), SyntheticEvaluator::new(), classifier, archive)
+//!     .seeds(vec![synthetic_seed(6)])
+//!     .seed(1)
+//!     .budget(Budget::evaluations(400))
+//!     .run_blocking()?;
+//! let metrics = result.summary.metrics;
+//! assert!(metrics.coverage > 0.1 && metrics.qd_score > 0.0);
+//! println!("{}", serde_json::to_string(&result.archive)?.len());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod elite;
+mod error;
+mod grid;
+mod rundir;
+
+pub use elite::EliteArchive;
+pub use error::ArchiveError;
+pub use grid::{
+    GridArchive, GridConfig, Occupant, Selected, SelectionMode, SelectionRatios, MAX_CELLS,
+    MAX_RECENT,
+};
+pub use rundir::{RunDir, RunDirOptions, RunMeta, SyncMode};
