@@ -11,11 +11,13 @@
 //! | [`manifest`] (`kf-manifest`) | kernel manifests: parameters, constraints, launch geometry |
 //! | [`eval`] (`kf-eval`) | the cheat-proof evaluator, built-in tasks, isolated workers |
 //! | [`opencl`] (`kf-backend-opencl`) | the OpenCL backend |
+//! | [`report`] | progress bar, logging, and the end-of-run report: per-cell table, best kernel files, `report.json`, heatmap and curve PNGs |
 //!
 //! [`backends`] opens a backend by name, and [`init`] must be the first call in the `main` of
 //! any program that evaluates kernels in worker processes.
 
 pub mod backends;
+pub mod report;
 
 /// Quality-diversity archives: the grid archive, parent selection, QD metrics, run directories.
 pub use kf_archive as archive;

@@ -1,0 +1,588 @@
+//! The end-of-run report: what goes into it and the order it is written in.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use kf_core::{DescriptorSpace, Elite, Language, ParamValues, RunSummary, StopReason, Usage};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::files::write_atomic;
+use super::plot::{self, CurveData};
+use super::progress::TracePoint;
+use super::table::{self, correct_gflops, finite, measured_params, CellRow};
+use super::{names, ReportError};
+
+/// The best kernel as `report.json` describes it. Paths are relative to the report folder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BestKernelJson {
+    /// Source file (`best_kernel.cl`, `.cpp` or `.cu`).
+    pub path: String,
+    /// Manifest file, when the kernel has a manifest.
+    pub manifest_path: Option<String>,
+    /// Parameter values file.
+    pub params_path: String,
+    /// Source language.
+    pub language: Language,
+    /// Entry point.
+    pub entry: String,
+    /// Candidate id within the run.
+    pub candidate: u64,
+    /// Throughput, GFLOP/s.
+    pub gflops: Option<f64>,
+    /// GFLOP/s over the naive seed's.
+    pub speedup_vs_seed: Option<f64>,
+    /// Speedup over the task's baseline as the evaluator measured it.
+    pub task_speedup: Option<f64>,
+    /// Median kernel time, milliseconds.
+    pub median_ms: Option<f64>,
+    /// Its cell, as level indices.
+    pub cell: Vec<usize>,
+    /// Its cell, as level names.
+    pub levels: Vec<String>,
+    /// Mutator that produced it.
+    pub mutator: String,
+    /// What the mutation did.
+    pub note: String,
+    /// Parameter values it was measured with.
+    pub params: ParamValues,
+    /// Content hash of its source and manifest.
+    pub content_hash: String,
+}
+
+/// The contents of `report.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReportJson {
+    /// What was searched, as the caller put it.
+    pub title: Option<String>,
+    /// Best GFLOP/s of a correct kernel in the archive.
+    pub best_gflops: Option<f64>,
+    /// GFLOP/s of the naive seed, measured in the same run.
+    pub baseline_gflops: Option<f64>,
+    /// `best_gflops / baseline_gflops`.
+    pub speedup: Option<f64>,
+    /// Candidates evaluated.
+    pub evaluations: u64,
+    /// Cells holding an elite.
+    pub cells_filled: usize,
+    /// Cells in the descriptor space.
+    pub cells_total: usize,
+    /// `cells_filled / cells_total`.
+    pub coverage: f64,
+    /// QD-score of the archive at the end.
+    pub qd_score: f64,
+    /// Wall-clock seconds of the run.
+    pub wall_seconds: f64,
+    /// Why the run stopped.
+    pub stop_reason: StopReason,
+    /// Engine steps completed.
+    pub steps: u64,
+    /// Steps that failed (mutator or evaluator errors).
+    pub failed_steps: u64,
+    /// Steps replayed from the run folder.
+    pub replayed_steps: u64,
+    /// Mutator usage (requests, tokens, cost).
+    pub usage: Usage,
+    /// The best kernel's source file, relative to the report folder.
+    pub best_kernel_path: Option<String>,
+    /// The best kernel's parameter values.
+    pub best_params: Option<ParamValues>,
+    /// The best kernel in full.
+    pub best_kernel: Option<BestKernelJson>,
+    /// The best kernel per filled cell, fastest first.
+    pub cells: Vec<CellRow>,
+    /// The descriptor space.
+    pub space: DescriptorSpace,
+    /// Pictures written, by kind (`heatmap`, `curve`), relative to the report folder.
+    pub images: BTreeMap<String, String>,
+    /// Best GFLOP/s and QD-score after each evaluation, when a progress trace was given.
+    pub trace: Vec<TracePoint>,
+    /// Anything the caller added (sizes, device, seed, …).
+    pub extra: Map<String, Value>,
+    /// What could not be produced (a picture that failed to draw, …).
+    pub warnings: Vec<String>,
+    /// The program that wrote it.
+    pub generated_by: String,
+}
+
+/// What [`Report::write`] produced.
+#[derive(Debug)]
+pub struct ReportOutput {
+    /// The report folder.
+    pub dir: PathBuf,
+    /// The per-cell table, as printed.
+    pub table: String,
+    /// Headline lines (best kernel, archive, run), as printed under the table.
+    pub summary: String,
+    /// `report.json`.
+    pub report_json: PathBuf,
+    /// The best kernel's source, when there is a correct kernel.
+    pub best_kernel: Option<PathBuf>,
+    /// Its manifest, when it has one.
+    pub best_manifest: Option<PathBuf>,
+    /// Its parameter values.
+    pub best_params: Option<PathBuf>,
+    /// The archive heatmap, when it was drawn.
+    pub heatmap: Option<PathBuf>,
+    /// The progress curve, when it was drawn.
+    pub curve: Option<PathBuf>,
+    /// Whether the pictures have text (false when no usable font was found).
+    pub pictures_have_text: bool,
+    /// What could not be produced; the rest was written.
+    pub warnings: Vec<ReportError>,
+}
+
+/// An end-of-run report: build it from the run, then [`write`](Self::write) it into a folder.
+#[derive(Debug, Clone)]
+pub struct Report<'a> {
+    space: &'a DescriptorSpace,
+    summary: &'a RunSummary,
+    elites: Vec<&'a Elite>,
+    baseline_gflops: Option<f64>,
+    trace: Vec<TracePoint>,
+    title: Option<String>,
+    extra: Map<String, Value>,
+    table_width: Option<u16>,
+    pictures: bool,
+}
+
+impl<'a> Report<'a> {
+    /// A report on a finished run: its descriptor space, summary and the archive's elites.
+    pub fn new(
+        space: &'a DescriptorSpace,
+        summary: &'a RunSummary,
+        elites: impl IntoIterator<Item = &'a Elite>,
+    ) -> Self {
+        Report {
+            space,
+            summary,
+            elites: elites.into_iter().collect(),
+            baseline_gflops: None,
+            trace: Vec::new(),
+            title: None,
+            extra: Map::new(),
+            table_width: None,
+            pictures: true,
+        }
+    }
+
+    /// The naive seed's GFLOP/s, measured in the same run: speedups are relative to it.
+    pub fn baseline_gflops(mut self, gflops: Option<f64>) -> Self {
+        self.baseline_gflops = finite(gflops).filter(|g| *g > 0.0);
+        self
+    }
+
+    /// The progress trace (from [`ProgressObserver::trace`](super::ProgressObserver::trace)),
+    /// for a best-GFLOP/s curve; without it the curve shows the engine's best fitness.
+    pub fn trace(mut self, points: Vec<TracePoint>) -> Self {
+        self.trace = points;
+        self
+    }
+
+    /// A title, such as `"SGEMM 1024³ on Intel(R) OpenCL CPU"`.
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+
+    /// Adds a field under `extra` in `report.json` (a value that cannot be serialised is
+    /// recorded as `null`).
+    pub fn extra(mut self, key: impl Into<String>, value: impl Serialize) -> Self {
+        self.extra.insert(
+            key.into(),
+            serde_json::to_value(value).unwrap_or(Value::Null),
+        );
+        self
+    }
+
+    /// Width of the text table in characters; long cells wrap. By default the terminal's width
+    /// when stdout is a terminal, else 200.
+    pub fn table_width(mut self, width: u16) -> Self {
+        self.table_width = Some(width.max(40));
+        self
+    }
+
+    /// Whether to draw the pictures (default true).
+    pub fn pictures(mut self, draw: bool) -> Self {
+        self.pictures = draw;
+        self
+    }
+
+    /// The best kernel per filled cell, fastest first.
+    pub fn rows(&self) -> Vec<CellRow> {
+        table::rows(&self.elites, self.space, self.baseline_gflops)
+    }
+
+    /// The best correct kernel: the fastest by GFLOP/s, else (when none reports GFLOP/s) the
+    /// fittest; `None` when no elite is correct.
+    pub fn best(&self) -> Option<&'a Elite> {
+        let correct = self
+            .elites
+            .iter()
+            .copied()
+            .filter(|e| e.evaluation.status.is_correct());
+        let by_gflops = correct
+            .clone()
+            .filter_map(|e| correct_gflops(e).map(|g| (e, g)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(e, _)| e);
+        by_gflops.or_else(|| correct.max_by(|a, b| a.fitness.value().total_cmp(&b.fitness.value())))
+    }
+
+    fn cells_filled(&self) -> usize {
+        self.elites
+            .iter()
+            .map(|e| &e.descriptor.coords)
+            .collect::<BTreeSet<_>>()
+            .len()
+    }
+
+    /// The per-cell table with a heading line.
+    pub fn table(&self) -> String {
+        let rows = self.rows();
+        let mut s = format!(
+            "Best kernel per filled cell ({}/{} cells), fastest first",
+            self.cells_filled(),
+            self.space.cells()
+        );
+        if let Some(b) = self.baseline_gflops {
+            let _ = write!(s, "; \"vs seed\" is GFLOP/s over the naive seed's {b:.2}");
+        }
+        s.push('\n');
+        let width = self.table_width.unwrap_or_else(default_width);
+        s.push_str(&table::render(&rows, self.space, width));
+        s.push('\n');
+        s
+    }
+
+    /// Headline lines: the best kernel, the archive, the run.
+    pub fn summary_text(&self) -> String {
+        let mut s = String::new();
+        match self.best() {
+            Some(e) => {
+                let cell: Vec<String> = e
+                    .descriptor
+                    .coords
+                    .iter()
+                    .enumerate()
+                    .map(|(d, l)| table::level_name(self.space, d, *l))
+                    .collect();
+                let speed = match correct_gflops(e) {
+                    Some(g) => {
+                        let mut t = format!("{g:.2} GFLOP/s");
+                        if let Some(b) = self.baseline_gflops {
+                            let _ = write!(t, ", {:.1}x the naive seed's {b:.2}", g / b);
+                        }
+                        t
+                    }
+                    None => format!("fitness {:.3}", e.fitness.value()),
+                };
+                let _ = writeln!(
+                    s,
+                    "Best kernel: {speed} in [{}] ({} {}{}) with {}",
+                    cell.join(", "),
+                    e.candidate.id,
+                    e.candidate.origin.mutator,
+                    if e.candidate.origin.note.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", e.candidate.origin.note)
+                    },
+                    measured_params(e)
+                );
+            }
+            None => s.push_str("Best kernel: none (no correct kernel in the archive)\n"),
+        }
+        let m = &self.summary.metrics;
+        let _ = writeln!(
+            s,
+            "Archive: {}/{} cells filled, QD-score {:.2}; {} evaluations in {:.1} s (stopped: {:?})",
+            self.cells_filled(),
+            self.space.cells(),
+            m.qd_score,
+            self.summary.evaluations,
+            self.summary.wall_seconds,
+            self.summary.stop_reason
+        );
+        s
+    }
+
+    /// The `report.json` document (without images or warnings, which [`write`](Self::write)
+    /// adds).
+    pub fn json(&self) -> ReportJson {
+        let rows = self.rows();
+        let best = self.best();
+        let best_json = best.map(|e| {
+            let gflops = correct_gflops(e);
+            BestKernelJson {
+                path: source_name(e.candidate.source.language),
+                manifest_path: e
+                    .candidate
+                    .source
+                    .manifest
+                    .as_ref()
+                    .map(|_| names::BEST_MANIFEST.to_owned()),
+                params_path: names::BEST_PARAMS.to_owned(),
+                language: e.candidate.source.language,
+                entry: e.candidate.source.entry.clone(),
+                candidate: e.candidate.id.0,
+                gflops,
+                speedup_vs_seed: gflops.zip(self.baseline_gflops).map(|(g, b)| g / b),
+                task_speedup: finite(e.evaluation.speedup),
+                median_ms: finite(e.evaluation.timing.map(|t| t.median_s * 1e3)),
+                cell: e.descriptor.coords.clone(),
+                levels: e
+                    .descriptor
+                    .coords
+                    .iter()
+                    .enumerate()
+                    .map(|(d, l)| table::level_name(self.space, d, *l))
+                    .collect(),
+                mutator: e.candidate.origin.mutator.clone(),
+                note: e.candidate.origin.note.clone(),
+                params: measured_params(e).clone(),
+                content_hash: e.candidate.source.content_hash(),
+            }
+        });
+        let best_gflops = best_json.as_ref().and_then(|b| b.gflops);
+        let s = self.summary;
+        let cells_total = self.space.cells();
+        let cells_filled = self.cells_filled();
+        ReportJson {
+            title: self.title.clone(),
+            best_gflops,
+            baseline_gflops: self.baseline_gflops,
+            speedup: best_gflops.zip(self.baseline_gflops).map(|(g, b)| g / b),
+            evaluations: s.evaluations,
+            cells_filled,
+            cells_total,
+            coverage: if cells_total > 0 {
+                cells_filled as f64 / cells_total as f64
+            } else {
+                0.0
+            },
+            qd_score: s.metrics.qd_score,
+            wall_seconds: s.wall_seconds,
+            stop_reason: s.stop_reason,
+            steps: s.steps,
+            failed_steps: s.failed_steps,
+            replayed_steps: s.replayed_steps,
+            usage: s.usage,
+            best_kernel_path: best_json.as_ref().map(|b| b.path.clone()),
+            best_params: best_json.as_ref().map(|b| b.params.clone()),
+            best_kernel: best_json,
+            cells: rows,
+            space: self.space.clone(),
+            images: BTreeMap::new(),
+            trace: self.trace.clone(),
+            extra: self.extra.clone(),
+            warnings: Vec::new(),
+            generated_by: format!("kernelfoundry {}", env!("CARGO_PKG_VERSION")),
+        }
+    }
+
+    /// Writes the report into `dir` (created if needed): `report.json` first, then the best
+    /// kernel's files, then the pictures, then `report.json` again with the pictures listed.
+    ///
+    /// Fails only when the folder, `report.json` or the best kernel's files cannot be written;
+    /// a picture that cannot be drawn is a warning in [`ReportOutput::warnings`].
+    pub fn write(&self, dir: impl AsRef<Path>) -> Result<ReportOutput, ReportError> {
+        let dir = dir.as_ref();
+        std::fs::create_dir_all(dir).map_err(|source| ReportError::CreateDir {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let mut doc = self.json();
+        let report_json = dir.join(names::REPORT_JSON);
+        write_json(&report_json, &doc, "report.json")?;
+
+        let mut out = ReportOutput {
+            dir: dir.to_path_buf(),
+            table: self.table(),
+            summary: self.summary_text(),
+            report_json: report_json.clone(),
+            best_kernel: None,
+            best_manifest: None,
+            best_params: None,
+            heatmap: None,
+            curve: None,
+            pictures_have_text: false,
+            warnings: Vec::new(),
+        };
+
+        if let (Some(best), Some(info)) = (self.best(), doc.best_kernel.as_ref()) {
+            let src = dir.join(&info.path);
+            write_atomic(&src, best.candidate.source.text.as_bytes())?;
+            out.best_kernel = Some(src);
+            if let Some(manifest) = &best.candidate.source.manifest {
+                let path = dir.join(names::BEST_MANIFEST);
+                let text = format!("{}{manifest}", manifest_header(info));
+                write_atomic(&path, text.as_bytes())?;
+                out.best_manifest = Some(path);
+            }
+            let path = dir.join(names::BEST_PARAMS);
+            write_json(&path, &info.params, "best_params.json")?;
+            out.best_params = Some(path);
+        }
+
+        if self.pictures {
+            let text = plot::fonts_available();
+            out.pictures_have_text = text;
+            let heatmap = dir.join(names::HEATMAP);
+            let drawn = plot::draw_heatmap(
+                &self.elites,
+                self.space,
+                self.baseline_gflops,
+                self.title.as_deref(),
+                text,
+            );
+            match picture(&heatmap, drawn) {
+                Ok(with_text) => {
+                    out.pictures_have_text &= with_text;
+                    doc.images.insert("heatmap".into(), names::HEATMAP.into());
+                    out.heatmap = Some(heatmap);
+                }
+                Err(e) => out.warnings.push(e),
+            }
+            let curve = dir.join(names::CURVE);
+            let mut data = CurveData::new(&self.trace, &self.summary.history, self.baseline_gflops);
+            data.title = self.title.clone();
+            match picture(&curve, plot::draw_curve(&data, text)) {
+                Ok(with_text) => {
+                    out.pictures_have_text &= with_text;
+                    doc.images.insert("curve".into(), names::CURVE.into());
+                    out.curve = Some(curve);
+                }
+                Err(e) => out.warnings.push(e),
+            }
+            if !out.pictures_have_text && (out.heatmap.is_some() || out.curve.is_some()) {
+                doc.warnings
+                    .push("pictures drawn without text: no usable font".to_owned());
+            }
+        }
+        for w in &out.warnings {
+            tracing::warn!("report: {w}");
+            doc.warnings.push(w.to_string());
+        }
+        if !doc.images.is_empty() || !doc.warnings.is_empty() {
+            if let Err(e) = write_json(&report_json, &doc, "report.json") {
+                tracing::warn!("report: {e}");
+                out.warnings.push(e);
+            }
+        }
+        Ok(out)
+    }
+
+    /// [`write`](Self::write)s the report, then prints the table, the headline lines and the
+    /// files written to stdout.
+    pub fn write_and_print(&self, dir: impl AsRef<Path>) -> Result<ReportOutput, ReportError> {
+        let out = self.write(dir)?;
+        let mut text = format!("\n{}\n{}", out.table, out.summary);
+        let _ = writeln!(text, "Report: {}", out.report_json.display());
+        for (what, path) in [
+            ("Best kernel", &out.best_kernel),
+            ("Manifest", &out.best_manifest),
+            ("Parameters", &out.best_params),
+            ("Heatmap", &out.heatmap),
+            ("Curve", &out.curve),
+        ] {
+            if let Some(p) = path {
+                let _ = writeln!(text, "{what}: {}", p.display());
+            }
+        }
+        // A closed stdout (a pipe into `head`) must not fail the run.
+        let _ = std::io::stdout().lock().write_all(text.as_bytes());
+        Ok(out)
+    }
+}
+
+/// Writes the report on a finished run into `dir` and prints the table: the one-call form of
+/// [`Report`].
+pub fn write_report<'a>(
+    elites: impl IntoIterator<Item = &'a Elite>,
+    space: &'a DescriptorSpace,
+    summary: &'a RunSummary,
+    baseline_gflops: Option<f64>,
+    dir: impl AsRef<Path>,
+) -> Result<ReportOutput, ReportError> {
+    Report::new(space, summary, elites)
+        .baseline_gflops(baseline_gflops)
+        .write_and_print(dir)
+}
+
+/// The terminal's width when stdout is one, else 200 (logs and files do not wrap).
+fn default_width() -> u16 {
+    let term = console::Term::stdout();
+    if term.is_term() {
+        term.size_checked()
+            .map_or(120, |(_, cols)| cols.clamp(80, 250))
+    } else {
+        200
+    }
+}
+
+fn source_name(language: Language) -> String {
+    let ext = match language {
+        Language::OpenCl => "cl",
+        Language::Sycl => "cpp",
+        Language::Cuda => "cu",
+        _ => "txt",
+    };
+    format!("{}.{ext}", names::BEST_KERNEL_STEM)
+}
+
+fn manifest_header(info: &BestKernelJson) -> String {
+    let mut s = String::from("# Best kernel of the run");
+    if let Some(g) = info.gflops {
+        let _ = write!(s, ": {g:.2} GFLOP/s");
+        if let Some(x) = info.speedup_vs_seed {
+            let _ = write!(s, " ({x:.1}x the naive seed)");
+        }
+    }
+    let _ = writeln!(
+        s,
+        ", cell [{}], candidate #{}.",
+        info.levels.join(", "),
+        info.candidate
+    );
+    let _ = writeln!(
+        s,
+        "# Parameter values it was measured with (also in {}):",
+        info.params_path
+    );
+    if info.params.is_empty() {
+        s.push_str("#   (none)\n");
+    }
+    for (k, v) in info.params.iter() {
+        let _ = writeln!(s, "#   {k} = {v}");
+    }
+    s.push('\n');
+    s
+}
+
+fn write_json(path: &Path, value: &impl Serialize, what: &'static str) -> Result<(), ReportError> {
+    let mut bytes =
+        serde_json::to_vec_pretty(value).map_err(|source| ReportError::Json { what, source })?;
+    bytes.push(b'\n');
+    write_atomic(path, &bytes)
+}
+
+/// Encodes and writes a drawn picture; returns whether it has text.
+fn picture(
+    path: &Path,
+    drawn: Result<(plot::Rendered, (u32, u32)), String>,
+) -> Result<bool, ReportError> {
+    let (rendered, size) = drawn.map_err(|message| ReportError::Plot {
+        path: path.to_path_buf(),
+        message,
+    })?;
+    let with_text = rendered.has_text();
+    let bytes = plot::encode(rendered, size).map_err(|source| ReportError::Png {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    write_atomic(path, &bytes)?;
+    Ok(with_text)
+}

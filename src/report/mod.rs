@@ -1,0 +1,134 @@
+//! What a person sees of a run: a progress bar and logs while it goes, and at the end a table of
+//! the best kernel per cell, the best kernel's files, `report.json` and two pictures.
+//!
+//! While the engine runs:
+//!
+//! * [`ProgressObserver`]: an `indicatif` bar on stderr with evaluations / budget, best GFLOP/s,
+//!   cells filled and ETA. When stderr is not a terminal (CI logs, pipes) it draws nothing and
+//!   logs a short `tracing` info line every few evaluations instead. It also records a
+//!   [`ProgressTrace`] (best GFLOP/s and QD-score after every evaluation) for the curve picture.
+//! * [`LogObserver`]: one `tracing` debug line per evaluation (status, cell, outcome) and an
+//!   info line per new best.
+//! * [`init_logging`]: a `tracing-subscriber` with an `EnvFilter` set from a `-v` count (or
+//!   `RUST_LOG`), whose lines do not tear the progress bar.
+//!
+//! At the end, [`Report`] (or the one-call [`write_report`]) writes into an output folder:
+//!
+//! | file | what |
+//! |---|---|
+//! | `report.json` | headline figures, the best kernel's files and parameters, the per-cell table ([`ReportJson`]); written first |
+//! | `best_kernel.cl` / `.cpp` / `.cu` | the best correct kernel's source (extension by language) |
+//! | `best_kernel.toml` | its manifest, headed by a comment with the parameter values it was measured with |
+//! | `best_params.json` | those parameter values |
+//! | `archive_heatmap.png` | the archive as 2-D projections of the grid, coloured by GFLOP/s |
+//! | `progress.png` | best GFLOP/s and QD-score against evaluations |
+//!
+//! Every file is written atomically (a temporary file renamed into place). A picture that cannot
+//! be drawn is a warning in [`ReportOutput::warnings`], never a lost run; without a usable font
+//! the pictures are drawn without text.
+//!
+//! ```no_run
+//! use kernelfoundry::core::prelude::*;
+//! use kernelfoundry::core::testing::{synthetic_seed, SyntheticClassifier, SyntheticEvaluator, SyntheticMutator, VecArchive};
+//! use kernelfoundry::report::{init_logging, LogObserver, ProgressObserver, Report};
+//!
+//! init_logging(0);
+//! let classifier = SyntheticClassifier::new(4);
+//! let space = classifier.space().clone();
+//! let progress = ProgressObserver::new(&space);
+//! let trace = progress.trace();
+//! let result = Engine::new(SyntheticMutator::new(0.15), SyntheticEvaluator::new(), classifier, VecArchive::new(space.clone()))
+//!     .seeds(vec![synthetic_seed(6)])
+//!     .budget(Budget::evaluations(200))
+//!     .add_observer(progress, ObserverMode::Always)
+//!     .add_observer(LogObserver::new(&space), ObserverMode::Always)
+//!     .run_blocking()
+//!     .unwrap();
+//! let out = Report::new(&space, &result.summary, result.archive.elites())
+//!     .baseline_gflops(Some(4.0))
+//!     .trace(trace.points())
+//!     .write_and_print("runs/demo")
+//!     .unwrap();
+//! println!("wrote {}", out.report_json.display());
+//! ```
+
+mod build;
+mod files;
+mod plot;
+mod progress;
+mod table;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::PathBuf;
+
+pub use build::{write_report, BestKernelJson, Report, ReportJson, ReportOutput};
+pub use files::write_atomic;
+pub use plot::{fonts_available, heatmap_size, CURVE_SIZE, HEATMAP_SIZE};
+pub use progress::{
+    init_logging, verbosity_filter, LogObserver, ProgressObserver, ProgressTrace, TracePoint,
+};
+pub use table::CellRow;
+
+/// File names written into the report folder.
+pub mod names {
+    /// The report's JSON document.
+    pub const REPORT_JSON: &str = "report.json";
+    /// The best kernel's manifest.
+    pub const BEST_MANIFEST: &str = "best_kernel.toml";
+    /// The best kernel's parameter values.
+    pub const BEST_PARAMS: &str = "best_params.json";
+    /// The archive heatmap.
+    pub const HEATMAP: &str = "archive_heatmap.png";
+    /// The progress curve.
+    pub const CURVE: &str = "progress.png";
+    /// Stem of the best kernel's source file (`best_kernel.cl`, `.cpp` or `.cu`).
+    pub const BEST_KERNEL_STEM: &str = "best_kernel";
+}
+
+/// Why a report could not be written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReportError {
+    /// The output folder could not be created.
+    #[error("cannot create the report folder {path}: {source}")]
+    CreateDir {
+        /// The folder.
+        path: PathBuf,
+        /// What the file system said.
+        source: std::io::Error,
+    },
+    /// A file could not be written or renamed into place.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// What the file system said.
+        source: std::io::Error,
+    },
+    /// A document could not be serialised.
+    #[error("cannot serialise {what}: {source}")]
+    Json {
+        /// Which document.
+        what: &'static str,
+        /// What serde_json said.
+        source: serde_json::Error,
+    },
+    /// A picture could not be drawn.
+    #[error("cannot draw {path}: {message}")]
+    Plot {
+        /// The picture.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// A picture could not be encoded as PNG.
+    #[error("cannot encode {path} as PNG: {source}")]
+    Png {
+        /// The picture.
+        path: PathBuf,
+        /// What the encoder said.
+        source: png::EncodingError,
+    },
+}

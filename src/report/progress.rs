@@ -1,0 +1,504 @@
+//! Seeing a run as it goes: the progress bar, its trace, the logging observer and the logging
+//! set-up.
+
+use std::fmt::Write as _;
+use std::io::{self, IsTerminal, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
+use kf_core::{
+    BoxError, Budget, DescriptorSpace, EvaluationReport, InsertOutcome, Observe, RunInfo,
+    RunSummary,
+};
+use serde::{Deserialize, Serialize};
+use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::EnvFilter;
+
+use super::table::{finite, level_name};
+
+/// The progress bar being drawn, if any, so that log lines can step around it, with the id of
+/// the observer that drew it.
+static ACTIVE_BAR: Mutex<Option<(u64, ProgressBar)>> = Mutex::new(None);
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Search progress after one evaluation.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TracePoint {
+    /// Evaluations done.
+    pub evaluations: u64,
+    /// Best GFLOP/s of a correct kernel so far, once one was measured.
+    pub best_gflops: Option<f64>,
+    /// QD-score of the archive.
+    pub qd_score: f64,
+    /// Cells filled.
+    pub filled: usize,
+    /// Seconds since the run started.
+    pub elapsed_s: f64,
+}
+
+/// The points a [`ProgressObserver`] recorded, shared with whoever keeps a clone: take one with
+/// [`ProgressObserver::trace`] before handing the observer to the engine, and read it after the
+/// run for [`Report::trace`](super::Report::trace).
+#[derive(Debug, Clone, Default)]
+pub struct ProgressTrace(Arc<Mutex<Vec<TracePoint>>>);
+
+impl ProgressTrace {
+    /// An empty trace.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends a point.
+    pub fn push(&self, point: TracePoint) {
+        lock(&self.0).push(point);
+    }
+
+    /// A copy of the points, in the order they were recorded.
+    pub fn points(&self) -> Vec<TracePoint> {
+        lock(&self.0).clone()
+    }
+
+    /// Number of points.
+    pub fn len(&self) -> usize {
+        lock(&self.0).len()
+    }
+
+    /// True when nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Whether to draw the bar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Draw {
+    /// When stderr is a terminal.
+    Auto,
+    /// Never; log lines instead.
+    Never,
+}
+
+/// A progress bar on stderr: evaluations / budget, best GFLOP/s, cells filled and ETA.
+///
+/// When stderr is not a terminal (or after [`without_bar`](Self::without_bar)) nothing is drawn;
+/// a `tracing` info line is logged every [`log_every`](Self::log_every) evaluations instead, so
+/// CI logs stay short. Either way it records a [`ProgressTrace`]. Add it to the engine with
+/// `ObserverMode::Always` so the trace has every evaluation.
+#[derive(Debug)]
+pub struct ProgressObserver {
+    id: u64,
+    cells: usize,
+    total: Option<u64>,
+    max_wall: Option<Duration>,
+    log_every: Option<u64>,
+    draw: Draw,
+    bar: Option<ProgressBar>,
+    best_gflops: Option<f64>,
+    filled: usize,
+    evaluations: u64,
+    trace: ProgressTrace,
+    started: Instant,
+    next_log: u64,
+}
+
+impl ProgressObserver {
+    /// An observer for an archive over `space`.
+    pub fn new(space: &DescriptorSpace) -> Self {
+        Self::with_cells(space.cells())
+    }
+
+    /// An observer for an archive of `cells` cells.
+    pub fn with_cells(cells: usize) -> Self {
+        ProgressObserver {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            cells,
+            total: None,
+            max_wall: None,
+            log_every: None,
+            draw: Draw::Auto,
+            bar: None,
+            best_gflops: None,
+            filled: 0,
+            evaluations: 0,
+            trace: ProgressTrace::new(),
+            started: Instant::now(),
+            next_log: 0,
+        }
+    }
+
+    /// Takes the evaluation and wall-clock limits from the run's budget, for the bar's length and
+    /// ETA (the evaluation limit also arrives with the run's start).
+    pub fn with_budget(mut self, budget: &Budget) -> Self {
+        self.total = budget.max_evaluations.or(self.total);
+        self.max_wall = budget.max_wall.or(self.max_wall);
+        self
+    }
+
+    /// Logs a line every `n` evaluations when no bar is drawn (default: about 20 lines per run
+    /// when the evaluation budget is known, else every 25).
+    pub fn log_every(mut self, n: u64) -> Self {
+        self.log_every = Some(n.max(1));
+        self
+    }
+
+    /// Never draws the bar, even on a terminal; logs lines instead.
+    pub fn without_bar(mut self) -> Self {
+        self.draw = Draw::Never;
+        self
+    }
+
+    /// A handle on the recorded trace.
+    pub fn trace(&self) -> ProgressTrace {
+        self.trace.clone()
+    }
+
+    fn interval(&self) -> u64 {
+        self.log_every
+            .or_else(|| self.total.map(|t| t.div_ceil(20)))
+            .unwrap_or(25)
+            .max(1)
+    }
+
+    fn message(&self) -> String {
+        let best = self.best_gflops.map_or_else(|| "-".to_owned(), gflops_text);
+        format!("best {best} GFLOP/s · cells {}/{}", self.filled, self.cells)
+    }
+
+    fn eta(&self) -> Option<Duration> {
+        eta(
+            self.total,
+            self.evaluations,
+            self.started.elapsed(),
+            self.max_wall,
+        )
+    }
+
+    fn start_bar(&mut self) {
+        if self.draw == Draw::Never || !io::stderr().is_terminal() {
+            return;
+        }
+        let bar = ProgressBar::with_draw_target(self.total, ProgressDrawTarget::stderr());
+        let template = if self.total.is_some() {
+            "{spinner:.green} [{elapsed_precise}] {bar:30.cyan/blue} {pos}/{len} evals · {msg} · {eta_kf}"
+        } else {
+            "{spinner:.green} [{elapsed_precise}] {pos} evals · {msg} · {eta_kf}"
+        };
+        let (total, max_wall, started) = (self.total, self.max_wall, self.started);
+        let style = ProgressStyle::with_template(template)
+            .map(|s| {
+                s.progress_chars("=> ").with_key(
+                    "eta_kf",
+                    move |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+                        let _ = w.write_str(&format_eta(eta(
+                            total,
+                            state.pos(),
+                            started.elapsed(),
+                            max_wall,
+                        )));
+                    },
+                )
+            })
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
+        bar.set_style(style);
+        bar.set_message(self.message());
+        bar.enable_steady_tick(Duration::from_millis(250));
+        *lock(&ACTIVE_BAR) = Some((self.id, bar.clone()));
+        self.bar = Some(bar);
+    }
+
+    fn stop_bar(&mut self, finish: bool) {
+        if let Some(bar) = self.bar.take() {
+            if finish {
+                bar.finish_with_message(self.message());
+            } else {
+                bar.abandon();
+            }
+            let mut active = lock(&ACTIVE_BAR);
+            if active.as_ref().is_some_and(|(id, _)| *id == self.id) {
+                *active = None;
+            }
+        }
+    }
+}
+
+/// GFLOP/s with three significant figures or so.
+fn gflops_text(g: f64) -> String {
+    if g >= 100.0 {
+        format!("{g:.0}")
+    } else if g >= 1.0 {
+        format!("{g:.1}")
+    } else {
+        format!("{g:.2}")
+    }
+}
+
+/// Time left: by the evaluation rate when the evaluation budget is known, by the wall-clock
+/// budget when that is known, the sooner of the two when both are.
+fn eta(
+    total: Option<u64>,
+    done: u64,
+    elapsed: Duration,
+    max_wall: Option<Duration>,
+) -> Option<Duration> {
+    let by_evals = total.filter(|_| done > 0).map(|t| {
+        let left = t.saturating_sub(done) as f64;
+        Duration::from_secs_f64((elapsed.as_secs_f64() / done as f64 * left).min(1e9))
+    });
+    let by_wall = max_wall.map(|m| m.saturating_sub(elapsed));
+    match (by_evals, by_wall) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn format_eta(eta: Option<Duration>) -> String {
+    match eta {
+        None => "ETA -".to_owned(),
+        Some(d) => {
+            let s = d.as_secs();
+            if s >= 3600 {
+                format!("ETA {}h{:02}m", s / 3600, (s % 3600) / 60)
+            } else {
+                format!("ETA {}m{:02}s", s / 60, s % 60)
+            }
+        }
+    }
+}
+
+impl Observe for ProgressObserver {
+    fn observe_start(&mut self, info: &RunInfo<'_>) -> Result<(), BoxError> {
+        self.total = self.total.or(info.max_evaluations);
+        self.started = Instant::now();
+        self.next_log = self.interval();
+        if info.replaying_steps > 0 {
+            tracing::info!(
+                "resuming: replaying {} recorded steps",
+                info.replaying_steps
+            );
+        }
+        self.start_bar();
+        Ok(())
+    }
+
+    fn observe_evaluation(&mut self, r: &EvaluationReport<'_>) -> Result<(), BoxError> {
+        if let Some(ev) = r.evaluation.filter(|e| e.status.is_correct()) {
+            if let Some(g) = finite(ev.gflops) {
+                if self.best_gflops.is_none_or(|b| g > b) {
+                    self.best_gflops = Some(g);
+                }
+            }
+        }
+        self.filled = r.metrics.filled;
+        self.evaluations = r.evaluations;
+        self.trace.push(TracePoint {
+            evaluations: r.evaluations,
+            best_gflops: self.best_gflops,
+            qd_score: r.metrics.qd_score,
+            filled: r.metrics.filled,
+            elapsed_s: r.elapsed_s,
+        });
+        if let Some(bar) = &self.bar {
+            bar.set_position(r.evaluations);
+            bar.set_message(self.message());
+        } else if r.evaluations >= self.next_log {
+            self.next_log = r.evaluations + self.interval();
+            let done = match self.total {
+                Some(t) => format!("{}/{t}", r.evaluations),
+                None => r.evaluations.to_string(),
+            };
+            tracing::info!(
+                "progress: {done} evaluations · {} · {:.0} s · {}",
+                self.message(),
+                r.elapsed_s,
+                format_eta(self.eta())
+            );
+        }
+        Ok(())
+    }
+
+    fn observe_end(&mut self, summary: &RunSummary) -> Result<(), BoxError> {
+        let drew = self.bar.is_some();
+        self.stop_bar(true);
+        if !drew {
+            tracing::info!(
+                "finished: {} evaluations in {:.0} s · {} ({:?})",
+                summary.evaluations,
+                summary.wall_seconds,
+                self.message(),
+                summary.stop_reason
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ProgressObserver {
+    fn drop(&mut self) {
+        self.stop_bar(false);
+    }
+}
+
+/// Logs every evaluation at `debug` level (status, cell, GFLOP/s, what the archive did), each
+/// new best at `info`, and evaluations that could not be judged at `warn`.
+#[derive(Debug, Clone)]
+pub struct LogObserver {
+    space: DescriptorSpace,
+}
+
+impl LogObserver {
+    /// A logger naming the cells of `space` by their level names.
+    pub fn new(space: &DescriptorSpace) -> Self {
+        LogObserver {
+            space: space.clone(),
+        }
+    }
+
+    fn cell(&self, coords: &[usize]) -> String {
+        let names: Vec<String> = coords
+            .iter()
+            .enumerate()
+            .map(|(d, l)| level_name(&self.space, d, *l))
+            .collect();
+        format!("[{}]", names.join(", "))
+    }
+}
+
+fn outcome_text(outcome: Option<InsertOutcome>) -> String {
+    match outcome {
+        None => "not offered".to_owned(),
+        Some(InsertOutcome::NewCell) => "new cell".to_owned(),
+        Some(InsertOutcome::Improved { gain, .. }) => format!("improved cell (+{gain:.3})"),
+        Some(InsertOutcome::NotAdded { .. }) => "not added".to_owned(),
+    }
+}
+
+impl Observe for LogObserver {
+    fn observe_evaluation(&mut self, r: &EvaluationReport<'_>) -> Result<(), BoxError> {
+        let c = r.candidate;
+        let mut who = format!("{} {}", c.id, c.origin.mutator);
+        if !c.origin.note.is_empty() {
+            let _ = write!(who, " ({})", c.origin.note);
+        }
+        if r.replayed {
+            who.push_str(" [replayed]");
+        }
+        let Some(ev) = r.evaluation else {
+            tracing::warn!(
+                evaluation = r.evaluations,
+                "{who}: not judged: {}",
+                r.error.unwrap_or("unknown error")
+            );
+            return Ok(());
+        };
+        let cell = r
+            .descriptor
+            .map_or_else(|| "unclassified".to_owned(), |d| self.cell(&d.coords));
+        let speed = match finite(ev.gflops) {
+            Some(g) => format!("{g:.2} GFLOP/s"),
+            None => "-".to_owned(),
+        };
+        tracing::debug!(
+            evaluation = r.evaluations,
+            "{who}: {} {cell} {speed} → {}",
+            ev.status,
+            outcome_text(r.outcome)
+        );
+        if r.new_best {
+            tracing::info!(
+                evaluation = r.evaluations,
+                "new best: {speed} in {cell} by {who} ({})",
+                ev.params
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Writes log lines to stderr, hiding the progress bar while a line is written.
+#[derive(Debug, Clone, Copy, Default)]
+struct BarAwareStderr;
+
+impl Write for BarAwareStderr {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let bar = lock(&ACTIVE_BAR).as_ref().map(|(_, bar)| bar.clone());
+        match bar {
+            Some(bar) if !bar.is_hidden() => bar.suspend(|| io::stderr().write_all(buf))?,
+            _ => io::stderr().write_all(buf)?,
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        io::stderr().flush()
+    }
+}
+
+impl<'a> MakeWriter<'a> for BarAwareStderr {
+    type Writer = BarAwareStderr;
+    fn make_writer(&'a self) -> Self::Writer {
+        *self
+    }
+}
+
+/// The filter for a `-v` count: 0 → `info`, 1 → `debug` (one line per evaluation), 2 or more
+/// → `trace`.
+pub fn verbosity_filter(verbosity: u8) -> &'static str {
+    match verbosity {
+        0 => "info",
+        1 => "debug",
+        _ => "trace",
+    }
+}
+
+/// Installs a global `tracing` subscriber writing to stderr, filtered by `RUST_LOG` when it is
+/// set and valid, else by the verbosity (see [`verbosity_filter`]). Lines do not tear a
+/// [`ProgressObserver`]'s bar. Returns `false` (and changes nothing) when a global subscriber
+/// was already installed.
+pub fn init_logging(verbosity: u8) -> bool {
+    let default = verbosity_filter(verbosity);
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .and_then(|s| EnvFilter::try_new(s).ok())
+        .unwrap_or_else(|| EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(BarAwareStderr)
+        .with_ansi(io::stderr().is_terminal())
+        .with_target(verbosity >= 2)
+        .try_init()
+        .is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eta_takes_the_sooner_limit() {
+        let e = |t, d, el, w: Option<u64>| {
+            eta(t, d, Duration::from_secs(el), w.map(Duration::from_secs))
+        };
+        assert_eq!(e(None, 5, 10, None), None);
+        assert_eq!(e(Some(100), 0, 10, None), None);
+        assert_eq!(e(Some(100), 50, 10, None), Some(Duration::from_secs(10)));
+        assert_eq!(e(Some(100), 50, 10, Some(15)), Some(Duration::from_secs(5)));
+        assert_eq!(e(None, 50, 10, Some(15)), Some(Duration::from_secs(5)));
+        assert_eq!(format_eta(Some(Duration::from_secs(125))), "ETA 2m05s");
+        assert_eq!(format_eta(Some(Duration::from_secs(3725))), "ETA 1h02m");
+        assert_eq!(format_eta(None), "ETA -");
+    }
+
+    #[test]
+    fn verbosity_maps_to_levels() {
+        assert_eq!(verbosity_filter(0), "info");
+        assert_eq!(verbosity_filter(1), "debug");
+        assert_eq!(verbosity_filter(7), "trace");
+    }
+}

@@ -1,0 +1,177 @@
+//! The per-cell table: the best kernel of every filled cell, fastest first.
+
+use comfy_table::presets::UTF8_FULL_CONDENSED;
+use comfy_table::{Cell, CellAlignment, ColumnConstraint, ContentArrangement, Table};
+use kf_core::{DescriptorSpace, Elite, ParamValues, Status};
+use serde::{Deserialize, Serialize};
+
+/// One filled cell of the archive, as the table and `report.json` show it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellRow {
+    /// Position in the table, 1 for the fastest.
+    pub rank: usize,
+    /// Level index per dimension.
+    pub coords: Vec<usize>,
+    /// Level name per dimension.
+    pub levels: Vec<String>,
+    /// Where the elite stands on the result ladder.
+    pub status: Status,
+    /// Throughput, GFLOP/s, when measured.
+    pub gflops: Option<f64>,
+    /// GFLOP/s over the naive seed's GFLOP/s, when both are known.
+    pub speedup_vs_seed: Option<f64>,
+    /// Speedup over the task's own baseline, measured by the evaluator in the same process.
+    pub task_speedup: Option<f64>,
+    /// Median kernel time in milliseconds, when timed.
+    pub median_ms: Option<f64>,
+    /// Parameter values the figures were measured with.
+    pub params: ParamValues,
+    /// Candidate id within the run.
+    pub candidate: u64,
+    /// Mutator that produced it (`seed` for initial kernels).
+    pub mutator: String,
+    /// What the mutation did, when the mutator said.
+    pub note: String,
+    /// Scalar fitness the archive ranked it by.
+    pub fitness: f64,
+}
+
+/// A finite value or `None`.
+pub(crate) fn finite(v: Option<f64>) -> Option<f64> {
+    v.filter(|x| x.is_finite())
+}
+
+/// The parameter values an elite was measured with (the evaluation's, which a tuner may have
+/// changed, else the candidate's).
+pub(crate) fn measured_params(elite: &Elite) -> &ParamValues {
+    if elite.evaluation.params.is_empty() {
+        &elite.candidate.params
+    } else {
+        &elite.evaluation.params
+    }
+}
+
+/// The name of level `level` of dimension `dim`, or the number when the space does not say.
+pub(crate) fn level_name(space: &DescriptorSpace, dim: usize, level: usize) -> String {
+    space
+        .dimensions
+        .get(dim)
+        .and_then(|d| d.levels.get(level))
+        .cloned()
+        .unwrap_or_else(|| level.to_string())
+}
+
+/// The GFLOP/s an elite counts for in pictures and rankings: measured, finite, and correct.
+pub(crate) fn correct_gflops(elite: &Elite) -> Option<f64> {
+    if elite.evaluation.status.is_correct() {
+        finite(elite.evaluation.gflops)
+    } else {
+        None
+    }
+}
+
+/// Rows for `elites`, fastest first: correct kernels by GFLOP/s, then the rest by fitness.
+pub(crate) fn rows(
+    elites: &[&Elite],
+    space: &DescriptorSpace,
+    baseline_gflops: Option<f64>,
+) -> Vec<CellRow> {
+    let baseline = finite(baseline_gflops).filter(|b| *b > 0.0);
+    let mut sorted: Vec<&Elite> = elites.to_vec();
+    sorted.sort_by(|a, b| {
+        let key = |e: &Elite| correct_gflops(e).unwrap_or(f64::NEG_INFINITY);
+        key(b)
+            .total_cmp(&key(a))
+            .then(b.fitness.value().total_cmp(&a.fitness.value()))
+            .then(a.descriptor.coords.cmp(&b.descriptor.coords))
+    });
+    sorted
+        .into_iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let ev = &e.evaluation;
+            let gflops = finite(ev.gflops);
+            CellRow {
+                rank: i + 1,
+                coords: e.descriptor.coords.clone(),
+                levels: e
+                    .descriptor
+                    .coords
+                    .iter()
+                    .enumerate()
+                    .map(|(d, l)| level_name(space, d, *l))
+                    .collect(),
+                status: ev.status,
+                gflops,
+                speedup_vs_seed: gflops.zip(baseline).map(|(g, b)| g / b),
+                task_speedup: finite(ev.speedup),
+                median_ms: finite(ev.timing.map(|t| t.median_s * 1e3)),
+                params: measured_params(e).clone(),
+                candidate: e.candidate.id.0,
+                mutator: e.candidate.origin.mutator.clone(),
+                note: e.candidate.origin.note.clone(),
+                fitness: e.fitness.value(),
+            }
+        })
+        .collect()
+}
+
+fn opt(v: Option<f64>, digits: usize, suffix: &str) -> String {
+    v.map_or_else(|| "-".to_owned(), |x| format!("{x:.digits$}{suffix}"))
+}
+
+/// Renders rows as a text table at most `width` characters wide (long cells wrap).
+pub(crate) fn render(rows: &[CellRow], space: &DescriptorSpace, width: u16) -> String {
+    let mut table = Table::new();
+    table
+        .load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(width);
+    let ndim = rows
+        .iter()
+        .map(|r| r.coords.len())
+        .max()
+        .unwrap_or(space.ndim());
+    let mut header = vec![Cell::new("#")];
+    header.extend((0..ndim).map(|d| {
+        Cell::new(
+            space
+                .dimensions
+                .get(d)
+                .map_or_else(|| format!("dim {d}"), |x| x.name.clone()),
+        )
+    }));
+    header.extend(
+        ["status", "GFLOP/s", "vs seed", "ms", "parameters", "origin"]
+            .into_iter()
+            .map(Cell::new),
+    );
+    table.set_header(header);
+    for r in rows {
+        let mut cells = vec![Cell::new(r.rank).set_alignment(CellAlignment::Right)];
+        cells.extend(
+            (0..ndim).map(|d| Cell::new(r.levels.get(d).map_or("", String::as_str).to_owned())),
+        );
+        let origin = if r.note.is_empty() {
+            format!("#{} {}", r.candidate, r.mutator)
+        } else {
+            format!("#{} {}: {}", r.candidate, r.mutator, r.note)
+        };
+        cells.extend([
+            Cell::new(r.status.as_str()),
+            Cell::new(opt(r.gflops, 1, "")).set_alignment(CellAlignment::Right),
+            Cell::new(opt(r.speedup_vs_seed, 1, "x")).set_alignment(CellAlignment::Right),
+            Cell::new(opt(r.median_ms, 3, "")).set_alignment(CellAlignment::Right),
+            Cell::new(r.params.to_string()),
+            Cell::new(origin),
+        ]);
+        table.add_row(cells);
+    }
+    // Level names, status and figures never wrap; parameters and origin take what is left.
+    for i in 0..ndim + 5 {
+        if let Some(column) = table.column_mut(i) {
+            column.set_constraint(ColumnConstraint::ContentWidth);
+        }
+    }
+    table.to_string()
+}
