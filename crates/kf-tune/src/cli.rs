@@ -1,0 +1,82 @@
+//! Command-line entry points, as library functions so that any binary can mount them
+//! (`kf tune replay …`).
+
+use std::path::PathBuf;
+
+use serde_json::{json, Value};
+
+use crate::error::{Result, TuneError};
+use crate::replay::Replay;
+use crate::strategy;
+
+/// Arguments of `kf tune replay`: replay a Kernel Tuner cache with a strategy.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReplayArgs {
+    /// Kernel Tuner cache file (JSON, plain or gzip-compressed).
+    #[arg(long)]
+    pub cache: PathBuf,
+    /// Strategy name (default, exhaustive, random, simulated_annealing, genetic_algorithm,
+    /// greedy_ils, bayes_opt, bandit).
+    #[arg(long, default_value = "default")]
+    pub strategy: String,
+    /// Budget: distinct configurations evaluated (default: 2% of the valid configurations).
+    #[arg(long)]
+    pub budget: Option<usize>,
+    /// Random seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Print one JSON object (otherwise a short text summary).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs a replay and returns its summary: `best_time`, `best_config`, `evaluations` (never
+/// more than the budget), `budget`, `strategy`, `seed`, `optimum_time`, `score`
+/// (optimum / best), `failures`, `valid_configurations`, `configurations`, `cache`.
+pub fn replay_main(args: &ReplayArgs) -> Result<Value> {
+    let replay = Replay::load(&args.cache)?;
+    let budget = args
+        .budget
+        .unwrap_or_else(|| ((replay.valid() as f64) * 0.02).round().max(1.0) as usize);
+    let mut s = strategy::by_name(&args.strategy)?;
+    let result = replay.run(s.as_mut(), budget, args.seed)?;
+    let best_config = match &result.best_config {
+        Some(c) => serde_json::to_value(c).map_err(|e| TuneError::Objective(e.to_string()))?,
+        None => Value::Null,
+    };
+    Ok(json!({
+        "cache": args.cache.display().to_string(),
+        "device_name": replay.cache().device_name,
+        "kernel_name": replay.cache().kernel_name,
+        "strategy": result.strategy,
+        "seed": args.seed,
+        "budget": budget,
+        "evaluations": result.evaluations,
+        "failures": result.failures,
+        "best_time": result.best_time,
+        "best_config": best_config,
+        "optimum_time": replay.optimum().map(|(_, t)| t),
+        "score": replay.score(&result),
+        "valid_configurations": replay.valid(),
+        "configurations": replay.total(),
+    }))
+}
+
+/// A few human-readable lines for a [`replay_main`] summary.
+pub fn render_text(summary: &Value) -> String {
+    let get = |k: &str| summary.get(k).cloned().unwrap_or(Value::Null);
+    format!(
+        "{} on {} ({}): strategy {} seed {}\n{} of {} evaluations, best time {} (optimum {}), score {:.4}\nbest config {}",
+        get("kernel_name"),
+        get("device_name"),
+        get("cache"),
+        get("strategy"),
+        get("seed"),
+        get("evaluations"),
+        get("budget"),
+        get("best_time"),
+        get("optimum_time"),
+        get("score").as_f64().unwrap_or(0.0),
+        get("best_config"),
+    )
+}

@@ -1,0 +1,132 @@
+//! A bandit over strategies.
+
+use rand::Rng;
+
+use crate::space::Point;
+use crate::strategy::{
+    log_time, BayesOpt, Genetic, GreedyIls, RandomSearch, SimulatedAnnealing, Strategy,
+};
+use crate::tuner::Ctx;
+
+/// A multi-armed bandit over strategies: each proposal comes from one arm, chosen by UCB1 on the
+/// arm's rate of improving the best time (improvements weighted by how much they gained). Every
+/// arm is told every outcome, so arms learn from each other's evaluations.
+pub struct Bandit {
+    arms: Vec<Box<dyn Strategy>>,
+    pulls: Vec<f64>,
+    rewards: Vec<f64>,
+    pending: Option<(Point, usize)>,
+    /// UCB exploration constant.
+    pub exploration: f64,
+}
+
+impl std::fmt::Debug for Bandit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bandit")
+            .field(
+                "arms",
+                &self
+                    .arms
+                    .iter()
+                    .map(|a| a.name().to_owned())
+                    .collect::<Vec<_>>(),
+            )
+            .field("pulls", &self.pulls)
+            .field("rewards", &self.rewards)
+            .finish()
+    }
+}
+
+impl Bandit {
+    /// A bandit over the given arms.
+    pub fn new(arms: Vec<Box<dyn Strategy>>) -> Self {
+        let n = arms.len();
+        Bandit {
+            arms,
+            pulls: vec![0.0; n],
+            rewards: vec![0.0; n],
+            pending: None,
+            exploration: 0.5,
+        }
+    }
+
+    /// The standard arms: Bayesian optimisation, genetic algorithm, simulated annealing, greedy
+    /// local search and random sampling.
+    pub fn standard() -> Self {
+        Self::new(vec![
+            Box::new(BayesOpt::new()),
+            Box::new(Genetic::new()),
+            Box::new(SimulatedAnnealing::new()),
+            Box::new(GreedyIls::new()),
+            Box::new(RandomSearch::new()),
+        ])
+    }
+
+    fn choose(&self, ctx: &mut Ctx<'_>) -> usize {
+        if let Some(i) = self.pulls.iter().position(|p| *p == 0.0) {
+            return i;
+        }
+        let total: f64 = self.pulls.iter().sum();
+        let mut best = (0, f64::NEG_INFINITY);
+        for i in 0..self.arms.len() {
+            let mean = self.rewards[i] / self.pulls[i];
+            let ucb = mean
+                + self.exploration * (total.ln() / self.pulls[i]).sqrt()
+                + 1e-9 * ctx.rng.random::<f64>();
+            if ucb > best.1 {
+                best = (i, ucb);
+            }
+        }
+        best.0
+    }
+}
+
+impl Strategy for Bandit {
+    fn name(&self) -> &str {
+        "bandit"
+    }
+
+    fn ask(&mut self, ctx: &mut Ctx<'_>) -> Option<Point> {
+        if self.arms.is_empty() {
+            return ctx.random_unseen();
+        }
+        for _ in 0..self.arms.len() {
+            let i = self.choose(ctx);
+            if let Some(p) = self.arms[i].ask(ctx) {
+                self.pending = Some((p.clone(), i));
+                return Some(p);
+            }
+            // An exhausted arm is never chosen again.
+            self.pulls[i] = f64::INFINITY;
+        }
+        ctx.random_unseen()
+    }
+
+    fn tell(&mut self, ctx: &mut Ctx<'_>, point: &Point, time: Option<f64>) {
+        if let Some((p, arm)) = self.pending.take() {
+            if &p == point {
+                let before = ctx
+                    .history
+                    .entries()
+                    .iter()
+                    .filter(|(q, _)| q != point)
+                    .filter_map(|(_, t)| *t)
+                    .fold(f64::INFINITY, f64::min);
+                let reward = match time {
+                    Some(t) if before.is_finite() && t < before => {
+                        (1.0 + 10.0 * (log_time(before) - log_time(t))).min(2.0)
+                    }
+                    Some(_) if !before.is_finite() => 1.0,
+                    _ => 0.0,
+                };
+                self.pulls[arm] += 1.0;
+                self.rewards[arm] += reward;
+            } else {
+                self.pending = Some((p, arm));
+            }
+        }
+        for a in &mut self.arms {
+            a.tell(ctx, point, time);
+        }
+    }
+}

@@ -1,0 +1,411 @@
+//! The tuning loop: asks a [`Strategy`] for configurations, evaluates the new ones through an
+//! objective (or the result cache), tells the strategy, and stops when the budget of distinct
+//! evaluated configurations is spent.
+
+use std::collections::HashMap;
+
+use kf_core::ParamValues;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use crate::cache::{CacheKey, ResultCache};
+use crate::error::Result;
+use crate::objective::{AsyncObjective, Objective, Outcome};
+use crate::space::{Point, Space, WeightedSampler};
+use crate::strategy::Strategy;
+
+/// Every configuration seen in one run, in order, with its outcome.
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    entries: Vec<(Point, Option<f64>)>,
+    index: HashMap<Point, usize>,
+    best: Option<usize>,
+}
+
+impl History {
+    /// Number of distinct configurations seen (evaluated or taken from the cache).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when nothing has been seen.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The value of `point` if seen: `Some(Some(time))`, `Some(None)` for a failure.
+    pub fn get(&self, point: &[u16]) -> Option<Option<f64>> {
+        self.index.get(point).map(|&i| self.entries[i].1)
+    }
+
+    /// Whether `point` was seen.
+    pub fn contains(&self, point: &[u16]) -> bool {
+        self.index.contains_key(point)
+    }
+
+    /// Seen configurations in order with their time (`None`: failed).
+    pub fn entries(&self) -> &[(Point, Option<f64>)] {
+        &self.entries
+    }
+
+    /// The best configuration so far and its time.
+    pub fn best(&self) -> Option<(&Point, f64)> {
+        self.best
+            .and_then(|i| self.entries[i].1.map(|t| (&self.entries[i].0, t)))
+    }
+
+    fn push(&mut self, point: Point, value: Option<f64>) {
+        if self.index.contains_key(&point) {
+            return;
+        }
+        let i = self.entries.len();
+        self.index.insert(point.clone(), i);
+        self.entries.push((point, value));
+        if let Some(t) = value {
+            if self.best().is_none_or(|(_, b)| t < b) {
+                self.best = Some(i);
+            }
+        }
+    }
+}
+
+/// What a strategy sees when it is asked for the next configuration.
+#[derive(Debug)]
+pub struct Ctx<'a> {
+    /// The space being searched.
+    pub space: &'a Space,
+    /// The run's random number generator (seeded by the tuner).
+    pub rng: &'a mut ChaCha8Rng,
+    /// Everything seen so far.
+    pub history: &'a History,
+    /// The budget: distinct configurations that may be evaluated.
+    pub budget: usize,
+    /// Evaluations spent so far.
+    pub spent: usize,
+    /// The prior-weighted sampler (from rule priors), when the tuner has a prior.
+    pub prior: Option<&'a WeightedSampler<'a>>,
+}
+
+impl Ctx<'_> {
+    /// Evaluations left.
+    pub fn left(&self) -> usize {
+        self.budget.saturating_sub(self.spent)
+    }
+
+    /// A random valid configuration, drawn by the prior's weights when there is a prior and
+    /// uniformly otherwise.
+    pub fn random_point(&mut self) -> Option<Point> {
+        match self.prior {
+            Some(w) => w
+                .sample(self.rng)
+                .or_else(|| self.space.sample_point(self.rng)),
+            None => self.space.sample_point(self.rng),
+        }
+    }
+
+    /// A random valid configuration not seen yet (a few hundred draws, then a scan of the space);
+    /// `None` when every configuration was seen.
+    pub fn random_unseen(&mut self) -> Option<Point> {
+        for _ in 0..256 {
+            let p = self.random_point()?;
+            if !self.history.contains(&p) {
+                return Some(p);
+            }
+        }
+        self.space
+            .iter_points()
+            .take(5_000_000)
+            .find(|p| !self.history.contains(p))
+    }
+}
+
+/// One evaluated configuration of a finished run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Trial {
+    /// The configuration.
+    pub config: ParamValues,
+    /// Its outcome.
+    pub outcome: Outcome,
+    /// Whether it cost an evaluation (false: taken from the result cache).
+    pub evaluated: bool,
+}
+
+/// The result of a tuning run.
+#[derive(Debug, Clone, Serialize)]
+pub struct TuneResult {
+    /// Name of the strategy.
+    pub strategy: String,
+    /// The best configuration found.
+    pub best_config: Option<ParamValues>,
+    /// Its time.
+    pub best_time: Option<f64>,
+    /// Distinct configurations evaluated (cache hits excluded); never more than the budget.
+    pub evaluations: usize,
+    /// Configurations answered by the result cache.
+    pub cache_hits: usize,
+    /// Failed configurations among those seen.
+    pub failures: usize,
+    /// Every configuration seen, in order.
+    pub trials: Vec<Trial>,
+}
+
+/// Runs strategies against objectives with a budget counted in distinct configurations.
+///
+/// ```
+/// use kf_tune::{Param, Space, Tuner, Outcome, strategy};
+/// use kf_core::{ParamValue, ParamValues};
+///
+/// let space = Space::builder()
+///     .param(Param::powers_of_two("TS", 1, 256).unwrap())
+///     .param(Param::range("U", 1, 8, 1).unwrap())
+///     .build()
+///     .unwrap();
+/// let mut objective = |c: &ParamValues| {
+///     let ts = c.get("TS").and_then(ParamValue::as_f64).unwrap();
+///     let u = c.get("U").and_then(ParamValue::as_f64).unwrap();
+///     Ok(Outcome::Time(1.0 + (ts.log2() - 5.0).abs() + (u - 3.0).abs()))
+/// };
+/// let mut s = strategy::by_name("default").unwrap();
+/// let result = Tuner::new(&space, 30).seed(1).run(s.as_mut(), &mut objective).unwrap();
+/// assert!(result.evaluations <= 30);
+/// assert_eq!(result.best_time, Some(1.0));
+/// ```
+#[derive(Debug, Clone)]
+pub struct Tuner<'s> {
+    space: &'s Space,
+    budget: usize,
+    seed: u64,
+    prior: Option<Vec<Vec<f64>>>,
+    max_idle: usize,
+}
+
+struct Session<'s> {
+    space: &'s Space,
+    budget: usize,
+    rng: ChaCha8Rng,
+    history: History,
+    spent: usize,
+    cache_hits: usize,
+    prior: Option<WeightedSampler<'s>>,
+    max_idle: usize,
+    trials: Vec<Trial>,
+    finished: bool,
+    /// Safety bound on asks in one run (strategies that only repeat themselves).
+    asks_left: usize,
+}
+
+impl<'s> Tuner<'s> {
+    /// A tuner over `space` that evaluates at most `budget` distinct configurations.
+    pub fn new(space: &'s Space, budget: usize) -> Self {
+        Tuner {
+            space,
+            budget,
+            seed: 0,
+            prior: None,
+            max_idle: 64,
+        }
+    }
+
+    /// Seeds the run's random number generator (ChaCha8); same seed, same run.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Prior weights per parameter value (see [`crate::prior::RulePrior::weights`]): random
+    /// draws follow them, and exhaustive search visits heavier configurations first.
+    pub fn prior(mut self, weights: Vec<Vec<f64>>) -> Self {
+        self.prior = Some(weights);
+        self
+    }
+
+    fn session(&self) -> Session<'s> {
+        Session {
+            space: self.space,
+            budget: self.budget,
+            rng: ChaCha8Rng::seed_from_u64(self.seed),
+            history: History::default(),
+            spent: 0,
+            cache_hits: 0,
+            prior: self
+                .prior
+                .as_ref()
+                .map(|w| self.space.weighted_sampler(w.clone())),
+            max_idle: self.max_idle,
+            trials: Vec::new(),
+            finished: false,
+            asks_left: self.budget.saturating_mul(200).saturating_add(10_000),
+        }
+    }
+
+    /// Runs `strategy` against a synchronous objective.
+    pub fn run(
+        &self,
+        strategy: &mut dyn Strategy,
+        objective: &mut dyn Objective,
+    ) -> Result<TuneResult> {
+        self.run_inner(strategy, objective, None)
+    }
+
+    /// Runs with a persistent result cache: configurations found under `key` cost nothing, new
+    /// results are appended as they arrive.
+    pub fn run_cached(
+        &self,
+        strategy: &mut dyn Strategy,
+        objective: &mut dyn Objective,
+        cache: &mut ResultCache,
+        key: &CacheKey,
+    ) -> Result<TuneResult> {
+        self.run_inner(strategy, objective, Some((cache, key)))
+    }
+
+    fn run_inner(
+        &self,
+        strategy: &mut dyn Strategy,
+        objective: &mut dyn Objective,
+        mut cache: Option<(&mut ResultCache, &CacheKey)>,
+    ) -> Result<TuneResult> {
+        let mut s = self.session();
+        while let Some(point) = s.next(strategy) {
+            let values = self.space.to_values(&point);
+            if let Some((c, key)) = cache.as_mut() {
+                if let Some(o) = c.get(key, &values) {
+                    let o = o.clone();
+                    s.record(strategy, point, values, o, false);
+                    continue;
+                }
+            }
+            let outcome = objective.evaluate(&values)?;
+            if let Some((c, key)) = cache.as_mut() {
+                c.insert(key, &values, &outcome)?;
+            }
+            s.record(strategy, point, values, outcome, true);
+        }
+        Ok(s.finish(strategy))
+    }
+
+    /// Runs `strategy` against an asynchronous objective (for example an
+    /// [`crate::EvaluatorObjective`]), optionally with a result cache. The future is
+    /// executor-agnostic.
+    pub async fn run_async(
+        &self,
+        strategy: &mut dyn Strategy,
+        objective: &mut dyn AsyncObjective,
+        mut cache: Option<(&mut ResultCache, &CacheKey)>,
+    ) -> Result<TuneResult> {
+        let mut s = self.session();
+        while let Some(point) = s.next(strategy) {
+            let values = self.space.to_values(&point);
+            if let Some((c, key)) = cache.as_mut() {
+                if let Some(o) = c.get(key, &values) {
+                    let o = o.clone();
+                    s.record(strategy, point, values, o, false);
+                    continue;
+                }
+            }
+            let outcome = objective.evaluate(&values).await?;
+            if let Some((c, key)) = cache.as_mut() {
+                c.insert(key, &values, &outcome)?;
+            }
+            s.record(strategy, point, values, outcome, true);
+        }
+        Ok(s.finish(strategy))
+    }
+}
+
+impl Session<'_> {
+    fn ctx(&mut self) -> Ctx<'_> {
+        Ctx {
+            space: self.space,
+            rng: &mut self.rng,
+            history: &self.history,
+            budget: self.budget,
+            spent: self.spent,
+            prior: self.prior.as_ref(),
+        }
+    }
+
+    /// The next configuration to evaluate: new (not in the history) and valid. Repeated
+    /// proposals are answered from the history for free; after `max_idle` of them in a row a
+    /// random unseen configuration is substituted.
+    fn next(&mut self, strategy: &mut dyn Strategy) -> Option<Point> {
+        let mut idle = 0usize;
+        loop {
+            if self.finished || self.spent >= self.budget || self.asks_left == 0 {
+                return None;
+            }
+            if self.history.len() as u128 >= self.space.len() {
+                return None;
+            }
+            self.asks_left -= 1;
+            if idle >= self.max_idle {
+                return self.ctx().random_unseen();
+            }
+            let proposal = {
+                let mut ctx = self.ctx();
+                strategy.ask(&mut ctx)
+            };
+            let Some(p) = proposal else {
+                self.finished = true;
+                return None;
+            };
+            if !self.space.contains(&p) {
+                idle += 1;
+                continue;
+            }
+            match self.history.get(&p) {
+                None => return Some(p),
+                Some(v) => {
+                    idle += 1;
+                    let mut ctx = self.ctx();
+                    strategy.tell(&mut ctx, &p, v);
+                }
+            }
+        }
+    }
+
+    fn record(
+        &mut self,
+        strategy: &mut dyn Strategy,
+        point: Point,
+        values: ParamValues,
+        outcome: Outcome,
+        evaluated: bool,
+    ) {
+        if evaluated {
+            self.spent += 1;
+        } else {
+            self.cache_hits += 1;
+        }
+        let v = outcome.time();
+        self.history.push(point.clone(), v);
+        self.trials.push(Trial {
+            config: values,
+            outcome,
+            evaluated,
+        });
+        let mut ctx = self.ctx();
+        strategy.tell(&mut ctx, &point, v);
+    }
+
+    fn finish(self, strategy: &dyn Strategy) -> TuneResult {
+        let best = self
+            .history
+            .best()
+            .map(|(p, t)| (self.space.to_values(p), t));
+        TuneResult {
+            strategy: strategy.name().to_owned(),
+            best_config: best.as_ref().map(|(c, _)| c.clone()),
+            best_time: best.map(|(_, t)| t),
+            evaluations: self.spent,
+            cache_hits: self.cache_hits,
+            failures: self
+                .trials
+                .iter()
+                .filter(|t| t.outcome.time().is_none())
+                .count(),
+            trials: self.trials,
+        }
+    }
+}
