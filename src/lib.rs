@@ -11,6 +11,7 @@
 //! | [`manifest`] (`kf-manifest`) | kernel manifests: parameters, constraints, launch geometry |
 //! | [`eval`] (`kf-eval`) | the cheat-proof evaluator, built-in tasks, isolated workers |
 //! | [`opencl`] (`kf-backend-opencl`) | the OpenCL backend |
+//! | [`tune`] (`kf-tune`) | parameter spaces, tuning strategies, result caches, replay |
 //! | [`report`] | progress bar, logging, and the end-of-run report: per-cell table, best kernel files, `report.json`, heatmap and curve PNGs |
 //!
 //! [`backends`] opens a backend by name, and [`init`] must be the first call in the `main` of
@@ -23,6 +24,8 @@ pub mod report;
 pub use kf_archive as archive;
 /// The OpenCL backend.
 pub use kf_backend_opencl as opencl;
+/// Parameter spaces, tuning strategies, result caches and replay.
+pub use kf_tune as tune;
 /// Vocabulary, traits and the search engine.
 pub use kf_core as core;
 /// The kernel evaluator.

@@ -1,6 +1,7 @@
 //! `kf`: the KernelFoundry command line.
 
 mod eval_cmd;
+mod tune_cmd;
 
 use std::process::ExitCode;
 
@@ -21,6 +22,8 @@ struct Cli {
 enum Command {
     /// Evaluate one kernel: compile, verify on fresh inputs, time against the task baseline.
     Eval(eval_cmd::EvalArgs),
+    /// Tune a kernel's parameters, or replay a recorded tuning landscape.
+    Tune(tune_cmd::TuneArgs),
     /// List the OpenCL devices this machine has.
     Devices,
 }
@@ -31,6 +34,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Eval(args) => eval_cmd::run(args),
+        Command::Tune(args) => tune_cmd::run(args),
         Command::Devices => devices(),
     };
     match result {
