@@ -1,0 +1,278 @@
+//! [`StructuralMutator`]: changes a kernel's structure by applying strategies to templates.
+
+use std::collections::HashSet;
+
+use kf_core::{
+    async_trait, ArchiveHints, Elite, Mutation, MutationContext, Mutator, Offspring, Origin,
+    ParamValues,
+};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::error::MutateError;
+use crate::space::Feasibility;
+use crate::strategy::{Strategy, StrategyLibrary};
+use crate::template::{Structure, Template, TemplateLibrary};
+
+/// Settings of a [`StructuralMutator`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct StructuralConfig {
+    /// Children per mutation at most.
+    pub children: usize,
+    /// Weight multiplier for a strategy aiming at a descriptor level that some empty frontier
+    /// cell of the archive has.
+    pub frontier_bonus: f64,
+    /// Weight multiplier for a strategy whose every target level the parent already has.
+    pub same_cell_factor: f64,
+    /// Configurations tried per child when repairing parameters into feasibility.
+    pub repair_budget: usize,
+}
+
+impl Default for StructuralConfig {
+    fn default() -> Self {
+        StructuralConfig {
+            children: 2,
+            frontier_bonus: 3.0,
+            same_cell_factor: 0.5,
+            repair_budget: 3000,
+        }
+    }
+}
+
+/// Proposes children with a different structure: it recognises the parent as a variant of one
+/// of its templates (by the marker in the manifest), or, for any other kernel of a task it has
+/// templates for (the naive seed, an LLM's kernel), starts from the base structure of the
+/// task's first template (strategies such as `split-k` lead to the others).
+/// It then applies strategies of its [`StrategyLibrary`] whose preconditions hold, drawn by
+/// weight — strategies aiming at descriptor levels of the archive's empty frontier cells
+/// ([`ArchiveHints::empty_frontier`]) are preferred — and instantiates each chosen structure
+/// into real source text and a manifest. Parameters carry over from the parent where they can,
+/// then are repaired into the constraints at the task's sizes on the context's device,
+/// without undoing what the strategy chose. Each child's origin note names the strategy.
+///
+/// Deterministic: the choices depend only on the parent, the hints and `ctx.seed` (ChaCha8).
+///
+/// # Example
+///
+/// ```
+/// use std::sync::Arc;
+/// use kf_core::prelude::*;
+/// use kf_mutate::StructuralMutator;
+///
+/// // The naive seed of the gemm task: not a template variant, so it is adopted.
+/// let naive = KernelSource::new(Language::OpenCl, "gemm", "__kernel void gemm() {}");
+/// let eval = Evaluation::failed(Status::WrongValues, "");
+/// let parent = Elite {
+///     candidate: Candidate::seed(naive, ParamValues::new()),
+///     fitness: Fitness::of(&eval),
+///     evaluation: eval,
+///     descriptor: Descriptor::new([0, 2, 0], "test"),
+/// };
+/// let ctx = MutationContext {
+///     step: 1,
+///     seed: 7,
+///     task: Arc::new(Task::new("gemm").with_size("M", 256).with_size("N", 192).with_size("K", 128)),
+///     device: None,
+///     inspirations: Vec::new(),
+///     hints: ArchiveHints::default(),
+/// };
+/// let mutator = StructuralMutator::builtin().unwrap();
+/// let mutation = futures::executor::block_on(mutator.mutate(&parent, &ctx)).unwrap();
+/// assert!(!mutation.children.is_empty());
+/// for child in &mutation.children {
+///     assert!(child.source.manifest.is_some());
+///     assert!(child.origin.note.starts_with(|c: char| c.is_ascii_lowercase()));
+/// }
+/// ```
+#[derive(Debug, Clone)]
+pub struct StructuralMutator {
+    name: String,
+    templates: TemplateLibrary,
+    strategies: StrategyLibrary,
+    config: StructuralConfig,
+}
+
+impl StructuralMutator {
+    /// A mutator over the given templates and strategies, named `structural`.
+    pub fn new(templates: TemplateLibrary, strategies: StrategyLibrary) -> Self {
+        StructuralMutator {
+            name: "structural".to_owned(),
+            templates,
+            strategies,
+            config: StructuralConfig::default(),
+        }
+    }
+
+    /// The shipped GEMM templates with the dense linear algebra strategies.
+    pub fn builtin() -> Result<Self, MutateError> {
+        Ok(Self::new(
+            TemplateLibrary::builtin()?,
+            StrategyLibrary::dense_linear_algebra(),
+        ))
+    }
+
+    /// Replaces the settings.
+    pub fn with_config(mut self, config: StructuralConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Renames the mutator (the name is recorded in each child's origin).
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The templates.
+    pub fn templates(&self) -> &TemplateLibrary {
+        &self.templates
+    }
+
+    /// The strategies.
+    pub fn strategies(&self) -> &StrategyLibrary {
+        &self.strategies
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &StructuralConfig {
+        &self.config
+    }
+
+    fn weight(&self, strategy: &Strategy, parent: &Elite, hints: &ArchiveHints) -> f64 {
+        let mut w = strategy.base_weight().max(0.0);
+        if !w.is_finite() {
+            return 0.0;
+        }
+        let targets = strategy.target_levels();
+        if targets.is_empty() {
+            return w;
+        }
+        let dimension_index = |name: &str| {
+            hints
+                .space
+                .as_ref()
+                .and_then(|s| s.dimensions.iter().position(|d| d.name == name))
+        };
+        let aims_at_frontier = targets.iter().any(|t| {
+            dimension_index(&t.dimension).is_some_and(|d| {
+                hints
+                    .empty_frontier
+                    .iter()
+                    .any(|cell| cell.get(d) == Some(&t.level))
+            })
+        });
+        if aims_at_frontier {
+            w *= self.config.frontier_bonus;
+        }
+        let all_same = targets.iter().all(|t| {
+            dimension_index(&t.dimension)
+                .is_some_and(|d| parent.descriptor.coords.get(d) == Some(&t.level))
+        });
+        if all_same && hints.space.is_some() {
+            w *= self.config.same_cell_factor;
+        }
+        w
+    }
+
+    /// The children of `parent`, synchronously (what [`Mutator::mutate`] returns).
+    pub fn children(
+        &self,
+        parent: &Elite,
+        ctx: &MutationContext,
+    ) -> Result<Vec<Offspring>, MutateError> {
+        let mut rng = ChaCha8Rng::seed_from_u64(ctx.seed);
+        let source = &parent.candidate.source;
+        let (template, structure, params): (&Template, Structure, ParamValues) =
+            match self.templates.identify(source) {
+                Some((t, s)) => (t, s, parent.candidate.params.clone()),
+                None => {
+                    // Not one of ours: rewrite it as the task's first template, at its base.
+                    let Some(t) = self.templates.for_task(&ctx.task.name).next() else {
+                        return Ok(Vec::new());
+                    };
+                    (t, t.base().clone(), t.base_params().clone())
+                }
+            };
+
+        let mut pool: Vec<(&Strategy, f64)> = self
+            .strategies
+            .strategies()
+            .iter()
+            .map(|s| (s, self.weight(s, parent, &ctx.hints)))
+            .filter(|(_, w)| w.is_finite() && *w > 0.0)
+            .collect();
+        let mut seen: HashSet<(String, String)> = HashSet::new();
+        seen.insert((
+            source.content_hash(),
+            parent.candidate.params.canonical_key(),
+        ));
+        let mut children = Vec::new();
+        while children.len() < self.config.children && !pool.is_empty() {
+            let total: f64 = pool.iter().map(|(_, w)| w).sum();
+            if !(total.is_finite() && total > 0.0) {
+                break;
+            }
+            let mut x = rng.random_range(0.0..total);
+            let mut index = pool.len() - 1;
+            for (i, (_, w)) in pool.iter().enumerate() {
+                if x < *w {
+                    index = i;
+                    break;
+                }
+                x -= w;
+            }
+            let (strategy, _) = pool.swap_remove(index);
+            let Some(m) =
+                strategy.apply(&self.templates, template, &structure, &params, &mut rng)?
+            else {
+                continue;
+            };
+            let Some(target) = self.templates.get(&m.template) else {
+                continue;
+            };
+            let variant = match target.instantiate(&m.structure) {
+                Ok(v) => v,
+                // A structure the template's constraints rule out entirely.
+                Err(MutateError::Template { .. }) => continue,
+                Err(e) => return Err(e),
+            };
+            let space = Feasibility::new(&variant.manifest, &ctx.task.sizes, ctx.device.as_deref());
+            let pinned: Vec<&str> = m.pinned.iter().map(String::as_str).collect();
+            let Some(child_params) =
+                space.repair(&m.params, &pinned, &mut rng, self.config.repair_budget)
+            else {
+                continue;
+            };
+            if !seen.insert((variant.source.content_hash(), child_params.canonical_key())) {
+                continue;
+            }
+            let note = format!(
+                "{}: {} ({}; {} {})",
+                strategy.name(),
+                strategy.description(),
+                m.note,
+                variant.template,
+                variant.structure
+            );
+            children.push(Offspring::new(
+                variant.source,
+                child_params,
+                Origin::mutator(self.name.clone()).with_note(note),
+            ));
+        }
+        Ok(children)
+    }
+}
+
+#[async_trait]
+impl Mutator for StructuralMutator {
+    type Error = MutateError;
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn mutate(&self, parent: &Elite, ctx: &MutationContext) -> Result<Mutation, Self::Error> {
+        Ok(Mutation::free(self.children(parent, ctx)?))
+    }
+}
