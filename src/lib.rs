@@ -12,12 +12,16 @@
 //! | [`eval`] (`kf-eval`) | the cheat-proof evaluator, built-in tasks, isolated workers |
 //! | [`opencl`] (`kf-backend-opencl`) | the OpenCL backend |
 //! | [`tune`] (`kf-tune`) | parameter spaces, tuning strategies, result caches, replay |
+//! | [`classify`] (`kf-classify`) | static behaviour classifiers for OpenCL C, SYCL and CUDA |
+//! | [`mutate`] (`kf-mutate`) | offline mutators and kernel templates |
+//! | [`search`] | the whole search as the examples run it |
 //! | [`report`] | progress bar, logging, and the end-of-run report: per-cell table, best kernel files, `report.json`, heatmap and curve PNGs |
 //!
 //! [`backends`] opens a backend by name, and [`init`] must be the first call in the `main` of
 //! any program that evaluates kernels in worker processes.
 
 pub mod backends;
+pub mod search;
 pub mod report;
 
 /// Quality-diversity archives: the grid archive, parent selection, QD metrics, run directories.
@@ -26,6 +30,10 @@ pub use kf_archive as archive;
 pub use kf_backend_opencl as opencl;
 /// Parameter spaces, tuning strategies, result caches and replay.
 pub use kf_tune as tune;
+/// Static behaviour classifiers.
+pub use kf_classify as classify;
+/// Offline mutators: parameter moves and structural transformations of kernel templates.
+pub use kf_mutate as mutate;
 /// Vocabulary, traits and the search engine.
 pub use kf_core as core;
 /// The kernel evaluator.

@@ -187,6 +187,13 @@ where
         self.stop.clone()
     }
 
+    /// Stops the run when `handle` is triggered (for a handle made before the engine, such as
+    /// one a Ctrl-C handler holds).
+    pub fn stop_on(mut self, handle: StopHandle) -> Self {
+        self.stop = handle;
+        self
+    }
+
     /// Runs the search on the current thread with `futures`' executor.
     pub fn run_blocking(self) -> Result<RunResult<A>, CoreError> {
         futures::executor::block_on(self.run())

@@ -1,0 +1,292 @@
+//! The whole search, as the examples run it: seeds → MAP-Elites over the default 64-cell
+//! kernel space → each child tuned with a small kf-tune budget → judged by the cheat-proof
+//! evaluator in worker processes → a report with a table, `report.json` and pictures.
+//!
+//! Embedders choose the mutator (offline, LLM, or a mix) and the task; everything else has
+//! defaults chosen so that a search on a 2-core machine finishes in minutes. A run directory
+//! under the output folder records every step, so an interrupted run resumes where it stopped
+//! when started again with the same arguments.
+
+mod tuned;
+
+pub use tuned::TunedEvaluator;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kf_archive::{EliteArchive, GridConfig, RunDir, RunDirOptions, RunMeta};
+use kf_classify::{ClassifierExt, StaticClassifier};
+use kf_core::{
+    Archive, BehaviorClassifier, BoxError, Budget, Candidate, Engine, EvaluationReport, Fitness,
+    KernelSource, Mutator, Observe, ObserverMode, Origin, ParamValues, RunSummary, StopHandle,
+};
+use kf_eval::tasks::{builtin_task, KernelTask, Sizes};
+use kf_eval::{BackendSpec, EvalConfig, IsolatedEvaluator, TimeoutPolicy, WorkerCommand};
+use serde::Serialize;
+
+use crate::report::{LogObserver, ProgressObserver, Report, ReportOutput};
+
+/// Why a search could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SearchError {
+    /// Bad task, sizes or backend.
+    #[error("{0}")]
+    Eval(#[from] kf_eval::EvalError),
+    /// The archive or run directory refused.
+    #[error("{0}")]
+    Archive(#[from] kf_archive::ArchiveError),
+    /// The engine stopped with an error.
+    #[error("{0}")]
+    Engine(#[from] kf_core::CoreError),
+    /// The report could not be written.
+    #[error("{0}")]
+    Report(#[from] crate::report::ReportError),
+    /// A bad configuration.
+    #[error("{0}")]
+    Config(String),
+}
+
+/// The origin note of the task-baseline seed.
+const BASELINE_NOTE: &str = "task baseline (naive)";
+
+/// What to search for and how.
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchConfig {
+    /// Built-in task name (`gemm`, `softmax`).
+    pub task: String,
+    /// Problem sizes.
+    pub sizes: Sizes,
+    /// Backend and device.
+    pub backend: BackendSpec,
+    /// Candidates evaluated at most (seeds included).
+    pub evaluations: u64,
+    /// Wall-clock limit.
+    pub wall: Option<Duration>,
+    /// Run seed.
+    pub seed: u64,
+    /// Output folder (report, pictures, best kernel, run directory).
+    pub out: PathBuf,
+    /// Configurations tried per new kernel (1 = no tuning).
+    pub tune_budget: usize,
+    /// kf-tune strategy for the per-kernel tuning.
+    pub tune_strategy: String,
+    /// Protocol of each evaluation.
+    #[serde(skip)]
+    pub eval: EvalConfig,
+    /// Hard limit per evaluation.
+    #[serde(skip)]
+    pub timeout: TimeoutPolicy,
+    /// Show a progress bar on a terminal.
+    pub progress: bool,
+}
+
+impl SearchConfig {
+    /// Defaults for `task` at `sizes`: 120 evaluations, at most 9 minutes, seed 0, output in
+    /// `runs/<task>`, 6 configurations of tuning per kernel, OpenCL's default device.
+    pub fn new(task: impl Into<String>, sizes: Sizes) -> Self {
+        let task = task.into();
+        SearchConfig {
+            out: PathBuf::from("runs").join(&task),
+            task,
+            sizes,
+            backend: BackendSpec::new("opencl"),
+            evaluations: 120,
+            wall: Some(Duration::from_secs(9 * 60)),
+            seed: 0,
+            tune_budget: 6,
+            tune_strategy: "default".into(),
+            eval: search_eval_config(),
+            timeout: TimeoutPolicy::default(),
+            progress: true,
+        }
+    }
+}
+
+/// The evaluation protocol the search uses: the full checks, with timing trimmed to what a
+/// search needs (the median of at least 5 trials and 30 ms of kernel time).
+pub fn search_eval_config() -> EvalConfig {
+    let mut c = EvalConfig::default();
+    c.timing.min_trials = 5;
+    c.timing.min_seconds = 0.03;
+    c.timing.max_seconds = 1.5;
+    c.timing.baseline_trials = 2;
+    c
+}
+
+/// What a search produced.
+#[derive(Debug)]
+pub struct SearchOutcome {
+    /// The archive.
+    pub archive: EliteArchive,
+    /// The engine's summary.
+    pub summary: RunSummary,
+    /// The report files.
+    pub report: ReportOutput,
+    /// The naive seed's throughput in this run, GFLOP/s.
+    pub baseline_gflops: Option<f64>,
+    /// The best kernel's throughput, GFLOP/s.
+    pub best_gflops: Option<f64>,
+}
+
+/// The task's baseline as the first seed, then `extra` seeds; each with its manifest's first
+/// parameter values.
+pub fn seeds_for(
+    task: &dyn KernelTask,
+    language: kf_core::Language,
+    extra: Vec<(KernelSource, ParamValues)>,
+) -> Vec<Candidate> {
+    let mut seeds = Vec::new();
+    if let Some(base) = task.baseline(language) {
+        let params = kf_manifest::Manifest::from_kernel(&base)
+            .map(|m| m.default_params())
+            .unwrap_or_default();
+        let mut c = Candidate::seed(base, params);
+        c.origin = Origin::mutator("seed").with_note(BASELINE_NOTE);
+        seeds.push(c);
+    }
+    for (source, params) in extra {
+        let mut c = Candidate::seed(source, params);
+        c.origin = Origin::mutator("seed").with_note("template");
+        seeds.push(c);
+    }
+    seeds
+}
+
+/// Runs the search with `mutator` from `seeds` (the first seed should be the task baseline:
+/// its throughput is the report's baseline). Call [`crate::init`] first in `main`.
+pub fn run_search<M: Mutator + 'static>(
+    config: &SearchConfig,
+    mutator: M,
+    seeds: Vec<Candidate>,
+    stop: Option<StopHandle>,
+) -> Result<SearchOutcome, SearchError> {
+    crate::backends::check(&config.backend).map_err(SearchError::Config)?;
+    if config.evaluations == 0 {
+        return Err(SearchError::Config(
+            "the evaluation budget must be at least 1".into(),
+        ));
+    }
+    let task = builtin_task(&config.task, &config.sizes)?;
+    let sizes = task.sizes();
+    let isolated =
+        IsolatedEvaluator::builder(config.backend.clone(), config.task.clone(), sizes.clone())
+            .command(WorkerCommand::current_exe()?)
+            .config(config.eval.clone())
+            .timeout(config.timeout)
+            .build();
+    let device = isolated.device()?;
+    let evaluator = TunedEvaluator::new(
+        isolated.clone(),
+        config.tune_budget,
+        config.tune_strategy.clone(),
+        sizes.clone(),
+        device.clone(),
+    );
+    let classifier = StaticClassifier::new().with_compiler_facts();
+    let space = classifier.space().clone();
+    let archive = EliteArchive::with_config(
+        space.clone(),
+        GridConfig::default().with_qd_offset(Fitness::CORRECT_BASE),
+    )?;
+    let mut budget = Budget::evaluations(config.evaluations);
+    if let Some(w) = config.wall {
+        budget = budget.with_wall(w);
+    }
+    std::fs::create_dir_all(&config.out).map_err(kf_eval::EvalError::Io)?;
+    let meta = RunMeta::new(
+        config.seed,
+        &serde_json::json!({
+            "task": config.task, "sizes": sizes, "backend": config.backend,
+            "device": device.name, "evaluations": config.evaluations,
+            "tune_budget": config.tune_budget, "tune_strategy": config.tune_strategy,
+            "mutator": mutator.name(),
+        }),
+    )?;
+    let run_dir = RunDir::open_with(
+        config.out.join("run"),
+        meta,
+        RunDirOptions {
+            snapshot_every: 25,
+            ..RunDirOptions::default()
+        },
+    )?;
+    let mut progress = ProgressObserver::new(&space).with_budget(&budget);
+    if !config.progress {
+        progress = progress.without_bar();
+    }
+    let trace = progress.trace();
+    let baseline = BaselineWatch::default();
+    let mut engine = Engine::new(mutator, evaluator, classifier, archive)
+        .task(task.describe())
+        .device(device.clone())
+        .seeds(seeds)
+        .seed(config.seed)
+        .budget(budget)
+        .max_in_flight(1)
+        .checkpoint(run_dir)
+        .add_observer(progress, ObserverMode::Always)
+        .add_observer(LogObserver::new(&space), ObserverMode::Always)
+        .add_observer(baseline.clone(), ObserverMode::Always);
+    if let Some(stop) = stop {
+        engine = engine.stop_on(stop);
+    }
+    let result = engine.run_blocking()?;
+    isolated.shutdown();
+    let archive = result.archive;
+    let summary = result.summary;
+    let elites = Archive::elites(&archive);
+    let baseline_gflops = baseline.gflops();
+    let report = Report::new(&space, &summary, elites.iter().copied())
+        .baseline_gflops(baseline_gflops)
+        .trace(trace.points())
+        .title(format!("{} {}", config.task, sizes_text(&sizes)))
+        .extra("device", &device.name)
+        .extra("seed", config.seed)
+        .write_and_print(&config.out)?;
+    let best_gflops = elites
+        .iter()
+        .filter(|e| e.evaluation.status.is_correct())
+        .filter_map(|e| e.evaluation.gflops)
+        .fold(None, |a: Option<f64>, g| Some(a.map_or(g, |a| a.max(g))));
+    Ok(SearchOutcome {
+        archive,
+        summary,
+        report,
+        baseline_gflops,
+        best_gflops,
+    })
+}
+
+/// Remembers the throughput of the task baseline seed as this run measured it (its cell may
+/// later be taken by a faster kernel).
+#[derive(Clone, Default)]
+struct BaselineWatch(Arc<Mutex<Option<f64>>>);
+
+impl BaselineWatch {
+    fn gflops(&self) -> Option<f64> {
+        self.0.lock().ok().and_then(|g| *g)
+    }
+}
+
+impl Observe for BaselineWatch {
+    fn observe_evaluation(&mut self, r: &EvaluationReport<'_>) -> Result<(), BoxError> {
+        if r.candidate.origin.mutator == "seed" && r.candidate.origin.note.contains(BASELINE_NOTE) {
+            if let (Some(e), Ok(mut slot)) = (r.evaluation, self.0.lock()) {
+                if slot.is_none() {
+                    *slot = e.gflops;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn sizes_text(sizes: &Sizes) -> String {
+    sizes
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
