@@ -129,7 +129,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     }
                 }
                 row.push_str(&format!(
-                    " {mark}{mean:.3}{mark} (min {min:.2}, {:.0}s) |",
+                    " {mark}{mean:.4}{mark} (min {min:.2}, {:.0}s) |",
                     t0.elapsed().as_secs_f64()
                 ));
             }

@@ -178,8 +178,10 @@ impl Surrogate {
             self.gp = Some(gp);
             self.next_refit = if n < 20 {
                 n + 2
-            } else {
+            } else if n < 100 {
                 (n as f64 * 1.25).ceil() as usize
+            } else {
+                (n as f64 * 1.5).ceil() as usize
             };
         } else if let Some(gp) = self.gp.as_mut() {
             for (p, _) in &fresh {

@@ -14,7 +14,7 @@
 //! | `greedy_ils` | first-improvement local search with perturbation restarts |
 //! | `bayes_opt` | Gaussian-process Bayesian optimisation (log-time model, expected improvement) |
 //! | `bandit` | a bandit choosing among the strategies above by their recent improvements |
-//! | `default` | [`Auto`]: model-based search with trust-region exploitation and bandit-chosen moves |
+//! | `default` | [`Auto`]: a bandit between Bayesian optimisation and annealing, then a local polish of the best |
 
 mod anneal;
 mod auto;
