@@ -37,7 +37,7 @@ struct Args {
     #[arg(long, default_value_t = 540)]
     time: u64,
     /// Configurations tuned per new kernel (1 = no tuning).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 3)]
     tune_budget: usize,
     /// Run seed.
     #[arg(long, default_value_t = 0)]

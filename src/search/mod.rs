@@ -105,13 +105,18 @@ impl SearchConfig {
 }
 
 /// The evaluation protocol the search uses: the full checks, with timing trimmed to what a
-/// search needs (the median of at least 5 trials and 30 ms of kernel time).
+/// search needs (one warm-up, the median of at least 5 trials and 30 ms of kernel time, at
+/// most a second of timing; one interleaved baseline launch per evaluation feeding the
+/// worker's rolling baseline window), and input sets reused for up to 8 evaluations so that
+/// large host references are not recomputed for every kernel.
 pub fn search_eval_config() -> EvalConfig {
     let mut c = EvalConfig::default();
+    c.timing.warmup = 1;
     c.timing.min_trials = 5;
     c.timing.min_seconds = 0.03;
-    c.timing.max_seconds = 1.5;
-    c.timing.baseline_trials = 2;
+    c.timing.max_seconds = 1.0;
+    c.timing.baseline_trials = 1;
+    c.reuse_inputs = 8;
     c
 }
 

@@ -26,5 +26,5 @@ pub use error::EvalError;
 pub use isolate::{
     is_secret, IsolatedEvaluator, IsolatedEvaluatorBuilder, TimeoutPolicy, WorkerCommand,
 };
-pub use protocol::{bounded, EvalConfig, KernelEvaluator, TimingConfig};
+pub use protocol::{bounded, EvalConfig, KernelEvaluator, TimingConfig, EXTRACTION_ERROR_MARKER};
 pub use worker::{BackendSpec, TaskRegistry};

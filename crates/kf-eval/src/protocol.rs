@@ -4,6 +4,7 @@
 //! ([`crate::IsolatedEvaluator`]) so that a hanging or crashing kernel costs one evaluation.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::Instant;
 
 use kf_core::{
@@ -71,6 +72,13 @@ pub struct EvalConfig {
     pub check_roofline: bool,
     /// Seed of the input data; `None` draws a fresh one from the OS for every evaluation.
     pub data_seed: Option<u64>,
+    /// Evaluations that may reuse an input set (with its reference) before fresh data is
+    /// drawn; 0 draws fresh data for every evaluation. Reuse saves recomputing large host
+    /// references (a 1024³ product per set) during a search; it is safe because outputs are
+    /// poisoned before every launch and a worker's data is drawn from OS entropy, so a kernel
+    /// can neither predict nor remember it.
+    #[serde(default)]
+    pub reuse_inputs: u32,
     /// Largest diagnostics text, bytes.
     pub max_diagnostics: usize,
 }
@@ -83,10 +91,17 @@ impl Default for EvalConfig {
             compile: CompileOptions::default(),
             check_roofline: true,
             data_seed: None,
+            reuse_inputs: 0,
             max_diagnostics: 4000,
         }
     }
 }
+
+/// First characters of a kernel text that stands for a mutator's extraction failure (no usable
+/// kernel in its output); the rest of the line is the reason. [`KernelEvaluator::evaluate`]
+/// answers such a source with [`Status::ExtractionError`] and the reason as diagnostics.
+/// `kf-prompt` writes these (`kf_prompt::extraction_failure_source`).
+pub const EXTRACTION_ERROR_MARKER: &str = "//! kf:extraction-error: ";
 
 /// Keeps the head and the tail of a long text, so a build log's first error and its summary
 /// both survive.
@@ -147,8 +162,15 @@ struct Prepared<'t, B> {
     sizes: Sizes,
     range: NdRange,
     buffers: Vec<Guarded<B>>,
-    data: Vec<Vec<f32>>,
-    reference: Vec<Vec<f32>>,
+    data: Arc<Vec<Vec<f32>>>,
+    reference: Arc<Vec<Vec<f32>>>,
+}
+
+/// An input set kept for reuse, with its reference and how often it was used.
+struct CachedInputs {
+    data: Arc<Vec<Vec<f32>>>,
+    reference: Arc<Vec<Vec<f32>>>,
+    uses: u32,
 }
 
 /// What went wrong in one checked launch.
@@ -422,6 +444,7 @@ pub struct KernelEvaluator<B: Backend> {
     backend: B,
     config: EvalConfig,
     baselines: HashMap<String, Baseline<B::Kernel>>,
+    inputs: HashMap<String, CachedInputs>,
 }
 
 impl<B: Backend> KernelEvaluator<B> {
@@ -431,6 +454,7 @@ impl<B: Backend> KernelEvaluator<B> {
             backend,
             config,
             baselines: HashMap::new(),
+            inputs: HashMap::new(),
         }
     }
 
@@ -464,6 +488,12 @@ impl<B: Backend> KernelEvaluator<B> {
             e.params = params.clone();
             e
         };
+        // A mutator that could not draw a kernel from its output (an LLM reply with no code
+        // block, edits that do not apply) hands over a marked source: rank it at the bottom
+        // of the ladder with the mutator's reason, so that the next prompt can show it.
+        if let Some(reason) = source.text.strip_prefix(EXTRACTION_ERROR_MARKER) {
+            return Ok(fail(Status::ExtractionError, reason.trim().to_owned(), params));
+        }
         if !self.backend.languages().contains(&source.language) {
             let message = format!(
                 "the {} backend cannot compile {} kernels",
@@ -657,14 +687,33 @@ impl<B: Backend> KernelEvaluator<B> {
 
     /// Draws data, computes the reference and allocates guarded buffers for one input set.
     fn prepare<'t>(
-        &self,
+        &mut self,
         task: &'t dyn KernelTask,
         range: NdRange,
         rng: &mut ChaCha8Rng,
         variant: u32,
     ) -> Result<Prepared<'t, B::Buffer>, EvalError> {
-        let data = task.generate(rng, variant);
-        let reference = task.reference(&data);
+        let key = format!("{}:{}:{variant}", task.name(), sizes_text(&task.sizes()));
+        let reuse = self.config.reuse_inputs;
+        let (data, reference) = match self.inputs.get_mut(&key) {
+            Some(c) if c.uses < reuse => {
+                c.uses += 1;
+                (Arc::clone(&c.data), Arc::clone(&c.reference))
+            }
+            _ => {
+                let data = Arc::new(task.generate(rng, variant));
+                let reference = Arc::new(task.reference(&data));
+                if reuse > 0 {
+                    let cached = CachedInputs {
+                        data: Arc::clone(&data),
+                        reference: Arc::clone(&reference),
+                        uses: 1,
+                    };
+                    self.inputs.insert(key, cached);
+                }
+                (data, reference)
+            }
+        };
         let buffers = task
             .buffers()
             .iter()
@@ -785,6 +834,8 @@ impl<B: Backend> KernelEvaluator<B> {
             sets.push(bufs);
         }
         let mut baseline = baseline_key.and_then(|k| self.baselines.get_mut(k));
+        // The baseline needs a warm-up launch only before its first timed one.
+        let baseline_cold = baseline.as_ref().is_some_and(|b| b.samples.is_empty());
         // The baseline writes into buffers of its own.
         let mut baseline_out = match baseline {
             Some(_) => Some(
@@ -867,7 +918,9 @@ impl<B: Backend> KernelEvaluator<B> {
         for w in 0..t.warmup {
             launch_candidate(&mut sets[w as usize % copies])?;
         }
-        launch_baseline(0, &mut sets, false)?;
+        if baseline_cold {
+            launch_baseline(0, &mut sets, false)?;
+        }
         let started = Instant::now();
         let mut samples = Vec::new();
         let mut total = 0.0;
