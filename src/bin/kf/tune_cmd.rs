@@ -1,9 +1,22 @@
 //! `kf tune`: live tuning of a kernel through the evaluator, and `kf tune replay`.
 
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use kernelfoundry::core::{Evaluation, ParamValues};
+use kernelfoundry::eval::tasks::{builtin_task, parse_sizes};
+use kernelfoundry::eval::{BackendSpec, EvalConfig, IsolatedEvaluator, WorkerCommand};
+use kernelfoundry::manifest::Manifest;
 use kernelfoundry::tune::cli::{render_text, replay_main, ReplayArgs};
+use kernelfoundry::tune::{
+    outcome_of, strategy, CacheKey, KtCache, KtWriter, Outcome, ResultCache, Space, Tuner,
+};
+use serde_json::json;
 
 /// Arguments of `kf tune`.
 #[derive(Args)]
@@ -11,6 +24,8 @@ use kernelfoundry::tune::cli::{render_text, replay_main, ReplayArgs};
 pub(crate) struct TuneArgs {
     #[command(subcommand)]
     command: Option<TuneCommand>,
+    #[command(flatten)]
+    live: Option<LiveArgs>,
 }
 
 #[derive(Subcommand)]
@@ -20,9 +35,45 @@ enum TuneCommand {
     Replay(ReplayArgs),
 }
 
+/// Live tuning of one kernel on the default device.
+#[derive(Args)]
+struct LiveArgs {
+    /// Built-in task: gemm or softmax.
+    #[arg(long)]
+    task: String,
+    /// Problem sizes, such as M=1024,N=1024,K=1024.
+    #[arg(long, default_value = "")]
+    size: String,
+    /// The kernel's TOML manifest; its [params] and [constraints] define the space.
+    #[arg(long)]
+    kernel: PathBuf,
+    /// Strategy (default, exhaustive, random, simulated_annealing, genetic_algorithm,
+    /// greedy_ils, bayes_opt, bandit).
+    #[arg(long, default_value = "default")]
+    strategy: String,
+    /// Distinct configurations to evaluate (cache hits are free).
+    #[arg(long, default_value_t = 30)]
+    budget: usize,
+    /// Random seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Kernel Tuner cache file to append to and resume from (default: runs/tune/<kernel>_<sizes>.json).
+    #[arg(long)]
+    cache: Option<PathBuf>,
+    /// Backend.
+    #[arg(long, default_value = "opencl")]
+    backend: String,
+    /// Device: a name substring, an index, cpu or gpu.
+    #[arg(long)]
+    device: Option<String>,
+    /// Print one JSON object at the end.
+    #[arg(long)]
+    json: bool,
+}
+
 pub(crate) fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
-    match args.command {
-        Some(TuneCommand::Replay(args)) => {
+    match (args.command, args.live) {
+        (Some(TuneCommand::Replay(args)), _) => {
             let summary = replay_main(&args)?;
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -31,6 +82,126 @@ pub(crate) fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        None => anyhow::bail!("live tuning is not wired yet; use `kf tune replay`"),
+        (None, Some(live)) => run_live(live),
+        (None, None) => bail!("give --task, --kernel and --budget to tune, or use `kf tune replay`"),
     }
+}
+
+fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
+    if args.budget == 0 {
+        bail!("--budget must be at least 1");
+    }
+    let sizes = parse_sizes(&args.size)?;
+    let task = builtin_task(&args.task, &sizes)?;
+    let sizes = task.sizes();
+    let spec = BackendSpec {
+        kind: args.backend.clone(),
+        device: args.device.clone(),
+    };
+    kernelfoundry::backends::check(&spec).map_err(anyhow::Error::msg)?;
+    let (manifest, source) = Manifest::load(&args.kernel)?;
+    let evaluator = IsolatedEvaluator::builder(spec, args.task.clone(), sizes.clone())
+        .command(WorkerCommand::current_exe()?)
+        .config(EvalConfig::default())
+        .build();
+    let device = evaluator.device()?;
+    let space = Space::from_manifest(&manifest, &sizes, &device)?;
+    let valid = kernelfoundry::core::ParamSpace::count(&space)?;
+    if valid == 0 {
+        bail!("no configuration of {} satisfies its constraints at these sizes", args.kernel.display());
+    }
+
+    let size_text: Vec<String> = sizes.values().map(i64::to_string).collect();
+    let cache_path = args.cache.clone().unwrap_or_else(|| {
+        let stem = args.kernel.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        PathBuf::from("runs/tune").join(format!("{stem}_{}_{}.json", args.task, size_text.join("x")))
+    });
+    if let Some(dir) = cache_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let header = KtCache::new(
+        device.name.clone(),
+        source.entry.clone(),
+        json!(sizes.values().collect::<Vec<_>>()),
+        manifest.params.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+    );
+    let (writer, previous) = KtWriter::open(&cache_path, &header)?;
+    // Earlier measurements are free: the tuner finds them in its result cache.
+    let key = CacheKey::new(source.content_hash(), device.name.clone(), size_text.join(","));
+    let mut results = ResultCache::in_memory();
+    let mut resumed = 0usize;
+    for entry in previous.entries.values() {
+        results.insert(&key, &entry.params, &entry.outcome)?;
+        resumed += 1;
+    }
+
+    let bar = ProgressBar::new(args.budget as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} configurations · {msg} · ETA {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    if resumed > 0 {
+        bar.println(format!("resuming: {resumed} configurations from {}", cache_path.display()));
+    }
+    let writer = RefCell::new(writer);
+    let evaluations: RefCell<BTreeMap<String, Evaluation>> = RefCell::new(BTreeMap::new());
+    let best_ms = RefCell::new(f64::INFINITY);
+    let work = task.describe().work;
+    let mut objective = |config: &ParamValues| -> kernelfoundry::tune::Result<Outcome> {
+        let e = evaluator
+            .evaluate_blocking(&source, config)
+            .map_err(|e| kernelfoundry::tune::TuneError::Objective(e.to_string()))?;
+        let outcome = outcome_of(&e);
+        writer.borrow_mut().append(config, &outcome)?;
+        if let Outcome::Time(ms) = outcome {
+            let mut best = best_ms.borrow_mut();
+            if ms < *best {
+                *best = ms;
+                bar.set_message(format!("best {:.2} GFLOP/s ({config})", work.flops / (ms * 1e-3) / 1e9));
+            }
+        }
+        evaluations.borrow_mut().insert(config.canonical_key(), e);
+        bar.inc(1);
+        Ok(outcome)
+    };
+    let mut s = strategy::by_name(&args.strategy)?;
+    let result = Tuner::new(&space, args.budget)
+        .seed(args.seed)
+        .run_cached(s.as_mut(), &mut objective, &mut results, &key)?;
+    bar.finish_and_clear();
+    writer.into_inner().close()?;
+
+    let Some(best) = result.best_config.clone() else {
+        evaluator.shutdown();
+        bail!("no configuration evaluated correct ({} failures)", result.failures);
+    };
+    // Confirm the winner with a fresh evaluation (it may come from an earlier run's cache).
+    let confirm = evaluator.evaluate_blocking(&source, &best)?;
+    evaluator.shutdown();
+    let summary = json!({
+        "kernel": args.kernel, "task": args.task, "sizes": sizes, "device": device.name,
+        "strategy": result.strategy, "seed": args.seed, "budget": args.budget,
+        "evaluations": result.evaluations, "cache_hits": result.cache_hits,
+        "failures": result.failures, "valid_configurations": valid,
+        "best_config": best, "best_time_ms": result.best_time,
+        "confirmed_status": confirm.status, "gflops": confirm.gflops, "speedup": confirm.speedup,
+        "cache": cache_path,
+    });
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        println!(
+            "{} of {} valid configurations evaluated ({} from the cache, {} failed)",
+            result.evaluations, valid, result.cache_hits, result.failures
+        );
+        println!("best: {best}");
+        println!(
+            "confirmed: {} · {} · {} over the task baseline",
+            confirm.status,
+            confirm.gflops.map_or("-".into(), |g| format!("{g:.2} GFLOP/s")),
+            confirm.speedup.map_or("-".into(), |s| format!("{s:.2}x"))
+        );
+        println!("Kernel Tuner cache: {}", cache_path.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }
