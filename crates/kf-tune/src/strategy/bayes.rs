@@ -181,7 +181,7 @@ impl Surrogate {
             } else if n < 100 {
                 (n as f64 * 1.25).ceil() as usize
             } else {
-                (n as f64 * 1.5).ceil() as usize
+                n * 2
             };
         } else if let Some(gp) = self.gp.as_mut() {
             for (p, _) in &fresh {

@@ -255,8 +255,9 @@ pub(crate) struct CandidateGp {
     /// Lower Cholesky factor, row-major with capacity `cap`.
     l: Vec<f64>,
     cap: usize,
-    /// `L⁻¹ K(X, C)`: row i holds C values.
-    v: Vec<Vec<f64>>,
+    /// `L⁻¹ K(X, C)`: row i holds C values (single precision: this is the large, streamed
+    /// matrix; predictions accumulate in double precision).
+    v: Vec<Vec<f32>>,
     /// Per candidate, Σᵢ V[i][c]².
     vsq: Vec<f64>,
     /// Candidate features.
@@ -330,7 +331,7 @@ impl CandidateGp {
             if *lk != 0.0 {
                 let vk = &self.v[k];
                 for (r, vv) in row.iter_mut().zip(vk) {
-                    *r -= lk * vv;
+                    *r -= lk * f64::from(*vv);
                 }
             }
         }
@@ -338,7 +339,7 @@ impl CandidateGp {
             *r /= d;
             *s += *r * *r;
         }
-        self.v.push(row);
+        self.v.push(row.iter().map(|r| *r as f32).collect());
         self.x.push(x);
         true
     }
@@ -360,7 +361,7 @@ impl CandidateGp {
         for (i, zi) in z.iter().enumerate() {
             let vi = &self.v[i];
             for (m, vv) in mean.iter_mut().zip(vi) {
-                *m += zi * vv;
+                *m += zi * f64::from(*vv);
             }
         }
         let sd = self
