@@ -21,7 +21,7 @@ use kf_core::{
     Archive, BehaviorClassifier, BoxError, Budget, Candidate, Engine, EvaluationReport, Fitness,
     KernelSource, Mutator, Observe, ObserverMode, Origin, ParamValues, RunSummary, StopHandle,
 };
-use kf_eval::tasks::{builtin_task, KernelTask, Sizes};
+use kf_eval::tasks::{builtin_task, sizes_text, KernelTask, Sizes};
 use kf_eval::{BackendSpec, EvalConfig, IsolatedEvaluator, TimeoutPolicy, WorkerCommand};
 use serde::Serialize;
 
@@ -286,12 +286,4 @@ impl Observe for BaselineWatch {
         }
         Ok(())
     }
-}
-
-fn sizes_text(sizes: &Sizes) -> String {
-    sizes
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",")
 }

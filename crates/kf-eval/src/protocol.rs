@@ -17,7 +17,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::error::EvalError;
-use crate::tasks::{ArgSpec, KernelTask, Role, Sizes};
+use crate::tasks::{sizes_text, ArgSpec, KernelTask, Role, Sizes};
 use crate::verify::{self, compare, from_bytes, guard_violation, to_bytes, Verdict, GUARD_BYTE};
 
 /// How candidates are timed.
@@ -209,14 +209,6 @@ fn backend_failure<E: BackendError>(e: &E, what: &str) -> Failure {
         }
     }
     Failure::new(status, message)
-}
-
-fn sizes_text(sizes: &Sizes) -> String {
-    sizes
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 fn alloc_guarded<B: Backend>(backend: &B, bytes: usize) -> Result<Guarded<B::Buffer>, EvalError> {

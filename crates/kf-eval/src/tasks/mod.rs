@@ -130,6 +130,15 @@ pub fn parse_sizes(text: &str) -> Result<Sizes, EvalError> {
     Ok(out)
 }
 
+/// Renders sizes as `M=256,N=192,K=128` (the inverse of [`parse_sizes`]).
+pub fn sizes_text(sizes: &Sizes) -> String {
+    sizes
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Reads a size, checking it is a positive integer that fits an `int` argument.
 pub(crate) fn size(sizes: &Sizes, name: &str, default: i64) -> Result<usize, EvalError> {
     let v = sizes.get(name).copied().unwrap_or(default);
