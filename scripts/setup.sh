@@ -5,7 +5,10 @@
 #   scripts/setup.sh --opencl     # Intel CPU OpenCL runtime from PyPI (no root needed)
 #   scripts/setup.sh --pocl       # Debian's PoCL OpenCL driver + ICD loader (needs root/sudo)
 #   scripts/setup.sh --sycl       # (planned) intel-sycl-rt
-#   scripts/setup.sh --cuda       # (planned) nvidia-cuda-nvrtc-cu12
+#   scripts/setup.sh --cuda       # NVRTC 12.9 + CUDA runtime headers from PyPI (no root and no
+#                                 # GPU needed; 95 MB download, 230 MB on disk): CUDA kernels
+#                                 # compile and report resources anywhere, run where a GPU is
+#   scripts/setup.sh --opencl --cuda   # both
 #
 # Options:
 #   --runtime-dir DIR   where to install (default: <repo>/.runtime)
@@ -24,6 +27,9 @@
 #                                         `source .runtime/env.sh` for other tools (clinfo,
 #                                         Python): OCL_ICD_VENDORS, LD_LIBRARY_PATH,
 #                                         OPENCL_DYLIB_PATH
+#   .runtime/cuda.json, .runtime/env.d/cuda.sh
+#                                         (--cuda) absolute paths of libnvrtc.so.12, its builtins
+#                                         and the CUDA headers, read by kf-backend-cuda
 #
 # The default path needs no root: everything lives under the runtime dir. It needs PyPI access
 # and about 0.9 GB of disk.
@@ -40,6 +46,9 @@ WANT_SYCL=0
 WANT_CUDA=0
 
 OPENCL_PACKAGES=(intel-opencl-rt intel-cmplr-lib-rt)
+# The minor version must match kf-backend-cuda's cudarc feature (cuda-12090).
+CUDA_SERIES="12.9"
+CUDA_PACKAGES=("nvidia-cuda-nvrtc-cu12==$CUDA_SERIES.*" "nvidia-cuda-runtime-cu12==$CUDA_SERIES.*")
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 warn() { printf '[setup] WARNING: %s\n' "$*" >&2; }
@@ -121,7 +130,7 @@ venv_has() {
 }
 
 pip_install() {
-    log "pip install $* (large download, about 0.8 GB; progress in $RUNTIME/pip.log)"
+    log "pip install $* (large download, ${PIP_SIZE:-about 0.8 GB}; progress in $RUNTIME/pip.log)"
     if ! "$VPY" -m pip install --disable-pip-version-check --upgrade "$@" >"$RUNTIME/pip.log" 2>&1; then
         tail -n 15 "$RUNTIME/pip.log" >&2 || true
         warn "pip install $* failed (see $RUNTIME/pip.log): no PyPI access, no wheel for this platform ($(uname -m)), or disk full"
@@ -333,8 +342,193 @@ setup_sycl() {
     die "--sycl is not implemented yet (planned: pip install intel-sycl-rt into $VENV)"
 }
 
+# ---------------------------------------------------------------------------------------------
+# CUDA: NVRTC and the CUDA runtime headers from PyPI. No GPU or driver is needed to compile;
+# kf-backend-cuda loads libcuda.so.1 from the system (the GPU driver) where there is one.
+
+cuda_hint() {
+    cat >&2 <<'EOF'
+[setup] Without PyPI: a CUDA toolkit (NVRTC 12.x) works too; kf-backend-cuda looks in
+[setup] $CUDA_HOME, $CUDA_PATH and /usr/local/cuda, or set KF_CUDA_NVRTC to libnvrtc.so.12.
+EOF
+}
+
+# True when both CUDA wheels are installed at the pinned minor version.
+cuda_installed() {
+    local pkg version
+    for pkg in nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12; do
+        version="$("$VPY" -m pip show "$pkg" 2>/dev/null | sed -n 's/^Version: //p')"
+        case "$version" in "$CUDA_SERIES".*) ;; *) return 1 ;; esac
+    done
+}
+
 setup_cuda() {
-    die "--cuda is not implemented yet (planned: pip install nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12 into $VENV)"
+    ensure_venv
+    if [ "$PROBE_ONLY" -eq 0 ]; then
+        if [ "$UPGRADE" -eq 1 ] || ! cuda_installed; then
+            PIP_SIZE="about 95 MB, 230 MB installed" pip_install "${CUDA_PACKAGES[@]}" || {
+                cuda_hint
+                return 1
+            }
+        else
+            log "${CUDA_PACKAGES[*]} already installed (--upgrade to update)"
+        fi
+    fi
+
+    local site nvrtc builtins libdir include
+    site="$("$VPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    nvrtc="$(find "$site/nvidia/cuda_nvrtc" -name 'libnvrtc.so.12' 2>/dev/null | head -n 1)"
+    [ -n "$nvrtc" ] || {
+        warn "libnvrtc.so.12 not found under $site/nvidia/cuda_nvrtc (is nvidia-cuda-nvrtc-cu12 installed?)"
+        cuda_hint
+        return 1
+    }
+    nvrtc="$(realpath "$nvrtc")"
+    libdir="$(dirname "$nvrtc")"
+    # NVRTC dlopens its builtins library by name at compile time; record it for preloading.
+    builtins="$(find "$libdir" -name 'libnvrtc-builtins.so.*' 2>/dev/null | sort | tail -n 1)"
+    include="$site/nvidia/cuda_runtime/include"
+    if [ ! -f "$include/cuda_fp16.h" ]; then
+        warn "cuda_fp16.h not found in $include (is nvidia-cuda-runtime-cu12 installed?); kernels including CUDA headers will not compile"
+        include=""
+    fi
+
+    mkdir -p "$RUNTIME/env.d"
+    cat >"$RUNTIME/env.d/cuda.sh.tmp" <<EOF
+# Written by scripts/setup.sh --cuda; sourced by .runtime/env.sh.
+export LD_LIBRARY_PATH="$libdir\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+export KF_CUDA_NVRTC="$RUNTIME/cuda.json"
+EOF
+    mv -f "$RUNTIME/env.d/cuda.sh.tmp" "$RUNTIME/env.d/cuda.sh"
+    write_env_sh
+
+    local probe_json
+    probe_json="$(probe_cuda "$nvrtc" "$builtins" "$include")" || probe_json=""
+    write_cuda_json "$nvrtc" "$builtins" "$libdir" "$include" "$probe_json"
+    if [ -z "$probe_json" ]; then
+        warn "the NVRTC probe failed: NVRTC is installed but did not compile a test kernel"
+        return 1
+    fi
+    log "CUDA (NVRTC) ready: $RUNTIME/cuda.json"
+}
+
+# Prints a JSON object {nvrtc_version, archs, arch, compile_ms, driver: {...}} after compiling a
+# small kernel (with cuda_fp16.h) through the same library kf-backend-cuda loads; `driver` says
+# whether libcuda.so.1 and a GPU are present (informational: the backend asks the driver itself).
+probe_cuda() {
+    "$VPY" - "$@" <<'PY'
+import ctypes, json, sys, time
+
+nvrtc_path, builtins, include = sys.argv[1:4]
+if builtins:
+    ctypes.CDLL(builtins, mode=ctypes.RTLD_GLOBAL)
+nv = ctypes.CDLL(nvrtc_path, mode=ctypes.RTLD_GLOBAL)
+c_int, vp = ctypes.c_int, ctypes.c_void_p
+major, minor = c_int(), c_int()
+if nv.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)) != 0:
+    sys.exit("nvrtcVersion failed")
+n = c_int()
+nv.nvrtcGetNumSupportedArchs(ctypes.byref(n))
+archs = (c_int * n.value)()
+nv.nvrtcGetSupportedArchs(archs)
+archs = list(archs)
+arch = 90 if 90 in archs else archs[-1]
+if include:
+    src = (b'#include <cuda_fp16.h>\n'
+           b'extern "C" __global__ void probe(float* x) { x[threadIdx.x] = __half2float(__float2half(1.0f)); }\n')
+else:
+    src = b'extern "C" __global__ void probe(float* x) { x[threadIdx.x] = 1.0f; }\n'
+prog = vp()
+if nv.nvrtcCreateProgram(ctypes.byref(prog), src, b"probe.cu", 0, None, None) != 0:
+    sys.exit("nvrtcCreateProgram failed")
+opts = [f"--gpu-architecture=sm_{arch}".encode(), b"--ptxas-options=-v"]
+if include:
+    opts.append(f"--include-path={include}".encode())
+started = time.time()
+rc = nv.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
+ms = (time.time() - started) * 1e3
+size = ctypes.c_size_t()
+nv.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+log = ctypes.create_string_buffer(size.value)
+nv.nvrtcGetProgramLog(prog, log)
+if rc != 0:
+    sys.exit("the test kernel did not compile:\n" + log.value.decode(errors="replace"))
+
+driver = {"present": False}
+try:
+    cu = ctypes.CDLL("libcuda.so.1")
+    driver["present"] = True
+    rc = cu.cuInit(0)
+    if rc != 0:
+        driver["note"] = f"cuInit returned {rc}"
+    else:
+        v = c_int()
+        cu.cuDriverGetVersion(ctypes.byref(v))
+        driver["version"] = f"{v.value // 1000}.{v.value % 1000 // 10}"
+        count = c_int()
+        cu.cuDeviceGetCount(ctypes.byref(count))
+        driver["devices"] = []
+        for i in range(count.value):
+            dev = c_int()
+            cu.cuDeviceGet(ctypes.byref(dev), i)
+            name = ctypes.create_string_buffer(256)
+            cu.cuDeviceGetName(name, 256, dev)
+            ma, mi = c_int(), c_int()
+            cu.cuDeviceGetAttribute(ctypes.byref(ma), 75, dev)
+            cu.cuDeviceGetAttribute(ctypes.byref(mi), 76, dev)
+            driver["devices"].append({"name": name.value.decode(errors="replace"),
+                                      "arch": f"sm_{ma.value}{mi.value}"})
+except OSError:
+    driver["note"] = "libcuda.so.1 not found"
+print(json.dumps({"nvrtc_version": f"{major.value}.{minor.value}",
+                  "archs": [f"sm_{a}" for a in archs], "arch": f"sm_{arch}",
+                  "compile_ms": round(ms, 1), "driver": driver}))
+PY
+}
+
+write_cuda_json() {
+    local nvrtc="$1" builtins="$2" libdir="$3" include="$4" probe="$5"
+    "$VPY" - "$RUNTIME/cuda.json" "$nvrtc" "$builtins" "$libdir" "$include" "$probe" <<'PY'
+import json, os, sys, time
+path, nvrtc, builtins, libdir, include, probe = sys.argv[1:7]
+probe = json.loads(probe) if probe else {}
+data = {
+    "schema": 1,
+    "written_by": "scripts/setup.sh --cuda",
+    "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    "runtime": "nvidia-cuda-nvrtc-cu12",
+    "nvrtc": nvrtc,
+    "lib_dir": libdir,
+    "preload": [builtins] if builtins else [],
+    "include_dirs": [include] if include else [],
+    "nvrtc_version": probe.get("nvrtc_version"),
+    "archs": probe.get("archs", []),
+    "probe": probe,
+}
+tmp = path + ".tmp"
+with open(tmp, "w") as f:
+    json.dump(data, f, indent=2)
+    f.write("\n")
+os.replace(tmp, path)
+PY
+}
+
+report_cuda() {
+    "$VPY" - "$RUNTIME/cuda.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+p = d.get("probe") or {}
+archs = d.get("archs") or ["?"]
+print(f"[setup] NVRTC {d.get('nvrtc_version')}: test kernel compiled for {p.get('arch')} in "
+      f"{p.get('compile_ms')} ms; targets {archs[0]}..{archs[-1]}", file=sys.stderr)
+drv = p.get("driver") or {}
+for dev in drv.get("devices") or []:
+    print(f"[setup]   GPU: {dev['name']} ({dev['arch']}), driver CUDA {drv.get('version')}",
+          file=sys.stderr)
+if not drv.get("devices"):
+    print(f"[setup]   no GPU here ({drv.get('note', 'no CUDA device')}): CUDA kernels compile "
+          "and report resources; running them needs a GPU", file=sys.stderr)
+PY
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -342,7 +536,8 @@ setup_cuda() {
 write_env_sh() {
     cat >"$RUNTIME/env.sh.tmp" <<'EOF'
 # Written by scripts/setup.sh: `source .runtime/env.sh` to use the project-local runtimes from a
-# shell (clinfo, Python). Rust code does not need it: kf-backend-opencl reads opencl.json.
+# shell (clinfo, Python). Rust code does not need it: kf-backend-opencl reads opencl.json and
+# kf-backend-cuda reads cuda.json.
 _kf_runtime_dir="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")" && pwd)"
 for _kf_f in "$_kf_runtime_dir"/env.d/*.sh; do
     [ -e "$_kf_f" ] && . "$_kf_f"
@@ -356,7 +551,7 @@ main() {
     parse_args "$@"
     case "$RUNTIME" in
     "$ROOT"/.runtime | "$ROOT"/.runtime/*) ;;
-    *) log "runtime dir $RUNTIME is outside the repository: kf-backend-opencl will not find it by itself; point KF_OPENCL_ICD at $RUNTIME/opencl.json" ;;
+    *) log "runtime dir $RUNTIME is outside the repository: kf-backend-opencl will not find it by itself; point KF_OPENCL_ICD at $RUNTIME/opencl.json (and KF_CUDA_NVRTC at $RUNTIME/cuda.json)" ;;
     esac
     local status=0
     if [ "$WANT_POCL" -eq 1 ]; then setup_pocl || status=1; fi
@@ -364,7 +559,9 @@ main() {
         if setup_opencl; then report_opencl; else status=1; fi
     fi
     if [ "$WANT_SYCL" -eq 1 ]; then setup_sycl || status=1; fi
-    if [ "$WANT_CUDA" -eq 1 ]; then setup_cuda || status=1; fi
+    if [ "$WANT_CUDA" -eq 1 ]; then
+        if setup_cuda; then report_cuda; else status=1; fi
+    fi
     [ "$status" -eq 0 ] && log "done; shells may 'source $RUNTIME/env.sh'"
     return "$status"
 }

@@ -1,16 +1,42 @@
 //! Backends by name, for command lines and evaluation workers.
+//!
+//! | name | backend | without its hardware |
+//! |---|---|---|
+//! | `opencl` | [`OpenClBackend`] | the Intel CPU runtime `scripts/setup.sh` installs is a device |
+//! | `cuda` | [`CudaBackend`] | compile-only (needs NVRTC: `scripts/setup.sh --cuda`), see [`open_cuda`] |
 
+use kf_backend_cuda::{CudaBackend, DeviceSelector as CudaDeviceSelector};
 use kf_backend_opencl::{DeviceSelector, OpenClBackend};
+use kf_eval::worker::{serve_if_requested, WORKER_ENV};
 use kf_eval::{BackendSpec, TaskRegistry};
 
 /// The backends this build knows.
-pub const BACKENDS: [&str; 1] = ["opencl"];
+pub const BACKENDS: [&str; 2] = ["opencl", "cuda"];
 
 /// Opens the OpenCL backend on the device `spec` selects.
 pub fn open_opencl(spec: &BackendSpec) -> Result<OpenClBackend, String> {
     let mut builder = OpenClBackend::builder();
     if let Some(device) = &spec.device {
         builder = builder.device(DeviceSelector::parse(device));
+    }
+    builder.build().map_err(|e| e.to_string())
+}
+
+/// Opens the CUDA backend on the device `spec` selects (an ordinal or a name substring; default
+/// `KF_CUDA_DEVICE` or device 0).
+///
+/// Without a GPU this is a compile-only backend whose buffers live in host memory
+/// ([`kf_backend_cuda::CudaBackendBuilder::host_buffers_without_device`]): an evaluation then
+/// compiles the kernel with NVRTC (a bad kernel is `compile_error` with NVRTC's log), and a
+/// kernel that compiled reaches the launch, which fails with "no CUDA device present to run
+/// it" naming its registers, shared memory and spills; the evaluator reports that as
+/// `runtime_error` with the compiler facts filled in. Nothing is timed or verified, and the
+/// diagnostics say so. NVRTC itself is required: without it this fails, saying how to
+/// install it.
+pub fn open_cuda(spec: &BackendSpec) -> Result<CudaBackend, String> {
+    let mut builder = CudaBackend::builder().host_buffers_without_device(true);
+    if let Some(device) = &spec.device {
+        builder = builder.device(CudaDeviceSelector::parse(device));
     }
     builder.build().map_err(|e| e.to_string())
 }
@@ -31,12 +57,30 @@ pub fn check(spec: &BackendSpec) -> Result<(), String> {
 /// Serves as an evaluation worker when this process was started as one, and returns at once
 /// otherwise. Call it first thing in `main` of every program that uses
 /// [`kf_eval::IsolatedEvaluator`] (the `kf` binary and the examples do).
+///
+/// The worker's backend type is chosen from the spec's `kind` before serving (each backend
+/// has its own kernel and buffer types); an unreadable spec falls through to the OpenCL path,
+/// which reports it.
 pub fn init() {
-    kf_eval::worker::serve_if_requested(
-        |spec: &BackendSpec| {
-            check(spec)?;
-            open_opencl(spec)
-        },
-        &TaskRegistry::builtin(),
-    );
+    let kind = std::env::var(WORKER_ENV)
+        .ok()
+        .and_then(|spec| serde_json::from_str::<BackendSpec>(&spec).ok())
+        .map(|spec| spec.kind);
+    let tasks = TaskRegistry::builtin();
+    match kind.as_deref() {
+        Some("cuda") => serve_if_requested(
+            |spec: &BackendSpec| {
+                check(spec)?;
+                open_cuda(spec)
+            },
+            &tasks,
+        ),
+        _ => serve_if_requested(
+            |spec: &BackendSpec| {
+                check(spec)?;
+                open_opencl(spec)
+            },
+            &tasks,
+        ),
+    }
 }

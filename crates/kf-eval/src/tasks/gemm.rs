@@ -178,6 +178,10 @@ impl KernelTask for Gemm {
                 include_str!("../../kernels/gemm_naive.toml"),
                 include_str!("../../kernels/gemm_naive.cl"),
             ),
+            Language::Cuda => shipped_kernel(
+                include_str!("../../kernels/cuda/gemm_naive.toml"),
+                include_str!("../../kernels/cuda/gemm_naive.cu"),
+            ),
             _ => None,
         }
     }

@@ -134,6 +134,10 @@ impl KernelTask for Softmax {
                 include_str!("../../kernels/softmax_naive.toml"),
                 include_str!("../../kernels/softmax_naive.cl"),
             ),
+            Language::Cuda => shipped_kernel(
+                include_str!("../../kernels/cuda/softmax_naive.toml"),
+                include_str!("../../kernels/cuda/softmax_naive.cu"),
+            ),
             _ => None,
         }
     }

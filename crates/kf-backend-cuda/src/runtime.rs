@@ -1,0 +1,368 @@
+//! Finding NVRTC (and the CUDA headers) without environment variables set by hand.
+//!
+//! `cudarc` opens NVRTC by library *name* (`libnvrtc.so`, `libnvrtc.so.12`, …) on its first
+//! NVRTC call, so the library must be findable by the dynamic loader. A running process cannot
+//! change its own `LD_LIBRARY_PATH`, but a library already loaded is found by its `SONAME`:
+//! [`prepare`] therefore loads NVRTC by absolute path (`dlopen` with `RTLD_NOW | RTLD_GLOBAL`,
+//! kept for the life of the process) before the first NVRTC call of this crate. It decides, in
+//! this order:
+//!
+//! 1. **`KF_CUDA_NVRTC` is set** (the one variable of this crate) to one of
+//!    * a `cuda.json` written by `scripts/setup.sh --cuda`, or a directory holding one (or
+//!      holding `.runtime/cuda.json`);
+//!    * an NVRTC library (`libnvrtc.so.12`), or a directory holding one (`lib64/` of a CUDA
+//!      toolkit); a sibling `include/` with `cuda_fp16.h` is used for headers.
+//! 2. **`.runtime/cuda.json` is found** by walking up from the current directory, from the
+//!    directory of the running executable, and from this crate's source directory (so that
+//!    `cargo test` and `cargo run` in the KernelFoundry-rs checkout find what
+//!    `scripts/setup.sh --cuda` installed).
+//! 3. **A CUDA toolkit**: `$CUDA_HOME`, `$CUDA_PATH`, then `/usr/local/cuda`, when it holds
+//!    `lib64/libnvrtc.so.12`.
+//! 4. Otherwise nothing is preloaded and `cudarc` searches the system (`LD_LIBRARY_PATH`, the
+//!    loader cache).
+//!
+//! The CUDA *driver* (`libcuda.so.1`) is never configured here: it comes with the GPU driver,
+//! and its absence means "no device" (compile-only), never an error of this module.
+//!
+//! Nothing here sets environment variables, so, unlike the OpenCL backend, there is no
+//! constraint on threads.
+
+use std::env;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+
+/// The variable an embedder sets to point this crate at an NVRTC (see the module docs for what
+/// it may name).
+pub const KF_CUDA_NVRTC: &str = "KF_CUDA_NVRTC";
+
+/// The sentence every "no NVRTC" error ends with.
+pub const HOW_TO_GET_NVRTC: &str = "To get NVRTC: run `scripts/setup.sh --cuda` in the \
+KernelFoundry-rs checkout (NVRTC 12.9 and the CUDA headers from PyPI into .runtime/, about 95 MB, \
+no root and no GPU needed), or install a CUDA 12 toolkit (found in $CUDA_HOME or /usr/local/cuda), \
+or set KF_CUDA_NVRTC to libnvrtc.so.12 or to a cuda.json written by scripts/setup.sh.";
+
+/// The NVRTC library name a CUDA 12 toolkit or wheel ships.
+const NVRTC_SONAME: &str = "libnvrtc.so.12";
+
+/// Where the NVRTC configuration came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RuntimeSource {
+    /// `KF_CUDA_NVRTC` named this path.
+    KfCudaNvrtc(PathBuf),
+    /// A `cuda.json` found by walking up from a directory.
+    Discovered(PathBuf),
+    /// A CUDA toolkit at this root.
+    Toolkit(PathBuf),
+    /// Nothing found: the system's loader search path.
+    System,
+}
+
+/// What [`prepare`] found and did, for diagnostics and error messages.
+#[derive(Debug, Clone)]
+pub struct RuntimeInfo {
+    /// Where the configuration came from.
+    pub source: RuntimeSource,
+    /// The `cuda.json` applied, if any.
+    pub config: Option<PathBuf>,
+    /// The runtime folder (`.runtime`) holding the `cuda.json` applied: its `cache/cuda` is the
+    /// default compile cache.
+    pub runtime_dir: Option<PathBuf>,
+    /// The NVRTC library loaded by absolute path, if any.
+    pub nvrtc_library: Option<PathBuf>,
+    /// Include directories passed to every compilation (`--include-path`), for `cuda_fp16.h`
+    /// and friends.
+    pub include_dirs: Vec<PathBuf>,
+    /// Anything noteworthy (a library that did not load, a stale config, …).
+    pub notes: Vec<String>,
+}
+
+impl RuntimeInfo {
+    /// One line saying what was used, for messages.
+    pub fn describe(&self) -> String {
+        let mut s = match &self.source {
+            RuntimeSource::KfCudaNvrtc(p) => format!("{KF_CUDA_NVRTC}={}", p.display()),
+            RuntimeSource::Discovered(p) => format!("runtime config {}", p.display()),
+            RuntimeSource::Toolkit(p) => format!("CUDA toolkit {}", p.display()),
+            RuntimeSource::System => {
+                "the system's library search path (no project runtime or toolkit found)".to_owned()
+            }
+        };
+        if let Some(lib) = &self.nvrtc_library {
+            s.push_str(&format!(", NVRTC {}", lib.display()));
+        }
+        for note in &self.notes {
+            s.push_str("; ");
+            s.push_str(note);
+        }
+        s
+    }
+}
+
+/// `cuda.json` as written by `scripts/setup.sh --cuda` (unknown fields are ignored).
+#[derive(Debug, Clone, Deserialize)]
+pub struct RuntimeConfig {
+    /// Format version (1).
+    #[serde(default)]
+    pub schema: u32,
+    /// The NVRTC library (`libnvrtc.so.12`).
+    pub nvrtc: PathBuf,
+    /// The directory of the NVRTC libraries.
+    #[serde(default)]
+    pub lib_dir: Option<PathBuf>,
+    /// Libraries to load first (NVRTC's builtins library).
+    #[serde(default)]
+    pub preload: Vec<PathBuf>,
+    /// Include directories for every compilation (`nvidia/cuda_runtime/include`).
+    #[serde(default)]
+    pub include_dirs: Vec<PathBuf>,
+    /// The NVRTC version the setup script probed (`12.9`).
+    #[serde(default)]
+    pub nvrtc_version: Option<String>,
+}
+
+impl RuntimeConfig {
+    /// Reads and parses a `cuda.json`.
+    pub fn read(path: &Path) -> Result<Self, String> {
+        let text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+}
+
+static PREPARED: OnceLock<RuntimeInfo> = OnceLock::new();
+
+/// Finds NVRTC once (see the module docs), loads it by absolute path, and returns what was
+/// done. Called by [`crate::CudaBackend`] and [`crate::nvrtc_info`] before any NVRTC call.
+pub fn prepare() -> &'static RuntimeInfo {
+    PREPARED.get_or_init(prepare_now)
+}
+
+fn prepare_now() -> RuntimeInfo {
+    let mut info = RuntimeInfo {
+        source: RuntimeSource::System,
+        config: None,
+        runtime_dir: None,
+        nvrtc_library: None,
+        include_dirs: Vec::new(),
+        notes: Vec::new(),
+    };
+    if let Some(v) = env::var_os(KF_CUDA_NVRTC).filter(|v| !v.is_empty()) {
+        let path = PathBuf::from(v);
+        info.source = RuntimeSource::KfCudaNvrtc(path.clone());
+        apply_explicit(&path, &mut info);
+        return info;
+    }
+    if let Some(config) = discover_config() {
+        info.source = RuntimeSource::Discovered(config.clone());
+        apply_config_file(&config, &mut info);
+        return info;
+    }
+    for root in toolkit_roots() {
+        if let Some(lib) = library_in(&root) {
+            info.source = RuntimeSource::Toolkit(root.clone());
+            apply_library(&lib, &mut info);
+            return info;
+        }
+    }
+    info
+}
+
+/// Walks up from the current directory, the executable's directory and this crate's source
+/// directory, looking for `.runtime/cuda.json`.
+pub fn discover_config() -> Option<PathBuf> {
+    let mut starts: Vec<PathBuf> = Vec::new();
+    if let Ok(dir) = env::current_dir() {
+        starts.push(dir);
+    }
+    if let Some(dir) = env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+    {
+        starts.push(dir);
+    }
+    starts.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    starts.iter().find_map(|start| {
+        start
+            .ancestors()
+            .map(|dir| dir.join(".runtime").join("cuda.json"))
+            .find(|candidate| candidate.is_file())
+    })
+}
+
+/// CUDA toolkit roots to look in: `$CUDA_HOME`, `$CUDA_PATH`, `/usr/local/cuda`.
+fn toolkit_roots() -> Vec<PathBuf> {
+    let mut roots: Vec<PathBuf> = ["CUDA_HOME", "CUDA_PATH"]
+        .iter()
+        .filter_map(|v| env::var_os(v).filter(|v| !v.is_empty()))
+        .map(PathBuf::from)
+        .collect();
+    roots.push(PathBuf::from("/usr/local/cuda"));
+    roots
+}
+
+/// The NVRTC library in `dir` or its `lib64/` / `lib/` (a toolkit root), if any.
+fn library_in(dir: &Path) -> Option<PathBuf> {
+    [
+        dir.to_path_buf(),
+        dir.join("lib64"),
+        dir.join("lib"),
+        dir.join("targets/x86_64-linux/lib"),
+    ]
+    .iter()
+    .flat_map(|d| [d.join(NVRTC_SONAME), d.join("libnvrtc.so")])
+    .find(|p| p.is_file())
+}
+
+/// The `include/` with `cuda_fp16.h` next to a library directory, if any.
+fn include_near(lib: &Path) -> Option<PathBuf> {
+    lib.ancestors()
+        .skip(1)
+        .take(3)
+        .map(|d| d.join("include"))
+        .find(|d| d.join("cuda_fp16.h").is_file())
+}
+
+fn apply_explicit(path: &Path, info: &mut RuntimeInfo) {
+    if path.is_dir() {
+        let json = path.join("cuda.json");
+        let nested = path.join(".runtime").join("cuda.json");
+        if json.is_file() {
+            apply_config_file(&json, info);
+        } else if nested.is_file() {
+            apply_config_file(&nested, info);
+        } else if let Some(lib) = library_in(path) {
+            apply_library(&lib, info);
+        } else {
+            info.notes.push(format!(
+                "{KF_CUDA_NVRTC}={} holds no cuda.json and no {NVRTC_SONAME}",
+                path.display()
+            ));
+        }
+        return;
+    }
+    if !path.is_file() {
+        info.notes
+            .push(format!("{KF_CUDA_NVRTC}={} does not exist", path.display()));
+        return;
+    }
+    if path.extension().is_some_and(|e| e == "json") {
+        apply_config_file(path, info);
+    } else {
+        apply_library(path, info);
+    }
+}
+
+fn apply_library(lib: &Path, info: &mut RuntimeInfo) {
+    match preload(lib) {
+        Ok(()) => info.nvrtc_library = Some(lib.to_path_buf()),
+        Err(e) => info
+            .notes
+            .push(format!("could not load {}: {e}", lib.display())),
+    }
+    if let Some(include) = include_near(lib) {
+        info.include_dirs.push(include);
+    }
+}
+
+fn apply_config_file(path: &Path, info: &mut RuntimeInfo) {
+    info.config = Some(path.to_path_buf());
+    info.runtime_dir = path.parent().map(Path::to_path_buf);
+    let config = match RuntimeConfig::read(path) {
+        Ok(c) => c,
+        Err(e) => {
+            info.notes.push(format!(
+                "unreadable runtime config {e}; run scripts/setup.sh --cuda again"
+            ));
+            return;
+        }
+    };
+    if !config.nvrtc.is_file() {
+        info.notes.push(format!(
+            "the NVRTC named by {} is gone ({} is missing); run scripts/setup.sh --cuda again",
+            path.display(),
+            config.nvrtc.display()
+        ));
+        return;
+    }
+    for lib in &config.preload {
+        if let Err(e) = preload(lib) {
+            info.notes
+                .push(format!("could not preload {}: {e}", lib.display()));
+        }
+    }
+    match preload(&config.nvrtc) {
+        Ok(()) => info.nvrtc_library = Some(config.nvrtc.clone()),
+        Err(e) => info
+            .notes
+            .push(format!("could not load {}: {e}", config.nvrtc.display())),
+    }
+    for dir in &config.include_dirs {
+        if dir.is_dir() {
+            info.include_dirs.push(dir.clone());
+        } else {
+            info.notes.push(format!(
+                "include directory {} is missing; run scripts/setup.sh --cuda again",
+                dir.display()
+            ));
+        }
+    }
+}
+
+/// Loads a shared library for the rest of the process (`RTLD_NOW | RTLD_GLOBAL`), so that a
+/// later `dlopen` of its `SONAME` (cudarc's) resolves to it.
+fn preload(path: &Path) -> Result<(), String> {
+    use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
+    // SAFETY: loading NVRTC (or its builtins) runs only their ELF initialisers, which have no
+    // preconditions.
+    let lib =
+        unsafe { Library::open(Some(path), RTLD_NOW | RTLD_GLOBAL) }.map_err(|e| e.to_string())?;
+    // Keep it loaded for the life of the process: cudarc opens it again by name later.
+    std::mem::forget(lib);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_setup_script_config() {
+        let json = r#"{"schema": 1, "nvrtc": "/x/libnvrtc.so.12", "lib_dir": "/x",
+            "preload": ["/x/libnvrtc-builtins.so.12.9"], "include_dirs": ["/y/include"],
+            "nvrtc_version": "12.9", "archs": ["sm_90"], "probe": {}}"#;
+        let c: RuntimeConfig = serde_json::from_str(json).unwrap();
+        assert_eq!(c.nvrtc, PathBuf::from("/x/libnvrtc.so.12"));
+        assert_eq!(c.include_dirs.len(), 1);
+        assert_eq!(c.nvrtc_version.as_deref(), Some("12.9"));
+    }
+
+    #[test]
+    fn describe_mentions_notes() {
+        let info = RuntimeInfo {
+            source: RuntimeSource::System,
+            config: None,
+            runtime_dir: None,
+            nvrtc_library: None,
+            include_dirs: vec![],
+            notes: vec!["stale".into()],
+        };
+        assert!(info.describe().contains("stale"));
+    }
+
+    #[test]
+    fn finds_a_library_in_a_toolkit_layout() {
+        let dir = tempfile::tempdir().unwrap();
+        let lib64 = dir.path().join("lib64");
+        fs::create_dir_all(&lib64).unwrap();
+        assert!(library_in(dir.path()).is_none());
+        fs::write(lib64.join(NVRTC_SONAME), b"").unwrap();
+        assert_eq!(library_in(dir.path()), Some(lib64.join(NVRTC_SONAME)));
+        let include = dir.path().join("include");
+        fs::create_dir_all(&include).unwrap();
+        fs::write(include.join("cuda_fp16.h"), b"").unwrap();
+        assert_eq!(include_near(&lib64.join(NVRTC_SONAME)), Some(include));
+    }
+}

@@ -1,0 +1,80 @@
+//! Shared by the integration tests: the backend, or a printed reason to skip.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::{Path, PathBuf};
+
+use kf_backend_cuda::{CudaBackend, CudaBackendBuilder};
+use kf_core::{BackendError, BackendErrorKind, KernelSource};
+
+/// Set to `1` to make a missing NVRTC fail the tests instead of skipping them (CI after
+/// `scripts/setup.sh --cuda`).
+pub const KF_REQUIRE_NVRTC: &str = "KF_REQUIRE_NVRTC";
+
+/// Set to `1` to make a missing CUDA device fail the GPU tests instead of skipping them
+/// (`scripts/gpu-check.sh` on a GPU machine).
+pub const KF_REQUIRE_CUDA_DEVICE: &str = "KF_REQUIRE_CUDA_DEVICE";
+
+fn required(var: &str) -> bool {
+    std::env::var(var).is_ok_and(|v| v == "1")
+}
+
+/// Builds the backend; `None` (after printing why) when NVRTC is not installed, unless
+/// `KF_REQUIRE_NVRTC=1`.
+pub fn backend_or_skip(builder: CudaBackendBuilder) -> Option<CudaBackend> {
+    match builder.build() {
+        Ok(b) => Some(b),
+        Err(e) if e.kind() == BackendErrorKind::Unavailable => {
+            if required(KF_REQUIRE_NVRTC) {
+                panic!("{KF_REQUIRE_NVRTC}=1 but NVRTC is unavailable: {e}");
+            }
+            eprintln!("SKIPPED: NVRTC is not installed ({e})");
+            None
+        }
+        Err(e) => panic!("creating the CUDA backend failed: {e}"),
+    }
+}
+
+/// The compile-only or GPU backend with no disk cache.
+pub fn uncached() -> Option<CudaBackend> {
+    backend_or_skip(CudaBackend::builder().no_cache())
+}
+
+/// The backend on a GPU; `None` (after printing why) without NVRTC or without a device.
+pub fn gpu_or_skip(builder: CudaBackendBuilder) -> Option<CudaBackend> {
+    let backend = backend_or_skip(builder)?;
+    if !backend.has_device() {
+        let reason = backend.no_device_reason().unwrap_or("unknown reason");
+        if required(KF_REQUIRE_CUDA_DEVICE) {
+            panic!("{KF_REQUIRE_CUDA_DEVICE}=1 but there is no CUDA device: {reason}");
+        }
+        eprintln!(
+            "SKIPPED: no CUDA device present ({reason}); this test needs a GPU \
+             (scripts/gpu-check.sh runs it where there is one)"
+        );
+        return None;
+    }
+    Some(backend)
+}
+
+/// `crates/kf-eval/kernels/cuda`: under the current directory when it is a checkout (test
+/// binaries copied to another machine by `scripts/gpu-check.sh --bundle`), else next to this
+/// crate's sources.
+pub fn seed_dir() -> PathBuf {
+    let here = Path::new("crates/kf-eval/kernels/cuda");
+    if here.is_dir() {
+        return here.to_path_buf();
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../kf-eval/kernels/cuda")
+}
+
+/// A seed kernel with its manifest's default parameters.
+pub fn seed(name: &str) -> (kf_manifest::Manifest, KernelSource) {
+    let path = seed_dir().join(format!("{name}.toml"));
+    kf_manifest::Manifest::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The error's text with its build log.
+pub fn describe<E: BackendError>(e: &E) -> String {
+    format!("{e} (kind {:?})", e.kind())
+}

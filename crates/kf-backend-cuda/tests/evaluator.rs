@@ -1,0 +1,110 @@
+//! The kf-eval evaluator over the CUDA backend. On a GPU the seed kernels are verified and
+//! timed for real; without one, the compile-only backend (with host buffers) takes a kernel
+//! through the protocol up to the launch, and the evaluation reports the compiler's resource
+//! usage and that no device is present.
+
+mod common;
+
+use common::{backend_or_skip, gpu_or_skip, seed};
+use kf_backend_cuda::CudaBackend;
+use kf_core::{Backend, ParamValues, Status};
+use kf_eval::tasks::{Gemm, KernelTask, Softmax};
+use kf_eval::{EvalConfig, KernelEvaluator};
+
+#[test]
+fn compile_only_evaluation_reports_resources_or_runs_on_a_gpu() {
+    let Some(backend) = backend_or_skip(
+        CudaBackend::builder()
+            .no_cache()
+            .host_buffers_without_device(true),
+    ) else {
+        return;
+    };
+    let on_gpu = backend.has_device();
+    let mut evaluator = KernelEvaluator::new(backend, EvalConfig::default());
+    let task = Gemm::new(128, 128, 128).expect("gemm");
+    let (_, tiled) = seed("gemm_tiled");
+    let e = evaluator
+        .evaluate(&task, &tiled, &ParamValues::new())
+        .unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("{}: {}", e.status, e.diagnostics);
+    assert!(
+        e.compiler.registers.is_some_and(|r| r > 0),
+        "{:?}",
+        e.compiler
+    );
+    assert_eq!(e.compiler.local_mem_bytes, Some(8448));
+    if on_gpu {
+        assert_eq!(e.status, Status::Correct, "{}", e.diagnostics);
+    } else {
+        assert_eq!(e.status, Status::RuntimeError);
+        assert!(
+            e.diagnostics.contains("no CUDA device present to run it"),
+            "{}",
+            e.diagnostics
+        );
+        assert!(
+            e.diagnostics.contains("8448 bytes shared memory"),
+            "{}",
+            e.diagnostics
+        );
+    }
+
+    // A kernel that does not compile is a compile error carrying NVRTC's log, GPU or not.
+    let mut broken = tiled.clone();
+    broken.text = tiled
+        .text
+        .replace("acc[w] = 0.0f;", "acc[w] = undeclared_name;")
+        .into();
+    let e = evaluator
+        .evaluate(&task, &broken, &ParamValues::new())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(e.status, Status::CompileError, "{}", e.diagnostics);
+    assert!(
+        e.diagnostics.contains("undeclared_name"),
+        "{}",
+        e.diagnostics
+    );
+}
+
+#[test]
+fn seed_kernels_are_correct_and_timed_on_a_gpu() {
+    let cache = tempfile::tempdir().expect("temp dir");
+    let Some(backend) = gpu_or_skip(CudaBackend::builder().cache_dir(cache.path())) else {
+        return;
+    };
+    eprintln!(
+        "{} ({}), peaks {:?} GFLOP/s {:?} GB/s",
+        backend.device().name,
+        backend.arch(),
+        backend.device().peak_gflops.map(f64::round),
+        backend.device().peak_bandwidth_gbs.map(f64::round)
+    );
+    let config = EvalConfig {
+        timing: kf_eval::TimingConfig {
+            flush_caches: true,
+            ..kf_eval::TimingConfig::default()
+        },
+        ..EvalConfig::default()
+    };
+    let mut evaluator = KernelEvaluator::new(backend, config);
+    let gemm = Gemm::new(512, 512, 512).expect("gemm");
+    let softmax = Softmax::from_sizes(&Default::default()).expect("softmax");
+    let cases: [(&dyn KernelTask, &str); 3] = [
+        (&gemm, "gemm_naive"),
+        (&gemm, "gemm_tiled"),
+        (&softmax, "softmax_naive"),
+    ];
+    for (task, name) in cases {
+        let (_, source) = seed(name);
+        let e = evaluator
+            .evaluate(task, &source, &ParamValues::new())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        eprintln!(
+            "{name}: {} {:?} GFLOP/s, speedup {:?}, {:?} registers; {}",
+            e.status, e.gflops, e.speedup, e.compiler.registers, e.diagnostics
+        );
+        assert_eq!(e.status, Status::Correct, "{name}: {}", e.diagnostics);
+        assert!(e.timing.is_some_and(|t| t.median_s > 0.0));
+    }
+}
