@@ -1,0 +1,188 @@
+//! The spend tracker behind [`crate::LlmBudget`]: committed spend plus reservations of the
+//! requests in flight, checked before anything is sent.
+
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::LlmBudget;
+
+/// Requests, tokens and dollars.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spend {
+    /// Requests.
+    pub requests: u64,
+    /// Tokens (prompt plus completion).
+    pub tokens: u64,
+    /// US dollars.
+    pub cost_usd: f64,
+}
+
+impl Spend {
+    fn add(&mut self, other: &Spend) {
+        self.requests += other.requests;
+        self.tokens += other.tokens;
+        self.cost_usd += other.cost_usd;
+    }
+
+    fn sub(&mut self, other: &Spend) {
+        self.requests = self.requests.saturating_sub(other.requests);
+        self.tokens = self.tokens.saturating_sub(other.tokens);
+        self.cost_usd = (self.cost_usd - other.cost_usd).max(0.0);
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    committed: Spend,
+    reserved: Spend,
+}
+
+/// Tracks spend against a budget. Shared (cheap to clone); thread-safe.
+#[derive(Debug, Clone)]
+pub struct BudgetTracker {
+    limit: LlmBudget,
+    state: Arc<Mutex<State>>,
+}
+
+impl BudgetTracker {
+    /// A tracker for `limit` with nothing spent.
+    pub fn new(limit: LlmBudget) -> Self {
+        BudgetTracker {
+            limit,
+            state: Arc::new(Mutex::new(State::default())),
+        }
+    }
+
+    /// The limits.
+    pub fn limit(&self) -> &LlmBudget {
+        &self.limit
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts spend that happened before (answers recorded by an earlier run of the same
+    /// search), so that a resumed run keeps to the same budget.
+    pub fn preload(&self, spent: Spend) {
+        self.lock().committed.add(&spent);
+    }
+
+    /// Spent so far (without reservations).
+    pub fn spent(&self) -> Spend {
+        self.lock().committed
+    }
+
+    /// Reserved by requests in flight.
+    pub fn reserved(&self) -> Spend {
+        self.lock().reserved
+    }
+
+    /// Reserves `estimate` for a request, or says which limit it would break. The reservation
+    /// is released when the returned guard is dropped, or replaced by the actual spend with
+    /// [`Reservation::commit`].
+    pub fn reserve(&self, estimate: Spend) -> Result<Reservation, String> {
+        let mut state = self.lock();
+        let mut total = state.committed;
+        total.add(&state.reserved);
+        total.add(&estimate);
+        if let Some(max) = self.limit.max_requests {
+            if total.requests > max {
+                return Err(format!(
+                    "the request budget of {max} is spent ({} sent, {} in flight)",
+                    state.committed.requests, state.reserved.requests
+                ));
+            }
+        }
+        if let Some(max) = self.limit.max_tokens {
+            if total.tokens > max {
+                return Err(format!(
+                    "the token budget of {max} cannot cover this request: {} spent, {} reserved by requests in flight, {} needed",
+                    state.committed.tokens, state.reserved.tokens, estimate.tokens
+                ));
+            }
+        }
+        if let Some(max) = self.limit.max_cost_usd {
+            if total.cost_usd > max {
+                return Err(format!(
+                    "the cost budget of ${max:.4} cannot cover this request: ${:.4} spent, ${:.4} reserved, ${:.4} needed",
+                    state.committed.cost_usd, state.reserved.cost_usd, estimate.cost_usd
+                ));
+            }
+        }
+        state.reserved.add(&estimate);
+        Ok(Reservation {
+            tracker: self.clone(),
+            estimate,
+            done: false,
+        })
+    }
+}
+
+/// Budget held for one request in flight.
+#[derive(Debug)]
+pub struct Reservation {
+    tracker: BudgetTracker,
+    estimate: Spend,
+    done: bool,
+}
+
+impl Reservation {
+    /// Replaces the reservation by what the request actually cost.
+    pub fn commit(mut self, actual: Spend) {
+        let mut state = self.tracker.lock();
+        state.reserved.sub(&self.estimate);
+        state.committed.add(&actual);
+        self.done = true;
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if !self.done {
+            self.tracker.lock().reserved.sub(&self.estimate);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spend(requests: u64, tokens: u64, cost_usd: f64) -> Spend {
+        Spend {
+            requests,
+            tokens,
+            cost_usd,
+        }
+    }
+
+    #[test]
+    fn reservations_count_until_released() {
+        let t = BudgetTracker::new(LlmBudget::unlimited().with_tokens(100));
+        let a = t.reserve(spend(1, 60, 0.0)).unwrap();
+        assert!(
+            t.reserve(spend(1, 60, 0.0)).is_err(),
+            "in-flight reservations count"
+        );
+        drop(a);
+        let b = t.reserve(spend(1, 60, 0.0)).unwrap();
+        b.commit(spend(1, 30, 0.0));
+        assert_eq!(t.spent().tokens, 30);
+        assert_eq!(t.reserved().tokens, 0);
+        assert!(t.reserve(spend(1, 70, 0.0)).is_ok());
+        assert!(t.reserve(spend(1, 71, 0.0)).is_err());
+    }
+
+    #[test]
+    fn requests_cost_and_preload() {
+        let t = BudgetTracker::new(LlmBudget::requests(2).with_cost_usd(1.0));
+        t.preload(spend(1, 10, 0.5));
+        assert!(t.reserve(spend(1, 0, 0.6)).is_err());
+        let r = t.reserve(spend(1, 0, 0.4)).unwrap();
+        assert!(t.reserve(spend(1, 0, 0.0)).is_err(), "two requests at most");
+        r.commit(spend(1, 5, 0.1));
+        assert_eq!(t.spent().requests, 2);
+    }
+}

@@ -1,0 +1,89 @@
+//! # kf-prompt
+//!
+//! The LLM side of KernelFoundry-rs: prompts that co-evolve with the kernels, the mutator that
+//! asks a model for a child kernel, an OpenAI-compatible client, and record/replay of every
+//! exchange.
+//!
+//! * **Prompt components as data** ([`PromptComponents`], [`PromptTemplates`]): named, bounded
+//!   sections — optimisation philosophy, strategy library, common pitfalls, analysis guidance —
+//!   seeded from the seed document and shipped as TOML (`components/*.toml`), replaceable by
+//!   users. [`render_prompt`] combines them with the task, the device facts, the parent kernel
+//!   with its manifest and evaluation feedback (status, diagnostics summarised with
+//!   [`summarize`], timing, compiler facts), earlier attempts from the same parent,
+//!   inspirations from other cells and a hint of where the archive is empty ("increase
+//!   memory_access from … to …"), within [`RenderLimits`].
+//! * **Meta-prompt evolution** ([`population`]): a population of [`PromptVariant`]s; every
+//!   few steps a meta-call rewrites one component of the best variant (improve, specialise,
+//!   generalise, simplify); a seeded bandit ([`BanditPolicy`]: UCB1 or Thompson) picks the
+//!   variant per request, credited through [`kf_core::Mutator::credit`] by what each child did
+//!   for the archive ([`CreditConfig`]: new cell, improvement by its gain, nothing). Each
+//!   child's [`kf_core::Origin`] names its variant and model.
+//! * **The client** ([`LlmClient`], [`OpenAiClient`]): chat completions against any
+//!   OpenAI-compatible server, with retries and backoff on 429/5xx/timeouts/cut-off replies
+//!   honouring `retry-after`, run on a runtime owned by the client so any executor can drive
+//!   it. [`LlmGateway`] adds the hard budget ([`LlmBudget`], counting requests in flight), the
+//!   concurrency limit, prices per model ([`ModelSpec`]) and statistics ([`LlmStats`]).
+//! * **Parsing** ([`parse`]): fenced blocks for the kernel and its manifest, or SEARCH/REPLACE
+//!   edits applied with whitespace-tolerant matching (with a follow-up asking for a full
+//!   rewrite when they do not apply). A reply with nothing usable becomes a child marked with
+//!   [`extraction_failure_source`], which `kf-eval` ranks as `extraction_error` with the reason.
+//! * **Record and replay** ([`record`]): every exchange is appended to the run folder as a JSON
+//!   line keyed by request hash, scope (the engine step) and occurrence. A run replayed from its
+//!   records with no server gets every answer at the same place (step and position) and, with
+//!   a deterministic evaluator, builds the same archive; a resumed run does not pay twice for
+//!   answers it already has. Every choice of the mutator (prompt variant, model, meta-call) is
+//!   a function of the engine step and of credit that has settled, never of timing, so this
+//!   holds with steps in flight too.
+//! * **Configuration** ([`LlmSettings`]): from a struct or from `KF_LLM_*` environment
+//!   variables; the API key ([`ApiKey`]) is redacted from every `Debug` output and never
+//!   reaches evaluation workers (`kf-eval` strips `KF_LLM_*` and `*KEY*` variables).
+//!
+//! ```no_run
+//! use kf_prompt::{LlmMutator, LlmSettings, OpenAiClient};
+//!
+//! let settings = LlmSettings::from_env()?;
+//! let mutator = LlmMutator::builder(OpenAiClient::new(settings.openai.clone())?)
+//!     .settings(&settings)
+//!     .record_in("runs/gemm")
+//!     .build()?;
+//! // Engine::new(mutator, evaluator, classifier, archive)…
+//! # Ok::<(), kf_prompt::PromptError>(())
+//! ```
+
+mod bandit;
+mod budget;
+mod client;
+mod components;
+mod config;
+mod error;
+mod gateway;
+mod marker;
+mod mutator;
+mod openai;
+pub mod parse;
+pub mod population;
+pub mod record;
+mod render;
+
+pub use async_trait::async_trait;
+pub use bandit::{choose_arm, weighted_index, ArmStats, BanditPolicy};
+pub use budget::{BudgetTracker, Reservation, Spend};
+pub use client::{ChatMessage, ChatRequest, ChatResponse, LlmClient, Role, TokenUsage};
+pub use components::{
+    fill, Component, PromptComponents, PromptTemplates, DEFAULT_COMPONENTS_TOML,
+    DEFAULT_TEMPLATES_TOML,
+};
+pub use config::{LlmBudget, LlmSettings, ModelPolicy, ModelSpec};
+pub use error::{FailureKind, LlmFailure, PromptError};
+pub use gateway::{Exchange, GatewayBuilder, LlmGateway, LlmStats};
+pub use marker::{extraction_failure, extraction_failure_source, EXTRACTION_ERROR_MARKER};
+pub use mutator::{LlmMutator, LlmMutatorBuilder, LlmMutatorConfig, WhenExhausted, VARIANTS_FILE};
+pub use openai::{ApiKey, OpenAiClient, OpenAiConfig, RetryPolicy};
+pub use population::{CreditConfig, CreditEvent, MetaConfig, PromptVariant, VariantReport};
+pub use record::{
+    ExchangeKey, ExchangeLog, ExchangeOutcome, ExchangeRecord, RecordMode, EXCHANGES_FILE,
+};
+pub use render::{
+    describe_cell, describe_evaluation, hint_lines, render_prompt, render_repair, render_system,
+    summarize, Attempt, PromptInput, RenderLimits, ReplyFormat,
+};

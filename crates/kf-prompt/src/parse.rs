@@ -1,0 +1,518 @@
+//! Reading a model's reply: fenced code blocks for the kernel and its manifest, or
+//! SEARCH/REPLACE edits of the parent applied with whitespace-tolerant matching.
+
+use serde::{Deserialize, Serialize};
+
+/// A fenced code block of a reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodeBlock {
+    /// The info string's first word, lower case (`opencl`, `toml`, or empty).
+    pub lang: String,
+    /// The text between the fences.
+    pub text: String,
+    /// False when the reply ended before the closing fence.
+    pub closed: bool,
+}
+
+/// Every fenced block (```` ``` ```` or `~~~`, three or more) in order. A closing fence glued to
+/// the end of a code line (`}```) also closes the block.
+pub fn code_blocks(reply: &str) -> Vec<CodeBlock> {
+    let mut out = Vec::new();
+    let mut open: Option<(char, usize, String, Vec<&str>)> = None;
+    for line in reply.lines() {
+        let trimmed = line.trim();
+        match open.take() {
+            None => {
+                if let Some((ch, n)) = fence(trimmed) {
+                    let info = trimmed[n * ch.len_utf8()..].trim();
+                    let lang = info
+                        .split(|c: char| c.is_whitespace() || c == '{' || c == ',')
+                        .next()
+                        .unwrap_or("")
+                        .to_ascii_lowercase();
+                    open = Some((ch, n, lang, Vec::new()));
+                }
+            }
+            Some((ch, n, lang, mut lines)) => {
+                let closing = fence(trimmed)
+                    .filter(|(c, m)| *c == ch && *m >= n && trimmed.chars().all(|x| x == ch));
+                if closing.is_some() {
+                    out.push(CodeBlock {
+                        lang,
+                        text: lines.join("\n"),
+                        closed: true,
+                    });
+                    continue;
+                }
+                let glued: String = std::iter::repeat_n(ch, n).collect();
+                if let Some(code) = line.trim_end().strip_suffix(glued.as_str()) {
+                    if !code.trim().is_empty() {
+                        lines.push(code);
+                        out.push(CodeBlock {
+                            lang,
+                            text: lines.join("\n"),
+                            closed: true,
+                        });
+                        continue;
+                    }
+                }
+                lines.push(line);
+                open = Some((ch, n, lang, lines));
+            }
+        }
+    }
+    if let Some((_, _, lang, lines)) = open {
+        out.push(CodeBlock {
+            lang,
+            text: lines.join("\n"),
+            closed: false,
+        });
+    }
+    out
+}
+
+/// `(fence char, length)` when `line` starts with a fence.
+fn fence(line: &str) -> Option<(char, usize)> {
+    let ch = line.chars().next().filter(|c| *c == '`' || *c == '~')?;
+    let n = line.chars().take_while(|c| *c == ch).count();
+    (n >= 3).then_some((ch, n))
+}
+
+/// What an edit changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EditTarget {
+    /// The kernel source.
+    Kernel,
+    /// The manifest.
+    Manifest,
+}
+
+impl EditTarget {
+    /// `kernel` or `manifest`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EditTarget::Kernel => "kernel",
+            EditTarget::Manifest => "manifest",
+        }
+    }
+}
+
+/// One SEARCH/REPLACE edit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Edit {
+    /// Which file it edits.
+    pub target: EditTarget,
+    /// Lines to find.
+    pub search: String,
+    /// Lines to put in their place.
+    pub replace: String,
+}
+
+fn marker(line: &str, ch: char, word: Option<&str>) -> bool {
+    let t = line.trim();
+    let n = t.chars().take_while(|c| *c == ch).count();
+    if n < 5 {
+        return false;
+    }
+    let rest = t[n..].trim();
+    match word {
+        Some(w) => rest.eq_ignore_ascii_case(w),
+        None => rest.is_empty(),
+    }
+}
+
+/// The SEARCH/REPLACE edits of a reply, in order; `Ok(empty)` when it has none, `Err` when an
+/// edit block is malformed. The target is named on a line before `<<<<<<< SEARCH` (`kernel`,
+/// `manifest`, a `.toml` file name, or a ```` ```toml ```` fence); the default is the kernel.
+pub fn parse_edits(reply: &str) -> Result<Vec<Edit>, String> {
+    enum State {
+        Outside,
+        Search(Vec<String>),
+        Replace(Vec<String>, Vec<String>),
+    }
+    let mut edits = Vec::new();
+    let mut state = State::Outside;
+    let mut last_label = String::new();
+    for line in reply.lines() {
+        state = match state {
+            State::Outside => {
+                if marker(line, '<', Some("SEARCH")) {
+                    State::Search(Vec::new())
+                } else {
+                    let t = line.trim();
+                    let bare_fence = fence(t).is_some() && t.chars().all(|c| c == '`' || c == '~');
+                    if !t.is_empty() && !bare_fence {
+                        last_label = t.to_ascii_lowercase();
+                    }
+                    State::Outside
+                }
+            }
+            State::Search(mut s) => {
+                if marker(line, '=', None) {
+                    State::Replace(s, Vec::new())
+                } else if marker(line, '<', Some("SEARCH")) || marker(line, '>', Some("REPLACE")) {
+                    return Err("an edit has `<<<<<<< SEARCH` but no `=======` divider".into());
+                } else {
+                    s.push(line.to_owned());
+                    State::Search(s)
+                }
+            }
+            State::Replace(s, mut r) => {
+                if marker(line, '>', Some("REPLACE")) {
+                    let label = last_label.trim_matches(|c: char| "`*#:_ ".contains(c));
+                    let target = if label.contains("manifest")
+                        || label.ends_with(".toml")
+                        || label == "toml"
+                        || label.starts_with("```toml")
+                    {
+                        EditTarget::Manifest
+                    } else {
+                        EditTarget::Kernel
+                    };
+                    edits.push(Edit {
+                        target,
+                        search: s.join("\n"),
+                        replace: r.join("\n"),
+                    });
+                    State::Outside
+                } else if marker(line, '<', Some("SEARCH")) {
+                    return Err("an edit is missing its `>>>>>>> REPLACE` end marker".into());
+                } else {
+                    r.push(line.to_owned());
+                    State::Replace(s, r)
+                }
+            }
+        };
+    }
+    match state {
+        State::Outside => Ok(edits),
+        State::Search(_) => Err("the reply ended inside the SEARCH part of an edit".into()),
+        State::Replace(..) => {
+            Err("the reply ended before an edit's `>>>>>>> REPLACE` marker".into())
+        }
+    }
+}
+
+fn normalise(line: &str) -> String {
+    line.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Applies one edit to `text`: an exact match first, then a line-by-line match that ignores
+/// differences in whitespace (indentation, trailing spaces, blank lines around the SEARCH part).
+pub fn apply_edit(text: &str, search: &str, replace: &str) -> Result<String, String> {
+    if search.trim().is_empty() {
+        return Err("an edit has an empty SEARCH part".into());
+    }
+    if let Some(at) = text.find(search) {
+        let mut out = String::with_capacity(text.len() + replace.len());
+        out.push_str(&text[..at]);
+        out.push_str(replace);
+        out.push_str(&text[at + search.len()..]);
+        return Ok(out);
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let wanted: Vec<String> = {
+        let all: Vec<&str> = search.lines().collect();
+        let first = all.iter().position(|l| !l.trim().is_empty()).unwrap_or(0);
+        let last = all.iter().rposition(|l| !l.trim().is_empty()).unwrap_or(0);
+        all[first..=last].iter().map(|l| normalise(l)).collect()
+    };
+    let normal: Vec<String> = lines.iter().map(|l| normalise(l)).collect();
+    let found = (0..lines.len().saturating_sub(wanted.len() - 1))
+        .find(|&i| normal[i..i + wanted.len()] == wanted[..]);
+    let Some(i) = found else {
+        let first = search
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .trim();
+        return Err(format!(
+            "the SEARCH part starting `{}` does not match the current text, even ignoring whitespace",
+            first.chars().take(80).collect::<String>()
+        ));
+    };
+    let mut out: Vec<&str> = Vec::with_capacity(lines.len());
+    out.extend_from_slice(&lines[..i]);
+    out.extend(replace.lines());
+    out.extend_from_slice(&lines[i + wanted.len()..]);
+    let mut joined = out.join("\n");
+    if text.ends_with('\n') {
+        joined.push('\n');
+    }
+    Ok(joined)
+}
+
+/// Applies the edits of one target in order.
+pub fn apply_edits(text: &str, edits: &[Edit], target: EditTarget) -> Result<String, String> {
+    let mut out = text.to_owned();
+    for (i, e) in edits.iter().filter(|e| e.target == target).enumerate() {
+        out = apply_edit(&out, &e.search, &e.replace)
+            .map_err(|why| format!("{} edit {}: {why}", target.as_str(), i + 1))?;
+    }
+    Ok(out)
+}
+
+/// A kernel drawn from a reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelDraft {
+    /// The kernel source.
+    pub text: String,
+    /// Its manifest (`None`: keep the parent's).
+    pub manifest: Option<String>,
+    /// How it was obtained (`full rewrite`, `2 edits`, …).
+    pub how: String,
+}
+
+/// Why a reply yielded no kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unusable {
+    /// A reason the next prompt can show the model.
+    pub reason: String,
+    /// True when the reply held edits that did not apply (worth asking for a full rewrite).
+    pub edits_failed: bool,
+}
+
+impl Unusable {
+    fn new(reason: impl Into<String>) -> Self {
+        Unusable {
+            reason: reason.into(),
+            edits_failed: false,
+        }
+    }
+}
+
+const KERNEL_LANGS: [&str; 13] = [
+    "c", "cl", "opencl", "opencl-c", "cpp", "c++", "cxx", "cuda", "cu", "sycl", "hip", "glsl",
+    "metal",
+];
+
+fn looks_like_manifest(b: &CodeBlock) -> bool {
+    b.lang == "toml"
+        || (b.lang.is_empty()
+            && (b.text.contains("[launch]") || b.text.trim_start().starts_with("entry")))
+}
+
+fn looks_like_kernel(b: &CodeBlock) -> bool {
+    if looks_like_manifest(b) || b.text.contains("<<<<<<<") {
+        return false;
+    }
+    KERNEL_LANGS.contains(&b.lang.as_str())
+        || [
+            "__kernel",
+            "kernel void",
+            "__global__",
+            "void ",
+            "#define",
+            "#pragma",
+        ]
+        .iter()
+        .any(|p| b.text.contains(p))
+}
+
+/// Draws a kernel from a reply: SEARCH/REPLACE edits of the parent's source and manifest if
+/// the reply has any, otherwise the last kernel block (preferring one that defines `entry`)
+/// and the last manifest block. `cut_off` says the reply stopped at the token limit.
+pub fn draft_from_reply(
+    reply: &str,
+    entry: &str,
+    parent_text: &str,
+    parent_manifest: Option<&str>,
+    cut_off: bool,
+) -> Result<KernelDraft, Unusable> {
+    if reply.trim().is_empty() {
+        return Err(Unusable::new("the reply was empty"));
+    }
+    let edits = match parse_edits(reply) {
+        Ok(e) => e,
+        Err(why) => {
+            return Err(Unusable {
+                reason: if cut_off {
+                    format!("{why} (the reply was cut off at the token limit)")
+                } else {
+                    why
+                },
+                edits_failed: true,
+            })
+        }
+    };
+    if !edits.is_empty() {
+        let failed = |reason: String| Unusable {
+            reason,
+            edits_failed: true,
+        };
+        let text = apply_edits(parent_text, &edits, EditTarget::Kernel).map_err(failed)?;
+        let manifest_edits = edits
+            .iter()
+            .filter(|e| e.target == EditTarget::Manifest)
+            .count();
+        let manifest = if manifest_edits > 0 {
+            let Some(m) = parent_manifest else {
+                return Err(failed(
+                    "manifest edits were given but the parent has no manifest".into(),
+                ));
+            };
+            Some(apply_edits(m, &edits, EditTarget::Manifest).map_err(failed)?)
+        } else {
+            None
+        };
+        if text == parent_text
+            && manifest
+                .as_deref()
+                .is_none_or(|m| Some(m) == parent_manifest)
+        {
+            return Err(failed("the edits change nothing".into()));
+        }
+        return Ok(KernelDraft {
+            text,
+            manifest,
+            how: format!(
+                "{} edit{}",
+                edits.len(),
+                if edits.len() == 1 { "" } else { "s" }
+            ),
+        });
+    }
+    let blocks = code_blocks(reply);
+    if blocks.is_empty() {
+        return Err(Unusable::new(if cut_off {
+            "the reply has no fenced code block and no SEARCH/REPLACE edit (it was cut off at the token limit)"
+        } else {
+            "the reply has no fenced code block and no SEARCH/REPLACE edit"
+        }));
+    }
+    let manifest = blocks.iter().rev().find(|b| looks_like_manifest(b));
+    let kernels: Vec<&CodeBlock> = blocks.iter().filter(|b| looks_like_kernel(b)).collect();
+    let kernel = kernels
+        .iter()
+        .rev()
+        .find(|b| b.text.contains(entry))
+        .or_else(|| kernels.last())
+        .copied();
+    for b in [kernel, manifest].into_iter().flatten() {
+        if !b.closed && cut_off {
+            return Err(Unusable::new(
+                "the reply was cut off at the token limit inside a code block",
+            ));
+        }
+    }
+    match (kernel, manifest) {
+        (Some(k), m) => {
+            if k.text.trim().is_empty() {
+                return Err(Unusable::new("the kernel code block is empty"));
+            }
+            Ok(KernelDraft {
+                text: format!("{}\n", k.text.trim_end()),
+                manifest: m.map(|m| format!("{}\n", m.text.trim())),
+                how: if m.is_some() {
+                    "full rewrite".into()
+                } else {
+                    "full rewrite (parent's manifest)".into()
+                },
+            })
+        }
+        (None, Some(m)) => Ok(KernelDraft {
+            text: parent_text.to_owned(),
+            manifest: Some(format!("{}\n", m.text.trim())),
+            how: "manifest rewrite".into(),
+        }),
+        (None, None) => Err(Unusable::new(format!(
+            "none of the reply's {} code block(s) holds a kernel or a manifest",
+            blocks.len()
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PARENT: &str =
+        "__kernel void gemm(int M) {\n    int i = get_global_id(0);\n    C[i] = 0.0f;\n}\n";
+
+    #[test]
+    fn blocks_with_langs_and_glued_fences() {
+        let b = code_blocks("text\n```opencl\n__kernel void k() {}\n```\nmore\n~~~toml {x}\nentry = \"k\"\n~~~\n```c\nint x;}```\n```\nopen");
+        assert_eq!(b.len(), 4);
+        assert_eq!(b[0].lang, "opencl");
+        assert_eq!(b[1].lang, "toml");
+        assert_eq!(b[1].text, "entry = \"k\"");
+        assert_eq!(b[2].text, "int x;}");
+        assert!(b[2].closed);
+        assert!(!b[3].closed);
+    }
+
+    #[test]
+    fn full_rewrite_prefers_the_entry() {
+        let reply = "Old:\n```c\nvoid helper() {}\n```\nNew:\n```opencl\n__kernel void gemm(int M) { }\n```\n```toml\nentry = \"gemm\"\n[launch]\nglobal = [\"M\"]\n```\n";
+        let d = draft_from_reply(reply, "gemm", PARENT, Some("m"), false).unwrap();
+        assert!(d.text.contains("__kernel void gemm"));
+        assert!(d.manifest.unwrap().contains("[launch]"));
+        assert_eq!(d.how, "full rewrite");
+    }
+
+    #[test]
+    fn edits_apply_with_whitespace_tolerance() {
+        let reply = "kernel\n<<<<<<< SEARCH\n  int i = get_global_id(0);   \n\tC[i] = 0.0f;\n=======\n    int i = get_global_id(0);\n    C[i] = 1.0f;\n>>>>>>> REPLACE\n";
+        let d = draft_from_reply(reply, "gemm", PARENT, None, false).unwrap();
+        assert!(d.text.contains("C[i] = 1.0f;"));
+        assert!(d.text.starts_with("__kernel void gemm"));
+        assert_eq!(d.how, "1 edit");
+        assert!(d.manifest.is_none());
+    }
+
+    #[test]
+    fn manifest_edits() {
+        let manifest = "entry = \"gemm\"\n[params]\nTS = [8]\n";
+        let reply =
+            "```toml\n<<<<<<< SEARCH\nTS = [8]\n=======\nTS = [8, 16]\n>>>>>>> REPLACE\n```";
+        let d = draft_from_reply(reply, "gemm", PARENT, Some(manifest), false).unwrap();
+        assert_eq!(d.text, PARENT);
+        assert!(d.manifest.unwrap().contains("TS = [8, 16]"));
+    }
+
+    #[test]
+    fn unusable_replies_have_reasons() {
+        let cases = [
+            ("", "empty"),
+            ("I would tile the loops.", "no fenced code block"),
+            ("```toml\n[x]\n", "cut off"),
+            (
+                "<<<<<<< SEARCH\nnot in parent\n=======\nx\n>>>>>>> REPLACE",
+                "does not match",
+            ),
+            ("<<<<<<< SEARCH\nx\n", "ended inside the SEARCH"),
+            (
+                "<<<<<<< SEARCH\n\n=======\nx\n>>>>>>> REPLACE",
+                "empty SEARCH",
+            ),
+            ("```text\nhello\n```", "holds a kernel"),
+        ];
+        for (reply, want) in cases {
+            let e = draft_from_reply(reply, "gemm", PARENT, None, true).unwrap_err();
+            assert!(e.reason.contains(want), "{reply:?}: {}", e.reason);
+        }
+        let e = draft_from_reply(
+            "<<<<<<< SEARCH\nnope\n=======\nx\n>>>>>>> REPLACE",
+            "gemm",
+            PARENT,
+            None,
+            false,
+        )
+        .unwrap_err();
+        assert!(e.edits_failed);
+        let same = "<<<<<<< SEARCH\nC[i] = 0.0f;\n=======\nC[i] = 0.0f;\n>>>>>>> REPLACE";
+        assert!(draft_from_reply(same, "gemm", PARENT, None, false)
+            .unwrap_err()
+            .reason
+            .contains("nothing"));
+    }
+
+    #[test]
+    fn apply_edit_keeps_trailing_newline() {
+        let out = apply_edit("a\n  b\nc\n", "b", "B").unwrap();
+        assert_eq!(out, "a\n  B\nc\n");
+        let out = apply_edit("a\n  b  c\nd\n", "b c", "x").unwrap();
+        assert_eq!(out, "a\nx\nd\n");
+    }
+}

@@ -1,0 +1,285 @@
+//! A tiny OpenAI-compatible mock server on 127.0.0.1 for tests: a handler decides each reply
+//! from the request body; replies can be delayed, cut off mid-body, or carry any status and
+//! headers. Every connection serves one request and closes.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// What the server answers.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// A status, headers and a body.
+    Raw {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: String,
+    },
+    /// Waits, then answers.
+    Delay(Duration, Box<Reply>),
+    /// Declares `declared` bytes, sends `body` (shorter) and closes.
+    CutOff { declared: usize, body: String },
+}
+
+impl Reply {
+    /// A chat completion with `content`, finish reason `stop` and some usage.
+    pub fn ok(content: &str) -> Reply {
+        Reply::completion(content, "stop", 100, (content.len() / 4) as u64 + 1)
+    }
+
+    /// A chat completion with everything chosen.
+    pub fn completion(content: &str, finish: &str, prompt: u64, completion: u64) -> Reply {
+        Reply::Raw {
+            status: 200,
+            headers: Vec::new(),
+            body: json!({
+                "id": "chatcmpl-mock",
+                "object": "chat.completion",
+                "model": "mock-model",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
+                "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+            })
+            .to_string(),
+        }
+    }
+
+    /// An error status with an OpenAI-style error body.
+    pub fn status(status: u16, message: &str) -> Reply {
+        Reply::Raw {
+            status,
+            headers: Vec::new(),
+            body: json!({"error": {"message": message, "type": "mock"}}).to_string(),
+        }
+    }
+
+    /// A 200 with a body that is not JSON.
+    pub fn junk(body: &str) -> Reply {
+        Reply::Raw {
+            status: 200,
+            headers: Vec::new(),
+            body: body.to_owned(),
+        }
+    }
+
+    /// Adds a header.
+    pub fn header(self, name: &str, value: &str) -> Reply {
+        match self {
+            Reply::Raw {
+                status,
+                mut headers,
+                body,
+            } => {
+                headers.push((name.to_owned(), value.to_owned()));
+                Reply::Raw {
+                    status,
+                    headers,
+                    body,
+                }
+            }
+            other => other,
+        }
+    }
+}
+
+/// A request the server received.
+#[derive(Debug, Clone)]
+pub struct Received {
+    /// The JSON body.
+    pub body: Value,
+    /// The `authorization` header.
+    pub authorization: Option<String>,
+}
+
+impl Received {
+    /// The text of message `i`.
+    pub fn message(&self, i: usize) -> String {
+        self.body["messages"][i]["content"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
+    }
+
+    /// The text of the last message.
+    pub fn last_message(&self) -> String {
+        let n = self.body["messages"].as_array().map_or(0, Vec::len);
+        self.message(n.saturating_sub(1))
+    }
+}
+
+type Handler = dyn Fn(&Value, usize) -> Reply + Send + Sync;
+
+/// The server; stops when dropped.
+pub struct MockServer {
+    port: u16,
+    received: Arc<Mutex<Vec<Received>>>,
+    max_active: Arc<AtomicUsize>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl MockServer {
+    /// Starts a server whose replies come from `handler(request body, request index)`.
+    pub fn start(handler: impl Fn(&Value, usize) -> Reply + Send + Sync + 'static) -> MockServer {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("mock runtime");
+        let listener = runtime
+            .block_on(TcpListener::bind("127.0.0.1:0"))
+            .expect("bind 127.0.0.1");
+        let port = listener.local_addr().expect("local addr").port();
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let active = Arc::new(AtomicUsize::new(0));
+        let max_active = Arc::new(AtomicUsize::new(0));
+        let handler: Arc<Handler> = Arc::new(handler);
+        let (r, a, m) = (received.clone(), active.clone(), max_active.clone());
+        runtime.spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    break;
+                };
+                let (r, a, m, h) = (r.clone(), a.clone(), m.clone(), handler.clone());
+                tokio::spawn(async move {
+                    let _ = serve(stream, r, a, m, h).await;
+                });
+            }
+        });
+        MockServer {
+            port,
+            received,
+            max_active,
+            runtime: Some(runtime),
+        }
+    }
+
+    /// A server that answers every request with `reply`.
+    pub fn always(reply: Reply) -> MockServer {
+        MockServer::start(move |_, _| reply.clone())
+    }
+
+    /// A server that answers request `i` with `replies[i]` (the last one after that).
+    pub fn sequence(replies: Vec<Reply>) -> MockServer {
+        MockServer::start(move |_, i| replies[i.min(replies.len() - 1)].clone())
+    }
+
+    /// The base URL (`http://127.0.0.1:port/v1`).
+    pub fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}/v1", self.port)
+    }
+
+    /// Requests received so far.
+    pub fn received(&self) -> Vec<Received> {
+        self.received.lock().unwrap().clone()
+    }
+
+    /// Number of requests received.
+    pub fn count(&self) -> usize {
+        self.received.lock().unwrap().len()
+    }
+
+    /// Most requests that were being answered at once.
+    pub fn max_concurrent(&self) -> usize {
+        self.max_active.load(Ordering::SeqCst)
+    }
+}
+
+async fn serve(
+    mut stream: TcpStream,
+    received: Arc<Mutex<Vec<Received>>>,
+    active: Arc<AtomicUsize>,
+    max_active: Arc<AtomicUsize>,
+    handler: Arc<Handler>,
+) -> std::io::Result<()> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let head_end = loop {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break p + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+    let header = |name: &str| {
+        head.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim()
+                .eq_ignore_ascii_case(name)
+                .then(|| v.trim().to_owned())
+        })
+    };
+    let len: usize = header("content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    while buf.len() < head_end + len {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let body: Value = serde_json::from_slice(&buf[head_end..]).unwrap_or(Value::Null);
+    let index = {
+        let mut r = received.lock().unwrap();
+        r.push(Received {
+            body: body.clone(),
+            authorization: header("authorization"),
+        });
+        r.len() - 1
+    };
+    let now = active.fetch_add(1, Ordering::SeqCst) + 1;
+    max_active.fetch_max(now, Ordering::SeqCst);
+    let mut reply = handler(&body, index);
+    let result = async {
+        loop {
+            match reply {
+                Reply::Delay(d, next) => {
+                    tokio::time::sleep(d).await;
+                    reply = *next;
+                }
+                Reply::Raw { status, headers, body } => {
+                    let mut out = format!(
+                        "HTTP/1.1 {status} Mock\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
+                        body.len()
+                    );
+                    for (k, v) in headers {
+                        out.push_str(&format!("{k}: {v}\r\n"));
+                    }
+                    out.push_str("\r\n");
+                    out.push_str(&body);
+                    stream.write_all(out.as_bytes()).await?;
+                    stream.flush().await?;
+                    return stream.shutdown().await;
+                }
+                Reply::CutOff { declared, body } => {
+                    let out = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {declared}\r\nconnection: close\r\n\r\n{body}"
+                    );
+                    stream.write_all(out.as_bytes()).await?;
+                    stream.flush().await?;
+                    return stream.shutdown().await;
+                }
+            }
+        }
+    }
+    .await;
+    active.fetch_sub(1, Ordering::SeqCst);
+    result
+}
