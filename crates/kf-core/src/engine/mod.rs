@@ -284,7 +284,11 @@ where
                     break;
                 }
                 if let Some(reason) = state.exhausted() {
-                    stop_reason = Some(reason);
+                    // Steps in flight may use fewer evaluations than they reserved; once they
+                    // complete, the released evaluations can still be spent.
+                    if reason != StopReason::Evaluations || in_flight.is_empty() {
+                        stop_reason = Some(reason);
+                    }
                     break;
                 }
                 let step = next_step;
@@ -813,5 +817,37 @@ where
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{
+        synthetic_seed, SyntheticClassifier, SyntheticEvaluator, SyntheticMutator, VecArchive,
+    };
+
+    /// Steps in flight reserve up to `max_children_per_step` evaluations each but use one:
+    /// the released evaluations must still be spent, so the run uses its whole budget.
+    #[test]
+    fn the_whole_budget_is_spent_with_steps_in_flight() {
+        for in_flight in [1, 2, 4, 7] {
+            let classifier = SyntheticClassifier::new(4);
+            let archive = VecArchive::new(classifier.space().clone());
+            let result = Engine::new(
+                SyntheticMutator::new(0.1),
+                SyntheticEvaluator::new(),
+                classifier,
+                archive,
+            )
+            .seeds(vec![synthetic_seed(6)])
+            .seed(3)
+            .budget(Budget::evaluations(50))
+            .max_in_flight(in_flight)
+            .run_blocking()
+            .unwrap();
+            assert_eq!(result.summary.evaluations, 50, "in flight {in_flight}");
+            assert_eq!(result.summary.stop_reason, StopReason::Evaluations);
+        }
     }
 }
