@@ -8,7 +8,13 @@
 //! scripts/setup.sh
 //! cargo run --release --example gemm                       # M=N=K=1024, about 5 minutes
 //! cargo run --release --example gemm -- --size 512 --evaluations 40 --out runs/small
+//! scripts/setup.sh --sycl
+//! cargo run --release --example gemm -- --backend sycl --size 256 --evaluations 12
 //! ```
+//!
+//! The structural templates are OpenCL C; with another backend (`--backend sycl`, `cuda`) the
+//! search starts from that language's shipped kernels (the naive task baseline and the tiled
+//! GEMM of `crates/kf-eval/kernels/<language>/`) and moves through their parameter spaces.
 //!
 //! Interrupt with Ctrl-C and run the same command again to resume.
 
@@ -17,9 +23,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use kernelfoundry::core::{Language, StopHandle};
+use kernelfoundry::core::{KernelSource, Language, ParamValues, StopHandle};
 use kernelfoundry::eval::tasks::{builtin_task, parse_sizes};
 use kernelfoundry::eval::BackendSpec;
+use kernelfoundry::manifest::Manifest;
 use kernelfoundry::mutate::{MixMutator, ParamMutator, StructuralMutator, TemplateLibrary};
 use kernelfoundry::report::init_logging;
 use kernelfoundry::search::{run_search, seeds_for, SearchConfig};
@@ -85,21 +92,33 @@ fn main() -> anyhow::Result<()> {
     config.out = args.out.clone();
     config.progress = !args.no_progress;
 
-    // Seeds: the naive task baseline, and the base variant of every GEMM template (the
-    // structural mutator transforms template variants).
-    let library = TemplateLibrary::builtin()?;
-    let mut extra = Vec::new();
-    for template in library.for_task("gemm") {
-        let variant = template.instantiate(template.base())?;
-        let params = variant.manifest.default_params();
-        extra.push((variant.source, params));
-    }
     let task = builtin_task("gemm", &sizes)?;
-    let seeds = seeds_for(task.as_ref(), Language::OpenCl, extra);
-
-    let mutator = MixMutator::new()
-        .with(StructuralMutator::builtin()?, 2.0)
-        .with(ParamMutator::new(), 1.0);
+    let language = match args.backend.as_str() {
+        "sycl" => Language::Sycl,
+        "cuda" => Language::Cuda,
+        _ => Language::OpenCl,
+    };
+    let (seeds, mutator) = if language == Language::OpenCl {
+        // Seeds: the naive task baseline, and the base variant of every GEMM template (the
+        // structural mutator transforms template variants).
+        let library = TemplateLibrary::builtin()?;
+        let mut extra = Vec::new();
+        for template in library.for_task("gemm") {
+            let variant = template.instantiate(template.base())?;
+            let params = variant.manifest.default_params();
+            extra.push((variant.source, params));
+        }
+        let mutator = MixMutator::new()
+            .with(StructuralMutator::builtin()?, 2.0)
+            .with(ParamMutator::new(), 1.0);
+        (seeds_for(task.as_ref(), language, extra), mutator)
+    } else {
+        // The templates are OpenCL C: search from the language's naive baseline and shipped
+        // tiled kernel with parameter moves (each new kernel is tuned as well).
+        let tiled = tiled_seed(language)?;
+        let mutator = MixMutator::new().with(ParamMutator::new(), 1.0);
+        (seeds_for(task.as_ref(), language, vec![tiled]), mutator)
+    };
 
     let stop = StopHandle::new();
     let on_ctrl_c = stop.clone();
@@ -121,4 +140,22 @@ fn main() -> anyhow::Result<()> {
     }
     println!("report: {}", config.out.join("report.json").display());
     Ok(())
+}
+
+/// The shipped tiled GEMM of a language other than OpenCL C, with its manifest's first
+/// parameter values.
+fn tiled_seed(language: Language) -> anyhow::Result<(KernelSource, ParamValues)> {
+    let (manifest, source) = match language {
+        Language::Sycl => (
+            include_str!("../crates/kf-eval/kernels/sycl/gemm_tiled.toml"),
+            include_str!("../crates/kf-eval/kernels/sycl/gemm_tiled.cpp"),
+        ),
+        Language::Cuda => (
+            include_str!("../crates/kf-eval/kernels/cuda/gemm_tiled.toml"),
+            include_str!("../crates/kf-eval/kernels/cuda/gemm_tiled.cu"),
+        ),
+        other => anyhow::bail!("no shipped tiled GEMM in {other}"),
+    };
+    let manifest = Manifest::parse(manifest, "gemm_tiled.toml", None)?;
+    Ok((manifest.kernel_source(source), manifest.default_params()))
 }

@@ -4,7 +4,10 @@
 #   scripts/setup.sh              # same as --opencl
 #   scripts/setup.sh --opencl     # Intel CPU OpenCL runtime from PyPI (no root needed)
 #   scripts/setup.sh --pocl       # Debian's PoCL OpenCL driver + ICD loader (needs root/sudo)
-#   scripts/setup.sh --sycl       # (planned) intel-sycl-rt
+#   scripts/setup.sh --sycl       # the DPC++ SYCL runtime from PyPI (intel-sycl-rt: headers,
+#                                 # libsycl, the run-time SYCL compiler; 210 MB download, 0.7 GB
+#                                 # on disk) plus the OpenCL runtime above when missing (its CPU
+#                                 # device); kf-backend-sycl builds its shim with g++
 #   scripts/setup.sh --cuda       # NVRTC 12.9 + CUDA runtime headers from PyPI (no root and no
 #                                 # GPU needed; 95 MB download, 230 MB on disk): CUDA kernels
 #                                 # compile and report resources anywhere, run where a GPU is
@@ -27,6 +30,10 @@
 #                                         `source .runtime/env.sh` for other tools (clinfo,
 #                                         Python): OCL_ICD_VENDORS, LD_LIBRARY_PATH,
 #                                         OPENCL_DYLIB_PATH
+#   .runtime/sycl.json, .runtime/env.d/sycl.sh, .runtime/sycl/probe
+#                                         (--sycl) headers and library directory read by
+#                                         kf-backend-sycl's build script, the OpenCL vendors dir,
+#                                         and a probe that built and ran a kernel from source
 #   .runtime/cuda.json, .runtime/env.d/cuda.sh
 #                                         (--cuda) absolute paths of libnvrtc.so.12, its builtins
 #                                         and the CUDA headers, read by kf-backend-cuda
@@ -335,11 +342,202 @@ setup_pocl() {
 }
 
 # ---------------------------------------------------------------------------------------------
-# Planned backends: each gets a function like setup_opencl writing env.d/<name>.sh and
-# <name>.json.
+# SYCL: the DPC++ runtime from PyPI (SYCL headers, libsycl.so, and libsycl-jit.so, the run-time
+# SYCL compiler). kf-backend-sycl compiles a small C++ shim against it with the system C++
+# compiler and runs SYCL kernels on the devices the runtime sees: here the Intel CPU device of
+# the OpenCL runtime (set up first when missing), elsewhere Intel GPUs through Level Zero.
+
+SYCL_PACKAGE=intel-sycl-rt
+
+sycl_hint() {
+    cat >&2 <<'EOF'
+[setup] kf-backend-sycl needs the SYCL runtime (PyPI intel-sycl-rt, or a oneAPI DPC++ install:
+[setup] build with KF_SYCL_RUNTIME=<prefix holding include/sycl/sycl.hpp and lib/libsycl.so>)
+[setup] and a C++17 compiler for its shim (Debian: apt-get install g++). Without them it still
+[setup] builds, and reports "SYCL runtime not available" when used.
+EOF
+}
 
 setup_sycl() {
-    die "--sycl is not implemented yet (planned: pip install intel-sycl-rt into $VENV)"
+    # The CPU device SYCL uses here comes from the Intel OpenCL runtime.
+    if [ "$WANT_OPENCL" -eq 0 ] && [ ! -f "$RUNTIME/opencl.json" ]; then
+        log "--sycl: setting up the Intel CPU OpenCL runtime first (the device SYCL runs on here)"
+        if setup_opencl; then report_opencl; else return 1; fi
+    fi
+    ensure_venv
+    if [ "$PROBE_ONLY" -eq 0 ]; then
+        if [ "$UPGRADE" -eq 1 ]; then
+            # Together, so that intel-sycl-rt and the OpenCL runtime keep one compiler runtime.
+            PIP_SIZE="about 210 MB more" pip_install "$SYCL_PACKAGE" "${OPENCL_PACKAGES[@]}" || {
+                sycl_hint
+                return 1
+            }
+        elif ! venv_has "$SYCL_PACKAGE"; then
+            # intel-sycl-rt requires intel-cmplr-lib-rt of its own version: pin it to the one
+            # installed, so that pip leaves the OpenCL runtime's libraries alone.
+            local want="$SYCL_PACKAGE" cmplr
+            cmplr="$("$VPY" -m pip show intel-cmplr-lib-rt 2>/dev/null | sed -n 's/^Version: //p')"
+            [ -n "$cmplr" ] && want="$SYCL_PACKAGE==$cmplr"
+            PIP_SIZE="about 210 MB download, 0.7 GB installed" pip_install "$want" || {
+                sycl_hint
+                return 1
+            }
+        else
+            log "$SYCL_PACKAGE already installed (--upgrade to update)"
+        fi
+    fi
+
+    local include="$VENV/include" libdir="$VENV/lib" version vendors=""
+    if [ ! -f "$include/sycl/sycl.hpp" ] || [ ! -e "$libdir/libsycl.so" ]; then
+        warn "sycl/sycl.hpp or libsycl.so not found under $VENV (is $SYCL_PACKAGE installed?)"
+        sycl_hint
+        return 1
+    fi
+    version="$("$VPY" -m pip show "$SYCL_PACKAGE" 2>/dev/null | sed -n 's/^Version: //p')"
+    [ -d "$RUNTIME/opencl/vendors" ] && vendors="$RUNTIME/opencl/vendors"
+
+    mkdir -p "$RUNTIME/env.d"
+    cat >"$RUNTIME/env.d/sycl.sh.tmp" <<EOF
+# Written by scripts/setup.sh --sycl; sourced by .runtime/env.sh (for compiling and running
+# your own SYCL host programs; kf-backend-sycl reads sycl.json instead).
+export LD_LIBRARY_PATH="$libdir\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+EOF
+    mv -f "$RUNTIME/env.d/sycl.sh.tmp" "$RUNTIME/env.d/sycl.sh"
+    # Also tells cargo to rebuild kf-backend-sycl (its build script watches env.sh).
+    write_env_sh
+
+    local probe_json=""
+    if command -v "${CXX:-g++}" >/dev/null 2>&1; then
+        probe_json="$(probe_sycl "$include" "$libdir" "$vendors")" || probe_json=""
+    else
+        warn "no C++ compiler (${CXX:-g++}): kf-backend-sycl cannot build its shim"
+    fi
+    write_sycl_json "$version" "$include" "$libdir" "$vendors" "$probe_json"
+    if [ -z "$probe_json" ]; then
+        warn "the SYCL probe failed: the runtime is installed but did not build and run a kernel"
+        sycl_hint
+        return 1
+    fi
+    log "SYCL ready: $RUNTIME/sycl.json (cargo rebuilds kf-backend-sycl with its shim)"
+}
+
+# Compiles (once) and runs a small host program against the runtime, exactly as kf-backend-sycl
+# will: lists the devices, then builds, runs and checks a free-function kernel from source on
+# the first device that can build SYCL. Prints a JSON object.
+probe_sycl() {
+    local include="$1" libdir="$2" vendors="$3" dir="$RUNTIME/sycl"
+    mkdir -p "$dir"
+    cat >"$dir/probe.cpp.tmp" <<'CPP'
+#define SYCL_DISABLE_FSYCL_SYCLHPP_WARNING 1
+#include <sycl/sycl.hpp>
+#include <chrono>
+#include <iostream>
+namespace syclex = sycl::ext::oneapi::experimental;
+static std::string esc(std::string s) {
+    std::string o;
+    for (char c : s) { if (c == '"' || c == '\\') o += '\\'; if (c != '\n') o += c; }
+    return o;
+}
+int main() {
+    try {
+        std::cout << "{\"runtime\":\"libsycl " << __LIBSYCL_MAJOR_VERSION << "."
+                  << __LIBSYCL_MINOR_VERSION << "." << __LIBSYCL_PATCH_VERSION << "\",\"devices\":[";
+        sycl::device chosen;
+        bool found = false, first = true;
+        for (auto& p : sycl::platform::get_platforms()) {
+            for (auto d : p.get_devices()) {
+                bool can = d.ext_oneapi_can_build(syclex::source_language::sycl);
+                auto t = d.get_info<sycl::info::device::device_type>();
+                std::cout << (first ? "" : ",") << "{\"name\":\"" << esc(d.get_info<sycl::info::device::name>())
+                          << "\",\"platform\":\"" << esc(p.get_info<sycl::info::platform::name>())
+                          << "\",\"type\":\"" << (t == sycl::info::device_type::gpu ? "gpu" : t == sycl::info::device_type::cpu ? "cpu" : "other")
+                          << "\",\"can_build_sycl\":" << (can ? "true" : "false") << "}";
+                first = false;
+                if (can && !found) { chosen = d; found = true; }
+            }
+        }
+        std::cout << "]";
+        if (!found) { std::cout << ",\"error\":\"no device can build SYCL source\"}\n"; return 1; }
+        sycl::queue q{chosen};
+        auto t0 = std::chrono::steady_clock::now();
+        auto src = syclex::create_kernel_bundle_from_source(q.get_context(), syclex::source_language::sycl,
+            std::string("#include <sycl/sycl.hpp>\nextern \"C\" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY("
+                        "(sycl::ext::oneapi::experimental::nd_range_kernel<1>))\nvoid probe(int* x) {\n"
+                        "  size_t i = sycl::ext::oneapi::this_work_item::get_nd_item<1>().get_global_id(0);\n"
+                        "  x[i] = (int)i * VALUE;\n}\n"));
+        auto exe = syclex::build(src, syclex::properties{syclex::build_options{"-DVALUE=3"}});
+        double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        int* x = sycl::malloc_shared<int>(64, q);
+        q.submit([&](sycl::handler& h) { h.set_args(x); h.parallel_for(sycl::nd_range<1>{64, 16}, exe.ext_oneapi_get_kernel("probe")); }).wait_and_throw();
+        bool ok = x[63] == 189;
+        sycl::free(x, q);
+        std::cout << ",\"device\":\"" << esc(chosen.get_info<sycl::info::device::name>())
+                  << "\",\"build_seconds\":" << secs << ",\"kernel_ok\":" << (ok ? "true" : "false") << "}\n";
+        return ok ? 0 : 1;
+    } catch (std::exception& e) {
+        std::cerr << "SYCL probe: " << e.what() << "\n";
+        return 1;
+    }
+}
+CPP
+    if [ ! -x "$dir/probe" ] || ! cmp -s "$dir/probe.cpp.tmp" "$dir/probe.cpp" ||
+        [ "$include/sycl/sycl.hpp" -nt "$dir/probe" ]; then
+        mv -f "$dir/probe.cpp.tmp" "$dir/probe.cpp"
+        log "compiling the SYCL probe with ${CXX:-g++} (a few seconds)"
+        "${CXX:-g++}" -std=c++17 -O1 -I"$include" "$dir/probe.cpp" -L"$libdir" -lsycl \
+            -Wl,-rpath,"$libdir" -o "$dir/probe" 2>"$dir/probe.log" || {
+            tail -n 15 "$dir/probe.log" >&2
+            return 1
+        }
+    else
+        rm -f "$dir/probe.cpp.tmp"
+    fi
+    log "probing SYCL devices and building a test kernel (a few seconds)"
+    if [ -n "$vendors" ]; then
+        OCL_ICD_VENDORS="${OCL_ICD_VENDORS:-$vendors}" "$dir/probe"
+    else
+        "$dir/probe"
+    fi
+}
+
+write_sycl_json() {
+    local version="$1" include="$2" libdir="$3" vendors="$4" probe="$5"
+    "$VPY" - "$RUNTIME/sycl.json" "$version" "$include" "$libdir" "$vendors" "$probe" <<'PY'
+import json, os, sys, time
+path, version, include, libdir, vendors, probe = sys.argv[1:7]
+probe = json.loads(probe) if probe else {}
+data = {
+    "schema": 1,
+    "written_by": "scripts/setup.sh --sycl",
+    "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    "runtime": "intel-sycl-rt",
+    "version": version or None,
+    "include_dir": include,
+    "lib_dir": libdir,
+    "opencl_vendors_dir": vendors or None,
+    "probe": probe,
+}
+tmp = path + ".tmp"
+with open(tmp, "w") as f:
+    json.dump(data, f, indent=2)
+    f.write("\n")
+os.replace(tmp, path)
+PY
+}
+
+report_sycl() {
+    "$VPY" - "$RUNTIME/sycl.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+p = d.get("probe") or {}
+print(f"[setup] SYCL runtime {d.get('version')} ({p.get('runtime')}): test kernel built from "
+      f"source in {p.get('build_seconds', 0):.1f} s on {p.get('device')}, ran "
+      f"{'correctly' if p.get('kernel_ok') else 'WRONG'}", file=sys.stderr)
+for dev in p.get("devices") or []:
+    note = "" if dev.get("can_build_sycl") else " (cannot build SYCL source)"
+    print(f"[setup]   device: {dev['name']} [{dev['type']}] on {dev['platform']}{note}",
+          file=sys.stderr)
+PY
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -558,7 +756,9 @@ main() {
     if [ "$WANT_OPENCL" -eq 1 ]; then
         if setup_opencl; then report_opencl; else status=1; fi
     fi
-    if [ "$WANT_SYCL" -eq 1 ]; then setup_sycl || status=1; fi
+    if [ "$WANT_SYCL" -eq 1 ]; then
+        if setup_sycl; then report_sycl; else status=1; fi
+    fi
     if [ "$WANT_CUDA" -eq 1 ]; then
         if setup_cuda; then report_cuda; else status=1; fi
     fi

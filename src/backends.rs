@@ -4,14 +4,16 @@
 //! |---|---|---|
 //! | `opencl` | [`OpenClBackend`] | the Intel CPU runtime `scripts/setup.sh` installs is a device |
 //! | `cuda` | [`CudaBackend`] | compile-only (needs NVRTC: `scripts/setup.sh --cuda`), see [`open_cuda`] |
+//! | `sycl` | [`SyclBackend`] | the Intel CPU device, after `scripts/setup.sh --sycl`, see [`open_sycl`] |
 
 use kf_backend_cuda::{CudaBackend, DeviceSelector as CudaDeviceSelector};
 use kf_backend_opencl::{DeviceSelector, OpenClBackend};
+use kf_backend_sycl::{DeviceSelector as SyclDeviceSelector, SyclBackend};
 use kf_eval::worker::{serve_if_requested, WORKER_ENV};
 use kf_eval::{BackendSpec, TaskRegistry};
 
 /// The backends this build knows.
-pub const BACKENDS: [&str; 2] = ["opencl", "cuda"];
+pub const BACKENDS: [&str; 3] = ["opencl", "cuda", "sycl"];
 
 /// Opens the OpenCL backend on the device `spec` selects.
 pub fn open_opencl(spec: &BackendSpec) -> Result<OpenClBackend, String> {
@@ -37,6 +39,20 @@ pub fn open_cuda(spec: &BackendSpec) -> Result<CudaBackend, String> {
     let mut builder = CudaBackend::builder().host_buffers_without_device(true);
     if let Some(device) = &spec.device {
         builder = builder.device(CudaDeviceSelector::parse(device));
+    }
+    builder.build().map_err(|e| e.to_string())
+}
+
+/// Opens the SYCL backend on the device `spec` selects (`cpu`, `gpu`, `P:D`, or a name
+/// substring; default `KF_SYCL_DEVICE` or the best device that can build SYCL source).
+///
+/// Kernels are SYCL free functions compiled at run time by the SYCL runtime; without the
+/// runtime (or when this build found none: the shim is compiled only then) this fails saying
+/// how to install it (`scripts/setup.sh --sycl`).
+pub fn open_sycl(spec: &BackendSpec) -> Result<SyclBackend, String> {
+    let mut builder = SyclBackend::builder();
+    if let Some(device) = &spec.device {
+        builder = builder.device(SyclDeviceSelector::parse(device));
     }
     builder.build().map_err(|e| e.to_string())
 }
@@ -72,6 +88,13 @@ pub fn init() {
             |spec: &BackendSpec| {
                 check(spec)?;
                 open_cuda(spec)
+            },
+            &tasks,
+        ),
+        Some("sycl") => serve_if_requested(
+            |spec: &BackendSpec| {
+                check(spec)?;
+                open_sycl(spec)
             },
             &tasks,
         ),

@@ -11,6 +11,7 @@
 //! | [`manifest`] (`kf-manifest`) | kernel manifests: parameters, constraints, launch geometry |
 //! | [`eval`] (`kf-eval`) | the cheat-proof evaluator, built-in tasks, isolated workers |
 //! | [`opencl`] (`kf-backend-opencl`) | the OpenCL backend |
+//! | [`sycl`] (`kf-backend-sycl`) | the SYCL backend (kernels compiled at run time by the SYCL runtime) |
 //! | [`tune`] (`kf-tune`) | parameter spaces, tuning strategies, result caches, replay |
 //! | [`classify`] (`kf-classify`) | static behaviour classifiers for OpenCL C, SYCL and CUDA |
 //! | [`mutate`] (`kf-mutate`) | offline mutators and kernel templates |
@@ -28,6 +29,8 @@ pub mod report;
 pub use kf_archive as archive;
 /// The OpenCL backend.
 pub use kf_backend_opencl as opencl;
+/// The SYCL backend.
+pub use kf_backend_sycl as sycl;
 /// Parameter spaces, tuning strategies, result caches and replay.
 pub use kf_tune as tune;
 /// Static behaviour classifiers.

@@ -182,6 +182,10 @@ impl KernelTask for Gemm {
                 include_str!("../../kernels/cuda/gemm_naive.toml"),
                 include_str!("../../kernels/cuda/gemm_naive.cu"),
             ),
+            Language::Sycl => shipped_kernel(
+                include_str!("../../kernels/sycl/gemm_naive.toml"),
+                include_str!("../../kernels/sycl/gemm_naive.cpp"),
+            ),
             _ => None,
         }
     }

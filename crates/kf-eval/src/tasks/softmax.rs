@@ -138,6 +138,10 @@ impl KernelTask for Softmax {
                 include_str!("../../kernels/cuda/softmax_naive.toml"),
                 include_str!("../../kernels/cuda/softmax_naive.cu"),
             ),
+            Language::Sycl => shipped_kernel(
+                include_str!("../../kernels/sycl/softmax_naive.toml"),
+                include_str!("../../kernels/sycl/softmax_naive.cpp"),
+            ),
             _ => None,
         }
     }

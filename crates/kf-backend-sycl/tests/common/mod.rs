@@ -1,0 +1,50 @@
+//! Shared helpers of the SYCL backend's integration tests.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+use kf_backend_sycl::{SyclBackend, SyclBackendBuilder};
+use kf_core::{BackendError, BackendErrorKind, KernelSource};
+use kf_manifest::Manifest;
+
+/// Set to `1` to make a missing SYCL runtime a test failure instead of a skip (CI jobs that
+/// ran `scripts/setup.sh --sycl`).
+pub(crate) const KF_REQUIRE_SYCL: &str = "KF_REQUIRE_SYCL";
+
+fn required() -> bool {
+    std::env::var(KF_REQUIRE_SYCL).is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// The backend, or `None` (after printing why) when this machine has no SYCL runtime and
+/// `KF_REQUIRE_SYCL` is not set.
+pub(crate) fn backend_or_skip(builder: SyclBackendBuilder) -> Option<SyclBackend> {
+    match builder.build() {
+        Ok(b) => Some(b),
+        Err(e) if e.kind() == BackendErrorKind::Unavailable && !required() => {
+            eprintln!("SKIPPED: {e} (set {KF_REQUIRE_SYCL}=1 to make this a failure)");
+            None
+        }
+        Err(e) => panic!("creating the SYCL backend failed: {e}"),
+    }
+}
+
+/// A fresh backend caching into `dir` (or not at all).
+pub(crate) fn backend_with_cache(dir: Option<&std::path::Path>) -> Option<SyclBackend> {
+    let builder = SyclBackend::builder();
+    backend_or_skip(match dir {
+        Some(dir) => builder.cache_dir(dir),
+        None => builder.no_cache(),
+    })
+}
+
+/// The folder of kf-eval's shipped SYCL kernels.
+pub(crate) fn kernels_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../kf-eval/kernels/sycl")
+}
+
+/// A shipped SYCL kernel (`gemm_tiled`, …) with its manifest.
+pub(crate) fn seed(name: &str) -> (Manifest, KernelSource) {
+    Manifest::load(&kernels_dir().join(format!("{name}.toml")))
+        .unwrap_or_else(|e| panic!("loading the SYCL kernel {name}: {e}"))
+}
