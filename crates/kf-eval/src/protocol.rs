@@ -62,7 +62,8 @@ impl Default for TimingConfig {
 /// Configuration of the protocol.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EvalConfig {
-    /// Input sets checked per evaluation (at least 3; one at another shape where possible).
+    /// Input sets checked per evaluation (at least 3): the first at the task's sizes, the others
+    /// at other shapes where the kernel's manifest can launch them.
     pub input_sets: u32,
     /// Timing.
     pub timing: TimingConfig,
@@ -484,7 +485,11 @@ impl<B: Backend> KernelEvaluator<B> {
         // block, edits that do not apply) hands over a marked source: rank it at the bottom
         // of the ladder with the mutator's reason, so that the next prompt can show it.
         if let Some(reason) = source.text.strip_prefix(EXTRACTION_ERROR_MARKER) {
-            return Ok(fail(Status::ExtractionError, reason.trim().to_owned(), params));
+            return Ok(fail(
+                Status::ExtractionError,
+                reason.trim().to_owned(),
+                params,
+            ));
         }
         if !self.backend.languages().contains(&source.language) {
             let message = format!(
@@ -548,22 +553,28 @@ impl<B: Backend> KernelEvaluator<B> {
             }
         }
 
-        // Correctness on several fresh input sets; the third at another shape where the
-        // manifest can launch one, so that hard-coded sizes are caught.
+        // Correctness on several fresh input sets: the first at the task's own sizes (the one
+        // that is timed), the others at other shapes where the manifest can launch them, so
+        // that hard-coded sizes are caught and large problems are not checked three times at
+        // full size.
         let seed = self
             .config
             .data_seed
             .unwrap_or_else(|| rand::rng().next_u64());
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let alternative = self.alternative_shape(task, &manifest, &params);
+        let alternatives = self.alternative_shapes(task, &manifest, &params, 2);
         let sets = self.config.input_sets.max(3);
         let mut worst: Option<CorrectnessReport> = None;
         let mut checked = Vec::new();
         let mut timed: Option<Prepared<'_, B::Buffer>> = None;
         for set in 0..sets {
-            let (set_task, set_range): (&dyn KernelTask, NdRange) = match &alternative {
-                Some((t, r)) if set % 3 == 2 => (t.as_ref(), r.clone()),
-                _ => (task, range.clone()),
+            let alternative = match set {
+                0 => None,
+                n => alternatives.get((n as usize - 1) % alternatives.len().max(1)),
+            };
+            let (set_task, set_range): (&dyn KernelTask, NdRange) = match alternative {
+                Some((t, r)) => (t.as_ref(), r.clone()),
+                None => (task, range.clone()),
             };
             let mut prepared = self.prepare(set_task, set_range, &mut rng, set)?;
             match self.launch_checked(&compiled.kernel, &mut prepared) {
@@ -663,18 +674,23 @@ impl<B: Backend> KernelEvaluator<B> {
         manifest.launch_range(&symbols).map_err(|e| e.to_string())
     }
 
-    /// The first alternative shape the manifest can launch, if any.
-    fn alternative_shape(
+    /// Up to `n` alternative shapes the manifest can launch, in the task's order.
+    fn alternative_shapes(
         &self,
         task: &dyn KernelTask,
         manifest: &Manifest,
         params: &ParamValues,
-    ) -> Option<(Box<dyn KernelTask>, NdRange)> {
-        task.alternative_sizes().into_iter().find_map(|sizes| {
-            let range = self.geometry(manifest, params, &sizes).ok()?;
-            let t = task.resized(&sizes).ok()?;
-            Some((t, range))
-        })
+        n: usize,
+    ) -> Vec<(Box<dyn KernelTask>, NdRange)> {
+        task.alternative_sizes()
+            .into_iter()
+            .filter_map(|sizes| {
+                let range = self.geometry(manifest, params, &sizes).ok()?;
+                let t = task.resized(&sizes).ok()?;
+                Some((t, range))
+            })
+            .take(n)
+            .collect()
     }
 
     /// Draws data, computes the reference and allocates guarded buffers for one input set.
