@@ -80,6 +80,11 @@ pub struct SearchConfig {
     pub timeout: TimeoutPolicy,
     /// Show a progress bar on a terminal.
     pub progress: bool,
+    /// How to start evaluation workers; `None` re-executes the current program
+    /// ([`WorkerCommand::current_exe`]), whose `main` calls [`crate::init`] first. Test binaries
+    /// set [`WorkerCommand::test_harness`] (with `kf_eval::worker_test_entry!`).
+    #[serde(skip)]
+    pub worker: Option<WorkerCommand>,
 }
 
 impl SearchConfig {
@@ -100,6 +105,7 @@ impl SearchConfig {
             eval: search_eval_config(),
             timeout: TimeoutPolicy::default(),
             progress: true,
+            worker: None,
         }
     }
 }
@@ -175,9 +181,13 @@ pub fn run_search<M: Mutator + 'static>(
     }
     let task = builtin_task(&config.task, &config.sizes)?;
     let sizes = task.sizes();
+    let worker = match &config.worker {
+        Some(w) => w.clone(),
+        None => WorkerCommand::current_exe()?,
+    };
     let isolated =
         IsolatedEvaluator::builder(config.backend.clone(), config.task.clone(), sizes.clone())
-            .command(WorkerCommand::current_exe()?)
+            .command(worker)
             .config(config.eval.clone())
             .timeout(config.timeout)
             .build();

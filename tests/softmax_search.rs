@@ -1,0 +1,173 @@
+//! The second task end to end: a short MAP-Elites search on softmax with the softmax templates
+//! and strategies of kf-mutate, through worker processes (this test binary, re-executed), and
+//! every structural variant of the softmax templates compiled and verified on the OpenCL
+//! backend. Skips with a message when no OpenCL runtime is installed (run `scripts/setup.sh`).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use kernelfoundry::backends::open_opencl;
+use kernelfoundry::core::prelude::*;
+use kernelfoundry::eval::tasks::{builtin_task, parse_sizes};
+use kernelfoundry::eval::{BackendSpec, EvalConfig, KernelEvaluator, WorkerCommand};
+use kernelfoundry::mutate::{
+    Feasibility, MixMutator, ParamMutator, StructuralMutator, Structure, Template, TemplateLibrary,
+};
+use kernelfoundry::opencl::OpenClBackend;
+use kernelfoundry::search::{run_search, seeds_for, SearchConfig};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+kernelfoundry::eval::worker_test_entry!(open_opencl);
+
+fn backend() -> Option<OpenClBackend> {
+    match open_opencl(&BackendSpec::new("opencl")) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            eprintln!("SKIPPED: no OpenCL runtime ({e}); run scripts/setup.sh");
+            None
+        }
+    }
+}
+
+fn all_structures(template: &Template) -> Vec<Structure> {
+    let mut structures = vec![Structure::new()];
+    for (name, values) in template.switches() {
+        structures = structures
+            .into_iter()
+            .flat_map(|s| values.iter().map(move |v| s.clone().with(name.clone(), *v)))
+            .collect();
+    }
+    structures
+}
+
+#[test]
+fn short_softmax_search_end_to_end() {
+    if backend().is_none() {
+        return;
+    }
+    let sizes = parse_sizes("ROWS=256,COLS=256").unwrap();
+    let task = builtin_task("softmax", &sizes).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut config = SearchConfig::new("softmax", task.sizes());
+    config.evaluations = 10;
+    config.tune_budget = 2;
+    config.wall = Some(Duration::from_secs(300));
+    config.out = out.path().join("softmax");
+    config.progress = false;
+    config.worker = Some(WorkerCommand::test_harness().unwrap());
+
+    let library = TemplateLibrary::softmax().unwrap();
+    let extra = library
+        .for_task("softmax")
+        .map(|t| {
+            let v = t.instantiate(t.base()).unwrap();
+            let params = v.manifest.default_params();
+            (v.source, params)
+        })
+        .collect();
+    let seeds = seeds_for(task.as_ref(), Language::OpenCl, extra);
+    assert_eq!(seeds.len(), 3);
+    let mutator = MixMutator::new()
+        .with(StructuralMutator::softmax().unwrap(), 2.0)
+        .with(ParamMutator::new(), 1.0);
+
+    let outcome = run_search(&config, mutator, seeds, None).unwrap();
+    let summary = &outcome.summary;
+    assert!(
+        summary.evaluations >= 5 && summary.evaluations <= 10,
+        "{} evaluations",
+        summary.evaluations
+    );
+    let base = outcome
+        .baseline_gflops
+        .expect("the naive seed was measured");
+    let best = outcome.best_gflops.expect("a correct kernel was found");
+    assert!(
+        base > 0.0 && best >= base,
+        "best {best} against naive {base}"
+    );
+    assert!(
+        summary.metrics.filled >= 2,
+        "{} cells",
+        summary.metrics.filled
+    );
+
+    // The archive holds kernels the structural mutator made, all of them correct.
+    let elites = Archive::elites(&outcome.archive);
+    let structural = elites
+        .iter()
+        .filter(|e| e.candidate.origin.mutator == "structural")
+        .count();
+    assert!(structural >= 1, "no structural child in the archive");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(config.out.join("report.json")).unwrap())
+            .unwrap();
+    assert!(report["best_gflops"].as_f64().is_some(), "{report}");
+    assert!(
+        report["cells_filled"].as_u64().unwrap_or(0) >= 2,
+        "{report}"
+    );
+}
+
+#[test]
+fn every_softmax_variant_compiles_and_is_correct() {
+    let Some(backend) = backend() else {
+        return;
+    };
+    let device = backend.device().clone();
+    // Small, and not a multiple of every work-group height: the last group is partial.
+    let sizes = parse_sizes("ROWS=100,COLS=512").unwrap();
+    let task = builtin_task("softmax", &sizes).unwrap();
+    let mut config = EvalConfig::default();
+    config.timing.warmup = 0;
+    config.timing.min_trials = 1;
+    config.timing.min_seconds = 0.0;
+    config.timing.max_trials = 1;
+    config.timing.baseline_trials = 1;
+    let mut evaluator = KernelEvaluator::new(backend, config);
+
+    let task_sizes = task.sizes();
+    let library = TemplateLibrary::softmax().unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let mut failures = Vec::new();
+    let mut count = 0;
+    let mut seen = BTreeSet::new();
+    for template in library.templates() {
+        for structure in all_structures(template) {
+            let variant = template.instantiate(&structure).unwrap();
+            let space = Feasibility::new(&variant.manifest, &task_sizes, Some(&device));
+            // The fastest configuration (the manifest's first values) and the base one.
+            for desired in [
+                variant.manifest.default_params(),
+                template.base_params().clone(),
+            ] {
+                let params = space
+                    .repair(&desired, &[], &mut rng, 5000)
+                    .unwrap_or_else(|| panic!("no feasible configuration for {structure}"));
+                if !seen.insert((variant.source.content_hash(), params.canonical_key())) {
+                    continue;
+                }
+                count += 1;
+                let e = evaluator
+                    .evaluate(task.as_ref(), &variant.source, &params)
+                    .unwrap();
+                if e.status != Status::Correct {
+                    failures.push(format!(
+                        "{} {structure} [{params}]: {} — {}",
+                        template.name(),
+                        e.status,
+                        e.diagnostics
+                    ));
+                }
+            }
+        }
+    }
+    assert!(count >= 108, "only {count} kernels");
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
