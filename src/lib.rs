@@ -11,6 +11,7 @@
 //! | [`manifest`] (`kf-manifest`) | kernel manifests: parameters, constraints, launch geometry |
 //! | [`eval`] (`kf-eval`) | the cheat-proof evaluator, built-in tasks, isolated workers |
 //! | [`opencl`] (`kf-backend-opencl`) | the OpenCL backend |
+//! | [`cuda`] (`kf-backend-cuda`) | the CUDA backend |
 //! | [`sycl`] (`kf-backend-sycl`) | the SYCL backend (kernels compiled at run time by the SYCL runtime) |
 //! | [`tune`] (`kf-tune`) | parameter spaces, tuning strategies, result caches, replay |
 //! | [`classify`] (`kf-classify`) | static behaviour classifiers for OpenCL C, SYCL and CUDA |
@@ -22,27 +23,29 @@
 //! any program that evaluates kernels in worker processes.
 
 pub mod backends;
-pub mod search;
 pub mod report;
+pub mod search;
 
 /// Quality-diversity archives: the grid archive, parent selection, QD metrics, run directories.
 pub use kf_archive as archive;
+/// The CUDA backend (NVRTC and the CUDA driver, loaded at run time).
+pub use kf_backend_cuda as cuda;
 /// The OpenCL backend.
 pub use kf_backend_opencl as opencl;
 /// The SYCL backend.
 pub use kf_backend_sycl as sycl;
-/// Parameter spaces, tuning strategies, result caches and replay.
-pub use kf_tune as tune;
 /// Static behaviour classifiers.
 pub use kf_classify as classify;
-/// Offline mutators: parameter moves and structural transformations of kernel templates.
-pub use kf_mutate as mutate;
 /// Vocabulary, traits and the search engine.
 pub use kf_core as core;
 /// The kernel evaluator.
 pub use kf_eval as eval;
 /// Kernel manifests.
 pub use kf_manifest as manifest;
+/// Offline mutators: parameter moves and structural transformations of kernel templates.
+pub use kf_mutate as mutate;
+/// Parameter spaces, tuning strategies, result caches and replay.
+pub use kf_tune as tune;
 
 // Kept for code written against the crate name.
 #[doc(hidden)]

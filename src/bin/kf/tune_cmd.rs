@@ -44,7 +44,7 @@ struct LiveArgs {
     /// Problem sizes, such as M=1024,N=1024,K=1024.
     #[arg(long, default_value = "")]
     size: String,
-    /// The kernel's TOML manifest; its [params] and [constraints] define the space.
+    /// The kernel's TOML manifest; its `[params]` and `[constraints]` define the space.
     #[arg(long)]
     kernel: PathBuf,
     /// Strategy (default, exhaustive, random, simulated_annealing, genetic_algorithm,
@@ -57,7 +57,7 @@ struct LiveArgs {
     /// Random seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Kernel Tuner cache file to append to and resume from (default: runs/tune/<kernel>_<sizes>.json).
+    /// Kernel Tuner cache file to append to and resume from (default: `runs/tune/<kernel>_<task>_<sizes>.json`).
     #[arg(long)]
     cache: Option<PathBuf>,
     /// Backend.
@@ -83,7 +83,9 @@ pub(crate) fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         (None, Some(live)) => run_live(live),
-        (None, None) => bail!("give --task, --kernel and --budget to tune, or use `kf tune replay`"),
+        (None, None) => {
+            bail!("give --task, --kernel and --budget to tune, or use `kf tune replay`")
+        }
     }
 }
 
@@ -108,13 +110,24 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
     let space = Space::from_manifest(&manifest, &sizes, &device)?;
     let valid = kernelfoundry::core::ParamSpace::count(&space)?;
     if valid == 0 {
-        bail!("no configuration of {} satisfies its constraints at these sizes", args.kernel.display());
+        bail!(
+            "no configuration of {} satisfies its constraints at these sizes",
+            args.kernel.display()
+        );
     }
 
     let size_text: Vec<String> = sizes.values().map(i64::to_string).collect();
     let cache_path = args.cache.clone().unwrap_or_else(|| {
-        let stem = args.kernel.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        PathBuf::from("runs/tune").join(format!("{stem}_{}_{}.json", args.task, size_text.join("x")))
+        let stem = args
+            .kernel
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        PathBuf::from("runs/tune").join(format!(
+            "{stem}_{}_{}.json",
+            args.task,
+            size_text.join("x")
+        ))
     });
     if let Some(dir) = cache_path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -123,11 +136,19 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
         device.name.clone(),
         source.entry.clone(),
         json!(sizes.values().collect::<Vec<_>>()),
-        manifest.params.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        manifest
+            .params
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
     );
     let (writer, previous) = KtWriter::open(&cache_path, &header)?;
     // Earlier measurements are free: the tuner finds them in its result cache.
-    let key = CacheKey::new(source.content_hash(), device.name.clone(), size_text.join(","));
+    let key = CacheKey::new(
+        source.content_hash(),
+        device.name.clone(),
+        size_text.join(","),
+    );
     let mut results = ResultCache::in_memory();
     let mut resumed = 0usize;
     for entry in previous.entries.values() {
@@ -137,11 +158,16 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
 
     let bar = ProgressBar::new(args.budget as u64);
     bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} configurations · {msg} · ETA {eta}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} configurations · {msg} · ETA {eta}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     if resumed > 0 {
-        bar.println(format!("resuming: {resumed} configurations from {}", cache_path.display()));
+        bar.println(format!(
+            "resuming: {resumed} configurations from {}",
+            cache_path.display()
+        ));
     }
     let writer = RefCell::new(writer);
     let evaluations: RefCell<BTreeMap<String, Evaluation>> = RefCell::new(BTreeMap::new());
@@ -157,7 +183,10 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
             let mut best = best_ms.borrow_mut();
             if ms < *best {
                 *best = ms;
-                bar.set_message(format!("best {:.2} GFLOP/s ({config})", work.flops / (ms * 1e-3) / 1e9));
+                bar.set_message(format!(
+                    "best {:.2} GFLOP/s ({config})",
+                    work.flops / (ms * 1e-3) / 1e9
+                ));
             }
         }
         evaluations.borrow_mut().insert(config.canonical_key(), e);
@@ -165,15 +194,21 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
         Ok(outcome)
     };
     let mut s = strategy::by_name(&args.strategy)?;
-    let result = Tuner::new(&space, args.budget)
-        .seed(args.seed)
-        .run_cached(s.as_mut(), &mut objective, &mut results, &key)?;
+    let result = Tuner::new(&space, args.budget).seed(args.seed).run_cached(
+        s.as_mut(),
+        &mut objective,
+        &mut results,
+        &key,
+    )?;
     bar.finish_and_clear();
     writer.into_inner().close()?;
 
     let Some(best) = result.best_config.clone() else {
         evaluator.shutdown();
-        bail!("no configuration evaluated correct ({} failures)", result.failures);
+        bail!(
+            "no configuration evaluated correct ({} failures)",
+            result.failures
+        );
     };
     // Confirm the winner with a fresh evaluation (it may come from an earlier run's cache).
     let confirm = evaluator.evaluate_blocking(&source, &best)?;
@@ -198,7 +233,9 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
         println!(
             "confirmed: {} · {} · {} over the task baseline",
             confirm.status,
-            confirm.gflops.map_or("-".into(), |g| format!("{g:.2} GFLOP/s")),
+            confirm
+                .gflops
+                .map_or("-".into(), |g| format!("{g:.2} GFLOP/s")),
             confirm.speedup.map_or("-".into(), |s| format!("{s:.2}x"))
         );
         println!("Kernel Tuner cache: {}", cache_path.display());
