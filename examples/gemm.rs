@@ -18,18 +18,16 @@
 //!
 //! Interrupt with Ctrl-C and run the same command again to resume.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use kernelfoundry::core::{KernelSource, Language, ParamValues, StopHandle};
+use kernelfoundry::core::{KernelSource, Language, ParamValues};
 use kernelfoundry::eval::tasks::{builtin_task, parse_sizes};
-use kernelfoundry::eval::BackendSpec;
 use kernelfoundry::manifest::Manifest;
 use kernelfoundry::mutate::{MixMutator, ParamMutator, StructuralMutator, TemplateLibrary};
 use kernelfoundry::report::init_logging;
-use kernelfoundry::search::{run_search, seeds_for, SearchConfig};
+use kernelfoundry::search::{run_search, seeds_for, stop_on_ctrl_c, template_seeds, SearchArgs};
 
 #[derive(Parser)]
 #[command(about = "Evolve fast SGEMM kernels with MAP-Elites")]
@@ -37,40 +35,15 @@ struct Args {
     /// Problem size: one number for M=N=K, or M=…,N=…,K=….
     #[arg(long, default_value = "1024")]
     size: String,
-    /// Candidates evaluated at most (seeds included).
-    #[arg(long, default_value_t = 60)]
-    evaluations: u64,
-    /// Wall-clock limit, seconds.
-    #[arg(long, default_value_t = 540)]
-    time: u64,
-    /// Configurations tuned per new kernel (1 = no tuning).
-    #[arg(long, default_value_t = 3)]
-    tune_budget: usize,
-    /// Run seed.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Backend.
-    #[arg(long, default_value = "opencl")]
-    backend: String,
-    /// Device (a name substring, an index, cpu or gpu).
-    #[arg(long)]
-    device: Option<String>,
-    /// Output folder.
-    #[arg(long, default_value = "runs/gemm")]
-    out: PathBuf,
-    /// No progress bar (log lines instead).
-    #[arg(long)]
-    no_progress: bool,
-    /// More log output (-v debug, -vv trace).
-    #[arg(short, long, action = clap::ArgAction::Count)]
-    verbose: u8,
+    #[command(flatten)]
+    search: SearchArgs,
 }
 
 fn main() -> anyhow::Result<()> {
     // Evaluation workers are this program, re-executed: serve first if we are one.
     kernelfoundry::init();
     let args = Args::parse();
-    init_logging(args.verbose);
+    init_logging(args.search.verbose);
     let sizes = if args.size.contains('=') {
         parse_sizes(&args.size)?
     } else {
@@ -80,34 +53,16 @@ fn main() -> anyhow::Result<()> {
             .context("--size is a number or M=…,N=…,K=…")?;
         parse_sizes(&format!("M={n},N={n},K={n}"))?
     };
-    let mut config = SearchConfig::new("gemm", sizes.clone());
-    config.backend = BackendSpec {
-        kind: args.backend.clone(),
-        device: args.device.clone(),
-    };
-    config.evaluations = args.evaluations;
-    config.wall = Some(Duration::from_secs(args.time));
-    config.tune_budget = args.tune_budget;
-    config.seed = args.seed;
-    config.out = args.out.clone();
-    config.progress = !args.no_progress;
+    let config = args
+        .search
+        .config("gemm", sizes.clone(), Duration::from_secs(540));
 
     let task = builtin_task("gemm", &sizes)?;
-    let language = match args.backend.as_str() {
-        "sycl" => Language::Sycl,
-        "cuda" => Language::Cuda,
-        _ => Language::OpenCl,
-    };
+    let language = args.search.language();
     let (seeds, mutator) = if language == Language::OpenCl {
         // Seeds: the naive task baseline, and the base variant of every GEMM template (the
         // structural mutator transforms template variants).
-        let library = TemplateLibrary::builtin()?;
-        let mut extra = Vec::new();
-        for template in library.for_task("gemm") {
-            let variant = template.instantiate(template.base())?;
-            let params = variant.manifest.default_params();
-            extra.push((variant.source, params));
-        }
+        let extra = template_seeds(&TemplateLibrary::builtin()?, "gemm")?;
         let mutator = MixMutator::new()
             .with(StructuralMutator::builtin()?, 2.0)
             .with(ParamMutator::new(), 1.0);
@@ -120,11 +75,7 @@ fn main() -> anyhow::Result<()> {
         (seeds_for(task.as_ref(), language, vec![tiled]), mutator)
     };
 
-    let stop = StopHandle::new();
-    let on_ctrl_c = stop.clone();
-    ctrlc::set_handler(move || on_ctrl_c.stop()).context("installing the Ctrl-C handler")?;
-
-    let outcome = run_search(&config, mutator, seeds, Some(stop))?;
+    let outcome = run_search(&config, mutator, seeds, Some(stop_on_ctrl_c()?))?;
     let s = &outcome.summary;
     println!(
         "\n{} evaluations in {:.0} s ({:?}); {} of {} cells filled",

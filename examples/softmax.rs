@@ -19,17 +19,15 @@
 //!
 //! Interrupt with Ctrl-C and run the same command again to resume.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use kernelfoundry::core::{Language, StopHandle};
+use kernelfoundry::core::Language;
 use kernelfoundry::eval::tasks::{builtin_task, parse_sizes};
-use kernelfoundry::eval::BackendSpec;
 use kernelfoundry::mutate::{MixMutator, ParamMutator, StructuralMutator, TemplateLibrary};
 use kernelfoundry::report::init_logging;
-use kernelfoundry::search::{run_search, seeds_for, SearchConfig};
+use kernelfoundry::search::{run_search, seeds_for, stop_on_ctrl_c, template_seeds, SearchArgs};
 
 #[derive(Parser)]
 #[command(about = "Evolve fast row-wise softmax kernels with MAP-Elites")]
@@ -38,40 +36,15 @@ struct Args {
     /// the number of rows (COLS=1024).
     #[arg(long, default_value = "ROWS=4096,COLS=1024")]
     size: String,
-    /// Candidates evaluated at most (seeds included).
-    #[arg(long, default_value_t = 60)]
-    evaluations: u64,
-    /// Wall-clock limit, seconds.
-    #[arg(long, default_value_t = 300)]
-    time: u64,
-    /// Configurations tuned per new kernel (1 = no tuning).
-    #[arg(long, default_value_t = 3)]
-    tune_budget: usize,
-    /// Run seed.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Backend.
-    #[arg(long, default_value = "opencl")]
-    backend: String,
-    /// Device (a name substring, an index, cpu or gpu).
-    #[arg(long)]
-    device: Option<String>,
-    /// Output folder.
-    #[arg(long, default_value = "runs/softmax")]
-    out: PathBuf,
-    /// No progress bar (log lines instead).
-    #[arg(long)]
-    no_progress: bool,
-    /// More log output (-v debug, -vv trace).
-    #[arg(short, long, action = clap::ArgAction::Count)]
-    verbose: u8,
+    #[command(flatten)]
+    search: SearchArgs,
 }
 
 fn main() -> anyhow::Result<()> {
     // Evaluation workers are this program, re-executed: serve first if we are one.
     kernelfoundry::init();
     let args = Args::parse();
-    init_logging(args.verbose);
+    init_logging(args.search.verbose);
     let sizes = if args.size.contains('=') {
         parse_sizes(&args.size)?
     } else {
@@ -83,33 +56,15 @@ fn main() -> anyhow::Result<()> {
     };
     let task = builtin_task("softmax", &sizes)?;
     let sizes = task.sizes();
-    let mut config = SearchConfig::new("softmax", sizes.clone());
-    config.backend = BackendSpec {
-        kind: args.backend.clone(),
-        device: args.device.clone(),
-    };
-    config.evaluations = args.evaluations;
-    config.wall = Some(Duration::from_secs(args.time));
-    config.tune_budget = args.tune_budget;
-    config.seed = args.seed;
-    config.out = args.out.clone();
-    config.progress = !args.no_progress;
+    let config = args
+        .search
+        .config("softmax", sizes.clone(), Duration::from_secs(300));
 
-    let language = match args.backend.as_str() {
-        "sycl" => Language::Sycl,
-        "cuda" => Language::Cuda,
-        _ => Language::OpenCl,
-    };
+    let language = args.search.language();
     let (seeds, mutator) = if language == Language::OpenCl {
         // Seeds: the naive task baseline, and the base variant of every softmax template (the
         // structural mutator transforms template variants).
-        let library = TemplateLibrary::softmax()?;
-        let mut extra = Vec::new();
-        for template in library.for_task("softmax") {
-            let variant = template.instantiate(template.base())?;
-            let params = variant.manifest.default_params();
-            extra.push((variant.source, params));
-        }
+        let extra = template_seeds(&TemplateLibrary::softmax()?, "softmax")?;
         let mutator = MixMutator::new()
             .with(StructuralMutator::softmax()?, 2.0)
             .with(ParamMutator::new(), 1.0);
@@ -125,11 +80,7 @@ fn main() -> anyhow::Result<()> {
         "the softmax task has no {language:?} baseline kernel to start from"
     );
 
-    let stop = StopHandle::new();
-    let on_ctrl_c = stop.clone();
-    ctrlc::set_handler(move || on_ctrl_c.stop()).context("installing the Ctrl-C handler")?;
-
-    let outcome = run_search(&config, mutator, seeds, Some(stop))?;
+    let outcome = run_search(&config, mutator, seeds, Some(stop_on_ctrl_c()?))?;
     let s = &outcome.summary;
     println!(
         "\n{} evaluations in {:.0} s ({:?}); {} of {} cells filled",

@@ -57,6 +57,16 @@ pub fn open_sycl(spec: &BackendSpec) -> Result<SyclBackend, String> {
     builder.build().map_err(|e| e.to_string())
 }
 
+/// The kernel language a backend compiles: `sycl` → SYCL, `cuda` → CUDA, anything else
+/// OpenCL C.
+pub fn language_of(backend: &str) -> kf_core::Language {
+    match backend {
+        "sycl" => kf_core::Language::Sycl,
+        "cuda" => kf_core::Language::Cuda,
+        _ => kf_core::Language::OpenCl,
+    }
+}
+
 /// Checks that `spec` names a backend this build has.
 pub fn check(spec: &BackendSpec) -> Result<(), String> {
     if BACKENDS.contains(&spec.kind.as_str()) {

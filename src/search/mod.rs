@@ -7,8 +7,10 @@
 //! under the output folder records every step, so an interrupted run resumes where it stopped
 //! when started again with the same arguments.
 
+mod cli;
 mod tuned;
 
+pub use cli::{stop_on_ctrl_c, template_seeds, SearchArgs};
 pub use tuned::TunedEvaluator;
 
 use std::path::PathBuf;

@@ -1,0 +1,115 @@
+//! Command-line options shared by every search program (the examples, and embedders' own
+//! tools): budget, seed, backend, output folder, verbosity, Ctrl-C handling and template seeds.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kf_core::{KernelSource, Language, ParamValues, StopHandle};
+use kf_eval::tasks::Sizes;
+use kf_eval::BackendSpec;
+use kf_mutate::TemplateLibrary;
+
+use super::{SearchConfig, SearchError};
+
+/// Options every search program shares; flatten them into a program's own `clap` parser.
+///
+/// ```
+/// use clap::Parser;
+/// use kernelfoundry::search::SearchArgs;
+///
+/// #[derive(Parser)]
+/// struct Args {
+///     #[arg(long, default_value = "1024")]
+///     size: String,
+///     #[command(flatten)]
+///     search: SearchArgs,
+/// }
+///
+/// let args = Args::parse_from(["prog", "--evaluations", "10", "--backend", "sycl"]);
+/// assert_eq!(args.search.evaluations, 10);
+/// assert_eq!(args.search.language(), kernelfoundry::core::Language::Sycl);
+/// ```
+#[derive(Debug, Clone, clap::Args)]
+#[command(about = None, long_about = None)]
+pub struct SearchArgs {
+    /// Candidates evaluated at most (seeds included).
+    #[arg(long, default_value_t = 60)]
+    pub evaluations: u64,
+    /// Wall-clock limit, seconds (default: the program's).
+    #[arg(long)]
+    pub time: Option<u64>,
+    /// Configurations tuned per new kernel (1 = no tuning).
+    #[arg(long, default_value_t = 3)]
+    pub tune_budget: usize,
+    /// Run seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Backend: opencl, sycl or cuda.
+    #[arg(long, default_value = "opencl")]
+    pub backend: String,
+    /// Device (a name substring, an index, cpu or gpu).
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Output folder (default: runs/<task>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// No progress bar (log lines instead).
+    #[arg(long)]
+    pub no_progress: bool,
+    /// More log output (-v debug, -vv trace).
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+impl SearchArgs {
+    /// The search configuration for `task` at `sizes`; `default_wall` applies when `--time`
+    /// is not given.
+    pub fn config(&self, task: &str, sizes: Sizes, default_wall: Duration) -> SearchConfig {
+        let mut config = SearchConfig::new(task, sizes);
+        config.backend = BackendSpec {
+            kind: self.backend.clone(),
+            device: self.device.clone(),
+        };
+        config.evaluations = self.evaluations;
+        config.wall = Some(self.time.map_or(default_wall, Duration::from_secs));
+        config.tune_budget = self.tune_budget;
+        config.seed = self.seed;
+        if let Some(out) = &self.out {
+            config.out = out.clone();
+        }
+        config.progress = !self.no_progress;
+        config
+    }
+
+    /// The kernel language of the chosen backend.
+    pub fn language(&self) -> Language {
+        crate::backends::language_of(&self.backend)
+    }
+}
+
+/// A stop handle that Ctrl-C triggers: the engine stops, every completed step is already in
+/// the run directory, and running the same command again resumes.
+pub fn stop_on_ctrl_c() -> Result<StopHandle, SearchError> {
+    let stop = StopHandle::new();
+    let on_ctrl_c = stop.clone();
+    ctrlc::set_handler(move || on_ctrl_c.stop())
+        .map_err(|e| SearchError::Config(format!("installing the Ctrl-C handler: {e}")))?;
+    Ok(stop)
+}
+
+/// The base variant of every template of `library` for `task`, with its manifest's first
+/// parameter values: the seeds the structural mutator transforms.
+pub fn template_seeds(
+    library: &TemplateLibrary,
+    task: &str,
+) -> Result<Vec<(KernelSource, ParamValues)>, SearchError> {
+    let mut seeds = Vec::new();
+    for template in library.for_task(task) {
+        let variant = template
+            .instantiate(template.base())
+            .map_err(|e| SearchError::Config(e.to_string()))?;
+        let params = variant.manifest.default_params();
+        seeds.push((variant.source, params));
+    }
+    Ok(seeds)
+}
