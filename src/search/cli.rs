@@ -50,7 +50,7 @@ pub struct SearchArgs {
     /// Device (a name substring, an index, cpu or gpu).
     #[arg(long)]
     pub device: Option<String>,
-    /// Output folder (default: runs/<task>).
+    /// Output folder (default: `runs/<task>`).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// No progress bar (log lines instead).
