@@ -369,7 +369,7 @@ impl<A: Serialize> Checkpoint<A> for RunDir {
     fn record(&mut self, step: &StepRecord, archive: &A) -> Result<(), BoxError> {
         self.append(step)?;
         let every = self.options.snapshot_every;
-        if every > 0 && self.count % every == 0 {
+        if every > 0 && self.count.is_multiple_of(every) {
             self.snapshot(archive)?;
         }
         Ok(())

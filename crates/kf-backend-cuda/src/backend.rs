@@ -1124,7 +1124,7 @@ fn default_block(global: &[usize], limits: &Limits, kernel_max: u64) -> Vec<u64>
         .min(if kernel_max > 0 { kernel_max } else { 256 })
         .max(1);
     let g0 = global.first().copied().unwrap_or(1) as u64;
-    let b0 = (1..=cap).rev().find(|b| g0 % b == 0).unwrap_or(1);
+    let b0 = (1..=cap).rev().find(|b| g0.is_multiple_of(*b)).unwrap_or(1);
     let mut block = vec![1u64; global.len()];
     if let Some(first) = block.first_mut() {
         *first = b0;

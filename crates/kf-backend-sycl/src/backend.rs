@@ -638,7 +638,7 @@ fn choose_local(global: &[usize], limit: u64, item: impl Fn(usize) -> u64) -> Ve
             .max(1);
         let l = (1..=cap.min(global[d]))
             .rev()
-            .find(|l| global[d] % l == 0)
+            .find(|l| global[d].is_multiple_of(*l))
             .unwrap_or(1);
         local[d] = l;
         budget = (budget / l).max(1);

@@ -942,7 +942,7 @@ impl<B: Backend> KernelEvaluator<B> {
             samples.push(s);
             total += s;
             trial += 1;
-            if baseline_done < t.baseline_trials && trial % every == 0 {
+            if baseline_done < t.baseline_trials && trial.is_multiple_of(every) {
                 launch_baseline((copy + 1) % copies, &mut sets, true)?;
                 baseline_done += 1;
             }

@@ -805,7 +805,7 @@ where
             for (observer, mode) in self.observers.iter_mut() {
                 let call = match mode {
                     ObserverMode::Always => true,
-                    ObserverMode::Every(n) => *n > 0 && self.evaluations % *n == 0,
+                    ObserverMode::Every(n) => *n > 0 && self.evaluations.is_multiple_of(*n),
                     ObserverMode::NewBest => new_best,
                     ObserverMode::Added => added,
                 };

@@ -1,0 +1,489 @@
+//! [`DistEvaluator`]: an [`Evaluator`] that sends each candidate to the workers as a job and
+//! completes when the job's result is stored.
+//!
+//! Per evaluation: record the job in PostgreSQL (answering at once when the job already has a
+//! result: the cache across runs and machines), publish it under its job id, wait. A background
+//! task pulls the run's results in batches, stores them (idempotently) and only then completes
+//! the waiting evaluations, so the search never sees a result the database does not hold.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use kf_core::{Candidate, Evaluation, Evaluator};
+use tokio::sync::{oneshot, Semaphore};
+
+use crate::config::{check_token, DistConfig, PRIORITIES};
+use crate::error::{DistError, Result};
+use crate::job::{self, job_id, kernel_hash, Hash, JobMessage, Profile, ResultMessage};
+use crate::queue::{self, Queue};
+use crate::store::Store;
+
+type Reply = std::result::Result<Evaluation, String>;
+
+struct Waiting {
+    replies: Vec<oneshot::Sender<Reply>>,
+    since: Instant,
+    /// Stream sequence of the published job, for cancellation.
+    sequence: Option<u64>,
+}
+
+struct Inner {
+    config: DistConfig,
+    run: String,
+    device_kind: String,
+    profile: Profile,
+    priority: u8,
+    result_timeout: Option<Duration>,
+    queue: Queue,
+    store: Store,
+    waiting: Mutex<HashMap<Hash, Waiting>>,
+    permits: Arc<Semaphore>,
+}
+
+/// Builds a [`DistEvaluator`].
+#[derive(Debug, Clone)]
+pub struct DistEvaluatorBuilder {
+    config: DistConfig,
+    run: String,
+    device_kind: String,
+    profile: serde_json::Value,
+    priority: u8,
+    max_in_flight: usize,
+    poll_interval: Duration,
+    result_timeout: Option<Duration>,
+}
+
+impl DistEvaluatorBuilder {
+    /// The priority of every job but seeds' (which go first, at 0); default 1.
+    pub fn priority(mut self, priority: u8) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Jobs outstanding at once at most (back-pressure); default 256.
+    pub fn max_in_flight(mut self, n: usize) -> Self {
+        self.max_in_flight = n;
+        self
+    }
+
+    /// How often the database is asked for results of jobs waiting that long (results another
+    /// run stored for the same job); default 2 s.
+    pub fn poll_interval(mut self, every: Duration) -> Self {
+        self.poll_interval = every;
+        self
+    }
+
+    /// Fails an evaluation that waited this long for its result; default: wait as long as it
+    /// takes (workers may be added later).
+    pub fn result_timeout(mut self, limit: Duration) -> Self {
+        self.result_timeout = Some(limit);
+        self
+    }
+
+    /// Connects to both servers (on a small runtime of the evaluator's own, so that any
+    /// executor can drive it), records the run, and starts the result writer.
+    pub fn connect(self) -> Result<DistEvaluator> {
+        check_token("run id", &self.run)?;
+        check_token("device kind", &self.device_kind)?;
+        if self.priority >= PRIORITIES {
+            return Err(DistError::Config(format!(
+                "priority {} is out of range (0–{})",
+                self.priority,
+                PRIORITIES - 1
+            )));
+        }
+        if self.max_in_flight == 0 {
+            return Err(DistError::Config("max_in_flight must be at least 1".into()));
+        }
+        self.config.validate()?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("kf-dist")
+            .enable_all()
+            .build()
+            .map_err(DistError::Runtime)?;
+        let profile = Profile::from_value(self.profile);
+        let inner = runtime.block_on(async {
+            let queue = Queue::connect(&self.config, &format!("kf-search-{}", self.run)).await?;
+            let store = Store::connect(&self.config.database_url).await?;
+            store
+                .ensure_run(&self.run, &profile, &self.device_kind)
+                .await?;
+            // Created before the first job is published, so that no result is missed.
+            queue.results_consumer(&self.run).await?;
+            Ok::<_, DistError>(Arc::new(Inner {
+                config: self.config.clone(),
+                run: self.run.clone(),
+                device_kind: self.device_kind.clone(),
+                profile,
+                priority: self.priority,
+                result_timeout: self.result_timeout,
+                queue,
+                store,
+                waiting: Mutex::new(HashMap::new()),
+                permits: Arc::new(Semaphore::new(self.max_in_flight)),
+            }))
+        })?;
+        runtime.spawn(result_writer(inner.clone()));
+        runtime.spawn(poller(inner.clone(), self.poll_interval));
+        Ok(DistEvaluator {
+            inner,
+            runtime: Some(runtime),
+        })
+    }
+}
+
+/// An [`Evaluator`] that spreads evaluations over workers through NATS JetStream and records
+/// everything in PostgreSQL. The engine uses it unchanged.
+///
+/// ```no_run
+/// use kf_dist::{DistConfig, DistEvaluator};
+///
+/// let config = DistConfig::new("nats://127.0.0.1:4222", "postgres://kf@127.0.0.1/kf");
+/// let profile = serde_json::json!({"task": "gemm", "sizes": {"M": 1024, "N": 1024, "K": 1024}});
+/// let evaluator = DistEvaluator::builder(config, "run-1", "opencl-cpu", profile)
+///     .max_in_flight(64)
+///     .connect()?;
+/// // Engine::new(mutator, evaluator, classifier, archive) … .run_blocking()
+/// evaluator.shutdown();
+/// # Ok::<(), kf_dist::DistError>(())
+/// ```
+pub struct DistEvaluator {
+    inner: Arc<Inner>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl std::fmt::Debug for DistEvaluator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DistEvaluator")
+            .field("run", &self.inner.run)
+            .field("device_kind", &self.inner.device_kind)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DistEvaluator {
+    /// A builder for run `run` (letters, digits, `-`, `_`; the same id resumes the run's
+    /// results) whose jobs go to workers of `device_kind`, each evaluated under `profile` (what
+    /// the workers' handler needs: task, sizes, protocol…).
+    pub fn builder(
+        config: DistConfig,
+        run: impl Into<String>,
+        device_kind: impl Into<String>,
+        profile: serde_json::Value,
+    ) -> DistEvaluatorBuilder {
+        DistEvaluatorBuilder {
+            config,
+            run: run.into(),
+            device_kind: device_kind.into(),
+            profile,
+            priority: 1,
+            max_in_flight: 256,
+            poll_interval: Duration::from_secs(2),
+            result_timeout: None,
+        }
+    }
+
+    /// The run id.
+    pub fn run(&self) -> &str {
+        &self.inner.run
+    }
+
+    /// The profile hash every job of this evaluator carries.
+    pub fn profile(&self) -> &Profile {
+        &self.inner.profile
+    }
+
+    /// The database connection (to store snapshots, or read results).
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// Runs a future on the evaluator's runtime (database access from synchronous code).
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        match &self.runtime {
+            Some(rt) => rt.block_on(f),
+            None => futures::executor::block_on(f),
+        }
+    }
+
+    /// Jobs waiting for a result now.
+    pub fn pending(&self) -> usize {
+        self.inner.waiting.lock().map(|w| w.len()).unwrap_or(0)
+    }
+
+    /// Cancels the evaluations still waiting: jobs no worker has taken are deleted from the
+    /// queue, and their evaluations fail with [`DistError::Cancelled`]. Results already on
+    /// their way are still stored.
+    pub fn cancel_pending(&self) -> usize {
+        let inner = self.inner.clone();
+        self.block_on(async move { inner.cancel_all().await })
+    }
+
+    /// Cancels what is pending and stops the evaluator's runtime.
+    pub fn shutdown(mut self) {
+        self.cancel_pending();
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_timeout(Duration::from_secs(2));
+        }
+    }
+}
+
+impl Drop for DistEvaluator {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            // Safe from any context, async included.
+            rt.shutdown_background();
+        }
+    }
+}
+
+#[async_trait]
+impl Evaluator for DistEvaluator {
+    type Error = DistError;
+
+    async fn evaluate(&self, candidate: &Candidate) -> Result<Evaluation> {
+        let Some(rt) = &self.runtime else {
+            return Err(DistError::Cancelled);
+        };
+        let inner = self.inner.clone();
+        let candidate = candidate.clone();
+        let (tx, rx) = oneshot::channel();
+        rt.spawn(async move {
+            let _ = tx.send(inner.evaluate(candidate).await);
+        });
+        rx.await.unwrap_or(Err(DistError::Cancelled))
+    }
+
+    /// Submits every candidate at once.
+    async fn evaluate_batch(&self, candidates: &[Candidate]) -> Vec<Result<Evaluation>> {
+        futures::future::join_all(candidates.iter().map(|c| self.evaluate(c))).await
+    }
+}
+
+impl Inner {
+    async fn evaluate(&self, candidate: Candidate) -> Result<Evaluation> {
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| DistError::Cancelled)?;
+        let kernel = kernel_hash(&candidate.source)?;
+        let job = job_id(
+            &kernel,
+            &candidate.params,
+            &self.profile.hash,
+            &self.device_kind,
+        )?;
+        let message = JobMessage {
+            v: job::MESSAGE_VERSION,
+            job: job.clone(),
+            run: self.run.clone(),
+            kernel,
+            profile: self.profile.hash.clone(),
+            candidate: candidate.id,
+            parents: candidate.parents.clone(),
+            params: candidate.params.clone(),
+            origin: candidate.origin.clone(),
+        };
+        let (tx, rx) = oneshot::channel();
+        let first = {
+            let mut waiting = self.waiting.lock().map_err(|_| DistError::Cancelled)?;
+            let entry = waiting.entry(job.clone());
+            let first = matches!(entry, std::collections::hash_map::Entry::Vacant(_));
+            entry
+                .or_insert_with(|| Waiting {
+                    replies: Vec::new(),
+                    since: Instant::now(),
+                    sequence: None,
+                })
+                .replies
+                .push(tx);
+            first
+        };
+        if first {
+            // The same job asked twice at once is sent once; both wait for its result.
+            let priority = if candidate.parents.is_empty() {
+                0
+            } else {
+                self.priority
+            };
+            match self.submit(&message, &candidate, priority).await {
+                Ok(Some(done)) => self.complete(&job, Ok(done)),
+                Ok(None) => {}
+                Err(e) => self.complete(&job, Err(e.to_string())),
+            }
+        }
+        let reply = match self.result_timeout {
+            Some(limit) => match tokio::time::timeout(limit, rx).await {
+                Ok(r) => r,
+                Err(_) => {
+                    return Err(DistError::ResultTimeout {
+                        job: job.0,
+                        seconds: limit.as_secs_f64(),
+                    })
+                }
+            },
+            None => rx.await,
+        };
+        match reply {
+            Ok(Ok(evaluation)) => Ok(evaluation),
+            Ok(Err(message)) if message == DistError::Cancelled.to_string() => {
+                Err(DistError::Cancelled)
+            }
+            Ok(Err(message)) => Err(DistError::Failed(message)),
+            Err(_) => Err(DistError::Cancelled),
+        }
+    }
+
+    /// Records the job; publishes it unless it already has a result.
+    async fn submit(
+        &self,
+        message: &JobMessage,
+        candidate: &Candidate,
+        priority: u8,
+    ) -> Result<Option<Evaluation>> {
+        if let Some(done) = self
+            .store
+            .submit(message, &candidate.source, &self.device_kind)
+            .await?
+        {
+            return Ok(Some(done));
+        }
+        let payload = job::encode("job", message)?;
+        let subject = self.config.job_subject(&self.device_kind, priority);
+        let (sequence, duplicate) = self
+            .queue
+            .publish(&subject, message.job.as_str(), payload)
+            .await?;
+        if duplicate {
+            // Published before (by this run before a restart, or by another run): its result
+            // arrives on the results stream or is found in the database by the poller.
+            tracing::debug!(job = %message.job, "job already queued");
+        } else if let Ok(mut waiting) = self.waiting.lock() {
+            if let Some(w) = waiting.get_mut(&message.job) {
+                w.sequence = Some(sequence);
+            }
+        }
+        Ok(None)
+    }
+
+    fn complete(&self, job: &Hash, reply: Reply) {
+        let waiting = self.waiting.lock().ok().and_then(|mut w| w.remove(job));
+        if let Some(w) = waiting {
+            for tx in w.replies {
+                let _ = tx.send(reply.clone());
+            }
+        }
+    }
+
+    async fn cancel_all(&self) -> usize {
+        self.permits.close();
+        let all: Vec<(Hash, Waiting)> = match self.waiting.lock() {
+            Ok(mut w) => w.drain().collect(),
+            Err(_) => Vec::new(),
+        };
+        let n = all.len();
+        for (_, w) in all {
+            if let Some(seq) = w.sequence {
+                self.queue.delete_job(seq).await;
+            }
+            for tx in w.replies {
+                let _ = tx.send(Err(DistError::Cancelled.to_string()));
+            }
+        }
+        n
+    }
+}
+
+/// Pulls the run's results in batches, stores them, completes the waiting evaluations, then
+/// acknowledges: a crash between storing and acknowledging only stores the same results again
+/// (ignored).
+async fn result_writer(inner: Arc<Inner>) {
+    let mut consumer = None;
+    loop {
+        if inner.permits.is_closed() {
+            return;
+        }
+        let c = match &consumer {
+            Some(c) => c,
+            None => match inner.queue.results_consumer(&inner.run).await {
+                Ok(c) => consumer.insert(c),
+                Err(e) => {
+                    tracing::warn!("results consumer: {e}");
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                    continue;
+                }
+            },
+        };
+        let messages = match queue::take(c, 512, Some(Duration::from_millis(500))).await {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::debug!("pulling results: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+        };
+        if messages.is_empty() {
+            continue;
+        }
+        let mut results = Vec::with_capacity(messages.len());
+        for m in &messages {
+            match job::decode::<ResultMessage>("result", &m.payload) {
+                Ok(r) if r.v == job::MESSAGE_VERSION => results.push(r),
+                Ok(r) => tracing::warn!("dropping a result of message version {}", r.v),
+                Err(e) => tracing::warn!("dropping an undecodable result: {e}"),
+            }
+        }
+        match inner.store.store_results(&results).await {
+            Ok(stored) => {
+                for (job, evaluation) in stored {
+                    inner.complete(&job, Ok(evaluation));
+                }
+            }
+            Err(e) => {
+                // Not acknowledged: redelivered after the wait, stored then.
+                tracing::warn!("storing {} results: {e}", results.len());
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+        }
+        for m in &messages {
+            if let Err(e) = m.ack().await {
+                tracing::debug!("acknowledging a result: {e}");
+            }
+        }
+    }
+}
+
+/// Answers jobs that have waited a while from the database: a result stored by another run
+/// for the same job (whose publish JetStream de-duplicated) reaches this run this way.
+async fn poller(inner: Arc<Inner>, every: Duration) {
+    loop {
+        tokio::time::sleep(every).await;
+        if inner.permits.is_closed() {
+            return;
+        }
+        let old: Vec<Hash> = match inner.waiting.lock() {
+            Ok(w) => w
+                .iter()
+                .filter(|(_, w)| w.since.elapsed() >= every)
+                .map(|(j, _)| j.clone())
+                .collect(),
+            Err(_) => return,
+        };
+        if old.is_empty() {
+            continue;
+        }
+        match inner.store.results_for(&old).await {
+            Ok(found) => {
+                for (job, evaluation) in found {
+                    inner.complete(&job, Ok(evaluation));
+                }
+            }
+            Err(e) => tracing::debug!("polling results: {e}"),
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! The JetStream side: the connection, the two streams (a work queue of jobs, a log of results)
+//! and their consumers, and publishing that survives a restarting server.
+
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, consumer, stream, Message};
+use futures::StreamExt;
+
+use crate::config::{DistConfig, PRIORITIES};
+use crate::error::{DistError, Result};
+
+/// A connection to NATS with the deployment's streams in place.
+#[derive(Clone)]
+pub(crate) struct Queue {
+    pub(crate) js: jetstream::Context,
+    pub(crate) config: DistConfig,
+}
+
+impl Queue {
+    /// Connects (failing fast when no server answers) and creates the streams when missing.
+    /// After the first connection the client reconnects forever.
+    pub(crate) async fn connect(config: &DistConfig, name: &str) -> Result<Self> {
+        config.validate()?;
+        let client = async_nats::ConnectOptions::new()
+            .name(name)
+            .connection_timeout(Duration::from_secs(5))
+            .max_reconnects(None)
+            .reconnect_delay_callback(|attempts| {
+                Duration::from_millis((50 * attempts as u64).min(1000))
+            })
+            .connect(config.nats_url.as_str())
+            .await
+            .map_err(|e| DistError::nats(format!("connecting to {}", config.nats_url), e))?;
+        let js = jetstream::new(client);
+        let queue = Queue {
+            js,
+            config: config.clone(),
+        };
+        queue.ensure_streams().await?;
+        Ok(queue)
+    }
+
+    async fn ensure_streams(&self) -> Result<()> {
+        let c = &self.config;
+        self.js
+            .get_or_create_stream(stream::Config {
+                name: c.jobs_stream(),
+                subjects: vec![format!("{}.eval.>", c.namespace)],
+                retention: stream::RetentionPolicy::WorkQueue,
+                storage: stream::StorageType::File,
+                duplicate_window: c.duplicate_window,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| DistError::nats("creating the jobs stream", e))?;
+        self.js
+            .get_or_create_stream(stream::Config {
+                name: c.results_stream(),
+                subjects: vec![format!("{}.result.>", c.namespace)],
+                retention: stream::RetentionPolicy::Limits,
+                storage: stream::StorageType::File,
+                duplicate_window: c.duplicate_window,
+                max_age: Duration::from_secs(7 * 24 * 3600),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| DistError::nats("creating the results stream", e))?;
+        Ok(())
+    }
+
+    /// Publishes under a message id (JetStream drops a second publish of the same id within
+    /// the de-duplication window), retrying until the server acknowledges or the publish
+    /// timeout passes. Returns the stream sequence and whether it was a duplicate.
+    pub(crate) async fn publish(
+        &self,
+        subject: &str,
+        id: &str,
+        payload: Vec<u8>,
+    ) -> Result<(u64, bool)> {
+        let start = Instant::now();
+        let mut delay = Duration::from_millis(20);
+        loop {
+            let attempt = async {
+                let ack = self
+                    .js
+                    .send_publish(
+                        subject.to_string(),
+                        jetstream::message::PublishMessage::build()
+                            .payload(payload.clone().into())
+                            .message_id(id),
+                    )
+                    .await
+                    .map_err(async_nats::Error::from)?
+                    .await
+                    .map_err(async_nats::Error::from)?;
+                Ok::<_, async_nats::Error>(ack)
+            };
+            match attempt.await {
+                Ok(ack) => return Ok((ack.sequence, ack.duplicate)),
+                Err(e) if start.elapsed() < self.config.publish_timeout => {
+                    tracing::debug!("publishing to {subject} failed ({e}); retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(1));
+                }
+                Err(e) => return Err(DistError::nats(format!("publishing to {subject}"), e)),
+            }
+        }
+    }
+
+    /// The work consumers of a device kind, highest priority first (created when missing).
+    pub(crate) async fn work_consumers(
+        &self,
+        device_kind: &str,
+    ) -> Result<Vec<consumer::Consumer<consumer::pull::Config>>> {
+        let c = &self.config;
+        let stream = self
+            .js
+            .get_stream(c.jobs_stream())
+            .await
+            .map_err(|e| DistError::nats("opening the jobs stream", e))?;
+        let mut out = Vec::new();
+        for p in 0..PRIORITIES {
+            let name = format!("work-{device_kind}-p{p}");
+            let consumer = stream
+                .get_or_create_consumer(
+                    &name,
+                    consumer::pull::Config {
+                        durable_name: Some(name.clone()),
+                        filter_subject: c.job_subject(device_kind, p),
+                        ack_policy: consumer::AckPolicy::Explicit,
+                        ack_wait: c.ack_wait,
+                        // The attempts, plus one delivery that records the job as failed.
+                        max_deliver: i64::from(c.max_attempts) + 1,
+                        backoff: c.backoff(),
+                        max_ack_pending: 10_000,
+                        ..Default::default()
+                    },
+                )
+                .await
+                .map_err(|e| DistError::nats(format!("creating consumer {name}"), e))?;
+            out.push(consumer);
+        }
+        Ok(out)
+    }
+
+    /// The durable consumer of one run's results (created when missing).
+    pub(crate) async fn results_consumer(
+        &self,
+        run: &str,
+    ) -> Result<consumer::Consumer<consumer::pull::Config>> {
+        let c = &self.config;
+        let stream = self
+            .js
+            .get_stream(c.results_stream())
+            .await
+            .map_err(|e| DistError::nats("opening the results stream", e))?;
+        let name = format!("results-{run}");
+        stream
+            .get_or_create_consumer(
+                &name,
+                consumer::pull::Config {
+                    durable_name: Some(name.clone()),
+                    filter_subject: c.result_subject(run),
+                    ack_policy: consumer::AckPolicy::Explicit,
+                    ack_wait: Duration::from_secs(30),
+                    max_ack_pending: 100_000,
+                    inactive_threshold: Duration::from_secs(7 * 24 * 3600),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| DistError::nats(format!("creating consumer {name}"), e))
+    }
+
+    /// Deletes a job that no worker has taken yet (cancellation). False when it is gone.
+    pub(crate) async fn delete_job(&self, sequence: u64) -> bool {
+        match self.js.get_stream(self.config.jobs_stream()).await {
+            Ok(stream) => stream.delete_message(sequence).await.unwrap_or(false),
+            Err(_) => false,
+        }
+    }
+}
+
+/// Takes up to `max` messages: waiting ones at once, else waits up to `wait` for the first.
+pub(crate) async fn take(
+    consumer: &consumer::Consumer<consumer::pull::Config>,
+    max: usize,
+    wait: Option<Duration>,
+) -> Result<Vec<Message>> {
+    let batch = match wait {
+        None => consumer.fetch().max_messages(max).messages().await,
+        Some(w) => {
+            consumer
+                .batch()
+                .max_messages(max)
+                .expires(w)
+                .messages()
+                .await
+        }
+    }
+    .map_err(|e| DistError::nats("pulling messages", e))?;
+    let mut batch = batch;
+    let mut out = Vec::new();
+    while let Some(m) = batch.next().await {
+        match m {
+            Ok(m) => out.push(m),
+            Err(e) => {
+                if out.is_empty() {
+                    return Err(DistError::nats("pulling messages", e));
+                }
+                break;
+            }
+        }
+    }
+    Ok(out)
+}

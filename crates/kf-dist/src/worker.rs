@@ -1,0 +1,443 @@
+//! [`Worker`]: pulls jobs for the device kinds it serves, evaluates each with a local
+//! [`JobHandler`], heartbeats while it works, and publishes the result.
+//!
+//! A job is acknowledged only after its result is published (and JetStream confirmed it), so a
+//! worker that dies at any moment loses nothing: the job goes to another worker after the
+//! acknowledgement wait. A job whose deliveries all ended with the worker lost is recorded as a
+//! failure on its last delivery instead of being evaluated again.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{consumer, AckKind, Message};
+use async_trait::async_trait;
+use kf_core::{BoxError, Candidate, Evaluation, Evaluator, KernelSource, Status};
+use tokio::sync::Semaphore;
+
+use crate::config::{check_token, DistConfig};
+use crate::error::{DistError, Result};
+use crate::job::{self, Hash, JobMessage, Profile, ResultMessage};
+use crate::queue::{self, Queue};
+use crate::store::Store;
+
+/// Evaluates one job on a worker: the candidate under the run's profile.
+///
+/// ```
+/// use kf_core::prelude::*;
+/// use kf_core::{async_trait, BoxError};
+/// use kf_dist::{JobHandler, Profile};
+///
+/// /// Scores kernels by source length, whatever the profile.
+/// struct Brevity;
+///
+/// #[async_trait]
+/// impl JobHandler for Brevity {
+///     async fn evaluate(&self, _profile: &Profile, c: &Candidate) -> Result<Evaluation, BoxError> {
+///         let t = TimingStats::from_samples(&[c.source.text.len() as f64 * 1e-6])
+///             .ok_or("no timing")?;
+///         Ok(Evaluation::correct(t, None))
+///     }
+/// }
+/// ```
+#[async_trait]
+pub trait JobHandler: Send + Sync + 'static {
+    /// Evaluates `candidate` as `profile` says (task, sizes, protocol…). `Err` is a failure of
+    /// the worker itself: the job is handed back to be tried again.
+    async fn evaluate(
+        &self,
+        profile: &Profile,
+        candidate: &Candidate,
+    ) -> Result<Evaluation, BoxError>;
+}
+
+/// A [`JobHandler`] that evaluates every job with one [`Evaluator`], ignoring the profile.
+#[derive(Debug, Clone)]
+pub struct EvaluatorHandler<E>(pub E);
+
+#[async_trait]
+impl<E: Evaluator + 'static> JobHandler for EvaluatorHandler<E> {
+    async fn evaluate(&self, _: &Profile, candidate: &Candidate) -> Result<Evaluation, BoxError> {
+        self.0
+            .evaluate(candidate)
+            .await
+            .map_err(|e| Box::new(e) as BoxError)
+    }
+}
+
+/// What a worker serves and how.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Name in results and logs (default: host and process id).
+    pub name: String,
+    /// Device kinds whose jobs it takes.
+    pub device_kinds: Vec<String>,
+    /// Jobs evaluated at once (default 1: one device, one kernel at a time).
+    pub jobs: usize,
+    /// How long one pull waits for a job when none is waiting.
+    pub idle_wait: Duration,
+}
+
+impl WorkerConfig {
+    /// A worker for one device kind.
+    pub fn new(device_kind: impl Into<String>) -> Self {
+        let host = std::fs::read_to_string("/etc/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "worker".into());
+        WorkerConfig {
+            name: format!("{host}-{}", std::process::id()),
+            device_kinds: vec![device_kind.into()],
+            jobs: 1,
+            idle_wait: Duration::from_millis(250),
+        }
+    }
+}
+
+/// What a worker did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkerStats {
+    /// Jobs evaluated and answered.
+    pub evaluated: u64,
+    /// Redelivered jobs found already answered (not evaluated again).
+    pub already_done: u64,
+    /// Jobs recorded as failed after their deliveries ran out.
+    pub poisoned: u64,
+    /// Jobs handed back because the handler failed.
+    pub handed_back: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    evaluated: AtomicU64,
+    already_done: AtomicU64,
+    poisoned: AtomicU64,
+    handed_back: AtomicU64,
+}
+
+/// A worker process's main loop.
+pub struct Worker<H> {
+    dist: DistConfig,
+    config: WorkerConfig,
+    handler: Arc<H>,
+}
+
+impl<H: JobHandler> Worker<H> {
+    /// A worker with the deployment's settings, its own, and a handler.
+    pub fn new(dist: DistConfig, config: WorkerConfig, handler: H) -> Self {
+        Worker {
+            dist,
+            config,
+            handler: Arc::new(handler),
+        }
+    }
+
+    /// Runs until `stop` completes, then finishes the jobs in hand. Must run on a tokio
+    /// runtime; see [`Worker::run_blocking`] otherwise.
+    pub async fn run(self, stop: impl Future<Output = ()> + Send) -> Result<WorkerStats> {
+        self.dist.validate()?;
+        if self.config.device_kinds.is_empty() {
+            return Err(DistError::Config(
+                "a worker needs at least one device kind".into(),
+            ));
+        }
+        for kind in &self.config.device_kinds {
+            check_token("device kind", kind)?;
+        }
+        if self.config.jobs == 0 {
+            return Err(DistError::Config(
+                "a worker needs at least one job slot".into(),
+            ));
+        }
+        let queue = Queue::connect(&self.dist, &format!("kf-worker-{}", self.config.name)).await?;
+        let store = Store::connect(&self.dist.database_url).await?;
+        // Highest priority first, over every device kind.
+        let mut consumers = Vec::new();
+        for kind in &self.config.device_kinds {
+            for (p, c) in queue.work_consumers(kind).await?.into_iter().enumerate() {
+                consumers.push((p, c));
+            }
+        }
+        consumers.sort_by_key(|(p, _)| *p);
+        let consumers: Vec<_> = consumers.into_iter().map(|(_, c)| c).collect();
+        let shared = Arc::new(Shared {
+            dist: self.dist.clone(),
+            name: self.config.name.clone(),
+            handler: self.handler.clone(),
+            queue,
+            store,
+            kernels: Mutex::new(HashMap::new()),
+            profiles: Mutex::new(HashMap::new()),
+            counters: Counters::default(),
+        });
+        let slots = Arc::new(Semaphore::new(self.config.jobs));
+        let mut tasks = tokio::task::JoinSet::new();
+        tracing::info!(worker = %self.config.name, kinds = ?self.config.device_kinds, "worker started");
+        tokio::pin!(stop);
+        loop {
+            let permit = tokio::select! {
+                _ = &mut stop => break,
+                p = slots.clone().acquire_owned() => match p {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+            };
+            let message = tokio::select! {
+                _ = &mut stop => break,
+                m = next_job(&consumers, self.config.idle_wait) => m,
+            };
+            // Reap finished tasks so the set does not grow.
+            while tasks.try_join_next().is_some() {}
+            if let Some(message) = message {
+                let shared = shared.clone();
+                tasks.spawn(async move {
+                    shared.process(message).await;
+                    drop(permit);
+                });
+            }
+        }
+        while tasks.join_next().await.is_some() {}
+        let c = &shared.counters;
+        Ok(WorkerStats {
+            evaluated: c.evaluated.load(Ordering::Relaxed),
+            already_done: c.already_done.load(Ordering::Relaxed),
+            poisoned: c.poisoned.load(Ordering::Relaxed),
+            handed_back: c.handed_back.load(Ordering::Relaxed),
+        })
+    }
+
+    /// [`Worker::run`] on a runtime of its own.
+    pub fn run_blocking(self, stop: impl Future<Output = ()> + Send) -> Result<WorkerStats> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("kf-worker")
+            .enable_all()
+            .build()
+            .map_err(DistError::Runtime)?;
+        rt.block_on(self.run(stop))
+    }
+}
+
+/// The next job: a waiting one of the highest priority, else the first to arrive within
+/// `wait` on the normal-priority queue. `None` when none came (or the server is away).
+async fn next_job(
+    consumers: &[consumer::Consumer<consumer::pull::Config>],
+    wait: Duration,
+) -> Option<Message> {
+    for c in consumers {
+        match queue::take(c, 1, None).await {
+            Ok(mut m) if !m.is_empty() => return m.pop(),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!("pulling jobs: {e}");
+                tokio::time::sleep(wait).await;
+                return None;
+            }
+        }
+    }
+    let normal = consumers.get(1).or(consumers.first())?;
+    match queue::take(normal, 1, Some(wait)).await {
+        Ok(mut m) => m.pop(),
+        Err(e) => {
+            tracing::debug!("pulling jobs: {e}");
+            tokio::time::sleep(wait).await;
+            None
+        }
+    }
+}
+
+struct Shared<H> {
+    dist: DistConfig,
+    name: String,
+    handler: Arc<H>,
+    queue: Queue,
+    store: Store,
+    kernels: Mutex<HashMap<Hash, KernelSource>>,
+    profiles: Mutex<HashMap<Hash, Profile>>,
+    counters: Counters,
+}
+
+/// Kernels and profiles kept in memory at most (then the cache starts over).
+const CACHE_LIMIT: usize = 4096;
+
+impl<H: JobHandler> Shared<H> {
+    async fn process(&self, message: Message) {
+        let delivery = message
+            .info()
+            .map(|i| i.delivered.max(1) as u32)
+            .unwrap_or(1);
+        let job = match job::decode::<JobMessage>("job", &message.payload) {
+            Ok(j) if j.v == job::MESSAGE_VERSION => j,
+            Ok(j) => {
+                tracing::warn!("job of message version {} refused", j.v);
+                let _ = message.ack_with(AckKind::Term).await;
+                return;
+            }
+            Err(e) => {
+                tracing::warn!("undecodable job refused: {e}");
+                let _ = message.ack_with(AckKind::Term).await;
+                return;
+            }
+        };
+        let started = Instant::now();
+        if delivery > self.dist.max_attempts {
+            let evaluation = Evaluation::failed(
+                Status::RuntimeError,
+                format!(
+                    "poison job: its {} deliveries ended without a result (the workers that \
+                     took it crashed, were killed or handed it back); recorded as failed \
+                     instead of evaluated again",
+                    delivery - 1
+                ),
+            );
+            tracing::warn!(job = %job.job, "recording a poison job as failed");
+            if self
+                .answer(&message, &job, evaluation, delivery, started)
+                .await
+            {
+                self.counters.poisoned.fetch_add(1, Ordering::Relaxed);
+            }
+            return;
+        }
+        if delivery > 1 {
+            // A redelivery: the earlier worker may have published before it died.
+            if let Ok(true) = self.store.has_result(&job.job).await {
+                let _ = message.double_ack().await;
+                self.counters.already_done.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        }
+        let inputs = async {
+            let source = self.kernel(&job.kernel).await?;
+            let profile = self.profile(&job.profile).await?;
+            Ok::<_, DistError>((source, profile))
+        };
+        let (source, profile) = match inputs.await {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(job = %job.job, "cannot fetch the job's inputs: {e}");
+                self.hand_back(&message).await;
+                return;
+            }
+        };
+        let candidate = job.candidate(source);
+        let heartbeat = {
+            let message = message.clone();
+            let every = self.dist.heartbeat();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    if let Err(e) = message.ack_with(AckKind::Progress).await {
+                        tracing::debug!("heartbeat: {e}");
+                    }
+                }
+            })
+        };
+        let handler = self.handler.clone();
+        // On a blocking thread: evaluators may block (pipes to worker processes, device
+        // waits), and the heartbeat must keep going meanwhile.
+        let outcome = tokio::task::spawn_blocking(move || {
+            futures::executor::block_on(handler.evaluate(&profile, &candidate))
+        })
+        .await;
+        heartbeat.abort();
+        match outcome {
+            Ok(Ok(evaluation)) => {
+                if self
+                    .answer(&message, &job, evaluation, delivery, started)
+                    .await
+                {
+                    self.counters.evaluated.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(job = %job.job, "evaluation failed on this worker: {e}");
+                self.hand_back(&message).await;
+            }
+            Err(e) => {
+                tracing::warn!(job = %job.job, "evaluation panicked on this worker: {e}");
+                self.hand_back(&message).await;
+            }
+        }
+    }
+
+    /// Publishes the result, then acknowledges the job. True when both went through.
+    async fn answer(
+        &self,
+        message: &Message,
+        job: &JobMessage,
+        evaluation: Evaluation,
+        delivery: u32,
+        started: Instant,
+    ) -> bool {
+        let result = ResultMessage {
+            v: job::MESSAGE_VERSION,
+            job: job.job.clone(),
+            run: job.run.clone(),
+            evaluation,
+            worker: self.name.clone(),
+            delivery,
+            seconds: started.elapsed().as_secs_f64(),
+        };
+        let payload = match job::encode("result", &result) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!("cannot encode a result: {e}");
+                self.hand_back(message).await;
+                return false;
+            }
+        };
+        let subject = self.dist.result_subject(&job.run);
+        if let Err(e) = self
+            .queue
+            .publish(&subject, job.job.as_str(), payload)
+            .await
+        {
+            tracing::warn!(job = %job.job, "cannot publish the result: {e}");
+            self.hand_back(message).await;
+            return false;
+        }
+        // If this acknowledgement is lost, the job comes back and the redelivery check (or the
+        // results stream's de-duplication, or the database's key) absorbs it.
+        if let Err(e) = message.double_ack().await {
+            tracing::debug!(job = %job.job, "acknowledging: {e}");
+        }
+        true
+    }
+
+    async fn hand_back(&self, message: &Message) {
+        self.counters.handed_back.fetch_add(1, Ordering::Relaxed);
+        let _ = message
+            .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+            .await;
+    }
+
+    async fn kernel(&self, hash: &Hash) -> Result<KernelSource> {
+        if let Some(k) = self.kernels.lock().ok().and_then(|m| m.get(hash).cloned()) {
+            return Ok(k);
+        }
+        let k = self.store.kernel(hash).await?;
+        if let Ok(mut m) = self.kernels.lock() {
+            if m.len() >= CACHE_LIMIT {
+                m.clear();
+            }
+            m.insert(hash.clone(), k.clone());
+        }
+        Ok(k)
+    }
+
+    async fn profile(&self, hash: &Hash) -> Result<Profile> {
+        if let Some(p) = self.profiles.lock().ok().and_then(|m| m.get(hash).cloned()) {
+            return Ok(p);
+        }
+        let p = self.store.profile(hash).await?;
+        if let Ok(mut m) = self.profiles.lock() {
+            if m.len() >= CACHE_LIMIT {
+                m.clear();
+            }
+            m.insert(hash.clone(), p.clone());
+        }
+        Ok(p)
+    }
+}

@@ -1,0 +1,418 @@
+//! Distributed evaluation against real servers: a nats-server per test (started, killed and
+//! restarted here), the PostgreSQL server of `scripts/dist-servers.sh`, and worker processes
+//! (this test binary, re-executed) that the tests kill with SIGKILL.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{servers, Nats, TestDb};
+use kf_archive::EliteArchive;
+use kf_core::testing::{synthetic_seed, SyntheticClassifier, SyntheticEvaluator, SyntheticMutator};
+use kf_core::{
+    async_trait, BehaviorClassifier, BoxError, Budget, Candidate, Engine, Evaluation, Evaluator,
+};
+use kf_dist::{
+    job_id, kernel_hash, DistConfig, DistEvaluator, JobHandler, Profile, Worker, WorkerConfig,
+};
+use serde::{Deserialize, Serialize};
+
+const DIMS: usize = 6;
+const LEVELS: usize = 4;
+const DEVICE: &str = "synthetic";
+
+/// One test at a time: each starts several processes, and the timing-based parts (heartbeats,
+/// redelivery) should not compete with another test's.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// What a worker process is told (through the environment).
+#[derive(Serialize, Deserialize)]
+struct WorkerSpec {
+    nats_url: String,
+    database_url: String,
+    namespace: String,
+    ack_wait_ms: u64,
+    max_attempts: u32,
+    log: PathBuf,
+}
+
+/// The profile every test run uses: how long the synthetic evaluation takes on a worker.
+fn profile(sleep_ms: u64) -> serde_json::Value {
+    serde_json::json!({"problem": "synthetic", "levels": LEVELS, "sleep_ms": sleep_ms})
+}
+
+/// Evaluates the synthetic problem after sleeping as the profile says, writing
+/// `start <job id>` to its log first; aborts the process on a kernel marked POISON.
+struct TestHandler {
+    log: PathBuf,
+}
+
+#[async_trait]
+impl JobHandler for TestHandler {
+    async fn evaluate(&self, profile: &Profile, c: &Candidate) -> Result<Evaluation, BoxError> {
+        let job = job_id(&kernel_hash(&c.source)?, &c.params, &profile.hash, DEVICE)?;
+        let line = format!("start {job}\n");
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)?
+            .write_all(line.as_bytes())?;
+        if c.source.text.contains("POISON") {
+            std::process::abort();
+        }
+        let sleep = profile.value["sleep_ms"].as_u64().unwrap_or(0);
+        std::thread::sleep(Duration::from_millis(sleep));
+        Ok(SyntheticEvaluator::with_levels(LEVELS).evaluate(c).await?)
+    }
+}
+
+/// The worker processes' entry point (run only when a test starts this binary as a worker).
+#[test]
+#[ignore = "entry point of the worker processes the other tests start"]
+fn worker_process_entry() {
+    let spec: WorkerSpec =
+        serde_json::from_str(&std::env::var("KF_DIST_TEST_WORKER").expect("started by a test"))
+            .unwrap();
+    let dist = DistConfig::new(spec.nats_url, spec.database_url)
+        .namespace(spec.namespace)
+        .ack_wait(Duration::from_millis(spec.ack_wait_ms))
+        .max_attempts(spec.max_attempts);
+    let mut config = WorkerConfig::new(DEVICE);
+    config.name = format!("w{}", std::process::id());
+    let worker = Worker::new(dist, config, TestHandler { log: spec.log });
+    worker.run_blocking(futures::future::pending()).unwrap();
+}
+
+struct Cluster {
+    nats: Nats,
+    db: TestDb,
+    dist: DistConfig,
+    dir: tempfile::TempDir,
+    workers: Arc<Mutex<Vec<Child>>>,
+    supervise: Arc<AtomicBool>,
+}
+
+impl Cluster {
+    fn new(test: &str, ack_wait: Duration, max_attempts: u32) -> Option<Cluster> {
+        let s = servers(test)?;
+        let nats = Nats::start(&s.nats_server);
+        let db = TestDb::create(&s.database_url, test);
+        let dist = DistConfig::new(nats.url(), db.url.clone())
+            .ack_wait(ack_wait)
+            .max_attempts(max_attempts);
+        Some(Cluster {
+            nats,
+            db,
+            dist,
+            dir: tempfile::tempdir().unwrap(),
+            workers: Arc::new(Mutex::new(Vec::new())),
+            supervise: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    fn spawn_worker(dist: &DistConfig, dir: &Path) -> Child {
+        let n = std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0);
+        let log = dir.join(format!("worker-{n}.log"));
+        let spec = WorkerSpec {
+            nats_url: dist.nats_url.clone(),
+            database_url: dist.database_url.clone(),
+            namespace: dist.namespace.clone(),
+            ack_wait_ms: dist.ack_wait.as_millis() as u64,
+            max_attempts: dist.max_attempts,
+            log: log.clone(),
+        };
+        std::fs::write(&log, "").unwrap();
+        Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--ignored",
+                "--exact",
+                "worker_process_entry",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("KF_DIST_TEST_WORKER", serde_json::to_string(&spec).unwrap())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
+    fn start_workers(&self, n: usize) {
+        for _ in 0..n {
+            let child = Self::spawn_worker(&self.dist, self.dir.path());
+            self.workers.lock().unwrap().push(child);
+        }
+    }
+
+    /// Restarts workers that die (as a process supervisor would) until the cluster is dropped.
+    fn supervise(&self) {
+        self.supervise.store(true, Ordering::SeqCst);
+        let (workers, on, dist, dir) = (
+            self.workers.clone(),
+            self.supervise.clone(),
+            self.dist.clone(),
+            self.dir.path().to_path_buf(),
+        );
+        std::thread::spawn(move || {
+            while on.load(Ordering::SeqCst) {
+                if let Ok(mut ws) = workers.lock() {
+                    for w in ws.iter_mut() {
+                        if matches!(w.try_wait(), Ok(Some(_))) {
+                            *w = Cluster::spawn_worker(&dist, &dir);
+                        }
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+    }
+
+    /// The job ids worker `i` has started, from its log.
+    fn started(&self, i: usize) -> Vec<String> {
+        std::fs::read_to_string(self.dir.path().join(format!("worker-{i}.log")))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.strip_prefix("start ").map(String::from))
+            .collect()
+    }
+
+    fn kill_worker(&self, i: usize) {
+        let mut ws = self.workers.lock().unwrap();
+        let _ = ws[i].kill(); // SIGKILL
+        let _ = ws[i].wait();
+    }
+
+    fn evaluator(&self, run: &str, sleep_ms: u64) -> DistEvaluator {
+        DistEvaluator::builder(self.dist.clone(), run, DEVICE, profile(sleep_ms))
+            .connect()
+            .unwrap()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.supervise.store(false, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(150));
+        if let Ok(mut ws) = self.workers.lock() {
+            for w in ws.iter_mut() {
+                let _ = w.kill();
+                let _ = w.wait();
+            }
+        }
+    }
+}
+
+fn search<E: Evaluator>(evaluator: E, seeds: Vec<Candidate>, evaluations: u64) -> EliteArchive {
+    let archive = EliteArchive::new(SyntheticClassifier::new(LEVELS).space().clone()).unwrap();
+    Engine::new(
+        SyntheticMutator::new(0.1),
+        evaluator,
+        SyntheticClassifier::new(LEVELS),
+        archive,
+    )
+    .seeds(seeds)
+    .seed(11)
+    .budget(Budget::evaluations(evaluations))
+    .max_in_flight(6)
+    .run_blocking()
+    .unwrap()
+    .archive
+}
+
+fn json(a: &EliteArchive) -> String {
+    serde_json::to_string(a).unwrap()
+}
+
+/// The in-process archive for the same search.
+fn in_process(evaluations: u64) -> String {
+    json(&search(
+        SyntheticEvaluator::with_levels(LEVELS),
+        vec![synthetic_seed(DIMS)],
+        evaluations,
+    ))
+}
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[test]
+fn three_workers_give_the_in_process_archive() {
+    let _serial = lock();
+    let Some(cluster) = Cluster::new("three_workers", Duration::from_secs(5), 3) else {
+        return;
+    };
+    cluster.start_workers(3);
+    let evaluator = cluster.evaluator("three", 0);
+    let archive = search(evaluator, vec![synthetic_seed(DIMS)], 150);
+    assert_eq!(
+        json(&archive),
+        in_process(150),
+        "distributed and in-process archives differ"
+    );
+    let db = &cluster.db;
+    assert_eq!(db.count("SELECT count(*) FROM kf_candidates"), 150);
+    let jobs = db.count("SELECT count(*) FROM kf_jobs");
+    assert_eq!(
+        db.count("SELECT count(*) FROM kf_results"),
+        jobs,
+        "one result per job"
+    );
+    // Every worker took part.
+    let busy = (0..3).filter(|i| !cluster.started(*i).is_empty()).count();
+    assert_eq!(busy, 3, "some worker got no job");
+    // A second run of the same search is answered from the database: no job is published.
+    let again = cluster.evaluator("three-again", 0);
+    let t = Instant::now();
+    let archive2 = search(again, vec![synthetic_seed(DIMS)], 150);
+    assert_eq!(json(&archive2), json(&archive));
+    assert_eq!(
+        db.count("SELECT count(*) FROM kf_jobs"),
+        jobs,
+        "no new job for a cached run"
+    );
+    eprintln!(
+        "cached re-run of 150 evaluations: {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
+}
+
+#[test]
+fn a_killed_worker_s_job_is_evaluated_again() {
+    let _serial = lock();
+    let Some(cluster) = Cluster::new("killed_worker", Duration::from_secs(1), 3) else {
+        return;
+    };
+    cluster.start_workers(2);
+    let evaluator = cluster.evaluator("killed", 400);
+    // Run the search on another thread; watch worker 0 from this one.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let search_thread = std::thread::spawn(move || {
+        let a = search(evaluator, vec![synthetic_seed(DIMS)], 24);
+        let _ = tx.send(());
+        a
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // Kill worker 0 in the middle of its second evaluation (each takes 400 ms).
+    let killed_job = loop {
+        let started = cluster.started(0);
+        if started.len() >= 2 {
+            std::thread::sleep(Duration::from_millis(150));
+            cluster.kill_worker(0);
+            break started.last().cloned().unwrap();
+        }
+        assert!(Instant::now() < deadline, "worker 0 never started two jobs");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    rx.recv_timeout(Duration::from_secs(120))
+        .expect("the search did not finish");
+    let archive = search_thread.join().unwrap();
+    assert_eq!(json(&archive), in_process(24));
+    let db = &cluster.db;
+    assert_eq!(db.count("SELECT count(*) FROM kf_candidates"), 24);
+    let jobs = db.count("SELECT count(*) FROM kf_jobs");
+    assert_eq!(
+        db.count("SELECT count(*) FROM kf_results"),
+        jobs,
+        "exactly one result per job"
+    );
+    let row = db.rows(&format!(
+        "SELECT worker, delivery::text FROM kf_results WHERE job_id = '{killed_job}'"
+    ));
+    assert_eq!(row.len(), 1, "the killed worker's job has one result");
+    let (worker, delivery) = (&row[0][0], &row[0][1]);
+    assert!(
+        delivery.parse::<u32>().unwrap() >= 2,
+        "the job was delivered again ({delivery})"
+    );
+    assert!(
+        cluster.started(1).contains(&killed_job),
+        "the surviving worker evaluated the killed worker's job (result from {worker})"
+    );
+}
+
+#[test]
+fn a_nats_restart_loses_nothing() {
+    let _serial = lock();
+    let Some(mut cluster) = Cluster::new("nats_restart", Duration::from_secs(2), 3) else {
+        return;
+    };
+    cluster.start_workers(2);
+    let evaluator = cluster.evaluator("restart", 30);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let search_thread = std::thread::spawn(move || {
+        let a = search(evaluator, vec![synthetic_seed(DIMS)], 80);
+        let _ = tx.send(());
+        a
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while cluster.db.count("SELECT count(*) FROM kf_results") < 20 {
+        assert!(Instant::now() < deadline, "no progress before the restart");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cluster.nats.kill();
+    let during = cluster.db.count("SELECT count(*) FROM kf_results");
+    std::thread::sleep(Duration::from_secs(1));
+    cluster.nats.restart();
+    rx.recv_timeout(Duration::from_secs(180))
+        .expect("the search did not finish after the restart");
+    let archive = search_thread.join().unwrap();
+    assert!(during < 80, "the restart happened mid-run");
+    assert_eq!(
+        json(&archive),
+        in_process(80),
+        "nothing lost, nothing changed"
+    );
+    let db = &cluster.db;
+    assert_eq!(db.count("SELECT count(*) FROM kf_candidates"), 80);
+    let jobs = db.count("SELECT count(*) FROM kf_jobs");
+    assert_eq!(db.count("SELECT count(*) FROM kf_results"), jobs);
+}
+
+#[test]
+fn a_poison_job_ends_as_a_recorded_failure() {
+    let _serial = lock();
+    let Some(cluster) = Cluster::new("poison", Duration::from_secs(1), 2) else {
+        return;
+    };
+    cluster.start_workers(2);
+    cluster.supervise();
+    let evaluator = cluster.evaluator("poison", 0);
+    let mut poison = synthetic_seed(DIMS);
+    poison.source.text = "// POISON: kills the process that evaluates it".into();
+    let t = Instant::now();
+    let archive = search(evaluator, vec![poison.clone(), synthetic_seed(DIMS)], 30);
+    let seconds = t.elapsed().as_secs_f64();
+    assert!(!kf_core::Archive::elites(&archive).is_empty());
+    let db = &cluster.db;
+    let profile = Profile::from_value(profile(0));
+    let job = job_id(
+        &kernel_hash(&poison.source).unwrap(),
+        &poison.params,
+        &profile.hash,
+        DEVICE,
+    )
+    .unwrap();
+    let row = db.rows(&format!(
+        "SELECT status, delivery::text, evaluation->>'diagnostics' FROM kf_results WHERE job_id = '{job}'"
+    ));
+    assert_eq!(
+        row.len(),
+        1,
+        "the poison job has exactly one (recorded) result"
+    );
+    assert_eq!(row[0][0], "runtime_error");
+    assert_eq!(row[0][1], "3", "two attempts, then the recording delivery");
+    assert!(row[0][2].contains("poison job"), "{}", row[0][2]);
+    // Exactly two worker processes died on it (one per attempt), none after.
+    let started: usize = (0..8)
+        .map(|i| cluster.started(i).iter().filter(|j| **j == job.0).count())
+        .sum();
+    assert_eq!(started, 2, "evaluated once per attempt, not again");
+    eprintln!("poison job recorded after {seconds:.1} s");
+}

@@ -1,0 +1,240 @@
+//! Real servers for the tests: the PostgreSQL server `scripts/dist-servers.sh start` runs (one
+//! fresh database per test) and nats-server processes each test starts, kills and restarts
+//! itself, from the binary that script installed.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Where the servers are.
+pub struct Servers {
+    pub database_url: String,
+    pub nats_server: PathBuf,
+}
+
+/// The servers, or `None` (with a message) when they are not running; with
+/// `KF_REQUIRE_DIST=1` a missing server fails the test instead.
+pub fn servers(test: &str) -> Option<Servers> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let info: Option<serde_json::Value> =
+        std::fs::read_to_string(root.join(".runtime/dist-servers.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok());
+    let from_info = |k: &str| info.as_ref().and_then(|i| i[k].as_str().map(String::from));
+    let database_url = std::env::var("KF_DATABASE_URL")
+        .ok()
+        .or_else(|| from_info("database_url"));
+    let nats_server = std::env::var("KF_NATS_SERVER")
+        .ok()
+        .or_else(|| from_info("nats_server"));
+    let found = match (database_url, nats_server) {
+        (Some(db), Some(nats)) if Path::new(&nats).exists() && pg_answers(&db) => Some(Servers {
+            database_url: db,
+            nats_server: PathBuf::from(nats),
+        }),
+        _ => None,
+    };
+    if found.is_none() {
+        let msg = format!(
+            "{test}: SKIPPED — no PostgreSQL/nats-server (run `scripts/dist-servers.sh install && \
+             scripts/dist-servers.sh start`)"
+        );
+        if std::env::var("KF_REQUIRE_DIST").is_ok_and(|v| v == "1") {
+            panic!("{msg}, and KF_REQUIRE_DIST=1");
+        }
+        eprintln!("{msg}");
+    }
+    found
+}
+
+fn pg_answers(url: &str) -> bool {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            tokio_postgres::connect(url, tokio_postgres::NoTls),
+        )
+        .await
+        .is_ok_and(|r| r.is_ok())
+    })
+}
+
+/// A runtime for the tests' own database queries.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A database of the test's own, dropped at the end.
+pub struct TestDb {
+    admin: String,
+    name: String,
+    pub url: String,
+}
+
+impl TestDb {
+    pub fn create(admin_url: &str, test: &str) -> TestDb {
+        let name = format!("kf_{}_{}", test, std::process::id());
+        let rt = runtime();
+        rt.block_on(async {
+            let (c, conn) = tokio_postgres::connect(admin_url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            // Separate statements: a multi-statement string runs as one transaction.
+            c.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                .await
+                .unwrap();
+            c.batch_execute(&format!("CREATE DATABASE {name}"))
+                .await
+                .unwrap();
+        });
+        let base = admin_url
+            .rsplit_once('/')
+            .map(|(b, _)| b)
+            .unwrap_or(admin_url);
+        TestDb {
+            admin: admin_url.to_string(),
+            url: format!("{base}/{name}"),
+            name,
+        }
+    }
+
+    /// Runs a query returning one integer.
+    pub fn count(&self, sql: &str) -> i64 {
+        let rt = runtime();
+        rt.block_on(async {
+            let (c, conn) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            c.query_one(sql, &[]).await.unwrap().get::<_, i64>(0)
+        })
+    }
+
+    /// Runs a query and returns its rows as JSON text columns.
+    pub fn rows(&self, sql: &str) -> Vec<Vec<String>> {
+        let rt = runtime();
+        rt.block_on(async {
+            let (c, conn) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            c.query(sql, &[])
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| (0..r.len()).map(|i| r.get::<_, String>(i)).collect())
+                .collect()
+        })
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let rt = runtime();
+        let (admin, name) = (self.admin.clone(), self.name.clone());
+        rt.block_on(async move {
+            if let Ok((c, conn)) = tokio_postgres::connect(&admin, tokio_postgres::NoTls).await {
+                tokio::spawn(conn);
+                let _ = c
+                    .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                    .await;
+            }
+        });
+    }
+}
+
+/// A nats-server with JetStream on a free loopback port, its store in a folder of its own.
+pub struct Nats {
+    bin: PathBuf,
+    dir: tempfile::TempDir,
+    pub port: u16,
+    child: Option<Child>,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_listening(port: u16, limit: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+impl Nats {
+    pub fn start(bin: &Path) -> Nats {
+        let mut n = Nats {
+            bin: bin.to_path_buf(),
+            dir: tempfile::tempdir().unwrap(),
+            port: free_port(),
+            child: None,
+        };
+        n.launch();
+        n
+    }
+
+    fn launch(&mut self) {
+        let child = Command::new(&self.bin)
+            .args([
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-js",
+                "-sd",
+            ])
+            .arg(self.dir.path().join("store"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        assert!(
+            wait_listening(self.port, Duration::from_secs(10)),
+            "nats-server did not start"
+        );
+    }
+
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// SIGKILL, then the same server again on the same port and store.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn restart(&mut self) {
+        self.kill();
+        self.launch();
+    }
+}
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
