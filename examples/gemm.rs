@@ -16,18 +16,17 @@
 //! search starts from that language's shipped kernels (the naive task baseline and the tiled
 //! GEMM of `crates/kf-eval/kernels/<language>/`) and moves through their parameter spaces.
 //!
-//! Interrupt with Ctrl-C and run the same command again to resume.
+//! Interrupt with Ctrl-C and run the same command again to resume. With `--distributed`, the
+//! evaluations go to `kf worker` processes through NATS JetStream and PostgreSQL
+//! (`scripts/dist-servers.sh start` runs both on this machine).
 
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use kernelfoundry::core::{KernelSource, Language, ParamValues};
 use kernelfoundry::eval::tasks::{builtin_task, parse_sizes};
-use kernelfoundry::manifest::Manifest;
-use kernelfoundry::mutate::{MixMutator, ParamMutator, StructuralMutator, TemplateLibrary};
 use kernelfoundry::report::init_logging;
-use kernelfoundry::search::{run_search, seeds_for, stop_on_ctrl_c, template_seeds, SearchArgs};
+use kernelfoundry::search::{offline_search, run_search, stop_on_ctrl_c, SearchArgs};
 
 #[derive(Parser)]
 #[command(about = "Evolve fast SGEMM kernels with MAP-Elites")]
@@ -58,22 +57,9 @@ fn main() -> anyhow::Result<()> {
         .config("gemm", sizes.clone(), Duration::from_secs(540));
 
     let task = builtin_task("gemm", &sizes)?;
-    let language = args.search.language();
-    let (seeds, mutator) = if language == Language::OpenCl {
-        // Seeds: the naive task baseline, and the base variant of every GEMM template (the
-        // structural mutator transforms template variants).
-        let extra = template_seeds(&TemplateLibrary::builtin()?, "gemm")?;
-        let mutator = MixMutator::new()
-            .with(StructuralMutator::builtin()?, 2.0)
-            .with(ParamMutator::new(), 1.0);
-        (seeds_for(task.as_ref(), language, extra), mutator)
-    } else {
-        // The templates are OpenCL C: search from the language's naive baseline and shipped
-        // tiled kernel with parameter moves (each new kernel is tuned as well).
-        let tiled = tiled_seed(language)?;
-        let mutator = MixMutator::new().with(ParamMutator::new(), 1.0);
-        (seeds_for(task.as_ref(), language, vec![tiled]), mutator)
-    };
+    // OpenCL: the naive baseline, every template's base variant, structural transformations and
+    // parameter moves; SYCL/CUDA: the baseline and the shipped tiled kernel, parameter moves.
+    let (seeds, mutator) = offline_search(task.as_ref(), args.search.language())?;
 
     let outcome = run_search(&config, mutator, seeds, Some(stop_on_ctrl_c()?))?;
     let s = &outcome.summary;
@@ -91,22 +77,4 @@ fn main() -> anyhow::Result<()> {
     }
     println!("report: {}", config.out.join("report.json").display());
     Ok(())
-}
-
-/// The shipped tiled GEMM of a language other than OpenCL C, with its manifest's first
-/// parameter values.
-fn tiled_seed(language: Language) -> anyhow::Result<(KernelSource, ParamValues)> {
-    let (manifest, source) = match language {
-        Language::Sycl => (
-            include_str!("../crates/kf-eval/kernels/sycl/gemm_tiled.toml"),
-            include_str!("../crates/kf-eval/kernels/sycl/gemm_tiled.cpp"),
-        ),
-        Language::Cuda => (
-            include_str!("../crates/kf-eval/kernels/cuda/gemm_tiled.toml"),
-            include_str!("../crates/kf-eval/kernels/cuda/gemm_tiled.cu"),
-        ),
-        other => anyhow::bail!("no shipped tiled GEMM in {other}"),
-    };
-    let manifest = Manifest::parse(manifest, "gemm_tiled.toml", None)?;
-    Ok((manifest.kernel_source(source), manifest.default_params()))
 }

@@ -23,11 +23,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use kernelfoundry::core::Language;
 use kernelfoundry::eval::tasks::{builtin_task, parse_sizes};
-use kernelfoundry::mutate::{MixMutator, ParamMutator, StructuralMutator, TemplateLibrary};
 use kernelfoundry::report::init_logging;
-use kernelfoundry::search::{run_search, seeds_for, stop_on_ctrl_c, template_seeds, SearchArgs};
+use kernelfoundry::search::{offline_search, run_search, stop_on_ctrl_c, SearchArgs};
 
 #[derive(Parser)]
 #[command(about = "Evolve fast row-wise softmax kernels with MAP-Elites")]
@@ -60,25 +58,9 @@ fn main() -> anyhow::Result<()> {
         .search
         .config("softmax", sizes.clone(), Duration::from_secs(300));
 
-    let language = args.search.language();
-    let (seeds, mutator) = if language == Language::OpenCl {
-        // Seeds: the naive task baseline, and the base variant of every softmax template (the
-        // structural mutator transforms template variants).
-        let extra = template_seeds(&TemplateLibrary::softmax()?, "softmax")?;
-        let mutator = MixMutator::new()
-            .with(StructuralMutator::softmax()?, 2.0)
-            .with(ParamMutator::new(), 1.0);
-        (seeds_for(task.as_ref(), language, extra), mutator)
-    } else {
-        // The templates are OpenCL C: search from the language's naive baseline with parameter
-        // moves (each new kernel is tuned as well).
-        let mutator = MixMutator::new().with(ParamMutator::new(), 1.0);
-        (seeds_for(task.as_ref(), language, Vec::new()), mutator)
-    };
-    anyhow::ensure!(
-        !seeds.is_empty(),
-        "the softmax task has no {language:?} baseline kernel to start from"
-    );
+    // OpenCL: the naive baseline, every softmax template's base variant, structural
+    // transformations and parameter moves; SYCL/CUDA: the baseline and parameter moves.
+    let (seeds, mutator) = offline_search(task.as_ref(), args.search.language())?;
 
     let outcome = run_search(&config, mutator, seeds, Some(stop_on_ctrl_c()?))?;
     let s = &outcome.summary;

@@ -34,6 +34,10 @@ VENV="$RUNTIME/dist-venv"
 NATS_BIN="$VENV/bin/nats-server"
 NATS_DIR="$RUNTIME/nats"
 PG_DIR="$RUNTIME/pg"
+# When the postgres user cannot reach .runtime/ (a checkout under a private home folder), the
+# cluster lives in a folder of /tmp named after the checkout; this file remembers which.
+PG_DIR_FILE="$RUNTIME/pg-dir"
+[ -f "$PG_DIR_FILE" ] && PG_DIR="$(cat "$PG_DIR_FILE")"
 INFO="$RUNTIME/dist-servers.json"
 NATS_PORT="${KF_NATS_PORT:-14222}"
 PG_PORT="${KF_PG_PORT:-15432}"
@@ -150,9 +154,16 @@ start_pg() {
     mkdir -p "$PG_DIR"
     if [ "$(id -u)" -eq 0 ]; then
         chown postgres: "$PG_DIR"
-        # The postgres user must be able to reach the folder.
-        runuser -u postgres -- test -w "$PG_DIR" ||
-            die "the postgres user cannot write $PG_DIR (a parent folder is not traversable)"
+        if ! runuser -u postgres -- test -w "$PG_DIR"; then
+            # A parent folder is not traversable by postgres: use /tmp instead.
+            PG_DIR="${TMPDIR:-/tmp}/kf-dist-pg-$(printf '%s' "$ROOT" | cksum | cut -d' ' -f1)"
+            mkdir -p "$PG_DIR"
+            chown postgres: "$PG_DIR"
+            chmod 700 "$PG_DIR"
+            runuser -u postgres -- test -w "$PG_DIR" || die "the postgres user cannot write $PG_DIR"
+            echo "$PG_DIR" >"$PG_DIR_FILE"
+            log "PostgreSQL data in $PG_DIR (the postgres user cannot reach $RUNTIME)"
+        fi
     fi
     if [ ! -f "$PG_DIR/data/PG_VERSION" ]; then
         rm -rf "$PG_DIR/data"

@@ -117,3 +117,15 @@ pub fn init() {
         ),
     }
 }
+
+/// The facts of the device `spec` selects, from a backend opened in this process (the device a
+/// distributed worker registers, and what a search tells its mutators and tuner).
+pub fn device_facts(spec: &BackendSpec) -> Result<kf_core::DeviceFacts, String> {
+    use kf_core::Backend;
+    check(spec)?;
+    match spec.kind.as_str() {
+        "cuda" => open_cuda(spec).map(|b| b.device().clone()),
+        "sycl" => open_sycl(spec).map(|b| b.device().clone()),
+        _ => open_opencl(spec).map(|b| b.device().clone()),
+    }
+}

@@ -23,6 +23,7 @@
 //! any program that evaluates kernels in worker processes.
 
 pub mod backends;
+pub mod distributed;
 pub mod report;
 pub mod search;
 
@@ -38,6 +39,8 @@ pub use kf_backend_sycl as sycl;
 pub use kf_classify as classify;
 /// Vocabulary, traits and the search engine.
 pub use kf_core as core;
+/// Distributed evaluation: jobs on NATS JetStream, results in PostgreSQL.
+pub use kf_dist as dist;
 /// The kernel evaluator.
 pub use kf_eval as eval;
 /// Kernel manifests.

@@ -59,6 +59,54 @@ pub struct SearchArgs {
     /// More log output (-v debug, -vv trace).
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// Steps in flight at once (default: 1 on this machine, 8 with --distributed).
+    #[arg(long)]
+    pub in_flight: Option<usize>,
+    /// Distributed evaluation.
+    #[command(flatten)]
+    pub dist: DistArgs,
+}
+
+/// Where the distributed-evaluation servers are (shared by `kf worker` and searches). The
+/// defaults are the servers `scripts/dist-servers.sh start` runs on this machine.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServerArgs {
+    /// NATS server (JetStream enabled).
+    #[arg(long, env = "KF_NATS_URL", default_value = "nats://127.0.0.1:14222")]
+    pub nats: String,
+    /// PostgreSQL database.
+    #[arg(
+        long = "db",
+        env = "KF_DATABASE_URL",
+        default_value = "postgres://postgres@127.0.0.1:15432/postgres"
+    )]
+    pub db: String,
+    /// Prefix of the queue's streams and subjects.
+    #[arg(long, default_value = "kf")]
+    pub namespace: String,
+}
+
+impl ServerArgs {
+    /// The deployment settings.
+    pub fn dist_config(&self) -> kf_dist::DistConfig {
+        kf_dist::DistConfig::new(self.nats.clone(), self.db.clone())
+            .namespace(self.namespace.clone())
+    }
+}
+
+/// Options of a search that evaluates on distributed workers (`kf worker`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct DistArgs {
+    /// Evaluate on workers through NATS JetStream and PostgreSQL instead of in this process.
+    #[arg(long)]
+    pub distributed: bool,
+    /// Queue name of the workers' device (default: this machine's device for the backend, as
+    /// `kf worker` names it).
+    #[arg(long)]
+    pub device_kind: Option<String>,
+    /// Servers.
+    #[command(flatten)]
+    pub servers: ServerArgs,
 }
 
 impl SearchArgs {
@@ -78,6 +126,16 @@ impl SearchArgs {
             config.out = out.clone();
         }
         config.progress = !self.no_progress;
+        if self.dist.distributed {
+            config.distributed = Some(super::Distributed {
+                dist: self.dist.servers.dist_config(),
+                device_kind: self.dist.device_kind.clone(),
+                run: None,
+            });
+        }
+        config.in_flight = self
+            .in_flight
+            .unwrap_or(if self.dist.distributed { 8 } else { 1 });
         config
     }
 

@@ -8,10 +8,15 @@
 //! when started again with the same arguments.
 
 mod cli;
+mod evaluator;
+mod setup;
 mod tuned;
 
-pub use cli::{stop_on_ctrl_c, template_seeds, SearchArgs};
+pub use cli::{stop_on_ctrl_c, template_seeds, DistArgs, SearchArgs, ServerArgs};
+pub use setup::offline_search;
 pub use tuned::TunedEvaluator;
+
+use evaluator::SearchEvaluator;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -45,6 +50,9 @@ pub enum SearchError {
     /// The report could not be written.
     #[error("{0}")]
     Report(#[from] crate::report::ReportError),
+    /// Distributed evaluation failed to start.
+    #[error("{0}")]
+    Distributed(#[from] kf_dist::DistError),
     /// A bad configuration.
     #[error("{0}")]
     Config(String),
@@ -87,6 +95,25 @@ pub struct SearchConfig {
     /// set [`WorkerCommand::test_harness`] (with `kf_eval::worker_test_entry!`).
     #[serde(skip)]
     pub worker: Option<WorkerCommand>,
+    /// Steps (mutation + evaluation) in flight at once: 1 on one machine (one device); more
+    /// keeps several distributed workers busy.
+    pub in_flight: usize,
+    /// Evaluate on workers through NATS JetStream and PostgreSQL instead of in this process.
+    #[serde(skip)]
+    pub distributed: Option<Distributed>,
+}
+
+/// Where a distributed search sends its jobs.
+#[derive(Debug, Clone)]
+pub struct Distributed {
+    /// Servers and queue settings.
+    pub dist: kf_dist::DistConfig,
+    /// Queue name of the workers' device; default: this machine's device for the backend
+    /// ([`crate::distributed::device_kind`]), which must then exist here.
+    pub device_kind: Option<String>,
+    /// Run id on the queue and in the database; default: derived from the output folder and
+    /// the seed, so that a resumed run finds its results.
+    pub run: Option<String>,
 }
 
 impl SearchConfig {
@@ -108,6 +135,8 @@ impl SearchConfig {
             timeout: TimeoutPolicy::default(),
             progress: true,
             worker: None,
+            in_flight: 1,
+            distributed: None,
         }
     }
 }
@@ -183,24 +212,44 @@ pub fn run_search<M: Mutator + 'static>(
     }
     let task = builtin_task(&config.task, &config.sizes)?;
     let sizes = task.sizes();
-    let worker = match &config.worker {
-        Some(w) => w.clone(),
-        None => WorkerCommand::current_exe()?,
-    };
-    let isolated =
-        IsolatedEvaluator::builder(config.backend.clone(), config.task.clone(), sizes.clone())
+    let (evaluator, device) = match &config.distributed {
+        None => {
+            let worker = match &config.worker {
+                Some(w) => w.clone(),
+                None => WorkerCommand::current_exe()?,
+            };
+            let isolated = IsolatedEvaluator::builder(
+                config.backend.clone(),
+                config.task.clone(),
+                sizes.clone(),
+            )
             .command(worker)
             .config(config.eval.clone())
             .timeout(config.timeout)
             .build();
-    let device = isolated.device()?;
-    let evaluator = TunedEvaluator::new(
-        isolated.clone(),
-        config.tune_budget,
-        config.tune_strategy.clone(),
-        sizes.clone(),
-        device.clone(),
-    );
+            let device = isolated.device()?;
+            let tuned = TunedEvaluator::new(
+                isolated,
+                config.tune_budget,
+                config.tune_strategy.clone(),
+                sizes.clone(),
+                device.clone(),
+            );
+            (SearchEvaluator::Local(tuned), device)
+        }
+        Some(d) => {
+            let (dist, device) = connect_distributed(config, d, &sizes)?;
+            // Tuning stays here: each configuration is one job, cached by its own id.
+            let tuned = TunedEvaluator::new(
+                dist,
+                config.tune_budget,
+                config.tune_strategy.clone(),
+                sizes.clone(),
+                device.clone(),
+            );
+            (SearchEvaluator::Distributed(tuned), device)
+        }
+    };
     let classifier = StaticClassifier::new().with_compiler_facts();
     let space = classifier.space().clone();
     let archive = EliteArchive::with_config(
@@ -235,13 +284,14 @@ pub fn run_search<M: Mutator + 'static>(
     }
     let trace = progress.trace();
     let baseline = BaselineWatch::default();
+    let evaluator_handle = evaluator.handle();
     let mut engine = Engine::new(mutator, evaluator, classifier, archive)
         .task(task.describe())
         .device(device.clone())
         .seeds(seeds)
         .seed(config.seed)
         .budget(budget)
-        .max_in_flight(1)
+        .max_in_flight(config.in_flight.max(1))
         .checkpoint(run_dir)
         .add_observer(progress, ObserverMode::Always)
         .add_observer(LogObserver::new(&space), ObserverMode::Always)
@@ -249,9 +299,21 @@ pub fn run_search<M: Mutator + 'static>(
     if let Some(stop) = stop {
         engine = engine.stop_on(stop);
     }
-    let result = engine.run_blocking()?;
-    isolated.shutdown();
+    let result = engine.run_blocking();
+    let evaluator_after = evaluator_handle.shutdown_handle();
+    let result = result?;
     let archive = result.archive;
+    if let Some(dist) = &evaluator_after {
+        // The final archive joins the run's record in the database.
+        let snapshot =
+            serde_json::to_value(&archive).map_err(|e| SearchError::Config(e.to_string()))?;
+        let evaluations = result.summary.evaluations;
+        dist.block_on(
+            dist.store()
+                .store_snapshot(dist.run(), evaluations, &snapshot),
+        )?;
+        dist.clone().shutdown();
+    }
     let summary = result.summary;
     let elites = Archive::elites(&archive);
     let baseline_gflops = baseline.gflops();
@@ -274,6 +336,71 @@ pub fn run_search<M: Mutator + 'static>(
         baseline_gflops,
         best_gflops,
     })
+}
+
+/// Connects the distributed evaluator and finds the device the workers have: this machine's
+/// when it has the same kind, else one a worker registered (waiting up to two minutes for the
+/// first worker).
+fn connect_distributed(
+    config: &SearchConfig,
+    d: &Distributed,
+    sizes: &kf_eval::tasks::Sizes,
+) -> Result<(kf_dist::DistEvaluator, kf_core::DeviceFacts), SearchError> {
+    use crate::distributed::{device_kind, TaskProfile};
+    let local = crate::backends::device_facts(&config.backend);
+    let kind = match (&d.device_kind, &local) {
+        (Some(k), _) => k.clone(),
+        (None, Ok(facts)) => device_kind(&config.backend.kind, facts),
+        (None, Err(e)) => {
+            return Err(SearchError::Config(format!(
+                "no {} device here to name the workers' device kind ({e}); give the device kind",
+                config.backend.kind
+            )))
+        }
+    };
+    let run = match &d.run {
+        Some(r) => r.clone(),
+        None => default_run_id(config),
+    };
+    let profile = TaskProfile {
+        task: config.task.clone(),
+        sizes: sizes.clone(),
+        backend: config.backend.kind.clone(),
+        eval: config.eval.clone(),
+        timeout: config.timeout.into(),
+    };
+    let profile = serde_json::to_value(&profile).map_err(|e| SearchError::Config(e.to_string()))?;
+    let dist =
+        kf_dist::DistEvaluator::builder(d.dist.clone(), run, kind.clone(), profile).connect()?;
+    if let Ok(facts) = local {
+        if device_kind(&config.backend.kind, &facts) == kind {
+            return Ok((dist, facts));
+        }
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some(v) = dist.block_on(dist.store().worker_device(&kind))? {
+            let facts = serde_json::from_value(v).map_err(|e| {
+                SearchError::Config(format!("a worker registered bad device facts: {e}"))
+            })?;
+            return Ok((dist, facts));
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(SearchError::Config(format!(
+                "no worker of device kind `{kind}` registered within two minutes (start `kf worker`)"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// A run id from the task, the output folder and the seed: the same command resumes the same
+/// run (and finds its results on the queue).
+fn default_run_id(config: &SearchConfig) -> String {
+    let out = std::fs::canonicalize(&config.out).unwrap_or_else(|_| config.out.clone());
+    let key = format!("{}\n{}\n{}", config.task, out.display(), config.seed);
+    let hash = blake3::hash(key.as_bytes()).to_hex();
+    format!("{}-{}", kf_dist::subject_token(&config.task), &hash[..16])
 }
 
 /// Remembers the throughput of the task baseline seed as this run measured it (its cell may

@@ -44,6 +44,11 @@ impl<E: Evaluator + Clone + 'static> TunedEvaluator<E> {
             device: Arc::new(device),
         }
     }
+
+    /// The wrapped evaluator.
+    pub fn inner(&self) -> &E {
+        &self.inner
+    }
 }
 
 /// The objective the tuner sees: every configuration goes through the wrapped evaluator, and

@@ -6,13 +6,13 @@
 //! task pulls the run's results in batches, stores them (idempotently) and only then completes
 //! the waiting evaluations, so the search never sees a result the database does not hold.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use kf_core::{Candidate, Evaluation, Evaluator};
-use tokio::sync::{oneshot, Semaphore};
+use kf_core::{Candidate, Evaluation, Evaluator, KernelSource};
+use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::config::{check_token, DistConfig, PRIORITIES};
 use crate::error::{DistError, Result};
@@ -40,7 +40,20 @@ struct Inner {
     store: Store,
     waiting: Mutex<HashMap<Hash, Waiting>>,
     permits: Arc<Semaphore>,
+    submissions: mpsc::UnboundedSender<Submission>,
+    /// Kernels this evaluator has stored (not sent again).
+    stored_kernels: Mutex<HashSet<Hash>>,
 }
+
+/// A job on its way to the database and the queue.
+struct Submission {
+    message: JobMessage,
+    source: KernelSource,
+    priority: u8,
+}
+
+/// Jobs recorded in one statement at most.
+const SUBMIT_BATCH: usize = 256;
 
 /// Builds a [`DistEvaluator`].
 #[derive(Debug, Clone)]
@@ -105,6 +118,7 @@ impl DistEvaluatorBuilder {
             .build()
             .map_err(DistError::Runtime)?;
         let profile = Profile::from_value(self.profile);
+        let (submissions, submitted) = mpsc::unbounded_channel();
         let inner = runtime.block_on(async {
             let queue = Queue::connect(&self.config, &format!("kf-search-{}", self.run)).await?;
             let store = Store::connect(&self.config.database_url).await?;
@@ -124,13 +138,16 @@ impl DistEvaluatorBuilder {
                 store,
                 waiting: Mutex::new(HashMap::new()),
                 permits: Arc::new(Semaphore::new(self.max_in_flight)),
+                submissions,
+                stored_kernels: Mutex::new(HashSet::new()),
             }))
         })?;
+        runtime.spawn(submitter(inner.clone(), submitted));
         runtime.spawn(result_writer(inner.clone()));
         runtime.spawn(poller(inner.clone(), self.poll_interval));
         Ok(DistEvaluator {
             inner,
-            runtime: Some(runtime),
+            runtime: Arc::new(OwnedRuntime(Some(runtime))),
         })
     }
 }
@@ -150,9 +167,24 @@ impl DistEvaluatorBuilder {
 /// evaluator.shutdown();
 /// # Ok::<(), kf_dist::DistError>(())
 /// ```
+///
+/// Clones share the connections, the runtime and the waiting jobs (a tuner can wrap a clone).
+#[derive(Clone)]
 pub struct DistEvaluator {
     inner: Arc<Inner>,
-    runtime: Option<tokio::runtime::Runtime>,
+    runtime: Arc<OwnedRuntime>,
+}
+
+/// The evaluator's runtime, stopped when the last clone goes.
+struct OwnedRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for OwnedRuntime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            // Safe from any context, async included.
+            rt.shutdown_background();
+        }
+    }
 }
 
 impl std::fmt::Debug for DistEvaluator {
@@ -202,8 +234,10 @@ impl DistEvaluator {
     }
 
     /// Runs a future on the evaluator's runtime (database access from synchronous code).
+    ///
+    /// Not from inside an asynchronous task (it blocks the thread).
     pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
-        match &self.runtime {
+        match &self.runtime.0 {
             Some(rt) => rt.block_on(f),
             None => futures::executor::block_on(f),
         }
@@ -222,21 +256,9 @@ impl DistEvaluator {
         self.block_on(async move { inner.cancel_all().await })
     }
 
-    /// Cancels what is pending and stops the evaluator's runtime.
-    pub fn shutdown(mut self) {
+    /// Cancels what is pending; the runtime stops when the last clone is dropped.
+    pub fn shutdown(self) {
         self.cancel_pending();
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_timeout(Duration::from_secs(2));
-        }
-    }
-}
-
-impl Drop for DistEvaluator {
-    fn drop(&mut self) {
-        if let Some(rt) = self.runtime.take() {
-            // Safe from any context, async included.
-            rt.shutdown_background();
-        }
     }
 }
 
@@ -245,7 +267,7 @@ impl Evaluator for DistEvaluator {
     type Error = DistError;
 
     async fn evaluate(&self, candidate: &Candidate) -> Result<Evaluation> {
-        let Some(rt) = &self.runtime else {
+        let Some(rt) = &self.runtime.0 else {
             return Err(DistError::Cancelled);
         };
         let inner = self.inner.clone();
@@ -310,10 +332,13 @@ impl Inner {
             } else {
                 self.priority
             };
-            match self.submit(&message, &candidate, priority).await {
-                Ok(Some(done)) => self.complete(&job, Ok(done)),
-                Ok(None) => {}
-                Err(e) => self.complete(&job, Err(e.to_string())),
+            let submission = Submission {
+                message,
+                source: candidate.source,
+                priority,
+            };
+            if self.submissions.send(submission).is_err() {
+                self.complete(&job, Err(DistError::Cancelled.to_string()));
             }
         }
         let reply = match self.result_timeout {
@@ -338,36 +363,86 @@ impl Inner {
         }
     }
 
-    /// Records the job; publishes it unless it already has a result.
-    async fn submit(
-        &self,
-        message: &JobMessage,
-        candidate: &Candidate,
-        priority: u8,
-    ) -> Result<Option<Evaluation>> {
-        if let Some(done) = self
-            .store
-            .submit(message, &candidate.source, &self.device_kind)
-            .await?
-        {
-            return Ok(Some(done));
+    /// Records a batch of jobs in one statement (retrying a failing database briefly), then
+    /// publishes those that have no result yet.
+    async fn submit_batch(self: &Arc<Self>, batch: Vec<Submission>) {
+        let mut kernels = Vec::new();
+        if let Ok(stored) = self.stored_kernels.lock() {
+            let mut seen = HashSet::new();
+            for s in &batch {
+                if !stored.contains(&s.message.kernel) && seen.insert(s.message.kernel.clone()) {
+                    kernels.push((s.message.kernel.clone(), s.source.clone()));
+                }
+            }
         }
-        let payload = job::encode("job", message)?;
-        let subject = self.config.job_subject(&self.device_kind, priority);
+        let messages: Vec<JobMessage> = batch.iter().map(|s| s.message.clone()).collect();
+        let mut attempt = 0;
+        let done = loop {
+            match self
+                .store
+                .submit(&messages, &kernels, &self.device_kind)
+                .await
+            {
+                Ok(done) => break done,
+                Err(e) if attempt < 4 => {
+                    tracing::warn!("recording {} jobs: {e}; retrying", messages.len());
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(250 << attempt)).await;
+                }
+                Err(e) => {
+                    for m in &messages {
+                        self.complete(&m.job, Err(e.to_string()));
+                    }
+                    return;
+                }
+            }
+        };
+        if let Ok(mut stored) = self.stored_kernels.lock() {
+            if stored.len() > 100_000 {
+                stored.clear();
+            }
+            stored.extend(kernels.into_iter().map(|(h, _)| h));
+        }
+        let answered: HashSet<Hash> = done.iter().map(|(j, _)| j.clone()).collect();
+        for (job, evaluation) in done {
+            self.complete(&job, Ok(evaluation));
+        }
+        // Publishing waits for JetStream's acknowledgements; the next batch need not.
+        let inner = self.clone();
+        tokio::spawn(async move {
+            let publishes = batch
+                .into_iter()
+                .filter(|s| !answered.contains(&s.message.job))
+                .map(|s| {
+                    let inner = inner.clone();
+                    async move {
+                        let job = s.message.job.clone();
+                        if let Err(e) = inner.publish(&s).await {
+                            inner.complete(&job, Err(e.to_string()));
+                        }
+                    }
+                });
+            futures::future::join_all(publishes).await;
+        });
+    }
+
+    async fn publish(&self, s: &Submission) -> Result<()> {
+        let payload = job::encode("job", &s.message)?;
+        let subject = self.config.job_subject(&self.device_kind, s.priority);
         let (sequence, duplicate) = self
             .queue
-            .publish(&subject, message.job.as_str(), payload)
+            .publish(&subject, s.message.job.as_str(), payload)
             .await?;
         if duplicate {
             // Published before (by this run before a restart, or by another run): its result
             // arrives on the results stream or is found in the database by the poller.
-            tracing::debug!(job = %message.job, "job already queued");
+            tracing::debug!(job = %s.message.job, "job already queued");
         } else if let Ok(mut waiting) = self.waiting.lock() {
-            if let Some(w) = waiting.get_mut(&message.job) {
+            if let Some(w) = waiting.get_mut(&s.message.job) {
                 w.sequence = Some(sequence);
             }
         }
-        Ok(None)
+        Ok(())
     }
 
     fn complete(&self, job: &Hash, reply: Reply) {
@@ -395,6 +470,20 @@ impl Inner {
             }
         }
         n
+    }
+}
+
+/// Takes submissions in batches: whatever has queued up while the previous batch was recorded.
+async fn submitter(inner: Arc<Inner>, mut submitted: mpsc::UnboundedReceiver<Submission>) {
+    while let Some(first) = submitted.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < SUBMIT_BATCH {
+            match submitted.try_recv() {
+                Ok(s) => batch.push(s),
+                Err(_) => break,
+            }
+        }
+        inner.submit_batch(batch).await;
     }
 }
 

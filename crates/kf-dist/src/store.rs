@@ -48,7 +48,8 @@ CREATE TABLE IF NOT EXISTS kf_candidates (
     job_id       TEXT NOT NULL REFERENCES kf_jobs (job_id),
     parents      BIGINT[] NOT NULL,
     origin       JSONB NOT NULL,
-    PRIMARY KEY (run_id, candidate_id)
+    -- A candidate is one job per parameter configuration a tuner tried.
+    PRIMARY KEY (run_id, candidate_id, job_id)
 );
 CREATE INDEX IF NOT EXISTS kf_candidates_job ON kf_candidates (job_id);
 CREATE TABLE IF NOT EXISTS kf_results (
@@ -59,6 +60,13 @@ CREATE TABLE IF NOT EXISTS kf_results (
     delivery    INTEGER NOT NULL,
     seconds     DOUBLE PRECISION NOT NULL,
     stored_at   TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS kf_workers (
+    name        TEXT NOT NULL,
+    device_kind TEXT NOT NULL,
+    device      JSONB,
+    started_at  TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (name, device_kind)
 );
 CREATE TABLE IF NOT EXISTS kf_snapshots (
     run_id      TEXT NOT NULL REFERENCES kf_runs (run_id),
@@ -93,6 +101,10 @@ async fn open(url: &str) -> Result<Client> {
         }
     });
     Ok(client)
+}
+
+fn to_json<T: serde::Serialize + ?Sized>(what: &str, value: &T) -> Result<serde_json::Value> {
+    serde_json::to_value(value).map_err(|e| DistError::decode(what, e))
 }
 
 fn evaluation_of(value: serde_json::Value) -> Result<Evaluation> {
@@ -142,51 +154,76 @@ impl Store {
         Ok(())
     }
 
-    /// Records a job (its kernel, the job, the candidate and its lineage) in one statement and
-    /// returns the job's result when one is already stored: the evaluation cache across runs
-    /// and machines.
+    /// Records jobs (their kernels, the jobs, the candidates and their lineage) in one
+    /// statement and returns the stored result of each job that already has one: the
+    /// evaluation cache across runs and machines. `kernels` holds the sources to store (those
+    /// the caller has not stored before), by hash.
     pub async fn submit(
         &self,
-        job: &JobMessage,
-        source: &KernelSource,
+        jobs: &[JobMessage],
+        kernels: &[(Hash, KernelSource)],
         device_kind: &str,
-    ) -> Result<Option<Evaluation>> {
+    ) -> Result<Vec<(Hash, Evaluation)>> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
         let c = self.client().await?;
-        let source_json =
-            serde_json::to_value(source).map_err(|e| DistError::decode("kernel", e))?;
-        let params =
-            serde_json::to_value(&job.params).map_err(|e| DistError::decode("parameters", e))?;
-        let origin =
-            serde_json::to_value(&job.origin).map_err(|e| DistError::decode("origin", e))?;
-        let parents: Vec<i64> = job.parents.iter().map(|p| p.0 as i64).collect();
-        let language = source.language.to_string();
-        let row = c
-            .query_opt(
+        let mut k_hash = Vec::new();
+        let mut k_lang = Vec::new();
+        let mut k_entry = Vec::new();
+        let mut k_source = Vec::new();
+        for (hash, source) in kernels {
+            k_hash.push(hash.0.clone());
+            k_lang.push(source.language.to_string());
+            k_entry.push(source.entry.clone());
+            k_source.push(to_json("kernel", source)?);
+        }
+        let mut ids = Vec::with_capacity(jobs.len());
+        let mut kernel = Vec::with_capacity(jobs.len());
+        let mut profile = Vec::with_capacity(jobs.len());
+        let mut params = Vec::with_capacity(jobs.len());
+        let mut run = Vec::with_capacity(jobs.len());
+        let mut candidate = Vec::with_capacity(jobs.len());
+        let mut parents = Vec::with_capacity(jobs.len());
+        let mut origin = Vec::with_capacity(jobs.len());
+        for j in jobs {
+            ids.push(j.job.0.clone());
+            kernel.push(j.kernel.0.clone());
+            profile.push(j.profile.0.clone());
+            params.push(to_json("parameters", &j.params)?);
+            run.push(j.run.clone());
+            candidate.push(j.candidate.0.min(i64::MAX as u64) as i64);
+            let p: Vec<u64> = j.parents.iter().map(|p| p.0).collect();
+            parents.push(to_json("parents", &p)?);
+            origin.push(to_json("origin", &j.origin)?);
+        }
+        let rows = c
+            .query(
                 "WITH k AS (INSERT INTO kf_kernels (hash, language, entry, source) \
-                            VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING), \
+                            SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::jsonb[]) \
+                            ON CONFLICT DO NOTHING), \
                       j AS (INSERT INTO kf_jobs (job_id, kernel, profile, device_kind, params) \
-                            VALUES ($5, $1, $6, $7, $8) ON CONFLICT DO NOTHING), \
+                            SELECT t.id, t.kernel, t.profile, $8, t.params \
+                            FROM UNNEST($5::text[], $6::text[], $7::text[], $9::jsonb[]) \
+                                AS t(id, kernel, profile, params) \
+                            ON CONFLICT DO NOTHING), \
                       c AS (INSERT INTO kf_candidates (run_id, candidate_id, job_id, parents, origin) \
-                            VALUES ($9, $10, $5, $11, $12) ON CONFLICT DO NOTHING) \
-                 SELECT evaluation FROM kf_results WHERE job_id = $5",
+                            SELECT t.run, t.cid, t.id, \
+                                   ARRAY(SELECT jsonb_array_elements_text(t.parents)::bigint), t.origin \
+                            FROM UNNEST($10::text[], $11::int8[], $5::text[], $12::jsonb[], $13::jsonb[]) \
+                                AS t(run, cid, id, parents, origin) \
+                            ON CONFLICT DO NOTHING) \
+                 SELECT job_id, evaluation FROM kf_results WHERE job_id = ANY($5)",
                 &[
-                    &job.kernel.0,
-                    &language,
-                    &source.entry,
-                    &source_json,
-                    &job.job.0,
-                    &job.profile.0,
-                    &device_kind,
-                    &params,
-                    &job.run,
-                    &(job.candidate.0 as i64),
-                    &parents,
-                    &origin,
+                    &k_hash, &k_lang, &k_entry, &k_source, &ids, &kernel, &profile,
+                    &device_kind, &params, &run, &candidate, &parents, &origin,
                 ],
             )
             .await
-            .map_err(|e| DistError::db("recording a job", e))?;
-        row.map(|r| evaluation_of(r.get(0))).transpose()
+            .map_err(|e| DistError::db("recording jobs", e))?;
+        rows.into_iter()
+            .map(|r| Ok((Hash(r.get(0)), evaluation_of(r.get(1))?)))
+            .collect()
     }
 
     /// Stores results (existing results win) and returns the stored evaluation of each job
@@ -293,6 +330,38 @@ impl Store {
                 hash: hash.0.clone(),
             })?;
         Ok(Profile::from_value(row.get(0)))
+    }
+
+    /// Records a worker starting, with the facts of its device.
+    pub async fn register_worker(
+        &self,
+        name: &str,
+        device_kind: &str,
+        device: Option<&serde_json::Value>,
+    ) -> Result<()> {
+        let c = self.client().await?;
+        c.execute(
+            "INSERT INTO kf_workers (name, device_kind, device) VALUES ($1, $2, $3) \
+             ON CONFLICT (name, device_kind) DO UPDATE SET device = $3, started_at = now()",
+            &[&name, &device_kind, &device],
+        )
+        .await
+        .map_err(|e| DistError::db("registering a worker", e))?;
+        Ok(())
+    }
+
+    /// The device facts of the most recently started worker of a device kind, if any.
+    pub async fn worker_device(&self, device_kind: &str) -> Result<Option<serde_json::Value>> {
+        let c = self.client().await?;
+        let row = c
+            .query_opt(
+                "SELECT device FROM kf_workers WHERE device_kind = $1 AND device IS NOT NULL \
+                 ORDER BY started_at DESC LIMIT 1",
+                &[&device_kind],
+            )
+            .await
+            .map_err(|e| DistError::db("reading worker devices", e))?;
+        Ok(row.map(|r| r.get(0)))
     }
 
     /// Stores a snapshot of a run's archive after `evaluations` evaluations (a second snapshot

@@ -78,6 +78,9 @@ pub struct WorkerConfig {
     pub jobs: usize,
     /// How long one pull waits for a job when none is waiting.
     pub idle_wait: Duration,
+    /// Facts of the worker's device, recorded in the database at start (a search that has no
+    /// device of its own describes the device to its mutators with them).
+    pub device: Option<serde_json::Value>,
 }
 
 impl WorkerConfig {
@@ -91,6 +94,7 @@ impl WorkerConfig {
             device_kinds: vec![device_kind.into()],
             jobs: 1,
             idle_wait: Duration::from_millis(250),
+            device: None,
         }
     }
 }
@@ -152,6 +156,11 @@ impl<H: JobHandler> Worker<H> {
         }
         let queue = Queue::connect(&self.dist, &format!("kf-worker-{}", self.config.name)).await?;
         let store = Store::connect(&self.dist.database_url).await?;
+        for kind in &self.config.device_kinds {
+            store
+                .register_worker(&self.config.name, kind, self.config.device.as_ref())
+                .await?;
+        }
         // Highest priority first, over every device kind.
         let mut consumers = Vec::new();
         for kind in &self.config.device_kinds {
@@ -400,7 +409,7 @@ impl<H: JobHandler> Shared<H> {
         }
         // If this acknowledgement is lost, the job comes back and the redelivery check (or the
         // results stream's de-duplication, or the database's key) absorbs it.
-        if let Err(e) = message.double_ack().await {
+        if let Err(e) = message.ack().await {
             tracing::debug!(job = %job.job, "acknowledging: {e}");
         }
         true

@@ -416,3 +416,67 @@ fn a_poison_job_ends_as_a_recorded_failure() {
     assert_eq!(started, 2, "evaluated once per attempt, not again");
     eprintln!("poison job recorded after {seconds:.1} s");
 }
+
+#[test]
+fn cancelling_deletes_the_jobs_no_worker_took() {
+    let _serial = lock();
+    let Some(cluster) = Cluster::new("cancel", Duration::from_secs(5), 3) else {
+        return;
+    };
+    // No worker yet: the jobs wait on the queue.
+    let evaluator = cluster.evaluator("cancel", 0);
+    let candidates: Vec<Candidate> = (0..5u32)
+        .map(|i| {
+            let mut c = synthetic_seed(DIMS);
+            c.params.set("X0", 0.1 * f64::from(i));
+            c.id = kf_core::CandidateId(u64::from(i));
+            c
+        })
+        .collect();
+    let handle = evaluator.clone();
+    let waiting =
+        std::thread::spawn(move || futures::executor::block_on(handle.evaluate_batch(&candidates)));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cluster.db.count("SELECT count(*) FROM kf_jobs") < 5 {
+        assert!(Instant::now() < deadline, "the jobs were not recorded");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300)); // published
+    assert_eq!(evaluator.cancel_pending(), 5);
+    let results = waiting.join().unwrap();
+    assert!(
+        results
+            .iter()
+            .all(|r| matches!(r, Err(kf_dist::DistError::Cancelled))),
+        "{results:?}"
+    );
+    // The queue is empty: a worker started now finds nothing to do.
+    cluster.start_workers(1);
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        cluster.started(0).is_empty(),
+        "a cancelled job was evaluated"
+    );
+    assert_eq!(cluster.db.count("SELECT count(*) FROM kf_results"), 0);
+}
+
+#[test]
+fn bad_settings_are_refused_before_connecting() {
+    let config = DistConfig::new("nats://127.0.0.1:1", "postgres://nobody@127.0.0.1:1/none");
+    let bad_run =
+        DistEvaluator::builder(config.clone(), "run id with spaces", DEVICE, profile(0)).connect();
+    assert!(
+        matches!(bad_run, Err(kf_dist::DistError::Config(_))),
+        "{bad_run:?}"
+    );
+    let bad_priority = DistEvaluator::builder(config.clone(), "r", DEVICE, profile(0))
+        .priority(9)
+        .connect();
+    assert!(matches!(bad_priority, Err(kf_dist::DistError::Config(_))));
+    // Valid settings, but no server there: a clear NATS error, not a hang or a panic.
+    let unreachable = DistEvaluator::builder(config, "r", DEVICE, profile(0)).connect();
+    assert!(
+        matches!(unreachable, Err(kf_dist::DistError::Nats { .. })),
+        "{unreachable:?}"
+    );
+}

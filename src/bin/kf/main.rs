@@ -1,7 +1,9 @@
 //! `kf`: the KernelFoundry command line.
 
 mod eval_cmd;
+mod search_cmd;
 mod tune_cmd;
+mod worker_cmd;
 
 use std::process::ExitCode;
 
@@ -24,6 +26,10 @@ enum Command {
     Eval(eval_cmd::EvalArgs),
     /// Tune a kernel's parameters, or replay a recorded tuning landscape.
     Tune(tune_cmd::TuneArgs),
+    /// Evolve kernels for a task with MAP-Elites (offline mutators), here or on workers.
+    Search(search_cmd::SearchCmdArgs),
+    /// Evaluate distributed searches' jobs on this machine's device.
+    Worker(worker_cmd::WorkerArgs),
     /// List the OpenCL devices this machine has.
     Devices,
 }
@@ -35,6 +41,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Eval(args) => eval_cmd::run(args),
         Command::Tune(args) => tune_cmd::run(args),
+        Command::Search(args) => search_cmd::run(args),
+        Command::Worker(args) => worker_cmd::run(args),
         Command::Devices => devices(),
     };
     match result {

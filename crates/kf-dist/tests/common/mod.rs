@@ -18,7 +18,12 @@ pub struct Servers {
 /// The servers, or `None` (with a message) when they are not running; with
 /// `KF_REQUIRE_DIST=1` a missing server fails the test instead.
 pub fn servers(test: &str) -> Option<Servers> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    // The workspace root (this file serves kf-dist's tests and the facade's).
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = manifest
+        .ancestors()
+        .find(|p| p.join("Cargo.lock").exists())
+        .unwrap_or(manifest);
     let info: Option<serde_json::Value> =
         std::fs::read_to_string(root.join(".runtime/dist-servers.json"))
             .ok()
@@ -213,6 +218,11 @@ impl Nats {
             wait_listening(self.port, Duration::from_secs(10)),
             "nats-server did not start"
         );
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
     }
 
     pub fn url(&self) -> String {

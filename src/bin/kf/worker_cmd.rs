@@ -1,0 +1,125 @@
+//! `kf worker`: evaluates distributed searches' jobs on this machine's device.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Args;
+use kernelfoundry::dist::{Worker, WorkerConfig};
+use kernelfoundry::distributed::{device_kind, TaskHandler};
+use kernelfoundry::eval::{BackendSpec, WorkerCommand};
+use kernelfoundry::search::ServerArgs;
+
+/// Arguments of `kf worker`.
+#[derive(Args)]
+pub(crate) struct WorkerArgs {
+    /// Backend: opencl, sycl or cuda.
+    #[arg(long, default_value = "opencl")]
+    backend: String,
+    /// Device (a name substring, an index, cpu or gpu).
+    #[arg(long)]
+    device: Option<String>,
+    /// Queue name of the device (default: backend and device name, as searches name it).
+    #[arg(long)]
+    device_kind: Option<String>,
+    /// Jobs evaluated at once (one device: 1).
+    #[arg(long, default_value_t = 1)]
+    jobs: usize,
+    /// Name in results and logs (default: host and process id).
+    #[arg(long)]
+    name: Option<String>,
+    /// Seconds a job may go without a heartbeat before another worker gets it.
+    #[arg(long, default_value_t = 30.0)]
+    ack_wait: f64,
+    /// Deliveries that may end with the worker lost before a job is recorded as failed.
+    #[arg(long, default_value_t = 3)]
+    max_attempts: u32,
+    /// Servers.
+    #[command(flatten)]
+    servers: ServerArgs,
+    /// More log output (-v debug).
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    verbose: u8,
+}
+
+pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
+    kernelfoundry::report::init_logging(args.verbose);
+    let spec = BackendSpec {
+        kind: args.backend.clone(),
+        device: args.device.clone(),
+    };
+    let facts = kernelfoundry::backends::device_facts(&spec).map_err(anyhow::Error::msg)?;
+    let kind = args
+        .device_kind
+        .clone()
+        .unwrap_or_else(|| device_kind(&spec.kind, &facts));
+    anyhow::ensure!(
+        args.ack_wait.is_finite() && args.ack_wait > 0.0,
+        "--ack-wait must be a positive number of seconds"
+    );
+    let dist = args
+        .servers
+        .dist_config()
+        .ack_wait(std::time::Duration::from_secs_f64(args.ack_wait))
+        .max_attempts(args.max_attempts);
+    let mut config = WorkerConfig::new(kind.clone());
+    if let Some(name) = &args.name {
+        config.name = name.clone();
+    }
+    config.jobs = args.jobs;
+    config.device = Some(serde_json::to_value(&facts)?);
+    eprintln!(
+        "kf worker {}: device {} ({kind}), {} job(s) at a time, NATS {}, database {}",
+        config.name,
+        facts.name,
+        config.jobs,
+        args.servers.nats,
+        redact(&args.servers.db)
+    );
+    let handler = Arc::new(TaskHandler::new(spec, WorkerCommand::current_exe()?));
+    // Ctrl-C: stop taking jobs, finish the ones in hand.
+    let (tx, stop) = futures::channel::oneshot::channel::<()>();
+    let tx = std::sync::Mutex::new(Some(tx));
+    ctrlc::set_handler(move || {
+        if let Some(tx) = tx.lock().ok().and_then(|mut t| t.take()) {
+            let _ = tx.send(());
+        }
+    })?;
+    let worker = Worker::new(dist, config, SharedHandler(handler.clone()));
+    let stats = worker.run_blocking(async move {
+        let _ = stop.await;
+    })?;
+    handler.shutdown();
+    eprintln!(
+        "kf worker: {} evaluated, {} already answered, {} recorded as poison, {} handed back",
+        stats.evaluated, stats.already_done, stats.poisoned, stats.handed_back
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The URL without its password.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let creds = &url[scheme + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// The handler, shared with `main` so that its evaluation processes can be stopped at the end.
+struct SharedHandler(Arc<TaskHandler>);
+
+#[kernelfoundry::core::async_trait]
+impl kernelfoundry::dist::JobHandler for SharedHandler {
+    async fn evaluate(
+        &self,
+        profile: &kernelfoundry::dist::Profile,
+        candidate: &kernelfoundry::core::Candidate,
+    ) -> Result<kernelfoundry::core::Evaluation, kernelfoundry::core::BoxError> {
+        self.0.evaluate(profile, candidate).await
+    }
+}

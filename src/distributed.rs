@@ -1,0 +1,149 @@
+//! Distributed evaluation for the search and the `kf worker` command: what a search sends its
+//! workers with every job (a [`TaskProfile`]), how a worker evaluates it (a [`TaskHandler`]:
+//! the cheat-proof isolated evaluator on the worker's own device), and how devices are named
+//! on the queue ([`device_kind`]).
+//!
+//! The queue, the database and the fault handling are [`kf_dist`]'s.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use kf_core::{async_trait, BoxError, Candidate, DeviceFacts, Evaluation, Evaluator};
+use kf_dist::{Hash, JobHandler, Profile};
+use kf_eval::tasks::Sizes;
+use kf_eval::{BackendSpec, EvalConfig, IsolatedEvaluator, TimeoutPolicy, WorkerCommand};
+use serde::{Deserialize, Serialize};
+
+/// The queue name of a device: backend and device name as one subject token, for example
+/// `opencl-intel-r--xeon-r--platinum-8480c`. Workers and searches that agree on it share jobs.
+pub fn device_kind(backend: &str, device: &DeviceFacts) -> String {
+    kf_dist::subject_token(&format!("{backend}-{}", device.name))
+}
+
+/// Everything but the kernel that decides an evaluation's result: the task, its sizes, the
+/// backend kind and the protocol. Part of every job id, so results measured under another
+/// protocol are never reused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskProfile {
+    /// Built-in task name.
+    pub task: String,
+    /// Problem sizes.
+    pub sizes: Sizes,
+    /// Backend kind (`opencl`, `sycl`, `cuda`); the device is the worker's.
+    pub backend: String,
+    /// The evaluation protocol.
+    pub eval: EvalConfig,
+    /// Hard limits per evaluation.
+    pub timeout: TimeoutSpec,
+}
+
+/// [`TimeoutPolicy`] in seconds, as it travels.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TimeoutSpec {
+    /// Upper bound.
+    pub max_s: f64,
+    /// Lower bound when scaling.
+    pub min_s: f64,
+    /// Allowance for compilation and data preparation.
+    pub allowance_s: f64,
+    /// Multiple of the baseline's kernel time allowed per launch.
+    pub per_launch_factor: f64,
+}
+
+impl From<TimeoutPolicy> for TimeoutSpec {
+    fn from(t: TimeoutPolicy) -> Self {
+        TimeoutSpec {
+            max_s: t.max.as_secs_f64(),
+            min_s: t.min.as_secs_f64(),
+            allowance_s: t.allowance.as_secs_f64(),
+            per_launch_factor: t.per_launch_factor,
+        }
+    }
+}
+
+impl TimeoutSpec {
+    /// Back to a policy (negative or non-finite values become zero).
+    pub fn policy(&self) -> TimeoutPolicy {
+        let d = |s: f64| Duration::from_secs_f64(if s.is_finite() { s.max(0.0) } else { 0.0 });
+        TimeoutPolicy {
+            max: d(self.max_s),
+            min: d(self.min_s),
+            allowance: d(self.allowance_s),
+            per_launch_factor: self.per_launch_factor,
+        }
+    }
+}
+
+/// Isolated evaluators kept warm per profile on a worker (each holds worker processes).
+const WARM_PROFILES: usize = 4;
+
+/// Evaluates jobs on a worker: one [`IsolatedEvaluator`] per profile, on the worker's device.
+pub struct TaskHandler {
+    backend: BackendSpec,
+    command: WorkerCommand,
+    evaluators: Mutex<Vec<(Hash, IsolatedEvaluator)>>,
+}
+
+impl TaskHandler {
+    /// A handler evaluating on `backend`'s device, starting evaluation processes with
+    /// `command` (`WorkerCommand::current_exe()` in a program whose `main` calls
+    /// [`crate::init`]).
+    pub fn new(backend: BackendSpec, command: WorkerCommand) -> Self {
+        TaskHandler {
+            backend,
+            command,
+            evaluators: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn evaluator(&self, profile: &Profile) -> Result<IsolatedEvaluator, BoxError> {
+        let mut cache = self
+            .evaluators
+            .lock()
+            .map_err(|_| "evaluator cache poisoned")?;
+        if let Some((_, e)) = cache.iter().find(|(h, _)| *h == profile.hash) {
+            return Ok(e.clone());
+        }
+        let p: TaskProfile = serde_json::from_value(profile.value.clone())
+            .map_err(|e| format!("not a task profile: {e}"))?;
+        if p.backend != self.backend.kind {
+            return Err(format!(
+                "the job is for the {} backend; this worker runs {}",
+                p.backend, self.backend.kind
+            )
+            .into());
+        }
+        let evaluator = IsolatedEvaluator::builder(self.backend.clone(), p.task, p.sizes)
+            .command(self.command.clone())
+            .config(p.eval)
+            .timeout(p.timeout.policy())
+            .build();
+        if cache.len() >= WARM_PROFILES {
+            let (_, old) = cache.remove(0);
+            old.shutdown();
+        }
+        cache.push((profile.hash.clone(), evaluator.clone()));
+        Ok(evaluator)
+    }
+
+    /// Stops the evaluation processes.
+    pub fn shutdown(&self) {
+        if let Ok(mut cache) = self.evaluators.lock() {
+            for (_, e) in cache.drain(..) {
+                e.shutdown();
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl JobHandler for TaskHandler {
+    async fn evaluate(
+        &self,
+        profile: &Profile,
+        candidate: &Candidate,
+    ) -> Result<Evaluation, BoxError> {
+        let evaluator = self.evaluator(profile)?;
+        Ok(evaluator.evaluate(candidate).await?)
+    }
+}

@@ -1,0 +1,72 @@
+//! The offline search the examples and `kf search` run: which seeds and which mutator, per task
+//! and kernel language.
+
+use kf_core::{Candidate, KernelSource, Language, ParamValues};
+use kf_eval::tasks::KernelTask;
+use kf_manifest::Manifest;
+use kf_mutate::{MixMutator, ParamMutator, StructuralMutator, TemplateLibrary};
+
+use super::{seeds_for, template_seeds, SearchError};
+
+/// Seeds and mutator for `task` in `language`, with no LLM:
+///
+/// - OpenCL C: the task's naive baseline and the base variant of every template for the task;
+///   structural transformations of the templates (weight 2) and parameter moves (weight 1).
+/// - SYCL and CUDA (the templates are OpenCL C): the naive baseline and, for GEMM, the shipped
+///   tiled kernel; parameter moves (each new kernel is tuned as well).
+///
+/// The first seed is the task baseline, whose throughput the report compares against.
+pub fn offline_search(
+    task: &dyn KernelTask,
+    language: Language,
+) -> Result<(Vec<Candidate>, MixMutator), SearchError> {
+    let name = task.name().to_string();
+    let seeds_and_mutator = if language == Language::OpenCl {
+        let (library, structural) = match name.as_str() {
+            "softmax" => (TemplateLibrary::softmax(), StructuralMutator::softmax()),
+            _ => (TemplateLibrary::builtin(), StructuralMutator::builtin()),
+        };
+        let library = library.map_err(|e| SearchError::Config(e.to_string()))?;
+        let structural = structural.map_err(|e| SearchError::Config(e.to_string()))?;
+        let extra = template_seeds(&library, &name)?;
+        let mutator = MixMutator::new()
+            .with(structural, 2.0)
+            .with(ParamMutator::new(), 1.0);
+        (seeds_for(task, language, extra), mutator)
+    } else {
+        let extra = match name.as_str() {
+            "gemm" => vec![tiled_gemm(language)?],
+            _ => Vec::new(),
+        };
+        let mutator = MixMutator::new().with(ParamMutator::new(), 1.0);
+        (seeds_for(task, language, extra), mutator)
+    };
+    if seeds_and_mutator.0.is_empty() {
+        return Err(SearchError::Config(format!(
+            "the {name} task has no {language:?} kernel to start from"
+        )));
+    }
+    Ok(seeds_and_mutator)
+}
+
+/// The shipped tiled GEMM in SYCL or CUDA, with its manifest's first parameter values.
+fn tiled_gemm(language: Language) -> Result<(KernelSource, ParamValues), SearchError> {
+    let (manifest, source) = match language {
+        Language::Sycl => (
+            include_str!("../../crates/kf-eval/kernels/sycl/gemm_tiled.toml"),
+            include_str!("../../crates/kf-eval/kernels/sycl/gemm_tiled.cpp"),
+        ),
+        Language::Cuda => (
+            include_str!("../../crates/kf-eval/kernels/cuda/gemm_tiled.toml"),
+            include_str!("../../crates/kf-eval/kernels/cuda/gemm_tiled.cu"),
+        ),
+        other => {
+            return Err(SearchError::Config(format!(
+                "no shipped tiled GEMM in {other}"
+            )))
+        }
+    };
+    let manifest = Manifest::parse(manifest, "gemm_tiled.toml", None)
+        .map_err(|e| SearchError::Config(e.to_string()))?;
+    Ok((manifest.kernel_source(source), manifest.default_params()))
+}
