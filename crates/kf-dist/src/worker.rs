@@ -169,7 +169,6 @@ impl<H: JobHandler> Worker<H> {
             }
         }
         consumers.sort_by_key(|(p, _)| *p);
-        let consumers: Vec<_> = consumers.into_iter().map(|(_, c)| c).collect();
         let shared = Arc::new(Shared {
             dist: self.dist.clone(),
             name: self.config.name.clone(),
@@ -231,10 +230,10 @@ impl<H: JobHandler> Worker<H> {
 /// The next job: a waiting one of the highest priority, else the first to arrive within
 /// `wait` on the normal-priority queue. `None` when none came (or the server is away).
 async fn next_job(
-    consumers: &[consumer::Consumer<consumer::pull::Config>],
+    consumers: &[(usize, consumer::Consumer<consumer::pull::Config>)],
     wait: Duration,
 ) -> Option<Message> {
-    for c in consumers {
+    for (_, c) in consumers {
         match queue::take(c, 1, None).await {
             Ok(mut m) if !m.is_empty() => return m.pop(),
             Ok(_) => {}
@@ -245,7 +244,11 @@ async fn next_job(
             }
         }
     }
-    let normal = consumers.get(1).or(consumers.first())?;
+    let normal = consumers
+        .iter()
+        .find(|(p, _)| *p == 1)
+        .or(consumers.first())
+        .map(|(_, c)| c)?;
     match queue::take(normal, 1, Some(wait)).await {
         Ok(mut m) => m.pop(),
         Err(e) => {

@@ -480,3 +480,29 @@ fn bad_settings_are_refused_before_connecting() {
         "{unreachable:?}"
     );
 }
+
+#[test]
+fn heartbeats_keep_a_long_evaluation_with_its_worker() {
+    let _serial = lock();
+    // Each evaluation takes 3.5 acknowledgement waits: without heartbeats every job would be
+    // delivered again to the other worker.
+    let Some(cluster) = Cluster::new("heartbeat", Duration::from_secs(1), 3) else {
+        return;
+    };
+    cluster.start_workers(2);
+    let evaluator = cluster.evaluator("heartbeat", 3500);
+    let archive = search(evaluator, vec![synthetic_seed(DIMS)], 4);
+    assert_eq!(json(&archive), in_process(4));
+    let db = &cluster.db;
+    assert_eq!(
+        db.count("SELECT count(*) FROM kf_results WHERE delivery > 1"),
+        0,
+        "no redelivery"
+    );
+    let started = cluster.started(0).len() + cluster.started(1).len();
+    assert_eq!(
+        started as i64,
+        db.count("SELECT count(*) FROM kf_jobs"),
+        "each job evaluated once"
+    );
+}
