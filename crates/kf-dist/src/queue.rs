@@ -9,6 +9,9 @@ use futures::StreamExt;
 use crate::config::{DistConfig, PRIORITIES};
 use crate::error::{DistError, Result};
 
+/// How long a new connection waits for JetStream to accept the streams.
+const STREAMS_READY_WAIT: Duration = Duration::from_secs(15);
+
 /// A connection to NATS with the deployment's streams in place.
 #[derive(Clone)]
 pub(crate) struct Queue {
@@ -36,8 +39,19 @@ impl Queue {
             js,
             config: config.clone(),
         };
-        queue.ensure_streams().await?;
-        Ok(queue)
+        // A server that has just started (or a cluster electing a leader) may answer before
+        // JetStream is ready: keep asking for a while.
+        let start = Instant::now();
+        loop {
+            match queue.ensure_streams().await {
+                Ok(()) => return Ok(queue),
+                Err(e) if start.elapsed() < STREAMS_READY_WAIT => {
+                    tracing::debug!("JetStream not ready ({e}); retrying");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     async fn ensure_streams(&self) -> Result<()> {

@@ -188,7 +188,9 @@ impl Cluster {
     }
 
     fn evaluator(&self, run: &str, sleep_ms: u64) -> DistEvaluator {
+        // A broken cluster fails the test instead of hanging it.
         DistEvaluator::builder(self.dist.clone(), run, DEVICE, profile(sleep_ms))
+            .result_timeout(Duration::from_secs(120))
             .connect()
             .unwrap()
     }
