@@ -16,7 +16,7 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub cache: PathBuf,
     /// Strategy name (default, exhaustive, random, simulated_annealing, genetic_algorithm,
-    /// greedy_ils, bayes_opt, bandit).
+    /// greedy_ils, bayes_opt, forest, bandit).
     #[arg(long, default_value = "default")]
     pub strategy: String,
     /// Budget: distinct configurations evaluated (default: 2% of the valid configurations).
