@@ -18,6 +18,7 @@
 //! * [`ResultCache`]: a kill-safe persistent cache (JSON lines); [`KtCache`] / [`KtWriter`]:
 //!   Kernel Tuner's cache format, plain or gzip.
 //! * [`Replay`]: measured landscapes as objectives, and [`cli`] for `kf tune replay`.
+//! * [`t4`]: a run's results in the FAIR T4 format.
 //!
 //! ```
 //! use kf_tune::{strategy, Outcome, Param, Space, Tuner};
@@ -52,6 +53,7 @@ mod replay;
 mod space;
 pub mod strategy;
 pub mod t1;
+pub mod t4;
 mod tuner;
 
 pub use cache::{CacheKey, ResultCache};
