@@ -3,7 +3,8 @@
 //! `optimum time / best time found` for each strategy, next to Kernel Tuner's best.
 //!
 //! ```text
-//! cargo run --release -p kf-tune --example replay_table -- [--seeds 20] [--strategies default,random,...] [--dir PATH] [--threads 2]
+//! cargo run --release -p kf-tune --example replay_table -- [--seeds 20] [--seed0 0] \
+//!     [--strategies default,random,...] [--only conv] [--dir PATH] [--threads 2] [--per-seed]
 //! ```
 
 use std::path::PathBuf;
@@ -45,6 +46,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ));
     let mut threads = 2usize;
     let mut only: Option<String> = None;
+    let mut seed0 = 0u64;
+    let mut per_seed = false;
+    let mut only_budget: Option<usize> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -60,6 +64,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--dir" => dir = PathBuf::from(args.next().ok_or("--dir PATH")?),
             "--threads" => threads = args.next().ok_or("--threads N")?.parse()?,
             "--only" => only = Some(args.next().ok_or("--only NAME")?),
+            "--seed0" => seed0 = args.next().ok_or("--seed0 N")?.parse()?,
+            "--per-seed" => per_seed = true,
+            "--budget-index" => {
+                only_budget = Some(args.next().ok_or("--budget-index 0|1")?.parse()?)
+            }
             other => return Err(format!("unknown argument {other}").into()),
         }
     }
@@ -77,7 +86,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let replay = Replay::load(dir.join(file))?;
         let valid = replay.valid();
-        for (fraction, (kt_name, kt_score)) in [0.005, 0.02].into_iter().zip(kt) {
+        for (b, (fraction, (kt_name, kt_score))) in [0.005, 0.02].into_iter().zip(kt).enumerate() {
+            if only_budget.is_some_and(|o| o != b) {
+                continue;
+            }
             let budget = ((valid as f64) * fraction).floor() as usize;
             let mut row = format!(
                 "| {} ({} valid) | {:.1}% ({budget}) | {kt_score:.3} ({kt_name}) |",
@@ -97,8 +109,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                             if i >= seeds as usize {
                                 break;
                             }
-                            let run = strategy::by_name(name)
-                                .and_then(|mut st| replay.run(st.as_mut(), budget, i as u64));
+                            let run = strategy::by_name(name).and_then(|mut st| {
+                                replay.run(st.as_mut(), budget, seed0 + i as u64)
+                            });
                             match run {
                                 Ok(r) => {
                                     assert!(r.evaluations <= budget);
@@ -121,6 +134,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let scores = scores.into_inner().map_err(|e| e.to_string())?;
                 let mean = scores.iter().sum::<f64>() / scores.len().max(1) as f64;
                 let min = scores.iter().copied().fold(f64::INFINITY, f64::min);
+                if per_seed {
+                    let list: Vec<String> = scores.iter().map(|s| format!("{s:.3}")).collect();
+                    eprintln!("{file} {budget} {name}: {}", list.join(" "));
+                }
                 let mark = if mean > kt_score { "**" } else { "" };
                 if name == "default" {
                     cells += 1;
@@ -137,7 +154,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     println!(
-        "\n{seeds} seeds; bold: ahead of Kernel Tuner's best. default ahead in {wins}/{cells} cells. {:.1} s",
+        "\n{seeds} seeds from {seed0}; bold: ahead of Kernel Tuner's best. default ahead in {wins}/{cells} cells. {:.1} s",
         start.elapsed().as_secs_f64()
     );
     Ok(())

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use crate::error::{Result, TuneError};
 use crate::replay::Replay;
 use crate::strategy;
+use crate::t4;
 
 /// Arguments of `kf tune replay`: replay a Kernel Tuner cache with a strategy.
 #[derive(Debug, Clone, clap::Args)]
@@ -16,7 +17,7 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub cache: PathBuf,
     /// Strategy name (default, exhaustive, random, simulated_annealing, genetic_algorithm,
-    /// greedy_ils, bayes_opt, bandit).
+    /// greedy_ils, bayes_opt, forest, bandit).
     #[arg(long, default_value = "default")]
     pub strategy: String,
     /// Budget: distinct configurations evaluated (default: 2% of the valid configurations).
@@ -28,11 +29,15 @@ pub struct ReplayArgs {
     /// Print one JSON object (otherwise a short text summary).
     #[arg(long)]
     pub json: bool,
+    /// Also write every configuration of the run to this file in the FAIR T4 results format.
+    #[arg(long)]
+    pub t4: Option<PathBuf>,
 }
 
 /// Runs a replay and returns its summary: `best_time`, `best_config`, `evaluations` (never
 /// more than the budget), `budget`, `strategy`, `seed`, `optimum_time`, `score`
-/// (optimum / best), `failures`, `valid_configurations`, `configurations`, `cache`.
+/// (optimum / best), `failures`, `valid_configurations`, `configurations`, `cache`. With
+/// `--t4 PATH`, the run is also written to `PATH` in the FAIR T4 results format.
 pub fn replay_main(args: &ReplayArgs) -> Result<Value> {
     let replay = Replay::load(&args.cache)?;
     let budget = args
@@ -40,6 +45,9 @@ pub fn replay_main(args: &ReplayArgs) -> Result<Value> {
         .unwrap_or_else(|| ((replay.valid() as f64) * 0.02).round().max(1.0) as usize);
     let mut s = strategy::by_name(&args.strategy)?;
     let result = replay.run(s.as_mut(), budget, args.seed)?;
+    if let Some(path) = &args.t4 {
+        t4::write(&result, path)?;
+    }
     let best_config = match &result.best_config {
         Some(c) => serde_json::to_value(c).map_err(|e| TuneError::Objective(e.to_string()))?,
         None => Value::Null,

@@ -10,14 +10,15 @@
 //!   [`kf_core::ParamSpace`]. Built from a [`kf_manifest::Manifest`] with
 //!   [`Space::from_manifest`], or from a FAIR T1 file with [`t1::T1Space`].
 //! * [`strategy`]: exhaustive, random, simulated annealing, genetic algorithm, greedy iterated
-//!   local search, Bayesian optimisation, a bandit over strategies, and the [`strategy::Auto`]
-//!   default; all seeded (ChaCha8) and driven by a [`Tuner`] that counts the budget in distinct
-//!   configurations evaluated.
+//!   local search, Bayesian optimisation, random-forest search, a bandit over strategies, and the
+//!   [`strategy::Auto`] default; all seeded (ChaCha8) and driven by a [`Tuner`] that counts the
+//!   budget in distinct configurations evaluated.
 //! * [`prior::RulePrior`]: user rules ("if the kernel is a matrix product, try BLOCK_SIZE in
 //!   {64,128,256}") that weight the space from device facts.
 //! * [`ResultCache`]: a kill-safe persistent cache (JSON lines); [`KtCache`] / [`KtWriter`]:
 //!   Kernel Tuner's cache format, plain or gzip.
 //! * [`Replay`]: measured landscapes as objectives, and [`cli`] for `kf tune replay`.
+//! * [`t4`]: a run's results in the FAIR T4 format.
 //!
 //! ```
 //! use kf_tune::{strategy, Outcome, Param, Space, Tuner};
@@ -52,6 +53,7 @@ mod replay;
 mod space;
 pub mod strategy;
 pub mod t1;
+pub mod t4;
 mod tuner;
 
 pub use cache::{CacheKey, ResultCache};

@@ -433,14 +433,17 @@ fn replay_of_a_small_cache_and_cli_summary() {
         budget: Some(4),
         seed: 2,
         json: true,
+        t4: None,
     };
     let v = replay_main(&args).unwrap();
     assert!(v["evaluations"].as_u64().unwrap() <= 4);
     assert!(v["best_time"].as_f64().is_some());
     assert!(v["best_config"].is_object());
+    let t4_path = dir.path().join("run.t4.json");
     let all = replay_main(&ReplayArgs {
         budget: Some(100),
         strategy: "exhaustive".into(),
+        t4: Some(t4_path.clone()),
         ..args
     })
     .unwrap();
@@ -448,6 +451,20 @@ fn replay_of_a_small_cache_and_cli_summary() {
     assert_eq!(all["best_time"], 2.5);
     assert_eq!(all["score"], 1.0);
     assert!(kf_tune::cli::render_text(&all).contains("score 1.0000"));
+    // The T4 file lists all six configurations; the one failure is marked invalid.
+    let t4: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&t4_path).unwrap()).unwrap();
+    assert_eq!(t4["schema_version"], "1.0.0");
+    let results = t4["results"].as_array().unwrap();
+    assert_eq!(results.len(), 6);
+    let correct = results
+        .iter()
+        .filter(|r| r["invalidity"] == "correct")
+        .count();
+    assert_eq!(correct, 5);
+    assert!(results
+        .iter()
+        .all(|r| r["configuration"].is_object() && r["times"].is_object()));
 }
 
 #[test]

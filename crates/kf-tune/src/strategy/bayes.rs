@@ -4,7 +4,8 @@ use std::collections::HashMap;
 
 use rand::seq::IndexedRandom;
 
-use crate::space::Point;
+use crate::space::{Point, Space};
+use crate::strategy::forest_search::alignment;
 use crate::strategy::gp::{expected_improvement, fit, CandidateGp, Hyper};
 use crate::strategy::{log_time, Strategy};
 use crate::tuner::Ctx;
@@ -15,14 +16,22 @@ const FULL_CANDIDATES: u128 = 40_000;
 const POOL: usize = 4_000;
 
 /// The surrogate model shared by [`BayesOpt`] and [`crate::strategy::Auto`]: a GP on log-time
-/// over features scaled to `[0, 1]` (constant parameters dropped), failures imputed as slightly
-/// worse than the worst time seen, hyperparameters refitted on a geometric schedule.
+/// over features scaled to `[0, 1]` (value indices of ordered parameters; one-hot codes of
+/// categorical ones; the power-of-two factor of integer parameters whose alignment is not
+/// implied by their order; constant parameters dropped), failures imputed as slightly worse than the
+/// worst time seen, hyperparameters refitted on a geometric schedule.
 #[derive(Debug)]
 pub(crate) struct Surrogate {
     /// Feature columns that vary.
     active: Vec<usize>,
+    /// Alignment features (see [`crate::strategy::forest_search`]).
+    align: Vec<(usize, Vec<u16>)>,
     pub(crate) cands: Vec<Point>,
     pub(crate) cand_index: HashMap<Point, usize>,
+    /// Features of each candidate.
+    cand_x: Vec<Vec<f64>>,
+    /// Whether each candidate was seen.
+    pub(crate) seen: Vec<bool>,
     gp: Option<CandidateGp>,
     /// Observations in the order added to the GP.
     obs: Vec<(Point, Option<f64>)>,
@@ -43,16 +52,69 @@ pub(crate) struct Posterior {
     pub(crate) best: f64,
 }
 
+/// Standardisation of the raw targets: `(raw − shift) / scale`, failures counting as `fail`.
+#[derive(Debug, Clone, Copy)]
+struct Scaling {
+    shift: f64,
+    scale: f64,
+    fail: f64,
+    best: f64,
+}
+
+/// Model features of a configuration: value indices of ordered parameters scaled to `[0, 1]`,
+/// categorical parameters with more than two values one-hot (scaled so that two different
+/// values are at distance 1), then the alignment features scaled to `[0, 1]` (kernels often care
+/// whether a size is a multiple of 32 more than about its magnitude).
+pub(crate) fn features_of(
+    space: &Space,
+    active: &[usize],
+    align: &[(usize, Vec<u16>)],
+    p: &[u16],
+) -> Vec<f64> {
+    if active.is_empty() {
+        return vec![0.0];
+    }
+    let params = space.params();
+    let mut out = Vec::with_capacity(active.len());
+    for &d in active {
+        let param = &params[d];
+        let n = param.len();
+        let i = usize::from(p[d]);
+        if !param.kind().is_ordered() && n > 2 {
+            for v in 0..n {
+                out.push(if v == i {
+                    std::f64::consts::FRAC_1_SQRT_2
+                } else {
+                    0.0
+                });
+            }
+        } else {
+            out.push(i as f64 / (n - 1) as f64);
+        }
+    }
+    for (d, twos) in align {
+        let hi = twos.iter().copied().max().unwrap_or(1).max(1);
+        let t = twos.get(usize::from(p[*d])).copied().unwrap_or(0);
+        out.push(f64::from(t) / f64::from(hi));
+    }
+    out
+}
+
 impl Surrogate {
     pub(crate) fn new(ctx: &mut Ctx<'_>) -> Self {
         let params = ctx.space.params();
         let active: Vec<usize> = (0..params.len()).filter(|&d| params[d].len() > 1).collect();
+        let align = alignment(ctx.space);
+        let dims = features_of(ctx.space, &active, &align, &vec![0; params.len()]).len();
         let full = ctx.space.len() <= FULL_CANDIDATES;
         let mut s = Surrogate {
-            hyper: Hyper::initial(active.len().max(1)),
+            hyper: Hyper::initial(dims),
             active,
+            align,
             cands: Vec::new(),
             cand_index: HashMap::new(),
+            cand_x: Vec::new(),
+            seen: Vec::new(),
             gp: None,
             obs: Vec::new(),
             next_refit: 0,
@@ -65,11 +127,7 @@ impl Surrogate {
     }
 
     fn features(&self, ctx: &Ctx<'_>, p: &[u16]) -> Vec<f64> {
-        let f = ctx.space.features(p);
-        if self.active.is_empty() {
-            return vec![0.0];
-        }
-        self.active.iter().map(|&d| f[d]).collect()
+        features_of(ctx.space, &self.active, &self.align, p)
     }
 
     fn rebuild_candidates(&mut self, ctx: &mut Ctx<'_>) {
@@ -105,34 +163,55 @@ impl Surrogate {
             .enumerate()
             .map(|(i, p)| (p.clone(), i))
             .collect();
+        self.cand_x = cands.iter().map(|p| self.features(ctx, p)).collect();
+        self.seen = cands.iter().map(|p| ctx.history.contains(p)).collect();
         self.cands = cands;
         self.gp = None;
         self.pool_age = 0;
     }
 
-    /// Standardised targets for the observations (failures imputed).
-    fn targets(&self) -> Vec<f64> {
+    fn scaling(&self) -> Scaling {
         let ok: Vec<f64> = self
             .obs
             .iter()
             .filter_map(|(_, t)| t.map(log_time))
             .collect();
         if ok.is_empty() {
-            return vec![0.0; self.obs.len()];
+            return Scaling {
+                shift: 0.0,
+                scale: 1.0,
+                fail: 0.0,
+                best: 0.0,
+            };
         }
         let lo = ok.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = ok.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let fail = hi + 0.1 * (hi - lo).max(0.1);
-        let raw: Vec<f64> = self
+        let n = self.obs.len() as f64;
+        let raw = |t: &Option<f64>| t.map_or(fail, log_time);
+        let mean = self.obs.iter().map(|(_, t)| raw(t)).sum::<f64>() / n;
+        let var = self
             .obs
             .iter()
-            .map(|(_, t)| t.map_or(fail, log_time))
-            .collect();
-        let n = raw.len() as f64;
-        let mean = raw.iter().sum::<f64>() / n;
-        let var = raw.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
-        let sd = var.sqrt().max(1e-9);
-        raw.iter().map(|v| (v - mean) / sd).collect()
+            .map(|(_, t)| (raw(t) - mean) * (raw(t) - mean))
+            .sum::<f64>()
+            / n;
+        let scale = var.sqrt().max(1e-9);
+        Scaling {
+            shift: mean,
+            scale,
+            fail,
+            best: (lo - mean) / scale,
+        }
+    }
+
+    /// Standardised targets for the observations (failures imputed).
+    fn targets(&self) -> Vec<f64> {
+        let s = self.scaling();
+        self.obs
+            .iter()
+            .map(|(_, t)| (t.map_or(s.fail, log_time) - s.shift) / s.scale)
+            .collect()
     }
 
     /// Brings the GP up to date with the history; refits hyperparameters on schedule.
@@ -146,6 +225,11 @@ impl Surrogate {
         let known = self.obs.len();
         let fresh: Vec<(Point, Option<f64>)> =
             ctx.history.entries()[known.min(ctx.history.len())..].to_vec();
+        for (p, _) in &fresh {
+            if let Some(&i) = self.cand_index.get(p) {
+                self.seen[i] = true;
+            }
+        }
         self.obs.extend(fresh.iter().cloned());
         let n = self.obs.len();
         if n == 0 {
@@ -170,10 +254,9 @@ impl Surrogate {
                 self.hyper = fit(&xs, &y, &self.hyper, steps);
             }
             self.cap = self.cap.max(ctx.budget + ctx.history.len() + 8);
-            let cand_x: Vec<Vec<f64>> = self.cands.iter().map(|p| self.features(ctx, p)).collect();
-            let mut gp = CandidateGp::new(self.hyper.clone(), cand_x, self.cap);
-            for x in xs {
-                gp.add(x);
+            let mut gp = CandidateGp::new(self.hyper.clone(), self.cand_x.clone(), self.cap);
+            for (x, (_, t)) in xs.into_iter().zip(&self.obs) {
+                gp.add(x, t.map(log_time));
             }
             self.gp = Some(gp);
             self.next_refit = if n < 20 {
@@ -184,14 +267,9 @@ impl Surrogate {
                 n * 2
             };
         } else if let Some(gp) = self.gp.as_mut() {
-            for (p, _) in &fresh {
-                let f = ctx.space.features(p);
-                let x = if self.active.is_empty() {
-                    vec![0.0]
-                } else {
-                    self.active.iter().map(|&d| f[d]).collect()
-                };
-                gp.add(x);
+            for (p, t) in &fresh {
+                let x = features_of(ctx.space, &self.active, &self.align, p);
+                gp.add(x, t.map(log_time));
             }
         }
     }
@@ -199,22 +277,27 @@ impl Surrogate {
     /// The posterior over the candidates (after [`Surrogate::update`]).
     pub(crate) fn posterior(&self) -> Option<Posterior> {
         let gp = self.gp.as_ref()?;
-        let y = self.targets();
-        if gp.len() != y.len() {
+        if gp.len() != self.obs.len() {
             return None;
         }
-        let (mean, sd) = gp.predict(&y);
-        let best = self
-            .obs
-            .iter()
-            .zip(&y)
-            .filter(|((_, t), _)| t.is_some())
-            .map(|(_, v)| *v)
-            .fold(f64::INFINITY, f64::min);
-        Some(Posterior { mean, sd, best })
+        let s = self.scaling();
+        Some(Posterior {
+            mean: gp.mean(s.shift, s.scale, s.fail),
+            sd: gp.sd(),
+            best: s.best,
+        })
     }
 
-    /// Length scales of the fitted model, one per active parameter.
+    /// Predicted log-time (mean, standard deviation) of a candidate configuration.
+    pub(crate) fn predict_log_time(&self, p: &Point) -> Option<(f64, f64)> {
+        let gp = self.gp.as_ref()?;
+        let &i = self.cand_index.get(p)?;
+        let s = self.scaling();
+        let (m, sd) = gp.at(i, s.shift, s.scale, s.fail);
+        Some((m * s.scale + s.shift, sd * s.scale))
+    }
+
+    /// Length scales of the fitted model, one per feature.
     #[allow(dead_code)]
     pub(crate) fn length_scales(&self) -> Vec<f64> {
         self.gp
@@ -286,6 +369,16 @@ pub(crate) fn initial_design(budget: usize) -> usize {
     ((budget as f64).sqrt().ceil() as usize).clamp(3, 20)
 }
 
+impl BayesOpt {
+    /// The model's predicted log-time of `p` (mean, standard deviation), after bringing it up to
+    /// date with the history.
+    pub(crate) fn predict_log_time(&mut self, ctx: &mut Ctx<'_>, p: &Point) -> Option<(f64, f64)> {
+        let model = self.model.get_or_insert_with(|| Surrogate::new(ctx));
+        model.update(ctx);
+        model.predict_log_time(p)
+    }
+}
+
 impl Strategy for BayesOpt {
     fn name(&self) -> &str {
         "bayes_opt"
@@ -302,8 +395,8 @@ impl Strategy for BayesOpt {
             return ctx.random_unseen();
         };
         let mut best: Option<(usize, f64)> = None;
-        for (i, p) in model.cands.iter().enumerate() {
-            if ctx.history.contains(p) {
+        for i in 0..model.cands.len() {
+            if model.seen[i] {
                 continue;
             }
             let ei = expected_improvement(post.mean[i], post.sd[i], post.best, self.xi);

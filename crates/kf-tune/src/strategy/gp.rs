@@ -95,30 +95,33 @@ fn backward(l: &[f64], n: usize, b: &mut [f64]) {
     }
 }
 
-/// Kernel matrix with noise on the diagonal and jitter.
-fn gram(x: &[Vec<f64>], h: &Hyper) -> Vec<f64> {
-    let n = x.len();
-    let inv: Vec<f64> = h.log_ls.iter().map(|l| (-l).exp()).collect();
-    let sf2 = h.log_sf2.exp();
-    let sn2 = h.log_sn2.exp();
-    let mut k = vec![0.0; n * n];
-    for i in 0..n {
-        for j in 0..=i {
-            let v = matern(&x[i], &x[j], &inv, sf2);
-            k[i * n + j] = v;
-            k[j * n + i] = v;
-        }
-        k[i * n + i] += sn2 + 1e-8;
-    }
-    k
-}
-
 /// Negative log marginal likelihood (plus weak log-normal priors on the length scales) and its
 /// gradient in the log hyperparameters.
 fn nlml_grad(x: &[Vec<f64>], y: &[f64], h: &Hyper) -> Option<(f64, Hyper)> {
     let n = x.len();
     let d = h.log_ls.len();
-    let mut l = gram(x, h);
+    let inv: Vec<f64> = h.log_ls.iter().map(|l| (-l).exp()).collect();
+    let sf2 = h.log_sf2.exp();
+    let sn2 = h.log_sn2.exp();
+    // Kernel matrix (lower triangle), keeping r and exp(−√5 r) of each pair for the gradient.
+    let mut l = vec![0.0; n * n];
+    let mut rs = vec![0.0; n * n];
+    let mut exs = vec![0.0; n * n];
+    for i in 0..n {
+        for j in 0..i {
+            let mut r2 = 0.0;
+            for k in 0..d {
+                let t = (x[i][k] - x[j][k]) * inv[k];
+                r2 += t * t;
+            }
+            let r = r2.sqrt();
+            let ex = (-SQRT5 * r).exp();
+            rs[i * n + j] = r;
+            exs[i * n + j] = ex;
+            l[i * n + j] = sf2 * (1.0 + SQRT5 * r + 5.0 / 3.0 * r2) * ex;
+        }
+        l[i * n + i] = sf2 + sn2 + 1e-8;
+    }
     if !cholesky(&mut l, n) {
         return None;
     }
@@ -127,45 +130,50 @@ fn nlml_grad(x: &[Vec<f64>], y: &[f64], h: &Hyper) -> Option<(f64, Hyper)> {
     let logdet: f64 = (0..n).map(|i| l[i * n + i].ln()).sum::<f64>() * 2.0;
     let fit: f64 = alpha.iter().map(|a| a * a).sum();
     backward(&l, n, &mut alpha);
-    // K⁻¹ column by column.
-    let mut kinv = vec![0.0; n * n];
-    let mut e = vec![0.0; n];
-    for j in 0..n {
-        e.iter_mut().for_each(|v| *v = 0.0);
-        e[j] = 1.0;
-        forward(&l, n, &mut e);
-        backward(&l, n, &mut e);
-        for i in 0..n {
-            kinv[i * n + j] = e[i];
+    // L⁻¹ (lower triangular, row-major), then K⁻¹ = L⁻ᵀ L⁻¹ (lower triangle).
+    let mut li = vec![0.0; n * n];
+    for i in 0..n {
+        let inv_d = 1.0 / l[i * n + i];
+        li[i * n + i] = inv_d;
+        for j in 0..i {
+            let mut s = 0.0;
+            for k in j..i {
+                s += l[i * n + k] * li[k * n + j];
+            }
+            li[i * n + j] = -s * inv_d;
         }
     }
-    // W = α αᵀ − K⁻¹; gradient of −log p is −½ tr(W dK).
-    let inv: Vec<f64> = h.log_ls.iter().map(|l| (-l).exp()).collect();
-    let sf2 = h.log_sf2.exp();
-    let sn2 = h.log_sn2.exp();
+    let mut kinv = vec![0.0; n * n];
+    for k in 0..n {
+        let row = &li[k * n..k * n + k + 1];
+        for i in 0..=k {
+            let ri = row[i];
+            if ri == 0.0 {
+                continue;
+            }
+            let out = &mut kinv[i * n..i * n + i + 1];
+            for (o, rj) in out.iter_mut().zip(&row[..=i]) {
+                *o += ri * rj;
+            }
+        }
+    }
+    // W = α αᵀ − K⁻¹; gradient of −log p is −½ tr(W dK) (pairs counted twice by symmetry).
     let mut g_ls = vec![0.0; d];
     let mut g_sf = 0.0;
     let mut g_sn = 0.0;
     for i in 0..n {
-        for j in 0..n {
-            let w = alpha[i] * alpha[j] - kinv[i * n + j];
-            let mut r2 = 0.0;
+        let w = alpha[i] * alpha[i] - kinv[i * n + i];
+        g_sf += w * sf2;
+        g_sn += w * sn2;
+        for j in 0..i {
+            let w = 2.0 * (alpha[i] * alpha[j] - kinv[i * n + j]);
+            let r = rs[i * n + j];
+            let ex = exs[i * n + j];
+            g_sf += w * sf2 * (1.0 + SQRT5 * r + 5.0 / 3.0 * r * r) * ex;
+            let common = w * sf2 * 5.0 / 3.0 * (1.0 + SQRT5 * r) * ex;
             for k in 0..d {
                 let t = (x[i][k] - x[j][k]) * inv[k];
-                r2 += t * t;
-            }
-            let r = r2.sqrt();
-            let ex = (-SQRT5 * r).exp();
-            let kf = sf2 * (1.0 + SQRT5 * r + 5.0 / 3.0 * r2) * ex;
-            g_sf += w * kf;
-            if i == j {
-                g_sn += w * sn2;
-            } else {
-                let common = sf2 * 5.0 / 3.0 * (1.0 + SQRT5 * r) * ex;
-                for k in 0..d {
-                    let t = (x[i][k] - x[j][k]) * inv[k];
-                    g_ls[k] += w * common * t * t;
-                }
+                g_ls[k] += common * t * t;
             }
         }
     }
@@ -244,6 +252,11 @@ pub(crate) fn fit(x: &[Vec<f64>], y: &[f64], start: &Hyper, steps: usize) -> Hyp
 }
 
 /// A GP conditioned on observations, with cached predictions over a fixed candidate set.
+///
+/// Targets enter as raw values (or failures) and are standardised at prediction time: because the
+/// posterior mean is linear in the targets, the tuner keeps `Σᵢ zᵢ V[i]` for three basis target
+/// vectors (the raw values with 0 for failures, the failure indicator, and ones), so a prediction
+/// with any standardisation and any imputed failure value costs O(candidates).
 #[derive(Debug)]
 pub(crate) struct CandidateGp {
     hyper: Hyper,
@@ -262,6 +275,12 @@ pub(crate) struct CandidateGp {
     vsq: Vec<f64>,
     /// Candidate features.
     cands: Vec<Vec<f64>>,
+    /// Basis target vectors (raw value or 0, failure indicator, 1) per observation.
+    basis: [Vec<f64>; 3],
+    /// `L⁻¹` applied to each basis vector.
+    z: [Vec<f64>; 3],
+    /// Per candidate, `Σᵢ z[b][i] V[i][c]` for each basis vector b.
+    acc: [Vec<f64>; 3],
 }
 
 impl CandidateGp {
@@ -282,6 +301,9 @@ impl CandidateGp {
             v: Vec::new(),
             vsq: vec![0.0; n_c],
             cands,
+            basis: Default::default(),
+            z: Default::default(),
+            acc: [vec![0.0; n_c], vec![0.0; n_c], vec![0.0; n_c]],
         }
     }
 
@@ -293,9 +315,9 @@ impl CandidateGp {
         self.x.len()
     }
 
-    /// Adds one training input (targets are supplied at prediction time). Returns false when
-    /// the capacity is reached or the factor would not be positive definite.
-    pub(crate) fn add(&mut self, x: Vec<f64>) -> bool {
+    /// Adds one observation: its input and raw target (`None`: a failure, whose value is
+    /// supplied at prediction time). Returns false when the capacity is reached.
+    pub(crate) fn add(&mut self, x: Vec<f64>, target: Option<f64>) -> bool {
         let n = self.x.len();
         if n >= self.cap {
             return false;
@@ -321,6 +343,19 @@ impl CandidateGp {
             self.l[n * cap + k] = *val;
         }
         self.l[n * cap + n] = d;
+        // New entries of z = L⁻¹ y for each basis target vector (earlier entries are unchanged).
+        let values = [
+            target.unwrap_or(0.0),
+            f64::from(u8::from(target.is_none())),
+            1.0,
+        ];
+        let mut zn = [0.0; 3];
+        for b in 0..3 {
+            self.basis[b].push(values[b]);
+            let s: f64 = kvec.iter().zip(&self.z[b]).map(|(l, z)| l * z).sum();
+            zn[b] = (values[b] - s) / d;
+            self.z[b].push(zn[b]);
+        }
         // New row of V: (k(x, C) − lᵀ V) / d.
         let mut row: Vec<f64> = self
             .cands
@@ -335,17 +370,49 @@ impl CandidateGp {
                 }
             }
         }
-        for (r, s) in row.iter_mut().zip(self.vsq.iter_mut()) {
+        let [a0, a1, a2] = &mut self.acc;
+        for (c, (r, s)) in row.iter_mut().zip(self.vsq.iter_mut()).enumerate() {
             *r /= d;
             *s += *r * *r;
+            a0[c] += zn[0] * *r;
+            a1[c] += zn[1] * *r;
+            a2[c] += zn[2] * *r;
         }
         self.v.push(row.iter().map(|r| *r as f32).collect());
         self.x.push(x);
         true
     }
 
+    /// Posterior mean at every candidate for the standardised targets
+    /// `(raw − shift) / scale`, failures counting as `fail` (raw units).
+    pub(crate) fn mean(&self, shift: f64, scale: f64, fail: f64) -> Vec<f64> {
+        let inv = 1.0 / scale;
+        self.acc[0]
+            .iter()
+            .zip(&self.acc[1])
+            .zip(&self.acc[2])
+            .map(|((r, f), o)| (r + fail * f - shift * o) * inv)
+            .collect()
+    }
+
+    /// Posterior mean and standard deviation at candidate `i` (standardised units, as
+    /// [`CandidateGp::mean`] and [`CandidateGp::sd`]).
+    pub(crate) fn at(&self, i: usize, shift: f64, scale: f64, fail: f64) -> (f64, f64) {
+        let m = (self.acc[0][i] + fail * self.acc[1][i] - shift * self.acc[2][i]) / scale;
+        (m, (self.sf2 - self.vsq[i]).max(1e-12).sqrt())
+    }
+
+    /// Posterior standard deviation at every candidate (standardised units).
+    pub(crate) fn sd(&self) -> Vec<f64> {
+        self.vsq
+            .iter()
+            .map(|s| (self.sf2 - s).max(1e-12).sqrt())
+            .collect()
+    }
+
     /// Posterior mean and standard deviation at every candidate for targets `y` (aligned with
     /// the added inputs, already centred and scaled).
+    #[cfg(test)]
     pub(crate) fn predict(&self, y: &[f64]) -> (Vec<f64>, Vec<f64>) {
         let n = self.x.len().min(y.len());
         let cap = self.cap;
@@ -364,12 +431,7 @@ impl CandidateGp {
                 *m += zi * f64::from(*vv);
             }
         }
-        let sd = self
-            .vsq
-            .iter()
-            .map(|s| (self.sf2 - s).max(1e-12).sqrt())
-            .collect();
-        (mean, sd)
+        (mean, self.sd())
     }
 }
 
@@ -430,13 +492,47 @@ mod tests {
         let ys: Vec<f64> = xs.iter().map(|x| (x[0] * 6.0).sin()).collect();
         let h = fit(&xs, &ys, &Hyper::initial(1), 60);
         let mut gp = CandidateGp::new(h, xs.clone(), 16);
-        for x in &xs {
-            assert!(gp.add(x.clone()));
+        for (x, y) in xs.iter().zip(&ys) {
+            assert!(gp.add(x.clone(), Some(*y)));
         }
         let (m, s) = gp.predict(&ys);
+        let fast = gp.mean(0.0, 1.0, 0.0);
         for i in 0..8 {
             assert!((m[i] - ys[i]).abs() < 0.1, "{} vs {}", m[i], ys[i]);
+            assert!((fast[i] - m[i]).abs() < 1e-4);
             assert!(s[i] < 0.3);
         }
+    }
+
+    #[test]
+    fn gradient_matches_finite_differences() {
+        let xs: Vec<Vec<f64>> = (0..12)
+            .map(|i| vec![(i % 4) as f64 / 3.0, (i / 4) as f64 / 2.0])
+            .collect();
+        let ys: Vec<f64> = xs.iter().map(|x| (x[0] * 3.0).sin() + x[1]).collect();
+        let h = Hyper {
+            log_ls: vec![-0.4, 0.3],
+            log_sf2: 0.2,
+            log_sn2: -3.0,
+        };
+        let (_, g) = nlml_grad(&xs, &ys, &h).unwrap();
+        let eps = 1e-5;
+        let at = |f: &dyn Fn(&mut Hyper)| {
+            let mut p = h.clone();
+            f(&mut p);
+            nlml_grad(&xs, &ys, &p).unwrap().0
+        };
+        for k in 0..2 {
+            let num = (at(&|p| p.log_ls[k] += eps) - at(&|p| p.log_ls[k] -= eps)) / (2.0 * eps);
+            assert!(
+                (num - g.log_ls[k]).abs() < 1e-4,
+                "ls {k}: {num} vs {}",
+                g.log_ls[k]
+            );
+        }
+        let num = (at(&|p| p.log_sf2 += eps) - at(&|p| p.log_sf2 -= eps)) / (2.0 * eps);
+        assert!((num - g.log_sf2).abs() < 1e-4);
+        let num = (at(&|p| p.log_sn2 += eps) - at(&|p| p.log_sn2 -= eps)) / (2.0 * eps);
+        assert!((num - g.log_sn2).abs() < 1e-4);
     }
 }

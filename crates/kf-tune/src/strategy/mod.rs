@@ -12,15 +12,18 @@
 //! | `simulated_annealing` | annealing over neighbourhoods with restarts |
 //! | `genetic_algorithm` | a steady generational GA with uniform crossover and repair |
 //! | `greedy_ils` | first-improvement local search with perturbation restarts |
-//! | `bayes_opt` | Gaussian-process Bayesian optimisation (log-time model, expected improvement) |
+//! | `bayes_opt` | Gaussian-process Bayesian optimisation (log-time model, categorical parameters one-hot, power-of-two alignment features, expected improvement) |
+//! | `forest` | [`ForestSearch`]: SMAC-style search with a random-forest surrogate (expected improvement over random configurations, neighbourhoods of the best and crossovers of them) |
 //! | `bandit` | a bandit choosing among the strategies above by their recent improvements |
-//! | `default` | [`Auto`]: a bandit between Bayesian optimisation and annealing, then a local polish of the best |
+//! | `default` | [`Auto`]: random start; then the forest or the GP proposes, whichever has predicted recent results better; then an exhaustive best-first search of the Hamming neighbourhoods of the best configurations |
 
 mod anneal;
 mod auto;
 mod bandit;
 mod basic;
 mod bayes;
+mod forest;
+mod forest_search;
 mod genetic;
 mod gp;
 mod ils;
@@ -30,6 +33,7 @@ pub use auto::Auto;
 pub use bandit::Bandit;
 pub use basic::{Exhaustive, RandomSearch};
 pub use bayes::BayesOpt;
+pub use forest_search::ForestSearch;
 pub use genetic::Genetic;
 pub use ils::GreedyIls;
 
@@ -74,6 +78,7 @@ pub const STRATEGY_NAMES: &[&str] = &[
     "genetic_algorithm",
     "greedy_ils",
     "bayes_opt",
+    "forest",
     "bandit",
 ];
 
@@ -101,6 +106,7 @@ pub fn by_name(name: &str) -> Result<Box<dyn Strategy>> {
         "genetic_algorithm" | "ga" => Box::new(Genetic::new()),
         "greedy_ils" | "ils" => Box::new(GreedyIls::new()),
         "bayes_opt" | "bo" => Box::new(BayesOpt::new()),
+        "forest" | "rf" | "smac" => Box::new(ForestSearch::new()),
         "bandit" => Box::new(Bandit::standard()),
         _ => return Err(TuneError::UnknownStrategy(name.to_owned())),
     })
