@@ -48,7 +48,7 @@ struct LiveArgs {
     #[arg(long)]
     kernel: PathBuf,
     /// Strategy (default, exhaustive, random, simulated_annealing, genetic_algorithm,
-    /// greedy_ils, bayes_opt, bandit).
+    /// greedy_ils, bayes_opt, forest, bandit).
     #[arg(long, default_value = "default")]
     strategy: String,
     /// Distinct configurations to evaluate (cache hits are free).
