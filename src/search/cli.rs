@@ -67,29 +67,56 @@ pub struct SearchArgs {
     pub dist: DistArgs,
 }
 
-/// Where the distributed-evaluation servers are (shared by `kf worker` and searches). The
-/// defaults are the servers `scripts/dist-servers.sh start` runs on this machine.
+/// Where the distributed-evaluation servers are (shared by `kf worker` and searches). Unset,
+/// they come from `KF_NATS_URL` and `KF_DATABASE_URL`, else the servers
+/// `scripts/dist-servers.sh start` runs on this machine.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServerArgs {
-    /// NATS server (JetStream enabled).
-    #[arg(long, env = "KF_NATS_URL", default_value = "nats://127.0.0.1:14222")]
-    pub nats: String,
-    /// PostgreSQL database.
-    #[arg(
-        long = "db",
-        env = "KF_DATABASE_URL",
-        default_value = "postgres://postgres@127.0.0.1:15432/postgres"
-    )]
-    pub db: String,
+    /// NATS server with JetStream (a search given it evaluates on workers).
+    #[arg(long)]
+    pub nats: Option<String>,
+    /// PostgreSQL database (a search given it evaluates on workers).
+    #[arg(long = "db")]
+    pub db: Option<String>,
     /// Prefix of the queue's streams and subjects.
     #[arg(long, default_value = "kf")]
     pub namespace: String,
 }
 
+/// The NATS server `scripts/dist-servers.sh` starts.
+pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:14222";
+/// The PostgreSQL server `scripts/dist-servers.sh` starts.
+pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:15432/postgres";
+
 impl ServerArgs {
+    /// Whether a server was named on the command line.
+    pub fn given(&self) -> bool {
+        self.nats.is_some() || self.db.is_some()
+    }
+
+    /// The NATS URL: the option, `KF_NATS_URL`, or the local default.
+    pub fn nats_url(&self) -> String {
+        self.nats
+            .clone()
+            .or_else(|| std::env::var("KF_NATS_URL").ok().filter(|v| !v.is_empty()))
+            .unwrap_or_else(|| DEFAULT_NATS_URL.into())
+    }
+
+    /// The database URL: the option, `KF_DATABASE_URL`, or the local default.
+    pub fn database_url(&self) -> String {
+        self.db
+            .clone()
+            .or_else(|| {
+                std::env::var("KF_DATABASE_URL")
+                    .ok()
+                    .filter(|v| !v.is_empty())
+            })
+            .unwrap_or_else(|| DEFAULT_DATABASE_URL.into())
+    }
+
     /// The deployment settings.
     pub fn dist_config(&self) -> kf_dist::DistConfig {
-        kf_dist::DistConfig::new(self.nats.clone(), self.db.clone())
+        kf_dist::DistConfig::new(self.nats_url(), self.database_url())
             .namespace(self.namespace.clone())
     }
 }
@@ -97,7 +124,8 @@ impl ServerArgs {
 /// Options of a search that evaluates on distributed workers (`kf worker`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct DistArgs {
-    /// Evaluate on workers through NATS JetStream and PostgreSQL instead of in this process.
+    /// Evaluate on workers through NATS JetStream and PostgreSQL instead of in this process
+    /// (implied by --nats or --db).
     #[arg(long)]
     pub distributed: bool,
     /// Queue name of the workers' device (default: this machine's device for the backend, as
@@ -126,16 +154,15 @@ impl SearchArgs {
             config.out = out.clone();
         }
         config.progress = !self.no_progress;
-        if self.dist.distributed {
+        let distributed = self.dist.distributed || self.dist.servers.given();
+        if distributed {
             config.distributed = Some(super::Distributed {
                 dist: self.dist.servers.dist_config(),
                 device_kind: self.dist.device_kind.clone(),
                 run: None,
             });
         }
-        config.in_flight = self
-            .in_flight
-            .unwrap_or(if self.dist.distributed { 8 } else { 1 });
+        config.in_flight = self.in_flight.unwrap_or(if distributed { 8 } else { 1 });
         config
     }
 
@@ -170,4 +197,40 @@ pub fn template_seeds(
         seeds.push((variant.source, params));
     }
     Ok(seeds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Args {
+        #[command(flatten)]
+        search: SearchArgs,
+    }
+
+    fn config(args: &[&str]) -> SearchConfig {
+        let args = Args::parse_from(std::iter::once("prog").chain(args.iter().copied()));
+        args.search
+            .config("gemm", Sizes::new(), Duration::from_secs(1))
+    }
+
+    #[test]
+    fn naming_a_server_distributes_the_search() {
+        let local = config(&[]);
+        assert!(local.distributed.is_none());
+        assert_eq!(local.in_flight, 1);
+        let by_flag = config(&["--distributed"]);
+        assert!(by_flag.distributed.is_some());
+        assert_eq!(by_flag.in_flight, 8);
+        let by_db = config(&["--db", "postgres://kf@db.internal/kf", "--in-flight", "3"]);
+        let d = by_db.distributed.expect("distributed");
+        assert_eq!(d.dist.database_url, "postgres://kf@db.internal/kf");
+        assert_eq!(by_db.in_flight, 3);
+        let by_nats = config(&["--nats", "nats://q:4222", "--device-kind", "cuda-h200"]);
+        let d = by_nats.distributed.expect("distributed");
+        assert_eq!(d.dist.nats_url, "nats://q:4222");
+        assert_eq!(d.device_kind.as_deref(), Some("cuda-h200"));
+    }
 }

@@ -12,7 +12,10 @@ mod evaluator;
 mod setup;
 mod tuned;
 
-pub use cli::{stop_on_ctrl_c, template_seeds, DistArgs, SearchArgs, ServerArgs};
+pub use cli::{
+    stop_on_ctrl_c, template_seeds, DistArgs, SearchArgs, ServerArgs, DEFAULT_DATABASE_URL,
+    DEFAULT_NATS_URL,
+};
 pub use setup::offline_search;
 pub use tuned::TunedEvaluator;
 

@@ -72,8 +72,8 @@ pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         config.name,
         facts.name,
         config.jobs,
-        args.servers.nats,
-        redact(&args.servers.db)
+        args.servers.nats_url(),
+        redact(&args.servers.database_url())
     );
     let handler = Arc::new(TaskHandler::new(spec, WorkerCommand::current_exe()?));
     // Ctrl-C: stop taking jobs, finish the ones in hand.
