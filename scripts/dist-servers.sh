@@ -138,7 +138,7 @@ start_nats() {
     fi
     mkdir -p "$NATS_DIR/store"
     "$NATS_BIN" -a 127.0.0.1 -p "$NATS_PORT" -js -sd "$NATS_DIR/store" \
-        -P "$NATS_DIR/nats.pid" -l "$NATS_DIR/nats.log" &
+        -P "$NATS_DIR/nats.pid" -l "$NATS_DIR/nats.log" </dev/null >/dev/null 2>&1 &
     disown || true
     wait_port "$NATS_PORT" 10 || die "nats-server did not listen on 127.0.0.1:$NATS_PORT (see $NATS_DIR/nats.log)"
     log "nats-server on nats://127.0.0.1:$NATS_PORT"
