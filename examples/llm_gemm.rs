@@ -159,19 +159,11 @@ fn main() -> anyhow::Result<()> {
     ctrlc::set_handler(move || on_ctrl_c.stop()).context("installing the Ctrl-C handler")?;
 
     let outcome = run_search(&config, mutator, seeds, Some(stop))?;
-    let s = &outcome.summary;
     println!(
-        "\n{} evaluations in {:.0} s ({:?}); {} of {} cells filled",
-        s.evaluations, s.wall_seconds, s.stop_reason, s.metrics.filled, s.metrics.cells
+        "
+{}",
+        outcome.summary_text()
     );
-    match (outcome.best_gflops, outcome.baseline_gflops) {
-        (Some(best), Some(base)) if base > 0.0 => println!(
-            "best kernel {best:.1} GFLOP/s, naive seed {base:.1} GFLOP/s in the same run: {:.1}x",
-            best / base
-        ),
-        (Some(best), _) => println!("best kernel {best:.1} GFLOP/s"),
-        _ => println!("no correct kernel was found"),
-    }
 
     // What the LLM cost and did.
     let st = llm.stats();

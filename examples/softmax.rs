@@ -63,10 +63,10 @@ fn main() -> anyhow::Result<()> {
     let (seeds, mutator) = offline_search(task.as_ref(), args.search.language())?;
 
     let outcome = run_search(&config, mutator, seeds, Some(stop_on_ctrl_c()?))?;
-    let s = &outcome.summary;
     println!(
-        "\n{} evaluations in {:.0} s ({:?}); {} of {} cells filled",
-        s.evaluations, s.wall_seconds, s.stop_reason, s.metrics.filled, s.metrics.cells
+        "
+{}",
+        outcome.run_line()
     );
     // Kernel time and effective bandwidth from the task's work counts.
     let work = task.describe().work;

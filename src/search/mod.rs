@@ -175,6 +175,30 @@ pub struct SearchOutcome {
     pub best_gflops: Option<f64>,
 }
 
+impl SearchOutcome {
+    /// One line: evaluations, wall time, why the run stopped, cells filled.
+    pub fn run_line(&self) -> String {
+        let s = &self.summary;
+        format!(
+            "{} evaluations in {:.0} s ({:?}); {} of {} cells filled",
+            s.evaluations, s.wall_seconds, s.stop_reason, s.metrics.filled, s.metrics.cells
+        )
+    }
+
+    /// The run line, then the best kernel's throughput against the naive seed's in this run.
+    pub fn summary_text(&self) -> String {
+        let best = match (self.best_gflops, self.baseline_gflops) {
+            (Some(best), Some(base)) if base > 0.0 => format!(
+                "best kernel {best:.1} GFLOP/s, naive seed {base:.1} GFLOP/s in the same run: {:.1}x",
+                best / base
+            ),
+            (Some(best), _) => format!("best kernel {best:.1} GFLOP/s"),
+            _ => "no correct kernel was found".to_string(),
+        };
+        format!("{}\n{best}", self.run_line())
+    }
+}
+
 /// The task's baseline as the first seed, then `extra` seeds; each with its manifest's first
 /// parameter values.
 pub fn seeds_for(

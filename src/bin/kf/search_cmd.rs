@@ -32,19 +32,11 @@ pub(crate) fn run(args: SearchCmdArgs) -> anyhow::Result<ExitCode> {
         .config(&args.task, sizes, Duration::from_secs(540));
     let (seeds, mutator) = offline_search(task.as_ref(), args.search.language())?;
     let outcome = run_search(&config, mutator, seeds, Some(stop_on_ctrl_c()?))?;
-    let s = &outcome.summary;
     println!(
-        "\n{} evaluations in {:.0} s ({:?}); {} of {} cells filled",
-        s.evaluations, s.wall_seconds, s.stop_reason, s.metrics.filled, s.metrics.cells
+        "
+{}",
+        outcome.summary_text()
     );
-    match (outcome.best_gflops, outcome.baseline_gflops) {
-        (Some(best), Some(base)) if base > 0.0 => println!(
-            "best kernel {best:.2} GFLOP/s, naive seed {base:.2} GFLOP/s in the same run: {:.1}x",
-            best / base
-        ),
-        (Some(best), _) => println!("best kernel {best:.2} GFLOP/s"),
-        _ => println!("no correct kernel was found"),
-    }
     println!("report: {}", config.out.join("report.json").display());
     Ok(ExitCode::SUCCESS)
 }
