@@ -20,7 +20,15 @@ use crate::job::{self, job_id, kernel_hash, Hash, JobMessage, Profile, ResultMes
 use crate::queue::{self, Queue};
 use crate::store::Store;
 
-type Reply = std::result::Result<Evaluation, String>;
+/// What a waiting evaluation receives (shared by every evaluation waiting on the same job).
+type Reply = std::result::Result<Evaluation, Failure>;
+
+/// Why a job produced no result.
+#[derive(Debug, Clone)]
+enum Failure {
+    Cancelled,
+    Failed(String),
+}
 
 struct Waiting {
     replies: Vec<oneshot::Sender<Reply>>,
@@ -338,7 +346,7 @@ impl Inner {
                 priority,
             };
             if self.submissions.send(submission).is_err() {
-                self.complete(&job, Err(DistError::Cancelled.to_string()));
+                self.complete(&job, Err(Failure::Cancelled));
             }
         }
         let reply = match self.result_timeout {
@@ -355,10 +363,8 @@ impl Inner {
         };
         match reply {
             Ok(Ok(evaluation)) => Ok(evaluation),
-            Ok(Err(message)) if message == DistError::Cancelled.to_string() => {
-                Err(DistError::Cancelled)
-            }
-            Ok(Err(message)) => Err(DistError::Failed(message)),
+            Ok(Err(Failure::Cancelled)) => Err(DistError::Cancelled),
+            Ok(Err(Failure::Failed(message))) => Err(DistError::Failed(message)),
             Err(_) => Err(DistError::Cancelled),
         }
     }
@@ -391,7 +397,7 @@ impl Inner {
                 }
                 Err(e) => {
                     for m in &messages {
-                        self.complete(&m.job, Err(e.to_string()));
+                        self.complete(&m.job, Err(Failure::Failed(e.to_string())));
                     }
                     return;
                 }
@@ -418,7 +424,7 @@ impl Inner {
                     async move {
                         let job = s.message.job.clone();
                         if let Err(e) = inner.publish(&s).await {
-                            inner.complete(&job, Err(e.to_string()));
+                            inner.complete(&job, Err(Failure::Failed(e.to_string())));
                         }
                     }
                 });
@@ -466,7 +472,7 @@ impl Inner {
                 self.queue.delete_job(seq).await;
             }
             for tx in w.replies {
-                let _ = tx.send(Err(DistError::Cancelled.to_string()));
+                let _ = tx.send(Err(Failure::Cancelled));
             }
         }
         n
