@@ -17,7 +17,12 @@ use serde::{Deserialize, Serialize};
 /// The queue name of a device: backend and device name as one subject token, for example
 /// `opencl-intel-r--xeon-r--platinum-8480c`. Workers and searches that agree on it share jobs.
 pub fn device_kind(backend: &str, device: &DeviceFacts) -> String {
-    kf_dist::subject_token(&format!("{backend}-{}", device.name))
+    device_kind_named(backend, &device.name)
+}
+
+/// [`device_kind`] from a device name alone (as the backends' device lists give it).
+pub fn device_kind_named(backend: &str, device_name: &str) -> String {
+    kf_dist::subject_token(&format!("{backend}-{device_name}"))
 }
 
 /// Everything but the kernel that decides an evaluation's result: the task, its sizes, the

@@ -30,7 +30,7 @@ enum Command {
     Search(search_cmd::SearchCmdArgs),
     /// Evaluate distributed searches' jobs on this machine's device.
     Worker(worker_cmd::WorkerArgs),
-    /// List the OpenCL devices this machine has.
+    /// List the devices of every backend, with the queue name `kf worker` gives each.
     Devices,
 }
 
@@ -56,8 +56,49 @@ fn main() -> ExitCode {
 }
 
 fn devices() -> anyhow::Result<ExitCode> {
-    for d in kernelfoundry::opencl::list_devices()? {
-        println!("{d}");
+    // A closed pipe (`kf devices | head -1`) ends the listing quietly.
+    match list_devices(&mut std::io::stdout().lock()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        other => Ok(other?),
     }
-    Ok(ExitCode::SUCCESS)
+}
+
+fn list_devices(out: &mut impl std::io::Write) -> std::io::Result<ExitCode> {
+    use kernelfoundry::distributed::device_kind_named as kind;
+    let mut found = 0;
+    match kernelfoundry::opencl::list_devices() {
+        Ok(list) => {
+            for d in list {
+                writeln!(out, "opencl  {d}  [queue: {}]", kind("opencl", &d.name))?;
+                found += 1;
+            }
+        }
+        Err(e) => writeln!(out, "opencl  not available: {e}")?,
+    }
+    match kernelfoundry::sycl::list_devices() {
+        Ok(list) => {
+            for d in list {
+                writeln!(out, "sycl    {d}  [queue: {}]", kind("sycl", &d.name))?;
+                found += 1;
+            }
+        }
+        Err(e) => writeln!(out, "sycl    not available: {e}")?,
+    }
+    match kernelfoundry::cuda::list_devices() {
+        Ok(list) if list.is_empty() => {
+            writeln!(out, "cuda    no GPU (kernels compile with NVRTC only)")?
+        }
+        Ok(list) => {
+            for d in list {
+                writeln!(out, "cuda    {d}  [queue: {}]", kind("cuda", &d.name))?;
+                found += 1;
+            }
+        }
+        Err(e) => writeln!(out, "cuda    not available: {e}")?,
+    }
+    Ok(if found > 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
