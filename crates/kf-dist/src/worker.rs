@@ -175,8 +175,8 @@ impl<H: JobHandler> Worker<H> {
             handler: self.handler.clone(),
             queue,
             store,
-            kernels: Mutex::new(HashMap::new()),
-            profiles: Mutex::new(HashMap::new()),
+            kernels: HashCache::new(),
+            profiles: HashCache::new(),
             counters: Counters::default(),
         });
         let slots = Arc::new(Semaphore::new(self.config.jobs));
@@ -265,9 +265,32 @@ struct Shared<H> {
     handler: Arc<H>,
     queue: Queue,
     store: Store,
-    kernels: Mutex<HashMap<Hash, KernelSource>>,
-    profiles: Mutex<HashMap<Hash, Profile>>,
+    kernels: HashCache<KernelSource>,
+    profiles: HashCache<Profile>,
     counters: Counters,
+}
+
+/// Values fetched from the database by hash, kept in memory up to [`CACHE_LIMIT`] entries
+/// (then the cache starts over: content-addressed values never go stale).
+struct HashCache<T>(Mutex<HashMap<Hash, T>>);
+
+impl<T: Clone> HashCache<T> {
+    fn new() -> Self {
+        HashCache(Mutex::new(HashMap::new()))
+    }
+
+    fn get(&self, hash: &Hash) -> Option<T> {
+        self.0.lock().ok().and_then(|m| m.get(hash).cloned())
+    }
+
+    fn put(&self, hash: &Hash, value: &T) {
+        if let Ok(mut m) = self.0.lock() {
+            if m.len() >= CACHE_LIMIT {
+                m.clear();
+            }
+            m.insert(hash.clone(), value.clone());
+        }
+    }
 }
 
 /// Kernels and profiles kept in memory at most (then the cache starts over).
@@ -426,30 +449,20 @@ impl<H: JobHandler> Shared<H> {
     }
 
     async fn kernel(&self, hash: &Hash) -> Result<KernelSource> {
-        if let Some(k) = self.kernels.lock().ok().and_then(|m| m.get(hash).cloned()) {
+        if let Some(k) = self.kernels.get(hash) {
             return Ok(k);
         }
         let k = self.store.kernel(hash).await?;
-        if let Ok(mut m) = self.kernels.lock() {
-            if m.len() >= CACHE_LIMIT {
-                m.clear();
-            }
-            m.insert(hash.clone(), k.clone());
-        }
+        self.kernels.put(hash, &k);
         Ok(k)
     }
 
     async fn profile(&self, hash: &Hash) -> Result<Profile> {
-        if let Some(p) = self.profiles.lock().ok().and_then(|m| m.get(hash).cloned()) {
+        if let Some(p) = self.profiles.get(hash) {
             return Ok(p);
         }
         let p = self.store.profile(hash).await?;
-        if let Ok(mut m) = self.profiles.lock() {
-            if m.len() >= CACHE_LIMIT {
-                m.clear();
-            }
-            m.insert(hash.clone(), p.clone());
-        }
+        self.profiles.put(hash, &p);
         Ok(p)
     }
 }

@@ -79,6 +79,15 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// A client of `url` (its connection driven by the current runtime).
+async fn connect(url: &str) -> tokio_postgres::Client {
+    let (c, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    c
+}
+
 /// A database of the test's own, dropped at the end.
 pub struct TestDb {
     admin: String,
@@ -89,12 +98,8 @@ pub struct TestDb {
 impl TestDb {
     pub fn create(admin_url: &str, test: &str) -> TestDb {
         let name = format!("kf_{}_{}", test, std::process::id());
-        let rt = runtime();
-        rt.block_on(async {
-            let (c, conn) = tokio_postgres::connect(admin_url, tokio_postgres::NoTls)
-                .await
-                .unwrap();
-            tokio::spawn(conn);
+        runtime().block_on(async {
+            let c = connect(admin_url).await;
             // Separate statements: a multi-statement string runs as one transaction.
             c.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
                 .await
@@ -116,24 +121,16 @@ impl TestDb {
 
     /// Runs a query returning one integer.
     pub fn count(&self, sql: &str) -> i64 {
-        let rt = runtime();
-        rt.block_on(async {
-            let (c, conn) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)
-                .await
-                .unwrap();
-            tokio::spawn(conn);
+        runtime().block_on(async {
+            let c = connect(&self.url).await;
             c.query_one(sql, &[]).await.unwrap().get::<_, i64>(0)
         })
     }
 
-    /// Runs a query and returns its rows as JSON text columns.
+    /// Runs a query and returns its rows as text columns.
     pub fn rows(&self, sql: &str) -> Vec<Vec<String>> {
-        let rt = runtime();
-        rt.block_on(async {
-            let (c, conn) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)
-                .await
-                .unwrap();
-            tokio::spawn(conn);
+        runtime().block_on(async {
+            let c = connect(&self.url).await;
             c.query(sql, &[])
                 .await
                 .unwrap()
