@@ -42,19 +42,19 @@ use crate::report::{LogObserver, ProgressObserver, Report, ReportOutput};
 #[non_exhaustive]
 pub enum SearchError {
     /// Bad task, sizes or backend.
-    #[error("{0}")]
+    #[error(transparent)]
     Eval(#[from] kf_eval::EvalError),
     /// The archive or run directory refused.
-    #[error("{0}")]
+    #[error(transparent)]
     Archive(#[from] kf_archive::ArchiveError),
     /// The engine stopped with an error.
-    #[error("{0}")]
+    #[error(transparent)]
     Engine(#[from] kf_core::CoreError),
     /// The report could not be written.
-    #[error("{0}")]
+    #[error(transparent)]
     Report(#[from] crate::report::ReportError),
     /// Distributed evaluation failed to start.
-    #[error("{0}")]
+    #[error(transparent)]
     Distributed(#[from] kf_dist::DistError),
     /// A bad configuration.
     #[error("{0}")]
@@ -173,16 +173,28 @@ pub struct SearchOutcome {
     pub baseline_gflops: Option<f64>,
     /// The best kernel's throughput, GFLOP/s.
     pub best_gflops: Option<f64>,
+    /// The evaluation budget the run directory had before this search extended it.
+    pub extended_from: Option<u64>,
 }
 
 impl SearchOutcome {
     /// One line: evaluations, wall time, why the run stopped, cells filled.
     pub fn run_line(&self) -> String {
         let s = &self.summary;
-        format!(
+        let mut line = format!(
             "{} evaluations in {:.0} s ({:?}); {} of {} cells filled",
             s.evaluations, s.wall_seconds, s.stop_reason, s.metrics.filled, s.metrics.cells
-        )
+        );
+        if let Some(from) = self.extended_from {
+            line.push_str(&format!("; the run was extended from {from} evaluations"));
+        }
+        if s.steps > 0 && s.replayed_steps == s.steps {
+            line.push_str(
+                "; every step was replayed from the run directory (the run had already \
+                 finished: ask for more evaluations to extend it)",
+            );
+        }
+        line
     }
 
     /// The run line, then the best kernel's throughput against the naive seed's in this run.
@@ -288,15 +300,20 @@ pub fn run_search<M: Mutator + 'static>(
         budget = budget.with_wall(w);
     }
     std::fs::create_dir_all(&config.out).map_err(kf_eval::EvalError::Io)?;
+    // What may not change when the run is resumed or extended; the budget may.
     let meta = RunMeta::new(
         config.seed,
         &serde_json::json!({
             "task": config.task, "sizes": sizes, "backend": config.backend,
-            "device": device.name, "evaluations": config.evaluations,
+            "device": device.name,
             "tune_budget": config.tune_budget, "tune_strategy": config.tune_strategy,
             "mutator": mutator.name(),
         }),
-    )?;
+    )?
+    .with_budget(&serde_json::json!({
+        "evaluations": config.evaluations,
+        "wall_seconds": config.wall.map(|w| w.as_secs_f64()),
+    }))?;
     let run_dir = RunDir::open_with(
         config.out.join("run"),
         meta,
@@ -305,6 +322,22 @@ pub fn run_search<M: Mutator + 'static>(
             ..RunDirOptions::default()
         },
     )?;
+    let recorded_evaluations: u64 = run_dir
+        .read_records()?
+        .iter()
+        .map(|r| r.children.len() as u64)
+        .sum();
+    if recorded_evaluations > config.evaluations {
+        return Err(SearchError::Config(format!(
+            "the run directory {} already holds {recorded_evaluations} evaluations; ask for at \
+             least that many to resume or extend it, or use another output folder",
+            run_dir.path().display()
+        )));
+    }
+    let extended_from = run_dir
+        .extended_from()
+        .and_then(|b| b.get("evaluations"))
+        .and_then(serde_json::Value::as_u64);
     let mut progress = ProgressObserver::new(&space).with_budget(&budget);
     if !config.progress {
         progress = progress.without_bar();
@@ -350,6 +383,7 @@ pub fn run_search<M: Mutator + 'static>(
         .title(format!("{} {}", config.task, sizes_text(&sizes)))
         .extra("device", &device.name)
         .extra("seed", config.seed)
+        .extra("extended_from_evaluations", extended_from)
         .write_and_print(&config.out)?;
     let best_gflops = elites
         .iter()
@@ -362,6 +396,7 @@ pub fn run_search<M: Mutator + 'static>(
         report,
         baseline_gflops,
         best_gflops,
+        extended_from,
     })
 }
 

@@ -74,17 +74,38 @@ pub enum ArchiveError {
         #[source]
         source: serde_json::Error,
     },
-    /// A line of the step log, other than the last, that does not parse: the log was damaged
-    /// by something other than a crash mid-write.
-    #[error("{}: line {line} is corrupt: {source}", path.display())]
+    /// A line of the step log that is not the next record of this run (it does not parse, its
+    /// checksum does not match, it belongs to another run, or its step is repeated, missing or
+    /// out of order): the log was damaged by something other than a crash mid-write.
+    #[error(
+        "{}: line {line} is corrupt: {what}. The {intact} records before it are intact; to keep \
+         them and resume from there, run `kf run repair {}` (kf_archive::RunDir::keep_valid_prefix)",
+        path.display(), path.parent().unwrap_or(path).display()
+    )]
     CorruptLog {
         /// The log file.
         path: PathBuf,
         /// Line number, from 1.
         line: u64,
-        /// The parse error.
-        #[source]
-        source: serde_json::Error,
+        /// What is wrong with it.
+        what: String,
+        /// Intact records before it.
+        intact: u64,
+        /// Bytes of the log up to the end of the last intact record.
+        intact_len: u64,
+    },
+    /// Another `RunDir` (in this process or another) has the directory open.
+    #[error(
+        "the run directory {} is in use by {}: two runs on one directory would mix their \
+         histories; wait for that run to finish or use another directory",
+        path.display(),
+        holder.map_or_else(|| "another process".to_owned(), |p| format!("process {p}"))
+    )]
+    Locked {
+        /// The run directory.
+        path: PathBuf,
+        /// The process id the lock file names, when it could be read.
+        holder: Option<u32>,
     },
     /// A run directory created for a different seed or configuration.
     #[error("the run directory {} belongs to another run: {what}", path.display())]

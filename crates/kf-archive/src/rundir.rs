@@ -5,58 +5,129 @@
 //!
 //! | file | content |
 //! |---|---|
-//! | `run.json` | [`RunMeta`]: format, seed and the embedder's configuration |
+//! | `run.lock` | the advisory lock of the process that has the directory open, and its id |
+//! | `run.json` | [`RunMeta`]: format, run id, seed, the embedder's configuration and budget |
 //! | `steps.jsonl` | one [`StepRecord`] per line, appended as steps complete |
 //! | `snapshot.json` | the archive after the first `records` log lines, replaced atomically |
 //!
-//! Each record is one `write` of a whole line followed by a flush (and an `fsync` in
-//! [`SyncMode::Fsync`]), so a crash can only tear the last line; opening the directory drops a
-//! torn last line and truncates the file before anything is appended. A damaged line anywhere
-//! else is reported as [`ArchiveError::CorruptLog`]. Snapshots are written to a temporary file,
-//! synced and renamed over the old one, so a snapshot is always whole.
+//! **One writer.** [`RunDir::open`] takes an exclusive advisory lock on `run.lock` before it
+//! reads or writes anything, and holds it until the `RunDir` is dropped; a second opener, in
+//! this process or another, gets [`ArchiveError::Locked`] naming the holder's process id. The
+//! operating system releases the lock when its process dies, so a killed run never leaves a
+//! stale lock behind.
 //!
-//! To resume a killed run, build the engine again with the same seed, configuration and a fresh
-//! archive, and hand it the reopened run directory: the engine replays the recorded steps and
-//! computes the rest. [`RunDir::restore`] rebuilds the archive without running anything.
+//! **A log that proves itself.** Each line carries the run's id, its step number and a
+//! checksum of the record, and is one `write` of a whole line followed by a flush (and an
+//! `fsync` in [`SyncMode::Fsync`]), so a crash can only tear the last line; opening the
+//! directory drops a torn last line and truncates the file before anything is appended.
+//! Anything else — a line that does not parse, a checksum that does not match, a line of
+//! another run, a repeated, missing or out-of-order step — is reported as
+//! [`ArchiveError::CorruptLog`] with the number of intact records before it, which
+//! [`RunDir::keep_valid_prefix`] keeps. Snapshots are written to a temporary file, synced and
+//! renamed over the old one, so a snapshot is always whole.
+//!
+//! **Resume and extend.** To resume a killed run, build the engine again with the same seed,
+//! configuration and a fresh archive, and hand it the reopened run directory: the engine
+//! replays the recorded steps and computes the rest. The configuration must match; the budget
+//! ([`RunMeta::with_budget`]) may change, which is how a finished run is continued with more
+//! evaluations ([`RunDir::extended_from`] tells that it happened). [`RunDir::restore`]
+//! rebuilds the archive without running anything.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
+use std::fs::{self, File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use kf_core::{Archive, BoxError, Checkpoint, ChildRecord, StepRecord};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use crate::error::ArchiveError;
 
 const META_FILE: &str = "run.json";
 const LOG_FILE: &str = "steps.jsonl";
 const SNAPSHOT_FILE: &str = "snapshot.json";
-const FORMAT: u32 = 1;
+const LOCK_FILE: &str = "run.lock";
+/// Format 2: locked directories, run ids and checksummed log lines.
+const FORMAT: u32 = 2;
 
-/// The metadata of a run, kept in `run.json`. Reopening a run directory with other metadata is
-/// refused, so a resumed run cannot silently mix two configurations.
+/// The metadata of a run, kept in `run.json`. Reopening a run directory with another format,
+/// seed or configuration is refused, so a resumed run cannot silently mix two configurations;
+/// the budget may differ (the run is then extended or, if it is smaller, stops earlier).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunMeta {
     /// Format version of the run directory.
     pub format: u32,
+    /// The run's id, drawn when the directory is created; every log line carries it, so a
+    /// line copied from another run is recognised. Empty in a `RunMeta` not yet opened.
+    #[serde(default)]
+    pub run_id: String,
     /// The engine seed.
     pub seed: u64,
-    /// The embedder's configuration (anything serializable).
+    /// The embedder's configuration (anything serializable): what may not change on resume.
     pub config: serde_json::Value,
+    /// The budget (anything serializable): what may change on resume.
+    #[serde(default)]
+    pub budget: serde_json::Value,
 }
 
 impl RunMeta {
-    /// Metadata for a run with `seed` and a serializable `config`.
+    /// Metadata for a run with `seed` and a serializable `config`, with no budget recorded.
     pub fn new(seed: u64, config: &impl Serialize) -> Result<Self, ArchiveError> {
         let config = serde_json::to_value(config)
             .map_err(|e| ArchiveError::InvalidConfig(format!("unserializable config: {e}")))?;
         Ok(RunMeta {
             format: FORMAT,
+            run_id: String::new(),
             seed,
             config,
+            budget: serde_json::Value::Null,
         })
     }
+
+    /// Records the run's budget (evaluations, time, …). Unlike the configuration, it may differ
+    /// when the directory is reopened: that is how a finished run is extended.
+    pub fn with_budget(mut self, budget: &impl Serialize) -> Result<Self, ArchiveError> {
+        self.budget = serde_json::to_value(budget)
+            .map_err(|e| ArchiveError::InvalidConfig(format!("unserializable budget: {e}")))?;
+        Ok(self)
+    }
+
+    /// What makes this run another run than `found` (format, seed or configuration), if
+    /// anything.
+    fn conflict_with(&self, found: &RunMeta) -> Option<String> {
+        if found.format != self.format {
+            Some(format!(
+                "it was written in run-directory format {} and this version writes format {}; \
+                 start the run in a new directory",
+                found.format, self.format
+            ))
+        } else if found.seed != self.seed {
+            Some(format!("seed {} here, {} asked", found.seed, self.seed))
+        } else if found.config != self.config {
+            Some(format!(
+                "configuration {} here, {} asked",
+                found.config, self.config
+            ))
+        } else {
+            None
+        }
+    }
+}
+
+/// A fresh run id: unique enough that two runs, even of the same configuration on the same
+/// machine, never share one.
+fn new_run_id(meta: &RunMeta) -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(&meta.seed.to_le_bytes());
+    h.update(meta.config.to_string().as_bytes());
+    h.update(&std::process::id().to_le_bytes());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    h.update(&now.to_le_bytes());
+    h.finalize().to_hex()[..16].to_owned()
 }
 
 /// When the step log reaches the disk.
@@ -144,7 +215,15 @@ struct SnapshotHeader {
 pub struct RunDir {
     root: PathBuf,
     meta: RunMeta,
+    /// The budget `run.json` held before this open changed it.
+    extended_from: Option<serde_json::Value>,
     options: RunDirOptions,
+    /// Whether the new budget is still to be applied (see `apply_extension`).
+    extension_pending: bool,
+    /// Byte offset just past each record's line.
+    line_ends: Vec<u64>,
+    /// Holds the directory's exclusive lock for as long as the `RunDir` lives.
+    _lock: File,
     log: File,
     /// Records in the log.
     count: u64,
@@ -159,41 +238,42 @@ impl RunDir {
         Self::open_with(root, meta, RunDirOptions::default())
     }
 
-    /// Opens (or creates) a run directory: writes `run.json` (or checks that the one there has
-    /// the same seed and configuration), drops a torn last line of the step log, and discards
-    /// a snapshot that is ahead of the log.
+    /// Opens (or creates) a run directory: takes its lock, writes `run.json` (or checks that
+    /// the one there has the same format, seed and configuration, and records a changed
+    /// budget), validates the step log, drops a torn last line, and discards a snapshot that is
+    /// ahead of the log.
+    ///
+    /// # Errors
+    ///
+    /// [`ArchiveError::Locked`] when another `RunDir` (in any process) has the directory open,
+    /// [`ArchiveError::MetaMismatch`] for another run's directory, [`ArchiveError::CorruptLog`]
+    /// for a damaged log, and I/O or JSON errors.
     pub fn open_with(
         root: impl AsRef<Path>,
-        meta: RunMeta,
+        mut meta: RunMeta,
         options: RunDirOptions,
     ) -> Result<Self, ArchiveError> {
         let root = root.as_ref().to_path_buf();
         fs::create_dir_all(&root).map_err(|e| ArchiveError::io("creating", &root, e))?;
+        let lock = lock_dir(&root)?;
         let meta_path = root.join(META_FILE);
+        let mut extended_from = None;
         match read_optional(&meta_path)? {
             Some(bytes) => {
                 let found: RunMeta = serde_json::from_slice(&bytes)
                     .map_err(|e| ArchiveError::json(&meta_path, e))?;
-                let what = if found.format != meta.format {
-                    Some(format!(
-                        "format {} here, {} asked",
-                        found.format, meta.format
-                    ))
-                } else if found.seed != meta.seed {
-                    Some(format!("seed {} here, {} asked", found.seed, meta.seed))
-                } else if found.config != meta.config {
-                    Some(format!(
-                        "configuration {} here, {} asked",
-                        found.config, meta.config
-                    ))
-                } else {
-                    None
-                };
-                if let Some(what) = what {
+                if let Some(what) = meta.conflict_with(&found) {
                     return Err(ArchiveError::MetaMismatch { path: root, what });
+                }
+                meta.run_id = found.run_id.clone();
+                if found.budget != meta.budget {
+                    // Applied when the engine starts (`Checkpoint::recorded`), so that a caller
+                    // who refuses the new budget after looking at the log changes nothing.
+                    extended_from = Some(found.budget);
                 }
             }
             None => {
+                meta.run_id = new_run_id(&meta);
                 let bytes = serde_json::to_vec_pretty(&meta)
                     .map_err(|e| ArchiveError::json(&meta_path, e))?;
                 write_atomic(&root, &meta_path, &bytes)?;
@@ -201,7 +281,7 @@ impl RunDir {
         }
 
         let log_path = root.join(LOG_FILE);
-        let scan = scan_log(&log_path)?;
+        let scan = scan_log(&log_path, &meta.run_id)?;
         let log = OpenOptions::new()
             .create(true)
             .append(true)
@@ -235,13 +315,104 @@ impl RunDir {
         };
         Ok(RunDir {
             root,
+            extension_pending: extended_from.is_some(),
+            line_ends: scan.line_ends,
             meta,
+            extended_from,
             options,
+            _lock: lock,
             log,
             count,
             snapshot_at,
             buf: Vec::new(),
         })
+    }
+
+    /// Repairs a run directory whose log [`RunDir::open`] reported as corrupt: keeps the intact
+    /// records before the first damaged line, drops everything after it and the snapshot
+    /// (which may cover dropped records), and returns how many records were kept. The run can
+    /// then be resumed from those records. Takes the directory's lock like `open`.
+    pub fn keep_valid_prefix(root: impl AsRef<Path>) -> Result<u64, ArchiveError> {
+        let root = root.as_ref();
+        let _lock = lock_dir(root)?;
+        let meta_path = root.join(META_FILE);
+        let bytes = read_optional(&meta_path)?.ok_or_else(|| ArchiveError::Io {
+            op: "reading",
+            path: meta_path.clone(),
+            source: std::io::ErrorKind::NotFound.into(),
+        })?;
+        let meta: RunMeta =
+            serde_json::from_slice(&bytes).map_err(|e| ArchiveError::json(&meta_path, e))?;
+        let log_path = root.join(LOG_FILE);
+        let (good_len, kept) = match scan_log(&log_path, &meta.run_id) {
+            Ok(scan) => (scan.good_len, scan.records.len() as u64),
+            Err(ArchiveError::CorruptLog {
+                intact, intact_len, ..
+            }) => (intact_len, intact),
+            Err(e) => return Err(e),
+        };
+        let log = OpenOptions::new()
+            .write(true)
+            .open(&log_path)
+            .map_err(|e| ArchiveError::io("opening", &log_path, e))?;
+        log.set_len(good_len)
+            .and_then(|()| log.sync_all())
+            .map_err(|e| ArchiveError::io("truncating", &log_path, e))?;
+        let snapshot_path = root.join(SNAPSHOT_FILE);
+        match fs::remove_file(&snapshot_path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(ArchiveError::io("removing", &snapshot_path, e)),
+        }
+        Ok(kept)
+    }
+
+    /// The budget the directory recorded before this open changed it: `Some` when the run was
+    /// reopened with another budget (extended, usually), `None` for a new run or a resume with
+    /// the same budget.
+    ///
+    /// The new budget takes effect when the engine starts from this directory: then `run.json`
+    /// records it, and the steps the old budget shaped ([`StepRecord::budget_bound`]) are
+    /// dropped from the log so that the run recomputes them as a run with the new budget from
+    /// the start would have. Until then nothing on disk has changed, so a caller may look at
+    /// the log ([`RunDir::read_records`]) and refuse the new budget.
+    pub fn extended_from(&self) -> Option<&serde_json::Value> {
+        self.extended_from.as_ref()
+    }
+
+    /// Records the new budget and drops the records the old budget shaped (see
+    /// [`RunDir::extended_from`]).
+    fn apply_extension(&mut self) -> Result<(), ArchiveError> {
+        if !self.extension_pending {
+            return Ok(());
+        }
+        let log_path = self.root.join(LOG_FILE);
+        let records = self.read_records()?;
+        if let Some(first) = records.iter().position(|r| r.budget_bound) {
+            let keep_len = first
+                .checked_sub(1)
+                .and_then(|last_kept| self.line_ends.get(last_kept))
+                .copied()
+                .unwrap_or(0);
+            self.log
+                .set_len(keep_len)
+                .and_then(|()| self.log.sync_all())
+                .map_err(|e| ArchiveError::io("truncating", &log_path, e))?;
+            self.count = first as u64;
+            self.line_ends.truncate(first);
+            if self.snapshot_at.is_some_and(|at| at > self.count) {
+                let snapshot_path = self.root.join(SNAPSHOT_FILE);
+                fs::remove_file(&snapshot_path)
+                    .map_err(|e| ArchiveError::io("removing", &snapshot_path, e))?;
+                self.snapshot_at = None;
+            }
+        }
+        let meta_path = self.root.join(META_FILE);
+        let bytes =
+            serde_json::to_vec_pretty(&self.meta).map_err(|e| ArchiveError::json(&meta_path, e))?;
+        write_atomic(&self.root, &meta_path, &bytes)?;
+        self.extension_pending = false;
+        Ok(())
     }
 
     /// The directory.
@@ -271,14 +442,31 @@ impl RunDir {
 
     /// Reads every record of the step log, in order.
     pub fn read_records(&self) -> Result<Vec<StepRecord>, ArchiveError> {
-        Ok(scan_log(&self.root.join(LOG_FILE))?.records)
+        Ok(scan_log(&self.root.join(LOG_FILE), &self.meta.run_id)?.records)
     }
 
     /// Appends one record to the log (one write of a whole line, then a flush or an fsync).
+    /// Records must come in step order from 0, as the engine writes them.
     pub fn append(&mut self, record: &StepRecord) -> Result<(), ArchiveError> {
+        self.apply_extension()?;
         let path = || self.root.join(LOG_FILE);
+        if record.step != self.count {
+            return Err(ArchiveError::InvalidConfig(format!(
+                "{}: step {} appended where step {} comes next",
+                path().display(),
+                record.step,
+                self.count
+            )));
+        }
+        let body = serde_json::to_string(record).map_err(|e| ArchiveError::json(path(), e))?;
+        let line = LineOut {
+            run: &self.meta.run_id,
+            step: record.step,
+            sum: &checksum(body.as_bytes()),
+            record: &RawValue::from_string(body).map_err(|e| ArchiveError::json(path(), e))?,
+        };
         self.buf.clear();
-        serde_json::to_writer(&mut self.buf, record).map_err(|e| ArchiveError::json(path(), e))?;
+        serde_json::to_writer(&mut self.buf, &line).map_err(|e| ArchiveError::json(path(), e))?;
         self.buf.push(b'\n');
         self.log
             .write_all(&self.buf)
@@ -290,12 +478,15 @@ impl RunDir {
                 .map_err(|e| ArchiveError::io("syncing", path(), e))?;
         }
         self.count += 1;
+        let end = self.line_ends.last().copied().unwrap_or(0) + self.buf.len() as u64;
+        self.line_ends.push(end);
         Ok(())
     }
 
     /// Writes a snapshot of `archive` as the state after the records logged so far, atomically
     /// (temporary file, fsync, rename, directory fsync).
     pub fn snapshot<A: Serialize>(&mut self, archive: &A) -> Result<(), ArchiveError> {
+        self.apply_extension()?;
         let path = self.root.join(SNAPSHOT_FILE);
         let bytes = serde_json::to_vec(&SnapshotOut {
             records: self.count,
@@ -363,6 +554,7 @@ fn replay<A: Archive>(archive: &mut A, record: &StepRecord) -> Result<(), Archiv
 
 impl<A: Serialize> Checkpoint<A> for RunDir {
     fn recorded(&mut self) -> Result<Vec<StepRecord>, BoxError> {
+        self.apply_extension()?;
         Ok(self.read_records()?)
     }
 
@@ -383,18 +575,81 @@ impl<A: Serialize> Checkpoint<A> for RunDir {
     }
 }
 
+/// One line of the step log as written.
+#[derive(Serialize)]
+struct LineOut<'a> {
+    run: &'a str,
+    step: u64,
+    sum: &'a str,
+    record: &'a RawValue,
+}
+
+/// One line of the step log as read: the record stays raw until its checksum is verified.
+#[derive(Deserialize)]
+struct LineIn<'a> {
+    run: String,
+    step: u64,
+    sum: String,
+    #[serde(borrow)]
+    record: &'a RawValue,
+}
+
+/// The checksum of a record's JSON text: 64 bits of BLAKE3, enough to catch any damage that
+/// still parses (a truncated number, an edited field).
+fn checksum(bytes: &[u8]) -> String {
+    blake3::hash(bytes).to_hex()[..16].to_owned()
+}
+
 /// What a scan of the step log found.
 struct LogScan {
     records: Vec<StepRecord>,
+    /// Byte offset just past each record's line.
+    line_ends: Vec<u64>,
     /// Bytes up to the end of the last good line.
     good_len: u64,
-    /// Whether bytes after it (a torn or corrupt last line) must be dropped.
+    /// Whether bytes after it (a torn last line) must be dropped.
     torn: bool,
 }
 
-fn scan_log(path: &Path) -> Result<LogScan, ArchiveError> {
+/// Why a complete line of the log is not the next record of this run.
+fn check_line(bytes: &[u8], run_id: &str, expected: u64) -> Result<StepRecord, String> {
+    let line: LineIn<'_> =
+        serde_json::from_slice(bytes).map_err(|e| format!("it is not a log line: {e}"))?;
+    if line.run != run_id {
+        return Err(format!(
+            "it belongs to run {}, this directory is run {run_id}",
+            line.run
+        ));
+    }
+    if checksum(line.record.get().as_bytes()) != line.sum {
+        return Err("its checksum does not match its record".to_owned());
+    }
+    let record: StepRecord = serde_json::from_str(line.record.get())
+        .map_err(|e| format!("its record does not parse: {e}"))?;
+    if record.step != line.step {
+        return Err(format!(
+            "it is labelled step {} but records step {}",
+            line.step, record.step
+        ));
+    }
+    if line.step != expected {
+        let what = if line.step < expected {
+            "repeated or out of order"
+        } else {
+            "records are missing before it"
+        };
+        return Err(format!(
+            "it records step {} where step {expected} comes next ({what})",
+            line.step
+        ));
+    }
+    Ok(record)
+}
+
+fn scan_log(path: &Path, run_id: &str) -> Result<LogScan, ArchiveError> {
     let bytes = read_optional(path)?.unwrap_or_default();
     let mut records = Vec::new();
+    let mut line_ends = Vec::new();
     let mut start = 0;
     let mut line = 0u64;
     while start < bytes.len() {
@@ -404,26 +659,37 @@ fn scan_log(path: &Path) -> Result<LogScan, ArchiveError> {
             None => (bytes.len(), false),
         };
         let is_last = end + 1 >= bytes.len();
-        let parsed = if complete {
-            serde_json::from_slice::<StepRecord>(&bytes[start..end])
+        line_ends.push(end as u64 + 1);
+        let checked = if complete {
+            check_line(&bytes[start..end], run_id, records.len() as u64)
         } else {
-            // No newline: the write of this line did not finish.
-            serde_json::from_slice::<StepRecord>(b"")
+            Err("the write of this line did not finish".to_owned())
         };
-        match parsed {
+        match checked {
             Ok(r) => records.push(r),
-            Err(_) if is_last => {
+            // Only a crash mid-write can damage the last line, and only so that it does not
+            // parse (or has no newline): drop it. A last line that parses but is wrong is
+            // damage of another kind.
+            Err(_)
+                if is_last
+                    && (!complete
+                        || serde_json::from_slice::<LineIn<'_>>(&bytes[start..end]).is_err()) =>
+            {
+                line_ends.truncate(records.len());
                 return Ok(LogScan {
                     records,
+                    line_ends,
                     good_len: start as u64,
                     torn: true,
-                })
+                });
             }
-            Err(source) => {
+            Err(what) => {
                 return Err(ArchiveError::CorruptLog {
                     path: path.to_path_buf(),
                     line,
-                    source,
+                    what,
+                    intact: records.len() as u64,
+                    intact_len: start as u64,
                 })
             }
         }
@@ -431,9 +697,54 @@ fn scan_log(path: &Path) -> Result<LogScan, ArchiveError> {
     }
     Ok(LogScan {
         records,
+        line_ends,
         good_len: bytes.len() as u64,
         torn: false,
     })
+}
+
+/// Takes the exclusive lock of a run directory and writes this process's id into the lock
+/// file, or says which process holds it.
+fn lock_dir(root: &Path) -> Result<File, ArchiveError> {
+    let path = root.join(LOCK_FILE);
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| ArchiveError::io("opening", &path, e))?;
+    // A lock that names this very process may be a copy of a closed descriptor that a child
+    // process forked by another thread still holds until it executes its program; such a
+    // copy goes away within moments, so wait for it briefly instead of failing.
+    let own = std::process::id();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match file.try_lock() {
+            Ok(()) => break,
+            Err(TryLockError::WouldBlock) => {
+                let mut text = String::new();
+                let _ = file.rewind();
+                let _ = file.read_to_string(&mut text);
+                let holder = text.trim().parse().ok();
+                if holder == Some(own) && std::time::Instant::now() < deadline {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                    continue;
+                }
+                return Err(ArchiveError::Locked {
+                    path: root.to_path_buf(),
+                    holder,
+                });
+            }
+            Err(TryLockError::Error(e)) => return Err(ArchiveError::io("locking", &path, e)),
+        }
+    }
+    file.set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| write!(file, "{}", std::process::id()))
+        .and_then(|()| file.flush())
+        .map_err(|e| ArchiveError::io("writing", &path, e))?;
+    Ok(file)
 }
 
 fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, ArchiveError> {

@@ -67,10 +67,12 @@ fn logs_snapshots_and_restores() {
     assert!(tmp.path().join("run.json").exists());
 
     // Without the snapshot, the whole log is replayed.
+    drop(dir);
     fs::remove_file(tmp.path().join("snapshot.json")).unwrap();
     let dir = RunDir::open(tmp.path(), meta()).unwrap();
     assert_eq!(dir.snapshot_records(), None);
     assert_eq!(dir.restore(fresh()).unwrap(), live);
+    drop(dir);
 
     // Running again replays everything and changes nothing.
     let again = run(Some(RunDir::open(tmp.path(), meta()).unwrap()), 120);
@@ -251,4 +253,187 @@ fn restore_detects_a_log_from_another_archive() {
         dir.restore(wrong),
         Err(ArchiveError::ReplayMismatch { .. })
     ));
+}
+
+fn budget_meta(evaluations: u64) -> RunMeta {
+    meta()
+        .with_budget(&serde_json::json!({ "evaluations": evaluations }))
+        .unwrap()
+}
+
+#[test]
+fn a_finished_run_extended_equals_a_run_with_the_larger_budget_from_the_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let short = run(Some(RunDir::open(tmp.path(), budget_meta(8)).unwrap()), 8);
+    assert_eq!(short, run(None, 8));
+    let dir = RunDir::open(tmp.path(), budget_meta(12)).unwrap();
+    assert_eq!(
+        dir.extended_from(),
+        Some(&serde_json::json!({ "evaluations": 8 })),
+        "the reopened directory says it was extended, and from what"
+    );
+    let extended = run(Some(dir), 12);
+    assert_eq!(extended, run(None, 12));
+    assert_ne!(extended, short, "the extension computed new steps");
+    let reopened = RunDir::open(tmp.path(), budget_meta(12)).unwrap();
+    assert_eq!(
+        reopened.extended_from(),
+        None,
+        "same budget: a plain resume"
+    );
+    assert_eq!(reopened.meta().budget["evaluations"], 12);
+    drop(reopened);
+    // Extending a longer run in several steps ends at the same archive too.
+    let tmp = tempfile::tempdir().unwrap();
+    for evaluations in [10, 40, 90] {
+        run(
+            Some(RunDir::open(tmp.path(), budget_meta(evaluations)).unwrap()),
+            evaluations,
+        );
+    }
+    assert_eq!(
+        RunDir::open(tmp.path(), budget_meta(90))
+            .unwrap()
+            .restore(fresh())
+            .unwrap(),
+        run(None, 90)
+    );
+}
+
+#[test]
+fn a_second_opener_is_refused_while_the_first_holds_the_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let first = RunDir::open(tmp.path(), meta()).unwrap();
+    match RunDir::open(tmp.path(), meta()) {
+        Err(e @ ArchiveError::Locked { holder, .. }) => {
+            assert_eq!(holder, Some(std::process::id()));
+            let text = e.to_string();
+            assert!(
+                text.contains(&format!("process {}", std::process::id())),
+                "{text}"
+            );
+        }
+        other => panic!("expected Locked, got {other:?}"),
+    }
+    drop(first);
+    assert!(RunDir::open(tmp.path(), meta()).is_ok(), "released on drop");
+}
+
+/// Run by `a_killed_holder_leaves_no_stale_lock` in a child process: holds the directory named
+/// by `KF_TEST_HOLD_DIR` until killed.
+#[test]
+fn hold_directory_in_child() {
+    let Ok(dir) = std::env::var("KF_TEST_HOLD_DIR") else {
+        return; // only meaningful as the child of the test below
+    };
+    let _held = RunDir::open(&dir, meta()).unwrap();
+    println!("holding");
+    std::thread::sleep(std::time::Duration::from_secs(600));
+}
+
+#[test]
+fn a_killed_holder_leaves_no_stale_lock() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "hold_directory_in_child", "--nocapture"])
+        .env("KF_TEST_HOLD_DIR", tmp.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("holding") {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "the holder exited");
+    }
+    match RunDir::open(tmp.path(), meta()) {
+        Err(ArchiveError::Locked { holder, .. }) => assert_eq!(holder, Some(child.id())),
+        other => panic!("expected Locked by the child, got {other:?}"),
+    }
+    child.kill().unwrap(); // SIGKILL: no destructor runs
+    child.wait().unwrap();
+    assert!(RunDir::open(tmp.path(), meta()).is_ok());
+}
+
+/// Writes the log back with `edit` applied to its lines.
+fn edit_log(dir: &Path, edit: impl FnOnce(&mut Vec<String>)) {
+    let path = log_path(dir);
+    let mut lines: Vec<String> = fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    edit(&mut lines);
+    fs::write(&path, lines.join("\n") + "\n").unwrap();
+}
+
+fn corrupt_line(dir: &Path) -> (u64, u64, String) {
+    match RunDir::open(dir, meta()) {
+        Err(e @ ArchiveError::CorruptLog { line, intact, .. }) => (line, intact, e.to_string()),
+        other => panic!("expected a corrupt log, got {other:?}"),
+    }
+}
+
+#[test]
+fn damaged_logs_are_detected_and_the_valid_prefix_can_be_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let live = run(Some(RunDir::open(tmp.path(), meta()).unwrap()), 30);
+    let pristine = fs::read(log_path(tmp.path())).unwrap();
+    let restore = || fs::write(log_path(tmp.path()), &pristine).unwrap();
+
+    // A duplicated step (two writers interleaving).
+    edit_log(tmp.path(), |l| {
+        let dup = l[3].clone();
+        l.insert(4, dup);
+    });
+    let (line, intact, text) = corrupt_line(tmp.path());
+    assert_eq!((line, intact), (5, 4));
+    assert!(text.contains("repeated or out of order"), "{text}");
+    assert!(text.contains("kf run repair"), "{text}");
+
+    // A line of another run (same configuration, another directory).
+    restore();
+    let other = tempfile::tempdir().unwrap();
+    run(Some(RunDir::open(other.path(), meta()).unwrap()), 30);
+    let foreign = fs::read_to_string(log_path(other.path())).unwrap();
+    let foreign_line = foreign.lines().nth(6).unwrap().to_owned();
+    edit_log(tmp.path(), |l| l[6] = foreign_line);
+    let (line, _, text) = corrupt_line(tmp.path());
+    assert_eq!(line, 7);
+    assert!(text.contains("belongs to run"), "{text}");
+
+    // A middle line cut short, and one whose record was edited but still parses.
+    restore();
+    edit_log(tmp.path(), |l| {
+        let keep = l[9].len() / 2;
+        l[9].truncate(keep);
+    });
+    assert_eq!(corrupt_line(tmp.path()).0, 10);
+    restore();
+    edit_log(tmp.path(), |l| {
+        l[2] = l[2].replacen("\"children\":[", "\"children\":[ ", 1);
+        // Whitespace is part of the checksummed text; so is any edited value.
+        l[2] = l[2].replacen("\"usage\":{", "\"usage\":{ ", 1);
+    });
+    let (line, _, text) = corrupt_line(tmp.path());
+    assert_eq!(line, 3);
+    assert!(text.contains("checksum"), "{text}");
+
+    // Missing records in the middle.
+    restore();
+    edit_log(tmp.path(), |l| {
+        l.remove(12);
+    });
+    let (line, intact, text) = corrupt_line(tmp.path());
+    assert_eq!((line, intact), (13, 12));
+    assert!(text.contains("missing"), "{text}");
+
+    // Keeping the valid prefix lets the run resume to the archive it would have had.
+    assert_eq!(RunDir::keep_valid_prefix(tmp.path()).unwrap(), 12);
+    let dir = RunDir::open(tmp.path(), meta()).unwrap();
+    assert_eq!(dir.len(), 12);
+    assert_eq!(dir.snapshot_records(), None);
+    assert_eq!(run(Some(dir), 30), live);
 }

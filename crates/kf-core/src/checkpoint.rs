@@ -52,6 +52,13 @@ pub struct StepRecord {
     /// The mutator's error, when the step failed before producing children.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Whether the evaluation budget shaped this step: it was launched with fewer evaluations
+    /// than a step may use, or after the run had once used up its budget and waited for steps
+    /// in flight. Such a step would go differently under a larger budget, so a checkpoint that
+    /// extends a run drops it and everything after it, and the extended run recomputes them
+    /// exactly as a run with the larger budget from the start would have.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub budget_bound: bool,
 }
 
 /// Persists step records as they complete and hands them back on resume. The engine calls

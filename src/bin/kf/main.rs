@@ -1,6 +1,7 @@
 //! `kf`: the KernelFoundry command line.
 
 mod eval_cmd;
+mod run_cmd;
 mod search_cmd;
 mod tune_cmd;
 mod worker_cmd;
@@ -32,6 +33,8 @@ enum Command {
     Worker(worker_cmd::WorkerArgs),
     /// List the devices of every backend, with the queue name `kf worker` gives each.
     Devices,
+    /// Look after run directories (`kf run repair DIR`).
+    Run(run_cmd::RunArgs),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +47,7 @@ fn main() -> ExitCode {
         Command::Search(args) => search_cmd::run(args),
         Command::Worker(args) => worker_cmd::run(args),
         Command::Devices => devices(),
+        Command::Run(args) => run_cmd::run(args),
     };
     match result {
         Ok(code) => code,

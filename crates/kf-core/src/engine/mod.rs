@@ -239,6 +239,7 @@ where
             next_id: 0,
             evaluations: 0,
             reserved: 0,
+            budget_touched: false,
             usage: Usage::default(),
             steps_done: 0,
             replayed: 0,
@@ -284,6 +285,10 @@ where
                     break;
                 }
                 if let Some(reason) = state.exhausted() {
+                    if reason == StopReason::Evaluations {
+                        // From here on, launches depend on the budget (see below).
+                        state.budget_touched = true;
+                    }
                     // Steps in flight may use fewer evaluations than they reserved; once they
                     // complete, the released evaluations can still be spent.
                     if reason != StopReason::Evaluations || in_flight.is_empty() {
@@ -293,6 +298,13 @@ where
                 }
                 let step = next_step;
                 let reservation = state.reservation();
+                // A step launched with a clipped reservation, or after the budget ran out once,
+                // would go differently under a larger budget: its record says so, so that an
+                // extended run recomputes it.
+                if reservation < state.config.max_children_per_step as u64 {
+                    state.budget_touched = true;
+                }
+                let budget_bound = state.budget_touched;
                 let replay = recorded.get(&step);
                 let launched = if let Some(seed) = pending_seed.take() {
                     pending_seed = seeds.next();
@@ -310,6 +322,7 @@ where
                         step,
                         parent: None,
                         reservation,
+                        budget_bound,
                         ids,
                         fut,
                     }
@@ -361,6 +374,7 @@ where
                         step,
                         parent: Some(parent_id),
                         reservation,
+                        budget_bound,
                         ids,
                         fut,
                     }
@@ -371,6 +385,7 @@ where
                     step,
                     parent,
                     reservation,
+                    budget_bound,
                     ids,
                     fut,
                 } = launched;
@@ -379,6 +394,7 @@ where
                         step,
                         parent,
                         reservation,
+                        budget_bound,
                         ids,
                         outcome: outcome.outcome,
                     })
@@ -425,6 +441,7 @@ struct Launched<'a, Err> {
     step: u64,
     parent: Option<CandidateId>,
     reservation: u64,
+    budget_bound: bool,
     ids: std::ops::Range<u64>,
     fut: BoxFuture<'a, StepOutcomeOnly<Err>>,
 }
@@ -450,6 +467,7 @@ struct StepDone<Err> {
     step: u64,
     parent: Option<CandidateId>,
     reservation: u64,
+    budget_bound: bool,
     ids: std::ops::Range<u64>,
     outcome: StepOutcome<Err>,
 }
@@ -521,6 +539,8 @@ struct LoopState<'m, M, C, A> {
     evaluations: u64,
     /// Evaluations done plus evaluations reserved by steps in flight.
     reserved: u64,
+    /// Set once the evaluation budget shaped a launch (see [`StepRecord::budget_bound`]).
+    budget_touched: bool,
     usage: Usage,
     steps_done: u64,
     replayed: u64,
@@ -577,6 +597,7 @@ where
             step,
             parent,
             reservation,
+            budget_bound,
             ids,
             outcome,
         } = done;
@@ -589,10 +610,11 @@ where
                 usage,
                 candidates,
                 evaluations,
-            } => (
-                self.judge(step, parent, usage, candidates, evaluations),
-                false,
-            ),
+            } => {
+                let mut record = self.judge(step, parent, usage, candidates, evaluations);
+                record.budget_bound = budget_bound;
+                (record, false)
+            }
         };
         let used = record.children.len() as u64;
         self.reserved = self.reserved - reservation.min(self.reserved) + used.min(reservation);
@@ -654,6 +676,7 @@ where
                     usage: Usage::default(),
                     children: Vec::new(),
                     error: Some(format!("mutator `{}`: {error}", self.mutator.name())),
+                    budget_bound: false,
                 }
             }
         };
@@ -667,6 +690,7 @@ where
             usage,
             children,
             error: None,
+            budget_bound: false,
         }
     }
 
