@@ -437,3 +437,89 @@ fn damaged_logs_are_detected_and_the_valid_prefix_can_be_kept() {
     assert_eq!(dir.snapshot_records(), None);
     assert_eq!(run(Some(dir), 30), live);
 }
+
+/// Run by `a_full_disk_fails_the_run_cleanly_and_keeps_the_last_good_state` in a child process
+/// whose file-size limit stands in for a full disk: runs the engine on the directory named by
+/// `KF_TEST_FULL_DIR` and exits with 3 when the run fails with an error (a panic exits 101).
+#[test]
+fn run_on_a_full_disk_in_child() {
+    let Ok(dir) = std::env::var("KF_TEST_FULL_DIR") else {
+        return; // only meaningful as the child of the test below
+    };
+    // Writes past 48 KiB fail with EFBIG, as they would with ENOSPC on a full disk; the signal
+    // the kernel also sends is ignored so that the failure reaches the program as an error.
+    // SAFETY: plain libc calls with valid arguments, made before any other thread writes.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+        let limit = libc::rlimit {
+            rlim_cur: 48 * 1024,
+            rlim_max: 48 * 1024,
+        };
+        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &limit), 0);
+    }
+    let classifier = SyntheticClassifier::new(4);
+    let dir = RunDir::open_with(&dir, meta(), options(10)).unwrap();
+    let result = Engine::new(
+        SyntheticMutator::new(0.1),
+        SyntheticEvaluator::new(),
+        classifier,
+        fresh(),
+    )
+    .seeds(vec![synthetic_seed(6)])
+    .seed(SEED)
+    .budget(Budget::evaluations(400))
+    .max_in_flight(3)
+    .checkpoint(dir)
+    .run_blocking();
+    match result {
+        Ok(_) => println!("finished"),
+        Err(e) => {
+            println!("run failed: {e}");
+            std::process::exit(3);
+        }
+    }
+}
+
+#[test]
+fn a_full_disk_fails_the_run_cleanly_and_keeps_the_last_good_state() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "run_on_a_full_disk_in_child", "--nocapture"])
+        .env("KF_TEST_FULL_DIR", tmp.path())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "a clean failure, not a panic: {said}"
+    );
+    assert!(said.contains("run failed"), "{said}");
+    assert!(
+        said.contains("File too large") || said.contains("No space"),
+        "the cause is reported: {said}"
+    );
+    // The directory opens (a torn last line is dropped), the snapshot on disk is whole, and
+    // what was recorded restores to the archive of an uninterrupted run after as many steps.
+    let dir = RunDir::open(tmp.path(), meta()).unwrap();
+    let kept = dir.len();
+    assert!(
+        kept > 10,
+        "some steps were recorded before the disk filled: {kept}"
+    );
+    assert!(
+        dir.snapshot_records().is_some_and(|s| s <= kept),
+        "a whole snapshot survives"
+    );
+    let restored = dir.restore(fresh()).unwrap();
+    let evaluations: u64 = dir
+        .read_records()
+        .unwrap()
+        .iter()
+        .map(|r| r.children.len() as u64)
+        .sum();
+    assert!(restored.metrics().filled > 0);
+    // With room again, the same run resumes and ends where the uninterrupted run does.
+    assert_eq!(run(Some(dir), 400), run(None, 400));
+    assert!(evaluations < 400);
+}
