@@ -33,6 +33,7 @@ pub fn opencl_required() -> bool {
 /// # Panics
 ///
 /// When `KF_REQUIRE_OPENCL=1`.
+#[track_caller]
 pub fn skip_missing_runtime(reason: impl std::fmt::Display) {
     if opencl_required() {
         panic!("{KF_REQUIRE_OPENCL}=1 but the OpenCL runtime is missing: {reason}");
@@ -50,6 +51,7 @@ pub fn skip_missing_runtime(reason: impl std::fmt::Display) {
 ///
 /// On any error other than [`OpenClError::Unavailable`], and on that one too when
 /// `KF_REQUIRE_OPENCL=1`: a test calling this is meant to fail then.
+#[track_caller]
 pub fn skip_unless_installed<T>(result: Result<T, OpenClError>) -> Option<T> {
     match result {
         Ok(value) => Some(value),
@@ -63,6 +65,7 @@ pub fn skip_unless_installed<T>(result: Result<T, OpenClError>) -> Option<T> {
 
 /// The default OpenCL backend ([`OpenClBackend::new`]) under the skip rule of
 /// [`skip_unless_installed`].
+#[track_caller]
 pub fn backend_or_skip() -> Option<OpenClBackend> {
     skip_unless_installed(OpenClBackend::new())
 }
