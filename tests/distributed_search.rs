@@ -2,15 +2,13 @@
 //! through a nats-server this test starts and the PostgreSQL server of
 //! `scripts/dist-servers.sh`: the search reports a correct kernel, both workers evaluated
 //! jobs, and the database holds one result per job and the run's final archive. Skips with a
-//! message when the servers or an OpenCL runtime are missing (unless `KF_REQUIRE_DIST=1`).
+//! message when the servers or an OpenCL runtime are missing (unless `KF_REQUIRE_DIST=1`,
+//! respectively `KF_REQUIRE_OPENCL=1`).
 
 #[path = "../crates/kf-dist/tests/common/mod.rs"]
 mod common;
 
 use std::process::{Child, Command, Stdio};
-
-use kernelfoundry::backends::open_opencl;
-use kernelfoundry::eval::BackendSpec;
 
 struct Workers(Vec<Child>);
 
@@ -28,8 +26,7 @@ fn a_distributed_search_runs_on_kf_workers() {
     let Some(servers) = common::servers("a_distributed_search_runs_on_kf_workers") else {
         return;
     };
-    if let Err(e) = open_opencl(&BackendSpec::new("opencl")) {
-        eprintln!("SKIPPED: no OpenCL runtime ({e}); run scripts/setup.sh");
+    if kernelfoundry::opencl::testing::backend_or_skip().is_none() {
         return;
     }
     let nats = common::Nats::start(&servers.nats_server);

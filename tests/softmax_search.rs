@@ -1,7 +1,8 @@
 //! The second task end to end: a short MAP-Elites search on softmax with the softmax templates
 //! and strategies of kf-mutate, through worker processes (this test binary, re-executed), and
 //! every structural variant of the softmax templates compiled and verified on the OpenCL
-//! backend. Skips with a message when no OpenCL runtime is installed (run `scripts/setup.sh`).
+//! backend. Skips with a message when no OpenCL runtime is installed (run `scripts/setup.sh`),
+//! unless `KF_REQUIRE_OPENCL=1`.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -9,7 +10,7 @@ use std::time::Duration;
 use kernelfoundry::backends::open_opencl;
 use kernelfoundry::core::prelude::*;
 use kernelfoundry::eval::tasks::{builtin_task, parse_sizes};
-use kernelfoundry::eval::{BackendSpec, EvalConfig, KernelEvaluator, WorkerCommand};
+use kernelfoundry::eval::{EvalConfig, KernelEvaluator, WorkerCommand};
 use kernelfoundry::mutate::{
     Feasibility, MixMutator, ParamMutator, StructuralMutator, Structure, Template, TemplateLibrary,
 };
@@ -20,14 +21,10 @@ use rand_chacha::ChaCha8Rng;
 
 kernelfoundry::eval::worker_test_entry!(open_opencl);
 
+/// The backend; `None` (skip) only when no OpenCL runtime is installed and
+/// `KF_REQUIRE_OPENCL` is not `1`.
 fn backend() -> Option<OpenClBackend> {
-    match open_opencl(&BackendSpec::new("opencl")) {
-        Ok(b) => Some(b),
-        Err(e) => {
-            eprintln!("SKIPPED: no OpenCL runtime ({e}); run scripts/setup.sh");
-            None
-        }
-    }
+    kernelfoundry::opencl::testing::backend_or_skip()
 }
 
 fn all_structures(template: &Template) -> Vec<Structure> {

@@ -3,7 +3,6 @@
 
 use kf_core::{Candidate, KernelSource, Language, ParamValues};
 use kf_eval::tasks::KernelTask;
-use kf_manifest::Manifest;
 use kf_mutate::{MixMutator, ParamMutator, StructuralMutator, TemplateLibrary};
 
 use super::{seeds_for, template_seeds, SearchError};
@@ -49,24 +48,19 @@ pub fn offline_search(
     Ok(seeds_and_mutator)
 }
 
-/// The shipped tiled GEMM in SYCL or CUDA, with its manifest's first parameter values.
+/// The shipped tiled GEMM in SYCL or CUDA (from kf-eval's kernels), with its manifest's first
+/// parameter values.
 fn tiled_gemm(language: Language) -> Result<(KernelSource, ParamValues), SearchError> {
-    let (manifest, source) = match language {
-        Language::Sycl => (
-            include_str!("../../crates/kf-eval/kernels/sycl/gemm_tiled.toml"),
-            include_str!("../../crates/kf-eval/kernels/sycl/gemm_tiled.cpp"),
-        ),
-        Language::Cuda => (
-            include_str!("../../crates/kf-eval/kernels/cuda/gemm_tiled.toml"),
-            include_str!("../../crates/kf-eval/kernels/cuda/gemm_tiled.cu"),
-        ),
-        other => {
-            return Err(SearchError::Config(format!(
-                "no shipped tiled GEMM in {other}"
-            )))
-        }
-    };
-    let manifest = Manifest::parse(manifest, "gemm_tiled.toml", None)
+    let shipped = match language {
+        Language::Sycl | Language::Cuda => kf_eval::kernels::shipped("gemm_tiled", language),
+        _ => None,
+    }
+    .ok_or_else(|| SearchError::Config(format!("no shipped tiled GEMM in {language}")))?;
+    let manifest = shipped
+        .manifest()
         .map_err(|e| SearchError::Config(e.to_string()))?;
-    Ok((manifest.kernel_source(source), manifest.default_params()))
+    Ok((
+        manifest.kernel_source(shipped.source),
+        manifest.default_params(),
+    ))
 }

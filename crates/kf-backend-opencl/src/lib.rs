@@ -17,6 +17,8 @@
 //!   that the same kernel is never built twice, across runs and processes.
 //! * Launches are timed with profiling events; buffer offsets use sub-buffers; local-memory
 //!   arguments are supported; [`kf_core::Backend::flush_caches`] overwrites a scratch buffer.
+//! * [`testing`]: the one rule for when a test that needs OpenCL may skip
+//!   (`KF_REQUIRE_OPENCL`).
 //!
 //! ```no_run
 //! use kf_backend_opencl::{list_devices, DeviceSelector, OpenClBackend};
@@ -39,6 +41,7 @@ mod cache;
 mod device;
 mod error;
 pub mod runtime;
+pub mod testing;
 
 pub use backend::{OpenClBackend, OpenClBackendBuilder, OpenClBuffer, OpenClKernel};
 pub use cache::BinaryCache;

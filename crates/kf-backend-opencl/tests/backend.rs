@@ -12,14 +12,7 @@ fn backend_or_skip(cache: Option<&std::path::Path>) -> Option<OpenClBackend> {
         Some(dir) => builder.cache_dir(dir),
         None => builder.no_cache(),
     };
-    match builder.build() {
-        Ok(b) => Some(b),
-        Err(e) if e.kind() == BackendErrorKind::Unavailable => {
-            eprintln!("SKIPPED: no OpenCL runtime: {e}");
-            None
-        }
-        Err(e) => panic!("creating the OpenCL backend failed: {e}"),
-    }
+    kf_backend_opencl::testing::skip_unless_installed(builder.build())
 }
 
 const TILE: &str = "

@@ -7,14 +7,9 @@ use kf_core::{BackendError, BackendErrorKind};
 
 /// The backend, or `None` (after printing why) when this machine has no OpenCL runtime.
 fn backend_or_skip(cache: &std::path::Path) -> Option<OpenClBackend> {
-    match OpenClBackend::builder().cache_dir(cache).build() {
-        Ok(b) => Some(b),
-        Err(e) if e.kind() == BackendErrorKind::Unavailable => {
-            eprintln!("SKIPPED: no OpenCL runtime: {e}");
-            None
-        }
-        Err(e) => panic!("creating the OpenCL backend failed: {e}"),
-    }
+    kf_backend_opencl::testing::skip_unless_installed(
+        OpenClBackend::builder().cache_dir(cache).build(),
+    )
 }
 
 #[test]

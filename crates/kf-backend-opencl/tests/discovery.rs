@@ -76,7 +76,7 @@ fn a_missing_runtime_is_unavailable_with_instructions() {
 #[test]
 fn discovery_finds_the_setup_runtime_without_variables() {
     let Some((path, _)) = setup_config() else {
-        eprintln!("SKIPPED: no .runtime/opencl.json (run scripts/setup.sh)");
+        kf_backend_opencl::testing::skip_missing_runtime("no .runtime/opencl.json");
         return;
     };
     let result = run_child(&[], &std::env::temp_dir());
@@ -86,7 +86,7 @@ fn discovery_finds_the_setup_runtime_without_variables() {
 #[test]
 fn kf_opencl_icd_names_a_library_an_icd_file_or_a_config() {
     let Some((path, config)) = setup_config() else {
-        eprintln!("SKIPPED: no .runtime/opencl.json (run scripts/setup.sh)");
+        kf_backend_opencl::testing::skip_missing_runtime("no .runtime/opencl.json");
         return;
     };
     let icd_file = config

@@ -46,7 +46,8 @@ fn profile(sleep_ms: u64) -> serde_json::Value {
 }
 
 /// Evaluates the synthetic problem after sleeping as the profile says, writing
-/// `start <job id>` to its log first; aborts the process on a kernel marked POISON.
+/// `start <job id>` to its log first and `done <job id>` after the sleep; aborts the process on
+/// a kernel marked POISON.
 struct TestHandler {
     log: PathBuf,
 }
@@ -67,6 +68,10 @@ impl JobHandler for TestHandler {
         }
         let sleep = profile.value["sleep_ms"].as_u64().unwrap_or(0);
         std::thread::sleep(Duration::from_millis(sleep));
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.log)?
+            .write_all(format!("done {job}\n").as_bytes())?;
         Ok(SyntheticEvaluator::with_levels(LEVELS).evaluate(c).await?)
     }
 }
@@ -174,11 +179,48 @@ impl Cluster {
 
     /// The job ids worker `i` has started, from its log.
     fn started(&self, i: usize) -> Vec<String> {
+        self.logged(i, "start ")
+    }
+
+    /// The job ids worker `i` has started and not finished evaluating, from its log.
+    fn in_flight(&self, i: usize) -> Vec<String> {
+        let done = self.logged(i, "done ");
+        self.started(i)
+            .into_iter()
+            .filter(|j| !done.contains(j))
+            .collect()
+    }
+
+    fn logged(&self, i: usize, prefix: &str) -> Vec<String> {
         std::fs::read_to_string(self.dir.path().join(format!("worker-{i}.log")))
             .unwrap_or_default()
             .lines()
-            .filter_map(|l| l.strip_prefix("start ").map(String::from))
+            .filter_map(|l| l.strip_prefix(prefix).map(String::from))
             .collect()
+    }
+
+    /// Waits until `n` workers have registered in the database (a worker registers before it
+    /// subscribes to the queue), so that a test does not depend on how fast processes start.
+    fn wait_for_workers(&self, n: i64) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let table = self.db.count(
+                "SELECT count(*) FROM information_schema.tables WHERE table_name = 'kf_workers'",
+            );
+            let registered = if table > 0 {
+                self.db.count("SELECT count(*) FROM kf_workers")
+            } else {
+                0
+            };
+            if registered >= n {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "only {registered} of {n} workers registered within 120 s"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     fn kill_worker(&self, i: usize) {
@@ -250,6 +292,8 @@ fn three_workers_give_the_in_process_archive() {
         return;
     };
     cluster.start_workers(3);
+    // Every worker must take part: none may still be starting when the jobs are gone.
+    cluster.wait_for_workers(3);
     let evaluator = cluster.evaluator("three", 0);
     let archive = search(evaluator, vec![synthetic_seed(DIMS)], 150);
     assert_eq!(
@@ -299,18 +343,24 @@ fn a_killed_worker_s_job_is_evaluated_again() {
         let _ = tx.send(());
         a
     });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    // Kill worker 0 in the middle of its second evaluation (each takes 400 ms).
-    let killed_job = loop {
-        let started = cluster.started(0);
-        if started.len() >= 2 {
-            std::thread::sleep(Duration::from_millis(150));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    // Kill worker 0 in the middle of an evaluation (each takes 400 ms), from its second job on.
+    // Which job it was is read from its log after the kill: the one started and not done.
+    loop {
+        if cluster.started(0).len() >= 2 && !cluster.in_flight(0).is_empty() {
             cluster.kill_worker(0);
-            break started.last().cloned().unwrap();
+            break;
         }
         assert!(Instant::now() < deadline, "worker 0 never started two jobs");
         std::thread::sleep(Duration::from_millis(20));
-    };
+    }
+    let in_flight = cluster.in_flight(0);
+    assert_eq!(
+        in_flight.len(),
+        1,
+        "worker 0 was killed with {in_flight:?} in flight (one slot)"
+    );
+    let killed_job = in_flight[0].clone();
     rx.recv_timeout(Duration::from_secs(120))
         .expect("the search did not finish");
     let archive = search_thread.join().unwrap();
@@ -454,7 +504,8 @@ fn cancelling_deletes_the_jobs_no_worker_took() {
         assert!(Instant::now() < deadline, "the jobs were not recorded");
         std::thread::sleep(Duration::from_millis(20));
     }
-    std::thread::sleep(Duration::from_millis(300)); // published
+    // Recorded jobs are published right after; 3 s is ten times what that takes here.
+    std::thread::sleep(Duration::from_secs(3));
     assert_eq!(evaluator.cancel_pending(), 5);
     let results = waiting.join().unwrap();
     assert!(
@@ -463,14 +514,21 @@ fn cancelling_deletes_the_jobs_no_worker_took() {
             .all(|r| matches!(r, Err(kf_dist::DistError::Cancelled))),
         "{results:?}"
     );
-    // The queue is empty: a worker started now finds nothing to do.
+    // The queue is empty: a worker started now evaluates a job published after the
+    // cancellation, and nothing before it (the queue is first in, first out).
     cluster.start_workers(1);
-    std::thread::sleep(Duration::from_secs(2));
-    assert!(
-        cluster.started(0).is_empty(),
-        "a cancelled job was evaluated"
+    let probe = cluster.evaluator("cancel-probe", 0);
+    let mut after = synthetic_seed(DIMS);
+    after.params.set("X0", 0.9);
+    after.id = kf_core::CandidateId(99);
+    futures::executor::block_on(probe.evaluate(&after)).unwrap();
+    assert_eq!(
+        cluster.started(0).len(),
+        1,
+        "a cancelled job was evaluated: {:?}",
+        cluster.started(0)
     );
-    assert_eq!(cluster.db.count("SELECT count(*) FROM kf_results"), 0);
+    assert_eq!(cluster.db.count("SELECT count(*) FROM kf_results"), 1);
 }
 
 #[test]
@@ -498,12 +556,13 @@ fn bad_settings_are_refused_before_connecting() {
 fn heartbeats_keep_a_long_evaluation_with_its_worker() {
     let _serial = lock();
     // Each evaluation takes 3.5 acknowledgement waits: without heartbeats every job would be
-    // delivered again to the other worker.
-    let Some(cluster) = Cluster::new("heartbeat", Duration::from_secs(1), 3) else {
+    // delivered again to the other worker. A heartbeat goes every third of the 3 s wait, so a
+    // loaded machine would have to stall a worker for 3 s to cause a redelivery.
+    let Some(cluster) = Cluster::new("heartbeat", Duration::from_secs(3), 3) else {
         return;
     };
     cluster.start_workers(2);
-    let evaluator = cluster.evaluator("heartbeat", 3500);
+    let evaluator = cluster.evaluator("heartbeat", 10_500);
     let archive = search(evaluator, vec![synthetic_seed(DIMS)], 4);
     assert_eq!(json(&archive), in_process(4));
     let db = &cluster.db;

@@ -14,9 +14,12 @@
 //!   hang becomes `timeout`, a crash `runtime_error`), with secrets kept out of their
 //!   environment; [`worker`] is the worker side.
 //! * [`verify`]: the output checks on their own.
+//! * [`kernels`]: the kernels this crate ships (baselines, a tiled GEMM) as manifest and source
+//!   text.
 
 mod error;
 mod isolate;
+pub mod kernels;
 mod protocol;
 pub mod tasks;
 pub mod verify;

@@ -1,7 +1,7 @@
 //! The cheat corpus: kernels that try to game the evaluator must each be rejected with the
 //! right status, and honest kernels must be accepted. Runs through the isolated evaluator (a
 //! worker process per evaluation stream) on the OpenCL backend; skips with a message when no
-//! OpenCL runtime is installed (run `scripts/setup.sh`).
+//! OpenCL runtime is installed (run `scripts/setup.sh`), unless `KF_REQUIRE_OPENCL=1`.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -30,14 +30,10 @@ global = ["((N + WG - 1) / WG) * WG", "((M + WG - 1) / WG) * WG"]
 local = ["WG", "WG"]
 "#;
 
+/// Whether the tests can run: they skip only when no OpenCL runtime is installed and
+/// `KF_REQUIRE_OPENCL` is not `1` (see `kf_backend_opencl::testing`).
 fn runtime_available() -> bool {
-    match OpenClBackend::new() {
-        Ok(_) => true,
-        Err(e) => {
-            eprintln!("SKIPPED: no OpenCL runtime ({e}); run scripts/setup.sh");
-            false
-        }
-    }
+    kf_backend_opencl::testing::backend_or_skip().is_some()
 }
 
 fn kernels_dir() -> PathBuf {
@@ -109,7 +105,7 @@ fn every_cheat_is_rejected_with_the_right_status() {
 }
 
 #[test]
-fn a_hung_kernel_returns_within_its_timeout_plus_one_second() {
+fn a_hung_kernel_is_stopped_by_its_timeout() {
     if !runtime_available() {
         return;
     }
@@ -123,7 +119,13 @@ fn a_hung_kernel_returns_within_its_timeout_plus_one_second() {
         .unwrap();
     let took = started.elapsed();
     assert_eq!(e.status, Status::Timeout, "{}", e.diagnostics);
-    assert!(took < limit + Duration::from_secs(1), "took {took:?}");
+    // It waited for the limit, and was stopped by it rather than by the default 60 s ceiling
+    // (a wide margin above the 4 s limit: a loaded machine is slow to kill and restart).
+    assert!(
+        took >= limit,
+        "took {took:?}, less than the {limit:?} limit"
+    );
+    assert!(took < limit * 5, "took {took:?} for a {limit:?} limit");
     // The evaluator keeps going with a fresh worker.
     let (_, naive) = Manifest::load(&kernels_dir().join("gemm_naive.toml")).unwrap();
     let e = eval.evaluate_blocking(&naive, &ParamValues::new()).unwrap();
@@ -179,7 +181,10 @@ fn secrets_never_reach_the_worker() {
     std::env::set_var("KF_TEST_API_KEY", "sk-should-not-leak");
     let eval = evaluator(TimeoutPolicy::default());
     eval.device().unwrap();
-    for pid in eval.idle_worker_pids() {
+    // `device` starts a worker and leaves it idle: there is always one to look at.
+    let pids = eval.idle_worker_pids();
+    assert!(!pids.is_empty(), "no idle worker after device()");
+    for pid in pids {
         let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
         let text = String::from_utf8_lossy(&environ);
         assert!(!text.contains("sk-should-not-leak"));

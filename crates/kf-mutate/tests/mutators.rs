@@ -12,12 +12,12 @@ use kf_mutate::{
     ParamMutatorConfig, StrategyLibrary, StructuralMutator, Structure, Template, TemplateLibrary,
 };
 
-const NAIVE_CL: &str = include_str!("../../kf-eval/kernels/gemm_naive.cl");
-const NAIVE_TOML: &str = include_str!("../../kf-eval/kernels/gemm_naive.toml");
-const TILED_CL: &str = include_str!("../../kf-eval/kernels/gemm_tiled.cl");
-const TILED_TOML: &str = include_str!("../../kf-eval/kernels/gemm_tiled.toml");
-const SOFTMAX_CL: &str = include_str!("../../kf-eval/kernels/softmax_naive.cl");
-const SOFTMAX_TOML: &str = include_str!("../../kf-eval/kernels/softmax_naive.toml");
+const NAIVE_CL: &str = kf_eval::kernels::OPENCL_GEMM_NAIVE.source;
+const NAIVE_TOML: &str = kf_eval::kernels::OPENCL_GEMM_NAIVE.manifest;
+const TILED_CL: &str = kf_eval::kernels::OPENCL_GEMM_TILED.source;
+const TILED_TOML: &str = kf_eval::kernels::OPENCL_GEMM_TILED.manifest;
+const SOFTMAX_CL: &str = kf_eval::kernels::OPENCL_SOFTMAX_NAIVE.source;
+const SOFTMAX_TOML: &str = kf_eval::kernels::OPENCL_SOFTMAX_NAIVE.manifest;
 
 fn kernel(cl: &str, toml: &str) -> KernelSource {
     Manifest::parse(toml, "test.toml", None)

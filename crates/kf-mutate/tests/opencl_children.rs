@@ -2,7 +2,8 @@
 //! structural variant of the shipped templates, and the children of random walks of the
 //! structural, parameter and mixed mutators from the naive seed, evaluated through the real
 //! evaluator (verification on fresh inputs, another shape included) on the OpenCL backend.
-//! Skips with a message when no OpenCL runtime is installed (run `scripts/setup.sh`).
+//! Skips with a message when no OpenCL runtime is installed (run `scripts/setup.sh`), unless
+//! `KF_REQUIRE_OPENCL=1`.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -20,17 +21,13 @@ use kf_mutate::{
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-const NAIVE_CL: &str = include_str!("../../kf-eval/kernels/gemm_naive.cl");
-const NAIVE_TOML: &str = include_str!("../../kf-eval/kernels/gemm_naive.toml");
+const NAIVE_CL: &str = kf_eval::kernels::OPENCL_GEMM_NAIVE.source;
+const NAIVE_TOML: &str = kf_eval::kernels::OPENCL_GEMM_NAIVE.manifest;
 
+/// The backend; `None` (skip) only when no OpenCL runtime is installed and
+/// `KF_REQUIRE_OPENCL` is not `1`.
 fn backend() -> Option<OpenClBackend> {
-    match OpenClBackend::new() {
-        Ok(b) => Some(b),
-        Err(e) => {
-            eprintln!("SKIPPED: no OpenCL runtime ({e}); run scripts/setup.sh");
-            None
-        }
-    }
+    kf_backend_opencl::testing::backend_or_skip()
 }
 
 fn quick_config() -> EvalConfig {

@@ -13,7 +13,6 @@ use futures::executor::block_on;
 use kf_archive::{EliteArchive, RunDir, RunMeta};
 use kf_core::prelude::*;
 use kf_core::{RunResult, StopReason};
-use kf_manifest::Manifest;
 use kf_prompt::{
     async_trait, extraction_failure, ApiKey, ChatMessage, ChatRequest, ChatResponse, ExchangeLog,
     ExchangeOutcome, FailureKind, LlmBudget, LlmClient, LlmFailure, LlmGateway, LlmMutator,
@@ -403,9 +402,12 @@ fn style(one_cell: bool) -> Style {
 }
 
 fn seed_kernel() -> Candidate {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kf-eval/kernels/gemm_naive.toml");
-    let (manifest, source) = Manifest::load(&path).unwrap();
-    Candidate::seed(source, manifest.default_params())
+    let naive = kf_eval::kernels::OPENCL_GEMM_NAIVE;
+    let manifest = naive.manifest().unwrap();
+    Candidate::seed(
+        manifest.kernel_source(naive.source),
+        manifest.default_params(),
+    )
 }
 
 const FULL_LOCAL: &str = "Tile through local memory.\n```opencl\n__kernel void gemm(const int M, const int N, const int K,\n  __global const float* A, __global const float* B, __global float* C) {\n  __local float tile[16][17];\n  C[0] = 0.0f;\n}\n```\n```toml\nentry = \"gemm\"\nlanguage = \"opencl\"\n[params]\nTS = [16]\n[launch]\nglobal = [\"N\", \"M\"]\nlocal = [\"TS\", \"TS\"]\n```\n";

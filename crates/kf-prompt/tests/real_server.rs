@@ -8,7 +8,7 @@
 //! crash, the replay identical — not the quality.
 //!
 //! Skips (with a message) when no server answers or no OpenCL runtime is installed, unless
-//! `KF_REQUIRE_LLM=1`. The server is found through `KF_LLM_TEST_BASE_URL` or the
+//! `KF_REQUIRE_LLM=1`, respectively `KF_REQUIRE_OPENCL=1`. The server is found through `KF_LLM_TEST_BASE_URL` or the
 //! `.runtime/llm-server.json` that `scripts/llm-server.sh start` writes.
 
 use std::io::{Read, Write};
@@ -23,7 +23,6 @@ use kf_core::prelude::*;
 use kf_core::{EngineConfig, RunResult};
 use kf_eval::tasks::parse_sizes;
 use kf_eval::{BackendSpec, EvalConfig, IsolatedEvaluator, TimeoutPolicy, WorkerCommand};
-use kf_manifest::Manifest;
 use kf_prompt::{
     async_trait, ChatRequest, ChatResponse, CreditEvent, ExchangeLog, ExchangeOutcome, FailureKind,
     LlmBudget, LlmClient, LlmFailure, LlmMutator, LlmMutatorConfig, MetaConfig, ModelSpec,
@@ -171,9 +170,12 @@ fn evaluator() -> IsolatedEvaluator {
 }
 
 fn seed() -> Candidate {
-    let path = repo_root().join("crates/kf-eval/kernels/gemm_naive.toml");
-    let (manifest, source) = Manifest::load(&path).unwrap();
-    Candidate::seed(source, manifest.default_params())
+    let naive = kf_eval::kernels::OPENCL_GEMM_NAIVE;
+    let manifest = naive.manifest().unwrap();
+    Candidate::seed(
+        manifest.kernel_source(naive.source),
+        manifest.default_params(),
+    )
 }
 
 fn search(mutator: &LlmMutator, evaluator: &IsolatedEvaluator) -> RunResult<EliteArchive> {
@@ -236,8 +238,9 @@ fn a_short_search_against_a_real_llm_server() {
         Ok(u) => u,
         Err(why) => return skip(format!("no LLM server: {why}")),
     };
-    if let Err(e) = OpenClBackend::new() {
-        return skip(format!("no OpenCL runtime ({e}); run scripts/setup.sh"));
+    // Skips only when OpenCL is not installed and KF_REQUIRE_OPENCL is not 1.
+    if kf_backend_opencl::testing::backend_or_skip().is_none() {
+        return;
     }
 
     let started = Instant::now();
@@ -343,8 +346,25 @@ fn a_short_search_against_a_real_llm_server() {
     // Every LLM child was judged and classified on the ladder; unusable replies are
     // extraction errors with a reason.
     assert!(!credits.is_empty());
+    let elites = result.archive.elites();
     for c in &credits {
-        assert!(Status::ALL.contains(&c.status));
+        assert_eq!(c.model, MODEL);
+        assert!(
+            c.parent.is_some(),
+            "an LLM child without a parent: {}",
+            c.child
+        );
+        // The credited status is the evaluation the archive holds for the child.
+        if let Some(e) = elites.iter().find(|e| e.candidate.id == c.child) {
+            assert_eq!(e.evaluation.status, c.status, "child {}", c.child);
+        }
+        if c.status != Status::Correct {
+            assert!(
+                !c.diagnostics.is_empty(),
+                "{} failed without a reason",
+                c.child
+            );
+        }
         if c.status == Status::ExtractionError {
             assert!(!c.diagnostics.is_empty());
             assert_eq!(c.how, "extraction error");
@@ -356,26 +376,44 @@ fn a_short_search_against_a_real_llm_server() {
             assert_eq!(e.candidate.origin.model.as_deref(), Some(MODEL));
         }
     }
-    // Failures are fed back: the step after a failed first child shows it, either as an
-    // earlier attempt from the same parent or as the parent's own evaluation.
-    if let Some(first) = credits
-        .iter()
-        .find(|c| c.step == 1)
-        .filter(|c| c.status != Status::Correct)
-    {
-        let next = records
-            .iter()
-            .find(|r| r.key.scope == "step-2" && r.key.seq == 0)
-            .map(|r| r.request.messages[1].content.clone());
-        if let Some(prompt) = next {
-            assert!(
-                (prompt.contains("Earlier attempts from this kernel")
-                    && prompt.contains(first.status.as_str()))
-                    || prompt.contains("This kernel is not correct yet"),
-                "step 2 does not show the failure of step 1:\n{prompt}"
-            );
+    // Failures are fed back: the next request from the same parent after a failed child
+    // shows that failure among its earlier attempts. The tiny model fails nearly always, so
+    // every run has such a pair; none would mean the check could not be made.
+    let mut feedback_checked = 0;
+    for (i, failed) in credits.iter().enumerate() {
+        if failed.status == Status::Correct {
+            continue;
         }
+        let Some(next) = credits[i + 1..]
+            .iter()
+            .find(|c| c.parent == failed.parent && c.step > failed.step)
+        else {
+            continue;
+        };
+        let scope = format!("step-{}", next.step);
+        let Some(prompt) = records
+            .iter()
+            .find(|r| r.key.scope == scope && r.key.seq == 0)
+            .map(|r| r.request.messages[1].content.clone())
+        else {
+            continue;
+        };
+        assert!(
+            prompt.contains("Earlier attempts from this kernel")
+                && prompt.contains(failed.status.as_str()),
+            "step {} does not show the {} of step {} from the same parent:\n{prompt}",
+            next.step,
+            failed.status,
+            failed.step
+        );
+        feedback_checked += 1;
     }
+    assert!(
+        feedback_checked > 0,
+        "no failed child was followed by a request from the same parent: the feedback of \
+         failures could not be checked ({} credits)",
+        credits.len()
+    );
 
     // Replay with no server: the same children, statuses and cells.
     struct NoServer;
@@ -414,9 +452,4 @@ fn a_short_search_against_a_real_llm_server() {
         fingerprint(&credits, &result.archive)
     );
     eval.shutdown();
-    assert!(
-        started.elapsed() < Duration::from_secs(170),
-        "took {:?}",
-        started.elapsed()
-    );
 }

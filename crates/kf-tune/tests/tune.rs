@@ -14,11 +14,34 @@ use kf_tune::{
 };
 use rand::SeedableRng;
 
+/// Set to `1` (CI does) to make a missing tuning-spaces folder a failure instead of a skip.
+const KF_REQUIRE_TUNING_SPACES: &str = "KF_REQUIRE_TUNING_SPACES";
+
+/// A file of the shared folder's `tuning-spaces` (`KF_TUNING_SPACES`, else
+/// `../shared/tuning-spaces` beside the checkout). `None`, after printing `SKIPPED: …`, when it
+/// is missing and `KF_REQUIRE_TUNING_SPACES` is not `1`.
 fn shared(name: &str) -> Option<PathBuf> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/tuning-spaces")
-        .join(name);
-    p.exists().then_some(p)
+    let dir = std::env::var_os("KF_TUNING_SPACES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tuning-spaces")
+        });
+    let p = dir.join(name);
+    if p.exists() {
+        return Some(p);
+    }
+    if std::env::var(KF_REQUIRE_TUNING_SPACES).is_ok_and(|v| v == "1") {
+        panic!(
+            "{KF_REQUIRE_TUNING_SPACES}=1 but {} is missing",
+            p.display()
+        );
+    }
+    eprintln!(
+        "SKIPPED: {} not found (the shared folder's tuning-spaces; set KF_TUNING_SPACES to its \
+         folder, and {KF_REQUIRE_TUNING_SPACES}=1 to make this a failure)",
+        p.display()
+    );
+    None
 }
 
 fn small_space() -> Space {
@@ -500,7 +523,6 @@ fn t1_files_import_with_the_right_counts() {
         ("dedispersion_milo.T1.json", 22_272, 11_130),
     ] {
         let Some(path) = shared(file) else {
-            eprintln!("skipping: {file} not found");
             continue;
         };
         let t1 = T1Space::read(&path).unwrap();
@@ -543,7 +565,6 @@ fn t1_translation_handles_python() {
 #[test]
 fn replay_of_the_shared_caches_reads_every_configuration() {
     let Some(path) = shared("conv_A100.json.gz") else {
-        eprintln!("skipping: shared caches not found");
         return;
     };
     let replay = Replay::load(&path).unwrap();

@@ -2,8 +2,6 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::path::{Path, PathBuf};
-
 use kf_backend_cuda::{CudaBackend, CudaBackendBuilder};
 use kf_core::{BackendError, BackendErrorKind, KernelSource};
 
@@ -57,21 +55,17 @@ pub fn gpu_or_skip(builder: CudaBackendBuilder) -> Option<CudaBackend> {
     Some(backend)
 }
 
-/// `crates/kf-eval/kernels/cuda`: under the current directory when it is a checkout (test
-/// binaries copied to another machine by `scripts/gpu-check.sh --bundle`), else next to this
-/// crate's sources.
-pub fn seed_dir() -> PathBuf {
-    let here = Path::new("crates/kf-eval/kernels/cuda");
-    if here.is_dir() {
-        return here.to_path_buf();
-    }
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../kf-eval/kernels/cuda")
-}
-
-/// A seed kernel with its manifest's default parameters.
+/// A seed kernel shipped by kf-eval (compiled into it: no file is read, so the test binaries
+/// `scripts/gpu-check.sh --bundle` copies to another machine need no checkout), with its
+/// manifest.
 pub fn seed(name: &str) -> (kf_manifest::Manifest, KernelSource) {
-    let path = seed_dir().join(format!("{name}.toml"));
-    kf_manifest::Manifest::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    let shipped = kf_eval::kernels::shipped(name, kf_core::Language::Cuda)
+        .unwrap_or_else(|| panic!("kf-eval ships no CUDA kernel {name}"));
+    let manifest = shipped
+        .manifest()
+        .unwrap_or_else(|e| panic!("{}: {e}", shipped.manifest_path));
+    let source = manifest.kernel_source(shipped.source);
+    (manifest, source)
 }
 
 /// The error's text with its build log.

@@ -2,8 +2,6 @@
 
 #![allow(dead_code)]
 
-use std::path::PathBuf;
-
 use kf_backend_sycl::{SyclBackend, SyclBackendBuilder};
 use kf_core::{BackendError, BackendErrorKind, KernelSource};
 use kf_manifest::Manifest;
@@ -38,13 +36,13 @@ pub(crate) fn backend_with_cache(dir: Option<&std::path::Path>) -> Option<SyclBa
     })
 }
 
-/// The folder of kf-eval's shipped SYCL kernels.
-pub(crate) fn kernels_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../kf-eval/kernels/sycl")
-}
-
-/// A shipped SYCL kernel (`gemm_tiled`, …) with its manifest.
+/// A SYCL kernel shipped by kf-eval (`gemm_tiled`, …) with its manifest.
 pub(crate) fn seed(name: &str) -> (Manifest, KernelSource) {
-    Manifest::load(&kernels_dir().join(format!("{name}.toml")))
-        .unwrap_or_else(|e| panic!("loading the SYCL kernel {name}: {e}"))
+    let shipped = kf_eval::kernels::shipped(name, kf_core::Language::Sycl)
+        .unwrap_or_else(|| panic!("kf-eval ships no SYCL kernel {name}"));
+    let manifest = shipped
+        .manifest()
+        .unwrap_or_else(|e| panic!("loading the SYCL kernel {name}: {e}"));
+    let source = manifest.kernel_source(shipped.source);
+    (manifest, source)
 }
