@@ -16,11 +16,27 @@
 //! | [`tune`] (`kf-tune`) | parameter spaces, tuning strategies, result caches, replay |
 //! | [`classify`] (`kf-classify`) | static behaviour classifiers for OpenCL C, SYCL and CUDA |
 //! | [`mutate`] (`kf-mutate`) | offline mutators and kernel templates |
+//! | [`dist`] (`kf-dist`) | distributed evaluation: jobs on NATS JetStream, results in PostgreSQL, the worker loop |
+//! | [`distributed`] | a distributed search's evaluator and device names, as `kf search --distributed` uses them |
+//! | [`backends`] | backends by name (`opencl`, `cuda`, `sycl`), device facts, and [`init`] |
 //! | [`search`] | the whole search as the examples run it |
 //! | [`report`] | progress bar, logging, and the end-of-run report: per-cell table, best kernel files, `report.json`, heatmap and curve PNGs |
 //!
-//! [`backends`] opens a backend by name, and [`init`] must be the first call in the `main` of
-//! any program that evaluates kernels in worker processes.
+//! [`init`] must be the first call in the `main` of any program that evaluates kernels in worker
+//! processes ([`eval::IsolatedEvaluator`], which [`search`] uses): each worker is the program
+//! itself, re-executed, and `init()` is where it turns into a worker. A program that forgets it
+//! fails at its first evaluation with an error naming `init()`, having started one extra
+//! process (see [`eval::WorkerCommand::current_exe`] for why workers re-execute the program).
+//!
+//! # Pointing at the OpenCL runtime
+//!
+//! The OpenCL backend loads the OpenCL library at run time. Inside a checkout of this
+//! repository (or with a path dependency on it) it finds the runtime `scripts/setup.sh`
+//! installed, `.runtime/opencl.json`, by walking up from the current directory, the executable
+//! and the backend's source folder. A program that depends on the crates from crates.io has no
+//! such folder: it sets `KF_OPENCL_ICD` to that `opencl.json` (or to a directory of `.icd`
+//! files, an `.icd` file, or a driver library such as `libpocl.so.2`), or relies on a system
+//! ICD loader (`/etc/OpenCL/vendors`). See [`opencl`]'s runtime notes.
 
 pub mod backends;
 pub mod distributed;

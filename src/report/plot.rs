@@ -182,6 +182,22 @@ impl Pen {
             .map_err(|e| e.to_string())
     }
 
+    /// The first of `candidates` (longest first) that fits in `max_width` pixels at `size`, or
+    /// the last (shortest) when none does: titles that fit narrow pictures instead of being cut.
+    fn fit<'s>(&self, candidates: &'s [String], size: f64, max_width: u32) -> &'s str {
+        let fits = |s: &str| {
+            (FONT, size)
+                .into_font()
+                .box_size(s)
+                .is_ok_and(|(w, _)| w <= max_width)
+        };
+        candidates
+            .iter()
+            .find(|c| fits(c))
+            .or(candidates.last())
+            .map_or("", String::as_str)
+    }
+
     fn vertical(
         &self,
         area: &Area<'_>,
@@ -394,20 +410,27 @@ pub(crate) fn draw_heatmap(
         .fold(0.0f64, f64::max);
     let filled = elites.len();
     let draw = |root: &Area<'_>, pen: &Pen| -> Result<(), String> {
-        let caption = if vmax > 0.0 {
-            format!(
-                "{prefix}best GFLOP/s per archive cell ({filled}/{} cells filled; grey: empty)",
-                space.cells()
-            )
+        let cells = space.cells();
+        // Longest first; the first that fits the picture's width is drawn.
+        let captions = if vmax > 0.0 {
+            vec![
+                format!("{prefix}best GFLOP/s per archive cell ({filled}/{cells} cells filled; grey: empty)"),
+                format!("{prefix}best GFLOP/s per cell ({filled}/{cells} filled)"),
+                format!("best GFLOP/s per cell ({filled}/{cells} filled)"),
+                format!("{filled}/{cells} cells filled"),
+            ]
         } else {
-            format!(
-                "{prefix}filled archive cells ({filled}/{} filled; grey: empty; no GFLOP/s measured)",
-                space.cells()
-            )
+            vec![
+                format!("{prefix}filled archive cells ({filled}/{cells} filled; grey: empty; no GFLOP/s measured)"),
+                format!("{prefix}filled cells ({filled}/{cells}; no GFLOP/s measured)"),
+                format!("filled cells ({filled}/{cells}; no GFLOP/s measured)"),
+                format!("{filled}/{cells} cells filled"),
+            ]
         };
+        let caption = pen.fit(&captions, 15.0, size.0.saturating_sub(16));
         pen.text(
             root,
-            &caption,
+            caption,
             (size.0 as i32 / 2, 14),
             15.0,
             INK,
@@ -810,12 +833,13 @@ pub(crate) fn draw_curve(data: &CurveData, text: bool) -> Result<(Rendered, (u32
         } else {
             "Best fitness against evaluations"
         };
-        let title = match &data.title {
-            Some(t) => format!("{t}: {what}"),
-            None => what.to_owned(),
+        let titles: Vec<String> = match &data.title {
+            Some(t) => vec![format!("{t}: {what}"), what.to_owned()],
+            None => vec![what.to_owned()],
         };
+        let title = pen.fit(&titles, 17.0, size.0.saturating_sub(24));
         let top_spec = PanelSpec {
-            title: &title,
+            title,
             y_desc: data.best_label,
             color: RGBColor(33, 102, 172),
             reference,

@@ -283,16 +283,6 @@ impl Explanation {
     }
 }
 
-/// The parameter values a candidate was built with: its own, overridden by those its
-/// evaluation reports.
-pub(crate) fn effective_params(candidate: &Candidate, evaluation: &Evaluation) -> ParamValues {
-    let mut params = candidate.params.clone();
-    for (k, v) in evaluation.params.iter() {
-        params.set(k, v.clone());
-    }
-    params
-}
-
 impl BehaviorClassifier for StaticClassifier {
     type Error = ClassifyError;
 
@@ -305,7 +295,7 @@ impl BehaviorClassifier for StaticClassifier {
         candidate: &Candidate,
         evaluation: &Evaluation,
     ) -> Result<Descriptor, Self::Error> {
-        let params = effective_params(candidate, evaluation);
+        let params = evaluation.effective_params(candidate);
         Ok(self.explain(&candidate.source, &params)?.to_descriptor())
     }
 }

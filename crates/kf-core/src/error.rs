@@ -25,6 +25,17 @@ pub enum CoreError {
     /// An engine configuration that cannot run.
     #[error("invalid engine configuration: {0}")]
     InvalidConfig(String),
+    /// The mutator needs something the engine was not given ([`crate::Mutator::needs`]): without
+    /// it, it would propose no children and the run would degrade silently.
+    #[error("mutator `{mutator}` needs {what}, which the engine was not given: call `Engine::{call}` before running")]
+    MissingContext {
+        /// The mutator's name.
+        mutator: String,
+        /// What it needs.
+        what: &'static str,
+        /// The builder call that gives it.
+        call: &'static str,
+    },
     /// The archive was empty and no seed candidate was given.
     #[error("the archive is empty and no seed kernels were given: add seeds with `EngineBuilder::seeds`")]
     NoSeeds,

@@ -244,6 +244,30 @@ impl Evaluation {
         }
     }
 
+    /// The parameter values `candidate` was measured with: the candidate's own, overridden by
+    /// those this evaluation reports (a tuner may have changed some, and reports the values it
+    /// measured with). The one notion of "an elite's parameters" that classifiers, mutators and
+    /// reports share.
+    ///
+    /// ```
+    /// use kf_core::prelude::*;
+    ///
+    /// let source = KernelSource::new(Language::OpenCl, "gemm", "/* … */");
+    /// let candidate = Candidate::seed(source, ParamValues::new().with("TS", 16i64).with("WPT", 2i64));
+    /// let mut evaluation = Evaluation::failed(Status::WrongValues, "");
+    /// evaluation.params = ParamValues::new().with("TS", 32i64);
+    /// let params = evaluation.effective_params(&candidate);
+    /// assert_eq!(params.get("TS").and_then(ParamValue::as_i64), Some(32));
+    /// assert_eq!(params.get("WPT").and_then(ParamValue::as_i64), Some(2));
+    /// ```
+    pub fn effective_params(&self, candidate: &crate::Candidate) -> ParamValues {
+        let mut params = candidate.params.clone();
+        for (k, v) in self.params.iter() {
+            params.set(k, v.clone());
+        }
+        params
+    }
+
     /// The scalar fitness of this evaluation.
     pub fn fitness(&self) -> crate::Fitness {
         crate::Fitness::of(self)

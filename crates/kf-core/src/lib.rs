@@ -84,7 +84,7 @@ pub use traits::backend::{
 };
 pub use traits::classifier::BehaviorClassifier;
 pub use traits::evaluator::Evaluator;
-pub use traits::mutator::{Mutation, MutationContext, Mutator, Usage};
+pub use traits::mutator::{Mutation, MutationContext, Mutator, Needs, Usage};
 pub use traits::param_space::ParamSpace;
 
 /// Everything an embedder usually needs, in one import.
@@ -94,8 +94,8 @@ pub mod prelude {
         BehaviorClassifier, BoxError, Budget, Candidate, CandidateId, Checkpoint, CompileOptions,
         Compiled, CompilerFacts, Descriptor, DescriptorSpace, DeviceFacts, Dimension, Elite,
         Engine, Evaluation, EvaluationReport, Evaluator, Fitness, InsertOutcome, KernelArg,
-        KernelSource, Language, LaunchTiming, Mutation, MutationContext, Mutator, NdRange, Observe,
-        ObserverMode, Offspring, Origin, ParamSpace, ParamValue, ParamValues, Status, StepRecord,
-        Task, TimingStats, Usage,
+        KernelSource, Language, LaunchTiming, Mutation, MutationContext, Mutator, NdRange, Needs,
+        Observe, ObserverMode, Offspring, Origin, ParamSpace, ParamValue, ParamValues, Status,
+        StepRecord, Task, TimingStats, Usage,
     };
 }

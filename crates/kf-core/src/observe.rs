@@ -69,6 +69,10 @@ pub struct RunInfo<'a> {
 
 /// Sees the run as it goes: progress bars, logs, live plots.
 ///
+/// Each judged child is reported on its own, in order, with the archive as it was right after
+/// that child: with several children per step, `new_best` and `metrics` belong to the child
+/// that made them.
+///
 /// # Example
 ///
 /// ```
@@ -86,6 +90,38 @@ pub struct RunInfo<'a> {
 ///         Ok(())
 ///     }
 /// }
+/// ```
+///
+/// A closure is an observer too. Annotate its argument and its return type: the blanket
+/// implementation cannot infer them (error E0282 otherwise). It must own what it captures
+/// (`'static`), so share results through an `Arc`:
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use kf_core::prelude::*;
+/// use kf_core::testing::{synthetic_seed, SyntheticClassifier, SyntheticEvaluator, SyntheticMutator, VecArchive};
+///
+/// let bests = Arc::new(Mutex::new(Vec::new()));
+/// let seen = Arc::clone(&bests);
+/// let classifier = SyntheticClassifier::new(3);
+/// let archive = VecArchive::new(classifier.space().clone());
+/// Engine::new(SyntheticMutator::new(0.1), SyntheticEvaluator::new(), classifier, archive)
+///     .seeds(vec![synthetic_seed(4)])
+///     .budget(Budget::evaluations(30))
+///     .add_observer(
+///         move |r: &EvaluationReport<'_>| -> Result<(), BoxError> {
+///             if let Some(f) = r.fitness {
+///                 seen.lock().map_err(|_| "poisoned")?.push((r.candidate.id, f.value()));
+///             }
+///             Ok(())
+///         },
+///         ObserverMode::NewBest,
+///     )
+///     .run_blocking()?;
+/// let bests = bests.lock().unwrap();
+/// assert!(!bests.is_empty());
+/// assert!(bests.windows(2).all(|w| w[0].1 < w[1].1), "each new best beats the one before");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub trait Observe: Send {
     /// Called once before the first step.

@@ -30,6 +30,34 @@ pub enum EvalError {
     /// A worker process could not be started or spoke nonsense.
     #[error("evaluation worker: {0}")]
     Worker(String),
+    /// This process was started as an evaluation worker (its parent set
+    /// [`crate::worker::WORKER_ENV`]) and tried to start workers of its own: its `main` did not
+    /// hand control to the worker loop first. Refused, so that re-execution cannot recurse.
+    #[error(
+        "this process was started as an evaluation worker ({env} is set) but is about to start \
+         workers of its own: call `kernelfoundry::init()` (or \
+         `kf_eval::worker::serve_if_requested`) first thing in `main`"
+    )]
+    InsideWorker {
+        /// The variable that marks a worker process.
+        env: &'static str,
+    },
+    /// A worker process was started but never entered worker mode: it exited, went silent, or
+    /// reported that it ran the embedder's `main` instead of serving. Almost always a `main`
+    /// that does not call `kernelfoundry::init()` first.
+    #[error(
+        "the evaluation worker `{program}` did not enter worker mode: {detail}. Its `main` must \
+         call `kernelfoundry::init()` (or `kf_eval::worker::serve_if_requested`) before anything \
+         else{stderr}"
+    )]
+    WorkerNotServing {
+        /// The program started as the worker.
+        program: String,
+        /// What the parent saw instead of the worker's hello.
+        detail: String,
+        /// The tail of the worker's standard error, prefixed with `; stderr: `, or empty.
+        stderr: String,
+    },
     /// A file could not be read or written.
     #[error("{0}")]
     Io(#[from] std::io::Error),

@@ -15,7 +15,14 @@ use kf_core::{Candidate, DeviceFacts, Evaluation, Evaluator, KernelSource, Param
 use crate::error::EvalError;
 use crate::protocol::EvalConfig;
 use crate::tasks::{KernelTask, Sizes};
-use crate::worker::{BackendSpec, Job, Reply, LINE_PREFIX, WORKER_ENV};
+use crate::worker::{refuse_inside_worker, BackendSpec, Job, Reply, LINE_PREFIX, WORKER_ENV};
+
+/// How long a new worker may take to say hello (it does so before opening its backend, so this
+/// is process start-up only) before the parent decides it is not a worker.
+pub const DEFAULT_HANDSHAKE_LIMIT: Duration = Duration::from_secs(20);
+
+/// How long a worker may take to open its backend after its hello.
+const BACKEND_OPEN_LIMIT: Duration = Duration::from_secs(120);
 
 /// Name fragments of environment variables that never reach a worker.
 const SECRET_MARKERS: [&str; 7] = [
@@ -40,8 +47,18 @@ pub struct WorkerCommand {
 }
 
 impl WorkerCommand {
-    /// Re-executes the current program; its `main` must call
-    /// [`crate::worker::serve_if_requested`] first.
+    /// Re-executes the current program; its `main` must call `kernelfoundry::init()` first (or,
+    /// without the facade, [`crate::worker::serve_if_requested`] with its backend).
+    ///
+    /// Why re-execute rather than locate a dedicated worker binary: the worker must know the
+    /// same tasks ([`crate::TaskRegistry`]) and backends as the program that asks for the
+    /// evaluation, and only that program's own binary is sure to (a separately installed `kf`
+    /// may be another version, and knows no embedder's tasks). A program that forgets the call
+    /// is caught at its first evaluation: the child does not say hello, and is refused if it
+    /// tries to start workers itself, so at most one extra process is started and the error
+    /// ([`EvalError::WorkerNotServing`]) names `kernelfoundry::init()`. A dedicated binary whose
+    /// `main` calls `init()` first (the `kf` binary does) can be named with a `WorkerCommand`
+    /// built by hand.
     pub fn current_exe() -> Result<Self, EvalError> {
         Ok(WorkerCommand {
             program: std::env::current_exe()?,
@@ -140,8 +157,7 @@ impl Worker {
     }
 
     fn stderr_tail(&self) -> String {
-        let s = self.stderr.lock().map(|s| s.clone()).unwrap_or_default();
-        crate::protocol::bounded(s.trim(), 1500)
+        bounded_tail(&self.stderr)
     }
 }
 
@@ -186,6 +202,7 @@ struct Inner {
     config: EvalConfig,
     command: WorkerCommand,
     timeout: TimeoutPolicy,
+    handshake: Duration,
     idle: Mutex<Vec<Worker>>,
     slots: Slots,
     baseline_s: Mutex<Option<f64>>,
@@ -202,7 +219,7 @@ struct Inner {
 /// ```no_run
 /// use kf_eval::{BackendSpec, IsolatedEvaluator, WorkerCommand};
 ///
-/// // In `main`, before anything else:
+/// // In `main`, before anything else: `kernelfoundry::init();` (with the facade), or
 /// // kf_eval::worker::serve_if_requested(open_backend, &kf_eval::worker::TaskRegistry::builtin());
 /// let sizes = kf_eval::tasks::parse_sizes("M=256,N=192,K=128")?;
 /// let evaluator = IsolatedEvaluator::builder(BackendSpec::new("opencl"), "gemm", sizes)
@@ -223,6 +240,7 @@ pub struct IsolatedEvaluatorBuilder {
     config: EvalConfig,
     command: Option<WorkerCommand>,
     timeout: TimeoutPolicy,
+    handshake: Duration,
     workers: usize,
 }
 
@@ -245,14 +263,25 @@ impl IsolatedEvaluatorBuilder {
         self
     }
 
+    /// How long a new worker may take to say hello before the program is judged not to enter
+    /// worker mode (default [`DEFAULT_HANDSHAKE_LIMIT`]).
+    pub fn handshake_timeout(mut self, limit: Duration) -> Self {
+        self.handshake = limit;
+        self
+    }
+
     /// Evaluations running at once (default 1, so timings do not disturb each other).
     pub fn workers(mut self, n: usize) -> Self {
         self.workers = n.max(1);
         self
     }
 
-    /// The evaluator.
+    /// The evaluator. Inside a process that was itself started as a worker this already tells
+    /// the parent that its `main` did not enter worker mode, and every evaluation fails with
+    /// [`EvalError::InsideWorker`] without starting a process.
     pub fn build(self) -> IsolatedEvaluator {
+        // The error is returned again at the first evaluation; here only the parent is told.
+        let _ = refuse_inside_worker();
         let command = self.command.unwrap_or_else(|| WorkerCommand {
             program: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe")),
             args: Vec::new(),
@@ -266,6 +295,7 @@ impl IsolatedEvaluatorBuilder {
                 config: self.config,
                 command,
                 timeout: self.timeout,
+                handshake: self.handshake,
                 idle: Mutex::new(Vec::new()),
                 slots: Slots {
                     free: Mutex::new(self.workers),
@@ -293,6 +323,7 @@ impl IsolatedEvaluator {
             config: EvalConfig::default(),
             command: None,
             timeout: TimeoutPolicy::default(),
+            handshake: DEFAULT_HANDSHAKE_LIMIT,
             workers: 1,
         }
     }
@@ -361,8 +392,15 @@ impl Drop for Inner {
     }
 }
 
+/// The bounded tail of a worker's standard error.
+fn bounded_tail(tail: &Mutex<String>) -> String {
+    let s = tail.lock().map(|s| s.clone()).unwrap_or_default();
+    crate::protocol::bounded(s.trim(), 1500)
+}
+
 impl Inner {
     fn spawn(&self) -> Result<Worker, EvalError> {
+        refuse_inside_worker()?;
         let spec =
             serde_json::to_string(&self.spec).map_err(|e| EvalError::Worker(e.to_string()))?;
         let mut cmd = Command::new(&self.command.program);
@@ -418,7 +456,8 @@ impl Inner {
                 }
             }
         });
-        let deadline = Instant::now() + Duration::from_secs(120);
+        self.await_hello(&mut child, &lines, &tail)?;
+        let deadline = Instant::now() + BACKEND_OPEN_LIMIT;
         match next_reply(&lines, deadline) {
             Ok(Reply::Ready { device }) => Ok(Worker {
                 child,
@@ -431,22 +470,68 @@ impl Inner {
                 let _ = child.wait();
                 Err(EvalError::Backend(message))
             }
-            Ok(Reply::Done { .. }) => {
+            Ok(other) => {
                 let _ = child.kill();
-                Err(EvalError::Worker(
-                    "worker answered before it was ready".into(),
-                ))
+                let _ = child.wait();
+                Err(EvalError::Worker(format!(
+                    "the worker answered {other:?} before its backend was open"
+                )))
             }
-            Err(_) => {
+            Err(e) => {
                 let _ = child.kill();
                 let status = child.wait().map(|s| s.to_string()).unwrap_or_default();
-                let err = tail.lock().map(|s| s.clone()).unwrap_or_default();
+                let what = match e {
+                    RecvTimeoutError::Timeout => format!(
+                        "did not open its backend within {} s",
+                        BACKEND_OPEN_LIMIT.as_secs()
+                    ),
+                    RecvTimeoutError::Disconnected => "exited while opening its backend".into(),
+                };
                 Err(EvalError::Worker(format!(
-                    "worker did not start ({status}); is serve_if_requested called first in main? stderr: {}",
-                    crate::protocol::bounded(err.trim(), 1500)
+                    "the worker {what} ({status}); stderr: {}",
+                    bounded_tail(&tail)
                 )))
             }
         }
+    }
+
+    /// Waits for a new worker's hello. Anything else (the child exits, says nothing within the
+    /// handshake limit, or reports that it is running its program's own `main`) means the
+    /// program does not enter worker mode: the child is killed and the error names the missing
+    /// `init()`. This bounds a forgotten `init()` to one extra process and a few seconds.
+    fn await_hello(
+        &self,
+        child: &mut Child,
+        lines: &Receiver<String>,
+        tail: &Arc<Mutex<String>>,
+    ) -> Result<(), EvalError> {
+        let detail = match next_reply(lines, Instant::now() + self.handshake) {
+            Ok(Reply::Hello { .. }) => return Ok(()),
+            Ok(Reply::NotServing { pid }) => format!(
+                "process {pid} ran the program's own `main` instead of serving, and reached an \
+                 isolated evaluator, which starts no workers inside a worker"
+            ),
+            Ok(other) => format!("its first answer was {other:?} instead of a hello"),
+            Err(RecvTimeoutError::Timeout) => format!(
+                "it did not answer within {:.0} s",
+                self.handshake.as_secs_f64()
+            ),
+            Err(RecvTimeoutError::Disconnected) => "it exited without answering".into(),
+        };
+        let _ = child.kill();
+        let status = child.wait().map(|s| s.to_string()).unwrap_or_default();
+        // Give the standard-error reader a moment to drain what the child printed last.
+        std::thread::sleep(Duration::from_millis(50));
+        let stderr = bounded_tail(tail);
+        Err(EvalError::WorkerNotServing {
+            program: self.command.program.display().to_string(),
+            detail: format!("{detail} ({status})"),
+            stderr: if stderr.is_empty() {
+                String::new()
+            } else {
+                format!("; stderr: {stderr}")
+            },
+        })
     }
 
     fn take_worker(&self) -> Result<Worker, EvalError> {

@@ -2,9 +2,15 @@
 //! from its standard input and answers on its standard output, one JSON line each.
 //!
 //! Any binary that uses [`crate::IsolatedEvaluator`] with the default
-//! [`crate::WorkerCommand::current_exe`] calls [`serve_if_requested`] first thing in `main`
-//! (the pattern of `procspawn::init`): in a normal run it returns at once; started as a worker,
-//! it serves and exits. Test binaries use [`crate::worker_test_entry!`] instead.
+//! [`crate::WorkerCommand::current_exe`] calls `kernelfoundry::init()` (the facade's entry
+//! point, which calls [`serve_if_requested`] with every backend of the build) first thing in
+//! `main`, the pattern of `procspawn::init`: in a normal run it returns at once; started as a
+//! worker, it serves and exits. Test binaries use [`crate::worker_test_entry!`] instead.
+//!
+//! A worker answers [`Reply::Hello`] before it opens its backend, so that the parent can tell a
+//! worker from a program that ran its own `main` instead (a forgotten `init()`) within
+//! seconds; such a program, being marked as a worker by [`WORKER_ENV`], is refused when it tries
+//! to start workers of its own ([`crate::EvalError::InsideWorker`]) and tells its parent so.
 
 use std::io::{BufRead, Write};
 
@@ -57,6 +63,11 @@ pub(crate) struct Job {
 /// A worker's message.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) enum Reply {
+    /// The worker loop has started (sent before the backend is opened).
+    Hello { pid: u32 },
+    /// The process was started as a worker but is running its program's own `main`, which tried
+    /// to start workers of its own (sent by the refusal in [`refuse_inside_worker`]).
+    NotServing { pid: u32 },
     /// The backend is open.
     Ready { device: Box<DeviceFacts> },
     /// The backend could not be opened.
@@ -153,6 +164,12 @@ where
     F: FnOnce(&BackendSpec) -> Result<B, String>,
 {
     let mut out = protocol_channel()?;
+    send(
+        &mut out,
+        &Reply::Hello {
+            pid: std::process::id(),
+        },
+    )?;
     let spec: BackendSpec = serde_json::from_str(spec)
         .map_err(|e| EvalError::Worker(format!("bad {WORKER_ENV} value: {e}")))?;
     let backend = match open(&spec) {
@@ -188,6 +205,33 @@ where
         send(&mut out, &Reply::Done { id: job.id, result })?;
     }
     Ok(())
+}
+
+/// Whether this process was started as an evaluation worker.
+pub fn is_worker_process() -> bool {
+    std::env::var_os(WORKER_ENV).is_some()
+}
+
+/// Refuses to start workers from a process that was itself started as one: its `main` did not
+/// enter the worker loop first, and starting workers would re-execute the program again, without
+/// end. Tells the parent at once (one protocol line on standard output, which is the parent's
+/// pipe) so that it stops waiting and reports the missing `init()`.
+pub(crate) fn refuse_inside_worker() -> Result<(), EvalError> {
+    if !is_worker_process() {
+        return Ok(());
+    }
+    static TOLD_PARENT: std::sync::Once = std::sync::Once::new();
+    TOLD_PARENT.call_once(|| {
+        let reply = Reply::NotServing {
+            pid: std::process::id(),
+        };
+        if let Ok(json) = serde_json::to_string(&reply) {
+            let mut stdout = std::io::stdout().lock();
+            let _ = writeln!(stdout, "{LINE_PREFIX}{json}");
+            let _ = stdout.flush();
+        }
+    });
+    Err(EvalError::InsideWorker { env: WORKER_ENV })
 }
 
 /// Defines the test that serves as the evaluation worker inside a test binary (libtest owns

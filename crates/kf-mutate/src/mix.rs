@@ -1,7 +1,7 @@
 //! [`MixMutator`]: a seeded, weighted choice among mutators.
 
 use kf_core::{
-    async_trait, BoxError, Elite, InsertOutcome, Mutation, MutationContext, Mutator, Usage,
+    async_trait, BoxError, Elite, InsertOutcome, Mutation, MutationContext, Mutator, Needs, Usage,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -12,6 +12,7 @@ use crate::error::MutateError;
 #[async_trait]
 trait DynMutator: Send + Sync {
     fn name(&self) -> &str;
+    fn needs_dyn(&self) -> Needs;
     async fn mutate_dyn(&self, parent: &Elite, ctx: &MutationContext)
         -> Result<Mutation, BoxError>;
     fn credit_dyn(&self, child: &Elite, outcome: &InsertOutcome);
@@ -21,6 +22,10 @@ trait DynMutator: Send + Sync {
 impl<M: Mutator> DynMutator for M {
     fn name(&self) -> &str {
         Mutator::name(self)
+    }
+
+    fn needs_dyn(&self) -> Needs {
+        self.needs()
     }
 
     async fn mutate_dyn(
@@ -172,6 +177,13 @@ impl Mutator for MixMutator {
 
     fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Whatever any of its mutators needs.
+    fn needs(&self) -> Needs {
+        self.entries
+            .iter()
+            .fold(Needs::NOTHING, |needs, (m, _)| needs.union(m.needs_dyn()))
     }
 
     async fn mutate(&self, parent: &Elite, ctx: &MutationContext) -> Result<Mutation, Self::Error> {

@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 
-use kf_core::{async_trait, Elite, Mutation, MutationContext, Mutator, Offspring, Origin};
+use kf_core::{async_trait, Elite, Mutation, MutationContext, Mutator, Needs, Offspring, Origin};
 use kf_manifest::Manifest;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -84,7 +84,7 @@ impl Default for ParamMutatorConfig {
 /// let mutation = futures::executor::block_on(ParamMutator::new().mutate(&parent, &ctx)).unwrap();
 /// assert!(!mutation.children.is_empty());
 /// for child in &mutation.children {
-///     assert_ne!(child.params, parent.candidate.params);
+///     assert_ne!(child.params, parent.effective_params());
 /// }
 /// ```
 #[derive(Debug, Clone)]
@@ -132,7 +132,9 @@ impl ParamMutator {
             return Vec::new();
         };
         let space = Feasibility::new(&manifest, &ctx.task.sizes, ctx.device.as_deref());
-        let current = space.complete(&parent.candidate.params);
+        // Start from the values the parent was measured with (a tuner may have moved them).
+        let measured = parent.effective_params();
+        let current = space.complete(&measured);
         let mut rng = ChaCha8Rng::seed_from_u64(ctx.seed);
 
         let steps = space.steps(&current);
@@ -155,7 +157,7 @@ impl ParamMutator {
         };
         let mut seen: HashSet<String> = HashSet::new();
         seen.insert(current.canonical_key());
-        seen.insert(parent.candidate.params.canonical_key());
+        seen.insert(measured.canonical_key());
         let (mut si, mut di) = (0usize, 0usize);
         let mut children = Vec::new();
         while children.len() < self.config.children && (si < singles.len() || di < doubles.len()) {
@@ -193,6 +195,13 @@ impl Mutator for ParamMutator {
 
     fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The task's sizes decide which values are feasible; without them every constraint that
+    /// names a size fails and no child is proposed. Device facts are used when given (without
+    /// them device limits are left to the evaluator).
+    fn needs(&self) -> Needs {
+        Needs::TASK
     }
 
     async fn mutate(&self, parent: &Elite, ctx: &MutationContext) -> Result<Mutation, Self::Error> {

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 
 use kf_core::{
-    async_trait, ArchiveHints, Elite, Mutation, MutationContext, Mutator, Offspring, Origin,
+    async_trait, ArchiveHints, Elite, Mutation, MutationContext, Mutator, Needs, Offspring, Origin,
     ParamValues,
 };
 use rand::{Rng, SeedableRng};
@@ -182,9 +182,11 @@ impl StructuralMutator {
     ) -> Result<Vec<Offspring>, MutateError> {
         let mut rng = ChaCha8Rng::seed_from_u64(ctx.seed);
         let source = &parent.candidate.source;
+        // Start from the values the parent was measured with (a tuner may have moved them).
+        let measured = parent.effective_params();
         let (template, structure, params): (&Template, Structure, ParamValues) =
             match self.templates.identify(source) {
-                Some((t, s)) => (t, s, parent.candidate.params.clone()),
+                Some((t, s)) => (t, s, measured.clone()),
                 None => {
                     // Not one of ours: rewrite it as the task's first template, at its base.
                     let Some(t) = self.templates.for_task(&ctx.task.name).next() else {
@@ -202,10 +204,7 @@ impl StructuralMutator {
             .filter(|(_, w)| w.is_finite() && *w > 0.0)
             .collect();
         let mut seen: HashSet<(String, String)> = HashSet::new();
-        seen.insert((
-            source.content_hash(),
-            parent.candidate.params.canonical_key(),
-        ));
+        seen.insert((source.content_hash(), measured.canonical_key()));
         let mut children = Vec::new();
         while children.len() < self.config.children && !pool.is_empty() {
             let total: f64 = pool.iter().map(|(_, w)| w).sum();
@@ -270,6 +269,12 @@ impl Mutator for StructuralMutator {
 
     fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Templates are chosen by the task's name and instantiated at its sizes. Device facts are
+    /// used when given.
+    fn needs(&self) -> Needs {
+        Needs::TASK
     }
 
     async fn mutate(&self, parent: &Elite, ctx: &MutationContext) -> Result<Mutation, Self::Error> {

@@ -466,3 +466,50 @@ fn mix_mutator_is_deterministic_and_falls_back() {
     let zero = MixMutator::new().with(ParamMutator::new(), 0.0);
     assert!(block_on(zero.mutate(&parent, &ctx(1, task, None))).is_err());
 }
+
+/// A tuner may have measured the parent with other values than it was proposed with: the
+/// children of a "change one parameter" mutator are one move from the values that earned the
+/// parent its place (`Elite::effective_params`), not from the proposed ones.
+#[test]
+fn param_children_move_one_parameter_from_the_measured_values() {
+    let source = kernel(TILED_CL, TILED_TOML);
+    let proposed = ParamValues::new().with("TS", 16i64).with("WPT", 1i64);
+    let mut parent = elite(source, proposed.clone(), [1, 1, 1]);
+    parent.evaluation.params = ParamValues::new().with("TS", 32i64).with("WPT", 4i64);
+    let measured = parent.effective_params();
+    assert_eq!(measured.to_string(), "TS=32 WPT=4");
+    let mutator = ParamMutator::new().with_config(ParamMutatorConfig {
+        children: 10,
+        two_step_probability: 0.0,
+        max_changes: 1,
+    });
+    let task = gemm_task(256, 256, 256);
+    let device = cpu_device();
+    let m = block_on(mutator.mutate(&parent, &ctx(5, Arc::clone(&task), Some(device.clone()))))
+        .unwrap();
+    assert!(!m.children.is_empty());
+    for child in &m.children {
+        assert_feasible(child, &task, Some(&device));
+        assert_eq!(
+            hamming(&child.params, &measured),
+            1,
+            "{} is one move from the measured {measured}",
+            child.params
+        );
+    }
+    let moves: BTreeSet<String> = m.children.iter().map(|c| c.params.to_string()).collect();
+    let expected: BTreeSet<String> = ["TS=16 WPT=4", "TS=64 WPT=4", "TS=32 WPT=2", "TS=32 WPT=8"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    assert_eq!(moves, expected);
+}
+
+#[test]
+fn the_library_mutators_need_the_task_and_a_mix_needs_what_its_parts_need() {
+    assert_eq!(ParamMutator::new().needs(), Needs::TASK);
+    assert_eq!(StructuralMutator::builtin().unwrap().needs(), Needs::TASK);
+    assert_eq!(MixMutator::new().needs(), Needs::NOTHING);
+    let mix = MixMutator::new().with(ParamMutator::new(), 1.0);
+    assert_eq!(mix.needs(), Needs::TASK);
+}

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use futures::future::{BoxFuture, FutureExt, Shared};
 use kf_core::{
-    DeviceFacts, Elite, InsertOutcome, KernelSource, Mutation, MutationContext, Mutator, Offspring,
-    Origin, ParamValues, StopHandle, Task, Usage,
+    DeviceFacts, Elite, InsertOutcome, KernelSource, Mutation, MutationContext, Mutator, Needs,
+    Offspring, Origin, ParamValues, StopHandle, Task, Usage,
 };
 use kf_manifest::Manifest;
 use rand::{Rng, SeedableRng};
@@ -203,6 +203,7 @@ struct Inner {
 /// let classifier = SyntheticClassifier::new(3);
 /// let archive = VecArchive::new(classifier.space().clone());
 /// let result = Engine::new(mutator.clone(), SyntheticEvaluator::new(), classifier, archive)
+///     .task(Task::new("synthetic"))
 ///     .seeds(vec![synthetic_seed(4)])
 ///     .budget(Budget::evaluations(4))
 ///     .run_blocking()?;
@@ -483,6 +484,11 @@ impl Mutator for LlmMutator {
 
     fn name(&self) -> &str {
         &self.inner.config.name
+    }
+
+    /// Prompts describe the task (name, sizes, tolerance); device facts are used when given.
+    fn needs(&self) -> Needs {
+        Needs::TASK
     }
 
     async fn mutate(&self, parent: &Elite, ctx: &MutationContext) -> Result<Mutation, PromptError> {
@@ -891,7 +897,7 @@ impl Inner {
             Some(m) => match Manifest::parse(&m, "<manifest from the model>", None) {
                 Ok(manifest) => {
                     let params = if same_manifest {
-                        parent.candidate.params.clone()
+                        parent.effective_params()
                     } else {
                         manifest.default_params()
                     };
@@ -905,7 +911,7 @@ impl Inner {
             },
             None => (
                 KernelSource::new(src.language, src.entry.clone(), d.text),
-                parent.candidate.params.clone(),
+                parent.effective_params(),
             ),
         };
         let mut child = Offspring::new(

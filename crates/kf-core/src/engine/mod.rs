@@ -31,7 +31,7 @@ use crate::evaluation::Evaluation;
 use crate::fitness::Fitness;
 use crate::observe::{EvaluationReport, Observe, ObserverMode, RunInfo};
 use crate::task::Task;
-use crate::traits::archive::{Archive, Elite, InsertOutcome};
+use crate::traits::archive::{Archive, ArchiveMetrics, Elite, InsertOutcome};
 use crate::traits::classifier::BehaviorClassifier;
 use crate::traits::evaluator::Evaluator;
 use crate::traits::mutator::{Mutation, MutationContext, Mutator, Usage};
@@ -94,7 +94,7 @@ pub struct Engine<M, E, C, A> {
     evaluator: E,
     classifier: C,
     archive: A,
-    task: Arc<Task>,
+    task: Option<Arc<Task>>,
     device: Option<Arc<DeviceFacts>>,
     seeds: Vec<Candidate>,
     config: EngineConfig,
@@ -110,14 +110,17 @@ where
     C: BehaviorClassifier,
     A: Archive,
 {
-    /// An engine over these parts, with default configuration and an unnamed task.
+    /// An engine over these parts, with default configuration. Give the task and the device
+    /// facts with [`Engine::task`] and [`Engine::device`]; a mutator that needs them
+    /// ([`Mutator::needs`]) makes the run fail with [`CoreError::MissingContext`] without them.
+    /// Mutators that need neither see an unnamed task.
     pub fn new(mutator: M, evaluator: E, classifier: C, archive: A) -> Self {
         Engine {
             mutator,
             evaluator,
             classifier,
             archive,
-            task: Arc::new(Task::new("unnamed")),
+            task: None,
             device: None,
             seeds: Vec::new(),
             config: EngineConfig::default(),
@@ -129,7 +132,7 @@ where
 
     /// The task handed to mutators.
     pub fn task(mut self, task: Task) -> Self {
-        self.task = Arc::new(task);
+        self.task = Some(Arc::new(task));
         self
     }
 
@@ -225,6 +228,22 @@ where
                 "max_in_flight and max_children_per_step must be at least 1".into(),
             ));
         }
+        let needs = mutator.needs();
+        if needs.task && task.is_none() {
+            return Err(CoreError::MissingContext {
+                mutator: mutator.name().to_owned(),
+                what: "the task (its name and sizes)",
+                call: "task",
+            });
+        }
+        if needs.device && device.is_none() {
+            return Err(CoreError::MissingContext {
+                mutator: mutator.name().to_owned(),
+                what: "the device facts",
+                call: "device",
+            });
+        }
+        let task = task.unwrap_or_else(|| Arc::new(Task::new("unnamed")));
         let mut state = LoopState {
             mutator: &mutator,
             classifier: &classifier,
@@ -601,19 +620,20 @@ where
             ids,
             outcome,
         } = done;
-        let (record, replayed) = match outcome {
+        let (record, replayed, metrics_after) = match outcome {
             StepOutcome::Replayed(record) => {
-                self.apply_replay(&record, ids)?;
-                (record, true)
+                let metrics_after = self.apply_replay(&record, ids)?;
+                (record, true, metrics_after)
             }
             StepOutcome::Live {
                 usage,
                 candidates,
                 evaluations,
             } => {
-                let mut record = self.judge(step, parent, usage, candidates, evaluations);
+                let (mut record, metrics_after) =
+                    self.judge(step, parent, usage, candidates, evaluations);
                 record.budget_bound = budget_bound;
-                (record, false)
+                (record, false, metrics_after)
             }
         };
         let used = record.children.len() as u64;
@@ -655,10 +675,11 @@ where
             c.record(&record, &self.archive)
                 .map_err(CoreError::Checkpoint)?;
         }
-        self.report(&record, replayed)
+        self.report(&record, replayed, &metrics_after)
     }
 
-    /// Classifies and inserts the children of a live step and builds its record.
+    /// Classifies and inserts the children of a live step and builds its record, with the
+    /// archive's metrics right after each child was judged (what observers are told of it).
     fn judge<Err: std::fmt::Display>(
         &mut self,
         step: u64,
@@ -666,32 +687,36 @@ where
         usage: Result<Usage, String>,
         candidates: Vec<Candidate>,
         evaluations: Vec<Result<Evaluation, Err>>,
-    ) -> StepRecord {
+    ) -> (StepRecord, Vec<ArchiveMetrics>) {
         let usage = match usage {
             Ok(u) => u,
             Err(error) => {
-                return StepRecord {
+                let record = StepRecord {
                     step,
                     parent,
                     usage: Usage::default(),
                     children: Vec::new(),
                     error: Some(format!("mutator `{}`: {error}", self.mutator.name())),
                     budget_bound: false,
-                }
+                };
+                return (record, Vec::new());
             }
         };
         let mut children = Vec::with_capacity(candidates.len());
+        let mut metrics_after = Vec::with_capacity(candidates.len());
         for (candidate, evaluation) in candidates.into_iter().zip(evaluations) {
             children.push(self.judge_child(candidate, evaluation));
+            metrics_after.push(self.archive.metrics());
         }
-        StepRecord {
+        let record = StepRecord {
             step,
             parent,
             usage,
             children,
             error: None,
             budget_bound: false,
-        }
+        };
+        (record, metrics_after)
     }
 
     /// Classifies and inserts one evaluated child.
@@ -740,12 +765,14 @@ where
         }
     }
 
-    /// Re-applies a recorded step, checking that it is what this run would have done.
+    /// Re-applies a recorded step, checking that it is what this run would have done; returns
+    /// the archive's metrics right after each child.
     fn apply_replay(
         &mut self,
         record: &StepRecord,
         ids: std::ops::Range<u64>,
-    ) -> Result<(), CoreError> {
+    ) -> Result<Vec<ArchiveMetrics>, CoreError> {
+        let mut metrics_after = Vec::with_capacity(record.children.len());
         if record.children.len() as u64 > ids.end - ids.start {
             return Err(CoreError::ResumeMismatch {
                 step: record.step,
@@ -776,15 +803,27 @@ where
                 }
                 self.mutator.credit(elite, outcome);
             }
+            metrics_after.push(self.archive.metrics());
         }
-        Ok(())
+        Ok(metrics_after)
     }
 
-    /// Updates counters and history and calls the observers for each child of a step.
-    fn report(&mut self, record: &StepRecord, replayed: bool) -> Result<(), CoreError> {
-        for child in &record.children {
+    /// Updates counters and history and calls the observers for each child of a step, in
+    /// order, each with the archive as it was right after that child was judged
+    /// (`metrics_after`, one per child): with several children per step, "new best" belongs to
+    /// the child that made it, not to whichever comes last.
+    fn report(
+        &mut self,
+        record: &StepRecord,
+        replayed: bool,
+        metrics_after: &[ArchiveMetrics],
+    ) -> Result<(), CoreError> {
+        for (i, child) in record.children.iter().enumerate() {
             self.evaluations += 1;
-            let metrics = self.archive.metrics();
+            let metrics = metrics_after
+                .get(i)
+                .copied()
+                .unwrap_or_else(|| self.archive.metrics());
             let new_best = metrics.best.is_some() && metrics.best > self.best;
             if new_best {
                 self.best = metrics.best;
@@ -847,9 +886,228 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::candidate::Origin;
+    use crate::kernel::{KernelSource, Language, ParamValue, ParamValues};
     use crate::testing::{
         synthetic_seed, SyntheticClassifier, SyntheticEvaluator, SyntheticMutator, VecArchive,
     };
+    use crate::traits::mutator::Needs;
+    use std::sync::Mutex;
+
+    /// A synthetic point (see [`crate::testing`]): cell by coordinate, 4 levels per dimension.
+    fn at(x: [f64; 3]) -> ParamValues {
+        x.iter()
+            .enumerate()
+            .map(|(i, v)| (format!("X{i}"), ParamValue::Float(*v)))
+            .collect()
+    }
+
+    fn synthetic_source() -> KernelSource {
+        KernelSource::new(Language::OpenCl, "synthetic", "// synthetic kernel")
+    }
+
+    /// Proposes two children in one step, whatever the parent: `better` (the optimum of cell
+    /// (3,3,3), speedup 10, a new best) and `worse` (in the seed's cell (2,2,2) but off its
+    /// centre, so below the seed and not added), in the order asked.
+    struct TwoChildren {
+        better_first: bool,
+    }
+
+    #[async_trait::async_trait]
+    impl Mutator for TwoChildren {
+        type Error = std::convert::Infallible;
+        fn name(&self) -> &str {
+            "two-children"
+        }
+        async fn mutate(&self, _: &Elite, _: &MutationContext) -> Result<Mutation, Self::Error> {
+            let child = |x, note: &str| {
+                Offspring::new(
+                    synthetic_source(),
+                    at(x),
+                    Origin::mutator("two-children").with_note(note),
+                )
+            };
+            let better = child([0.875; 3], "better");
+            let worse = child([0.5; 3], "worse");
+            let children = if self.better_first {
+                vec![better, worse]
+            } else {
+                vec![worse, better]
+            };
+            Ok(Mutation::free(children))
+        }
+    }
+
+    /// What an observer was told of one child.
+    #[derive(Debug, Clone, PartialEq)]
+    struct Told {
+        note: String,
+        added: bool,
+        new_best: bool,
+        fitness: Option<f64>,
+        best: Option<f64>,
+        filled: usize,
+    }
+
+    /// Runs the seed (the centre of cell (2,2,2), speedup 7) and one step of [`TwoChildren`];
+    /// returns what an `Always` observer and a `NewBest` observer were told, and the history.
+    fn one_step_of_two(better_first: bool) -> (Vec<Told>, Vec<String>, Vec<HistoryPoint>) {
+        let told = Arc::new(Mutex::new(Vec::new()));
+        let new_bests = Arc::new(Mutex::new(Vec::new()));
+        let (all, best_only) = (Arc::clone(&told), Arc::clone(&new_bests));
+        let classifier = SyntheticClassifier::new(4);
+        let archive = VecArchive::new(classifier.space().clone());
+        let result = Engine::new(
+            TwoChildren { better_first },
+            SyntheticEvaluator::new(),
+            classifier,
+            archive,
+        )
+        .seeds(vec![Candidate::seed(synthetic_source(), at([0.625; 3]))])
+        .budget(Budget::evaluations(3))
+        .add_observer(
+            move |r: &EvaluationReport<'_>| -> Result<(), crate::BoxError> {
+                all.lock().unwrap().push(Told {
+                    note: r.candidate.origin.note.clone(),
+                    added: r.outcome.is_some_and(|o| o.is_added()),
+                    new_best: r.new_best,
+                    fitness: r.fitness.map(|f| f.value()),
+                    best: r.metrics.best.map(|b| b.value()),
+                    filled: r.metrics.filled,
+                });
+                Ok(())
+            },
+            ObserverMode::Always,
+        )
+        .add_observer(
+            move |r: &EvaluationReport<'_>| -> Result<(), crate::BoxError> {
+                let note = r.candidate.origin.note.clone();
+                best_only.lock().unwrap().push(note);
+                Ok(())
+            },
+            ObserverMode::NewBest,
+        )
+        .run_blocking()
+        .unwrap();
+        let told = told.lock().unwrap().clone();
+        let new_bests = new_bests.lock().unwrap().clone();
+        (told, new_bests, result.summary.history)
+    }
+
+    #[test]
+    fn observers_hear_of_each_child_with_the_archive_right_after_it() {
+        for better_first in [true, false] {
+            let (told, new_bests, history) = one_step_of_two(better_first);
+            assert_eq!(told.len(), 3, "seed and two children: {told:?}");
+            let seed = &told[0];
+            assert!(seed.new_best && seed.added, "the seed is the first best");
+            let (better, worse) = if better_first {
+                (&told[1], &told[2])
+            } else {
+                (&told[2], &told[1])
+            };
+            assert_eq!(
+                (better.note.as_str(), worse.note.as_str()),
+                ("better", "worse")
+            );
+            assert!(worse.fitness < seed.fitness && seed.fitness < better.fitness);
+            assert!(
+                better.new_best && better.added,
+                "order {better_first}: {better:?}"
+            );
+            assert!(
+                !worse.new_best && !worse.added,
+                "order {better_first}: {worse:?}"
+            );
+            // Metrics as they were right after each child.
+            assert_eq!(better.best, better.fitness);
+            assert_eq!(better.filled, 2);
+            let (best_after_worse, filled_after_worse) = if better_first {
+                (better.fitness, 2)
+            } else {
+                (seed.fitness, 1)
+            };
+            assert_eq!(worse.best, best_after_worse, "order {better_first}");
+            assert_eq!(worse.filled, filled_after_worse, "order {better_first}");
+            assert_eq!(
+                new_bests,
+                vec!["", "better"],
+                "NewBest observers hear of the better child"
+            );
+            let bests: Vec<Option<f64>> =
+                history.iter().map(|h| h.best.map(|b| b.value())).collect();
+            let best_after_first_child = if better_first {
+                better.fitness
+            } else {
+                seed.fitness
+            };
+            assert_eq!(
+                bests,
+                vec![seed.fitness, best_after_first_child, better.fitness]
+            );
+        }
+    }
+
+    /// Needs what it is told to, and proposes the parent again.
+    struct Needy(Needs);
+
+    #[async_trait::async_trait]
+    impl Mutator for Needy {
+        type Error = std::convert::Infallible;
+        fn name(&self) -> &str {
+            "needy"
+        }
+        fn needs(&self) -> Needs {
+            self.0
+        }
+        async fn mutate(&self, p: &Elite, _: &MutationContext) -> Result<Mutation, Self::Error> {
+            let c = &p.candidate;
+            let again =
+                Offspring::new(c.source.clone(), c.params.clone(), Origin::mutator("needy"));
+            Ok(Mutation::free(vec![again]))
+        }
+    }
+
+    fn needy_engine(
+        needs: Needs,
+    ) -> Engine<Needy, SyntheticEvaluator, SyntheticClassifier, VecArchive> {
+        let classifier = SyntheticClassifier::new(4);
+        let archive = VecArchive::new(classifier.space().clone());
+        Engine::new(Needy(needs), SyntheticEvaluator::new(), classifier, archive)
+            .seeds(vec![synthetic_seed(3)])
+            .budget(Budget::evaluations(2))
+    }
+
+    #[test]
+    fn a_mutator_that_needs_the_task_or_device_is_refused_without_them() {
+        let err = needy_engine(Needs::TASK).run_blocking().err();
+        assert!(
+            matches!(&err, Some(CoreError::MissingContext { mutator, call: "task", .. }) if mutator == "needy"),
+            "{err:?}"
+        );
+        let message = err.map(|e| e.to_string()).unwrap_or_default();
+        assert!(message.contains("Engine::task"), "{message}");
+
+        let err = needy_engine(Needs::TASK_AND_DEVICE)
+            .task(Task::new("gemm"))
+            .run_blocking()
+            .err();
+        assert!(
+            matches!(&err, Some(CoreError::MissingContext { call: "device", .. })),
+            "{err:?}"
+        );
+
+        let ran = needy_engine(Needs::TASK_AND_DEVICE)
+            .task(Task::new("gemm"))
+            .device(DeviceFacts::unknown("test device"))
+            .run_blocking();
+        assert!(ran.is_ok(), "{:?}", ran.err());
+        let ran = needy_engine(Needs::NOTHING).run_blocking();
+        assert!(
+            ran.is_ok(),
+            "a mutator that needs nothing runs without them"
+        );
+    }
 
     /// Steps in flight reserve up to `max_children_per_step` evaluations each but use one:
     /// the released evaluations must still be spent, so the run uses its whole budget.

@@ -22,6 +22,15 @@ pub struct Elite {
     pub fitness: Fitness,
 }
 
+impl Elite {
+    /// The parameter values this elite was measured with, which earned it its place: its
+    /// evaluation's (a tuner may have moved them) over its candidate's. Mutators start from
+    /// these; see [`Evaluation::effective_params`].
+    pub fn effective_params(&self) -> crate::ParamValues {
+        self.evaluation.effective_params(&self.candidate)
+    }
+}
+
 /// What an insertion did.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]

@@ -58,6 +58,43 @@ impl Mutation {
     }
 }
 
+/// What a mutator needs from the engine besides the parent, so that the engine can refuse to
+/// run ([`crate::CoreError::MissingContext`]) instead of letting the mutator return no children
+/// for want of a task or device.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// The task (its name and sizes), given with `Engine::task`.
+    pub task: bool,
+    /// Facts of the device, given with `Engine::device`.
+    pub device: bool,
+}
+
+impl Needs {
+    /// Nothing besides the parent (the default).
+    pub const NOTHING: Needs = Needs {
+        task: false,
+        device: false,
+    };
+    /// The task.
+    pub const TASK: Needs = Needs {
+        task: true,
+        device: false,
+    };
+    /// The task and the device facts.
+    pub const TASK_AND_DEVICE: Needs = Needs {
+        task: true,
+        device: true,
+    };
+
+    /// What either of two mutators needs (for a mutator that combines others).
+    pub fn union(self, other: Needs) -> Needs {
+        Needs {
+            task: self.task || other.task,
+            device: self.device || other.device,
+        }
+    }
+}
+
 /// Everything a mutator may look at besides the parent. It owns its data (the engine keeps
 /// mutating the archive while mutations are in flight).
 #[derive(Debug, Clone)]
@@ -83,7 +120,12 @@ pub struct MutationContext {
 /// Errors are for infrastructure failures (an unreachable server); a child that is merely bad
 /// should be returned and left to the evaluator to rank. After each child is judged the engine
 /// calls [`Mutator::credit`], so that a mutator can learn which of its moves pay (prompt
-/// co-evolution does exactly this).
+/// co-evolution does exactly this). A mutator that cannot work without the task or the device
+/// facts says so with [`Mutator::needs`], and the engine refuses to run without them.
+///
+/// A mutator starts from the parameters its parent was measured with,
+/// [`Elite::effective_params`]: a tuner may have moved them from the ones the parent was proposed
+/// with.
 ///
 /// # Example
 ///
@@ -103,7 +145,7 @@ pub struct MutationContext {
 ///     }
 ///
 ///     async fn mutate(&self, parent: &Elite, _ctx: &MutationContext) -> Result<Mutation, Self::Error> {
-///         let mut params = parent.candidate.params.clone();
+///         let mut params = parent.effective_params();
 ///         let Some(ts) = params.get("TS").and_then(ParamValue::as_i64) else {
 ///             return Ok(Mutation::default());
 ///         };
@@ -116,6 +158,30 @@ pub struct MutationContext {
 ///         Ok(Mutation::free(vec![child]))
 ///     }
 /// }
+///
+/// /// Sets the tile size to the largest that divides the task's `M`: needs the task.
+/// struct FitTile;
+///
+/// #[async_trait]
+/// impl Mutator for FitTile {
+///     type Error = std::convert::Infallible;
+///
+///     fn name(&self) -> &str {
+///         "fit-tile"
+///     }
+///
+///     fn needs(&self) -> Needs {
+///         Needs::TASK
+///     }
+///
+///     async fn mutate(&self, parent: &Elite, ctx: &MutationContext) -> Result<Mutation, Self::Error> {
+///         let m = ctx.task.sizes.get("M").copied().unwrap_or(1);
+///         let ts = [64i64, 32, 16, 8].into_iter().find(|ts| m % ts == 0).unwrap_or(1);
+///         let params = parent.effective_params().with("TS", ts);
+///         let child = Offspring::new(parent.candidate.source.clone(), params, Origin::mutator("fit-tile"));
+///         Ok(Mutation::free(vec![child]))
+///     }
+/// }
 /// ```
 #[async_trait]
 pub trait Mutator: Send + Sync {
@@ -124,6 +190,12 @@ pub trait Mutator: Send + Sync {
 
     /// Short name, recorded in each child's origin.
     fn name(&self) -> &str;
+
+    /// What this mutator needs from the engine besides the parent. The default needs nothing;
+    /// the engine refuses to run when a need is not met.
+    fn needs(&self) -> Needs {
+        Needs::NOTHING
+    }
 
     /// Proposes children of `parent`.
     async fn mutate(&self, parent: &Elite, ctx: &MutationContext) -> Result<Mutation, Self::Error>;
