@@ -58,6 +58,10 @@ pub enum EvalError {
         /// The tail of the worker's standard error, prefixed with `; stderr: `, or empty.
         stderr: String,
     },
+    /// A task file is invalid, or its reference failed (a fault of the task, not of the
+    /// kernel under evaluation).
+    #[error(transparent)]
+    TaskFile(#[from] crate::taskfile::TaskFileError),
     /// A file could not be read or written.
     #[error("{0}")]
     Io(#[from] std::io::Error),

@@ -15,7 +15,9 @@ use kf_core::{Candidate, DeviceFacts, Evaluation, Evaluator, KernelSource, Param
 use crate::error::EvalError;
 use crate::protocol::EvalConfig;
 use crate::tasks::{KernelTask, Sizes};
-use crate::worker::{refuse_inside_worker, BackendSpec, Job, Reply, LINE_PREFIX, WORKER_ENV};
+use crate::worker::{
+    refuse_inside_worker, BackendSpec, Job, Reply, TaskFileJob, LINE_PREFIX, WORKER_ENV,
+};
 
 /// How long a new worker may take to say hello (it does so before opening its backend, so this
 /// is process start-up only) before the parent decides it is not a worker.
@@ -198,6 +200,7 @@ impl Slots {
 struct Inner {
     spec: BackendSpec,
     task: String,
+    task_file: Option<TaskFileJob>,
     sizes: Sizes,
     config: EvalConfig,
     command: WorkerCommand,
@@ -236,6 +239,7 @@ pub struct IsolatedEvaluator {
 pub struct IsolatedEvaluatorBuilder {
     spec: BackendSpec,
     task: String,
+    task_file: Option<TaskFileJob>,
     sizes: Sizes,
     config: EvalConfig,
     command: Option<WorkerCommand>,
@@ -248,6 +252,14 @@ impl IsolatedEvaluatorBuilder {
     /// The protocol configuration.
     pub fn config(mut self, config: EvalConfig) -> Self {
         self.config = config;
+        self
+    }
+
+    /// Judge against a task file instead of a built-in task: workers rebuild it from the
+    /// serialised spec and its folder.
+    pub fn task_file(mut self, job: TaskFileJob) -> Self {
+        self.task = job.spec.name.clone();
+        self.task_file = Some(job);
         self
     }
 
@@ -291,6 +303,7 @@ impl IsolatedEvaluatorBuilder {
             inner: Arc::new(Inner {
                 spec: self.spec,
                 task: self.task,
+                task_file: self.task_file,
                 sizes: self.sizes,
                 config: self.config,
                 command,
@@ -319,6 +332,7 @@ impl IsolatedEvaluator {
         IsolatedEvaluatorBuilder {
             spec,
             task: task.into(),
+            task_file: None,
             sizes,
             config: EvalConfig::default(),
             command: None,
@@ -330,7 +344,12 @@ impl IsolatedEvaluator {
 
     /// The task this evaluator judges against, built in this process (for descriptions).
     pub fn task(&self) -> Result<Box<dyn KernelTask>, EvalError> {
-        crate::tasks::builtin_task(&self.inner.task, &self.inner.sizes)
+        match &self.inner.task_file {
+            Some(job) => Ok(Box::new(
+                job.build(&self.inner.sizes, &crate::tasks::builtin_references())?,
+            )),
+            None => crate::tasks::builtin_task(&self.inner.task, &self.inner.sizes),
+        }
     }
 
     /// Worker processes started so far.
@@ -561,6 +580,7 @@ impl Inner {
         let job = Job {
             id,
             task: self.task.clone(),
+            task_file: self.task_file.clone(),
             sizes: self.sizes.clone(),
             source: source.clone(),
             params: params.clone(),

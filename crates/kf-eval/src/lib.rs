@@ -13,6 +13,8 @@
 //! * [`IsolatedEvaluator`]: the same protocol in warm worker processes with a hard timeout (a
 //!   hang becomes `timeout`, a crash `runtime_error`), with secrets kept out of their
 //!   environment; [`worker`] is the worker side.
+//! * [`taskfile`]: your own operator as a TOML task file with a Python, kernel or Rust
+//!   reference.
 //! * [`verify`]: the output checks on their own.
 //! * [`kernels`]: the kernels this crate ships (baselines, a tiled GEMM) as manifest and source
 //!   text.
@@ -21,6 +23,7 @@ mod error;
 mod isolate;
 pub mod kernels;
 mod protocol;
+pub mod taskfile;
 pub mod tasks;
 pub mod verify;
 pub mod worker;
@@ -31,4 +34,4 @@ pub use isolate::{
     DEFAULT_HANDSHAKE_LIMIT,
 };
 pub use protocol::{bounded, EvalConfig, KernelEvaluator, TimingConfig, EXTRACTION_ERROR_MARKER};
-pub use worker::{BackendSpec, TaskRegistry};
+pub use worker::{BackendSpec, TaskFileJob, TaskRegistry};

@@ -3,6 +3,8 @@
 mod eval_cmd;
 mod run_cmd;
 mod search_cmd;
+mod task_arg;
+mod task_cmd;
 mod tune_cmd;
 mod worker_cmd;
 
@@ -29,6 +31,8 @@ enum Command {
     Tune(tune_cmd::TuneArgs),
     /// Evolve kernels for a task with MAP-Elites (offline mutators), here or on workers.
     Search(search_cmd::SearchCmdArgs),
+    /// Task files: `kf task check T.toml` validates one and runs its reference once.
+    Task(task_cmd::TaskArgs),
     /// Evaluate distributed searches' jobs on this machine's device.
     Worker(worker_cmd::WorkerArgs),
     /// List the devices of every backend, with the queue name `kf worker` gives each.
@@ -45,6 +49,7 @@ fn main() -> ExitCode {
         Command::Eval(args) => eval_cmd::run(args),
         Command::Tune(args) => tune_cmd::run(args),
         Command::Search(args) => search_cmd::run(args),
+        Command::Task(args) => task_cmd::run(args),
         Command::Worker(args) => worker_cmd::run(args),
         Command::Devices => devices(),
         Command::Run(args) => run_cmd::run(args),

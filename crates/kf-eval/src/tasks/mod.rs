@@ -1,11 +1,13 @@
 //! Tasks the evaluator knows how to check: what buffers a kernel gets, in which argument order,
 //! how inputs are drawn, and how the host computes the reference.
 
-mod gemm;
-mod softmax;
+mod builtin;
+mod host;
 
-pub use gemm::Gemm;
-pub use softmax::Softmax;
+pub use builtin::{
+    builtin_references, builtin_task, builtin_task_file, Gemm, Softmax, BUILTIN_TASKS,
+};
+pub use host::{HostBuffer, POISON_F16_BITS, POISON_I32};
 
 use indexmap::IndexMap;
 use kf_core::{KernelSource, Language, Task};
@@ -13,6 +15,7 @@ use rand::RngCore;
 use serde::{Deserialize, Serialize};
 
 use crate::error::EvalError;
+use crate::taskfile::Dtype;
 
 /// Problem sizes by name.
 pub type Sizes = IndexMap<String, i64>;
@@ -29,24 +32,47 @@ pub enum Role {
     InOut,
 }
 
-/// One `float` buffer of a task.
+/// One buffer of a task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BufferSpec {
     /// Name, for diagnostics (`A`, `B`, `C`).
     pub name: String,
-    /// Number of `f32` elements.
+    /// Number of elements.
     pub elements: usize,
     /// How the kernel uses it.
     pub role: Role,
+    /// Element type.
+    pub dtype: Dtype,
+}
+
+impl BufferSpec {
+    /// An f32 buffer.
+    pub fn f32(name: impl Into<String>, elements: usize, role: Role) -> Self {
+        BufferSpec {
+            name: name.into(),
+            elements,
+            role,
+            dtype: Dtype::F32,
+        }
+    }
+
+    /// Bytes of the buffer's data.
+    pub fn bytes(&self) -> usize {
+        self.elements * self.dtype.size()
+    }
 }
 
 /// One kernel argument, in order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ArgSpec {
     /// A problem size passed as `int`.
     Size(String),
     /// The buffer with this index in [`KernelTask::buffers`].
     Buffer(usize),
+    /// A constant `float` argument.
+    F32(f32),
+    /// A constant `int` argument.
+    I32(i32),
 }
 
 /// A task as the evaluator sees it. Implement it to evaluate kernels for your own operator.
@@ -60,7 +86,7 @@ pub enum ArgSpec {
 /// let gemm = Gemm::new(4, 3, 2).unwrap();
 /// let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
 /// let data = gemm.generate(&mut rng, 0);
-/// let reference = gemm.reference(&data);
+/// let reference = gemm.reference(&data).unwrap();
 /// assert_eq!(gemm.buffers()[2].role, Role::Output);
 /// assert_eq!(reference[2].len(), 4 * 3);
 /// ```
@@ -87,30 +113,25 @@ pub trait KernelTask: Send + Sync {
     /// Kernel arguments in order.
     fn args(&self) -> Vec<ArgSpec>;
 
-    /// Fresh input data, one vector per buffer (empty for pure outputs). `variant` selects a
-    /// value distribution so that input sets differ in more than their seed.
-    fn generate(&self, rng: &mut dyn RngCore, variant: u32) -> Vec<Vec<f32>>;
+    /// Fresh input data, one buffer per [`KernelTask::buffers`] entry, of its dtype (empty
+    /// for pure outputs). `variant` selects a value distribution so that input sets differ in
+    /// more than their seed.
+    fn generate(&self, rng: &mut dyn RngCore, variant: u32) -> Vec<HostBuffer>;
 
     /// Expected contents of every buffer after a correct launch on `data` (pure inputs may be
-    /// returned empty: they are checked against the data itself).
-    fn reference(&self, data: &[Vec<f32>]) -> Vec<Vec<f32>>;
+    /// returned empty: they are checked against the data itself). `Err` is a fault of the
+    /// task (a Python reference that raised), never of a kernel: the evaluation stops with it.
+    /// Tasks with a [`KernelTask::reference_kernel`] return empty outputs here.
+    fn reference(&self, data: &[HostBuffer]) -> Result<Vec<HostBuffer>, EvalError>;
 
     /// The baseline kernel (with its manifest) in `language`, if the task has one.
     fn baseline(&self, language: Language) -> Option<KernelSource>;
-}
 
-/// The names of the built-in tasks.
-pub const BUILTIN_TASKS: [&str; 2] = ["gemm", "softmax"];
-
-/// A built-in task by name at the given sizes (missing sizes take the task's defaults).
-pub fn builtin_task(name: &str, sizes: &Sizes) -> Result<Box<dyn KernelTask>, EvalError> {
-    match name {
-        "gemm" => Ok(Box::new(Gemm::from_sizes(sizes)?)),
-        "softmax" => Ok(Box::new(Softmax::from_sizes(sizes)?)),
-        other => Err(EvalError::UnknownTask {
-            name: other.to_owned(),
-            known: BUILTIN_TASKS.join(", "),
-        }),
+    /// A trusted kernel that computes the reference on the evaluator's backend, in
+    /// `language`; when given, the evaluator runs it on each input set instead of using
+    /// [`KernelTask::reference`]'s outputs.
+    fn reference_kernel(&self, _language: Language) -> Option<KernelSource> {
+        None
     }
 }
 
@@ -137,43 +158,4 @@ pub fn sizes_text(sizes: &Sizes) -> String {
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(",")
-}
-
-/// Reads a size, checking it is a positive integer that fits an `int` argument.
-pub(crate) fn size(sizes: &Sizes, name: &str, default: i64) -> Result<usize, EvalError> {
-    let v = sizes.get(name).copied().unwrap_or(default);
-    if v <= 0 || v > i64::from(i32::MAX) {
-        return Err(EvalError::BadSize(format!(
-            "{name}={v} must be a positive 32-bit integer"
-        )));
-    }
-    usize::try_from(v).map_err(|_| EvalError::BadSize(format!("{name}={v} is too large")))
-}
-
-/// Rejects sizes the task does not know.
-pub(crate) fn check_names(task: &str, sizes: &Sizes, known: &[&str]) -> Result<(), EvalError> {
-    match sizes.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(k) => Err(EvalError::BadSize(format!(
-            "task `{task}` has no size `{k}` (it has {})",
-            known.join(", ")
-        ))),
-        None => Ok(()),
-    }
-}
-
-/// Refuses problems whose buffers would not fit comfortably in host memory.
-pub(crate) fn check_elements(task: &str, elements: usize) -> Result<(), EvalError> {
-    const LIMIT: usize = 1 << 28; // 1 GiB of f32 per buffer
-    if elements > LIMIT {
-        return Err(EvalError::BadSize(format!(
-            "task `{task}`: a buffer of {elements} elements is larger than the 2^28 limit"
-        )));
-    }
-    Ok(())
-}
-
-/// Loads a kernel file shipped with this crate as a kernel source with its manifest.
-pub(crate) fn shipped_kernel(manifest: &str, source: &str) -> Option<KernelSource> {
-    let m = kf_manifest::Manifest::parse(manifest, "<built-in baseline>", None).ok()?;
-    Some(m.kernel_source(source))
 }
