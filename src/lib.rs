@@ -17,6 +17,7 @@
 //! | [`classify`] (`kf-classify`) | static behaviour classifiers for OpenCL C, SYCL and CUDA |
 //! | [`mutate`] (`kf-mutate`) | offline mutators and kernel templates |
 //! | [`search`] | the whole search as the examples run it |
+//! | [`kernelbench`] | KernelBench problems as task files, and the level-1 benchmark |
 //! | [`report`] | progress bar, logging, and the end-of-run report: per-cell table, best kernel files, `report.json`, heatmap and curve PNGs |
 //!
 //! [`backends`] opens a backend by name, and [`init`] must be the first call in the `main` of
@@ -24,6 +25,7 @@
 
 pub mod backends;
 pub mod distributed;
+pub mod kernelbench;
 pub mod report;
 pub mod search;
 

@@ -2,6 +2,7 @@
 
 mod eval_cmd;
 mod search_cmd;
+mod task_import;
 mod tune_cmd;
 mod worker_cmd;
 
@@ -32,6 +33,15 @@ enum Command {
     Worker(worker_cmd::WorkerArgs),
     /// List the devices of every backend, with the queue name `kf worker` gives each.
     Devices,
+    /// Task files: import a KernelBench problem.
+    #[command(subcommand)]
+    Task(TaskCommand),
+}
+
+#[derive(Subcommand)]
+enum TaskCommand {
+    /// Turn a KernelBench problem file into a task file (sizes, buffers, reference).
+    ImportKernelbench(task_import::ImportKernelBenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +54,7 @@ fn main() -> ExitCode {
         Command::Search(args) => search_cmd::run(args),
         Command::Worker(args) => worker_cmd::run(args),
         Command::Devices => devices(),
+        Command::Task(TaskCommand::ImportKernelbench(args)) => task_import::run(args),
     };
     match result {
         Ok(code) => code,
