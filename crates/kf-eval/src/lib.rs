@@ -30,4 +30,4 @@ pub use isolate::{
     is_secret, IsolatedEvaluator, IsolatedEvaluatorBuilder, TimeoutPolicy, WorkerCommand,
 };
 pub use protocol::{bounded, EvalConfig, KernelEvaluator, TimingConfig, EXTRACTION_ERROR_MARKER};
-pub use worker::{BackendSpec, TaskRegistry};
+pub use worker::{BackendSpec, TaskFileJob, TaskRegistry};

@@ -48,6 +48,7 @@ pub struct TaskFile {
     pub(crate) inits: Vec<Vec<Init>>,
     pub(crate) flops: Option<Expr>,
     pub(crate) bytes: Option<Expr>,
+    pub(crate) alternatives: Vec<Vec<(String, Expr)>>,
     /// Hash of the task file and every file it names, for reference caches.
     pub(crate) content_hash: String,
 }
@@ -283,15 +284,29 @@ impl TaskFile {
         };
         let flops = work_expr("flops", spec.work.as_ref().and_then(|w| w.flops.as_ref()))?;
         let bytes = work_expr("bytes", spec.work.as_ref().and_then(|w| w.bytes.as_ref()))?;
-        // Alternative sizes.
+        // Alternative sizes: expressions over the sizes.
+        let mut alternatives = Vec::new();
         for (i, alt) in spec.alternative_sizes.iter().enumerate() {
+            let mut table = Vec::new();
             for (k, v) in alt {
                 let field = format!("alternative_sizes[{i}].{k}");
                 if !spec.sizes.contains_key(k) {
                     return Err(bad(&field, format!("`{k}` is not a size")));
                 }
-                check_size_value(*v).map_err(|m| bad(&field, m))?;
+                let site = ExprSite {
+                    file: file.clone(),
+                    field: field.clone(),
+                };
+                let expr = Expr::parse(&v.text(), &site)?;
+                if let Some(v) = expr.variables().find(|v| !spec.sizes.contains_key(*v)) {
+                    return Err(bad(
+                        &field,
+                        format!("`{}` uses `{v}`, which is not a size", expr.text()),
+                    ));
+                }
+                table.push((k.clone(), expr));
             }
+            alternatives.push(table);
         }
         // Reference and baseline files.
         let r = &spec.reference;
@@ -321,6 +336,7 @@ impl TaskFile {
             inits,
             flops,
             bytes,
+            alternatives,
             content_hash: String::new(),
         };
         let mut named = Vec::new();
@@ -345,9 +361,8 @@ impl TaskFile {
         }
         // Every shape must be valid at the default sizes and at the alternatives.
         task.buffer_elements(&task.spec.sizes)?;
-        for alt in &task.spec.alternative_sizes {
-            let mut s = task.spec.sizes.clone();
-            s.extend(alt.iter().map(|(k, v)| (k.clone(), *v)));
+        for i in 0..task.alternatives.len() {
+            let s = task.alternative(i, &task.spec.sizes)?;
             task.buffer_elements(&s)?;
         }
         Ok(TaskFile {
@@ -506,6 +521,34 @@ impl TaskFile {
             flops: eval(&self.flops, "flops")?,
             bytes: eval(&self.bytes, "bytes")?,
         })
+    }
+
+    /// The `i`-th `[[alternative_sizes]]` table evaluated at `sizes`, checked.
+    pub fn alternative(&self, i: usize, sizes: &Sizes) -> Result<Sizes, TaskFileError> {
+        let symbols = Symbols::new().with_sizes(sizes);
+        let mut out = sizes.clone();
+        for (k, e) in self.alternatives.get(i).map(Vec::as_slice).unwrap_or(&[]) {
+            let field = format!("alternative_sizes[{i}].{k}");
+            let site = ExprSite {
+                file: self.file.clone(),
+                field: field.clone(),
+            };
+            let v = e.eval_i64(&symbols, &site)?;
+            check_size_value(v).map_err(|m| {
+                TaskFileError::invalid(
+                    &self.file,
+                    &field,
+                    format!("`{}` at {}: {m}", e.text(), crate::tasks::sizes_text(sizes)),
+                )
+            })?;
+            out.insert(k.clone(), v);
+        }
+        Ok(out)
+    }
+
+    /// Number of `[[alternative_sizes]]` tables.
+    pub fn alternative_count(&self) -> usize {
+        self.alternatives.len()
     }
 
     /// What a name in `args` refers to.

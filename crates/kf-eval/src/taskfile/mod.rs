@@ -4,6 +4,18 @@
 //! * [`schema`]: the public serde types ([`TaskSpec`]); a Rust embedder can build the same
 //!   thing in code and pass it to [`TaskFile::from_spec`].
 //! * [`TaskFile`]: a loaded and validated task file (errors name the file and the field).
+//! * [`FileTask`]: a task file at concrete sizes as the evaluator's
+//!   [`crate::tasks::KernelTask`]: inputs drawn from the file's `init` distributions (one per
+//!   input set in turn), [`KernelTask`](crate::tasks::KernelTask) alternative sizes from
+//!   `[[alternative_sizes]]`, and the reference from Python ([`python`]), a Rust closure
+//!   ([`ReferenceRegistry`]) or a trusted kernel. Every reference output is checked (present,
+//!   declared dtype and shape, finite) before it is trusted; a failure is a
+//!   [`TaskFileError::Reference`], never a kernel failure. Python outputs are cached on disk
+//!   ([`reference_cache_dir`]) by task-file hash, sizes and input data.
+//!
+//! f16 buffers are compared in f64 after conversion with the reference rounded to f16 and the
+//! element-wise tolerance floored at `atol = 2^-10`, `rtol = 2^-8`
+//! ([`crate::verify::tolerance_for`]); i32 buffers are compared exactly.
 //!
 //! # Example
 //!
@@ -43,13 +55,21 @@
 //! ```
 
 mod error;
+mod file_task;
 mod init;
 mod load;
+mod npy;
+pub mod python;
+mod reference;
 pub mod schema;
 
 pub use error::TaskFileError;
+pub use file_task::{FileTask, DEFAULT_REFERENCE_TIMEOUT_S};
 pub use init::Init;
 pub use load::{ArgKind, TaskBase, TaskFile, MAX_BUFFER_BYTES, MAX_ELEMENTS};
+pub use reference::{
+    reference_cache_dir, ArrayOut, ArrayRef, ReferenceInputs, ReferenceRegistry, RustReference,
+};
 pub use schema::{
     BaselineSpec, BufferDecl, BufferRole, Dtype, ExprText, OneOrMany, ReferenceSpec, ScalarDecl,
     ScalarValue, TaskSpec, ToleranceSpec, WorkSpec,

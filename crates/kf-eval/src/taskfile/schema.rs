@@ -284,10 +284,11 @@ pub struct TaskSpec {
     /// The kernel speedups are measured against.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<BaselineSpec>,
-    /// Other sizes to check correctness on (partial tables: missing sizes keep the current
-    /// values), best first. Without any, the evaluator halves each size in turn.
+    /// Other sizes to check correctness on, best first: partial tables whose values are
+    /// integers or expressions over the current sizes (`ROWS = "ROWS / 2"`); missing sizes
+    /// keep their current values. Without any, the evaluator halves each size in turn.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub alternative_sizes: Vec<IndexMap<String, i64>>,
+    pub alternative_sizes: Vec<IndexMap<String, ExprText>>,
 }
 
 impl TaskSpec {
