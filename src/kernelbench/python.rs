@@ -8,26 +8,11 @@ use std::time::{Duration, Instant};
 
 use super::error::KernelBenchError;
 
-/// The Python interpreter for references: `KF_PYTHON`, else the runtime virtual environment
-/// `scripts/setup.sh` made (`.runtime/venv/bin/python`, found by walking up from the current
-/// directory and from this crate's source directory), else `python3` on the `PATH`.
+/// The Python interpreter for references, the one task files' Python references use:
+/// `KF_PYTHON`, else the runtime virtual environment `scripts/setup.sh` made
+/// (`.runtime/venv/bin/python`, found upwards), else `python3` on the `PATH`.
 pub fn default_python() -> PathBuf {
-    if let Some(p) = std::env::var_os("KF_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let starts = [
-        std::env::current_dir().ok(),
-        Some(PathBuf::from(env!("CARGO_MANIFEST_DIR"))),
-    ];
-    for start in starts.into_iter().flatten() {
-        for dir in start.ancestors() {
-            let candidate = dir.join(".runtime/venv/bin/python");
-            if candidate.is_file() {
-                return candidate;
-            }
-        }
-    }
-    PathBuf::from("python3")
+    kf_eval::taskfile::python::python_interpreter()
 }
 
 /// Runs `code` (passed with `-c`) with `stdin_text` on its standard input; returns its standard

@@ -17,9 +17,9 @@ __kernel void layer_norm(__global const float* x, __global const float* ln_weigh
     }
     partial[lid] = s;
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int half = WG / 2; half > 0; half /= 2) {
-        if (lid < half) {
-            partial[lid] += partial[lid + half];
+    for (int span = WG / 2; span > 0; span /= 2) {
+        if (lid < span) {
+            partial[lid] += partial[lid + span];
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
@@ -32,9 +32,9 @@ __kernel void layer_norm(__global const float* x, __global const float* ln_weigh
     }
     partial[lid] = q;
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int half = WG / 2; half > 0; half /= 2) {
-        if (lid < half) {
-            partial[lid] += partial[lid + half];
+    for (int span = WG / 2; span > 0; span /= 2) {
+        if (lid < span) {
+            partial[lid] += partial[lid + span];
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
