@@ -279,4 +279,11 @@ fn torch_reference_runs_the_unchanged_problem() {
         assert_eq!(torch.spec.args, numpy.spec.args, "{stem}");
         assert_eq!(torch.spec.buffers, numpy.spec.buffers, "{stem}");
     }
+    // The benchmark's PyTorch CPU timing of a shipped task's unchanged problem file.
+    let shipped =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/kernelbench/87_conv_pointwise_2D");
+    let task = TaskFile::load(&shipped.join("task.toml")).unwrap();
+    let small = sizes(&[("batch_size", 2), ("width", 16), ("height", 8)]);
+    let seconds = kernelfoundry::kernelbench::torch_cpu_seconds(&python, &task, &small).unwrap();
+    assert!(seconds > 0.0 && seconds.is_finite(), "{seconds}");
 }

@@ -103,7 +103,7 @@ struct HelperBuffer {
 }
 
 #[derive(Debug, Deserialize)]
-struct HelperAnswer {
+pub(crate) struct HelperAnswer {
     ok: bool,
     #[serde(default)]
     error: Option<String>,
@@ -133,7 +133,7 @@ struct HelperInput {
     bool: bool,
 }
 
-fn ask_helper(
+pub(crate) fn ask_helper(
     python: &Path,
     problem: &Path,
     reference: Option<&Path>,
@@ -304,22 +304,7 @@ pub fn import_kernelbench(options: &ImportOptions) -> Result<ImportReport, Kerne
 
     let use_torch = options.reference == ReferencePreference::Auto && torch_available(&python);
     let (kind, reference_file) = if use_torch {
-        let inputs: Vec<&str> = analysis
-            .inputs
-            .iter()
-            .map(|i| i.buffer.name.as_str())
-            .collect();
-        let bools: Vec<&str> = analysis
-            .inputs
-            .iter()
-            .filter(|i| i.bool)
-            .map(|i| i.buffer.name.as_str())
-            .collect();
-        let adapter = TORCH_ADAPTER
-            .replace("@PROBLEM@", &py_repr(&format!("{stem}.py")))
-            .replace("@INPUTS@", &py_list(&inputs))
-            .replace("@TUPLES@", &py_tuples(&analysis.tuples))
-            .replace("@BOOL_INPUTS@", &py_list(&bools));
+        let adapter = torch_adapter(&analysis, &format!("{stem}.py"));
         let file = out.join(format!("{stem}_torch_ref.py"));
         copy_unless_same(problem, &problem_copy)?;
         write_atomic(&file, &adapter)?;
@@ -486,6 +471,27 @@ fn build_spec(
         baseline,
         alternative_sizes: Vec::new(),
     })
+}
+
+/// The torch reference adapter for a problem file at `problem` (relative to the adapter's
+/// folder, or absolute).
+pub(crate) fn torch_adapter(analysis: &HelperAnswer, problem: &str) -> String {
+    let inputs: Vec<&str> = analysis
+        .inputs
+        .iter()
+        .map(|i| i.buffer.name.as_str())
+        .collect();
+    let bools: Vec<&str> = analysis
+        .inputs
+        .iter()
+        .filter(|i| i.bool)
+        .map(|i| i.buffer.name.as_str())
+        .collect();
+    TORCH_ADAPTER
+        .replace("@PROBLEM@", &py_repr(problem))
+        .replace("@INPUTS@", &py_list(&inputs))
+        .replace("@TUPLES@", &py_tuples(&analysis.tuples))
+        .replace("@BOOL_INPUTS@", &py_list(&bools))
 }
 
 fn py_repr(s: &str) -> String {

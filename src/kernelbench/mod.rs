@@ -4,13 +4,17 @@
 //! The importer's rules (which constants become sizes, how output shapes are inferred) are
 //! documented in [`import`](self::import_kernelbench) and in `import_helper.py` beside this file.
 
+mod bench;
 mod error;
 mod import;
 mod python;
+mod torch_time;
 
+pub use bench::{shipped_tasks, BenchSummary, SpeedupReference, TaskResult};
 pub use error::KernelBenchError;
 pub use import::{
     import_kernelbench, ImportOptions, ImportReport, ReferenceKind, ReferencePreference,
     BASELINE_FILE_NAME, TASK_FILE_NAME,
 };
 pub use python::{default_python, numpy_available, torch_available};
+pub use torch_time::torch_cpu_seconds;

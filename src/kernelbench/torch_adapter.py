@@ -12,7 +12,7 @@ import pathlib
 import numpy as np
 import torch
 
-PROBLEM = pathlib.Path(__file__).with_name(@PROBLEM@)
+PROBLEM = pathlib.Path(__file__).parent / @PROBLEM@
 INPUTS = @INPUTS@
 # Module-level tuple constants, element by element, as expressions over the sizes.
 TUPLES = @TUPLES@
@@ -43,18 +43,39 @@ def torch_parameter_shapes(sizes):
     return {_buffer_name(n): tuple(p.shape) for n, p in _model(sizes).named_parameters()}
 
 
-def reference(inputs, sizes, scalars):
-    torch.set_num_threads(max(1, torch.get_num_threads()))
+def _prepare(inputs, sizes):
+    """The model with the task's parameters copied in, and the forward() arguments."""
     model = _model(sizes)
     with torch.no_grad():
         for name, parameter in model.named_parameters():
             parameter.copy_(torch.from_numpy(np.ascontiguousarray(inputs[_buffer_name(name)])))
-        tensors = [torch.from_numpy(np.ascontiguousarray(inputs[n])) for n in INPUTS]
-        # torch.randint makes int64 tensors: the task's i32 inputs are widened back.
-        tensors = [
-            t.bool() if n in BOOL_INPUTS else t.long() if t.dtype == torch.int32 else t
-            for n, t in zip(INPUTS, tensors)
-        ]
+    tensors = [torch.from_numpy(np.ascontiguousarray(inputs[n])) for n in INPUTS]
+    # torch.randint makes int64 tensors: the task's i32 inputs are widened back.
+    tensors = [
+        t.bool() if n in BOOL_INPUTS else t.long() if t.dtype == torch.int32 else t
+        for n, t in zip(INPUTS, tensors)
+    ]
+    return model, tensors
+
+
+def time_forward(inputs, sizes, repeats=10):
+    """Median seconds of the model's forward() (PyTorch eager on the CPU), after a warm-up."""
+    import time
+
+    model, tensors = _prepare(inputs, sizes)
+    times = []
+    with torch.no_grad():
+        model(*tensors)
+        for _ in range(repeats):
+            start = time.perf_counter()
+            model(*tensors)
+            times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def reference(inputs, sizes, scalars):
+    model, tensors = _prepare(inputs, sizes)
+    with torch.no_grad():
         result = model(*tensors)
     results = list(result) if isinstance(result, (tuple, list)) else [result]
     names = ["out"] if len(results) == 1 else [f"out{i}" for i in range(len(results))]
