@@ -18,6 +18,8 @@
 #                                 # NVIDIA wheels, so this is about 1.5 GB of download and 5.4 GB
 #                                 # on disk (measured: torch 2.15.0+cu132, 154 s here). Optional:
 #                                 # without it the KernelBench tasks use their NumPy references.
+#   scripts/setup.sh --numpy      # only NumPy in the venv, for task files' Python references
+#                                 # (every other mode installs it as well; about 20 MB)
 #
 # Options:
 #   --runtime-dir DIR   where to install (default: <repo>/.runtime)
@@ -27,7 +29,8 @@
 #   -h, --help          this text
 #
 # What it writes (idempotent; run it again at any time):
-#   .runtime/venv/                        virtual environment holding the PyPI wheels
+#   .runtime/venv/                        virtual environment holding the PyPI wheels and NumPy
+#                                         (the Python that task-file references run in)
 #   .runtime/opencl/vendors/intel-cpu.icd one line: the absolute path of libintelocl.so
 #                                         (the wheel's own .icd names a placeholder path)
 #   .runtime/opencl.json                  machine-readable: what kf-backend-opencl reads to find
@@ -58,6 +61,7 @@ WANT_POCL=0
 WANT_SYCL=0
 WANT_CUDA=0
 WANT_TORCH=0
+WANT_NUMPY=0
 
 OPENCL_PACKAGES=(intel-opencl-rt intel-cmplr-lib-rt)
 # The minor version must match kf-backend-cuda's cudarc feature (cuda-12090).
@@ -89,6 +93,7 @@ parse_args() {
         --sycl) WANT_SYCL=1 ;;
         --cuda) WANT_CUDA=1 ;;
         --torch) WANT_TORCH=1 ;;
+        --numpy) WANT_NUMPY=1 ;;
         --runtime-dir)
             [ $# -ge 2 ] || die "--runtime-dir needs a value"
             RUNTIME="$2"
@@ -111,7 +116,7 @@ parse_args() {
         esac
         shift
     done
-    if [ $((WANT_OPENCL + WANT_POCL + WANT_SYCL + WANT_CUDA + WANT_TORCH)) -eq 0 ]; then
+    if [ $((WANT_OPENCL + WANT_POCL + WANT_SYCL + WANT_CUDA + WANT_TORCH + WANT_NUMPY)) -eq 0 ]; then
         WANT_OPENCL=1
     fi
     mkdir -p "$RUNTIME"
@@ -151,6 +156,25 @@ pip_install() {
         warn "pip install $* failed (see $RUNTIME/pip.log): no PyPI access, no wheel for this platform ($(uname -m)), or disk full"
         return 1
     fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# NumPy: task files' Python references (`[reference] python = "ref.py"`) run in this venv.
+
+setup_numpy() {
+    ensure_venv
+    if [ "$PROBE_ONLY" -eq 0 ]; then
+        if [ "$UPGRADE" -eq 1 ] || ! venv_has numpy; then
+            PIP_SIZE="about 20 MB" pip_install numpy || return 1
+        else
+            log "numpy already installed (--upgrade to update)"
+        fi
+    fi
+    "$VPY" -c 'import numpy, sys; print(f"[setup] NumPy {numpy.__version__} in {sys.prefix} for task-file Python references", file=sys.stderr)' ||
+        {
+            warn "NumPy does not import in $VENV"
+            return 1
+        }
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -789,6 +813,8 @@ main() {
         if setup_cuda; then report_cuda; else status=1; fi
     fi
     if [ "$WANT_TORCH" -eq 1 ]; then setup_torch || status=1; fi
+    # Always: task files' Python references need NumPy in the same venv.
+    setup_numpy || status=1
     [ "$status" -eq 0 ] && log "done; shells may 'source $RUNTIME/env.sh'"
     return "$status"
 }

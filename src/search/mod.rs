@@ -67,8 +67,12 @@ const BASELINE_NOTE: &str = "task baseline (naive)";
 /// What to search for and how.
 #[derive(Debug, Clone, Serialize)]
 pub struct SearchConfig {
-    /// Built-in task name (`gemm`, `softmax`).
+    /// Built-in task name (`gemm`, `softmax`), or the task file's name.
     pub task: String,
+    /// A task file to search on instead of a built-in task (evaluated locally: distributed
+    /// workers do not receive task files).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_file: Option<kf_eval::TaskFileJob>,
     /// Problem sizes.
     pub sizes: Sizes,
     /// Backend and device.
@@ -127,6 +131,7 @@ impl SearchConfig {
         SearchConfig {
             out: PathBuf::from("runs").join(&task),
             task,
+            task_file: None,
             sizes,
             backend: BackendSpec::new("opencl"),
             evaluations: 120,
@@ -237,7 +242,18 @@ pub fn run_search<M: Mutator + 'static>(
             "the evaluation budget must be at least 1".into(),
         ));
     }
-    let task = builtin_task(&config.task, &config.sizes)?;
+    let task: Box<dyn KernelTask> = match &config.task_file {
+        Some(job) => {
+            Box::new(job.build(&config.sizes, &kf_eval::taskfile::ReferenceRegistry::new())?)
+        }
+        None => builtin_task(&config.task, &config.sizes)?,
+    };
+    if config.task_file.is_some() && config.distributed.is_some() {
+        return Err(SearchError::Config(
+            "task files are evaluated on this machine: distributed workers do not receive              task files yet"
+                .into(),
+        ));
+    }
     let sizes = task.sizes();
     let (evaluator, device) = match &config.distributed {
         None => {
@@ -245,15 +261,19 @@ pub fn run_search<M: Mutator + 'static>(
                 Some(w) => w.clone(),
                 None => WorkerCommand::current_exe()?,
             };
-            let isolated = IsolatedEvaluator::builder(
+            let mut builder = IsolatedEvaluator::builder(
                 config.backend.clone(),
                 config.task.clone(),
                 sizes.clone(),
-            )
-            .command(worker)
-            .config(config.eval.clone())
-            .timeout(config.timeout)
-            .build();
+            );
+            if let Some(job) = &config.task_file {
+                builder = builder.task_file(job.clone());
+            }
+            let isolated = builder
+                .command(worker)
+                .config(config.eval.clone())
+                .timeout(config.timeout)
+                .build();
             let device = isolated.device()?;
             let tuned = TunedEvaluator::new(
                 isolated,

@@ -10,6 +10,8 @@ use super::{seeds_for, template_seeds, SearchError};
 
 /// Seeds and mutator for `task` in `language`, with no LLM:
 ///
+/// - OpenCL C for a task without templates (a task file): the task's baseline; parameter
+///   moves (add the user's kernels as further seeds).
 /// - OpenCL C: the task's naive baseline and the base variant of every template for the task;
 ///   structural transformations of the templates (weight 2) and parameter moves (weight 1).
 /// - SYCL and CUDA (the templates are OpenCL C): the naive baseline and, for GEMM, the shipped
@@ -21,7 +23,13 @@ pub fn offline_search(
     language: Language,
 ) -> Result<(Vec<Candidate>, MixMutator), SearchError> {
     let name = task.name().to_string();
-    let seeds_and_mutator = if language == Language::OpenCl {
+    let templated = matches!(name.as_str(), "gemm" | "softmax");
+    let seeds_and_mutator = if language == Language::OpenCl && !templated {
+        // A task with no kernel templates (a task file): parameter moves over the seeds'
+        // manifest params.
+        let mutator = MixMutator::new().with(ParamMutator::new(), 1.0);
+        (seeds_for(task, language, Vec::new()), mutator)
+    } else if language == Language::OpenCl {
         let (library, structural) = match name.as_str() {
             "softmax" => (TemplateLibrary::softmax(), StructuralMutator::softmax()),
             _ => (TemplateLibrary::builtin(), StructuralMutator::builtin()),
@@ -41,7 +49,7 @@ pub fn offline_search(
         let mutator = MixMutator::new().with(ParamMutator::new(), 1.0);
         (seeds_for(task, language, extra), mutator)
     };
-    if seeds_and_mutator.0.is_empty() {
+    if seeds_and_mutator.0.is_empty() && templated {
         return Err(SearchError::Config(format!(
             "the {name} task has no {language:?} kernel to start from"
         )));

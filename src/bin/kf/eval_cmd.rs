@@ -7,10 +7,7 @@ use std::time::Duration;
 use anyhow::bail;
 use clap::Args;
 use kernelfoundry::core::{Evaluation, ParamValue, ParamValues};
-use kernelfoundry::eval::tasks::{builtin_task, parse_sizes};
-use kernelfoundry::eval::{
-    BackendSpec, EvalConfig, IsolatedEvaluator, TimeoutPolicy, WorkerCommand,
-};
+use kernelfoundry::eval::{BackendSpec, EvalConfig, TimeoutPolicy, WorkerCommand};
 use kernelfoundry::manifest::Manifest;
 use serde_json::json;
 
@@ -18,8 +15,11 @@ use serde_json::json;
 #[derive(Args)]
 pub(crate) struct EvalArgs {
     /// Built-in task: gemm or softmax.
-    #[arg(long)]
-    task: String,
+    #[arg(long, conflicts_with = "task_file")]
+    task: Option<String>,
+    /// A task file (TOML): your own operator with a Python, kernel or Rust reference.
+    #[arg(long, value_name = "T.toml")]
+    task_file: Option<PathBuf>,
     /// Problem sizes, such as M=256,N=192,K=128 (missing ones take the task's defaults).
     #[arg(long, default_value = "")]
     size: String,
@@ -86,8 +86,12 @@ fn summary(e: &Evaluation) -> String {
 }
 
 pub(crate) fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
-    let sizes = parse_sizes(&args.size)?;
-    let task = builtin_task(&args.task, &sizes)?;
+    let chosen = crate::task_arg::ChosenTask::resolve(
+        args.task.as_deref(),
+        args.task_file.as_deref(),
+        &args.size,
+    )?;
+    let task = &chosen.task;
     let spec = BackendSpec {
         kind: args.backend.clone(),
         device: args.device.clone(),
@@ -124,10 +128,11 @@ pub(crate) fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
         Some(s) => bail!("--timeout {s} is not a positive number of seconds"),
         None => TimeoutPolicy::default(),
     };
-    let evaluator = IsolatedEvaluator::builder(spec, args.task.clone(), task.sizes())
+    let evaluator = chosen
+        .evaluator(spec)
         .command(WorkerCommand::current_exe()?)
         .config(config)
-        .timeout(timeout)
+        .timeout(chosen.timeout(timeout))
         .build();
     let device = evaluator.device()?;
     let evaluation = evaluator.evaluate_blocking(&source, &params)?;
@@ -135,7 +140,10 @@ pub(crate) fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         let mut value = serde_json::to_value(&evaluation)?;
         if let Some(obj) = value.as_object_mut() {
-            obj.insert("task".into(), json!(args.task));
+            obj.insert("task".into(), json!(chosen.name()));
+            if let Some((path, _)) = &chosen.file {
+                obj.insert("task_file".into(), json!(path));
+            }
             obj.insert("sizes".into(), json!(task.sizes()));
             obj.insert("kernel".into(), json!(args.kernel));
             obj.insert("device".into(), json!(device.name));

@@ -2,6 +2,8 @@
 
 mod eval_cmd;
 mod search_cmd;
+mod task_arg;
+mod task_cmd;
 mod task_import;
 mod tune_cmd;
 mod worker_cmd;
@@ -29,19 +31,13 @@ enum Command {
     Tune(tune_cmd::TuneArgs),
     /// Evolve kernels for a task with MAP-Elites (offline mutators), here or on workers.
     Search(search_cmd::SearchCmdArgs),
+    /// Task files: `kf task check T.toml` validates one and runs its reference once;
+    /// `kf task import-kernelbench PROBLEM.py --out DIR` imports a KernelBench problem.
+    Task(task_cmd::TaskArgs),
     /// Evaluate distributed searches' jobs on this machine's device.
     Worker(worker_cmd::WorkerArgs),
     /// List the devices of every backend, with the queue name `kf worker` gives each.
     Devices,
-    /// Task files: import a KernelBench problem.
-    #[command(subcommand)]
-    Task(TaskCommand),
-}
-
-#[derive(Subcommand)]
-enum TaskCommand {
-    /// Turn a KernelBench problem file into a task file (sizes, buffers, reference).
-    ImportKernelbench(task_import::ImportKernelBenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,9 +48,9 @@ fn main() -> ExitCode {
         Command::Eval(args) => eval_cmd::run(args),
         Command::Tune(args) => tune_cmd::run(args),
         Command::Search(args) => search_cmd::run(args),
+        Command::Task(args) => task_cmd::run(args),
         Command::Worker(args) => worker_cmd::run(args),
         Command::Devices => devices(),
-        Command::Task(TaskCommand::ImportKernelbench(args)) => task_import::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,20 +1,28 @@
-//! `kf search`: the offline MAP-Elites search of the examples, for any built-in task, on this
-//! machine or on distributed workers.
+//! `kf search`: the offline MAP-Elites search of the examples, for any built-in task or task
+//! file, on this machine or (built-in tasks) on distributed workers.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use clap::Args;
-use kernelfoundry::eval::tasks::{builtin_task, parse_sizes};
+use kernelfoundry::core::{Candidate, Origin};
+use kernelfoundry::manifest::Manifest;
 use kernelfoundry::search::{offline_search, run_search, stop_on_ctrl_c, SearchArgs};
 
 /// Arguments of `kf search`.
 #[derive(Args)]
 pub(crate) struct SearchCmdArgs {
-    /// Built-in task: gemm or softmax.
-    #[arg(long, default_value = "gemm")]
-    task: String,
+    /// Built-in task: gemm or softmax (default gemm when no --task-file is given).
+    #[arg(long, conflicts_with = "task_file")]
+    task: Option<String>,
+    /// A task file (TOML): search kernels for your own operator.
+    #[arg(long, value_name = "T.toml")]
+    task_file: Option<PathBuf>,
+    /// A kernel manifest to seed the search with, besides the task's baseline (repeatable).
+    #[arg(long = "kernel", value_name = "K.toml")]
+    kernels: Vec<PathBuf>,
     /// Problem sizes, such as M=1024,N=1024,K=1024 (missing ones take the task's defaults).
     #[arg(long, default_value = "")]
     size: String,
@@ -24,13 +32,38 @@ pub(crate) struct SearchCmdArgs {
 
 pub(crate) fn run(args: SearchCmdArgs) -> anyhow::Result<ExitCode> {
     kernelfoundry::report::init_logging(args.search.verbose);
-    let sizes = parse_sizes(&args.size).context("--size")?;
-    let task = builtin_task(&args.task, &sizes)?;
+    let task_name = match (&args.task, &args.task_file) {
+        (None, None) => Some("gemm"),
+        (t, _) => t.as_deref(),
+    };
+    let chosen =
+        crate::task_arg::ChosenTask::resolve(task_name, args.task_file.as_deref(), &args.size)?;
+    let task = &chosen.task;
     let sizes = task.sizes();
-    let config = args
+    // Everything is checked before a run directory exists: the task file and its reference
+    // (run once by `resolve`) and the user's kernels.
+    let mut user_seeds = Vec::new();
+    for path in &args.kernels {
+        let (manifest, source) =
+            Manifest::load(path).with_context(|| format!("--kernel {}", path.display()))?;
+        let mut c = Candidate::seed(source, manifest.default_params());
+        c.origin = Origin::mutator("seed").with_note(format!("user kernel {}", path.display()));
+        user_seeds.push(c);
+    }
+    let mut config = args
         .search
-        .config(&args.task, sizes, Duration::from_secs(540));
-    let (seeds, mutator) = offline_search(task.as_ref(), args.search.language())?;
+        .config(&chosen.name(), sizes, Duration::from_secs(540));
+    config.task_file = chosen.file.as_ref().map(|(_, job)| job.clone());
+    config.timeout = chosen.timeout(config.timeout);
+    let (mut seeds, mutator) = offline_search(task.as_ref(), args.search.language())?;
+    seeds.extend(user_seeds);
+    if seeds.is_empty() {
+        bail!(
+            "task `{}` has no baseline kernel for this backend: give one in the task file's \
+             [baseline] or seed the search with --kernel K.toml",
+            chosen.name()
+        );
+    }
     let outcome = run_search(&config, mutator, seeds, Some(stop_on_ctrl_c()?))?;
     println!(
         "

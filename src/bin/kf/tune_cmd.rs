@@ -9,8 +9,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use kernelfoundry::core::{Evaluation, ParamValues};
-use kernelfoundry::eval::tasks::{builtin_task, parse_sizes};
-use kernelfoundry::eval::{BackendSpec, EvalConfig, IsolatedEvaluator, WorkerCommand};
+use kernelfoundry::eval::{BackendSpec, EvalConfig, TimeoutPolicy, WorkerCommand};
 use kernelfoundry::manifest::Manifest;
 use kernelfoundry::tune::cli::{render_text, replay_main, ReplayArgs};
 use kernelfoundry::tune::{
@@ -39,8 +38,11 @@ enum TuneCommand {
 #[derive(Args)]
 struct LiveArgs {
     /// Built-in task: gemm or softmax.
-    #[arg(long)]
-    task: String,
+    #[arg(long, conflicts_with = "task_file")]
+    task: Option<String>,
+    /// A task file (TOML): your own operator with a Python, kernel or Rust reference.
+    #[arg(long, value_name = "T.toml")]
+    task_file: Option<PathBuf>,
     /// Problem sizes, such as M=1024,N=1024,K=1024.
     #[arg(long, default_value = "")]
     size: String,
@@ -84,7 +86,7 @@ pub(crate) fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
         }
         (None, Some(live)) => run_live(live),
         (None, None) => {
-            bail!("give --task, --kernel and --budget to tune, or use `kf tune replay`")
+            bail!("give --task or --task-file, --kernel and --budget to tune, or use `kf tune replay`")
         }
     }
 }
@@ -93,8 +95,13 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
     if args.budget == 0 {
         bail!("--budget must be at least 1");
     }
-    let sizes = parse_sizes(&args.size)?;
-    let task = builtin_task(&args.task, &sizes)?;
+    let chosen = crate::task_arg::ChosenTask::resolve(
+        args.task.as_deref(),
+        args.task_file.as_deref(),
+        &args.size,
+    )?;
+    let task = &chosen.task;
+    let task_name = chosen.name();
     let sizes = task.sizes();
     let spec = BackendSpec {
         kind: args.backend.clone(),
@@ -102,9 +109,11 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
     };
     kernelfoundry::backends::check(&spec).map_err(anyhow::Error::msg)?;
     let (manifest, source) = Manifest::load(&args.kernel)?;
-    let evaluator = IsolatedEvaluator::builder(spec, args.task.clone(), sizes.clone())
+    let evaluator = chosen
+        .evaluator(spec)
         .command(WorkerCommand::current_exe()?)
-        .config(EvalConfig::default())
+        .config(chosen.eval_config(EvalConfig::default()))
+        .timeout(chosen.timeout(TimeoutPolicy::default()))
         .build();
     let device = evaluator.device()?;
     let space = Space::from_manifest(&manifest, &sizes, &device)?;
@@ -125,7 +134,7 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or_default();
         PathBuf::from("runs/tune").join(format!(
             "{stem}_{}_{}.json",
-            args.task,
+            task_name,
             size_text.join("x")
         ))
     });
@@ -214,7 +223,7 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
     let confirm = evaluator.evaluate_blocking(&source, &best)?;
     evaluator.shutdown();
     let summary = json!({
-        "kernel": args.kernel, "task": args.task, "sizes": sizes, "device": device.name,
+        "kernel": args.kernel, "task": task_name, "sizes": sizes, "device": device.name,
         "strategy": result.strategy, "seed": args.seed, "budget": args.budget,
         "evaluations": result.evaluations, "cache_hits": result.cache_hits,
         "failures": result.failures, "valid_configurations": valid,

@@ -322,9 +322,11 @@ impl FileTask {
         Ok(result)
     }
 
-    /// Draws input set `variant` from `seed` (the same data the evaluator would draw).
-    pub fn inputs(&self, rng: &mut dyn RngCore, variant: u32) -> Vec<HostBuffer> {
-        self.generate(rng, variant)
+    /// Draws input set `variant` (its `init` distribution) from a ChaCha8 generator seeded
+    /// with `seed`.
+    pub fn inputs(&self, seed: u64, variant: u32) -> Vec<HostBuffer> {
+        let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(seed);
+        self.generate(&mut rng, variant)
     }
 }
 
