@@ -63,6 +63,9 @@ pub enum KernelBenchError {
         #[source]
         source: std::io::Error,
     },
+    /// A task's search could not run.
+    #[error("search: {0}")]
+    Search(String),
     /// Rendering the task file as TOML failed.
     #[error("rendering the task file: {0}")]
     Render(String),

@@ -5,12 +5,14 @@
 //! documented in [`import`](self::import_kernelbench) and in `import_helper.py` beside this file.
 
 mod bench;
+mod bench_run;
 mod error;
 mod import;
 mod python;
 mod torch_time;
 
 pub use bench::{shipped_tasks, BenchSummary, SpeedupReference, TaskResult};
+pub use bench_run::{run_bench, BenchOptions};
 pub use error::KernelBenchError;
 pub use import::{
     import_kernelbench, ImportOptions, ImportReport, ReferenceKind, ReferencePreference,

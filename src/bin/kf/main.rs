@@ -1,5 +1,6 @@
 //! `kf`: the KernelFoundry command line.
 
+mod bench_cmd;
 mod eval_cmd;
 mod search_cmd;
 mod task_arg;
@@ -38,6 +39,8 @@ enum Command {
     Worker(worker_cmd::WorkerArgs),
     /// List the devices of every backend, with the queue name `kf worker` gives each.
     Devices,
+    /// Benchmarks: `kf bench kernelbench` searches the shipped KernelBench tasks.
+    Bench(bench_cmd::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -51,6 +54,7 @@ fn main() -> ExitCode {
         Command::Task(args) => task_cmd::run(args),
         Command::Worker(args) => worker_cmd::run(args),
         Command::Devices => devices(),
+        Command::Bench(args) => bench_cmd::run(args),
     };
     match result {
         Ok(code) => code,
