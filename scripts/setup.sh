@@ -12,6 +12,12 @@
 #                                 # GPU needed; 95 MB download, 230 MB on disk): CUDA kernels
 #                                 # compile and report resources anywhere, run where a GPU is
 #   scripts/setup.sh --opencl --cuda   # both
+#   scripts/setup.sh --torch      # PyTorch (CPU use) into the same venv, for KernelBench references
+#                                 # that run the unchanged problem files: PyPI's only Linux x86-64
+#                                 # torch is the CUDA build, which does not import without its
+#                                 # NVIDIA wheels, so this is about 1.5 GB of download and 5.4 GB
+#                                 # on disk (measured: torch 2.15.0+cu132, 154 s here). Optional:
+#                                 # without it the KernelBench tasks use their NumPy references.
 #   scripts/setup.sh --numpy      # only NumPy in the venv, for task files' Python references
 #                                 # (every other mode installs it as well; about 20 MB)
 #
@@ -54,6 +60,7 @@ WANT_OPENCL=0
 WANT_POCL=0
 WANT_SYCL=0
 WANT_CUDA=0
+WANT_TORCH=0
 WANT_NUMPY=0
 
 OPENCL_PACKAGES=(intel-opencl-rt intel-cmplr-lib-rt)
@@ -85,6 +92,7 @@ parse_args() {
         --pocl) WANT_POCL=1 ;;
         --sycl) WANT_SYCL=1 ;;
         --cuda) WANT_CUDA=1 ;;
+        --torch) WANT_TORCH=1 ;;
         --numpy) WANT_NUMPY=1 ;;
         --runtime-dir)
             [ $# -ge 2 ] || die "--runtime-dir needs a value"
@@ -108,7 +116,7 @@ parse_args() {
         esac
         shift
     done
-    if [ $((WANT_OPENCL + WANT_POCL + WANT_SYCL + WANT_CUDA + WANT_NUMPY)) -eq 0 ]; then
+    if [ $((WANT_OPENCL + WANT_POCL + WANT_SYCL + WANT_CUDA + WANT_TORCH + WANT_NUMPY)) -eq 0 ]; then
         WANT_OPENCL=1
     fi
     mkdir -p "$RUNTIME"
@@ -754,6 +762,24 @@ PY
 }
 
 # ---------------------------------------------------------------------------------------------
+# PyTorch (CPU use) for KernelBench references
+
+setup_torch() {
+    mkdir -p "$RUNTIME"
+    ensure_venv
+    if [ "$UPGRADE" -eq 0 ] && venv_has torch numpy; then
+        log "torch already installed (--upgrade to update)"
+    elif [ "$PROBE_ONLY" -eq 0 ]; then
+        PIP_SIZE="about 1.5 GB download, 5.4 GB on disk with the NVIDIA wheels torch requires" \
+            pip_install torch numpy || return 1
+    fi
+    local version
+    version="$("$VPY" -c 'import torch; print(torch.__version__)' 2>&1 | tail -n 1)" ||
+        { warn "import torch failed: $version"; return 1; }
+    log "PyTorch $version imports; kf task import-kernelbench will use it for references"
+}
+
+# ---------------------------------------------------------------------------------------------
 
 write_env_sh() {
     cat >"$RUNTIME/env.sh.tmp" <<'EOF'
@@ -786,6 +812,7 @@ main() {
     if [ "$WANT_CUDA" -eq 1 ]; then
         if setup_cuda; then report_cuda; else status=1; fi
     fi
+    if [ "$WANT_TORCH" -eq 1 ]; then setup_torch || status=1; fi
     # Always: task files' Python references need NumPy in the same venv.
     setup_numpy || status=1
     [ "$status" -eq 0 ] && log "done; shells may 'source $RUNTIME/env.sh'"

@@ -20,6 +20,7 @@
 //! | [`distributed`] | a distributed search's evaluator and device names, as `kf search --distributed` uses them |
 //! | [`backends`] | backends by name (`opencl`, `cuda`, `sycl`), device facts, and [`init`] |
 //! | [`search`] | the whole search as the examples run it |
+//! | [`kernelbench`] | KernelBench problems as task files, and the level-1 benchmark |
 //! | [`report`] | progress bar, logging, and the end-of-run report: per-cell table, best kernel files, `report.json`, heatmap and curve PNGs |
 //!
 //! [`init`] must be the first call in the `main` of any program that evaluates kernels in worker
@@ -40,6 +41,7 @@
 
 pub mod backends;
 pub mod distributed;
+pub mod kernelbench;
 pub mod report;
 pub mod search;
 

@@ -1,10 +1,12 @@
 //! `kf`: the KernelFoundry command line.
 
+mod bench_cmd;
 mod eval_cmd;
 mod run_cmd;
 mod search_cmd;
 mod task_arg;
 mod task_cmd;
+mod task_import;
 mod tune_cmd;
 mod worker_cmd;
 
@@ -31,7 +33,8 @@ enum Command {
     Tune(tune_cmd::TuneArgs),
     /// Evolve kernels for a task with MAP-Elites (offline mutators), here or on workers.
     Search(search_cmd::SearchCmdArgs),
-    /// Task files: `kf task check T.toml` validates one and runs its reference once.
+    /// Task files: `kf task check T.toml` validates one and runs its reference once;
+    /// `kf task import-kernelbench PROBLEM.py --out DIR` imports a KernelBench problem.
     Task(task_cmd::TaskArgs),
     /// Evaluate distributed searches' jobs on this machine's device.
     Worker(worker_cmd::WorkerArgs),
@@ -39,6 +42,8 @@ enum Command {
     Devices,
     /// Look after run directories (`kf run repair DIR`).
     Run(run_cmd::RunArgs),
+    /// Benchmarks: `kf bench kernelbench` searches the shipped KernelBench tasks.
+    Bench(bench_cmd::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -53,6 +58,7 @@ fn main() -> ExitCode {
         Command::Worker(args) => worker_cmd::run(args),
         Command::Devices => devices(),
         Command::Run(args) => run_cmd::run(args),
+        Command::Bench(args) => bench_cmd::run(args),
     };
     match result {
         Ok(code) => code,

@@ -19,6 +19,8 @@ pub(crate) struct TaskArgs {
 enum TaskCommand {
     /// Validate a task file, run its reference once, and print shapes and timings.
     Check(CheckArgs),
+    /// Turn a KernelBench problem file into a task file (sizes, buffers, reference).
+    ImportKernelbench(crate::task_import::ImportKernelBenchArgs),
 }
 
 #[derive(Args)]
@@ -36,6 +38,7 @@ struct CheckArgs {
 pub(crate) fn run(args: TaskArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         TaskCommand::Check(a) => check(a),
+        TaskCommand::ImportKernelbench(a) => crate::task_import::run(a),
     }
 }
 

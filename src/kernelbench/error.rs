@@ -1,0 +1,81 @@
+//! Errors of the KernelBench importer and benchmark.
+
+use std::path::PathBuf;
+
+/// What can go wrong importing or benchmarking KernelBench problems.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum KernelBenchError {
+    /// The problem file is missing or not a `.py` file.
+    #[error("{path}: {reason}")]
+    BadProblemPath {
+        /// The path given.
+        path: PathBuf,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// A `--size NAME=VALUE` names no module-level constant of the problem, or is not positive.
+    #[error("--size {name}: {reason}")]
+    BadSize {
+        /// The size name.
+        name: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// No NumPy reference exists and PyTorch is not installed: a template was written.
+    #[error(
+        "PyTorch is not installed in {python}, so the reference must be a NumPy script: wrote a \
+         template to {template}; fill in reference() (and PARAMETERS if the model has weights) \
+         and run the import again"
+    )]
+    ReferenceTemplateWritten {
+        /// The Python that was asked.
+        python: String,
+        /// Where the template was written.
+        template: PathBuf,
+    },
+    /// The Python helper reported a problem with the problem file or its reference.
+    #[error("{problem}: {message}")]
+    Problem {
+        /// The problem file.
+        problem: PathBuf,
+        /// The helper's message.
+        message: String,
+    },
+    /// The Python interpreter could not be run, timed out, or printed something unreadable.
+    #[error("python ({python}): {message}")]
+    Python {
+        /// The interpreter.
+        python: String,
+        /// What happened.
+        message: String,
+    },
+    /// The task file that was produced does not load (a bug of the importer, or a problem
+    /// that the importer's rules cannot express).
+    #[error("the imported task file does not validate: {0}")]
+    Invalid(#[from] kf_eval::taskfile::TaskFileError),
+    /// Reading or writing a file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A task's search could not run.
+    #[error("search: {0}")]
+    Search(String),
+    /// Rendering the task file as TOML failed.
+    #[error("rendering the task file: {0}")]
+    Render(String),
+}
+
+impl KernelBenchError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        KernelBenchError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

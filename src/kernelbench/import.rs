@@ -1,0 +1,521 @@
+//! `kf task import-kernelbench`: a KernelBench problem file becomes a task file.
+//!
+//! The problem is parsed (Python `ast`, no torch needed) for its module-level constants (int
+//! constants become task sizes, float constants scalars, int tuples such as
+//! `input_shape = (4096,)` one size per element), the tensors of `get_inputs()` (their shapes as
+//! expressions over the sizes, their distributions) and the names of `forward()`'s arguments.
+//! The reference is then run at three small probe settings of the sizes to learn the outputs'
+//! shapes and dtypes (and, with torch, the model's parameters, which become input buffers); each
+//! dimension is fitted to an expression over the sizes by the rule in `import_helper.py`
+//! (`fit_dim`), or the import fails asking for the shape by hand.
+//!
+//! The reference is the unchanged problem file run with PyTorch on the CPU when torch imports
+//! in the Python used; otherwise a NumPy script `<stem>_ref.py` beside the problem (or already
+//! in the output folder), for which a template is written when there is none.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use indexmap::IndexMap;
+use kf_eval::taskfile::{
+    BaselineSpec, BufferDecl, BufferRole, Dtype, ExprText, OneOrMany, ReferenceSpec, ScalarDecl,
+    ScalarValue, TaskBase, TaskFile, TaskSpec, ToleranceSpec,
+};
+use serde::Deserialize;
+
+use super::error::KernelBenchError;
+use super::python::{default_python, run_python, torch_available};
+
+const HELPER: &str = include_str!("import_helper.py");
+const TORCH_ADAPTER: &str = include_str!("torch_adapter.py");
+/// The task file's name inside the output folder.
+pub const TASK_FILE_NAME: &str = "task.toml";
+/// The baseline manifest the importer links when the output folder has one.
+pub const BASELINE_FILE_NAME: &str = "naive.toml";
+
+/// Which reference the task file uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReferenceKind {
+    /// The unchanged problem file, run with PyTorch on the CPU.
+    Torch,
+    /// A NumPy script `<stem>_ref.py` written by the user.
+    Numpy,
+}
+
+impl ReferenceKind {
+    /// `torch` or `numpy`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReferenceKind::Torch => "torch",
+            ReferenceKind::Numpy => "numpy",
+        }
+    }
+}
+
+/// Which reference to prefer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ReferencePreference {
+    /// PyTorch when it imports, else NumPy.
+    #[default]
+    Auto,
+    /// NumPy even when torch is installed.
+    Numpy,
+}
+
+/// What to import and where.
+#[derive(Debug, Clone)]
+pub struct ImportOptions {
+    /// The KernelBench problem file (`19_ReLU.py`).
+    pub problem: PathBuf,
+    /// The folder that receives the task file, a copy of the problem and the reference.
+    pub out_dir: PathBuf,
+    /// Default sizes to write instead of the problem's (they are meant for large GPUs).
+    pub sizes: IndexMap<String, i64>,
+    /// The Python interpreter; `None` for [`default_python`].
+    pub python: Option<PathBuf>,
+    /// Which reference to use.
+    pub reference: ReferencePreference,
+}
+
+/// What the import wrote.
+#[derive(Debug, Clone)]
+pub struct ImportReport {
+    /// The task file.
+    pub task_file: PathBuf,
+    /// The reference used.
+    pub reference: ReferenceKind,
+    /// The reference script inside the output folder.
+    pub reference_file: PathBuf,
+    /// The task as written.
+    pub spec: TaskSpec,
+    /// Sizes that were varied while probing the reference (the others kept their values).
+    pub varied_sizes: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct HelperBuffer {
+    name: String,
+    dtype: Dtype,
+    shape: Vec<String>,
+    #[serde(default)]
+    init: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct HelperAnswer {
+    ok: bool,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    sizes: IndexMap<String, i64>,
+    #[serde(default)]
+    tuples: IndexMap<String, Vec<String>>,
+    #[serde(default)]
+    scalars: IndexMap<String, f64>,
+    #[serde(default)]
+    inputs: Vec<HelperInput>,
+    #[serde(default)]
+    parameters: Vec<HelperBuffer>,
+    #[serde(default)]
+    outputs: Vec<HelperBuffer>,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    varying: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct HelperInput {
+    #[serde(flatten)]
+    buffer: HelperBuffer,
+    #[serde(default)]
+    bool: bool,
+}
+
+pub(crate) fn ask_helper(
+    python: &Path,
+    problem: &Path,
+    reference: Option<&Path>,
+    sizes: &IndexMap<String, i64>,
+) -> Result<HelperAnswer, KernelBenchError> {
+    let request = serde_json::json!({
+        "problem": problem,
+        "reference": reference,
+        "sizes": sizes,
+    });
+    // Three probes of a torch model, each importing the problem: minutes at most.
+    let stdout = run_python(
+        python,
+        HELPER,
+        &request.to_string(),
+        Duration::from_secs(600),
+    )?;
+    let last = stdout.lines().last().unwrap_or_default();
+    let answer: HelperAnswer =
+        serde_json::from_str(last).map_err(|e| KernelBenchError::Python {
+            python: python.display().to_string(),
+            message: format!("unreadable answer from the import helper ({e}): {last}"),
+        })?;
+    if !answer.ok {
+        return Err(KernelBenchError::Problem {
+            problem: problem.to_path_buf(),
+            message: answer.error.unwrap_or_else(|| "failed".into()),
+        });
+    }
+    Ok(answer)
+}
+
+/// Writes `text` to `path` through a temporary file in the same folder and a rename.
+pub(crate) fn write_atomic(path: &Path, text: &str) -> Result<(), KernelBenchError> {
+    let tmp = path.with_extension(format!(
+        "{}.tmp{}",
+        path.extension().and_then(|e| e.to_str()).unwrap_or(""),
+        std::process::id()
+    ));
+    fs::write(&tmp, text).map_err(|e| KernelBenchError::io(&tmp, e))?;
+    fs::rename(&tmp, path).map_err(|e| KernelBenchError::io(path, e))
+}
+
+fn copy_unless_same(from: &Path, to: &Path) -> Result<(), KernelBenchError> {
+    let same = match (fs::canonicalize(from), fs::canonicalize(to)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if !same {
+        let text = fs::read_to_string(from).map_err(|e| KernelBenchError::io(from, e))?;
+        write_atomic(to, &text)?;
+    }
+    Ok(())
+}
+
+fn numpy_template(stem: &str, answer: &HelperAnswer) -> String {
+    let mut inputs = String::new();
+    for i in &answer.inputs {
+        inputs.push_str(&format!(
+            "#   inputs[{:?}]: {} of shape ({})\n",
+            i.buffer.name,
+            i.buffer.dtype.numpy(),
+            i.buffer.shape.join(", ")
+        ));
+    }
+    let sizes = answer
+        .sizes
+        .keys()
+        .map(|k| format!("{k:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        r#""""NumPy reference for the KernelBench problem {stem}.py (PyTorch is not installed here).
+
+Write reference() so that it computes what the problem's Model.forward computes:
+{inputs}#   sizes: {{{sizes}}} (the task's sizes, ints)
+Return a dict of output arrays: {{"out": array}} (several outputs: "out0", "out1", ...).
+Model weights (nn.Conv2d, nn.LayerNorm, ...) are inputs of the task: declare each one in
+PARAMETERS as name -> shape expressions over the sizes, e.g. {{"conv1d_weight": ["out_channels",
+"in_channels", "kernel_size"]}}, and read it from inputs[name].
+"""
+import numpy as np
+
+PARAMETERS = {{}}
+
+
+def reference(inputs, sizes, scalars):
+    raise NotImplementedError("write the NumPy reference for {stem}.py")
+"#
+    )
+}
+
+fn to_exprs(shape: &[String]) -> Vec<ExprText> {
+    shape
+        .iter()
+        .map(|s| match s.parse::<i64>() {
+            Ok(i) => ExprText::Int(i),
+            Err(_) => ExprText::Text(s.clone()),
+        })
+        .collect()
+}
+
+/// The distributions of one input across the evaluator's input sets: the problem's own first,
+/// then others, so that a kernel cannot depend on, say, positive inputs (robust-kbench's point).
+fn input_inits(init: Option<&str>, dtype: Dtype) -> Option<OneOrMany<String>> {
+    let own = init?;
+    if dtype == Dtype::I32 || own.starts_with("int(") {
+        return Some(OneOrMany::One(own.to_owned()));
+    }
+    let mut all = vec![own.to_owned()];
+    for other in ["normal", "uniform(-3, 3)"] {
+        if other != own {
+            all.push(other.to_owned());
+        }
+    }
+    Some(OneOrMany::Many(all))
+}
+
+/// Imports a KernelBench problem: writes `<out>/task.toml`, a copy of the problem file and the
+/// reference script; see the module documentation.
+pub fn import_kernelbench(options: &ImportOptions) -> Result<ImportReport, KernelBenchError> {
+    let problem = &options.problem;
+    let bad_path = |reason: &str| KernelBenchError::BadProblemPath {
+        path: problem.clone(),
+        reason: reason.to_owned(),
+    };
+    if problem.extension().and_then(|e| e.to_str()) != Some("py") {
+        return Err(bad_path("not a .py file"));
+    }
+    if !problem.is_file() {
+        return Err(bad_path("no such file"));
+    }
+    let stem = problem
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .ok_or_else(|| bad_path("the file name is not UTF-8"))?
+        .to_owned();
+    let python = options.python.clone().unwrap_or_else(default_python);
+
+    // First the problem alone: sizes and inputs (also checks the sizes given).
+    let analysis = ask_helper(&python, problem, None, &IndexMap::new())?;
+    for (name, value) in &options.sizes {
+        if !analysis.sizes.contains_key(name) {
+            return Err(KernelBenchError::BadSize {
+                name: name.clone(),
+                reason: format!(
+                    "not a size of {stem}.py (its sizes: {})",
+                    analysis
+                        .sizes
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        }
+        if *value <= 0 {
+            return Err(KernelBenchError::BadSize {
+                name: name.clone(),
+                reason: format!("{value} is not positive"),
+            });
+        }
+    }
+
+    let out = &options.out_dir;
+    fs::create_dir_all(out).map_err(|e| KernelBenchError::io(out, e))?;
+    let problem_copy = out.join(format!("{stem}.py"));
+
+    let use_torch = options.reference == ReferencePreference::Auto && torch_available(&python);
+    let (kind, reference_file) = if use_torch {
+        let adapter = torch_adapter(&analysis, &format!("{stem}.py"));
+        let file = out.join(format!("{stem}_torch_ref.py"));
+        copy_unless_same(problem, &problem_copy)?;
+        write_atomic(&file, &adapter)?;
+        (ReferenceKind::Torch, file)
+    } else {
+        let name = format!("{stem}_ref.py");
+        let beside = problem.with_file_name(&name);
+        let file = out.join(&name);
+        if beside.is_file() {
+            copy_unless_same(&beside, &file)?;
+        } else if !file.is_file() {
+            write_atomic(&file, &numpy_template(&stem, &analysis))?;
+            return Err(KernelBenchError::ReferenceTemplateWritten {
+                python: python.display().to_string(),
+                template: file,
+            });
+        }
+        copy_unless_same(problem, &problem_copy)?;
+        (ReferenceKind::Numpy, file)
+    };
+
+    let answer = ask_helper(
+        &python,
+        &problem_copy,
+        Some(&reference_file),
+        &options.sizes,
+    )?;
+    let spec = build_spec(&stem, &reference_file, out, &answer, &options.sizes)?;
+
+    // Validate before writing: a task file that does not load is never left behind.
+    let task_file = out.join(TASK_FILE_NAME);
+    TaskFile::from_spec(
+        spec.clone(),
+        task_file.display().to_string(),
+        TaskBase::Dir(out.clone()),
+    )?;
+    let text = spec
+        .to_toml()
+        .map_err(|e| KernelBenchError::Render(e.to_string()))?;
+    let header = format!(
+        "# Imported by `kf task import-kernelbench` from the KernelBench problem {stem}.py.\n\
+         # Reference: {}\n#   ({}).\n\
+         # Kernel arguments: the inputs (get_inputs() order, then the model's parameters),\n\
+         # the outputs, then the sizes (int) and scalars.\n\
+         # Output shapes were fitted from probe runs; sizes varied while probing: {}.\n\n",
+        reference_file
+            .file_name()
+            .and_then(|f| f.to_str())
+            .unwrap_or_default(),
+        match kind {
+            ReferenceKind::Torch => "the unchanged problem file run with PyTorch on the CPU",
+            ReferenceKind::Numpy => "a NumPy script, PyTorch not being installed",
+        },
+        if answer.varying.is_empty() {
+            "none".to_owned()
+        } else {
+            answer.varying.join(", ")
+        }
+    );
+    write_atomic(&task_file, &format!("{header}{text}"))?;
+    Ok(ImportReport {
+        task_file,
+        reference: kind,
+        reference_file,
+        spec,
+        varied_sizes: answer.varying,
+    })
+}
+
+fn build_spec(
+    stem: &str,
+    reference_file: &Path,
+    out: &Path,
+    answer: &HelperAnswer,
+    overrides: &IndexMap<String, i64>,
+) -> Result<TaskSpec, KernelBenchError> {
+    let mut sizes = answer.sizes.clone();
+    for (k, v) in overrides {
+        sizes.insert(k.clone(), *v);
+    }
+    let mut buffers = Vec::new();
+    for input in &answer.inputs {
+        let b = &input.buffer;
+        buffers.push(BufferDecl {
+            name: b.name.clone(),
+            dtype: b.dtype,
+            shape: to_exprs(&b.shape),
+            role: BufferRole::Input,
+            init: input_inits(b.init.as_deref(), b.dtype),
+        });
+    }
+    for p in &answer.parameters {
+        buffers.push(BufferDecl {
+            name: p.name.clone(),
+            dtype: p.dtype,
+            shape: to_exprs(&p.shape),
+            role: BufferRole::Input,
+            init: Some(OneOrMany::Many(vec![
+                "normal(0, 0.5)".into(),
+                "uniform(-1, 1)".into(),
+            ])),
+        });
+    }
+    for o in &answer.outputs {
+        buffers.push(BufferDecl {
+            name: o.name.clone(),
+            dtype: o.dtype,
+            shape: to_exprs(&o.shape),
+            role: BufferRole::Output,
+            init: None,
+        });
+    }
+    let scalars: Vec<ScalarDecl> = answer
+        .scalars
+        .iter()
+        .map(|(name, value)| ScalarDecl {
+            name: name.clone(),
+            dtype: Dtype::F32,
+            value: ScalarValue::Float(*value),
+        })
+        .collect();
+    let mut args: Vec<String> = buffers.iter().map(|b| b.name.clone()).collect();
+    args.extend(sizes.keys().cloned());
+    args.extend(scalars.iter().map(|s| s.name.clone()));
+    let baseline = out
+        .join(BASELINE_FILE_NAME)
+        .is_file()
+        .then(|| BaselineSpec {
+            kernel: OneOrMany::One(BASELINE_FILE_NAME.into()),
+        });
+    let reference_name = reference_file
+        .file_name()
+        .and_then(|f| f.to_str())
+        .unwrap_or_default()
+        .to_owned();
+    let description = format!(
+        "KernelBench level 1 problem {stem}: {} Kernel arguments: inputs, then outputs, then \
+         sizes as int.",
+        if answer.description.is_empty() {
+            "(no docstring).".to_owned()
+        } else {
+            answer.description.clone()
+        }
+    );
+    Ok(TaskSpec {
+        name: format!("kb_{stem}"),
+        description,
+        args,
+        sizes,
+        buffers,
+        scalars,
+        reference: ReferenceSpec {
+            python: Some(reference_name),
+            kernel: None,
+            rust: None,
+            timeout_s: None,
+        },
+        tolerance: Some(ToleranceSpec {
+            atol: Some(1e-4),
+            rtol: Some(1e-3),
+            ..ToleranceSpec::default()
+        }),
+        work: None,
+        baseline,
+        alternative_sizes: Vec::new(),
+    })
+}
+
+/// The torch reference adapter for a problem file at `problem` (relative to the adapter's
+/// folder, or absolute).
+pub(crate) fn torch_adapter(analysis: &HelperAnswer, problem: &str) -> String {
+    let inputs: Vec<&str> = analysis
+        .inputs
+        .iter()
+        .map(|i| i.buffer.name.as_str())
+        .collect();
+    let bools: Vec<&str> = analysis
+        .inputs
+        .iter()
+        .filter(|i| i.bool)
+        .map(|i| i.buffer.name.as_str())
+        .collect();
+    TORCH_ADAPTER
+        .replace("@PROBLEM@", &py_repr(problem))
+        .replace("@INPUTS@", &py_list(&inputs))
+        .replace("@TUPLES@", &py_tuples(&analysis.tuples))
+        .replace("@BOOL_INPUTS@", &py_list(&bools))
+}
+
+fn py_repr(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| format!("{s:?}"))
+}
+
+fn py_list(items: &[&str]) -> String {
+    format!(
+        "[{}]",
+        items
+            .iter()
+            .map(|s| py_repr(s))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+fn py_tuples(tuples: &IndexMap<String, Vec<String>>) -> String {
+    let entries: Vec<String> = tuples
+        .iter()
+        .map(|(k, v)| {
+            let v: Vec<&str> = v.iter().map(String::as_str).collect();
+            format!("{}: {}", py_repr(k), py_list(&v))
+        })
+        .collect();
+    format!("{{{}}}", entries.join(", "))
+}

@@ -1,0 +1,22 @@
+//! KernelBench: importing its problem files as task files ([`import_kernelbench`]) and
+//! benchmarking searches over the shipped level-1 tasks.
+//!
+//! The importer's rules (which constants become sizes, how output shapes are inferred) are
+//! documented in [`import`](self::import_kernelbench) and in `import_helper.py` beside this file.
+
+mod bench;
+mod bench_run;
+mod error;
+mod import;
+mod python;
+mod torch_time;
+
+pub use bench::{shipped_tasks, BenchSummary, SpeedupReference, TaskResult};
+pub use bench_run::{run_bench, BenchOptions};
+pub use error::KernelBenchError;
+pub use import::{
+    import_kernelbench, ImportOptions, ImportReport, ReferenceKind, ReferencePreference,
+    BASELINE_FILE_NAME, TASK_FILE_NAME,
+};
+pub use python::{default_python, numpy_available, torch_available};
+pub use torch_time::torch_cpu_seconds;

@@ -1,0 +1,92 @@
+"""Reference written by `kf task import-kernelbench`: runs the UNCHANGED KernelBench problem
+file beside it with PyTorch on the CPU.
+
+The task's sizes replace the problem's module-level constants before get_init_inputs() is
+called (it reads them at call time); the model's parameters are inputs of the task (buffer
+`<parameter name with '.' as '_'>`), copied into the model before forward(). Like KernelBench,
+the model is left in its default (training) mode.
+"""
+import importlib.util
+import pathlib
+
+import numpy as np
+import torch
+
+PROBLEM = pathlib.Path(__file__).parent / @PROBLEM@
+INPUTS = @INPUTS@
+# Module-level tuple constants, element by element, as expressions over the sizes.
+TUPLES = @TUPLES@
+# Inputs the problem makes with `.bool()`: the task passes them as int 0/1.
+BOOL_INPUTS = @BOOL_INPUTS@
+
+
+def _model(sizes):
+    spec = importlib.util.spec_from_file_location("kf_kernelbench_problem", PROBLEM)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for name, value in sizes.items():
+        if hasattr(module, name):
+            setattr(module, name, int(value))
+    env = {k: int(v) for k, v in sizes.items()}
+    for name, elements in TUPLES.items():
+        setattr(module, name, tuple(int(eval(e.replace("/", "//"), {"__builtins__": {}}, env)) for e in elements))
+    torch.manual_seed(0)
+    return module.Model(*module.get_init_inputs())
+
+
+def _buffer_name(parameter):
+    return parameter.replace(".", "_")
+
+
+def torch_parameter_shapes(sizes):
+    """The model's parameters at these sizes, by buffer name (used by the importer)."""
+    return {_buffer_name(n): tuple(p.shape) for n, p in _model(sizes).named_parameters()}
+
+
+def _prepare(inputs, sizes):
+    """The model with the task's parameters copied in, and the forward() arguments."""
+    model = _model(sizes)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            parameter.copy_(torch.from_numpy(np.ascontiguousarray(inputs[_buffer_name(name)])))
+    tensors = [torch.from_numpy(np.ascontiguousarray(inputs[n])) for n in INPUTS]
+    # torch.randint makes int64 tensors: the task's i32 inputs are widened back.
+    tensors = [
+        t.bool() if n in BOOL_INPUTS else t.long() if t.dtype == torch.int32 else t
+        for n, t in zip(INPUTS, tensors)
+    ]
+    return model, tensors
+
+
+def time_forward(inputs, sizes, repeats=10):
+    """Median seconds of the model's forward() (PyTorch eager on the CPU), after a warm-up."""
+    import time
+
+    model, tensors = _prepare(inputs, sizes)
+    times = []
+    with torch.no_grad():
+        model(*tensors)
+        for _ in range(repeats):
+            start = time.perf_counter()
+            model(*tensors)
+            times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def reference(inputs, sizes, scalars):
+    model, tensors = _prepare(inputs, sizes)
+    with torch.no_grad():
+        result = model(*tensors)
+    results = list(result) if isinstance(result, (tuple, list)) else [result]
+    names = ["out"] if len(results) == 1 else [f"out{i}" for i in range(len(results))]
+    outputs = {}
+    for name, tensor in zip(names, results):
+        array = tensor.detach().cpu().numpy()
+        if array.ndim == 0:
+            array = array.reshape(1)
+        if array.dtype == np.int64 or array.dtype == np.bool_:
+            array = array.astype(np.int32)
+        elif array.dtype == np.float64:
+            array = array.astype(np.float32)
+        outputs[name] = array
+    return outputs
