@@ -30,6 +30,10 @@ pub enum EvalError {
     /// A worker process could not be started or spoke nonsense.
     #[error("evaluation worker: {0}")]
     Worker(String),
+    /// A task file is invalid, or its reference failed (a fault of the task, not of the
+    /// kernel under evaluation).
+    #[error(transparent)]
+    TaskFile(#[from] crate::taskfile::TaskFileError),
     /// A file could not be read or written.
     #[error("{0}")]
     Io(#[from] std::io::Error),

@@ -15,7 +15,7 @@ use kf_core::{Candidate, DeviceFacts, Evaluation, Evaluator, KernelSource, Param
 use crate::error::EvalError;
 use crate::protocol::EvalConfig;
 use crate::tasks::{KernelTask, Sizes};
-use crate::worker::{BackendSpec, Job, Reply, LINE_PREFIX, WORKER_ENV};
+use crate::worker::{BackendSpec, Job, Reply, TaskFileJob, LINE_PREFIX, WORKER_ENV};
 
 /// Name fragments of environment variables that never reach a worker.
 const SECRET_MARKERS: [&str; 7] = [
@@ -182,6 +182,7 @@ impl Slots {
 struct Inner {
     spec: BackendSpec,
     task: String,
+    task_file: Option<TaskFileJob>,
     sizes: Sizes,
     config: EvalConfig,
     command: WorkerCommand,
@@ -219,6 +220,7 @@ pub struct IsolatedEvaluator {
 pub struct IsolatedEvaluatorBuilder {
     spec: BackendSpec,
     task: String,
+    task_file: Option<TaskFileJob>,
     sizes: Sizes,
     config: EvalConfig,
     command: Option<WorkerCommand>,
@@ -230,6 +232,14 @@ impl IsolatedEvaluatorBuilder {
     /// The protocol configuration.
     pub fn config(mut self, config: EvalConfig) -> Self {
         self.config = config;
+        self
+    }
+
+    /// Judge against a task file instead of a built-in task: workers rebuild it from the
+    /// serialised spec and its folder.
+    pub fn task_file(mut self, job: TaskFileJob) -> Self {
+        self.task = job.spec.name.clone();
+        self.task_file = Some(job);
         self
     }
 
@@ -262,6 +272,7 @@ impl IsolatedEvaluatorBuilder {
             inner: Arc::new(Inner {
                 spec: self.spec,
                 task: self.task,
+                task_file: self.task_file,
                 sizes: self.sizes,
                 config: self.config,
                 command,
@@ -289,6 +300,7 @@ impl IsolatedEvaluator {
         IsolatedEvaluatorBuilder {
             spec,
             task: task.into(),
+            task_file: None,
             sizes,
             config: EvalConfig::default(),
             command: None,
@@ -299,7 +311,13 @@ impl IsolatedEvaluator {
 
     /// The task this evaluator judges against, built in this process (for descriptions).
     pub fn task(&self) -> Result<Box<dyn KernelTask>, EvalError> {
-        crate::tasks::builtin_task(&self.inner.task, &self.inner.sizes)
+        match &self.inner.task_file {
+            Some(job) => Ok(Box::new(job.build(
+                &self.inner.sizes,
+                &crate::taskfile::ReferenceRegistry::new(),
+            )?)),
+            None => crate::tasks::builtin_task(&self.inner.task, &self.inner.sizes),
+        }
     }
 
     /// Worker processes started so far.
@@ -476,6 +494,7 @@ impl Inner {
         let job = Job {
             id,
             task: self.task.clone(),
+            task_file: self.task_file.clone(),
             sizes: self.sizes.clone(),
             source: source.clone(),
             params: params.clone(),

@@ -13,11 +13,14 @@
 //! * [`IsolatedEvaluator`]: the same protocol in warm worker processes with a hard timeout (a
 //!   hang becomes `timeout`, a crash `runtime_error`), with secrets kept out of their
 //!   environment; [`worker`] is the worker side.
+//! * [`taskfile`]: your own operator as a TOML task file with a Python, kernel or Rust
+//!   reference.
 //! * [`verify`]: the output checks on their own.
 
 mod error;
 mod isolate;
 mod protocol;
+pub mod taskfile;
 pub mod tasks;
 pub mod verify;
 pub mod worker;
@@ -27,4 +30,4 @@ pub use isolate::{
     is_secret, IsolatedEvaluator, IsolatedEvaluatorBuilder, TimeoutPolicy, WorkerCommand,
 };
 pub use protocol::{bounded, EvalConfig, KernelEvaluator, TimingConfig, EXTRACTION_ERROR_MARKER};
-pub use worker::{BackendSpec, TaskRegistry};
+pub use worker::{BackendSpec, TaskFileJob, TaskRegistry};

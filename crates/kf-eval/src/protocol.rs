@@ -17,8 +17,8 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::error::EvalError;
-use crate::tasks::{sizes_text, ArgSpec, KernelTask, Role, Sizes};
-use crate::verify::{self, compare, from_bytes, guard_violation, to_bytes, Verdict, GUARD_BYTE};
+use crate::tasks::{sizes_text, ArgSpec, BufferSpec, HostBuffer, KernelTask, Role, Sizes};
+use crate::verify::{compare_buffers, guard_violation, tolerance_for, Verdict, GUARD_BYTE};
 
 /// How candidates are timed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -163,14 +163,14 @@ struct Prepared<'t, B> {
     sizes: Sizes,
     range: NdRange,
     buffers: Vec<Guarded<B>>,
-    data: Arc<Vec<Vec<f32>>>,
-    reference: Arc<Vec<Vec<f32>>>,
+    data: Arc<Vec<HostBuffer>>,
+    reference: Arc<Vec<HostBuffer>>,
 }
 
 /// An input set kept for reuse, with its reference and how often it was used.
 struct CachedInputs {
-    data: Arc<Vec<Vec<f32>>>,
-    reference: Arc<Vec<Vec<f32>>>,
+    data: Arc<Vec<HostBuffer>>,
+    reference: Arc<Vec<HostBuffer>>,
     uses: u32,
 }
 
@@ -250,7 +250,7 @@ fn read<B: Backend>(backend: &B, g: &Guarded<B::Buffer>) -> Result<Vec<u8>, Eval
 fn load<B: Backend>(
     backend: &B,
     task: &dyn KernelTask,
-    data: &[Vec<f32>],
+    data: &[HostBuffer],
     buffers: &mut [Guarded<B::Buffer>],
     roles: &[Role],
 ) -> Result<(), EvalError> {
@@ -258,13 +258,30 @@ fn load<B: Backend>(
         if !roles.contains(&spec.role) {
             continue;
         }
-        let payload = match spec.role {
-            Role::Input | Role::InOut => to_bytes(d),
-            Role::Output => to_bytes(&vec![verify::poison(); spec.elements]),
-        };
-        fill(backend, g, &payload)?;
+        fill(backend, g, &payload(spec, d))?;
     }
     Ok(())
+}
+
+/// What a buffer holds before a launch: the data for inputs and in-place buffers (refilled
+/// before every launch), the dtype's poison for outputs.
+fn payload(spec: &BufferSpec, data: &HostBuffer) -> Vec<u8> {
+    match spec.role {
+        Role::Input | Role::InOut => data.to_bytes(),
+        Role::Output => HostBuffer::poison(spec.dtype, spec.elements).to_bytes(),
+    }
+}
+
+/// One kernel argument that is not a buffer.
+fn value_arg<'a, T>(arg: &ArgSpec, sizes: &Sizes) -> Option<KernelArg<'a, T>> {
+    match arg {
+        ArgSpec::Size(name) => Some(KernelArg::I32(
+            i32::try_from(sizes.get(name).copied().unwrap_or(0)).unwrap_or(i32::MAX),
+        )),
+        ArgSpec::F32(v) => Some(KernelArg::F32(*v)),
+        ArgSpec::I32(v) => Some(KernelArg::I32(*v)),
+        ArgSpec::Buffer(_) => None,
+    }
 }
 
 fn kernel_args<'a, B: Backend>(
@@ -275,13 +292,11 @@ fn kernel_args<'a, B: Backend>(
     task.args()
         .iter()
         .filter_map(|a| match a {
-            ArgSpec::Size(name) => Some(KernelArg::I32(
-                i32::try_from(sizes.get(name).copied().unwrap_or(0)).unwrap_or(i32::MAX),
-            )),
             ArgSpec::Buffer(i) => buffers.get(*i).map(|g| KernelArg::Buffer {
                 buffer: &g.buffer,
                 offset: g.guard,
             }),
+            other => value_arg(other, sizes),
         })
         .collect()
 }
@@ -290,8 +305,8 @@ fn kernel_args<'a, B: Backend>(
 fn check_after_launch<B: Backend>(
     backend: &B,
     task: &dyn KernelTask,
-    data: &[Vec<f32>],
-    reference: &[Vec<f32>],
+    data: &[HostBuffer],
+    reference: &[HostBuffer],
     buffers: &[Guarded<B::Buffer>],
     tolerance: &kf_core::Tolerance,
 ) -> Result<CorrectnessReport, Failure> {
@@ -322,11 +337,11 @@ fn check_after_launch<B: Backend>(
         let body = &bytes[g.guard..g.guard + g.bytes];
         match spec.role {
             Role::Input => {
-                let original = to_bytes(&data[i]);
+                let original = data.get(i).map(HostBuffer::to_bytes).unwrap_or_default();
                 if body != original.as_slice() {
                     let first = body
-                        .chunks_exact(4)
-                        .zip(original.chunks_exact(4))
+                        .chunks_exact(spec.dtype.size())
+                        .zip(original.chunks_exact(spec.dtype.size()))
                         .position(|(a, b)| a != b)
                         .unwrap_or(0);
                     return Err(Failure::new(
@@ -339,11 +354,12 @@ fn check_after_launch<B: Backend>(
                 }
             }
             Role::Output | Role::InOut => {
-                let out = from_bytes(body);
+                let out = HostBuffer::from_bytes(spec.dtype, body);
                 let Some(expected) = reference.get(i) else {
                     continue;
                 };
-                match compare(&out, expected, tolerance) {
+                let tolerance = &tolerance_for(spec.dtype, tolerance);
+                match compare_buffers(&out, expected, tolerance) {
                     Verdict::Close(r) => {
                         if worst.is_none_or(|w| r.fraction_within < w.fraction_within) {
                             worst = Some(r);
@@ -438,6 +454,7 @@ pub struct KernelEvaluator<B: Backend> {
     config: EvalConfig,
     baselines: HashMap<String, Baseline<B::Kernel>>,
     inputs: HashMap<String, CachedInputs>,
+    reference_kernels: HashMap<String, B::Kernel>,
 }
 
 impl<B: Backend> KernelEvaluator<B> {
@@ -448,6 +465,7 @@ impl<B: Backend> KernelEvaluator<B> {
             config,
             baselines: HashMap::new(),
             inputs: HashMap::new(),
+            reference_kernels: HashMap::new(),
         }
     }
 
@@ -709,8 +727,12 @@ impl<B: Backend> KernelEvaluator<B> {
                 (Arc::clone(&c.data), Arc::clone(&c.reference))
             }
             _ => {
-                let data = Arc::new(task.generate(rng, variant));
-                let reference = Arc::new(task.reference(&data));
+                let data = task.generate(rng, variant);
+                let reference = match self.reference_by_kernel(task, &data)? {
+                    Some(r) => r,
+                    None => task.reference(&data)?,
+                };
+                let (data, reference) = (Arc::new(data), Arc::new(reference));
                 if reuse > 0 {
                     let cached = CachedInputs {
                         data: Arc::clone(&data),
@@ -725,7 +747,7 @@ impl<B: Backend> KernelEvaluator<B> {
         let buffers = task
             .buffers()
             .iter()
-            .map(|spec| alloc_guarded(&self.backend, spec.elements * 4))
+            .map(|spec| alloc_guarded(&self.backend, spec.bytes()))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Prepared {
             task,
@@ -735,6 +757,83 @@ impl<B: Backend> KernelEvaluator<B> {
             data,
             reference,
         })
+    }
+
+    /// Runs the task's trusted reference kernel, when it has one in a language of this
+    /// backend, on `data` and returns the buffers it leaves (empty for pure inputs). A
+    /// reference kernel that fails, leaves elements unwritten, writes out of bounds or
+    /// produces NaN/Inf is a task error.
+    fn reference_by_kernel(
+        &mut self,
+        task: &dyn KernelTask,
+        data: &[HostBuffer],
+    ) -> Result<Option<Vec<HostBuffer>>, EvalError> {
+        let Some(source) = self
+            .backend
+            .languages()
+            .iter()
+            .find_map(|l| task.reference_kernel(*l))
+        else {
+            return Ok(None);
+        };
+        let err = |message: String| {
+            EvalError::TaskFile(crate::taskfile::TaskFileError::Reference {
+                file: task.name().to_owned(),
+                reference: format!("kernel `{}`", source.entry),
+                message,
+            })
+        };
+        let manifest = Manifest::from_kernel(&source).map_err(|e| err(e.to_string()))?;
+        let params = manifest.default_params();
+        let sizes = task.sizes();
+        let range = self.geometry(&manifest, &params, &sizes).map_err(err)?;
+        let key = source.content_hash();
+        if !self.reference_kernels.contains_key(&key) {
+            let compiled = self
+                .backend
+                .compile(&source, &params, &self.config.compile)
+                .map_err(|e| err(backend_failure(&e, "compilation failed").message))?;
+            self.reference_kernels.insert(key.clone(), compiled.kernel);
+        }
+        let Some(kernel) = self.reference_kernels.get(&key) else {
+            return Err(err("compiled kernel missing".into()));
+        };
+        let specs = task.buffers();
+        let mut buffers = specs
+            .iter()
+            .map(|s| alloc_guarded(&self.backend, s.bytes()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let all = [Role::Input, Role::Output, Role::InOut];
+        load(&self.backend, task, data, &mut buffers, &all)?;
+        let args = kernel_args::<B>(task, &sizes, &buffers);
+        self.backend
+            .launch(kernel, &args, &range)
+            .map_err(|e| err(backend_failure(&e, "launch failed").message))?;
+        let mut out = Vec::with_capacity(specs.len());
+        for (spec, g) in specs.iter().zip(&buffers) {
+            let bytes = read(&self.backend, g)?;
+            if guard_violation(&bytes[..g.guard]).is_some()
+                || guard_violation(&bytes[g.guard + g.bytes..]).is_some()
+            {
+                return Err(err(format!("wrote outside buffer {}", spec.name)));
+            }
+            if spec.role == Role::Input {
+                out.push(HostBuffer::empty(spec.dtype));
+                continue;
+            }
+            let body = HostBuffer::from_bytes(spec.dtype, &bytes[g.guard..g.guard + g.bytes]);
+            if let Some(i) = body.poisoned(None).iter().position(|p| *p) {
+                return Err(err(format!("left element {i} of {} unwritten", spec.name)));
+            }
+            if let Some(i) = body.to_f64().iter().position(|v| !v.is_finite()) {
+                return Err(err(format!(
+                    "produced a NaN or infinite value at element {i} of {}",
+                    spec.name
+                )));
+            }
+            out.push(body);
+        }
+        Ok(Some(out))
     }
 
     /// One verified launch: inputs and poison in, launch, then guards, inputs and outputs.
@@ -825,7 +924,7 @@ impl<B: Backend> KernelEvaluator<B> {
         let t = self.config.timing.clone();
         let backend = &self.backend;
         let specs = p.task.buffers();
-        let bytes_per_copy: usize = specs.iter().map(|s| s.elements * 4).sum();
+        let bytes_per_copy: usize = specs.iter().map(BufferSpec::bytes).sum();
         let copies = if bytes_per_copy.saturating_mul(t.rotation) <= 512 << 20 {
             t.rotation.max(1)
         } else {
@@ -836,7 +935,7 @@ impl<B: Backend> KernelEvaluator<B> {
         for _ in 1..copies {
             let mut bufs = specs
                 .iter()
-                .map(|s| alloc_guarded(backend, s.elements * 4))
+                .map(|s| alloc_guarded(backend, s.bytes()))
                 .collect::<Result<Vec<_>, _>>()?;
             load(backend, p.task, &p.data, &mut bufs, &[Role::Input])?;
             sets.push(bufs);
@@ -849,7 +948,7 @@ impl<B: Backend> KernelEvaluator<B> {
             Some(_) => Some(
                 specs
                     .iter()
-                    .map(|s| alloc_guarded(backend, s.elements * 4))
+                    .map(|s| alloc_guarded(backend, s.bytes()))
                     .collect::<Result<Vec<_>, _>>()?,
             ),
             None => None,
@@ -873,13 +972,9 @@ impl<B: Backend> KernelEvaluator<B> {
                 return Ok(());
             };
             // Inputs from the rotation copy, outputs of its own.
-            for (i, spec) in specs.iter().enumerate() {
+            for (i, (spec, d)) in specs.iter().zip(p.data.iter()).enumerate() {
                 if spec.role != Role::Input {
-                    let payload = match spec.role {
-                        Role::InOut => to_bytes(&p.data[i]),
-                        _ => to_bytes(&vec![verify::poison(); spec.elements]),
-                    };
-                    fill(backend, &mut out[i], &payload)?;
+                    fill(backend, &mut out[i], &payload(spec, d))?;
                 }
             }
             let view: Vec<&Guarded<B::Buffer>> = specs
@@ -898,13 +993,11 @@ impl<B: Backend> KernelEvaluator<B> {
                 .args()
                 .iter()
                 .filter_map(|a| match a {
-                    ArgSpec::Size(name) => Some(KernelArg::I32(
-                        i32::try_from(p.sizes.get(name).copied().unwrap_or(0)).unwrap_or(i32::MAX),
-                    )),
                     ArgSpec::Buffer(i) => view.get(*i).map(|g| KernelArg::Buffer {
                         buffer: &g.buffer,
                         offset: g.guard,
                     }),
+                    other => value_arg(other, &p.sizes),
                 })
                 .collect();
             let s = backend

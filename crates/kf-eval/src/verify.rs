@@ -2,6 +2,9 @@
 
 use kf_core::{CorrectnessReport, Tolerance};
 
+use crate::taskfile::Dtype;
+use crate::tasks::HostBuffer;
+
 /// The bit pattern written into every output element before a launch: a quiet NaN with a
 /// payload no arithmetic produces, so an element still holding it was never written.
 pub const POISON_BITS: u32 = 0x7FC0_DEAD;
@@ -51,16 +54,60 @@ pub enum Verdict {
     Mismatch(CorrectnessReport),
 }
 
-/// Compares an output with its reference under both rules of [`Tolerance`].
+/// The tolerance for a buffer of `dtype`, from the task's (f32) tolerance:
+///
+/// * f32: unchanged.
+/// * f16: the reference is rounded to f16 before comparing (so it carries the same final
+///   rounding as any correct kernel), and the element-wise rule is floored at `atol = 2^-10`
+///   (one f16 ulp at 1.0) and `rtol = 2^-8` (four ulps relative: a kernel that computes in
+///   half accumulates a few roundings, which fp32's 1e-4 would reject). The aggregate rule
+///   (fraction within `relative_threshold`, cosine) stays as given.
+/// * i32: exact (`atol = rtol = 0`).
+pub fn tolerance_for(dtype: Dtype, base: &Tolerance) -> Tolerance {
+    match dtype {
+        Dtype::F32 => base.clone(),
+        Dtype::F16 => Tolerance {
+            atol: base.atol.max(F16_ATOL),
+            rtol: base.rtol.max(F16_RTOL),
+            ..base.clone()
+        },
+        Dtype::I32 => Tolerance {
+            atol: 0.0,
+            rtol: 0.0,
+            relative_threshold: 0.0,
+            ..base.clone()
+        },
+    }
+}
+
+/// The floor of `atol` for f16 buffers: 2^-10.
+pub const F16_ATOL: f64 = 1.0 / 1024.0;
+/// The floor of `rtol` for f16 buffers: 2^-8.
+pub const F16_RTOL: f64 = 1.0 / 256.0;
+
+/// Compares an f32 output with its reference under both rules of [`Tolerance`].
 pub fn compare(out: &[f32], reference: &[f32], tol: &Tolerance) -> Verdict {
+    compare_buffers(
+        &HostBuffer::F32(out.to_vec()),
+        &HostBuffer::F32(reference.to_vec()),
+        tol,
+    )
+}
+
+/// Compares an output of any dtype with its reference, in f64 after conversion, under both
+/// rules of `tol` (pass [`tolerance_for`] the buffer's dtype first).
+pub fn compare_buffers(out: &HostBuffer, reference: &HostBuffer, tol: &Tolerance) -> Verdict {
     debug_assert_eq!(out.len(), reference.len());
+    let poisoned = out.poisoned(Some(reference));
+    let out = out.to_f64();
+    let reference = reference.to_f64();
     let n = out.len().min(reference.len());
     let mut unwritten = 0usize;
     let mut first_unwritten = None;
     let mut non_finite = 0usize;
     let mut first_non_finite = None;
     for (i, v) in out.iter().take(n).enumerate() {
-        if v.to_bits() == POISON_BITS {
+        if poisoned[i] {
             unwritten += 1;
             first_unwritten.get_or_insert(i);
         } else if !v.is_finite() {
@@ -86,8 +133,8 @@ pub fn compare(out: &[f32], reference: &[f32], tol: &Tolerance) -> Verdict {
     let mut max_rel = 0.0f64;
     let mut first_mismatch = None;
     let (mut dot, mut no, mut nr) = (0.0f64, 0.0f64, 0.0f64);
-    for (i, (o, r)) in out.iter().zip(reference).take(n).enumerate() {
-        let (o, r) = (f64::from(*o), f64::from(*r));
+    for (i, (o, r)) in out.iter().zip(&reference).take(n).enumerate() {
+        let (o, r) = (*o, *r);
         let abs = (o - r).abs();
         let rel = abs / r.abs().max(1e-30);
         max_abs = max_abs.max(abs);
@@ -195,6 +242,38 @@ mod tests {
         assert!(matches!(
             compare(&o, &r, &Tolerance::fp32()),
             Verdict::Mismatch(_)
+        ));
+    }
+
+    #[test]
+    fn f16_uses_the_floored_rule_and_i32_is_exact() {
+        use half::f16;
+        let r = HostBuffer::F16((1..200).map(|i| f16::from_f32(i as f32 / 64.0)).collect());
+        // One ulp off everywhere: accepted under the f16 rule, not under fp32's.
+        let o = match &r {
+            HostBuffer::F16(v) => {
+                HostBuffer::F16(v.iter().map(|x| f16::from_bits(x.to_bits() + 1)).collect())
+            }
+            _ => unreachable!(),
+        };
+        let t16 = tolerance_for(Dtype::F16, &Tolerance::fp32());
+        assert!(matches!(compare_buffers(&o, &r, &t16), Verdict::Close(_)));
+        assert!(matches!(
+            compare_buffers(&o, &r, &Tolerance::fp32()),
+            Verdict::Mismatch(_)
+        ));
+        let ri = HostBuffer::I32(vec![1, 2, 3]);
+        let ti = tolerance_for(Dtype::I32, &Tolerance::fp32());
+        assert!(matches!(compare_buffers(&ri, &ri, &ti), Verdict::Close(_)));
+        let oi = HostBuffer::I32(vec![1, 2, 4]);
+        assert!(matches!(
+            compare_buffers(&oi, &ri, &ti),
+            Verdict::Mismatch(r) if r.first_mismatch == Some(2)
+        ));
+        let pi = HostBuffer::poison(Dtype::I32, 3);
+        assert!(matches!(
+            compare_buffers(&pi, &ri, &ti),
+            Verdict::Unwritten { count: 3, .. }
         ));
     }
 

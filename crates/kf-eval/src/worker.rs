@@ -7,6 +7,8 @@
 //! it serves and exits. Test binaries use [`crate::worker_test_entry!`] instead.
 
 use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use indexmap::IndexMap;
 use kf_core::{Backend, DeviceFacts, Evaluation, KernelSource, ParamValues};
@@ -14,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::EvalError;
 use crate::protocol::{EvalConfig, KernelEvaluator};
+use crate::taskfile::{FileTask, ReferenceRegistry, TaskBase, TaskFile, TaskSpec};
 use crate::tasks::{builtin_task, KernelTask, Sizes};
 
 /// Environment variable that puts a process in worker mode; its value is the
@@ -48,6 +51,9 @@ impl BackendSpec {
 pub(crate) struct Job {
     pub(crate) id: u64,
     pub(crate) task: String,
+    /// A task file to judge against instead of the task named `task`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) task_file: Option<TaskFileJob>,
     pub(crate) sizes: Sizes,
     pub(crate) source: KernelSource,
     pub(crate) params: ParamValues,
@@ -68,10 +74,58 @@ pub(crate) enum Reply {
     },
 }
 
+/// A task file as it travels to a worker: the spec, its name for errors and the folder its
+/// relative names (reference script, kernels) resolve against.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskFileJob {
+    /// The spec.
+    pub spec: TaskSpec,
+    /// The file name used in errors.
+    pub file: String,
+    /// The task file's folder (absolute, so workers in any directory find the files).
+    pub base_dir: PathBuf,
+}
+
+impl TaskFileJob {
+    /// The job for a task file loaded from disk.
+    pub fn from_task_file(task: &TaskFile) -> Result<Self, EvalError> {
+        let dir = task.base.dir().ok_or_else(|| {
+            EvalError::Worker(format!(
+                "task `{}` is built in; workers build it by name",
+                task.name()
+            ))
+        })?;
+        Ok(TaskFileJob {
+            spec: task.spec.clone(),
+            file: task.file.clone(),
+            base_dir: std::path::absolute(dir)?,
+        })
+    }
+
+    /// Rebuilds the task at `sizes` (validating it again).
+    pub fn build(
+        &self,
+        sizes: &Sizes,
+        references: &ReferenceRegistry,
+    ) -> Result<FileTask, EvalError> {
+        let file = TaskFile::from_spec(
+            self.spec.clone(),
+            self.file.clone(),
+            TaskBase::Dir(self.base_dir.clone()),
+        )?;
+        Ok(FileTask::with_references(
+            Arc::new(file),
+            sizes,
+            Arc::new(references.clone()),
+        )?)
+    }
+}
+
 /// Constructors of tasks by name, for workers: the built-ins plus whatever an embedder adds.
 #[derive(Default)]
 pub struct TaskRegistry {
     custom: IndexMap<String, TaskConstructor>,
+    references: ReferenceRegistry,
 }
 
 /// Builds a task at the given sizes.
@@ -88,6 +142,17 @@ impl TaskRegistry {
     pub fn with(mut self, name: impl Into<String>, build: TaskConstructor) -> Self {
         self.custom.insert(name.into(), build);
         self
+    }
+
+    /// Adds the Rust references task files may name (`[reference] rust = "name"`).
+    pub fn with_references(mut self, references: ReferenceRegistry) -> Self {
+        self.references = references;
+        self
+    }
+
+    /// The Rust references for task files.
+    pub fn references(&self) -> &ReferenceRegistry {
+        &self.references
     }
 
     /// Builds the task `name` at `sizes`.
@@ -177,8 +242,13 @@ where
         }
         let job: Job =
             serde_json::from_str(&line).map_err(|e| EvalError::Worker(format!("bad job: {e}")))?;
-        let result = tasks
-            .build(&job.task, &job.sizes)
+        let task = match &job.task_file {
+            Some(file) => file
+                .build(&job.sizes, tasks.references())
+                .map(|t| Box::new(t) as Box<dyn KernelTask>),
+            None => tasks.build(&job.task, &job.sizes),
+        };
+        let result = task
             .and_then(|task| {
                 evaluator.set_config(job.config.clone());
                 evaluator.evaluate(task.as_ref(), &job.source, &job.params)

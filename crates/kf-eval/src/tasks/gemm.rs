@@ -5,7 +5,8 @@ use ndarray::{Array2, ArrayView2};
 use rand::{Rng, RngCore};
 
 use super::{
-    check_elements, check_names, shipped_kernel, size, ArgSpec, BufferSpec, KernelTask, Role, Sizes,
+    check_elements, check_names, shipped_kernel, size, ArgSpec, BufferSpec, HostBuffer, KernelTask,
+    Role, Sizes,
 };
 use crate::error::EvalError;
 
@@ -99,21 +100,9 @@ impl KernelTask for Gemm {
 
     fn buffers(&self) -> Vec<BufferSpec> {
         vec![
-            BufferSpec {
-                name: "A".into(),
-                elements: self.m * self.k,
-                role: Role::Input,
-            },
-            BufferSpec {
-                name: "B".into(),
-                elements: self.k * self.n,
-                role: Role::Input,
-            },
-            BufferSpec {
-                name: "C".into(),
-                elements: self.m * self.n,
-                role: Role::Output,
-            },
+            BufferSpec::f32("A", self.m * self.k, Role::Input),
+            BufferSpec::f32("B", self.k * self.n, Role::Input),
+            BufferSpec::f32("C", self.m * self.n, Role::Output),
         ]
     }
 
@@ -128,7 +117,7 @@ impl KernelTask for Gemm {
         ]
     }
 
-    fn generate(&self, rng: &mut dyn RngCore, variant: u32) -> Vec<Vec<f32>> {
+    fn generate(&self, rng: &mut dyn RngCore, variant: u32) -> Vec<HostBuffer> {
         // Positive values keep sums away from zero so that the relative tolerance is
         // meaningful; the variants change the scale and add a sparse set of zeros.
         let (lo, hi) = match variant % 3 {
@@ -149,27 +138,33 @@ impl KernelTask for Gemm {
         };
         let a = fill(self.m * self.k);
         let b = fill(self.k * self.n);
-        vec![a, b, Vec::new()]
+        vec![a.into(), b.into(), HostBuffer::F32(Vec::new())]
     }
 
-    fn reference(&self, data: &[Vec<f32>]) -> Vec<Vec<f32>> {
+    fn reference(&self, data: &[HostBuffer]) -> Result<Vec<HostBuffer>, EvalError> {
         let to64 = |v: &[f32], r: usize, c: usize| -> Option<Array2<f64>> {
             ArrayView2::from_shape((r, c), v)
                 .ok()
                 .map(|a| a.mapv(f64::from))
         };
         let (Some(a), Some(b)) = (
-            data.first().and_then(|a| to64(a, self.m, self.k)),
-            data.get(1).and_then(|b| to64(b, self.k, self.n)),
+            data.first()
+                .and_then(HostBuffer::as_f32)
+                .and_then(|a| to64(a, self.m, self.k)),
+            data.get(1)
+                .and_then(HostBuffer::as_f32)
+                .and_then(|b| to64(b, self.k, self.n)),
         ) else {
-            return vec![Vec::new(), Vec::new(), Vec::new()];
+            return Err(EvalError::Backend(
+                "gemm reference: inputs of the wrong shape or type".into(),
+            ));
         };
         let c = a.dot(&b);
-        vec![
-            Vec::new(),
-            Vec::new(),
-            c.iter().map(|v| *v as f32).collect(),
-        ]
+        Ok(vec![
+            HostBuffer::F32(Vec::new()),
+            HostBuffer::F32(Vec::new()),
+            c.iter().map(|v| *v as f32).collect::<Vec<_>>().into(),
+        ])
     }
 
     fn baseline(&self, language: Language) -> Option<KernelSource> {

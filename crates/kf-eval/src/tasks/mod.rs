@@ -2,9 +2,11 @@
 //! how inputs are drawn, and how the host computes the reference.
 
 mod gemm;
+mod host;
 mod softmax;
 
 pub use gemm::Gemm;
+pub use host::{HostBuffer, POISON_F16_BITS, POISON_I32};
 pub use softmax::Softmax;
 
 use indexmap::IndexMap;
@@ -13,6 +15,7 @@ use rand::RngCore;
 use serde::{Deserialize, Serialize};
 
 use crate::error::EvalError;
+use crate::taskfile::Dtype;
 
 /// Problem sizes by name.
 pub type Sizes = IndexMap<String, i64>;
@@ -29,24 +32,47 @@ pub enum Role {
     InOut,
 }
 
-/// One `float` buffer of a task.
+/// One buffer of a task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BufferSpec {
     /// Name, for diagnostics (`A`, `B`, `C`).
     pub name: String,
-    /// Number of `f32` elements.
+    /// Number of elements.
     pub elements: usize,
     /// How the kernel uses it.
     pub role: Role,
+    /// Element type.
+    pub dtype: Dtype,
+}
+
+impl BufferSpec {
+    /// An f32 buffer.
+    pub fn f32(name: impl Into<String>, elements: usize, role: Role) -> Self {
+        BufferSpec {
+            name: name.into(),
+            elements,
+            role,
+            dtype: Dtype::F32,
+        }
+    }
+
+    /// Bytes of the buffer's data.
+    pub fn bytes(&self) -> usize {
+        self.elements * self.dtype.size()
+    }
 }
 
 /// One kernel argument, in order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ArgSpec {
     /// A problem size passed as `int`.
     Size(String),
     /// The buffer with this index in [`KernelTask::buffers`].
     Buffer(usize),
+    /// A constant `float` argument.
+    F32(f32),
+    /// A constant `int` argument.
+    I32(i32),
 }
 
 /// A task as the evaluator sees it. Implement it to evaluate kernels for your own operator.
@@ -60,7 +86,7 @@ pub enum ArgSpec {
 /// let gemm = Gemm::new(4, 3, 2).unwrap();
 /// let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
 /// let data = gemm.generate(&mut rng, 0);
-/// let reference = gemm.reference(&data);
+/// let reference = gemm.reference(&data).unwrap();
 /// assert_eq!(gemm.buffers()[2].role, Role::Output);
 /// assert_eq!(reference[2].len(), 4 * 3);
 /// ```
@@ -87,16 +113,26 @@ pub trait KernelTask: Send + Sync {
     /// Kernel arguments in order.
     fn args(&self) -> Vec<ArgSpec>;
 
-    /// Fresh input data, one vector per buffer (empty for pure outputs). `variant` selects a
-    /// value distribution so that input sets differ in more than their seed.
-    fn generate(&self, rng: &mut dyn RngCore, variant: u32) -> Vec<Vec<f32>>;
+    /// Fresh input data, one buffer per [`KernelTask::buffers`] entry, of its dtype (empty
+    /// for pure outputs). `variant` selects a value distribution so that input sets differ in
+    /// more than their seed.
+    fn generate(&self, rng: &mut dyn RngCore, variant: u32) -> Vec<HostBuffer>;
 
     /// Expected contents of every buffer after a correct launch on `data` (pure inputs may be
-    /// returned empty: they are checked against the data itself).
-    fn reference(&self, data: &[Vec<f32>]) -> Vec<Vec<f32>>;
+    /// returned empty: they are checked against the data itself). `Err` is a fault of the
+    /// task (a Python reference that raised), never of a kernel: the evaluation stops with it.
+    /// Tasks with a [`KernelTask::reference_kernel`] return empty outputs here.
+    fn reference(&self, data: &[HostBuffer]) -> Result<Vec<HostBuffer>, EvalError>;
 
     /// The baseline kernel (with its manifest) in `language`, if the task has one.
     fn baseline(&self, language: Language) -> Option<KernelSource>;
+
+    /// A trusted kernel that computes the reference on the evaluator's backend, in
+    /// `language`; when given, the evaluator runs it on each input set instead of using
+    /// [`KernelTask::reference`]'s outputs.
+    fn reference_kernel(&self, _language: Language) -> Option<KernelSource> {
+        None
+    }
 }
 
 /// The names of the built-in tasks.

@@ -4,7 +4,8 @@ use kf_core::{KernelSource, Language, Task, Tolerance};
 use rand::{Rng, RngCore};
 
 use super::{
-    check_elements, check_names, shipped_kernel, size, ArgSpec, BufferSpec, KernelTask, Role, Sizes,
+    check_elements, check_names, shipped_kernel, size, ArgSpec, BufferSpec, HostBuffer, KernelTask,
+    Role, Sizes,
 };
 use crate::error::EvalError;
 
@@ -74,16 +75,8 @@ impl KernelTask for Softmax {
 
     fn buffers(&self) -> Vec<BufferSpec> {
         vec![
-            BufferSpec {
-                name: "X".into(),
-                elements: self.rows * self.cols,
-                role: Role::Input,
-            },
-            BufferSpec {
-                name: "Y".into(),
-                elements: self.rows * self.cols,
-                role: Role::Output,
-            },
+            BufferSpec::f32("X", self.rows * self.cols, Role::Input),
+            BufferSpec::f32("Y", self.rows * self.cols, Role::Output),
         ]
     }
 
@@ -96,7 +89,7 @@ impl KernelTask for Softmax {
         ]
     }
 
-    fn generate(&self, rng: &mut dyn RngCore, variant: u32) -> Vec<Vec<f32>> {
+    fn generate(&self, rng: &mut dyn RngCore, variant: u32) -> Vec<HostBuffer> {
         // Variant 1 shifts rows by a large offset: a kernel that skips the max subtraction
         // overflows `exp` and is caught.
         let n = self.rows * self.cols;
@@ -109,13 +102,19 @@ impl KernelTask for Softmax {
                     _ => v,
                 }
             })
-            .collect();
-        vec![x, Vec::new()]
+            .collect::<Vec<f32>>();
+        vec![x.into(), HostBuffer::F32(Vec::new())]
     }
 
-    fn reference(&self, data: &[Vec<f32>]) -> Vec<Vec<f32>> {
-        let Some(x) = data.first().filter(|x| x.len() == self.rows * self.cols) else {
-            return vec![Vec::new(), Vec::new()];
+    fn reference(&self, data: &[HostBuffer]) -> Result<Vec<HostBuffer>, EvalError> {
+        let Some(x) = data
+            .first()
+            .and_then(HostBuffer::as_f32)
+            .filter(|x| x.len() == self.rows * self.cols)
+        else {
+            return Err(EvalError::Backend(
+                "softmax reference: input of the wrong shape or type".into(),
+            ));
         };
         let mut y = Vec::with_capacity(x.len());
         for row in x.chunks(self.cols.max(1)) {
@@ -125,7 +124,7 @@ impl KernelTask for Softmax {
             let s: f64 = row.iter().map(|v| (f64::from(*v) - m).exp()).sum();
             y.extend(row.iter().map(|v| ((f64::from(*v) - m).exp() / s) as f32));
         }
-        vec![Vec::new(), y]
+        Ok(vec![HostBuffer::F32(Vec::new()), y.into()])
     }
 
     fn baseline(&self, language: Language) -> Option<KernelSource> {

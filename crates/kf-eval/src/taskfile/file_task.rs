@@ -1,0 +1,509 @@
+//! [`FileTask`]: a task file at some sizes, as the evaluator's [`KernelTask`].
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use indexmap::IndexMap;
+use kf_core::{KernelSource, Language, Task, Tolerance};
+use rand::RngCore;
+
+use super::error::TaskFileError;
+use super::load::{ArgKind, TaskFile};
+use super::python::{self, PythonCall};
+use super::reference::{self, ReferenceInputs, ReferenceRegistry};
+use super::schema::{BufferRole, Dtype, ScalarValue};
+use crate::error::EvalError;
+use crate::tasks::{sizes_text, ArgSpec, BufferSpec, HostBuffer, KernelTask, Role, Sizes};
+
+/// Default seconds a Python reference may take per input set.
+pub const DEFAULT_REFERENCE_TIMEOUT_S: f64 = 120.0;
+
+/// A validated task file at concrete sizes, with the kernels it names loaded once.
+#[derive(Clone)]
+pub struct FileTask {
+    file: Arc<TaskFile>,
+    sizes: Sizes,
+    shapes: Vec<Vec<usize>>,
+    references: Arc<ReferenceRegistry>,
+    kernels: Arc<NamedKernels>,
+    cache_dir: Option<PathBuf>,
+}
+
+/// The baseline and reference kernels a task file names, loaded at construction.
+#[derive(Debug, Default)]
+struct NamedKernels {
+    baselines: Vec<KernelSource>,
+    reference: Option<KernelSource>,
+}
+
+impl std::fmt::Debug for FileTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileTask")
+            .field("file", &self.file.file)
+            .field("sizes", &self.sizes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FileTask {
+    /// The task at its default sizes with `overrides` applied, with no Rust references.
+    pub fn new(file: TaskFile, overrides: &Sizes) -> Result<Self, TaskFileError> {
+        Self::with_references(
+            Arc::new(file),
+            overrides,
+            Arc::new(ReferenceRegistry::new()),
+        )
+    }
+
+    /// The task with `references` available to `[reference] rust = "name"`.
+    pub fn with_references(
+        file: Arc<TaskFile>,
+        overrides: &Sizes,
+        references: Arc<ReferenceRegistry>,
+    ) -> Result<Self, TaskFileError> {
+        let mut kernels = NamedKernels::default();
+        if let Some(b) = &file.spec.baseline {
+            for rel in b.kernel.to_vec() {
+                kernels
+                    .baselines
+                    .push(file.kernel_manifest(&rel, "baseline.kernel")?);
+            }
+        }
+        if let Some(rel) = &file.spec.reference.kernel {
+            kernels.reference = Some(file.kernel_manifest(rel, "reference.kernel")?);
+        }
+        if let Some(name) = &file.spec.reference.rust {
+            if references.get(name).is_none() {
+                return Err(TaskFileError::invalid(
+                    &file.file,
+                    "reference.rust",
+                    format!(
+                        "no Rust reference `{name}` is registered (registered: {})",
+                        references.names().join(", ")
+                    ),
+                ));
+            }
+        }
+        let sizes = file.complete_sizes(overrides)?;
+        let shapes = file.buffer_shapes(&sizes)?;
+        Ok(FileTask {
+            file,
+            sizes,
+            shapes,
+            references,
+            kernels: Arc::new(kernels),
+            cache_dir: reference::reference_cache_dir(),
+        })
+    }
+
+    /// Caches Python references' outputs in `dir` (`None`: no cache).
+    pub fn with_cache_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.cache_dir = dir;
+        self
+    }
+
+    /// The task file.
+    pub fn file(&self) -> &TaskFile {
+        &self.file
+    }
+
+    /// The same task at other sizes (missing ones keep the task file's defaults).
+    pub fn at_sizes(&self, sizes: &Sizes) -> Result<FileTask, TaskFileError> {
+        let sizes = self.file.complete_sizes(sizes)?;
+        let shapes = self.file.buffer_shapes(&sizes)?;
+        Ok(FileTask {
+            sizes,
+            shapes,
+            ..self.clone()
+        })
+    }
+
+    /// Each buffer's shape at these sizes.
+    pub fn shapes(&self) -> &[Vec<usize>] {
+        &self.shapes
+    }
+
+    /// The OpenCL-style signature: `(const int ROWS, const float alpha, __global const
+    /// float* x, __global float* y)`.
+    pub fn signature(&self) -> String {
+        let ctype = |d: Dtype| match d {
+            Dtype::F32 => "float",
+            Dtype::F16 => "half",
+            Dtype::I32 => "int",
+        };
+        let spec = &self.file.spec;
+        let args: Vec<String> = spec
+            .args
+            .iter()
+            .map(|a| match self.file.arg_kind(a) {
+                Some(ArgKind::Size) => format!("const int {a}"),
+                Some(ArgKind::Scalar(i)) => format!("const {} {a}", ctype(spec.scalars[i].dtype)),
+                Some(ArgKind::Buffer(i)) => {
+                    let b = &spec.buffers[i];
+                    let constness = if b.role == BufferRole::Input {
+                        "const "
+                    } else {
+                        ""
+                    };
+                    format!("__global {constness}{}* {a}", ctype(b.dtype))
+                }
+                None => a.clone(),
+            })
+            .collect();
+        format!("({})", args.join(", "))
+    }
+
+    fn scalar_values(&self) -> IndexMap<String, f64> {
+        self.file
+            .spec
+            .scalars
+            .iter()
+            .map(|s| (s.name.clone(), s.value.as_f64()))
+            .collect()
+    }
+
+    fn reference_error(&self, message: String) -> TaskFileError {
+        let r = &self.file.spec.reference;
+        TaskFileError::Reference {
+            file: self.file.file.clone(),
+            reference: r
+                .python
+                .clone()
+                .or_else(|| r.rust.clone())
+                .or_else(|| r.kernel.clone())
+                .unwrap_or_default(),
+            message,
+        }
+    }
+
+    /// Computes the reference outputs (Python or Rust; a kernel reference runs in the
+    /// evaluator) and checks them; returns every buffer (empty for pure inputs) and how long
+    /// the reference took (zero on a cache hit).
+    pub fn run_reference(
+        &self,
+        data: &[HostBuffer],
+    ) -> Result<(Vec<HostBuffer>, Duration), TaskFileError> {
+        let spec = &self.file.spec;
+        if data.len() != spec.buffers.len() {
+            return Err(self.reference_error(format!(
+                "{} data buffers for {} declared buffers",
+                data.len(),
+                spec.buffers.len()
+            )));
+        }
+        let started = Instant::now();
+        let outputs = if let Some(name) = &spec.reference.rust {
+            let Some(f) = self.references.get(name) else {
+                return Err(self.reference_error(format!("no Rust reference `{name}`")));
+            };
+            let mut arrays = IndexMap::new();
+            for ((b, d), shape) in spec.buffers.iter().zip(data).zip(&self.shapes) {
+                if b.role != BufferRole::Output {
+                    let v = reference::view(d, shape).ok_or_else(|| {
+                        self.reference_error(format!("buffer `{}` has the wrong length", b.name))
+                    })?;
+                    arrays.insert(b.name.clone(), v);
+                }
+            }
+            let inputs = ReferenceInputs {
+                arrays,
+                sizes: &self.sizes,
+                scalars: self.scalar_values(),
+            };
+            reference::from_arrays(f(&inputs).map_err(|m| self.reference_error(m))?)
+        } else if let Some(script) = &spec.reference.python {
+            self.python_reference(script, data)?
+        } else {
+            return Err(self.reference_error(
+                "a kernel reference runs on the evaluator's backend, and this backend has none \
+                 in the kernel's language"
+                    .into(),
+            ));
+        };
+        let elapsed = started.elapsed();
+        let mut out = Vec::with_capacity(spec.buffers.len());
+        for (b, shape) in spec.buffers.iter().zip(&self.shapes) {
+            if b.role == BufferRole::Input {
+                out.push(HostBuffer::empty(b.dtype));
+                continue;
+            }
+            let got = outputs.get(&b.name);
+            reference::check_output(&b.name, b.dtype, shape, got)
+                .map_err(|m| self.reference_error(m))?;
+            if let Some((data, _)) = got {
+                out.push(data.clone());
+            }
+        }
+        Ok((out, elapsed))
+    }
+
+    fn python_reference(
+        &self,
+        script: &str,
+        data: &[HostBuffer],
+    ) -> Result<IndexMap<String, (HostBuffer, Vec<usize>)>, TaskFileError> {
+        let spec = &self.file.spec;
+        let Some(dir) = self.file.base.dir() else {
+            return Err(self.reference_error("built-in tasks cannot run Python".into()));
+        };
+        // The cache key covers the task file and every file it names, the sizes and the
+        // input data itself (whatever seed drew it).
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(self.file.content_hash().as_bytes());
+        hasher.update(sizes_text(&self.sizes).as_bytes());
+        for (b, d) in spec.buffers.iter().zip(data) {
+            if b.role != BufferRole::Output {
+                hasher.update(b.name.as_bytes());
+                hasher.update(&d.to_bytes());
+            }
+        }
+        let key = hasher.finalize().to_hex().to_string();
+        if let Some(cached) = self
+            .cache_dir
+            .as_deref()
+            .and_then(|c| reference::cache_read(c, &key))
+        {
+            return Ok(cached);
+        }
+        let inputs = spec
+            .buffers
+            .iter()
+            .zip(data)
+            .zip(&self.shapes)
+            .filter(|((b, _), _)| b.role != BufferRole::Output)
+            .map(|((b, d), s)| (b.name.as_str(), d, s.clone()))
+            .collect();
+        let outputs = spec
+            .buffers
+            .iter()
+            .filter(|b| b.role != BufferRole::Input)
+            .map(|b| b.name.as_str())
+            .collect();
+        let scalars = spec
+            .scalars
+            .iter()
+            .map(|s| {
+                let v = match s.value {
+                    ScalarValue::Int(i) => serde_json::Value::from(i),
+                    ScalarValue::Float(f) => serde_json::Value::from(f),
+                };
+                (s.name.clone(), v)
+            })
+            .collect();
+        let script_path = dir.join(script);
+        let timeout = spec
+            .reference
+            .timeout_s
+            .unwrap_or(DEFAULT_REFERENCE_TIMEOUT_S);
+        let result = python::run(&PythonCall {
+            script: &script_path,
+            file: &self.file.file,
+            inputs,
+            outputs,
+            sizes: &self.sizes,
+            scalars,
+            timeout: Duration::from_secs_f64(timeout),
+        })?;
+        // Only outputs that pass the checks are cached.
+        let valid = spec
+            .buffers
+            .iter()
+            .zip(&self.shapes)
+            .filter(|(b, _)| b.role != BufferRole::Input)
+            .all(|(b, s)| {
+                reference::check_output(&b.name, b.dtype, s, result.get(&b.name)).is_ok()
+            });
+        if valid {
+            if let Some(c) = &self.cache_dir {
+                reference::cache_write(c, &key, &result);
+            }
+        }
+        Ok(result)
+    }
+
+    /// Draws input set `variant` from `seed` (the same data the evaluator would draw).
+    pub fn inputs(&self, rng: &mut dyn RngCore, variant: u32) -> Vec<HostBuffer> {
+        self.generate(rng, variant)
+    }
+}
+
+impl KernelTask for FileTask {
+    fn name(&self) -> &str {
+        &self.file.spec.name
+    }
+
+    fn sizes(&self) -> Sizes {
+        self.sizes.clone()
+    }
+
+    fn describe(&self) -> Task {
+        let spec = &self.file.spec;
+        let mut t = Task::new(spec.name.clone());
+        t.sizes = self.sizes.clone();
+        let base = Tolerance::fp32();
+        t.tolerance = match &spec.tolerance {
+            Some(s) => Tolerance {
+                atol: s.atol.unwrap_or(base.atol),
+                rtol: s.rtol.unwrap_or(base.rtol),
+                relative_threshold: s.relative_threshold.unwrap_or(base.relative_threshold),
+                min_fraction_within: s.min_fraction_within.unwrap_or(base.min_fraction_within),
+                min_cosine: s.min_cosine.unwrap_or(base.min_cosine),
+            },
+            None => base,
+        };
+        if let Ok(w) = self.file.work(&self.sizes) {
+            t.work = w;
+        }
+        let buffers: Vec<String> = spec
+            .buffers
+            .iter()
+            .zip(&self.shapes)
+            .map(|(b, s)| {
+                let role = match b.role {
+                    BufferRole::Input => "input, must not be modified",
+                    BufferRole::Output => "output, every element must be written",
+                    BufferRole::Inout => "in place: read, then overwritten with the result",
+                };
+                let dims: Vec<String> = b.shape.iter().map(|e| e.text()).collect();
+                format!(
+                    "{} {}[{}] (row-major, {}, currently {:?})",
+                    b.dtype,
+                    b.name,
+                    dims.join("]["),
+                    role,
+                    s
+                )
+            })
+            .collect();
+        let scalars: Vec<String> = spec
+            .scalars
+            .iter()
+            .map(|s| format!("{} {} = {}", s.dtype, s.name, s.value.as_f64()))
+            .collect();
+        let mut d = spec.description.trim().to_owned();
+        if !d.is_empty() && !d.ends_with('.') {
+            d.push('.');
+        }
+        d.push_str(&format!(" Kernel signature: {}.", self.signature()));
+        d.push_str(&format!(" Buffers: {}.", buffers.join("; ")));
+        if !scalars.is_empty() {
+            d.push_str(&format!(" Scalars: {}.", scalars.join(", ")));
+        }
+        t.description = d.trim().to_owned();
+        t
+    }
+
+    fn resized(&self, sizes: &Sizes) -> Result<Box<dyn KernelTask>, EvalError> {
+        Ok(Box::new(self.at_sizes(sizes)?))
+    }
+
+    fn alternative_sizes(&self) -> Vec<Sizes> {
+        let mut out: Vec<Sizes> = Vec::new();
+        let mut push = |s: Sizes| {
+            if s != self.sizes && !out.contains(&s) && self.file.buffer_shapes(&s).is_ok() {
+                out.push(s);
+            }
+        };
+        if self.file.alternative_count() > 0 {
+            for i in 0..self.file.alternative_count() {
+                if let Ok(s) = self.file.alternative(i, &self.sizes) {
+                    push(s);
+                }
+            }
+        } else {
+            // Halve each size in turn, then all of them.
+            for k in self.sizes.keys() {
+                let mut s = self.sizes.clone();
+                if let Some(v) = s.get_mut(k) {
+                    *v /= 2;
+                }
+                if s.values().all(|v| *v > 0) {
+                    push(s);
+                }
+            }
+            let all: Sizes = self
+                .sizes
+                .iter()
+                .map(|(k, v)| (k.clone(), (v / 2).max(1)))
+                .collect();
+            push(all);
+        }
+        out
+    }
+
+    fn buffers(&self) -> Vec<BufferSpec> {
+        self.file
+            .spec
+            .buffers
+            .iter()
+            .zip(&self.shapes)
+            .map(|(b, s)| BufferSpec {
+                name: b.name.clone(),
+                elements: s.iter().product(),
+                role: Role::from(b.role),
+                dtype: b.dtype,
+            })
+            .collect()
+    }
+
+    fn args(&self) -> Vec<ArgSpec> {
+        let spec = &self.file.spec;
+        spec.args
+            .iter()
+            .filter_map(|a| {
+                Some(match self.file.arg_kind(a)? {
+                    ArgKind::Size => ArgSpec::Size(a.clone()),
+                    ArgKind::Buffer(i) => ArgSpec::Buffer(i),
+                    ArgKind::Scalar(i) => {
+                        let s = &spec.scalars[i];
+                        match s.dtype {
+                            Dtype::I32 => ArgSpec::I32(s.value.as_f64() as i32),
+                            _ => ArgSpec::F32(s.value.as_f64() as f32),
+                        }
+                    }
+                })
+            })
+            .collect()
+    }
+
+    fn generate(&self, rng: &mut dyn RngCore, variant: u32) -> Vec<HostBuffer> {
+        self.file
+            .spec
+            .buffers
+            .iter()
+            .zip(&self.shapes)
+            .enumerate()
+            .map(|(i, (b, s))| {
+                if b.role == BufferRole::Output {
+                    return HostBuffer::empty(b.dtype);
+                }
+                let inits = self.file.inits(i);
+                let n: usize = s.iter().product();
+                match inits.get(variant as usize % inits.len().max(1)) {
+                    Some(init) => HostBuffer::from_f64(b.dtype, &init.draw(rng, n)),
+                    None => HostBuffer::from_f64(b.dtype, &vec![0.0; n]),
+                }
+            })
+            .collect()
+    }
+
+    fn reference(&self, data: &[HostBuffer]) -> Result<Vec<HostBuffer>, EvalError> {
+        Ok(self.run_reference(data)?.0)
+    }
+
+    fn baseline(&self, language: Language) -> Option<KernelSource> {
+        self.kernels
+            .baselines
+            .iter()
+            .find(|k| k.language == language)
+            .cloned()
+    }
+
+    fn reference_kernel(&self, language: Language) -> Option<KernelSource> {
+        self.kernels
+            .reference
+            .clone()
+            .filter(|k| k.language == language)
+    }
+}

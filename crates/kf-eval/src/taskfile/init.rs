@@ -1,0 +1,191 @@
+//! Input distributions of task-file buffers (`init = "uniform(-1, 1)"`), parsed once at load.
+
+use rand::{Rng, RngCore};
+
+use super::schema::Dtype;
+
+/// How a buffer's input values are drawn.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Init {
+    /// Gaussian with this mean and standard deviation (`normal`, `normal(mean, std)`).
+    Normal {
+        /// Mean.
+        mean: f64,
+        /// Standard deviation.
+        std: f64,
+    },
+    /// Uniform over `[lo, hi)` (`uniform(lo, hi)`).
+    Uniform {
+        /// Lower bound.
+        lo: f64,
+        /// Upper bound (exclusive).
+        hi: f64,
+    },
+    /// Uniform integers over `[lo, hi]` (`int(lo, hi)`), also for float buffers.
+    Int {
+        /// Lower bound.
+        lo: i64,
+        /// Upper bound (inclusive).
+        hi: i64,
+    },
+    /// All zero.
+    Zeros,
+    /// All one.
+    Ones,
+    /// `0, 1, 2, …`.
+    Arange,
+}
+
+impl Init {
+    /// The default for a dtype: `normal` for floats, `int(-100, 100)` for integers.
+    pub fn default_for(dtype: Dtype) -> Init {
+        match dtype {
+            Dtype::I32 => Init::Int { lo: -100, hi: 100 },
+            Dtype::F32 | Dtype::F16 => Init::Normal {
+                mean: 0.0,
+                std: 1.0,
+            },
+        }
+    }
+
+    /// Parses `normal`, `normal(m, s)`, `uniform(lo, hi)`, `int(lo, hi)`, `zeros`, `ones`,
+    /// `arange`; the error says what is accepted.
+    pub fn parse(text: &str, dtype: Dtype) -> Result<Init, String> {
+        let t = text.trim();
+        let (name, args) = match t.split_once('(') {
+            Some((n, rest)) => {
+                let Some(inner) = rest.trim_end().strip_suffix(')') else {
+                    return Err(format!("`{t}`: missing `)`"));
+                };
+                let args: Vec<&str> = inner.split(',').map(str::trim).collect();
+                (n.trim(), args)
+            }
+            None => (t, Vec::new()),
+        };
+        let floats = |n: usize| -> Result<Vec<f64>, String> {
+            if args.len() != n {
+                return Err(format!("`{t}`: `{name}` takes {n} numbers"));
+            }
+            args.iter()
+                .map(|a| {
+                    a.parse::<f64>()
+                        .ok()
+                        .filter(|v| v.is_finite())
+                        .ok_or_else(|| format!("`{t}`: `{a}` is not a finite number"))
+                })
+                .collect()
+        };
+        let init = match name {
+            "normal" if args.is_empty() => Init::Normal {
+                mean: 0.0,
+                std: 1.0,
+            },
+            "normal" => {
+                let v = floats(2)?;
+                if v[1] <= 0.0 {
+                    return Err(format!("`{t}`: the standard deviation must be positive"));
+                }
+                Init::Normal {
+                    mean: v[0],
+                    std: v[1],
+                }
+            }
+            "uniform" => {
+                let v = floats(2)?;
+                if v[0] >= v[1] {
+                    return Err(format!("`{t}`: needs lo < hi"));
+                }
+                Init::Uniform { lo: v[0], hi: v[1] }
+            }
+            "int" => {
+                let v = floats(2)?;
+                if v.iter()
+                    .any(|x| x.fract() != 0.0 || x.abs() > f64::from(i32::MAX))
+                {
+                    return Err(format!("`{t}`: bounds must be 32-bit integers"));
+                }
+                if v[0] > v[1] {
+                    return Err(format!("`{t}`: needs lo <= hi"));
+                }
+                Init::Int {
+                    lo: v[0] as i64,
+                    hi: v[1] as i64,
+                }
+            }
+            "zeros" if args.is_empty() => Init::Zeros,
+            "ones" if args.is_empty() => Init::Ones,
+            "arange" if args.is_empty() => Init::Arange,
+            _ => {
+                return Err(format!(
+                    "`{t}` is not a distribution (use normal, normal(mean, std), uniform(lo, hi), \
+                     int(lo, hi), zeros, ones or arange)"
+                ))
+            }
+        };
+        if dtype == Dtype::I32 && matches!(init, Init::Normal { .. } | Init::Uniform { .. }) {
+            return Err(format!(
+                "`{t}`: an i32 buffer takes int(lo, hi), zeros, ones or arange"
+            ));
+        }
+        Ok(init)
+    }
+
+    /// Draws `n` values as f64 (integers for `Int`, `Arange`).
+    pub fn draw(&self, rng: &mut dyn RngCore, n: usize) -> Vec<f64> {
+        match *self {
+            Init::Normal { mean, std } => (0..n)
+                .map(|_| {
+                    // Box-Muller: rand's StandardNormal lives in rand_distr, not worth a crate.
+                    let u1: f64 = rng.random_range(f64::EPSILON..1.0);
+                    let u2: f64 = rng.random();
+                    let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                    mean + std * z
+                })
+                .collect(),
+            Init::Uniform { lo, hi } => (0..n).map(|_| rng.random_range(lo..hi)).collect(),
+            Init::Int { lo, hi } => (0..n).map(|_| rng.random_range(lo..=hi) as f64).collect(),
+            Init::Zeros => vec![0.0; n],
+            Init::Ones => vec![1.0; n],
+            Init::Arange => (0..n).map(|i| i as f64).collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn parses_the_documented_forms_and_rejects_others() {
+        assert_eq!(
+            Init::parse("uniform(-1, 2.5)", Dtype::F32),
+            Ok(Init::Uniform { lo: -1.0, hi: 2.5 })
+        );
+        assert_eq!(
+            Init::parse("int(0, 9)", Dtype::I32),
+            Ok(Init::Int { lo: 0, hi: 9 })
+        );
+        assert!(Init::parse("uniform(2, 1)", Dtype::F32).is_err());
+        assert!(Init::parse("gauss", Dtype::F32).is_err());
+        assert!(Init::parse("normal", Dtype::I32).is_err());
+        assert!(Init::parse("uniform(0, 1", Dtype::F32).is_err());
+    }
+
+    #[test]
+    fn draws_stay_in_range() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let v = Init::Int { lo: -2, hi: 2 }.draw(&mut rng, 1000);
+        assert!(v
+            .iter()
+            .all(|x| (-2.0..=2.0).contains(x) && x.fract() == 0.0));
+        assert!(v.contains(&2.0) && v.contains(&-2.0));
+        let v = Init::Normal {
+            mean: 5.0,
+            std: 0.5,
+        }
+        .draw(&mut rng, 4000);
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        assert!((mean - 5.0).abs() < 0.1, "{mean}");
+    }
+}

@@ -1,0 +1,159 @@
+//! Python references: the script runs in its own process (the virtual environment that
+//! `scripts/setup.sh` prepares, or `KF_PYTHON`, or `python3`), with a timeout, exchanging
+//! arrays as `.npy` files in a temporary folder.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use indexmap::IndexMap;
+
+use super::error::TaskFileError;
+use super::npy;
+use crate::tasks::{HostBuffer, Sizes};
+
+/// The driver that loads the user's script and calls `reference`.
+const DRIVER: &str = include_str!("driver.py");
+
+/// Environment variable naming the Python interpreter for references.
+pub const PYTHON_ENV: &str = "KF_PYTHON";
+
+/// The interpreter: `KF_PYTHON`, else `.runtime/venv/bin/python` found by walking up from the
+/// current directory, the executable's directory and this crate's source directory, else
+/// `python3` on the `PATH`.
+pub fn python_interpreter() -> PathBuf {
+    if let Some(p) = std::env::var_os(PYTHON_ENV).filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    runtime_dir()
+        .map(|r| r.join("venv").join("bin").join("python"))
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("python3"))
+}
+
+/// The `.runtime` folder of a checkout, when one is found above the current directory, the
+/// executable or this crate.
+pub fn runtime_dir() -> Option<PathBuf> {
+    let mut starts: Vec<PathBuf> = Vec::new();
+    if let Ok(dir) = std::env::current_dir() {
+        starts.push(dir);
+    }
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+    {
+        starts.push(dir);
+    }
+    starts.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    starts.iter().find_map(|s| {
+        s.ancestors()
+            .map(|d| d.join(".runtime"))
+            .find(|d| d.join("venv").is_dir())
+    })
+}
+
+/// One call of a Python reference.
+pub(crate) struct PythonCall<'a> {
+    /// The script.
+    pub script: &'a Path,
+    /// The task file, for errors.
+    pub file: &'a str,
+    /// Inputs (and in-place buffers) by name, with shapes.
+    pub inputs: Vec<(&'a str, &'a HostBuffer, Vec<usize>)>,
+    /// Names of the outputs expected back.
+    pub outputs: Vec<&'a str>,
+    /// Sizes.
+    pub sizes: &'a Sizes,
+    /// Scalars.
+    pub scalars: IndexMap<String, serde_json::Value>,
+    /// Time limit.
+    pub timeout: Duration,
+}
+
+/// Runs the reference; returns each output it gave (name → data, shape). Missing outputs are
+/// left out (the caller reports them with the expected shape).
+pub(crate) fn run(
+    call: &PythonCall<'_>,
+) -> Result<IndexMap<String, (HostBuffer, Vec<usize>)>, TaskFileError> {
+    let fail = |message: String| TaskFileError::Reference {
+        file: call.file.to_owned(),
+        reference: call.script.display().to_string(),
+        message,
+    };
+    let io = |what: &str, e: std::io::Error| fail(format!("{what}: {e}"));
+    let dir = tempfile::Builder::new()
+        .prefix("kf-reference-")
+        .tempdir()
+        .map_err(|e| io("creating a temporary folder", e))?;
+    let work = dir.path();
+    std::fs::write(work.join("driver.py"), DRIVER).map_err(|e| io("writing the driver", e))?;
+    for (name, data, shape) in &call.inputs {
+        npy::write(&work.join(format!("in_{name}.npy")), data, shape)
+            .map_err(|e| io("writing inputs", e))?;
+    }
+    let meta = serde_json::json!({
+        "sizes": call.sizes,
+        "scalars": call.scalars,
+        "inputs": call.inputs.iter().map(|(n, _, _)| *n).collect::<Vec<_>>(),
+        "outputs": call.outputs,
+    });
+    std::fs::write(work.join("meta.json"), meta.to_string())
+        .map_err(|e| io("writing meta.json", e))?;
+    let python = python_interpreter();
+    let stdout = std::fs::File::create(work.join("stdout.txt")).map_err(|e| io("stdout", e))?;
+    let stderr = std::fs::File::create(work.join("stderr.txt")).map_err(|e| io("stderr", e))?;
+    let script = std::path::absolute(call.script).unwrap_or_else(|_| call.script.to_path_buf());
+    let mut child = Command::new(&python)
+        .arg(work.join("driver.py"))
+        .arg(&script)
+        .arg(work)
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
+        .spawn()
+        .map_err(|e| {
+            TaskFileError::Python(format!(
+                "cannot start `{}` ({e}); run scripts/setup.sh (it prepares .runtime/venv with \
+                 NumPy) or set {PYTHON_ENV}",
+                python.display()
+            ))
+        })?;
+    let started = Instant::now();
+    let status = loop {
+        match child.try_wait().map_err(|e| io("waiting for python", e))? {
+            Some(status) => break status,
+            None if started.elapsed() >= call.timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(fail(format!(
+                    "did not finish within {:.0} s (reference.timeout_s)",
+                    call.timeout.as_secs_f64()
+                )));
+            }
+            None => std::thread::sleep(Duration::from_millis(5)),
+        }
+    };
+    let stderr_text = std::fs::read_to_string(work.join("stderr.txt")).unwrap_or_default();
+    let tail = crate::bounded(stderr_text.trim(), 3000);
+    match status.code() {
+        Some(0) => {}
+        Some(4) => {
+            return Err(TaskFileError::Python(format!(
+                "{tail}\nrun scripts/setup.sh (it installs NumPy into .runtime/venv) or set \
+                 {PYTHON_ENV} to a Python with NumPy"
+            )))
+        }
+        Some(code) => return Err(fail(format!("python exited with {code}: {tail}"))),
+        None => return Err(fail(format!("python was killed by a signal: {tail}"))),
+    }
+    let mut out = IndexMap::new();
+    for name in &call.outputs {
+        let path = work.join(format!("out_{name}.npy"));
+        if !path.is_file() {
+            continue;
+        }
+        let (data, shape) = npy::read(&path).map_err(|m| fail(format!("output `{name}`: {m}")))?;
+        out.insert((*name).to_owned(), (data, shape));
+    }
+    Ok(out)
+}

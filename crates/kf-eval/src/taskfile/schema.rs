@@ -1,0 +1,305 @@
+//! The task-file schema: public serde types, so that a Rust embedder can build in code exactly
+//! what a TOML task file says. Field names are a contract; fields may be added.
+//!
+//! ```toml
+//! name = "scaled_swish"
+//! description = "y[r][c] = x[r][c] * sigmoid(alpha * x[r][c]) + bias[c]"
+//! args = ["ROWS", "COLS", "alpha", "x", "bias", "y"]
+//! [sizes]
+//! ROWS = 512
+//! COLS = 384
+//! [[buffer]]
+//! name = "x"
+//! dtype = "f32"
+//! shape = ["ROWS", "COLS"]
+//! role = "input"
+//! init = "normal"
+//! [[scalar]]
+//! name = "alpha"
+//! dtype = "f32"
+//! value = 1.5
+//! [reference]
+//! python = "scaled_swish_ref.py"
+//! ```
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+
+use crate::tasks::Role;
+
+/// Element type of a buffer or a scalar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dtype {
+    /// IEEE binary32 (`float`).
+    F32,
+    /// IEEE binary16 (`half`), compared in f32 after rounding the reference to f16.
+    F16,
+    /// Two's-complement 32-bit integer (`int`), compared exactly.
+    I32,
+}
+
+impl Dtype {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            Dtype::F32 | Dtype::I32 => 4,
+            Dtype::F16 => 2,
+        }
+    }
+
+    /// The name used in task files (`f32`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "f32",
+            Dtype::F16 => "f16",
+            Dtype::I32 => "i32",
+        }
+    }
+
+    /// The NumPy dtype string of the `.npy` files exchanged with Python references.
+    pub fn numpy(self) -> &'static str {
+        match self {
+            Dtype::F32 => "float32",
+            Dtype::F16 => "float16",
+            Dtype::I32 => "int32",
+        }
+    }
+}
+
+impl std::fmt::Display for Dtype {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How a buffer is used, as written in task files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BufferRole {
+    /// Read only; must be unchanged after the launch.
+    Input,
+    /// Written only; poisoned before every launch.
+    Output,
+    /// Read and written in place; refilled before every launch.
+    Inout,
+}
+
+impl From<BufferRole> for Role {
+    fn from(r: BufferRole) -> Role {
+        match r {
+            BufferRole::Input => Role::Input,
+            BufferRole::Output => Role::Output,
+            BufferRole::Inout => Role::InOut,
+        }
+    }
+}
+
+/// One value or several (`init = "normal"` or `init = ["normal", "uniform(-4, 4)"]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany<T> {
+    /// A single value.
+    One(T),
+    /// A list.
+    Many(Vec<T>),
+}
+
+impl<T: Clone> OneOrMany<T> {
+    /// The values as a list.
+    pub fn to_vec(&self) -> Vec<T> {
+        match self {
+            OneOrMany::One(v) => vec![v.clone()],
+            OneOrMany::Many(v) => v.clone(),
+        }
+    }
+}
+
+/// An integer expression over sizes, written as text (`"4 * ROWS * COLS"`) or as a number.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ExprText {
+    /// A literal integer.
+    Int(i64),
+    /// A literal float (work figures may be fractional).
+    Float(f64),
+    /// An expression over the task's sizes.
+    Text(String),
+}
+
+impl ExprText {
+    /// The expression as text, for the expression engine.
+    pub fn text(&self) -> String {
+        match self {
+            ExprText::Int(i) => i.to_string(),
+            ExprText::Float(f) => format!("{f:?}"),
+            ExprText::Text(t) => t.clone(),
+        }
+    }
+}
+
+/// A `[[buffer]]` entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BufferDecl {
+    /// Name, used in `args` and as the key of reference inputs and outputs.
+    pub name: String,
+    /// Element type.
+    pub dtype: Dtype,
+    /// Dimensions, each an integer expression over the sizes (row-major).
+    pub shape: Vec<ExprText>,
+    /// How the kernel uses it.
+    pub role: BufferRole,
+    /// Input distributions (ignored for pure outputs): `normal`, `normal(mean, std)`,
+    /// `uniform(lo, hi)`, `int(lo, hi)`, `zeros`, `ones`, `arange`. Several give one
+    /// distribution per input set, in turn. Default: `normal` for floats, `int(-100, 100)`
+    /// for i32.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init: Option<OneOrMany<String>>,
+}
+
+/// A scalar's value in a task file.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ScalarValue {
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+}
+
+impl ScalarValue {
+    /// The value as f64.
+    pub fn as_f64(self) -> f64 {
+        match self {
+            ScalarValue::Int(i) => i as f64,
+            ScalarValue::Float(f) => f,
+        }
+    }
+}
+
+/// A `[[scalar]]` entry: a constant kernel argument.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScalarDecl {
+    /// Name, used in `args` and passed to references.
+    pub name: String,
+    /// `f32` or `i32`.
+    pub dtype: Dtype,
+    /// The value.
+    pub value: ScalarValue,
+}
+
+/// The `[reference]` table: exactly one of `python`, `kernel` or `rust`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReferenceSpec {
+    /// A Python script (relative to the task file) defining
+    /// `reference(inputs, sizes, scalars) -> dict[str, numpy.ndarray]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python: Option<String>,
+    /// A trusted kernel manifest (relative to the task file), run through the same backend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
+    /// The name of a reference closure registered in Rust
+    /// (a `ReferenceRegistry`); the built-in tasks use this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rust: Option<String>,
+    /// Seconds a Python reference may run per input set (default 120).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_s: Option<f64>,
+}
+
+/// The `[tolerance]` table. Missing fields take the defaults of the buffers' dtypes
+/// (f32: `kf_core::Tolerance::fp32()`; f16: the f16 rule in the README).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToleranceSpec {
+    /// Absolute tolerance of the element-wise rule `|o - r| <= atol + rtol * |r|`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub atol: Option<f64>,
+    /// Relative tolerance of the element-wise rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtol: Option<f64>,
+    /// Relative threshold of the aggregate rule (fraction of elements within it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relative_threshold: Option<f64>,
+    /// Fraction of elements that must be within `relative_threshold`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_fraction_within: Option<f64>,
+    /// Minimum cosine similarity with the reference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_cosine: Option<f64>,
+}
+
+/// The `[work]` table: expressions over sizes for GFLOP/s, GB/s and the roofline check.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkSpec {
+    /// Floating-point operations of one launch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flops: Option<ExprText>,
+    /// Minimum bytes moved by one launch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<ExprText>,
+}
+
+/// The `[baseline]` table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaselineSpec {
+    /// Kernel manifest(s), relative to the task file: one per language at most (the
+    /// evaluator uses the first whose language its backend compiles).
+    pub kernel: OneOrMany<String>,
+}
+
+/// A whole task file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskSpec {
+    /// Task name.
+    pub name: String,
+    /// What the kernel computes; goes into LLM prompts with the signature and buffers.
+    #[serde(default)]
+    pub description: String,
+    /// Kernel argument order: size names (passed as `int`), scalar names, buffer names.
+    pub args: Vec<String>,
+    /// Default problem sizes (`--size` overrides).
+    #[serde(default)]
+    pub sizes: IndexMap<String, i64>,
+    /// Buffers.
+    #[serde(default, rename = "buffer")]
+    pub buffers: Vec<BufferDecl>,
+    /// Scalars.
+    #[serde(default, rename = "scalar", skip_serializing_if = "Vec::is_empty")]
+    pub scalars: Vec<ScalarDecl>,
+    /// How the expected outputs are computed.
+    pub reference: ReferenceSpec,
+    /// Closeness.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerance: Option<ToleranceSpec>,
+    /// Work figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work: Option<WorkSpec>,
+    /// The kernel speedups are measured against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<BaselineSpec>,
+    /// Other sizes to check correctness on, best first: partial tables whose values are
+    /// integers or expressions over the current sizes (`ROWS = "ROWS / 2"`); missing sizes
+    /// keep their current values. Without any, the evaluator halves each size in turn.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alternative_sizes: Vec<IndexMap<String, ExprText>>,
+}
+
+impl TaskSpec {
+    /// Parses TOML text (no validation beyond the schema; see
+    /// [`crate::taskfile::TaskFile`]).
+    pub fn from_toml(text: &str) -> Result<Self, toml::de::Error> {
+        toml::from_str(text)
+    }
+
+    /// Renders the spec as TOML.
+    pub fn to_toml(&self) -> Result<String, toml::ser::Error> {
+        toml::to_string_pretty(self)
+    }
+}

@@ -1,0 +1,343 @@
+//! Task files end to end on the real OpenCL runtime (and real Python for Python references):
+//! the shipped example's honest kernel is correct and its half-work kernel rejected, a
+//! trusted-kernel reference works, f16 and i32 tasks evaluate correctly, a failing reference
+//! stops the evaluation with a task error, and isolated workers rebuild a task file.
+//!
+//! Skips (printing `SKIPPED: …`) only when the runtime is missing and `KF_REQUIRE_OPENCL` is
+//! not `1`; likewise Python/NumPy with `KF_REQUIRE_PYTHON`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+use kf_backend_opencl::{DeviceSelector, OpenClBackend};
+use kf_core::{ParamValue, ParamValues, Status};
+use kf_eval::taskfile::{
+    python::python_interpreter, ArrayOut, FileTask, ReferenceRegistry, TaskFile, TaskFileError,
+};
+use kf_eval::tasks::{parse_sizes, Sizes};
+use kf_eval::{
+    BackendSpec, EvalConfig, EvalError, IsolatedEvaluator, KernelEvaluator, TaskFileJob,
+    WorkerCommand,
+};
+use kf_manifest::Manifest;
+
+kf_eval::worker_test_entry!(|spec: &BackendSpec| {
+    let mut b = OpenClBackend::builder();
+    if let Some(d) = &spec.device {
+        b = b.device(DeviceSelector::parse(d));
+    }
+    b.build().map_err(|e| e.to_string())
+});
+
+fn required(var: &str) -> bool {
+    std::env::var(var).is_ok_and(|v| v == "1")
+}
+
+fn opencl() -> Option<OpenClBackend> {
+    match OpenClBackend::new() {
+        Ok(b) => Some(b),
+        Err(e) if required("KF_REQUIRE_OPENCL") => panic!("KF_REQUIRE_OPENCL=1 but: {e}"),
+        Err(e) => {
+            eprintln!("SKIPPED: no OpenCL runtime ({e}); run scripts/setup.sh");
+            None
+        }
+    }
+}
+
+fn python() -> bool {
+    let ok = std::process::Command::new(python_interpreter())
+        .args(["-c", "import numpy"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            !required("KF_REQUIRE_PYTHON"),
+            "KF_REQUIRE_PYTHON=1 but {} cannot import numpy",
+            python_interpreter().display()
+        );
+        eprintln!("SKIPPED: no Python with NumPy; run scripts/setup.sh");
+    }
+    ok
+}
+
+fn example_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/examples/scaled_swish")
+}
+
+fn taskfiles_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/taskfiles")
+}
+
+fn config() -> EvalConfig {
+    let mut c = EvalConfig::default();
+    c.timing.min_trials = 4;
+    c.timing.min_seconds = 0.0;
+    c.timing.max_trials = 8;
+    c.data_seed = Some(7);
+    c
+}
+
+fn kernel(path: &Path) -> kf_core::KernelSource {
+    Manifest::load(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .1
+}
+
+fn params(pairs: &[(&str, i64)]) -> ParamValues {
+    let mut p = ParamValues::new();
+    for (k, v) in pairs {
+        p.set(*k, ParamValue::Int(*v));
+    }
+    p
+}
+
+/// A task at small sizes with its reference cache in a fresh folder (so Python really runs).
+fn file_task(path: &Path, sizes: &str, refs: ReferenceRegistry) -> (FileTask, tempfile::TempDir) {
+    let file = TaskFile::load(path).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let task =
+        FileTask::with_references(Arc::new(file), &parse_sizes(sizes).unwrap(), Arc::new(refs))
+            .unwrap()
+            .with_cache_dir(Some(cache.path().to_path_buf()));
+    (task, cache)
+}
+
+#[test]
+fn the_example_accepts_its_honest_kernels_and_rejects_half_the_work() {
+    let (Some(backend), true) = (opencl(), python()) else {
+        return;
+    };
+    let dir = example_dir();
+    let (task, cache) = file_task(
+        &dir.join("scaled_swish.toml"),
+        "ROWS=128,COLS=96",
+        ReferenceRegistry::new(),
+    );
+    let mut ev = KernelEvaluator::new(backend, config());
+    let fast = kernel(&dir.join("scaled_swish_fast.toml"));
+    for p in [
+        params(&[("TILE", 1), ("WG", 16)]),
+        params(&[("TILE", 4), ("WG", 64)]),
+    ] {
+        let e = ev.evaluate(&task, &fast, &p).unwrap();
+        assert_eq!(e.status, Status::Correct, "{p}: {}", e.diagnostics);
+        assert!(
+            e.speedup.is_some(),
+            "timed against the baseline: {}",
+            e.diagnostics
+        );
+        assert_eq!(e.correctness.unwrap().input_sets, 3);
+    }
+    let naive = kernel(&dir.join("scaled_swish_naive.toml"));
+    let e = ev.evaluate(&task, &naive, &ParamValues::new()).unwrap();
+    assert_eq!(e.status, Status::Correct, "{}", e.diagnostics);
+    let cheat = kernel(&dir.join("scaled_swish_halfwork.toml"));
+    let e = ev.evaluate(&task, &cheat, &ParamValues::new()).unwrap();
+    assert_eq!(e.status, Status::WrongShape, "{}", e.diagnostics);
+    assert!(e.diagnostics.contains("unwritten"), "{}", e.diagnostics);
+    // The Python reference's outputs were cached, one file per input set.
+    let cached = std::fs::read_dir(cache.path()).unwrap().count();
+    assert!(cached >= 3, "{cached} cached reference outputs");
+}
+
+#[test]
+fn a_trusted_kernel_can_be_the_reference() {
+    let Some(backend) = opencl() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    for f in std::fs::read_dir(example_dir()).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, tmp.path().join(f.file_name().unwrap())).unwrap();
+    }
+    let text = std::fs::read_to_string(tmp.path().join("scaled_swish.toml"))
+        .unwrap()
+        .replace(
+            "python = \"scaled_swish_ref.py\"",
+            "kernel = \"scaled_swish_naive.toml\"",
+        );
+    std::fs::write(tmp.path().join("scaled_swish.toml"), text).unwrap();
+    let (task, _cache) = file_task(
+        &tmp.path().join("scaled_swish.toml"),
+        "ROWS=64,COLS=80",
+        ReferenceRegistry::new(),
+    );
+    let mut ev = KernelEvaluator::new(backend, config());
+    let e = ev
+        .evaluate(
+            &task,
+            &kernel(&tmp.path().join("scaled_swish_fast.toml")),
+            &params(&[("TILE", 2), ("WG", 32)]),
+        )
+        .unwrap();
+    assert_eq!(e.status, Status::Correct, "{}", e.diagnostics);
+    let e = ev
+        .evaluate(
+            &task,
+            &kernel(&tmp.path().join("scaled_swish_halfwork.toml")),
+            &ParamValues::new(),
+        )
+        .unwrap();
+    assert_eq!(e.status, Status::WrongShape, "{}", e.diagnostics);
+}
+
+#[test]
+fn an_i32_inout_task_is_compared_exactly() {
+    let (Some(backend), true) = (opencl(), python()) else {
+        return;
+    };
+    let dir = taskfiles_dir();
+    let (task, _cache) = file_task(&dir.join("affine_i32.toml"), "", ReferenceRegistry::new());
+    let mut ev = KernelEvaluator::new(backend, config());
+    let good = kernel(&dir.join("affine_i32_kernel.toml"));
+    let e = ev.evaluate(&task, &good, &ParamValues::new()).unwrap();
+    assert_eq!(e.status, Status::Correct, "{}", e.diagnostics);
+    let text = std::fs::read_to_string(dir.join("affine_i32_off_by_one.cl")).unwrap();
+    let bad = Manifest::from_kernel(&good).unwrap().kernel_source(text);
+    let e = ev.evaluate(&task, &bad, &ParamValues::new()).unwrap();
+    assert_eq!(e.status, Status::WrongValues, "{}", e.diagnostics);
+}
+
+fn scale_f16_reference() -> ReferenceRegistry {
+    ReferenceRegistry::new().with("scale_f16", |inputs| {
+        let x = inputs.array("x")?.to_f64();
+        let s = inputs.scalars["s"];
+        // Computed in f32 as the kernel does, rounded to f16 by ArrayOut::from_f64.
+        let y = x.mapv(|v| f64::from((v as f32) * (s as f32) + 0.25));
+        let mut out = IndexMap::new();
+        out.insert(
+            "y".to_owned(),
+            ArrayOut::from_f64(kf_eval::taskfile::Dtype::F16, &y),
+        );
+        Ok(out)
+    })
+}
+
+#[test]
+fn an_f16_task_with_a_rust_reference_evaluates() {
+    let Some(backend) = opencl() else {
+        return;
+    };
+    let dir = taskfiles_dir();
+    let (task, _cache) = file_task(&dir.join("scale_f16.toml"), "", scale_f16_reference());
+    let mut ev = KernelEvaluator::new(backend, config());
+    let good = kernel(&dir.join("scale_f16_kernel.toml"));
+    let e = ev.evaluate(&task, &good, &ParamValues::new()).unwrap();
+    assert_eq!(e.status, Status::Correct, "{}", e.diagnostics);
+    let text = std::fs::read_to_string(dir.join("scale_f16_wrong.cl")).unwrap();
+    let bad = Manifest::from_kernel(&good).unwrap().kernel_source(text);
+    let e = ev.evaluate(&task, &bad, &ParamValues::new()).unwrap();
+    assert_eq!(e.status, Status::WrongValues, "{}", e.diagnostics);
+}
+
+#[test]
+fn a_failing_reference_stops_the_evaluation_with_a_task_error() {
+    let (Some(backend), true) = (opencl(), python()) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    for f in std::fs::read_dir(taskfiles_dir()).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, tmp.path().join(f.file_name().unwrap())).unwrap();
+    }
+    let mut ev = KernelEvaluator::new(backend, config());
+    let good = kernel(&tmp.path().join("affine_i32_kernel.toml"));
+    let cases = [
+        ("raise ValueError('boom')", "boom"),
+        ("return {'a': inputs['a'][:10]}", "shape"),
+        ("return {'a': inputs['a'].astype(np.float64)}", "float64"),
+        ("return {}", "returned no output `a`"),
+        (
+            "return {'a': np.full(inputs['a'].shape, np.nan, dtype=np.float32)}",
+            "float32",
+        ),
+        ("return {'a' inputs}", "SyntaxError"),
+        ("import time; time.sleep(30)", "did not finish"),
+    ];
+    for (body, expect) in cases {
+        std::fs::write(
+            tmp.path().join("affine_i32_ref.py"),
+            format!("import numpy as np\n\ndef reference(inputs, sizes, scalars):\n    {body}\n"),
+        )
+        .unwrap();
+        let text = std::fs::read_to_string(taskfiles_dir().join("affine_i32.toml"))
+            .unwrap()
+            .replace("[reference]\n", "[reference]\ntimeout_s = 2\n");
+        std::fs::write(tmp.path().join("affine_i32.toml"), text).unwrap();
+        let (task, _cache) = file_task(
+            &tmp.path().join("affine_i32.toml"),
+            "N=64",
+            ReferenceRegistry::new(),
+        );
+        match ev.evaluate(&task, &good, &ParamValues::new()) {
+            Err(EvalError::TaskFile(e @ TaskFileError::Reference { .. })) => {
+                let m = e.to_string();
+                assert!(
+                    m.contains(expect) && m.contains("affine_i32"),
+                    "{body}: {m}"
+                );
+            }
+            other => panic!("{body}: expected a reference error, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn an_f32_nan_from_the_reference_is_a_task_error() {
+    if !python() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    for f in std::fs::read_dir(example_dir()).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, tmp.path().join(f.file_name().unwrap())).unwrap();
+    }
+    std::fs::write(
+        tmp.path().join("scaled_swish_ref.py"),
+        "import numpy as np\n\ndef reference(inputs, sizes, scalars):\n    y = inputs['x'].copy()\n    y[3, 4] = np.nan\n    return {'y': y}\n",
+    )
+    .unwrap();
+    let (task, _cache) = file_task(
+        &tmp.path().join("scaled_swish.toml"),
+        "ROWS=8,COLS=8",
+        ReferenceRegistry::new(),
+    );
+    let data = task.inputs(
+        &mut <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(1),
+        0,
+    );
+    let e = task.run_reference(&data).unwrap_err();
+    assert!(e.to_string().contains("NaN"), "{e}");
+}
+
+#[test]
+fn isolated_workers_rebuild_the_task_file() {
+    let (Some(_), true) = (opencl(), python()) else {
+        return;
+    };
+    let dir = example_dir();
+    let file = TaskFile::load(&dir.join("scaled_swish.toml")).unwrap();
+    let sizes: Sizes = parse_sizes("ROWS=64,COLS=64").unwrap();
+    let eval = IsolatedEvaluator::builder(BackendSpec::new("opencl"), "ignored", sizes)
+        .task_file(TaskFileJob::from_task_file(&file).unwrap())
+        .command(WorkerCommand::test_harness().unwrap())
+        .config(config())
+        .build();
+    assert_eq!(eval.task().unwrap().name(), "scaled_swish");
+    let e = eval
+        .evaluate_blocking(
+            &kernel(&dir.join("scaled_swish_fast.toml")),
+            &ParamValues::new(),
+        )
+        .unwrap();
+    assert_eq!(e.status, Status::Correct, "{}", e.diagnostics);
+    let e = eval
+        .evaluate_blocking(
+            &kernel(&dir.join("scaled_swish_halfwork.toml")),
+            &ParamValues::new(),
+        )
+        .unwrap();
+    assert_eq!(e.status, Status::WrongShape, "{}", e.diagnostics);
+    eval.shutdown();
+}
