@@ -12,6 +12,8 @@
 #                                 # GPU needed; 95 MB download, 230 MB on disk): CUDA kernels
 #                                 # compile and report resources anywhere, run where a GPU is
 #   scripts/setup.sh --opencl --cuda   # both
+#   scripts/setup.sh --browser    # Debian's chromium for the run explorer's browser tests
+#                                 # (apt-get, needs root/sudo; nothing when one is installed)
 #
 # Options:
 #   --runtime-dir DIR   where to install (default: <repo>/.runtime)
@@ -51,6 +53,7 @@ WANT_OPENCL=0
 WANT_POCL=0
 WANT_SYCL=0
 WANT_CUDA=0
+WANT_BROWSER=0
 
 OPENCL_PACKAGES=(intel-opencl-rt intel-cmplr-lib-rt)
 # The minor version must match kf-backend-cuda's cudarc feature (cuda-12090).
@@ -81,6 +84,7 @@ parse_args() {
         --pocl) WANT_POCL=1 ;;
         --sycl) WANT_SYCL=1 ;;
         --cuda) WANT_CUDA=1 ;;
+        --browser) WANT_BROWSER=1 ;;
         --runtime-dir)
             [ $# -ge 2 ] || die "--runtime-dir needs a value"
             RUNTIME="$2"
@@ -103,7 +107,7 @@ parse_args() {
         esac
         shift
     done
-    if [ $((WANT_OPENCL + WANT_POCL + WANT_SYCL + WANT_CUDA)) -eq 0 ]; then
+    if [ $((WANT_OPENCL + WANT_POCL + WANT_SYCL + WANT_CUDA + WANT_BROWSER)) -eq 0 ]; then
         WANT_OPENCL=1
     fi
     mkdir -p "$RUNTIME"
@@ -339,6 +343,29 @@ setup_pocl() {
         log "re-linking system ICDs into $RUNTIME/opencl/vendors"
         PROBE_ONLY=1 setup_opencl || true
     fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# Chromium from Debian (needs root): the explorer's browser tests (tests/explorer.rs)
+
+setup_browser() {
+    local found
+    for found in chromium chromium-browser google-chrome; do
+        if command -v "$found" >/dev/null 2>&1; then
+            log "browser: $(command -v "$found") is installed"
+            return 0
+        fi
+    done
+    local sudo=""
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null 2>&1 || die "--browser needs root (or sudo) for apt-get"
+        sudo="sudo"
+    fi
+    command -v apt-get >/dev/null 2>&1 || die "--browser needs apt-get (Debian/Ubuntu), or set KF_CHROMIUM to a Chromium binary"
+    log "installing chromium with apt-get"
+    $sudo apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >&2
+    log "browser: $(command -v chromium)"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -753,6 +780,7 @@ main() {
     esac
     local status=0
     if [ "$WANT_POCL" -eq 1 ]; then setup_pocl || status=1; fi
+    if [ "$WANT_BROWSER" -eq 1 ]; then setup_browser || status=1; fi
     if [ "$WANT_OPENCL" -eq 1 ]; then
         if setup_opencl; then report_opencl; else status=1; fi
     fi

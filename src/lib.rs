@@ -24,6 +24,7 @@
 
 pub mod backends;
 pub mod distributed;
+pub mod explorer;
 pub mod report;
 pub mod search;
 

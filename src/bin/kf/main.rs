@@ -1,8 +1,10 @@
 //! `kf`: the KernelFoundry command line.
 
 mod eval_cmd;
+mod report_cmd;
 mod run_cmd;
 mod search_cmd;
+mod serve_cmd;
 mod tune_cmd;
 mod worker_cmd;
 
@@ -35,6 +37,10 @@ enum Command {
     Devices,
     /// Look after run directories (`kf run repair DIR`).
     Run(run_cmd::RunArgs),
+    /// Write RUN_DIR/report.html: the run explorer as one self-contained page.
+    Report(report_cmd::ReportArgs),
+    /// Serve the run explorer on 127.0.0.1, updated live while a search writes the run.
+    Serve(serve_cmd::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +54,8 @@ fn main() -> ExitCode {
         Command::Worker(args) => worker_cmd::run(args),
         Command::Devices => devices(),
         Command::Run(args) => run_cmd::run(args),
+        Command::Report(args) => report_cmd::run(args),
+        Command::Serve(args) => serve_cmd::run(args),
     };
     match result {
         Ok(code) => code,
