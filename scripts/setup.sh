@@ -20,6 +20,8 @@
 #                                 # without it the KernelBench tasks use their NumPy references.
 #   scripts/setup.sh --numpy      # only NumPy in the venv, for task files' Python references
 #                                 # (every other mode installs it as well; about 20 MB)
+#   scripts/setup.sh --browser    # Debian's chromium for the run explorer's browser tests
+#                                 # (apt-get, needs root/sudo; nothing when one is installed)
 #
 # Options:
 #   --runtime-dir DIR   where to install (default: <repo>/.runtime)
@@ -62,6 +64,7 @@ WANT_SYCL=0
 WANT_CUDA=0
 WANT_TORCH=0
 WANT_NUMPY=0
+WANT_BROWSER=0
 
 OPENCL_PACKAGES=(intel-opencl-rt intel-cmplr-lib-rt)
 # The minor version must match kf-backend-cuda's cudarc feature (cuda-12090).
@@ -94,6 +97,7 @@ parse_args() {
         --cuda) WANT_CUDA=1 ;;
         --torch) WANT_TORCH=1 ;;
         --numpy) WANT_NUMPY=1 ;;
+        --browser) WANT_BROWSER=1 ;;
         --runtime-dir)
             [ $# -ge 2 ] || die "--runtime-dir needs a value"
             RUNTIME="$2"
@@ -116,7 +120,7 @@ parse_args() {
         esac
         shift
     done
-    if [ $((WANT_OPENCL + WANT_POCL + WANT_SYCL + WANT_CUDA + WANT_TORCH + WANT_NUMPY)) -eq 0 ]; then
+    if [ $((WANT_OPENCL + WANT_POCL + WANT_SYCL + WANT_CUDA + WANT_TORCH + WANT_NUMPY + WANT_BROWSER)) -eq 0 ]; then
         WANT_OPENCL=1
     fi
     mkdir -p "$RUNTIME"
@@ -371,6 +375,29 @@ setup_pocl() {
         log "re-linking system ICDs into $RUNTIME/opencl/vendors"
         PROBE_ONLY=1 setup_opencl || true
     fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# Chromium from Debian (needs root): the explorer's browser tests (tests/explorer.rs)
+
+setup_browser() {
+    local found
+    for found in chromium chromium-browser google-chrome; do
+        if command -v "$found" >/dev/null 2>&1; then
+            log "browser: $(command -v "$found") is installed"
+            return 0
+        fi
+    done
+    local sudo=""
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null 2>&1 || die "--browser needs root (or sudo) for apt-get"
+        sudo="sudo"
+    fi
+    command -v apt-get >/dev/null 2>&1 || die "--browser needs apt-get (Debian/Ubuntu), or set KF_CHROMIUM to a Chromium binary"
+    log "installing chromium with apt-get"
+    $sudo apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >&2
+    log "browser: $(command -v chromium)"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -803,6 +830,7 @@ main() {
     esac
     local status=0
     if [ "$WANT_POCL" -eq 1 ]; then setup_pocl || status=1; fi
+    if [ "$WANT_BROWSER" -eq 1 ]; then setup_browser || status=1; fi
     if [ "$WANT_OPENCL" -eq 1 ]; then
         if setup_opencl; then report_opencl; else status=1; fi
     fi

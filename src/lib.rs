@@ -41,6 +41,7 @@
 
 pub mod backends;
 pub mod distributed;
+pub mod explorer;
 pub mod kernelbench;
 pub mod report;
 pub mod search;

@@ -403,6 +403,19 @@ pub fn run_search<M: Mutator + 'static>(
         .extra("seed", config.seed)
         .extra("extended_from_evaluations", extended_from)
         .write_and_print(&config.out)?;
+    // The run explorer next to report.json and the pictures; a page that cannot be written is
+    // a warning, never a lost run.
+    match crate::explorer::write_report_with(
+        &config.out,
+        Some(space.dimensions.clone()),
+        crate::explorer::DEFAULT_INLINE_LIMIT,
+    ) {
+        Ok(path) => {
+            use std::io::Write;
+            let _ = writeln!(std::io::stdout(), "Explorer: {}", path.display());
+        }
+        Err(e) => tracing::warn!("could not write the run explorer page: {e}"),
+    }
     let best_gflops = elites
         .iter()
         .filter(|e| e.evaluation.status.is_correct())

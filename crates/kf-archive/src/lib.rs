@@ -45,4 +45,4 @@ pub use grid::{
     GridArchive, GridConfig, Occupant, Selected, SelectionMode, SelectionRatios, MAX_CELLS,
     MAX_RECENT,
 };
-pub use rundir::{RunDir, RunDirOptions, RunMeta, SyncMode};
+pub use rundir::{read_run, RunDir, RunDirOptions, RunLog, RunMeta, SyncMode};

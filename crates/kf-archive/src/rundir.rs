@@ -528,6 +528,45 @@ impl RunDir {
 }
 
 /// Re-inserts the judged children of one record, checking each outcome.
+/// What [`read_run`] found in a run directory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunLog {
+    /// The run's metadata (`run.json`).
+    pub meta: RunMeta,
+    /// The intact records of the step log, in step order.
+    pub records: Vec<StepRecord>,
+    /// Whether the log ended in a line still being written (or torn by a crash), which was
+    /// left out.
+    pub partial_tail: bool,
+}
+
+/// Reads a run directory without taking its lock and without changing anything in it: the
+/// metadata and every intact record of the step log. For readers such as the run explorer,
+/// which look at a directory while a search holds it: a last line still being written is left
+/// out (see [`RunLog::partial_tail`]) rather than reported.
+///
+/// # Errors
+///
+/// I/O and JSON errors for `run.json`, and [`ArchiveError::CorruptLog`] for a damaged log
+/// (anything but an unfinished last line).
+pub fn read_run(root: impl AsRef<Path>) -> Result<RunLog, ArchiveError> {
+    let root = root.as_ref();
+    let meta_path = root.join(META_FILE);
+    let bytes = read_optional(&meta_path)?.ok_or_else(|| ArchiveError::Io {
+        op: "reading",
+        path: meta_path.clone(),
+        source: std::io::ErrorKind::NotFound.into(),
+    })?;
+    let meta: RunMeta =
+        serde_json::from_slice(&bytes).map_err(|e| ArchiveError::json(&meta_path, e))?;
+    let scan = scan_log(&root.join(LOG_FILE), &meta.run_id)?;
+    Ok(RunLog {
+        meta,
+        records: scan.records,
+        partial_tail: scan.torn,
+    })
+}
+
 fn replay<A: Archive>(archive: &mut A, record: &StepRecord) -> Result<(), ArchiveError> {
     for child in &record.children {
         if let ChildRecord::Judged { elite, outcome } = child {

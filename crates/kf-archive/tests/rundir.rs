@@ -523,3 +523,35 @@ fn a_full_disk_fails_the_run_cleanly_and_keeps_the_last_good_state() {
     assert_eq!(run(Some(dir), 400), run(None, 400));
     assert!(evaluations < 400);
 }
+
+#[test]
+fn read_run_reads_a_locked_directory_without_changing_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    run(
+        Some(RunDir::open_with(tmp.path(), meta(), options(25)).unwrap()),
+        40,
+    );
+    // A writer holds the lock; the reader neither needs nor takes it.
+    let held = RunDir::open(tmp.path(), meta()).unwrap();
+    let read = kf_archive::read_run(tmp.path()).unwrap();
+    assert_eq!(read.records, held.read_records().unwrap());
+    assert_eq!(read.meta.run_id, held.meta().run_id);
+    assert!(!read.partial_tail);
+    // A line still being written is left out, and the file is not truncated.
+    let mut f = OpenOptions::new()
+        .append(true)
+        .open(log_path(tmp.path()))
+        .unwrap();
+    f.write_all(b"{\"run\":\"").unwrap();
+    let before = fs::metadata(log_path(tmp.path())).unwrap().len();
+    let read = kf_archive::read_run(tmp.path()).unwrap();
+    assert!(read.partial_tail);
+    assert_eq!(read.records.len() as u64, held.len());
+    assert_eq!(fs::metadata(log_path(tmp.path())).unwrap().len(), before);
+    // A directory without run.json is an error, not a panic.
+    let empty = tempfile::tempdir().unwrap();
+    assert!(matches!(
+        kf_archive::read_run(empty.path()),
+        Err(ArchiveError::Io { .. })
+    ));
+}

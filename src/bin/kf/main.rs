@@ -2,11 +2,13 @@
 
 mod bench_cmd;
 mod eval_cmd;
+mod report_cmd;
 mod run_cmd;
 mod search_cmd;
 mod task_arg;
 mod task_cmd;
 mod task_import;
+mod serve_cmd;
 mod tune_cmd;
 mod worker_cmd;
 
@@ -44,6 +46,10 @@ enum Command {
     Run(run_cmd::RunArgs),
     /// Benchmarks: `kf bench kernelbench` searches the shipped KernelBench tasks.
     Bench(bench_cmd::BenchArgs),
+    /// Write RUN_DIR/report.html: the run explorer as one self-contained page.
+    Report(report_cmd::ReportArgs),
+    /// Serve the run explorer on 127.0.0.1, updated live while a search writes the run.
+    Serve(serve_cmd::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +65,8 @@ fn main() -> ExitCode {
         Command::Devices => devices(),
         Command::Run(args) => run_cmd::run(args),
         Command::Bench(args) => bench_cmd::run(args),
+        Command::Report(args) => report_cmd::run(args),
+        Command::Serve(args) => serve_cmd::run(args),
     };
     match result {
         Ok(code) => code,

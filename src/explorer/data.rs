@@ -1,0 +1,515 @@
+//! What the explorer page shows, extracted from a run directory without taking its lock.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use kf_core::{
+    ChildRecord, CompilerFacts, CorrectnessReport, Dimension, InsertOutcome, ParamValues,
+    StepRecord, TimingStats,
+};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::ExplorerError;
+
+/// Unique sources up to this many bytes in all are inlined in `report.html`; above it only the
+/// sources of the elites, their parents and the best kernel's lineage are.
+pub const DEFAULT_INLINE_LIMIT: usize = 4 << 20;
+
+/// The files of a run the explorer reads: the run directory (`run.json`, `steps.jsonl`) and,
+/// when there, the search's `report.json` and `llm_exchanges.jsonl` next to it or one level up.
+#[derive(Debug, Clone)]
+pub struct RunFiles {
+    /// The folder the user named (where `report.html` goes).
+    pub out: PathBuf,
+    /// The run directory proper (holds `run.json`).
+    pub run_dir: PathBuf,
+}
+
+impl RunFiles {
+    /// Finds the run directory for `path`: `path` itself when it holds `run.json`, else
+    /// `path/run` (the output folder of `kf search`).
+    pub fn locate(path: impl AsRef<Path>) -> Result<Self, ExplorerError> {
+        let out = path.as_ref().to_path_buf();
+        if out.join("run.json").is_file() {
+            return Ok(RunFiles {
+                run_dir: out.clone(),
+                out,
+            });
+        }
+        if out.join("run").join("run.json").is_file() {
+            return Ok(RunFiles {
+                run_dir: out.join("run"),
+                out,
+            });
+        }
+        Err(ExplorerError::NotARun(out))
+    }
+
+    /// The first of `name` in the folder the user named, the run directory, or the run
+    /// directory's parent.
+    fn find(&self, name: &str) -> Option<PathBuf> {
+        [
+            Some(self.out.clone()),
+            Some(self.run_dir.clone()),
+            self.run_dir.parent().map(Path::to_path_buf),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+    }
+
+    /// The step log's size, which grows as a search records steps (for live updates).
+    pub fn log_len(&self) -> u64 {
+        std::fs::metadata(self.run_dir.join("steps.jsonl"))
+            .map(|m| m.len())
+            .unwrap_or(0)
+    }
+}
+
+/// One candidate as the page shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CandidateRow {
+    /// Candidate id.
+    pub id: u64,
+    /// The step that produced it.
+    pub step: u64,
+    /// Its parents (first: the mutated one).
+    pub parents: Vec<u64>,
+    /// The mutator that produced it (`seed` for seeds).
+    pub mutator: String,
+    /// The prompt variant, for LLM children.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
+    /// The model, for LLM children.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The mutator's note (for LLM children: the parse/repair outcome).
+    pub note: String,
+    /// `correct`, another evaluation status, or `failed` (not judged).
+    pub status: String,
+    /// What the archive did: `new_cell`, `improved`, `not_added`, or `failed`.
+    pub outcome: String,
+    /// Fitness, when judged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fitness: Option<f64>,
+    /// Throughput, GFLOP/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gflops: Option<f64>,
+    /// Speedup over the task baseline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speedup: Option<f64>,
+    /// Timing statistics.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timing: Option<TimingStats>,
+    /// The baseline's timing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<TimingStats>,
+    /// The parameter values it was measured with (or proposed with, when not judged).
+    pub params: ParamValues,
+    /// Compiler facts.
+    pub compiler: CompilerFacts,
+    /// The correctness check.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub correctness: Option<CorrectnessReport>,
+    /// Diagnostics of the evaluation, or the error of a child that could not be judged.
+    pub diagnostics: String,
+    /// Its cell, when classified.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coords: Option<Vec<usize>>,
+    /// The classifier that placed it.
+    pub classifier: String,
+    /// The classifier's evidence, one entry per dimension where it has one.
+    pub evidence: Vec<String>,
+    /// BLAKE3 of the source text: the key in [`RunData::sources`].
+    pub src: String,
+    /// Source language.
+    pub lang: String,
+    /// Entry point.
+    pub entry: String,
+    /// The launch manifest, when the kernel has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<String>,
+}
+
+/// One point of the progress curves, after each evaluation in log order.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct CurvePoint {
+    /// Evaluations so far.
+    pub e: u64,
+    /// Best GFLOP/s of a correct kernel so far.
+    pub best: Option<f64>,
+    /// Best fitness so far.
+    pub fit: f64,
+    /// QD-score: the sum of the elites' fitness.
+    pub qd: f64,
+    /// Cells filled.
+    pub filled: usize,
+}
+
+/// A step whose mutator failed before producing children.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepError {
+    /// The step.
+    pub step: u64,
+    /// The parent it was mutating.
+    pub parent: Option<u64>,
+    /// The mutator's error.
+    pub error: String,
+}
+
+/// Everything the page shows of one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunData {
+    /// A title for the page.
+    pub title: String,
+    /// The run's id.
+    pub run_id: String,
+    /// The engine seed.
+    pub seed: u64,
+    /// The run's configuration (`run.json`).
+    pub config: Value,
+    /// The run's budget (`run.json`).
+    pub budget: Value,
+    /// The behaviour dimensions of the archive.
+    pub dimensions: Vec<Dimension>,
+    /// Every candidate in log order.
+    pub candidates: Vec<CandidateRow>,
+    /// The elite of each filled cell (candidate ids).
+    pub elites: Vec<u64>,
+    /// The best correct elite (highest fitness), if any.
+    pub best: Option<u64>,
+    /// Steps that failed before producing children.
+    pub step_errors: Vec<StepError>,
+    /// Progress after each evaluation.
+    pub curve: Vec<CurvePoint>,
+    /// The search's own trace with wall-clock time (`report.json`), when there.
+    pub trace: Value,
+    /// Headline figures of `report.json`, when there.
+    pub headline: Value,
+    /// Source texts by BLAKE3 hash: all of them, or (see [`RunData::sources_complete`]) those
+    /// of the elites, their parents and the best kernel's lineage.
+    pub sources: BTreeMap<String, String>,
+    /// Whether every source is in [`RunData::sources`]; when not, the page loads the others
+    /// from `kf serve`.
+    pub sources_complete: bool,
+    /// Unique source bytes in the whole run.
+    pub source_bytes: usize,
+    /// LLM exchanges (`llm_exchanges.jsonl`) by step, when recorded.
+    pub exchanges: BTreeMap<u64, Vec<Value>>,
+    /// Whether the log's last line was still being written.
+    pub partial_tail: bool,
+    /// Whether the page is served live by `kf serve`.
+    pub live: bool,
+}
+
+/// All source texts of a run by hash (what `kf serve` hands out on demand).
+pub type SourceIndex = HashMap<String, String>;
+
+fn outcome_name(o: &InsertOutcome) -> &'static str {
+    match o {
+        InsertOutcome::NewCell => "new_cell",
+        InsertOutcome::Improved { .. } => "improved",
+        _ => "not_added",
+    }
+}
+
+fn hash(text: &str) -> String {
+    blake3::hash(text.as_bytes()).to_hex().to_string()
+}
+
+impl RunData {
+    /// Reads the run at `files` (without its lock). Sources are inlined in full while their
+    /// unique bytes stay within `inline_limit`. `dimensions` names the archive's dimensions when
+    /// the caller knows them; otherwise `report.json`'s space is used, or numbered levels sized
+    /// to the coordinates found.
+    pub fn read(
+        files: &RunFiles,
+        dimensions: Option<Vec<Dimension>>,
+        inline_limit: usize,
+    ) -> Result<(RunData, SourceIndex), ExplorerError> {
+        let log = kf_archive::read_run(&files.run_dir)?;
+        let report: Value = match files.find("report.json") {
+            Some(p) => {
+                let bytes = std::fs::read(&p).map_err(|e| ExplorerError::Io(p.clone(), e))?;
+                serde_json::from_slice(&bytes).map_err(|e| ExplorerError::Json(p, e))?
+            }
+            None => Value::Null,
+        };
+        let exchanges = match files.find("llm_exchanges.jsonl") {
+            Some(p) => read_exchanges(&p)?,
+            None => BTreeMap::new(),
+        };
+        let mut data = Self::from_records(&log.records, dimensions, &report);
+        data.run_id = log.meta.run_id.clone();
+        data.seed = log.meta.seed;
+        data.config = log.meta.config.clone();
+        data.budget = log.meta.budget.clone();
+        data.partial_tail = log.partial_tail;
+        data.exchanges = exchanges;
+        data.title = report
+            .get("title")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or_else(|| {
+                log.meta
+                    .config
+                    .get("task")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
+            .unwrap_or_else(|| format!("run {}", log.meta.run_id));
+        let index = source_index(&log.records);
+        data.source_bytes = index.values().map(String::len).sum();
+        data.sources_complete = data.source_bytes <= inline_limit;
+        let wanted: HashSet<&str> = if data.sources_complete {
+            index.keys().map(String::as_str).collect()
+        } else {
+            data.key_sources()
+        };
+        data.sources = index
+            .iter()
+            .filter(|(k, _)| wanted.contains(k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        Ok((data, index))
+    }
+
+    /// Builds the page's data from step records alone.
+    pub fn from_records(
+        records: &[StepRecord],
+        dimensions: Option<Vec<Dimension>>,
+        report: &Value,
+    ) -> RunData {
+        let mut candidates = Vec::new();
+        let mut step_errors = Vec::new();
+        let mut cells: HashMap<Vec<usize>, (u64, f64)> = HashMap::new();
+        let mut curve = Vec::new();
+        let mut best_gflops: Option<f64> = None;
+        let mut best_fit = 0.0f64;
+        let mut max_coords: Vec<usize> = Vec::new();
+        for r in records {
+            if let Some(error) = &r.error {
+                step_errors.push(StepError {
+                    step: r.step,
+                    parent: r.parent.map(|p| p.0),
+                    error: error.clone(),
+                });
+            }
+            for child in &r.children {
+                let c = child.candidate();
+                let mut row = CandidateRow {
+                    id: c.id.0,
+                    step: r.step,
+                    parents: c.parents.iter().map(|p| p.0).collect(),
+                    mutator: c.origin.mutator.clone(),
+                    variant: c.origin.prompt_variant.clone(),
+                    model: c.origin.model.clone(),
+                    note: c.origin.note.clone(),
+                    status: "failed".into(),
+                    outcome: "failed".into(),
+                    fitness: None,
+                    gflops: None,
+                    speedup: None,
+                    timing: None,
+                    baseline: None,
+                    params: c.params.clone(),
+                    compiler: CompilerFacts::default(),
+                    correctness: None,
+                    diagnostics: String::new(),
+                    coords: None,
+                    classifier: String::new(),
+                    evidence: Vec::new(),
+                    src: hash(&c.source.text),
+                    lang: c.source.language.as_str().to_owned(),
+                    entry: c.source.entry.clone(),
+                    manifest: c.source.manifest.as_deref().map(str::to_owned),
+                };
+                match child {
+                    ChildRecord::Judged { elite, outcome } => {
+                        let ev = &elite.evaluation;
+                        let fit = elite.fitness.value();
+                        row.status = ev.status.as_str().into();
+                        row.outcome = outcome_name(outcome).into();
+                        row.fitness = Some(fit);
+                        row.gflops = ev.gflops.filter(|g| g.is_finite());
+                        row.speedup = ev.speedup.filter(|s| s.is_finite());
+                        row.timing = ev.timing;
+                        row.baseline = ev.baseline;
+                        if !ev.params.0.is_empty() {
+                            row.params = ev.params.clone();
+                        }
+                        row.compiler = ev.compiler.clone();
+                        row.correctness = ev.correctness;
+                        row.diagnostics = ev.diagnostics.clone();
+                        row.coords = Some(elite.descriptor.coords.clone());
+                        row.classifier = elite.descriptor.source.clone();
+                        row.evidence = elite.descriptor.evidence.clone();
+                        for (i, &x) in elite.descriptor.coords.iter().enumerate() {
+                            if max_coords.len() <= i {
+                                max_coords.push(0);
+                            }
+                            max_coords[i] = max_coords[i].max(x);
+                        }
+                        if matches!(
+                            outcome,
+                            InsertOutcome::NewCell | InsertOutcome::Improved { .. }
+                        ) {
+                            cells.insert(elite.descriptor.coords.clone(), (c.id.0, fit));
+                        }
+                        best_fit = best_fit.max(fit);
+                        if ev.status.is_correct() {
+                            if let Some(g) = row.gflops {
+                                best_gflops = Some(best_gflops.map_or(g, |b| b.max(g)));
+                            }
+                        }
+                    }
+                    ChildRecord::Failed { error, .. } => row.diagnostics = error.clone(),
+                }
+                candidates.push(row);
+                curve.push(CurvePoint {
+                    e: candidates.len() as u64,
+                    best: best_gflops,
+                    fit: best_fit,
+                    qd: cells.values().map(|(_, f)| f).sum(),
+                    filled: cells.len(),
+                });
+            }
+        }
+        let dimensions = dimensions
+            .or_else(|| {
+                report
+                    .get("space")
+                    .and_then(|s| s.get("dimensions"))
+                    .and_then(|d| serde_json::from_value::<Vec<Dimension>>(d.clone()).ok())
+                    .filter(|d| {
+                        d.len() == max_coords.len()
+                            && d.iter().zip(&max_coords).all(|(d, m)| *m < d.levels.len())
+                    })
+            })
+            .unwrap_or_else(|| {
+                max_coords
+                    .iter()
+                    .enumerate()
+                    .map(|(i, m)| Dimension::numbered(format!("dim {i}"), m + 1))
+                    .collect()
+            });
+        let mut elites: Vec<(u64, f64)> = cells.into_values().collect();
+        elites.sort_by_key(|e| e.0);
+        let best = elites
+            .iter()
+            .filter(|(id, _)| {
+                candidates
+                    .iter()
+                    .any(|c| c.id == *id && c.status == "correct")
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|e| e.0);
+        RunData {
+            title: String::new(),
+            run_id: String::new(),
+            seed: 0,
+            config: Value::Null,
+            budget: Value::Null,
+            dimensions,
+            elites: elites.into_iter().map(|e| e.0).collect(),
+            best,
+            candidates,
+            step_errors,
+            curve,
+            trace: report.get("trace").cloned().unwrap_or(Value::Null),
+            headline: headline(report),
+            sources: BTreeMap::new(),
+            sources_complete: false,
+            source_bytes: 0,
+            exchanges: BTreeMap::new(),
+            partial_tail: false,
+            live: false,
+        }
+    }
+
+    /// The hashes of the sources always inlined: the elites', their parents', and the whole
+    /// lineage of the best kernel.
+    fn key_sources(&self) -> HashSet<&str> {
+        let by_id: HashMap<u64, &CandidateRow> =
+            self.candidates.iter().map(|c| (c.id, c)).collect();
+        let mut keep = HashSet::new();
+        for id in &self.elites {
+            if let Some(c) = by_id.get(id) {
+                keep.insert(c.src.as_str());
+                for p in &c.parents {
+                    if let Some(p) = by_id.get(p) {
+                        keep.insert(p.src.as_str());
+                    }
+                }
+            }
+        }
+        let mut next = self.best;
+        let mut seen = HashSet::new();
+        while let Some(id) = next.filter(|id| seen.insert(*id)) {
+            let Some(c) = by_id.get(&id) else { break };
+            keep.insert(c.src.as_str());
+            next = c.parents.first().copied();
+        }
+        keep
+    }
+}
+
+fn headline(report: &Value) -> Value {
+    let keys = [
+        "best_gflops",
+        "baseline_gflops",
+        "speedup",
+        "evaluations",
+        "cells_filled",
+        "cells_total",
+        "coverage",
+        "qd_score",
+        "wall_seconds",
+        "stop_reason",
+        "usage",
+        "extra",
+    ];
+    match report {
+        Value::Object(m) => Value::Object(
+            keys.iter()
+                .filter_map(|k| m.get(*k).map(|v| ((*k).to_owned(), v.clone())))
+                .collect(),
+        ),
+        _ => Value::Null,
+    }
+}
+
+/// Every source text of `records` by its BLAKE3 hash.
+pub fn source_index(records: &[StepRecord]) -> SourceIndex {
+    let mut index = SourceIndex::new();
+    for r in records {
+        for child in &r.children {
+            let text = &child.candidate().source.text;
+            index.entry(hash(text)).or_insert_with(|| text.to_string());
+        }
+    }
+    index
+}
+
+/// LLM exchanges by the step their scope names (`step-12`); lines that do not parse (a line
+/// still being written) are skipped.
+fn read_exchanges(path: &Path) -> Result<BTreeMap<u64, Vec<Value>>, ExplorerError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ExplorerError::Io(path.into(), e))?;
+    let mut by_step: BTreeMap<u64, Vec<Value>> = BTreeMap::new();
+    for line in text.lines() {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let step = v
+            .pointer("/key/scope")
+            .and_then(Value::as_str)
+            .and_then(|s| s.strip_prefix("step-"))
+            .and_then(|s| s.parse::<u64>().ok());
+        if let Some(step) = step {
+            by_step.entry(step).or_default().push(v);
+        }
+    }
+    Ok(by_step)
+}
