@@ -5,10 +5,10 @@ mod eval_cmd;
 mod report_cmd;
 mod run_cmd;
 mod search_cmd;
+mod serve_cmd;
 mod task_arg;
 mod task_cmd;
 mod task_import;
-mod serve_cmd;
 mod tune_cmd;
 mod worker_cmd;
 
