@@ -55,7 +55,7 @@ impl BehaviorClassifier for LocalAndOutputs {
         // Templates switch local memory with parameters; other kernels show it in their text.
         let switches = [int("LOCAL_A"), int("LOCAL_B")];
         let local = if switches.iter().any(Option::is_some) {
-            switches.iter().any(|v| *v == Some(1))
+            switches.contains(&Some(1))
         } else {
             c.source.text.contains("__local")
         };
