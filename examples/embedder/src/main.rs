@@ -165,10 +165,14 @@ fn main() -> anyhow::Result<()> {
         .budget(Budget::evaluations(evaluations))
         .add_observer(
             move |r: &EvaluationReport<'_>| -> Result<(), BoxError> {
+                // Fitness ranks by speedup over the baseline timed in the same worker, so a
+                // new best may show fewer GFLOP/s than an earlier one timed beside a slower
+                // baseline run.
                 let gflops = r.evaluation.and_then(|e| e.gflops).unwrap_or(0.0);
+                let speedup = r.evaluation.and_then(|e| e.speedup).unwrap_or(0.0);
                 let cell = r.descriptor.map(|d| d.coords.clone()).unwrap_or_default();
                 println!(
-                    "new best after {} evaluations: {} {:.1} GFLOP/s in cell {cell:?} by {} ({})",
+                    "new best after {} evaluations: {} {speedup:.2}x ({:.1} GFLOP/s) in cell {cell:?} by {} ({})",
                     r.evaluations,
                     r.candidate.id,
                     gflops,
