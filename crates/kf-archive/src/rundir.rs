@@ -174,6 +174,18 @@ struct SnapshotIn<A> {
     archive: A,
 }
 
+/// The descriptor space a snapshot's archive names, if it names one (grid archives do).
+#[derive(Deserialize)]
+struct SnapshotSpace {
+    archive: ArchiveSpace,
+}
+
+#[derive(Deserialize)]
+struct ArchiveSpace {
+    #[serde(default)]
+    space: Option<kf_core::DescriptorSpace>,
+}
+
 #[derive(Deserialize)]
 struct SnapshotHeader {
     records: u64,
@@ -510,6 +522,19 @@ impl RunDir {
         let snapshot_path = self.root.join(SNAPSHOT_FILE);
         let snapshot = match read_optional(&snapshot_path)? {
             Some(bytes) => {
+                // A snapshot names its descriptor space; one of another space is refused
+                // before the archive is built, so a hostile snapshot cannot make it allocate
+                // the cells of a huge space.
+                let header: SnapshotSpace = serde_json::from_slice(&bytes)
+                    .map_err(|e| ArchiveError::json(&snapshot_path, e))?;
+                if let Some(space) = header.archive.space {
+                    if &space != empty.space() {
+                        return Err(ArchiveError::InvalidSnapshot(format!(
+                            "{}: the snapshot's descriptor space is not the run's",
+                            snapshot_path.display()
+                        )));
+                    }
+                }
                 let s: SnapshotIn<A> = serde_json::from_slice(&bytes)
                     .map_err(|e| ArchiveError::json(&snapshot_path, e))?;
                 (s.records <= records.len() as u64).then_some(s)

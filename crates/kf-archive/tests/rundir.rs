@@ -555,3 +555,26 @@ fn read_run_reads_a_locked_directory_without_changing_it() {
         Err(ArchiveError::Io { .. })
     ));
 }
+
+#[test]
+fn a_snapshot_of_another_space_is_refused_before_it_is_built() {
+    let tmp = tempfile::tempdir().unwrap();
+    run(Some(RunDir::open(tmp.path(), meta()).unwrap()), 30);
+    let path = tmp.path().join("snapshot.json");
+    let mut snapshot: serde_json::Value =
+        serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+    // 26 two-level dimensions: 2^26 cells, gigabytes if the archive were built first.
+    let dims = snapshot["archive"]["space"]["dimensions"]
+        .as_array()
+        .cloned()
+        .unwrap();
+    let mut first = dims[0].clone();
+    first["levels"] = serde_json::json!(["a", "b"]);
+    snapshot["archive"]["space"]["dimensions"] = serde_json::Value::Array(vec![first; 26]);
+    fs::write(&path, serde_json::to_vec(&snapshot).unwrap()).unwrap();
+    let dir = RunDir::open(tmp.path(), meta()).unwrap();
+    match dir.restore(fresh()) {
+        Err(ArchiveError::InvalidSnapshot(what)) => assert!(what.contains("space"), "{what}"),
+        other => panic!("expected InvalidSnapshot, got {other:?}"),
+    }
+}
