@@ -2,8 +2,9 @@
 //!
 //! The kernel evaluator: the part of KernelFoundry that must make reward hacking impossible.
 //!
-//! * [`tasks`]: built-in tasks (`gemm`, `softmax`) with host references, and the
-//!   [`tasks::KernelTask`] trait for your own.
+//! * [`tasks`]: the [`tasks::KernelTask`] trait, typed host buffers, and the built-in tasks
+//!   (`gemm`, `softmax`), which are task files shipped in this crate (`tasks/*.toml`) with
+//!   Rust closure references.
 //! * [`KernelEvaluator`]: the protocol over any [`kf_core::Backend`] — manifest and constraints,
 //!   compile, at least three fresh input sets (one at another shape) with outputs poisoned with
 //!   NaN before every launch, guard regions around every buffer, inputs checked unchanged,
