@@ -243,9 +243,7 @@ pub fn run_search<M: Mutator + 'static>(
         ));
     }
     let task: Box<dyn KernelTask> = match &config.task_file {
-        Some(job) => {
-            Box::new(job.build(&config.sizes, &kf_eval::taskfile::ReferenceRegistry::new())?)
-        }
+        Some(job) => Box::new(job.build(&config.sizes, &kf_eval::tasks::builtin_references())?),
         None => builtin_task(&config.task, &config.sizes)?,
     };
     if config.task_file.is_some() && config.distributed.is_some() {

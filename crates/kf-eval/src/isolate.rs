@@ -312,10 +312,9 @@ impl IsolatedEvaluator {
     /// The task this evaluator judges against, built in this process (for descriptions).
     pub fn task(&self) -> Result<Box<dyn KernelTask>, EvalError> {
         match &self.inner.task_file {
-            Some(job) => Ok(Box::new(job.build(
-                &self.inner.sizes,
-                &crate::taskfile::ReferenceRegistry::new(),
-            )?)),
+            Some(job) => Ok(Box::new(
+                job.build(&self.inner.sizes, &crate::tasks::builtin_references())?,
+            )),
             None => crate::tasks::builtin_task(&self.inner.task, &self.inner.sizes),
         }
     }

@@ -133,9 +133,12 @@ pub type TaskConstructor =
     Box<dyn Fn(&Sizes) -> Result<Box<dyn KernelTask>, EvalError> + Send + Sync>;
 
 impl TaskRegistry {
-    /// The built-in tasks only.
+    /// The built-in tasks only (and their Rust references, which task files may name).
     pub fn builtin() -> Self {
-        Self::default()
+        TaskRegistry {
+            custom: IndexMap::new(),
+            references: crate::tasks::builtin_references(),
+        }
     }
 
     /// Adds (or replaces) a task.

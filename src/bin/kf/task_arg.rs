@@ -5,8 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use kernelfoundry::eval::taskfile::{FileTask, ReferenceRegistry, TaskFile};
-use kernelfoundry::eval::tasks::{builtin_task, parse_sizes, KernelTask, Sizes};
+use kernelfoundry::eval::taskfile::{FileTask, TaskFile};
+use kernelfoundry::eval::tasks::{
+    builtin_references, builtin_task, parse_sizes, KernelTask, Sizes,
+};
 use kernelfoundry::eval::{
     BackendSpec, EvalConfig, IsolatedEvaluator, IsolatedEvaluatorBuilder, TaskFileJob,
     TimeoutPolicy,
@@ -45,7 +47,7 @@ impl ChosenTask {
                 let task = FileTask::with_references(
                     Arc::new(file),
                     &sizes,
-                    Arc::new(ReferenceRegistry::new()),
+                    Arc::new(builtin_references()),
                 )?;
                 // The reference runs once here, uncached, before anything else happens: a
                 // broken reference stops the command before any evaluation or output file,

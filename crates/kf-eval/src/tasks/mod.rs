@@ -1,13 +1,13 @@
 //! Tasks the evaluator knows how to check: what buffers a kernel gets, in which argument order,
 //! how inputs are drawn, and how the host computes the reference.
 
-mod gemm;
+mod builtin;
 mod host;
-mod softmax;
 
-pub use gemm::Gemm;
+pub use builtin::{
+    builtin_references, builtin_task, builtin_task_file, Gemm, Softmax, BUILTIN_TASKS,
+};
 pub use host::{HostBuffer, POISON_F16_BITS, POISON_I32};
-pub use softmax::Softmax;
 
 use indexmap::IndexMap;
 use kf_core::{KernelSource, Language, Task};
@@ -135,21 +135,6 @@ pub trait KernelTask: Send + Sync {
     }
 }
 
-/// The names of the built-in tasks.
-pub const BUILTIN_TASKS: [&str; 2] = ["gemm", "softmax"];
-
-/// A built-in task by name at the given sizes (missing sizes take the task's defaults).
-pub fn builtin_task(name: &str, sizes: &Sizes) -> Result<Box<dyn KernelTask>, EvalError> {
-    match name {
-        "gemm" => Ok(Box::new(Gemm::from_sizes(sizes)?)),
-        "softmax" => Ok(Box::new(Softmax::from_sizes(sizes)?)),
-        other => Err(EvalError::UnknownTask {
-            name: other.to_owned(),
-            known: BUILTIN_TASKS.join(", "),
-        }),
-    }
-}
-
 /// Parses `M=256,N=192,K=128`.
 pub fn parse_sizes(text: &str) -> Result<Sizes, EvalError> {
     let mut out = Sizes::new();
@@ -173,43 +158,4 @@ pub fn sizes_text(sizes: &Sizes) -> String {
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(",")
-}
-
-/// Reads a size, checking it is a positive integer that fits an `int` argument.
-pub(crate) fn size(sizes: &Sizes, name: &str, default: i64) -> Result<usize, EvalError> {
-    let v = sizes.get(name).copied().unwrap_or(default);
-    if v <= 0 || v > i64::from(i32::MAX) {
-        return Err(EvalError::BadSize(format!(
-            "{name}={v} must be a positive 32-bit integer"
-        )));
-    }
-    usize::try_from(v).map_err(|_| EvalError::BadSize(format!("{name}={v} is too large")))
-}
-
-/// Rejects sizes the task does not know.
-pub(crate) fn check_names(task: &str, sizes: &Sizes, known: &[&str]) -> Result<(), EvalError> {
-    match sizes.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(k) => Err(EvalError::BadSize(format!(
-            "task `{task}` has no size `{k}` (it has {})",
-            known.join(", ")
-        ))),
-        None => Ok(()),
-    }
-}
-
-/// Refuses problems whose buffers would not fit comfortably in host memory.
-pub(crate) fn check_elements(task: &str, elements: usize) -> Result<(), EvalError> {
-    const LIMIT: usize = 1 << 28; // 1 GiB of f32 per buffer
-    if elements > LIMIT {
-        return Err(EvalError::BadSize(format!(
-            "task `{task}`: a buffer of {elements} elements is larger than the 2^28 limit"
-        )));
-    }
-    Ok(())
-}
-
-/// Loads a kernel file shipped with this crate as a kernel source with its manifest.
-pub(crate) fn shipped_kernel(manifest: &str, source: &str) -> Option<KernelSource> {
-    let m = kf_manifest::Manifest::parse(manifest, "<built-in baseline>", None).ok()?;
-    Some(m.kernel_source(source))
 }
