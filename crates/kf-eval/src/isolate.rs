@@ -11,12 +11,13 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use kf_core::{Candidate, DeviceFacts, Evaluation, Evaluator, KernelSource, ParamValues, Status};
+use serde::{Deserialize, Serialize};
 
 use crate::error::EvalError;
 use crate::protocol::EvalConfig;
 use crate::tasks::{KernelTask, Sizes};
 use crate::worker::{
-    refuse_inside_worker, BackendSpec, Job, Reply, TaskFileJob, LINE_PREFIX, WORKER_ENV,
+    refuse_inside_worker, BackendSpec, Job, JobLimits, Reply, TaskFileJob, LINE_PREFIX, WORKER_ENV,
 };
 
 /// How long a new worker may take to say hello (it does so before opening its backend, so this
@@ -206,6 +207,7 @@ struct Inner {
     command: WorkerCommand,
     timeout: TimeoutPolicy,
     handshake: Duration,
+    limits: ResourceLimits,
     idle: Mutex<Vec<Worker>>,
     slots: Slots,
     baseline_s: Mutex<Option<f64>>,
@@ -246,9 +248,16 @@ pub struct IsolatedEvaluatorBuilder {
     timeout: TimeoutPolicy,
     handshake: Duration,
     workers: usize,
+    limits: ResourceLimits,
 }
 
 impl IsolatedEvaluatorBuilder {
+    /// The worker processes' resource limits (default [`ResourceLimits::default`]).
+    pub fn limits(mut self, limits: ResourceLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
     /// The protocol configuration.
     pub fn config(mut self, config: EvalConfig) -> Self {
         self.config = config;
@@ -309,6 +318,7 @@ impl IsolatedEvaluatorBuilder {
                 command,
                 timeout: self.timeout,
                 handshake: self.handshake,
+                limits: self.limits,
                 idle: Mutex::new(Vec::new()),
                 slots: Slots {
                     free: Mutex::new(self.workers),
@@ -338,6 +348,7 @@ impl IsolatedEvaluator {
             command: None,
             timeout: TimeoutPolicy::default(),
             handshake: DEFAULT_HANDSHAKE_LIMIT,
+            limits: ResourceLimits::default(),
             workers: 1,
         }
     }
@@ -585,10 +596,15 @@ impl Inner {
             source: source.clone(),
             params: params.clone(),
             config: self.config.clone(),
+            limits: JobLimits::default(),
         };
-        let line = serde_json::to_string(&job).map_err(|e| EvalError::Worker(e.to_string()))?;
         let baseline = self.baseline_s.lock().ok().and_then(|b| *b);
         let limit = self.timeout.limit(&self.config, baseline);
+        let job = Job {
+            limits: self.limits.for_job(limit),
+            ..job
+        };
+        let line = serde_json::to_string(&job).map_err(|e| EvalError::Worker(e.to_string()))?;
         let started = Instant::now();
         if writeln!(worker.stdin, "{line}")
             .and_then(|_| worker.stdin.flush())
@@ -635,10 +651,11 @@ impl Inner {
         // Give the stderr reader a moment to drain.
         std::thread::sleep(Duration::from_millis(50));
         let tail = worker.stderr_tail();
+        let cause = crash_cause(&status, &tail, &self.limits);
         let mut e = Evaluation::failed(
             Status::RuntimeError,
             format!(
-                "the worker crashed after {:.2} s ({status}){}",
+                "the worker crashed after {:.2} s ({status}){cause}{}",
                 started.elapsed().as_secs_f64(),
                 if tail.is_empty() {
                     String::new()
@@ -667,5 +684,86 @@ impl Evaluator for IsolatedEvaluator {
         rx.await.map_err(|_| {
             EvalError::Worker("the evaluation thread ended without an answer".into())
         })?
+    }
+}
+
+/// Limits on each evaluation worker process, besides the wall-clock timeout: a kernel that
+/// burns CPU time outside its launches or asks for absurd amounts of memory is stopped by the
+/// operating system, costs one evaluation and never the search. On Linux they are `setrlimit`
+/// limits the worker sets on itself (`RLIMIT_CPU` per evaluation, `RLIMIT_AS` once its backend
+/// is open); elsewhere they are not enforced.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ResourceLimits {
+    /// CPU seconds one evaluation may use, counted over all the worker's threads. `None`
+    /// derives it from the evaluation's wall-clock limit: that limit times the machine's
+    /// hardware threads, plus 10 s.
+    pub cpu_seconds: Option<f64>,
+    /// Bytes of address space the worker may map beyond what it had once its backend was open
+    /// (the runtime's own reservations are not counted). `None`: the machine's physical memory.
+    pub memory_growth_bytes: Option<u64>,
+    /// Whether to set the limits at all.
+    pub enabled: bool,
+}
+
+impl Default for ResourceLimits {
+    fn default() -> Self {
+        ResourceLimits {
+            cpu_seconds: None,
+            memory_growth_bytes: None,
+            enabled: true,
+        }
+    }
+}
+
+impl ResourceLimits {
+    /// No limits beyond the wall-clock timeout.
+    pub fn none() -> Self {
+        ResourceLimits {
+            enabled: false,
+            ..ResourceLimits::default()
+        }
+    }
+
+    /// The limits of one job whose wall-clock limit is `wall`.
+    fn for_job(&self, wall: Duration) -> JobLimits {
+        if !self.enabled {
+            return JobLimits::default();
+        }
+        let threads = std::thread::available_parallelism().map_or(1, usize::from) as f64;
+        JobLimits {
+            cpu_seconds: Some(
+                self.cpu_seconds
+                    .unwrap_or(wall.as_secs_f64() * threads + 10.0),
+            ),
+            memory_growth_bytes: self.memory_growth_bytes.or_else(physical_memory),
+        }
+    }
+}
+
+/// The machine's physical memory in bytes.
+fn physical_memory() -> Option<u64> {
+    // SAFETY: sysconf has no preconditions.
+    let (pages, size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    (pages > 0 && size > 0).then(|| pages as u64 * size as u64)
+}
+
+/// What a crashed worker's exit status and last words say about the limit it hit, if any.
+fn crash_cause(status: &str, stderr: &str, limits: &ResourceLimits) -> String {
+    if !limits.enabled {
+        return String::new();
+    }
+    if status.contains("SIGXCPU") {
+        "; it exceeded its CPU-time limit per evaluation".to_owned()
+    } else if stderr.contains("memory allocation of") || status.contains("SIGABRT") {
+        "; it ran out of memory (its address space may grow by at most the limit set by \
+         ResourceLimits::memory_growth_bytes once its backend is open)"
+            .to_owned()
+    } else {
+        String::new()
     }
 }

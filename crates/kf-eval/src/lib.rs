@@ -31,8 +31,8 @@ pub mod worker;
 
 pub use error::EvalError;
 pub use isolate::{
-    is_secret, IsolatedEvaluator, IsolatedEvaluatorBuilder, TimeoutPolicy, WorkerCommand,
-    DEFAULT_HANDSHAKE_LIMIT,
+    is_secret, IsolatedEvaluator, IsolatedEvaluatorBuilder, ResourceLimits, TimeoutPolicy,
+    WorkerCommand, DEFAULT_HANDSHAKE_LIMIT,
 };
 pub use protocol::{bounded, EvalConfig, KernelEvaluator, TimingConfig, EXTRACTION_ERROR_MARKER};
 pub use worker::{BackendSpec, TaskFileJob, TaskRegistry};

@@ -64,6 +64,69 @@ pub(crate) struct Job {
     pub(crate) source: KernelSource,
     pub(crate) params: ParamValues,
     pub(crate) config: EvalConfig,
+    /// Operating-system limits for this job.
+    #[serde(default)]
+    pub(crate) limits: JobLimits,
+}
+
+/// The resource limits a worker sets on itself for one job (see
+/// [`crate::isolate::ResourceLimits`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct JobLimits {
+    /// CPU seconds this job may use.
+    pub(crate) cpu_seconds: Option<f64>,
+    /// Address-space growth allowed beyond the worker's size once its backend was open.
+    pub(crate) memory_growth_bytes: Option<u64>,
+}
+
+/// Sets this process's CPU-time limit to what it used so far plus `seconds` (the soft limit
+/// only, so that a later job can raise it again; exceeding it sends SIGXCPU, which ends the
+/// process), and its address-space limit to `base + growth`.
+#[cfg(target_os = "linux")]
+fn apply_limits(limits: &JobLimits, base_address_space: Option<u64>) {
+    // SAFETY: getrusage/getrlimit/setrlimit with valid pointers to initialised structs.
+    unsafe {
+        if let Some(seconds) = limits.cpu_seconds {
+            let mut usage: libc::rusage = std::mem::zeroed();
+            if libc::getrusage(libc::RUSAGE_SELF, &mut usage) == 0 {
+                let used = usage.ru_utime.tv_sec as f64
+                    + usage.ru_stime.tv_sec as f64
+                    + (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) as f64 / 1e6;
+                let mut current: libc::rlimit = std::mem::zeroed();
+                if libc::getrlimit(libc::RLIMIT_CPU, &mut current) == 0 {
+                    let soft = (used + seconds).ceil() as libc::rlim_t;
+                    let limit = libc::rlimit {
+                        rlim_cur: soft.min(current.rlim_max),
+                        rlim_max: current.rlim_max,
+                    };
+                    libc::setrlimit(libc::RLIMIT_CPU, &limit);
+                }
+            }
+        }
+        if let (Some(growth), Some(base)) = (limits.memory_growth_bytes, base_address_space) {
+            let mut current: libc::rlimit = std::mem::zeroed();
+            if libc::getrlimit(libc::RLIMIT_AS, &mut current) == 0 {
+                let soft = base.saturating_add(growth) as libc::rlim_t;
+                let limit = libc::rlimit {
+                    rlim_cur: soft.min(current.rlim_max),
+                    rlim_max: current.rlim_max,
+                };
+                libc::setrlimit(libc::RLIMIT_AS, &limit);
+            }
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn apply_limits(_limits: &JobLimits, _base_address_space: Option<u64>) {}
+
+/// This process's mapped address space in bytes (Linux: `/proc/self/statm`).
+fn address_space_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().next()?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    (page > 0).then(|| pages * page as u64)
 }
 
 /// A worker's message.
@@ -254,6 +317,9 @@ where
         },
     )?;
     let mut evaluator = KernelEvaluator::new(backend, EvalConfig::default());
+    // The runtime's own reservations (often many GiB of address space) are made by now; the
+    // memory limit counts only what evaluations add.
+    let base_address_space = address_space_bytes();
     let stdin = std::io::stdin();
     for line in stdin.lock().lines() {
         let line = line?;
@@ -262,6 +328,7 @@ where
         }
         let job: Job =
             serde_json::from_str(&line).map_err(|e| EvalError::Worker(format!("bad job: {e}")))?;
+        apply_limits(&job.limits, base_address_space);
         let task = match &job.task_file {
             Some(file) => file
                 .build(&job.sizes, tasks.references())
