@@ -247,39 +247,40 @@ async fn serve(
     let now = active.fetch_add(1, Ordering::SeqCst) + 1;
     max_active.fetch_max(now, Ordering::SeqCst);
     let mut reply = handler(&body, index);
-    let result = async {
-        loop {
-            match reply {
-                Reply::Delay(d, next) => {
-                    tokio::time::sleep(d).await;
-                    reply = *next;
-                }
-                Reply::Raw { status, headers, body } => {
-                    let mut out = format!(
-                        "HTTP/1.1 {status} Mock\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
-                        body.len()
-                    );
-                    for (k, v) in headers {
-                        out.push_str(&format!("{k}: {v}\r\n"));
-                    }
-                    out.push_str("\r\n");
-                    out.push_str(&body);
-                    stream.write_all(out.as_bytes()).await?;
-                    stream.flush().await?;
-                    return stream.shutdown().await;
-                }
-                Reply::CutOff { declared, body } => {
-                    let out = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {declared}\r\nconnection: close\r\n\r\n{body}"
-                    );
-                    stream.write_all(out.as_bytes()).await?;
-                    stream.flush().await?;
-                    return stream.shutdown().await;
-                }
-            }
-        }
+    while let Reply::Delay(d, next) = reply {
+        tokio::time::sleep(d).await;
+        reply = *next;
     }
-    .await;
+    // The answer is decided: the request stops counting as in flight before the client can
+    // read it and send its next request, or that request would be counted with this one.
     active.fetch_sub(1, Ordering::SeqCst);
-    result
+    match reply {
+        Reply::Raw {
+            status,
+            headers,
+            body,
+        } => {
+            let mut out = format!(
+                "HTTP/1.1 {status} Mock\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
+                body.len()
+            );
+            for (k, v) in headers {
+                out.push_str(&format!("{k}: {v}\r\n"));
+            }
+            out.push_str("\r\n");
+            out.push_str(&body);
+            stream.write_all(out.as_bytes()).await?;
+            stream.flush().await?;
+            stream.shutdown().await
+        }
+        Reply::CutOff { declared, body } => {
+            let out = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {declared}\r\nconnection: close\r\n\r\n{body}"
+            );
+            stream.write_all(out.as_bytes()).await?;
+            stream.flush().await?;
+            stream.shutdown().await
+        }
+        Reply::Delay(..) => unreachable!("delays were resolved above"),
+    }
 }
