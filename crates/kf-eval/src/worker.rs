@@ -7,7 +7,7 @@
 //! `main`, the pattern of `procspawn::init`: in a normal run it returns at once; started as a
 //! worker, it serves and exits. Test binaries use [`crate::worker_test_entry!`] instead.
 //!
-//! A worker answers [`Reply::Hello`] before it opens its backend, so that the parent can tell a
+//! A worker answers a hello line before it opens its backend, so that the parent can tell a
 //! worker from a program that ran its own `main` instead (a forgotten `init()`) within
 //! seconds; such a program, being marked as a worker by [`WORKER_ENV`], is refused when it tries
 //! to start workers of its own ([`crate::EvalError::InsideWorker`]) and tells its parent so.
