@@ -14,7 +14,7 @@
 //!
 //! The structural templates are OpenCL C; with another backend (`--backend sycl`, `cuda`) the
 //! search starts from that language's shipped kernels (the naive task baseline and the tiled
-//! GEMM of `crates/kf-eval/kernels/<language>/`) and moves through their parameter spaces.
+//! GEMM of `kf-eval/kernels/<language>/`) and moves through their parameter spaces.
 //!
 //! Interrupt with Ctrl-C and run the same command again to resume. With `--distributed`, the
 //! evaluations go to `kf worker` processes through NATS JetStream and PostgreSQL

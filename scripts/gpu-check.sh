@@ -11,8 +11,8 @@
 #   conformance   the kf-core backend conformance suite on the GPU (tests/conformance.rs)
 #   evaluator     kf-eval verifies and times the CUDA seed kernels (tests/evaluator.rs)
 #   nvrtc         compilation and resource reporting (tests/nvrtc.rs)
-#   eval-naive    kf eval --backend cuda of crates/kf-eval/kernels/cuda/gemm_naive.toml
-#   eval-tiled    kf eval --backend cuda of crates/kf-eval/kernels/cuda/gemm_tiled.toml
+#   eval-naive    kf eval --backend cuda of kf-eval/kernels/cuda/gemm_naive.toml
+#   eval-tiled    kf eval --backend cuda of kf-eval/kernels/cuda/gemm_tiled.toml
 #   search        a short search with the gemm example and --backend cuda, when the example
 #                 exists and takes --backend (its arguments: KF_GPU_CHECK_SEARCH_ARGS, default
 #                 "--size 512 --evaluations 12 --time 150 --no-progress"); it passes when the
@@ -369,8 +369,8 @@ print(d.get("status"), d.get("device"), "%.1f GFLOP/s" % g if g else "-", "speed
         esac
     fi
 }
-eval_kernel eval-naive crates/kf-eval/kernels/cuda/gemm_naive.toml
-eval_kernel eval-tiled crates/kf-eval/kernels/cuda/gemm_tiled.toml
+eval_kernel eval-naive kf-eval/kernels/cuda/gemm_naive.toml
+eval_kernel eval-tiled kf-eval/kernels/cuda/gemm_tiled.toml
 
 # A short search with the gemm example, when it exists and takes --backend.
 if [ -n "$EXAMPLE_BIN" ] && "$EXAMPLE_BIN" --help 2>/dev/null | grep -q -- '--backend'; then

@@ -5,7 +5,7 @@
 //! message when the servers or an OpenCL runtime are missing (unless `KF_REQUIRE_DIST=1`,
 //! respectively `KF_REQUIRE_OPENCL=1`).
 
-#[path = "../crates/kf-dist/tests/common/mod.rs"]
+#[path = "../kf-dist/tests/common/mod.rs"]
 mod common;
 
 use std::process::{Child, Command, Stdio};

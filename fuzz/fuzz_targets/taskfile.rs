@@ -24,11 +24,11 @@ static FILES: &[(&str, &str)] = &[
     file!("tasks/examples/scaled_swish", "scaled_swish_naive.cl"),
     file!("tasks/examples/scaled_swish", "scaled_swish_fast.toml"),
     file!("tasks/examples/scaled_swish", "scaled_swish_fast.cl"),
-    file!("crates/kf-eval/tests/taskfiles", "affine_i32_ref.py"),
-    file!("crates/kf-eval/tests/taskfiles", "affine_i32_kernel.toml"),
-    file!("crates/kf-eval/tests/taskfiles", "affine_i32.cl"),
-    file!("crates/kf-eval/tests/taskfiles", "scale_f16_kernel.toml"),
-    file!("crates/kf-eval/tests/taskfiles", "scale_f16.cl"),
+    file!("kf-eval/tests/taskfiles", "affine_i32_ref.py"),
+    file!("kf-eval/tests/taskfiles", "affine_i32_kernel.toml"),
+    file!("kf-eval/tests/taskfiles", "affine_i32.cl"),
+    file!("kf-eval/tests/taskfiles", "scale_f16_kernel.toml"),
+    file!("kf-eval/tests/taskfiles", "scale_f16.cl"),
 ];
 
 fuzz_target!(|data: &[u8]| {

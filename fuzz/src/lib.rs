@@ -54,10 +54,10 @@ pub fn sizes() -> IndexMap<String, i64> {
 
 /// The parent kernel an LLM reply edits when the input names none: the repository's tiled
 /// GEMM.
-pub const PARENT_KERNEL: &str = include_str!("../../crates/kf-eval/kernels/gemm_tiled.cl");
+pub const PARENT_KERNEL: &str = include_str!("../../kf-eval/kernels/gemm_tiled.cl");
 
 /// The parent kernel's manifest.
-pub const PARENT_MANIFEST: &str = include_str!("../../crates/kf-eval/kernels/gemm_tiled.toml");
+pub const PARENT_MANIFEST: &str = include_str!("../../kf-eval/kernels/gemm_tiled.toml");
 
 #[cfg(test)]
 mod tests {

@@ -24,7 +24,7 @@ fn shared(name: &str) -> Option<PathBuf> {
     let dir = std::env::var_os("KF_TUNING_SPACES")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tuning-spaces")
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/tuning-spaces")
         });
     let p = dir.join(name);
     if p.exists() {

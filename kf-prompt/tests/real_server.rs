@@ -43,7 +43,7 @@ const MAX_REQUESTS: u64 = 8;
 const MAX_TOKENS: u64 = 16_000;
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 /// The server's base URL, if one answers `/health`.

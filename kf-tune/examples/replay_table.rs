@@ -42,7 +42,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect();
     let mut dir = PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/tuning-spaces"
+        "/../../shared/tuning-spaces"
     ));
     let mut threads = 2usize;
     let mut only: Option<String> = None;

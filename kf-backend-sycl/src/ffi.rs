@@ -144,7 +144,7 @@ fn load() -> Result<Shim, String> {
         let later = match &info.config {
             Some(config) => format!(
                 " A runtime is installed now ({}): rebuild kf-backend-sycl (`touch \
-                 crates/kf-backend-sycl/build.rs`, or `cargo clean -p kf-backend-sycl`, then \
+                 kf-backend-sycl/build.rs`, or `cargo clean -p kf-backend-sycl`, then \
                  build again).",
                 config.display()
             ),

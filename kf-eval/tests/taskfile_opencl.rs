@@ -62,7 +62,7 @@ fn python() -> bool {
 }
 
 fn example_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/examples/scaled_swish")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tasks/examples/scaled_swish")
 }
 
 fn taskfiles_dir() -> PathBuf {
