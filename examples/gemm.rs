@@ -20,13 +20,11 @@
 //! evaluations go to `kf worker` processes through NATS JetStream and PostgreSQL
 //! (`scripts/dist-servers.sh start` runs both on this machine).
 
-use std::time::Duration;
-
 use anyhow::Context;
 use clap::Parser;
-use kernelfoundry::eval::tasks::{builtin_task, parse_sizes};
+use kernelfoundry::eval::tasks::parse_sizes;
 use kernelfoundry::report::init_logging;
-use kernelfoundry::search::{offline_search, run_search, stop_on_ctrl_c, SearchArgs};
+use kernelfoundry::search::{stop_on_ctrl_c, Search, SearchArgs};
 
 #[derive(Parser)]
 #[command(about = "Evolve fast SGEMM kernels with MAP-Elites")]
@@ -54,19 +52,22 @@ fn main() -> anyhow::Result<()> {
     };
     let config = args
         .search
-        .config("gemm", sizes.clone(), Duration::from_secs(540));
+        .config("gemm", sizes, kernelfoundry::search::defaults::WALL);
 
-    let task = builtin_task("gemm", &sizes)?;
-    // OpenCL: the naive baseline, every template's base variant, structural transformations and
-    // parameter moves; SYCL/CUDA: the baseline and the shipped tiled kernel, parameter moves.
-    let (seeds, mutator) = offline_search(task.as_ref(), args.search.language())?;
-
-    let outcome = run_search(&config, mutator, seeds, Some(stop_on_ctrl_c()?))?;
+    // The builder's default mutator and seeds (`offline_search`): on OpenCL the naive baseline,
+    // every template's base variant, structural transformations and parameter moves; on
+    // SYCL/CUDA the baseline and the shipped tiled kernel, parameter moves.
+    let out = config.out.clone();
+    let outcome = Search::builder()
+        .config(config)
+        .stop_on(stop_on_ctrl_c()?)
+        .build()?
+        .run()?;
     println!(
         "
 {}",
         outcome.summary_text()
     );
-    println!("report: {}", config.out.join("report.json").display());
+    println!("report: {}", out.join("report.json").display());
     Ok(())
 }

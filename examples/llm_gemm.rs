@@ -5,7 +5,7 @@
 //! prints the LLM's token use and cost, and how each prompt variant fared.
 //!
 //! Any OpenAI-compatible endpoint, configured by the environment (see
-//! `kf_prompt::LlmSettings::from_vars` for every variable):
+//! `kernelfoundry::prompt::LlmSettings::from_vars` for every variable):
 //!
 //! ```sh
 //! scripts/setup.sh
@@ -30,9 +30,9 @@ use clap::Parser;
 use kernelfoundry::core::{Language, Status, StopHandle};
 use kernelfoundry::eval::tasks::{builtin_task, parse_sizes};
 use kernelfoundry::mutate::{MixMutator, ParamMutator, StructuralMutator, TemplateLibrary};
+use kernelfoundry::prompt::{LlmMutator, LlmSettings, OpenAiClient, RenderLimits, WhenExhausted};
 use kernelfoundry::report::init_logging;
-use kernelfoundry::search::{run_search, seeds_for, SearchConfig};
-use kf_prompt::{LlmMutator, LlmSettings, OpenAiClient, RenderLimits, WhenExhausted};
+use kernelfoundry::search::{seeds_for, Search, SearchConfig};
 
 #[derive(Parser)]
 #[command(about = "Evolve fast SGEMM kernels with MAP-Elites, an LLM and offline mutators")]
@@ -158,7 +158,13 @@ fn main() -> anyhow::Result<()> {
     let on_ctrl_c = stop.clone();
     ctrlc::set_handler(move || on_ctrl_c.stop()).context("installing the Ctrl-C handler")?;
 
-    let outcome = run_search(&config, mutator, seeds, Some(stop))?;
+    let outcome = Search::builder()
+        .config(config)
+        .mutator(mutator)
+        .seeds(seeds)
+        .stop_on(stop)
+        .build()?
+        .run()?;
     println!(
         "
 {}",
@@ -214,8 +220,10 @@ fn main() -> anyhow::Result<()> {
     }
     println!(
         "LLM exchanges: {}",
-        llm_dir.join(kf_prompt::EXCHANGES_FILE).display()
+        llm_dir
+            .join(kernelfoundry::prompt::EXCHANGES_FILE)
+            .display()
     );
-    println!("report: {}", config.out.join("report.json").display());
+    println!("report: {}", args.out.join("report.json").display());
     Ok(())
 }

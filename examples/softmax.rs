@@ -25,7 +25,7 @@ use anyhow::Context;
 use clap::Parser;
 use kernelfoundry::eval::tasks::{builtin_task, parse_sizes};
 use kernelfoundry::report::init_logging;
-use kernelfoundry::search::{offline_search, run_search, stop_on_ctrl_c, SearchArgs};
+use kernelfoundry::search::{stop_on_ctrl_c, Search, SearchArgs};
 
 #[derive(Parser)]
 #[command(about = "Evolve fast row-wise softmax kernels with MAP-Elites")]
@@ -52,17 +52,22 @@ fn main() -> anyhow::Result<()> {
             .context("--size is ROWS=…,COLS=… or a number of rows")?;
         parse_sizes(&format!("ROWS={rows},COLS=1024"))?
     };
+    // The task itself, for the work counts below.
     let task = builtin_task("softmax", &sizes)?;
     let sizes = task.sizes();
     let config = args
         .search
-        .config("softmax", sizes.clone(), Duration::from_secs(300));
+        .config("softmax", sizes, Duration::from_secs(300));
 
-    // OpenCL: the naive baseline, every softmax template's base variant, structural
-    // transformations and parameter moves; SYCL/CUDA: the baseline and parameter moves.
-    let (seeds, mutator) = offline_search(task.as_ref(), args.search.language())?;
-
-    let outcome = run_search(&config, mutator, seeds, Some(stop_on_ctrl_c()?))?;
+    // The builder's default mutator and seeds (`offline_search`): on OpenCL the naive
+    // baseline, every softmax template's base variant, structural transformations and
+    // parameter moves; on SYCL/CUDA the baseline and parameter moves.
+    let out = config.out.clone();
+    let outcome = Search::builder()
+        .config(config)
+        .stop_on(stop_on_ctrl_c()?)
+        .build()?
+        .run()?;
     println!(
         "
 {}",
@@ -88,6 +93,6 @@ fn main() -> anyhow::Result<()> {
         (Some(best), _) => println!("best kernel {}", describe(best)),
         _ => println!("no correct kernel was found"),
     }
-    println!("report: {}", config.out.join("report.json").display());
+    println!("report: {}", out.join("report.json").display());
     Ok(())
 }

@@ -10,18 +10,35 @@
 //! | [`archive`] (`kf-archive`) | the grid archive, parent selection, QD metrics, crash-safe run directories |
 //! | [`manifest`] (`kf-manifest`) | kernel manifests: parameters, constraints, launch geometry |
 //! | [`eval`] (`kf-eval`) | the cheat-proof evaluator, built-in tasks, isolated workers |
-//! | [`opencl`] (`kf-backend-opencl`) | the OpenCL backend |
-//! | [`cuda`] (`kf-backend-cuda`) | the CUDA backend |
-//! | [`sycl`] (`kf-backend-sycl`) | the SYCL backend (kernels compiled at run time by the SYCL runtime) |
+//! | `opencl` (`kf-backend-opencl`, feature `opencl`) | the OpenCL backend |
+//! | `cuda` (`kf-backend-cuda`, feature `cuda`) | the CUDA backend |
+//! | `sycl` (`kf-backend-sycl`, feature `sycl`) | the SYCL backend (kernels compiled at run time by the SYCL runtime) |
 //! | [`tune`] (`kf-tune`) | parameter spaces, tuning strategies, result caches, replay |
 //! | [`classify`] (`kf-classify`) | static behaviour classifiers for OpenCL C, SYCL and CUDA |
 //! | [`mutate`] (`kf-mutate`) | offline mutators and kernel templates |
-//! | [`dist`] (`kf-dist`) | distributed evaluation: jobs on NATS JetStream, results in PostgreSQL, the worker loop |
-//! | [`distributed`] | a distributed search's evaluator and device names, as `kf search --distributed` uses them |
-//! | [`backends`] | backends by name (`opencl`, `cuda`, `sycl`), device facts, and [`init`] |
-//! | [`search`] | the whole search as the examples run it |
+//! | `prompt` (`kf-prompt`, feature `llm`) | LLM mutators: clients, meta-prompts and their co-evolution |
+//! | `dist` (`kf-dist`, feature `dist`) | distributed evaluation: jobs on NATS JetStream, results in PostgreSQL, the worker loop |
+//! | `distributed` (`kf-search`, feature `dist`) | a distributed search's evaluator and device names, as `kf search --distributed` uses them |
+//! | [`search`] (`kf-search`) | the whole search as the examples run it, open through [`search::Search::builder`] |
+//! | [`backends`] (`kf-search`) | backends by name ([`search::BackendKind`]), device facts, and [`init`] |
+//! | [`report`] (`kf-search`) | progress bar, logging, and the end-of-run report: per-cell table, best kernel files, `report.json`, heatmap and curve PNGs (feature `report`) |
+//! | [`explorer`] (`kf-search`) | the run explorer page; served live with feature `report` |
 //! | [`kernelbench`] | KernelBench problems as task files, and the level-1 benchmark |
-//! | [`report`] | progress bar, logging, and the end-of-run report: per-cell table, best kernel files, `report.json`, heatmap and curve PNGs |
+//!
+//! # Features
+//!
+//! | feature | what it adds |
+//! |---|---|
+//! | `opencl` | the OpenCL backend |
+//! | `cuda` | the CUDA backend (cudarc) |
+//! | `sycl` | the SYCL backend |
+//! | `dist` | distributed evaluation (tokio, NATS, PostgreSQL) |
+//! | `llm` | `kernelfoundry::prompt` (reqwest, tokio) |
+//! | `report` | the report's pictures (plotters) and `explorer::serve` (axum, tokio) |
+//! | `cli` | `search::SearchArgs` and the `kf` binary (clap) |
+//!
+//! All are on by default. `default-features = false, features = ["opencl"]` is the search on
+//! the OpenCL backend with none of the heavy dependencies.
 //!
 //! [`init`] must be the first call in the `main` of any program that evaluates kernels in worker
 //! processes ([`eval::IsolatedEvaluator`], which [`search`] uses): each worker is the program
@@ -37,28 +54,38 @@
 //! and the backend's source folder. A program that depends on the crates from crates.io has no
 //! such folder: it sets `KF_OPENCL_ICD` to that `opencl.json` (or to a directory of `.icd`
 //! files, an `.icd` file, or a driver library such as `libpocl.so.2`), or relies on a system
-//! ICD loader (`/etc/OpenCL/vendors`). See [`opencl`]'s runtime notes.
+//! ICD loader (`/etc/OpenCL/vendors`). See `opencl`'s runtime notes.
 
-pub mod backends;
-pub mod distributed;
 pub mod explorer;
 pub mod kernelbench;
-pub mod report;
-pub mod search;
+
+/// The shipped search as an open pipeline ([`search::Search::builder`]).
+pub use kf_search as search;
+/// Backends by name, device facts, and [`init`].
+pub use kf_search::backends;
+/// A distributed search's evaluator and device names.
+#[cfg(feature = "dist")]
+pub use kf_search::distributed;
+/// Progress bar, logging and the end-of-run report.
+pub use kf_search::report;
 
 /// Quality-diversity archives: the grid archive, parent selection, QD metrics, run directories.
 pub use kf_archive as archive;
 /// The CUDA backend (NVRTC and the CUDA driver, loaded at run time).
+#[cfg(feature = "cuda")]
 pub use kf_backend_cuda as cuda;
 /// The OpenCL backend.
+#[cfg(feature = "opencl")]
 pub use kf_backend_opencl as opencl;
 /// The SYCL backend.
+#[cfg(feature = "sycl")]
 pub use kf_backend_sycl as sycl;
 /// Static behaviour classifiers.
 pub use kf_classify as classify;
 /// Vocabulary, traits and the search engine.
 pub use kf_core as core;
 /// Distributed evaluation: jobs on NATS JetStream, results in PostgreSQL.
+#[cfg(feature = "dist")]
 pub use kf_dist as dist;
 /// The kernel evaluator.
 pub use kf_eval as eval;
@@ -66,6 +93,9 @@ pub use kf_eval as eval;
 pub use kf_manifest as manifest;
 /// Offline mutators: parameter moves and structural transformations of kernel templates.
 pub use kf_mutate as mutate;
+/// LLM mutators: model clients, meta-prompts and their co-evolution.
+#[cfg(feature = "llm")]
+pub use kf_prompt as prompt;
 /// Parameter spaces, tuning strategies, result caches and replay.
 pub use kf_tune as tune;
 
@@ -73,4 +103,4 @@ pub use kf_tune as tune;
 #[doc(hidden)]
 pub use kf_archive;
 
-pub use backends::init;
+pub use kf_search::init;

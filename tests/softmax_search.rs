@@ -19,7 +19,9 @@ use kernelfoundry::search::{run_search, seeds_for, SearchConfig};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-kernelfoundry::eval::worker_test_entry!(open_opencl);
+kernelfoundry::eval::worker_test_entry!(|spec: &kernelfoundry::eval::BackendSpec| {
+    open_opencl(spec).map_err(|e| e.to_string())
+});
 
 /// The backend; `None` (skip) only when no OpenCL runtime is installed and
 /// `KF_REQUIRE_OPENCL` is not `1`.

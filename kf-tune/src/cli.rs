@@ -1,5 +1,7 @@
-//! Command-line entry points, as library functions so that any binary can mount them
-//! (`kf tune replay …`).
+//! The library side of `kf tune replay`: its options as a plain struct and the replay that
+//! returns a JSON summary, so that any binary can mount them with its own argument parser
+//! (the `kf` binary's clap parser is in `src/bin/kf/tune_cmd.rs`; kf-tune does not depend on
+//! clap).
 
 use std::path::PathBuf;
 
@@ -10,28 +12,36 @@ use crate::replay::Replay;
 use crate::strategy;
 use crate::t4;
 
-/// Arguments of `kf tune replay`: replay a Kernel Tuner cache with a strategy.
-#[derive(Debug, Clone, clap::Args)]
+/// Options of `kf tune replay`: replay a Kernel Tuner cache with a strategy.
+#[derive(Debug, Clone)]
 pub struct ReplayArgs {
     /// Kernel Tuner cache file (JSON, plain or gzip-compressed).
-    #[arg(long)]
     pub cache: PathBuf,
     /// Strategy name (default, exhaustive, random, simulated_annealing, genetic_algorithm,
     /// greedy_ils, bayes_opt, forest, bandit).
-    #[arg(long, default_value = "default")]
     pub strategy: String,
     /// Budget: distinct configurations evaluated (default: 2% of the valid configurations).
-    #[arg(long)]
     pub budget: Option<usize>,
     /// Random seed.
-    #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Print one JSON object (otherwise a short text summary).
-    #[arg(long)]
     pub json: bool,
     /// Also write every configuration of the run to this file in the FAIR T4 results format.
-    #[arg(long)]
     pub t4: Option<PathBuf>,
+}
+
+impl ReplayArgs {
+    /// Replay `cache` with the default strategy, budget and seed, printing text.
+    pub fn new(cache: impl Into<PathBuf>) -> Self {
+        ReplayArgs {
+            cache: cache.into(),
+            strategy: "default".into(),
+            budget: None,
+            seed: 0,
+            json: false,
+            t4: None,
+        }
+    }
 }
 
 /// Runs a replay and returns its summary: `best_time`, `best_config`, `evaluations` (never

@@ -491,32 +491,6 @@ fn replay_of_a_small_cache_and_cli_summary() {
 }
 
 #[test]
-fn cli_args_parse_with_clap() {
-    use clap::Parser;
-    #[derive(clap::Parser)]
-    struct Cli {
-        #[command(flatten)]
-        replay: ReplayArgs,
-    }
-    let cli = Cli::try_parse_from([
-        "kf",
-        "--cache",
-        "x.json",
-        "--strategy",
-        "random",
-        "--budget",
-        "9",
-        "--seed",
-        "4",
-        "--json",
-    ])
-    .unwrap();
-    assert_eq!(cli.replay.budget, Some(9));
-    assert_eq!(cli.replay.seed, 4);
-    assert!(cli.replay.json);
-}
-
-#[test]
 fn t1_files_import_with_the_right_counts() {
     for (file, raw, valid) in [
         ("convolution_milo.T1.json", 10_240u128, 4_362u128),

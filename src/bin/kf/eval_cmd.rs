@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::bail;
 use clap::Args;
 use kernelfoundry::core::{Evaluation, ParamValue, ParamValues};
-use kernelfoundry::eval::{BackendSpec, EvalConfig, TimeoutPolicy, WorkerCommand};
+use kernelfoundry::eval::{EvalConfig, TimeoutPolicy, WorkerCommand};
 use kernelfoundry::manifest::Manifest;
 use serde_json::json;
 
@@ -33,8 +33,8 @@ pub(crate) struct EvalArgs {
     #[arg(long)]
     json: bool,
     /// Backend.
-    #[arg(long, default_value = "opencl")]
-    backend: String,
+    #[arg(long, default_value_t = kernelfoundry::search::BackendKind::OpenCl)]
+    backend: kernelfoundry::search::BackendKind,
     /// Device: a name substring, an index, or cpu/gpu (default: KF_OPENCL_DEVICE or the first).
     #[arg(long)]
     device: Option<String>,
@@ -92,11 +92,8 @@ pub(crate) fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
         &args.size,
     )?;
     let task = &chosen.task;
-    let spec = BackendSpec {
-        kind: args.backend.clone(),
-        device: args.device.clone(),
-    };
-    kernelfoundry::backends::check(&spec).map_err(anyhow::Error::msg)?;
+    let spec = args.backend.spec(args.device.clone());
+    kernelfoundry::backends::check(&spec)?;
     let (manifest, source) = match Manifest::load(&args.kernel) {
         Ok(loaded) => loaded,
         Err(e) => {

@@ -88,11 +88,16 @@ fn devices() -> anyhow::Result<ExitCode> {
 
 fn list_devices(out: &mut impl std::io::Write) -> std::io::Result<ExitCode> {
     use kernelfoundry::distributed::device_kind_named as kind;
+    use kernelfoundry::search::BackendKind;
     let mut found = 0;
     match kernelfoundry::opencl::list_devices() {
         Ok(list) => {
             for d in list {
-                writeln!(out, "opencl  {d}  [queue: {}]", kind("opencl", &d.name))?;
+                writeln!(
+                    out,
+                    "opencl  {d}  [queue: {}]",
+                    kind(BackendKind::OpenCl, &d.name)
+                )?;
                 found += 1;
             }
         }
@@ -101,7 +106,11 @@ fn list_devices(out: &mut impl std::io::Write) -> std::io::Result<ExitCode> {
     match kernelfoundry::sycl::list_devices() {
         Ok(list) => {
             for d in list {
-                writeln!(out, "sycl    {d}  [queue: {}]", kind("sycl", &d.name))?;
+                writeln!(
+                    out,
+                    "sycl    {d}  [queue: {}]",
+                    kind(BackendKind::Sycl, &d.name)
+                )?;
                 found += 1;
             }
         }
@@ -113,7 +122,11 @@ fn list_devices(out: &mut impl std::io::Write) -> std::io::Result<ExitCode> {
         }
         Ok(list) => {
             for d in list {
-                writeln!(out, "cuda    {d}  [queue: {}]", kind("cuda", &d.name))?;
+                writeln!(
+                    out,
+                    "cuda    {d}  [queue: {}]",
+                    kind(BackendKind::Cuda, &d.name)
+                )?;
                 found += 1;
             }
         }

@@ -9,7 +9,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use kernelfoundry::core::{Candidate, Origin};
 use kernelfoundry::manifest::Manifest;
-use kernelfoundry::search::{offline_search, run_search, stop_on_ctrl_c, SearchArgs};
+use kernelfoundry::search::{offline_search, stop_on_ctrl_c, Search, SearchArgs};
 
 /// Arguments of `kf search`.
 #[derive(Args)]
@@ -64,12 +64,19 @@ pub(crate) fn run(args: SearchCmdArgs) -> anyhow::Result<ExitCode> {
             chosen.name()
         );
     }
-    let outcome = run_search(&config, mutator, seeds, Some(stop_on_ctrl_c()?))?;
+    let out = config.out.clone();
+    let outcome = Search::builder()
+        .config(config)
+        .mutator(mutator)
+        .seeds(seeds)
+        .stop_on(stop_on_ctrl_c()?)
+        .build()?
+        .run()?;
     println!(
         "
 {}",
         outcome.summary_text()
     );
-    println!("report: {}", config.out.join("report.json").display());
+    println!("report: {}", out.join("report.json").display());
     Ok(ExitCode::SUCCESS)
 }

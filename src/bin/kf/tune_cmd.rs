@@ -9,7 +9,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use kernelfoundry::core::{Evaluation, ParamValues};
-use kernelfoundry::eval::{BackendSpec, EvalConfig, TimeoutPolicy, WorkerCommand};
+use kernelfoundry::eval::{EvalConfig, TimeoutPolicy, WorkerCommand};
 use kernelfoundry::manifest::Manifest;
 use kernelfoundry::tune::cli::{render_text, replay_main, ReplayArgs};
 use kernelfoundry::tune::{
@@ -31,7 +31,45 @@ pub(crate) struct TuneArgs {
 enum TuneCommand {
     /// Replay a Kernel Tuner cache: the space is every configuration in the file, and
     /// evaluating one returns its recorded time.
-    Replay(ReplayArgs),
+    Replay(ReplayCmdArgs),
+}
+
+/// Arguments of `kf tune replay` (kf-tune's [`ReplayArgs`], parsed here: the library has no
+/// command line).
+#[derive(Debug, Clone, Args)]
+struct ReplayCmdArgs {
+    /// Kernel Tuner cache file (JSON, plain or gzip-compressed).
+    #[arg(long)]
+    cache: std::path::PathBuf,
+    /// Strategy name (default, exhaustive, random, simulated_annealing, genetic_algorithm,
+    /// greedy_ils, bayes_opt, forest, bandit).
+    #[arg(long, default_value = "default")]
+    strategy: String,
+    /// Budget: distinct configurations evaluated (default: 2% of the valid configurations).
+    #[arg(long)]
+    budget: Option<usize>,
+    /// Random seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Print one JSON object (otherwise a short text summary).
+    #[arg(long)]
+    json: bool,
+    /// Also write every configuration of the run to this file in the FAIR T4 results format.
+    #[arg(long)]
+    t4: Option<std::path::PathBuf>,
+}
+
+impl From<ReplayCmdArgs> for ReplayArgs {
+    fn from(a: ReplayCmdArgs) -> Self {
+        ReplayArgs {
+            cache: a.cache,
+            strategy: a.strategy,
+            budget: a.budget,
+            seed: a.seed,
+            json: a.json,
+            t4: a.t4,
+        }
+    }
 }
 
 /// Live tuning of one kernel on the default device.
@@ -63,8 +101,8 @@ struct LiveArgs {
     #[arg(long)]
     cache: Option<PathBuf>,
     /// Backend.
-    #[arg(long, default_value = "opencl")]
-    backend: String,
+    #[arg(long, default_value_t = kernelfoundry::search::BackendKind::OpenCl)]
+    backend: kernelfoundry::search::BackendKind,
     /// Device: a name substring, an index, cpu or gpu.
     #[arg(long)]
     device: Option<String>,
@@ -76,6 +114,7 @@ struct LiveArgs {
 pub(crate) fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
     match (args.command, args.live) {
         (Some(TuneCommand::Replay(args)), _) => {
+            let args = ReplayArgs::from(args);
             let summary = replay_main(&args)?;
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -103,11 +142,8 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
     let task = &chosen.task;
     let task_name = chosen.name();
     let sizes = task.sizes();
-    let spec = BackendSpec {
-        kind: args.backend.clone(),
-        device: args.device.clone(),
-    };
-    kernelfoundry::backends::check(&spec).map_err(anyhow::Error::msg)?;
+    let spec = args.backend.spec(args.device.clone());
+    kernelfoundry::backends::check(&spec)?;
     let (manifest, source) = Manifest::load(&args.kernel)?;
     let evaluator = chosen
         .evaluator(spec)
@@ -250,4 +286,37 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
         println!("Kernel Tuner cache: {}", cache_path.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn replay_args_parse() {
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            replay: ReplayCmdArgs,
+        }
+        let cli = Cli::try_parse_from([
+            "kf",
+            "--cache",
+            "x.json",
+            "--strategy",
+            "random",
+            "--budget",
+            "9",
+            "--seed",
+            "4",
+            "--json",
+        ])
+        .expect("parses");
+        let replay = ReplayArgs::from(cli.replay);
+        assert_eq!(replay.budget, Some(9));
+        assert_eq!(replay.seed, 4);
+        assert_eq!(replay.strategy, "random");
+        assert!(replay.json);
+    }
 }

@@ -6,15 +6,15 @@ use std::sync::Arc;
 use clap::Args;
 use kernelfoundry::dist::{Worker, WorkerConfig};
 use kernelfoundry::distributed::{device_kind, TaskHandler};
-use kernelfoundry::eval::{BackendSpec, WorkerCommand};
+use kernelfoundry::eval::WorkerCommand;
 use kernelfoundry::search::ServerArgs;
 
 /// Arguments of `kf worker`.
 #[derive(Args)]
 pub(crate) struct WorkerArgs {
     /// Backend: opencl, sycl or cuda.
-    #[arg(long, default_value = "opencl")]
-    backend: String,
+    #[arg(long, default_value_t = kernelfoundry::search::BackendKind::OpenCl)]
+    backend: kernelfoundry::search::BackendKind,
     /// Device (a name substring, an index, cpu or gpu).
     #[arg(long)]
     device: Option<String>,
@@ -43,15 +43,12 @@ pub(crate) struct WorkerArgs {
 
 pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     kernelfoundry::report::init_logging(args.verbose);
-    let spec = BackendSpec {
-        kind: args.backend.clone(),
-        device: args.device.clone(),
-    };
-    let facts = kernelfoundry::backends::device_facts(&spec).map_err(anyhow::Error::msg)?;
+    let spec = args.backend.spec(args.device.clone());
+    let facts = kernelfoundry::backends::device_facts(&spec)?;
     let kind = args
         .device_kind
         .clone()
-        .unwrap_or_else(|| device_kind(&spec.kind, &facts));
+        .unwrap_or_else(|| device_kind(args.backend, &facts));
     anyhow::ensure!(
         args.ack_wait.is_finite() && args.ack_wait > 0.0,
         "--ack-wait must be a positive number of seconds"

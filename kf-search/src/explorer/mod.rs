@@ -12,14 +12,13 @@
 //! into the run directory (`kf report` writes `report.html` next to it, in the folder named).
 //!
 //! ```no_run
-//! let path = kernelfoundry::explorer::write_report("runs/gemm")?;
+//! let path = kf_search::explorer::write_report("runs/gemm")?;
 //! println!("open {}", path.display());
-//! # Ok::<(), kernelfoundry::explorer::ExplorerError>(())
+//! # Ok::<(), kf_search::explorer::ExplorerError>(())
 //! ```
 
 mod data;
 mod page;
-pub mod serve;
 
 use std::path::{Path, PathBuf};
 

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::files::write_atomic;
+#[cfg(feature = "report")]
 use super::plot::{self, CurveData};
 use super::progress::TracePoint;
 use super::table::{self, correct_gflops, finite, measured_params, CellRow};
@@ -427,6 +428,8 @@ impl<'a> Report<'a> {
             out.best_params = Some(path);
         }
 
+        // The pictures need the `report` feature (plotters); without it they are not drawn.
+        #[cfg(feature = "report")]
         if self.pictures {
             let text = plot::fonts_available();
             out.pictures_have_text = text;
@@ -570,6 +573,7 @@ fn write_json(path: &Path, value: &impl Serialize, what: &'static str) -> Result
 }
 
 /// Encodes and writes a drawn picture; returns whether it has text.
+#[cfg(feature = "report")]
 fn picture(
     path: &Path,
     drawn: Result<(plot::Rendered, (u32, u32)), String>,

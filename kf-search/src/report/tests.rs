@@ -558,7 +558,7 @@ impl Evaluator for Slow {
 }
 
 /// Run by hand in a terminal to watch the bar and the logs:
-/// `cargo test -p kernelfoundry --lib report::tests::watch_the_bar -- --ignored --nocapture`.
+/// `cargo test -p kf-search --lib report::tests::watch_the_bar -- --ignored --nocapture`.
 #[test]
 #[ignore = "for people: draws a progress bar for a few seconds"]
 fn watch_the_bar() {

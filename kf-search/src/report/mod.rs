@@ -28,9 +28,9 @@
 //! the pictures are drawn without text.
 //!
 //! ```no_run
-//! use kernelfoundry::core::prelude::*;
-//! use kernelfoundry::core::testing::{synthetic_seed, SyntheticClassifier, SyntheticEvaluator, SyntheticMutator, VecArchive};
-//! use kernelfoundry::report::{init_logging, LogObserver, ProgressObserver, Report};
+//! use kf_core::prelude::*;
+//! use kf_core::testing::{synthetic_seed, SyntheticClassifier, SyntheticEvaluator, SyntheticMutator, VecArchive};
+//! use kf_search::report::{init_logging, LogObserver, ProgressObserver, Report};
 //!
 //! init_logging(0);
 //! let classifier = SyntheticClassifier::new(4);
@@ -54,17 +54,19 @@
 
 mod build;
 mod files;
+#[cfg(feature = "report")]
 mod plot;
 mod progress;
 mod table;
 
-#[cfg(test)]
+#[cfg(all(test, feature = "report"))]
 mod tests;
 
 use std::path::PathBuf;
 
 pub use build::{write_report, BestKernelJson, Report, ReportJson, ReportOutput};
 pub use files::write_atomic;
+#[cfg(feature = "report")]
 pub use plot::{fonts_available, heatmap_size, CURVE_SIZE, HEATMAP_SIZE};
 pub use progress::{
     init_logging, verbosity_filter, LogObserver, ProgressObserver, ProgressTrace, TracePoint,
@@ -124,6 +126,7 @@ pub enum ReportError {
         message: String,
     },
     /// A picture could not be encoded as PNG.
+    #[cfg(feature = "report")]
     #[error("cannot encode {path} as PNG: {source}")]
     Png {
         /// The picture.

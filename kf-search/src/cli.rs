@@ -4,18 +4,16 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kf_core::{KernelSource, Language, ParamValues, StopHandle};
+use kf_core::Language;
 use kf_eval::tasks::Sizes;
-use kf_eval::BackendSpec;
-use kf_mutate::TemplateLibrary;
 
-use super::{SearchConfig, SearchError};
+use crate::{defaults, BackendKind, SearchConfig};
 
 /// Options every search program shares; flatten them into a program's own `clap` parser.
 ///
 /// ```
 /// use clap::Parser;
-/// use kernelfoundry::search::SearchArgs;
+/// use kf_search::SearchArgs;
 ///
 /// #[derive(Parser)]
 /// struct Args {
@@ -27,26 +25,26 @@ use super::{SearchConfig, SearchError};
 ///
 /// let args = Args::parse_from(["prog", "--evaluations", "10", "--backend", "sycl"]);
 /// assert_eq!(args.search.evaluations, 10);
-/// assert_eq!(args.search.language(), kernelfoundry::core::Language::Sycl);
+/// assert_eq!(args.search.language(), kf_core::Language::Sycl);
 /// ```
 #[derive(Debug, Clone, clap::Args)]
 #[command(about = None, long_about = None)]
 pub struct SearchArgs {
     /// Candidates evaluated at most (seeds included).
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = defaults::EVALUATIONS)]
     pub evaluations: u64,
     /// Wall-clock limit, seconds (default: the program's).
     #[arg(long)]
     pub time: Option<u64>,
     /// Configurations tuned per new kernel (1 = no tuning).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = defaults::TUNE_BUDGET)]
     pub tune_budget: usize,
     /// Run seed.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = defaults::SEED)]
     pub seed: u64,
     /// Backend: opencl, sycl or cuda.
-    #[arg(long, default_value = "opencl")]
-    pub backend: String,
+    #[arg(long, default_value_t = BackendKind::OpenCl)]
+    pub backend: BackendKind,
     /// Device (a name substring, an index, cpu or gpu).
     #[arg(long)]
     pub device: Option<String>,
@@ -63,10 +61,12 @@ pub struct SearchArgs {
     #[arg(long)]
     pub in_flight: Option<usize>,
     /// Distributed evaluation.
+    #[cfg(feature = "dist")]
     #[command(flatten)]
     pub dist: DistArgs,
 }
 
+#[cfg(feature = "dist")]
 /// Where the distributed-evaluation servers are (shared by `kf worker` and searches). Unset,
 /// they come from `KF_NATS_URL` and `KF_DATABASE_URL`, else the servers
 /// `scripts/dist-servers.sh start` runs on this machine.
@@ -83,11 +83,14 @@ pub struct ServerArgs {
     pub namespace: String,
 }
 
+#[cfg(feature = "dist")]
 /// The NATS server `scripts/dist-servers.sh` starts.
 pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:14222";
+#[cfg(feature = "dist")]
 /// The PostgreSQL server `scripts/dist-servers.sh` starts.
 pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:15432/postgres";
 
+#[cfg(feature = "dist")]
 impl ServerArgs {
     /// Whether a server was named on the command line.
     pub fn given(&self) -> bool {
@@ -121,6 +124,7 @@ impl ServerArgs {
     }
 }
 
+#[cfg(feature = "dist")]
 /// Options of a search that evaluates on distributed workers (`kf worker`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct DistArgs {
@@ -142,10 +146,7 @@ impl SearchArgs {
     /// is not given.
     pub fn config(&self, task: &str, sizes: Sizes, default_wall: Duration) -> SearchConfig {
         let mut config = SearchConfig::new(task, sizes);
-        config.backend = BackendSpec {
-            kind: self.backend.clone(),
-            device: self.device.clone(),
-        };
+        config.backend = self.backend.spec(self.device.clone());
         config.evaluations = self.evaluations;
         config.wall = Some(self.time.map_or(default_wall, Duration::from_secs));
         config.tune_budget = self.tune_budget;
@@ -154,49 +155,30 @@ impl SearchArgs {
             config.out = out.clone();
         }
         config.progress = !self.no_progress;
+        #[cfg(feature = "dist")]
         let distributed = self.dist.distributed || self.dist.servers.given();
+        #[cfg(not(feature = "dist"))]
+        let distributed = false;
+        #[cfg(feature = "dist")]
         if distributed {
-            config.distributed = Some(super::Distributed {
+            config.distributed = Some(crate::Distributed {
                 dist: self.dist.servers.dist_config(),
                 device_kind: self.dist.device_kind.clone(),
                 run: None,
             });
         }
-        config.in_flight = self.in_flight.unwrap_or(if distributed { 8 } else { 1 });
+        config.in_flight = self.in_flight.unwrap_or(if distributed {
+            defaults::IN_FLIGHT_DISTRIBUTED
+        } else {
+            defaults::IN_FLIGHT
+        });
         config
     }
 
     /// The kernel language of the chosen backend.
     pub fn language(&self) -> Language {
-        crate::backends::language_of(&self.backend)
+        self.backend.language()
     }
-}
-
-/// A stop handle that Ctrl-C triggers: the engine stops, every completed step is already in
-/// the run directory, and running the same command again resumes.
-pub fn stop_on_ctrl_c() -> Result<StopHandle, SearchError> {
-    let stop = StopHandle::new();
-    let on_ctrl_c = stop.clone();
-    ctrlc::set_handler(move || on_ctrl_c.stop())
-        .map_err(|e| SearchError::Config(format!("installing the Ctrl-C handler: {e}")))?;
-    Ok(stop)
-}
-
-/// The base variant of every template of `library` for `task`, with its manifest's first
-/// parameter values: the seeds the structural mutator transforms.
-pub fn template_seeds(
-    library: &TemplateLibrary,
-    task: &str,
-) -> Result<Vec<(KernelSource, ParamValues)>, SearchError> {
-    let mut seeds = Vec::new();
-    for template in library.for_task(task) {
-        let variant = template
-            .instantiate(template.base())
-            .map_err(|e| SearchError::Config(e.to_string()))?;
-        let params = variant.manifest.default_params();
-        seeds.push((variant.source, params));
-    }
-    Ok(seeds)
 }
 
 #[cfg(test)]
@@ -216,6 +198,27 @@ mod tests {
             .config("gemm", Sizes::new(), Duration::from_secs(1))
     }
 
+    #[test]
+    fn defaults_are_the_shipped_search() {
+        let c = config(&[]);
+        let shipped = SearchConfig::new("gemm", Sizes::new());
+        assert_eq!(c.evaluations, shipped.evaluations);
+        assert_eq!(c.tune_budget, shipped.tune_budget);
+        assert_eq!(c.seed, shipped.seed);
+        assert_eq!(c.backend.kind, "opencl");
+        assert_eq!(c.in_flight, shipped.in_flight);
+    }
+
+    #[test]
+    fn a_bad_backend_lists_the_valid_names() {
+        let e = Args::try_parse_from(["prog", "--backend", "vulkan"])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("opencl, cuda, sycl"), "{e}");
+    }
+
+    #[cfg(feature = "dist")]
     #[test]
     fn naming_a_server_distributes_the_search() {
         let local = config(&[]);

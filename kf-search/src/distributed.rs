@@ -14,14 +14,16 @@ use kf_eval::tasks::Sizes;
 use kf_eval::{BackendSpec, EvalConfig, IsolatedEvaluator, TimeoutPolicy, WorkerCommand};
 use serde::{Deserialize, Serialize};
 
+use crate::BackendKind;
+
 /// The queue name of a device: backend and device name as one subject token, for example
 /// `opencl-intel-r--xeon-r--platinum-8480c`. Workers and searches that agree on it share jobs.
-pub fn device_kind(backend: &str, device: &DeviceFacts) -> String {
+pub fn device_kind(backend: BackendKind, device: &DeviceFacts) -> String {
     device_kind_named(backend, &device.name)
 }
 
 /// [`device_kind`] from a device name alone (as the backends' device lists give it).
-pub fn device_kind_named(backend: &str, device_name: &str) -> String {
+pub fn device_kind_named(backend: BackendKind, device_name: &str) -> String {
     kf_dist::subject_token(&format!("{backend}-{device_name}"))
 }
 
@@ -35,7 +37,7 @@ pub struct TaskProfile {
     /// Problem sizes.
     pub sizes: Sizes,
     /// Backend kind (`opencl`, `sycl`, `cuda`); the device is the worker's.
-    pub backend: String,
+    pub backend: BackendKind,
     /// The evaluation protocol.
     pub eval: EvalConfig,
     /// Hard limits per evaluation.
@@ -111,7 +113,7 @@ impl TaskHandler {
         }
         let p: TaskProfile = serde_json::from_value(profile.value.clone())
             .map_err(|e| format!("not a task profile: {e}"))?;
-        if p.backend != self.backend.kind {
+        if p.backend.name() != self.backend.kind {
             return Err(format!(
                 "the job is for the {} backend; this worker runs {}",
                 p.backend, self.backend.kind

@@ -5,7 +5,7 @@ use kf_core::{Candidate, KernelSource, Language, ParamValues};
 use kf_eval::tasks::KernelTask;
 use kf_mutate::{MixMutator, ParamMutator, StructuralMutator, TemplateLibrary};
 
-use super::{seeds_for, template_seeds, SearchError};
+use super::{seeds_for, SearchError};
 
 /// Seeds and mutator for `task` in `language`, with no LLM:
 ///
@@ -33,8 +33,8 @@ pub fn offline_search(
             "softmax" => (TemplateLibrary::softmax(), StructuralMutator::softmax()),
             _ => (TemplateLibrary::builtin(), StructuralMutator::builtin()),
         };
-        let library = library.map_err(|e| SearchError::Config(e.to_string()))?;
-        let structural = structural.map_err(|e| SearchError::Config(e.to_string()))?;
+        let library = library?;
+        let structural = structural?;
         let extra = template_seeds(&library, &name)?;
         let mutator = MixMutator::new()
             .with(structural, 2.0)
@@ -49,9 +49,10 @@ pub fn offline_search(
         (seeds_for(task, language, extra), mutator)
     };
     if seeds_and_mutator.0.is_empty() && templated {
-        return Err(SearchError::Config(format!(
-            "the {name} task has no {language:?} kernel to start from"
-        )));
+        return Err(SearchError::NoSeed {
+            task: name,
+            language,
+        });
     }
     Ok(seeds_and_mutator)
 }
@@ -63,12 +64,28 @@ fn tiled_gemm(language: Language) -> Result<(KernelSource, ParamValues), SearchE
         Language::Sycl | Language::Cuda => kf_eval::kernels::shipped("gemm_tiled", language),
         _ => None,
     }
-    .ok_or_else(|| SearchError::Config(format!("no shipped tiled GEMM in {language}")))?;
-    let manifest = shipped
-        .manifest()
-        .map_err(|e| SearchError::Config(e.to_string()))?;
+    .ok_or(SearchError::NoShippedKernel {
+        kernel: "gemm_tiled",
+        language,
+    })?;
+    let manifest = shipped.manifest()?;
     Ok((
         manifest.kernel_source(shipped.source),
         manifest.default_params(),
     ))
+}
+
+/// The base variant of every template of `library` for `task`, with its manifest's first
+/// parameter values: the seeds the structural mutator transforms.
+pub fn template_seeds(
+    library: &TemplateLibrary,
+    task: &str,
+) -> Result<Vec<(KernelSource, ParamValues)>, SearchError> {
+    let mut seeds = Vec::new();
+    for template in library.for_task(task) {
+        let variant = template.instantiate(template.base())?;
+        let params = variant.manifest.default_params();
+        seeds.push((variant.source, params));
+    }
+    Ok(seeds)
 }

@@ -1,0 +1,280 @@
+//! Backends by name ([`BackendKind`]), for command lines and evaluation workers. A backend is
+//! in a build when its cargo feature (`opencl`, `cuda`, `sycl`) is on; naming one that is not
+//! is a [`BackendError::NotBuilt`].
+//!
+//! | name | backend | without its hardware |
+//! |---|---|---|
+//! | `opencl` | `OpenClBackend` | the Intel CPU runtime `scripts/setup.sh` installs is a device |
+//! | `cuda` | `CudaBackend` | compile-only (needs NVRTC: `scripts/setup.sh --cuda`), see `open_cuda` |
+//! | `sycl` | `SyclBackend` | the Intel CPU device, after `scripts/setup.sh --sycl`, see `open_sycl` |
+
+use std::fmt;
+use std::str::FromStr;
+
+#[cfg(feature = "cuda")]
+use kf_backend_cuda::{CudaBackend, DeviceSelector as CudaDeviceSelector};
+#[cfg(feature = "opencl")]
+use kf_backend_opencl::{DeviceSelector, OpenClBackend};
+#[cfg(feature = "sycl")]
+use kf_backend_sycl::{DeviceSelector as SyclDeviceSelector, SyclBackend};
+use kf_eval::worker::WORKER_ENV;
+use kf_eval::BackendSpec;
+
+/// A backend by name: `opencl`, `cuda` or `sycl` (parsed with [`FromStr`], printed with
+/// [`fmt::Display`]; the name is what travels in a [`BackendSpec`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum BackendKind {
+    /// OpenCL C kernels on an OpenCL device.
+    #[default]
+    OpenCl,
+    /// CUDA kernels compiled with NVRTC.
+    Cuda,
+    /// SYCL free-function kernels compiled by the SYCL runtime.
+    Sycl,
+}
+
+impl BackendKind {
+    /// Every backend, built or not.
+    pub const ALL: [BackendKind; 3] = [BackendKind::OpenCl, BackendKind::Cuda, BackendKind::Sycl];
+
+    /// The name (`opencl`, `cuda`, `sycl`).
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::OpenCl => "opencl",
+            BackendKind::Cuda => "cuda",
+            BackendKind::Sycl => "sycl",
+        }
+    }
+
+    /// The kernel language the backend compiles.
+    pub fn language(self) -> kf_core::Language {
+        match self {
+            BackendKind::OpenCl => kf_core::Language::OpenCl,
+            BackendKind::Cuda => kf_core::Language::Cuda,
+            BackendKind::Sycl => kf_core::Language::Sycl,
+        }
+    }
+
+    /// Whether this build has the backend (its cargo feature is on).
+    pub fn is_built(self) -> bool {
+        match self {
+            BackendKind::OpenCl => cfg!(feature = "opencl"),
+            BackendKind::Cuda => cfg!(feature = "cuda"),
+            BackendKind::Sycl => cfg!(feature = "sycl"),
+        }
+    }
+
+    /// The backend a spec names.
+    pub fn of(spec: &BackendSpec) -> Result<BackendKind, BackendError> {
+        spec.kind.parse()
+    }
+
+    /// A spec for this backend on `device` (default device when `None`).
+    pub fn spec(self, device: Option<String>) -> BackendSpec {
+        BackendSpec {
+            kind: self.name().to_owned(),
+            device,
+        }
+    }
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for BackendKind {
+    type Err = BackendError;
+
+    fn from_str(s: &str) -> Result<Self, BackendError> {
+        BackendKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| BackendError::Unknown(s.to_owned()))
+    }
+}
+
+impl serde::Serialize for BackendKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for BackendKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Why a backend could not be named or opened.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackendError {
+    /// Not a backend's name.
+    #[error("unknown backend `{0}` (valid: opencl, cuda, sycl)")]
+    Unknown(String),
+    /// A backend this build was compiled without.
+    #[error("the {kind} backend is not in this build (enable the `{kind}` feature; this build has: {built})")]
+    NotBuilt {
+        /// The backend.
+        kind: BackendKind,
+        /// The backends this build has, comma-separated.
+        built: String,
+    },
+    /// The backend could not be opened on the device.
+    #[error("{0}")]
+    Open(String),
+}
+
+/// The names of the backends this build has.
+pub fn built() -> Vec<&'static str> {
+    BackendKind::ALL
+        .into_iter()
+        .filter(|k| k.is_built())
+        .map(BackendKind::name)
+        .collect()
+}
+
+/// Opens the OpenCL backend on the device `spec` selects.
+#[cfg(feature = "opencl")]
+pub fn open_opencl(spec: &BackendSpec) -> Result<OpenClBackend, BackendError> {
+    let mut builder = OpenClBackend::builder();
+    if let Some(device) = &spec.device {
+        builder = builder.device(DeviceSelector::parse(device));
+    }
+    builder
+        .build()
+        .map_err(|e| BackendError::Open(e.to_string()))
+}
+
+/// Opens the CUDA backend on the device `spec` selects (an ordinal or a name substring; default
+/// `KF_CUDA_DEVICE` or device 0).
+///
+/// Without a GPU this is a compile-only backend whose buffers live in host memory
+/// ([`kf_backend_cuda::CudaBackendBuilder::host_buffers_without_device`]): an evaluation then
+/// compiles the kernel with NVRTC (a bad kernel is `compile_error` with NVRTC's log), and a
+/// kernel that compiled reaches the launch, which fails with "no CUDA device present to run
+/// it" naming its registers, shared memory and spills; the evaluator reports that as
+/// `runtime_error` with the compiler facts filled in. Nothing is timed or verified, and the
+/// diagnostics say so. NVRTC itself is required: without it this fails, saying how to
+/// install it.
+#[cfg(feature = "cuda")]
+pub fn open_cuda(spec: &BackendSpec) -> Result<CudaBackend, BackendError> {
+    let mut builder = CudaBackend::builder().host_buffers_without_device(true);
+    if let Some(device) = &spec.device {
+        builder = builder.device(CudaDeviceSelector::parse(device));
+    }
+    builder
+        .build()
+        .map_err(|e| BackendError::Open(e.to_string()))
+}
+
+/// Opens the SYCL backend on the device `spec` selects (`cpu`, `gpu`, `P:D`, or a name
+/// substring; default `KF_SYCL_DEVICE` or the best device that can build SYCL source).
+///
+/// Kernels are SYCL free functions compiled at run time by the SYCL runtime; without the
+/// runtime (or when this build found none: the shim is compiled only then) this fails saying
+/// how to install it (`scripts/setup.sh --sycl`).
+#[cfg(feature = "sycl")]
+pub fn open_sycl(spec: &BackendSpec) -> Result<SyclBackend, BackendError> {
+    let mut builder = SyclBackend::builder();
+    if let Some(device) = &spec.device {
+        builder = builder.device(SyclDeviceSelector::parse(device));
+    }
+    builder
+        .build()
+        .map_err(|e| BackendError::Open(e.to_string()))
+}
+
+/// The kernel language a backend compiles: `sycl` → SYCL, `cuda` → CUDA, anything else
+/// OpenCL C.
+pub fn language_of(backend: &str) -> kf_core::Language {
+    backend
+        .parse::<BackendKind>()
+        .map_or(kf_core::Language::OpenCl, BackendKind::language)
+}
+
+/// Checks that `spec` names a backend this build has; returns it.
+pub fn check(spec: &BackendSpec) -> Result<BackendKind, BackendError> {
+    let kind = BackendKind::of(spec)?;
+    if kind.is_built() {
+        Ok(kind)
+    } else {
+        Err(BackendError::NotBuilt {
+            kind,
+            built: built().join(", "),
+        })
+    }
+}
+
+/// Serves as an evaluation worker when this process was started as one, and returns at once
+/// otherwise. Call it first thing in `main` of every program that uses
+/// [`kf_eval::IsolatedEvaluator`] (the `kf` binary and the examples do).
+///
+/// The worker's backend type is chosen from the spec's `kind` before serving (each backend
+/// has its own kernel and buffer types); an unreadable spec falls through to the first backend
+/// of this build, which reports it.
+pub fn init() {
+    let Ok(spec) = std::env::var(WORKER_ENV) else {
+        return;
+    };
+    let kind = serde_json::from_str::<BackendSpec>(&spec)
+        .ok()
+        .and_then(|spec| BackendKind::of(&spec).ok())
+        .filter(|k| k.is_built())
+        .or_else(|| BackendKind::ALL.into_iter().find(|k| k.is_built()));
+    let tasks = kf_eval::TaskRegistry::builtin();
+    match kind {
+        #[cfg(feature = "cuda")]
+        Some(BackendKind::Cuda) => kf_eval::worker::serve_if_requested(
+            |spec: &BackendSpec| {
+                check(spec).map_err(|e| e.to_string())?;
+                open_cuda(spec).map_err(|e| e.to_string())
+            },
+            &tasks,
+        ),
+        #[cfg(feature = "sycl")]
+        Some(BackendKind::Sycl) => kf_eval::worker::serve_if_requested(
+            |spec: &BackendSpec| {
+                check(spec).map_err(|e| e.to_string())?;
+                open_sycl(spec).map_err(|e| e.to_string())
+            },
+            &tasks,
+        ),
+        #[cfg(feature = "opencl")]
+        Some(BackendKind::OpenCl) => kf_eval::worker::serve_if_requested(
+            |spec: &BackendSpec| {
+                check(spec).map_err(|e| e.to_string())?;
+                open_opencl(spec).map_err(|e| e.to_string())
+            },
+            &tasks,
+        ),
+        _ => {
+            // A worker of a build with no backend: nothing can be served.
+            eprintln!("kf-eval worker: this build has no backend (enable opencl, cuda or sycl)");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// The facts of the device `spec` selects, from a backend opened in this process (the device a
+/// distributed worker registers, and what a search tells its mutators and tuner).
+pub fn device_facts(spec: &BackendSpec) -> Result<kf_core::DeviceFacts, BackendError> {
+    #[allow(unused_imports)]
+    use kf_core::Backend;
+    match check(spec)? {
+        #[cfg(feature = "cuda")]
+        BackendKind::Cuda => open_cuda(spec).map(|b| b.device().clone()),
+        #[cfg(feature = "sycl")]
+        BackendKind::Sycl => open_sycl(spec).map(|b| b.device().clone()),
+        #[cfg(feature = "opencl")]
+        BackendKind::OpenCl => open_opencl(spec).map(|b| b.device().clone()),
+        #[allow(unreachable_patterns)]
+        kind => Err(BackendError::NotBuilt {
+            kind,
+            built: built().join(", "),
+        }),
+    }
+}

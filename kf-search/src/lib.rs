@@ -1,0 +1,1061 @@
+//! The whole search, as the examples and `kf search` run it: seeds → MAP-Elites over the
+//! default 64-cell kernel space → each child tuned with a small kf-tune budget → judged by the
+//! cheat-proof evaluator in worker processes → a report with a table, `report.json` and
+//! pictures.
+//!
+//! [`Search::builder`] opens every part of that pipeline: the task, the behaviour
+//! [`classifier`](SearchBuilder::classifier), the archive's
+//! [settings](SearchBuilder::archive), the [mutator](SearchBuilder::mutator) and
+//! [seeds](SearchBuilder::seeds), [layers](SearchBuilder::evaluator_layer) around the
+//! evaluator, the budget and the tuning. What is not set is the shipped search ([`defaults`]
+//! holds its numbers, the one place they are set). A run directory under the output folder
+//! records every step, so an interrupted run resumes where it stopped when started again with
+//! the same arguments.
+//!
+//! # Your own behaviour descriptor
+//!
+//! A classifier that puts kernels in cells by two facts of their source, searched with
+//! everything else as shipped (a tiny softmax, 6 evaluations, on the OpenCL backend):
+//!
+//! ```
+//! use kf_core::{BehaviorClassifier, Candidate, Descriptor, DescriptorSpace, Dimension, Evaluation};
+//!
+//!
+//! struct LoopsAndBarriers(DescriptorSpace);
+//!
+//! impl BehaviorClassifier for LoopsAndBarriers {
+//!     type Error = std::convert::Infallible;
+//!     fn space(&self) -> &DescriptorSpace {
+//!         &self.0
+//!     }
+//!     fn classify(&self, c: &Candidate, _: &Evaluation) -> Result<Descriptor, Self::Error> {
+//!         let text = &c.source.text;
+//!         let loops = text.matches("for (").count().min(3);
+//!         let barriers = usize::from(text.contains("barrier("));
+//!         Ok(Descriptor::new(vec![loops, barriers], "loops-and-barriers"))
+//!     }
+//! }
+//!
+//! kf_search::init(); // evaluation workers re-execute this program: first call
+//! # if !kf_search::doctest_backend_available() { return Ok(()); }
+//! let space = DescriptorSpace::new(vec![Dimension::numbered("loops", 4), Dimension::numbered("barriers", 2)])?;
+//! let out = tempfile::tempdir()?;
+//! let outcome = kf_search::Search::builder()
+//!     .task("softmax")
+//!     .size("ROWS=64,COLS=256")?
+//!     .classifier(LoopsAndBarriers(space))
+//!     .evaluations(6)
+//!     .tune_budget(1)
+//!     .out(out.path())
+//!     .progress(false)
+//!     .build()?
+//!     .run()?;
+//! assert!(outcome.summary.evaluations >= 1);
+//! println!("{}", outcome.summary_text());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod backends;
+#[cfg(feature = "cli")]
+mod cli;
+#[cfg(feature = "dist")]
+pub mod distributed;
+mod evaluator;
+pub mod explorer;
+pub mod report;
+mod setup;
+mod tuned;
+
+pub use backends::{init, BackendError, BackendKind};
+#[cfg(feature = "cli")]
+pub use cli::SearchArgs;
+#[cfg(all(feature = "cli", feature = "dist"))]
+pub use cli::{DistArgs, ServerArgs, DEFAULT_DATABASE_URL, DEFAULT_NATS_URL};
+pub use evaluator::{SearchEvalError, SearchEvaluator};
+pub use setup::{offline_search, template_seeds};
+pub use tuned::TunedEvaluator;
+
+/// The shipped search's settings: the one place they are set ([`SearchConfig::new`],
+/// [`SearchArgs`]'s command-line defaults and [`Search::builder`] all read them).
+pub mod defaults {
+    use std::time::Duration;
+
+    /// Candidates evaluated at most (seeds included).
+    pub const EVALUATIONS: u64 = 60;
+    /// Configurations tuned per new kernel (1 = no tuning).
+    pub const TUNE_BUDGET: usize = 3;
+    /// The kf-tune strategy of the per-kernel tuning.
+    pub const TUNE_STRATEGY: &str = "default";
+    /// Wall-clock limit.
+    pub const WALL: Duration = Duration::from_secs(9 * 60);
+    /// Run seed.
+    pub const SEED: u64 = 0;
+    /// Steps in flight on one machine.
+    pub const IN_FLIGHT: usize = 1;
+    /// Steps in flight when evaluating on distributed workers.
+    pub const IN_FLIGHT_DISTRIBUTED: usize = 8;
+    /// Steps between archive snapshots in the run directory.
+    pub const SNAPSHOT_EVERY: u64 = 25;
+
+    /// The shipped behaviour classifier: kf-classify's static classifier refined by the
+    /// compiler's facts (registers, spills) where the backend reports them.
+    pub fn classifier() -> super::DefaultClassifier {
+        use kf_classify::ClassifierExt;
+        kf_classify::StaticClassifier::new().with_compiler_facts()
+    }
+
+    /// The shipped archive settings: the default grid, with the QD-score offset at the
+    /// fitness of the least correct kernel (so that only correct kernels add to it).
+    pub fn grid() -> kf_archive::GridConfig {
+        kf_archive::GridConfig::default().with_qd_offset(kf_core::Fitness::CORRECT_BASE)
+    }
+}
+
+/// The classifier of the shipped search ([`defaults::classifier`]).
+pub type DefaultClassifier = kf_classify::CompilerFactsClassifier<kf_classify::StaticClassifier>;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kf_archive::{EliteArchive, GridConfig, RunDir, RunDirOptions, RunMeta};
+use kf_core::{
+    Archive, BehaviorClassifier, BoxError, Budget, Candidate, Engine, EvaluationReport, Evaluator,
+    KernelSource, Language, Mutator, Observe, ObserverMode, Origin, ParamValues, RunSummary,
+    StopHandle,
+};
+use kf_eval::tasks::{builtin_task, sizes_text, KernelTask, Sizes};
+use kf_eval::{BackendSpec, EvalConfig, IsolatedEvaluator, TimeoutPolicy, WorkerCommand};
+use kf_mutate::MixMutator;
+use serde::Serialize;
+
+use crate::report::{LogObserver, ProgressObserver, Report, ReportOutput};
+
+/// Why a search could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SearchError {
+    /// Bad task, sizes or backend.
+    #[error(transparent)]
+    Eval(#[from] kf_eval::EvalError),
+    /// The backend is unknown, not in this build, or could not be opened.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    /// The archive or run directory refused.
+    #[error(transparent)]
+    Archive(#[from] kf_archive::ArchiveError),
+    /// The engine stopped with an error.
+    #[error(transparent)]
+    Engine(#[from] kf_core::CoreError),
+    /// The report could not be written.
+    #[error(transparent)]
+    Report(#[from] crate::report::ReportError),
+    /// Distributed evaluation failed to start.
+    #[cfg(feature = "dist")]
+    #[error(transparent)]
+    Distributed(#[from] kf_dist::DistError),
+    /// A kernel template or structural mutator could not be built.
+    #[error(transparent)]
+    Template(#[from] kf_mutate::MutateError),
+    /// A shipped kernel's manifest could not be read.
+    #[error(transparent)]
+    Manifest(#[from] kf_manifest::ManifestError),
+    /// No task was named ([`SearchBuilder::task`]).
+    #[error("no task: name a built-in task or give a task file")]
+    NoTask,
+    /// An evaluation budget of zero.
+    #[error("the evaluation budget must be at least 1")]
+    NoEvaluations,
+    /// Task files are not sent to distributed workers.
+    #[error(
+        "task files are evaluated on this machine: distributed workers do not receive task files yet"
+    )]
+    TaskFileDistributed,
+    /// The run directory already holds more evaluations than the budget.
+    #[error(
+        "the run directory {} already holds {recorded} evaluations; ask for at least that many to \
+         resume or extend it, or use another output folder",
+        path.display()
+    )]
+    RunDirAhead {
+        /// The run directory.
+        path: PathBuf,
+        /// Evaluations it holds.
+        recorded: u64,
+    },
+    /// The task has no kernel in the backend's language to start from.
+    #[error("the {task} task has no {language:?} kernel to start from")]
+    NoSeed {
+        /// The task.
+        task: String,
+        /// The backend's kernel language.
+        language: Language,
+    },
+    /// No shipped kernel of that name in that language.
+    #[error("no shipped {kernel} kernel in {language}")]
+    NoShippedKernel {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// The language asked for.
+        language: Language,
+    },
+    /// No device here to name the workers' device kind after.
+    #[error("no {backend} device here to name the workers' device kind ({source}); give the device kind")]
+    NoLocalDevice {
+        /// The backend.
+        backend: String,
+        /// Why its device could not be opened.
+        source: BackendError,
+    },
+    /// No distributed worker of the device kind registered in time.
+    #[error("no worker of device kind `{0}` registered within two minutes (start `kf worker`)")]
+    NoWorker(String),
+    /// A document (a profile, an archive snapshot, a worker's device facts) could not be
+    /// (de)serialised.
+    #[error("{what}: {source}")]
+    Json {
+        /// Which document.
+        what: &'static str,
+        /// What serde_json said.
+        source: serde_json::Error,
+    },
+    /// The Ctrl-C handler could not be installed.
+    #[error("installing the Ctrl-C handler: {0}")]
+    CtrlC(#[from] ctrlc::Error),
+}
+
+/// The origin note of the task-baseline seed.
+const BASELINE_NOTE: &str = "task baseline (naive)";
+
+/// What to search for and how.
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchConfig {
+    /// Built-in task name (`gemm`, `softmax`), or the task file's name.
+    pub task: String,
+    /// A task file to search on instead of a built-in task (evaluated locally: distributed
+    /// workers do not receive task files).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_file: Option<kf_eval::TaskFileJob>,
+    /// Problem sizes.
+    pub sizes: Sizes,
+    /// Backend and device (the kind is a [`BackendKind`] name).
+    pub backend: BackendSpec,
+    /// Candidates evaluated at most (seeds included).
+    pub evaluations: u64,
+    /// Wall-clock limit.
+    pub wall: Option<Duration>,
+    /// Run seed.
+    pub seed: u64,
+    /// Output folder (report, pictures, best kernel, run directory).
+    pub out: PathBuf,
+    /// Configurations tried per new kernel (1 = no tuning).
+    pub tune_budget: usize,
+    /// kf-tune strategy for the per-kernel tuning.
+    pub tune_strategy: String,
+    /// Protocol of each evaluation.
+    #[serde(skip)]
+    pub eval: EvalConfig,
+    /// Hard limit per evaluation.
+    #[serde(skip)]
+    pub timeout: TimeoutPolicy,
+    /// Show a progress bar on a terminal.
+    pub progress: bool,
+    /// How to start evaluation workers; `None` re-executes the current program
+    /// ([`WorkerCommand::current_exe`]), whose `main` calls [`crate::init`] first. Test binaries
+    /// set [`WorkerCommand::test_harness`] (with `kf_eval::worker_test_entry!`).
+    #[serde(skip)]
+    pub worker: Option<WorkerCommand>,
+    /// Steps (mutation + evaluation) in flight at once: 1 on one machine (one device); more
+    /// keeps several distributed workers busy.
+    pub in_flight: usize,
+    /// Evaluate on workers through NATS JetStream and PostgreSQL instead of in this process.
+    #[cfg(feature = "dist")]
+    #[serde(skip)]
+    pub distributed: Option<Distributed>,
+}
+
+/// Where a distributed search sends its jobs.
+#[cfg(feature = "dist")]
+#[derive(Debug, Clone)]
+pub struct Distributed {
+    /// Servers and queue settings.
+    pub dist: kf_dist::DistConfig,
+    /// Queue name of the workers' device; default: this machine's device for the backend
+    /// ([`crate::distributed::device_kind`]), which must then exist here.
+    pub device_kind: Option<String>,
+    /// Run id on the queue and in the database; default: derived from the output folder and
+    /// the seed, so that a resumed run finds its results.
+    pub run: Option<String>,
+}
+
+impl SearchConfig {
+    /// The shipped settings ([`defaults`]) for `task` at `sizes`: output in `runs/<task>`,
+    /// OpenCL's default device, a progress bar.
+    pub fn new(task: impl Into<String>, sizes: Sizes) -> Self {
+        let task = task.into();
+        SearchConfig {
+            out: PathBuf::from("runs").join(&task),
+            task,
+            task_file: None,
+            sizes,
+            backend: BackendKind::default().spec(None),
+            evaluations: defaults::EVALUATIONS,
+            wall: Some(defaults::WALL),
+            seed: defaults::SEED,
+            tune_budget: defaults::TUNE_BUDGET,
+            tune_strategy: defaults::TUNE_STRATEGY.into(),
+            eval: search_eval_config(),
+            timeout: TimeoutPolicy::default(),
+            progress: true,
+            worker: None,
+            in_flight: defaults::IN_FLIGHT,
+            #[cfg(feature = "dist")]
+            distributed: None,
+        }
+    }
+
+    /// The backend the config names.
+    pub fn backend_kind(&self) -> Result<BackendKind, BackendError> {
+        BackendKind::of(&self.backend)
+    }
+
+    fn is_distributed(&self) -> bool {
+        #[cfg(feature = "dist")]
+        {
+            self.distributed.is_some()
+        }
+        #[cfg(not(feature = "dist"))]
+        {
+            false
+        }
+    }
+}
+
+/// The evaluation protocol the search uses: the full checks, with timing trimmed to what a
+/// search needs (one warm-up, the median of at least 5 trials and 30 ms of kernel time, at
+/// most a second of timing; one interleaved baseline launch per evaluation feeding the
+/// worker's rolling baseline window), and input sets reused for up to 8 evaluations so that
+/// large host references are not recomputed for every kernel.
+pub fn search_eval_config() -> EvalConfig {
+    let mut c = EvalConfig::default();
+    c.timing.warmup = 1;
+    c.timing.min_trials = 5;
+    c.timing.min_seconds = 0.03;
+    c.timing.max_seconds = 1.0;
+    c.timing.baseline_trials = 1;
+    c.reuse_inputs = 8;
+    c
+}
+
+/// What a search produced.
+#[derive(Debug)]
+pub struct SearchOutcome {
+    /// The archive.
+    pub archive: EliteArchive,
+    /// The engine's summary.
+    pub summary: RunSummary,
+    /// The report files.
+    pub report: ReportOutput,
+    /// The naive seed's throughput in this run, GFLOP/s.
+    pub baseline_gflops: Option<f64>,
+    /// The best kernel's throughput, GFLOP/s.
+    pub best_gflops: Option<f64>,
+    /// The evaluation budget the run directory had before this search extended it.
+    pub extended_from: Option<u64>,
+}
+
+impl SearchOutcome {
+    /// One line: evaluations, wall time, why the run stopped, cells filled.
+    pub fn run_line(&self) -> String {
+        let s = &self.summary;
+        let mut line = format!(
+            "{} evaluations in {:.0} s ({:?}); {} of {} cells filled",
+            s.evaluations, s.wall_seconds, s.stop_reason, s.metrics.filled, s.metrics.cells
+        );
+        if let Some(from) = self.extended_from {
+            line.push_str(&format!("; the run was extended from {from} evaluations"));
+        }
+        if s.steps > 0 && s.replayed_steps == s.steps {
+            line.push_str(
+                "; every step was replayed from the run directory (the run had already \
+                 finished: ask for more evaluations to extend it)",
+            );
+        }
+        line
+    }
+
+    /// The run line, then the best kernel's throughput against the naive seed's in this run.
+    pub fn summary_text(&self) -> String {
+        let best = match (self.best_gflops, self.baseline_gflops) {
+            (Some(best), Some(base)) if base > 0.0 => format!(
+                "best kernel {best:.1} GFLOP/s, naive seed {base:.1} GFLOP/s in the same run: {:.1}x",
+                best / base
+            ),
+            (Some(best), _) => format!("best kernel {best:.1} GFLOP/s"),
+            _ => "no correct kernel was found".to_string(),
+        };
+        format!("{}\n{best}", self.run_line())
+    }
+}
+
+/// The task's baseline as the first seed, then `extra` seeds; each with its manifest's first
+/// parameter values.
+pub fn seeds_for(
+    task: &dyn KernelTask,
+    language: Language,
+    extra: Vec<(KernelSource, ParamValues)>,
+) -> Vec<Candidate> {
+    let mut seeds = Vec::new();
+    if let Some(base) = task.baseline(language) {
+        let params = kf_manifest::Manifest::from_kernel(&base)
+            .map(|m| m.default_params())
+            .unwrap_or_default();
+        let mut c = Candidate::seed(base, params);
+        c.origin = Origin::mutator("seed").with_note(BASELINE_NOTE);
+        seeds.push(c);
+    }
+    for (source, params) in extra {
+        let mut c = Candidate::seed(source, params);
+        c.origin = Origin::mutator("seed").with_note("template");
+        seeds.push(c);
+    }
+    seeds
+}
+
+/// A stop handle that Ctrl-C triggers: the engine stops, every completed step is already in
+/// the run directory, and running the same command again resumes.
+pub fn stop_on_ctrl_c() -> Result<StopHandle, SearchError> {
+    let stop = StopHandle::new();
+    let on_ctrl_c = stop.clone();
+    ctrlc::set_handler(move || on_ctrl_c.stop())?;
+    Ok(stop)
+}
+
+/// A layer around the search's evaluator (tower style): it receives the shipped evaluator
+/// (tuning, then isolated or distributed evaluation) and returns the one the engine uses.
+/// Closures `FnOnce(SearchEvaluator) -> E` are layers; [`NoLayer`] is the default.
+pub trait EvaluatorLayer {
+    /// The evaluator the engine gets.
+    type Evaluator: Evaluator + 'static;
+
+    /// Wraps `inner`.
+    fn layer(self, inner: SearchEvaluator) -> Self::Evaluator;
+}
+
+/// The shipped evaluator, unwrapped.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoLayer;
+
+impl EvaluatorLayer for NoLayer {
+    type Evaluator = SearchEvaluator;
+
+    fn layer(self, inner: SearchEvaluator) -> SearchEvaluator {
+        inner
+    }
+}
+
+impl<F, E> EvaluatorLayer for F
+where
+    F: FnOnce(SearchEvaluator) -> E,
+    E: Evaluator + 'static,
+{
+    type Evaluator = E;
+
+    fn layer(self, inner: SearchEvaluator) -> E {
+        self(inner)
+    }
+}
+
+/// How the builder finds the mutator and the seeds (those given, else its own) once the task
+/// is known.
+type MutatorFactory<M> = Box<
+    dyn FnOnce(
+        &dyn KernelTask,
+        Language,
+        Option<Vec<Candidate>>,
+    ) -> Result<(Vec<Candidate>, M), SearchError>,
+>;
+
+/// The shipped search, open: see [`Search::builder`].
+pub struct Search<M, C, L> {
+    config: SearchConfig,
+    task: Box<dyn KernelTask>,
+    seeds: Vec<Candidate>,
+    mutator: M,
+    classifier: C,
+    grid: GridConfig,
+    layer: L,
+    stop: Option<StopHandle>,
+}
+
+/// Builds a [`Search`]; every part not set is the shipped search's ([`defaults`]).
+pub struct SearchBuilder<M = MixMutator, C = DefaultClassifier, L = NoLayer> {
+    config: SearchConfig,
+    out_set: bool,
+    mutator: MutatorFactory<M>,
+    seeds: Option<Vec<Candidate>>,
+    classifier: C,
+    grid: GridConfig,
+    layer: L,
+    stop: Option<StopHandle>,
+}
+
+impl Search<MixMutator, DefaultClassifier, NoLayer> {
+    /// A builder with the shipped search's settings: the offline mutator and seeds of
+    /// [`offline_search`], the [default classifier](defaults::classifier), the
+    /// [default grid](defaults::grid), tuning in the search ([`defaults::TUNE_BUDGET`]
+    /// configurations per new kernel), isolated evaluation workers, the [`defaults`] budget.
+    /// Name the task with [`SearchBuilder::task`] (or give a config with
+    /// [`SearchBuilder::config`]).
+    pub fn builder() -> SearchBuilder {
+        SearchBuilder {
+            config: SearchConfig::new("", Sizes::new()),
+            out_set: false,
+            mutator: Box::new(
+                |task: &dyn KernelTask, language: Language, seeds: Option<Vec<Candidate>>| {
+                    let (offline, mutator) = offline_search(task, language)?;
+                    Ok((seeds.unwrap_or(offline), mutator))
+                },
+            ),
+            seeds: None,
+            classifier: defaults::classifier(),
+            grid: defaults::grid(),
+            layer: NoLayer,
+            stop: None,
+        }
+    }
+}
+
+impl<M, C, L> SearchBuilder<M, C, L>
+where
+    M: Mutator + 'static,
+    C: BehaviorClassifier + 'static,
+    L: EvaluatorLayer,
+{
+    /// The built-in task to search (`gemm`, `softmax`); the output folder becomes
+    /// `runs/<task>` unless [`out`](Self::out) is set.
+    pub fn task(mut self, name: impl Into<String>) -> Self {
+        self.config.task = name.into();
+        if !self.out_set {
+            self.config.out = PathBuf::from("runs").join(&self.config.task);
+        }
+        self
+    }
+
+    /// A task file to search on instead of a built-in task, under the task's `name`.
+    pub fn task_file(mut self, name: impl Into<String>, job: kf_eval::TaskFileJob) -> Self {
+        self = self.task(name);
+        self.config.task_file = Some(job);
+        self
+    }
+
+    /// Problem sizes (missing ones take the task's defaults).
+    pub fn sizes(mut self, sizes: Sizes) -> Self {
+        self.config.sizes = sizes;
+        self
+    }
+
+    /// Problem sizes as text, such as `ROWS=64,COLS=256`.
+    pub fn size(self, text: &str) -> Result<Self, SearchError> {
+        let sizes = kf_eval::tasks::parse_sizes(text)?;
+        Ok(self.sizes(sizes))
+    }
+
+    /// The whole configuration at once (as [`SearchArgs::config`] makes it), replacing what
+    /// was set before.
+    pub fn config(mut self, config: SearchConfig) -> Self {
+        self.config = config;
+        self.out_set = true;
+        self
+    }
+
+    /// The backend and device (`None`: the backend's default device).
+    pub fn backend(mut self, kind: BackendKind, device: Option<String>) -> Self {
+        self.config.backend = kind.spec(device);
+        self
+    }
+
+    /// Candidates evaluated at most, seeds included (default [`defaults::EVALUATIONS`]).
+    pub fn evaluations(mut self, n: u64) -> Self {
+        self.config.evaluations = n;
+        self
+    }
+
+    /// Wall-clock limit (default [`defaults::WALL`]); `None`: none.
+    pub fn wall(mut self, wall: Option<Duration>) -> Self {
+        self.config.wall = wall;
+        self
+    }
+
+    /// Run seed: the same seed gives the same search (default [`defaults::SEED`]).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.config.seed = seed;
+        self
+    }
+
+    /// Output folder: report, pictures, best kernel, run directory (default `runs/<task>`).
+    pub fn out(mut self, out: impl AsRef<Path>) -> Self {
+        self.config.out = out.as_ref().to_path_buf();
+        self.out_set = true;
+        self
+    }
+
+    /// Configurations tuned per new kernel, 1 = no tuning (default [`defaults::TUNE_BUDGET`]).
+    pub fn tune_budget(mut self, budget: usize) -> Self {
+        self.config.tune_budget = budget;
+        self
+    }
+
+    /// The kf-tune strategy of the per-kernel tuning (default [`defaults::TUNE_STRATEGY`]).
+    pub fn tune_strategy(mut self, strategy: impl Into<String>) -> Self {
+        self.config.tune_strategy = strategy.into();
+        self
+    }
+
+    /// Whether to show a progress bar on a terminal (default true).
+    pub fn progress(mut self, show: bool) -> Self {
+        self.config.progress = show;
+        self
+    }
+
+    /// How to start evaluation workers (default: re-execute this program, whose `main` calls
+    /// [`crate::init`] first).
+    pub fn worker(mut self, command: WorkerCommand) -> Self {
+        self.config.worker = Some(command);
+        self
+    }
+
+    /// Stops the search when `stop` is triggered (see [`stop_on_ctrl_c`]).
+    pub fn stop_on(mut self, stop: StopHandle) -> Self {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// The archive's settings (default [`defaults::grid`]).
+    pub fn archive(mut self, grid: GridConfig) -> Self {
+        self.grid = grid;
+        self
+    }
+
+    /// The seeds (default: those of [`offline_search`] for the task and backend). The first
+    /// should be the task baseline (see [`seeds_for`]): its throughput is the report's
+    /// baseline.
+    pub fn seeds(mut self, seeds: Vec<Candidate>) -> Self {
+        self.seeds = Some(seeds);
+        self
+    }
+
+    /// The behaviour classifier: which cell of the archive each kernel goes to (default
+    /// [`defaults::classifier`]).
+    pub fn classifier<C2: BehaviorClassifier + 'static>(
+        self,
+        classifier: C2,
+    ) -> SearchBuilder<M, C2, L> {
+        SearchBuilder {
+            config: self.config,
+            out_set: self.out_set,
+            mutator: self.mutator,
+            seeds: self.seeds,
+            classifier,
+            grid: self.grid,
+            layer: self.layer,
+            stop: self.stop,
+        }
+    }
+
+    /// The mutator (default: [`offline_search`]'s for the task and backend); the seeds stay
+    /// the offline search's unless [`seeds`](Self::seeds) are given (before or after).
+    pub fn mutator<M2: Mutator + 'static>(self, mutator: M2) -> SearchBuilder<M2, C, L> {
+        SearchBuilder {
+            config: self.config,
+            out_set: self.out_set,
+            mutator: Box::new(
+                move |task: &dyn KernelTask, language: Language, seeds: Option<Vec<Candidate>>| {
+                    let seeds = match seeds {
+                        Some(seeds) => seeds,
+                        None => offline_search(task, language)?.0,
+                    };
+                    Ok((seeds, mutator))
+                },
+            ),
+            seeds: self.seeds,
+            classifier: self.classifier,
+            grid: self.grid,
+            layer: self.layer,
+            stop: self.stop,
+        }
+    }
+
+    /// A layer around the shipped evaluator (replacing any layer set before; compose inside
+    /// the closure).
+    pub fn evaluator_layer<L2: EvaluatorLayer>(self, layer: L2) -> SearchBuilder<M, C, L2> {
+        SearchBuilder {
+            config: self.config,
+            out_set: self.out_set,
+            mutator: self.mutator,
+            seeds: self.seeds,
+            classifier: self.classifier,
+            grid: self.grid,
+            layer,
+            stop: self.stop,
+        }
+    }
+
+    /// Checks the configuration, resolves the task and finds the seeds and mutator.
+    pub fn build(self) -> Result<Search<M, C, L>, SearchError> {
+        let config = self.config;
+        if config.task.is_empty() {
+            return Err(SearchError::NoTask);
+        }
+        let kind = backends::check(&config.backend)?;
+        if config.evaluations == 0 {
+            return Err(SearchError::NoEvaluations);
+        }
+        let task: Box<dyn KernelTask> = match &config.task_file {
+            Some(job) => Box::new(job.build(&config.sizes, &kf_eval::tasks::builtin_references())?),
+            None => builtin_task(&config.task, &config.sizes)?,
+        };
+        if config.task_file.is_some() && config.is_distributed() {
+            return Err(SearchError::TaskFileDistributed);
+        }
+        let (seeds, mutator) = (self.mutator)(task.as_ref(), kind.language(), self.seeds)?;
+        Ok(Search {
+            config,
+            task,
+            seeds,
+            mutator,
+            classifier: self.classifier,
+            grid: self.grid,
+            layer: self.layer,
+            stop: self.stop,
+        })
+    }
+}
+
+impl<M, C, L> Search<M, C, L>
+where
+    M: Mutator + 'static,
+    C: BehaviorClassifier + 'static,
+    L: EvaluatorLayer,
+{
+    /// The configuration the search runs with.
+    pub fn config(&self) -> &SearchConfig {
+        &self.config
+    }
+
+    /// The seeds the search starts from.
+    pub fn seeds(&self) -> &[Candidate] {
+        &self.seeds
+    }
+
+    /// Runs the search (call [`crate::init`] first in `main`).
+    pub fn run(self) -> Result<SearchOutcome, SearchError> {
+        let Search {
+            config,
+            task,
+            seeds,
+            mutator,
+            classifier,
+            grid,
+            layer,
+            stop,
+        } = self;
+        let config = &config;
+        let sizes = task.sizes();
+        let (evaluator, device) = local_or_distributed(config, &sizes)?;
+        let space = classifier.space().clone();
+        let archive = EliteArchive::with_config(space.clone(), grid)?;
+        let mut budget = Budget::evaluations(config.evaluations);
+        if let Some(w) = config.wall {
+            budget = budget.with_wall(w);
+        }
+        std::fs::create_dir_all(&config.out).map_err(kf_eval::EvalError::Io)?;
+        // What may not change when the run is resumed or extended; the budget may.
+        let meta = RunMeta::new(
+            config.seed,
+            &serde_json::json!({
+                "task": config.task, "sizes": sizes, "backend": config.backend,
+                "device": device.name,
+                "tune_budget": config.tune_budget, "tune_strategy": config.tune_strategy,
+                "mutator": mutator.name(),
+            }),
+        )?
+        .with_budget(&serde_json::json!({
+            "evaluations": config.evaluations,
+            "wall_seconds": config.wall.map(|w| w.as_secs_f64()),
+        }))?;
+        let run_dir = RunDir::open_with(
+            config.out.join("run"),
+            meta,
+            RunDirOptions {
+                snapshot_every: defaults::SNAPSHOT_EVERY,
+                ..RunDirOptions::default()
+            },
+        )?;
+        let recorded_evaluations: u64 = run_dir
+            .read_records()?
+            .iter()
+            .map(|r| r.children.len() as u64)
+            .sum();
+        if recorded_evaluations > config.evaluations {
+            return Err(SearchError::RunDirAhead {
+                path: run_dir.path().to_path_buf(),
+                recorded: recorded_evaluations,
+            });
+        }
+        let extended_from = run_dir
+            .extended_from()
+            .and_then(|b| b.get("evaluations"))
+            .and_then(serde_json::Value::as_u64);
+        let mut progress = ProgressObserver::new(&space).with_budget(&budget);
+        if !config.progress {
+            progress = progress.without_bar();
+        }
+        let trace = progress.trace();
+        let baseline = BaselineWatch::default();
+        let evaluator_handle = evaluator.handle();
+        let evaluator = layer.layer(evaluator);
+        let mut engine = Engine::new(mutator, evaluator, classifier, archive)
+            .task(task.describe())
+            .device(device.clone())
+            .seeds(seeds)
+            .seed(config.seed)
+            .budget(budget)
+            .max_in_flight(config.in_flight.max(1))
+            .checkpoint(run_dir)
+            .add_observer(progress, ObserverMode::Always)
+            .add_observer(LogObserver::new(&space), ObserverMode::Always)
+            .add_observer(baseline.clone(), ObserverMode::Always);
+        if let Some(stop) = stop {
+            engine = engine.stop_on(stop);
+        }
+        let result = engine.run_blocking();
+        let evaluator_after = evaluator_handle.shutdown_handle();
+        let result = result?;
+        let archive = result.archive;
+        #[cfg(feature = "dist")]
+        if let Some(dist) = &evaluator_after {
+            // The final archive joins the run's record in the database.
+            let snapshot = serde_json::to_value(&archive).map_err(|source| SearchError::Json {
+                what: "the archive snapshot",
+                source,
+            })?;
+            let evaluations = result.summary.evaluations;
+            dist.block_on(
+                dist.store()
+                    .store_snapshot(dist.run(), evaluations, &snapshot),
+            )?;
+            dist.clone().shutdown();
+        }
+        #[cfg(not(feature = "dist"))]
+        let _ = evaluator_after;
+        let summary = result.summary;
+        let elites = Archive::elites(&archive);
+        let baseline_gflops = baseline.gflops();
+        let report = Report::new(&space, &summary, elites.iter().copied())
+            .baseline_gflops(baseline_gflops)
+            .trace(trace.points())
+            .title(format!("{} {}", config.task, sizes_text(&sizes)))
+            .extra("device", &device.name)
+            .extra("seed", config.seed)
+            .extra("extended_from_evaluations", extended_from)
+            .write_and_print(&config.out)?;
+        // The run explorer next to report.json and the pictures; a page that cannot be written
+        // is a warning, never a lost run.
+        match crate::explorer::write_report_with(
+            &config.out,
+            Some(space.dimensions.clone()),
+            crate::explorer::DEFAULT_INLINE_LIMIT,
+        ) {
+            Ok(path) => {
+                use std::io::Write;
+                let _ = writeln!(std::io::stdout(), "Explorer: {}", path.display());
+            }
+            Err(e) => tracing::warn!("could not write the run explorer page: {e}"),
+        }
+        let best_gflops = elites
+            .iter()
+            .filter(|e| e.evaluation.status.is_correct())
+            .filter_map(|e| e.evaluation.gflops)
+            .fold(None, |a: Option<f64>, g| Some(a.map_or(g, |a| a.max(g))));
+        Ok(SearchOutcome {
+            archive,
+            summary,
+            report,
+            baseline_gflops,
+            best_gflops,
+            extended_from,
+        })
+    }
+}
+
+/// Runs the shipped search with `mutator` from `seeds` (the first seed should be the task
+/// baseline: its throughput is the report's baseline): [`Search::builder`] with `config`,
+/// `mutator` and `seeds`, and every other part the default. Call [`crate::init`] first in
+/// `main`.
+pub fn run_search<M: Mutator + 'static>(
+    config: &SearchConfig,
+    mutator: M,
+    seeds: Vec<Candidate>,
+    stop: Option<StopHandle>,
+) -> Result<SearchOutcome, SearchError> {
+    let mut builder = Search::builder()
+        .config(config.clone())
+        .mutator(mutator)
+        .seeds(seeds);
+    if let Some(stop) = stop {
+        builder = builder.stop_on(stop);
+    }
+    builder.build()?.run()
+}
+
+/// The shipped evaluator for `config`: tuning around isolated workers on this machine, or
+/// around distributed workers; and the device it evaluates on.
+fn local_or_distributed(
+    config: &SearchConfig,
+    sizes: &Sizes,
+) -> Result<(SearchEvaluator, kf_core::DeviceFacts), SearchError> {
+    #[cfg(feature = "dist")]
+    if let Some(d) = &config.distributed {
+        let (dist, device) = connect_distributed(config, d, sizes)?;
+        // Tuning stays here: each configuration is one job, cached by its own id.
+        let tuned = TunedEvaluator::new(
+            dist,
+            config.tune_budget,
+            config.tune_strategy.clone(),
+            sizes.clone(),
+            device.clone(),
+        );
+        return Ok((SearchEvaluator::Distributed(tuned), device));
+    }
+    let worker = match &config.worker {
+        Some(w) => w.clone(),
+        None => WorkerCommand::current_exe()?,
+    };
+    let mut builder =
+        IsolatedEvaluator::builder(config.backend.clone(), config.task.clone(), sizes.clone());
+    if let Some(job) = &config.task_file {
+        builder = builder.task_file(job.clone());
+    }
+    let isolated = builder
+        .command(worker)
+        .config(config.eval.clone())
+        .timeout(config.timeout)
+        .build();
+    let device = isolated.device()?;
+    let tuned = TunedEvaluator::new(
+        isolated,
+        config.tune_budget,
+        config.tune_strategy.clone(),
+        sizes.clone(),
+        device.clone(),
+    );
+    Ok((SearchEvaluator::Local(tuned), device))
+}
+
+/// Connects the distributed evaluator and finds the device the workers have: this machine's
+/// when it has the same kind, else one a worker registered (waiting up to two minutes for the
+/// first worker).
+#[cfg(feature = "dist")]
+fn connect_distributed(
+    config: &SearchConfig,
+    d: &Distributed,
+    sizes: &Sizes,
+) -> Result<(kf_dist::DistEvaluator, kf_core::DeviceFacts), SearchError> {
+    use crate::distributed::{device_kind, TaskProfile};
+    let backend = config.backend_kind()?;
+    let local = crate::backends::device_facts(&config.backend);
+    let kind = match (&d.device_kind, &local) {
+        (Some(k), _) => k.clone(),
+        (None, Ok(facts)) => device_kind(backend, facts),
+        (None, Err(e)) => {
+            return Err(SearchError::NoLocalDevice {
+                backend: config.backend.kind.clone(),
+                source: e.clone(),
+            })
+        }
+    };
+    let run = match &d.run {
+        Some(r) => r.clone(),
+        None => default_run_id(config),
+    };
+    let profile = TaskProfile {
+        task: config.task.clone(),
+        sizes: sizes.clone(),
+        backend,
+        eval: config.eval.clone(),
+        timeout: config.timeout.into(),
+    };
+    let profile = serde_json::to_value(&profile).map_err(|source| SearchError::Json {
+        what: "the task profile",
+        source,
+    })?;
+    let dist =
+        kf_dist::DistEvaluator::builder(d.dist.clone(), run, kind.clone(), profile).connect()?;
+    if let Ok(facts) = local {
+        if device_kind(backend, &facts) == kind {
+            return Ok((dist, facts));
+        }
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some(v) = dist.block_on(dist.store().worker_device(&kind))? {
+            let facts = serde_json::from_value(v).map_err(|source| SearchError::Json {
+                what: "a worker registered bad device facts",
+                source,
+            })?;
+            return Ok((dist, facts));
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(SearchError::NoWorker(kind));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// A run id from the task, the output folder and the seed: the same command resumes the same
+/// run (and finds its results on the queue).
+#[cfg(feature = "dist")]
+fn default_run_id(config: &SearchConfig) -> String {
+    let out = std::fs::canonicalize(&config.out).unwrap_or_else(|_| config.out.clone());
+    let key = format!("{}\n{}\n{}", config.task, out.display(), config.seed);
+    let hash = blake3::hash(key.as_bytes()).to_hex();
+    format!("{}-{}", kf_dist::subject_token(&config.task), &hash[..16])
+}
+
+/// Remembers the throughput of the task baseline seed as this run measured it (its cell may
+/// later be taken by a faster kernel).
+#[derive(Clone, Default)]
+struct BaselineWatch(Arc<Mutex<Option<f64>>>);
+
+impl BaselineWatch {
+    fn gflops(&self) -> Option<f64> {
+        self.0.lock().ok().and_then(|g| *g)
+    }
+}
+
+impl Observe for BaselineWatch {
+    fn observe_evaluation(&mut self, r: &EvaluationReport<'_>) -> Result<(), BoxError> {
+        if r.candidate.origin.mutator == "seed" && r.candidate.origin.note.contains(BASELINE_NOTE) {
+            if let (Some(e), Ok(mut slot)) = (r.evaluation, self.0.lock()) {
+                if slot.is_none() {
+                    *slot = e.gflops;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// For this crate's doc example: whether the OpenCL runtime opens here (it prints why not and
+/// the example skips, as `kf_backend_opencl::testing` does in tests).
+#[doc(hidden)]
+pub fn doctest_backend_available() -> bool {
+    match backends::device_facts(&BackendKind::OpenCl.spec(None)) {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("skipping: the OpenCL runtime is not available ({e})");
+            false
+        }
+    }
+}
