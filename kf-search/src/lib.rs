@@ -55,7 +55,9 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod backend_kind;
 pub mod backends;
+mod builder;
 #[cfg(feature = "cli")]
 mod cli;
 #[cfg(feature = "dist")]
@@ -67,6 +69,7 @@ mod setup;
 mod tuned;
 
 pub use backends::{init, BackendError, BackendKind};
+pub use builder::{EvaluatorLayer, NoLayer, Search, SearchBuilder};
 #[cfg(feature = "cli")]
 pub use cli::SearchArgs;
 #[cfg(all(feature = "cli", feature = "dist"))]
@@ -77,56 +80,23 @@ pub use tuned::TunedEvaluator;
 
 /// The shipped search's settings: the one place they are set ([`SearchConfig::new`],
 /// [`SearchArgs`]'s command-line defaults and [`Search::builder`] all read them).
-pub mod defaults {
-    use std::time::Duration;
-
-    /// Candidates evaluated at most (seeds included).
-    pub const EVALUATIONS: u64 = 60;
-    /// Configurations tuned per new kernel (1 = no tuning).
-    pub const TUNE_BUDGET: usize = 3;
-    /// The kf-tune strategy of the per-kernel tuning.
-    pub const TUNE_STRATEGY: &str = "default";
-    /// Wall-clock limit.
-    pub const WALL: Duration = Duration::from_secs(9 * 60);
-    /// Run seed.
-    pub const SEED: u64 = 0;
-    /// Steps in flight on one machine.
-    pub const IN_FLIGHT: usize = 1;
-    /// Steps in flight when evaluating on distributed workers.
-    pub const IN_FLIGHT_DISTRIBUTED: usize = 8;
-    /// Steps between archive snapshots in the run directory.
-    pub const SNAPSHOT_EVERY: u64 = 25;
-
-    /// The shipped behaviour classifier: kf-classify's static classifier refined by the
-    /// compiler's facts (registers, spills) where the backend reports them.
-    pub fn classifier() -> super::DefaultClassifier {
-        use kf_classify::ClassifierExt;
-        kf_classify::StaticClassifier::new().with_compiler_facts()
-    }
-
-    /// The shipped archive settings: the default grid, with the QD-score offset at the
-    /// fitness of the least correct kernel (so that only correct kernels add to it).
-    pub fn grid() -> kf_archive::GridConfig {
-        kf_archive::GridConfig::default().with_qd_offset(kf_core::Fitness::CORRECT_BASE)
-    }
-}
+pub mod defaults;
 
 /// The classifier of the shipped search ([`defaults::classifier`]).
 pub type DefaultClassifier = kf_classify::CompilerFactsClassifier<kf_classify::StaticClassifier>;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kf_archive::{EliteArchive, GridConfig, RunDir, RunDirOptions, RunMeta};
+use kf_archive::{EliteArchive, RunDir, RunDirOptions, RunMeta};
 use kf_core::{
-    Archive, BehaviorClassifier, BoxError, Budget, Candidate, Engine, EvaluationReport, Evaluator,
+    Archive, BehaviorClassifier, BoxError, Budget, Candidate, Engine, EvaluationReport,
     KernelSource, Language, Mutator, Observe, ObserverMode, Origin, ParamValues, RunSummary,
     StopHandle,
 };
-use kf_eval::tasks::{builtin_task, sizes_text, KernelTask, Sizes};
+use kf_eval::tasks::{sizes_text, KernelTask, Sizes};
 use kf_eval::{BackendSpec, EvalConfig, IsolatedEvaluator, TimeoutPolicy, WorkerCommand};
-use kf_mutate::MixMutator;
 use serde::Serialize;
 
 use crate::report::{LogObserver, ProgressObserver, Report, ReportOutput};
@@ -431,307 +401,6 @@ pub fn stop_on_ctrl_c() -> Result<StopHandle, SearchError> {
     Ok(stop)
 }
 
-/// A layer around the search's evaluator (tower style): it receives the shipped evaluator
-/// (tuning, then isolated or distributed evaluation) and returns the one the engine uses.
-/// Closures `FnOnce(SearchEvaluator) -> E` are layers; [`NoLayer`] is the default.
-pub trait EvaluatorLayer {
-    /// The evaluator the engine gets.
-    type Evaluator: Evaluator + 'static;
-
-    /// Wraps `inner`.
-    fn layer(self, inner: SearchEvaluator) -> Self::Evaluator;
-}
-
-/// The shipped evaluator, unwrapped.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoLayer;
-
-impl EvaluatorLayer for NoLayer {
-    type Evaluator = SearchEvaluator;
-
-    fn layer(self, inner: SearchEvaluator) -> SearchEvaluator {
-        inner
-    }
-}
-
-impl<F, E> EvaluatorLayer for F
-where
-    F: FnOnce(SearchEvaluator) -> E,
-    E: Evaluator + 'static,
-{
-    type Evaluator = E;
-
-    fn layer(self, inner: SearchEvaluator) -> E {
-        self(inner)
-    }
-}
-
-/// How the builder finds the mutator and the seeds (those given, else its own) once the task
-/// is known.
-type MutatorFactory<M> = Box<
-    dyn FnOnce(
-        &dyn KernelTask,
-        Language,
-        Option<Vec<Candidate>>,
-    ) -> Result<(Vec<Candidate>, M), SearchError>,
->;
-
-/// The shipped search, open: see [`Search::builder`].
-pub struct Search<M, C, L> {
-    config: SearchConfig,
-    task: Box<dyn KernelTask>,
-    seeds: Vec<Candidate>,
-    mutator: M,
-    classifier: C,
-    grid: GridConfig,
-    layer: L,
-    stop: Option<StopHandle>,
-}
-
-/// Builds a [`Search`]; every part not set is the shipped search's ([`defaults`]).
-pub struct SearchBuilder<M = MixMutator, C = DefaultClassifier, L = NoLayer> {
-    config: SearchConfig,
-    out_set: bool,
-    mutator: MutatorFactory<M>,
-    seeds: Option<Vec<Candidate>>,
-    classifier: C,
-    grid: GridConfig,
-    layer: L,
-    stop: Option<StopHandle>,
-}
-
-impl Search<MixMutator, DefaultClassifier, NoLayer> {
-    /// A builder with the shipped search's settings: the offline mutator and seeds of
-    /// [`offline_search`], the [default classifier](defaults::classifier), the
-    /// [default grid](defaults::grid), tuning in the search ([`defaults::TUNE_BUDGET`]
-    /// configurations per new kernel), isolated evaluation workers, the [`defaults`] budget.
-    /// Name the task with [`SearchBuilder::task`] (or give a config with
-    /// [`SearchBuilder::config`]).
-    pub fn builder() -> SearchBuilder {
-        SearchBuilder {
-            config: SearchConfig::new("", Sizes::new()),
-            out_set: false,
-            mutator: Box::new(
-                |task: &dyn KernelTask, language: Language, seeds: Option<Vec<Candidate>>| {
-                    let (offline, mutator) = offline_search(task, language)?;
-                    Ok((seeds.unwrap_or(offline), mutator))
-                },
-            ),
-            seeds: None,
-            classifier: defaults::classifier(),
-            grid: defaults::grid(),
-            layer: NoLayer,
-            stop: None,
-        }
-    }
-}
-
-impl<M, C, L> SearchBuilder<M, C, L>
-where
-    M: Mutator + 'static,
-    C: BehaviorClassifier + 'static,
-    L: EvaluatorLayer,
-{
-    /// The built-in task to search (`gemm`, `softmax`); the output folder becomes
-    /// `runs/<task>` unless [`out`](Self::out) is set.
-    pub fn task(mut self, name: impl Into<String>) -> Self {
-        self.config.task = name.into();
-        if !self.out_set {
-            self.config.out = PathBuf::from("runs").join(&self.config.task);
-        }
-        self
-    }
-
-    /// A task file to search on instead of a built-in task, under the task's `name`.
-    pub fn task_file(mut self, name: impl Into<String>, job: kf_eval::TaskFileJob) -> Self {
-        self = self.task(name);
-        self.config.task_file = Some(job);
-        self
-    }
-
-    /// Problem sizes (missing ones take the task's defaults).
-    pub fn sizes(mut self, sizes: Sizes) -> Self {
-        self.config.sizes = sizes;
-        self
-    }
-
-    /// Problem sizes as text, such as `ROWS=64,COLS=256`.
-    pub fn size(self, text: &str) -> Result<Self, SearchError> {
-        let sizes = kf_eval::tasks::parse_sizes(text)?;
-        Ok(self.sizes(sizes))
-    }
-
-    /// The whole configuration at once (as [`SearchArgs::config`] makes it), replacing what
-    /// was set before.
-    pub fn config(mut self, config: SearchConfig) -> Self {
-        self.config = config;
-        self.out_set = true;
-        self
-    }
-
-    /// The backend and device (`None`: the backend's default device).
-    pub fn backend(mut self, kind: BackendKind, device: Option<String>) -> Self {
-        self.config.backend = kind.spec(device);
-        self
-    }
-
-    /// Candidates evaluated at most, seeds included (default [`defaults::EVALUATIONS`]).
-    pub fn evaluations(mut self, n: u64) -> Self {
-        self.config.evaluations = n;
-        self
-    }
-
-    /// Wall-clock limit (default [`defaults::WALL`]); `None`: none.
-    pub fn wall(mut self, wall: Option<Duration>) -> Self {
-        self.config.wall = wall;
-        self
-    }
-
-    /// Run seed: the same seed gives the same search (default [`defaults::SEED`]).
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.config.seed = seed;
-        self
-    }
-
-    /// Output folder: report, pictures, best kernel, run directory (default `runs/<task>`).
-    pub fn out(mut self, out: impl AsRef<Path>) -> Self {
-        self.config.out = out.as_ref().to_path_buf();
-        self.out_set = true;
-        self
-    }
-
-    /// Configurations tuned per new kernel, 1 = no tuning (default [`defaults::TUNE_BUDGET`]).
-    pub fn tune_budget(mut self, budget: usize) -> Self {
-        self.config.tune_budget = budget;
-        self
-    }
-
-    /// The kf-tune strategy of the per-kernel tuning (default [`defaults::TUNE_STRATEGY`]).
-    pub fn tune_strategy(mut self, strategy: impl Into<String>) -> Self {
-        self.config.tune_strategy = strategy.into();
-        self
-    }
-
-    /// Whether to show a progress bar on a terminal (default true).
-    pub fn progress(mut self, show: bool) -> Self {
-        self.config.progress = show;
-        self
-    }
-
-    /// How to start evaluation workers (default: re-execute this program, whose `main` calls
-    /// [`crate::init`] first).
-    pub fn worker(mut self, command: WorkerCommand) -> Self {
-        self.config.worker = Some(command);
-        self
-    }
-
-    /// Stops the search when `stop` is triggered (see [`stop_on_ctrl_c`]).
-    pub fn stop_on(mut self, stop: StopHandle) -> Self {
-        self.stop = Some(stop);
-        self
-    }
-
-    /// The archive's settings (default [`defaults::grid`]).
-    pub fn archive(mut self, grid: GridConfig) -> Self {
-        self.grid = grid;
-        self
-    }
-
-    /// The seeds (default: those of [`offline_search`] for the task and backend). The first
-    /// should be the task baseline (see [`seeds_for`]): its throughput is the report's
-    /// baseline.
-    pub fn seeds(mut self, seeds: Vec<Candidate>) -> Self {
-        self.seeds = Some(seeds);
-        self
-    }
-
-    /// The behaviour classifier: which cell of the archive each kernel goes to (default
-    /// [`defaults::classifier`]).
-    pub fn classifier<C2: BehaviorClassifier + 'static>(
-        self,
-        classifier: C2,
-    ) -> SearchBuilder<M, C2, L> {
-        SearchBuilder {
-            config: self.config,
-            out_set: self.out_set,
-            mutator: self.mutator,
-            seeds: self.seeds,
-            classifier,
-            grid: self.grid,
-            layer: self.layer,
-            stop: self.stop,
-        }
-    }
-
-    /// The mutator (default: [`offline_search`]'s for the task and backend); the seeds stay
-    /// the offline search's unless [`seeds`](Self::seeds) are given (before or after).
-    pub fn mutator<M2: Mutator + 'static>(self, mutator: M2) -> SearchBuilder<M2, C, L> {
-        SearchBuilder {
-            config: self.config,
-            out_set: self.out_set,
-            mutator: Box::new(
-                move |task: &dyn KernelTask, language: Language, seeds: Option<Vec<Candidate>>| {
-                    let seeds = match seeds {
-                        Some(seeds) => seeds,
-                        None => offline_search(task, language)?.0,
-                    };
-                    Ok((seeds, mutator))
-                },
-            ),
-            seeds: self.seeds,
-            classifier: self.classifier,
-            grid: self.grid,
-            layer: self.layer,
-            stop: self.stop,
-        }
-    }
-
-    /// A layer around the shipped evaluator (replacing any layer set before; compose inside
-    /// the closure).
-    pub fn evaluator_layer<L2: EvaluatorLayer>(self, layer: L2) -> SearchBuilder<M, C, L2> {
-        SearchBuilder {
-            config: self.config,
-            out_set: self.out_set,
-            mutator: self.mutator,
-            seeds: self.seeds,
-            classifier: self.classifier,
-            grid: self.grid,
-            layer,
-            stop: self.stop,
-        }
-    }
-
-    /// Checks the configuration, resolves the task and finds the seeds and mutator.
-    pub fn build(self) -> Result<Search<M, C, L>, SearchError> {
-        let config = self.config;
-        if config.task.is_empty() {
-            return Err(SearchError::NoTask);
-        }
-        let kind = backends::check(&config.backend)?;
-        if config.evaluations == 0 {
-            return Err(SearchError::NoEvaluations);
-        }
-        let task: Box<dyn KernelTask> = match &config.task_file {
-            Some(job) => Box::new(job.build(&config.sizes, &kf_eval::tasks::builtin_references())?),
-            None => builtin_task(&config.task, &config.sizes)?,
-        };
-        if config.task_file.is_some() && config.is_distributed() {
-            return Err(SearchError::TaskFileDistributed);
-        }
-        let (seeds, mutator) = (self.mutator)(task.as_ref(), kind.language(), self.seeds)?;
-        Ok(Search {
-            config,
-            task,
-            seeds,
-            mutator,
-            classifier: self.classifier,
-            grid: self.grid,
-            layer: self.layer,
-            stop: self.stop,
-        })
-    }
-}
-
 impl<M, C, L> Search<M, C, L>
 where
     M: Mutator + 'static,
@@ -750,143 +419,153 @@ where
 
     /// Runs the search (call [`crate::init`] first in `main`).
     pub fn run(self) -> Result<SearchOutcome, SearchError> {
-        let Search {
-            config,
-            task,
-            seeds,
-            mutator,
-            classifier,
-            grid,
-            layer,
-            stop,
-        } = self;
-        let config = &config;
-        let sizes = task.sizes();
-        let (evaluator, device) = local_or_distributed(config, &sizes)?;
-        let space = classifier.space().clone();
-        let archive = EliteArchive::with_config(space.clone(), grid)?;
-        let mut budget = Budget::evaluations(config.evaluations);
-        if let Some(w) = config.wall {
-            budget = budget.with_wall(w);
-        }
-        std::fs::create_dir_all(&config.out).map_err(kf_eval::EvalError::Io)?;
-        // What may not change when the run is resumed or extended; the budget may.
-        let meta = RunMeta::new(
-            config.seed,
-            &serde_json::json!({
-                "task": config.task, "sizes": sizes, "backend": config.backend,
-                "device": device.name,
-                "tune_budget": config.tune_budget, "tune_strategy": config.tune_strategy,
-                "mutator": mutator.name(),
-            }),
-        )?
-        .with_budget(&serde_json::json!({
-            "evaluations": config.evaluations,
-            "wall_seconds": config.wall.map(|w| w.as_secs_f64()),
-        }))?;
-        let run_dir = RunDir::open_with(
-            config.out.join("run"),
-            meta,
-            RunDirOptions {
-                snapshot_every: defaults::SNAPSHOT_EVERY,
-                ..RunDirOptions::default()
-            },
-        )?;
-        let recorded_evaluations: u64 = run_dir
-            .read_records()?
-            .iter()
-            .map(|r| r.children.len() as u64)
-            .sum();
-        if recorded_evaluations > config.evaluations {
-            return Err(SearchError::RunDirAhead {
-                path: run_dir.path().to_path_buf(),
-                recorded: recorded_evaluations,
-            });
-        }
-        let extended_from = run_dir
-            .extended_from()
-            .and_then(|b| b.get("evaluations"))
-            .and_then(serde_json::Value::as_u64);
-        let mut progress = ProgressObserver::new(&space).with_budget(&budget);
-        if !config.progress {
-            progress = progress.without_bar();
-        }
-        let trace = progress.trace();
-        let baseline = BaselineWatch::default();
-        let evaluator_handle = evaluator.handle();
-        let evaluator = layer.layer(evaluator);
-        let mut engine = Engine::new(mutator, evaluator, classifier, archive)
-            .task(task.describe())
-            .device(device.clone())
-            .seeds(seeds)
-            .seed(config.seed)
-            .budget(budget)
-            .max_in_flight(config.in_flight.max(1))
-            .checkpoint(run_dir)
-            .add_observer(progress, ObserverMode::Always)
-            .add_observer(LogObserver::new(&space), ObserverMode::Always)
-            .add_observer(baseline.clone(), ObserverMode::Always);
-        if let Some(stop) = stop {
-            engine = engine.stop_on(stop);
-        }
-        let result = engine.run_blocking();
-        let evaluator_after = evaluator_handle.shutdown_handle();
-        let result = result?;
-        let archive = result.archive;
-        #[cfg(feature = "dist")]
-        if let Some(dist) = &evaluator_after {
-            // The final archive joins the run's record in the database.
-            let snapshot = serde_json::to_value(&archive).map_err(|source| SearchError::Json {
-                what: "the archive snapshot",
-                source,
-            })?;
-            let evaluations = result.summary.evaluations;
-            dist.block_on(
-                dist.store()
-                    .store_snapshot(dist.run(), evaluations, &snapshot),
-            )?;
-            dist.clone().shutdown();
-        }
-        #[cfg(not(feature = "dist"))]
-        let _ = evaluator_after;
-        let summary = result.summary;
-        let elites = Archive::elites(&archive);
-        let baseline_gflops = baseline.gflops();
-        let report = Report::new(&space, &summary, elites.iter().copied())
-            .baseline_gflops(baseline_gflops)
-            .trace(trace.points())
-            .title(format!("{} {}", config.task, sizes_text(&sizes)))
-            .extra("device", &device.name)
-            .extra("seed", config.seed)
-            .extra("extended_from_evaluations", extended_from)
-            .write_and_print(&config.out)?;
-        // The run explorer next to report.json and the pictures; a page that cannot be written
-        // is a warning, never a lost run.
-        match crate::explorer::write_report_with(
-            &config.out,
-            Some(space.dimensions.clone()),
-            crate::explorer::DEFAULT_INLINE_LIMIT,
-        ) {
-            Ok(path) => {
-                use std::io::Write;
-                let _ = writeln!(std::io::stdout(), "Explorer: {}", path.display());
-            }
-            Err(e) => tracing::warn!("could not write the run explorer page: {e}"),
-        }
-        let best_gflops = elites
-            .iter()
-            .filter(|e| e.evaluation.status.is_correct())
-            .filter_map(|e| e.evaluation.gflops)
-            .fold(None, |a: Option<f64>, g| Some(a.map_or(g, |a| a.max(g))));
-        Ok(SearchOutcome {
-            archive,
-            summary,
-            report,
-            baseline_gflops,
-            best_gflops,
-            extended_from,
-        })
+        run_built(self)
     }
+}
+
+/// Runs a built search.
+fn run_built<M, C, L>(search: Search<M, C, L>) -> Result<SearchOutcome, SearchError>
+where
+    M: Mutator + 'static,
+    C: BehaviorClassifier + 'static,
+    L: EvaluatorLayer,
+{
+    let Search {
+        config,
+        task,
+        seeds,
+        mutator,
+        classifier,
+        grid,
+        layer,
+        stop,
+    } = search;
+    let config = &config;
+    let sizes = task.sizes();
+    let (evaluator, device) = local_or_distributed(config, &sizes)?;
+    let space = classifier.space().clone();
+    let archive = EliteArchive::with_config(space.clone(), grid)?;
+    let mut budget = Budget::evaluations(config.evaluations);
+    if let Some(w) = config.wall {
+        budget = budget.with_wall(w);
+    }
+    std::fs::create_dir_all(&config.out).map_err(kf_eval::EvalError::Io)?;
+    // What may not change when the run is resumed or extended; the budget may.
+    let meta = RunMeta::new(
+        config.seed,
+        &serde_json::json!({
+            "task": config.task, "sizes": sizes, "backend": config.backend,
+            "device": device.name,
+            "tune_budget": config.tune_budget, "tune_strategy": config.tune_strategy,
+            "mutator": mutator.name(),
+        }),
+    )?
+    .with_budget(&serde_json::json!({
+        "evaluations": config.evaluations,
+        "wall_seconds": config.wall.map(|w| w.as_secs_f64()),
+    }))?;
+    let run_dir = RunDir::open_with(
+        config.out.join("run"),
+        meta,
+        RunDirOptions {
+            snapshot_every: defaults::SNAPSHOT_EVERY,
+            ..RunDirOptions::default()
+        },
+    )?;
+    let recorded_evaluations: u64 = run_dir
+        .read_records()?
+        .iter()
+        .map(|r| r.children.len() as u64)
+        .sum();
+    if recorded_evaluations > config.evaluations {
+        return Err(SearchError::RunDirAhead {
+            path: run_dir.path().to_path_buf(),
+            recorded: recorded_evaluations,
+        });
+    }
+    let extended_from = run_dir
+        .extended_from()
+        .and_then(|b| b.get("evaluations"))
+        .and_then(serde_json::Value::as_u64);
+    let mut progress = ProgressObserver::new(&space).with_budget(&budget);
+    if !config.progress {
+        progress = progress.without_bar();
+    }
+    let trace = progress.trace();
+    let baseline = BaselineWatch::default();
+    let evaluator_handle = evaluator.handle();
+    let evaluator = layer.layer(evaluator);
+    let mut engine = Engine::new(mutator, evaluator, classifier, archive)
+        .task(task.describe())
+        .device(device.clone())
+        .seeds(seeds)
+        .seed(config.seed)
+        .budget(budget)
+        .max_in_flight(config.in_flight.max(1))
+        .checkpoint(run_dir)
+        .add_observer(progress, ObserverMode::Always)
+        .add_observer(LogObserver::new(&space), ObserverMode::Always)
+        .add_observer(baseline.clone(), ObserverMode::Always);
+    if let Some(stop) = stop {
+        engine = engine.stop_on(stop);
+    }
+    let result = engine.run_blocking();
+    let evaluator_after = evaluator_handle.shutdown_handle();
+    let result = result?;
+    let archive = result.archive;
+    #[cfg(feature = "dist")]
+    if let Some(dist) = &evaluator_after {
+        // The final archive joins the run's record in the database.
+        let snapshot = serde_json::to_value(&archive).map_err(|source| SearchError::Json {
+            what: "the archive snapshot",
+            source,
+        })?;
+        let evaluations = result.summary.evaluations;
+        dist.block_on(
+            dist.store()
+                .store_snapshot(dist.run(), evaluations, &snapshot),
+        )?;
+        dist.clone().shutdown();
+    }
+    #[cfg(not(feature = "dist"))]
+    let _ = evaluator_after;
+    let summary = result.summary;
+    let elites = Archive::elites(&archive);
+    let baseline_gflops = baseline.gflops();
+    let report = Report::new(&space, &summary, elites.iter().copied())
+        .baseline_gflops(baseline_gflops)
+        .trace(trace.points())
+        .title(format!("{} {}", config.task, sizes_text(&sizes)))
+        .extra("device", &device.name)
+        .extra("seed", config.seed)
+        .extra("extended_from_evaluations", extended_from)
+        .write_and_print(&config.out)?;
+    // The run explorer next to report.json and the pictures; a page that cannot be written
+    // is a warning, never a lost run.
+    match crate::explorer::write_report_with(
+        &config.out,
+        Some(space.dimensions.clone()),
+        crate::explorer::DEFAULT_INLINE_LIMIT,
+    ) {
+        Ok(path) => {
+            use std::io::Write;
+            let _ = writeln!(std::io::stdout(), "Explorer: {}", path.display());
+        }
+        Err(e) => tracing::warn!("could not write the run explorer page: {e}"),
+    }
+    let best_gflops = elites
+        .iter()
+        .filter(|e| e.evaluation.status.is_correct())
+        .filter_map(|e| e.evaluation.gflops)
+        .fold(None, |a: Option<f64>, g| Some(a.map_or(g, |a| a.max(g))));
+    Ok(SearchOutcome {
+        archive,
+        summary,
+        report,
+        baseline_gflops,
+        best_gflops,
+        extended_from,
+    })
 }
 
 /// Runs the shipped search with `mutator` from `seeds` (the first seed should be the task

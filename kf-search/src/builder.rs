@@ -1,0 +1,316 @@
+//! [`Search::builder`]: the shipped search with any of its parts replaced.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use kf_archive::GridConfig;
+use kf_core::{BehaviorClassifier, Candidate, Evaluator, Language, Mutator, StopHandle};
+use kf_eval::tasks::{builtin_task, KernelTask, Sizes};
+use kf_eval::WorkerCommand;
+use kf_mutate::MixMutator;
+
+use crate::{
+    backends, defaults, offline_search, BackendKind, DefaultClassifier, SearchConfig, SearchError,
+    SearchEvaluator,
+};
+
+/// A layer around the search's evaluator (tower style): it receives the shipped evaluator
+/// (tuning, then isolated or distributed evaluation) and returns the one the engine uses.
+/// Closures `FnOnce(SearchEvaluator) -> E` are layers; [`NoLayer`] is the default.
+pub trait EvaluatorLayer {
+    /// The evaluator the engine gets.
+    type Evaluator: Evaluator + 'static;
+
+    /// Wraps `inner`.
+    fn layer(self, inner: SearchEvaluator) -> Self::Evaluator;
+}
+
+/// The shipped evaluator, unwrapped.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoLayer;
+
+impl EvaluatorLayer for NoLayer {
+    type Evaluator = SearchEvaluator;
+
+    fn layer(self, inner: SearchEvaluator) -> SearchEvaluator {
+        inner
+    }
+}
+
+impl<F, E> EvaluatorLayer for F
+where
+    F: FnOnce(SearchEvaluator) -> E,
+    E: Evaluator + 'static,
+{
+    type Evaluator = E;
+
+    fn layer(self, inner: SearchEvaluator) -> E {
+        self(inner)
+    }
+}
+
+/// How the builder finds the mutator and the seeds (those given, else its own) once the task
+/// is known.
+type MutatorFactory<M> = Box<
+    dyn FnOnce(
+        &dyn KernelTask,
+        Language,
+        Option<Vec<Candidate>>,
+    ) -> Result<(Vec<Candidate>, M), SearchError>,
+>;
+
+/// The shipped search, open: see [`Search::builder`].
+pub struct Search<M, C, L> {
+    pub(crate) config: SearchConfig,
+    pub(crate) task: Box<dyn KernelTask>,
+    pub(crate) seeds: Vec<Candidate>,
+    pub(crate) mutator: M,
+    pub(crate) classifier: C,
+    pub(crate) grid: GridConfig,
+    pub(crate) layer: L,
+    pub(crate) stop: Option<StopHandle>,
+}
+
+/// Builds a [`Search`]; every part not set is the shipped search's ([`defaults`]).
+pub struct SearchBuilder<M = MixMutator, C = DefaultClassifier, L = NoLayer> {
+    config: SearchConfig,
+    out_set: bool,
+    mutator: MutatorFactory<M>,
+    seeds: Option<Vec<Candidate>>,
+    classifier: C,
+    grid: GridConfig,
+    layer: L,
+    stop: Option<StopHandle>,
+}
+
+impl Search<MixMutator, DefaultClassifier, NoLayer> {
+    /// A builder with the shipped search's settings: the offline mutator and seeds of
+    /// [`offline_search`], the [default classifier](defaults::classifier), the
+    /// [default grid](defaults::grid), tuning in the search ([`defaults::TUNE_BUDGET`]
+    /// configurations per new kernel), isolated evaluation workers, the [`defaults`] budget.
+    /// Name the task with [`SearchBuilder::task`] (or give a config with
+    /// [`SearchBuilder::config`]).
+    pub fn builder() -> SearchBuilder {
+        SearchBuilder {
+            config: SearchConfig::new("", Sizes::new()),
+            out_set: false,
+            mutator: Box::new(
+                |task: &dyn KernelTask, language: Language, seeds: Option<Vec<Candidate>>| {
+                    let (offline, mutator) = offline_search(task, language)?;
+                    Ok((seeds.unwrap_or(offline), mutator))
+                },
+            ),
+            seeds: None,
+            classifier: defaults::classifier(),
+            grid: defaults::grid(),
+            layer: NoLayer,
+            stop: None,
+        }
+    }
+}
+
+impl<M, C, L> SearchBuilder<M, C, L>
+where
+    M: Mutator + 'static,
+    C: BehaviorClassifier + 'static,
+    L: EvaluatorLayer,
+{
+    /// The built-in task to search (`gemm`, `softmax`); the output folder becomes
+    /// `runs/<task>` unless [`out`](Self::out) is set.
+    pub fn task(mut self, name: impl Into<String>) -> Self {
+        self.config.task = name.into();
+        if !self.out_set {
+            self.config.out = PathBuf::from("runs").join(&self.config.task);
+        }
+        self
+    }
+
+    /// A task file to search on instead of a built-in task, under the task's `name`.
+    pub fn task_file(mut self, name: impl Into<String>, job: kf_eval::TaskFileJob) -> Self {
+        self = self.task(name);
+        self.config.task_file = Some(job);
+        self
+    }
+
+    /// Problem sizes (missing ones take the task's defaults).
+    pub fn sizes(mut self, sizes: Sizes) -> Self {
+        self.config.sizes = sizes;
+        self
+    }
+
+    /// Problem sizes as text, such as `ROWS=64,COLS=256`.
+    pub fn size(self, text: &str) -> Result<Self, SearchError> {
+        let sizes = kf_eval::tasks::parse_sizes(text)?;
+        Ok(self.sizes(sizes))
+    }
+
+    /// The whole configuration at once (as [`SearchArgs::config`] makes it), replacing what
+    /// was set before.
+    pub fn config(mut self, config: SearchConfig) -> Self {
+        self.config = config;
+        self.out_set = true;
+        self
+    }
+
+    /// The backend and device (`None`: the backend's default device).
+    pub fn backend(mut self, kind: BackendKind, device: Option<String>) -> Self {
+        self.config.backend = kind.spec(device);
+        self
+    }
+
+    /// Candidates evaluated at most, seeds included (default [`defaults::EVALUATIONS`]).
+    pub fn evaluations(mut self, n: u64) -> Self {
+        self.config.evaluations = n;
+        self
+    }
+
+    /// Wall-clock limit (default [`defaults::WALL`]); `None`: none.
+    pub fn wall(mut self, wall: Option<Duration>) -> Self {
+        self.config.wall = wall;
+        self
+    }
+
+    /// Run seed: the same seed gives the same search (default [`defaults::SEED`]).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.config.seed = seed;
+        self
+    }
+
+    /// Output folder: report, pictures, best kernel, run directory (default `runs/<task>`).
+    pub fn out(mut self, out: impl AsRef<Path>) -> Self {
+        self.config.out = out.as_ref().to_path_buf();
+        self.out_set = true;
+        self
+    }
+
+    /// Configurations tuned per new kernel, 1 = no tuning (default [`defaults::TUNE_BUDGET`]).
+    pub fn tune_budget(mut self, budget: usize) -> Self {
+        self.config.tune_budget = budget;
+        self
+    }
+
+    /// The kf-tune strategy of the per-kernel tuning (default [`defaults::TUNE_STRATEGY`]).
+    pub fn tune_strategy(mut self, strategy: impl Into<String>) -> Self {
+        self.config.tune_strategy = strategy.into();
+        self
+    }
+
+    /// Whether to show a progress bar on a terminal (default true).
+    pub fn progress(mut self, show: bool) -> Self {
+        self.config.progress = show;
+        self
+    }
+
+    /// How to start evaluation workers (default: re-execute this program, whose `main` calls
+    /// [`crate::init`] first).
+    pub fn worker(mut self, command: WorkerCommand) -> Self {
+        self.config.worker = Some(command);
+        self
+    }
+
+    /// Stops the search when `stop` is triggered (see [`stop_on_ctrl_c`]).
+    pub fn stop_on(mut self, stop: StopHandle) -> Self {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// The archive's settings (default [`defaults::grid`]).
+    pub fn archive(mut self, grid: GridConfig) -> Self {
+        self.grid = grid;
+        self
+    }
+
+    /// The seeds (default: those of [`offline_search`] for the task and backend). The first
+    /// should be the task baseline (see [`seeds_for`]): its throughput is the report's
+    /// baseline.
+    pub fn seeds(mut self, seeds: Vec<Candidate>) -> Self {
+        self.seeds = Some(seeds);
+        self
+    }
+
+    /// The behaviour classifier: which cell of the archive each kernel goes to (default
+    /// [`defaults::classifier`]).
+    pub fn classifier<C2: BehaviorClassifier + 'static>(
+        self,
+        classifier: C2,
+    ) -> SearchBuilder<M, C2, L> {
+        SearchBuilder {
+            config: self.config,
+            out_set: self.out_set,
+            mutator: self.mutator,
+            seeds: self.seeds,
+            classifier,
+            grid: self.grid,
+            layer: self.layer,
+            stop: self.stop,
+        }
+    }
+
+    /// The mutator (default: [`offline_search`]'s for the task and backend); the seeds stay
+    /// the offline search's unless [`seeds`](Self::seeds) are given (before or after).
+    pub fn mutator<M2: Mutator + 'static>(self, mutator: M2) -> SearchBuilder<M2, C, L> {
+        SearchBuilder {
+            config: self.config,
+            out_set: self.out_set,
+            mutator: Box::new(
+                move |task: &dyn KernelTask, language: Language, seeds: Option<Vec<Candidate>>| {
+                    let seeds = match seeds {
+                        Some(seeds) => seeds,
+                        None => offline_search(task, language)?.0,
+                    };
+                    Ok((seeds, mutator))
+                },
+            ),
+            seeds: self.seeds,
+            classifier: self.classifier,
+            grid: self.grid,
+            layer: self.layer,
+            stop: self.stop,
+        }
+    }
+
+    /// A layer around the shipped evaluator (replacing any layer set before; compose inside
+    /// the closure).
+    pub fn evaluator_layer<L2: EvaluatorLayer>(self, layer: L2) -> SearchBuilder<M, C, L2> {
+        SearchBuilder {
+            config: self.config,
+            out_set: self.out_set,
+            mutator: self.mutator,
+            seeds: self.seeds,
+            classifier: self.classifier,
+            grid: self.grid,
+            layer,
+            stop: self.stop,
+        }
+    }
+
+    /// Checks the configuration, resolves the task and finds the seeds and mutator.
+    pub fn build(self) -> Result<Search<M, C, L>, SearchError> {
+        let config = self.config;
+        if config.task.is_empty() {
+            return Err(SearchError::NoTask);
+        }
+        let kind = backends::check(&config.backend)?;
+        if config.evaluations == 0 {
+            return Err(SearchError::NoEvaluations);
+        }
+        let task: Box<dyn KernelTask> = match &config.task_file {
+            Some(job) => Box::new(job.build(&config.sizes, &kf_eval::tasks::builtin_references())?),
+            None => builtin_task(&config.task, &config.sizes)?,
+        };
+        if config.task_file.is_some() && config.is_distributed() {
+            return Err(SearchError::TaskFileDistributed);
+        }
+        let (seeds, mutator) = (self.mutator)(task.as_ref(), kind.language(), self.seeds)?;
+        Ok(Search {
+            config,
+            task,
+            seeds,
+            mutator,
+            classifier: self.classifier,
+            grid: self.grid,
+            layer: self.layer,
+            stop: self.stop,
+        })
+    }
+}

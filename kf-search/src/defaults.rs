@@ -1,0 +1,34 @@
+//! The shipped search's settings: the one place they are set ([`SearchConfig::new`],
+//! [`SearchArgs`]'s command-line defaults and [`Search::builder`] all read them).
+
+use std::time::Duration;
+
+/// Candidates evaluated at most (seeds included).
+pub const EVALUATIONS: u64 = 60;
+/// Configurations tuned per new kernel (1 = no tuning).
+pub const TUNE_BUDGET: usize = 3;
+/// The kf-tune strategy of the per-kernel tuning.
+pub const TUNE_STRATEGY: &str = "default";
+/// Wall-clock limit.
+pub const WALL: Duration = Duration::from_secs(9 * 60);
+/// Run seed.
+pub const SEED: u64 = 0;
+/// Steps in flight on one machine.
+pub const IN_FLIGHT: usize = 1;
+/// Steps in flight when evaluating on distributed workers.
+pub const IN_FLIGHT_DISTRIBUTED: usize = 8;
+/// Steps between archive snapshots in the run directory.
+pub const SNAPSHOT_EVERY: u64 = 25;
+
+/// The shipped behaviour classifier: kf-classify's static classifier refined by the
+/// compiler's facts (registers, spills) where the backend reports them.
+pub fn classifier() -> super::DefaultClassifier {
+    use kf_classify::ClassifierExt;
+    kf_classify::StaticClassifier::new().with_compiler_facts()
+}
+
+/// The shipped archive settings: the default grid, with the QD-score offset at the
+/// fitness of the least correct kernel (so that only correct kernels add to it).
+pub fn grid() -> kf_archive::GridConfig {
+    kf_archive::GridConfig::default().with_qd_offset(kf_core::Fitness::CORRECT_BASE)
+}
