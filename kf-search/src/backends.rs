@@ -5,8 +5,8 @@
 //! | name | backend | without its hardware |
 //! |---|---|---|
 //! | `opencl` | [`OpenClBackend`] | the Intel CPU runtime `scripts/setup.sh` installs is a device |
-//! | `cuda` | [`CudaBackend`] | compile-only (needs NVRTC: `scripts/setup.sh --cuda`), see [`open_cuda`] |
-//! | `sycl` | [`SyclBackend`] | the Intel CPU device, after `scripts/setup.sh --sycl`, see [`open_sycl`] |
+//! | `cuda` | `CudaBackend` | compile-only (needs NVRTC: `scripts/setup.sh --cuda`), see `open_cuda` |
+//! | `sycl` | `SyclBackend` | the Intel CPU device, after `scripts/setup.sh --sycl`, see `open_sycl` |
 
 #[cfg(feature = "cuda")]
 use kf_backend_cuda::{CudaBackend, DeviceSelector as CudaDeviceSelector};

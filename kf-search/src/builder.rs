@@ -4,7 +4,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kf_archive::GridConfig;
-use kf_core::{BehaviorClassifier, Candidate, Evaluator, Language, Mutator, StopHandle};
+use kf_core::{
+    BehaviorClassifier, BoxError, Candidate, EvaluationReport, Evaluator, Language, Mutator,
+    Observe, ObserverMode, RunInfo, RunSummary, StopHandle,
+};
 use kf_eval::tasks::{builtin_task, KernelTask, Sizes};
 use kf_eval::WorkerCommand;
 use kf_mutate::MixMutator;
@@ -69,6 +72,7 @@ pub struct Search<M, C, L> {
     pub(crate) grid: GridConfig,
     pub(crate) layer: L,
     pub(crate) stop: Option<StopHandle>,
+    pub(crate) observers: Vec<(BoxedObserver, ObserverMode)>,
 }
 
 /// Builds a [`Search`]; every part not set is the shipped search's ([`defaults`]).
@@ -81,6 +85,7 @@ pub struct SearchBuilder<M = MixMutator, C = DefaultClassifier, L = NoLayer> {
     grid: GridConfig,
     layer: L,
     stop: Option<StopHandle>,
+    observers: Vec<(BoxedObserver, ObserverMode)>,
 }
 
 impl Search<MixMutator, DefaultClassifier, NoLayer> {
@@ -105,6 +110,7 @@ impl Search<MixMutator, DefaultClassifier, NoLayer> {
             grid: defaults::grid(),
             layer: NoLayer,
             stop: None,
+            observers: Vec::new(),
         }
     }
 }
@@ -144,7 +150,7 @@ where
         Ok(self.sizes(sizes))
     }
 
-    /// The whole configuration at once (as [`SearchArgs::config`] makes it), replacing what
+    /// The whole configuration at once (as `SearchArgs::config` makes it), replacing what
     /// was set before.
     pub fn config(mut self, config: SearchConfig) -> Self {
         self.config = config;
@@ -214,6 +220,14 @@ where
         self
     }
 
+    /// Adds an observer of the engine's events, after the shipped ones (progress, log lines,
+    /// the baseline's throughput); `mode` says which evaluations it sees.
+    pub fn observer(mut self, observer: impl Observe + 'static, mode: ObserverMode) -> Self {
+        self.observers
+            .push((BoxedObserver(Box::new(observer)), mode));
+        self
+    }
+
     /// The archive's settings (default [`defaults::grid`]).
     pub fn archive(mut self, grid: GridConfig) -> Self {
         self.grid = grid;
@@ -243,6 +257,7 @@ where
             grid: self.grid,
             layer: self.layer,
             stop: self.stop,
+            observers: self.observers,
         }
     }
 
@@ -266,6 +281,7 @@ where
             grid: self.grid,
             layer: self.layer,
             stop: self.stop,
+            observers: self.observers,
         }
     }
 
@@ -281,6 +297,7 @@ where
             grid: self.grid,
             layer,
             stop: self.stop,
+            observers: self.observers,
         }
     }
 
@@ -311,6 +328,24 @@ where
             grid: self.grid,
             layer: self.layer,
             stop: self.stop,
+            observers: self.observers,
         })
+    }
+}
+
+/// An observer the builder holds until the engine exists.
+pub(crate) struct BoxedObserver(Box<dyn Observe>);
+
+impl Observe for BoxedObserver {
+    fn observe_start(&mut self, info: &RunInfo<'_>) -> Result<(), BoxError> {
+        self.0.observe_start(info)
+    }
+
+    fn observe_evaluation(&mut self, report: &EvaluationReport<'_>) -> Result<(), BoxError> {
+        self.0.observe_evaluation(report)
+    }
+
+    fn observe_end(&mut self, summary: &RunSummary) -> Result<(), BoxError> {
+        self.0.observe_end(summary)
     }
 }

@@ -1,5 +1,5 @@
-//! The shipped search's settings: the one place they are set ([`SearchConfig::new`],
-//! [`SearchArgs`]'s command-line defaults and [`Search::builder`] all read them).
+//! The shipped search's settings: the one place they are set ([`SearchConfig::new`](crate::SearchConfig::new),
+//! `SearchArgs`'s command-line defaults and [`Search::builder`](crate::Search::builder) all read them).
 
 use std::time::Duration;
 

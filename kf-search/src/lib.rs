@@ -78,8 +78,6 @@ pub use evaluator::{SearchEvalError, SearchEvaluator};
 pub use setup::{offline_search, template_seeds};
 pub use tuned::TunedEvaluator;
 
-/// The shipped search's settings: the one place they are set ([`SearchConfig::new`],
-/// [`SearchArgs`]'s command-line defaults and [`Search::builder`] all read them).
 pub mod defaults;
 
 /// The classifier of the shipped search ([`defaults::classifier`]).
@@ -439,6 +437,7 @@ where
         grid,
         layer,
         stop,
+        observers,
     } = search;
     let config = &config;
     let sizes = task.sizes();
@@ -506,6 +505,9 @@ where
         .add_observer(progress, ObserverMode::Always)
         .add_observer(LogObserver::new(&space), ObserverMode::Always)
         .add_observer(baseline.clone(), ObserverMode::Always);
+    for (observer, mode) in observers {
+        engine = engine.add_observer(observer, mode);
+    }
     if let Some(stop) = stop {
         engine = engine.stop_on(stop);
     }

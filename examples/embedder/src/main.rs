@@ -1,7 +1,8 @@
 //! KernelFoundry embedded in another crate, through public items only: a custom
 //! two-dimensional behaviour descriptor (local memory used? outputs per work-item), a custom
-//! mutator mixed with the library's parameter and structural mutators, a closure observer, and
-//! a gemm search on the real OpenCL evaluator in worker processes.
+//! mutator mixed with the library's parameter and structural mutators, a closure observer, all
+//! given to the shipped search (`Search::builder`): a gemm search on the real OpenCL evaluator
+//! in worker processes.
 //!
 //! ```sh
 //! CARGO_TARGET_DIR=target cargo run --manifest-path examples/embedder/Cargo.toml -- 128 12
@@ -13,13 +14,11 @@
 use std::sync::{Arc, Mutex};
 
 use anyhow::{ensure, Context};
-use kernelfoundry::archive::{EliteArchive, GridConfig};
 use kernelfoundry::core::prelude::*;
 use kernelfoundry::core::{async_trait, Needs};
 use kernelfoundry::eval::tasks::{builtin_task, parse_sizes};
-use kernelfoundry::eval::{BackendSpec, IsolatedEvaluator};
 use kernelfoundry::mutate::{MixMutator, ParamMutator, StructuralMutator, TemplateLibrary};
-use kernelfoundry::search::{seeds_for, template_seeds};
+use kernelfoundry::search::{seeds_for, template_seeds, BackendKind, Search};
 
 /// Names of the parameters whose product is the outputs each work-item computes, in the
 /// shipped gemm kernels and templates.
@@ -126,12 +125,8 @@ fn main() -> anyhow::Result<()> {
         .context("budget: a number")?;
     let sizes = parse_sizes(&format!("M={n},N={n},K={n}"))?;
 
-    // The real evaluator: compile, verify on fresh inputs, time, in worker processes.
-    let evaluator =
-        IsolatedEvaluator::builder(BackendSpec::new("opencl"), "gemm", sizes.clone()).build();
-    let device = evaluator.device()?;
     let task = builtin_task("gemm", &sizes)?;
-    println!("gemm {n}x{n}x{n} on {}", device.name);
+    println!("gemm {n}x{n}x{n}");
 
     // Seeds: the naive baseline and the base variant of every gemm template.
     let templates = TemplateLibrary::builtin()?;
@@ -149,43 +144,50 @@ fn main() -> anyhow::Result<()> {
 
     let classifier = LocalAndOutputs::new()?;
     let space = classifier.space().clone();
-    let archive = EliteArchive::with_config(
-        space.clone(),
-        GridConfig::default().with_qd_offset(Fitness::CORRECT_BASE),
-    )?;
+    // The run directory, report and pictures go to a temporary folder.
+    let out = std::env::temp_dir().join(format!("kf-embedder-{}", std::process::id()));
 
     // A closure observer: prints every new best as it happens.
     let new_bests = Arc::new(Mutex::new(0u32));
     let counted = Arc::clone(&new_bests);
-    let result = Engine::new(mutator, evaluator.clone(), classifier, archive)
-        .task(task.describe())
-        .device(device)
+    let observer = move |r: &EvaluationReport<'_>| -> Result<(), BoxError> {
+        // Fitness ranks by speedup over the baseline timed in the same worker, so a new best
+        // may show fewer GFLOP/s than an earlier one timed beside a slower baseline run.
+        let gflops = r.evaluation.and_then(|e| e.gflops).unwrap_or(0.0);
+        let speedup = r.evaluation.and_then(|e| e.speedup).unwrap_or(0.0);
+        let cell = r.descriptor.map(|d| d.coords.clone()).unwrap_or_default();
+        println!(
+            "new best after {} evaluations: {} {speedup:.2}x ({:.1} GFLOP/s) in cell {cell:?} by {} ({})",
+            r.evaluations,
+            r.candidate.id,
+            gflops,
+            r.candidate.origin.mutator,
+            r.candidate.origin.note
+        );
+        *counted.lock().map_err(|_| "poisoned")? += 1;
+        Ok(())
+    };
+
+    // The shipped search (real evaluator in worker processes, archive, report) with our
+    // descriptor, mutator and observer; no per-kernel tuning.
+    let outcome = Search::builder()
+        .task("gemm")
+        .sizes(sizes)
+        .backend(BackendKind::OpenCl, None)
+        .classifier(classifier)
+        .mutator(mutator)
         .seeds(seeds)
         .seed(25)
-        .budget(Budget::evaluations(evaluations))
-        .add_observer(
-            move |r: &EvaluationReport<'_>| -> Result<(), BoxError> {
-                // Fitness ranks by speedup over the baseline timed in the same worker, so a
-                // new best may show fewer GFLOP/s than an earlier one timed beside a slower
-                // baseline run.
-                let gflops = r.evaluation.and_then(|e| e.gflops).unwrap_or(0.0);
-                let speedup = r.evaluation.and_then(|e| e.speedup).unwrap_or(0.0);
-                let cell = r.descriptor.map(|d| d.coords.clone()).unwrap_or_default();
-                println!(
-                    "new best after {} evaluations: {} {speedup:.2}x ({:.1} GFLOP/s) in cell {cell:?} by {} ({})",
-                    r.evaluations,
-                    r.candidate.id,
-                    gflops,
-                    r.candidate.origin.mutator,
-                    r.candidate.origin.note
-                );
-                *counted.lock().map_err(|_| "poisoned")? += 1;
-                Ok(())
-            },
-            ObserverMode::NewBest,
-        )
-        .run_blocking()?;
-    evaluator.shutdown();
+        .evaluations(evaluations)
+        .tune_budget(1)
+        .wall(None)
+        .out(&out)
+        .progress(false)
+        .observer(observer, ObserverMode::NewBest)
+        .build()?
+        .run();
+    let _ = std::fs::remove_dir_all(&out);
+    let result = outcome?;
 
     let metrics = result.archive.metrics();
     println!(
