@@ -214,7 +214,7 @@ where
         self
     }
 
-    /// Stops the search when `stop` is triggered (see [`stop_on_ctrl_c`]).
+    /// Stops the search when `stop` is triggered (see [`stop_on_ctrl_c`](crate::stop_on_ctrl_c)).
     pub fn stop_on(mut self, stop: StopHandle) -> Self {
         self.stop = Some(stop);
         self
@@ -235,7 +235,7 @@ where
     }
 
     /// The seeds (default: those of [`offline_search`] for the task and backend). The first
-    /// should be the task baseline (see [`seeds_for`]): its throughput is the report's
+    /// should be the task baseline (see [`seeds_for`](crate::seeds_for)): its throughput is the report's
     /// baseline.
     pub fn seeds(mut self, seeds: Vec<Candidate>) -> Self {
         self.seeds = Some(seeds);
