@@ -10,7 +10,7 @@ use kf_core::{
 use serde::Serialize;
 use serde_json::Value;
 
-use super::ExplorerError;
+use super::error::ExplorerError;
 
 /// Unique sources up to this many bytes in all are inlined in `report.html`; above it only the
 /// sources of the elites, their parents and the best kernel's lineage are.

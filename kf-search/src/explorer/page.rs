@@ -1,6 +1,6 @@
 //! The page: one HTML file with its styles, script and data inlined.
 
-use super::RunData;
+use super::data::RunData;
 
 const TEMPLATE: &str = include_str!("page.html");
 const DATA_MARK: &str = "__KF_DATA__";

@@ -9,12 +9,12 @@ use kf_core::{DescriptorSpace, Elite, Language, ParamValues, RunSummary, StopRea
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::error::{names, ReportError};
 use super::files::write_atomic;
 #[cfg(feature = "report")]
 use super::plot::{self, CurveData};
 use super::progress::TracePoint;
 use super::table::{self, correct_gflops, finite, measured_params, CellRow};
-use super::{names, ReportError};
 
 /// The best kernel as `report.json` describes it. Paths are relative to the report folder.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

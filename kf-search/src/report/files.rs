@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::ReportError;
+use super::error::ReportError;
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 

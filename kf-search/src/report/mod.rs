@@ -53,6 +53,7 @@
 //! ```
 
 mod build;
+mod error;
 mod files;
 #[cfg(feature = "report")]
 mod plot;
@@ -61,8 +62,6 @@ mod table;
 
 #[cfg(all(test, feature = "report"))]
 mod tests;
-
-use std::path::PathBuf;
 
 pub use build::{write_report, BestKernelJson, Report, ReportJson, ReportOutput};
 pub use files::write_atomic;
@@ -73,65 +72,4 @@ pub use progress::{
 };
 pub use table::CellRow;
 
-/// File names written into the report folder.
-pub mod names {
-    /// The report's JSON document.
-    pub const REPORT_JSON: &str = "report.json";
-    /// The best kernel's manifest.
-    pub const BEST_MANIFEST: &str = "best_kernel.toml";
-    /// The best kernel's parameter values.
-    pub const BEST_PARAMS: &str = "best_params.json";
-    /// The archive heatmap.
-    pub const HEATMAP: &str = "archive_heatmap.png";
-    /// The progress curve.
-    pub const CURVE: &str = "progress.png";
-    /// Stem of the best kernel's source file (`best_kernel.cl`, `.cpp` or `.cu`).
-    pub const BEST_KERNEL_STEM: &str = "best_kernel";
-}
-
-/// Why a report could not be written.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ReportError {
-    /// The output folder could not be created.
-    #[error("cannot create the report folder {path}: {source}")]
-    CreateDir {
-        /// The folder.
-        path: PathBuf,
-        /// What the file system said.
-        source: std::io::Error,
-    },
-    /// A file could not be written or renamed into place.
-    #[error("cannot write {path}: {source}")]
-    Write {
-        /// The file.
-        path: PathBuf,
-        /// What the file system said.
-        source: std::io::Error,
-    },
-    /// A document could not be serialised.
-    #[error("cannot serialise {what}: {source}")]
-    Json {
-        /// Which document.
-        what: &'static str,
-        /// What serde_json said.
-        source: serde_json::Error,
-    },
-    /// A picture could not be drawn.
-    #[error("cannot draw {path}: {message}")]
-    Plot {
-        /// The picture.
-        path: PathBuf,
-        /// What went wrong.
-        message: String,
-    },
-    /// A picture could not be encoded as PNG.
-    #[cfg(feature = "report")]
-    #[error("cannot encode {path} as PNG: {source}")]
-    Png {
-        /// The picture.
-        path: PathBuf,
-        /// What the encoder said.
-        source: png::EncodingError,
-    },
-}
+pub use error::{names, ReportError};
