@@ -872,9 +872,10 @@ fn the_elite_panel_shows_roofline_prompt_components_and_workers() {
 
     // The LLM child: its prompt by component, the reply, the parse/repair outcome.
     page.eval(&format!("kfExplorer.select({llm_child})"));
-    let titles = page
-        .eval("[...document.querySelectorAll('#detail .comp-title')].map((s) => s.textContent)");
-    let titles: Vec<String> = serde_json::from_value(titles).unwrap();
+    let titles = page.eval(
+        "JSON.stringify([...document.querySelectorAll('#detail .comp-title')].map((s) => s.textContent))",
+    );
+    let titles: Vec<String> = serde_json::from_str(titles.as_str().unwrap()).unwrap();
     for c in kf_prompt::PromptComponents::builtin().iter() {
         assert!(
             titles.contains(&c.title),
