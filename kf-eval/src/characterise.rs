@@ -517,8 +517,9 @@ pub fn load_per_cpu() -> Option<f64> {
 /// best-of-five that may have run on a busier machine (or at a lower clock) than the
 /// evaluation, and a genuine kernel can keep the FMA pipes a little busier than eight chains
 /// do; 1.5× covers that, while the timing cheats the check exists for (work skipped, results
-/// cached across launches) come out 10× to 1000× too fast. The bound is never looser than the
-/// backend's estimated peaks (an upper bound from the hardware's width and clock); on the
+/// cached across launches) come out 10× to 1000× too fast. The load allowance never takes the
+/// bound past the backend's estimated peak (an upper bound from the hardware's width and
+/// clock), unless the device was measured faster than that estimate; on the
 /// memory side the estimate (which counts cache bandwidth: a working set that fits in cache
 /// genuinely beats the measured DRAM bandwidth) is kept when there is one.
 pub const ANTI_CHEAT_MARGIN: f64 = 1.5;
@@ -543,7 +544,13 @@ impl Peaks {
     pub fn measured(c: &Characterisation, facts: &DeviceFacts) -> Self {
         let busy = c.load_per_cpu.unwrap_or(0.0).max(1.0);
         let margin = ANTI_CHEAT_MARGIN * busy;
-        let check_gflops = (c.peak_gflops * margin).min(facts.peak_gflops.unwrap_or(f64::INFINITY));
+        // The estimate caps the load allowance, but never below the margin over what was
+        // measured: a device measured faster than its estimate proves the estimate wrong.
+        let cap = facts
+            .peak_gflops
+            .unwrap_or(f64::INFINITY)
+            .max(c.peak_gflops * ANTI_CHEAT_MARGIN);
+        let check_gflops = (c.peak_gflops * margin).min(cap);
         let check_gbs = facts.peak_bandwidth_gbs.unwrap_or(c.bandwidth_gbs * margin);
         Peaks {
             gflops: c.peak_gflops,
@@ -695,6 +702,9 @@ mod tests {
         assert!((p.check_gflops - 300.0).abs() < 1e-9);
         busy.load_per_cpu = Some(5.0);
         assert_eq!(Peaks::measured(&busy, &facts()).check_gflops, 400.0);
+        // Measured above the estimate (a base clock taken for the top one): the margin holds.
+        busy.peak_gflops = 450.0;
+        assert!((Peaks::measured(&busy, &facts()).check_gflops - 675.0).abs() < 1e-9);
         // The memory side keeps the estimate (cache bandwidth).
         assert_eq!(p.check_gbs, 50.0);
         let est = Peaks::estimated(&facts()).unwrap();
