@@ -11,7 +11,8 @@
 //!   moved floats per element.
 //!
 //! Launch sizes are calibrated (doubled until a launch takes 20 ms), and the best of
-//! [`CharacteriseOptions::repetitions`] launches counts. The figures are cached per backend,
+//! [`CharacteriseOptions::repetitions`] launches (10) counts: on a shared machine the
+//! quiet moments are what measure the hardware. The figures are cached per backend,
 //! device name and driver version in `devices.json`, a sibling of the compile caches
 //! (`<.runtime>/cache/devices.json` in a checkout set up by `scripts/setup.sh`, else
 //! `$XDG_CACHE_HOME/kernelfoundry/devices.json`), written atomically (a temporary file renamed
@@ -92,7 +93,7 @@ pub struct CharacteriseOptions {
 impl Default for CharacteriseOptions {
     fn default() -> Self {
         CharacteriseOptions {
-            repetitions: 5,
+            repetitions: 10,
             stream_elements: 1 << 24,
             min_launch_seconds: 0.02,
         }
@@ -514,7 +515,7 @@ pub fn load_per_cpu() -> Option<f64> {
 /// The safety margin of the evaluator's anti-cheat check over measured peaks: a timing is
 /// rejected when it beats the roofline of `margin × busy ×` the measured peaks, where `busy` is
 /// the host's load per CPU at measurement time (at least 1). The characterisation is a
-/// best-of-five that may have run on a busier machine (or at a lower clock) than the
+/// best-of-ten that may have run on a busier machine (or at a lower clock) than the
 /// evaluation, and a genuine kernel can keep the FMA pipes a little busier than eight chains
 /// do; 1.5× covers that, while the timing cheats the check exists for (work skipped, results
 /// cached across launches) come out 10× to 1000× too fast. The load allowance never takes the
