@@ -295,6 +295,16 @@ impl<'a> Report<'a> {
                         if let Some(b) = self.baseline_gflops {
                             let _ = write!(t, ", {:.1}x the naive seed's {b:.2}", g / b);
                         }
+                        if let Some(f) = finite(e.evaluation.roofline_fraction) {
+                            let _ = match (e.evaluation.memory_bound, finite(e.evaluation.gbs)) {
+                                (Some(true), Some(gbs)) => write!(
+                                    t,
+                                    "; {gbs:.2} GB/s, {:.0}% of the bandwidth roofline",
+                                    f * 100.0
+                                ),
+                                _ => write!(t, "; {:.0}% of the roofline", f * 100.0),
+                            };
+                        }
                         t
                     }
                     None => format!("fitness {:.3}", e.fitness.value()),
