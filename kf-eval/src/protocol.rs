@@ -455,18 +455,35 @@ pub struct KernelEvaluator<B: Backend> {
     baselines: HashMap<String, Baseline<B::Kernel>>,
     inputs: HashMap<String, CachedInputs>,
     reference_kernels: HashMap<String, B::Kernel>,
+    peaks: Option<crate::characterise::Peaks>,
 }
 
 impl<B: Backend> KernelEvaluator<B> {
-    /// An evaluator over `backend`.
+    /// An evaluator over `backend`. The roofline it reports against and checks timings with
+    /// is the device's cached characterisation when there is one
+    /// ([`crate::characterise::Peaks::for_device`]), else the backend's estimated peaks.
     pub fn new(backend: B, config: EvalConfig) -> Self {
+        let peaks = crate::characterise::Peaks::for_device(backend.name(), backend.device());
         KernelEvaluator {
             backend,
             config,
             baselines: HashMap::new(),
             inputs: HashMap::new(),
             reference_kernels: HashMap::new(),
+            peaks,
         }
+    }
+
+    /// Replaces the peaks the roofline is computed against (`None`: no roofline figures and
+    /// no roofline check).
+    pub fn with_peaks(mut self, peaks: Option<crate::characterise::Peaks>) -> Self {
+        self.peaks = peaks;
+        self
+    }
+
+    /// The peaks the roofline is computed against.
+    pub fn peaks(&self) -> Option<&crate::characterise::Peaks> {
+        self.peaks.as_ref()
     }
 
     /// The backend.
@@ -638,14 +655,24 @@ impl<B: Backend> KernelEvaluator<B> {
             return finish(fail(Status::RuntimeError, message, &params));
         };
         let work = task.describe().work;
-        let device = self.backend.device();
         if self.config.check_roofline {
-            if let (Some(pf), Some(pb)) = (device.peak_gflops, device.peak_bandwidth_gbs) {
-                let bound = work.roofline_seconds(pf, pb);
+            if let Some(peaks) = &self.peaks {
+                let bound = peaks.anti_cheat_seconds(&work);
                 if bound > 0.0 && stats.median_s < bound {
+                    let what = if peaks.measured {
+                        format!(
+                            "{:.0} GFLOP/s, {:.0} GB/s: the measured peaks with a safety margin",
+                            peaks.check_gflops, peaks.check_gbs
+                        )
+                    } else {
+                        format!(
+                            "estimated peaks {:.0} GFLOP/s, {:.0} GB/s",
+                            peaks.gflops, peaks.gbs
+                        )
+                    };
                     let message = format!(
                         "measured {:.3e} s is below the {bound:.3e} s this device's roofline allows \
-                         ({pf:.0} GFLOP/s, {pb:.0} GB/s): the timing cannot be genuine",
+                         ({what}): the timing cannot be genuine",
                         stats.median_s
                     );
                     return finish(fail(Status::RuntimeError, message, &params));
@@ -660,6 +687,17 @@ impl<B: Backend> KernelEvaluator<B> {
         });
         if work.flops > 0.0 && stats.median_s > 0.0 {
             evaluation.gflops = Some(work.flops / stats.median_s / 1e9);
+        }
+        if work.bytes > 0.0 && stats.median_s > 0.0 {
+            evaluation.gbs = Some(work.bytes / stats.median_s / 1e9);
+        }
+        if let Some(point) = self
+            .peaks
+            .as_ref()
+            .and_then(|p| crate::characterise::roofline_point(&work, stats.median_s, p))
+        {
+            evaluation.roofline_fraction = Some(point.fraction);
+            evaluation.memory_bound = Some(point.memory_bound);
         }
         let speed = match evaluation.speedup {
             Some(s) => format!(", {s:.2}x the baseline"),
