@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::kernel::{KernelSource, ParamValues};
+use crate::kernel::{KernelSource, Language, ParamValues};
 
 /// Identifier of a candidate within one run. The engine assigns them in completion order, so a
 /// seeded run numbers its candidates identically every time.
@@ -124,6 +124,11 @@ pub struct Offspring {
     /// Other candidates it drew from besides the parent (crossover, inspirations).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub also_from: Vec<CandidateId>,
+    /// Why the mutator could not draw a kernel from its output (an LLM reply with no code
+    /// block, edits that do not apply), when this child stands for such a failure; see
+    /// [`Offspring::extraction_failure`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extraction_failure: Option<String>,
 }
 
 impl Offspring {
@@ -134,8 +139,60 @@ impl Offspring {
             params,
             origin,
             also_from: Vec::new(),
+            extraction_failure: None,
         }
     }
+
+    /// A child standing for a mutator's failure to draw a kernel from its output, with the
+    /// reason (made one line). It is evaluated and recorded like any other child: evaluators
+    /// rank it [`crate::Status::ExtractionError`] with the reason as diagnostics, so that the
+    /// next prompt that sees it can show the model why.
+    ///
+    /// The reason is in [`Offspring::extraction_failure`]; the source is one line, the
+    /// [`EXTRACTION_FAILURE_MARKER`] and the reason, so that the failure also crosses
+    /// boundaries that carry only a kernel source (an evaluation worker process, a
+    /// distributed job) and reads back with [`extraction_failure_in`].
+    ///
+    /// ```
+    /// use kf_core::{Candidate, CandidateId, Language, Offspring, Origin};
+    ///
+    /// let child = Offspring::extraction_failure(Language::OpenCl, "gemm", "no code block\nin the reply", Origin::mutator("llm"));
+    /// assert_eq!(child.extraction_failure.as_deref(), Some("no code block in the reply"));
+    /// let candidate = Candidate::from_offspring(CandidateId(4), None, child);
+    /// assert_eq!(candidate.extraction_failure_reason(), Some("no code block in the reply"));
+    /// assert_eq!(kf_core::extraction_failure_in(&candidate.source), Some("no code block in the reply"));
+    /// ```
+    pub fn extraction_failure(
+        language: Language,
+        entry: impl Into<String>,
+        reason: &str,
+        origin: Origin,
+    ) -> Self {
+        let one_line = reason.replace(['\n', '\r'], " ");
+        let source = KernelSource::new(
+            language,
+            entry,
+            format!("{EXTRACTION_FAILURE_MARKER}{one_line}\n"),
+        );
+        Offspring {
+            extraction_failure: Some(one_line),
+            ..Offspring::new(source, ParamValues::new(), origin)
+        }
+    }
+}
+
+/// First characters of the kernel text of a child that stands for an extraction failure
+/// ([`Offspring::extraction_failure`]); the reason follows on the same line.
+pub const EXTRACTION_FAILURE_MARKER: &str = "//! kf:extraction-error: ";
+
+/// The reason, when `source` is the kernel text of an extraction failure
+/// ([`Offspring::extraction_failure`]): for code that has only the source, such as an
+/// evaluation worker. Code that has the candidate uses [`Candidate::extraction_failure_reason`].
+pub fn extraction_failure_in(source: &KernelSource) -> Option<&str> {
+    source
+        .text
+        .strip_prefix(EXTRACTION_FAILURE_MARKER)
+        .map(|r| r.trim_end())
 }
 
 /// A kernel in the search: id, lineage, source, parameter values, origin.
@@ -151,6 +208,10 @@ pub struct Candidate {
     pub params: ParamValues,
     /// Which mutator made it.
     pub origin: Origin,
+    /// Why its mutator could not draw a kernel from its output, when it stands for such a
+    /// failure ([`Offspring::extraction_failure`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extraction_failure: Option<String>,
 }
 
 impl Candidate {
@@ -162,7 +223,17 @@ impl Candidate {
             source,
             params,
             origin: Origin::mutator("seed"),
+            extraction_failure: None,
         }
+    }
+
+    /// Why its mutator could not draw a kernel from its output, when it stands for such a
+    /// failure: [`Candidate::extraction_failure`], or for a candidate recorded before that
+    /// field existed, the reason its source text carries ([`extraction_failure_in`]).
+    pub fn extraction_failure_reason(&self) -> Option<&str> {
+        self.extraction_failure
+            .as_deref()
+            .or_else(|| extraction_failure_in(&self.source))
     }
 
     /// Turns an offspring into a candidate.
@@ -175,6 +246,7 @@ impl Candidate {
             source: child.source,
             params: child.params,
             origin: child.origin,
+            extraction_failure: child.extraction_failure,
         }
     }
 }
@@ -182,6 +254,38 @@ impl Candidate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn extraction_failures_are_typed_and_load_from_old_records() {
+        let child = Offspring::extraction_failure(
+            Language::Cuda,
+            "k",
+            "edits do not apply",
+            Origin::mutator("llm"),
+        );
+        let c = Candidate::from_offspring(CandidateId(2), Some(CandidateId(1)), child);
+        assert_eq!(c.extraction_failure.as_deref(), Some("edits do not apply"));
+        let json = serde_json::to_string(&c).unwrap();
+        assert_eq!(serde_json::from_str::<Candidate>(&json).unwrap(), c);
+        // A candidate recorded before the field existed: only its source says it.
+        let mut old = c.clone();
+        old.extraction_failure = None;
+        let old_json = serde_json::to_string(&old).unwrap();
+        assert!(!old_json.contains("\"extraction_failure\""));
+        let loaded: Candidate = serde_json::from_str(&old_json).unwrap();
+        assert_eq!(loaded.extraction_failure, None);
+        assert_eq!(
+            loaded.extraction_failure_reason(),
+            Some("edits do not apply")
+        );
+        // Ordinary candidates serialise as before and have no reason.
+        let seed = Candidate::seed(
+            KernelSource::new(Language::OpenCl, "k", "x"),
+            ParamValues::new(),
+        );
+        assert!(!serde_json::to_string(&seed).unwrap().contains("extraction"));
+        assert_eq!(seed.extraction_failure_reason(), None);
+    }
 
     #[test]
     fn origins_round_trip_with_their_llm_step() {

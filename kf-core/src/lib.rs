@@ -67,7 +67,9 @@ pub mod testing;
 pub mod traits;
 
 pub use async_trait::async_trait;
-pub use candidate::{Candidate, CandidateId, Offspring, Origin};
+pub use candidate::{
+    extraction_failure_in, Candidate, CandidateId, Offspring, Origin, EXTRACTION_FAILURE_MARKER,
+};
 pub use checkpoint::{Checkpoint, ChildRecord, StepRecord};
 pub use compose::{BoxClassifier, BoxEvaluator, BoxMutator, DynError, Either};
 pub use descriptor::{Descriptor, DescriptorSpace, Dimension};

@@ -24,7 +24,6 @@ use crate::components::{fill, PromptComponents, PromptTemplates};
 use crate::config::{LlmBudget, LlmSettings, ModelPolicy, ModelSpec};
 use crate::error::PromptError;
 use crate::gateway::{Exchange, LlmGateway, LlmStats};
-use crate::marker::extraction_failure_source;
 use crate::parse::{apply_edit, code_blocks, draft_from_reply, parse_edits, KernelDraft};
 use crate::population::{
     describe_outcome, stats_text, CreditConfig, CreditEvent, MetaConfig, PromptVariant,
@@ -857,9 +856,10 @@ impl Inner {
         reason: &str,
     ) -> Offspring {
         let src = &parent.candidate.source;
-        let mut child = Offspring::new(
-            extraction_failure_source(src.language, src.entry.clone(), reason),
-            ParamValues::new(),
+        let mut child = Offspring::extraction_failure(
+            src.language,
+            src.entry.clone(),
+            reason,
             self.origin(ctx.step, variant, model, "extraction error"),
         );
         child.also_from = self.also_from(ctx);
