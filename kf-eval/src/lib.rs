@@ -20,6 +20,7 @@
 //! * [`kernels`]: the kernels this crate ships (baselines, a tiled GEMM) as manifest and source
 //!   text.
 
+mod element;
 mod error;
 mod isolate;
 pub mod kernels;
