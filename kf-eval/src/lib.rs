@@ -23,6 +23,7 @@
 //!   text.
 
 pub mod characterise;
+mod element;
 mod error;
 mod isolate;
 pub mod kernels;

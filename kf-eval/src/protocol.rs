@@ -99,10 +99,11 @@ impl Default for EvalConfig {
 }
 
 /// First characters of a kernel text that stands for a mutator's extraction failure (no usable
-/// kernel in its output); the rest of the line is the reason. [`KernelEvaluator::evaluate`]
-/// answers such a source with [`Status::ExtractionError`] and the reason as diagnostics.
-/// `kf-prompt` writes these (`kf_prompt::extraction_failure_source`).
-pub const EXTRACTION_ERROR_MARKER: &str = "//! kf:extraction-error: ";
+/// kernel in its output), followed by the reason on the same line: [`KernelEvaluator::evaluate`]
+/// answers such a source with [`Status::ExtractionError`] and the reason as diagnostics. The
+/// same constant as [`kf_core::EXTRACTION_FAILURE_MARKER`]; mutators write these with
+/// [`kf_core::Offspring::extraction_failure`].
+pub const EXTRACTION_ERROR_MARKER: &str = kf_core::EXTRACTION_FAILURE_MARKER;
 
 /// Keeps the head and the tail of a long text, so a build log's first error and its summary
 /// both survive.
@@ -519,7 +520,7 @@ impl<B: Backend> KernelEvaluator<B> {
         // A mutator that could not draw a kernel from its output (an LLM reply with no code
         // block, edits that do not apply) hands over a marked source: rank it at the bottom
         // of the ladder with the mutator's reason, so that the next prompt can show it.
-        if let Some(reason) = source.text.strip_prefix(EXTRACTION_ERROR_MARKER) {
+        if let Some(reason) = kf_core::extraction_failure_in(source) {
             return Ok(fail(
                 Status::ExtractionError,
                 reason.trim().to_owned(),

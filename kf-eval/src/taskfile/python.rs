@@ -10,7 +10,8 @@ use indexmap::IndexMap;
 
 use super::error::TaskFileError;
 use super::npy;
-use crate::tasks::{HostBuffer, Sizes};
+use crate::tasks::host::HostBuffer;
+use crate::tasks::spec::Sizes;
 
 /// The driver that loads the user's script and calls `reference`.
 const DRIVER: &str = include_str!("driver.py");
