@@ -16,7 +16,8 @@ use opencl3::types::cl_device_id;
 use crate::error::OpenClError;
 use crate::runtime;
 
-/// The variable that picks the device when the code does not (see [`DeviceSelector::parse`]
+/// The variable that picks the device when the code does not (see
+/// [`DeviceSelector::parse`](kf_backend_common::DeviceSelector::parse)
 /// for its syntax).
 pub const KF_OPENCL_DEVICE: &str = "KF_OPENCL_DEVICE";
 

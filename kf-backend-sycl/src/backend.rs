@@ -2,11 +2,12 @@
 
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
+use kf_backend_common::launch::{check_buffer_offset, check_work_group};
+use kf_backend_common::BackendOptions;
 use kf_core::{
     Backend, CompileOptions, Compiled, CompilerFacts, DeviceFacts, KernelArg, KernelSource,
     Language, LaunchTiming, NdRange, ParamValues,
@@ -14,7 +15,7 @@ use kf_core::{
 use serde::Deserialize;
 
 use crate::cache::{BundleCache, EntryMeta};
-use crate::device::{facts, list_devices, DeviceInfo, DeviceSelector, Limits, KF_SYCL_DEVICE};
+use crate::device::{facts, list_devices, DeviceInfo, Limits};
 use crate::error::SyclError;
 use crate::ffi::{self, ArgKind, Failure, RawArg, KFS_COMPILE, KFS_RESOURCES};
 use crate::runtime::{RuntimeInfo, HOW_TO_GET_A_RUNTIME};
@@ -34,9 +35,6 @@ pub struct PreparedSource {
     /// The contents of [`PARAMS_HEADER`], when there are parameters.
     pub params_header: Option<String>,
 }
-
-/// Smallest scratch buffer used to flush caches.
-const MIN_FLUSH_BYTES: u64 = 64 << 20;
 
 /// Stack of the thread a build runs on (virtual memory; only what the compiler touches is
 /// committed).
@@ -64,84 +62,36 @@ struct Scratch {
     kernel: Option<SyclKernel>,
 }
 
-/// Where built bundles are cached.
-#[derive(Debug, Clone, Default)]
-enum CacheChoice {
-    /// `<.runtime>/cache/sycl` when the runtime came from `scripts/setup.sh`, else
-    /// `$XDG_CACHE_HOME/kernelfoundry/sycl` (or `~/.cache/kernelfoundry/sycl`).
-    #[default]
-    Default,
-    Dir(PathBuf),
-    Disabled,
-}
-
 /// Configures a [`SyclBackend`]: device choice, compile cache, cache-flush size, peaks.
 #[derive(Debug, Clone, Default)]
 #[must_use]
 pub struct SyclBackendBuilder {
-    selector: DeviceSelector,
-    cache: CacheChoice,
-    flush_bytes: Option<usize>,
-    peaks: Option<(f64, f64)>,
+    options: BackendOptions,
 }
 
 impl SyclBackendBuilder {
-    /// Chooses the device (default: [`DeviceSelector::Auto`], which honours `KF_SYCL_DEVICE`).
-    pub fn device(mut self, selector: DeviceSelector) -> Self {
-        self.selector = selector;
-        self
-    }
-
-    /// Caches built kernel bundles in `dir`.
-    pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.cache = CacheChoice::Dir(dir.into());
-        self
-    }
-
-    /// Disables the persistent compile cache (bundles are still kept in memory for the life
-    /// of the backend).
-    pub fn no_cache(mut self) -> Self {
-        self.cache = CacheChoice::Disabled;
-        self
-    }
-
-    /// Size of the scratch buffer [`Backend::flush_caches`] overwrites (default: twice the
-    /// largest cache in front of global memory, at least 64 MiB).
-    pub fn flush_bytes(mut self, bytes: usize) -> Self {
-        self.flush_bytes = Some(bytes);
-        self
-    }
-
-    /// Overrides the estimated peak fp32 GFLOP/s and bandwidth GB/s of the device facts.
-    pub fn peaks(mut self, gflops: f64, bandwidth_gbs: f64) -> Self {
-        self.peaks = Some((gflops, bandwidth_gbs));
-        self
-    }
+    kf_backend_common::backend_builder_methods!("KF_SYCL_DEVICE");
 
     /// Loads the shim and the runtime, picks the device and creates its profiling queue.
     pub fn build(self) -> Result<SyclBackend, SyclError> {
         let shim = ffi::shim()?;
         let runtime = crate::runtime::prepare();
         let devices = list_devices()?;
-        let Some(info) = self.selector.select(&devices) else {
-            let listed: Vec<String> = devices.iter().map(ToString::to_string).collect();
-            let env = std::env::var(KF_SYCL_DEVICE)
-                .map(|v| format!(" ({KF_SYCL_DEVICE}={v})"))
-                .unwrap_or_default();
-            let listed = if listed.is_empty() {
+        let Some(info) = self.options.selector.select(&devices) else {
+            let none = self.options.selector.no_match(&devices);
+            let listed = if none.listed.is_empty() {
                 format!(
                     "none (runtime: {}). The Intel CPU device comes from the OpenCL runtime: \
                      scripts/setup.sh --sycl installs it too",
                     runtime.describe()
                 )
             } else {
-                listed.join("; ")
+                none.listed.join("; ")
             };
             return Err(SyclError::Unavailable {
                 message: format!(
-                    "no usable SYCL device matches {}{env}; devices: {listed}. \
-                     {HOW_TO_GET_A_RUNTIME}",
-                    self.selector
+                    "no usable SYCL device matches {}; devices: {listed}. {HOW_TO_GET_A_RUNTIME}",
+                    none.wanted
                 ),
             });
         };
@@ -279,22 +229,12 @@ impl SyclBackend {
         options: SyclBackendBuilder,
     ) -> Result<Self, SyclError> {
         let (mut facts, limits) = facts(&info, &version);
-        if let Some((gflops, gbs)) = options.peaks {
-            facts.peak_gflops = Some(gflops);
-            facts.peak_bandwidth_gbs = Some(gbs);
-            facts
-                .extra
-                .insert("peak_source".into(), "given by the embedder".into());
-        }
-        let cache = match options.cache {
-            CacheChoice::Disabled => None,
-            CacheChoice::Dir(dir) => Some(BundleCache::new(dir)),
-            CacheChoice::Default => default_cache_dir(runtime).map(BundleCache::new),
-        };
-        let flush_bytes = options.flush_bytes.unwrap_or_else(|| {
-            let want = limits.cache_bytes.saturating_mul(2).max(MIN_FLUSH_BYTES);
-            usize::try_from(want.min(limits.max_alloc.max(1))).unwrap_or(usize::MAX)
-        });
+        let options = options.options;
+        options.apply_peaks(&mut facts);
+        let cache = options
+            .cache_dir(runtime.runtime_dir.as_deref(), "sycl")
+            .map(BundleCache::new);
+        let flush_bytes = options.flush_bytes(limits.cache_bytes, limits.max_alloc);
         Ok(SyclBackend {
             scratch: Mutex::new(None),
             programs: Mutex::new(HashMap::new()),
@@ -488,17 +428,6 @@ impl SyclBackend {
             })
         })
     }
-}
-
-fn default_cache_dir(runtime: &RuntimeInfo) -> Option<PathBuf> {
-    if let Some(dir) = &runtime.runtime_dir {
-        return Some(dir.join("cache").join("sycl"));
-    }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("kernelfoundry").join("sycl"))
 }
 
 fn is_identifier(name: &str) -> bool {
@@ -995,22 +924,13 @@ impl Backend for SyclBackend {
             .max(1);
         let local = match &range.local {
             Some(local) => {
-                let total: usize = local.iter().product();
-                if total as u64 > limit {
-                    return Err(bad(format!(
-                        "work-group of {total} work-items exceeds the maximum {limit} for this \
-                         kernel on this device"
-                    )));
-                }
-                for (d, l) in local.iter().enumerate() {
-                    let max = self.limits.item_size(dims, d);
-                    if *l as u64 > max {
-                        return Err(bad(format!(
-                            "work-group extent {l} in dimension {d} exceeds the device maximum \
-                             {max}"
-                        )));
-                    }
-                }
+                check_work_group(
+                    local,
+                    limit,
+                    &format!("the maximum {limit} for this kernel on this device"),
+                    |d| self.limits.item_size(dims, d),
+                )
+                .map_err(bad)?;
                 local.clone()
             }
             None => choose_local(&range.global, limit, |d| self.limits.item_size(dims, d)),
@@ -1027,19 +947,8 @@ impl Backend for SyclBackend {
                             "argument {i}: the buffer belongs to another SYCL backend"
                         )));
                     }
-                    if offset % self.limits.base_align != 0 {
-                        return Err(SyclError::InvalidArgument(format!(
-                            "argument {i}: buffer offset {offset} is not a multiple of the \
-                             device's base address alignment ({} bytes)",
-                            self.limits.base_align
-                        )));
-                    }
-                    if *offset >= buffer.len {
-                        return Err(SyclError::InvalidArgument(format!(
-                            "argument {i}: offset {offset} is beyond the buffer's {} bytes",
-                            buffer.len
-                        )));
-                    }
+                    check_buffer_offset(i, *offset, self.limits.base_align, buffer.len)
+                        .map_err(SyclError::InvalidArgument)?;
                     RawArg::new(ArgKind::Ptr, (buffer.ptr as usize + offset) as u64)
                 }
                 KernelArg::I32(v) => RawArg::new(ArgKind::I32, u64::from(*v as u32)),
