@@ -1,7 +1,6 @@
 //! [`CudaBackend`]: the [`Backend`] implementation.
 
 use std::ffi::{c_void, CString};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
@@ -9,6 +8,8 @@ use std::time::Instant;
 use cudarc::driver::result;
 use cudarc::driver::sys::{self, CUfunction_attribute_enum as FA};
 use cudarc::driver::CudaContext;
+use kf_backend_common::launch::describe_arg;
+use kf_backend_common::BackendOptions;
 use kf_core::{
     Backend, CompileOptions, Compiled, CompilerFacts, DeviceFacts, KernelArg, KernelSource,
     Language, LaunchTiming, NdRange, ParamValues,
@@ -17,7 +18,7 @@ use kf_core::{
 use crate::cache::{BinaryCache, CachedBuild};
 use crate::device::{
     facts_from_driver, facts_without_device, list_devices, no_driver_reason, Arch, CudaDeviceInfo,
-    DeviceSelector, Limits, DEFAULT_ARCH, KF_CUDA_ARCH, KF_CUDA_DEVICE,
+    Limits, DEFAULT_ARCH, KF_CUDA_ARCH,
 };
 use crate::error::CudaError;
 use crate::guarded;
@@ -28,42 +29,22 @@ use crate::runtime::{self, RuntimeInfo};
 const LANGUAGES: [Language; 1] = [Language::Cuda];
 /// Byte alignment of buffer offsets (`cuMemAlloc` returns 256-byte aligned memory).
 const ALIGNMENT: usize = 256;
-/// Smallest buffer [`Backend::flush_caches`] overwrites.
-const MIN_FLUSH_BYTES: u64 = 64 << 20;
 /// Dynamic shared memory every device allows without opting in.
 const DEFAULT_DYNAMIC_SHARED: u64 = 48 * 1024;
-
-/// Where compiled kernels are cached.
-#[derive(Debug, Clone, Default)]
-enum CacheChoice {
-    /// `<.runtime>/cache/cuda` when NVRTC came from `scripts/setup.sh`, else
-    /// `$XDG_CACHE_HOME/kernelfoundry/cuda` (or `~/.cache/kernelfoundry/cuda`).
-    #[default]
-    Default,
-    Dir(PathBuf),
-    Disabled,
-}
 
 /// Configures a [`CudaBackend`]: device, target architecture, what to do without a device,
 /// compile cache, cache-flush size, peaks.
 #[derive(Debug, Clone, Default)]
 #[must_use]
 pub struct CudaBackendBuilder {
-    selector: DeviceSelector,
+    options: BackendOptions,
     arch: Option<String>,
     require_device: bool,
     host_buffers: bool,
-    cache: CacheChoice,
-    flush_bytes: Option<usize>,
-    peaks: Option<(f64, f64)>,
 }
 
 impl CudaBackendBuilder {
-    /// Chooses the device (default: [`DeviceSelector::Auto`], which honours `KF_CUDA_DEVICE`).
-    pub fn device(mut self, selector: DeviceSelector) -> Self {
-        self.selector = selector;
-        self
-    }
+    kf_backend_common::backend_builder_methods!("KF_CUDA_DEVICE");
 
     /// The architecture to compile for (`sm_90`, `sm_90a`, `compute_80`): default the device's
     /// own, or `KF_CUDA_ARCH`, or [`DEFAULT_ARCH`] without a device. A compilation's
@@ -90,31 +71,6 @@ impl CudaBackendBuilder {
         self
     }
 
-    /// Caches compiled kernels in `dir`.
-    pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.cache = CacheChoice::Dir(dir.into());
-        self
-    }
-
-    /// Disables the persistent compile cache.
-    pub fn no_cache(mut self) -> Self {
-        self.cache = CacheChoice::Disabled;
-        self
-    }
-
-    /// Size of the buffer [`Backend::flush_caches`] overwrites (default: twice the L2 cache,
-    /// at least 64 MiB).
-    pub fn flush_bytes(mut self, bytes: usize) -> Self {
-        self.flush_bytes = Some(bytes);
-        self
-    }
-
-    /// Overrides the estimated peak GFLOP/s and GB/s of the device facts (from a datasheet).
-    pub fn peaks(mut self, gflops: f64, bandwidth_gbs: f64) -> Self {
-        self.peaks = Some((gflops, bandwidth_gbs));
-        self
-    }
-
     /// Loads NVRTC (required: [`CudaError::Unavailable`] without it), then opens the device
     /// when the machine has one, or builds a compile-only backend when it has none.
     pub fn build(self) -> Result<CudaBackend, CudaError> {
@@ -135,7 +91,7 @@ impl CudaBackendBuilder {
         // initialise) leaves a compile-only backend that says why; a device that is there but
         // cannot be selected or opened is an error.
         let (gpu, absent) = match list_devices() {
-            Ok(devices) => (Some(open_gpu(&self.selector, &devices)?), None),
+            Ok(devices) => (Some(open_gpu(&self.options.selector, &devices)?), None),
             Err(e) if self.require_device => return Err(e),
             Err(CudaError::NoDevice { detail, .. }) => (None, Some(detail)),
             Err(e) => (None, Some(e.to_string())),
@@ -214,15 +170,16 @@ impl Drop for Gpu {
     }
 }
 
-fn open_gpu(selector: &DeviceSelector, devices: &[CudaDeviceInfo]) -> Result<Gpu, CudaError> {
+fn open_gpu(
+    selector: &kf_backend_common::DeviceSelector,
+    devices: &[CudaDeviceInfo],
+) -> Result<Gpu, CudaError> {
     let Some(info) = selector.select(devices) else {
-        let listed: Vec<String> = devices.iter().map(ToString::to_string).collect();
-        let env = std::env::var(KF_CUDA_DEVICE)
-            .map(|v| format!(" ({KF_CUDA_DEVICE}={v})"))
-            .unwrap_or_default();
+        let none = selector.no_match(devices);
         return Err(CudaError::InvalidArgument(format!(
-            "no CUDA device matches {selector}{env}; available: {}",
-            listed.join("; ")
+            "no CUDA device matches {}; available: {}",
+            none.wanted,
+            none.listed.join("; ")
         )));
     };
     let info = info.clone();
@@ -392,22 +349,12 @@ impl CudaBackend {
         };
         facts.extra.insert("nvrtc_version".into(), nvrtc.version());
         facts.extra.insert("compile_arch".into(), arch.to_string());
-        if let Some((gflops, gbs)) = options.peaks {
-            facts.peak_gflops = Some(gflops);
-            facts.peak_bandwidth_gbs = Some(gbs);
-            facts
-                .extra
-                .insert("peak_source".into(), "given by the embedder".into());
-        }
-        let cache = match options.cache {
-            CacheChoice::Disabled => None,
-            CacheChoice::Dir(dir) => Some(BinaryCache::new(dir)),
-            CacheChoice::Default => default_cache_dir(runtime).map(BinaryCache::new),
-        };
-        let flush_bytes = options.flush_bytes.unwrap_or_else(|| {
-            usize::try_from(limits.l2_bytes.saturating_mul(2).max(MIN_FLUSH_BYTES))
-                .unwrap_or(usize::MAX)
-        });
+        options.options.apply_peaks(&mut facts);
+        let cache = options
+            .options
+            .cache_dir(runtime.runtime_dir.as_deref(), "cuda")
+            .map(BinaryCache::new);
+        let flush_bytes = options.options.flush_bytes(limits.l2_bytes, u64::MAX);
         Ok(CudaBackend {
             gpu,
             facts,
@@ -994,7 +941,7 @@ impl CudaBackend {
                         "argument {i} of `{}` ({}) is {size} bytes, the kernel's parameter is \
                          {want} bytes",
                         kernel.entry,
-                        describe_arg(arg)
+                        describe_arg(arg, "dynamic shared memory")
                     ),
                 });
             }
@@ -1144,28 +1091,6 @@ fn summary(facts: &CompilerFacts) -> String {
         or_unknown(facts.local_mem_bytes, "bytes shared memory"),
         or_unknown(facts.spill_bytes, "bytes spilled"),
     )
-}
-
-fn default_cache_dir(runtime: &RuntimeInfo) -> Option<PathBuf> {
-    if let Some(dir) = &runtime.runtime_dir {
-        return Some(dir.join("cache").join("cuda"));
-    }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("kernelfoundry").join("cuda"))
-}
-
-fn describe_arg<B>(arg: &KernelArg<'_, B>) -> String {
-    match arg {
-        KernelArg::Buffer { offset, .. } => format!("buffer at offset {offset}"),
-        KernelArg::I32(v) => format!("i32 {v}"),
-        KernelArg::U32(v) => format!("u32 {v}"),
-        KernelArg::I64(v) => format!("i64 {v}"),
-        KernelArg::F32(v) => format!("f32 {v}"),
-        KernelArg::Local(v) => format!("{v} bytes of dynamic shared memory"),
-    }
 }
 
 /// A module loaded into the device's context, with the kernel's function and attributes.
