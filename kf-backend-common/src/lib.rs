@@ -13,7 +13,7 @@
 //! 4. compiled kernels go to an [`ArtifactCache`] in the directory [`CacheChoice`] names
 //!    ([`cache::default_cache_dir`] by default), keyed by a [`KeyHasher`];
 //! 5. launches check geometry and arguments with [`launch`]'s helpers, and `flush_caches`
-//!    overwrites a scratch buffer of [`launch::flush_size`] bytes.
+//!    overwrites a scratch buffer of [`launch::flush_size`] bytes through a [`Flusher`].
 //!
 //! ```
 //! use kf_backend_common::{BackendOptions, DeviceSelector};
@@ -25,6 +25,7 @@
 //! ```
 
 pub mod cache;
+mod flush;
 pub mod launch;
 mod options;
 pub mod peaks;
@@ -32,5 +33,6 @@ pub mod runtime;
 mod selector;
 
 pub use cache::{ArtifactCache, CacheChoice, CacheWriteError, KeyHasher};
+pub use flush::Flusher;
 pub use options::BackendOptions;
 pub use selector::{kind_name, DeviceSelector, NoMatch, SelectableDevice};

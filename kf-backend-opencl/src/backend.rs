@@ -1,12 +1,11 @@
 //! [`OpenClBackend`]: the [`Backend`] implementation.
 
 use std::ptr;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use kf_backend_common::launch::{check_buffer_offset, check_work_group, describe_arg};
-use kf_backend_common::BackendOptions;
+use kf_backend_common::{BackendOptions, Flusher};
 use kf_core::{
     Backend, CompileOptions, Compiled, CompilerFacts, DeviceFacts, KernelArg, KernelSource,
     Language, LaunchTiming, NdRange, ParamValues,
@@ -37,12 +36,6 @@ const FLUSH_KERNEL: &str = "__kernel void kf_flush(__global uint4* p, uint v) {
     size_t i = get_global_id(0);
     p[i] = (uint4)(v, v + 1u, v + 2u, (uint)i);
 }";
-
-/// The cache-flush buffer and the kernel that overwrites it.
-struct Scratch {
-    buffer: OpenClBuffer,
-    kernel: Option<OpenClKernel>,
-}
 
 /// Configures an [`OpenClBackend`]: device choice, compile cache, cache-flush size, peaks.
 #[derive(Debug, Clone, Default)]
@@ -115,7 +108,7 @@ impl OpenClBackendBuilder {
 /// ```
 pub struct OpenClBackend {
     // Field order is drop order: buffers and the queue go before the context.
-    scratch: Mutex<Option<Scratch>>,
+    flusher: Flusher<OpenClBackend>,
     queue: CommandQueue,
     context: Context,
     device: Device,
@@ -123,8 +116,6 @@ pub struct OpenClBackend {
     facts: DeviceFacts,
     limits: Limits,
     cache: Option<BinaryCache>,
-    flush_bytes: usize,
-    flush_counter: AtomicU32,
     runtime: &'static RuntimeInfo,
 }
 
@@ -168,9 +159,9 @@ impl OpenClBackend {
         let cache = options
             .cache_dir(runtime.runtime_dir.as_deref(), "opencl")
             .map(BinaryCache::new);
-        let flush_bytes = options.flush_bytes(limits.cache_bytes, limits.max_alloc);
+        let flusher = Flusher::new(options.flush_bytes(limits.cache_bytes, limits.max_alloc));
         Ok(OpenClBackend {
-            scratch: Mutex::new(None),
+            flusher,
             queue,
             context,
             device,
@@ -178,8 +169,6 @@ impl OpenClBackend {
             facts,
             limits,
             cache,
-            flush_bytes,
-            flush_counter: AtomicU32::new(0),
             runtime,
         })
     }
@@ -289,10 +278,6 @@ impl OpenClBackend {
                 .insert("preferred_work_group_size_multiple".into(), m.to_string());
         }
         facts
-    }
-
-    fn scratch(&self) -> MutexGuard<'_, Option<Scratch>> {
-        self.scratch.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -699,45 +684,18 @@ impl Backend for OpenClBackend {
     /// kernel writes it (about 20x faster than `clEnqueueFillBuffer` on Intel's CPU runtime);
     /// `clEnqueueFillBuffer` is the fallback when that kernel does not build.
     fn flush_caches(&self) -> Result<(), OpenClError> {
-        let mut scratch = self.scratch();
-        if scratch.is_none() {
-            let bytes = (self.flush_bytes / 16 * 16).max(16);
-            let buffer = self.alloc(bytes)?;
-            let source = KernelSource::new(Language::OpenCl, "kf_flush", FLUSH_KERNEL);
-            let kernel = self
-                .compile(&source, &ParamValues::new(), &CompileOptions::default())
-                .ok()
-                .map(|c| c.kernel);
-            *scratch = Some(Scratch { buffer, kernel });
-        }
-        let Some(Scratch { buffer, kernel }) = scratch.as_mut() else {
-            return Err(OpenClError::Unsupported("flush_caches"));
-        };
-        let stamp = self.flush_counter.fetch_add(1, Ordering::Relaxed);
-        if let Some(kernel) = kernel {
-            let range = NdRange {
-                global: vec![buffer.len / 16],
-                local: None,
-            };
-            let args = [
-                KernelArg::Buffer {
-                    buffer: &*buffer,
-                    offset: 0,
-                },
-                KernelArg::U32(stamp),
-            ];
-            return self.launch(kernel, &args, &range).map(|_| ());
-        }
-        let pattern = stamp.to_ne_bytes();
-        let size = buffer.len;
-        // SAFETY: the pattern outlives the call (we wait on the event below).
-        let event = unsafe {
-            self.queue
-                .enqueue_fill_buffer(&mut buffer.mem, &pattern, 0, size, &[])
-        }
-        .map_err(|e| OpenClError::cl("clEnqueueFillBuffer", e.0))?;
-        event
-            .wait()
-            .map_err(|e| OpenClError::cl("clEnqueueFillBuffer", e.0))
+        let source = KernelSource::new(Language::OpenCl, "kf_flush", FLUSH_KERNEL);
+        self.flusher.flush(self, &source, |buffer, size, stamp| {
+            let pattern = stamp.to_ne_bytes();
+            // SAFETY: the pattern outlives the call (we wait on the event below).
+            let event = unsafe {
+                self.queue
+                    .enqueue_fill_buffer(&mut buffer.mem, &pattern, 0, size, &[])
+            }
+            .map_err(|e| OpenClError::cl("clEnqueueFillBuffer", e.0))?;
+            event
+                .wait()
+                .map_err(|e| OpenClError::cl("clEnqueueFillBuffer", e.0))
+        })
     }
 }

@@ -2,12 +2,11 @@
 
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use kf_backend_common::launch::{check_buffer_offset, check_work_group};
-use kf_backend_common::BackendOptions;
+use kf_backend_common::{BackendOptions, Flusher};
 use kf_core::{
     Backend, CompileOptions, Compiled, CompilerFacts, DeviceFacts, KernelArg, KernelSource,
     Language, LaunchTiming, NdRange, ParamValues,
@@ -55,12 +54,6 @@ void kf_flush(sycl::uint4* p, unsigned int v) {
     p[i] = sycl::uint4(v, v + 1u, v + 2u, (unsigned int)i);
 }
 "#;
-
-/// The cache-flush buffer and the kernel that overwrites it.
-struct Scratch {
-    buffer: SyclBuffer,
-    kernel: Option<SyclKernel>,
-}
 
 /// Configures a [`SyclBackend`]: device choice, compile cache, cache-flush size, peaks.
 #[derive(Debug, Clone, Default)]
@@ -177,15 +170,13 @@ impl SyclBackendBuilder {
 /// ```
 pub struct SyclBackend {
     // Field order is drop order: the scratch buffer and kernels go before the queue.
-    scratch: Mutex<Option<Scratch>>,
+    flusher: Flusher<SyclBackend>,
     programs: Mutex<HashMap<String, Arc<KernelInner>>>,
     queue: Arc<ffi::Queue>,
     info: DeviceInfo,
     facts: DeviceFacts,
     limits: Limits,
     cache: Option<BundleCache>,
-    flush_bytes: usize,
-    flush_counter: AtomicU32,
     runtime: &'static RuntimeInfo,
 }
 
@@ -234,17 +225,15 @@ impl SyclBackend {
         let cache = options
             .cache_dir(runtime.runtime_dir.as_deref(), "sycl")
             .map(BundleCache::new);
-        let flush_bytes = options.flush_bytes(limits.cache_bytes, limits.max_alloc);
+        let flusher = Flusher::new(options.flush_bytes(limits.cache_bytes, limits.max_alloc));
         Ok(SyclBackend {
-            scratch: Mutex::new(None),
+            flusher,
             programs: Mutex::new(HashMap::new()),
             queue,
             info,
             facts,
             limits,
             cache,
-            flush_bytes,
-            flush_counter: AtomicU32::new(0),
             runtime,
         })
     }
@@ -345,10 +334,6 @@ impl SyclBackend {
 
     fn programs(&self) -> MutexGuard<'_, HashMap<String, Arc<KernelInner>>> {
         self.programs.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn scratch(&self) -> MutexGuard<'_, Option<Scratch>> {
-        self.scratch.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn remember(&self, key: &str, kernel: &Arc<KernelInner>) {
@@ -1007,35 +992,12 @@ impl Backend for SyclBackend {
     /// SYCL kernel writes it (built once, then cached like any kernel); `queue::fill` is the
     /// fallback when that kernel does not build.
     fn flush_caches(&self) -> Result<(), SyclError> {
-        let mut scratch = self.scratch();
-        if scratch.is_none() {
-            let bytes = (self.flush_bytes / 16 * 16).max(16);
-            let buffer = self.alloc(bytes)?;
-            let source = KernelSource::new(Language::Sycl, "kf_flush", FLUSH_KERNEL);
-            let kernel = self
-                .compile(&source, &ParamValues::new(), &CompileOptions::default())
-                .ok()
-                .map(|c| c.kernel);
-            *scratch = Some(Scratch { buffer, kernel });
-        }
-        let Some(Scratch { buffer, kernel }) = scratch.as_ref() else {
-            return Err(SyclError::Unsupported("flush_caches"));
-        };
-        let stamp = self.flush_counter.fetch_add(1, Ordering::Relaxed);
-        if let Some(kernel) = kernel {
-            let range = NdRange {
-                global: vec![buffer.len / 16],
-                local: None,
-            };
-            let args = [
-                KernelArg::Buffer { buffer, offset: 0 },
-                KernelArg::U32(stamp),
-            ];
-            return self.launch(kernel, &args, &range).map(|_| ());
-        }
-        // SAFETY: the scratch buffer holds len bytes, a multiple of 16.
-        unsafe { self.queue.fill_u32(buffer.ptr, stamp, buffer.len / 4) }
-            .map_err(|f| f.into_error("queue::fill"))
+        let source = KernelSource::new(Language::Sycl, "kf_flush", FLUSH_KERNEL);
+        self.flusher.flush(self, &source, |buffer, size, stamp| {
+            // SAFETY: the scratch buffer holds `size` bytes, a multiple of 16.
+            unsafe { self.queue.fill_u32(buffer.ptr, stamp, size / 4) }
+                .map_err(|f| f.into_error("queue::fill"))
+        })
     }
 }
 
