@@ -11,6 +11,7 @@ use kf_core::{
     Backend, CompileOptions, Compiled, CompilerFacts, DeviceFacts, KernelArg, KernelSource,
     Language, LaunchTiming, NdRange, ParamValues,
 };
+use kf_source::{is_identifier, strip_comments};
 use serde::Deserialize;
 
 use crate::cache::{BundleCache, EntryMeta};
@@ -415,12 +416,6 @@ impl SyclBackend {
     }
 }
 
-fn is_identifier(name: &str) -> bool {
-    !name.is_empty()
-        && !name.starts_with(|c: char| c.is_ascii_digit())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
 /// An entry point: a C identifier, optionally namespace-qualified (`ns::kernel`).
 fn is_entry_name(name: &str) -> bool {
     name.split("::").all(is_identifier)
@@ -432,46 +427,6 @@ fn is_sycl_hpp_include(line: &str) -> bool {
     compact
         .strip_prefix("#include<sycl/sycl.hpp>")
         .is_some_and(|rest| rest.is_empty() || rest.starts_with("//") || rest.starts_with("/*"))
-}
-
-/// `text` without `//` and `/* */` comments (string and character literals kept).
-fn strip_comments(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = String::with_capacity(text.len());
-    let mut i = 0;
-    let mut start = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'"' | b'\'' => {
-                let quote = bytes[i];
-                i += 1;
-                while i < bytes.len() && bytes[i] != quote {
-                    i += if bytes[i] == b'\\' { 2 } else { 1 };
-                }
-                i += 1;
-            }
-            b'/' if bytes.get(i + 1) == Some(&b'/') => {
-                out.push_str(&text[start..i]);
-                while i < bytes.len() && bytes[i] != b'\n' {
-                    i += 1;
-                }
-                start = i;
-            }
-            b'/' if bytes.get(i + 1) == Some(&b'*') => {
-                out.push_str(&text[start..i]);
-                out.push(' ');
-                i += 2;
-                while i < bytes.len() && !(bytes[i] == b'*' && bytes.get(i + 1) == Some(&b'/')) {
-                    i += 1;
-                }
-                i += 2;
-                start = i.min(bytes.len());
-            }
-            _ => i += 1,
-        }
-    }
-    out.push_str(&text[start.min(text.len())..]);
-    out
 }
 
 /// Whether the source declares anything `extern "C"`.
