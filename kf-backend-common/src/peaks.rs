@@ -129,3 +129,38 @@ pub mod host {
         num.parse::<u64>().ok().map(|n| n * mult)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peaks_are_generous() {
+        let mut f = DeviceFacts::unknown("cpu");
+        f.kind = DeviceKind::Cpu;
+        f.compute_units = 2;
+        f.max_clock_mhz = 2600;
+        let (gflops, gbs, how) = estimate_peaks(&f, 8);
+        // Above the measured 63 GFLOP/s tiled SGEMM on a 2-core machine, by a wide margin.
+        assert!(gflops > 300.0, "{gflops}");
+        assert!(gbs > 300.0, "{gbs}");
+        assert!(how.contains("2 compute units"), "{how}");
+        f.kind = DeviceKind::Gpu;
+        let (gpu_gflops, _, _) = estimate_peaks(&f, 8);
+        assert!(gpu_gflops > gflops);
+    }
+
+    #[test]
+    fn given_peaks_override_the_estimate() {
+        let mut f = DeviceFacts::unknown("gpu");
+        set_estimated_peaks(&mut f, 4);
+        assert!(f.extra["peak_source"].starts_with("upper-bound"));
+        apply_given_peaks(&mut f, Some((1.0, 2.0)));
+        assert_eq!(
+            (f.peak_gflops, f.peak_bandwidth_gbs),
+            (Some(1.0), Some(2.0))
+        );
+        assert_eq!(f.extra["peak_source"], "given by the embedder");
+        assert_eq!(cpu_host_facts(&mut f, 7), 7);
+    }
+}
