@@ -53,6 +53,24 @@ pub fn read_config<T: DeserializeOwned>(path: &Path) -> Result<T, String> {
     serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// Reads a runtime JSON file as [`read_config`] does; when it cannot, notes why and which
+/// setup command writes it again (`scripts/setup.sh --cuda`), and returns `None`.
+pub fn read_or_note<T: DeserializeOwned>(
+    path: &Path,
+    setup_command: &str,
+    notes: &mut Vec<String>,
+) -> Option<T> {
+    match read_config(path) {
+        Ok(config) => Some(config),
+        Err(e) => {
+            notes.push(format!(
+                "unreadable runtime config {e}; run {setup_command} again"
+            ));
+            None
+        }
+    }
+}
+
 /// Sets `name` to `value` unless it is already set, recording what was set in `set_vars`.
 ///
 /// Setting variables while another thread reads the environment is a data race in glibc:
@@ -148,6 +166,14 @@ mod tests {
         let v: serde_json::Value = read_config(&runtime.join("x.json")).unwrap();
         assert!(v.is_object());
         assert!(read_config::<serde_json::Value>(&dir.path().join("none")).is_err());
+        let mut notes = Vec::new();
+        let none: Option<serde_json::Value> =
+            read_or_note(&dir.path().join("none"), "scripts/setup.sh --x", &mut notes);
+        assert!(none.is_none());
+        assert!(
+            notes[0].ends_with("; run scripts/setup.sh --x again"),
+            "{notes:?}"
+        );
     }
 
     #[test]

@@ -245,14 +245,10 @@ fn apply_library(lib: &Path, info: &mut RuntimeInfo) {
 fn apply_config_file(path: &Path, info: &mut RuntimeInfo) {
     info.config = Some(path.to_path_buf());
     info.runtime_dir = common::runtime_dir_of(path);
-    let config = match RuntimeConfig::read(path) {
-        Ok(c) => c,
-        Err(e) => {
-            info.notes.push(format!(
-                "unreadable runtime config {e}; run scripts/setup.sh --cuda again"
-            ));
-            return;
-        }
+    let Some(config) =
+        common::read_or_note::<RuntimeConfig>(path, "scripts/setup.sh --cuda", &mut info.notes)
+    else {
+        return;
     };
     if !config.nvrtc.is_file() {
         info.notes.push(format!(

@@ -176,14 +176,10 @@ pub fn discover_config() -> Option<PathBuf> {
 fn apply_config(path: &Path, info: &mut RuntimeInfo) {
     info.config = Some(path.to_path_buf());
     info.runtime_dir = common::runtime_dir_of(path);
-    let config = match RuntimeConfig::read(path) {
-        Ok(c) => c,
-        Err(e) => {
-            info.notes.push(format!(
-                "unreadable runtime config {e}; run scripts/setup.sh --sycl again"
-            ));
-            return;
-        }
+    let Some(config) =
+        common::read_or_note::<RuntimeConfig>(path, "scripts/setup.sh --sycl", &mut info.notes)
+    else {
+        return;
     };
     info.version = config.version.clone();
     if !config.lib_dir.join("libsycl.so").exists() {
