@@ -85,6 +85,37 @@ pub fn check_buffer_offset(
     Ok(())
 }
 
+/// Which way a host copy goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyDirection {
+    /// Host data into a device buffer (`Backend::write`).
+    Write,
+    /// A device buffer into host memory (`Backend::read`).
+    Read,
+}
+
+/// Checks a host copy of `len` bytes into or out of a buffer of `buffer_len` bytes: an error
+/// when it does not fit, `Ok(false)` when there is nothing to copy, `Ok(true)` otherwise.
+///
+/// ```
+/// use kf_backend_common::launch::{check_copy, CopyDirection};
+/// assert_eq!(check_copy(CopyDirection::Write, 4, 8), Ok(true));
+/// assert_eq!(check_copy(CopyDirection::Read, 0, 8), Ok(false));
+/// assert_eq!(
+///     check_copy(CopyDirection::Read, 9, 8),
+///     Err("reading 9 bytes from a buffer of 8".to_owned())
+/// );
+/// ```
+pub fn check_copy(direction: CopyDirection, len: usize, buffer_len: usize) -> Result<bool, String> {
+    if len > buffer_len {
+        return Err(match direction {
+            CopyDirection::Write => format!("writing {len} bytes into a buffer of {buffer_len}"),
+            CopyDirection::Read => format!("reading {len} bytes from a buffer of {buffer_len}"),
+        });
+    }
+    Ok(len > 0)
+}
+
 /// The smallest scratch buffer [`flush_size`] chooses.
 pub const MIN_FLUSH_BYTES: u64 = 64 << 20;
 

@@ -4,7 +4,9 @@ use std::ptr;
 use std::sync::Mutex;
 use std::time::Instant;
 
-use kf_backend_common::launch::{check_buffer_offset, check_work_group, describe_arg};
+use kf_backend_common::launch::{
+    check_buffer_offset, check_copy, check_work_group, describe_arg, CopyDirection,
+};
 use kf_backend_common::{BackendOptions, Flusher};
 use kf_core::{
     Backend, CompileOptions, Compiled, CompilerFacts, DeviceFacts, KernelArg, KernelSource,
@@ -517,14 +519,9 @@ impl Backend for OpenClBackend {
     }
 
     fn write(&self, buffer: &mut OpenClBuffer, data: &[u8]) -> Result<(), OpenClError> {
-        if data.len() > buffer.len {
-            return Err(OpenClError::InvalidArgument(format!(
-                "writing {} bytes into a buffer of {}",
-                data.len(),
-                buffer.len
-            )));
-        }
-        if data.is_empty() {
+        if !check_copy(CopyDirection::Write, data.len(), buffer.len)
+            .map_err(OpenClError::InvalidArgument)?
+        {
             return Ok(());
         }
         // SAFETY: blocking write of `data`, which outlives the call, into a buffer large enough.
@@ -537,14 +534,9 @@ impl Backend for OpenClBackend {
     }
 
     fn read(&self, buffer: &OpenClBuffer, out: &mut [u8]) -> Result<(), OpenClError> {
-        if out.len() > buffer.len {
-            return Err(OpenClError::InvalidArgument(format!(
-                "reading {} bytes from a buffer of {}",
-                out.len(),
-                buffer.len
-            )));
-        }
-        if out.is_empty() {
+        if !check_copy(CopyDirection::Read, out.len(), buffer.len)
+            .map_err(OpenClError::InvalidArgument)?
+        {
             return Ok(());
         }
         // SAFETY: blocking read into `out`, which outlives the call.

@@ -2,6 +2,7 @@
 //! flush.
 
 use super::*;
+use kf_backend_common::launch::{check_copy, CopyDirection};
 
 impl CudaBackend {
     pub(super) fn alloc_inner(&self, bytes: usize) -> Result<CudaBuffer, CudaError> {
@@ -37,14 +38,9 @@ impl CudaBackend {
         buffer: &mut CudaBuffer,
         data: &[u8],
     ) -> Result<(), CudaError> {
-        if data.len() > buffer.len {
-            return Err(CudaError::InvalidArgument(format!(
-                "writing {} bytes into a buffer of {}",
-                data.len(),
-                buffer.len
-            )));
-        }
-        if data.is_empty() {
+        if !check_copy(CopyDirection::Write, data.len(), buffer.len)
+            .map_err(CudaError::InvalidArgument)?
+        {
             return Ok(());
         }
         match (&buffer.memory, &self.gpu) {
@@ -69,14 +65,9 @@ impl CudaBackend {
     }
 
     pub(super) fn read_inner(&self, buffer: &CudaBuffer, out: &mut [u8]) -> Result<(), CudaError> {
-        if out.len() > buffer.len {
-            return Err(CudaError::InvalidArgument(format!(
-                "reading {} bytes from a buffer of {}",
-                out.len(),
-                buffer.len
-            )));
-        }
-        if out.is_empty() {
+        if !check_copy(CopyDirection::Read, out.len(), buffer.len)
+            .map_err(CudaError::InvalidArgument)?
+        {
             return Ok(());
         }
         match (&buffer.memory, &self.gpu) {

@@ -5,7 +5,7 @@ use std::ffi::c_void;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use kf_backend_common::launch::{check_buffer_offset, check_work_group};
+use kf_backend_common::launch::{check_buffer_offset, check_copy, check_work_group, CopyDirection};
 use kf_backend_common::{BackendOptions, Flusher};
 use kf_core::{
     Backend, CompileOptions, Compiled, CompilerFacts, DeviceFacts, KernelArg, KernelSource,
@@ -375,14 +375,9 @@ impl Backend for SyclBackend {
     }
 
     fn write(&self, buffer: &mut SyclBuffer, data: &[u8]) -> Result<(), SyclError> {
-        if data.len() > buffer.len {
-            return Err(SyclError::InvalidArgument(format!(
-                "writing {} bytes into a buffer of {}",
-                data.len(),
-                buffer.len
-            )));
-        }
-        if data.is_empty() {
+        if !check_copy(CopyDirection::Write, data.len(), buffer.len)
+            .map_err(SyclError::InvalidArgument)?
+        {
             return Ok(());
         }
         // SAFETY: the buffer holds at least data.len() bytes; `data` outlives the blocking copy.
@@ -394,14 +389,9 @@ impl Backend for SyclBackend {
     }
 
     fn read(&self, buffer: &SyclBuffer, out: &mut [u8]) -> Result<(), SyclError> {
-        if out.len() > buffer.len {
-            return Err(SyclError::InvalidArgument(format!(
-                "reading {} bytes from a buffer of {}",
-                out.len(),
-                buffer.len
-            )));
-        }
-        if out.is_empty() {
+        if !check_copy(CopyDirection::Read, out.len(), buffer.len)
+            .map_err(SyclError::InvalidArgument)?
+        {
             return Ok(());
         }
         // SAFETY: the buffer holds at least out.len() bytes; `out` outlives the blocking copy.
