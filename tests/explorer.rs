@@ -729,3 +729,170 @@ fn the_page_data_matches_the_archive_and_cannot_be_broken_out_of() {
         Err(kernelfoundry::explorer::ExplorerError::NotARun(_))
     ));
 }
+
+// ---------------------------------------------------------------- roofline, LLM children, workers
+
+/// A synthetic run extended with what real runs record: roofline figures on every judged
+/// child, an LLM child with its recorded exchange (rendered from kf-prompt's own components
+/// and templates), and half the children evaluated by named workers of a distributed run.
+fn extended_run(dir: &Path) -> (u64, Vec<StepRecord>) {
+    use kernelfoundry::core::ChildRecord;
+    let mut steps = recorded_steps(120);
+    let mut llm_child = None;
+    let mut llm_step = 0;
+    for r in steps.iter_mut() {
+        for child in r.children.iter_mut() {
+            if let ChildRecord::Judged { elite, .. } = child {
+                let ev = &mut elite.evaluation;
+                ev.roofline_fraction = Some(0.25 + (elite.candidate.id.0 % 50) as f64 / 100.0);
+                ev.memory_bound = Some(false);
+                ev.gbs = Some(12.5);
+                if elite.candidate.id.0 % 2 == 0 {
+                    ev.worker = Some(format!("worker-{}", elite.candidate.id.0 % 3));
+                }
+                if !elite.candidate.parents.is_empty() {
+                    llm_child = Some(elite.candidate.id.0);
+                    llm_step = r.step;
+                }
+            }
+        }
+    }
+    let llm_child = llm_child.unwrap();
+    for r in steps.iter_mut().filter(|r| r.step == llm_step) {
+        for child in r.children.iter_mut() {
+            if let ChildRecord::Judged { elite, .. } = child {
+                if elite.candidate.id.0 == llm_child {
+                    elite.candidate.origin.model = Some("test-model".into());
+                    elite.candidate.origin.prompt_variant = Some("v0".into());
+                    elite.candidate.origin.note = "parsed a fenced kernel after 1 repair".into();
+                }
+            }
+        }
+    }
+    let mut run = RunDir::open(dir, synthetic_meta()).unwrap();
+    for r in &steps {
+        run.append(r).unwrap();
+    }
+    drop(run);
+    let system = kf_prompt::render_system(
+        &kf_prompt::PromptComponents::builtin(),
+        &kf_prompt::PromptTemplates::builtin(),
+        "OpenCL C",
+    );
+    let request = kf_prompt::ChatRequest::new(
+        "test-model",
+        vec![
+            kf_prompt::ChatMessage::system(system),
+            kf_prompt::ChatMessage::user(
+                "# Task\nMultiply.\n\n# Current kernel\n```c\n# not a heading\n```",
+            ),
+        ],
+    );
+    let response: kf_prompt::ChatResponse = serde_json::from_value(serde_json::json!({
+        "content": "Here is the kernel: REPLY-MARKER",
+        "model": "test-model",
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+    }))
+    .unwrap();
+    let record = kf_prompt::ExchangeRecord::new(
+        kf_prompt::ExchangeKey {
+            hash: request.content_hash(),
+            scope: format!("step-{llm_step}"),
+            occurrence: 0,
+            seq: 0,
+        },
+        request,
+        kf_prompt::ExchangeOutcome::Answer { response },
+        0.0,
+        12,
+    );
+    std::fs::write(
+        dir.join(kf_prompt::EXCHANGES_FILE),
+        serde_json::to_string(&record).unwrap() + "\n",
+    )
+    .unwrap();
+    (llm_child, steps)
+}
+
+#[test]
+fn the_elite_panel_shows_roofline_prompt_components_and_workers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (llm_child, _) = extended_run(tmp.path());
+    let files = RunFiles::locate(tmp.path()).unwrap();
+    let (data, _) = RunData::read(&files, None, usize::MAX).unwrap();
+    let best = data.best.unwrap();
+    let row = data.candidates.iter().find(|c| c.id == best).unwrap();
+    assert!(
+        row.roofline.is_some(),
+        "the roofline fraction reaches the page data"
+    );
+    assert!(data.candidates.iter().any(|c| c.worker.is_some()));
+    let Some(chrome) = chromium() else { return };
+    let html = kernelfoundry::explorer::write_report(tmp.path()).unwrap();
+    let page = open_browser(&chrome);
+    page.goto(&file_url(&html));
+    page.tab.wait_for_element("#heatmap svg").unwrap();
+
+    // The best elite: its roofline fraction, as the page data has it.
+    page.eval(&format!("kfExplorer.select({best})"));
+    let shown = page.eval("document.getElementById('d-roofline').textContent");
+    let expected = 100.0 * row.roofline.unwrap();
+    let shown_pct: f64 = shown
+        .as_str()
+        .unwrap()
+        .trim_end_matches('%')
+        .parse()
+        .unwrap();
+    assert!(
+        (shown_pct - expected).abs() < 0.5,
+        "{shown:?} vs {expected}"
+    );
+    assert!(page
+        .eval("document.getElementById('s-best').textContent")
+        .as_str()
+        .unwrap()
+        .contains("% of roofline"));
+
+    // The worker column of the candidate table, and the worker in the panel.
+    assert_eq!(
+        page.eval("!!document.querySelector('th[data-k=worker]')"),
+        Value::Bool(true)
+    );
+    assert_eq!(
+        page.eval("[...document.querySelectorAll('#table tbody td')].some((td) => td.textContent.startsWith('worker-'))"),
+        Value::Bool(true),
+        "some row names its worker"
+    );
+    let with_worker = data.candidates.iter().find(|c| c.worker.is_some()).unwrap();
+    page.eval(&format!("kfExplorer.select({})", with_worker.id));
+    assert_eq!(
+        page.eval("document.getElementById('d-worker').textContent"),
+        Value::from(with_worker.worker.clone().unwrap())
+    );
+
+    // The LLM child: its prompt by component, the reply, the parse/repair outcome.
+    page.eval(&format!("kfExplorer.select({llm_child})"));
+    let titles = page.eval(
+        "JSON.stringify([...document.querySelectorAll('#detail .comp-title')].map((s) => s.textContent))",
+    );
+    let titles: Vec<String> = serde_json::from_str(titles.as_str().unwrap()).unwrap();
+    for c in kf_prompt::PromptComponents::builtin().iter() {
+        assert!(
+            titles.contains(&c.title),
+            "component {:?} shown; titles {titles:?}",
+            c.title
+        );
+    }
+    assert!(titles.contains(&"Task".to_owned()));
+    assert!(
+        !titles.iter().any(|t| t.contains("not a heading")),
+        "a line inside a code fence is not a heading"
+    );
+    let detail = page.eval("document.getElementById('detail').textContent");
+    let detail = detail.as_str().unwrap();
+    assert!(detail.contains("REPLY-MARKER"), "the reply is shown");
+    assert!(detail.contains("parse/repair outcome"));
+    assert!(detail.contains("after 1 repair"));
+    page.screenshot("llm-child.png");
+    page.no_console_errors();
+}

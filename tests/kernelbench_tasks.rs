@@ -9,42 +9,11 @@
 use std::path::{Path, PathBuf};
 
 use kernelfoundry::core::{KernelSource, ParamValue, ParamValues, Status};
-use kernelfoundry::eval::taskfile::{python::python_interpreter, FileTask, TaskFile};
+use kernelfoundry::eval::taskfile::{python::numpy_or_skip, FileTask, TaskFile};
 use kernelfoundry::eval::tasks::parse_sizes;
 use kernelfoundry::eval::{EvalConfig, KernelEvaluator};
 use kernelfoundry::manifest::Manifest;
-use kernelfoundry::opencl::OpenClBackend;
-
-fn required(var: &str) -> bool {
-    std::env::var(var).is_ok_and(|v| v == "1")
-}
-
-fn opencl() -> Option<OpenClBackend> {
-    match OpenClBackend::new() {
-        Ok(b) => Some(b),
-        Err(e) if required("KF_REQUIRE_OPENCL") => panic!("KF_REQUIRE_OPENCL=1 but: {e}"),
-        Err(e) => {
-            println!("SKIPPED: no OpenCL runtime ({e}); run scripts/setup.sh");
-            None
-        }
-    }
-}
-
-fn python() -> bool {
-    let ok = std::process::Command::new(python_interpreter())
-        .args(["-c", "import numpy"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            !required("KF_REQUIRE_PYTHON"),
-            "KF_REQUIRE_PYTHON=1 but {} cannot import numpy",
-            python_interpreter().display()
-        );
-        println!("SKIPPED: no Python with NumPy; run scripts/setup.sh");
-    }
-    ok
-}
+use kernelfoundry::opencl::testing::backend_or_skip;
 
 fn tasks_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks")
@@ -155,7 +124,7 @@ const SHIPPED: &[ShippedTask] = &[
 
 #[test]
 fn every_shipped_kernelbench_baseline_is_correct_at_small_sizes() {
-    let (Some(backend), true) = (opencl(), python()) else {
+    let (Some(backend), true) = (backend_or_skip(), numpy_or_skip()) else {
         return;
     };
     let cache = tempfile::tempdir().unwrap();
@@ -184,7 +153,7 @@ fn every_shipped_kernelbench_baseline_is_correct_at_small_sizes() {
 
 #[test]
 fn a_kernelbench_kernel_that_skips_work_is_rejected() {
-    let (Some(backend), true) = (opencl(), python()) else {
+    let (Some(backend), true) = (backend_or_skip(), numpy_or_skip()) else {
         return;
     };
     let cache = tempfile::tempdir().unwrap();
@@ -209,7 +178,7 @@ fn a_kernelbench_kernel_that_skips_work_is_rejected() {
 
 #[test]
 fn rotary_f16_kernels_are_correct_and_a_half_rotation_is_not() {
-    let (Some(backend), true) = (opencl(), python()) else {
+    let (Some(backend), true) = (backend_or_skip(), numpy_or_skip()) else {
         return;
     };
     let cache = tempfile::tempdir().unwrap();

@@ -9,38 +9,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use kernelfoundry::eval::taskfile::python::python_interpreter;
-
-fn required(var: &str) -> bool {
-    std::env::var(var).is_ok_and(|v| v == "1")
-}
-
-fn opencl() -> bool {
-    match kernelfoundry::opencl::OpenClBackend::new() {
-        Ok(_) => true,
-        Err(e) if required("KF_REQUIRE_OPENCL") => panic!("KF_REQUIRE_OPENCL=1 but: {e}"),
-        Err(e) => {
-            eprintln!("SKIPPED: no OpenCL runtime ({e}); run scripts/setup.sh");
-            false
-        }
-    }
-}
-
-fn python() -> bool {
-    let ok = Command::new(python_interpreter())
-        .args(["-c", "import numpy"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            !required("KF_REQUIRE_PYTHON"),
-            "KF_REQUIRE_PYTHON=1 but {} cannot import numpy",
-            python_interpreter().display()
-        );
-        eprintln!("SKIPPED: no Python with NumPy; run scripts/setup.sh");
-    }
-    ok
-}
+use kernelfoundry::eval::taskfile::python::numpy_or_skip;
+use kernelfoundry::opencl::testing::backend_or_skip;
 
 fn example() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/examples/scaled_swish")
@@ -73,7 +43,7 @@ fn path(p: &Path) -> &str {
 
 #[test]
 fn check_and_eval_accept_the_honest_kernel_and_reject_half_the_work() {
-    if !(opencl() && python()) {
+    if !(backend_or_skip().is_some() && numpy_or_skip()) {
         return;
     }
     let dir = example();
@@ -139,7 +109,7 @@ fn check_and_eval_accept_the_honest_kernel_and_reject_half_the_work() {
 
 #[test]
 fn tune_finds_a_correct_configuration_and_a_short_search_beats_the_baseline() {
-    if !(opencl() && python()) {
+    if !(backend_or_skip().is_some() && numpy_or_skip()) {
         return;
     }
     let dir = example();
@@ -236,7 +206,7 @@ type BrokenCase = (
 
 #[test]
 fn malformed_task_files_fail_with_the_file_and_field_and_write_nothing() {
-    let needs_python = python();
+    let needs_python = numpy_or_skip();
     let cases: Vec<BrokenCase> = vec![
         (
             "unknown dtype",

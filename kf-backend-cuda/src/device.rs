@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use cudarc::driver::sys::CUdevice_attribute as A;
 use cudarc::driver::CudaContext;
+use kf_backend_common::SelectableDevice;
 use kf_core::{DeviceFacts, DeviceKind};
 
 use crate::error::CudaError;
@@ -162,6 +163,30 @@ pub struct CudaDeviceInfo {
     pub sms: u32,
 }
 
+impl SelectableDevice for CudaDeviceInfo {
+    const SELECTOR_VAR: &'static str = KF_CUDA_DEVICE;
+    /// CUDA has no platforms: every device is on platform 0.
+    fn platform_index(&self) -> usize {
+        0
+    }
+    fn device_index(&self) -> usize {
+        self.ordinal
+    }
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn platform(&self) -> &str {
+        ""
+    }
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::Gpu
+    }
+    /// A bare number selects by ordinal.
+    fn ordinal(&self) -> Option<usize> {
+        Some(self.ordinal)
+    }
+}
+
 impl fmt::Display for CudaDeviceInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -236,54 +261,6 @@ pub fn list_devices() -> Result<Vec<CudaDeviceInfo>, CudaError> {
         }
         Ok(out)
     })?
-}
-
-/// Which device a backend drives.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum DeviceSelector {
-    /// `KF_CUDA_DEVICE` when set, else device 0.
-    #[default]
-    Auto,
-    /// The device with this ordinal.
-    Ordinal(usize),
-    /// The first device whose name contains this text (case-insensitive).
-    Name(String),
-}
-
-impl DeviceSelector {
-    /// An ordinal when `text` is a number, else a name substring.
-    pub fn parse(text: &str) -> Self {
-        match text.trim().parse::<usize>() {
-            Ok(i) => DeviceSelector::Ordinal(i),
-            Err(_) => DeviceSelector::Name(text.trim().to_owned()),
-        }
-    }
-
-    /// The device this selects among `devices`.
-    pub fn select<'a>(&self, devices: &'a [CudaDeviceInfo]) -> Option<&'a CudaDeviceInfo> {
-        match self {
-            DeviceSelector::Auto => match std::env::var(KF_CUDA_DEVICE) {
-                Ok(v) if !v.trim().is_empty() => DeviceSelector::parse(&v).select(devices),
-                _ => devices.first(),
-            },
-            DeviceSelector::Ordinal(i) => devices.iter().find(|d| d.ordinal == *i),
-            DeviceSelector::Name(n) => {
-                let n = n.to_lowercase();
-                devices.iter().find(|d| d.name.to_lowercase().contains(&n))
-            }
-        }
-    }
-}
-
-impl fmt::Display for DeviceSelector {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DeviceSelector::Auto => f.write_str("the default device"),
-            DeviceSelector::Ordinal(i) => write!(f, "device {i}"),
-            DeviceSelector::Name(n) => write!(f, "a device named like `{n}`"),
-        }
-    }
 }
 
 /// Limits of the device that launches are checked against.
@@ -532,6 +509,7 @@ mod tests {
 
     #[test]
     fn selectors() {
+        use kf_backend_common::DeviceSelector;
         let devices = vec![
             CudaDeviceInfo {
                 ordinal: 0,

@@ -28,10 +28,10 @@
 //! constraint on threads.
 
 use std::env;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use kf_backend_common::runtime::{self as common, Binding};
 use serde::Deserialize;
 
 /// The variable an embedder sets to point this crate at an NVRTC (see the module docs for what
@@ -83,7 +83,7 @@ pub struct RuntimeInfo {
 impl RuntimeInfo {
     /// One line saying what was used, for messages.
     pub fn describe(&self) -> String {
-        let mut s = match &self.source {
+        let mut head = match &self.source {
             RuntimeSource::KfCudaNvrtc(p) => format!("{KF_CUDA_NVRTC}={}", p.display()),
             RuntimeSource::Discovered(p) => format!("runtime config {}", p.display()),
             RuntimeSource::Toolkit(p) => format!("CUDA toolkit {}", p.display()),
@@ -92,13 +92,9 @@ impl RuntimeInfo {
             }
         };
         if let Some(lib) = &self.nvrtc_library {
-            s.push_str(&format!(", NVRTC {}", lib.display()));
+            head.push_str(&format!(", NVRTC {}", lib.display()));
         }
-        for note in &self.notes {
-            s.push_str("; ");
-            s.push_str(note);
-        }
-        s
+        common::describe(head, &self.notes)
     }
 }
 
@@ -127,8 +123,7 @@ pub struct RuntimeConfig {
 impl RuntimeConfig {
     /// Reads and parses a `cuda.json`.
     pub fn read(path: &Path) -> Result<Self, String> {
-        let text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+        common::read_config(path)
     }
 }
 
@@ -173,23 +168,7 @@ fn prepare_now() -> RuntimeInfo {
 /// Walks up from the current directory, the executable's directory and this crate's source
 /// directory, looking for `.runtime/cuda.json`.
 pub fn discover_config() -> Option<PathBuf> {
-    let mut starts: Vec<PathBuf> = Vec::new();
-    if let Ok(dir) = env::current_dir() {
-        starts.push(dir);
-    }
-    if let Some(dir) = env::current_exe()
-        .ok()
-        .and_then(|e| e.parent().map(Path::to_path_buf))
-    {
-        starts.push(dir);
-    }
-    starts.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")));
-    starts.iter().find_map(|start| {
-        start
-            .ancestors()
-            .map(|dir| dir.join(".runtime").join("cuda.json"))
-            .find(|candidate| candidate.is_file())
-    })
+    common::discover_config("cuda.json", env!("CARGO_MANIFEST_DIR"))
 }
 
 /// CUDA toolkit roots to look in: `$CUDA_HOME`, `$CUDA_PATH`, `/usr/local/cuda`.
@@ -227,12 +206,8 @@ fn include_near(lib: &Path) -> Option<PathBuf> {
 
 fn apply_explicit(path: &Path, info: &mut RuntimeInfo) {
     if path.is_dir() {
-        let json = path.join("cuda.json");
-        let nested = path.join(".runtime").join("cuda.json");
-        if json.is_file() {
+        if let Some(json) = common::config_in_dir(path, "cuda.json") {
             apply_config_file(&json, info);
-        } else if nested.is_file() {
-            apply_config_file(&nested, info);
         } else if let Some(lib) = library_in(path) {
             apply_library(&lib, info);
         } else {
@@ -269,15 +244,11 @@ fn apply_library(lib: &Path, info: &mut RuntimeInfo) {
 
 fn apply_config_file(path: &Path, info: &mut RuntimeInfo) {
     info.config = Some(path.to_path_buf());
-    info.runtime_dir = path.parent().map(Path::to_path_buf);
-    let config = match RuntimeConfig::read(path) {
-        Ok(c) => c,
-        Err(e) => {
-            info.notes.push(format!(
-                "unreadable runtime config {e}; run scripts/setup.sh --cuda again"
-            ));
-            return;
-        }
+    info.runtime_dir = common::runtime_dir_of(path);
+    let Some(config) =
+        common::read_or_note::<RuntimeConfig>(path, "scripts/setup.sh --cuda", &mut info.notes)
+    else {
+        return;
     };
     if !config.nvrtc.is_file() {
         info.notes.push(format!(
@@ -287,12 +258,7 @@ fn apply_config_file(path: &Path, info: &mut RuntimeInfo) {
         ));
         return;
     }
-    for lib in &config.preload {
-        if let Err(e) = preload(lib) {
-            info.notes
-                .push(format!("could not preload {}: {e}", lib.display()));
-        }
-    }
+    common::preload_all(&config.preload, Binding::Global, &mut info.notes);
     match preload(&config.nvrtc) {
         Ok(()) => info.nvrtc_library = Some(config.nvrtc.clone()),
         Err(e) => info
@@ -314,19 +280,13 @@ fn apply_config_file(path: &Path, info: &mut RuntimeInfo) {
 /// Loads a shared library for the rest of the process (`RTLD_NOW | RTLD_GLOBAL`), so that a
 /// later `dlopen` of its `SONAME` (cudarc's) resolves to it.
 fn preload(path: &Path) -> Result<(), String> {
-    use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
-    // SAFETY: loading NVRTC (or its builtins) runs only their ELF initialisers, which have no
-    // preconditions.
-    let lib =
-        unsafe { Library::open(Some(path), RTLD_NOW | RTLD_GLOBAL) }.map_err(|e| e.to_string())?;
-    // Keep it loaded for the life of the process: cudarc opens it again by name later.
-    std::mem::forget(lib);
-    Ok(())
+    common::preload(path, Binding::Global)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn parses_the_setup_script_config() {

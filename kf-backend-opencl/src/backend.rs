@@ -1,11 +1,13 @@
 //! [`OpenClBackend`]: the [`Backend`] implementation.
 
-use std::path::PathBuf;
 use std::ptr;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 use std::time::Instant;
 
+use kf_backend_common::launch::{
+    check_buffer_offset, check_copy, check_work_group, describe_arg, CopyDirection,
+};
+use kf_backend_common::{BackendOptions, Flusher};
 use kf_core::{
     Backend, CompileOptions, Compiled, CompilerFacts, DeviceFacts, KernelArg, KernelSource,
     Language, LaunchTiming, NdRange, ParamValues,
@@ -20,7 +22,7 @@ use opencl3::program::Program;
 use opencl3::types::{cl_mem, CL_BLOCKING};
 
 use crate::cache::BinaryCache;
-use crate::device::{facts, list_devices, DeviceInfo, DeviceSelector, Limits, KF_OPENCL_DEVICE};
+use crate::device::{facts, list_devices, DeviceInfo, Limits};
 use crate::error::{cl_error_name, OpenClError};
 use crate::runtime::{self, RuntimeInfo};
 
@@ -28,8 +30,6 @@ use crate::runtime::{self, RuntimeInfo};
 const CL_KERNEL_SPILL_MEM_SIZE_INTEL: u32 = 0x4109;
 /// `CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE`.
 const CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE: u32 = 0x11B3;
-/// Smallest scratch buffer used to flush caches.
-const MIN_FLUSH_BYTES: u64 = 64 << 20;
 
 const LANGUAGES: [Language; 1] = [Language::OpenCl];
 
@@ -39,81 +39,27 @@ const FLUSH_KERNEL: &str = "__kernel void kf_flush(__global uint4* p, uint v) {
     p[i] = (uint4)(v, v + 1u, v + 2u, (uint)i);
 }";
 
-/// The cache-flush buffer and the kernel that overwrites it.
-struct Scratch {
-    buffer: OpenClBuffer,
-    kernel: Option<OpenClKernel>,
-}
-
-/// Where compiled binaries are cached.
-#[derive(Debug, Clone, Default)]
-enum CacheChoice {
-    /// `<.runtime>/cache/opencl` when the runtime came from `scripts/setup.sh`, else
-    /// `$XDG_CACHE_HOME/kernelfoundry/opencl` (or `~/.cache/kernelfoundry/opencl`).
-    #[default]
-    Default,
-    Dir(PathBuf),
-    Disabled,
-}
-
 /// Configures an [`OpenClBackend`]: device choice, compile cache, cache-flush size, peaks.
 #[derive(Debug, Clone, Default)]
 #[must_use]
 pub struct OpenClBackendBuilder {
-    selector: DeviceSelector,
-    cache: CacheChoice,
-    flush_bytes: Option<usize>,
-    peaks: Option<(f64, f64)>,
+    options: BackendOptions,
 }
 
 impl OpenClBackendBuilder {
-    /// Chooses the device (default: [`DeviceSelector::Auto`], which honours
-    /// `KF_OPENCL_DEVICE`).
-    pub fn device(mut self, selector: DeviceSelector) -> Self {
-        self.selector = selector;
-        self
-    }
-
-    /// Caches program binaries in `dir`.
-    pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.cache = CacheChoice::Dir(dir.into());
-        self
-    }
-
-    /// Disables the persistent compile cache.
-    pub fn no_cache(mut self) -> Self {
-        self.cache = CacheChoice::Disabled;
-        self
-    }
-
-    /// Size of the scratch buffer [`Backend::flush_caches`] overwrites (default: twice the
-    /// largest cache in front of global memory, at least 64 MiB).
-    pub fn flush_bytes(mut self, bytes: usize) -> Self {
-        self.flush_bytes = Some(bytes);
-        self
-    }
-
-    /// Overrides the estimated peak fp32 GFLOP/s and bandwidth GB/s of the device facts (when
-    /// they are known from a datasheet).
-    pub fn peaks(mut self, gflops: f64, bandwidth_gbs: f64) -> Self {
-        self.peaks = Some((gflops, bandwidth_gbs));
-        self
-    }
+    kf_backend_common::backend_builder_methods!("KF_OPENCL_DEVICE");
 
     /// Finds the runtime, picks the device and creates its context and profiling queue.
     pub fn build(self) -> Result<OpenClBackend, OpenClError> {
         let runtime = runtime::prepare();
         let devices = list_devices()?;
-        let Some(info) = self.selector.select(&devices) else {
-            let listed: Vec<String> = devices.iter().map(ToString::to_string).collect();
-            let env = std::env::var(KF_OPENCL_DEVICE)
-                .map(|v| format!(" ({KF_OPENCL_DEVICE}={v})"))
-                .unwrap_or_default();
+        let Some(info) = self.options.selector.select(&devices) else {
+            let none = self.options.selector.no_match(&devices);
             return Err(OpenClError::Unavailable {
                 message: format!(
-                    "no OpenCL device matches {}{env}; available: {}",
-                    self.selector,
-                    listed.join("; ")
+                    "no OpenCL device matches {}; available: {}",
+                    none.wanted,
+                    none.listed.join("; ")
                 ),
             });
         };
@@ -164,7 +110,7 @@ impl OpenClBackendBuilder {
 /// ```
 pub struct OpenClBackend {
     // Field order is drop order: buffers and the queue go before the context.
-    scratch: Mutex<Option<Scratch>>,
+    flusher: Flusher<OpenClBackend>,
     queue: CommandQueue,
     context: Context,
     device: Device,
@@ -172,8 +118,6 @@ pub struct OpenClBackend {
     facts: DeviceFacts,
     limits: Limits,
     cache: Option<BinaryCache>,
-    flush_bytes: usize,
-    flush_counter: AtomicU32,
     runtime: &'static RuntimeInfo,
 }
 
@@ -209,27 +153,17 @@ impl OpenClBackend {
     ) -> Result<Self, OpenClError> {
         let device = Device::new(info.id);
         let (mut facts, limits) = facts(&info);
-        if let Some((gflops, gbs)) = options.peaks {
-            facts.peak_gflops = Some(gflops);
-            facts.peak_bandwidth_gbs = Some(gbs);
-            facts
-                .extra
-                .insert("peak_source".into(), "given by the embedder".into());
-        }
+        let options = options.options;
+        options.apply_peaks(&mut facts);
         let context =
             Context::from_device(&device).map_err(|e| OpenClError::cl("clCreateContext", e.0))?;
         let queue = create_profiling_queue(&context, &device)?;
-        let cache = match options.cache {
-            CacheChoice::Disabled => None,
-            CacheChoice::Dir(dir) => Some(BinaryCache::new(dir)),
-            CacheChoice::Default => default_cache_dir(runtime).map(BinaryCache::new),
-        };
-        let flush_bytes = options.flush_bytes.unwrap_or_else(|| {
-            let want = limits.cache_bytes.saturating_mul(2).max(MIN_FLUSH_BYTES);
-            usize::try_from(want.min(limits.max_alloc.max(1))).unwrap_or(usize::MAX)
-        });
+        let cache = options
+            .cache_dir(runtime.runtime_dir.as_deref(), "opencl")
+            .map(BinaryCache::new);
+        let flusher = Flusher::new(options.flush_bytes(limits.cache_bytes, limits.max_alloc));
         Ok(OpenClBackend {
-            scratch: Mutex::new(None),
+            flusher,
             queue,
             context,
             device,
@@ -237,8 +171,6 @@ impl OpenClBackend {
             facts,
             limits,
             cache,
-            flush_bytes,
-            flush_counter: AtomicU32::new(0),
             runtime,
         })
     }
@@ -349,10 +281,6 @@ impl OpenClBackend {
         }
         facts
     }
-
-    fn scratch(&self) -> MutexGuard<'_, Option<Scratch>> {
-        self.scratch.lock().unwrap_or_else(|p| p.into_inner())
-    }
 }
 
 fn create_profiling_queue(context: &Context, device: &Device) -> Result<CommandQueue, OpenClError> {
@@ -371,17 +299,6 @@ fn create_profiling_queue(context: &Context, device: &Device) -> Result<CommandQ
             q.map_err(|e| OpenClError::cl("clCreateCommandQueue", e.0))
         }
     }
-}
-
-fn default_cache_dir(runtime: &RuntimeInfo) -> Option<PathBuf> {
-    if let Some(dir) = &runtime.runtime_dir {
-        return Some(dir.join("cache").join("opencl"));
-    }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("kernelfoundry").join("opencl"))
 }
 
 /// A compiled OpenCL kernel. Launches from several threads are serialised (OpenCL kernel
@@ -429,17 +346,6 @@ impl OpenClBuffer {
     /// Whether the buffer has no bytes (never true: zero-size buffers are refused).
     pub fn is_empty(&self) -> bool {
         self.len == 0
-    }
-}
-
-fn describe_arg<B>(arg: &KernelArg<'_, B>) -> String {
-    match arg {
-        KernelArg::Buffer { offset, .. } => format!("buffer at offset {offset}"),
-        KernelArg::I32(v) => format!("i32 {v}"),
-        KernelArg::U32(v) => format!("u32 {v}"),
-        KernelArg::I64(v) => format!("i64 {v}"),
-        KernelArg::F32(v) => format!("f32 {v}"),
-        KernelArg::Local(v) => format!("{v} bytes of local memory"),
     }
 }
 
@@ -613,14 +519,9 @@ impl Backend for OpenClBackend {
     }
 
     fn write(&self, buffer: &mut OpenClBuffer, data: &[u8]) -> Result<(), OpenClError> {
-        if data.len() > buffer.len {
-            return Err(OpenClError::InvalidArgument(format!(
-                "writing {} bytes into a buffer of {}",
-                data.len(),
-                buffer.len
-            )));
-        }
-        if data.is_empty() {
+        if !check_copy(CopyDirection::Write, data.len(), buffer.len)
+            .map_err(OpenClError::InvalidArgument)?
+        {
             return Ok(());
         }
         // SAFETY: blocking write of `data`, which outlives the call, into a buffer large enough.
@@ -633,14 +534,9 @@ impl Backend for OpenClBackend {
     }
 
     fn read(&self, buffer: &OpenClBuffer, out: &mut [u8]) -> Result<(), OpenClError> {
-        if out.len() > buffer.len {
-            return Err(OpenClError::InvalidArgument(format!(
-                "reading {} bytes from a buffer of {}",
-                out.len(),
-                buffer.len
-            )));
-        }
-        if out.is_empty() {
+        if !check_copy(CopyDirection::Read, out.len(), buffer.len)
+            .map_err(OpenClError::InvalidArgument)?
+        {
             return Ok(());
         }
         // SAFETY: blocking read into `out`, which outlives the call.
@@ -671,24 +567,15 @@ impl Backend for OpenClBackend {
         }
         let local_ptr = match &range.local {
             Some(local) => {
-                let total: usize = local.iter().product();
-                if total as u64 > self.facts.max_work_group_size {
-                    return Err(bad(format!(
-                        "work-group of {total} work-items exceeds the device maximum {}",
-                        self.facts.max_work_group_size
-                    )));
-                }
-                for (i, (l, max)) in local
-                    .iter()
-                    .zip(&self.facts.max_work_item_sizes)
-                    .enumerate()
-                {
-                    if *l as u64 > *max {
-                        return Err(bad(format!(
-                            "work-group extent {l} in dimension {i} exceeds the device maximum {max}"
-                        )));
-                    }
-                }
+                let max = self.facts.max_work_group_size;
+                check_work_group(local, max, &format!("the device maximum {max}"), |d| {
+                    self.facts
+                        .max_work_item_sizes
+                        .get(d)
+                        .copied()
+                        .unwrap_or(u64::MAX)
+                })
+                .map_err(bad)?;
                 local.as_ptr()
             }
             None => ptr::null(),
@@ -713,7 +600,7 @@ impl Backend for OpenClBackend {
                 OpenClError::launch(
                     "clSetKernelArg",
                     e.0,
-                    &format!("argument {i} ({})", describe_arg(arg)),
+                    &format!("argument {i} ({})", describe_arg(arg, "local memory")),
                 )
             };
             // SAFETY: each value has the size OpenCL expects for its C type; memory objects are
@@ -724,19 +611,8 @@ impl Backend for OpenClBackend {
                         let mem: cl_mem = if *offset == 0 {
                             buffer.mem.get()
                         } else {
-                            if *offset % self.limits.base_align != 0 {
-                                return Err(OpenClError::InvalidArgument(format!(
-                                    "argument {i}: buffer offset {offset} is not a multiple of \
-                                     the device's base address alignment ({} bytes)",
-                                    self.limits.base_align
-                                )));
-                            }
-                            if *offset >= buffer.len {
-                                return Err(OpenClError::InvalidArgument(format!(
-                                    "argument {i}: offset {offset} is beyond the buffer's {} bytes",
-                                    buffer.len
-                                )));
-                            }
+                            check_buffer_offset(i, *offset, self.limits.base_align, buffer.len)
+                                .map_err(OpenClError::InvalidArgument)?;
                             let view = buffer
                                 .mem
                                 .create_sub_buffer(CL_MEM_READ_WRITE, *offset, buffer.len - offset)
@@ -800,45 +676,18 @@ impl Backend for OpenClBackend {
     /// kernel writes it (about 20x faster than `clEnqueueFillBuffer` on Intel's CPU runtime);
     /// `clEnqueueFillBuffer` is the fallback when that kernel does not build.
     fn flush_caches(&self) -> Result<(), OpenClError> {
-        let mut scratch = self.scratch();
-        if scratch.is_none() {
-            let bytes = (self.flush_bytes / 16 * 16).max(16);
-            let buffer = self.alloc(bytes)?;
-            let source = KernelSource::new(Language::OpenCl, "kf_flush", FLUSH_KERNEL);
-            let kernel = self
-                .compile(&source, &ParamValues::new(), &CompileOptions::default())
-                .ok()
-                .map(|c| c.kernel);
-            *scratch = Some(Scratch { buffer, kernel });
-        }
-        let Some(Scratch { buffer, kernel }) = scratch.as_mut() else {
-            return Err(OpenClError::Unsupported("flush_caches"));
-        };
-        let stamp = self.flush_counter.fetch_add(1, Ordering::Relaxed);
-        if let Some(kernel) = kernel {
-            let range = NdRange {
-                global: vec![buffer.len / 16],
-                local: None,
-            };
-            let args = [
-                KernelArg::Buffer {
-                    buffer: &*buffer,
-                    offset: 0,
-                },
-                KernelArg::U32(stamp),
-            ];
-            return self.launch(kernel, &args, &range).map(|_| ());
-        }
-        let pattern = stamp.to_ne_bytes();
-        let size = buffer.len;
-        // SAFETY: the pattern outlives the call (we wait on the event below).
-        let event = unsafe {
-            self.queue
-                .enqueue_fill_buffer(&mut buffer.mem, &pattern, 0, size, &[])
-        }
-        .map_err(|e| OpenClError::cl("clEnqueueFillBuffer", e.0))?;
-        event
-            .wait()
-            .map_err(|e| OpenClError::cl("clEnqueueFillBuffer", e.0))
+        let source = KernelSource::new(Language::OpenCl, "kf_flush", FLUSH_KERNEL);
+        self.flusher.flush(self, &source, |buffer, size, stamp| {
+            let pattern = stamp.to_ne_bytes();
+            // SAFETY: the pattern outlives the call (we wait on the event below).
+            let event = unsafe {
+                self.queue
+                    .enqueue_fill_buffer(&mut buffer.mem, &pattern, 0, size, &[])
+            }
+            .map_err(|e| OpenClError::cl("clEnqueueFillBuffer", e.0))?;
+            event
+                .wait()
+                .map_err(|e| OpenClError::cl("clEnqueueFillBuffer", e.0))
+        })
     }
 }

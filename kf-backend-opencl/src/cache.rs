@@ -8,11 +8,9 @@
 //! processes (evaluation workers) never read half a file; a corrupt or unloadable entry is
 //! deleted and rebuilt.
 
-use std::fs;
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
 
+use kf_backend_common::{ArtifactCache, KeyHasher};
 use kf_core::DeviceFacts;
 
 use crate::error::OpenClError;
@@ -23,23 +21,25 @@ const KEY_VERSION: &[u8] = b"kf-backend-opencl cache v1";
 /// A directory of cached program binaries.
 #[derive(Debug, Clone)]
 pub struct BinaryCache {
-    dir: PathBuf,
+    files: ArtifactCache,
 }
 
 impl BinaryCache {
     /// A cache in `dir` (created on first write).
-    pub fn new(dir: impl Into<PathBuf>) -> Self {
-        BinaryCache { dir: dir.into() }
+    pub fn new(dir: impl Into<std::path::PathBuf>) -> Self {
+        BinaryCache {
+            files: ArtifactCache::new(dir, MAGIC, "clbin"),
+        }
     }
 
     /// The cache directory.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.files.dir()
     }
 
     /// The key of a program built from `source` with `options` for `device`.
     pub fn key(source: &str, options: &str, device: &DeviceFacts) -> String {
-        let mut h = blake3::Hasher::new();
+        let mut h = KeyHasher::new();
         for part in [
             KEY_VERSION,
             source.as_bytes(),
@@ -53,65 +53,27 @@ impl BinaryCache {
                 .get("platform_version")
                 .map_or(&b""[..], |v| v.as_bytes()),
         ] {
-            h.update(&(part.len() as u64).to_le_bytes());
-            h.update(part);
+            h.part(part);
         }
-        h.finalize().to_hex().to_string()
-    }
-
-    fn path(&self, key: &str) -> PathBuf {
-        self.dir.join(format!("{key}.clbin"))
+        h.finish()
     }
 
     /// The binary stored under `key`, if present and intact.
     pub fn get(&self, key: &str) -> Option<Vec<u8>> {
-        let bytes = fs::read(self.path(key)).ok()?;
-        if bytes.len() < MAGIC.len() + 32 || &bytes[..MAGIC.len()] != MAGIC {
-            self.remove(key);
-            return None;
-        }
-        let (hash, payload) = bytes[MAGIC.len()..].split_at(32);
-        if blake3::hash(payload).as_bytes() != hash {
-            self.remove(key);
-            return None;
-        }
-        Some(payload.to_vec())
+        self.files.get(key)
     }
 
     /// Stores `binary` under `key` atomically (temporary file + rename).
     pub fn put(&self, key: &str, binary: &[u8]) -> Result<(), OpenClError> {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| OpenClError::Cache { path, source }
-        };
-        fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
-        let final_path = self.path(key);
-        let tmp = self.dir.join(format!(
-            ".{key}.{}.{}.tmp",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        let write = || -> std::io::Result<()> {
-            let mut f = fs::File::create(&tmp)?;
-            f.write_all(MAGIC)?;
-            f.write_all(blake3::hash(binary).as_bytes())?;
-            f.write_all(binary)?;
-            f.sync_all()?;
-            fs::rename(&tmp, &final_path)
-        };
-        write().map_err(|e| {
-            let _ = fs::remove_file(&tmp);
-            OpenClError::Cache {
-                path: final_path.clone(),
-                source: e,
-            }
+        self.files.put(key, binary).map_err(|e| OpenClError::Cache {
+            path: e.path,
+            source: e.source,
         })
     }
 
     /// Deletes the entry under `key` (missing entries are fine).
     pub fn remove(&self, key: &str) {
-        let _ = fs::remove_file(self.path(key));
+        self.files.remove(key);
     }
 }
 
@@ -120,7 +82,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn round_trip_and_corruption() {
+    fn round_trip() {
         let dir = tempfile::tempdir().unwrap();
         let cache = BinaryCache::new(dir.path().join("c"));
         let dev = DeviceFacts::unknown("d");
@@ -129,14 +91,9 @@ mod tests {
         assert!(cache.get(&key).is_none());
         cache.put(&key, b"binary").unwrap();
         assert_eq!(cache.get(&key).as_deref(), Some(&b"binary"[..]));
-        // Flip a payload byte: the entry is rejected and removed.
-        let path = cache.path(&key);
-        let mut bytes = fs::read(&path).unwrap();
-        let last = bytes.len() - 1;
-        bytes[last] ^= 1;
-        fs::write(&path, bytes).unwrap();
+        // A corrupt entry is rejected and removed: `ArtifactCache`'s test.
+        cache.remove(&key);
         assert!(cache.get(&key).is_none());
-        assert!(!path.exists());
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! Device discovery, selection and facts.
 
 use std::fmt;
-use std::str::FromStr;
 use std::sync::Mutex;
 
+use kf_backend_common::peaks;
+use kf_backend_common::{kind_name, SelectableDevice};
 use kf_core::{DeviceFacts, DeviceKind};
 use opencl3::context::Context;
 use opencl3::device::{
@@ -15,7 +16,8 @@ use opencl3::types::cl_device_id;
 use crate::error::OpenClError;
 use crate::runtime;
 
-/// The variable that picks the device when the code does not (see [`DeviceSelector::parse`]
+/// The variable that picks the device when the code does not (see
+/// [`DeviceSelector::parse`](kf_backend_common::DeviceSelector::parse)
 /// for its syntax).
 pub const KF_OPENCL_DEVICE: &str = "KF_OPENCL_DEVICE";
 
@@ -50,6 +52,29 @@ impl DeviceInfo {
     }
 }
 
+impl SelectableDevice for DeviceInfo {
+    const SELECTOR_VAR: &'static str = KF_OPENCL_DEVICE;
+    fn platform_index(&self) -> usize {
+        self.platform_index
+    }
+    fn device_index(&self) -> usize {
+        self.device_index
+    }
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn platform(&self) -> &str {
+        &self.platform
+    }
+    fn kind(&self) -> DeviceKind {
+        self.kind
+    }
+    /// PoCL last: it does not reward GPU-style optimisation.
+    fn demotion(&self) -> u8 {
+        u8::from(self.is_pocl())
+    }
+}
+
 impl fmt::Display for DeviceInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -61,15 +86,6 @@ impl fmt::Display for DeviceInfo {
             kind_name(self.kind),
             self.platform
         )
-    }
-}
-
-fn kind_name(kind: DeviceKind) -> &'static str {
-    match kind {
-        DeviceKind::Cpu => "cpu",
-        DeviceKind::Gpu => "gpu",
-        DeviceKind::Accelerator => "accelerator",
-        _ => "other",
     }
 }
 
@@ -145,111 +161,6 @@ fn kind_of(t: u64) -> DeviceKind {
     } else {
         DeviceKind::Other
     }
-}
-
-/// How to choose a device.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum DeviceSelector {
-    /// `KF_OPENCL_DEVICE` when set, else the best device: a GPU, then an accelerator, then a
-    /// CPU, PoCL last (it does not reward GPU-style optimisation), platform order breaking
-    /// ties.
-    #[default]
-    Auto,
-    /// The best device of this kind.
-    Kind(DeviceKind),
-    /// A device whose name equals this text, else one whose name or platform name contains it
-    /// (case-insensitive; the best such device, as for `Auto`).
-    NameContains(String),
-    /// The device at `platform:device` indices as [`list_devices`] numbers them.
-    Index {
-        /// Platform index.
-        platform: usize,
-        /// Device index within the platform.
-        device: usize,
-    },
-}
-
-impl DeviceSelector {
-    /// Parses `cpu`, `gpu`, `accelerator`, `auto`, `P:D` (indices) or any other text (a name
-    /// substring) — the syntax of `KF_OPENCL_DEVICE`.
-    pub fn parse(text: &str) -> Self {
-        let t = text.trim();
-        match t.to_ascii_lowercase().as_str() {
-            "" | "auto" | "default" => return DeviceSelector::Auto,
-            "cpu" => return DeviceSelector::Kind(DeviceKind::Cpu),
-            "gpu" => return DeviceSelector::Kind(DeviceKind::Gpu),
-            "accelerator" | "acc" => return DeviceSelector::Kind(DeviceKind::Accelerator),
-            _ => {}
-        }
-        if let Some((p, d)) = t.split_once(':') {
-            if let (Ok(platform), Ok(device)) = (p.trim().parse(), d.trim().parse()) {
-                return DeviceSelector::Index { platform, device };
-            }
-        }
-        DeviceSelector::NameContains(t.to_owned())
-    }
-
-    /// Picks a device from `devices`; `None` when nothing matches.
-    pub fn select<'a>(&self, devices: &'a [DeviceInfo]) -> Option<&'a DeviceInfo> {
-        match self {
-            DeviceSelector::Auto => match std::env::var(KF_OPENCL_DEVICE) {
-                Ok(v) if !DeviceSelector::parse(&v).is_auto() => {
-                    DeviceSelector::parse(&v).select(devices)
-                }
-                _ => best(devices.iter()),
-            },
-            DeviceSelector::Kind(kind) => best(devices.iter().filter(|d| d.kind == *kind)),
-            DeviceSelector::NameContains(text) => {
-                let needle = text.to_lowercase();
-                let exact = devices.iter().filter(|d| d.name.to_lowercase() == needle);
-                best(exact).or_else(|| {
-                    best(devices.iter().filter(|d| {
-                        d.name.to_lowercase().contains(&needle)
-                            || d.platform.to_lowercase().contains(&needle)
-                    }))
-                })
-            }
-            DeviceSelector::Index { platform, device } => devices
-                .iter()
-                .find(|d| d.platform_index == *platform && d.device_index == *device),
-        }
-    }
-
-    fn is_auto(&self) -> bool {
-        matches!(self, DeviceSelector::Auto)
-    }
-}
-
-impl FromStr for DeviceSelector {
-    type Err = std::convert::Infallible;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(DeviceSelector::parse(s))
-    }
-}
-
-impl fmt::Display for DeviceSelector {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DeviceSelector::Auto => f.write_str("auto"),
-            DeviceSelector::Kind(k) => f.write_str(kind_name(*k)),
-            DeviceSelector::NameContains(t) => write!(f, "name contains {t:?}"),
-            DeviceSelector::Index { platform, device } => write!(f, "{platform}:{device}"),
-        }
-    }
-}
-
-fn best<'a>(devices: impl Iterator<Item = &'a DeviceInfo>) -> Option<&'a DeviceInfo> {
-    // min_by_key keeps the first of equal keys, so platform order breaks ties.
-    devices.min_by_key(|d| {
-        let kind_rank = match d.kind {
-            DeviceKind::Gpu => 0,
-            DeviceKind::Accelerator => 1,
-            DeviceKind::Cpu => 2,
-            _ => 3,
-        };
-        (u8::from(d.is_pocl()), kind_rank)
-    })
 }
 
 /// Extra device numbers the backend needs beyond [`DeviceFacts`].
@@ -341,20 +252,8 @@ pub(crate) fn facts(info: &DeviceInfo) -> (DeviceFacts, Limits) {
     );
     extra("extensions", extensions.trim().to_owned());
 
-    let mut cache_bytes = cl_cache;
-    if info.kind == DeviceKind::Cpu {
-        cache_bytes = cache_bytes.max(host::largest_cache_bytes().unwrap_or(0));
-        if f.max_clock_mhz == 0 {
-            if let Some(mhz) = host::max_mhz() {
-                f.max_clock_mhz = mhz;
-                extra("max_clock_source", "/proc/cpuinfo".to_owned());
-            }
-        }
-    }
-    let (gflops, gbs, how) = estimate_peaks(&f, native_float);
-    f.peak_gflops = Some(gflops);
-    f.peak_bandwidth_gbs = Some(gbs);
-    f.extra.insert("peak_source".to_owned(), how);
+    let cache_bytes = peaks::cpu_host_facts(&mut f, cl_cache);
+    peaks::set_estimated_peaks(&mut f, native_float);
 
     let limits = Limits {
         base_align: (base_align_bits / 8) as usize,
@@ -384,96 +283,10 @@ fn sub_group_sizes(d: &Device) -> Vec<u32> {
     sizes
 }
 
-/// Upper bounds of fp32 throughput (GFLOP/s) and memory bandwidth (GB/s), with how they were
-/// derived. OpenCL reports neither, so these are deliberately generous: the roofline check
-/// rejects a speedup beyond them, and an estimate below the truth would reject honest kernels.
-///
-/// * clock: the reported maximum (for CPUs reporting 0, the highest `cpu MHz` in
-///   `/proc/cpuinfo`), times 1.3 for turbo headroom; 3000 MHz when nothing is known.
-/// * CPU: every compute unit (logical core) retires 2 FMA of 16 fp32 lanes per cycle
-///   (64 flop/cycle, AVX-512 with two FMA pipes, more than any current x86 core sustains per
-///   hardware thread), and moves 64 bytes per cycle (an L2-resident working set: data that
-///   fit in cache are not DRAM-bound).
-/// * GPU / accelerator: 256 flop/cycle per compute unit (128 fp32 lanes with FMA, the widest
-///   NVIDIA SM / AMD dual-issue CU; Intel reports EUs or Xe cores, well below), and 128 bytes
-///   per cycle per compute unit (the L1/shared-memory bandwidth, above any DRAM/HBM).
-pub(crate) fn estimate_peaks(f: &DeviceFacts, native_float: u32) -> (f64, f64, String) {
-    let mhz = if f.max_clock_mhz > 0 {
-        f64::from(f.max_clock_mhz)
-    } else {
-        3000.0
-    };
-    let ghz = mhz * 1.3 / 1000.0;
-    let cu = f64::from(f.compute_units.max(1));
-    let (flop_per_cycle, bytes_per_cycle) = match f.kind {
-        DeviceKind::Cpu => (2.0 * 2.0 * f64::from(native_float.max(16)), 64.0),
-        _ => (256.0, 128.0),
-    };
-    let gflops = cu * ghz * flop_per_cycle;
-    let gbs = cu * ghz * bytes_per_cycle;
-    let how = format!(
-        "upper-bound estimate: {cu} compute units x {mhz:.0} MHz x 1.3 turbo x \
-         {flop_per_cycle} flop/cycle, {bytes_per_cycle} B/cycle"
-    );
-    (gflops, gbs, how)
-}
-
-/// Host CPU facts from Linux `/proc` and `/sys` (absent elsewhere).
-mod host {
-    use std::fs;
-
-    /// The highest `cpu MHz` in `/proc/cpuinfo` (or the cpufreq maximum when present).
-    pub(super) fn max_mhz() -> Option<u32> {
-        let cpufreq = fs::read_to_string("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-            .map(|khz| (khz / 1000) as u32);
-        let cpuinfo = fs::read_to_string("/proc/cpuinfo").ok().and_then(|text| {
-            text.lines()
-                .filter(|l| l.starts_with("cpu MHz"))
-                .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
-                .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
-                .map(|v| v.round() as u32)
-        });
-        match (cpufreq, cpuinfo) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b).filter(|v| *v > 0),
-        }
-    }
-
-    /// The largest cache of CPU 0, bytes (`/sys/devices/system/cpu/cpu0/cache/index*/size`).
-    pub(super) fn largest_cache_bytes() -> Option<u64> {
-        let dir = fs::read_dir("/sys/devices/system/cpu/cpu0/cache").ok()?;
-        dir.filter_map(Result::ok)
-            .filter_map(|e| fs::read_to_string(e.path().join("size")).ok())
-            .filter_map(|s| parse_size(s.trim()))
-            .max()
-    }
-
-    fn parse_size(s: &str) -> Option<u64> {
-        let (num, mult) = match s.chars().last()? {
-            'K' => (&s[..s.len() - 1], 1 << 10),
-            'M' => (&s[..s.len() - 1], 1 << 20),
-            'G' => (&s[..s.len() - 1], 1 << 30),
-            _ => (s, 1),
-        };
-        num.parse::<u64>().ok().map(|n| n * mult)
-    }
-
-    #[cfg(test)]
-    mod tests {
-        #[test]
-        fn sizes() {
-            assert_eq!(super::parse_size("32768K"), Some(32 << 20));
-            assert_eq!(super::parse_size("2M"), Some(2 << 20));
-            assert_eq!(super::parse_size("x"), None);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kf_backend_common::DeviceSelector;
 
     fn dev(pi: usize, name: &str, platform: &str, kind: DeviceKind) -> DeviceInfo {
         DeviceInfo {
@@ -487,27 +300,7 @@ mod tests {
     }
 
     #[test]
-    fn parse_selectors() {
-        assert_eq!(
-            DeviceSelector::parse("GPU"),
-            DeviceSelector::Kind(DeviceKind::Gpu)
-        );
-        assert_eq!(
-            DeviceSelector::parse("1:0"),
-            DeviceSelector::Index {
-                platform: 1,
-                device: 0
-            }
-        );
-        assert_eq!(
-            DeviceSelector::parse("epyc"),
-            DeviceSelector::NameContains("epyc".into())
-        );
-        assert_eq!(DeviceSelector::parse(""), DeviceSelector::Auto);
-    }
-
-    #[test]
-    fn best_prefers_gpu_and_avoids_pocl() {
+    fn selection_prefers_gpu_and_avoids_pocl() {
         let devices = vec![
             dev(
                 0,
@@ -517,23 +310,13 @@ mod tests {
             ),
             dev(1, "Xeon", "Intel(R) OpenCL", DeviceKind::Cpu),
         ];
-        assert_eq!(best(devices.iter()).map(|d| d.platform_index), Some(1));
+        let sel = DeviceSelector::Kind(DeviceKind::Cpu);
+        assert_eq!(sel.select(&devices).map(|d| d.platform_index), Some(1));
         let mut with_gpu = devices.clone();
         with_gpu.push(dev(2, "A770", "Intel(R) OpenCL Graphics", DeviceKind::Gpu));
-        assert_eq!(best(with_gpu.iter()).map(|d| d.platform_index), Some(2));
+        let sel = DeviceSelector::parse("a770");
+        assert_eq!(sel.select(&with_gpu).map(|d| d.platform_index), Some(2));
         let sel = DeviceSelector::NameContains("portable".into());
         assert_eq!(sel.select(&devices).map(|d| d.platform_index), Some(0));
-    }
-
-    #[test]
-    fn peaks_are_generous() {
-        let mut f = DeviceFacts::unknown("cpu");
-        f.kind = DeviceKind::Cpu;
-        f.compute_units = 2;
-        f.max_clock_mhz = 2600;
-        let (gflops, gbs, _) = estimate_peaks(&f, 8);
-        // Above the measured 63 GFLOP/s tiled SGEMM on this 2-core machine, by a wide margin.
-        assert!(gflops > 300.0, "{gflops}");
-        assert!(gbs > 300.0, "{gbs}");
     }
 }

@@ -9,7 +9,8 @@
 //! * [`runtime`] finds the runtime `scripts/setup.sh` installed (`.runtime/opencl.json`) with no
 //!   environment variable set by hand; `KF_OPENCL_ICD` points it at any other runtime, and
 //!   `OPENCL_DYLIB_PATH` (opencl3's own variable) is always honoured.
-//! * [`DeviceSelector`] picks the device (by kind, name, index, or `KF_OPENCL_DEVICE`);
+//! * [`DeviceSelector`] (shared with the other backends, from `kf-backend-common`) picks the
+//!   device (by kind, name, index, or `KF_OPENCL_DEVICE`);
 //!   [`kf_core::DeviceFacts`] include sub-group sizes and generous peak estimates for the
 //!   roofline check.
 //! * Compiles with `-D NAME=value` per parameter, reports the build log on failure and
@@ -45,5 +46,7 @@ pub mod testing;
 
 pub use backend::{OpenClBackend, OpenClBackendBuilder, OpenClBuffer, OpenClKernel};
 pub use cache::BinaryCache;
-pub use device::{list_devices, DeviceInfo, DeviceSelector, KF_OPENCL_DEVICE};
+pub use device::{list_devices, DeviceInfo, KF_OPENCL_DEVICE};
 pub use error::{cl_error_name, OpenClError};
+/// The device selector shared by every backend (`kf_backend_common::DeviceSelector`).
+pub use kf_backend_common::DeviceSelector;

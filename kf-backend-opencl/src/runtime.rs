@@ -37,6 +37,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use kf_backend_common::runtime::{self as common, Binding};
 use serde::Deserialize;
 
 /// The variable an embedder sets to point this crate at any OpenCL runtime (see the module
@@ -86,7 +87,7 @@ pub struct RuntimeInfo {
 impl RuntimeInfo {
     /// One line saying what was used, for messages.
     pub fn describe(&self) -> String {
-        let mut s = match &self.source {
+        let head = match &self.source {
             RuntimeSource::OpenClDylibPath(v) => format!("OPENCL_DYLIB_PATH={v} (set by caller)"),
             RuntimeSource::KfOpenClIcd(p) => format!("{KF_OPENCL_ICD}={}", p.display()),
             RuntimeSource::Discovered(p) => format!("runtime config {}", p.display()),
@@ -94,11 +95,7 @@ impl RuntimeInfo {
                                       runtime found"
                 .to_owned(),
         };
-        for note in &self.notes {
-            s.push_str("; ");
-            s.push_str(note);
-        }
-        s
+        common::describe(head, &self.notes)
     }
 }
 
@@ -127,8 +124,7 @@ pub struct RuntimeConfig {
 impl RuntimeConfig {
     /// Reads and parses an `opencl.json`.
     pub fn read(path: &Path) -> Result<Self, String> {
-        let text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+        common::read_config(path)
     }
 }
 
@@ -153,7 +149,7 @@ fn prepare_now() -> RuntimeInfo {
         info.source = RuntimeSource::OpenClDylibPath(v.to_string_lossy().into_owned());
         // Not applied, but its folder still holds the default compile cache (for example
         // after `source .runtime/env.sh`).
-        info.runtime_dir = discover_config().and_then(|c| c.parent().map(Path::to_path_buf));
+        info.runtime_dir = discover_config().and_then(|c| common::runtime_dir_of(&c));
         return info;
     }
     if let Some(v) = env::var_os(KF_OPENCL_ICD).filter(|v| !v.is_empty()) {
@@ -172,45 +168,18 @@ fn prepare_now() -> RuntimeInfo {
 /// Walks up from the current directory, the executable's directory and this crate's source
 /// directory, looking for `.runtime/opencl.json`.
 pub fn discover_config() -> Option<PathBuf> {
-    let mut starts: Vec<PathBuf> = Vec::new();
-    if let Ok(dir) = env::current_dir() {
-        starts.push(dir);
-    }
-    if let Some(dir) = env::current_exe()
-        .ok()
-        .and_then(|e| e.parent().map(Path::to_path_buf))
-    {
-        starts.push(dir);
-    }
-    starts.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")));
-    starts.iter().find_map(|start| {
-        start
-            .ancestors()
-            .map(|dir| dir.join(".runtime").join("opencl.json"))
-            .find(|candidate| candidate.is_file())
-    })
+    common::discover_config("opencl.json", env!("CARGO_MANIFEST_DIR"))
 }
 
 fn set_var_if_unset(name: &str, value: &str, info: &mut RuntimeInfo) {
-    if env::var_os(name).is_none() {
-        // See the module docs: called once, before the first OpenCL call.
-        env::set_var(name, value);
-        info.set_vars.push((name.to_owned(), value.to_owned()));
-    }
-}
-
-fn icd_vars_set() -> bool {
-    env::var_os("OCL_ICD_VENDORS").is_some() || env::var_os("OCL_ICD_FILENAMES").is_some()
+    // See the module docs: called once, before the first OpenCL call.
+    common::set_var_if_unset(name, value, &mut info.set_vars);
 }
 
 fn apply_explicit(path: &Path, info: &mut RuntimeInfo) {
     if path.is_dir() {
-        let json = path.join("opencl.json");
-        let nested = path.join(".runtime").join("opencl.json");
-        if json.is_file() {
+        if let Some(json) = common::config_in_dir(path, "opencl.json") {
             apply_config_file(&json, info);
-        } else if nested.is_file() {
-            apply_config_file(&nested, info);
         } else {
             set_var_if_unset("OCL_ICD_VENDORS", &path.to_string_lossy(), info);
         }
@@ -242,7 +211,7 @@ fn apply_explicit(path: &Path, info: &mut RuntimeInfo) {
         path.to_path_buf()
     };
     let library = library.to_string_lossy().into_owned();
-    if !icd_vars_set() {
+    if !common::icd_vars_set() {
         set_var_if_unset("OCL_ICD_FILENAMES", &library, info);
     }
     // The system loader when there is one (it then also sees the other installed drivers),
@@ -256,15 +225,11 @@ fn apply_explicit(path: &Path, info: &mut RuntimeInfo) {
 
 fn apply_config_file(path: &Path, info: &mut RuntimeInfo) {
     info.config = Some(path.to_path_buf());
-    info.runtime_dir = path.parent().map(Path::to_path_buf);
-    let config = match RuntimeConfig::read(path) {
-        Ok(c) => c,
-        Err(e) => {
-            info.notes.push(format!(
-                "unreadable runtime config {e}; run scripts/setup.sh again"
-            ));
-            return;
-        }
+    info.runtime_dir = common::runtime_dir_of(path);
+    let Some(config) =
+        common::read_or_note::<RuntimeConfig>(path, "scripts/setup.sh", &mut info.notes)
+    else {
+        return;
     };
     if !config.icd.is_file() {
         info.notes.push(format!(
@@ -274,13 +239,8 @@ fn apply_config_file(path: &Path, info: &mut RuntimeInfo) {
         ));
         return;
     }
-    for lib in &config.preload {
-        if let Err(e) = preload(lib) {
-            info.notes
-                .push(format!("could not preload {}: {e}", lib.display()));
-        }
-    }
-    if !icd_vars_set() {
+    common::preload_all(&config.preload, Binding::Local, &mut info.notes);
+    if !common::icd_vars_set() {
         match &config.vendors_dir {
             Some(dir) if dir.is_dir() => {
                 set_var_if_unset("OCL_ICD_VENDORS", &dir.to_string_lossy(), info);
@@ -294,15 +254,6 @@ fn apply_config_file(path: &Path, info: &mut RuntimeInfo) {
     }
     libraries.push(config.icd.to_string_lossy().into_owned());
     set_var_if_unset(OPENCL_DYLIB_PATH, &libraries.join(";"), info);
-}
-
-/// Loads a shared library for the rest of the process, so that later `dlopen`s whose
-/// `DT_NEEDED` names its soname resolve to it.
-fn preload(path: &Path) -> Result<(), String> {
-    let lib = dlopen2::raw::Library::open(path).map_err(|e| e.to_string())?;
-    // Keep it loaded for the life of the process: the OpenCL loader, loaded later, links to it.
-    std::mem::forget(lib);
-    Ok(())
 }
 
 #[cfg(test)]

@@ -11,11 +11,10 @@
 //! (evaluation workers) never read half a file; a corrupt or unloadable entry is deleted and
 //! rebuilt.
 
-use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
+use kf_backend_common::cache::{frame, unframe, LengthPrefix};
+use kf_backend_common::{ArtifactCache, KeyHasher};
 use kf_core::DeviceFacts;
 use serde::{Deserialize, Serialize};
 
@@ -41,73 +40,53 @@ pub struct EntryMeta {
 /// A directory of cached kernel bundles.
 #[derive(Debug, Clone)]
 pub struct BundleCache {
-    dir: PathBuf,
+    files: ArtifactCache,
 }
 
 impl BundleCache {
     /// A cache in `dir` (created on first write).
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        BundleCache { dir: dir.into() }
+        BundleCache {
+            files: ArtifactCache::new(dir, MAGIC, "syclbin"),
+        }
     }
 
     /// The cache directory.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.files.dir()
     }
 
     /// The key of a bundle built from `source` with `options` for `entry` on `device`.
     pub fn key(source: &str, options: &[String], entry: &str, device: &DeviceFacts) -> String {
-        let mut h = blake3::Hasher::new();
-        let mut part = |bytes: &[u8]| {
-            h.update(&(bytes.len() as u64).to_le_bytes());
-            h.update(bytes);
-        };
-        part(KEY_VERSION);
-        part(source.as_bytes());
-        part(&(options.len() as u64).to_le_bytes());
+        let mut h = KeyHasher::new();
+        h.part(KEY_VERSION);
+        h.part(source.as_bytes());
+        h.part(&(options.len() as u64).to_le_bytes());
         for option in options {
-            part(option.as_bytes());
+            h.part(option.as_bytes());
         }
-        part(entry.as_bytes());
+        h.part(entry.as_bytes());
         for text in [
             &device.name,
             &device.vendor,
             &device.platform,
             &device.driver_version,
         ] {
-            part(text.as_bytes());
+            h.part(text.as_bytes());
         }
         for extra in ["platform_version", "sycl_backend", "sycl_runtime"] {
-            part(device.extra.get(extra).map_or(&b""[..], |v| v.as_bytes()));
+            h.part(device.extra.get(extra).map_or(&b""[..], |v| v.as_bytes()));
         }
-        h.finalize().to_hex().to_string()
-    }
-
-    fn path(&self, key: &str) -> PathBuf {
-        self.dir.join(format!("{key}.syclbin"))
+        h.finish()
     }
 
     /// The bundle and metadata stored under `key`, if present and intact.
     pub fn get(&self, key: &str) -> Option<(Vec<u8>, EntryMeta)> {
-        let bytes = fs::read(self.path(key)).ok()?;
-        let parsed = (|| {
-            let rest = bytes.strip_prefix(&MAGIC[..])?;
-            if rest.len() < 32 + 4 {
-                return None;
-            }
-            let (hash, body) = rest.split_at(32);
-            if blake3::hash(body).as_bytes() != hash {
-                return None;
-            }
-            let (len, body) = body.split_at(4);
-            let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
-            if body.len() < len {
-                return None;
-            }
-            let (meta, payload) = body.split_at(len);
+        let payload = self.files.get(key)?;
+        let parsed = unframe(&payload, LengthPrefix::U32).and_then(|(meta, bundle)| {
             let meta: EntryMeta = serde_json::from_slice(meta).ok()?;
-            Some((payload.to_vec(), meta))
-        })();
+            Some((bundle.to_vec(), meta))
+        });
         if parsed.is_none() {
             self.remove(key);
         }
@@ -116,43 +95,18 @@ impl BundleCache {
 
     /// Stores `bundle` and `meta` under `key` atomically (temporary file + rename).
     pub fn put(&self, key: &str, bundle: &[u8], meta: &EntryMeta) -> Result<(), SyclError> {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| SyclError::Cache { path, source }
-        };
-        fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
-        let final_path = self.path(key);
-        let tmp = self.dir.join(format!(
-            ".{key}.{}.{}.tmp",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
         let meta = serde_json::to_vec(meta).unwrap_or_default();
-        let mut body = Vec::with_capacity(4 + meta.len() + bundle.len());
-        body.extend_from_slice(&(meta.len() as u32).to_le_bytes());
-        body.extend_from_slice(&meta);
-        body.extend_from_slice(bundle);
-        let write = || -> std::io::Result<()> {
-            let mut f = fs::File::create(&tmp)?;
-            f.write_all(MAGIC)?;
-            f.write_all(blake3::hash(&body).as_bytes())?;
-            f.write_all(&body)?;
-            f.sync_all()?;
-            fs::rename(&tmp, &final_path)
-        };
-        write().map_err(|e| {
-            let _ = fs::remove_file(&tmp);
-            SyclError::Cache {
-                path: final_path.clone(),
-                source: e,
-            }
-        })
+        self.files
+            .put(key, &frame(&meta, bundle, LengthPrefix::U32))
+            .map_err(|e| SyclError::Cache {
+                path: e.path,
+                source: e.source,
+            })
     }
 
     /// Deletes the entry under `key` (missing entries are fine).
     pub fn remove(&self, key: &str) {
-        let _ = fs::remove_file(self.path(key));
+        self.files.remove(key);
     }
 }
 
@@ -161,7 +115,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn round_trip_and_corruption() {
+    fn round_trip() {
         let dir = tempfile::tempdir().unwrap();
         let cache = BundleCache::new(dir.path().join("c"));
         let dev = DeviceFacts::unknown("d");
@@ -187,13 +141,9 @@ mod tests {
         let (bundle, back) = cache.get(&key).unwrap();
         assert_eq!(bundle, b"bundle");
         assert_eq!(back, meta);
-        let path = cache.path(&key);
-        let mut bytes = fs::read(&path).unwrap();
-        let last = bytes.len() - 1;
-        bytes[last] ^= 1;
-        fs::write(&path, bytes).unwrap();
+        // A corrupt entry is rejected and removed: `ArtifactCache`'s test.
+        cache.remove(&key);
         assert!(cache.get(&key).is_none());
-        assert!(!path.exists());
     }
 
     #[test]

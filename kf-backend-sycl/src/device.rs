@@ -1,15 +1,16 @@
 //! Device discovery, selection and facts.
 
 use std::fmt;
-use std::str::FromStr;
 
+use kf_backend_common::{peaks, SelectableDevice};
 use kf_core::{DeviceFacts, DeviceKind};
 use serde::Deserialize;
 
 use crate::error::SyclError;
 use crate::ffi;
 
-/// The variable that picks the device when the code does not (see [`DeviceSelector::parse`]
+/// The variable that picks the device when the code does not (see
+/// [`DeviceSelector::parse`](kf_backend_common::DeviceSelector::parse)
 /// for its syntax).
 pub const KF_SYCL_DEVICE: &str = "KF_SYCL_DEVICE";
 
@@ -107,6 +108,33 @@ impl DeviceInfo {
     }
 }
 
+impl SelectableDevice for DeviceInfo {
+    const SELECTOR_VAR: &'static str = KF_SYCL_DEVICE;
+    fn platform_index(&self) -> usize {
+        self.platform_index
+    }
+    fn device_index(&self) -> usize {
+        self.device_index
+    }
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn platform(&self) -> &str {
+        &self.platform
+    }
+    fn kind(&self) -> DeviceKind {
+        DeviceInfo::kind(self)
+    }
+    /// Only devices that can build SYCL source and allocate USM buffers.
+    fn usable(&self) -> bool {
+        DeviceInfo::usable(self)
+    }
+    /// A name part equal to the SYCL backend (`opencl`, `level_zero`) selects by backend.
+    fn matches_more(&self, needle: &str) -> bool {
+        self.backend.to_lowercase() == needle
+    }
+}
+
 impl fmt::Display for DeviceInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -146,108 +174,6 @@ pub fn list_devices() -> Result<Vec<DeviceInfo>, SyclError> {
         d.flat_index = i;
     }
     Ok(devices)
-}
-
-/// How to choose a device.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum DeviceSelector {
-    /// `KF_SYCL_DEVICE` when set, else the best usable device: a GPU, then an accelerator,
-    /// then a CPU, platform order breaking ties.
-    #[default]
-    Auto,
-    /// The best usable device of this kind.
-    Kind(DeviceKind),
-    /// A usable device whose name equals this text, else one whose name, platform or backend
-    /// contains it (case-insensitive).
-    NameContains(String),
-    /// The device at `platform:device` indices as [`list_devices`] numbers them.
-    Index {
-        /// Platform index.
-        platform: usize,
-        /// Device index within the platform.
-        device: usize,
-    },
-}
-
-impl DeviceSelector {
-    /// Parses `cpu`, `gpu`, `accelerator`, `auto`, `P:D` (indices) or any other text (a name
-    /// substring) — the syntax of `KF_SYCL_DEVICE`, as for `KF_OPENCL_DEVICE`.
-    pub fn parse(text: &str) -> Self {
-        let t = text.trim();
-        match t.to_ascii_lowercase().as_str() {
-            "" | "auto" | "default" => return DeviceSelector::Auto,
-            "cpu" => return DeviceSelector::Kind(DeviceKind::Cpu),
-            "gpu" => return DeviceSelector::Kind(DeviceKind::Gpu),
-            "accelerator" | "acc" => return DeviceSelector::Kind(DeviceKind::Accelerator),
-            _ => {}
-        }
-        if let Some((p, d)) = t.split_once(':') {
-            if let (Ok(platform), Ok(device)) = (p.trim().parse(), d.trim().parse()) {
-                return DeviceSelector::Index { platform, device };
-            }
-        }
-        DeviceSelector::NameContains(t.to_owned())
-    }
-
-    /// Picks a device from `devices`; `None` when nothing matches. Only an explicit index
-    /// may pick a device that cannot build SYCL source.
-    pub fn select<'a>(&self, devices: &'a [DeviceInfo]) -> Option<&'a DeviceInfo> {
-        let usable = || devices.iter().filter(|d| d.usable());
-        match self {
-            DeviceSelector::Auto => match std::env::var(KF_SYCL_DEVICE) {
-                Ok(v) if DeviceSelector::parse(&v) != DeviceSelector::Auto => {
-                    DeviceSelector::parse(&v).select(devices)
-                }
-                _ => best(usable()),
-            },
-            DeviceSelector::Kind(kind) => best(usable().filter(|d| d.kind() == *kind)),
-            DeviceSelector::NameContains(text) => {
-                let needle = text.to_lowercase();
-                best(usable().filter(|d| d.name.to_lowercase() == needle)).or_else(|| {
-                    best(usable().filter(|d| {
-                        d.name.to_lowercase().contains(&needle)
-                            || d.platform.to_lowercase().contains(&needle)
-                            || d.backend.to_lowercase() == needle
-                    }))
-                })
-            }
-            DeviceSelector::Index { platform, device } => devices
-                .iter()
-                .find(|d| d.platform_index == *platform && d.device_index == *device),
-        }
-    }
-}
-
-impl FromStr for DeviceSelector {
-    type Err = std::convert::Infallible;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(DeviceSelector::parse(s))
-    }
-}
-
-impl fmt::Display for DeviceSelector {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DeviceSelector::Auto => f.write_str("auto"),
-            DeviceSelector::Kind(DeviceKind::Cpu) => f.write_str("cpu"),
-            DeviceSelector::Kind(DeviceKind::Gpu) => f.write_str("gpu"),
-            DeviceSelector::Kind(DeviceKind::Accelerator) => f.write_str("accelerator"),
-            DeviceSelector::Kind(_) => f.write_str("other"),
-            DeviceSelector::NameContains(t) => write!(f, "name contains {t:?}"),
-            DeviceSelector::Index { platform, device } => write!(f, "{platform}:{device}"),
-        }
-    }
-}
-
-fn best<'a>(devices: impl Iterator<Item = &'a DeviceInfo>) -> Option<&'a DeviceInfo> {
-    // min_by_key keeps the first of equal keys, so platform order breaks ties.
-    devices.min_by_key(|d| match d.kind() {
-        DeviceKind::Gpu => 0,
-        DeviceKind::Accelerator => 1,
-        DeviceKind::Cpu => 2,
-        _ => 3,
-    })
 }
 
 /// Extra device numbers the backend needs beyond [`DeviceFacts`].
@@ -338,21 +264,8 @@ pub(crate) fn facts(info: &DeviceInfo, runtime_version: &str) -> (DeviceFacts, L
         "fastest-moving dimension first (the SYCL order reversed, as OpenCL reports it)".into(),
     );
 
-    let mut cache_bytes = dev_cache;
-    if info.kind() == DeviceKind::Cpu {
-        cache_bytes = cache_bytes.max(host::largest_cache_bytes().unwrap_or(0));
-        if f.max_clock_mhz == 0 {
-            if let Some(mhz) = host::max_mhz() {
-                f.max_clock_mhz = mhz;
-                f.extra
-                    .insert("max_clock_source".into(), "/proc/cpuinfo".into());
-            }
-        }
-    }
-    let (gflops, gbs, how) = estimate_peaks(&f, native_float);
-    f.peak_gflops = Some(gflops);
-    f.peak_bandwidth_gbs = Some(gbs);
-    f.extra.insert("peak_source".to_owned(), how);
+    let cache_bytes = peaks::cpu_host_facts(&mut f, dev_cache);
+    peaks::set_estimated_peaks(&mut f, native_float);
     let limits = Limits {
         base_align: usize::try_from(base_align)
             .unwrap_or(128)
@@ -362,71 +275,6 @@ pub(crate) fn facts(info: &DeviceInfo, runtime_version: &str) -> (DeviceFacts, L
         cache_bytes,
     };
     (f, limits)
-}
-
-/// Generous upper bounds of fp32 throughput (GFLOP/s) and bandwidth (GB/s), derived as in
-/// `kf-backend-opencl` (the SYCL runtime reports neither): the roofline check rejects a
-/// speedup beyond them, so an estimate below the truth would reject honest kernels.
-pub(crate) fn estimate_peaks(f: &DeviceFacts, native_float: u32) -> (f64, f64, String) {
-    let mhz = if f.max_clock_mhz > 0 {
-        f64::from(f.max_clock_mhz)
-    } else {
-        3000.0
-    };
-    let ghz = mhz * 1.3 / 1000.0;
-    let cu = f64::from(f.compute_units.max(1));
-    let (flop_per_cycle, bytes_per_cycle) = match f.kind {
-        DeviceKind::Cpu => (2.0 * 2.0 * f64::from(native_float.max(16)), 64.0),
-        _ => (256.0, 128.0),
-    };
-    let how = format!(
-        "upper-bound estimate: {cu} compute units x {mhz:.0} MHz x 1.3 turbo x \
-         {flop_per_cycle} flop/cycle, {bytes_per_cycle} B/cycle"
-    );
-    (cu * ghz * flop_per_cycle, cu * ghz * bytes_per_cycle, how)
-}
-
-/// Host CPU facts from Linux `/proc` and `/sys` (absent elsewhere).
-mod host {
-    use std::fs;
-
-    /// The highest `cpu MHz` in `/proc/cpuinfo` (or the cpufreq maximum when present).
-    pub(super) fn max_mhz() -> Option<u32> {
-        let cpufreq = fs::read_to_string("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-            .map(|khz| (khz / 1000) as u32);
-        let cpuinfo = fs::read_to_string("/proc/cpuinfo").ok().and_then(|text| {
-            text.lines()
-                .filter(|l| l.starts_with("cpu MHz"))
-                .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
-                .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
-                .map(|v| v.round() as u32)
-        });
-        match (cpufreq, cpuinfo) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b).filter(|v| *v > 0),
-        }
-    }
-
-    /// The largest cache of CPU 0, bytes.
-    pub(super) fn largest_cache_bytes() -> Option<u64> {
-        let dir = fs::read_dir("/sys/devices/system/cpu/cpu0/cache").ok()?;
-        dir.filter_map(Result::ok)
-            .filter_map(|e| fs::read_to_string(e.path().join("size")).ok())
-            .filter_map(|s| parse_size(s.trim()))
-            .max()
-    }
-
-    pub(super) fn parse_size(s: &str) -> Option<u64> {
-        let (num, mult) = match s.chars().last()? {
-            'K' => (&s[..s.len() - 1], 1 << 10),
-            'M' => (&s[..s.len() - 1], 1 << 20),
-            'G' => (&s[..s.len() - 1], 1 << 30),
-            _ => (s, 1),
-        };
-        num.parse::<u64>().ok().map(|n| n * mult)
-    }
 }
 
 #[cfg(test)]
@@ -482,6 +330,7 @@ mod tests {
 
     #[test]
     fn selection_skips_devices_that_cannot_build() {
+        use kf_backend_common::DeviceSelector;
         let devices = vec![
             dev(0, "pthread-cpu", "Portable Computing Language", "cpu", true),
             dev(1, "A770", "Intel(R) Level-Zero", "gpu", false),
@@ -504,6 +353,5 @@ mod tests {
             DeviceSelector::parse("cpu"),
             DeviceSelector::Kind(DeviceKind::Cpu)
         );
-        assert_eq!(host::parse_size("2M"), Some(2 << 20));
     }
 }

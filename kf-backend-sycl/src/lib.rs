@@ -49,8 +49,10 @@ pub use backend::{
     PreparedSource, SyclBackend, SyclBackendBuilder, SyclBuffer, SyclKernel, PARAMS_HEADER,
 };
 pub use cache::{BundleCache, EntryMeta};
-pub use device::{list_devices, DeviceInfo, DeviceSelector, KF_SYCL_DEVICE};
+pub use device::{list_devices, DeviceInfo, KF_SYCL_DEVICE};
 pub use error::SyclError;
+/// The device selector shared by every backend (`kf_backend_common::DeviceSelector`).
+pub use kf_backend_common::DeviceSelector;
 
 /// Whether this build of the crate has its SYCL shim (a runtime was found at build time).
 /// When `false`, [`SyclBackend::new`] returns [`SyclError::Unavailable`] with the reason.

@@ -25,10 +25,10 @@
 //! environment. Variables already set are left alone.
 
 use std::env;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use kf_backend_common::runtime as common;
 use serde::Deserialize;
 
 /// The variable that points this crate at a runtime description at run time (a `sycl.json`
@@ -68,8 +68,7 @@ pub struct RuntimeConfig {
 impl RuntimeConfig {
     /// Reads and parses a `sycl.json`.
     pub fn read(path: &Path) -> Result<Self, String> {
-        let text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+        common::read_config(path)
     }
 }
 
@@ -109,11 +108,7 @@ impl RuntimeInfo {
         if let Some(config) = &self.config {
             s.push_str(&format!(", runtime config {}", config.display()));
         }
-        for note in &self.notes {
-            s.push_str("; ");
-            s.push_str(note);
-        }
-        s
+        common::describe(s, &self.notes)
     }
 }
 
@@ -149,12 +144,7 @@ fn prepare_now() -> RuntimeInfo {
         Some(v) => {
             let path = PathBuf::from(v);
             let json = if path.is_dir() {
-                [
-                    path.join("sycl.json"),
-                    path.join(".runtime").join("sycl.json"),
-                ]
-                .into_iter()
-                .find(|p| p.is_file())
+                common::config_in_dir(&path, "sycl.json")
             } else {
                 Some(path.clone())
             };
@@ -180,36 +170,16 @@ fn prepare_now() -> RuntimeInfo {
 /// Walks up from the current directory, the executable's directory and this crate's source
 /// directory, looking for `.runtime/sycl.json`.
 pub fn discover_config() -> Option<PathBuf> {
-    let mut starts: Vec<PathBuf> = Vec::new();
-    if let Ok(dir) = env::current_dir() {
-        starts.push(dir);
-    }
-    if let Some(dir) = env::current_exe()
-        .ok()
-        .and_then(|e| e.parent().map(Path::to_path_buf))
-    {
-        starts.push(dir);
-    }
-    starts.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")));
-    starts.iter().find_map(|start| {
-        start
-            .ancestors()
-            .map(|dir| dir.join(".runtime").join("sycl.json"))
-            .find(|candidate| candidate.is_file())
-    })
+    common::discover_config("sycl.json", env!("CARGO_MANIFEST_DIR"))
 }
 
 fn apply_config(path: &Path, info: &mut RuntimeInfo) {
     info.config = Some(path.to_path_buf());
-    info.runtime_dir = path.parent().map(Path::to_path_buf);
-    let config = match RuntimeConfig::read(path) {
-        Ok(c) => c,
-        Err(e) => {
-            info.notes.push(format!(
-                "unreadable runtime config {e}; run scripts/setup.sh --sycl again"
-            ));
-            return;
-        }
+    info.runtime_dir = common::runtime_dir_of(path);
+    let Some(config) =
+        common::read_or_note::<RuntimeConfig>(path, "scripts/setup.sh --sycl", &mut info.notes)
+    else {
+        return;
     };
     info.version = config.version.clone();
     if !config.lib_dir.join("libsycl.so").exists() {
@@ -220,14 +190,14 @@ fn apply_config(path: &Path, info: &mut RuntimeInfo) {
             config.lib_dir.display()
         ));
     }
-    let icd_set =
-        env::var_os("OCL_ICD_VENDORS").is_some() || env::var_os("OCL_ICD_FILENAMES").is_some();
     if let Some(dir) = config.opencl_vendors_dir.filter(|d| d.is_dir()) {
-        if !icd_set {
-            let value = dir.to_string_lossy().into_owned();
+        if !common::icd_vars_set() {
             // See the module docs: once, before the SYCL runtime is loaded.
-            env::set_var("OCL_ICD_VENDORS", &value);
-            info.set_vars.push(("OCL_ICD_VENDORS".to_owned(), value));
+            common::set_var_if_unset(
+                "OCL_ICD_VENDORS",
+                &dir.to_string_lossy(),
+                &mut info.set_vars,
+            );
         }
     }
 }

@@ -28,81 +28,18 @@
 use std::collections::HashMap;
 
 use kf_core::{ParamValue, ParamValues};
+use kf_source::{directive, expr, logical_line};
 
 /// Replaces comments by a space and the contents of string and character literals by nothing
-/// (`"abc"` becomes `""`), keeping every newline so that lines stay where they were.
-///
-/// A literal ends at its closing quote or at the end of its line (a literal cannot span
-/// lines in C), so a stray apostrophe in disabled text such as `#if 0 … don't … #endif`
-/// cannot swallow the rest of the file. An apostrophe between two alphanumeric characters
-/// (a C++14 digit separator such as `1'000`) is not a literal.
+/// (`"abc"` becomes `""`), keeping every newline: [`kf_source::strip_comments_and_strings`],
+/// the toolkit's lexer.
 ///
 /// ```
 /// use kf_classify::source::strip_comments_and_strings;
 /// let s = strip_comments_and_strings("a /* __local */ b // barrier(\n\"__shared__\" c");
 /// assert_eq!(s, "a   b  \n\"\" c");
 /// ```
-pub fn strip_comments_and_strings(text: &str) -> String {
-    let chars: Vec<char> = text.chars().collect();
-    let mut out = String::with_capacity(text.len());
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        let next = chars.get(i + 1).copied();
-        match c {
-            '/' if next == Some('/') => {
-                out.push(' ');
-                i += 2;
-                while i < chars.len() && chars[i] != '\n' {
-                    // A backslash-newline continues a line comment.
-                    if chars[i] == '\\' && chars.get(i + 1) == Some(&'\n') {
-                        out.push('\n');
-                        i += 1;
-                    }
-                    i += 1;
-                }
-            }
-            '/' if next == Some('*') => {
-                out.push(' ');
-                i += 2;
-                while i < chars.len() && !(chars[i] == '*' && chars.get(i + 1) == Some(&'/')) {
-                    if chars[i] == '\n' {
-                        out.push('\n');
-                    }
-                    i += 1;
-                }
-                i += 2;
-            }
-            '"' | '\'' => {
-                let prev_alnum = i > 0 && chars[i - 1].is_ascii_alphanumeric();
-                let next_alnum = next.is_some_and(|n| n.is_ascii_alphanumeric());
-                if c == '\'' && prev_alnum && next_alnum && chars[i - 1].is_ascii_digit() {
-                    // Digit separator.
-                    out.push(c);
-                    i += 1;
-                    continue;
-                }
-                out.push(c);
-                i += 1;
-                while i < chars.len() && chars[i] != c && chars[i] != '\n' {
-                    if chars[i] == '\\' {
-                        i += 1;
-                    }
-                    i += 1;
-                }
-                out.push(c);
-                if i < chars.len() && chars[i] == c {
-                    i += 1;
-                }
-            }
-            _ => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    out
-}
+pub use kf_source::strip_comments_and_strings;
 
 /// What a name is bound to when a condition reads it.
 #[derive(Debug, Clone, PartialEq)]
@@ -140,7 +77,7 @@ impl Macros {
                 ParamValue::Bool(b) => Some(i64::from(*b)),
                 ParamValue::Float(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => Some(*f as i64),
                 ParamValue::Float(_) => None,
-                ParamValue::Text(t) => parse_int(t.trim()),
+                ParamValue::Text(t) => expr::parse_int(t.trim()),
             };
             bindings.insert(name.to_owned(), Binding::Value(v));
         }
@@ -278,25 +215,8 @@ pub(crate) fn preprocess_with(text: &str, mut macros: Macros) -> Preprocessed {
 
     let mut i = 0;
     while i < lines.len() {
-        // Join backslash continuations.
-        let mut logical = lines[i].to_owned();
-        let mut consumed = 1;
-        while logical.trim_end().ends_with('\\') && i + consumed < lines.len() {
-            let trimmed = logical.trim_end();
-            logical = format!("{} {}", &trimmed[..trimmed.len() - 1], lines[i + consumed]);
-            consumed += 1;
-        }
-        let trimmed = logical.trim_start();
-        let directive = trimmed
-            .strip_prefix('#')
-            .map(|rest| {
-                let rest = rest.trim_start();
-                let end = rest
-                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                    .unwrap_or(rest.len());
-                (&rest[..end], rest[end..].trim())
-            })
-            .filter(|(name, _)| !name.is_empty());
+        let (logical, consumed) = logical_line(&lines, i);
+        let directive = directive(&logical);
 
         let mut keep = false;
         match directive {
@@ -406,259 +326,26 @@ fn condition(kw: &str, arg: &str, macros: &Macros) -> Branch {
     }
 }
 
-/// Parses a C integer literal (decimal, `0x` hexadecimal, `0` octal, with `u`/`l` suffixes).
-fn parse_int(s: &str) -> Option<i64> {
-    let s = s.trim_end_matches(['u', 'U', 'l', 'L']);
-    if s.is_empty() {
-        return None;
-    }
-    if let Some(hex) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        return i64::from_str_radix(hex, 16).ok();
-    }
-    if s.len() > 1 && s.starts_with('0') {
-        return i64::from_str_radix(&s[1..], 8).ok();
-    }
-    s.parse().ok()
-}
-
-/// A token of a preprocessor expression.
-#[derive(Debug, Clone, PartialEq)]
-enum Tok {
-    Num(i64),
-    Ident(String),
-    Op(&'static str),
-}
-
-fn tokenize(s: &str) -> Option<Vec<Tok>> {
-    const OPS: [&str; 24] = [
-        "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "(", ")", "!", "~", "+", "-", "*", "/",
-        "%", "<", ">", "&", "^", "|", "?", ":",
-    ];
-    let b = s.as_bytes();
-    let mut toks = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i] as char;
-        if c.is_ascii_whitespace() {
-            i += 1;
-        } else if c.is_ascii_digit() {
-            let start = i;
-            while i < b.len() && (b[i] as char).is_ascii_alphanumeric() {
-                i += 1;
-            }
-            toks.push(Tok::Num(parse_int(&s[start..i])?));
-        } else if c.is_ascii_alphabetic() || c == '_' {
-            let start = i;
-            while i < b.len() && ((b[i] as char).is_ascii_alphanumeric() || b[i] == b'_') {
-                i += 1;
-            }
-            toks.push(Tok::Ident(s[start..i].to_owned()));
-        } else {
-            let op = OPS.iter().find(|op| s[i..].starts_with(**op))?;
-            toks.push(Tok::Op(op));
-            i += op.len();
-        }
-    }
-    Some(toks)
-}
-
-/// Evaluates a preprocessor expression; `None` when it is unknown or not an expression.
+/// Evaluates a preprocessor expression with the toolkit's evaluator; `None` when it is
+/// unknown or not an expression.
 fn eval_expr(s: &str, macros: &Macros, depth: u32) -> Option<i64> {
-    let toks = tokenize(s)?;
-    let mut p = Parser {
-        toks,
-        pos: 0,
-        macros,
-        depth,
-        malformed: false,
-    };
-    let v = p.ternary();
-    if p.malformed || p.pos != p.toks.len() {
-        return None;
-    }
-    v
+    expr::eval(s, &Scope { macros, depth }).ok().flatten()
 }
 
-/// Precedence-climbing parser over three-valued integers (`None` = unknown).
-struct Parser<'m> {
-    toks: Vec<Tok>,
-    pos: usize,
+/// A macro table seen from a `#define` body `depth` levels deep (bodies are evaluated when
+/// read, at most 16 levels, so that a cycle stays unknown).
+struct Scope<'m> {
     macros: &'m Macros,
     depth: u32,
-    malformed: bool,
 }
 
-impl Parser<'_> {
-    fn peek_op(&self) -> Option<&'static str> {
-        match self.toks.get(self.pos) {
-            Some(Tok::Op(op)) => Some(op),
-            _ => None,
-        }
+impl expr::Env for Scope<'_> {
+    fn value(&self, name: &str) -> Option<i64> {
+        self.macros.value(name, self.depth)
     }
 
-    fn eat(&mut self, op: &str) -> bool {
-        if self.peek_op() == Some(op) {
-            self.pos += 1;
-            true
-        } else {
-            false
-        }
-    }
-
-    fn ternary(&mut self) -> Option<i64> {
-        let cond = self.binary(1);
-        if self.eat("?") {
-            let a = self.ternary();
-            if !self.eat(":") {
-                self.malformed = true;
-                return None;
-            }
-            let b = self.ternary();
-            return match cond {
-                Some(c) if c != 0 => a,
-                Some(_) => b,
-                None if a == b => a,
-                None => None,
-            };
-        }
-        cond
-    }
-
-    fn binary(&mut self, min_prec: u8) -> Option<i64> {
-        let mut lhs = self.unary();
-        while let Some(op) = self.peek_op() {
-            let prec = match op {
-                "||" => 1,
-                "&&" => 2,
-                "|" => 3,
-                "^" => 4,
-                "&" => 5,
-                "==" | "!=" => 6,
-                "<" | "<=" | ">" | ">=" => 7,
-                "<<" | ">>" => 8,
-                "+" | "-" => 9,
-                "*" | "/" | "%" => 10,
-                _ => break,
-            };
-            if prec < min_prec {
-                break;
-            }
-            self.pos += 1;
-            // Left-associative: the right operand binds tighter.
-            let rhs = self.binary(prec + 1);
-            lhs = apply(op, lhs, rhs);
-        }
-        lhs
-    }
-
-    fn unary(&mut self) -> Option<i64> {
-        if self.eat("!") {
-            return self.unary().map(|v| i64::from(v == 0));
-        }
-        if self.eat("~") {
-            return self.unary().map(|v| !v);
-        }
-        if self.eat("-") {
-            return self.unary().map(i64::wrapping_neg);
-        }
-        if self.eat("+") {
-            return self.unary();
-        }
-        if self.eat("(") {
-            let v = self.ternary();
-            if !self.eat(")") {
-                self.malformed = true;
-            }
-            return v;
-        }
-        match self.toks.get(self.pos).cloned() {
-            Some(Tok::Num(n)) => {
-                self.pos += 1;
-                Some(n)
-            }
-            Some(Tok::Ident(name)) if name == "defined" => {
-                self.pos += 1;
-                let paren = self.eat("(");
-                let target = match self.toks.get(self.pos) {
-                    Some(Tok::Ident(n)) => n.clone(),
-                    _ => {
-                        self.malformed = true;
-                        return None;
-                    }
-                };
-                self.pos += 1;
-                if paren && !self.eat(")") {
-                    self.malformed = true;
-                }
-                self.macros.is_defined(&target).map(i64::from)
-            }
-            Some(Tok::Ident(name)) => {
-                self.pos += 1;
-                if self.peek_op() == Some("(") {
-                    // A function-like macro call: skip its arguments, value unknown.
-                    let mut depth = 0usize;
-                    while let Some(tok) = self.toks.get(self.pos) {
-                        self.pos += 1;
-                        match tok {
-                            Tok::Op("(") => depth += 1,
-                            Tok::Op(")") => {
-                                depth -= 1;
-                                if depth == 0 {
-                                    break;
-                                }
-                            }
-                            _ => {}
-                        }
-                    }
-                    return None;
-                }
-                self.macros.value(&name, self.depth)
-            }
-            _ => {
-                self.malformed = true;
-                None
-            }
-        }
-    }
-}
-
-/// Applies a binary operator in three-valued logic (`&&` and `||` short-circuit on a known
-/// operand even when the other is unknown).
-fn apply(op: &str, a: Option<i64>, b: Option<i64>) -> Option<i64> {
-    match op {
-        "&&" => match (a, b) {
-            (Some(0), _) | (_, Some(0)) => Some(0),
-            (Some(_), Some(_)) => Some(1),
-            _ => None,
-        },
-        "||" => match (a, b) {
-            (Some(x), _) if x != 0 => Some(1),
-            (_, Some(y)) if y != 0 => Some(1),
-            (Some(_), Some(_)) => Some(0),
-            _ => None,
-        },
-        _ => {
-            let (a, b) = (a?, b?);
-            Some(match op {
-                "|" => a | b,
-                "^" => a ^ b,
-                "&" => a & b,
-                "==" => i64::from(a == b),
-                "!=" => i64::from(a != b),
-                "<" => i64::from(a < b),
-                "<=" => i64::from(a <= b),
-                ">" => i64::from(a > b),
-                ">=" => i64::from(a >= b),
-                "<<" => a.checked_shl(u32::try_from(b).ok()?)?,
-                ">>" => a.checked_shr(u32::try_from(b).ok()?)?,
-                "+" => a.wrapping_add(b),
-                "-" => a.wrapping_sub(b),
-                "*" => a.wrapping_mul(b),
-                "/" => a.checked_div(b)?,
-                "%" => a.checked_rem(b)?,
-                _ => return None,
-            })
-        }
+    fn is_defined(&self, name: &str) -> Option<bool> {
+        self.macros.is_defined(name)
     }
 }
 

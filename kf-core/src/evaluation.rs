@@ -202,6 +202,22 @@ pub struct Evaluation {
     /// Throughput of the candidate, GFLOP/s, when the task declares its work.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gflops: Option<f64>,
+    /// Achieved bandwidth of the candidate, GB/s (the task's minimum bytes over its median
+    /// time), when the task declares its work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gbs: Option<f64>,
+    /// Fraction of the roofline reached: the achieved rate over `min(peak, intensity ×
+    /// bandwidth)` of the device (measured peaks where the device was characterised, else the
+    /// backend's estimates).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roofline_fraction: Option<f64>,
+    /// Whether the task is memory-bound on this device (its intensity is under the ridge
+    /// point): its rate is then [`Evaluation::gbs`], else [`Evaluation::gflops`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bound: Option<bool>,
+    /// The worker that evaluated it, in distributed runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
     /// How close the output was, when it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub correctness: Option<CorrectnessReport>,
@@ -224,6 +240,10 @@ impl Evaluation {
             baseline: None,
             speedup: None,
             gflops: None,
+            gbs: None,
+            roofline_fraction: None,
+            memory_bound: None,
+            worker: None,
             correctness: None,
             compiler: CompilerFacts::default(),
             diagnostics: diagnostics.into(),

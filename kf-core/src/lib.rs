@@ -9,6 +9,8 @@
 //! * Traits, each small and with its own error type: [`Mutator`], [`Evaluator`],
 //!   [`BehaviorClassifier`], [`ParamSpace`], [`Backend`], [`Archive`], plus the hooks
 //!   [`Observe`] and [`Checkpoint`].
+//! * [`compose`]: boxed forms of the traits ([`BoxMutator`], [`BoxEvaluator`],
+//!   [`BoxClassifier`]), [`Either`] of two implementations, and function adapters.
 //! * The [`Engine`]: a consuming builder that runs the MAP-Elites loop with a bounded number of
 //!   steps in flight. It depends on `futures` only and owns no async runtime.
 //! * [`testing`]: a synthetic problem with a known optimum per cell, for tests and examples.
@@ -51,6 +53,7 @@
 
 pub mod candidate;
 pub mod checkpoint;
+pub mod compose;
 pub mod descriptor;
 pub mod device;
 pub mod engine;
@@ -64,8 +67,11 @@ pub mod testing;
 pub mod traits;
 
 pub use async_trait::async_trait;
-pub use candidate::{Candidate, CandidateId, Offspring, Origin};
+pub use candidate::{
+    extraction_failure_in, Candidate, CandidateId, Offspring, Origin, EXTRACTION_FAILURE_MARKER,
+};
 pub use checkpoint::{Checkpoint, ChildRecord, StepRecord};
+pub use compose::{BoxClassifier, BoxEvaluator, BoxMutator, DynError, Either};
 pub use descriptor::{Descriptor, DescriptorSpace, Dimension};
 pub use device::{DeviceFacts, DeviceKind};
 pub use engine::{

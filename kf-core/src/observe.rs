@@ -133,7 +133,10 @@ pub trait Observe: Send {
     fn observe_evaluation(&mut self, report: &EvaluationReport<'_>) -> Result<(), BoxError>;
 
     /// Called once at the end.
-    fn observe_end(&mut self, _summary: &crate::engine::RunSummary) -> Result<(), BoxError> {
+    fn observe_end(
+        &mut self,
+        _summary: &crate::engine::summary::RunSummary,
+    ) -> Result<(), BoxError> {
         Ok(())
     }
 }

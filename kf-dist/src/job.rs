@@ -145,6 +145,8 @@ impl JobMessage {
         Candidate {
             id: self.candidate,
             parents: self.parents.clone(),
+            // The kernel text carries an extraction failure across the queue.
+            extraction_failure: kf_core::extraction_failure_in(&source).map(str::to_owned),
             source,
             params: self.params.clone(),
             origin: self.origin.clone(),

@@ -402,10 +402,12 @@ impl<H: JobHandler> Shared<H> {
         &self,
         message: &Message,
         job: &JobMessage,
-        evaluation: Evaluation,
+        mut evaluation: Evaluation,
         delivery: u32,
         started: Instant,
     ) -> bool {
+        // The run directory records which worker evaluated what (the explorer shows it).
+        evaluation.worker.get_or_insert_with(|| self.name.clone());
         let result = ResultMessage {
             v: job::MESSAGE_VERSION,
             job: job.job.clone(),

@@ -61,7 +61,7 @@ pub enum EvalError {
     /// A task file is invalid, or its reference failed (a fault of the task, not of the
     /// kernel under evaluation).
     #[error(transparent)]
-    TaskFile(#[from] crate::taskfile::TaskFileError),
+    TaskFile(#[from] crate::taskfile::error::TaskFileError),
     /// A file could not be read or written.
     #[error("{0}")]
     Io(#[from] std::io::Error),

@@ -16,10 +16,14 @@
 //!   environment; [`worker`] is the worker side.
 //! * [`taskfile`]: your own operator as a TOML task file with a Python, kernel or Rust
 //!   reference.
+//! * [`characterise`]: the measured roofline of a device (peak GFLOP/s from an FMA kernel,
+//!   GB/s from copy and triad), cached per device and driver.
 //! * [`verify`]: the output checks on their own.
 //! * [`kernels`]: the kernels this crate ships (baselines, a tiled GEMM) as manifest and source
 //!   text.
 
+pub mod characterise;
+mod element;
 mod error;
 mod isolate;
 pub mod kernels;

@@ -99,10 +99,11 @@ impl Default for EvalConfig {
 }
 
 /// First characters of a kernel text that stands for a mutator's extraction failure (no usable
-/// kernel in its output); the rest of the line is the reason. [`KernelEvaluator::evaluate`]
-/// answers such a source with [`Status::ExtractionError`] and the reason as diagnostics.
-/// `kf-prompt` writes these (`kf_prompt::extraction_failure_source`).
-pub const EXTRACTION_ERROR_MARKER: &str = "//! kf:extraction-error: ";
+/// kernel in its output), followed by the reason on the same line: [`KernelEvaluator::evaluate`]
+/// answers such a source with [`Status::ExtractionError`] and the reason as diagnostics. The
+/// same constant as [`kf_core::EXTRACTION_FAILURE_MARKER`]; mutators write these with
+/// [`kf_core::Offspring::extraction_failure`].
+pub const EXTRACTION_ERROR_MARKER: &str = kf_core::EXTRACTION_FAILURE_MARKER;
 
 /// Keeps the head and the tail of a long text, so a build log's first error and its summary
 /// both survive.
@@ -455,18 +456,35 @@ pub struct KernelEvaluator<B: Backend> {
     baselines: HashMap<String, Baseline<B::Kernel>>,
     inputs: HashMap<String, CachedInputs>,
     reference_kernels: HashMap<String, B::Kernel>,
+    peaks: Option<crate::characterise::Peaks>,
 }
 
 impl<B: Backend> KernelEvaluator<B> {
-    /// An evaluator over `backend`.
+    /// An evaluator over `backend`. The roofline it reports against and checks timings with
+    /// is the device's cached characterisation when there is one
+    /// ([`crate::characterise::Peaks::for_device`]), else the backend's estimated peaks.
     pub fn new(backend: B, config: EvalConfig) -> Self {
+        let peaks = crate::characterise::Peaks::for_device(backend.name(), backend.device());
         KernelEvaluator {
             backend,
             config,
             baselines: HashMap::new(),
             inputs: HashMap::new(),
             reference_kernels: HashMap::new(),
+            peaks,
         }
+    }
+
+    /// Replaces the peaks the roofline is computed against (`None`: no roofline figures and
+    /// no roofline check).
+    pub fn with_peaks(mut self, peaks: Option<crate::characterise::Peaks>) -> Self {
+        self.peaks = peaks;
+        self
+    }
+
+    /// The peaks the roofline is computed against.
+    pub fn peaks(&self) -> Option<&crate::characterise::Peaks> {
+        self.peaks.as_ref()
     }
 
     /// The backend.
@@ -502,7 +520,7 @@ impl<B: Backend> KernelEvaluator<B> {
         // A mutator that could not draw a kernel from its output (an LLM reply with no code
         // block, edits that do not apply) hands over a marked source: rank it at the bottom
         // of the ladder with the mutator's reason, so that the next prompt can show it.
-        if let Some(reason) = source.text.strip_prefix(EXTRACTION_ERROR_MARKER) {
+        if let Some(reason) = kf_core::extraction_failure_in(source) {
             return Ok(fail(
                 Status::ExtractionError,
                 reason.trim().to_owned(),
@@ -638,14 +656,24 @@ impl<B: Backend> KernelEvaluator<B> {
             return finish(fail(Status::RuntimeError, message, &params));
         };
         let work = task.describe().work;
-        let device = self.backend.device();
         if self.config.check_roofline {
-            if let (Some(pf), Some(pb)) = (device.peak_gflops, device.peak_bandwidth_gbs) {
-                let bound = work.roofline_seconds(pf, pb);
+            if let Some(peaks) = &self.peaks {
+                let bound = peaks.anti_cheat_seconds(&work);
                 if bound > 0.0 && stats.median_s < bound {
+                    let what = if peaks.measured {
+                        format!(
+                            "{:.0} GFLOP/s, {:.0} GB/s: the measured peaks with a safety margin",
+                            peaks.check_gflops, peaks.check_gbs
+                        )
+                    } else {
+                        format!(
+                            "estimated peaks {:.0} GFLOP/s, {:.0} GB/s",
+                            peaks.gflops, peaks.gbs
+                        )
+                    };
                     let message = format!(
                         "measured {:.3e} s is below the {bound:.3e} s this device's roofline allows \
-                         ({pf:.0} GFLOP/s, {pb:.0} GB/s): the timing cannot be genuine",
+                         ({what}): the timing cannot be genuine",
                         stats.median_s
                     );
                     return finish(fail(Status::RuntimeError, message, &params));
@@ -660,6 +688,17 @@ impl<B: Backend> KernelEvaluator<B> {
         });
         if work.flops > 0.0 && stats.median_s > 0.0 {
             evaluation.gflops = Some(work.flops / stats.median_s / 1e9);
+        }
+        if work.bytes > 0.0 && stats.median_s > 0.0 {
+            evaluation.gbs = Some(work.bytes / stats.median_s / 1e9);
+        }
+        if let Some(point) = self
+            .peaks
+            .as_ref()
+            .and_then(|p| crate::characterise::roofline_point(&work, stats.median_s, p))
+        {
+            evaluation.roofline_fraction = Some(point.fraction);
+            evaluation.memory_bound = Some(point.memory_bound);
         }
         let speed = match evaluation.speedup {
             Some(s) => format!(", {s:.2}x the baseline"),

@@ -2,12 +2,10 @@
 
 use kf_core::{CorrectnessReport, Tolerance};
 
-use crate::taskfile::Dtype;
-use crate::tasks::HostBuffer;
+use crate::element::Dtype;
+use crate::tasks::host::HostBuffer;
 
-/// The bit pattern written into every output element before a launch: a quiet NaN with a
-/// payload no arithmetic produces, so an element still holding it was never written.
-pub const POISON_BITS: u32 = 0x7FC0_DEAD;
+pub use crate::element::POISON_BITS;
 
 /// The byte pattern of guard regions around every buffer.
 pub const GUARD_BYTE: u8 = 0xA5;

@@ -10,10 +10,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use indexmap::IndexMap;
+use kf_backend_opencl::testing::backend_or_skip;
 use kf_backend_opencl::{DeviceSelector, OpenClBackend};
 use kf_core::{ParamValue, ParamValues, Status};
 use kf_eval::taskfile::{
-    python::python_interpreter, ArrayOut, FileTask, ReferenceRegistry, TaskFile, TaskFileError,
+    python::numpy_or_skip, ArrayOut, FileTask, ReferenceRegistry, TaskFile, TaskFileError,
 };
 use kf_eval::tasks::{parse_sizes, Sizes};
 use kf_eval::{
@@ -29,37 +30,6 @@ kf_eval::worker_test_entry!(|spec: &BackendSpec| {
     }
     b.build().map_err(|e| e.to_string())
 });
-
-fn required(var: &str) -> bool {
-    std::env::var(var).is_ok_and(|v| v == "1")
-}
-
-fn opencl() -> Option<OpenClBackend> {
-    match OpenClBackend::new() {
-        Ok(b) => Some(b),
-        Err(e) if required("KF_REQUIRE_OPENCL") => panic!("KF_REQUIRE_OPENCL=1 but: {e}"),
-        Err(e) => {
-            eprintln!("SKIPPED: no OpenCL runtime ({e}); run scripts/setup.sh");
-            None
-        }
-    }
-}
-
-fn python() -> bool {
-    let ok = std::process::Command::new(python_interpreter())
-        .args(["-c", "import numpy"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            !required("KF_REQUIRE_PYTHON"),
-            "KF_REQUIRE_PYTHON=1 but {} cannot import numpy",
-            python_interpreter().display()
-        );
-        eprintln!("SKIPPED: no Python with NumPy; run scripts/setup.sh");
-    }
-    ok
-}
 
 fn example_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tasks/examples/scaled_swish")
@@ -105,7 +75,7 @@ fn file_task(path: &Path, sizes: &str, refs: ReferenceRegistry) -> (FileTask, te
 
 #[test]
 fn the_example_accepts_its_honest_kernels_and_rejects_half_the_work() {
-    let (Some(backend), true) = (opencl(), python()) else {
+    let (Some(backend), true) = (backend_or_skip(), numpy_or_skip()) else {
         return;
     };
     let dir = example_dir();
@@ -143,7 +113,7 @@ fn the_example_accepts_its_honest_kernels_and_rejects_half_the_work() {
 
 #[test]
 fn a_trusted_kernel_can_be_the_reference() {
-    let Some(backend) = opencl() else {
+    let Some(backend) = backend_or_skip() else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
@@ -184,7 +154,7 @@ fn a_trusted_kernel_can_be_the_reference() {
 
 #[test]
 fn an_i32_inout_task_is_compared_exactly() {
-    let (Some(backend), true) = (opencl(), python()) else {
+    let (Some(backend), true) = (backend_or_skip(), numpy_or_skip()) else {
         return;
     };
     let dir = taskfiles_dir();
@@ -216,7 +186,7 @@ fn scale_f16_reference() -> ReferenceRegistry {
 
 #[test]
 fn an_f16_task_with_a_rust_reference_evaluates() {
-    let Some(backend) = opencl() else {
+    let Some(backend) = backend_or_skip() else {
         return;
     };
     let dir = taskfiles_dir();
@@ -233,7 +203,7 @@ fn an_f16_task_with_a_rust_reference_evaluates() {
 
 #[test]
 fn a_failing_reference_stops_the_evaluation_with_a_task_error() {
-    let (Some(backend), true) = (opencl(), python()) else {
+    let (Some(backend), true) = (backend_or_skip(), numpy_or_skip()) else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
@@ -285,7 +255,7 @@ fn a_failing_reference_stops_the_evaluation_with_a_task_error() {
 
 #[test]
 fn an_f32_nan_from_the_reference_is_a_task_error() {
-    if !python() {
+    if !numpy_or_skip() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -310,7 +280,7 @@ fn an_f32_nan_from_the_reference_is_a_task_error() {
 
 #[test]
 fn isolated_workers_rebuild_the_task_file() {
-    let (Some(_), true) = (opencl(), python()) else {
+    let (Some(_), true) = (backend_or_skip(), numpy_or_skip()) else {
         return;
     };
     let dir = example_dir();

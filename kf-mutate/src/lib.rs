@@ -53,7 +53,7 @@ pub use mix::MixMutator;
 pub use param::{ParamMutator, ParamMutatorConfig};
 pub use softmax::{SOFTMAX_GROUP_CL, SOFTMAX_GROUP_TOML, SOFTMAX_ROW_CL, SOFTMAX_ROW_TOML};
 pub use space::Feasibility;
-pub use strategy::{Change, Move, Strategy, StrategyLibrary, Target};
+pub use strategy::{Change, Move, MutationStrategy, StrategyLibrary, Target};
 pub use structural::{StructuralConfig, StructuralMutator};
 pub use template::{
     variant_marker, Structure, Template, TemplateLibrary, Variant, GEMM_BLOCKED_CL,

@@ -1,47 +1,13 @@
 //! [`MixMutator`]: a seeded, weighted choice among mutators.
 
+use kf_core::compose::BoxMutator;
 use kf_core::{
-    async_trait, BoxError, Elite, InsertOutcome, Mutation, MutationContext, Mutator, Needs, Usage,
+    async_trait, Elite, InsertOutcome, Mutation, MutationContext, Mutator, Needs, Usage,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::error::MutateError;
-
-/// Object-safe view of a [`Mutator`] with its error boxed.
-#[async_trait]
-trait DynMutator: Send + Sync {
-    fn name(&self) -> &str;
-    fn needs_dyn(&self) -> Needs;
-    async fn mutate_dyn(&self, parent: &Elite, ctx: &MutationContext)
-        -> Result<Mutation, BoxError>;
-    fn credit_dyn(&self, child: &Elite, outcome: &InsertOutcome);
-}
-
-#[async_trait]
-impl<M: Mutator> DynMutator for M {
-    fn name(&self) -> &str {
-        Mutator::name(self)
-    }
-
-    fn needs_dyn(&self) -> Needs {
-        self.needs()
-    }
-
-    async fn mutate_dyn(
-        &self,
-        parent: &Elite,
-        ctx: &MutationContext,
-    ) -> Result<Mutation, BoxError> {
-        self.mutate(parent, ctx)
-            .await
-            .map_err(|e| Box::new(e) as BoxError)
-    }
-
-    fn credit_dyn(&self, child: &Elite, outcome: &InsertOutcome) {
-        self.credit(child, outcome);
-    }
-}
 
 /// Combines mutators: each mutation draws one of them by weight (seeded by `ctx.seed`) and
 /// hands it the context with a seed derived for it; when the drawn mutator proposes no
@@ -60,7 +26,7 @@ impl<M: Mutator> DynMutator for M {
 /// ```
 pub struct MixMutator {
     name: String,
-    entries: Vec<(Box<dyn DynMutator>, f64)>,
+    entries: Vec<(BoxMutator, f64)>,
 }
 
 impl std::fmt::Debug for MixMutator {
@@ -106,7 +72,7 @@ impl MixMutator {
     /// not a positive finite number makes [`Mutator::mutate`] fail with a configuration
     /// error).
     pub fn with<M: Mutator + 'static>(mut self, mutator: M, weight: f64) -> Self {
-        self.entries.push((Box::new(mutator), weight));
+        self.entries.push((BoxMutator::new(mutator), weight));
         self
     }
 
@@ -183,7 +149,7 @@ impl Mutator for MixMutator {
     fn needs(&self) -> Needs {
         self.entries
             .iter()
-            .fold(Needs::NOTHING, |needs, (m, _)| needs.union(m.needs_dyn()))
+            .fold(Needs::NOTHING, |needs, (m, _)| needs.union(m.needs()))
     }
 
     async fn mutate(&self, parent: &Elite, ctx: &MutationContext) -> Result<Mutation, Self::Error> {
@@ -195,11 +161,11 @@ impl Mutator for MixMutator {
             inner.seed = derive_seed(ctx.seed, i as u64);
             let mutation =
                 mutator
-                    .mutate_dyn(parent, &inner)
+                    .mutate(parent, &inner)
                     .await
                     .map_err(|source| MutateError::Inner {
                         mutator: mutator.name().to_owned(),
-                        source,
+                        source: source.into_inner(),
                     })?;
             usage.add(&mutation.usage);
             if !mutation.children.is_empty() {
@@ -218,7 +184,7 @@ impl Mutator for MixMutator {
     fn credit(&self, child: &Elite, outcome: &InsertOutcome) {
         for (m, _) in &self.entries {
             if m.name() == child.candidate.origin.mutator {
-                m.credit_dyn(child, outcome);
+                m.credit(child, outcome);
             }
         }
     }

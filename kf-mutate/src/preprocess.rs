@@ -10,6 +10,7 @@
 //! compiler's command line), except where `&&`, `||` or `?:` decide without it.
 
 use indexmap::IndexMap;
+use kf_source::directive;
 
 use crate::error::MutateError;
 
@@ -48,275 +49,44 @@ pub fn eval_closed(expr: &str, defines: &Defines) -> Result<bool, MutateError> {
 }
 
 fn eval(expr: &str, defines: &Defines, closed: bool) -> Result<Option<bool>, MutateError> {
-    let tokens = tokenize(expr)?;
-    let mut p = Parser {
-        tokens: &tokens,
-        pos: 0,
-        defines,
-        expr,
-        closed,
-    };
-    let v = p.conditional()?;
-    if p.pos != tokens.len() {
-        return Err(p.error("unexpected trailing tokens"));
-    }
+    let v = kf_source::expr::eval(expr, &Fixed { defines, closed }).map_err(|e| {
+        MutateError::Preprocessor {
+            expr: expr.to_owned(),
+            message: e.to_string(),
+        }
+    })?;
     Ok(v.map(|v| v != 0))
 }
 
-#[derive(Debug, Clone, PartialEq)]
-enum Tok {
-    Num(i64),
-    Ident(String),
-    Op(&'static str),
-}
-
-const OPS: [&str; 24] = [
-    "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "(", ")", "!", "~", "-", "+", "*", "/", "%",
-    "<", ">", "&", "^", "|", "?", ":",
-];
-
-fn tokenize(expr: &str) -> Result<Vec<Tok>, MutateError> {
-    let bytes = expr.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        let c = bytes[i];
-        if c.is_ascii_whitespace() {
-            i += 1;
-        } else if c.is_ascii_digit() {
-            let start = i;
-            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
-                i += 1;
-            }
-            let text = &expr[start..i];
-            let digits = text.trim_end_matches(['u', 'U', 'l', 'L']);
-            let value = if let Some(hex) = digits
-                .strip_prefix("0x")
-                .or_else(|| digits.strip_prefix("0X"))
-            {
-                i64::from_str_radix(hex, 16).ok()
-            } else if digits.len() > 1 && digits.starts_with('0') {
-                i64::from_str_radix(&digits[1..], 8).ok()
-            } else {
-                digits.parse().ok()
-            };
-            let value = value.ok_or_else(|| MutateError::Preprocessor {
-                expr: expr.to_owned(),
-                message: format!("`{text}` is not an integer"),
-            })?;
-            out.push(Tok::Num(value));
-        } else if c.is_ascii_alphabetic() || c == b'_' {
-            let start = i;
-            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
-                i += 1;
-            }
-            out.push(Tok::Ident(expr[start..i].to_owned()));
-        } else {
-            let rest = &expr[i..];
-            let Some(op) = OPS.iter().find(|op| rest.starts_with(**op)) else {
-                return Err(MutateError::Preprocessor {
-                    expr: expr.to_owned(),
-                    message: format!("unexpected character `{}`", c as char),
-                });
-            };
-            out.push(Tok::Op(op));
-            i += op.len();
-        }
-    }
-    Ok(out)
-}
-
-struct Parser<'a> {
-    tokens: &'a [Tok],
-    pos: usize,
+/// Fixed macro values as the toolkit's evaluator sees them: a fixed macro is defined with its
+/// value; any other name is unknown, or (closed, C's rule) not defined and 0.
+struct Fixed<'a> {
     defines: &'a Defines,
-    expr: &'a str,
-    /// Unknown identifiers are 0 (C's rule) instead of unknown.
     closed: bool,
 }
 
-type V = Option<i64>;
-
-impl Parser<'_> {
-    fn error(&self, message: &str) -> MutateError {
-        MutateError::Preprocessor {
-            expr: self.expr.to_owned(),
-            message: message.to_owned(),
-        }
-    }
-
-    fn peek_op(&self) -> Option<&'static str> {
-        match self.tokens.get(self.pos) {
-            Some(Tok::Op(op)) => Some(op),
-            _ => None,
-        }
-    }
-
-    fn eat(&mut self, op: &str) -> bool {
-        if self.peek_op() == Some(op) {
-            self.pos += 1;
-            true
-        } else {
-            false
-        }
-    }
-
-    fn conditional(&mut self) -> Result<V, MutateError> {
-        let cond = self.logical_or()?;
-        if !self.eat("?") {
-            return Ok(cond);
-        }
-        let a = self.conditional()?;
-        if !self.eat(":") {
-            return Err(self.error("`?` without `:`"));
-        }
-        let b = self.conditional()?;
-        Ok(match cond {
-            Some(c) if c != 0 => a,
-            Some(_) => b,
-            None if a.is_some() && a == b => a,
+impl kf_source::expr::Env for Fixed<'_> {
+    fn value(&self, name: &str) -> Option<i64> {
+        match self.defines.get(name) {
+            Some(v) => Some(*v),
+            None if self.closed => Some(0),
             None => None,
-        })
+        }
     }
 
-    fn logical_or(&mut self) -> Result<V, MutateError> {
-        let mut v = self.logical_and()?;
-        while self.eat("||") {
-            let r = self.logical_and()?;
-            v = match (v, r) {
-                (Some(a), _) if a != 0 => Some(1),
-                (_, Some(b)) if b != 0 => Some(1),
-                (Some(_), Some(_)) => Some(0),
-                _ => None,
-            };
+    fn is_defined(&self, name: &str) -> Option<bool> {
+        match self.defines.get(name) {
+            Some(_) => Some(true),
+            None if self.closed => Some(false),
+            None => None,
         }
-        Ok(v)
     }
 
-    fn logical_and(&mut self) -> Result<V, MutateError> {
-        let mut v = self.binary(0)?;
-        while self.eat("&&") {
-            let r = self.binary(0)?;
-            v = match (v, r) {
-                (Some(0), _) | (_, Some(0)) => Some(0),
-                (Some(_), Some(_)) => Some(1),
-                _ => None,
-            };
-        }
-        Ok(v)
-    }
-
-    /// Binary operators by precedence level, loosest first.
-    fn binary(&mut self, level: usize) -> Result<V, MutateError> {
-        const LEVELS: [&[&str]; 8] = [
-            &["|"],
-            &["^"],
-            &["&"],
-            &["==", "!="],
-            &["<", "<=", ">", ">="],
-            &["<<", ">>"],
-            &["+", "-"],
-            &["*", "/", "%"],
-        ];
-        let Some(ops) = LEVELS.get(level) else {
-            return self.unary();
-        };
-        let mut v = self.binary(level + 1)?;
-        while let Some(op) = self.peek_op().filter(|op| ops.contains(op)) {
-            self.pos += 1;
-            let r = self.binary(level + 1)?;
-            v = match (v, r) {
-                (Some(a), Some(b)) => Some(self.apply(op, a, b)?),
-                _ => None,
-            };
-        }
-        Ok(v)
-    }
-
-    fn apply(&self, op: &str, a: i64, b: i64) -> Result<i64, MutateError> {
-        let bool_int = |c: bool| i64::from(c);
-        Ok(match op {
-            "|" => a | b,
-            "^" => a ^ b,
-            "&" => a & b,
-            "==" => bool_int(a == b),
-            "!=" => bool_int(a != b),
-            "<" => bool_int(a < b),
-            "<=" => bool_int(a <= b),
-            ">" => bool_int(a > b),
-            ">=" => bool_int(a >= b),
-            "<<" => a
-                .checked_shl(u32::try_from(b).unwrap_or(u32::MAX))
-                .unwrap_or(0),
-            ">>" => a
-                .checked_shr(u32::try_from(b).unwrap_or(u32::MAX))
-                .unwrap_or(0),
-            "+" => a.wrapping_add(b),
-            "-" => a.wrapping_sub(b),
-            "*" => a.wrapping_mul(b),
-            "/" | "%" if b == 0 => return Err(self.error("division by zero")),
-            "/" => a.wrapping_div(b),
-            "%" => a.wrapping_rem(b),
-            _ => return Err(self.error("unknown operator")),
-        })
-    }
-
-    fn unary(&mut self) -> Result<V, MutateError> {
-        if self.eat("!") {
-            return Ok(self.unary()?.map(|v| i64::from(v == 0)));
-        }
-        if self.eat("~") {
-            return Ok(self.unary()?.map(|v| !v));
-        }
-        if self.eat("-") {
-            return Ok(self.unary()?.map(i64::wrapping_neg));
-        }
-        if self.eat("+") {
-            return self.unary();
-        }
-        self.primary()
-    }
-
-    fn primary(&mut self) -> Result<V, MutateError> {
-        match self.tokens.get(self.pos).cloned() {
-            Some(Tok::Num(n)) => {
-                self.pos += 1;
-                Ok(Some(n))
-            }
-            Some(Tok::Ident(name)) if name == "defined" => {
-                self.pos += 1;
-                let paren = self.eat("(");
-                let Some(Tok::Ident(target)) = self.tokens.get(self.pos).cloned() else {
-                    return Err(self.error("`defined` needs a macro name"));
-                };
-                self.pos += 1;
-                if paren && !self.eat(")") {
-                    return Err(self.error("missing `)` after `defined(`"));
-                }
-                Ok(match self.defines.get(&target) {
-                    Some(_) => Some(1),
-                    None if self.closed => Some(0),
-                    None => None,
-                })
-            }
-            Some(Tok::Ident(name)) => {
-                self.pos += 1;
-                Ok(match self.defines.get(&name) {
-                    Some(v) => Some(*v),
-                    None if self.closed => Some(0),
-                    None => None,
-                })
-            }
-            Some(Tok::Op("(")) => {
-                self.pos += 1;
-                let v = self.conditional()?;
-                if !self.eat(")") {
-                    return Err(self.error("missing `)`"));
-                }
-                Ok(v)
-            }
-            _ => Err(self.error("expected a value")),
-        }
+    /// Templates' conditions name values, never macro calls.
+    fn call(&self, name: &str) -> Result<Option<i64>, kf_source::expr::ExprError> {
+        Err(kf_source::expr::ExprError::Syntax(format!(
+            "`{name}(…)`: function-like macros are not supported in conditions"
+        )))
     }
 }
 
@@ -332,64 +102,13 @@ struct Frame {
     active: bool,
 }
 
-fn directive(line: &str) -> Option<(&str, &str)> {
-    let rest = line.trim_start().strip_prefix('#')?.trim_start();
-    let end = rest
-        .find(|c: char| !c.is_ascii_alphabetic())
-        .unwrap_or(rest.len());
-    let (name, arg) = rest.split_at(end);
-    Some((name, strip_comment(arg).trim()))
-}
-
-fn strip_comment(text: &str) -> &str {
-    let cut = [text.find("//"), text.find("/*")]
-        .into_iter()
-        .flatten()
-        .min()
-        .unwrap_or(text.len());
-    &text[..cut]
-}
-
 /// Replaces every identifier of `defines` in `expr` by its value (used for directives that
 /// stay unresolved, so that they do not depend on macros no longer defined).
 fn substitute(expr: &str, defines: &Defines) -> String {
     replace_identifiers(expr, |id| defines.get(id).map(ToString::to_string))
 }
 
-/// Rewrites the identifiers of `text` for which `f` returns a replacement.
-pub(crate) fn replace_identifiers(text: &str, f: impl Fn(&str) -> Option<String>) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut ident = String::new();
-    let mut prev_ident_char = false;
-    for c in text.chars() {
-        if c.is_ascii_alphanumeric() || c == '_' {
-            if ident.is_empty() && prev_ident_char {
-                // Part of a number such as `0x1F`: copy through.
-                out.push(c);
-                continue;
-            }
-            if ident.is_empty() && c.is_ascii_digit() {
-                out.push(c);
-                prev_ident_char = true;
-                continue;
-            }
-            ident.push(c);
-        } else {
-            if !ident.is_empty() {
-                out.push_str(&f(&ident).unwrap_or_else(|| ident.clone()));
-                ident.clear();
-            }
-            out.push(c);
-            prev_ident_char = false;
-            continue;
-        }
-        prev_ident_char = true;
-    }
-    if !ident.is_empty() {
-        out.push_str(&f(&ident).unwrap_or(ident));
-    }
-    out
-}
+pub(crate) use kf_source::replace_identifiers;
 
 /// Resolves the conditional sections of `source` whose conditions depend only on `defines`.
 ///
@@ -530,60 +249,13 @@ pub fn resolve_conditionals(source: &str, defines: &Defines) -> Result<String, M
     Ok(out)
 }
 
-/// Whether `name` occurs as an identifier in `text` (outside comments).
-pub fn uses_identifier(text: &str, name: &str) -> bool {
-    if name.is_empty() {
-        return false;
-    }
-    let code = strip_comments(text);
-    let bytes = code.as_bytes();
-    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
-    let mut from = 0;
-    while let Some(off) = code[from..].find(name) {
-        let start = from + off;
-        let end = start + name.len();
-        let before = start == 0 || !is_ident(bytes[start - 1]);
-        let after = end >= bytes.len() || !is_ident(bytes[end]);
-        if before && after {
-            return true;
-        }
-        from = end;
-    }
-    false
-}
+/// Whether `name` occurs as an identifier in `text` (outside comments): the toolkit's
+/// [`kf_source::uses_identifier`].
+pub use kf_source::uses_identifier;
 
-/// `text` with `//` and `/* */` comments replaced by spaces (string literals are not special:
-/// kernels rarely hold them).
-pub fn strip_comments(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '/' && chars.peek() == Some(&'/') {
-            for n in chars.by_ref() {
-                if n == '\n' {
-                    out.push('\n');
-                    break;
-                }
-            }
-        } else if c == '/' && chars.peek() == Some(&'*') {
-            chars.next();
-            let mut prev = ' ';
-            for n in chars.by_ref() {
-                if prev == '*' && n == '/' {
-                    break;
-                }
-                if n == '\n' {
-                    out.push('\n');
-                }
-                prev = n;
-            }
-            out.push(' ');
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
+/// `text` with `//` and `/* */` comments replaced by a space (and the newlines they spanned);
+/// string literals are kept: the toolkit's [`kf_source::strip_comments`].
+pub use kf_source::strip_comments;
 
 #[cfg(test)]
 mod tests {

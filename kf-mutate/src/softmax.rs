@@ -73,7 +73,7 @@
 use kf_core::ParamValues;
 
 use crate::error::MutateError;
-use crate::strategy::{Change, Strategy, StrategyLibrary};
+use crate::strategy::{Change, MutationStrategy, StrategyLibrary};
 use crate::structural::StructuralMutator;
 use crate::template::{Structure, Template, TemplateLibrary};
 
@@ -168,7 +168,7 @@ impl StrategyLibrary {
     /// | `prefetch-next-row` | `prefetch()` the row the next work-group reads |
     /// | `item-per-row` | one work-item per row, no reduction across work-items |
     pub fn softmax() -> Self {
-        let s = Strategy::new;
+        let s = MutationStrategy::new;
         StrategyLibrary::new()
             .with(
                 s("online-normalisation", "one sweep keeps a running maximum and a running sum rescaled by exp(m - m_new), then a normalising sweep")

@@ -45,15 +45,15 @@ pub struct Target {
 /// # Example
 ///
 /// ```
-/// use kf_mutate::{Change, Strategy};
+/// use kf_mutate::{Change, MutationStrategy};
 ///
-/// let pad = Strategy::new("pad-local", "pad local tiles by one float against bank conflicts")
+/// let pad = MutationStrategy::new("pad-local", "pad local tiles by one float against bank conflicts")
 ///     .requires("(LOCAL_A || LOCAL_B) && PAD == 0")
 ///     .change("PAD", Change::Set(1));
 /// assert_eq!(pad.name(), "pad-local");
 /// ```
 #[derive(Debug, Clone, PartialEq)]
-pub struct Strategy {
+pub struct MutationStrategy {
     name: String,
     description: String,
     requires: Vec<String>,
@@ -79,11 +79,11 @@ pub struct Move {
     pub note: String,
 }
 
-impl Strategy {
+impl MutationStrategy {
     /// A strategy with a name and a one-line description, weight 1, no preconditions and no
     /// changes.
     pub fn new(name: impl Into<String>, description: impl Into<String>) -> Self {
-        Strategy {
+        MutationStrategy {
             name: name.into(),
             description: description.into(),
             requires: Vec::new(),
@@ -290,10 +290,10 @@ fn pick(
 /// # Example
 ///
 /// ```
-/// use kf_mutate::{Change, Strategy, StrategyLibrary};
+/// use kf_mutate::{Change, MutationStrategy, StrategyLibrary};
 ///
 /// let library = StrategyLibrary::dense_linear_algebra().with(
-///     Strategy::new("wide-groups", "32 work-items share the columns of B")
+///     MutationStrategy::new("wide-groups", "32 work-items share the columns of B")
 ///         .requires("WG1 < 32")
 ///         .change("WG1", Change::Set(32)),
 /// );
@@ -302,7 +302,7 @@ fn pick(
 /// ```
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StrategyLibrary {
-    strategies: Vec<Strategy>,
+    strategies: Vec<MutationStrategy>,
 }
 
 /// Dimension names of the default descriptor space ([`kf_core::DescriptorSpace::kernel_default`]).
@@ -317,19 +317,19 @@ impl StrategyLibrary {
     }
 
     /// Adds a strategy (replacing one of the same name).
-    pub fn with(mut self, strategy: Strategy) -> Self {
+    pub fn with(mut self, strategy: MutationStrategy) -> Self {
         self.strategies.retain(|s| s.name != strategy.name);
         self.strategies.push(strategy);
         self
     }
 
     /// The strategies.
-    pub fn strategies(&self) -> &[Strategy] {
+    pub fn strategies(&self) -> &[MutationStrategy] {
         &self.strategies
     }
 
     /// The strategy of that name.
-    pub fn get(&self, name: &str) -> Option<&Strategy> {
+    pub fn get(&self, name: &str) -> Option<&MutationStrategy> {
         self.strategies.iter().find(|s| s.name == name)
     }
 
@@ -340,7 +340,7 @@ impl StrategyLibrary {
     /// (K split). A strategy whose names a template lacks does not apply to it, so the
     /// library is safe to use with any template.
     pub fn dense_linear_algebra() -> Self {
-        let s = Strategy::new;
+        let s = MutationStrategy::new;
         StrategyLibrary::new()
             .with(
                 s("register-blocking", "compute a block of outputs per work-item in registers")

@@ -11,7 +11,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::error::MutateError;
 use crate::space::Feasibility;
-use crate::strategy::{Strategy, StrategyLibrary};
+use crate::strategy::{MutationStrategy, StrategyLibrary};
 use crate::template::{Structure, Template, TemplateLibrary};
 
 /// Settings of a [`StructuralMutator`].
@@ -138,7 +138,7 @@ impl StructuralMutator {
         &self.config
     }
 
-    fn weight(&self, strategy: &Strategy, parent: &Elite, hints: &ArchiveHints) -> f64 {
+    fn weight(&self, strategy: &MutationStrategy, parent: &Elite, hints: &ArchiveHints) -> f64 {
         let mut w = strategy.base_weight().max(0.0);
         if !w.is_finite() {
             return 0.0;
@@ -196,7 +196,7 @@ impl StructuralMutator {
                 }
             };
 
-        let mut pool: Vec<(&Strategy, f64)> = self
+        let mut pool: Vec<(&MutationStrategy, f64)> = self
             .strategies
             .strategies()
             .iter()

@@ -24,7 +24,6 @@ use crate::components::{fill, PromptComponents, PromptTemplates};
 use crate::config::{LlmBudget, LlmSettings, ModelPolicy, ModelSpec};
 use crate::error::PromptError;
 use crate::gateway::{Exchange, LlmGateway, LlmStats};
-use crate::marker::extraction_failure_source;
 use crate::parse::{apply_edit, code_blocks, draft_from_reply, parse_edits, KernelDraft};
 use crate::population::{
     describe_outcome, stats_text, CreditConfig, CreditEvent, MetaConfig, PromptVariant,
@@ -509,13 +508,6 @@ fn exchange_usage(x: &Exchange) -> Usage {
     }
 }
 
-/// The step a child's origin note names (`llm step 12: …`).
-fn step_of(note: &str) -> Option<u64> {
-    let rest = note.strip_prefix("llm step ")?;
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok()
-}
-
 fn mix_seed(a: u64, b: u64) -> u64 {
     let mut h = blake3::Hasher::new();
     h.update(&a.to_le_bytes());
@@ -850,6 +842,7 @@ impl Inner {
             mutator: self.config.name.clone(),
             prompt_variant: Some(variant.to_owned()),
             model: Some(model.to_owned()),
+            llm_step: Some(step),
             note: format!("llm step {step}: {how}"),
         }
     }
@@ -863,9 +856,10 @@ impl Inner {
         reason: &str,
     ) -> Offspring {
         let src = &parent.candidate.source;
-        let mut child = Offspring::new(
-            extraction_failure_source(src.language, src.entry.clone(), reason),
-            ParamValues::new(),
+        let mut child = Offspring::extraction_failure(
+            src.language,
+            src.entry.clone(),
+            reason,
             self.origin(ctx.step, variant, model, "extraction error"),
         );
         child.also_from = self.also_from(ctx);
@@ -1067,7 +1061,7 @@ impl Inner {
         if origin.mutator != self.config.name {
             return;
         }
-        let Some(step) = step_of(&origin.note) else {
+        let Some(step) = origin.llm_step else {
             return;
         };
         let cost_usd = self
@@ -1112,10 +1106,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn step_tags() {
-        assert_eq!(step_of("llm step 12: full rewrite"), Some(12));
-        assert_eq!(step_of("llm step x"), None);
-        assert_eq!(step_of("seed"), None);
+    fn origins_carry_their_step() {
+        let step = |note: &str| {
+            let json = format!(r#"{{"mutator":"llm","note":"{note}"}}"#);
+            serde_json::from_str::<Origin>(&json).unwrap().llm_step
+        };
+        // Origins written before `llm_step` existed: the step is read back from the note.
+        assert_eq!(step("llm step 12: full rewrite"), Some(12));
+        assert_eq!(step("llm step x"), None);
+        assert_eq!(step("seed"), None);
     }
 
     #[test]

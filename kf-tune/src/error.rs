@@ -42,8 +42,8 @@ pub enum TuneError {
     #[error("the parameter space has no valid configuration")]
     EmptySpace,
     /// Unknown strategy name.
-    #[error("unknown strategy `{0}` (known: {known})", known = crate::strategy::STRATEGY_NAMES.join(", "))]
-    UnknownStrategy(String),
+    #[error(transparent)]
+    UnknownStrategy(#[from] crate::strategy::name::UnknownStrategyName),
     /// A file could not be read or written.
     #[error("{path}: {source}")]
     Io {

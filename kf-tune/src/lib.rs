@@ -44,6 +44,7 @@
 
 mod cache;
 pub mod cli;
+mod ctx;
 mod error;
 pub mod kt;
 mod objective;
@@ -57,10 +58,11 @@ pub mod t4;
 mod tuner;
 
 pub use cache::{CacheKey, ResultCache};
+pub use ctx::{Ctx, History};
 pub use error::{Result, TuneError};
 pub use kt::{KtCache, KtEntry, KtWriter};
 pub use objective::{outcome_of, AsyncObjective, EvaluatorObjective, Failure, Objective, Outcome};
 pub use param::{same_value, Param, ParamKind, MAX_VALUES};
 pub use replay::{Replay, ReplayObjective};
 pub use space::{Neighbourhood, Point, Space, SpaceBuilder, WeightedSampler};
-pub use tuner::{Ctx, History, Trial, TuneResult, Tuner};
+pub use tuner::{Trial, TuneResult, Tuner};

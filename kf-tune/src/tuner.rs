@@ -2,123 +2,17 @@
 //! objective (or the result cache), tells the strategy, and stops when the budget of distinct
 //! evaluated configurations is spent.
 
-use std::collections::HashMap;
-
 use kf_core::ParamValues;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use crate::cache::{CacheKey, ResultCache};
+use crate::ctx::{Ctx, History};
 use crate::error::Result;
 use crate::objective::{AsyncObjective, Objective, Outcome};
 use crate::space::{Point, Space, WeightedSampler};
 use crate::strategy::Strategy;
-
-/// Every configuration seen in one run, in order, with its outcome.
-#[derive(Debug, Clone, Default)]
-pub struct History {
-    entries: Vec<(Point, Option<f64>)>,
-    index: HashMap<Point, usize>,
-    best: Option<usize>,
-}
-
-impl History {
-    /// Number of distinct configurations seen (evaluated or taken from the cache).
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// True when nothing has been seen.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    /// The value of `point` if seen: `Some(Some(time))`, `Some(None)` for a failure.
-    pub fn get(&self, point: &[u16]) -> Option<Option<f64>> {
-        self.index.get(point).map(|&i| self.entries[i].1)
-    }
-
-    /// Whether `point` was seen.
-    pub fn contains(&self, point: &[u16]) -> bool {
-        self.index.contains_key(point)
-    }
-
-    /// Seen configurations in order with their time (`None`: failed).
-    pub fn entries(&self) -> &[(Point, Option<f64>)] {
-        &self.entries
-    }
-
-    /// The best configuration so far and its time.
-    pub fn best(&self) -> Option<(&Point, f64)> {
-        self.best
-            .and_then(|i| self.entries[i].1.map(|t| (&self.entries[i].0, t)))
-    }
-
-    fn push(&mut self, point: Point, value: Option<f64>) {
-        if self.index.contains_key(&point) {
-            return;
-        }
-        let i = self.entries.len();
-        self.index.insert(point.clone(), i);
-        self.entries.push((point, value));
-        if let Some(t) = value {
-            if self.best().is_none_or(|(_, b)| t < b) {
-                self.best = Some(i);
-            }
-        }
-    }
-}
-
-/// What a strategy sees when it is asked for the next configuration.
-#[derive(Debug)]
-pub struct Ctx<'a> {
-    /// The space being searched.
-    pub space: &'a Space,
-    /// The run's random number generator (seeded by the tuner).
-    pub rng: &'a mut ChaCha8Rng,
-    /// Everything seen so far.
-    pub history: &'a History,
-    /// The budget: distinct configurations that may be evaluated.
-    pub budget: usize,
-    /// Evaluations spent so far.
-    pub spent: usize,
-    /// The prior-weighted sampler (from rule priors), when the tuner has a prior.
-    pub prior: Option<&'a WeightedSampler<'a>>,
-}
-
-impl Ctx<'_> {
-    /// Evaluations left.
-    pub fn left(&self) -> usize {
-        self.budget.saturating_sub(self.spent)
-    }
-
-    /// A random valid configuration, drawn by the prior's weights when there is a prior and
-    /// uniformly otherwise.
-    pub fn random_point(&mut self) -> Option<Point> {
-        match self.prior {
-            Some(w) => w
-                .sample(self.rng)
-                .or_else(|| self.space.sample_point(self.rng)),
-            None => self.space.sample_point(self.rng),
-        }
-    }
-
-    /// A random valid configuration not seen yet (a few hundred draws, then a scan of the space);
-    /// `None` when every configuration was seen.
-    pub fn random_unseen(&mut self) -> Option<Point> {
-        for _ in 0..256 {
-            let p = self.random_point()?;
-            if !self.history.contains(&p) {
-                return Some(p);
-            }
-        }
-        self.space
-            .iter_points()
-            .take(5_000_000)
-            .find(|p| !self.history.contains(p))
-    }
-}
 
 /// One evaluated configuration of a finished run.
 #[derive(Debug, Clone, Serialize)]

@@ -8,7 +8,7 @@
 //! killed run resume exactly: recorded steps are replayed, the rest are computed.
 
 mod budget;
-mod summary;
+pub(crate) mod summary;
 
 pub use budget::{Budget, StopHandle, StopReason};
 pub use summary::{HistoryPoint, RunResult, RunSummary};

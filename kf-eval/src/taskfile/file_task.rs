@@ -13,8 +13,10 @@ use super::load::{ArgKind, TaskFile};
 use super::python::{self, PythonCall};
 use super::reference::{self, ReferenceInputs, ReferenceRegistry};
 use super::schema::{BufferRole, Dtype, ScalarValue};
+use crate::element::Role;
 use crate::error::EvalError;
-use crate::tasks::{sizes_text, ArgSpec, BufferSpec, HostBuffer, KernelTask, Role, Sizes};
+use crate::tasks::host::HostBuffer;
+use crate::tasks::spec::{sizes_text, ArgSpec, BufferSpec, KernelTask, Sizes};
 
 /// Default seconds a Python reference may take per input set.
 pub const DEFAULT_REFERENCE_TIMEOUT_S: f64 = 120.0;

@@ -9,7 +9,7 @@ use kf_manifest::{Expr, ExprSite, Symbols};
 use super::error::TaskFileError;
 use super::init::Init;
 use super::schema::{BufferRole, Dtype, TaskSpec};
-use crate::tasks::Sizes;
+use crate::tasks::spec::Sizes;
 
 /// Largest number of elements of one buffer.
 pub const MAX_ELEMENTS: usize = 1 << 28;
@@ -472,7 +472,7 @@ impl TaskFile {
                         format!(
                             "`{}` = {v} at {}: a buffer needs a positive number of elements",
                             e.text(),
-                            crate::tasks::sizes_text(sizes)
+                            crate::tasks::spec::sizes_text(sizes)
                         ),
                     ));
                 }
@@ -488,7 +488,7 @@ impl TaskFile {
                     format!("buffer[{i}].shape (buffer `{}`)", b.name),
                     format!(
                         "{shape:?} at {} is larger than the limit of 2^28 elements / 1 GiB",
-                        crate::tasks::sizes_text(sizes)
+                        crate::tasks::spec::sizes_text(sizes)
                     ),
                 ));
             }
@@ -538,7 +538,11 @@ impl TaskFile {
                 TaskFileError::invalid(
                     &self.file,
                     &field,
-                    format!("`{}` at {}: {m}", e.text(), crate::tasks::sizes_text(sizes)),
+                    format!(
+                        "`{}` at {}: {m}",
+                        e.text(),
+                        crate::tasks::spec::sizes_text(sizes)
+                    ),
                 )
             })?;
             out.insert(k.clone(), v);

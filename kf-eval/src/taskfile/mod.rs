@@ -54,7 +54,7 @@
 //! assert!(err.to_string().contains("buffer[0].shape[0]"), "{err}");
 //! ```
 
-mod error;
+pub(crate) mod error;
 mod file_task;
 mod init;
 mod load;

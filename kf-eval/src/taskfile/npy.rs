@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::Path;
 
 use super::schema::Dtype;
-use crate::tasks::HostBuffer;
+use crate::tasks::host::HostBuffer;
 
 const MAGIC: &[u8] = b"\x93NUMPY";
 

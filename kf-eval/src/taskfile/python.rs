@@ -10,7 +10,8 @@ use indexmap::IndexMap;
 
 use super::error::TaskFileError;
 use super::npy;
-use crate::tasks::{HostBuffer, Sizes};
+use crate::tasks::host::HostBuffer;
+use crate::tasks::spec::Sizes;
 
 /// The driver that loads the user's script and calls `reference`.
 const DRIVER: &str = include_str!("driver.py");
@@ -29,6 +30,47 @@ pub fn python_interpreter() -> PathBuf {
         .map(|r| r.join("venv").join("bin").join("python"))
         .filter(|p| p.is_file())
         .unwrap_or_else(|| PathBuf::from("python3"))
+}
+
+/// The variable that turns a missing Python with NumPy from a test skip into a test failure.
+pub const KF_REQUIRE_PYTHON: &str = "KF_REQUIRE_PYTHON";
+
+/// For tests of task files with Python references: whether [`python_interpreter`] can import
+/// NumPy. When it cannot, prints `SKIPPED: …` and returns `false`, so the test returns early;
+/// under `KF_REQUIRE_PYTHON=1` (which CI sets) it fails the test instead, so that a broken
+/// setup cannot turn the Python tests into passes.
+///
+/// ```no_run
+/// if !kf_eval::taskfile::python::numpy_or_skip() {
+///     return; // printed `SKIPPED: …`
+/// }
+/// ```
+///
+/// # Panics
+///
+/// When NumPy cannot be imported and `KF_REQUIRE_PYTHON=1`: a test calling this is meant to
+/// fail then.
+#[track_caller]
+pub fn numpy_or_skip() -> bool {
+    let interpreter = python_interpreter();
+    let ok = Command::new(&interpreter)
+        .args(["-c", "import numpy"])
+        .stdin(Stdio::null())
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var(KF_REQUIRE_PYTHON).map_or(true, |v| v != "1"),
+            "{KF_REQUIRE_PYTHON}=1 but {} cannot import numpy",
+            interpreter.display()
+        );
+        eprintln!(
+            "SKIPPED: no Python with NumPy at {} (run scripts/setup.sh; {KF_REQUIRE_PYTHON}=1 \
+             makes this a failure)",
+            interpreter.display()
+        );
+    }
+    ok
 }
 
 /// The `.runtime` folder of a checkout, when one is found above the current directory, the

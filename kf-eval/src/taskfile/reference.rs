@@ -10,7 +10,8 @@ use indexmap::IndexMap;
 use ndarray::{ArrayD, ArrayViewD, IxDyn};
 
 use super::schema::Dtype;
-use crate::tasks::{HostBuffer, Sizes};
+use crate::tasks::host::HostBuffer;
+use crate::tasks::spec::Sizes;
 
 /// A read-only input array of any task dtype.
 #[derive(Debug, Clone)]

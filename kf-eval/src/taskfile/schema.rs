@@ -25,53 +25,9 @@
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
-use crate::tasks::Role;
+use crate::element::Role;
 
-/// Element type of a buffer or a scalar.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Dtype {
-    /// IEEE binary32 (`float`).
-    F32,
-    /// IEEE binary16 (`half`), compared in f32 after rounding the reference to f16.
-    F16,
-    /// Two's-complement 32-bit integer (`int`), compared exactly.
-    I32,
-}
-
-impl Dtype {
-    /// Bytes per element.
-    pub fn size(self) -> usize {
-        match self {
-            Dtype::F32 | Dtype::I32 => 4,
-            Dtype::F16 => 2,
-        }
-    }
-
-    /// The name used in task files (`f32`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Dtype::F32 => "f32",
-            Dtype::F16 => "f16",
-            Dtype::I32 => "i32",
-        }
-    }
-
-    /// The NumPy dtype string of the `.npy` files exchanged with Python references.
-    pub fn numpy(self) -> &'static str {
-        match self {
-            Dtype::F32 => "float32",
-            Dtype::F16 => "float16",
-            Dtype::I32 => "int32",
-        }
-    }
-}
-
-impl std::fmt::Display for Dtype {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+pub use crate::element::Dtype;
 
 /// How a buffer is used, as written in task files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use indexmap::IndexMap;
 use ndarray::{Array2, ArrayD, Ix2};
 
-use super::Sizes;
+use super::spec::{KernelTask, Sizes};
 use crate::error::EvalError;
 use crate::taskfile::{ArrayOut, FileTask, ReferenceInputs, ReferenceRegistry, TaskBase, TaskFile};
 
@@ -85,7 +85,7 @@ pub fn builtin_task_file(name: &str) -> Result<TaskFile, EvalError> {
 }
 
 /// A built-in task by name at the given sizes (missing sizes take the task's defaults).
-pub fn builtin_task(name: &str, sizes: &Sizes) -> Result<Box<dyn super::KernelTask>, EvalError> {
+pub fn builtin_task(name: &str, sizes: &Sizes) -> Result<Box<dyn KernelTask>, EvalError> {
     Ok(Box::new(builtin_file_task(name, sizes)?))
 }
 
@@ -175,7 +175,8 @@ impl Softmax {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tasks::{HostBuffer, KernelTask, Role};
+    use crate::element::Role;
+    use crate::tasks::host::HostBuffer;
     use kf_core::Language;
 
     #[test]
@@ -210,7 +211,8 @@ mod tests {
 
     #[test]
     fn softmax_reference_rows_sum_to_one() {
-        let s = Softmax::from_sizes(&crate::tasks::parse_sizes("ROWS=2,COLS=3").unwrap()).unwrap();
+        let s = Softmax::from_sizes(&crate::tasks::spec::parse_sizes("ROWS=2,COLS=3").unwrap())
+            .unwrap();
         let x = HostBuffer::F32(vec![1.0, 2.0, 3.0, 100.0, 100.0, 100.0]);
         let r = s.reference(&[x, HostBuffer::F32(Vec::new())]).unwrap();
         let y = r[1].to_f64();

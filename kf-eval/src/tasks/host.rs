@@ -3,8 +3,7 @@
 
 use half::f16;
 
-use crate::taskfile::Dtype;
-use crate::verify::POISON_BITS;
+use crate::element::{Dtype, POISON_BITS};
 
 /// The f16 poison: a quiet NaN with a payload no arithmetic produces.
 pub const POISON_F16_BITS: u16 = 0x7E5D;

@@ -100,6 +100,18 @@ pub struct CandidateRow {
     /// Speedup over the task baseline.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speedup: Option<f64>,
+    /// Achieved bandwidth, GB/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gbs: Option<f64>,
+    /// Fraction of the device's roofline reached.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub roofline: Option<f64>,
+    /// Whether the task is memory-bound on the device (its rate is GB/s, not GFLOP/s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_bound: Option<bool>,
+    /// The worker that evaluated it, in distributed runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
     /// Timing statistics.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timing: Option<TimingStats>,
@@ -312,6 +324,10 @@ impl RunData {
                     fitness: None,
                     gflops: None,
                     speedup: None,
+                    gbs: None,
+                    roofline: None,
+                    memory_bound: None,
+                    worker: None,
                     timing: None,
                     baseline: None,
                     params: c.params.clone(),
@@ -335,6 +351,10 @@ impl RunData {
                         row.fitness = Some(fit);
                         row.gflops = ev.gflops.filter(|g| g.is_finite());
                         row.speedup = ev.speedup.filter(|s| s.is_finite());
+                        row.gbs = ev.gbs.filter(|g| g.is_finite());
+                        row.roofline = ev.roofline_fraction.filter(|f| f.is_finite());
+                        row.memory_bound = ev.memory_bound;
+                        row.worker = ev.worker.clone();
                         row.timing = ev.timing;
                         row.baseline = ev.baseline;
                         if !ev.params.0.is_empty() {
@@ -459,6 +479,9 @@ impl RunData {
 fn headline(report: &Value) -> Value {
     let keys = [
         "best_gflops",
+        "best_gbs",
+        "roofline_fraction",
+        "memory_bound",
         "baseline_gflops",
         "speedup",
         "evaluations",

@@ -39,6 +39,15 @@ pub struct BestKernelJson {
     pub task_speedup: Option<f64>,
     /// Median kernel time, milliseconds.
     pub median_ms: Option<f64>,
+    /// Achieved bandwidth, GB/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gbs: Option<f64>,
+    /// Fraction of the device's roofline reached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roofline_fraction: Option<f64>,
+    /// Whether the task is memory-bound on the device (its rate is GB/s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bound: Option<bool>,
     /// Its cell, as level indices.
     pub cell: Vec<usize>,
     /// Its cell, as level names.
@@ -64,6 +73,17 @@ pub struct ReportJson {
     pub baseline_gflops: Option<f64>,
     /// `best_gflops / baseline_gflops`.
     pub speedup: Option<f64>,
+    /// Achieved bandwidth of the best kernel, GB/s (the figure of merit of memory-bound
+    /// tasks).
+    #[serde(default)]
+    pub best_gbs: Option<f64>,
+    /// The best kernel's fraction of the device's roofline, `min(peak, intensity ×
+    /// bandwidth)`, with measured peaks where the device was characterised.
+    #[serde(default)]
+    pub roofline_fraction: Option<f64>,
+    /// Whether the task is memory-bound on the device.
+    #[serde(default)]
+    pub memory_bound: Option<bool>,
     /// Candidates evaluated.
     pub evaluations: u64,
     /// Cells holding an elite.
@@ -276,6 +296,16 @@ impl<'a> Report<'a> {
                         if let Some(b) = self.baseline_gflops {
                             let _ = write!(t, ", {:.1}x the naive seed's {b:.2}", g / b);
                         }
+                        if let Some(f) = finite(e.evaluation.roofline_fraction) {
+                            let _ = match (e.evaluation.memory_bound, finite(e.evaluation.gbs)) {
+                                (Some(true), Some(gbs)) => write!(
+                                    t,
+                                    "; {gbs:.2} GB/s, {:.0}% of the bandwidth roofline",
+                                    f * 100.0
+                                ),
+                                _ => write!(t, "; {:.0}% of the roofline", f * 100.0),
+                            };
+                        }
                         t
                     }
                     None => format!("fitness {:.3}", e.fitness.value()),
@@ -333,6 +363,9 @@ impl<'a> Report<'a> {
                 speedup_vs_seed: gflops.zip(self.baseline_gflops).map(|(g, b)| g / b),
                 task_speedup: finite(e.evaluation.speedup),
                 median_ms: finite(e.evaluation.timing.map(|t| t.median_s * 1e3)),
+                gbs: finite(e.evaluation.gbs),
+                roofline_fraction: finite(e.evaluation.roofline_fraction),
+                memory_bound: e.evaluation.memory_bound,
                 cell: e.descriptor.coords.clone(),
                 levels: e
                     .descriptor
@@ -356,6 +389,9 @@ impl<'a> Report<'a> {
             best_gflops,
             baseline_gflops: self.baseline_gflops,
             speedup: best_gflops.zip(self.baseline_gflops).map(|(g, b)| g / b),
+            best_gbs: best_json.as_ref().and_then(|b| b.gbs),
+            roofline_fraction: best_json.as_ref().and_then(|b| b.roofline_fraction),
+            memory_bound: best_json.as_ref().and_then(|b| b.memory_bound),
             evaluations: s.evaluations,
             cells_filled,
             cells_total,

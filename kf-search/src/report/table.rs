@@ -24,6 +24,15 @@ pub struct CellRow {
     pub task_speedup: Option<f64>,
     /// Median kernel time in milliseconds, when timed.
     pub median_ms: Option<f64>,
+    /// Achieved bandwidth, GB/s, when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gbs: Option<f64>,
+    /// Fraction of the device's roofline reached, when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roofline_fraction: Option<f64>,
+    /// Whether the task is memory-bound on the device (its rate is GB/s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bound: Option<bool>,
     /// Parameter values the figures were measured with.
     pub params: ParamValues,
     /// Candidate id within the run.
@@ -106,6 +115,9 @@ pub(crate) fn rows(
                 speedup_vs_seed: gflops.zip(baseline).map(|(g, b)| g / b),
                 task_speedup: finite(ev.speedup),
                 median_ms: finite(ev.timing.map(|t| t.median_s * 1e3)),
+                gbs: finite(ev.gbs),
+                roofline_fraction: finite(ev.roofline_fraction),
+                memory_bound: ev.memory_bound,
                 params: measured_params(e).clone(),
                 candidate: e.candidate.id.0,
                 mutator: e.candidate.origin.mutator.clone(),
@@ -141,10 +153,21 @@ pub(crate) fn render(rows: &[CellRow], space: &DescriptorSpace, width: u16) -> S
                 .map_or_else(|| format!("dim {d}"), |x| x.name.clone()),
         )
     }));
+    // Memory-bound tasks are measured in GB/s, the others in GFLOP/s.
+    let memory_bound = rows.iter().any(|r| r.memory_bound == Some(true));
+    let rate = if memory_bound { "GB/s" } else { "GFLOP/s" };
     header.extend(
-        ["status", "GFLOP/s", "vs seed", "ms", "parameters", "origin"]
-            .into_iter()
-            .map(Cell::new),
+        [
+            "status",
+            rate,
+            "roofline",
+            "vs seed",
+            "ms",
+            "parameters",
+            "origin",
+        ]
+        .into_iter()
+        .map(Cell::new),
     );
     table.set_header(header);
     for r in rows {
@@ -159,7 +182,10 @@ pub(crate) fn render(rows: &[CellRow], space: &DescriptorSpace, width: u16) -> S
         };
         cells.extend([
             Cell::new(r.status.as_str()),
-            Cell::new(opt(r.gflops, 1, "")).set_alignment(CellAlignment::Right),
+            Cell::new(opt(if memory_bound { r.gbs } else { r.gflops }, 1, ""))
+                .set_alignment(CellAlignment::Right),
+            Cell::new(opt(r.roofline_fraction.map(|f| f * 100.0), 0, "%"))
+                .set_alignment(CellAlignment::Right),
             Cell::new(opt(r.speedup_vs_seed, 1, "x")).set_alignment(CellAlignment::Right),
             Cell::new(opt(r.median_ms, 3, "")).set_alignment(CellAlignment::Right),
             Cell::new(r.params.to_string()),
@@ -168,7 +194,7 @@ pub(crate) fn render(rows: &[CellRow], space: &DescriptorSpace, width: u16) -> S
         table.add_row(cells);
     }
     // Level names, status and figures never wrap; parameters and origin take what is left.
-    for i in 0..ndim + 5 {
+    for i in 0..ndim + 6 {
         if let Some(column) = table.column_mut(i) {
             column.set_constraint(ColumnConstraint::ContentWidth);
         }

@@ -342,6 +342,44 @@ fn the_table_lists_every_filled_cell_fastest_first() {
 }
 
 #[test]
+fn memory_bound_tasks_report_gb_s_and_the_roofline_fraction() {
+    let mut elites = gemm_like();
+    for e in elites.iter_mut() {
+        if let Some(t) = e.evaluation.timing {
+            e.evaluation.gbs = Some(1e-3 / t.median_s);
+            e.evaluation.roofline_fraction = Some(0.42);
+            e.evaluation.memory_bound = Some(true);
+        }
+    }
+    let space = DescriptorSpace::kernel_default();
+    let summary = summary_for(&elites, 100);
+    let report = Report::new(&space, &summary, &elites).table_width(200);
+    let table = report.table();
+    assert!(
+        table.contains("GB/s") && !table.contains("GFLOP/s"),
+        "{table}"
+    );
+    assert!(
+        table.contains("roofline") && table.contains("42%"),
+        "{table}"
+    );
+    assert!(report
+        .summary_text()
+        .contains("42% of the bandwidth roofline"));
+    let json = serde_json::to_value(report.json()).unwrap();
+    assert_eq!(json["roofline_fraction"], Value::from(0.42));
+    assert_eq!(json["memory_bound"], Value::Bool(true));
+    assert!(json["best_gbs"].as_f64().unwrap() > 0.0);
+    // A report.json of the previous format (without these fields) still reads.
+    let mut old = json.clone();
+    for k in ["roofline_fraction", "memory_bound", "best_gbs"] {
+        old.as_object_mut().unwrap().remove(k);
+    }
+    let back: ReportJson = serde_json::from_value(old).unwrap();
+    assert_eq!(back.roofline_fraction, None);
+}
+
+#[test]
 fn an_archive_without_a_correct_kernel_still_reports() {
     let elites = vec![
         elite(1, [0, 1, 0], None, Status::WrongValues, Language::OpenCl),

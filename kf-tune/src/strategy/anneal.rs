@@ -3,9 +3,9 @@
 use rand::seq::IndexedRandom;
 use rand::Rng;
 
+use super::base::{log_time, Strategy};
+use crate::ctx::Ctx;
 use crate::space::{Neighbourhood, Point};
-use crate::strategy::{log_time, Strategy};
-use crate::tuner::Ctx;
 
 /// Simulated annealing: from the current configuration, propose a random neighbour (adjacent
 /// values or any value of one parameter); accept it when better, or when worse with probability

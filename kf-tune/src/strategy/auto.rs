@@ -4,10 +4,11 @@ use std::collections::HashSet;
 
 use rand::seq::SliceRandom;
 
+use super::base::{initial_design, log_time, Strategy};
+use super::bayes::BayesOpt;
+use super::forest_search::ForestSearch;
+use crate::ctx::Ctx;
 use crate::space::{Neighbourhood, Point};
-use crate::strategy::bayes::initial_design;
-use crate::strategy::{log_time, BayesOpt, ForestSearch, Strategy};
-use crate::tuner::Ctx;
 
 /// The default strategy: two surrogate models of the space, chosen by how well each predicts
 /// the results, then an exhaustive best-first local search around the best configurations.

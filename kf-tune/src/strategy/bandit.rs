@@ -2,11 +2,14 @@
 
 use rand::Rng;
 
+use super::anneal::SimulatedAnnealing;
+use super::base::{log_time, Strategy};
+use super::basic::RandomSearch;
+use super::bayes::BayesOpt;
+use super::genetic::Genetic;
+use super::ils::GreedyIls;
+use crate::ctx::Ctx;
 use crate::space::Point;
-use crate::strategy::{
-    log_time, BayesOpt, Genetic, GreedyIls, RandomSearch, SimulatedAnnealing, Strategy,
-};
-use crate::tuner::Ctx;
 
 /// A multi-armed bandit over strategies: each proposal comes from one arm, chosen by UCB1 on the
 /// arm's rate of improving the best time (improvements weighted by how much they gained). Every

@@ -1,8 +1,8 @@
 //! Exhaustive and random search.
 
+use super::base::Strategy;
+use crate::ctx::Ctx;
 use crate::space::Point;
-use crate::strategy::Strategy;
-use crate::tuner::Ctx;
 
 /// Every configuration in the space's order (heaviest first under a prior), until the budget
 /// is spent.

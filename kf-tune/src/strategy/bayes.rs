@@ -4,11 +4,10 @@ use std::collections::HashMap;
 
 use rand::seq::IndexedRandom;
 
+use super::base::{alignment, initial_design, log_time, Strategy};
+use super::gp::{expected_improvement, fit, CandidateGp, Hyper};
+use crate::ctx::Ctx;
 use crate::space::{Point, Space};
-use crate::strategy::forest_search::alignment;
-use crate::strategy::gp::{expected_improvement, fit, CandidateGp, Hyper};
-use crate::strategy::{log_time, Strategy};
-use crate::tuner::Ctx;
 
 /// Spaces up to this size use every valid configuration as an acquisition candidate.
 const FULL_CANDIDATES: u128 = 40_000;
@@ -362,11 +361,6 @@ impl BayesOpt {
             model: None,
         }
     }
-}
-
-/// Default initial design size for a budget.
-pub(crate) fn initial_design(budget: usize) -> usize {
-    ((budget as f64).sqrt().ceil() as usize).clamp(3, 20)
 }
 
 impl BayesOpt {

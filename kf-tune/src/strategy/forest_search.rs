@@ -2,12 +2,11 @@
 
 use rand::Rng;
 
+use super::base::{alignment, initial_design, log_time, Strategy};
+use super::forest::{Forest, ForestParams};
+use super::gp::expected_improvement;
+use crate::ctx::Ctx;
 use crate::space::{Neighbourhood, Point, Space};
-use crate::strategy::bayes::initial_design;
-use crate::strategy::forest::{Forest, ForestParams};
-use crate::strategy::gp::expected_improvement;
-use crate::strategy::{log_time, Strategy};
-use crate::tuner::Ctx;
 
 /// Best configurations whose Hamming neighbourhoods are scored during the search.
 const LOCAL_CENTRES: usize = 10;
@@ -76,42 +75,6 @@ struct Features {
     sizes: Vec<usize>,
     /// (parameter, power-of-two factor of each of its values, capped at 15).
     alignment: Vec<(usize, Vec<u16>)>,
-}
-
-/// Alignment features of a space: for each integer parameter with at least three values whose
-/// power-of-two factors neither stay constant nor follow the value index, the factor (capped at
-/// 15) of each of its values. GPU kernels often care more about whether a size is a multiple of
-/// 32 or 64 than about its magnitude.
-pub(crate) fn alignment(space: &Space) -> Vec<(usize, Vec<u16>)> {
-    let mut out = Vec::new();
-    for (d, p) in space.params().iter().enumerate() {
-        let Some(values) = p
-            .values()
-            .iter()
-            .map(|v| v.as_i64())
-            .collect::<Option<Vec<i64>>>()
-        else {
-            continue;
-        };
-        if values.len() < 3 {
-            continue;
-        }
-        let twos: Vec<u16> = values
-            .iter()
-            .map(|v| {
-                if *v == 0 {
-                    0
-                } else {
-                    v.trailing_zeros().min(15) as u16
-                }
-            })
-            .collect();
-        if twos.windows(2).all(|w| w[0] < w[1]) || twos.iter().all(|t| *t == twos[0]) {
-            continue;
-        }
-        out.push((d, twos));
-    }
-    out
 }
 
 impl Features {

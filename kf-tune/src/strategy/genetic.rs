@@ -3,9 +3,9 @@
 use rand::seq::IndexedRandom;
 use rand::Rng;
 
+use super::base::{log_time, Strategy};
+use crate::ctx::Ctx;
 use crate::space::{Neighbourhood, Point};
-use crate::strategy::{log_time, Strategy};
-use crate::tuner::Ctx;
 
 /// A generational genetic algorithm: rank-weighted parent selection, uniform crossover,
 /// per-gene mutation (an adjacent value or any value), repair of invalid children by mutation or

@@ -3,9 +3,9 @@
 use rand::seq::SliceRandom;
 use rand::Rng;
 
+use super::base::Strategy;
+use crate::ctx::Ctx;
 use crate::space::{Neighbourhood, Point};
-use crate::strategy::Strategy;
-use crate::tuner::Ctx;
 
 /// Greedy iterated local search: first-improvement hill climbing over the Hamming neighbourhood
 /// (visited in random order); at a local optimum, perturb the best configuration found by

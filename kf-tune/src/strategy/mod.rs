@@ -20,6 +20,7 @@
 mod anneal;
 mod auto;
 mod bandit;
+mod base;
 mod basic;
 mod bayes;
 mod forest;
@@ -27,60 +28,20 @@ mod forest_search;
 mod genetic;
 mod gp;
 mod ils;
+pub(crate) mod name;
 
 pub use anneal::SimulatedAnnealing;
 pub use auto::Auto;
 pub use bandit::Bandit;
+pub use base::Strategy;
 pub use basic::{Exhaustive, RandomSearch};
 pub use bayes::BayesOpt;
 pub use forest_search::ForestSearch;
 pub use genetic::Genetic;
 pub use ils::GreedyIls;
+pub use name::{StrategyName, UnknownStrategyName, STRATEGY_NAMES};
 
 use crate::error::{Result, TuneError};
-use crate::space::Point;
-use crate::tuner::Ctx;
-
-/// A tuning strategy (ask/tell).
-///
-/// ```
-/// use kf_tune::strategy::Strategy;
-/// use kf_tune::{Ctx, Point};
-///
-/// /// Proposes random configurations forever.
-/// struct Dice;
-/// impl Strategy for Dice {
-///     fn name(&self) -> &str { "dice" }
-///     fn ask(&mut self, ctx: &mut Ctx<'_>) -> Option<Point> { ctx.random_unseen() }
-///     fn tell(&mut self, _ctx: &mut Ctx<'_>, _point: &Point, _time: Option<f64>) {}
-/// }
-/// ```
-pub trait Strategy: Send {
-    /// The strategy's name.
-    fn name(&self) -> &str;
-
-    /// The next configuration to try; `None` ends the run. Proposing a configuration already
-    /// seen is allowed (it is answered by [`Strategy::tell`] at no cost).
-    fn ask(&mut self, ctx: &mut Ctx<'_>) -> Option<Point>;
-
-    /// The outcome of a configuration: its time, or `None` when it failed. Called for every
-    /// configuration the tuner evaluates or answers, including ones this strategy did not
-    /// propose (a substitute the tuner chose, or one another strategy of a bandit proposed).
-    fn tell(&mut self, ctx: &mut Ctx<'_>, point: &Point, time: Option<f64>);
-}
-
-/// Names accepted by [`by_name`].
-pub const STRATEGY_NAMES: &[&str] = &[
-    "default",
-    "exhaustive",
-    "random",
-    "simulated_annealing",
-    "genetic_algorithm",
-    "greedy_ils",
-    "bayes_opt",
-    "forest",
-    "bandit",
-];
 
 /// A strategy by name (see [`STRATEGY_NAMES`]; a few aliases are accepted: `auto`, `sa`, `ga`,
 /// `ils`, `bo`, `brute_force`). `bandit:NAME,NAME,…` (or `+`-separated) is a bandit over the named
@@ -94,25 +55,34 @@ pub fn by_name(name: &str) -> Result<Box<dyn Strategy>> {
             .map(|s| by_name(s.trim()))
             .collect::<Result<Vec<_>>>()?;
         if arms.is_empty() {
-            return Err(TuneError::UnknownStrategy(name.to_owned()));
+            return Err(TuneError::UnknownStrategy(UnknownStrategyName {
+                name: name.to_owned(),
+            }));
         }
         return Ok(Box::new(Bandit::new(arms)));
     }
-    Ok(match lower.as_str() {
-        "default" | "auto" => Box::new(Auto::new()),
-        "exhaustive" | "brute_force" => Box::new(Exhaustive::new()),
-        "random" | "random_sample" => Box::new(RandomSearch::new()),
-        "simulated_annealing" | "sa" => Box::new(SimulatedAnnealing::new()),
-        "genetic_algorithm" | "ga" => Box::new(Genetic::new()),
-        "greedy_ils" | "ils" => Box::new(GreedyIls::new()),
-        "bayes_opt" | "bo" => Box::new(BayesOpt::new()),
-        "forest" | "rf" | "smac" => Box::new(ForestSearch::new()),
-        "bandit" => Box::new(Bandit::standard()),
-        _ => return Err(TuneError::UnknownStrategy(name.to_owned())),
-    })
+    Ok(name.parse::<StrategyName>()?.build())
 }
 
-/// Log of a time, the scale strategies compare on (times are positive and skewed).
-pub(crate) fn log_time(t: f64) -> f64 {
-    t.max(1e-300).ln()
+impl StrategyName {
+    /// A new strategy of this kind, with its default settings.
+    ///
+    /// ```
+    /// use kf_tune::strategy::StrategyName;
+    ///
+    /// assert_eq!(StrategyName::GreedyIls.build().name(), "greedy_ils");
+    /// ```
+    pub fn build(self) -> Box<dyn Strategy> {
+        match self {
+            StrategyName::Default => Box::new(Auto::new()),
+            StrategyName::Exhaustive => Box::new(Exhaustive::new()),
+            StrategyName::Random => Box::new(RandomSearch::new()),
+            StrategyName::SimulatedAnnealing => Box::new(SimulatedAnnealing::new()),
+            StrategyName::GeneticAlgorithm => Box::new(Genetic::new()),
+            StrategyName::GreedyIls => Box::new(GreedyIls::new()),
+            StrategyName::BayesOpt => Box::new(BayesOpt::new()),
+            StrategyName::Forest => Box::new(ForestSearch::new()),
+            StrategyName::Bandit => Box::new(Bandit::standard()),
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! `kf`: the KernelFoundry command line.
 
 mod bench_cmd;
+mod devices_cmd;
 mod eval_cmd;
 mod report_cmd;
 mod run_cmd;
@@ -40,8 +41,9 @@ enum Command {
     Task(task_cmd::TaskArgs),
     /// Evaluate distributed searches' jobs on this machine's device.
     Worker(worker_cmd::WorkerArgs),
-    /// List the devices of every backend, with the queue name `kf worker` gives each.
-    Devices,
+    /// List the devices of every backend, with the queue name `kf worker` gives each;
+    /// `--characterise` measures their peak GFLOP/s and GB/s.
+    Devices(devices_cmd::DevicesArgs),
     /// Look after run directories (`kf run repair DIR`).
     Run(run_cmd::RunArgs),
     /// Benchmarks: `kf bench kernelbench` searches the shipped KernelBench tasks.
@@ -62,7 +64,8 @@ fn main() -> ExitCode {
         Command::Search(args) => search_cmd::run(args),
         Command::Task(args) => task_cmd::run(args),
         Command::Worker(args) => worker_cmd::run(args),
-        Command::Devices => devices(),
+        Command::Devices(args) if args.characterise => devices_cmd::run(args),
+        Command::Devices(_) => devices(),
         Command::Run(args) => run_cmd::run(args),
         Command::Bench(args) => bench_cmd::run(args),
         Command::Report(args) => report_cmd::run(args),

@@ -1,0 +1,38 @@
+//! Backend plumbing shared by `kf-backend-opencl`, `kf-backend-cuda` and `kf-backend-sycl`:
+//! everything a backend does that does not depend on its runtime.
+//!
+//! Data flow of a backend's `build()`:
+//!
+//! 1. its `runtime::prepare` finds the runtime's `.runtime/<x>.json` with
+//!    [`runtime::discover_config`], reads it ([`runtime::read_config`]), preloads libraries
+//!    ([`runtime::preload`]) and describes what it did ([`runtime::describe`]);
+//! 2. its `list_devices` lists devices implementing [`SelectableDevice`], and the builder's
+//!    [`DeviceSelector`] (one type for all backends, re-exported by each) picks one;
+//! 3. the device facts get peak estimates ([`peaks::estimate_peaks`]; the roofline
+//!    anti-cheat check relies on them) or the embedder's ([`BackendOptions::apply_peaks`]);
+//! 4. compiled kernels go to an [`ArtifactCache`] in the directory [`CacheChoice`] names
+//!    ([`cache::default_cache_dir`] by default), keyed by a [`KeyHasher`];
+//! 5. launches check geometry and arguments with [`launch`]'s helpers, and `flush_caches`
+//!    overwrites a scratch buffer of [`launch::flush_size`] bytes through a [`Flusher`].
+//!
+//! ```
+//! use kf_backend_common::{BackendOptions, DeviceSelector};
+//! let options = BackendOptions {
+//!     selector: DeviceSelector::parse("gpu"),
+//!     ..BackendOptions::default()
+//! };
+//! assert_eq!(options.flush_bytes(1 << 20, u64::MAX), 64 << 20);
+//! ```
+
+pub mod cache;
+mod flush;
+pub mod launch;
+mod options;
+pub mod peaks;
+pub mod runtime;
+mod selector;
+
+pub use cache::{ArtifactCache, CacheChoice, CacheWriteError, KeyHasher};
+pub use flush::Flusher;
+pub use options::BackendOptions;
+pub use selector::{kind_name, DeviceSelector, NoMatch, SelectableDevice};

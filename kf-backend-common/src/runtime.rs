@@ -1,0 +1,190 @@
+//! Finding a runtime's configuration (`.runtime/<name>.json`, written by `scripts/setup.sh`)
+//! and preparing the process for it: the pieces every backend's `runtime` module shares.
+//!
+//! Each backend keeps its own `prepare` (which variables it reads, what its JSON holds, what it
+//! sets); this module gives them the discovery walk, the JSON reading, environment updates
+//! that never override the caller, library preloading, and the one-line description.
+
+use std::env;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+
+/// Walks up from the current directory, the executable's directory and `source_dir` (the
+/// calling crate's `CARGO_MANIFEST_DIR`, so that `cargo test` and `cargo run` in the checkout
+/// find what `scripts/setup.sh` installed), looking for `.runtime/<file_name>`.
+///
+/// ```
+/// let found = kf_backend_common::runtime::discover_config("no-such-runtime.json", env!("CARGO_MANIFEST_DIR"));
+/// assert!(found.is_none());
+/// ```
+pub fn discover_config(file_name: &str, source_dir: &str) -> Option<PathBuf> {
+    let mut starts: Vec<PathBuf> = Vec::new();
+    if let Ok(dir) = env::current_dir() {
+        starts.push(dir);
+    }
+    if let Some(dir) = env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+    {
+        starts.push(dir);
+    }
+    starts.push(PathBuf::from(source_dir));
+    starts.iter().find_map(|start| {
+        start
+            .ancestors()
+            .map(|dir| dir.join(".runtime").join(file_name))
+            .find(|candidate| candidate.is_file())
+    })
+}
+
+/// `dir/<file_name>`, else `dir/.runtime/<file_name>`, when either is a file (a directory
+/// named by a backend's variable).
+pub fn config_in_dir(dir: &Path, file_name: &str) -> Option<PathBuf> {
+    [dir.join(file_name), dir.join(".runtime").join(file_name)]
+        .into_iter()
+        .find(|p| p.is_file())
+}
+
+/// Reads and parses a runtime JSON file; the error names the file.
+pub fn read_config<T: DeserializeOwned>(path: &Path) -> Result<T, String> {
+    let text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Reads a runtime JSON file as [`read_config`] does; when it cannot, notes why and which
+/// setup command writes it again (`scripts/setup.sh --cuda`), and returns `None`.
+pub fn read_or_note<T: DeserializeOwned>(
+    path: &Path,
+    setup_command: &str,
+    notes: &mut Vec<String>,
+) -> Option<T> {
+    match read_config(path) {
+        Ok(config) => Some(config),
+        Err(e) => {
+            notes.push(format!(
+                "unreadable runtime config {e}; run {setup_command} again"
+            ));
+            None
+        }
+    }
+}
+
+/// Sets `name` to `value` unless it is already set, recording what was set in `set_vars`.
+///
+/// Setting variables while another thread reads the environment is a data race in glibc:
+/// backends call this once per process, before their runtime is loaded, and document that
+/// their `prepare` belongs early in `main`.
+pub fn set_var_if_unset(name: &str, value: &str, set_vars: &mut Vec<(String, String)>) {
+    if env::var_os(name).is_none() {
+        env::set_var(name, value);
+        set_vars.push((name.to_owned(), value.to_owned()));
+    }
+}
+
+/// Whether the caller already chose OpenCL drivers (`OCL_ICD_VENDORS` or `OCL_ICD_FILENAMES`).
+pub fn icd_vars_set() -> bool {
+    env::var_os("OCL_ICD_VENDORS").is_some() || env::var_os("OCL_ICD_FILENAMES").is_some()
+}
+
+/// How a preloaded library's symbols are bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Binding {
+    /// `RTLD_LAZY | RTLD_LOCAL`: only for later `dlopen`s whose `DT_NEEDED` names its soname.
+    Local,
+    /// `RTLD_NOW | RTLD_GLOBAL`: a later `dlopen` by soname resolves to it too.
+    Global,
+}
+
+/// Loads a shared library for the rest of the process (it is never unloaded), so that
+/// libraries loaded later find it.
+pub fn preload(path: &Path, binding: Binding) -> Result<(), String> {
+    use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_LAZY, RTLD_LOCAL, RTLD_NOW};
+    let flags = match binding {
+        Binding::Local => RTLD_LAZY | RTLD_LOCAL,
+        Binding::Global => RTLD_NOW | RTLD_GLOBAL,
+    };
+    // SAFETY: loading a runtime's support library runs only its ELF initialisers, which have
+    // no preconditions.
+    let lib = unsafe { Library::open(Some(path), flags) }.map_err(|e| e.to_string())?;
+    // Keep it loaded for the life of the process: the runtime, loaded later, links to it.
+    std::mem::forget(lib);
+    Ok(())
+}
+
+/// Preloads every library of `libraries` in order, noting the ones that fail.
+pub fn preload_all(libraries: &[PathBuf], binding: Binding, notes: &mut Vec<String>) {
+    for lib in libraries {
+        if let Err(e) = preload(lib, binding) {
+            notes.push(format!("could not preload {}: {e}", lib.display()));
+        }
+    }
+}
+
+/// `head` followed by `; note` for each note: the one line a `RuntimeInfo::describe` gives.
+///
+/// ```
+/// let line = kf_backend_common::runtime::describe("runtime config x.json", &["stale".to_owned()]);
+/// assert_eq!(line, "runtime config x.json; stale");
+/// ```
+pub fn describe(head: impl Into<String>, notes: &[String]) -> String {
+    let mut s = head.into();
+    for note in notes {
+        s.push_str("; ");
+        s.push_str(note);
+    }
+    s
+}
+
+/// The folder holding a runtime config (the `.runtime` folder), whose `cache/<backend>` is
+/// the default compile cache.
+pub fn runtime_dir_of(config: &Path) -> Option<PathBuf> {
+    config.parent().map(Path::to_path_buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_a_config_walking_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = dir.path().join(".runtime");
+        fs::create_dir_all(&runtime).unwrap();
+        fs::write(runtime.join("x.json"), "{}").unwrap();
+        let deep = dir.path().join("a/b");
+        fs::create_dir_all(&deep).unwrap();
+        assert_eq!(
+            discover_config("x.json", deep.to_str().unwrap()),
+            Some(runtime.join("x.json"))
+        );
+        assert_eq!(
+            config_in_dir(dir.path(), "x.json"),
+            Some(runtime.join("x.json"))
+        );
+        let v: serde_json::Value = read_config(&runtime.join("x.json")).unwrap();
+        assert!(v.is_object());
+        assert!(read_config::<serde_json::Value>(&dir.path().join("none")).is_err());
+        let mut notes = Vec::new();
+        let none: Option<serde_json::Value> =
+            read_or_note(&dir.path().join("none"), "scripts/setup.sh --x", &mut notes);
+        assert!(none.is_none());
+        assert!(
+            notes[0].ends_with("; run scripts/setup.sh --x again"),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
+    fn preloading_a_missing_library_fails() {
+        assert!(preload(Path::new("/nonexistent/libx.so"), Binding::Local).is_err());
+        let mut notes = Vec::new();
+        preload_all(
+            &[PathBuf::from("/nonexistent/liby.so")],
+            Binding::Global,
+            &mut notes,
+        );
+        assert_eq!(notes.len(), 1);
+    }
+}

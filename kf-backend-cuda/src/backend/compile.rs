@@ -1,0 +1,318 @@
+//! Compilation: NVRTC options and definitions, the compile cache, loading modules.
+
+use super::*;
+
+impl CudaBackend {
+    /// The NVRTC options for `options` at `arch`: the architecture, `--ptxas-options=-v` (for
+    /// real architectures, so that resource usage is reported), the runtime's include
+    /// directories, then the flags verbatim. Fails on a flag with a NUL byte.
+    pub fn nvrtc_options(
+        &self,
+        arch: &Arch,
+        options: &CompileOptions,
+    ) -> Result<Vec<String>, String> {
+        let mut out = vec![format!("--gpu-architecture={arch}")];
+        if !arch.is_virtual {
+            out.push("--ptxas-options=-v".into());
+        }
+        for dir in &self.runtime.include_dirs {
+            out.push(format!("--include-path={}", dir.display()));
+        }
+        for flag in &options.flags {
+            if flag.contains('\0') {
+                return Err(format!("compiler flag {flag:?} contains a NUL byte"));
+            }
+            out.push(flag.clone());
+        }
+        Ok(out)
+    }
+
+    /// The text NVRTC compiles: one `#define NAME value` per parameter, then
+    /// `#line 1 "<file>"` so that diagnostics keep the kernel's own line numbers, then the
+    /// source. Definitions go into the text rather than `-D` options because NVRTC applies
+    /// `-D` to its implicitly included builtin header too, where a parameter named `T` or `N`
+    /// breaks its templates; in the text they behave exactly as `nvcc -D` does for the kernel.
+    /// Fails on a parameter name that is not a C identifier, or a value that is empty or holds
+    /// a line break or NUL byte.
+    pub fn with_definitions(
+        file: &str,
+        text: &str,
+        params: &ParamValues,
+    ) -> Result<String, String> {
+        let mut out = String::with_capacity(text.len() + 32 * params.len() + 32);
+        for (name, value) in params.iter() {
+            let ident = !name.is_empty()
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !ident {
+                return Err(format!("parameter name {name:?} is not a C identifier"));
+            }
+            let value = value.to_string();
+            if value.trim().is_empty() || value.contains(['\n', '\r', '\0']) {
+                return Err(format!(
+                    "parameter {name} has value {value:?}; definitions cannot be empty or hold \
+                     line breaks or NUL bytes"
+                ));
+            }
+            out.push_str(&format!("#define {name} {value}\n"));
+        }
+        out.push_str(&format!("#line 1 \"{file}\"\n"));
+        out.push_str(text);
+        Ok(out)
+    }
+}
+
+impl CudaBackend {
+    pub(super) fn compile_inner(
+        &self,
+        source: &KernelSource,
+        params: &ParamValues,
+        options: &CompileOptions,
+    ) -> Result<Compiled<CudaKernel>, CudaError> {
+        let entry = source.entry.as_str();
+        if source.language != Language::Cuda {
+            return Err(CudaError::compile(
+                entry,
+                format!(
+                    "the CUDA backend compiles CUDA C++, not {}",
+                    source.language
+                ),
+                "",
+            ));
+        }
+        let ident =
+            !entry.is_empty() && entry.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ident {
+            return Err(CudaError::compile(
+                entry,
+                format!("entry point {entry:?} is not a C identifier"),
+                "",
+            ));
+        }
+        let arch = match &options.arch {
+            Some(text) => text
+                .parse::<Arch>()
+                .map_err(|reason| CudaError::compile(entry, reason, ""))?,
+            None => self.arch.clone(),
+        };
+        check_arch(self.nvrtc, &arch).map_err(|reason| CudaError::compile(entry, reason, ""))?;
+        let file = format!("{entry}.cu");
+        let text = Self::with_definitions(&file, &source.text, params)
+            .map_err(|reason| CudaError::compile(entry, reason, ""))?;
+        let nvrtc_options = self
+            .nvrtc_options(&arch, options)
+            .map_err(|reason| CudaError::compile(entry, reason, ""))?;
+        let key = BinaryCache::key(&text, &nvrtc_options, &self.nvrtc.version());
+        let started = Instant::now();
+        let mut facts = CompilerFacts::default();
+        let cached = self.cache.as_ref().and_then(|c| c.get(&key));
+        let build = match cached {
+            Some(build) => {
+                facts.cache_hit = true;
+                facts.compile_seconds = Some(0.0);
+                build
+            }
+            None => {
+                let out = nvrtc::compile(&text, &file, entry, &nvrtc_options)?;
+                facts.compile_seconds = Some(out.seconds);
+                let build = CachedBuild {
+                    log: out.log,
+                    ptx: out.ptx,
+                    cubin: out.cubin.unwrap_or_default(),
+                };
+                if let Some(cache) = &self.cache {
+                    if let Err(e) = cache.put(&key, &build) {
+                        facts.extra.insert("cache_error".into(), e.to_string());
+                    }
+                }
+                build
+            }
+        };
+        let entries = parse_ptx_entries(&build.ptx);
+        let Some(found) = resolve_entry(&entries, entry) else {
+            let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+            let reason = format!(
+                "no kernel named `{entry}`; the program defines {} (declare the kernel \
+                 `extern \"C\" __global__ void {entry}(…)`)",
+                if names.is_empty() {
+                    "no __global__ function".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            );
+            let log = if build.log.is_empty() {
+                reason.clone()
+            } else {
+                format!("{reason}\n{}", build.log)
+            };
+            return Err(CudaError::compile(entry, reason, log));
+        };
+        let symbol = found.name.clone();
+        let params_bytes = found.param_bytes.clone();
+        let resources = parse_ptxas_log(&build.log)
+            .into_iter()
+            .find(|r| r.name == symbol);
+        if let Some(r) = &resources {
+            facts.registers = r.registers;
+            facts.local_mem_bytes = Some(r.shared_bytes);
+            facts.private_mem_bytes = Some(r.stack_frame_bytes + r.local_bytes);
+            facts.spill_bytes = Some(r.spill_store_bytes);
+            let mut extra = vec![
+                ("spill_load_bytes", r.spill_load_bytes.to_string()),
+                ("stack_frame_bytes", r.stack_frame_bytes.to_string()),
+            ];
+            if let Some(b) = r.barriers {
+                extra.push(("barriers", b.to_string()));
+            }
+            if let Some(c) = r.constant_bytes {
+                extra.push(("constant_bytes", c.to_string()));
+            }
+            for (k, v) in extra {
+                facts.extra.insert(k.into(), v);
+            }
+        }
+        facts.extra.insert("arch".into(), arch.to_string());
+        facts
+            .extra
+            .insert("nvrtc_version".into(), self.nvrtc.version());
+        facts.extra.insert(
+            "image".into(),
+            if build.cubin.is_empty() {
+                "ptx".into()
+            } else {
+                "cubin".into()
+            },
+        );
+        if symbol != entry {
+            facts.extra.insert("lowered_name".into(), symbol.clone());
+        }
+        facts.extra.insert("cache_key".into(), key);
+        facts
+            .extra
+            .insert("nvrtc_options".into(), nvrtc_options.join(" "));
+        if !params.is_empty() {
+            facts
+                .extra
+                .insert("definitions".into(), params.definitions().join(" "));
+        }
+
+        let loaded = match &self.gpu {
+            Some(gpu) => {
+                let loaded = self.load(gpu, &build, entry, &symbol, &arch)?;
+                facts.max_work_group_size = Some(loaded.max_threads);
+                if facts.registers.is_none() {
+                    facts.registers = Some(loaded.registers);
+                }
+                if facts.local_mem_bytes.is_none() {
+                    facts.local_mem_bytes = Some(loaded.static_shared);
+                }
+                if facts.private_mem_bytes.is_none() {
+                    facts.private_mem_bytes = Some(loaded.local_bytes);
+                }
+                facts.extra.insert(
+                    "load_seconds".into(),
+                    format!("{:.6}", started.elapsed().as_secs_f64()),
+                );
+                Some(loaded)
+            }
+            None => None,
+        };
+        Ok(Compiled {
+            kernel: CudaKernel {
+                entry: entry.to_owned(),
+                symbol,
+                params: params_bytes,
+                arch,
+                summary: summary(&facts),
+                loaded,
+                dynamic_shared: AtomicU64::new(DEFAULT_DYNAMIC_SHARED),
+            },
+            log: build.log,
+            facts,
+        })
+    }
+
+    /// Loads the cubin (or PTX) into the device's context and finds the function.
+    pub(super) fn load(
+        &self,
+        gpu: &Gpu,
+        build: &CachedBuild,
+        entry: &str,
+        symbol: &str,
+        arch: &Arch,
+    ) -> Result<Loaded, CudaError> {
+        Self::bind(gpu)?;
+        let image: Vec<u8> = if build.cubin.is_empty() {
+            let mut ptx = build.ptx.clone().into_bytes();
+            ptx.push(0);
+            ptx
+        } else {
+            build.cubin.clone()
+        };
+        // SAFETY: a cubin or a NUL-terminated PTX text produced by NVRTC, alive for the call.
+        let module = unsafe { result::module::load_data(image.as_ptr().cast::<c_void>()) }
+            .map_err(|e| {
+                use cudarc::driver::sys::cudaError_enum as E;
+                match e.0 {
+                    E::CUDA_ERROR_NO_BINARY_FOR_GPU | E::CUDA_ERROR_INVALID_IMAGE => {
+                        CudaError::compile(
+                            entry,
+                            format!(
+                                "the driver cannot load code compiled for {arch} on {} ({}): \
+                                 {:?}",
+                                gpu.info.name, gpu.info.arch, e.0
+                            ),
+                            build.log.clone(),
+                        )
+                    }
+                    _ => CudaError::driver("cuModuleLoadData", e, format!("`{entry}`")),
+                }
+            })?;
+        // Owned from here on, so that an error below unloads the module.
+        let mut loaded = Loaded {
+            module,
+            function: std::ptr::null_mut(),
+            ctx: gpu.ctx.clone(),
+            max_threads: 0,
+            registers: 0,
+            static_shared: 0,
+            local_bytes: 0,
+        };
+        let name = CString::new(symbol)
+            .map_err(|_| CudaError::compile(entry, "entry name has a NUL byte", ""))?;
+        // SAFETY: a module loaded above and not unloaded (it is owned by `loaded`).
+        let function = unsafe { result::module::get_function(module, name) }.map_err(|e| {
+            CudaError::compile(
+                entry,
+                format!("the module has no function `{symbol}`: {:?}", e.0),
+                build.log.clone(),
+            )
+        })?;
+        let attr = |a: FA| -> u64 {
+            // SAFETY: a function of a live module.
+            unsafe { result::function::get_function_attribute(function, a) }
+                .map(|v| u64::try_from(v).unwrap_or(0))
+                .unwrap_or(0)
+        };
+        loaded.function = function;
+        loaded.max_threads = attr(FA::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+        loaded.registers = u32::try_from(attr(FA::CU_FUNC_ATTRIBUTE_NUM_REGS)).unwrap_or(0);
+        loaded.static_shared = attr(FA::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
+        loaded.local_bytes = attr(FA::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
+        Ok(loaded)
+    }
+}
+
+/// `40 registers, 8448 bytes shared memory, 0 bytes spilled`.
+pub(super) fn summary(facts: &CompilerFacts) -> String {
+    let or_unknown = |v: Option<u64>, unit: &str| match v {
+        Some(v) => format!("{v} {unit}"),
+        None => format!("unknown {unit}"),
+    };
+    format!(
+        "{}, {}, {}",
+        or_unknown(facts.registers.map(u64::from), "registers"),
+        or_unknown(facts.local_mem_bytes, "bytes shared memory"),
+        or_unknown(facts.spill_bytes, "bytes spilled"),
+    )
+}

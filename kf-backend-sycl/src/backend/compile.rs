@@ -1,0 +1,330 @@
+//! Compilation: builds on a big stack, the in-memory and on-disk bundle caches, kernel
+//! facts, and compile errors.
+
+use super::*;
+
+/// Kernel facts from the shim (`kfs_program_info`).
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct KernelInfo {
+    num_args: Option<u32>,
+    work_group_size: Option<u64>,
+    private_mem_size: Option<u64>,
+    preferred_work_group_size_multiple: Option<u64>,
+    max_sub_group_size: Option<u32>,
+    compile_sub_group_size: Option<u32>,
+}
+
+impl SyclBackend {
+    pub(super) fn programs(&self) -> MutexGuard<'_, HashMap<String, Arc<KernelInner>>> {
+        self.programs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn remember(&self, key: &str, kernel: &Arc<KernelInner>) {
+        let mut programs = self.programs();
+        if programs.len() >= MAX_PROGRAMS_IN_MEMORY {
+            programs.clear();
+        }
+        programs.insert(key.to_owned(), Arc::clone(kernel));
+    }
+
+    pub(super) fn kernel_info(&self, program: &ffi::Program) -> KernelInfo {
+        self.queue
+            .program_info(program)
+            .ok()
+            .and_then(|json| serde_json::from_str(&json).ok())
+            .unwrap_or_default()
+    }
+
+    /// Builds (no cache involved): extern "C" kernels plainly (serialisable), others and
+    /// kernels not found that way through `registered_names`.
+    pub(super) fn build_program(
+        &self,
+        source: &PreparedSource,
+        options: &[String],
+        entry: &str,
+    ) -> Result<(ffi::Built, bool), SyclError> {
+        let extern_c = mentions_extern_c(&source.text);
+        let mut registered = !extern_c;
+        let mut result = self.build_on_big_stack(source, options, entry, registered)?;
+        if extern_c {
+            if let Err(f) = &result {
+                if f.code == KFS_COMPILE && f.message.starts_with("no kernel named") {
+                    // Not an extern "C" kernel after all: look it up by its C++ name. (When it
+                    // does not exist, the compiler then says so with a diagnostic.)
+                    registered = true;
+                    result = self.build_on_big_stack(source, options, entry, true)?;
+                }
+            }
+        }
+        match result {
+            Ok(built) => Ok((built, registered)),
+            Err(f) if f.code == KFS_COMPILE => Err(compile_failure(entry, f)),
+            Err(f) => Err(f.into_error("building SYCL source")),
+        }
+    }
+
+    /// Runs one build on a thread of its own with [`BUILD_STACK_BYTES`] of stack: the runtime
+    /// compiles on the calling thread (clang, deep recursion over `sycl.hpp`), which overflows
+    /// the 2 MiB stacks of Rust's spawned threads (test threads, thread pools).
+    pub(super) fn build_on_big_stack(
+        &self,
+        source: &PreparedSource,
+        options: &[String],
+        entry: &str,
+        register_name: bool,
+    ) -> Result<Result<ffi::Built, Failure>, SyclError> {
+        let spawn_error = |e: std::io::Error| SyclError::Runtime {
+            operation: "starting the SYCL build thread",
+            message: e.to_string(),
+        };
+        std::thread::scope(|scope| {
+            let handle = std::thread::Builder::new()
+                .name("kf-sycl-build".into())
+                .stack_size(BUILD_STACK_BYTES)
+                .spawn_scoped(scope, || {
+                    let include = source
+                        .params_header
+                        .as_deref()
+                        .map(|header| (PARAMS_HEADER, header));
+                    self.queue
+                        .build(&source.text, include, options, entry, register_name)
+                })
+                .map_err(spawn_error)?;
+            handle.join().map_err(|_| SyclError::Runtime {
+                operation: "building SYCL source",
+                message: "the build thread panicked".into(),
+            })
+        })
+    }
+}
+
+/// A compile error from a failed build: the runtime's message is clang's diagnostics.
+pub(super) fn compile_failure(entry: &str, failure: Failure) -> SyclError {
+    let log = failure.message;
+    let missing_entry = log.contains(&format!("undeclared identifier '{entry}'"))
+        && log.contains(&format!("{{\"{entry}\","));
+    let reason = if log.starts_with("no kernel named") {
+        log.lines().next().unwrap_or("").to_owned()
+    } else if missing_entry {
+        format!(
+            "no kernel named `{entry}`: the source declares no such free function (kernels are \
+             found by name: declare the entry point extern \"C\" or give its C++ name)"
+        )
+    } else {
+        let first_error = log
+            .lines()
+            .find(|l| l.contains("error:"))
+            .map(|l| l.trim().to_owned());
+        match first_error {
+            Some(line) => format!("device compilation failed: {line}"),
+            None => log
+                .lines()
+                .next()
+                .unwrap_or("build failed")
+                .trim()
+                .to_owned(),
+        }
+    };
+    SyclError::Compile {
+        entry: entry.to_owned(),
+        log: if log.trim().is_empty() {
+            reason.clone()
+        } else {
+            log
+        },
+        reason,
+    }
+}
+
+pub(super) fn compile_error(entry: &str, reason: impl Into<String>) -> SyclError {
+    let reason = reason.into();
+    SyclError::Compile {
+        entry: entry.to_owned(),
+        log: reason.clone(),
+        reason,
+    }
+}
+
+impl SyclBackend {
+    pub(super) fn compile_kernel(
+        &self,
+        source: &KernelSource,
+        params: &ParamValues,
+        options: &CompileOptions,
+    ) -> Result<Compiled<SyclKernel>, SyclError> {
+        let entry = source.entry.as_str();
+        if source.language != Language::Sycl {
+            return Err(compile_error(
+                entry,
+                format!(
+                    "the SYCL backend compiles SYCL free-function kernels, not {}",
+                    source.language
+                ),
+            ));
+        }
+        if !is_entry_name(entry) {
+            return Err(compile_error(
+                entry,
+                format!("entry point {entry:?} is not a (namespace-qualified) C identifier"),
+            ));
+        }
+        if source.text.contains('\0') {
+            return Err(compile_error(entry, "the source contains a NUL byte"));
+        }
+        if let Some(why) = known_crasher(&source.text) {
+            return Err(compile_error(entry, why));
+        }
+        let prepared = Self::prepare_source(&source.text, params)
+            .map_err(|reason| compile_error(entry, reason))?;
+        let build_options =
+            Self::build_options(options).map_err(|reason| compile_error(entry, reason))?;
+        let keyed_text = match &prepared.params_header {
+            Some(header) => format!("{header}\0{}", prepared.text),
+            None => prepared.text.clone(),
+        };
+        let key = BundleCache::key(&keyed_text, &build_options, entry, &self.facts);
+        let hit = |inner: &Arc<KernelInner>, how: &str, started: Instant| {
+            let mut facts = inner.facts.clone();
+            facts.cache_hit = true;
+            facts.compile_seconds = Some(0.0);
+            facts.extra.insert("cache".into(), how.to_owned());
+            facts.extra.insert(
+                "load_seconds".into(),
+                format!("{:.6}", started.elapsed().as_secs_f64()),
+            );
+            Compiled {
+                kernel: SyclKernel {
+                    inner: Arc::clone(inner),
+                },
+                log: inner.log.clone(),
+                facts,
+            }
+        };
+        let started = Instant::now();
+        if let Some(inner) = self.programs().get(&key).cloned() {
+            return Ok(hit(&inner, "memory", started));
+        }
+        let mut base_facts = CompilerFacts::default();
+        base_facts.extra.insert("cache_key".into(), key.clone());
+        base_facts
+            .extra
+            .insert("build_options".into(), build_options.join(" "));
+        if !params.is_empty() {
+            base_facts.extra.insert(
+                "definitions".into(),
+                format!(
+                    "#define lines in the virtual header {PARAMS_HEADER}, after <sycl/sycl.hpp> \
+                     (see SyclBackend::prepare_source)"
+                ),
+            );
+        }
+
+        if let Some(cache) = &self.cache {
+            if let Some((bundle, meta)) = cache.get(&key) {
+                match self.queue.load(&bundle, entry) {
+                    Ok(program) => {
+                        let info = self.kernel_info(&program);
+                        let mut facts = base_facts.clone();
+                        fill_facts(&mut facts, &info);
+                        if let Some(s) = meta.build_seconds {
+                            facts
+                                .extra
+                                .insert("original_build_seconds".into(), format!("{s:.3}"));
+                        }
+                        let inner = Arc::new(KernelInner {
+                            program,
+                            entry: entry.to_owned(),
+                            num_args: meta.num_args.or(info.num_args),
+                            max_work_group_size: info.work_group_size,
+                            log: meta.log,
+                            facts,
+                        });
+                        self.remember(&key, &inner);
+                        return Ok(hit(&inner, "disk", started));
+                    }
+                    Err(_) => cache.remove(&key),
+                }
+            }
+        }
+
+        let (built, registered) = self.build_program(&prepared, &build_options, entry)?;
+        let build_seconds = started.elapsed().as_secs_f64();
+        let info = self.kernel_info(&built.program);
+        let mut facts = base_facts;
+        fill_facts(&mut facts, &info);
+        facts.compile_seconds = Some(build_seconds);
+        facts.extra.insert(
+            "entry_lookup".into(),
+            if registered {
+                "registered C++ name"
+            } else {
+                "extern \"C\" name"
+            }
+            .into(),
+        );
+        if let Some(cache) = &self.cache {
+            if registered {
+                facts.extra.insert(
+                    "cache_note".into(),
+                    "the kernel is not extern \"C\": this SYCL runtime cannot serialise bundles \
+                     built with registered names, so it is cached in memory only"
+                        .into(),
+                );
+            } else {
+                let meta = EntryMeta {
+                    num_args: info.num_args,
+                    log: built.log.clone(),
+                    build_seconds: Some(build_seconds),
+                };
+                let stored = built
+                    .program
+                    .content()
+                    .map_err(|f| f.message)
+                    .and_then(|bundle| cache.put(&key, &bundle, &meta).map_err(|e| e.to_string()));
+                if let Err(e) = stored {
+                    facts.extra.insert("cache_error".into(), e);
+                }
+            }
+        }
+        let inner = Arc::new(KernelInner {
+            program: built.program,
+            entry: entry.to_owned(),
+            num_args: info.num_args,
+            max_work_group_size: info.work_group_size,
+            log: built.log,
+            facts: facts.clone(),
+        });
+        self.remember(&key, &inner);
+        Ok(Compiled {
+            log: inner.log.clone(),
+            kernel: SyclKernel { inner },
+            facts,
+        })
+    }
+}
+
+pub(super) fn fill_facts(facts: &mut CompilerFacts, info: &KernelInfo) {
+    facts.private_mem_bytes = info.private_mem_size;
+    facts.max_work_group_size = info.work_group_size;
+    let mut extra = |k: &str, v: Option<String>| {
+        if let Some(v) = v {
+            facts.extra.insert(k.to_owned(), v);
+        }
+    };
+    extra(
+        "preferred_work_group_size_multiple",
+        info.preferred_work_group_size_multiple
+            .map(|v| v.to_string()),
+    );
+    extra(
+        "max_sub_group_size",
+        info.max_sub_group_size.map(|v| v.to_string()),
+    );
+    extra(
+        "compile_sub_group_size",
+        info.compile_sub_group_size
+            .filter(|v| *v > 0)
+            .map(|v| v.to_string()),
+    );
+    extra("runtime_num_args", info.num_args.map(|v| v.to_string()));
+}

@@ -1,0 +1,749 @@
+//! Device characterisation: the measured roofline of a device.
+//!
+//! Two micro-kernels run through the same [`Backend`] trait as every candidate (so this works
+//! for every backend, in the backend's own language: OpenCL C, CUDA or SYCL):
+//!
+//! * an FMA-bound kernel: eight independent chains of fused multiply-adds per work-item (enough
+//!   to cover the FMA latency on two pipes), whose result is written when it equals a value
+//!   passed at run time that it never reaches, so the compiler cannot delete the work;
+//! * a STREAM copy (`a[i] = b[i]`) and triad (`a[i] = b[i] + s * c[i]`) over buffers far
+//!   larger than any cache (64 MiB each where the device has the memory), counted as 2 and 3
+//!   moved floats per element.
+//!
+//! Launch sizes are calibrated (doubled until a launch takes 20 ms), and the best of
+//! [`CharacteriseOptions::repetitions`] launches (10) counts: on a shared machine the
+//! quiet moments are what measure the hardware. The figures are cached per backend,
+//! device name and driver version in `devices.json`, a sibling of the compile caches
+//! (`<.runtime>/cache/devices.json` in a checkout set up by `scripts/setup.sh`, else
+//! `$XDG_CACHE_HOME/kernelfoundry/devices.json`), written atomically (a temporary file renamed
+//! over it). `KF_DEVICE_CACHE` names another file.
+//!
+//! Where no characterisation is cached, [`Peaks::for_device`] falls back to the backend's
+//! estimated peaks ([`DeviceFacts::peak_gflops`], [`DeviceFacts::peak_bandwidth_gbs`]).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use kf_core::{
+    Backend, CompileOptions, DeviceFacts, KernelArg, KernelSource, Language, NdRange, ParamValues,
+    Work,
+};
+use serde::{Deserialize, Serialize};
+
+/// The variable that names the characterisation cache file instead of the default.
+pub const CACHE_ENV: &str = "KF_DEVICE_CACHE";
+
+/// The cache file's name, beside the compile caches.
+pub const CACHE_FILE: &str = "devices.json";
+
+/// Why a device could not be characterised.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CharacteriseError {
+    /// The backend compiles none of the languages the micro-kernels are written in.
+    #[error("backend `{backend}` compiles none of OpenCL C, CUDA or SYCL")]
+    Unsupported {
+        /// The backend.
+        backend: String,
+    },
+    /// A micro-kernel did not compile.
+    #[error("the {kernel} micro-kernel did not compile: {message}")]
+    Compile {
+        /// Which micro-kernel.
+        kernel: &'static str,
+        /// The backend's error.
+        message: String,
+    },
+    /// The backend failed (allocation, copy, launch).
+    #[error("{what}: {message}")]
+    Backend {
+        /// What was being done.
+        what: String,
+        /// The backend's error.
+        message: String,
+    },
+    /// The device reported timings that cannot be used (zero, negative or not finite).
+    #[error("the device reported no usable timing for the {kernel} micro-kernel")]
+    NoTiming {
+        /// Which micro-kernel.
+        kernel: &'static str,
+    },
+    /// The cache file could not be read or written.
+    #[error("device cache {path}: {message}")]
+    Cache {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// Options of a characterisation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CharacteriseOptions {
+    /// Timed launches of each micro-kernel; the fastest counts.
+    pub repetitions: u32,
+    /// Floats per buffer of the bandwidth kernels (the largest the device allows below this).
+    pub stream_elements: usize,
+    /// Shortest launch, seconds, that calibration aims for.
+    pub min_launch_seconds: f64,
+}
+
+impl Default for CharacteriseOptions {
+    fn default() -> Self {
+        CharacteriseOptions {
+            repetitions: 10,
+            stream_elements: 1 << 24,
+            min_launch_seconds: 0.02,
+        }
+    }
+}
+
+/// The measured figures of one device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Characterisation {
+    /// Backend name (`opencl`, `sycl`, `cuda`).
+    pub backend: String,
+    /// Device name, as the driver reports it.
+    pub device: String,
+    /// Driver version.
+    pub driver_version: String,
+    /// Peak fp32 throughput measured with the FMA kernel, GFLOP/s.
+    pub peak_gflops: f64,
+    /// Sustained bandwidth: the better of copy and triad, GB/s.
+    pub bandwidth_gbs: f64,
+    /// The copy kernel's bandwidth, GB/s.
+    pub copy_gbs: f64,
+    /// The triad kernel's bandwidth, GB/s.
+    pub triad_gbs: f64,
+    /// Floats per buffer of the bandwidth kernels.
+    pub stream_elements: usize,
+    /// Timed launches per kernel.
+    pub repetitions: u32,
+    /// When it was measured, seconds since the Unix epoch.
+    pub measured_unix: u64,
+    /// The host's one-minute load average per CPU when it was measured (Linux), which tells
+    /// how much of a CPU device the micro-kernels could have had.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_per_cpu: Option<f64>,
+}
+
+impl Characterisation {
+    /// The ridge point: the arithmetic intensity (flop/byte) above which a kernel is
+    /// compute-bound on this device.
+    pub fn ridge_flop_per_byte(&self) -> f64 {
+        if self.bandwidth_gbs > 0.0 {
+            self.peak_gflops / self.bandwidth_gbs
+        } else {
+            f64::INFINITY
+        }
+    }
+}
+
+/// The key of a device in the cache: backend, device name and driver version.
+pub fn cache_key(backend: &str, facts: &DeviceFacts) -> String {
+    format!("{backend}|{}|{}", facts.name, facts.driver_version)
+}
+
+/// The cache file: `KF_DEVICE_CACHE`, else `devices.json` beside the compile caches.
+pub fn cache_path() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(CACHE_ENV).filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    if let Some(r) = crate::taskfile::python::runtime_dir() {
+        return Some(r.join("cache").join(CACHE_FILE));
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("kernelfoundry").join(CACHE_FILE))
+}
+
+/// The cache file's contents: characterisations by [`cache_key`].
+type CacheFile = BTreeMap<String, Characterisation>;
+
+fn read_cache(path: &Path) -> CacheFile {
+    std::fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+/// The cached characterisation of `facts`' device on `backend` in the file at `path`.
+pub fn cached_in(path: &Path, backend: &str, facts: &DeviceFacts) -> Option<Characterisation> {
+    read_cache(path).remove(&cache_key(backend, facts))
+}
+
+/// The cached characterisation of `facts`' device on `backend` in the default cache file.
+pub fn cached(backend: &str, facts: &DeviceFacts) -> Option<Characterisation> {
+    cached_in(&cache_path()?, backend, facts)
+}
+
+/// Stores `c` in the cache file at `path`, atomically: the whole file is written to a
+/// temporary file in the same folder and renamed over the old one, so readers see either the
+/// old file or the new one.
+pub fn store_in(path: &Path, c: &Characterisation) -> Result<(), CharacteriseError> {
+    let err = |message: String| CharacteriseError::Cache {
+        path: path.to_path_buf(),
+        message,
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
+    }
+    let mut all = read_cache(path);
+    all.insert(
+        format!("{}|{}|{}", c.backend, c.device, c.driver_version),
+        c.clone(),
+    );
+    let text = serde_json::to_vec_pretty(&all).map_err(|e| err(e.to_string()))?;
+    let tmp = path.with_extension(format!("json.tmp{}", std::process::id()));
+    std::fs::write(&tmp, text).map_err(|e| err(e.to_string()))?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        err(e.to_string())
+    })
+}
+
+/// The cached characterisation of `backend`'s device, or a fresh measurement (stored in the
+/// cache when there is one) when none is cached or `refresh` is set. The flag says whether the
+/// figures came from the cache.
+pub fn characterise<B: Backend>(
+    backend: &B,
+    options: &CharacteriseOptions,
+    refresh: bool,
+) -> Result<(Characterisation, bool), CharacteriseError> {
+    let path = cache_path();
+    if !refresh {
+        if let Some(c) = path
+            .as_deref()
+            .and_then(|p| cached_in(p, backend.name(), backend.device()))
+        {
+            return Ok((c, true));
+        }
+    }
+    let c = measure(backend, options)?;
+    if let Some(p) = &path {
+        store_in(p, &c)?;
+    }
+    Ok((c, false))
+}
+
+/// The micro-kernels in one language.
+struct MicroKernels {
+    language: Language,
+    fma: &'static str,
+    copy: &'static str,
+    triad: &'static str,
+}
+
+const OPENCL: MicroKernels = MicroKernels {
+    language: Language::OpenCl,
+    fma: r#"
+__kernel void kf_fma(__global float* out, const int iters, const float a, const float b,
+                     const float never) {
+    float x0 = (float)get_global_id(0) * 1e-9f;
+    float x1 = x0 + 0.1f, x2 = x0 + 0.2f, x3 = x0 + 0.3f;
+    float x4 = x0 + 0.4f, x5 = x0 + 0.5f, x6 = x0 + 0.6f, x7 = x0 + 0.7f;
+    for (int i = 0; i < iters; ++i) {
+        x0 = fma(x0, a, b); x1 = fma(x1, a, b); x2 = fma(x2, a, b); x3 = fma(x3, a, b);
+        x4 = fma(x4, a, b); x5 = fma(x5, a, b); x6 = fma(x6, a, b); x7 = fma(x7, a, b);
+        x0 = fma(x0, a, b); x1 = fma(x1, a, b); x2 = fma(x2, a, b); x3 = fma(x3, a, b);
+        x4 = fma(x4, a, b); x5 = fma(x5, a, b); x6 = fma(x6, a, b); x7 = fma(x7, a, b);
+    }
+    float s = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7));
+    if (s == never) { out[0] = s; }
+}
+"#,
+    copy: r#"
+__kernel void kf_copy(__global float* restrict a, __global const float* restrict b, const int n) {
+    int i = get_global_id(0);
+    if (i < n) { a[i] = b[i]; }
+}
+"#,
+    triad: r#"
+__kernel void kf_triad(__global float* restrict a, __global const float* restrict b,
+                       __global const float* restrict c, const float s, const int n) {
+    int i = get_global_id(0);
+    if (i < n) { a[i] = b[i] + s * c[i]; }
+}
+"#,
+};
+
+const CUDA: MicroKernels = MicroKernels {
+    language: Language::Cuda,
+    fma: r#"
+extern "C" __global__ void kf_fma(float* out, const int iters, const float a, const float b,
+                                  const float never) {
+    float x0 = (float)(blockIdx.x * blockDim.x + threadIdx.x) * 1e-9f;
+    float x1 = x0 + 0.1f, x2 = x0 + 0.2f, x3 = x0 + 0.3f;
+    float x4 = x0 + 0.4f, x5 = x0 + 0.5f, x6 = x0 + 0.6f, x7 = x0 + 0.7f;
+    for (int i = 0; i < iters; ++i) {
+        x0 = fmaf(x0, a, b); x1 = fmaf(x1, a, b); x2 = fmaf(x2, a, b); x3 = fmaf(x3, a, b);
+        x4 = fmaf(x4, a, b); x5 = fmaf(x5, a, b); x6 = fmaf(x6, a, b); x7 = fmaf(x7, a, b);
+        x0 = fmaf(x0, a, b); x1 = fmaf(x1, a, b); x2 = fmaf(x2, a, b); x3 = fmaf(x3, a, b);
+        x4 = fmaf(x4, a, b); x5 = fmaf(x5, a, b); x6 = fmaf(x6, a, b); x7 = fmaf(x7, a, b);
+    }
+    float s = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7));
+    if (s == never) { out[0] = s; }
+}
+"#,
+    copy: r#"
+extern "C" __global__ void kf_copy(float* __restrict__ a, const float* __restrict__ b, const int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { a[i] = b[i]; }
+}
+"#,
+    triad: r#"
+extern "C" __global__ void kf_triad(float* __restrict__ a, const float* __restrict__ b,
+                                    const float* __restrict__ c, const float s, const int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { a[i] = b[i] + s * c[i]; }
+}
+"#,
+};
+
+const SYCL: MicroKernels = MicroKernels {
+    language: Language::Sycl,
+    fma: r#"
+#include <sycl/sycl.hpp>
+extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((sycl::ext::oneapi::experimental::nd_range_kernel<1>))
+void kf_fma(float* out, const int iters, const float a, const float b, const float never) {
+    float x0 = (float)sycl::ext::oneapi::this_work_item::get_nd_item<1>().get_global_id(0) * 1e-9f;
+    float x1 = x0 + 0.1f, x2 = x0 + 0.2f, x3 = x0 + 0.3f;
+    float x4 = x0 + 0.4f, x5 = x0 + 0.5f, x6 = x0 + 0.6f, x7 = x0 + 0.7f;
+    for (int i = 0; i < iters; ++i) {
+        x0 = sycl::fma(x0, a, b); x1 = sycl::fma(x1, a, b); x2 = sycl::fma(x2, a, b); x3 = sycl::fma(x3, a, b);
+        x4 = sycl::fma(x4, a, b); x5 = sycl::fma(x5, a, b); x6 = sycl::fma(x6, a, b); x7 = sycl::fma(x7, a, b);
+        x0 = sycl::fma(x0, a, b); x1 = sycl::fma(x1, a, b); x2 = sycl::fma(x2, a, b); x3 = sycl::fma(x3, a, b);
+        x4 = sycl::fma(x4, a, b); x5 = sycl::fma(x5, a, b); x6 = sycl::fma(x6, a, b); x7 = sycl::fma(x7, a, b);
+    }
+    float s = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7));
+    if (s == never) { out[0] = s; }
+}
+"#,
+    copy: r#"
+#include <sycl/sycl.hpp>
+extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((sycl::ext::oneapi::experimental::nd_range_kernel<1>))
+void kf_copy(float* a, const float* b, const int n) {
+    int i = sycl::ext::oneapi::this_work_item::get_nd_item<1>().get_global_id(0);
+    if (i < n) { a[i] = b[i]; }
+}
+"#,
+    triad: r#"
+#include <sycl/sycl.hpp>
+extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((sycl::ext::oneapi::experimental::nd_range_kernel<1>))
+void kf_triad(float* a, const float* b, const float* c, const float s, const int n) {
+    int i = sycl::ext::oneapi::this_work_item::get_nd_item<1>().get_global_id(0);
+    if (i < n) { a[i] = b[i] + s * c[i]; }
+}
+"#,
+};
+
+/// FMAs per chain and loop iteration times chains times 2 flop.
+const FLOP_PER_ITER: f64 = 2.0 * 8.0 * 2.0;
+
+/// Work-group size of every micro-kernel launch.
+const LOCAL: usize = 64;
+
+fn backend_err(what: impl Into<String>, e: impl std::fmt::Display) -> CharacteriseError {
+    CharacteriseError::Backend {
+        what: what.into(),
+        message: e.to_string(),
+    }
+}
+
+/// Measures `backend`'s device: peak fp32 GFLOP/s and sustained GB/s (nothing is cached).
+pub fn measure<B: Backend>(
+    backend: &B,
+    options: &CharacteriseOptions,
+) -> Result<Characterisation, CharacteriseError> {
+    let kernels = [OPENCL, CUDA, SYCL]
+        .into_iter()
+        .find(|k| backend.languages().contains(&k.language))
+        .ok_or_else(|| CharacteriseError::Unsupported {
+            backend: backend.name().to_owned(),
+        })?;
+    let facts = backend.device();
+    let reps = options.repetitions.max(1);
+    let compile = |name: &'static str, entry: &str, text: &'static str| {
+        let source = KernelSource::new(kernels.language, entry, text);
+        backend
+            .compile(&source, &ParamValues::new(), &CompileOptions::default())
+            .map(|c| c.kernel)
+            .map_err(|e| CharacteriseError::Compile {
+                kernel: name,
+                message: e.to_string(),
+            })
+    };
+    let best_of = |kernel: &'static str,
+                   launch: &mut dyn FnMut() -> Result<f64, CharacteriseError>|
+     -> Result<f64, CharacteriseError> {
+        launch()?; // warm-up
+        let mut best = f64::INFINITY;
+        for _ in 0..reps {
+            let t = launch()?;
+            if t.is_finite() && t > 0.0 {
+                best = best.min(t);
+            }
+        }
+        if best.is_finite() {
+            Ok(best)
+        } else {
+            Err(CharacteriseError::NoTiming { kernel })
+        }
+    };
+
+    // Compute: calibrate the number of work-items until a launch takes long enough.
+    let fma = compile("FMA", "kf_fma", kernels.fma)?;
+    let out = backend
+        .alloc(backend.buffer_alignment().max(64))
+        .map_err(|e| backend_err("allocating the FMA output", e))?;
+    let iters: i32 = 1024;
+    let mut global = LOCAL * 64 * facts.compute_units.max(1) as usize;
+    let launch_fma = |global: usize| -> Result<f64, CharacteriseError> {
+        let args = [
+            KernelArg::Buffer {
+                buffer: &out,
+                offset: 0,
+            },
+            KernelArg::I32(iters),
+            KernelArg::F32(0.999_999),
+            KernelArg::F32(1e-6),
+            KernelArg::F32(-1.0),
+        ];
+        backend
+            .launch(&fma, &args, &NdRange::new([global], [LOCAL]))
+            .map(|t| t.device_seconds)
+            .map_err(|e| backend_err("launching the FMA micro-kernel", e))
+    };
+    while launch_fma(global)? < options.min_launch_seconds && global < (1 << 28) {
+        global *= 2;
+    }
+    let fma_s = best_of("FMA", &mut || launch_fma(global))?;
+    let peak_gflops = global as f64 * f64::from(iters) * FLOP_PER_ITER / fma_s / 1e9;
+
+    // Bandwidth: copy and triad over buffers much larger than any cache.
+    let limit = (facts.global_mem_bytes / 16).max(1 << 22) as usize / 4;
+    let n = options.stream_elements.min(limit).max(LOCAL) / LOCAL * LOCAL;
+    let n_i32 = i32::try_from(n).map_err(|e| backend_err("stream size", e))?;
+    let bytes = n * 4;
+    let mut bufs = Vec::new();
+    for (i, fill) in [0.0f32, 1.0, 2.0].into_iter().enumerate() {
+        let mut b = backend
+            .alloc(bytes)
+            .map_err(|e| backend_err(format!("allocating stream buffer {i} ({bytes} bytes)"), e))?;
+        let data: Vec<u8> = std::iter::repeat_n(fill.to_ne_bytes(), n)
+            .flatten()
+            .collect();
+        backend
+            .write(&mut b, &data)
+            .map_err(|e| backend_err("writing a stream buffer", e))?;
+        bufs.push(b);
+    }
+    let range = NdRange::new([n], [LOCAL]);
+    let copy = compile("copy", "kf_copy", kernels.copy)?;
+    let copy_s = best_of("copy", &mut || {
+        let args = [
+            KernelArg::Buffer {
+                buffer: &bufs[0],
+                offset: 0,
+            },
+            KernelArg::Buffer {
+                buffer: &bufs[1],
+                offset: 0,
+            },
+            KernelArg::I32(n_i32),
+        ];
+        backend
+            .launch(&copy, &args, &range)
+            .map(|t| t.device_seconds)
+            .map_err(|e| backend_err("launching the copy micro-kernel", e))
+    })?;
+    let triad = compile("triad", "kf_triad", kernels.triad)?;
+    let triad_s = best_of("triad", &mut || {
+        let args = [
+            KernelArg::Buffer {
+                buffer: &bufs[0],
+                offset: 0,
+            },
+            KernelArg::Buffer {
+                buffer: &bufs[1],
+                offset: 0,
+            },
+            KernelArg::Buffer {
+                buffer: &bufs[2],
+                offset: 0,
+            },
+            KernelArg::F32(3.0),
+            KernelArg::I32(n_i32),
+        ];
+        backend
+            .launch(&triad, &args, &range)
+            .map(|t| t.device_seconds)
+            .map_err(|e| backend_err("launching the triad micro-kernel", e))
+    })?;
+    let copy_gbs = 2.0 * bytes as f64 / copy_s / 1e9;
+    let triad_gbs = 3.0 * bytes as f64 / triad_s / 1e9;
+    Ok(Characterisation {
+        backend: backend.name().to_owned(),
+        device: facts.name.clone(),
+        driver_version: facts.driver_version.clone(),
+        peak_gflops,
+        bandwidth_gbs: copy_gbs.max(triad_gbs),
+        copy_gbs,
+        triad_gbs,
+        stream_elements: n,
+        repetitions: reps,
+        measured_unix: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        load_per_cpu: load_per_cpu(),
+    })
+}
+
+/// The one-minute load average over the CPU count, from `/proc/loadavg` (Linux only).
+pub fn load_per_cpu() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let load: f64 = text.split_whitespace().next()?.parse().ok()?;
+    let cpus = std::thread::available_parallelism().ok()?.get() as f64;
+    Some(load / cpus)
+}
+
+/// The safety margin of the evaluator's anti-cheat check over measured peaks: a timing is
+/// rejected when it beats the roofline of `margin × busy ×` the measured peaks, where `busy` is
+/// the host's load per CPU at measurement time (at least 1). The characterisation is a
+/// best-of-ten that may have run on a busier machine (or at a lower clock) than the
+/// evaluation, and a genuine kernel can keep the FMA pipes a little busier than eight chains
+/// do; 1.5× covers that, while the timing cheats the check exists for (work skipped, results
+/// cached across launches) come out 10× to 1000× too fast. The load allowance never takes the
+/// bound past the backend's estimated peak (an upper bound from the hardware's width and
+/// clock), unless the device was measured faster than that estimate; on the
+/// memory side the estimate (which counts cache bandwidth: a working set that fits in cache
+/// genuinely beats the measured DRAM bandwidth) is kept when there is one.
+pub const ANTI_CHEAT_MARGIN: f64 = 1.5;
+
+/// The peaks a roofline is computed against, and whether they were measured.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Peaks {
+    /// Peak fp32 throughput, GFLOP/s.
+    pub gflops: f64,
+    /// Sustained (measured) or peak (estimated) bandwidth, GB/s.
+    pub gbs: f64,
+    /// Whether these came from a characterisation (else from the backend's estimates).
+    pub measured: bool,
+    /// The compute peak the anti-cheat check allows, GFLOP/s (see [`ANTI_CHEAT_MARGIN`]).
+    pub check_gflops: f64,
+    /// The bandwidth the anti-cheat check allows, GB/s.
+    pub check_gbs: f64,
+}
+
+impl Peaks {
+    /// Peaks from a characterisation, with the anti-cheat bounds of [`ANTI_CHEAT_MARGIN`].
+    pub fn measured(c: &Characterisation, facts: &DeviceFacts) -> Self {
+        let busy = c.load_per_cpu.unwrap_or(0.0).max(1.0);
+        let margin = ANTI_CHEAT_MARGIN * busy;
+        // The estimate caps the load allowance, but never below the margin over what was
+        // measured: a device measured faster than its estimate proves the estimate wrong.
+        let cap = facts
+            .peak_gflops
+            .unwrap_or(f64::INFINITY)
+            .max(c.peak_gflops * ANTI_CHEAT_MARGIN);
+        let check_gflops = (c.peak_gflops * margin).min(cap);
+        let check_gbs = facts.peak_bandwidth_gbs.unwrap_or(c.bandwidth_gbs * margin);
+        Peaks {
+            gflops: c.peak_gflops,
+            gbs: c.bandwidth_gbs,
+            measured: true,
+            check_gflops,
+            check_gbs,
+        }
+    }
+
+    /// Peaks from the backend's estimates, when it has both.
+    pub fn estimated(facts: &DeviceFacts) -> Option<Self> {
+        let (gflops, gbs) = (facts.peak_gflops?, facts.peak_bandwidth_gbs?);
+        Some(Peaks {
+            gflops,
+            gbs,
+            measured: false,
+            check_gflops: gflops,
+            check_gbs: gbs,
+        })
+    }
+
+    /// The cached characterisation of the device, else the estimates.
+    pub fn for_device(backend: &str, facts: &DeviceFacts) -> Option<Self> {
+        cached(backend, facts)
+            .map(|c| Peaks::measured(&c, facts))
+            .or_else(|| Peaks::estimated(facts))
+    }
+
+    /// The shortest genuine time for `work`: its roofline at the anti-cheat bounds.
+    pub fn anti_cheat_seconds(&self, work: &Work) -> f64 {
+        work.roofline_seconds(self.check_gflops, self.check_gbs)
+    }
+}
+
+/// Where one timed run of a task stands against the roofline.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RooflinePoint {
+    /// Achieved rate over the attainable one, `min(peak, intensity × bandwidth)`.
+    pub fraction: f64,
+    /// Whether the task's intensity puts it under the ridge point (memory-bound: its rate is
+    /// GB/s), else compute-bound (GFLOP/s).
+    pub memory_bound: bool,
+    /// Achieved bandwidth, GB/s (minimum bytes over time).
+    pub gbs: f64,
+}
+
+/// The roofline point of `work` done in `seconds` on a device with `peaks`; `None` when the
+/// work or the time is unknown.
+pub fn roofline_point(work: &Work, seconds: f64, peaks: &Peaks) -> Option<RooflinePoint> {
+    if !(seconds > 0.0 && seconds.is_finite()) || work.bytes <= 0.0 && work.flops <= 0.0 {
+        return None;
+    }
+    let gbs = work.bytes / seconds / 1e9;
+    let gflops = work.flops / seconds / 1e9;
+    let memory_bound = work.flops <= 0.0
+        || work.flops / work.bytes.max(1e-300) < {
+            if peaks.gbs > 0.0 {
+                peaks.gflops / peaks.gbs
+            } else {
+                f64::INFINITY
+            }
+        };
+    let fraction = if memory_bound {
+        (peaks.gbs > 0.0).then(|| gbs / peaks.gbs)?
+    } else {
+        let attainable = peaks
+            .gflops
+            .min(work.flops / work.bytes.max(1e-300) * peaks.gbs);
+        (attainable > 0.0).then(|| gflops / attainable)?
+    };
+    Some(RooflinePoint {
+        fraction,
+        memory_bound,
+        gbs,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn characterisation() -> Characterisation {
+        Characterisation {
+            backend: "opencl".into(),
+            device: "dev".into(),
+            driver_version: "1.0".into(),
+            peak_gflops: 100.0,
+            bandwidth_gbs: 10.0,
+            copy_gbs: 9.0,
+            triad_gbs: 10.0,
+            stream_elements: 1024,
+            repetitions: 5,
+            measured_unix: 0,
+            load_per_cpu: None,
+        }
+    }
+
+    fn facts() -> DeviceFacts {
+        let mut f = DeviceFacts::unknown("dev");
+        f.driver_version = "1.0".into();
+        f.peak_gflops = Some(400.0);
+        f.peak_bandwidth_gbs = Some(50.0);
+        f
+    }
+
+    fn peaks() -> Peaks {
+        Peaks::measured(&characterisation(), &facts())
+    }
+
+    #[test]
+    fn compute_bound_point() {
+        // 2 GFLOP over 16 MB: intensity 125 > ridge 10, so compute-bound.
+        let w = Work {
+            flops: 2e9,
+            bytes: 16e6,
+        };
+        let p = roofline_point(&w, 0.04, &peaks()).unwrap();
+        assert!(!p.memory_bound);
+        assert!((p.fraction - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn memory_bound_point() {
+        // 1 flop/byte < ridge 10: memory-bound, 5 GB/s of 10.
+        let w = Work {
+            flops: 1e8,
+            bytes: 1e8,
+        };
+        let p = roofline_point(&w, 0.02, &peaks()).unwrap();
+        assert!(p.memory_bound);
+        assert!((p.gbs - 5.0).abs() < 1e-9);
+        assert!((p.fraction - 0.5).abs() < 1e-12);
+        assert!(roofline_point(&w, 0.0, &peaks()).is_none());
+    }
+
+    #[test]
+    fn anti_cheat_keeps_a_margin() {
+        let w = Work {
+            flops: 1.5e9,
+            bytes: 1.0,
+        };
+        // 1.5 GFLOP at 100 GFLOP/s × 1.5 is 10 ms: a 9 ms timing is rejected, 11 ms is not.
+        assert!((peaks().anti_cheat_seconds(&w) - 0.01).abs() < 1e-12);
+        // Measured on a machine loaded 2× per CPU: twice the room, never past the estimate.
+        let mut busy = characterisation();
+        busy.load_per_cpu = Some(2.0);
+        let p = Peaks::measured(&busy, &facts());
+        assert!((p.check_gflops - 300.0).abs() < 1e-9);
+        busy.load_per_cpu = Some(5.0);
+        assert_eq!(Peaks::measured(&busy, &facts()).check_gflops, 400.0);
+        // Measured above the estimate (a base clock taken for the top one): the margin holds.
+        busy.peak_gflops = 450.0;
+        assert!((Peaks::measured(&busy, &facts()).check_gflops - 675.0).abs() < 1e-9);
+        // The memory side keeps the estimate (cache bandwidth).
+        assert_eq!(p.check_gbs, 50.0);
+        let est = Peaks::estimated(&facts()).unwrap();
+        assert!((est.anti_cheat_seconds(&w) - 1.5e9 / 400e9).abs() < 1e-15);
+    }
+
+    #[test]
+    fn cache_round_trip_is_keyed_by_driver() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub").join(CACHE_FILE);
+        let mut facts = DeviceFacts::unknown("dev");
+        facts.driver_version = "1.0".into();
+        let c = characterisation();
+        store_in(&path, &c).unwrap();
+        assert_eq!(cached_in(&path, "opencl", &facts), Some(c));
+        assert_eq!(cached_in(&path, "sycl", &facts), None);
+        facts.driver_version = "2.0".into();
+        assert_eq!(cached_in(&path, "opencl", &facts), None);
+        // A corrupt file reads as empty and is replaced on the next store.
+        std::fs::write(&path, "{not json").unwrap();
+        assert_eq!(cached_in(&path, "opencl", &facts), None);
+    }
+
+    #[test]
+    fn evaluations_of_the_previous_format_still_load() {
+        // An evaluation line as run directories before the roofline fields held it.
+        let old = r#"{"status":"correct","params":{"TS":16},"timing":{"median_s":0.01,"min_s":0.009,
+            "max_s":0.012,"mean_s":0.01,"stddev_s":0.001,"trials":10},"speedup":2.0,
+            "gflops":200.0,"compiler":{"cache_hit":false}}"#;
+        let e: kf_core::Evaluation = serde_json::from_str(old).unwrap();
+        assert_eq!(e.gflops, Some(200.0));
+        assert_eq!(
+            (e.gbs, e.roofline_fraction, e.memory_bound),
+            (None, None, None)
+        );
+        assert_eq!(e.worker, None);
+        // And the new fields are left out when absent, so the format does not change for them.
+        let text = serde_json::to_string(&e).unwrap();
+        assert!(!text.contains("roofline") && !text.contains("worker"));
+    }
+}

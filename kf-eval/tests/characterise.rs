@@ -1,0 +1,118 @@
+//! Device characterisation on the real OpenCL device, and the roofline it gives every
+//! evaluation: the micro-kernels compile and time through the `Backend` trait, an honest
+//! softmax reports a memory-bound roofline fraction, and a timing faster than the measured
+//! roofline allows is still rejected. Skips only when the OpenCL runtime is not installed,
+//! unless `KF_REQUIRE_OPENCL=1`.
+
+use kf_core::{Backend, ParamValues, Status};
+use kf_eval::characterise::{self, Characterisation, CharacteriseOptions, Peaks};
+use kf_eval::tasks::{builtin_task, parse_sizes};
+use kf_eval::{kernels, EvalConfig, KernelEvaluator};
+
+fn quick() -> CharacteriseOptions {
+    CharacteriseOptions {
+        repetitions: 2,
+        stream_elements: 1 << 21,
+        min_launch_seconds: 0.005,
+    }
+}
+
+fn config() -> EvalConfig {
+    let mut config = EvalConfig::default();
+    config.timing.min_trials = 3;
+    config.timing.min_seconds = 0.01;
+    config
+}
+
+#[test]
+fn the_device_is_characterised_and_evaluations_report_their_roofline() {
+    let Some(backend) = kf_backend_opencl::testing::backend_or_skip() else {
+        return;
+    };
+    let c = characterise::measure(&backend, &quick()).unwrap();
+    eprintln!(
+        "{}: {:.1} GFLOP/s, {:.1} GB/s (copy {:.1}, triad {:.1}), load {:?} per CPU",
+        c.device, c.peak_gflops, c.bandwidth_gbs, c.copy_gbs, c.triad_gbs, c.load_per_cpu
+    );
+    assert!(c.peak_gflops.is_finite() && c.peak_gflops > 0.1);
+    assert!(c.bandwidth_gbs.is_finite() && c.bandwidth_gbs > 0.01);
+    assert_eq!(c.backend, "opencl");
+    assert_eq!(c.driver_version, backend.device().driver_version);
+    if let Some(estimate) = backend.device().peak_gflops {
+        assert!(
+            c.peak_gflops < estimate * 1.2,
+            "the measured peak {} is below the upper-bound estimate {estimate}",
+            c.peak_gflops
+        );
+    }
+
+    // Softmax at a small size: well under the ridge point, so memory-bound, in GB/s.
+    let sizes = parse_sizes("ROWS=256,COLS=256").unwrap();
+    let task = builtin_task("softmax", &sizes).unwrap();
+    let source = kernels::shipped("softmax_naive", kf_core::Language::OpenCl)
+        .unwrap()
+        .kernel_source()
+        .unwrap();
+    let facts = backend.device().clone();
+    let mut evaluator =
+        KernelEvaluator::new(backend, config()).with_peaks(Some(Peaks::measured(&c, &facts)));
+    let e = evaluator
+        .evaluate(task.as_ref(), &source, &ParamValues::new())
+        .unwrap();
+    assert_eq!(e.status, Status::Correct, "{}", e.diagnostics);
+    assert_eq!(e.memory_bound, Some(true));
+    let fraction = e.roofline_fraction.unwrap();
+    assert!(fraction > 0.0 && fraction.is_finite());
+    let gbs = e.gbs.unwrap();
+    assert!((fraction - gbs / c.bandwidth_gbs).abs() < 1e-9 * fraction.max(1.0));
+
+    // Peaks "measured" a million times too low: the same honest kernel now beats the measured
+    // roofline by far more than the margin and is rejected as impossible.
+    let mut slow = c.clone();
+    slow.peak_gflops = c.peak_gflops * 1e-6;
+    slow.load_per_cpu = None;
+    let mut facts_without_estimates = facts.clone();
+    facts_without_estimates.peak_gflops = None;
+    facts_without_estimates.peak_bandwidth_gbs = None;
+    slow.bandwidth_gbs = c.bandwidth_gbs * 1e-6;
+    let mut evaluator =
+        evaluator.with_peaks(Some(Peaks::measured(&slow, &facts_without_estimates)));
+    let e = evaluator
+        .evaluate(task.as_ref(), &source, &ParamValues::new())
+        .unwrap();
+    assert_eq!(e.status, Status::RuntimeError);
+    assert!(
+        e.diagnostics.contains("cannot be genuine"),
+        "{}",
+        e.diagnostics
+    );
+}
+
+#[test]
+fn the_cache_file_is_written_atomically_and_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(characterise::CACHE_FILE);
+    let c = Characterisation {
+        backend: "opencl".into(),
+        device: "d".into(),
+        driver_version: "7".into(),
+        peak_gflops: 1.0,
+        bandwidth_gbs: 1.0,
+        copy_gbs: 1.0,
+        triad_gbs: 1.0,
+        stream_elements: 64,
+        repetitions: 1,
+        measured_unix: 1,
+        load_per_cpu: Some(0.5),
+    };
+    characterise::store_in(&path, &c).unwrap();
+    // Only the file itself is left: the temporary one was renamed over it.
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, [std::ffi::OsString::from(characterise::CACHE_FILE)]);
+    let mut facts = kf_core::DeviceFacts::unknown("d");
+    facts.driver_version = "7".into();
+    assert_eq!(characterise::cached_in(&path, "opencl", &facts), Some(c));
+}

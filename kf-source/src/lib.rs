@@ -1,0 +1,41 @@
+//! The kernel-source toolkit: one implementation of what the classifier (`kf-classify`), the
+//! mutators (`kf-mutate`) and the SYCL backend read in kernel text.
+//!
+//! * [`strip_comments`] / [`strip_comments_and_strings`]: one lexer for comments and string
+//!   and character literals (line-preserving, robust to disabled text);
+//! * [`expr`]: `#if` / `#elif` expressions in three-valued logic (a value, or unknown), with
+//!   names valued by the caller's [`expr::Env`] (fixed values, parameters, lazy `#define`
+//!   bodies);
+//! * [`directive`] and [`logical_line`]: directive lines and backslash continuations, from
+//!   which each caller builds its own `#if` walk (the classifier blanks inactive lines, the
+//!   mutators resolve a template's switches);
+//! * [`uses_identifier`], [`replace_identifiers`], [`is_identifier`]: identifier scanning.
+//!
+//! A tiny crate with no dependency on the rest of the family, so that `kf-classify`,
+//! `kf-mutate` and the backends can all use it without a cycle.
+//!
+//! ```
+//! use kf_source::{directive, expr, strip_comments};
+//!
+//! struct Params;
+//! impl expr::Env for Params {
+//!     fn value(&self, name: &str) -> Option<i64> {
+//!         (name == "TS").then_some(16)
+//!     }
+//!     fn is_defined(&self, name: &str) -> Option<bool> {
+//!         Some(name == "TS")
+//!     }
+//! }
+//! let line = strip_comments("#if TS >= 16 // tiles");
+//! let (name, condition) = directive(&line).unwrap();
+//! assert_eq!((name, expr::eval(condition, &Params)), ("if", Ok(Some(1))));
+//! ```
+
+mod comments;
+mod directive;
+pub mod expr;
+mod ident;
+
+pub use comments::{strip_comments, strip_comments_and_strings};
+pub use directive::{directive, logical_line};
+pub use ident::{is_ident_char, is_identifier, replace_identifiers, uses_identifier};

@@ -1,0 +1,80 @@
+//! What every strategy builds on: the [`Strategy`] trait, and helpers several strategies
+//! share. Below the strategies and `strategy/mod.rs`, so that none of them depends on another
+//! through these.
+
+use crate::ctx::Ctx;
+use crate::space::{Point, Space};
+
+/// A tuning strategy (ask/tell).
+///
+/// ```
+/// use kf_tune::strategy::Strategy;
+/// use kf_tune::{Ctx, Point};
+///
+/// /// Proposes random configurations forever.
+/// struct Dice;
+/// impl Strategy for Dice {
+///     fn name(&self) -> &str { "dice" }
+///     fn ask(&mut self, ctx: &mut Ctx<'_>) -> Option<Point> { ctx.random_unseen() }
+///     fn tell(&mut self, _ctx: &mut Ctx<'_>, _point: &Point, _time: Option<f64>) {}
+/// }
+/// ```
+pub trait Strategy: Send {
+    /// The strategy's name.
+    fn name(&self) -> &str;
+
+    /// The next configuration to try; `None` ends the run. Proposing a configuration already
+    /// seen is allowed (it is answered by [`Strategy::tell`] at no cost).
+    fn ask(&mut self, ctx: &mut Ctx<'_>) -> Option<Point>;
+
+    /// The outcome of a configuration: its time, or `None` when it failed. Called for every
+    /// configuration the tuner evaluates or answers, including ones this strategy did not
+    /// propose (a substitute the tuner chose, or one another strategy of a bandit proposed).
+    fn tell(&mut self, ctx: &mut Ctx<'_>, point: &Point, time: Option<f64>);
+}
+
+/// Log of a time, the scale strategies compare on (times are positive and skewed).
+pub(crate) fn log_time(t: f64) -> f64 {
+    t.max(1e-300).ln()
+}
+
+/// Default initial design size for a budget.
+pub(crate) fn initial_design(budget: usize) -> usize {
+    ((budget as f64).sqrt().ceil() as usize).clamp(3, 20)
+}
+
+/// Alignment features of a space: for each integer parameter with at least three values whose
+/// power-of-two factors neither stay constant nor follow the value index, the factor (capped at
+/// 15) of each of its values. GPU kernels often care more about whether a size is a multiple of
+/// 32 or 64 than about its magnitude.
+pub(crate) fn alignment(space: &Space) -> Vec<(usize, Vec<u16>)> {
+    let mut out = Vec::new();
+    for (d, p) in space.params().iter().enumerate() {
+        let Some(values) = p
+            .values()
+            .iter()
+            .map(|v| v.as_i64())
+            .collect::<Option<Vec<i64>>>()
+        else {
+            continue;
+        };
+        if values.len() < 3 {
+            continue;
+        }
+        let twos: Vec<u16> = values
+            .iter()
+            .map(|v| {
+                if *v == 0 {
+                    0
+                } else {
+                    v.trailing_zeros().min(15) as u16
+                }
+            })
+            .collect();
+        if twos.windows(2).all(|w| w[0] < w[1]) || twos.iter().all(|t| *t == twos[0]) {
+            continue;
+        }
+        out.push((d, twos));
+    }
+    out
+}
