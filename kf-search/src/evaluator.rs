@@ -1,39 +1,40 @@
 //! The search's evaluator: tuned evaluation in local worker processes, or the same through
-//! distributed workers. One type, so that the engine and everything around it stay the same.
+//! distributed workers. One type ([`kf_core::Either`] of the two), so that the engine and
+//! everything around it stay the same.
 
-use kf_core::{async_trait, Candidate, Evaluation, Evaluator};
+use kf_core::Either;
 #[cfg(feature = "dist")]
 use kf_dist::{DistError, DistEvaluator};
 use kf_eval::{EvalError, IsolatedEvaluator};
 
 use super::TunedEvaluator;
 
-/// The distributed evaluator, or nothing in a build without the `dist` feature.
+/// The distributed side of [`SearchEvaluator`]: tuned evaluation on distributed workers
+/// (tuning stays here, one job per configuration).
+#[cfg(feature = "dist")]
+pub type RemoteEvaluator = TunedEvaluator<DistEvaluator>;
+
+/// The distributed side of [`SearchEvaluator`]: uninhabited in a build without the `dist`
+/// feature.
 #[cfg(not(feature = "dist"))]
-pub(crate) type DistEvaluator = std::convert::Infallible;
+pub type RemoteEvaluator = std::convert::Infallible;
 
-/// Where a search's evaluations run: the shipped evaluator, which
+/// Why the distributed side could not evaluate.
+#[cfg(feature = "dist")]
+pub type RemoteError = DistError;
+
+/// Why the distributed side could not evaluate: nothing, in a build without `dist`.
+#[cfg(not(feature = "dist"))]
+pub type RemoteError = std::convert::Infallible;
+
+/// Where a search's evaluations run: in worker processes of this machine (`Left`) or on
+/// distributed workers (`Right`). This is the shipped evaluator, which
 /// [`EvaluatorLayer`](crate::EvaluatorLayer)s wrap.
-pub enum SearchEvaluator {
-    /// In worker processes of this machine.
-    Local(TunedEvaluator<IsolatedEvaluator>),
-    /// On distributed workers; tuning stays here, one job per configuration.
-    #[cfg(feature = "dist")]
-    Distributed(TunedEvaluator<DistEvaluator>),
-}
+pub type SearchEvaluator = Either<TunedEvaluator<IsolatedEvaluator>, RemoteEvaluator>;
 
-/// Why an evaluation could not be done (a bad kernel is an `Ok` evaluation, not this).
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum SearchEvalError {
-    /// The local evaluator failed.
-    #[error(transparent)]
-    Local(#[from] EvalError),
-    /// The distributed evaluator failed.
-    #[cfg(feature = "dist")]
-    #[error(transparent)]
-    Distributed(#[from] DistError),
-}
+/// Why an evaluation could not be done (a bad kernel is an `Ok` evaluation, not this): the
+/// local evaluator's error (`Left`) or the distributed one's (`Right`).
+pub type SearchEvalError = Either<EvalError, RemoteError>;
 
 /// What remains to be shut down once the engine has consumed the evaluator.
 pub(crate) enum EvaluatorHandle {
@@ -42,15 +43,20 @@ pub(crate) enum EvaluatorHandle {
     Distributed(DistEvaluator),
 }
 
-impl SearchEvaluator {
-    pub(crate) fn handle(&self) -> EvaluatorHandle {
-        match self {
-            SearchEvaluator::Local(t) => EvaluatorHandle::Local(t.inner().clone()),
-            #[cfg(feature = "dist")]
-            SearchEvaluator::Distributed(t) => EvaluatorHandle::Distributed(t.inner().clone()),
-        }
+/// The part of `evaluator` that must be shut down after the run.
+pub(crate) fn handle(evaluator: &SearchEvaluator) -> EvaluatorHandle {
+    match evaluator {
+        Either::Left(local) => EvaluatorHandle::Local(local.inner().clone()),
+        #[cfg(feature = "dist")]
+        Either::Right(remote) => EvaluatorHandle::Distributed(remote.inner().clone()),
+        #[cfg(not(feature = "dist"))]
+        Either::Right(never) => match *never {},
     }
 }
+
+/// The distributed evaluator of a run, or nothing in a build without `dist`.
+#[cfg(not(feature = "dist"))]
+pub(crate) type DistEvaluator = std::convert::Infallible;
 
 impl EvaluatorHandle {
     /// Stops local evaluation processes; a distributed evaluator is returned for the caller to
@@ -65,34 +71,4 @@ impl EvaluatorHandle {
             EvaluatorHandle::Distributed(d) => Some(d),
         }
     }
-}
-
-#[async_trait]
-impl Evaluator for SearchEvaluator {
-    type Error = SearchEvalError;
-
-    async fn evaluate(&self, candidate: &Candidate) -> Result<Evaluation, SearchEvalError> {
-        match self {
-            SearchEvaluator::Local(e) => Ok(e.evaluate(candidate).await?),
-            #[cfg(feature = "dist")]
-            SearchEvaluator::Distributed(e) => Ok(e.evaluate(candidate).await?),
-        }
-    }
-
-    async fn evaluate_batch(
-        &self,
-        candidates: &[Candidate],
-    ) -> Vec<Result<Evaluation, SearchEvalError>> {
-        match self {
-            SearchEvaluator::Local(e) => into_results(e.evaluate_batch(candidates).await),
-            #[cfg(feature = "dist")]
-            SearchEvaluator::Distributed(e) => into_results(e.evaluate_batch(candidates).await),
-        }
-    }
-}
-
-fn into_results<E: Into<SearchEvalError>>(
-    results: Vec<Result<Evaluation, E>>,
-) -> Vec<Result<Evaluation, SearchEvalError>> {
-    results.into_iter().map(|r| r.map_err(Into::into)).collect()
 }

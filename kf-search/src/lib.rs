@@ -74,7 +74,7 @@ pub use builder::{EvaluatorLayer, NoLayer, Search, SearchBuilder};
 pub use cli::SearchArgs;
 #[cfg(all(feature = "cli", feature = "dist"))]
 pub use cli::{DistArgs, ServerArgs, DEFAULT_DATABASE_URL, DEFAULT_NATS_URL};
-pub use evaluator::{SearchEvalError, SearchEvaluator};
+pub use evaluator::{RemoteError, RemoteEvaluator, SearchEvalError, SearchEvaluator};
 pub use setup::{offline_search, template_seeds};
 pub use tuned::TunedEvaluator;
 
@@ -89,7 +89,7 @@ use std::time::Duration;
 
 use kf_archive::{EliteArchive, RunDir, RunDirOptions, RunMeta};
 use kf_core::{
-    Archive, BehaviorClassifier, BoxError, Budget, Candidate, Engine, EvaluationReport,
+    Archive, BehaviorClassifier, BoxError, Budget, Candidate, Either, Engine, EvaluationReport,
     KernelSource, Language, Mutator, Observe, ObserverMode, Origin, ParamValues, RunSummary,
     StopHandle,
 };
@@ -492,7 +492,7 @@ where
     }
     let trace = progress.trace();
     let baseline = BaselineWatch::default();
-    let evaluator_handle = evaluator.handle();
+    let evaluator_handle = evaluator::handle(&evaluator);
     let evaluator = layer.layer(evaluator);
     let mut engine = Engine::new(mutator, evaluator, classifier, archive)
         .task(task.describe())
@@ -607,7 +607,7 @@ fn local_or_distributed(
             sizes.clone(),
             device.clone(),
         );
-        return Ok((SearchEvaluator::Distributed(tuned), device));
+        return Ok((Either::Right(tuned), device));
     }
     let worker = match &config.worker {
         Some(w) => w.clone(),
@@ -631,7 +631,7 @@ fn local_or_distributed(
         sizes.clone(),
         device.clone(),
     );
-    Ok((SearchEvaluator::Local(tuned), device))
+    Ok((Either::Left(tuned), device))
 }
 
 /// Connects the distributed evaluator and finds the device the workers have: this machine's

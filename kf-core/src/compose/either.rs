@@ -188,3 +188,15 @@ impl<A: BehaviorClassifier, B: BehaviorClassifier> BehaviorClassifier for Either
         }
     }
 }
+
+/// The evaluator that cannot exist: the side of an [`Either`] that a build leaves out (for
+/// example the distributed evaluator of a build without distribution), so the `Either` keeps
+/// one type whatever the build. No value of it can be made, so it is never called.
+#[async_trait]
+impl Evaluator for std::convert::Infallible {
+    type Error = std::convert::Infallible;
+
+    async fn evaluate(&self, _candidate: &Candidate) -> Result<Evaluation, Self::Error> {
+        match *self {}
+    }
+}
