@@ -14,6 +14,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use kernelfoundry::archive::{RunDir, RunMeta};
 use kernelfoundry::core::{ChildRecord, StepRecord};
 use kernelfoundry::eval::taskfile::python::python_interpreter;
 
@@ -157,10 +158,14 @@ fn a_task_file_search_with_the_llm_mutator_evaluates_llm_children() {
     );
     assert!(stdout.contains("LLM: "), "{stdout}");
 
-    let steps = std::fs::read_to_string(out.join("run/steps.jsonl")).expect("steps.jsonl");
+    let meta: RunMeta =
+        serde_json::from_slice(&std::fs::read(out.join("run/run.json")).expect("run.json"))
+            .expect("run meta");
+    let dir = RunDir::open(out.join("run"), meta).expect("the run directory is intact");
+    let records: Vec<StepRecord> = dir.read_records().expect("the step records");
+    let steps = format!("{} step records", records.len());
     let mut llm_children = Vec::new();
-    for line in steps.lines().filter(|l| !l.trim().is_empty()) {
-        let record: StepRecord = serde_json::from_str(line).expect("a step record");
+    for record in &records {
         for child in &record.children {
             if child.candidate().origin.mutator == "llm" {
                 llm_children.push(child.clone());
