@@ -82,7 +82,9 @@ pub use evaluation::{CompilerFacts, CorrectnessReport, Evaluation, Status, Timin
 pub use fitness::Fitness;
 pub use kernel::{KernelSource, Language, ParamValue, ParamValues};
 pub use observe::{EvaluationReport, Observe, ObserverMode, RunInfo};
-pub use task::{Task, Tolerance, Work};
+pub use task::{
+    BufferAccess, BufferInterface, KernelInterface, ScalarInterface, Task, Tolerance, Work,
+};
 pub use traits::archive::{Archive, ArchiveHints, ArchiveMetrics, Elite, InsertOutcome};
 pub use traits::backend::{
     Backend, BackendError, BackendErrorKind, CompileOptions, Compiled, KernelArg, LaunchTiming,

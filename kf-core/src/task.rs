@@ -83,6 +83,10 @@ pub struct Task {
     /// One paragraph that tells a model what the kernel must compute, including its signature.
     #[serde(default)]
     pub description: String,
+    /// The kernel's declared interface (argument order, buffers, scalars), when the task
+    /// declares one: task files do. Prompts render it as a section of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface: Option<KernelInterface>,
 }
 
 impl Task {
@@ -94,6 +98,7 @@ impl Task {
             tolerance: Tolerance::fp32(),
             work: Work::default(),
             description: String::new(),
+            interface: None,
         }
     }
 
@@ -114,4 +119,74 @@ impl Task {
         self.description = description.into();
         self
     }
+
+    /// Sets the kernel interface.
+    pub fn with_interface(mut self, interface: KernelInterface) -> Self {
+        self.interface = Some(interface);
+        self
+    }
+}
+
+/// What a kernel of a task must look like from outside: its arguments in order, and what each
+/// buffer and scalar is. Task files declare it; a prompt shows it to the model.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KernelInterface {
+    /// The parameter list in the kernel language, such as
+    /// `(const int N, __global const float* x, __global float* y)`.
+    pub signature: String,
+    /// Argument names in kernel argument order (sizes, scalars and buffers).
+    pub args: Vec<String>,
+    /// The buffers, in declaration order.
+    pub buffers: Vec<BufferInterface>,
+    /// The scalar arguments, in declaration order.
+    #[serde(default)]
+    pub scalars: Vec<ScalarInterface>,
+}
+
+/// How a kernel may use a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BufferAccess {
+    /// Read only; must not be modified.
+    Input,
+    /// Written; every element must be written.
+    Output,
+    /// Read, then overwritten with the result (in place).
+    Inout,
+}
+
+impl std::fmt::Display for BufferAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BufferAccess::Input => "input",
+            BufferAccess::Output => "output",
+            BufferAccess::Inout => "inout",
+        })
+    }
+}
+
+/// One buffer argument of a kernel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BufferInterface {
+    /// Argument name.
+    pub name: String,
+    /// Element type as the task file names it (`f32`, `f16`, `i32`).
+    pub dtype: String,
+    /// Shape as expressions over the sizes (`["ROWS", "COLS"]`), row-major.
+    pub shape: Vec<String>,
+    /// The shape at the task's current sizes.
+    pub dims: Vec<i64>,
+    /// How the kernel may use it.
+    pub access: BufferAccess,
+}
+
+/// One scalar argument of a kernel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScalarInterface {
+    /// Argument name.
+    pub name: String,
+    /// Type as the task file names it.
+    pub dtype: String,
+    /// The value every launch passes.
+    pub value: f64,
 }

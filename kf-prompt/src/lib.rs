@@ -84,6 +84,6 @@ pub use record::{
     ExchangeKey, ExchangeLog, ExchangeOutcome, ExchangeRecord, RecordMode, EXCHANGES_FILE,
 };
 pub use render::{
-    describe_cell, describe_evaluation, hint_lines, render_prompt, render_repair, render_system,
-    summarize, Attempt, PromptInput, RenderLimits, ReplyFormat,
+    describe_cell, describe_evaluation, describe_interface, hint_lines, render_prompt,
+    render_repair, render_system, summarize, Attempt, PromptInput, RenderLimits, ReplyFormat,
 };

@@ -3,8 +3,8 @@
 //! of where the archive is empty, all within a size bound.
 
 use kf_core::{
-    ArchiveHints, Descriptor, DescriptorSpace, DeviceFacts, Elite, Evaluation, KernelSource,
-    Status, Task,
+    ArchiveHints, BufferAccess, Descriptor, DescriptorSpace, DeviceFacts, Elite, Evaluation,
+    KernelInterface, KernelSource, Status, Task,
 };
 use serde::{Deserialize, Serialize};
 
@@ -399,6 +399,61 @@ pub fn render_system(
     }
 }
 
+/// The `# Kernel interface` section of a prompt: the signature, the argument order, and each
+/// buffer (type, shape, access) and scalar, as the task declares them.
+///
+/// ```
+/// use kf_core::{BufferAccess, BufferInterface, KernelInterface};
+///
+/// let interface = KernelInterface {
+///     signature: "(const int N, __global const float* x, __global float* y)".into(),
+///     args: vec!["N".into(), "x".into(), "y".into()],
+///     buffers: vec![BufferInterface {
+///         name: "y".into(), dtype: "f32".into(), shape: vec!["N".into()], dims: vec![1024],
+///         access: BufferAccess::Output,
+///     }],
+///     scalars: vec![],
+/// };
+/// let text = kf_prompt::describe_interface(&interface);
+/// assert!(text.contains("Argument order: N, x, y"));
+/// assert!(text.contains("f32 y[N] (currently [1024]): output"));
+/// ```
+pub fn describe_interface(interface: &KernelInterface) -> String {
+    let mut s = String::from("# Kernel interface\n");
+    s.push_str(&format!(
+        "Keep this parameter list exactly: {}\n",
+        interface.signature.trim()
+    ));
+    s.push_str(&format!("Argument order: {}\n", interface.args.join(", ")));
+    if !interface.buffers.is_empty() {
+        s.push_str("Buffers (row-major):\n");
+        for b in &interface.buffers {
+            let dims: Vec<String> = b.dims.iter().map(i64::to_string).collect();
+            let access = match b.access {
+                BufferAccess::Input => "input, must not be modified",
+                BufferAccess::Output => "output, every element must be written",
+                BufferAccess::Inout => "inout: read, then overwritten in place with the result",
+            };
+            s.push_str(&format!(
+                "- {} {}[{}] (currently [{}]): {access}\n",
+                b.dtype,
+                b.name,
+                b.shape.join("]["),
+                dims.join(", ")
+            ));
+        }
+    }
+    if !interface.scalars.is_empty() {
+        let scalars: Vec<String> = interface
+            .scalars
+            .iter()
+            .map(|sc| format!("{} {} = {}", sc.dtype, sc.name, sc.value))
+            .collect();
+        s.push_str(&format!("Scalars: {}\n", scalars.join(", ")));
+    }
+    s
+}
+
 /// Renders the chat messages asking for a child of `input.parent`.
 pub fn render_prompt(
     components: &PromptComponents,
@@ -427,6 +482,10 @@ pub fn render_prompt(
         head.push_str(&format!("\nProblem sizes: {}.", sizes.join(", ")));
     }
     head.push_str("\n\n");
+    if let Some(interface) = &input.task.interface {
+        head.push_str(&describe_interface(interface));
+        head.push('\n');
+    }
     if let Some(d) = input.device {
         head.push_str(&format!("# Device\n{}\n\n", describe_device(d)));
     }

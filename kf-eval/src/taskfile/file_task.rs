@@ -5,7 +5,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use indexmap::IndexMap;
-use kf_core::{KernelSource, Language, Task, Tolerance};
+use kf_core::{
+    BufferAccess, BufferInterface, KernelInterface, KernelSource, Language, ScalarInterface, Task,
+    Tolerance,
+};
 use rand::RngCore;
 
 use super::error::TaskFileError;
@@ -154,6 +157,46 @@ impl FileTask {
             })
             .collect();
         format!("({})", args.join(", "))
+    }
+
+    /// The kernel interface the task declares: the signature, the argument order, and each
+    /// buffer (dtype, shape expressions, shape at the current sizes, access) and scalar.
+    pub fn interface(&self) -> KernelInterface {
+        let spec = &self.file.spec;
+        let buffers = spec
+            .buffers
+            .iter()
+            .zip(&self.shapes)
+            .map(|(b, dims)| BufferInterface {
+                name: b.name.clone(),
+                dtype: b.dtype.to_string(),
+                shape: b.shape.iter().map(|e| e.text()).collect(),
+                dims: dims
+                    .iter()
+                    .map(|d| i64::try_from(*d).unwrap_or(i64::MAX))
+                    .collect(),
+                access: match b.role {
+                    BufferRole::Input => BufferAccess::Input,
+                    BufferRole::Output => BufferAccess::Output,
+                    BufferRole::Inout => BufferAccess::Inout,
+                },
+            })
+            .collect();
+        let scalars = spec
+            .scalars
+            .iter()
+            .map(|s| ScalarInterface {
+                name: s.name.clone(),
+                dtype: s.dtype.to_string(),
+                value: s.value.as_f64(),
+            })
+            .collect();
+        KernelInterface {
+            signature: self.signature(),
+            args: spec.args.clone(),
+            buffers,
+            scalars,
+        }
     }
 
     fn scalar_values(&self) -> IndexMap<String, f64> {
@@ -359,42 +402,10 @@ impl KernelTask for FileTask {
         if let Ok(w) = self.file.work(&self.sizes) {
             t.work = w;
         }
-        let buffers: Vec<String> = spec
-            .buffers
-            .iter()
-            .zip(&self.shapes)
-            .map(|(b, s)| {
-                let role = match b.role {
-                    BufferRole::Input => "input, must not be modified",
-                    BufferRole::Output => "output, every element must be written",
-                    BufferRole::Inout => "in place: read, then overwritten with the result",
-                };
-                let dims: Vec<String> = b.shape.iter().map(|e| e.text()).collect();
-                format!(
-                    "{} {}[{}] (row-major, {}, currently {:?})",
-                    b.dtype,
-                    b.name,
-                    dims.join("]["),
-                    role,
-                    s
-                )
-            })
-            .collect();
-        let scalars: Vec<String> = spec
-            .scalars
-            .iter()
-            .map(|s| format!("{} {} = {}", s.dtype, s.name, s.value.as_f64()))
-            .collect();
-        let mut d = spec.description.trim().to_owned();
-        if !d.is_empty() && !d.ends_with('.') {
-            d.push('.');
-        }
-        d.push_str(&format!(" Kernel signature: {}.", self.signature()));
-        d.push_str(&format!(" Buffers: {}.", buffers.join("; ")));
-        if !scalars.is_empty() {
-            d.push_str(&format!(" Scalars: {}.", scalars.join(", ")));
-        }
-        t.description = d.trim().to_owned();
+        // The user's words go into the description; the interface is typed, and prompts
+        // render it as a section of its own.
+        t.description = spec.description.trim().to_owned();
+        t.interface = Some(self.interface());
         t
     }
 

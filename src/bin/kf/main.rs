@@ -3,6 +3,7 @@
 mod bench_cmd;
 mod devices_cmd;
 mod eval_cmd;
+mod llm_args;
 mod report_cmd;
 mod run_cmd;
 mod search_cmd;

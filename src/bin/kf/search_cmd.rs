@@ -28,6 +28,8 @@ pub(crate) struct SearchCmdArgs {
     size: String,
     #[command(flatten)]
     search: SearchArgs,
+    #[command(flatten)]
+    llm: crate::llm_args::LlmArgs,
 }
 
 pub(crate) fn run(args: SearchCmdArgs) -> anyhow::Result<ExitCode> {
@@ -57,6 +59,8 @@ pub(crate) fn run(args: SearchCmdArgs) -> anyhow::Result<ExitCode> {
     config.timeout = chosen.timeout(config.timeout);
     let (mut seeds, mutator) = offline_search(task.as_ref(), args.search.language())?;
     seeds.extend(user_seeds);
+    let llm = args.llm.mutator(&config.out)?;
+    let mutator = args.llm.mix(mutator, llm.as_ref());
     if seeds.is_empty() {
         bail!(
             "task `{}` has no baseline kernel for this backend: give one in the task file's \
@@ -77,6 +81,9 @@ pub(crate) fn run(args: SearchCmdArgs) -> anyhow::Result<ExitCode> {
 {}",
         outcome.summary_text()
     );
+    if let Some(llm) = &llm {
+        println!("{}", crate::llm_args::stats_line(llm));
+    }
     println!("report: {}", out.join("report.json").display());
     Ok(ExitCode::SUCCESS)
 }
