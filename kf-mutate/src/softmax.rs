@@ -312,17 +312,6 @@ mod tests {
     use super::*;
     use crate::Feasibility;
 
-    fn all_structures(template: &Template) -> Vec<Structure> {
-        let mut structures = vec![Structure::new()];
-        for (name, values) in template.switches() {
-            structures = structures
-                .into_iter()
-                .flat_map(|s| values.iter().map(move |v| s.clone().with(name.clone(), *v)))
-                .collect();
-        }
-        structures
-    }
-
     fn sizes() -> indexmap::IndexMap<String, i64> {
         [("ROWS".to_string(), 4096i64), ("COLS".to_string(), 1024)]
             .into_iter()
@@ -346,7 +335,7 @@ mod tests {
         let mut count = 0;
         for template in library.templates() {
             assert_eq!(template.task(), "softmax");
-            for structure in all_structures(template) {
+            for structure in template.all_structures() {
                 let variant = template.instantiate(&structure).unwrap();
                 let text = &variant.source.text;
                 assert!(

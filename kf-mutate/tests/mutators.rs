@@ -9,7 +9,7 @@ use kf_core::prelude::*;
 use kf_manifest::Manifest;
 use kf_mutate::{
     preprocess::strip_comments, variant_marker, Feasibility, MixMutator, MutateError, ParamMutator,
-    ParamMutatorConfig, StrategyLibrary, StructuralMutator, Structure, Template, TemplateLibrary,
+    ParamMutatorConfig, StrategyLibrary, StructuralMutator, Structure, TemplateLibrary,
 };
 
 const NAIVE_CL: &str = kf_eval::kernels::OPENCL_GEMM_NAIVE.source;
@@ -253,23 +253,12 @@ fn check_text_matches_structure(template: &str, s: &Structure, text: &str) {
     );
 }
 
-fn all_structures(template: &Template) -> Vec<Structure> {
-    let mut structures = vec![Structure::new()];
-    for (name, values) in template.switches() {
-        structures = structures
-            .into_iter()
-            .flat_map(|s| values.iter().map(move |v| s.clone().with(name.clone(), *v)))
-            .collect();
-    }
-    structures
-}
-
 #[test]
 fn every_variant_shows_its_structure_in_the_text() {
     let library = TemplateLibrary::builtin().unwrap();
     let mut variants = 0;
     for template in library.templates() {
-        for s in all_structures(template) {
+        for s in template.all_structures() {
             let Ok(v) = template.instantiate(&s) else {
                 continue;
             };
