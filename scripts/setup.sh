@@ -53,7 +53,8 @@
 # and about 0.9 GB of disk.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+LOG_TAG=setup
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 RUNTIME="$ROOT/.runtime"
 PYTHON="${PYTHON:-python3}"
 UPGRADE=0
@@ -70,15 +71,6 @@ OPENCL_PACKAGES=(intel-opencl-rt intel-cmplr-lib-rt)
 # The minor version must match kf-backend-cuda's cudarc feature (cuda-12090).
 CUDA_SERIES="12.9"
 CUDA_PACKAGES=("nvidia-cuda-nvrtc-cu12==$CUDA_SERIES.*" "nvidia-cuda-runtime-cu12==$CUDA_SERIES.*")
-
-log() { printf '[setup] %s\n' "$*" >&2; }
-warn() { printf '[setup] WARNING: %s\n' "$*" >&2; }
-die() {
-    printf '[setup] ERROR: %s\n' "$*" >&2
-    exit 1
-}
-
-usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 
 pocl_hint() {
     cat >&2 <<'EOF'
@@ -99,24 +91,20 @@ parse_args() {
         --numpy) WANT_NUMPY=1 ;;
         --browser) WANT_BROWSER=1 ;;
         --runtime-dir)
-            [ $# -ge 2 ] || die "--runtime-dir needs a value"
+            need_value $# --runtime-dir
             RUNTIME="$2"
             shift
             ;;
         --runtime-dir=*) RUNTIME="${1#*=}" ;;
         --python)
-            [ $# -ge 2 ] || die "--python needs a value"
+            need_value $# --python
             PYTHON="$2"
             shift
             ;;
         --python=*) PYTHON="${1#*=}" ;;
         --upgrade) UPGRADE=1 ;;
         --probe-only) PROBE_ONLY=1 ;;
-        -h | --help)
-            usage
-            exit 0
-            ;;
-        *) die "unknown option '$1' (see --help)" ;;
+        *) help_or_unknown "$1" ;;
         esac
         shift
     done
@@ -319,10 +307,10 @@ write_opencl_json() {
     for dep in libintlc.so.5 libirng.so libimf.so libsvml.so; do
         [ -e "$libdir/$dep" ] && preload+=("$libdir/$dep")
     done
-    "$VPY" - "$RUNTIME/opencl.json" "$loader" "$icd_lib" "$libdir" "$vendors" "$probe" \
+    write_json "$RUNTIME/opencl.json" "$VPY" - "$loader" "$icd_lib" "$libdir" "$vendors" "$probe" \
         "${preload[@]}" <<'PY'
-import json, os, sys, time
-path, loader, icd, libdir, vendors, probe = sys.argv[1:7]
+import json, sys, time
+loader, icd, libdir, vendors, probe = sys.argv[1:6]
 data = {
     "schema": 1,
     "written_by": "scripts/setup.sh --opencl",
@@ -332,14 +320,11 @@ data = {
     "icd": icd,
     "lib_dir": libdir,
     "vendors_dir": vendors,
-    "preload": sys.argv[7:],
+    "preload": sys.argv[6:],
     "platforms": json.loads(probe) if probe else [],
 }
-tmp = path + ".tmp"
-with open(tmp, "w") as f:
-    json.dump(data, f, indent=2)
-    f.write("\n")
-os.replace(tmp, path)
+json.dump(data, sys.stdout, indent=2)
+print()
 PY
 }
 
@@ -561,9 +546,9 @@ CPP
 
 write_sycl_json() {
     local version="$1" include="$2" libdir="$3" vendors="$4" probe="$5"
-    "$VPY" - "$RUNTIME/sycl.json" "$version" "$include" "$libdir" "$vendors" "$probe" <<'PY'
-import json, os, sys, time
-path, version, include, libdir, vendors, probe = sys.argv[1:7]
+    write_json "$RUNTIME/sycl.json" "$VPY" - "$version" "$include" "$libdir" "$vendors" "$probe" <<'PY'
+import json, sys, time
+version, include, libdir, vendors, probe = sys.argv[1:6]
 probe = json.loads(probe) if probe else {}
 data = {
     "schema": 1,
@@ -576,11 +561,8 @@ data = {
     "opencl_vendors_dir": vendors or None,
     "probe": probe,
 }
-tmp = path + ".tmp"
-with open(tmp, "w") as f:
-    json.dump(data, f, indent=2)
-    f.write("\n")
-os.replace(tmp, path)
+json.dump(data, sys.stdout, indent=2)
+print()
 PY
 }
 
@@ -745,9 +727,9 @@ PY
 
 write_cuda_json() {
     local nvrtc="$1" builtins="$2" libdir="$3" include="$4" probe="$5"
-    "$VPY" - "$RUNTIME/cuda.json" "$nvrtc" "$builtins" "$libdir" "$include" "$probe" <<'PY'
-import json, os, sys, time
-path, nvrtc, builtins, libdir, include, probe = sys.argv[1:7]
+    write_json "$RUNTIME/cuda.json" "$VPY" - "$nvrtc" "$builtins" "$libdir" "$include" "$probe" <<'PY'
+import json, sys, time
+nvrtc, builtins, libdir, include, probe = sys.argv[1:6]
 probe = json.loads(probe) if probe else {}
 data = {
     "schema": 1,
@@ -762,11 +744,8 @@ data = {
     "archs": probe.get("archs", []),
     "probe": probe,
 }
-tmp = path + ".tmp"
-with open(tmp, "w") as f:
-    json.dump(data, f, indent=2)
-    f.write("\n")
-os.replace(tmp, path)
+json.dump(data, sys.stdout, indent=2)
+print()
 PY
 }
 
