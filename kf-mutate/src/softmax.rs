@@ -241,12 +241,7 @@ impl StrategyLibrary {
                     .targets(MEMORY, 1)
                     .weight(1.5),
             )
-            .with(
-                s("wider-vectors", "double the vector width of the loads")
-                    .requires("VW > 1 && VW < 16")
-                    .change("VW", Change::Up)
-                    .targets(MEMORY, 1),
-            )
+            .with(MutationStrategy::wider_vectors())
             .with(
                 s("scalar-lanes", "scalar code: the runtime packs neighbouring work-items into SIMD lanes")
                     .requires("VW > 1")
