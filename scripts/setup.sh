@@ -299,6 +299,27 @@ print(json.dumps(out))
 PY
 }
 
+# write_runtime_json NAME ARGS...: runs the Python program on stdin with ARGS; it sets `data`,
+# which goes to $RUNTIME/NAME.json after the fields every runtime file starts with (schema,
+# written_by "scripts/setup.sh --NAME", written_at).
+write_runtime_json() {
+    local name="$1" program
+    shift
+    program="$(cat)
+$RUNTIME_JSON_TAIL"
+    KF_RUNTIME_NAME="$name" write_json "$RUNTIME/$name.json" "$VPY" -c "$program" "$@"
+}
+
+RUNTIME_JSON_TAIL='
+import json, os, sys, time
+json.dump({
+    "schema": 1,
+    "written_by": "scripts/setup.sh --" + os.environ["KF_RUNTIME_NAME"],
+    "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    **data,
+}, sys.stdout, indent=2)
+print()'
+
 write_opencl_json() {
     local loader="$1" icd_lib="$2" libdir="$3" vendors="$4" probe="$5"
     local preload=()
@@ -307,14 +328,11 @@ write_opencl_json() {
     for dep in libintlc.so.5 libirng.so libimf.so libsvml.so; do
         [ -e "$libdir/$dep" ] && preload+=("$libdir/$dep")
     done
-    write_json "$RUNTIME/opencl.json" "$VPY" - "$loader" "$icd_lib" "$libdir" "$vendors" "$probe" \
+    write_runtime_json opencl "$loader" "$icd_lib" "$libdir" "$vendors" "$probe" \
         "${preload[@]}" <<'PY'
-import json, sys, time
+import json, sys
 loader, icd, libdir, vendors, probe = sys.argv[1:6]
 data = {
-    "schema": 1,
-    "written_by": "scripts/setup.sh --opencl",
-    "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     "runtime": "intel-opencl-rt",
     "loader": loader or None,
     "icd": icd,
@@ -323,8 +341,6 @@ data = {
     "preload": sys.argv[6:],
     "platforms": json.loads(probe) if probe else [],
 }
-json.dump(data, sys.stdout, indent=2)
-print()
 PY
 }
 
@@ -546,14 +562,11 @@ CPP
 
 write_sycl_json() {
     local version="$1" include="$2" libdir="$3" vendors="$4" probe="$5"
-    write_json "$RUNTIME/sycl.json" "$VPY" - "$version" "$include" "$libdir" "$vendors" "$probe" <<'PY'
-import json, sys, time
+    write_runtime_json sycl "$version" "$include" "$libdir" "$vendors" "$probe" <<'PY'
+import json, sys
 version, include, libdir, vendors, probe = sys.argv[1:6]
 probe = json.loads(probe) if probe else {}
 data = {
-    "schema": 1,
-    "written_by": "scripts/setup.sh --sycl",
-    "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     "runtime": "intel-sycl-rt",
     "version": version or None,
     "include_dir": include,
@@ -561,8 +574,6 @@ data = {
     "opencl_vendors_dir": vendors or None,
     "probe": probe,
 }
-json.dump(data, sys.stdout, indent=2)
-print()
 PY
 }
 
@@ -727,14 +738,11 @@ PY
 
 write_cuda_json() {
     local nvrtc="$1" builtins="$2" libdir="$3" include="$4" probe="$5"
-    write_json "$RUNTIME/cuda.json" "$VPY" - "$nvrtc" "$builtins" "$libdir" "$include" "$probe" <<'PY'
-import json, sys, time
+    write_runtime_json cuda "$nvrtc" "$builtins" "$libdir" "$include" "$probe" <<'PY'
+import json, sys
 nvrtc, builtins, libdir, include, probe = sys.argv[1:6]
 probe = json.loads(probe) if probe else {}
 data = {
-    "schema": 1,
-    "written_by": "scripts/setup.sh --cuda",
-    "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     "runtime": "nvidia-cuda-nvrtc-cu12",
     "nvrtc": nvrtc,
     "lib_dir": libdir,
@@ -744,8 +752,6 @@ data = {
     "archs": probe.get("archs", []),
     "probe": probe,
 }
-json.dump(data, sys.stdout, indent=2)
-print()
 PY
 }
 
