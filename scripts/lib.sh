@@ -35,10 +35,9 @@ help_or_unknown() {
     esac
 }
 
-# write_json FILE COMMAND...: runs COMMAND (a program that prints JSON; stdin passes through)
-# and puts what it printed in FILE by way of FILE.tmp, so that FILE is replaced whole, and only
-# when COMMAND succeeds.
-write_json() {
+# write_file FILE COMMAND...: runs COMMAND (stdin passes through) and puts what it printed in
+# FILE by way of FILE.tmp, so that FILE is replaced whole, and only when COMMAND succeeds.
+write_file() {
     local file="$1"
     shift
     "$@" >"$file.tmp" || {

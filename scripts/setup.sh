@@ -212,8 +212,7 @@ setup_opencl() {
     local vendors="$RUNTIME/opencl/vendors"
     mkdir -p "$vendors"
     find "$vendors" -maxdepth 1 -name '*.icd' -type l -delete
-    printf '%s\n' "$icd_lib" >"$vendors/intel-cpu.icd.tmp"
-    mv -f "$vendors/intel-cpu.icd.tmp" "$vendors/intel-cpu.icd"
+    write_file "$vendors/intel-cpu.icd" printf '%s\n' "$icd_lib"
     local f
     for f in /etc/OpenCL/vendors/*.icd; do
         [ -e "$f" ] || continue
@@ -222,13 +221,12 @@ setup_opencl() {
     done
 
     mkdir -p "$RUNTIME/env.d"
-    cat >"$RUNTIME/env.d/opencl.sh.tmp" <<EOF
+    write_file "$RUNTIME/env.d/opencl.sh" cat <<EOF
 # Written by scripts/setup.sh --opencl; sourced by .runtime/env.sh.
 export OCL_ICD_VENDORS="$vendors"
 export LD_LIBRARY_PATH="$libdir\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
 export OPENCL_DYLIB_PATH="${loader:-$icd_lib}"
 EOF
-    mv -f "$RUNTIME/env.d/opencl.sh.tmp" "$RUNTIME/env.d/opencl.sh"
     write_env_sh
 
     local probe_json
@@ -307,7 +305,7 @@ write_runtime_json() {
     shift
     program="$(cat)
 $RUNTIME_JSON_TAIL"
-    KF_RUNTIME_NAME="$name" write_json "$RUNTIME/$name.json" "$VPY" -c "$program" "$@"
+    KF_RUNTIME_NAME="$name" write_file "$RUNTIME/$name.json" "$VPY" -c "$program" "$@"
 }
 
 RUNTIME_JSON_TAIL='
@@ -457,12 +455,11 @@ setup_sycl() {
     [ -d "$RUNTIME/opencl/vendors" ] && vendors="$RUNTIME/opencl/vendors"
 
     mkdir -p "$RUNTIME/env.d"
-    cat >"$RUNTIME/env.d/sycl.sh.tmp" <<EOF
+    write_file "$RUNTIME/env.d/sycl.sh" cat <<EOF
 # Written by scripts/setup.sh --sycl; sourced by .runtime/env.sh (for compiling and running
 # your own SYCL host programs; kf-backend-sycl reads sycl.json instead).
 export LD_LIBRARY_PATH="$libdir\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
 EOF
-    mv -f "$RUNTIME/env.d/sycl.sh.tmp" "$RUNTIME/env.d/sycl.sh"
     # Also tells cargo to rebuild kf-backend-sycl (its build script watches env.sh).
     write_env_sh
 
@@ -644,12 +641,11 @@ setup_cuda() {
     fi
 
     mkdir -p "$RUNTIME/env.d"
-    cat >"$RUNTIME/env.d/cuda.sh.tmp" <<EOF
+    write_file "$RUNTIME/env.d/cuda.sh" cat <<EOF
 # Written by scripts/setup.sh --cuda; sourced by .runtime/env.sh.
 export LD_LIBRARY_PATH="$libdir\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
 export KF_CUDA_NVRTC="$RUNTIME/cuda.json"
 EOF
-    mv -f "$RUNTIME/env.d/cuda.sh.tmp" "$RUNTIME/env.d/cuda.sh"
     write_env_sh
 
     local probe_json
@@ -794,7 +790,7 @@ setup_torch() {
 # ---------------------------------------------------------------------------------------------
 
 write_env_sh() {
-    cat >"$RUNTIME/env.sh.tmp" <<'EOF'
+    write_file "$RUNTIME/env.sh" cat <<'EOF'
 # Written by scripts/setup.sh: `source .runtime/env.sh` to use the project-local runtimes from a
 # shell (clinfo, Python). Rust code does not need it: kf-backend-opencl reads opencl.json and
 # kf-backend-cuda reads cuda.json.
@@ -804,7 +800,6 @@ for _kf_f in "$_kf_runtime_dir"/env.d/*.sh; do
 done
 unset _kf_f _kf_runtime_dir
 EOF
-    mv -f "$RUNTIME/env.sh.tmp" "$RUNTIME/env.sh"
 }
 
 main() {
