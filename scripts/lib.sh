@@ -5,10 +5,14 @@
 #   LOG_TAG=setup
 #   . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 #
-# It sets ROOT (the checkout) and SCRIPT (the script that sourced it).
+# It sets ROOT (the checkout), SCRIPT (the script that sourced it), RUNTIME (the git-ignored
+# runtime folder, $ROOT/.runtime) and PYTHON (the interpreter virtual environments are made
+# with: $PYTHON, or python3).
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SCRIPT="${BASH_SOURCE[1]}"
+RUNTIME="$ROOT/.runtime"
+PYTHON="${PYTHON:-python3}"
 
 log() { printf '[%s] %s\n' "$LOG_TAG" "$*" >&2; }
 warn() { printf '[%s] WARNING: %s\n' "$LOG_TAG" "$*" >&2; }

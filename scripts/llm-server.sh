@@ -26,12 +26,10 @@ set -euo pipefail
 
 LOG_TAG=llm-server
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-RUNTIME="$ROOT/.runtime"
 VENV="$RUNTIME/llm-venv"
 VPY="$VENV/bin/python"
 PORT="${KF_LLM_SERVER_PORT:-18181}"
 CTX="${KF_LLM_SERVER_CTX:-4096}"
-PYTHON="${PYTHON:-python3}"
 PIDFILE="$RUNTIME/llm-server.pid"
 INFO="$RUNTIME/llm-server.json"
 LOG="$RUNTIME/llm-server.log"

@@ -55,8 +55,6 @@ set -euo pipefail
 
 LOG_TAG=setup
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-RUNTIME="$ROOT/.runtime"
-PYTHON="${PYTHON:-python3}"
 UPGRADE=0
 PROBE_ONLY=0
 WANT_OPENCL=0
