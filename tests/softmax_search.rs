@@ -12,7 +12,7 @@ use kernelfoundry::core::prelude::*;
 use kernelfoundry::eval::tasks::{builtin_task, parse_sizes};
 use kernelfoundry::eval::{EvalConfig, KernelEvaluator, WorkerCommand};
 use kernelfoundry::mutate::{
-    Feasibility, MixMutator, ParamMutator, StructuralMutator, Structure, Template, TemplateLibrary,
+    Feasibility, MixMutator, ParamMutator, StructuralMutator, TemplateLibrary,
 };
 use kernelfoundry::opencl::OpenClBackend;
 use kernelfoundry::search::{run_search, seeds_for, SearchConfig};
@@ -27,17 +27,6 @@ kernelfoundry::eval::worker_test_entry!(|spec: &kernelfoundry::eval::BackendSpec
 /// `KF_REQUIRE_OPENCL` is not `1`.
 fn backend() -> Option<OpenClBackend> {
     kernelfoundry::opencl::testing::backend_or_skip()
-}
-
-fn all_structures(template: &Template) -> Vec<Structure> {
-    let mut structures = vec![Structure::new()];
-    for (name, values) in template.switches() {
-        structures = structures
-            .into_iter()
-            .flat_map(|s| values.iter().map(move |v| s.clone().with(name.clone(), *v)))
-            .collect();
-    }
-    structures
 }
 
 #[test]
@@ -133,7 +122,7 @@ fn every_softmax_variant_compiles_and_is_correct() {
     let mut count = 0;
     let mut seen = BTreeSet::new();
     for template in library.templates() {
-        for structure in all_structures(template) {
+        for structure in template.all_structures() {
             let variant = template.instantiate(&structure).unwrap();
             let space = Feasibility::new(&variant.manifest, &task_sizes, Some(&device));
             // The fastest configuration (the manifest's first values) and the base one.

@@ -347,14 +347,7 @@ impl RunDir {
     pub fn keep_valid_prefix(root: impl AsRef<Path>) -> Result<u64, ArchiveError> {
         let root = root.as_ref();
         let _lock = lock_dir(root)?;
-        let meta_path = root.join(META_FILE);
-        let bytes = read_optional(&meta_path)?.ok_or_else(|| ArchiveError::Io {
-            op: "reading",
-            path: meta_path.clone(),
-            source: std::io::ErrorKind::NotFound.into(),
-        })?;
-        let meta: RunMeta =
-            serde_json::from_slice(&bytes).map_err(|e| ArchiveError::json(&meta_path, e))?;
+        let meta = read_meta(root)?;
         let log_path = root.join(LOG_FILE);
         let (good_len, kept) = match scan_log(&log_path, &meta.run_id) {
             Ok(scan) => (scan.good_len, scan.records.len() as u64),
@@ -576,14 +569,7 @@ pub struct RunLog {
 /// (anything but an unfinished last line).
 pub fn read_run(root: impl AsRef<Path>) -> Result<RunLog, ArchiveError> {
     let root = root.as_ref();
-    let meta_path = root.join(META_FILE);
-    let bytes = read_optional(&meta_path)?.ok_or_else(|| ArchiveError::Io {
-        op: "reading",
-        path: meta_path.clone(),
-        source: std::io::ErrorKind::NotFound.into(),
-    })?;
-    let meta: RunMeta =
-        serde_json::from_slice(&bytes).map_err(|e| ArchiveError::json(&meta_path, e))?;
+    let meta = read_meta(root)?;
     let scan = scan_log(&root.join(LOG_FILE), &meta.run_id)?;
     Ok(RunLog {
         meta,
@@ -809,6 +795,18 @@ fn lock_dir(root: &Path) -> Result<File, ArchiveError> {
         .and_then(|()| file.flush())
         .map_err(|e| ArchiveError::io("writing", &path, e))?;
     Ok(file)
+}
+
+/// The `run.json` of an existing run directory; a missing one is an I/O error ("reading",
+/// not found).
+fn read_meta(root: &Path) -> Result<RunMeta, ArchiveError> {
+    let meta_path = root.join(META_FILE);
+    let bytes = read_optional(&meta_path)?.ok_or_else(|| ArchiveError::Io {
+        op: "reading",
+        path: meta_path.clone(),
+        source: std::io::ErrorKind::NotFound.into(),
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| ArchiveError::json(&meta_path, e))
 }
 
 fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, ArchiveError> {

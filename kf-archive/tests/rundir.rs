@@ -15,22 +15,37 @@ fn meta() -> RunMeta {
     RunMeta::new(SEED, &serde_json::json!({"sigma": 0.1, "budget": 120})).unwrap()
 }
 
+/// Reopens the run directory at `root`: it must hold `records` records and no snapshot, and
+/// resuming the run to `evaluations` must end at `live`.
+fn assert_resumes(root: &Path, records: u64, evaluations: u64, live: &EliteArchive) {
+    let dir = RunDir::open(root, meta()).unwrap();
+    assert_eq!(dir.len(), records);
+    assert_eq!(dir.snapshot_records(), None);
+    assert_eq!(&run(Some(dir), evaluations), live);
+}
+
 fn fresh() -> EliteArchive {
     EliteArchive::new(SyntheticClassifier::new(4).space().clone()).unwrap()
 }
 
-fn run(dir: Option<RunDir>, evaluations: u64) -> EliteArchive {
-    let classifier = SyntheticClassifier::new(4);
-    let mut engine = Engine::new(
+/// The engine every test runs: the synthetic parts, seed [`SEED`], three in flight.
+fn engine(
+    evaluations: u64,
+) -> Engine<SyntheticMutator, SyntheticEvaluator, SyntheticClassifier, EliteArchive> {
+    Engine::new(
         SyntheticMutator::new(0.1),
         SyntheticEvaluator::new(),
-        classifier,
+        SyntheticClassifier::new(4),
         fresh(),
     )
     .seeds(vec![synthetic_seed(6)])
     .seed(SEED)
     .budget(Budget::evaluations(evaluations))
-    .max_in_flight(3);
+    .max_in_flight(3)
+}
+
+fn run(dir: Option<RunDir>, evaluations: u64) -> EliteArchive {
+    let mut engine = engine(evaluations);
     if let Some(dir) = dir {
         engine = engine.checkpoint(dir);
     }
@@ -87,20 +102,11 @@ fn restore_from_a_periodic_snapshot_plus_log() {
     // lines. The records come from an uninterrupted run (a killed run's are a prefix of them).
     let mut dir = RunDir::open_with(tmp.path(), meta(), options(40)).unwrap();
     let records = Arc::new(Mutex::new(Vec::new()));
-    let full = Engine::new(
-        SyntheticMutator::new(0.1),
-        SyntheticEvaluator::new(),
-        SyntheticClassifier::new(4),
-        fresh(),
-    )
-    .seeds(vec![synthetic_seed(6)])
-    .seed(SEED)
-    .budget(Budget::evaluations(120))
-    .max_in_flight(3)
-    .checkpoint(Recorder(Arc::clone(&records)))
-    .run_blocking()
-    .unwrap()
-    .archive;
+    let full = engine(120)
+        .checkpoint(Recorder(Arc::clone(&records)))
+        .run_blocking()
+        .unwrap()
+        .archive;
     assert_eq!(full, run(None, 120));
     let mut partial = fresh();
     for r in records.lock().unwrap().iter().take(90) {
@@ -232,10 +238,7 @@ fn a_snapshot_ahead_of_the_log_is_discarded() {
     let text = fs::read_to_string(&path).unwrap();
     let kept: String = text.lines().take(20).map(|l| format!("{l}\n")).collect();
     fs::write(&path, kept).unwrap();
-    let dir = RunDir::open(tmp.path(), meta()).unwrap();
-    assert_eq!(dir.len(), 20);
-    assert_eq!(dir.snapshot_records(), None);
-    assert_eq!(run(Some(dir), 50), live);
+    assert_resumes(tmp.path(), 20, 50, &live);
 }
 
 #[test]
@@ -432,10 +435,7 @@ fn damaged_logs_are_detected_and_the_valid_prefix_can_be_kept() {
 
     // Keeping the valid prefix lets the run resume to the archive it would have had.
     assert_eq!(RunDir::keep_valid_prefix(tmp.path()).unwrap(), 12);
-    let dir = RunDir::open(tmp.path(), meta()).unwrap();
-    assert_eq!(dir.len(), 12);
-    assert_eq!(dir.snapshot_records(), None);
-    assert_eq!(run(Some(dir), 30), live);
+    assert_resumes(tmp.path(), 12, 30, &live);
 }
 
 /// Run by `a_full_disk_fails_the_run_cleanly_and_keeps_the_last_good_state` in a child process
@@ -457,20 +457,8 @@ fn run_on_a_full_disk_in_child() {
         };
         assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &limit), 0);
     }
-    let classifier = SyntheticClassifier::new(4);
     let dir = RunDir::open_with(&dir, meta(), options(10)).unwrap();
-    let result = Engine::new(
-        SyntheticMutator::new(0.1),
-        SyntheticEvaluator::new(),
-        classifier,
-        fresh(),
-    )
-    .seeds(vec![synthetic_seed(6)])
-    .seed(SEED)
-    .budget(Budget::evaluations(400))
-    .max_in_flight(3)
-    .checkpoint(dir)
-    .run_blocking();
+    let result = engine(400).checkpoint(dir).run_blocking();
     match result {
         Ok(_) => println!("finished"),
         Err(e) => {

@@ -5,6 +5,7 @@ use kf_core::{BehaviorClassifier, Candidate, Descriptor, DescriptorSpace, Evalua
 
 use crate::classifier::StaticClassifier;
 use crate::error::ClassifyError;
+use crate::refine::classify_refined;
 
 /// The suffix added to a descriptor's `source` when compiler facts were used.
 pub const FACTS_SOURCE: &str = "compiler-facts";
@@ -141,10 +142,15 @@ impl<C: BehaviorClassifier> BehaviorClassifier for CompilerFactsClassifier<C> {
         candidate: &Candidate,
         evaluation: &Evaluation,
     ) -> Result<Descriptor, Self::Error> {
-        let mut d = self
-            .inner
-            .classify(candidate, evaluation)
-            .map_err(|e| ClassifyError::Inner(Box::new(e)))?;
+        classify_refined(&self.inner, candidate, evaluation, |d| {
+            self.apply_facts(d, evaluation)
+        })
+    }
+}
+
+impl<C: BehaviorClassifier> CompilerFactsClassifier<C> {
+    /// Adjusts `d` by the compiler facts of `evaluation`, with a note for each fact used.
+    fn apply_facts(&self, d: &mut Descriptor, evaluation: &Evaluation) {
         let space = self.inner.space();
         let index = |name: &str| space.dimensions.iter().position(|dim| dim.name == name);
         let facts = &evaluation.compiler;
@@ -190,7 +196,5 @@ impl<C: BehaviorClassifier> BehaviorClassifier for CompilerFactsClassifier<C> {
             d.source.push_str(FACTS_SOURCE);
             d.evidence.extend(notes);
         }
-        space.check(&d.coords)?;
-        Ok(d)
     }
 }

@@ -44,6 +44,23 @@ impl<C, F> Refine<C, F> {
     }
 }
 
+/// What every refining wrapper does: classifies with `inner` (its error wrapped in
+/// [`ClassifyError::Inner`]), lets `refine` adjust the descriptor, and checks the result
+/// against `inner`'s space.
+pub(crate) fn classify_refined<C: BehaviorClassifier>(
+    inner: &C,
+    candidate: &Candidate,
+    evaluation: &Evaluation,
+    refine: impl FnOnce(&mut Descriptor),
+) -> Result<Descriptor, ClassifyError> {
+    let mut d = inner
+        .classify(candidate, evaluation)
+        .map_err(|e| ClassifyError::Inner(Box::new(e)))?;
+    refine(&mut d);
+    inner.space().check(&d.coords)?;
+    Ok(d)
+}
+
 impl<C, F> BehaviorClassifier for Refine<C, F>
 where
     C: BehaviorClassifier,
@@ -60,13 +77,9 @@ where
         candidate: &Candidate,
         evaluation: &Evaluation,
     ) -> Result<Descriptor, Self::Error> {
-        let mut d = self
-            .inner
-            .classify(candidate, evaluation)
-            .map_err(|e| ClassifyError::Inner(Box::new(e)))?;
-        (self.refine)(&mut d, candidate, evaluation);
-        self.inner.space().check(&d.coords)?;
-        Ok(d)
+        classify_refined(&self.inner, candidate, evaluation, |d| {
+            (self.refine)(d, candidate, evaluation)
+        })
     }
 }
 

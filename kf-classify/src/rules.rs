@@ -200,6 +200,16 @@ pub struct LevelRule {
     pub patterns: Vec<Pattern>,
 }
 
+impl LevelRule {
+    /// A level that passes when the fired `patterns` reach `threshold`.
+    pub fn new(threshold: f64, patterns: Vec<Pattern>) -> Self {
+        LevelRule {
+            threshold,
+            patterns,
+        }
+    }
+}
+
 /// The levels of one dimension, lowest first. Level 0 is the fallback: it has no patterns and
 /// always passes.
 #[derive(Debug, Clone)]
@@ -208,6 +218,19 @@ pub struct DimensionRules {
     pub name: String,
     /// One rule per level.
     pub levels: Vec<LevelRule>,
+}
+
+impl DimensionRules {
+    /// The dimension `name` with the fallback level 0 (no patterns, threshold 0) followed by
+    /// `levels` (levels 1, 2, …).
+    pub fn with_fallback(name: impl Into<String>, levels: Vec<LevelRule>) -> Self {
+        DimensionRules {
+            name: name.into(),
+            levels: std::iter::once(LevelRule::new(0.0, vec![]))
+                .chain(levels)
+                .collect(),
+        }
+    }
 }
 
 /// The complete rule table of a [`StaticClassifier`](crate::StaticClassifier): for each
@@ -352,16 +375,12 @@ impl RuleSet {
         use Languages as L;
         let re = Pattern::regex;
         let ft = Pattern::feature;
-        let memory = DimensionRules {
-            name: "memory_access".into(),
-            levels: vec![
-                LevelRule {
-                    threshold: 0.0,
-                    patterns: vec![],
-                },
-                LevelRule {
-                    threshold: 1.0,
-                    patterns: vec![
+        let memory = DimensionRules::with_fallback(
+            "memory_access",
+            vec![
+                LevelRule::new(
+                    1.0,
+                    vec![
                         re(
                             "vload_vstore",
                             L::OPENCL,
@@ -387,10 +406,10 @@ impl RuleSet {
                             1.0,
                         )?,
                     ],
-                },
-                LevelRule {
-                    threshold: 1.0,
-                    patterns: vec![
+                ),
+                LevelRule::new(
+                    1.0,
+                    vec![
                         re(
                             "opencl_local",
                             L::OPENCL,
@@ -417,10 +436,10 @@ impl RuleSet {
                             1.0,
                         )?,
                     ],
-                },
-                LevelRule {
-                    threshold: 2.0,
-                    patterns: vec![
+                ),
+                LevelRule::new(
+                    2.0,
+                    vec![
                         ft("local_memory", L::ALL, Feature::LevelPasses(2), 1.0),
                         re(
                             "double_buffer_decl",
@@ -455,27 +474,23 @@ impl RuleSet {
                         ),
                         ft("register_prefetch", L::ALL, Feature::RegisterPrefetch, 1.0),
                     ],
-                },
+                ),
             ],
-        };
-        let algorithm = DimensionRules {
-            name: "algorithm_structure".into(),
-            levels: vec![
-                LevelRule {
-                    threshold: 0.0,
-                    patterns: vec![],
-                },
-                LevelRule {
-                    threshold: 1.0,
-                    patterns: vec![
+        );
+        let algorithm = DimensionRules::with_fallback(
+            "algorithm_structure",
+            vec![
+                LevelRule::new(
+                    1.0,
+                    vec![
                         ft("one_kernel_one_sweep", L::ALL, Feature::Always, 1.0),
                         ft("several_kernels", L::ALL, Feature::MultipleKernels, -1.0),
                         ft("repeated_sweeps", L::ALL, Feature::RepeatedSweeps, -1.0),
                     ],
-                },
-                LevelRule {
-                    threshold: 2.0,
-                    patterns: vec![
+                ),
+                LevelRule::new(
+                    2.0,
+                    vec![
                         ft("online_rescale", L::ALL, Feature::OnlineRescale, 2.0),
                         re(
                             "welford_update",
@@ -493,10 +508,10 @@ impl RuleSet {
                         ),
                         re("running_names", L::ALL, r"\b(?:running|online)_\w+", 1.0)?,
                     ],
-                },
-                LevelRule {
-                    threshold: 2.0,
-                    patterns: vec![
+                ),
+                LevelRule::new(
+                    2.0,
+                    vec![
                         ft("accumulator_array", L::ALL, Feature::AccumulatorArray, 2.0),
                         re(
                             "matrix_fragments",
@@ -505,19 +520,15 @@ impl RuleSet {
                             2.0,
                         )?,
                     ],
-                },
+                ),
             ],
-        };
-        let coordination = DimensionRules {
-            name: "parallel_coordination".into(),
-            levels: vec![
-                LevelRule {
-                    threshold: 0.0,
-                    patterns: vec![],
-                },
-                LevelRule {
-                    threshold: 1.0,
-                    patterns: vec![
+        );
+        let coordination = DimensionRules::with_fallback(
+            "parallel_coordination",
+            vec![
+                LevelRule::new(
+                    1.0,
+                    vec![
                         re(
                             "opencl_barrier",
                             L::OPENCL,
@@ -550,10 +561,10 @@ impl RuleSet {
                             1.0,
                         ),
                     ],
-                },
-                LevelRule {
-                    threshold: 1.0,
-                    patterns: vec![
+                ),
+                LevelRule::new(
+                    1.0,
+                    vec![
                         re(
                             "opencl_sub_group_op",
                             L::OPENCL,
@@ -597,10 +608,10 @@ impl RuleSet {
                             0.5,
                         )?,
                     ],
-                },
-                LevelRule {
-                    threshold: 2.0,
-                    patterns: vec![
+                ),
+                LevelRule::new(
+                    2.0,
+                    vec![
                         ft("barriers", L::ALL, Feature::LevelPasses(1), 1.0),
                         ft("sub_groups", L::ALL, Feature::LevelPasses(2), 1.0),
                         ft("global_atomic", L::ALL, Feature::GlobalAtomic, 2.0),
@@ -611,9 +622,9 @@ impl RuleSet {
                             2.0,
                         )?,
                     ],
-                },
+                ),
             ],
-        };
+        );
         Ok(RuleSet {
             dimensions: vec![memory, algorithm, coordination],
         })

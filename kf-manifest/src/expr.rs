@@ -28,35 +28,24 @@ impl Symbols {
 
     /// Sets an integer symbol.
     pub fn set_int(&mut self, name: &str, value: i64) {
-        // `set_value` only fails when a variable changes type; fall back to replacing it.
-        if self
-            .context
-            .set_value(name.into(), Value::from_int(value))
-            .is_err()
-        {
-            self.replace(name, Value::from_int(value));
-        }
+        self.set(name, Value::from_int(value));
     }
 
     /// Sets a float symbol.
     pub fn set_float(&mut self, name: &str, value: f64) {
-        if self
-            .context
-            .set_value(name.into(), Value::from_float(value))
-            .is_err()
-        {
-            self.replace(name, Value::from_float(value));
-        }
+        self.set(name, Value::from_float(value));
     }
 
     /// Sets a boolean symbol.
     pub fn set_bool(&mut self, name: &str, value: bool) {
-        if self
-            .context
-            .set_value(name.into(), Value::Boolean(value))
-            .is_err()
-        {
-            self.replace(name, Value::Boolean(value));
+        self.set(name, Value::Boolean(value));
+    }
+
+    /// Sets a symbol of any type.
+    fn set(&mut self, name: &str, value: Value<DefaultNumericTypes>) {
+        // `set_value` only fails when a variable changes type; fall back to replacing it.
+        if self.context.set_value(name.into(), value.clone()).is_err() {
+            self.replace(name, value);
         }
     }
 

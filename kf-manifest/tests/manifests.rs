@@ -150,35 +150,40 @@ fn local_not_dividing_global_is_an_error() {
 
 #[test]
 fn malformed_toml_and_shapes_are_typed() {
-    assert!(matches!(parse("entry = "), Err(ManifestError::Toml { .. })));
-    assert!(matches!(
-        parse("entry = \"k\"\nlanguage = \"opencl\""),
-        Err(ManifestError::Toml { .. })
-    ));
-    assert!(matches!(
-        parse(&GOOD.replace("language = \"opencl\"", "language = \"fortran\"")),
-        Err(ManifestError::Invalid { .. })
-    ));
-    assert!(matches!(
-        parse(&GOOD.replace("TS = [8, 16, 32]", "TS = []")),
-        Err(ManifestError::Invalid { .. })
-    ));
-    assert!(matches!(
-        parse(&GOOD.replace("local = [\"TS\", \"TS / WPT\"]", "local = [\"TS\"]")),
-        Err(ManifestError::Invalid { .. })
-    ));
-    assert!(matches!(
-        parse(&GOOD.replace("\"TS % WPT == 0\"", "\"(TS % WPT == 0\"")),
-        Err(ManifestError::Expression { .. })
-    ));
-    assert!(matches!(
-        parse(&format!("{GOOD}\nunknown_key = 1")),
-        Err(ManifestError::Toml { .. })
-    ));
-    assert!(matches!(
-        parse(&GOOD.replace("entry = \"gemm\"", "entry = \"ge mm\"")),
-        Err(ManifestError::Invalid { .. })
-    ));
+    let kind = |e: &ManifestError| match e {
+        ManifestError::Toml { .. } => "Toml",
+        ManifestError::Invalid { .. } => "Invalid",
+        ManifestError::Expression { .. } => "Expression",
+        _ => "another error",
+    };
+    let cases = [
+        ("entry = ".to_string(), "Toml"),
+        ("entry = \"k\"\nlanguage = \"opencl\"".to_string(), "Toml"),
+        (
+            GOOD.replace("language = \"opencl\"", "language = \"fortran\""),
+            "Invalid",
+        ),
+        (GOOD.replace("TS = [8, 16, 32]", "TS = []"), "Invalid"),
+        (
+            GOOD.replace("local = [\"TS\", \"TS / WPT\"]", "local = [\"TS\"]"),
+            "Invalid",
+        ),
+        (
+            GOOD.replace("\"TS % WPT == 0\"", "\"(TS % WPT == 0\""),
+            "Expression",
+        ),
+        (format!("{GOOD}\nunknown_key = 1"), "Toml"),
+        (
+            GOOD.replace("entry = \"gemm\"", "entry = \"ge mm\""),
+            "Invalid",
+        ),
+    ];
+    for (text, want) in &cases {
+        match parse(text) {
+            Err(e) => assert_eq!(kind(&e), *want, "{text}: {e:?}"),
+            Ok(_) => panic!("{text} parsed"),
+        }
+    }
 }
 
 #[test]

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use kf_mutate::{Structure, TemplateLibrary};
+use kf_mutate::TemplateLibrary;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = PathBuf::from(std::env::args().nth(1).unwrap_or_else(|| "variants".into()));
@@ -13,13 +13,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let library = TemplateLibrary::builtin()?;
     for template in library.templates() {
         // Every combination of switch values.
-        let mut structures = vec![Structure::new()];
-        for (name, values) in template.switches() {
-            structures = structures
-                .into_iter()
-                .flat_map(|s| values.iter().map(move |v| s.clone().with(name.clone(), *v)))
-                .collect();
-        }
+        let structures = template.all_structures();
         let mut written = 0;
         for structure in structures {
             let Ok(variant) = template.instantiate(&structure) else {

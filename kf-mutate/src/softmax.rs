@@ -241,12 +241,7 @@ impl StrategyLibrary {
                     .targets(MEMORY, 1)
                     .weight(1.5),
             )
-            .with(
-                s("wider-vectors", "double the vector width of the loads")
-                    .requires("VW > 1 && VW < 16")
-                    .change("VW", Change::Up)
-                    .targets(MEMORY, 1),
-            )
+            .with(MutationStrategy::wider_vectors())
             .with(
                 s("scalar-lanes", "scalar code: the runtime packs neighbouring work-items into SIMD lanes")
                     .requires("VW > 1")
@@ -312,17 +307,6 @@ mod tests {
     use super::*;
     use crate::Feasibility;
 
-    fn all_structures(template: &Template) -> Vec<Structure> {
-        let mut structures = vec![Structure::new()];
-        for (name, values) in template.switches() {
-            structures = structures
-                .into_iter()
-                .flat_map(|s| values.iter().map(move |v| s.clone().with(name.clone(), *v)))
-                .collect();
-        }
-        structures
-    }
-
     fn sizes() -> indexmap::IndexMap<String, i64> {
         [("ROWS".to_string(), 4096i64), ("COLS".to_string(), 1024)]
             .into_iter()
@@ -346,7 +330,7 @@ mod tests {
         let mut count = 0;
         for template in library.templates() {
             assert_eq!(template.task(), "softmax");
-            for structure in all_structures(template) {
+            for structure in template.all_structures() {
                 let variant = template.instantiate(&structure).unwrap();
                 let text = &variant.source.text;
                 assert!(

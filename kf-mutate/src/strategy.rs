@@ -310,6 +310,17 @@ const MEMORY: &str = "memory_access";
 const ALGORITHM: &str = "algorithm_structure";
 const COORDINATION: &str = "parallel_coordination";
 
+impl MutationStrategy {
+    /// `wider-vectors`: doubles the `VW` switch (vector width of the loads) while it is between
+    /// 1 and 16 exclusive; shared by the dense-linear-algebra and the softmax libraries.
+    pub fn wider_vectors() -> Self {
+        MutationStrategy::new("wider-vectors", "double the vector width of the loads")
+            .requires("VW > 1 && VW < 16")
+            .change("VW", Change::Up)
+            .targets(MEMORY, 1)
+    }
+}
+
 impl StrategyLibrary {
     /// No strategies.
     pub fn new() -> Self {
@@ -376,12 +387,7 @@ impl StrategyLibrary {
                     .targets(MEMORY, 1)
                     .weight(1.5),
             )
-            .with(
-                s("wider-vectors", "double the vector width of the loads")
-                    .requires("VW > 1 && VW < 16")
-                    .change("VW", Change::Up)
-                    .targets(MEMORY, 1),
-            )
+            .with(MutationStrategy::wider_vectors())
             .with(
                 s("lanes-across-work-items", "scalar code, 16 work-items side by side in dimension 0 (the runtime vectorises across them)")
                     .requires("VW > 1")

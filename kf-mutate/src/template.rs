@@ -290,6 +290,21 @@ impl Template {
         &self.switches
     }
 
+    /// Every combination of switch values (the cartesian product of
+    /// [`switches`](Self::switches)), in switch order; a template without
+    /// switches yields the one empty structure. Not every combination need
+    /// instantiate: [`instantiate`](Self::instantiate) rejects infeasible ones.
+    pub fn all_structures(&self) -> Vec<Structure> {
+        let mut structures = vec![Structure::new()];
+        for (name, values) in &self.switches {
+            structures = structures
+                .into_iter()
+                .flat_map(|s| values.iter().map(move |v| s.clone().with(name.clone(), *v)))
+                .collect();
+        }
+        structures
+    }
+
     /// The base structure.
     pub fn base(&self) -> &Structure {
         &self.base

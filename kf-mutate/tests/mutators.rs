@@ -9,7 +9,7 @@ use kf_core::prelude::*;
 use kf_manifest::Manifest;
 use kf_mutate::{
     preprocess::strip_comments, variant_marker, Feasibility, MixMutator, MutateError, ParamMutator,
-    ParamMutatorConfig, StrategyLibrary, StructuralMutator, Structure, Template, TemplateLibrary,
+    ParamMutatorConfig, StrategyLibrary, StructuralMutator, Structure, TemplateLibrary, Variant,
 };
 
 const NAIVE_CL: &str = kf_eval::kernels::OPENCL_GEMM_NAIVE.source;
@@ -253,23 +253,12 @@ fn check_text_matches_structure(template: &str, s: &Structure, text: &str) {
     );
 }
 
-fn all_structures(template: &Template) -> Vec<Structure> {
-    let mut structures = vec![Structure::new()];
-    for (name, values) in template.switches() {
-        structures = structures
-            .into_iter()
-            .flat_map(|s| values.iter().map(move |v| s.clone().with(name.clone(), *v)))
-            .collect();
-    }
-    structures
-}
-
 #[test]
 fn every_variant_shows_its_structure_in_the_text() {
     let library = TemplateLibrary::builtin().unwrap();
     let mut variants = 0;
     for template in library.templates() {
-        for s in all_structures(template) {
+        for s in template.all_structures() {
             let Ok(v) = template.instantiate(&s) else {
                 continue;
             };
@@ -350,15 +339,20 @@ fn structural_mutator_adopts_the_naive_seed_deterministically() {
     assert!(strategies.len() >= 8, "{strategies:?}");
 }
 
+/// The built-in `gemm_blocked` template instantiated with `structure`.
+fn gemm_blocked(structure: Structure) -> Variant {
+    TemplateLibrary::builtin()
+        .unwrap()
+        .get("gemm_blocked")
+        .unwrap()
+        .instantiate(&structure)
+        .unwrap()
+}
+
 #[test]
 fn structural_children_spread_over_structures() {
     let mutator = StructuralMutator::builtin().unwrap();
-    let library = TemplateLibrary::builtin().unwrap();
-    let start = library
-        .get("gemm_blocked")
-        .unwrap()
-        .instantiate(&Structure::new().with("VW", 16))
-        .unwrap();
+    let start = gemm_blocked(Structure::new().with("VW", 16));
     let params = ParamValues::new()
         .with("TM", 8i64)
         .with("TN", 2i64)
@@ -387,12 +381,7 @@ fn structural_children_spread_over_structures() {
 #[test]
 fn frontier_hints_steer_strategies() {
     let mutator = StructuralMutator::builtin().unwrap();
-    let library = TemplateLibrary::builtin().unwrap();
-    let start = library
-        .get("gemm_blocked")
-        .unwrap()
-        .instantiate(&Structure::new().with("VW", 1))
-        .unwrap();
+    let start = gemm_blocked(Structure::new().with("VW", 1));
     let params = ParamValues::new().with("WG0", 16i64).with("WG1", 16i64);
     let parent = elite(start.source, params, [0, 3, 0]);
     let task = gemm_task(256, 256, 256);

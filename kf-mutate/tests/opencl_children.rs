@@ -15,9 +15,7 @@ use kf_core::prelude::*;
 use kf_eval::tasks::{Gemm, KernelTask};
 use kf_eval::{EvalConfig, KernelEvaluator};
 use kf_manifest::Manifest;
-use kf_mutate::{
-    Feasibility, MixMutator, ParamMutator, StructuralMutator, Structure, TemplateLibrary,
-};
+use kf_mutate::{Feasibility, MixMutator, ParamMutator, StructuralMutator, TemplateLibrary};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -38,17 +36,6 @@ fn quick_config() -> EvalConfig {
     config.timing.max_trials = 2;
     config.timing.baseline_trials = 1;
     config
-}
-
-fn all_structures(template: &kf_mutate::Template) -> Vec<Structure> {
-    let mut structures = vec![Structure::new()];
-    for (name, values) in template.switches() {
-        structures = structures
-            .into_iter()
-            .flat_map(|s| values.iter().map(move |v| s.clone().with(name.clone(), *v)))
-            .collect();
-    }
-    structures
 }
 
 fn elite(source: KernelSource, params: ParamValues) -> Elite {
@@ -84,7 +71,7 @@ fn generated_kernels_compile_and_are_correct() {
     let library = TemplateLibrary::builtin().unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     for template in library.templates() {
-        for structure in all_structures(template) {
+        for structure in template.all_structures() {
             let Ok(variant) = template.instantiate(&structure) else {
                 continue;
             };

@@ -427,10 +427,21 @@ fn tmp_sibling(path: &Path) -> PathBuf {
 
 /// JSON as Python's `json.dumps(indent="")` writes containers: one element per line.
 fn indent_empty(v: &Value) -> String {
+    python_dumps(v, ",\n", "\n")
+}
+
+/// JSON as Python's `json.dumps` writes it by default: `", "` and `": "` separators.
+fn python_json(v: &Value) -> String {
+    python_dumps(v, ", ", "")
+}
+
+/// JSON the way Python's `json.dumps` writes it with `": "` after keys: the elements of a
+/// non-empty container joined by `separator`, with `pad` inside its brackets.
+fn python_dumps(v: &Value, separator: &str, pad: &str) -> String {
     match v {
         Value::Array(a) if !a.is_empty() => {
-            let items: Vec<String> = a.iter().map(indent_empty).collect();
-            format!("[\n{}\n]", items.join(",\n"))
+            let items: Vec<String> = a.iter().map(|v| python_dumps(v, separator, pad)).collect();
+            format!("[{pad}{}{pad}]", items.join(separator))
         }
         Value::Object(o) if !o.is_empty() => {
             let items: Vec<String> = o
@@ -439,35 +450,11 @@ fn indent_empty(v: &Value) -> String {
                     format!(
                         "{}: {}",
                         serde_json::to_string(k).unwrap_or_default(),
-                        indent_empty(v)
+                        python_dumps(v, separator, pad)
                     )
                 })
                 .collect();
-            format!("{{\n{}\n}}", items.join(",\n"))
-        }
-        other => other.to_string(),
-    }
-}
-
-/// JSON as Python's `json.dumps` writes it by default: `", "` and `": "` separators.
-fn python_json(v: &Value) -> String {
-    match v {
-        Value::Array(a) => {
-            let items: Vec<String> = a.iter().map(python_json).collect();
-            format!("[{}]", items.join(", "))
-        }
-        Value::Object(o) => {
-            let items: Vec<String> = o
-                .iter()
-                .map(|(k, v)| {
-                    format!(
-                        "{}: {}",
-                        serde_json::to_string(k).unwrap_or_default(),
-                        python_json(v)
-                    )
-                })
-                .collect();
-            format!("{{{}}}", items.join(", "))
+            format!("{{{pad}{}{pad}}}", items.join(separator))
         }
         other => other.to_string(),
     }

@@ -319,21 +319,25 @@ impl Parser {
     }
 
     fn or(&mut self) -> std::result::Result<String, String> {
-        let mut left = self.and()?;
-        while self.peek_name("or") || self.peek_op("|") {
-            self.pos += 1;
-            let right = self.and()?;
-            left = format!("({left} || {right})");
-        }
-        Ok(left)
+        self.left_assoc(("or", "|", "||"), Self::and)
     }
 
     fn and(&mut self) -> std::result::Result<String, String> {
-        let mut left = self.not()?;
-        while self.peek_name("and") || self.peek_op("&") {
+        self.left_assoc(("and", "&", "&&"), Self::not)
+    }
+
+    /// A left-associative chain of `operand`s joined by `word` or `op`, each link rendered as
+    /// `(left rendered right)`.
+    fn left_assoc(
+        &mut self,
+        (word, op, rendered): (&str, &str, &str),
+        operand: fn(&mut Self) -> std::result::Result<String, String>,
+    ) -> std::result::Result<String, String> {
+        let mut left = operand(self)?;
+        while self.peek_name(word) || self.peek_op(op) {
             self.pos += 1;
-            let right = self.not()?;
-            left = format!("({left} && {right})");
+            let right = operand(self)?;
+            left = format!("({left} {rendered} {right})");
         }
         Ok(left)
     }

@@ -161,20 +161,9 @@ impl<'s> Tuner<'s> {
         mut cache: Option<(&mut ResultCache, &CacheKey)>,
     ) -> Result<TuneResult> {
         let mut s = self.session();
-        while let Some(point) = s.next(strategy) {
-            let values = self.space.to_values(&point);
-            if let Some((c, key)) = cache.as_mut() {
-                if let Some(o) = c.get(key, &values) {
-                    let o = o.clone();
-                    s.record(strategy, point, values, o, false);
-                    continue;
-                }
-            }
+        while let Some((point, values)) = s.next_uncached(strategy, &mut cache) {
             let outcome = objective.evaluate(&values)?;
-            if let Some((c, key)) = cache.as_mut() {
-                c.insert(key, &values, &outcome)?;
-            }
-            s.record(strategy, point, values, outcome, true);
+            s.record_evaluated(strategy, point, values, outcome, &mut cache)?;
         }
         Ok(s.finish(strategy))
     }
@@ -189,20 +178,9 @@ impl<'s> Tuner<'s> {
         mut cache: Option<(&mut ResultCache, &CacheKey)>,
     ) -> Result<TuneResult> {
         let mut s = self.session();
-        while let Some(point) = s.next(strategy) {
-            let values = self.space.to_values(&point);
-            if let Some((c, key)) = cache.as_mut() {
-                if let Some(o) = c.get(key, &values) {
-                    let o = o.clone();
-                    s.record(strategy, point, values, o, false);
-                    continue;
-                }
-            }
+        while let Some((point, values)) = s.next_uncached(strategy, &mut cache) {
             let outcome = objective.evaluate(&values).await?;
-            if let Some((c, key)) = cache.as_mut() {
-                c.insert(key, &values, &outcome)?;
-            }
-            s.record(strategy, point, values, outcome, true);
+            s.record_evaluated(strategy, point, values, outcome, &mut cache)?;
         }
         Ok(s.finish(strategy))
     }
@@ -281,6 +259,43 @@ impl Session<'_> {
         });
         let mut ctx = self.ctx();
         strategy.tell(&mut ctx, &point, v);
+    }
+
+    /// The next point the objective must evaluate, with its values: points the cache answers
+    /// are recorded (as not evaluated) on the way. `None` when the session is over.
+    fn next_uncached(
+        &mut self,
+        strategy: &mut dyn Strategy,
+        cache: &mut Option<(&mut ResultCache, &CacheKey)>,
+    ) -> Option<(Point, ParamValues)> {
+        while let Some(point) = self.next(strategy) {
+            let values = self.space.to_values(&point);
+            if let Some((c, key)) = cache.as_mut() {
+                if let Some(o) = c.get(key, &values) {
+                    let o = o.clone();
+                    self.record(strategy, point, values, o, false);
+                    continue;
+                }
+            }
+            return Some((point, values));
+        }
+        None
+    }
+
+    /// Stores a fresh outcome in the cache (when there is one) and records it as evaluated.
+    fn record_evaluated(
+        &mut self,
+        strategy: &mut dyn Strategy,
+        point: Point,
+        values: ParamValues,
+        outcome: Outcome,
+        cache: &mut Option<(&mut ResultCache, &CacheKey)>,
+    ) -> Result<()> {
+        if let Some((c, key)) = cache.as_mut() {
+            c.insert(key, &values, &outcome)?;
+        }
+        self.record(strategy, point, values, outcome, true);
+        Ok(())
     }
 
     fn finish(self, strategy: &dyn Strategy) -> TuneResult {

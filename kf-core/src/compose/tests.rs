@@ -279,7 +279,7 @@ fn fn_adapters_call_their_functions() {
 
 #[test]
 fn boxed_and_either_runs_equal_the_plain_run() {
-    let run = |m: BoxMutator, e: BoxEvaluator, c: BoxClassifier| {
+    fn run<M: Mutator, E: Evaluator, C: BehaviorClassifier>(m: M, e: E, c: C) -> crate::RunSummary {
         let archive = VecArchive::new(c.space().clone());
         Engine::new(m, e, c, archive)
             .seeds(vec![synthetic_seed(6)])
@@ -288,23 +288,12 @@ fn boxed_and_either_runs_equal_the_plain_run() {
             .run_blocking()
             .unwrap()
             .summary
-    };
-    let plain = {
-        let c = SyntheticClassifier::new(3);
-        let archive = VecArchive::new(c.space().clone());
-        Engine::new(
-            SyntheticMutator::new(0.15),
-            SyntheticEvaluator::new(),
-            c,
-            archive,
-        )
-        .seeds(vec![synthetic_seed(6)])
-        .seed(11)
-        .budget(Budget::evaluations(150))
-        .run_blocking()
-        .unwrap()
-        .summary
-    };
+    }
+    let plain = run(
+        SyntheticMutator::new(0.15),
+        SyntheticEvaluator::new(),
+        SyntheticClassifier::new(3),
+    );
     let boxed = run(
         SyntheticMutator::new(0.15).boxed_mutator(),
         SyntheticEvaluator::new().boxed_evaluator(),

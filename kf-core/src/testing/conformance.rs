@@ -552,6 +552,20 @@ fn compile<B: Backend>(
         })
 }
 
+/// [`compile`] with no parameter values.
+fn compile_plain<B: Backend>(
+    backend: &B,
+    language: Language,
+    kernel: TestKernel,
+) -> Result<crate::traits::backend::Compiled<B::Kernel>, String> {
+    compile(backend, language, kernel, &ParamValues::new())
+}
+
+/// An uninitialised device buffer of `n` floats.
+fn alloc_floats<B: Backend>(backend: &B, n: usize) -> Result<B::Buffer, String> {
+    backend.alloc(n * 4).map_err(e("alloc"))
+}
+
 fn buf<B>(buffer: &B) -> KernelArg<'_, B> {
     KernelArg::Buffer { buffer, offset: 0 }
 }
@@ -677,40 +691,35 @@ pub fn check_buffer_round_trip<B: Backend>(backend: &B, _language: Language) -> 
 /// Definitions reach the source (`T`, `SCALE`, `OFFSET`), and a second identical compile
 /// reports its compile facts (a cache hit where the backend caches).
 pub fn check_compile_with_definitions<B: Backend>(backend: &B, language: Language) -> CheckResult {
-    let params = ParamValues::new()
-        .with("T", "float")
-        .with("SCALE", 3i64)
-        .with("OFFSET", 0.5);
+    let defines = |scale: i64, offset: f64| {
+        ParamValues::new()
+            .with("T", "float")
+            .with("SCALE", scale)
+            .with("OFFSET", offset)
+    };
+    let params = defines(3, 0.5);
     let first = compile(backend, language, TestKernel::Defines, &params)?;
     let n = 1000;
     let x = values(n, 1);
     let xb = upload(backend, &x)?;
-    let yb = backend.alloc(n * 4).map_err(e("alloc"))?;
+    let yb = alloc_floats(backend, n)?;
     let range = NdRange::new([1024], [group_size(backend)]);
-    backend
-        .launch(
-            &first.kernel,
-            &[buf(&xb), buf(&yb), KernelArg::I32(n as i32)],
-            &range,
-        )
-        .map_err(e("launch"))?;
+    let launch_and_read = |kernel: &B::Kernel| {
+        backend
+            .launch(
+                kernel,
+                &[buf(&xb), buf(&yb), KernelArg::I32(n as i32)],
+                &range,
+            )
+            .map_err(e("launch"))?;
+        download(backend, &yb, n)
+    };
     let want: Vec<f32> = x.iter().map(|v| v * 3.0 + 0.5).collect();
-    compare(&download(backend, &yb, n)?, &want)?;
+    compare(&launch_and_read(&first.kernel)?, &want)?;
     // Other values must give another kernel (no stale cache entry).
-    let other = ParamValues::new()
-        .with("T", "float")
-        .with("SCALE", 2i64)
-        .with("OFFSET", 0.0);
-    let second = compile(backend, language, TestKernel::Defines, &other)?;
-    backend
-        .launch(
-            &second.kernel,
-            &[buf(&xb), buf(&yb), KernelArg::I32(n as i32)],
-            &range,
-        )
-        .map_err(e("launch"))?;
+    let second = compile(backend, language, TestKernel::Defines, &defines(2, 0.0))?;
     let want: Vec<f32> = x.iter().map(|v| v * 2.0).collect();
-    compare(&download(backend, &yb, n)?, &want)
+    compare(&launch_and_read(&second.kernel)?, &want)
         .map_err(|m| format!("with other definitions: {m}"))?;
     let again = compile(backend, language, TestKernel::Defines, &params)?;
     Ok(format!(
@@ -760,16 +769,11 @@ pub fn check_compile_error<B: Backend>(backend: &B, language: Language) -> Check
 /// `c = a + b` over a range larger than `n` (the kernel guards), and once with the
 /// work-group size left to the runtime.
 pub fn check_vector_add<B: Backend>(backend: &B, language: Language) -> CheckResult {
-    let k = compile(
-        backend,
-        language,
-        TestKernel::VectorAdd,
-        &ParamValues::new(),
-    )?;
+    let k = compile_plain(backend, language, TestKernel::VectorAdd)?;
     let n = 1000;
     let (a, b) = (values(n, 2), values(n, 3));
     let (ab, bb) = (upload(backend, &a)?, upload(backend, &b)?);
-    let cb = backend.alloc(n * 4).map_err(e("alloc"))?;
+    let cb = alloc_floats(backend, n)?;
     let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
     let args = [buf(&ab), buf(&bb), buf(&cb), KernelArg::I32(n as i32)];
     backend
@@ -802,16 +806,11 @@ fn args_with<'a, B>(a: &'a B, b: &'a B, c: &'a B, n: usize) -> [KernelArg<'a, B>
 
 /// `y = alpha * x` with `F32` and `U32` arguments.
 pub fn check_scaled_copy<B: Backend>(backend: &B, language: Language) -> CheckResult {
-    let k = compile(
-        backend,
-        language,
-        TestKernel::ScaledCopy,
-        &ParamValues::new(),
-    )?;
+    let k = compile_plain(backend, language, TestKernel::ScaledCopy)?;
     let n = 4096;
     let x = values(n, 4);
     let xb = upload(backend, &x)?;
-    let yb = backend.alloc(n * 4).map_err(e("alloc"))?;
+    let yb = alloc_floats(backend, n)?;
     let alpha = -1.75f32;
     backend
         .launch(
@@ -833,12 +832,7 @@ pub fn check_scaled_copy<B: Backend>(backend: &B, language: Language) -> CheckRe
 /// Buffers bound at an aligned offset: the kernel sees the view, and the guard regions before
 /// and after it are untouched; the input is unchanged.
 pub fn check_buffer_offsets<B: Backend>(backend: &B, language: Language) -> CheckResult {
-    let k = compile(
-        backend,
-        language,
-        TestKernel::ScaledCopy,
-        &ParamValues::new(),
-    )?;
+    let k = compile_plain(backend, language, TestKernel::ScaledCopy)?;
     let align = backend.buffer_alignment().max(4);
     let n = 1000;
     let x = values(n, 5);
@@ -892,17 +886,12 @@ pub fn check_buffer_offsets<B: Backend>(backend: &B, language: Language) -> Chec
 
 /// A dynamically sized local-memory argument: each work-group reverses its slice.
 pub fn check_local_memory<B: Backend>(backend: &B, language: Language) -> CheckResult {
-    let k = compile(
-        backend,
-        language,
-        TestKernel::LocalReverse,
-        &ParamValues::new(),
-    )?;
+    let k = compile_plain(backend, language, TestKernel::LocalReverse)?;
     let wg = group_size(backend);
     let n = wg * 16;
     let x = values(n, 6);
     let xb = upload(backend, &x)?;
-    let yb = backend.alloc(n * 4).map_err(e("alloc"))?;
+    let yb = alloc_floats(backend, n)?;
     backend
         .launch(
             &k.kernel,
@@ -921,7 +910,7 @@ pub fn check_local_memory<B: Backend>(backend: &B, language: Language) -> CheckR
 
 /// A 2-D range (`I64` argument): every element written once with its coordinates.
 pub fn check_nd_range_2d<B: Backend>(backend: &B, language: Language) -> CheckResult {
-    let k = compile(backend, language, TestKernel::Fill2d, &ParamValues::new())?;
+    let k = compile_plain(backend, language, TestKernel::Fill2d)?;
     let (w, h) = (64usize, 48usize);
     let stride = w + 8;
     let mut out = backend.alloc(stride * h * 4).map_err(e("alloc"))?;
@@ -960,16 +949,11 @@ pub fn check_nd_range_2d<B: Backend>(backend: &B, language: Language) -> CheckRe
 
 /// Device-event timings are positive and finite.
 pub fn check_launch_timing<B: Backend>(backend: &B, language: Language) -> CheckResult {
-    let k = compile(
-        backend,
-        language,
-        TestKernel::VectorAdd,
-        &ParamValues::new(),
-    )?;
+    let k = compile_plain(backend, language, TestKernel::VectorAdd)?;
     let n = 1 << 20;
     let (a, b) = (values(n, 7), values(n, 8));
     let (ab, bb) = (upload(backend, &a)?, upload(backend, &b)?);
-    let cb = backend.alloc(n * 4).map_err(e("alloc"))?;
+    let cb = alloc_floats(backend, n)?;
     let mut times = Vec::new();
     for _ in 0..5 {
         let t = backend
@@ -997,12 +981,7 @@ pub fn check_launch_timing<B: Backend>(backend: &B, language: Language) -> Check
 /// does not divide the range, a zero size, four dimensions, an oversized work-group, a wrong
 /// number of arguments, a misaligned buffer offset.
 pub fn check_bad_launch_geometry<B: Backend>(backend: &B, language: Language) -> CheckResult {
-    let k = compile(
-        backend,
-        language,
-        TestKernel::VectorAdd,
-        &ParamValues::new(),
-    )?;
+    let k = compile_plain(backend, language, TestKernel::VectorAdd)?;
     let n = 1024;
     let a = values(n, 9);
     let (ab, bb, cb) = (

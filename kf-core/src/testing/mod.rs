@@ -201,9 +201,14 @@ impl Mutator for SyntheticMutator {
                 (v + 2.0 * n * self.sigma).clamp(0.0, 1.0)
             })
             .collect();
-        let child = Offspring::new(source(), point(&x), Origin::mutator(self.name()));
-        Ok(Mutation::free(vec![child]))
+        Ok(one_child(self.name(), &x))
     }
+}
+
+/// A free mutation with one child at point `x`, credited to `mutator`.
+fn one_child(mutator: &str, x: &[f64]) -> Mutation {
+    let child = Offspring::new(source(), point(x), Origin::mutator(mutator));
+    Mutation::free(vec![child])
 }
 
 /// Ignores the parent and proposes a uniformly random point: random search, the baseline
@@ -229,8 +234,7 @@ impl Mutator for UniformMutator {
     async fn mutate(&self, _parent: &Elite, ctx: &MutationContext) -> Result<Mutation, Infallible> {
         let mut rng = ChaCha8Rng::seed_from_u64(ctx.seed);
         let x: Vec<f64> = (0..self.dims).map(|_| rng.random::<f64>()).collect();
-        let child = Offspring::new(source(), point(&x), Origin::mutator(self.name()));
-        Ok(Mutation::free(vec![child]))
+        Ok(one_child(self.name(), &x))
     }
 }
 
