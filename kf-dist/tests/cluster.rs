@@ -268,8 +268,18 @@ fn search<E: Evaluator>(evaluator: E, seeds: Vec<Candidate>, evaluations: u64) -
     .archive
 }
 
+/// The archive as JSON, without the name of the worker that evaluated each elite: which
+/// worker took a job is the one thing a distributed run may record differently.
 fn json(a: &EliteArchive) -> String {
-    serde_json::to_string(a).unwrap()
+    let mut doc = serde_json::to_value(a).unwrap();
+    if let Some(cells) = doc["cells"].as_array_mut() {
+        for cell in cells {
+            if let Some(evaluation) = cell["payload"]["evaluation"].as_object_mut() {
+                evaluation.remove("worker");
+            }
+        }
+    }
+    doc.to_string()
 }
 
 /// The in-process archive for the same search.

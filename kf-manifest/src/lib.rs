@@ -9,7 +9,9 @@
 mod error;
 mod expr;
 mod manifest;
+mod standalone;
 
 pub use error::ManifestError;
 pub use expr::{Expr, ExprSite, Symbols};
 pub use manifest::Manifest;
+pub use standalone::standalone_manifest;

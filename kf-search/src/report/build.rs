@@ -455,7 +455,15 @@ impl<'a> Report<'a> {
             out.best_kernel = Some(src);
             if let Some(manifest) = &best.candidate.source.manifest {
                 let path = dir.join(names::BEST_MANIFEST);
-                let text = format!("{}{manifest}", manifest_header(info));
+                // A manifest that stands on its own: it names the source file beside it and
+                // makes the measured parameter values its defaults, so `kf eval` and `kf tune`
+                // take it as is. One that cannot be rewritten is kept as the kernel carried it.
+                let body = kf_manifest::standalone_manifest(manifest, &info.path, &info.params)
+                    .unwrap_or_else(|e| {
+                        out.warnings.push(ReportError::Manifest { source: e });
+                        manifest.to_string()
+                    });
+                let text = format!("{}{body}", manifest_header(info));
                 write_atomic(&path, text.as_bytes())?;
                 out.best_manifest = Some(path);
             }

@@ -46,6 +46,13 @@ pub enum ReportError {
         /// What serde_json said.
         source: serde_json::Error,
     },
+    /// The best kernel's manifest could not be made to stand on its own (it is written as
+    /// the kernel carried it).
+    #[error("the best kernel's manifest was kept as it was: {source}")]
+    Manifest {
+        /// What the manifest reader said.
+        source: kf_manifest::ManifestError,
+    },
     /// A picture could not be drawn.
     #[error("cannot draw {path}: {message}")]
     Plot {
