@@ -57,6 +57,17 @@ fn verify_rechecks_the_best_kernel_and_every_elite() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("gemm");
     search(&out);
+    // The evaluator kept the timing samples: the report gives each elite's interval.
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let interval = &report["best_kernel"]["median_ms_interval"];
+    let median = report["best_kernel"]["median_ms"].as_f64().unwrap();
+    let (lo, hi) = (interval[0].as_f64().unwrap(), interval[1].as_f64().unwrap());
+    assert!(lo <= median && median <= hi, "{report}");
+    assert!(
+        report["cells"][0]["median_ms_interval"].is_array(),
+        "{report}"
+    );
 
     let best = kf(&["verify", out.to_str().unwrap()]);
     let t = text(&best);
