@@ -37,8 +37,17 @@ impl Archive for GridArchive<Elite> {
         GridArchive::space(self)
     }
 
+    /// Fills an empty cell, or replaces a worse elite — one whose timing samples the challenger
+    /// beats with confidence when both kept samples (see [`crate::noise::replaces`]).
     fn insert(&mut self, elite: Elite) -> Result<InsertOutcome, ArchiveError> {
         let index = self.index_of(&elite.descriptor.coords)?;
+        if let Some(incumbent) = self.get_index(index) {
+            if !crate::noise::replaces(&elite, incumbent.payload) {
+                return Ok(InsertOutcome::NotAdded {
+                    incumbent: incumbent.fitness,
+                });
+            }
+        }
         self.insert_index(index, elite.fitness, elite)
     }
 

@@ -10,6 +10,8 @@
 //!   and cells with empty neighbours) and uniform draws, 70/20/10 by default.
 //! * [`EliteArchive`] = `GridArchive<Elite>`, which implements [`kf_core::Archive`] for the
 //!   engine.
+//! * [`noise`]: an elite is replaced only by a challenger that is faster with confidence
+//!   (a one-sided rank test on the timing samples, [`kf_core::noise::ReplacementRule`]).
 //! * [`RunDir`]: a crash-safe run directory implementing [`kf_core::Checkpoint`]: an
 //!   append-only JSON-lines step log, atomic snapshots of the archive and the run's metadata,
 //!   from which a killed run resumes exactly and an archive is restored.
@@ -37,6 +39,7 @@
 mod elite;
 mod error;
 mod grid;
+pub mod noise;
 mod rundir;
 
 pub use elite::EliteArchive;

@@ -193,6 +193,11 @@ pub struct Evaluation {
     /// Candidate timing, when it was timed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timing: Option<TimingStats>,
+    /// The candidate's trial times in seconds, ascending, at most
+    /// [`crate::noise::MAX_KEPT_SAMPLES`] of them (see [`crate::noise::keep_samples`]); empty
+    /// when it was not timed or was recorded before samples were kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub samples: Vec<f64>,
     /// The task baseline's timing in the same process, interleaved with the candidate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<TimingStats>,
@@ -237,6 +242,7 @@ impl Evaluation {
             status,
             params: ParamValues::new(),
             timing: None,
+            samples: Vec::new(),
             baseline: None,
             speedup: None,
             gflops: None,

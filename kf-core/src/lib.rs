@@ -61,6 +61,7 @@ mod error;
 pub mod evaluation;
 pub mod fitness;
 pub mod kernel;
+pub mod noise;
 pub mod observe;
 pub mod task;
 pub mod testing;

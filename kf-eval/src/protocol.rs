@@ -681,6 +681,7 @@ impl<B: Backend> KernelEvaluator<B> {
             }
         }
         let mut evaluation = Evaluation::correct(stats, baseline_stats);
+        evaluation.samples = kf_core::noise::keep_samples(&samples);
         evaluation.params = params;
         evaluation.correctness = worst.map(|mut w| {
             w.input_sets = u32::try_from(checked.len()).unwrap_or(u32::MAX);

@@ -39,6 +39,9 @@ pub struct BestKernelJson {
     pub task_speedup: Option<f64>,
     /// Median kernel time, milliseconds.
     pub median_ms: Option<f64>,
+    /// 95% confidence interval of the median time, milliseconds, `[lo, hi]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub median_ms_interval: Option<[f64; 2]>,
     /// Achieved bandwidth, GB/s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gbs: Option<f64>,
@@ -363,6 +366,7 @@ impl<'a> Report<'a> {
                 speedup_vs_seed: gflops.zip(self.baseline_gflops).map(|(g, b)| g / b),
                 task_speedup: finite(e.evaluation.speedup),
                 median_ms: finite(e.evaluation.timing.map(|t| t.median_s * 1e3)),
+                median_ms_interval: table::median_ms_interval(&e.evaluation),
                 gbs: finite(e.evaluation.gbs),
                 roofline_fraction: finite(e.evaluation.roofline_fraction),
                 memory_bound: e.evaluation.memory_bound,

@@ -24,6 +24,10 @@ pub struct CellRow {
     pub task_speedup: Option<f64>,
     /// Median kernel time in milliseconds, when timed.
     pub median_ms: Option<f64>,
+    /// 95% confidence interval of the median time in milliseconds, `[lo, hi]`, from the
+    /// timing samples the evaluation kept (see [`kf_core::noise::median_interval`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub median_ms_interval: Option<[f64; 2]>,
     /// Achieved bandwidth, GB/s, when measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gbs: Option<f64>,
@@ -52,6 +56,13 @@ pub(crate) fn finite(v: Option<f64>) -> Option<f64> {
 
 /// The parameter values an elite was measured with (the evaluation's, which a tuner may have
 /// changed, else the candidate's).
+/// The 95% interval of an evaluation's median time in milliseconds, when it kept samples.
+pub(crate) fn median_ms_interval(ev: &kf_core::Evaluation) -> Option<[f64; 2]> {
+    kf_core::noise::median_interval(&ev.samples)
+        .map(|m| [m.lo * 1e3, m.hi * 1e3])
+        .filter(|[lo, hi]| lo.is_finite() && hi.is_finite())
+}
+
 pub(crate) fn measured_params(elite: &Elite) -> &ParamValues {
     if elite.evaluation.params.is_empty() {
         &elite.candidate.params
@@ -115,6 +126,7 @@ pub(crate) fn rows(
                 speedup_vs_seed: gflops.zip(baseline).map(|(g, b)| g / b),
                 task_speedup: finite(ev.speedup),
                 median_ms: finite(ev.timing.map(|t| t.median_s * 1e3)),
+                median_ms_interval: median_ms_interval(ev),
                 gbs: finite(ev.gbs),
                 roofline_fraction: finite(ev.roofline_fraction),
                 memory_bound: ev.memory_bound,
@@ -162,7 +174,7 @@ pub(crate) fn render(rows: &[CellRow], space: &DescriptorSpace, width: u16) -> S
             rate,
             "roofline",
             "vs seed",
-            "ms",
+            "ms [95%]",
             "parameters",
             "origin",
         ]
@@ -187,7 +199,11 @@ pub(crate) fn render(rows: &[CellRow], space: &DescriptorSpace, width: u16) -> S
             Cell::new(opt(r.roofline_fraction.map(|f| f * 100.0), 0, "%"))
                 .set_alignment(CellAlignment::Right),
             Cell::new(opt(r.speedup_vs_seed, 1, "x")).set_alignment(CellAlignment::Right),
-            Cell::new(opt(r.median_ms, 3, "")).set_alignment(CellAlignment::Right),
+            Cell::new(match (r.median_ms, r.median_ms_interval) {
+                (Some(m), Some([lo, hi])) => format!("{m:.3} [{lo:.3}–{hi:.3}]"),
+                (m, _) => opt(m, 3, ""),
+            })
+            .set_alignment(CellAlignment::Right),
             Cell::new(r.params.to_string()),
             Cell::new(origin),
         ]);

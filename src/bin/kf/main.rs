@@ -12,6 +12,7 @@ mod task_arg;
 mod task_cmd;
 mod task_import;
 mod tune_cmd;
+mod verify_cmd;
 mod worker_cmd;
 
 use std::process::ExitCode;
@@ -53,6 +54,8 @@ enum Command {
     Report(report_cmd::ReportArgs),
     /// Serve the run explorer on 127.0.0.1, updated live while a search writes the run.
     Serve(serve_cmd::ServeArgs),
+    /// Re-check a run's best kernel (--all: every elite) on fresh inputs and re-time it.
+    Verify(verify_cmd::VerifyArgs),
 }
 
 fn main() -> ExitCode {
@@ -71,6 +74,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench_cmd::run(args),
         Command::Report(args) => report_cmd::run(args),
         Command::Serve(args) => serve_cmd::run(args),
+        Command::Verify(args) => verify_cmd::run(args),
     };
     match result {
         Ok(code) => code,

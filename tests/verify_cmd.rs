@@ -1,0 +1,140 @@
+//! `kf verify` on a run written by `kf search` (real OpenCL runtime): the best kernel and every
+//! elite are re-checked on fresh inputs and re-timed next to their recorded times; a damaged
+//! run (an elite whose kernel no longer computes the task) exits non-zero. Skips (printing
+//! `SKIPPED: …`) when no OpenCL runtime is present and `KF_REQUIRE_OPENCL` is not `1`.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use kernelfoundry::archive::{read_run, RunDir};
+use kernelfoundry::core::{Checkpoint, ChildRecord};
+use kernelfoundry::opencl::testing::backend_or_skip;
+
+fn kf(args: &[&str]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_kf"))
+        .args(args)
+        .output()
+        .expect("running kf");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("panicked"),
+        "kf {args:?} panicked:\n{stderr}"
+    );
+    out
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn search(out: &Path) {
+    let run = kf(&[
+        "search",
+        "--task",
+        "gemm",
+        "--size",
+        "M=64,N=64,K=64",
+        "--evaluations",
+        "5",
+        "--tune-budget",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+        "--no-progress",
+    ]);
+    assert!(run.status.success(), "{}", text(&run));
+}
+
+#[test]
+fn verify_rechecks_the_best_kernel_and_every_elite() {
+    if backend_or_skip().is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("gemm");
+    search(&out);
+    // The evaluator kept the timing samples: the report gives each elite's interval.
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let interval = &report["best_kernel"]["median_ms_interval"];
+    let median = report["best_kernel"]["median_ms"].as_f64().unwrap();
+    let (lo, hi) = (interval[0].as_f64().unwrap(), interval[1].as_f64().unwrap());
+    assert!(lo <= median && median <= hi, "{report}");
+    assert!(
+        report["cells"][0]["median_ms_interval"].is_array(),
+        "{report}"
+    );
+
+    let best = kf(&["verify", out.to_str().unwrap()]);
+    let t = text(&best);
+    assert!(best.status.success(), "{t}");
+    assert!(t.contains("fresh inputs from data seed"), "{t}");
+    let rows: Vec<&str> = t.lines().filter(|l| l.contains(" correct ")).collect();
+    assert_eq!(rows.len(), 1, "{t}");
+    assert!(
+        rows[0].starts_with("best") && rows[0].trim_end().ends_with('x'),
+        "{t}"
+    );
+
+    // The run directory itself works too, with --all and a chosen data seed.
+    let run_dir = out.join("run");
+    let all = kf(&[
+        "verify",
+        run_dir.to_str().unwrap(),
+        "--all",
+        "--data-seed",
+        "12345",
+    ]);
+    let t = text(&all);
+    assert!(all.status.success(), "{t}");
+    assert!(t.contains("data seed 12345"), "{t}");
+    assert!(
+        t.lines().filter(|l| l.contains(" correct ")).count() >= 2,
+        "{t}"
+    );
+}
+
+#[test]
+fn verify_fails_when_a_recorded_kernel_is_no_longer_correct() {
+    if backend_or_skip().is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("gemm");
+    search(&out);
+    // Rewrite the run as if its kernels had been damaged after the search: every store to C
+    // is skipped, so the recorded elites no longer compute the product.
+    let log = read_run(out.join("run")).unwrap();
+    let damaged = tmp.path().join("damaged");
+    let mut meta = log.meta.clone();
+    meta.run_id = String::new();
+    let mut dir = RunDir::open(damaged.join("run"), meta).unwrap();
+    for mut record in log.records {
+        for child in &mut record.children {
+            if let ChildRecord::Judged { elite, .. } = child {
+                let code = &mut elite.candidate.source.text;
+                *code = code.replace("C[", "(void)C; if (0) C[").into();
+            }
+        }
+        Checkpoint::<serde_json::Value>::record(&mut dir, &record, &serde_json::Value::Null)
+            .unwrap();
+    }
+    drop(dir);
+    let out = damaged;
+    let v = kf(&["verify", out.to_str().unwrap()]);
+    let t = text(&v);
+    assert_eq!(v.status.code(), Some(1), "{t}");
+    assert!(t.contains("no longer correct"), "{t}");
+}
+
+#[test]
+fn verify_explains_what_is_not_a_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let v = kf(&["verify", tmp.path().to_str().unwrap()]);
+    assert!(!v.status.success());
+    assert!(text(&v).contains("is not a run directory"), "{}", text(&v));
+}
