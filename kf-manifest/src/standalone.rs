@@ -53,7 +53,7 @@ pub fn standalone_manifest(
             for (name, value) in measured.iter() {
                 let value = toml::Value::try_from(value).map_err(|e| toml_error(e.to_string()))?;
                 let entry = params
-                    .entry(name.clone())
+                    .entry(name)
                     .or_insert_with(|| toml::Value::Array(Vec::new()));
                 if let toml::Value::Array(values) = entry {
                     values.retain(|v| v != &value);
@@ -112,7 +112,8 @@ mod tests {
             standalone_manifest("not = [toml", "x.cl", &ParamValues::default()),
             Err(ManifestError::Toml { .. })
         ));
-        assert!(standalone_manifest("[kernel]\nname = 1\n", "x.cl", &ParamValues::default())
-            .is_err());
+        assert!(
+            standalone_manifest("[kernel]\nname = 1\n", "x.cl", &ParamValues::default()).is_err()
+        );
     }
 }

@@ -70,6 +70,9 @@ pub enum StopReason {
     Tokens,
     /// A [`StopHandle`] asked the run to stop; steps in flight were abandoned.
     Stopped,
+    /// The mutators proposed no child for
+    /// [`EngineConfig::max_idle_steps`](crate::EngineConfig::max_idle_steps) steps in a row.
+    Stalled,
 }
 
 /// Asks a running engine to stop from elsewhere (a Ctrl-C handler, a UI). Steps in flight are

@@ -52,6 +52,12 @@ pub struct EngineConfig {
     pub inspirations: usize,
     /// Steps that may fail in a row (mutator or evaluator errors) before the run aborts.
     pub max_consecutive_failures: u32,
+    /// Steps in a row that may propose no child at all before the run ends with
+    /// [`StopReason::Stalled`]: the mutators have nothing left to offer the archive's parents
+    /// (a parameter move on a kernel without parameters, say), and going on would only write
+    /// empty steps until the wall-clock budget runs out. Parents are drawn at random, so a
+    /// few empty steps in a row are normal; this many are not.
+    pub max_idle_steps: u32,
 }
 
 impl Default for EngineConfig {
@@ -63,6 +69,7 @@ impl Default for EngineConfig {
             max_children_per_step: 8,
             inspirations: 3,
             max_consecutive_failures: 16,
+            max_idle_steps: 64,
         }
     }
 }
@@ -264,6 +271,7 @@ where
             replayed: 0,
             failed_steps: 0,
             consecutive_failures: 0,
+            idle_steps: 0,
             best: None,
             history: Vec::new(),
         };
@@ -565,6 +573,8 @@ struct LoopState<'m, M, C, A> {
     replayed: u64,
     failed_steps: u64,
     consecutive_failures: u32,
+    /// Steps in a row that proposed no child (see [`EngineConfig::max_idle_steps`]).
+    idle_steps: u32,
     best: Option<Fitness>,
     history: Vec<HistoryPoint>,
 }
@@ -589,6 +599,9 @@ where
         }
         if b.max_tokens.is_some_and(|t| self.usage.tokens() >= t) {
             return Some(StopReason::Tokens);
+        }
+        if self.idle_steps >= self.config.max_idle_steps {
+            return Some(StopReason::Stalled);
         }
         None
     }
@@ -637,6 +650,11 @@ where
             }
         };
         let used = record.children.len() as u64;
+        if record.children.is_empty() && record.error.is_none() {
+            self.idle_steps += 1;
+        } else {
+            self.idle_steps = 0;
+        }
         self.reserved = self.reserved - reservation.min(self.reserved) + used.min(reservation);
         self.steps_done += 1;
         self.usage.add(&record.usage);
@@ -936,6 +954,37 @@ mod tests {
             };
             Ok(Mutation::free(children))
         }
+    }
+
+    /// A mutator with nothing to propose (a parameter move on a kernel without parameters).
+    struct Barren;
+
+    #[async_trait::async_trait]
+    impl Mutator for Barren {
+        type Error = std::convert::Infallible;
+        fn name(&self) -> &str {
+            "barren"
+        }
+        async fn mutate(&self, _: &Elite, _: &MutationContext) -> Result<Mutation, Self::Error> {
+            Ok(Mutation::free(Vec::new()))
+        }
+    }
+
+    #[test]
+    fn a_search_whose_mutators_propose_nothing_stops_as_stalled() {
+        let classifier = SyntheticClassifier::new(3);
+        let archive = VecArchive::new(classifier.space().clone());
+        // No wall-clock limit: before the idle-step rule this ran for ever.
+        let result = Engine::new(Barren, SyntheticEvaluator::new(), classifier, archive)
+            .seeds(vec![synthetic_seed(6)])
+            .budget(Budget::evaluations(1_000))
+            .run_blocking()
+            .unwrap();
+        assert_eq!(result.summary.stop_reason, StopReason::Stalled);
+        // The seed's step, then exactly max_idle_steps empty ones.
+        let idle = EngineConfig::default().max_idle_steps as u64;
+        assert_eq!(result.summary.steps, 1 + idle);
+        assert_eq!(result.summary.evaluations, 1);
     }
 
     /// What an observer was told of one child.
