@@ -8,103 +8,27 @@
 //! (printing `SKIPPED: …`) when no server answers unless `KF_REQUIRE_LLM=1`, and when OpenCL or
 //! Python with NumPy is missing unless `KF_REQUIRE_OPENCL=1` / `KF_REQUIRE_PYTHON=1`.
 
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
 use kernelfoundry::archive::{RunDir, RunMeta};
 use kernelfoundry::core::{ChildRecord, StepRecord};
-use kernelfoundry::eval::taskfile::python::python_interpreter;
-
-fn required(var: &str) -> bool {
-    std::env::var(var).is_ok_and(|v| v == "1")
-}
-
-/// The server's base URL and model, if one answers `/health`.
-fn server() -> Result<(String, Option<String>), String> {
-    let (url, model) = match std::env::var("KF_LLM_TEST_BASE_URL") {
-        Ok(u) if !u.trim().is_empty() => (u.trim().to_owned(), None),
-        _ => {
-            let info = Path::new(env!("CARGO_MANIFEST_DIR")).join(".runtime/llm-server.json");
-            let text = std::fs::read_to_string(&info).map_err(|_| {
-                format!(
-                    "no {} (run scripts/llm-server.sh install && scripts/llm-server.sh start)",
-                    info.display()
-                )
-            })?;
-            let v: serde_json::Value =
-                serde_json::from_str(&text).map_err(|e| format!("{}: {e}", info.display()))?;
-            (
-                v["base_url"]
-                    .as_str()
-                    .ok_or("llm-server.json has no base_url")?
-                    .to_owned(),
-                v["model"].as_str().map(str::to_owned),
-            )
-        }
-    };
-    let host_port = url
-        .trim_start_matches("http://")
-        .split('/')
-        .next()
-        .unwrap_or_default()
-        .to_owned();
-    let addr = host_port
-        .to_socket_addrs()
-        .map_err(|e| format!("{host_port}: {e}"))?
-        .next()
-        .ok_or(format!("{host_port} resolves to nothing"))?;
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
-        .map_err(|e| format!("{url}: {e}"))?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
-    write!(
-        s,
-        "GET /health HTTP/1.1\r\nHost: {host_port}\r\nConnection: close\r\n\r\n"
-    )
-    .map_err(|e| e.to_string())?;
-    let mut reply = String::new();
-    let _ = s.read_to_string(&mut reply);
-    if reply.starts_with("HTTP/1.1 200") || reply.starts_with("HTTP/1.0 200") {
-        Ok((url, model))
-    } else {
-        Err(format!("{url}/health did not answer 200"))
-    }
-}
+use kernelfoundry::eval::taskfile::python::numpy_or_skip;
+use kernelfoundry::opencl::testing::backend_or_skip;
+use kernelfoundry::prompt::testing::{server_or_skip, TestServer};
 
 fn runtimes() -> bool {
-    if let Err(e) = kernelfoundry::opencl::OpenClBackend::new() {
-        assert!(
-            !required("KF_REQUIRE_OPENCL"),
-            "KF_REQUIRE_OPENCL=1 but: {e}"
-        );
-        eprintln!("SKIPPED: no OpenCL runtime ({e})");
-        return false;
-    }
-    let numpy = Command::new(python_interpreter())
-        .args(["-c", "import numpy"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !numpy {
-        assert!(
-            !required("KF_REQUIRE_PYTHON"),
-            "KF_REQUIRE_PYTHON=1 but no NumPy"
-        );
-        eprintln!("SKIPPED: no Python with NumPy; run scripts/setup.sh");
-    }
-    numpy
+    backend_or_skip().is_some() && numpy_or_skip()
 }
 
 #[test]
 fn a_task_file_search_with_the_llm_mutator_evaluates_llm_children() {
-    let (url, model) = match server() {
-        Ok(s) => s,
-        Err(why) => {
-            assert!(!required("KF_REQUIRE_LLM"), "KF_REQUIRE_LLM=1 but {why}");
-            eprintln!("SKIPPED: no LLM server: {why}");
-            return;
-        }
+    let Some(TestServer {
+        base_url: url,
+        model,
+    }) = server_or_skip(Path::new(env!("CARGO_MANIFEST_DIR")))
+    else {
+        return;
     };
     if !runtimes() {
         return;

@@ -64,6 +64,7 @@ pub mod parse;
 pub mod population;
 pub mod record;
 mod render;
+pub mod testing;
 
 pub use async_trait::async_trait;
 pub use bandit::{choose_arm, weighted_index, ArmStats, BanditPolicy};

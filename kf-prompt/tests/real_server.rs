@@ -11,9 +11,7 @@
 //! `KF_REQUIRE_LLM=1`, respectively `KF_REQUIRE_OPENCL=1`. The server is found through `KF_LLM_TEST_BASE_URL` or the
 //! `.runtime/llm-server.json` that `scripts/llm-server.sh start` writes.
 
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use kf_archive::EliteArchive;
@@ -41,61 +39,6 @@ kf_eval::worker_test_entry!(|spec: &BackendSpec| {
 const MODEL: &str = "SmolLM2-135M-Instruct";
 const MAX_REQUESTS: u64 = 8;
 const MAX_TOKENS: u64 = 16_000;
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The server's base URL, if one answers `/health`.
-fn server() -> Result<String, String> {
-    let url = match std::env::var("KF_LLM_TEST_BASE_URL") {
-        Ok(u) if !u.trim().is_empty() => u.trim().to_owned(),
-        _ => {
-            let info = repo_root().join(".runtime/llm-server.json");
-            let text = std::fs::read_to_string(&info).map_err(|_| {
-                format!(
-                    "no {} (run scripts/llm-server.sh install && scripts/llm-server.sh start)",
-                    info.display()
-                )
-            })?;
-            let v: serde_json::Value =
-                serde_json::from_str(&text).map_err(|e| format!("{}: {e}", info.display()))?;
-            v["base_url"]
-                .as_str()
-                .ok_or("llm-server.json has no base_url")?
-                .to_owned()
-        }
-    };
-    let host_port = url
-        .trim_start_matches("http://")
-        .split('/')
-        .next()
-        .unwrap_or_default()
-        .to_owned();
-    let addr = host_port
-        .to_socket_addrs()
-        .map_err(|e| format!("{host_port}: {e}"))?
-        .next()
-        .ok_or(format!("{host_port} resolves to nothing"))?;
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
-        .map_err(|e| format!("{url}: {e}"))?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
-    write!(
-        s,
-        "GET /health HTTP/1.1\r\nHost: {host_port}\r\nConnection: close\r\n\r\n"
-    )
-    .map_err(|e| e.to_string())?;
-    let mut reply = String::new();
-    let _ = s.read_to_string(&mut reply);
-    if reply.starts_with("HTTP/1.1 200") || reply.starts_with("HTTP/1.0 200") {
-        Ok(url)
-    } else {
-        Err(format!(
-            "{url}/health did not answer 200: {:?}",
-            reply.lines().next()
-        ))
-    }
-}
 
 /// Short components: a 135M model on one thread reads about 75 prompt tokens per second.
 fn components() -> PromptComponents {
@@ -227,17 +170,11 @@ fn fingerprint(credits: &[CreditEvent], archive: &EliteArchive) -> (Vec<String>,
 
 #[test]
 fn a_short_search_against_a_real_llm_server() {
-    let require = std::env::var("KF_REQUIRE_LLM").is_ok_and(|v| v == "1");
-    let skip = |why: String| {
-        if require {
-            panic!("KF_REQUIRE_LLM=1 but {why}");
-        }
-        eprintln!("SKIPPED: {why}");
+    let Some(server) = kf_prompt::testing::server_or_skip(Path::new(env!("CARGO_MANIFEST_DIR")))
+    else {
+        return;
     };
-    let url = match server() {
-        Ok(u) => u,
-        Err(why) => return skip(format!("no LLM server: {why}")),
-    };
+    let url = server.base_url;
     // Skips only when OpenCL is not installed and KF_REQUIRE_OPENCL is not 1.
     if kf_backend_opencl::testing::backend_or_skip().is_none() {
         return;
