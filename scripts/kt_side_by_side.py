@@ -154,15 +154,20 @@ def geometry(config, M, N, dims):
     return g, l
 
 
-def cmd_time(a):
-    """Neutral re-timing: each configuration compiled once; rounds interleave them so that load
-    changes hit all alike; median per configuration of all rounds' event times."""
+def profiling_setup(a):
+    """The manifest, the square sizes, and the first device with a profiling queue."""
     manifest, source = load_manifest(a.manifest)
-    M = N = K = a.size
-    configs = json.loads(a.configs)
     dev = cl.get_platforms()[0].get_devices()[0]
     ctx = cl.Context([dev])
     q = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    return manifest, source, a.size, a.size, a.size, dev, ctx, q
+
+
+def cmd_time(a):
+    """Neutral re-timing: each configuration compiled once; rounds interleave them so that load
+    changes hit all alike; median per configuration of all rounds' event times."""
+    manifest, source, M, N, K, dev, ctx, q = profiling_setup(a)
+    configs = json.loads(a.configs)
     args, dC, C, ref = gemm_setup(ctx, M, N, K, a.seed, read_write=False)
     kernels = {}
     for name, cfg in configs.items():
@@ -192,12 +197,8 @@ def cmd_launch(a):
     """One configuration, four ways (2-D/3-D launch × read-only/read-write inputs), and the
     Kernel Tuner way of building it (#defines in the source text instead of -D options);
     interleaved rounds, median event times."""
-    manifest, source = load_manifest(a.manifest)
-    M = N = K = a.size
+    manifest, source, M, N, K, dev, ctx, q = profiling_setup(a)
     cfg = json.loads(a.config)
-    dev = cl.get_platforms()[0].get_devices()[0]
-    ctx = cl.Context([dev])
-    q = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
     k_opts = build(ctx, dev, source, cfg, manifest["entry"])
     kt_text = "".join(f"#define {k} {v}\n" for k, v in cfg.items()) + "#define kernel_tuner 1\n" + source
     k_text = getattr(cl.Program(ctx, kt_text).build(devices=[dev]), manifest["entry"])
