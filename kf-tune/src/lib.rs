@@ -19,6 +19,8 @@
 //!   Kernel Tuner's cache format, plain or gzip.
 //! * [`Replay`]: measured landscapes as objectives, and [`cli`] for `kf tune replay`.
 //! * [`t4`]: a run's results in the FAIR T4 format.
+//! * [`synthetic`]: seeded synthetic landscapes with known structure (several peaks, a narrow
+//!   peak, many failures, interactions, plateaus and noise), as Kernel Tuner caches.
 //!
 //! ```
 //! use kf_tune::{strategy, Outcome, Param, Space, Tuner};
@@ -53,6 +55,7 @@ pub mod prior;
 mod replay;
 mod space;
 pub mod strategy;
+pub mod synthetic;
 pub mod t1;
 pub mod t4;
 mod tuner;

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Side by side: `kf tune` and Kernel Tuner tune the same kernel over the same space with the same
+# budget on the same OpenCL device; one neutral harness (scripts/kt_side_by_side.py time) then
+# re-times every tool's best configuration, interleaved. Prints configurations per minute and best
+# GFLOP/s per tool, and the launch investigation (2-D vs 3-D ranges, read-only vs read-write
+# buffers) for Kernel Tuner's own timings.
+#
+#   scripts/bench-vs-kernel-tuner.sh [--budget 20] [--size 512] [--seed 1]
+#       [--kt-strategies random_sample,genetic_algorithm] [--kf-strategy default]
+#       [--manifest tuning-spaces/manifests/gemm_blocked_small.toml] [--kf target/release/kf]
+#       [--venv target/kt-venv]
+#
+# Kernel Tuner 1.5 and pyopencl are installed into a throw-away virtual environment (default
+# target/kt-venv, git-ignored; delete it at will). The OpenCL loader and ICD come from
+# .runtime/env.sh (scripts/setup.sh --opencl). Both tools start cold: the kernel source gets a
+# fresh comment line, so neither kf's binary cache nor pyopencl's (PYOPENCL_NO_CACHE) hits.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+
+budget=20 size=512 seed=1 kf_strategy=default
+kt_strategies=random_sample,genetic_algorithm
+manifest=tuning-spaces/manifests/gemm_blocked_small.toml
+kf=target/release/kf venv=target/kt-venv
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --budget) budget=$2; shift 2 ;;
+        --size) size=$2; shift 2 ;;
+        --seed) seed=$2; shift 2 ;;
+        --kt-strategies) kt_strategies=$2; shift 2 ;;
+        --kf-strategy) kf_strategy=$2; shift 2 ;;
+        --manifest) manifest=$2; shift 2 ;;
+        --kf) kf=$2; shift 2 ;;
+        --venv) venv=$2; shift 2 ;;
+        *) echo "unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+
+if [ ! -f .runtime/env.sh ]; then
+    echo "SKIPPED: no .runtime/env.sh (run scripts/setup.sh --opencl first)" >&2
+    exit 0
+fi
+# shellcheck disable=SC1091
+. .runtime/env.sh
+if [ ! -x "$kf" ]; then
+    echo "building $kf" >&2
+    cargo build --release --bin kf >&2
+fi
+if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q "kernel_tuner==1.5.0" pyopencl numpy >&2
+fi
+py="$venv/bin/python"
+export PYOPENCL_NO_CACHE=1 PYTHONWARNINGS=ignore
+
+work="$(mktemp -d /tmp/kf-vs-kt.XXXXXX)"
+trap 'rm -rf "$work"' EXIT
+# A private copy of the manifest and its source, with a fresh comment: a cold compile cache.
+src_rel="$(sed -n 's/^source = "\(.*\)"/\1/p' "$manifest")"
+src="$(cd "$(dirname "$manifest")" && realpath "$src_rel")"
+{ echo "// bench-vs-kernel-tuner $(date +%s%N)"; cat "$src"; } > "$work/kernel.cl"
+sed "s|^source = .*|source = \"kernel.cl\"|" "$manifest" > "$work/kernel.toml"
+
+echo "machine: $(nproc) cores; load before: $(uptime)"
+echo "kernel: $manifest at M=N=K=$size, budget $budget, seed $seed"
+
+# kf tune: its own timing of the whole run, and its best configuration.
+t0=$(date +%s.%N)
+"$kf" tune --task gemm --size "M=$size,N=$size,K=$size" --kernel "$work/kernel.toml" \
+    --strategy "$kf_strategy" --budget "$budget" --seed "$seed" --cache "$work/kf_cache.json" \
+    --json > "$work/kf.json"
+t1=$(date +%s.%N)
+kf_wall=$(echo "$t1 - $t0" | bc -l)
+
+results=("kf:$kf_strategy")
+for s in ${kt_strategies//,/ }; do
+    "$py" scripts/kt_side_by_side.py tune --manifest "$work/kernel.toml" --size "$size" \
+        --budget "$budget" --strategy "$s" --seed "$seed" > "$work/kt_$s.json"
+    results+=("kt:$s")
+done
+
+# Every best configuration, re-timed by the neutral harness.
+configs="$("$py" - "$work" "$kt_strategies" "$kf_strategy" <<'EOF'
+import json, sys
+work, kts, kfs = sys.argv[1], sys.argv[2].split(","), sys.argv[3]
+out = {f"kf:{kfs}": json.load(open(f"{work}/kf.json"))["best_config"]}
+for s in kts:
+    out[f"kt:{s}"] = json.load(open(f"{work}/kt_{s}.json"))["best_config"]
+print(json.dumps(out))
+EOF
+)"
+"$py" scripts/kt_side_by_side.py time --manifest "$work/kernel.toml" --size "$size" \
+    --configs "$configs" > "$work/neutral.json"
+kf_best="$("$py" -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["best_config"]))' "$work/kf.json")"
+"$py" scripts/kt_side_by_side.py launch --manifest "$work/kernel.toml" --size "$size" \
+    --config "$kf_best" > "$work/launch.json"
+
+"$py" - "$work" "$kf_wall" "$kt_strategies" "$kf_strategy" <<'EOF'
+import json, sys
+work, kf_wall, kts, kfs = sys.argv[1], float(sys.argv[2]), sys.argv[3].split(","), sys.argv[4]
+neutral = json.load(open(f"{work}/neutral.json"))
+kf = json.load(open(f"{work}/kf.json"))
+rows = [(f"kf:{kfs}", kf["evaluations"], kf_wall, kf.get("gflops"))]
+for s in kts:
+    k = json.load(open(f"{work}/kt_{s}.json"))
+    rows.append((f"kt:{s}", k["evaluated"], k["wall_s"], k["gflops_own"]))
+print()
+print("| tool:strategy | configurations | wall s | configurations/min | best GFLOP/s (neutral) | own GFLOP/s |")
+print("|---|---|---|---|---|---|")
+for name, n, wall, own in rows:
+    g = neutral[name]["gflops"]
+    print(f"| {name} | {n} | {wall:.1f} | {60 * n / wall:.1f} | {g:.2f} | {own:.2f} |" if own else
+          f"| {name} | {n} | {wall:.1f} | {60 * n / wall:.1f} | {g:.2f} | - |")
+kf_rate = rows[0][1] / rows[0][2]
+for name, n, wall, _ in rows[1:]:
+    print(f"kf configurations/min ÷ {name}: {kf_rate / (n / wall):.2f}×; best GFLOP/s ratio {neutral[rows[0][0]]['gflops'] / neutral[name]['gflops']:.3f}")
+print()
+print("Launch investigation (kf's best configuration, median ms of interleaved event timings):")
+launch = json.load(open(f"{work}/launch.json"))
+base = next(iter(launch.values()))
+for n, ms in launch.items():
+    print(f"  {n}: {ms:.4f} ms ({ms / base:.2f}× the 2-D read-only time)")
+EOF
+echo "kf tune's wall time includes its process start, the worker processes, 3 verified input sets and the baseline per configuration, and the final confirmation."
+echo "load after: $(uptime)"
