@@ -311,6 +311,10 @@ where
         if config.evaluations == 0 {
             return Err(SearchError::NoEvaluations);
         }
+        // An unknown strategy would otherwise mean "no tuning" for every kernel, silently.
+        if config.tune_budget > 1 {
+            kf_tune::strategy::by_name(&config.tune_strategy)?;
+        }
         let task: Box<dyn KernelTask> = match &config.task_file {
             Some(job) => Box::new(job.build(&config.sizes, &kf_eval::tasks::builtin_references())?),
             None => builtin_task(&config.task, &config.sizes)?,
@@ -347,5 +351,23 @@ impl Observe for BoxedObserver {
 
     fn observe_end(&mut self, summary: &RunSummary) -> Result<(), BoxError> {
         self.0.observe_end(summary)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_tuning_strategy_is_an_error_not_silently_no_tuning() {
+        let err = Search::builder()
+            .task("gemm")
+            .tune_budget(4)
+            .tune_strategy("no_such_strategy")
+            .build()
+            .err()
+            .expect("an unknown strategy is refused");
+        assert!(matches!(err, SearchError::TuneStrategy(_)), "{err}");
+        assert!(err.to_string().contains("no_such_strategy"), "{err}");
     }
 }

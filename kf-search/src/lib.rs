@@ -128,6 +128,9 @@ pub enum SearchError {
     /// A shipped kernel's manifest could not be read.
     #[error(transparent)]
     Manifest(#[from] kf_manifest::ManifestError),
+    /// The per-kernel tuning strategy is unknown ([`SearchBuilder::tune_strategy`]).
+    #[error("tuning inside the search: {0}")]
+    TuneStrategy(#[from] kf_tune::TuneError),
     /// No task was named ([`SearchBuilder::task`]).
     #[error("no task: name a built-in task or give a task file")]
     NoTask,
@@ -606,7 +609,7 @@ fn local_or_distributed(
             config.tune_strategy.clone(),
             sizes.clone(),
             device.clone(),
-        );
+        )?;
         return Ok((Either::Right(tuned), device));
     }
     let worker = match &config.worker {
@@ -630,7 +633,7 @@ fn local_or_distributed(
         config.tune_strategy.clone(),
         sizes.clone(),
         device.clone(),
-    );
+    )?;
     Ok((Either::Left(tuned), device))
 }
 

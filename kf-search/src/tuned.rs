@@ -29,20 +29,29 @@ pub struct TunedEvaluator<E> {
 impl<E: Evaluator + Clone + 'static> TunedEvaluator<E> {
     /// Tunes with `budget` configurations per candidate (1 = no tuning) using the named kf-tune
     /// strategy, for a task at `sizes` on `device`.
+    ///
+    /// # Errors
+    /// An unknown strategy name (with a budget above 1): it would otherwise mean no tuning for
+    /// every kernel, silently.
     pub fn new(
         inner: E,
         budget: usize,
         strategy: impl Into<String>,
         sizes: IndexMap<String, i64>,
         device: DeviceFacts,
-    ) -> Self {
-        TunedEvaluator {
+    ) -> Result<Self, kf_tune::TuneError> {
+        let strategy = strategy.into();
+        let budget = budget.max(1);
+        if budget > 1 {
+            strategy::by_name(&strategy)?;
+        }
+        Ok(TunedEvaluator {
             inner,
-            budget: budget.max(1),
-            strategy: strategy.into(),
+            budget,
+            strategy,
             sizes,
             device: Arc::new(device),
-        }
+        })
     }
 
     /// The wrapped evaluator.
@@ -114,6 +123,8 @@ impl<E: Evaluator + Clone + 'static> Evaluator for TunedEvaluator<E> {
         );
         let mut cache = ResultCache::in_memory();
         let _ = cache.insert(&key, &own, &outcome_of(&first));
+        // The name was checked in `new`; a strategy that cannot be built leaves the candidate
+        // untuned rather than failing its evaluation.
         let Ok(mut strategy) = strategy::by_name(&self.strategy) else {
             return Ok(first);
         };
