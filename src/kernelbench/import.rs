@@ -113,6 +113,19 @@ struct HelperBuffer {
     init: Option<String>,
 }
 
+impl HelperBuffer {
+    /// The task file's declaration of this buffer in `role`, drawn from `init`.
+    fn decl(&self, role: BufferRole, init: Option<OneOrMany<String>>) -> BufferDecl {
+        BufferDecl {
+            name: self.name.clone(),
+            dtype: self.dtype,
+            shape: to_exprs(&self.shape),
+            role,
+            init,
+        }
+    }
+}
+
 #[derive(Debug, Deserialize)]
 pub(crate) struct HelperAnswer {
     ok: bool,
@@ -399,38 +412,32 @@ fn build_spec(
     for (k, v) in overrides {
         sizes.insert(k.clone(), *v);
     }
-    let mut buffers = Vec::new();
-    for input in &answer.inputs {
-        let b = &input.buffer;
-        buffers.push(BufferDecl {
-            name: b.name.clone(),
-            dtype: b.dtype,
-            shape: to_exprs(&b.shape),
-            role: BufferRole::Input,
-            init: input_inits(b.init.as_deref(), b.dtype),
-        });
-    }
-    for p in &answer.parameters {
-        buffers.push(BufferDecl {
-            name: p.name.clone(),
-            dtype: p.dtype,
-            shape: to_exprs(&p.shape),
-            role: BufferRole::Input,
-            init: Some(OneOrMany::Many(vec![
-                "normal(0, 0.5)".into(),
-                "uniform(-1, 1)".into(),
-            ])),
-        });
-    }
-    for o in &answer.outputs {
-        buffers.push(BufferDecl {
-            name: o.name.clone(),
-            dtype: o.dtype,
-            shape: to_exprs(&o.shape),
-            role: BufferRole::Output,
-            init: None,
-        });
-    }
+    let weight_inits = || {
+        Some(OneOrMany::Many(vec![
+            "normal(0, 0.5)".into(),
+            "uniform(-1, 1)".into(),
+        ]))
+    };
+    let buffers: Vec<BufferDecl> = answer
+        .inputs
+        .iter()
+        .map(|input| {
+            let b = &input.buffer;
+            b.decl(BufferRole::Input, input_inits(b.init.as_deref(), b.dtype))
+        })
+        .chain(
+            answer
+                .parameters
+                .iter()
+                .map(|p| p.decl(BufferRole::Input, weight_inits())),
+        )
+        .chain(
+            answer
+                .outputs
+                .iter()
+                .map(|o| o.decl(BufferRole::Output, None)),
+        )
+        .collect();
     let scalars: Vec<ScalarDecl> = answer
         .scalars
         .iter()
