@@ -19,7 +19,6 @@ fn example() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/examples/scaled_swish")
 }
 
-
 fn json(out: &Output) -> serde_json::Value {
     let text = String::from_utf8_lossy(&out.stdout);
     let start = text

@@ -13,7 +13,6 @@ use kernelfoundry::opencl::testing::backend_or_skip;
 mod common;
 use common::kf;
 
-
 fn text(out: &Output) -> String {
     format!(
         "{}\n{}",

@@ -141,9 +141,9 @@ pub fn parse_sizes_or_number(
     if text.contains('=') {
         return parse_sizes(text);
     }
-    let n: i64 = text
-        .parse()
-        .map_err(|_| EvalError::BadSize(format!("`{text}` is neither NAME=value,… nor a number")))?;
+    let n: i64 = text.parse().map_err(|_| {
+        EvalError::BadSize(format!("`{text}` is neither NAME=value,… nor a number"))
+    })?;
     parse_sizes(&from_number(n))
 }
 
@@ -167,7 +167,9 @@ mod tests {
         assert_eq!(sizes_text(&named), "M=2,N=3,K=4");
         let number = parse_sizes_or_number("8", square).unwrap();
         assert_eq!(sizes_text(&number), "M=8,N=8,K=8");
-        let err = parse_sizes_or_number("big", square).unwrap_err().to_string();
+        let err = parse_sizes_or_number("big", square)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("`big` is neither"), "{err}");
     }
 }
