@@ -330,7 +330,10 @@ fn the_table_lists_every_filled_cell_fastest_first() {
         .collect();
     assert!(correct.windows(2).all(|w| w[0] >= w[1]));
     assert!(rows[correct.len()..].iter().all(|r| !r.status.is_correct()));
-    assert_eq!(rows[0].figures.speedup_vs_seed, rows[0].figures.gflops.map(|g| g / 4.1));
+    assert_eq!(
+        rows[0].figures.speedup_vs_seed,
+        rows[0].figures.gflops.map(|g| g / 4.1)
+    );
     assert_eq!(
         rows.iter().map(|r| r.rank).collect::<Vec<_>>(),
         (1..=rows.len()).collect::<Vec<_>>()
