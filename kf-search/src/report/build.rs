@@ -14,7 +14,7 @@ use super::files::write_atomic;
 #[cfg(feature = "report")]
 use super::plot::{self, CurveData};
 use super::progress::TracePoint;
-use super::table::{self, correct_gflops, finite, measured_params, CellRow, Figures};
+use super::table::{self, correct_gflops, finite, measured_params, CellRow};
 
 /// The best kernel as `report.json` describes it. Paths are relative to the report folder.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -31,9 +31,26 @@ pub struct BestKernelJson {
     pub entry: String,
     /// Candidate id within the run.
     pub candidate: u64,
-    /// What it measured (flattened into the JSON object).
-    #[serde(flatten)]
-    pub figures: Figures,
+    /// Throughput, GFLOP/s.
+    pub gflops: Option<f64>,
+    /// GFLOP/s over the naive seed's.
+    pub speedup_vs_seed: Option<f64>,
+    /// Speedup over the task's baseline as the evaluator measured it.
+    pub task_speedup: Option<f64>,
+    /// Median kernel time, milliseconds.
+    pub median_ms: Option<f64>,
+    /// 95% confidence interval of the median time, milliseconds, `[lo, hi]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub median_ms_interval: Option<[f64; 2]>,
+    /// Achieved bandwidth, GB/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gbs: Option<f64>,
+    /// Fraction of the device's roofline reached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roofline_fraction: Option<f64>,
+    /// Whether the task is memory-bound on the device (its rate is GB/s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bound: Option<bool>,
     /// Its cell, as level indices.
     pub cell: Vec<usize>,
     /// Its cell, as level names.
@@ -331,27 +348,43 @@ impl<'a> Report<'a> {
     pub fn json(&self) -> ReportJson {
         let rows = self.rows();
         let best = self.best();
-        let best_json = best.map(|e| BestKernelJson {
-            path: source_name(e.candidate.source.language),
-            manifest_path: e
-                .candidate
-                .source
-                .manifest
-                .as_ref()
-                .map(|_| names::BEST_MANIFEST.to_owned()),
-            params_path: names::BEST_PARAMS.to_owned(),
-            language: e.candidate.source.language,
-            entry: e.candidate.source.entry.clone(),
-            candidate: e.candidate.id.0,
-            figures: Figures::of(&e.evaluation, correct_gflops(e), self.baseline_gflops),
-            cell: e.descriptor.coords.clone(),
-            levels: table::level_names(self.space, &e.descriptor.coords),
-            mutator: e.candidate.origin.mutator.clone(),
-            note: e.candidate.origin.note.clone(),
-            params: measured_params(e).clone(),
-            content_hash: e.candidate.source.content_hash(),
+        let best_json = best.map(|e| {
+            let gflops = correct_gflops(e);
+            BestKernelJson {
+                path: source_name(e.candidate.source.language),
+                manifest_path: e
+                    .candidate
+                    .source
+                    .manifest
+                    .as_ref()
+                    .map(|_| names::BEST_MANIFEST.to_owned()),
+                params_path: names::BEST_PARAMS.to_owned(),
+                language: e.candidate.source.language,
+                entry: e.candidate.source.entry.clone(),
+                candidate: e.candidate.id.0,
+                gflops,
+                speedup_vs_seed: gflops.zip(self.baseline_gflops).map(|(g, b)| g / b),
+                task_speedup: finite(e.evaluation.speedup),
+                median_ms: finite(e.evaluation.timing.map(|t| t.median_s * 1e3)),
+                median_ms_interval: table::median_ms_interval(&e.evaluation),
+                gbs: finite(e.evaluation.gbs),
+                roofline_fraction: finite(e.evaluation.roofline_fraction),
+                memory_bound: e.evaluation.memory_bound,
+                cell: e.descriptor.coords.clone(),
+                levels: e
+                    .descriptor
+                    .coords
+                    .iter()
+                    .enumerate()
+                    .map(|(d, l)| table::level_name(self.space, d, *l))
+                    .collect(),
+                mutator: e.candidate.origin.mutator.clone(),
+                note: e.candidate.origin.note.clone(),
+                params: measured_params(e).clone(),
+                content_hash: e.candidate.source.content_hash(),
+            }
         });
-        let best_gflops = best_json.as_ref().and_then(|b| b.figures.gflops);
+        let best_gflops = best_json.as_ref().and_then(|b| b.gflops);
         let s = self.summary;
         let cells_total = self.space.cells();
         let cells_filled = self.cells_filled();
@@ -360,9 +393,9 @@ impl<'a> Report<'a> {
             best_gflops,
             baseline_gflops: self.baseline_gflops,
             speedup: best_gflops.zip(self.baseline_gflops).map(|(g, b)| g / b),
-            best_gbs: best_json.as_ref().and_then(|b| b.figures.gbs),
-            roofline_fraction: best_json.as_ref().and_then(|b| b.figures.roofline_fraction),
-            memory_bound: best_json.as_ref().and_then(|b| b.figures.memory_bound),
+            best_gbs: best_json.as_ref().and_then(|b| b.gbs),
+            roofline_fraction: best_json.as_ref().and_then(|b| b.roofline_fraction),
+            memory_bound: best_json.as_ref().and_then(|b| b.memory_bound),
             evaluations: s.evaluations,
             cells_filled,
             cells_total,
@@ -553,9 +586,9 @@ fn source_name(language: Language) -> String {
 
 fn manifest_header(info: &BestKernelJson) -> String {
     let mut s = String::from("# Best kernel of the run");
-    if let Some(g) = info.figures.gflops {
+    if let Some(g) = info.gflops {
         let _ = write!(s, ": {g:.2} GFLOP/s");
-        if let Some(x) = info.figures.speedup_vs_seed {
+        if let Some(x) = info.speedup_vs_seed {
             let _ = write!(s, " ({x:.1}x the naive seed)");
         }
     }

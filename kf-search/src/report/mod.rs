@@ -70,6 +70,6 @@ pub use plot::{fonts_available, heatmap_size, CURVE_SIZE, HEATMAP_SIZE};
 pub use progress::{
     init_logging, verbosity_filter, LogObserver, ProgressObserver, ProgressTrace, TracePoint,
 };
-pub use table::{CellRow, Figures};
+pub use table::CellRow;
 
 pub use error::{names, ReportError};

@@ -16,24 +16,6 @@ pub struct CellRow {
     pub levels: Vec<String>,
     /// Where the elite stands on the result ladder.
     pub status: Status,
-    /// What it measured (flattened into the row's JSON).
-    #[serde(flatten)]
-    pub figures: Figures,
-    /// Parameter values the figures were measured with.
-    pub params: ParamValues,
-    /// Candidate id within the run.
-    pub candidate: u64,
-    /// Mutator that produced it (`seed` for initial kernels).
-    pub mutator: String,
-    /// What the mutation did, when the mutator said.
-    pub note: String,
-    /// Scalar fitness the archive ranked it by.
-    pub fitness: f64,
-}
-
-/// What an elite measured, as a table row and `report.json`'s best kernel show it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Figures {
     /// Throughput, GFLOP/s, when measured.
     pub gflops: Option<f64>,
     /// GFLOP/s over the naive seed's GFLOP/s, when both are known.
@@ -55,27 +37,16 @@ pub struct Figures {
     /// Whether the task is memory-bound on the device (its rate is GB/s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_bound: Option<bool>,
-}
-
-impl Figures {
-    /// The figures of `ev` at `gflops` (the rate the caller counts), relative to the naive
-    /// seed's `baseline_gflops`.
-    pub(crate) fn of(
-        ev: &kf_core::Evaluation,
-        gflops: Option<f64>,
-        baseline_gflops: Option<f64>,
-    ) -> Self {
-        Figures {
-            gflops,
-            speedup_vs_seed: gflops.zip(baseline_gflops).map(|(g, b)| g / b),
-            task_speedup: finite(ev.speedup),
-            median_ms: finite(ev.timing.map(|t| t.median_s * 1e3)),
-            median_ms_interval: median_ms_interval(ev),
-            gbs: finite(ev.gbs),
-            roofline_fraction: finite(ev.roofline_fraction),
-            memory_bound: ev.memory_bound,
-        }
-    }
+    /// Parameter values the figures were measured with.
+    pub params: ParamValues,
+    /// Candidate id within the run.
+    pub candidate: u64,
+    /// Mutator that produced it (`seed` for initial kernels).
+    pub mutator: String,
+    /// What the mutation did, when the mutator said.
+    pub note: String,
+    /// Scalar fitness the archive ranked it by.
+    pub fitness: f64,
 }
 
 /// A finite value or `None`.
@@ -110,15 +81,6 @@ pub(crate) fn level_name(space: &DescriptorSpace, dim: usize, level: usize) -> S
         .unwrap_or_else(|| level.to_string())
 }
 
-/// The level names of a cell's `coords`, one per dimension.
-pub(crate) fn level_names(space: &DescriptorSpace, coords: &[usize]) -> Vec<String> {
-    coords
-        .iter()
-        .enumerate()
-        .map(|(d, l)| level_name(space, d, *l))
-        .collect()
-}
-
 /// The GFLOP/s an elite counts for in pictures and rankings: measured, finite, and correct.
 pub(crate) fn correct_gflops(elite: &Elite) -> Option<f64> {
     if elite.evaluation.status.is_correct() {
@@ -148,12 +110,26 @@ pub(crate) fn rows(
         .enumerate()
         .map(|(i, e)| {
             let ev = &e.evaluation;
+            let gflops = finite(ev.gflops);
             CellRow {
                 rank: i + 1,
                 coords: e.descriptor.coords.clone(),
-                levels: level_names(space, &e.descriptor.coords),
+                levels: e
+                    .descriptor
+                    .coords
+                    .iter()
+                    .enumerate()
+                    .map(|(d, l)| level_name(space, d, *l))
+                    .collect(),
                 status: ev.status,
-                figures: Figures::of(ev, finite(ev.gflops), baseline),
+                gflops,
+                speedup_vs_seed: gflops.zip(baseline).map(|(g, b)| g / b),
+                task_speedup: finite(ev.speedup),
+                median_ms: finite(ev.timing.map(|t| t.median_s * 1e3)),
+                median_ms_interval: median_ms_interval(ev),
+                gbs: finite(ev.gbs),
+                roofline_fraction: finite(ev.roofline_fraction),
+                memory_bound: ev.memory_bound,
                 params: measured_params(e).clone(),
                 candidate: e.candidate.id.0,
                 mutator: e.candidate.origin.mutator.clone(),
@@ -190,7 +166,7 @@ pub(crate) fn render(rows: &[CellRow], space: &DescriptorSpace, width: u16) -> S
         )
     }));
     // Memory-bound tasks are measured in GB/s, the others in GFLOP/s.
-    let memory_bound = rows.iter().any(|r| r.figures.memory_bound == Some(true));
+    let memory_bound = rows.iter().any(|r| r.memory_bound == Some(true));
     let rate = if memory_bound { "GB/s" } else { "GFLOP/s" };
     header.extend(
         [
@@ -218,20 +194,12 @@ pub(crate) fn render(rows: &[CellRow], space: &DescriptorSpace, width: u16) -> S
         };
         cells.extend([
             Cell::new(r.status.as_str()),
-            Cell::new(opt(
-                if memory_bound {
-                    r.figures.gbs
-                } else {
-                    r.figures.gflops
-                },
-                1,
-                "",
-            ))
-            .set_alignment(CellAlignment::Right),
-            Cell::new(opt(r.figures.roofline_fraction.map(|f| f * 100.0), 0, "%"))
+            Cell::new(opt(if memory_bound { r.gbs } else { r.gflops }, 1, ""))
                 .set_alignment(CellAlignment::Right),
-            Cell::new(opt(r.figures.speedup_vs_seed, 1, "x")).set_alignment(CellAlignment::Right),
-            Cell::new(match (r.figures.median_ms, r.figures.median_ms_interval) {
+            Cell::new(opt(r.roofline_fraction.map(|f| f * 100.0), 0, "%"))
+                .set_alignment(CellAlignment::Right),
+            Cell::new(opt(r.speedup_vs_seed, 1, "x")).set_alignment(CellAlignment::Right),
+            Cell::new(match (r.median_ms, r.median_ms_interval) {
                 (Some(m), Some([lo, hi])) => format!("{m:.3} [{lo:.3}–{hi:.3}]"),
                 (m, _) => opt(m, 3, ""),
             })
