@@ -14,8 +14,15 @@ use serde_json::json;
 /// Arguments of `kf eval`.
 #[derive(Args)]
 pub(crate) struct EvalArgs {
-    #[command(flatten)]
-    task: crate::task_arg::TaskArgs,
+    /// Built-in task: gemm or softmax.
+    #[arg(long, conflicts_with = "task_file")]
+    task: Option<String>,
+    /// A task file (TOML): your own operator with a Python, kernel or Rust reference.
+    #[arg(long, value_name = "T.toml")]
+    task_file: Option<PathBuf>,
+    /// Problem sizes, such as M=256,N=192,K=128 (missing ones take the task's defaults).
+    #[arg(long, default_value = "")]
+    size: String,
     /// The kernel's TOML manifest.
     #[arg(long)]
     kernel: PathBuf,
@@ -79,7 +86,11 @@ fn summary(e: &Evaluation) -> String {
 }
 
 pub(crate) fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
-    let chosen = args.task.resolve()?;
+    let chosen = crate::task_arg::ChosenTask::resolve(
+        args.task.as_deref(),
+        args.task_file.as_deref(),
+        &args.size,
+    )?;
     let task = &chosen.task;
     let spec = args.backend.spec(args.device.clone());
     kernelfoundry::backends::check(&spec)?;

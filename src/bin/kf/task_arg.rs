@@ -14,28 +14,6 @@ use kernelfoundry::eval::{
     TimeoutPolicy,
 };
 
-/// `--task NAME` or `--task-file T.toml`, at `--size`: the arguments of the commands that
-/// judge given kernels (`kf eval`, `kf tune live`).
-#[derive(clap::Args)]
-pub(crate) struct TaskArgs {
-    /// Built-in task: gemm or softmax.
-    #[arg(long, conflicts_with = "task_file")]
-    pub(crate) task: Option<String>,
-    /// A task file (TOML): your own operator with a Python, kernel or Rust reference.
-    #[arg(long, value_name = "T.toml")]
-    pub(crate) task_file: Option<PathBuf>,
-    /// Problem sizes, such as M=256,N=192,K=128 (missing ones take the task's defaults).
-    #[arg(long, default_value = "")]
-    pub(crate) size: String,
-}
-
-impl TaskArgs {
-    /// The task these arguments name (see [`ChosenTask::resolve`]).
-    pub(crate) fn resolve(&self) -> anyhow::Result<ChosenTask> {
-        ChosenTask::resolve(self.task.as_deref(), self.task_file.as_deref(), &self.size)
-    }
-}
-
 /// A resolved task: built here (for sizes, work and descriptions) and, for task files, the
 /// job that lets evaluation workers rebuild it.
 pub(crate) struct ChosenTask {

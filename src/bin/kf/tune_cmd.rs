@@ -75,8 +75,15 @@ impl From<ReplayCmdArgs> for ReplayArgs {
 /// Live tuning of one kernel on the default device.
 #[derive(Args)]
 struct LiveArgs {
-    #[command(flatten)]
-    task: crate::task_arg::TaskArgs,
+    /// Built-in task: gemm or softmax.
+    #[arg(long, conflicts_with = "task_file")]
+    task: Option<String>,
+    /// A task file (TOML): your own operator with a Python, kernel or Rust reference.
+    #[arg(long, value_name = "T.toml")]
+    task_file: Option<PathBuf>,
+    /// Problem sizes, such as M=1024,N=1024,K=1024.
+    #[arg(long, default_value = "")]
+    size: String,
     /// The kernel's TOML manifest; its `[params]` and `[constraints]` define the space.
     #[arg(long)]
     kernel: PathBuf,
@@ -127,7 +134,11 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
     if args.budget == 0 {
         bail!("--budget must be at least 1");
     }
-    let chosen = args.task.resolve()?;
+    let chosen = crate::task_arg::ChosenTask::resolve(
+        args.task.as_deref(),
+        args.task_file.as_deref(),
+        &args.size,
+    )?;
     let task = &chosen.task;
     let task_name = chosen.name();
     let sizes = task.sizes();
