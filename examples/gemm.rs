@@ -22,7 +22,7 @@
 
 use anyhow::Context;
 use clap::Parser;
-use kernelfoundry::eval::tasks::parse_sizes;
+use kernelfoundry::eval::tasks::parse_sizes_or_number;
 use kernelfoundry::report::init_logging;
 use kernelfoundry::search::{stop_on_ctrl_c, Search, SearchArgs};
 
@@ -41,15 +41,8 @@ fn main() -> anyhow::Result<()> {
     kernelfoundry::init();
     let args = Args::parse();
     init_logging(args.search.verbose);
-    let sizes = if args.size.contains('=') {
-        parse_sizes(&args.size)?
-    } else {
-        let n: i64 = args
-            .size
-            .parse()
-            .context("--size is a number or M=…,N=…,K=…")?;
-        parse_sizes(&format!("M={n},N={n},K={n}"))?
-    };
+    let sizes = parse_sizes_or_number(&args.size, |n| format!("M={n},N={n},K={n}"))
+        .context("--size is a number or M=…,N=…,K=…")?;
     let config = args
         .search
         .config("gemm", sizes, kernelfoundry::search::defaults::WALL);

@@ -28,7 +28,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use kernelfoundry::core::{Language, Status, StopHandle};
-use kernelfoundry::eval::tasks::{builtin_task, parse_sizes};
+use kernelfoundry::eval::tasks::{builtin_task, parse_sizes_or_number};
 use kernelfoundry::mutate::{MixMutator, ParamMutator, StructuralMutator, TemplateLibrary};
 use kernelfoundry::prompt::{LlmMutator, LlmSettings, OpenAiClient, RenderLimits, WhenExhausted};
 use kernelfoundry::report::init_logging;
@@ -83,15 +83,8 @@ fn main() -> anyhow::Result<()> {
     kernelfoundry::init();
     let args = Args::parse();
     init_logging(args.verbose);
-    let sizes = if args.size.contains('=') {
-        parse_sizes(&args.size)?
-    } else {
-        let n: i64 = args
-            .size
-            .parse()
-            .context("--size is a number or M=…,N=…,K=…")?;
-        parse_sizes(&format!("M={n},N={n},K={n}"))?
-    };
+    let sizes = parse_sizes_or_number(&args.size, |n| format!("M={n},N={n},K={n}"))
+        .context("--size is a number or M=…,N=…,K=…")?;
 
     // The LLM: endpoint, models, prices, reply length and budget from KF_LLM_* variables.
     let settings = LlmSettings::from_env().context("reading the KF_LLM_* settings")?;

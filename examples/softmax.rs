@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use kernelfoundry::eval::tasks::{builtin_task, parse_sizes};
+use kernelfoundry::eval::tasks::{builtin_task, parse_sizes_or_number};
 use kernelfoundry::report::init_logging;
 use kernelfoundry::search::{stop_on_ctrl_c, Search, SearchArgs};
 
@@ -43,15 +43,8 @@ fn main() -> anyhow::Result<()> {
     kernelfoundry::init();
     let args = Args::parse();
     init_logging(args.search.verbose);
-    let sizes = if args.size.contains('=') {
-        parse_sizes(&args.size)?
-    } else {
-        let rows: i64 = args
-            .size
-            .parse()
-            .context("--size is ROWS=…,COLS=… or a number of rows")?;
-        parse_sizes(&format!("ROWS={rows},COLS=1024"))?
-    };
+    let sizes = parse_sizes_or_number(&args.size, |rows| format!("ROWS={rows},COLS=1024"))
+        .context("--size is ROWS=…,COLS=… or a number of rows")?;
     // The task itself, for the work counts below.
     let task = builtin_task("softmax", &sizes)?;
     let sizes = task.sizes();

@@ -25,6 +25,7 @@ use kernelfoundry::core::testing::{
 };
 use kernelfoundry::core::{Archive, BehaviorClassifier, Budget, Engine, StepRecord};
 use kernelfoundry::explorer::{RunData, RunFiles};
+use kernelfoundry::opencl::testing::backend_or_skip;
 use serde_json::Value;
 
 // ---------------------------------------------------------------- the browser
@@ -53,21 +54,6 @@ fn chromium() -> Option<PathBuf> {
         None => {
             eprintln!("SKIPPED: no Chromium (run scripts/setup.sh --browser, or set KF_CHROMIUM)");
             None
-        }
-    }
-}
-
-fn opencl_available() -> bool {
-    use kernelfoundry::backends::open_opencl;
-    use kernelfoundry::eval::BackendSpec;
-    match open_opencl(&BackendSpec::new("opencl")) {
-        Ok(_) => true,
-        Err(e) if std::env::var("KF_REQUIRE_OPENCL").as_deref() == Ok("1") => {
-            panic!("KF_REQUIRE_OPENCL=1 but the OpenCL runtime does not open: {e}")
-        }
-        Err(e) => {
-            eprintln!("SKIPPED: no OpenCL runtime ({e}); run scripts/setup.sh");
-            false
         }
     }
 }
@@ -412,7 +398,7 @@ fn a_synthetic_10000_candidate_run_opens_in_the_browser() {
 #[test]
 fn the_page_of_a_real_gemm_run() {
     let Some(chrome) = chromium() else { return };
-    if !opencl_available() {
+    if backend_or_skip().is_none() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

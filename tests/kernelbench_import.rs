@@ -1,5 +1,5 @@
 //! `kf task import-kernelbench` on KernelBench problems the importer has never seen (the files
-//! under tests/data/kernelbench_unseen are not among the shipped tasks), with real Python.
+//! under tests/data/kernelbench_unseen/vendor are not among the shipped tasks), with real Python.
 //!
 //! Needs Python with NumPy (`scripts/setup.sh`); skips without it unless KF_REQUIRE_PYTHON=1.
 //! The PyTorch path runs where torch imports (`scripts/setup.sh --torch`), and is required
@@ -18,6 +18,11 @@ fn unseen(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/kernelbench_unseen")
         .join(name)
+}
+
+/// An unseen problem file: the unchanged third-party file, kept in `vendor/`.
+fn unseen_problem(stem: &str) -> PathBuf {
+    unseen(&format!("vendor/{stem}.py"))
 }
 
 fn python_or_skip() -> Option<PathBuf> {
@@ -50,7 +55,7 @@ fn import(
 ) {
     let dir = tempfile::tempdir().unwrap();
     let problem = dir.path().join(format!("{stem}.py"));
-    std::fs::copy(unseen(&format!("{stem}.py")), &problem).unwrap();
+    std::fs::copy(unseen_problem(stem), &problem).unwrap();
     if with_ref {
         std::fs::copy(
             unseen(&format!("{stem}_ref.py")),
@@ -119,8 +124,13 @@ fn unseen_problems_import_with_numpy_references() {
     assert!(!report.varied_sizes.contains(&"kernel_size".to_owned()));
     // The problem file travels unchanged with the task.
     assert_eq!(
-        std::fs::read(report.task_file.with_file_name("41_Max_Pooling_1D.py")).unwrap(),
-        std::fs::read(unseen("41_Max_Pooling_1D.py")).unwrap()
+        std::fs::read(
+            report
+                .task_file
+                .with_file_name("vendor/41_Max_Pooling_1D.py")
+        )
+        .unwrap(),
+        std::fs::read(unseen_problem("41_Max_Pooling_1D")).unwrap()
     );
 
     // Diagonal matmul: inputs of different ranks, named after forward()'s arguments.

@@ -8,21 +8,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use kernelfoundry::archive::{RunDir, RunMeta};
-use kernelfoundry::backends::open_opencl;
-use kernelfoundry::eval::BackendSpec;
-
-fn opencl_available() -> bool {
-    match open_opencl(&BackendSpec::new("opencl")) {
-        Ok(_) => true,
-        Err(e) if std::env::var("KF_REQUIRE_OPENCL").as_deref() == Ok("1") => {
-            panic!("KF_REQUIRE_OPENCL=1 but the OpenCL runtime does not open: {e}")
-        }
-        Err(e) => {
-            eprintln!("SKIPPED: no OpenCL runtime ({e}); run scripts/setup.sh");
-            false
-        }
-    }
-}
+use kernelfoundry::opencl::testing::backend_or_skip;
 
 fn search(out: &Path, evaluations: u64) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kf"));
@@ -76,7 +62,7 @@ fn recorded_evaluations(out: &Path) -> u64 {
 
 #[test]
 fn a_second_search_on_the_same_folder_exits_at_once_and_the_first_is_intact() {
-    if !opencl_available() {
+    if backend_or_skip().is_none() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -109,7 +95,7 @@ fn a_second_search_on_the_same_folder_exits_at_once_and_the_first_is_intact() {
 
 #[test]
 fn a_finished_search_is_extended_with_more_evaluations() {
-    if !opencl_available() {
+    if backend_or_skip().is_none() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

@@ -7,26 +7,16 @@
 //! `KF_REQUIRE_PYTHON` is not `1`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use kernelfoundry::eval::taskfile::python::numpy_or_skip;
 use kernelfoundry::opencl::testing::backend_or_skip;
 
+mod common;
+use common::kf;
+
 fn example() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/examples/scaled_swish")
-}
-
-fn kf(args: &[&str]) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_kf"))
-        .args(args)
-        .output()
-        .expect("running kf");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !stderr.contains("panicked"),
-        "kf {args:?} panicked:\n{stderr}"
-    );
-    out
 }
 
 fn json(out: &Output) -> serde_json::Value {

@@ -4,24 +4,14 @@
 //! `SKIPPED: …`) when no OpenCL runtime is present and `KF_REQUIRE_OPENCL` is not `1`.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use kernelfoundry::archive::{read_run, RunDir};
 use kernelfoundry::core::{Checkpoint, ChildRecord};
 use kernelfoundry::opencl::testing::backend_or_skip;
 
-fn kf(args: &[&str]) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_kf"))
-        .args(args)
-        .output()
-        .expect("running kf");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !stderr.contains("panicked"),
-        "kf {args:?} panicked:\n{stderr}"
-    );
-    out
-}
+mod common;
+use common::kf;
 
 fn text(out: &Output) -> String {
     format!(

@@ -309,6 +309,32 @@ pub struct OpenClKernel {
     num_args: u32,
 }
 
+impl OpenClKernel {
+    /// A built (or loaded) kernel with what compiling it found; `facts` gains the cache key and
+    /// build options it was made with, whichever way it was made.
+    fn compiled(
+        kernel: Kernel,
+        entry: &str,
+        log: String,
+        mut facts: CompilerFacts,
+        cache_key: String,
+        build_options: String,
+    ) -> Compiled<OpenClKernel> {
+        facts.extra.insert("cache_key".into(), cache_key);
+        facts.extra.insert("build_options".into(), build_options);
+        let num_args = kernel.num_args().unwrap_or(0);
+        Compiled {
+            kernel: OpenClKernel {
+                kernel: Mutex::new(kernel),
+                entry: entry.to_owned(),
+                num_args,
+            },
+            log,
+            facts,
+        }
+    }
+}
+
 impl std::fmt::Debug for OpenClKernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OpenClKernel")
@@ -415,18 +441,14 @@ impl Backend for OpenClBackend {
                             "load_seconds".into(),
                             format!("{:.6}", started.elapsed().as_secs_f64()),
                         );
-                        facts.extra.insert("cache_key".into(), key);
-                        facts.extra.insert("build_options".into(), build_options);
-                        let num_args = kernel.num_args().unwrap_or(0);
-                        return Ok(Compiled {
-                            kernel: OpenClKernel {
-                                kernel: Mutex::new(kernel),
-                                entry: entry.to_owned(),
-                                num_args,
-                            },
+                        return Ok(OpenClKernel::compiled(
+                            kernel,
+                            entry,
                             log,
                             facts,
-                        });
+                            key,
+                            build_options,
+                        ));
                     }
                     None => cache.remove(&key),
                 }
@@ -481,18 +503,14 @@ impl Backend for OpenClBackend {
                 }
             }
         }
-        facts.extra.insert("cache_key".into(), key);
-        facts.extra.insert("build_options".into(), build_options);
-        let num_args = kernel.num_args().unwrap_or(0);
-        Ok(Compiled {
-            kernel: OpenClKernel {
-                kernel: Mutex::new(kernel),
-                entry: entry.to_owned(),
-                num_args,
-            },
+        Ok(OpenClKernel::compiled(
+            kernel,
+            entry,
             log,
             facts,
-        })
+            key,
+            build_options,
+        ))
     }
 
     fn alloc(&self, bytes: usize) -> Result<OpenClBuffer, OpenClError> {

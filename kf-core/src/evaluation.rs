@@ -97,6 +97,16 @@ pub struct TimingStats {
     pub trials: u32,
 }
 
+/// The median of non-empty `sorted` values (the mean of the middle two for an even count).
+pub(crate) fn median_of_sorted(sorted: &[f64]) -> f64 {
+    let n = sorted.len();
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        0.5 * (sorted[n / 2 - 1] + sorted[n / 2])
+    }
+}
+
 impl TimingStats {
     /// Statistics of a non-empty set of trial times; `None` when `samples` is empty or holds a
     /// non-finite or negative value.
@@ -107,11 +117,7 @@ impl TimingStats {
         let mut sorted = samples.to_vec();
         sorted.sort_by(f64::total_cmp);
         let n = sorted.len();
-        let median = if n % 2 == 1 {
-            sorted[n / 2]
-        } else {
-            0.5 * (sorted[n / 2 - 1] + sorted[n / 2])
-        };
+        let median = median_of_sorted(&sorted);
         let mean = sorted.iter().sum::<f64>() / n as f64;
         let var = sorted.iter().map(|s| (s - mean) * (s - mean)).sum::<f64>() / n as f64;
         Some(TimingStats {

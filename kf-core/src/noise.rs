@@ -46,7 +46,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::evaluation::{Evaluation, Status};
+use crate::evaluation::{median_of_sorted, Evaluation, Status};
 
 /// Timing samples an evaluation keeps at most (a longer series is reduced to this many
 /// evenly spaced order statistics, which keeps its distribution).
@@ -107,11 +107,7 @@ pub fn median_interval(samples: &[f64]) -> Option<MedianInterval> {
     }
     sorted.sort_by(f64::total_cmp);
     let n = sorted.len();
-    let median = if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        0.5 * (sorted[n / 2 - 1] + sorted[n / 2])
-    };
+    let median = median_of_sorted(&sorted);
     let nf = n as f64;
     let k = ((nf - 1.96 * nf.sqrt()) / 2.0).floor().max(1.0) as usize;
     let k = k.min(n.div_ceil(2));
@@ -166,8 +162,9 @@ pub fn mann_whitney_less(x: &[f64], y: &[f64]) -> f64 {
     0.5 * erfc(z / std::f64::consts::SQRT_2)
 }
 
-/// Complementary error function (Numerical Recipes' Chebyshev fit, relative error < 1.2e-7).
-fn erfc(x: f64) -> f64 {
+/// Complementary error function (Numerical Recipes' Chebyshev fit, relative error < 1.2e-7);
+/// also the normal distribution function of `kf-tune`'s Gaussian-process strategy.
+pub fn erfc(x: f64) -> f64 {
     let z = x.abs();
     let t = 1.0 / (1.0 + 0.5 * z);
     let poly = -z * z - 1.265_512_23

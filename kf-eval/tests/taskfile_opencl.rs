@@ -159,13 +159,28 @@ fn an_i32_inout_task_is_compared_exactly() {
     };
     let dir = taskfiles_dir();
     let (task, _cache) = file_task(&dir.join("affine_i32.toml"), "", ReferenceRegistry::new());
-    let mut ev = KernelEvaluator::new(backend, config());
-    let good = kernel(&dir.join("affine_i32_kernel.toml"));
-    let e = ev.evaluate(&task, &good, &ParamValues::new()).unwrap();
+    correct_and_wrong(
+        KernelEvaluator::new(backend, config()),
+        &task,
+        &dir.join("affine_i32_kernel.toml"),
+        &dir.join("affine_i32_off_by_one.cl"),
+    );
+}
+
+/// The kernel of manifest `good` computes `task`; the same kernel with the source `wrong`
+/// gives wrong values.
+fn correct_and_wrong(
+    mut ev: KernelEvaluator<OpenClBackend>,
+    task: &FileTask,
+    good: &Path,
+    wrong: &Path,
+) {
+    let good = kernel(good);
+    let e = ev.evaluate(task, &good, &ParamValues::new()).unwrap();
     assert_eq!(e.status, Status::Correct, "{}", e.diagnostics);
-    let text = std::fs::read_to_string(dir.join("affine_i32_off_by_one.cl")).unwrap();
+    let text = std::fs::read_to_string(wrong).unwrap();
     let bad = Manifest::from_kernel(&good).unwrap().kernel_source(text);
-    let e = ev.evaluate(&task, &bad, &ParamValues::new()).unwrap();
+    let e = ev.evaluate(task, &bad, &ParamValues::new()).unwrap();
     assert_eq!(e.status, Status::WrongValues, "{}", e.diagnostics);
 }
 
@@ -191,14 +206,12 @@ fn an_f16_task_with_a_rust_reference_evaluates() {
     };
     let dir = taskfiles_dir();
     let (task, _cache) = file_task(&dir.join("scale_f16.toml"), "", scale_f16_reference());
-    let mut ev = KernelEvaluator::new(backend, config());
-    let good = kernel(&dir.join("scale_f16_kernel.toml"));
-    let e = ev.evaluate(&task, &good, &ParamValues::new()).unwrap();
-    assert_eq!(e.status, Status::Correct, "{}", e.diagnostics);
-    let text = std::fs::read_to_string(dir.join("scale_f16_wrong.cl")).unwrap();
-    let bad = Manifest::from_kernel(&good).unwrap().kernel_source(text);
-    let e = ev.evaluate(&task, &bad, &ParamValues::new()).unwrap();
-    assert_eq!(e.status, Status::WrongValues, "{}", e.diagnostics);
+    correct_and_wrong(
+        KernelEvaluator::new(backend, config()),
+        &task,
+        &dir.join("scale_f16_kernel.toml"),
+        &dir.join("scale_f16_wrong.cl"),
+    );
 }
 
 #[test]

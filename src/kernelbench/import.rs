@@ -12,6 +12,9 @@
 //! The reference is the unchanged problem file run with PyTorch on the CPU when torch imports
 //! in the Python used; otherwise a NumPy script `<stem>_ref.py` beside the problem (or already
 //! in the output folder), for which a template is written when there is none.
+//!
+//! The problem file travels unchanged with the task, in the task folder's `vendor/` (it is
+//! third-party code: KernelBench, MIT), beside the project's own task file and reference.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -28,6 +31,14 @@ use super::error::KernelBenchError;
 use super::python::{default_python, run_python, torch_available};
 
 const HELPER: &str = include_str!("import_helper.py");
+
+/// The folder inside a task folder that holds the unchanged KernelBench problem file.
+pub(crate) const PROBLEM_FOLDER: &str = "vendor";
+
+/// Where a task folder keeps the problem file `<stem>.py`, relative to the folder.
+pub(crate) fn problem_in_task(stem: &str) -> PathBuf {
+    Path::new(PROBLEM_FOLDER).join(format!("{stem}.py"))
+}
 const TORCH_ADAPTER: &str = include_str!("torch_adapter.py");
 /// The task file's name inside the output folder.
 pub const TASK_FILE_NAME: &str = "task.toml";
@@ -100,6 +111,19 @@ struct HelperBuffer {
     shape: Vec<String>,
     #[serde(default)]
     init: Option<String>,
+}
+
+impl HelperBuffer {
+    /// The task file's declaration of this buffer in `role`, drawn from `init`.
+    fn decl(&self, role: BufferRole, init: Option<OneOrMany<String>>) -> BufferDecl {
+        BufferDecl {
+            name: self.name.clone(),
+            dtype: self.dtype,
+            shape: to_exprs(&self.shape),
+            role,
+            init,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -299,12 +323,14 @@ pub fn import_kernelbench(options: &ImportOptions) -> Result<ImportReport, Kerne
     }
 
     let out = &options.out_dir;
-    fs::create_dir_all(out).map_err(|e| KernelBenchError::io(out, e))?;
-    let problem_copy = out.join(format!("{stem}.py"));
+    let problem_dir = out.join(PROBLEM_FOLDER);
+    fs::create_dir_all(&problem_dir).map_err(|e| KernelBenchError::io(&problem_dir, e))?;
+    let problem_in_out = problem_in_task(&stem);
+    let problem_copy = out.join(&problem_in_out);
 
     let use_torch = options.reference == ReferencePreference::Auto && torch_available(&python);
     let (kind, reference_file) = if use_torch {
-        let adapter = torch_adapter(&analysis, &format!("{stem}.py"));
+        let adapter = torch_adapter(&analysis, &problem_in_out.to_string_lossy());
         let file = out.join(format!("{stem}_torch_ref.py"));
         copy_unless_same(problem, &problem_copy)?;
         write_atomic(&file, &adapter)?;
@@ -345,11 +371,12 @@ pub fn import_kernelbench(options: &ImportOptions) -> Result<ImportReport, Kerne
         .to_toml()
         .map_err(|e| KernelBenchError::Render(e.to_string()))?;
     let header = format!(
-        "# Imported by `kf task import-kernelbench` from the KernelBench problem {stem}.py.\n\
+        "# Imported by `kf task import-kernelbench` from the KernelBench problem {}.\n\
          # Reference: {}\n#   ({}).\n\
          # Kernel arguments: the inputs (get_inputs() order, then the model's parameters),\n\
          # the outputs, then the sizes (int) and scalars.\n\
          # Output shapes were fitted from probe runs; sizes varied while probing: {}.\n\n",
+        problem_in_out.display(),
         reference_file
             .file_name()
             .and_then(|f| f.to_str())
@@ -385,38 +412,32 @@ fn build_spec(
     for (k, v) in overrides {
         sizes.insert(k.clone(), *v);
     }
-    let mut buffers = Vec::new();
-    for input in &answer.inputs {
-        let b = &input.buffer;
-        buffers.push(BufferDecl {
-            name: b.name.clone(),
-            dtype: b.dtype,
-            shape: to_exprs(&b.shape),
-            role: BufferRole::Input,
-            init: input_inits(b.init.as_deref(), b.dtype),
-        });
-    }
-    for p in &answer.parameters {
-        buffers.push(BufferDecl {
-            name: p.name.clone(),
-            dtype: p.dtype,
-            shape: to_exprs(&p.shape),
-            role: BufferRole::Input,
-            init: Some(OneOrMany::Many(vec![
-                "normal(0, 0.5)".into(),
-                "uniform(-1, 1)".into(),
-            ])),
-        });
-    }
-    for o in &answer.outputs {
-        buffers.push(BufferDecl {
-            name: o.name.clone(),
-            dtype: o.dtype,
-            shape: to_exprs(&o.shape),
-            role: BufferRole::Output,
-            init: None,
-        });
-    }
+    let weight_inits = || {
+        Some(OneOrMany::Many(vec![
+            "normal(0, 0.5)".into(),
+            "uniform(-1, 1)".into(),
+        ]))
+    };
+    let buffers: Vec<BufferDecl> = answer
+        .inputs
+        .iter()
+        .map(|input| {
+            let b = &input.buffer;
+            b.decl(BufferRole::Input, input_inits(b.init.as_deref(), b.dtype))
+        })
+        .chain(
+            answer
+                .parameters
+                .iter()
+                .map(|p| p.decl(BufferRole::Input, weight_inits())),
+        )
+        .chain(
+            answer
+                .outputs
+                .iter()
+                .map(|o| o.decl(BufferRole::Output, None)),
+        )
+        .collect();
     let scalars: Vec<ScalarDecl> = answer
         .scalars
         .iter()

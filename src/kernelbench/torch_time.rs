@@ -8,7 +8,7 @@ use indexmap::IndexMap;
 use kf_eval::taskfile::{BufferRole, TaskFile};
 
 use super::error::KernelBenchError;
-use super::import::{ask_helper, torch_adapter, write_atomic};
+use super::import::{ask_helper, problem_in_task, torch_adapter, write_atomic};
 use super::python::run_python;
 
 /// Loads the adapter, draws inputs of the given shapes and prints the median forward time.
@@ -40,7 +40,7 @@ fn int_bounds(init: Option<&str>) -> (i64, i64) {
 }
 
 /// Median seconds of the problem's forward() with PyTorch on the CPU at `sizes`; the problem
-/// file is `<task folder>/<stem>.py` where the task is named `kb_<stem>`.
+/// file is `<task folder>/vendor/<stem>.py` where the task is named `kb_<stem>`.
 pub fn torch_cpu_seconds(
     python: &Path,
     task: &TaskFile,
@@ -55,7 +55,7 @@ pub fn torch_cpu_seconds(
         .name
         .strip_prefix("kb_")
         .unwrap_or(&task.spec.name);
-    let problem = dir.join(format!("{stem}.py"));
+    let problem = dir.join(problem_in_task(stem));
     let analysis = ask_helper(python, &problem, None, sizes)?;
     let absolute =
         std::fs::canonicalize(&problem).map_err(|e| KernelBenchError::io(&problem, e))?;

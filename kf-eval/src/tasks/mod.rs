@@ -10,4 +10,6 @@ pub use builtin::{
     builtin_references, builtin_task, builtin_task_file, Gemm, Softmax, BUILTIN_TASKS,
 };
 pub use host::{HostBuffer, POISON_F16_BITS, POISON_I32};
-pub use spec::{parse_sizes, sizes_text, ArgSpec, BufferSpec, KernelTask, Sizes};
+pub use spec::{
+    parse_sizes, parse_sizes_or_number, sizes_text, ArgSpec, BufferSpec, KernelTask, Sizes,
+};

@@ -132,6 +132,21 @@ pub fn parse_sizes(text: &str) -> Result<Sizes, EvalError> {
     Ok(out)
 }
 
+/// Parses a `--size` argument that is either `NAME=value,…` ([`parse_sizes`]) or one number,
+/// which `from_number` spells out as the sizes it stands for (for gemm, `n` is `M=n,N=n,K=n`).
+pub fn parse_sizes_or_number(
+    text: &str,
+    from_number: impl FnOnce(i64) -> String,
+) -> Result<Sizes, EvalError> {
+    if text.contains('=') {
+        return parse_sizes(text);
+    }
+    let n: i64 = text.parse().map_err(|_| {
+        EvalError::BadSize(format!("`{text}` is neither NAME=value,… nor a number"))
+    })?;
+    parse_sizes(&from_number(n))
+}
+
 /// Renders sizes as `M=256,N=192,K=128` (the inverse of [`parse_sizes`]).
 pub fn sizes_text(sizes: &Sizes) -> String {
     sizes
@@ -139,4 +154,22 @@ pub fn sizes_text(sizes: &Sizes) -> String {
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_size_argument_is_named_sizes_or_one_number() {
+        let square = |n: i64| format!("M={n},N={n},K={n}");
+        let named = parse_sizes_or_number("M=2,N=3,K=4", square).unwrap();
+        assert_eq!(sizes_text(&named), "M=2,N=3,K=4");
+        let number = parse_sizes_or_number("8", square).unwrap();
+        assert_eq!(sizes_text(&number), "M=8,N=8,K=8");
+        let err = parse_sizes_or_number("big", square)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`big` is neither"), "{err}");
+    }
 }

@@ -203,6 +203,23 @@ fn png_size(path: &Path) -> (u32, u32) {
     (info.width, info.height)
 }
 
+/// Writes the report of `elites` after `evaluations` into a fresh folder (the default kernel
+/// descriptor space), with or without pictures.
+fn report_in_tmp(
+    elites: &[Elite],
+    evaluations: u64,
+    pictures: bool,
+) -> (tempfile::TempDir, ReportOutput) {
+    let space = DescriptorSpace::kernel_default();
+    let summary = summary_for(elites, evaluations);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Report::new(&space, &summary, elites)
+        .pictures(pictures)
+        .write(tmp.path())
+        .unwrap();
+    (tmp, out)
+}
+
 fn read_json(path: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
@@ -394,12 +411,7 @@ fn an_archive_without_a_correct_kernel_still_reports() {
         elite(1, [0, 1, 0], None, Status::WrongValues, Language::OpenCl),
         elite(2, [2, 1, 3], None, Status::CompileError, Language::OpenCl),
     ];
-    let space = DescriptorSpace::kernel_default();
-    let summary = summary_for(&elites, 5);
-    let tmp = tempfile::tempdir().unwrap();
-    let out = Report::new(&space, &summary, &elites)
-        .write(tmp.path())
-        .unwrap();
+    let (tmp, out) = report_in_tmp(&elites, 5, true);
     assert!(out.best_kernel.is_none() && out.best_params.is_none());
     let doc = read_json(&out.report_json);
     assert!(doc["best_gflops"].is_null());
@@ -416,10 +428,7 @@ fn an_archive_without_a_correct_kernel_still_reports() {
 
 #[test]
 fn an_empty_archive_still_reports() {
-    let space = DescriptorSpace::kernel_default();
-    let summary = summary_for(&[], 0);
-    let tmp = tempfile::tempdir().unwrap();
-    let out = Report::new(&space, &summary, []).write(tmp.path()).unwrap();
+    let (_tmp, out) = report_in_tmp(&[], 0, true);
     let doc = read_json(&out.report_json);
     assert_eq!(doc["cells_filled"], 0);
     assert_eq!(doc["cells"].as_array().unwrap().len(), 0);
@@ -428,18 +437,12 @@ fn an_empty_archive_still_reports() {
 
 #[test]
 fn the_source_extension_follows_the_language() {
-    let space = DescriptorSpace::kernel_default();
     for (language, name) in [
         (Language::Sycl, "best_kernel.cpp"),
         (Language::Cuda, "best_kernel.cu"),
     ] {
-        let elites = vec![elite(3, [1, 1, 1], Some(10.0), Status::Correct, language)];
-        let summary = summary_for(&elites, 3);
-        let tmp = tempfile::tempdir().unwrap();
-        let out = Report::new(&space, &summary, &elites)
-            .pictures(false)
-            .write(tmp.path())
-            .unwrap();
+        let elites = [elite(3, [1, 1, 1], Some(10.0), Status::Correct, language)];
+        let (tmp, out) = report_in_tmp(&elites, 3, false);
         assert_eq!(out.best_kernel.unwrap(), tmp.path().join(name));
         assert_eq!(read_json(&out.report_json)["best_kernel_path"], name);
         assert!(out.heatmap.is_none());
@@ -448,16 +451,9 @@ fn the_source_extension_follows_the_language() {
 
 #[test]
 fn a_kernel_without_manifest_gets_params_only() {
-    let space = DescriptorSpace::kernel_default();
     let mut e = elite(3, [1, 1, 1], Some(10.0), Status::Correct, Language::OpenCl);
     e.candidate.source.manifest = None;
-    let elites = [e];
-    let summary = summary_for(&elites, 3);
-    let tmp = tempfile::tempdir().unwrap();
-    let out = Report::new(&space, &summary, &elites)
-        .pictures(false)
-        .write(tmp.path())
-        .unwrap();
+    let (tmp, out) = report_in_tmp(&[e], 3, false);
     assert!(out.best_manifest.is_none());
     assert!(!tmp.path().join("best_kernel.toml").exists());
     assert!(read_json(&tmp.path().join("best_params.json"))["WPT"].is_i64());

@@ -6,6 +6,8 @@
 // Dense linear algebra reads best with explicit indices.
 #![allow(clippy::needless_range_loop)]
 
+use kf_core::noise::erfc;
+
 const SQRT5: f64 = 2.236_067_977_499_79;
 
 /// Hyperparameters, all in log space.
@@ -443,27 +445,6 @@ pub(crate) fn npdf(z: f64) -> f64 {
 /// Standard normal distribution function (erfc approximation, relative error < 1.2e-7).
 pub(crate) fn ncdf(z: f64) -> f64 {
     0.5 * erfc(-z / std::f64::consts::SQRT_2)
-}
-
-fn erfc(x: f64) -> f64 {
-    let z = x.abs();
-    let t = 1.0 / (1.0 + 0.5 * z);
-    let r = t
-        * (-z * z - 1.265_512_23
-            + t * (1.000_023_68
-                + t * (0.374_091_96
-                    + t * (0.096_784_18
-                        + t * (-0.186_288_06
-                            + t * (0.278_868_07
-                                + t * (-1.135_203_98
-                                    + t * (1.488_515_87
-                                        + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
-            .exp();
-    if x >= 0.0 {
-        r
-    } else {
-        2.0 - r
-    }
 }
 
 /// Expected improvement below `best` for a normal posterior.

@@ -1,0 +1,18 @@
+//! Helpers shared by the integration tests that drive the real `kf` binary.
+
+use std::process::{Command, Output};
+
+/// Runs the `kf` binary built for these tests with `args` and returns what it did; fails the
+/// test if it panicked, whatever its exit code (a panic is never a clear error).
+pub(crate) fn kf(args: &[&str]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_kf"))
+        .args(args)
+        .output()
+        .expect("running kf");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("panicked"),
+        "kf {args:?} panicked:\n{stderr}"
+    );
+    out
+}
