@@ -24,13 +24,18 @@ pub fn servers(test: &str) -> Option<Servers> {
         .ancestors()
         .find(|p| p.join("Cargo.lock").exists())
         .unwrap_or(manifest);
-    let info: Option<serde_json::Value> =
-        std::fs::read_to_string(root.join(".runtime/dist-servers.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok());
+    // KF_DIST_DIR: servers started with `KF_DIST_DIR=… scripts/dist-servers.sh start`.
+    let dir = std::env::var_os("KF_DIST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join(".runtime"));
+    let info: Option<serde_json::Value> = std::fs::read_to_string(dir.join("dist-servers.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
     let from_info = |k: &str| info.as_ref().and_then(|i| i[k].as_str().map(String::from));
+    // The superuser, through the server's Unix socket: it creates the tests' databases.
     let database_url = std::env::var("KF_DATABASE_URL")
         .ok()
+        .or_else(|| from_info("admin_url"))
         .or_else(|| from_info("database_url"));
     let nats_server = std::env::var("KF_NATS_SERVER")
         .ok()
