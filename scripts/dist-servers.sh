@@ -253,7 +253,7 @@ start_nats() {
 admin_psql() { # admin_psql DATABASE ARGS…
     local db="$1"
     shift
-    as_pg "$(pg_bindir)/psql" -X -q -v ON_ERROR_STOP=1 -h "$PG_DIR" -p "$PG_PORT" -U postgres -d "$db" "$@"
+    as_pg env PGOPTIONS="-c client_min_messages=warning" "$(pg_bindir)/psql" -X -q -v ON_ERROR_STOP=1 -h "$PG_DIR" -p "$PG_PORT" -U postgres -d "$db" "$@"
 }
 
 start_pg() {
@@ -286,12 +286,16 @@ start_pg() {
     install -m 600 "$SECRETS/server.crt" "$PG_DIR/server.crt"
     install -m 600 "$SECRETS/server.key" "$PG_DIR/server.key"
     [ "$(id -u)" -eq 0 ] && chown postgres: "$PG_DIR/server.crt" "$PG_DIR/server.key"
-    # TCP: TLS and a SCRAM password, for the two roles only. The superuser: the Unix socket
-    # (mode 0700, in the 0700 data folder) only.
+    # TCP: TLS and a SCRAM password, for the two roles only (plain text from this machine's
+    # loopback too: what never leaves the machine needs no encryption; the clients refuse
+    # plain text to any other address). The superuser: the Unix socket (mode 0700, in the
+    # 0700 data folder) only.
     as_pg tee "$PG_DIR/data/pg_hba.conf" >/dev/null <<EOF
 # Written by scripts/dist-servers.sh at every start.
-local   all  postgres                    trust
-hostssl all  kf_search,kf_worker  all    scram-sha-256
+local   all  postgres                         trust
+hostssl all  kf_search,kf_worker  all         scram-sha-256
+host    all  kf_search,kf_worker  127.0.0.1/32 scram-sha-256
+host    all  kf_search,kf_worker  ::1/128      scram-sha-256
 EOF
     as_pg "$bin/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/postgres.log" -w -t 30 \
         -o "-c listen_addresses=$LISTEN -p $PG_PORT -k $PG_DIR -c unix_socket_permissions=0700 -c max_connections=200 -c fsync=on -c ssl=on -c ssl_cert_file=$PG_DIR/server.crt -c ssl_key_file=$PG_DIR/server.key -c password_encryption=scram-sha-256 -c log_min_error_statement=panic" \
