@@ -177,55 +177,10 @@ fn a_distributed_search_runs_on_kf_workers() {
         .map(|w| std::fs::read_to_string(out.path().join(format!("{w}.log"))).unwrap())
         .collect();
     assert!(logs.contains("job refused, not evaluated"), "{logs}");
-    // No secret in anything the runs wrote.
-    let mut secrets_text = Vec::new();
-    for role in ["search", "worker"] {
-        let cred: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(dir.join(format!("{role}.cred"))).unwrap(),
-        )
-        .unwrap();
-        for k in ["nats_password", "database_password"] {
-            secrets_text.push(cred[k].as_str().unwrap().to_string());
-        }
-        let pem = std::fs::read_to_string(dir.join(format!("{role}.key"))).unwrap();
-        secrets_text.extend(
-            pem.lines()
-                .filter(|l| !l.starts_with("-----"))
-                .map(String::from),
-        );
-    }
-    let mut written = String::new();
-    let mut todo = vec![out.path().to_path_buf(), nats.store_dir().to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                todo.push(p);
-            } else if p != rogue_key {
-                written.push_str(&String::from_utf8_lossy(&std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    for table in [
-        "kf_kernels",
-        "kf_profiles",
-        "kf_runs",
-        "kf_jobs",
-        "kf_candidates",
-        "kf_results",
-        "kf_workers",
-        "kf_refusals",
-        "kf_snapshots",
-    ] {
-        for row in db.rows(&format!("SELECT t::text FROM {table} t")) {
-            written.push_str(&row[0]);
-        }
-    }
-    assert!(
-        written.contains("report") || written.len() > 10_000,
-        "the run's files were read"
-    );
-    for secret in &secrets_text {
+    // No secret in anything the runs wrote: run folders, worker logs, NATS store, database.
+    let written = common::everything_written(&db, &[out.path(), nats.store_dir()], &[&rogue_key]);
+    assert!(written.contains("best_gflops"), "the run's report was read");
+    for secret in common::secret_strings(dir) {
         assert!(
             !written.contains(secret.as_str()),
             "a secret was written by the run"

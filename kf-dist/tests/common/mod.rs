@@ -305,3 +305,50 @@ impl Drop for Nats {
         self.kill();
     }
 }
+
+/// The deployment's secrets as they could leak: the passwords of both roles' credentials and
+/// the lines of both private keys.
+pub fn secret_strings(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for role in ["search", "worker"] {
+        let text = std::fs::read_to_string(dir.join(format!("{role}.cred"))).unwrap();
+        let cred: serde_json::Value = serde_json::from_str(&text).unwrap();
+        for k in ["nats_password", "database_password"] {
+            out.push(cred[k].as_str().unwrap().to_string());
+        }
+        let pem = std::fs::read_to_string(dir.join(format!("{role}.key"))).unwrap();
+        out.extend(
+            pem.lines()
+                .filter(|l| !l.starts_with("-----"))
+                .map(String::from),
+        );
+    }
+    assert!(
+        out.iter().all(|s| s.len() >= 16),
+        "secrets too short to search for"
+    );
+    out
+}
+
+/// Everything a run wrote, as text: every file under `dirs` (but `skip`) and every row of
+/// every table of the test's database.
+pub fn everything_written(db: &TestDb, dirs: &[&Path], skip: &[&Path]) -> String {
+    let mut written = String::new();
+    let mut todo: Vec<PathBuf> = dirs.iter().map(|d| d.to_path_buf()).collect();
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if !skip.contains(&p.as_path()) {
+                written.push_str(&String::from_utf8_lossy(&std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    for table in db.rows("SELECT tablename::text FROM pg_tables WHERE schemaname = 'public'") {
+        for row in db.rows(&format!("SELECT t::text FROM {} t", table[0])) {
+            written.push_str(&row[0]);
+        }
+    }
+    written
+}
