@@ -5,6 +5,11 @@
 //! needs `scripts/dist-servers.sh start` (PostgreSQL; the bench starts its own nats-server).
 //! Workers run in this process, each on a runtime of its own with its own connections to
 //! both servers, exactly as separate processes would talk to them.
+//!
+//! Each worker count runs twice, side by side: security on (TLS to both servers, the roles'
+//! credentials, every job and result signed and verified) and off (plain text on loopback,
+//! a nats-server without users, nothing signed; PostgreSQL still asks the role's password).
+//! Without the script's secrets only the second runs.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -15,7 +20,10 @@ use kf_core::{
     async_trait, BoxError, Candidate, CandidateId, Evaluation, Evaluator, KernelSource, Language,
     ParamValue, ParamValues, TimingStats,
 };
-use kf_dist::{DistConfig, DistEvaluator, JobHandler, Profile, Worker, WorkerConfig};
+use kf_dist::{
+    DistConfig, DistEvaluator, JobHandler, Profile, Role, Security, SecurityFiles, Worker,
+    WorkerConfig,
+};
 
 struct NoOp;
 
@@ -45,20 +53,61 @@ fn main() {
         .split(',')
         .filter_map(|v| v.parse().ok())
         .collect();
-    println!("| workers | slots each | jobs | seconds | jobs/s | CPU ms per 1000 jobs: search + workers / nats-server / PostgreSQL |");
-    println!("|---|---|---|---|---|---|");
-    for (round, &n) in counts.iter().enumerate() {
-        let nats = common::Nats::start(&servers.nats_server);
+    println!("| security | workers | slots each | jobs | seconds | jobs/s | CPU ms per 1000 jobs: search + workers / nats-server / PostgreSQL |");
+    println!("|---|---|---|---|---|---|---|");
+    let modes: &[bool] = if servers.secrets.is_some() {
+        &[true, false]
+    } else {
+        &[false]
+    };
+    for (round, (&n, &secure)) in counts
+        .iter()
+        .flat_map(|n| modes.iter().map(move |m| (n, m)))
+        .enumerate()
+    {
+        let (nats, search, worker) = match &servers.secrets {
+            Some(dir) if secure => (
+                common::Nats::start(&servers),
+                SecurityFiles::in_dir(dir, Role::Search)
+                    .load()
+                    .expect("search secrets"),
+                SecurityFiles::in_dir(dir, Role::Worker)
+                    .load()
+                    .expect("worker secrets"),
+            ),
+            // Plain text: the same roles' passwords (PostgreSQL asks them), nothing else.
+            Some(dir) => {
+                let plain = |role| Security {
+                    credentials: SecurityFiles::in_dir(dir, role)
+                        .load()
+                        .expect("secrets")
+                        .credentials,
+                    ..Security::insecure()
+                };
+                (
+                    common::Nats::start_with(&servers.nats_server, None),
+                    plain(Role::Search),
+                    plain(Role::Worker),
+                )
+            }
+            None => (
+                common::Nats::start_with(&servers.nats_server, None),
+                Security::insecure(),
+                Security::insecure(),
+            ),
+        };
         let db = common::TestDb::create(&servers.database_url, &format!("bench{round}"));
         let url = match std::env::var("KF_BENCH_PG_OPTIONS") {
             Ok(o) => format!("{}?options={o}", db.url),
             Err(_) => db.url.clone(),
         };
         let dist = DistConfig::new(nats.url(), url);
+        let worker_dist = dist.clone().security(worker);
+        let dist = dist.security(search);
         let stop = tokio_util_stop();
         let mut threads = Vec::new();
         for i in 0..n {
-            let (dist, stop) = (dist.clone(), stop.clone());
+            let (dist, stop) = (worker_dist.clone(), stop.clone());
             threads.push(std::thread::spawn(move || {
                 let mut config = WorkerConfig::new("bench");
                 config.name = format!("bench-{i}");
@@ -109,7 +158,8 @@ fn main() {
         let ok = results.iter().filter(|r| r.is_ok()).count();
         assert_eq!(ok, results.len(), "every job answered");
         println!(
-            "| {n} | {slots} | {} | {seconds:.2} | {:.0} | {:.0} / {:.0} / {:.0} |",
+            "| {} | {n} | {slots} | {} | {seconds:.2} | {:.0} | {:.0} / {:.0} / {:.0} |",
+            if secure { "on" } else { "off" },
             results.len(),
             results.len() as f64 / seconds,
             per_k(before.0, after.0),

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::error::{DistError, Result};
+use crate::security::{Security, SecurityFiles};
 
 /// Priorities a job may have: 0 (first) to `PRIORITIES - 1` (last). Workers take every waiting
 /// job of a higher priority before one of a lower.
@@ -30,6 +31,35 @@ pub struct DistConfig {
     /// How long a publish is retried (while the NATS server restarts, for example) before the
     /// evaluation fails.
     pub publish_timeout: Duration,
+    /// TLS, credentials and signing keys.
+    pub security: Security,
+    /// Files to read [`DistConfig::security`] from when connecting (a command line names
+    /// files; reading them fails at connection time, with the connection's other errors).
+    pub security_files: Option<SecurityFiles>,
+    /// When a search answers a job from a result stored before.
+    pub reuse: Reuse,
+}
+
+/// When a search answers a job from a stored result (of any run) instead of evaluating it.
+/// A stored result is reused only when a trusted worker signed it (where the search trusts
+/// keys) and it was measured in the environment (driver and evaluator versions) of the most
+/// recently started worker of the device kind.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Reuse {
+    /// Reuse stored results at all (`--no-reuse`: every job is evaluated again).
+    pub enabled: bool,
+    /// Fraction of reused results evaluated again anyway, 0–1, chosen by job id (the same
+    /// jobs every time for one run); a disagreeing status is logged and the new result wins.
+    pub recheck: f64,
+}
+
+impl Default for Reuse {
+    fn default() -> Self {
+        Reuse {
+            enabled: true,
+            recheck: 0.0,
+        }
+    }
 }
 
 impl DistConfig {
@@ -44,7 +74,37 @@ impl DistConfig {
             max_attempts: 3,
             duplicate_window: Duration::from_secs(600),
             publish_timeout: Duration::from_secs(300),
+            security: Security::default(),
+            security_files: None,
+            reuse: Reuse::default(),
         }
+    }
+
+    /// Sets the files the security settings are read from when connecting.
+    pub fn security_files(mut self, files: SecurityFiles) -> Self {
+        self.security_files = Some(files);
+        self
+    }
+
+    /// The settings with [`DistConfig::security_files`] read into [`DistConfig::security`].
+    pub fn with_security_loaded(&self) -> Result<DistConfig> {
+        let mut config = self.clone();
+        if let Some(files) = config.security_files.take() {
+            config.security = files.load()?;
+        }
+        Ok(config)
+    }
+
+    /// Sets the security settings.
+    pub fn security(mut self, security: Security) -> Self {
+        self.security = security;
+        self
+    }
+
+    /// Sets when stored results are reused.
+    pub fn reuse(mut self, reuse: Reuse) -> Self {
+        self.reuse = reuse;
+        self
     }
 
     /// Sets the namespace.
@@ -82,6 +142,12 @@ impl DistConfig {
         }
         if self.max_attempts == 0 {
             return Err(DistError::Config("max_attempts must be at least 1".into()));
+        }
+        if !(0.0..=1.0).contains(&self.reuse.recheck) {
+            return Err(DistError::Config(format!(
+                "the re-check fraction {} is not between 0 and 1",
+                self.reuse.recheck
+            )));
         }
         Ok(())
     }

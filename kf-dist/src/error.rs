@@ -56,6 +56,10 @@ pub enum DistError {
         /// How long it waited.
         seconds: f64,
     },
+    /// A security setting is missing or unsafe: a plain-text connection beyond loopback, a
+    /// credential file others may read, a key that does not parse.
+    #[error("security: {0}")]
+    Security(String),
     /// The evaluator's own runtime could not start.
     #[error("starting the client runtime: {0}")]
     Runtime(#[source] std::io::Error),

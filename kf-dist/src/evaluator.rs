@@ -2,9 +2,10 @@
 //! completes when the job's result is stored.
 //!
 //! Per evaluation: record the job in PostgreSQL (answering at once when the job already has a
-//! result: the cache across runs and machines), publish it under its job id, wait. A background
-//! task pulls the run's results in batches, stores them (idempotently) and only then completes
-//! the waiting evaluations, so the search never sees a result the database does not hold.
+//! reusable result: the cache across runs and machines), sign it, publish it under its request
+//! id, wait. The workers store their results before publishing them; a background task pulls
+//! the run's result messages in batches and reads what they name from the database, so the
+//! search never sees a result the database does not hold, nor one an untrusted key signed.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -18,7 +19,7 @@ use crate::config::{check_token, DistConfig, PRIORITIES};
 use crate::error::{DistError, Result};
 use crate::job::{self, job_id, kernel_hash, Hash, JobMessage, Profile, ResultMessage};
 use crate::queue::{self, Queue};
-use crate::store::Store;
+use crate::store::{Store, StoredResult};
 
 /// What a waiting evaluation receives (shared by every evaluation waiting on the same job).
 type Reply = std::result::Result<Evaluation, Failure>;
@@ -35,6 +36,10 @@ struct Waiting {
     since: Instant,
     /// Stream sequence of the published job, for cancellation.
     sequence: Option<u64>,
+    /// The request whose result completes it.
+    request: String,
+    /// The stored result a sampled re-check evaluates again, to compare.
+    recheck_of: Option<Evaluation>,
 }
 
 struct Inner {
@@ -119,6 +124,7 @@ impl DistEvaluatorBuilder {
             return Err(DistError::Config("max_in_flight must be at least 1".into()));
         }
         self.config.validate()?;
+        let config = self.config.with_security_loaded()?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("kf-dist")
@@ -127,16 +133,19 @@ impl DistEvaluatorBuilder {
             .map_err(DistError::Runtime)?;
         let profile = Profile::from_value(self.profile);
         let (submissions, submitted) = mpsc::unbounded_channel();
+        config
+            .security
+            .check_signatures(crate::security::Role::Search)?;
         let inner = runtime.block_on(async {
-            let queue = Queue::connect(&self.config, &format!("kf-search-{}", self.run)).await?;
-            let store = Store::connect(&self.config.database_url).await?;
+            let queue = Queue::connect(&config, &format!("kf-search-{}", self.run)).await?;
+            let store = Store::connect(&config.database_url, &config.security).await?;
             store
                 .ensure_run(&self.run, &profile, &self.device_kind)
                 .await?;
             // Created before the first job is published, so that no result is missed.
             queue.results_consumer(&self.run).await?;
             Ok::<_, DistError>(Arc::new(Inner {
-                config: self.config.clone(),
+                config: config.clone(),
                 run: self.run.clone(),
                 device_kind: self.device_kind.clone(),
                 profile,
@@ -310,6 +319,7 @@ impl Inner {
         let message = JobMessage {
             v: job::MESSAGE_VERSION,
             job: job.clone(),
+            request: job.0.clone(),
             run: self.run.clone(),
             kernel,
             profile: self.profile.hash.clone(),
@@ -328,6 +338,8 @@ impl Inner {
                     replies: Vec::new(),
                     since: Instant::now(),
                     sequence: None,
+                    request: job.0.clone(),
+                    recheck_of: None,
                 })
                 .replies
                 .push(tx);
@@ -409,9 +421,41 @@ impl Inner {
             }
             stored.extend(kernels.into_iter().map(|(h, _)| h));
         }
-        let answered: HashSet<Hash> = done.iter().map(|(j, _)| j.clone()).collect();
-        for (job, evaluation) in done {
-            self.complete(&job, Ok(evaluation));
+        let environment = match self.store.worker_environment(&self.device_kind).await {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!("reading the workers' environment: {e}; reusing nothing");
+                None
+            }
+        };
+        let mut stored: HashMap<Hash, Vec<StoredResult>> = HashMap::new();
+        for r in done {
+            stored.entry(r.job.clone()).or_default().push(r);
+        }
+        let mut batch = batch;
+        let mut answered = HashSet::new();
+        for s in &mut batch {
+            let job = s.message.job.clone();
+            let rows = stored.remove(&job).unwrap_or_default();
+            let reusable = self.reusable(&rows, environment.as_deref());
+            if let Some(r) = &reusable {
+                if !self.rechecked(&job) {
+                    answered.insert(job.clone());
+                    self.complete(&job, Ok(r.evaluation.clone()));
+                    continue;
+                }
+            }
+            // Evaluated (again): under the job's own request when nothing holds it yet (so
+            // that later runs can reuse it), else under one of this run's.
+            if rows.iter().any(|r| r.request == job.0) {
+                s.message.request = format!("{job}-{}", self.run);
+            }
+            if let Ok(mut waiting) = self.waiting.lock() {
+                if let Some(w) = waiting.get_mut(&job) {
+                    w.request = s.message.request.clone();
+                    w.recheck_of = reusable.map(|r| r.evaluation);
+                }
+            }
         }
         // Publishing waits for JetStream's acknowledgements; the next batch need not.
         let inner = self.clone();
@@ -432,12 +476,84 @@ impl Inner {
         });
     }
 
+    /// The first stored result of a job this search may answer it with: reuse enabled, signed
+    /// by a worker the search trusts, measured in the current workers' environment.
+    fn reusable(&self, rows: &[StoredResult], environment: Option<&str>) -> Option<StoredResult> {
+        if !self.config.reuse.enabled {
+            return None;
+        }
+        let trusted = self.config.security.trusted_keys.as_ref();
+        rows.iter()
+            .find(|r| {
+                let trust = r.trusted_by(trusted);
+                if let Err(why) = &trust {
+                    tracing::info!(job = %r.job, worker = %r.worker, "stored result not reused: {why}");
+                }
+                trust.is_ok() && environment.is_some_and(|e| e == r.environment)
+            })
+            .cloned()
+    }
+
+    /// Whether a reusable result of `job` is evaluated again anyway: the sampled re-check, the
+    /// same jobs for the same run.
+    fn rechecked(&self, job: &Hash) -> bool {
+        let fraction = self.config.reuse.recheck;
+        if fraction <= 0.0 {
+            return false;
+        }
+        let h = blake3::hash(format!("recheck:{}:{job}", self.run).as_bytes());
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&h.as_bytes()[..8]);
+        (u64::from_le_bytes(first) as f64 / u64::MAX as f64) < fraction
+    }
+
+    /// Completes the waiting evaluations these stored results answer: those of the request
+    /// each waits for, signed by a trusted worker.
+    fn accept(&self, rows: Vec<StoredResult>) {
+        let trusted = self.config.security.trusted_keys.as_ref();
+        for r in rows {
+            let (request, recheck_of) = match self.waiting.lock() {
+                Ok(w) => match w.get(&r.job) {
+                    Some(w) => (w.request.clone(), w.recheck_of.clone()),
+                    None => continue,
+                },
+                Err(_) => return,
+            };
+            if r.request != request {
+                continue;
+            }
+            if let Err(why) = r.trusted_by(trusted) {
+                tracing::warn!(job = %r.job, worker = %r.worker, "result refused: {why}");
+                continue;
+            }
+            if let Some(old) = recheck_of {
+                if old.status != r.evaluation.status {
+                    tracing::warn!(
+                        job = %r.job,
+                        "re-check disagrees with the stored result: {} then, {} now",
+                        old.status,
+                        r.evaluation.status
+                    );
+                }
+            }
+            self.complete(&r.job, Ok(r.evaluation));
+        }
+    }
+
     async fn publish(&self, s: &Submission) -> Result<()> {
         let payload = job::encode("job", &s.message)?;
         let subject = self.config.job_subject(&self.device_kind, s.priority);
+        // The signature covers the message's exact bytes.
+        let headers = match &self.config.security.signing_key {
+            Some(key) => vec![
+                (job::SIGNER_HEADER, key.id().to_string()),
+                (job::SIGNATURE_HEADER, key.sign(&payload)),
+            ],
+            None => Vec::new(),
+        };
         let (sequence, duplicate) = self
             .queue
-            .publish(&subject, s.message.job.as_str(), payload)
+            .publish(&subject, &s.message.request, payload, &headers)
             .await?;
         if duplicate {
             // Published before (by this run before a restart, or by another run): its result
@@ -493,9 +609,9 @@ async fn submitter(inner: Arc<Inner>, mut submitted: mpsc::UnboundedReceiver<Sub
     }
 }
 
-/// Pulls the run's results in batches, stores them, completes the waiting evaluations, then
-/// acknowledges: a crash between storing and acknowledging only stores the same results again
-/// (ignored).
+/// Pulls the run's result messages in batches, reads the results they name from the
+/// database, completes the waiting evaluations, then acknowledges: a crash before
+/// acknowledging only reads the same results again.
 async fn result_writer(inner: Arc<Inner>) {
     let mut consumer = None;
     loop {
@@ -524,23 +640,21 @@ async fn result_writer(inner: Arc<Inner>) {
         if messages.is_empty() {
             continue;
         }
-        let mut results = Vec::with_capacity(messages.len());
+        let mut requests = Vec::with_capacity(messages.len());
         for m in &messages {
             match job::decode::<ResultMessage>("result", &m.payload) {
-                Ok(r) if r.v == job::MESSAGE_VERSION => results.push(r),
+                Ok(r) if r.v == job::MESSAGE_VERSION => requests.push(r.request),
                 Ok(r) => tracing::warn!("dropping a result of message version {}", r.v),
                 Err(e) => tracing::warn!("dropping an undecodable result: {e}"),
             }
         }
-        match inner.store.store_results(&results).await {
-            Ok(stored) => {
-                for (job, evaluation) in stored {
-                    inner.complete(&job, Ok(evaluation));
-                }
-            }
+        // The message only says which results are there: what counts is what the database
+        // holds (the worker stored it before publishing), signed by a trusted worker.
+        match inner.store.results_for(&requests).await {
+            Ok(stored) => inner.accept(stored),
             Err(e) => {
-                // Not acknowledged: redelivered after the wait, stored then.
-                tracing::warn!("storing {} results: {e}", results.len());
+                // Not acknowledged: redelivered after the wait, read then.
+                tracing::warn!("reading {} results: {e}", requests.len());
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 continue;
             }
@@ -561,11 +675,11 @@ async fn poller(inner: Arc<Inner>, every: Duration) {
         if inner.permits.is_closed() {
             return;
         }
-        let old: Vec<Hash> = match inner.waiting.lock() {
+        let old: Vec<String> = match inner.waiting.lock() {
             Ok(w) => w
-                .iter()
-                .filter(|(_, w)| w.since.elapsed() >= every)
-                .map(|(j, _)| j.clone())
+                .values()
+                .filter(|w| w.since.elapsed() >= every)
+                .map(|w| w.request.clone())
                 .collect(),
             Err(_) => return,
         };
@@ -573,11 +687,7 @@ async fn poller(inner: Arc<Inner>, every: Duration) {
             continue;
         }
         match inner.store.results_for(&old).await {
-            Ok(found) => {
-                for (job, evaluation) in found {
-                    inner.complete(&job, Ok(evaluation));
-                }
-            }
+            Ok(found) => inner.accept(found),
             Err(e) => tracing::debug!("polling results: {e}"),
         }
     }

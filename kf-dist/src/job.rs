@@ -11,7 +11,12 @@ use serde::{Deserialize, Serialize};
 use crate::error::{DistError, Result};
 
 /// Version of the message format; a worker refuses messages of another version.
-pub const MESSAGE_VERSION: u32 = 1;
+pub const MESSAGE_VERSION: u32 = 2;
+
+/// NATS header naming the key that signed a job (its id, see [`crate::SigningKey::id`]).
+pub const SIGNER_HEADER: &str = "Kf-Signer";
+/// NATS header holding the Ed25519 signature (hex) of the job message's exact bytes.
+pub const SIGNATURE_HEADER: &str = "Kf-Signature";
 
 /// A content hash (128 bits of BLAKE3, hex).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -119,8 +124,12 @@ pub fn job_id(
 pub struct JobMessage {
     /// Message format version ([`MESSAGE_VERSION`]).
     pub v: u32,
-    /// The job id (also the JetStream message id).
+    /// The job id.
     pub job: Hash,
+    /// The request: the JetStream message id and the stored result's key. The job id for a
+    /// job's first evaluation (so that every later run reuses it); `<job>-<run>` for a
+    /// re-evaluation this run asked for.
+    pub request: String,
     /// The run whose results subject receives the result.
     pub run: String,
     /// The kernel, by hash.
@@ -161,12 +170,18 @@ pub struct ResultMessage {
     pub v: u32,
     /// The job id.
     pub job: Hash,
+    /// The request it answers.
+    pub request: String,
     /// The run that asked.
     pub run: String,
     /// The evaluation.
     pub evaluation: Evaluation,
     /// Name of the worker that produced it.
     pub worker: String,
+    /// Id of the key the worker signed it with (empty: unsigned).
+    pub worker_key: String,
+    /// Hash of the worker's environment (driver and evaluator versions).
+    pub environment: String,
     /// Which delivery of the job produced it (1 = the first).
     pub delivery: u32,
     /// Wall time the worker spent, seconds.

@@ -13,27 +13,46 @@
 //!   `<namespace>.result.<run>`.
 //! - **PostgreSQL** is the system of record: kernels by content hash, profiles, runs, jobs,
 //!   candidates with their lineage, results, archive snapshots ([`Store`]).
-//! - A job's id is the hash of (kernel, parameter values, profile, device kind). It is the
-//!   JetStream de-duplication id of the job and of its result, and the primary key of the
-//!   result row, so a redelivered or duplicated job can never produce a second result; and a
-//!   job evaluated before, by any run on any machine, is answered from the database.
+//! - A job's id is the hash of (kernel, parameter values, profile, device kind). A job's first
+//!   request has the job id as its request id: the JetStream de-duplication id of the job and
+//!   of its result, and the primary key of the result row, so a redelivered or duplicated job
+//!   can never produce a second result; and a job evaluated before, by any run on any machine,
+//!   is answered from the database, when a trusted worker signed that result and measured it
+//!   in the environment (driver and evaluator versions) of the device kind's latest worker
+//!   ([`Reuse`]: `--no-reuse`, a sampled re-check). A re-evaluation gets a request of its own.
+//! - **Security** ([`Security`]): TLS to both servers, verified against the deployment's CA,
+//!   with per-role credentials (the NATS users and PostgreSQL roles of
+//!   `scripts/dist-servers.sh` may each do their part only); plain text is refused beyond
+//!   loopback unless insecure. A search signs every job and a worker every result (Ed25519,
+//!   over the message's exact bytes); a worker refuses, records (`kf_refusals`) and never
+//!   evaluates a job that no trusted key signed or whose content does not match its hashes.
+//!   Workers store their results (signed, byte for byte) before publishing them; searches
+//!   only read results.
 //! - Messages stay small: they carry hashes and parameter values; kernel sources and profiles
 //!   are fetched from the database by hash (and cached by the workers).
 //!
 //! The servers for tests and single-machine clusters come from `scripts/dist-servers.sh`
-//! (nats-server from PyPI, PostgreSQL from Debian, both on loopback).
+//! (nats-server from PyPI, PostgreSQL from Debian, both with TLS and the roles' credentials).
 
 mod config;
 mod error;
 mod evaluator;
 mod job;
 mod queue;
+mod security;
 mod store;
 mod worker;
 
-pub use config::{subject_token, DistConfig, PRIORITIES};
+pub use config::{subject_token, DistConfig, Reuse, PRIORITIES};
 pub use error::{DistError, Result};
 pub use evaluator::{DistEvaluator, DistEvaluatorBuilder};
-pub use job::{job_id, kernel_hash, Hash, JobMessage, Profile, ResultMessage, MESSAGE_VERSION};
-pub use store::Store;
+pub use job::{
+    job_id, kernel_hash, Hash, JobMessage, Profile, ResultMessage, MESSAGE_VERSION,
+    SIGNATURE_HEADER, SIGNER_HEADER,
+};
+pub use security::{
+    read_private, Credentials, Refusal, Role, Secret, Security, SecurityFiles, SigningKey,
+    TrustedKeys,
+};
+pub use store::{Store, StoredResult};
 pub use worker::{EvaluatorHandler, JobHandler, Worker, WorkerConfig, WorkerStats};

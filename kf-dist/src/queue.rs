@@ -24,7 +24,17 @@ impl Queue {
     /// After the first connection the client reconnects forever.
     pub(crate) async fn connect(config: &DistConfig, name: &str) -> Result<Self> {
         config.validate()?;
-        let client = async_nats::ConnectOptions::new()
+        let security = &config.security;
+        security.check_plain_text("NATS", &crate::security::nats_hosts(&config.nats_url))?;
+        let mut options = async_nats::ConnectOptions::new();
+        if let Some(ca) = &security.ca {
+            options = options.require_tls(true).add_root_certificates(ca.clone());
+        }
+        if let Some(c) = &security.credentials {
+            options = options
+                .user_and_password(c.nats_user.clone(), c.nats_password.expose().to_string());
+        }
+        let client = options
             .name(name)
             .connection_timeout(Duration::from_secs(5))
             .max_reconnects(None)
@@ -90,19 +100,21 @@ impl Queue {
         subject: &str,
         id: &str,
         payload: Vec<u8>,
+        headers: &[(&'static str, String)],
     ) -> Result<(u64, bool)> {
         let start = Instant::now();
         let mut delay = Duration::from_millis(20);
         loop {
             let attempt = async {
+                let mut message = jetstream::message::PublishMessage::build()
+                    .payload(payload.clone().into())
+                    .message_id(id);
+                for (name, value) in headers {
+                    message = message.header(*name, value.as_str());
+                }
                 let ack = self
                     .js
-                    .send_publish(
-                        subject.to_string(),
-                        jetstream::message::PublishMessage::build()
-                            .payload(payload.clone().into())
-                            .message_id(id),
-                    )
+                    .send_publish(subject.to_string(), message)
                     .await
                     .map_err(async_nats::Error::from)?
                     .await

@@ -9,79 +9,77 @@ use std::sync::Arc;
 
 use kf_core::{Evaluation, KernelSource};
 use tokio::sync::Mutex;
+use tokio_postgres::config::Host;
 use tokio_postgres::{Client, NoTls};
 
 use crate::error::{DistError, Result};
-use crate::job::{Hash, JobMessage, Profile, ResultMessage};
+use crate::job::{self, Hash, JobMessage, Profile, ResultMessage};
+use crate::security::{Refusal, Security, TrustedKeys};
 
-/// The schema, created once per database (under an advisory lock, so that several processes
-/// starting together do not race).
-const SCHEMA: &str = r#"
-CREATE TABLE IF NOT EXISTS kf_kernels (
-    hash        TEXT PRIMARY KEY,
-    language    TEXT NOT NULL,
-    entry       TEXT NOT NULL,
-    source      JSONB NOT NULL,
-    created_at  TIMESTAMPTZ NOT NULL DEFAULT now()
-);
-CREATE TABLE IF NOT EXISTS kf_profiles (
-    hash        TEXT PRIMARY KEY,
-    profile     JSONB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS kf_runs (
-    run_id      TEXT PRIMARY KEY,
-    profile     TEXT NOT NULL REFERENCES kf_profiles (hash),
-    device_kind TEXT NOT NULL,
-    created_at  TIMESTAMPTZ NOT NULL DEFAULT now()
-);
-CREATE TABLE IF NOT EXISTS kf_jobs (
-    job_id      TEXT PRIMARY KEY,
-    kernel      TEXT NOT NULL REFERENCES kf_kernels (hash),
-    profile     TEXT NOT NULL REFERENCES kf_profiles (hash),
-    device_kind TEXT NOT NULL,
-    params      JSONB NOT NULL,
-    created_at  TIMESTAMPTZ NOT NULL DEFAULT now()
-);
-CREATE TABLE IF NOT EXISTS kf_candidates (
-    run_id       TEXT NOT NULL REFERENCES kf_runs (run_id),
-    candidate_id BIGINT NOT NULL,
-    job_id       TEXT NOT NULL REFERENCES kf_jobs (job_id),
-    parents      BIGINT[] NOT NULL,
-    origin       JSONB NOT NULL,
-    -- A candidate is one job per parameter configuration a tuner tried.
-    PRIMARY KEY (run_id, candidate_id, job_id)
-);
-CREATE INDEX IF NOT EXISTS kf_candidates_job ON kf_candidates (job_id);
-CREATE TABLE IF NOT EXISTS kf_results (
-    job_id      TEXT PRIMARY KEY REFERENCES kf_jobs (job_id),
-    status      TEXT NOT NULL,
-    evaluation  JSONB NOT NULL,
-    worker      TEXT NOT NULL,
-    delivery    INTEGER NOT NULL,
-    seconds     DOUBLE PRECISION NOT NULL,
-    stored_at   TIMESTAMPTZ NOT NULL DEFAULT now()
-);
-CREATE TABLE IF NOT EXISTS kf_workers (
-    name        TEXT NOT NULL,
-    device_kind TEXT NOT NULL,
-    device      JSONB,
-    started_at  TIMESTAMPTZ NOT NULL DEFAULT now(),
-    PRIMARY KEY (name, device_kind)
-);
-CREATE TABLE IF NOT EXISTS kf_snapshots (
-    run_id      TEXT NOT NULL REFERENCES kf_runs (run_id),
-    evaluations BIGINT NOT NULL,
-    archive     JSONB NOT NULL,
-    taken_at    TIMESTAMPTZ NOT NULL DEFAULT now(),
-    PRIMARY KEY (run_id, evaluations)
-);
-"#;
+/// The schema and the roles' rights (`scripts/dist-servers.sh` applies the same file).
+const SCHEMA: &str = include_str!("../sql/schema.sql");
+
+/// The tables of [`SCHEMA`]: when all exist, a client does not try to create them (a role
+/// without the right to create tables could not).
+const TABLES: [&str; 9] = [
+    "kf_kernels",
+    "kf_profiles",
+    "kf_runs",
+    "kf_jobs",
+    "kf_candidates",
+    "kf_results",
+    "kf_workers",
+    "kf_refusals",
+    "kf_snapshots",
+];
+
+/// A result as the database holds it: the worker's signed message, byte for byte, and what
+/// was decoded from it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredResult {
+    /// The request it answers (the job id, or a re-evaluation's id).
+    pub request: String,
+    /// The job.
+    pub job: Hash,
+    /// The evaluation.
+    pub evaluation: Evaluation,
+    /// Name of the worker.
+    pub worker: String,
+    /// Id of the key that signed it (empty: unsigned).
+    pub worker_key: String,
+    /// Hash of the worker's driver and evaluator versions.
+    pub environment: String,
+    /// The signed result message.
+    pub signed: String,
+    /// Its signature (hex; empty: unsigned).
+    pub signature: String,
+}
+
+impl StoredResult {
+    /// Whether `trusted` (a search's trusted worker keys; `None`: trust every result) accepts
+    /// it: a trusted key signed exactly this message, and the message is this result's.
+    pub fn trusted_by(&self, trusted: Option<&TrustedKeys>) -> Result<(), Refusal> {
+        let Some(keys) = trusted else {
+            return Ok(());
+        };
+        keys.verify(&self.worker_key, self.signed.as_bytes(), &self.signature)?;
+        let m: ResultMessage = job::decode("result", self.signed.as_bytes())
+            .map_err(|e| Refusal::Inconsistent(e.to_string()))?;
+        if m.request != self.request || m.job != self.job || m.worker_key != self.worker_key {
+            return Err(Refusal::Inconsistent(
+                "the stored columns are not the signed message's".into(),
+            ));
+        }
+        Ok(())
+    }
+}
 
 /// A connection to the system of record; reconnects when the server dropped it. Cheap to
 /// share: statements from concurrent tasks are pipelined on the one connection.
 #[derive(Clone)]
 pub struct Store {
-    url: Arc<str>,
+    config: Arc<tokio_postgres::Config>,
+    tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
     client: Arc<Mutex<Arc<Client>>>,
 }
 
@@ -91,15 +89,92 @@ impl std::fmt::Debug for Store {
     }
 }
 
-async fn open(url: &str) -> Result<Client> {
-    let (client, connection) = tokio_postgres::connect(url, NoTls)
-        .await
-        .map_err(|e| DistError::db("connecting", e))?;
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::warn!("PostgreSQL connection ended: {e}");
+/// The connection settings: the URL, with the role's user and password from the credentials
+/// (never from the URL's text in logs: errors name the host only).
+fn pg_config(url: &str, security: &Security) -> Result<tokio_postgres::Config> {
+    let mut config: tokio_postgres::Config = url
+        .parse()
+        .map_err(|e| DistError::db("reading the database URL", e))?;
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .map(|h| match h {
+            Host::Tcp(name) => name.clone(),
+            #[cfg(unix)]
+            Host::Unix(path) => path.display().to_string(),
+        })
+        .collect();
+    // A Unix socket never leaves the machine: TLS is for TCP only.
+    let tcp = config.get_hosts().iter().any(|h| matches!(h, Host::Tcp(_)));
+    security.check_plain_text("PostgreSQL", &hosts)?;
+    if let Some(c) = &security.credentials {
+        config.user(&c.database_user);
+        config.password(c.database_password.expose());
+    }
+    if security.tls() && tcp {
+        config.ssl_mode(tokio_postgres::config::SslMode::Require);
+    }
+    Ok(config)
+}
+
+/// A TLS connector that verifies the server against the deployment's CA.
+fn tls_connector(security: &Security) -> Result<Option<tokio_postgres_rustls::MakeRustlsConnect>> {
+    let Some(ca) = &security.ca else {
+        return Ok(None);
+    };
+    use rustls_pki_types::pem::PemObject;
+    let bad = |e: String| DistError::Security(format!("CA file {}: {e}", ca.display()));
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in
+        rustls_pki_types::CertificateDer::pem_file_iter(ca).map_err(|e| bad(e.to_string()))?
+    {
+        roots
+            .add(cert.map_err(|e| bad(e.to_string()))?)
+            .map_err(|e| bad(e.to_string()))?;
+    }
+    if roots.is_empty() {
+        return Err(bad("holds no certificate".into()));
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| bad(e.to_string()))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(Some(tokio_postgres_rustls::MakeRustlsConnect::new(config)))
+}
+
+async fn open(
+    config: &tokio_postgres::Config,
+    tls: &Option<tokio_postgres_rustls::MakeRustlsConnect>,
+) -> Result<Client> {
+    let client = match tls {
+        Some(tls) => {
+            let (client, connection) = config
+                .connect(tls.clone())
+                .await
+                .map_err(|e| DistError::db("connecting with TLS", e))?;
+            tokio::spawn(async move {
+                if let Err(e) = connection.await {
+                    tracing::warn!("PostgreSQL connection ended: {e}");
+                }
+            });
+            client
         }
-    });
+        None => {
+            let (client, connection) = config
+                .connect(NoTls)
+                .await
+                .map_err(|e| DistError::db("connecting", e))?;
+            tokio::spawn(async move {
+                if let Err(e) = connection.await {
+                    tracing::warn!("PostgreSQL connection ended: {e}");
+                }
+            });
+            client
+        }
+    };
     Ok(client)
 }
 
@@ -107,16 +182,36 @@ fn to_json<T: serde::Serialize + ?Sized>(what: &str, value: &T) -> Result<serde_
     serde_json::to_value(value).map_err(|e| DistError::decode(what, e))
 }
 
-fn evaluation_of(value: serde_json::Value) -> Result<Evaluation> {
-    serde_json::from_value(value).map_err(|e| DistError::decode("stored evaluation", e))
+/// The columns [`stored_result`] reads.
+const RESULT_COLUMNS: &str = "request, job_id, worker, worker_key, environment, signed, signature";
+
+/// A result row; the evaluation comes from the signed message (exactly what the worker sent).
+fn stored_result(r: &tokio_postgres::Row) -> Result<StoredResult> {
+    let signed: String = r.get(5);
+    let message: ResultMessage = job::decode("stored result", signed.as_bytes())?;
+    Ok(StoredResult {
+        request: r.get(0),
+        job: Hash(r.get(1)),
+        evaluation: message.evaluation,
+        worker: r.get(2),
+        worker_key: r.get(3),
+        environment: r.get(4),
+        signed,
+        signature: r.get(6),
+    })
 }
 
 impl Store {
-    /// Connects and creates the schema if the database has none. Must run on a tokio runtime.
-    pub async fn connect(url: &str) -> Result<Self> {
-        let client = open(url).await?;
+    /// Connects with the security settings (TLS, the role's credentials) and creates the
+    /// schema if the database has none (which needs the right to create tables). Must run on
+    /// a tokio runtime.
+    pub async fn connect(url: &str, security: &Security) -> Result<Self> {
+        let config = pg_config(url, security)?;
+        let tls = tls_connector(security)?;
+        let client = open(&config, &tls).await?;
         let store = Store {
-            url: url.into(),
+            config: Arc::new(config),
+            tls,
             client: Arc::new(Mutex::new(Arc::new(client))),
         };
         store.migrate().await?;
@@ -127,17 +222,27 @@ impl Store {
     pub async fn client(&self) -> Result<Arc<Client>> {
         let mut guard = self.client.lock().await;
         if guard.is_closed() {
-            *guard = Arc::new(open(&self.url).await?);
+            *guard = Arc::new(open(&self.config, &self.tls).await?);
         }
         Ok(guard.clone())
     }
 
     async fn migrate(&self) -> Result<()> {
         let c = self.client().await?;
+        let row = c
+            .query_one(
+                "SELECT count(*) FROM unnest($1::text[]) AS t(name) WHERE to_regclass(t.name) IS NOT NULL",
+                &[&TABLES.as_slice()],
+            )
+            .await
+            .map_err(|e| DistError::db("looking for the schema", e))?;
+        if row.get::<_, i64>(0) == TABLES.len() as i64 {
+            return Ok(());
+        }
         let sql = format!("BEGIN; SELECT pg_advisory_xact_lock(7243115); {SCHEMA} COMMIT;");
         c.batch_execute(&sql)
             .await
-            .map_err(|e| DistError::db("creating the schema", e))
+            .map_err(|e| DistError::db("creating the schema (as the database's owner)", e))
     }
 
     /// Records a profile and a run that uses it.
@@ -155,15 +260,16 @@ impl Store {
     }
 
     /// Records jobs (their kernels, the jobs, the candidates and their lineage) in one
-    /// statement and returns the stored result of each job that already has one: the
-    /// evaluation cache across runs and machines. `kernels` holds the sources to store (those
-    /// the caller has not stored before), by hash.
+    /// statement and returns the stored results of the jobs that already have some (of any
+    /// request): the evaluation cache across runs and machines, which the caller filters by
+    /// trust. `kernels` holds the sources to store (those the caller has not stored before),
+    /// by hash.
     pub async fn submit(
         &self,
         jobs: &[JobMessage],
         kernels: &[(Hash, KernelSource)],
         device_kind: &str,
-    ) -> Result<Vec<(Hash, Evaluation)>> {
+    ) -> Result<Vec<StoredResult>> {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
@@ -199,7 +305,7 @@ impl Store {
         }
         let rows = c
             .query(
-                "WITH k AS (INSERT INTO kf_kernels (hash, language, entry, source) \
+                &format!("WITH k AS (INSERT INTO kf_kernels (hash, language, entry, source) \
                             SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::jsonb[]) \
                             ON CONFLICT DO NOTHING), \
                       j AS (INSERT INTO kf_jobs (job_id, kernel, profile, device_kind, params) \
@@ -213,7 +319,7 @@ impl Store {
                             FROM UNNEST($10::text[], $11::int8[], $5::text[], $12::jsonb[], $13::jsonb[]) \
                                 AS t(run, cid, id, parents, origin) \
                             ON CONFLICT DO NOTHING) \
-                 SELECT job_id, evaluation FROM kf_results WHERE job_id = ANY($5)",
+                 SELECT {RESULT_COLUMNS} FROM kf_results WHERE job_id = ANY($5) ORDER BY stored_at"),
                 &[
                     &k_hash, &k_lang, &k_entry, &k_source, &ids, &kernel, &profile,
                     &device_kind, &params, &run, &candidate, &parents, &origin,
@@ -221,84 +327,102 @@ impl Store {
             )
             .await
             .map_err(|e| DistError::db("recording jobs", e))?;
-        rows.into_iter()
-            .map(|r| Ok((Hash(r.get(0)), evaluation_of(r.get(1))?)))
-            .collect()
+        rows.iter().map(stored_result).collect()
     }
 
-    /// Stores results (existing results win) and returns the stored evaluation of each job
-    /// named, in no particular order.
-    pub async fn store_results(
+    /// Stores a worker's result (an existing result of the same request wins; a result of a
+    /// job the database does not know is dropped). `signed` is the result message as signed.
+    pub async fn store_result(
         &self,
-        results: &[ResultMessage],
-    ) -> Result<Vec<(Hash, Evaluation)>> {
-        if results.is_empty() {
-            return Ok(Vec::new());
-        }
+        result: &ResultMessage,
+        signed: &str,
+        signature: &str,
+    ) -> Result<()> {
         let c = self.client().await?;
-        let mut jobs = Vec::with_capacity(results.len());
-        let mut status = Vec::with_capacity(results.len());
-        let mut evaluation = Vec::with_capacity(results.len());
-        let mut worker = Vec::with_capacity(results.len());
-        let mut delivery = Vec::with_capacity(results.len());
-        let mut seconds = Vec::with_capacity(results.len());
-        for r in results {
-            jobs.push(r.job.0.clone());
-            status.push(r.evaluation.status.to_string());
-            evaluation.push(
-                serde_json::to_value(&r.evaluation)
-                    .map_err(|e| DistError::decode("evaluation", e))?,
-            );
-            worker.push(r.worker.clone());
-            delivery.push(r.delivery.min(i32::MAX as u32) as i32);
-            seconds.push(r.seconds);
-        }
-        // Only jobs the database knows: a stray result (another deployment's, a corrupted
-        // message) is dropped instead of failing the whole batch on the foreign key.
+        let evaluation = to_json("evaluation", &result.evaluation)?;
+        let delivery = result.delivery.min(i32::MAX as u32) as i32;
         c.execute(
-            "INSERT INTO kf_results (job_id, status, evaluation, worker, delivery, seconds) \
-             SELECT t.* FROM UNNEST($1::text[], $2::text[], $3::jsonb[], $4::text[], $5::int[], $6::float8[]) \
-                 AS t(job_id, status, evaluation, worker, delivery, seconds) \
-             WHERE EXISTS (SELECT 1 FROM kf_jobs j WHERE j.job_id = t.job_id) \
-             ON CONFLICT (job_id) DO NOTHING",
-            &[&jobs, &status, &evaluation, &worker, &delivery, &seconds],
+            "INSERT INTO kf_results (request, job_id, status, evaluation, worker, worker_key, \
+                 environment, signed, signature, delivery, seconds) \
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 \
+             WHERE EXISTS (SELECT 1 FROM kf_jobs j WHERE j.job_id = $2) \
+             ON CONFLICT (request) DO NOTHING",
+            &[
+                &result.request,
+                &result.job.0,
+                &result.evaluation.status.to_string(),
+                &evaluation,
+                &result.worker,
+                &result.worker_key,
+                &result.environment,
+                &signed,
+                &signature,
+                &delivery,
+                &result.seconds,
+            ],
         )
         .await
-        .map_err(|e| DistError::db("storing results", e))?;
-        self.results_for_ids(&c, &jobs).await
+        .map_err(|e| DistError::db("storing a result", e))?;
+        Ok(())
     }
 
-    /// The stored evaluations of the jobs named that have one.
-    pub async fn results_for(&self, jobs: &[Hash]) -> Result<Vec<(Hash, Evaluation)>> {
-        if jobs.is_empty() {
+    /// The stored results of the requests named that have one.
+    pub async fn results_for(&self, requests: &[String]) -> Result<Vec<StoredResult>> {
+        if requests.is_empty() {
             return Ok(Vec::new());
         }
         let c = self.client().await?;
-        let ids: Vec<String> = jobs.iter().map(|h| h.0.clone()).collect();
-        self.results_for_ids(&c, &ids).await
-    }
-
-    async fn results_for_ids(&self, c: &Client, ids: &[String]) -> Result<Vec<(Hash, Evaluation)>> {
         let rows = c
             .query(
-                "SELECT job_id, evaluation FROM kf_results WHERE job_id = ANY($1)",
-                &[&ids],
+                &format!("SELECT {RESULT_COLUMNS} FROM kf_results WHERE request = ANY($1)"),
+                &[&requests],
             )
             .await
             .map_err(|e| DistError::db("reading results", e))?;
-        rows.into_iter()
-            .map(|r| Ok((Hash(r.get(0)), evaluation_of(r.get(1))?)))
-            .collect()
+        rows.iter().map(stored_result).collect()
     }
 
-    /// Whether the job has a stored result.
-    pub async fn has_result(&self, job: &Hash) -> Result<bool> {
+    /// Whether the request has a stored result.
+    pub async fn has_result(&self, request: &str) -> Result<bool> {
         let c = self.client().await?;
         let row = c
-            .query_opt("SELECT 1 FROM kf_results WHERE job_id = $1", &[&job.0])
+            .query_opt("SELECT 1 FROM kf_results WHERE request = $1", &[&request])
             .await
             .map_err(|e| DistError::db("looking up a result", e))?;
         Ok(row.is_some())
+    }
+
+    /// Records a job a worker refused before evaluating it.
+    pub async fn record_refusal(
+        &self,
+        worker: &str,
+        job: &JobMessage,
+        signer: &str,
+        reason: &Refusal,
+    ) -> Result<()> {
+        let c = self.client().await?;
+        c.execute(
+            "INSERT INTO kf_refusals (worker, job_id, run_id, signer, reason) VALUES ($1, $2, $3, $4, $5)",
+            &[&worker, &job.job.0, &job.run, &signer, &reason.to_string()],
+        )
+        .await
+        .map_err(|e| DistError::db("recording a refused job", e))?;
+        Ok(())
+    }
+
+    /// The environment (driver and evaluator versions) of the most recently started worker of
+    /// a device kind: stored results measured in another are not reused.
+    pub async fn worker_environment(&self, device_kind: &str) -> Result<Option<String>> {
+        let c = self.client().await?;
+        let row = c
+            .query_opt(
+                "SELECT environment FROM kf_workers WHERE device_kind = $1 \
+                 ORDER BY started_at DESC LIMIT 1",
+                &[&device_kind],
+            )
+            .await
+            .map_err(|e| DistError::db("reading worker environments", e))?;
+        Ok(row.map(|r| r.get(0)))
     }
 
     /// A kernel by hash.
@@ -332,18 +456,20 @@ impl Store {
         Ok(Profile::from_value(row.get(0)))
     }
 
-    /// Records a worker starting, with the facts of its device.
+    /// Records a worker starting, with the facts of its device and the hash of its
+    /// environment (driver and evaluator versions).
     pub async fn register_worker(
         &self,
         name: &str,
         device_kind: &str,
         device: Option<&serde_json::Value>,
+        environment: &str,
     ) -> Result<()> {
         let c = self.client().await?;
         c.execute(
-            "INSERT INTO kf_workers (name, device_kind, device) VALUES ($1, $2, $3) \
-             ON CONFLICT (name, device_kind) DO UPDATE SET device = $3, started_at = now()",
-            &[&name, &device_kind, &device],
+            "INSERT INTO kf_workers (name, device_kind, device, environment) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (name, device_kind) DO UPDATE SET device = $3, environment = $4, started_at = now()",
+            &[&name, &device_kind, &device, &environment],
         )
         .await
         .map_err(|e| DistError::db("registering a worker", e))?;

@@ -21,6 +21,7 @@ use crate::config::{check_token, DistConfig};
 use crate::error::{DistError, Result};
 use crate::job::{self, Hash, JobMessage, Profile, ResultMessage};
 use crate::queue::{self, Queue};
+use crate::security::Refusal;
 use crate::store::Store;
 
 /// Evaluates one job on a worker: the candidate under the run's profile.
@@ -51,6 +52,14 @@ pub trait JobHandler: Send + Sync + 'static {
         profile: &Profile,
         candidate: &Candidate,
     ) -> Result<Evaluation, BoxError>;
+
+    /// What besides the job decides its result on this worker: the driver version and the
+    /// evaluator's version. Stored (hashed) with every result; a search reuses a stored
+    /// result only when it was measured in the environment of the device kind's most recently
+    /// started worker. Default: nothing (`null`).
+    fn environment(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
 }
 
 /// A [`JobHandler`] that evaluates every job with one [`Evaluator`], ignoring the profile.
@@ -110,6 +119,8 @@ pub struct WorkerStats {
     pub poisoned: u64,
     /// Jobs handed back because the handler failed.
     pub handed_back: u64,
+    /// Jobs refused unevaluated: unsigned, signed by an untrusted key, altered after signing.
+    pub refused: u64,
 }
 
 #[derive(Default)]
@@ -118,6 +129,7 @@ struct Counters {
     already_done: AtomicU64,
     poisoned: AtomicU64,
     handed_back: AtomicU64,
+    refused: AtomicU64,
 }
 
 /// A worker process's main loop.
@@ -139,8 +151,9 @@ impl<H: JobHandler> Worker<H> {
 
     /// Runs until `stop` completes, then finishes the jobs in hand. Must run on a tokio
     /// runtime; see [`Worker::run_blocking`] otherwise.
-    pub async fn run(self, stop: impl Future<Output = ()> + Send) -> Result<WorkerStats> {
+    pub async fn run(mut self, stop: impl Future<Output = ()> + Send) -> Result<WorkerStats> {
         self.dist.validate()?;
+        self.dist = self.dist.with_security_loaded()?;
         if self.config.device_kinds.is_empty() {
             return Err(DistError::Config(
                 "a worker needs at least one device kind".into(),
@@ -154,11 +167,20 @@ impl<H: JobHandler> Worker<H> {
                 "a worker needs at least one job slot".into(),
             ));
         }
+        self.dist
+            .security
+            .check_signatures(crate::security::Role::Worker)?;
         let queue = Queue::connect(&self.dist, &format!("kf-worker-{}", self.config.name)).await?;
-        let store = Store::connect(&self.dist.database_url).await?;
+        let store = Store::connect(&self.dist.database_url, &self.dist.security).await?;
+        let environment = Profile::from_value(self.handler.environment()).hash.0;
         for kind in &self.config.device_kinds {
             store
-                .register_worker(&self.config.name, kind, self.config.device.as_ref())
+                .register_worker(
+                    &self.config.name,
+                    kind,
+                    self.config.device.as_ref(),
+                    &environment,
+                )
                 .await?;
         }
         // Highest priority first, over every device kind.
@@ -178,6 +200,7 @@ impl<H: JobHandler> Worker<H> {
             kernels: HashCache::new(),
             profiles: HashCache::new(),
             counters: Counters::default(),
+            environment,
         });
         let slots = Arc::new(Semaphore::new(self.config.jobs));
         let mut tasks = tokio::task::JoinSet::new();
@@ -212,6 +235,7 @@ impl<H: JobHandler> Worker<H> {
             already_done: c.already_done.load(Ordering::Relaxed),
             poisoned: c.poisoned.load(Ordering::Relaxed),
             handed_back: c.handed_back.load(Ordering::Relaxed),
+            refused: c.refused.load(Ordering::Relaxed),
         })
     }
 
@@ -268,6 +292,8 @@ struct Shared<H> {
     kernels: HashCache<KernelSource>,
     profiles: HashCache<Profile>,
     counters: Counters,
+    /// Hash of the handler's environment, stored with every result.
+    environment: String,
 }
 
 /// Values fetched from the database by hash, kept in memory up to [`CACHE_LIMIT`] entries
@@ -296,6 +322,34 @@ impl<T: Clone> HashCache<T> {
 /// Kernels and profiles kept in memory at most (then the cache starts over).
 const CACHE_LIMIT: usize = 4096;
 
+/// Whether the kernel and profile fetched by hash are the ones the job names, and the job id
+/// is the hash of the job's content on the device kind of the subject it came on.
+fn consistent(
+    job: &JobMessage,
+    source: &KernelSource,
+    profile: &Profile,
+    subject: &str,
+) -> Result<(), Refusal> {
+    let bad = |what: &str| Err(Refusal::Inconsistent(what.to_string()));
+    match job::kernel_hash(source) {
+        Ok(h) if h == job.kernel => {}
+        _ => return bad("the kernel does not hash to the job's kernel hash"),
+    }
+    if profile.hash != job.profile {
+        return bad("the profile does not hash to the job's profile hash");
+    }
+    // `<namespace>.eval.<device kind>.p<priority>`
+    let kind = subject.rsplit('.').nth(1).unwrap_or("");
+    match job::job_id(&job.kernel, &job.params, &job.profile, kind) {
+        Ok(id) if id == job.job => {}
+        _ => return bad("the job id is not the hash of the job's content"),
+    }
+    if job.request != job.job.0 && !job.request.starts_with(&format!("{}-", job.job)) {
+        return bad("the request is not one of the job's");
+    }
+    Ok(())
+}
+
 impl<H: JobHandler> Shared<H> {
     async fn process(&self, message: Message) {
         let delivery = message
@@ -315,6 +369,11 @@ impl<H: JobHandler> Shared<H> {
                 return;
             }
         };
+        // Before anything else: a job no trusted search signed is never evaluated.
+        if let Err(refusal) = self.check_signature(&message) {
+            self.refuse(&message, &job, refusal).await;
+            return;
+        }
         let started = Instant::now();
         if delivery > self.dist.max_attempts {
             let evaluation = Evaluation::failed(
@@ -337,7 +396,7 @@ impl<H: JobHandler> Shared<H> {
         }
         if delivery > 1 {
             // A redelivery: the earlier worker may have published before it died.
-            if let Ok(true) = self.store.has_result(&job.job).await {
+            if let Ok(true) = self.store.has_result(&job.request).await {
                 let _ = message.double_ack().await;
                 self.counters.already_done.fetch_add(1, Ordering::Relaxed);
                 return;
@@ -356,6 +415,11 @@ impl<H: JobHandler> Shared<H> {
                 return;
             }
         };
+        // The signature covers the hashes; the content fetched by hash must match them.
+        if let Err(refusal) = consistent(&job, &source, &profile, message.subject.as_str()) {
+            self.refuse(&message, &job, refusal).await;
+            return;
+        }
         let candidate = job.candidate(source);
         let heartbeat = {
             let message = message.clone();
@@ -408,16 +472,20 @@ impl<H: JobHandler> Shared<H> {
     ) -> bool {
         // The run directory records which worker evaluated what (the explorer shows it).
         evaluation.worker.get_or_insert_with(|| self.name.clone());
+        let key = self.dist.security.signing_key.as_ref();
         let result = ResultMessage {
             v: job::MESSAGE_VERSION,
             job: job.job.clone(),
+            request: job.request.clone(),
             run: job.run.clone(),
             evaluation,
             worker: self.name.clone(),
+            worker_key: key.map(|k| k.id().to_string()).unwrap_or_default(),
+            environment: self.environment.clone(),
             delivery,
             seconds: started.elapsed().as_secs_f64(),
         };
-        let payload = match job::encode("result", &result) {
+        let signed = match serde_json::to_string(&result) {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!("cannot encode a result: {e}");
@@ -425,10 +493,22 @@ impl<H: JobHandler> Shared<H> {
                 return false;
             }
         };
+        let signature = key.map(|k| k.sign(signed.as_bytes())).unwrap_or_default();
+        // Stored first: the search reads results from the database only, so it never sees one
+        // the database does not hold.
+        if let Err(e) = self.store.store_result(&result, &signed, &signature).await {
+            tracing::warn!(job = %job.job, "cannot store the result: {e}");
+            self.hand_back(message).await;
+            return false;
+        }
         let subject = self.dist.result_subject(&job.run);
+        let headers = [
+            (job::SIGNER_HEADER, result.worker_key.clone()),
+            (job::SIGNATURE_HEADER, signature),
+        ];
         if let Err(e) = self
             .queue
-            .publish(&subject, job.job.as_str(), payload)
+            .publish(&subject, &job.request, signed.into_bytes(), &headers)
             .await
         {
             tracing::warn!(job = %job.job, "cannot publish the result: {e}");
@@ -441,6 +521,47 @@ impl<H: JobHandler> Shared<H> {
             tracing::debug!(job = %job.job, "acknowledging: {e}");
         }
         true
+    }
+
+    /// Whether a trusted search signed the message's exact bytes (always, when the worker
+    /// trusts no keys: an insecure deployment).
+    fn check_signature(&self, message: &Message) -> Result<(), Refusal> {
+        let Some(trusted) = &self.dist.security.trusted_keys else {
+            return Ok(());
+        };
+        let header = |name: &str| {
+            message
+                .headers
+                .as_ref()
+                .and_then(|h| h.get(name))
+                .map(|v| v.as_str().to_string())
+                .unwrap_or_default()
+        };
+        trusted.verify(
+            &header(job::SIGNER_HEADER),
+            &message.payload,
+            &header(job::SIGNATURE_HEADER),
+        )
+    }
+
+    /// Refuses a job for good: logged, recorded in the database, terminated on the queue.
+    async fn refuse(&self, message: &Message, job: &JobMessage, refusal: Refusal) {
+        let signer = message
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(job::SIGNER_HEADER))
+            .map(|v| v.as_str().to_string())
+            .unwrap_or_default();
+        tracing::warn!(job = %job.job, run = %job.run, signer = %signer, "job refused, not evaluated: {refusal}");
+        self.counters.refused.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = self
+            .store
+            .record_refusal(&self.name, job, &signer, &refusal)
+            .await
+        {
+            tracing::warn!("recording the refusal: {e}");
+        }
+        let _ = message.ack_with(AckKind::Term).await;
     }
 
     async fn hand_back(&self, message: &Message) {

@@ -17,7 +17,8 @@ use kf_core::{
     async_trait, BehaviorClassifier, BoxError, Budget, Candidate, Engine, Evaluation, Evaluator,
 };
 use kf_dist::{
-    job_id, kernel_hash, DistConfig, DistEvaluator, JobHandler, Profile, Worker, WorkerConfig,
+    job_id, kernel_hash, DistConfig, DistEvaluator, JobHandler, Profile, Role, Security,
+    SecurityFiles, Worker, WorkerConfig,
 };
 use serde::{Deserialize, Serialize};
 
@@ -38,6 +39,16 @@ struct WorkerSpec {
     ack_wait_ms: u64,
     max_attempts: u32,
     log: PathBuf,
+    /// The deployment's secrets folder (None: servers without security).
+    secrets: Option<PathBuf>,
+}
+
+/// A role's security settings from the servers' secrets, or none (servers without security).
+fn security(secrets: Option<&Path>, role: Role) -> Security {
+    match secrets {
+        Some(dir) => SecurityFiles::in_dir(dir, role).load().unwrap(),
+        None => Security::insecure(),
+    }
 }
 
 /// The profile every test run uses: how long the synthetic evaluation takes on a worker.
@@ -84,6 +95,7 @@ fn worker_process_entry() {
         serde_json::from_str(&std::env::var("KF_DIST_TEST_WORKER").expect("started by a test"))
             .unwrap();
     let dist = DistConfig::new(spec.nats_url, spec.database_url)
+        .security(security(spec.secrets.as_deref(), Role::Worker))
         .namespace(spec.namespace)
         .ack_wait(Duration::from_millis(spec.ack_wait_ms))
         .max_attempts(spec.max_attempts);
@@ -96,7 +108,9 @@ fn worker_process_entry() {
 struct Cluster {
     nats: Nats,
     db: TestDb,
+    /// The search's settings.
     dist: DistConfig,
+    secrets: Option<PathBuf>,
     dir: tempfile::TempDir,
     workers: Arc<Mutex<Vec<Child>>>,
     supervise: Arc<AtomicBool>,
@@ -105,22 +119,24 @@ struct Cluster {
 impl Cluster {
     fn new(test: &str, ack_wait: Duration, max_attempts: u32) -> Option<Cluster> {
         let s = servers(test)?;
-        let nats = Nats::start(&s.nats_server);
+        let nats = Nats::start(&s);
         let db = TestDb::create(&s.database_url, test);
         let dist = DistConfig::new(nats.url(), db.url.clone())
+            .security(security(s.secrets.as_deref(), Role::Search))
             .ack_wait(ack_wait)
             .max_attempts(max_attempts);
         Some(Cluster {
             nats,
             db,
             dist,
+            secrets: s.secrets.clone(),
             dir: tempfile::tempdir().unwrap(),
             workers: Arc::new(Mutex::new(Vec::new())),
             supervise: Arc::new(AtomicBool::new(false)),
         })
     }
 
-    fn spawn_worker(dist: &DistConfig, dir: &Path) -> Child {
+    fn spawn_worker(dist: &DistConfig, secrets: Option<&Path>, dir: &Path) -> Child {
         let n = std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0);
         let log = dir.join(format!("worker-{n}.log"));
         let spec = WorkerSpec {
@@ -130,6 +146,7 @@ impl Cluster {
             ack_wait_ms: dist.ack_wait.as_millis() as u64,
             max_attempts: dist.max_attempts,
             log: log.clone(),
+            secrets: secrets.map(Path::to_path_buf),
         };
         std::fs::write(&log, "").unwrap();
         Command::new(std::env::current_exe().unwrap())
@@ -149,7 +166,7 @@ impl Cluster {
 
     fn start_workers(&self, n: usize) {
         for _ in 0..n {
-            let child = Self::spawn_worker(&self.dist, self.dir.path());
+            let child = Self::spawn_worker(&self.dist, self.secrets.as_deref(), self.dir.path());
             self.workers.lock().unwrap().push(child);
         }
     }
@@ -157,10 +174,11 @@ impl Cluster {
     /// Restarts workers that die (as a process supervisor would) until the cluster is dropped.
     fn supervise(&self) {
         self.supervise.store(true, Ordering::SeqCst);
-        let (workers, on, dist, dir) = (
+        let (workers, on, dist, secrets, dir) = (
             self.workers.clone(),
             self.supervise.clone(),
             self.dist.clone(),
+            self.secrets.clone(),
             self.dir.path().to_path_buf(),
         );
         std::thread::spawn(move || {
@@ -168,7 +186,7 @@ impl Cluster {
                 if let Ok(mut ws) = workers.lock() {
                     for w in ws.iter_mut() {
                         if matches!(w.try_wait(), Ok(Some(_))) {
-                            *w = Cluster::spawn_worker(&dist, &dir);
+                            *w = Cluster::spawn_worker(&dist, secrets.as_deref(), &dir);
                         }
                     }
                 }
@@ -543,7 +561,8 @@ fn cancelling_deletes_the_jobs_no_worker_took() {
 
 #[test]
 fn bad_settings_are_refused_before_connecting() {
-    let config = DistConfig::new("nats://127.0.0.1:1", "postgres://nobody@127.0.0.1:1/none");
+    let config = DistConfig::new("nats://127.0.0.1:1", "postgres://nobody@127.0.0.1:1/none")
+        .security(Security::insecure());
     let bad_run =
         DistEvaluator::builder(config.clone(), "run id with spaces", DEVICE, profile(0)).connect();
     assert!(

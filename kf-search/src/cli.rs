@@ -81,14 +81,65 @@ pub struct ServerArgs {
     /// Prefix of the queue's streams and subjects.
     #[arg(long, default_value = "kf")]
     pub namespace: String,
+    /// Security: credentials, CA, keys.
+    #[command(flatten)]
+    pub security: SecurityArgs,
+}
+
+#[cfg(feature = "dist")]
+/// The files that secure a deployment (`scripts/dist-servers.sh` writes them into
+/// `dist-secrets/`). Each defaults to its file in the secrets folder (`--secrets`,
+/// `KF_DIST_SECRETS`, else `.runtime/dist-secrets` when present); files with secrets must be
+/// owner-only.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SecurityArgs {
+    /// Folder of the deployment's secrets (default .runtime/dist-secrets when present).
+    #[arg(long, env = "KF_DIST_SECRETS")]
+    pub secrets: Option<std::path::PathBuf>,
+    /// This role's NATS and PostgreSQL users and passwords (search.cred or worker.cred).
+    #[arg(long, env = "KF_DIST_CREDENTIALS")]
+    pub credentials: Option<std::path::PathBuf>,
+    /// The deployment's CA certificate: TLS to both servers, verified against it (ca.crt).
+    #[arg(long, env = "KF_DIST_CA")]
+    pub ca: Option<std::path::PathBuf>,
+    /// Ed25519 key a search signs its jobs with, a worker its results (search.key, worker.key).
+    #[arg(long, env = "KF_DIST_SIGNING_KEY")]
+    pub signing_key: Option<std::path::PathBuf>,
+    /// Public keys accepted: a worker's, the searches' (trusted-searches.pem); a search's, the
+    /// workers' (trusted-workers.pem).
+    #[arg(long, env = "KF_DIST_TRUSTED_KEYS")]
+    pub trusted_keys: Option<std::path::PathBuf>,
+    /// Allow plain-text connections beyond loopback and unsigned jobs.
+    #[arg(long)]
+    pub insecure: bool,
+}
+
+#[cfg(feature = "dist")]
+impl SecurityArgs {
+    /// The files for `role`: each option, else its file in the secrets folder.
+    pub fn files(&self, role: kf_dist::Role) -> kf_dist::SecurityFiles {
+        let dir = self.secrets.clone().or_else(|| {
+            Some(std::path::PathBuf::from(".runtime/dist-secrets")).filter(|d| d.is_dir())
+        });
+        let found = dir
+            .map(|d| kf_dist::SecurityFiles::in_dir(&d, role))
+            .unwrap_or_default();
+        kf_dist::SecurityFiles {
+            credentials: self.credentials.clone().or(found.credentials),
+            ca: self.ca.clone().or(found.ca),
+            signing_key: self.signing_key.clone().or(found.signing_key),
+            trusted_keys: self.trusted_keys.clone().or(found.trusted_keys),
+            insecure: self.insecure,
+        }
+    }
 }
 
 #[cfg(feature = "dist")]
 /// The NATS server `scripts/dist-servers.sh` starts.
-pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:14222";
+pub const DEFAULT_NATS_URL: &str = "tls://127.0.0.1:14222";
 #[cfg(feature = "dist")]
 /// The PostgreSQL server `scripts/dist-servers.sh` starts.
-pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:15432/postgres";
+pub const DEFAULT_DATABASE_URL: &str = "postgres://127.0.0.1:15432/kf";
 
 #[cfg(feature = "dist")]
 impl ServerArgs {
@@ -117,10 +168,11 @@ impl ServerArgs {
             .unwrap_or_else(|| DEFAULT_DATABASE_URL.into())
     }
 
-    /// The deployment settings.
-    pub fn dist_config(&self) -> kf_dist::DistConfig {
+    /// The deployment settings for `role` (the security files are read when connecting).
+    pub fn dist_config(&self, role: kf_dist::Role) -> kf_dist::DistConfig {
         kf_dist::DistConfig::new(self.nats_url(), self.database_url())
             .namespace(self.namespace.clone())
+            .security_files(self.security.files(role))
     }
 }
 
@@ -139,6 +191,12 @@ pub struct DistArgs {
     /// Servers.
     #[command(flatten)]
     pub servers: ServerArgs,
+    /// Evaluate every job again instead of answering it from a stored result.
+    #[arg(long)]
+    pub no_reuse: bool,
+    /// Fraction (0–1) of stored results evaluated again anyway, to check them.
+    #[arg(long, default_value_t = 0.0)]
+    pub recheck: f64,
 }
 
 impl SearchArgs {
@@ -161,11 +219,17 @@ impl SearchArgs {
         let distributed = false;
         #[cfg(feature = "dist")]
         if distributed {
-            config.distributed = Some(crate::Distributed {
-                dist: self.dist.servers.dist_config(),
-                device_kind: self.dist.device_kind.clone(),
-                run: None,
-            });
+            config.distributed =
+                Some(crate::Distributed {
+                    dist: self.dist.servers.dist_config(kf_dist::Role::Search).reuse(
+                        kf_dist::Reuse {
+                            enabled: !self.dist.no_reuse,
+                            recheck: self.dist.recheck,
+                        },
+                    ),
+                    device_kind: self.dist.device_kind.clone(),
+                    run: None,
+                });
         }
         config.in_flight = self.in_flight.unwrap_or(if distributed {
             defaults::IN_FLIGHT_DISTRIBUTED

@@ -89,6 +89,7 @@ pub struct TaskHandler {
     backend: BackendSpec,
     command: WorkerCommand,
     evaluators: Mutex<Vec<(Hash, IsolatedEvaluator)>>,
+    environment: serde_json::Value,
 }
 
 impl TaskHandler {
@@ -100,7 +101,20 @@ impl TaskHandler {
             backend,
             command,
             evaluators: Mutex::new(Vec::new()),
+            environment: serde_json::json!({"evaluator": env!("CARGO_PKG_VERSION")}),
         }
+    }
+
+    /// Records the device's driver with every result (a search reuses stored results only
+    /// from workers of the same driver and evaluator versions).
+    pub fn device(mut self, device: &DeviceFacts) -> Self {
+        self.environment = serde_json::json!({
+            "evaluator": env!("CARGO_PKG_VERSION"),
+            "device": device.name,
+            "driver": device.driver_version,
+            "platform": device.platform,
+        });
+        self
     }
 
     fn evaluator(&self, profile: &Profile) -> Result<IsolatedEvaluator, BoxError> {
@@ -152,5 +166,9 @@ impl JobHandler for TaskHandler {
     ) -> Result<Evaluation, BoxError> {
         let evaluator = self.evaluator(profile)?;
         Ok(evaluator.evaluate(candidate).await?)
+    }
+
+    fn environment(&self) -> serde_json::Value {
+        self.environment.clone()
     }
 }

@@ -73,7 +73,7 @@ pub use builder::{EvaluatorLayer, NoLayer, Search, SearchBuilder};
 #[cfg(feature = "cli")]
 pub use cli::SearchArgs;
 #[cfg(all(feature = "cli", feature = "dist"))]
-pub use cli::{DistArgs, ServerArgs, DEFAULT_DATABASE_URL, DEFAULT_NATS_URL};
+pub use cli::{DistArgs, SecurityArgs, ServerArgs, DEFAULT_DATABASE_URL, DEFAULT_NATS_URL};
 pub use evaluator::{RemoteError, RemoteEvaluator, SearchEvalError, SearchEvaluator};
 pub use setup::{offline_search, template_seeds};
 pub use tuned::TunedEvaluator;

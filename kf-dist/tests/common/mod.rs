@@ -11,8 +11,19 @@ use std::time::{Duration, Instant};
 
 /// Where the servers are.
 pub struct Servers {
+    /// The superuser's URL (the Unix socket of `scripts/dist-servers.sh`'s server).
     pub database_url: String,
     pub nats_server: PathBuf,
+    /// The deployment's secrets (`dist-secrets/`: CA, credentials, keys, nats.conf), when the
+    /// servers run with security on.
+    pub secrets: Option<PathBuf>,
+}
+
+impl Servers {
+    /// The NATS configuration the tests' own nats-servers start with (TLS and the roles).
+    pub fn nats_config(&self) -> Option<PathBuf> {
+        self.secrets.as_ref().map(|s| s.join("nats.conf"))
+    }
 }
 
 /// The servers, or `None` (with a message) when they are not running; with
@@ -24,21 +35,31 @@ pub fn servers(test: &str) -> Option<Servers> {
         .ancestors()
         .find(|p| p.join("Cargo.lock").exists())
         .unwrap_or(manifest);
-    let info: Option<serde_json::Value> =
-        std::fs::read_to_string(root.join(".runtime/dist-servers.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok());
+    // KF_DIST_DIR: servers started with `KF_DIST_DIR=… scripts/dist-servers.sh start`.
+    let dir = std::env::var_os("KF_DIST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join(".runtime"));
+    let info: Option<serde_json::Value> = std::fs::read_to_string(dir.join("dist-servers.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
     let from_info = |k: &str| info.as_ref().and_then(|i| i[k].as_str().map(String::from));
+    // The superuser, through the server's Unix socket: it creates the tests' databases.
     let database_url = std::env::var("KF_DATABASE_URL")
         .ok()
+        .or_else(|| from_info("admin_url"))
         .or_else(|| from_info("database_url"));
     let nats_server = std::env::var("KF_NATS_SERVER")
         .ok()
         .or_else(|| from_info("nats_server"));
+    let secrets = std::env::var_os("KF_DIST_SECRETS")
+        .map(PathBuf::from)
+        .or_else(|| from_info("secrets").map(PathBuf::from))
+        .filter(|s| s.join("nats.conf").exists());
     let found = match (database_url, nats_server) {
         (Some(db), Some(nats)) if Path::new(&nats).exists() && pg_answers(&db) => Some(Servers {
             database_url: db,
             nats_server: PathBuf::from(nats),
+            secrets,
         }),
         _ => None,
     };
@@ -88,16 +109,28 @@ async fn connect(url: &str) -> tokio_postgres::Client {
     c
 }
 
+/// The schema and the roles' rights, applied by the superuser to each test's database.
+const SCHEMA: &str = include_str!("../../sql/schema.sql");
+
 /// A database of the test's own, dropped at the end.
 pub struct TestDb {
     admin: String,
     name: String,
+    /// The superuser's URL of this database (the tests' own queries).
+    pub admin_url: String,
+    /// The URL the searches and workers use: TCP (TLS and a role's password where the server
+    /// runs with security on).
     pub url: String,
 }
 
 impl TestDb {
     pub fn create(admin_url: &str, test: &str) -> TestDb {
         let name = format!("kf_{}_{}", test, std::process::id());
+        let base = admin_url
+            .rsplit_once('/')
+            .map(|(b, _)| b)
+            .unwrap_or(admin_url);
+        let db_admin_url = format!("{base}/{name}");
         runtime().block_on(async {
             let c = connect(admin_url).await;
             // Separate statements: a multi-statement string runs as one transaction.
@@ -107,14 +140,23 @@ impl TestDb {
             c.batch_execute(&format!("CREATE DATABASE {name}"))
                 .await
                 .unwrap();
+            let c = connect(&db_admin_url).await;
+            c.batch_execute(&format!("BEGIN; {SCHEMA} COMMIT;"))
+                .await
+                .unwrap();
         });
-        let base = admin_url
-            .rsplit_once('/')
-            .map(|(b, _)| b)
-            .unwrap_or(admin_url);
+        // A socket URL (`postgresql://postgres@%2Fdir:PORT/db`): the roles come over TCP.
+        let url = match base.split_once("%2F") {
+            Some(_) => {
+                let port = base.rsplit_once(':').map_or("5432", |(_, p)| p);
+                format!("postgres://127.0.0.1:{port}/{name}")
+            }
+            None => db_admin_url.clone(),
+        };
         TestDb {
             admin: admin_url.to_string(),
-            url: format!("{base}/{name}"),
+            admin_url: db_admin_url,
+            url,
             name,
         }
     }
@@ -122,7 +164,7 @@ impl TestDb {
     /// Runs a query returning one integer.
     pub fn count(&self, sql: &str) -> i64 {
         runtime().block_on(async {
-            let c = connect(&self.url).await;
+            let c = connect(&self.admin_url).await;
             c.query_one(sql, &[]).await.unwrap().get::<_, i64>(0)
         })
     }
@@ -130,7 +172,7 @@ impl TestDb {
     /// Runs a query and returns its rows as text columns.
     pub fn rows(&self, sql: &str) -> Vec<Vec<String>> {
         runtime().block_on(async {
-            let c = connect(&self.url).await;
+            let c = connect(&self.admin_url).await;
             c.query(sql, &[])
                 .await
                 .unwrap()
@@ -159,6 +201,8 @@ impl Drop for TestDb {
 /// A nats-server with JetStream on a free loopback port, its store in a folder of its own.
 pub struct Nats {
     bin: PathBuf,
+    /// The deployment's nats.conf (TLS, users, permissions), if any.
+    config: Option<PathBuf>,
     dir: tempfile::TempDir,
     pub port: u16,
     child: Option<Child>,
@@ -184,9 +228,15 @@ fn wait_listening(port: u16, limit: Duration) -> bool {
 }
 
 impl Nats {
-    pub fn start(bin: &Path) -> Nats {
+    /// A nats-server with the servers' configuration (TLS and the roles, when security is on).
+    pub fn start(servers: &Servers) -> Nats {
+        Self::start_with(&servers.nats_server, servers.nats_config().as_deref())
+    }
+
+    pub fn start_with(bin: &Path, config: Option<&Path>) -> Nats {
         let mut n = Nats {
             bin: bin.to_path_buf(),
+            config: config.map(Path::to_path_buf),
             dir: tempfile::tempdir().unwrap(),
             port: free_port(),
             child: None,
@@ -196,7 +246,11 @@ impl Nats {
     }
 
     fn launch(&mut self) {
-        let child = Command::new(&self.bin)
+        let mut command = Command::new(&self.bin);
+        if let Some(config) = &self.config {
+            command.arg("-c").arg(config);
+        }
+        let child = command
             .args([
                 "-a",
                 "127.0.0.1",
@@ -217,13 +271,19 @@ impl Nats {
         );
     }
 
+    /// The folder of its JetStream store.
+    pub fn store_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
     /// The server's process id.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(|c| c.id())
     }
 
     pub fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
+        let scheme = if self.config.is_some() { "tls" } else { "nats" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
     /// SIGKILL, then the same server again on the same port and store.
@@ -244,4 +304,51 @@ impl Drop for Nats {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// The deployment's secrets as they could leak: the passwords of both roles' credentials and
+/// the lines of both private keys.
+pub fn secret_strings(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for role in ["search", "worker"] {
+        let text = std::fs::read_to_string(dir.join(format!("{role}.cred"))).unwrap();
+        let cred: serde_json::Value = serde_json::from_str(&text).unwrap();
+        for k in ["nats_password", "database_password"] {
+            out.push(cred[k].as_str().unwrap().to_string());
+        }
+        let pem = std::fs::read_to_string(dir.join(format!("{role}.key"))).unwrap();
+        out.extend(
+            pem.lines()
+                .filter(|l| !l.starts_with("-----"))
+                .map(String::from),
+        );
+    }
+    assert!(
+        out.iter().all(|s| s.len() >= 16),
+        "secrets too short to search for"
+    );
+    out
+}
+
+/// Everything a run wrote, as text: every file under `dirs` (but `skip`) and every row of
+/// every table of the test's database.
+pub fn everything_written(db: &TestDb, dirs: &[&Path], skip: &[&Path]) -> String {
+    let mut written = String::new();
+    let mut todo: Vec<PathBuf> = dirs.iter().map(|d| d.to_path_buf()).collect();
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if !skip.contains(&p.as_path()) {
+                written.push_str(&String::from_utf8_lossy(&std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    for table in db.rows("SELECT tablename::text FROM pg_tables WHERE schemaname = 'public'") {
+        for row in db.rows(&format!("SELECT t::text FROM {} t", table[0])) {
+            written.push_str(&row[0]);
+        }
+    }
+    written
 }

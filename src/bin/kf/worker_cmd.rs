@@ -55,7 +55,7 @@ pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     );
     let dist = args
         .servers
-        .dist_config()
+        .dist_config(kernelfoundry::dist::Role::Worker)
         .ack_wait(std::time::Duration::from_secs_f64(args.ack_wait))
         .max_attempts(args.max_attempts);
     let mut config = WorkerConfig::new(kind.clone());
@@ -69,10 +69,10 @@ pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         config.name,
         facts.name,
         config.jobs,
-        args.servers.nats_url(),
+        redact(&args.servers.nats_url()),
         redact(&args.servers.database_url())
     );
-    let handler = Arc::new(TaskHandler::new(spec, WorkerCommand::current_exe()?));
+    let handler = Arc::new(TaskHandler::new(spec, WorkerCommand::current_exe()?).device(&facts));
     // Ctrl-C: stop taking jobs, finish the ones in hand.
     let (tx, stop) = futures::channel::oneshot::channel::<()>();
     let tx = std::sync::Mutex::new(Some(tx));
@@ -87,8 +87,9 @@ pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     })?;
     handler.shutdown();
     eprintln!(
-        "kf worker: {} evaluated, {} already answered, {} recorded as poison, {} handed back",
-        stats.evaluated, stats.already_done, stats.poisoned, stats.handed_back
+        "kf worker: {} evaluated, {} already answered, {} recorded as poison, {} handed back, \
+         {} refused (unsigned, untrusted or altered)",
+        stats.evaluated, stats.already_done, stats.poisoned, stats.handed_back, stats.refused
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -118,5 +119,9 @@ impl kernelfoundry::dist::JobHandler for SharedHandler {
         candidate: &kernelfoundry::core::Candidate,
     ) -> Result<kernelfoundry::core::Evaluation, kernelfoundry::core::BoxError> {
         self.0.evaluate(profile, candidate).await
+    }
+
+    fn environment(&self) -> serde_json::Value {
+        kernelfoundry::dist::JobHandler::environment(&*self.0)
     }
 }

@@ -1,0 +1,105 @@
+-- kf-dist's system of record. Created by `scripts/dist-servers.sh start` (as the database's
+-- owner) or by the first client with the rights to create tables (a private test database);
+-- the roles' rights are granted here when the roles exist (the script creates them).
+--
+-- Roles: kf_search records kernels, profiles, runs, jobs, candidates and snapshots and reads
+-- results; kf_worker reads kernels, profiles and jobs and adds results and refusals. Neither
+-- may update or delete anything but a worker's own registration: a worker cannot alter a
+-- kernel or a stored result, and a search cannot write a result.
+CREATE TABLE IF NOT EXISTS kf_kernels (
+    hash        TEXT PRIMARY KEY,
+    language    TEXT NOT NULL,
+    entry       TEXT NOT NULL,
+    source      JSONB NOT NULL,
+    created_at  TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS kf_profiles (
+    hash        TEXT PRIMARY KEY,
+    profile     JSONB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS kf_runs (
+    run_id      TEXT PRIMARY KEY,
+    profile     TEXT NOT NULL REFERENCES kf_profiles (hash),
+    device_kind TEXT NOT NULL,
+    created_at  TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS kf_jobs (
+    job_id      TEXT PRIMARY KEY,
+    kernel      TEXT NOT NULL REFERENCES kf_kernels (hash),
+    profile     TEXT NOT NULL REFERENCES kf_profiles (hash),
+    device_kind TEXT NOT NULL,
+    params      JSONB NOT NULL,
+    created_at  TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS kf_candidates (
+    run_id       TEXT NOT NULL REFERENCES kf_runs (run_id),
+    candidate_id BIGINT NOT NULL,
+    job_id       TEXT NOT NULL REFERENCES kf_jobs (job_id),
+    parents      BIGINT[] NOT NULL,
+    origin       JSONB NOT NULL,
+    -- A candidate is one job per parameter configuration a tuner tried.
+    PRIMARY KEY (run_id, candidate_id, job_id)
+);
+CREATE INDEX IF NOT EXISTS kf_candidates_job ON kf_candidates (job_id);
+-- One result per request: a job's first request has the job id as its request id (shared by
+-- every run, so that a job evaluated once is answered from here); a re-evaluation a search
+-- asks for (no reuse, a re-check, a result from an untrusted worker) has a request id of its
+-- own. `signed` is the result message exactly as the worker signed it.
+CREATE TABLE IF NOT EXISTS kf_results (
+    request     TEXT PRIMARY KEY,
+    job_id      TEXT NOT NULL REFERENCES kf_jobs (job_id),
+    status      TEXT NOT NULL,
+    evaluation  JSONB NOT NULL,
+    worker      TEXT NOT NULL,
+    worker_key  TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    signed      TEXT NOT NULL,
+    signature   TEXT NOT NULL,
+    delivery    INTEGER NOT NULL,
+    seconds     DOUBLE PRECISION NOT NULL,
+    stored_at   TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS kf_results_job ON kf_results (job_id);
+CREATE TABLE IF NOT EXISTS kf_workers (
+    name        TEXT NOT NULL,
+    device_kind TEXT NOT NULL,
+    device      JSONB,
+    environment TEXT NOT NULL DEFAULT '',
+    started_at  TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (name, device_kind)
+);
+-- Jobs a worker refused before evaluating anything (unsigned, signed by a key it does not
+-- trust, or altered after signing).
+CREATE TABLE IF NOT EXISTS kf_refusals (
+    worker      TEXT NOT NULL,
+    job_id      TEXT NOT NULL,
+    run_id      TEXT NOT NULL,
+    signer      TEXT NOT NULL,
+    reason      TEXT NOT NULL,
+    refused_at  TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS kf_snapshots (
+    run_id      TEXT NOT NULL REFERENCES kf_runs (run_id),
+    evaluations BIGINT NOT NULL,
+    archive     JSONB NOT NULL,
+    taken_at    TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (run_id, evaluations)
+);
+DO $grants$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'kf_search') THEN
+        REVOKE ALL ON kf_kernels, kf_profiles, kf_runs, kf_jobs, kf_candidates, kf_results,
+            kf_workers, kf_refusals, kf_snapshots FROM kf_search;
+        GRANT SELECT, INSERT ON kf_kernels, kf_profiles, kf_runs, kf_jobs, kf_candidates,
+            kf_snapshots TO kf_search;
+        GRANT SELECT ON kf_results, kf_workers, kf_refusals TO kf_search;
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'kf_worker') THEN
+        REVOKE ALL ON kf_kernels, kf_profiles, kf_runs, kf_jobs, kf_candidates, kf_results,
+            kf_workers, kf_refusals, kf_snapshots FROM kf_worker;
+        GRANT SELECT ON kf_kernels, kf_profiles, kf_jobs TO kf_worker;
+        GRANT SELECT, INSERT ON kf_results, kf_refusals TO kf_worker;
+        GRANT SELECT, INSERT, UPDATE ON kf_workers TO kf_worker;
+    END IF;
+END
+$grants$;
