@@ -1,36 +1,25 @@
 //! The "recent lessons" of a run: what became of the LLM's children across the whole run
-//! (failures with the diagnostics that matter, successes, replies that repeated a kernel),
-//! deduplicated and bounded, for the prompt section every request shows whatever its parent.
+//! (failures with the diagnostics that matter, successes), deduplicated and bounded, for the
+//! prompt section every request shows whatever its parent.
+//!
+//! Lessons are made from credit events only: a resumed run gets those back from its run
+//! directory (the engine credits replayed children again), so its prompts, and the recorded
+//! answers they are keyed by, are the same as the uninterrupted run's. (A reply that repeats
+//! a kernel is told so within its own step, see the mutator.)
 //!
 //! A lesson of step `s` is built from credit that settled by step `s + lag` (see
 //! [`crate::population`]), so it reaches every prompt from then on until newer lessons push it
 //! out: within `lag` steps, whatever the selection does.
 
-use kf_core::{CandidateId, Status};
+use kf_core::Status;
 
 use crate::population::CreditEvent;
 use crate::render::summarize;
 
-/// A reply that repeated a kernel already evaluated, answered from the earlier result.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct RepeatEvent {
-    /// The engine step of the request.
-    pub(crate) step: u64,
-    /// The candidate it repeated.
-    pub(crate) of: CandidateId,
-    /// That candidate's result, in words.
-    pub(crate) result: String,
-}
-
 /// The newest `max` distinct lessons, newest first, each at most `max_chars` characters:
-/// failures and successes of `credits`, and `repeats`. Lessons with the same status and
-/// diagnostics are shown once, with how often they happened.
-pub(crate) fn recent_lessons(
-    credits: &[CreditEvent],
-    repeats: &[RepeatEvent],
-    max: usize,
-    max_chars: usize,
-) -> Vec<String> {
+/// failures and successes of `credits`. Lessons with the same status and diagnostics are
+/// shown once, with how often they happened.
+pub(crate) fn recent_lessons(credits: &[CreditEvent], max: usize, max_chars: usize) -> Vec<String> {
     if max == 0 {
         return Vec::new();
     }
@@ -58,16 +47,6 @@ pub(crate) fn recent_lessons(
         }
         all.push((c.step, key, text));
     }
-    for r in repeats {
-        all.push((
-            r.step,
-            format!("repeat|{}", r.of),
-            format!(
-                "step {}: the reply repeated candidate {} ({}), so it was not evaluated again: write something new",
-                r.step, r.of, r.result
-            ),
-        ));
-    }
     all.sort_by_key(|a| std::cmp::Reverse(a.0));
     let mut out: Vec<(String, String, usize)> = Vec::new();
     for (_, key, text) in all {
@@ -92,6 +71,7 @@ pub(crate) fn recent_lessons(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kf_core::CandidateId;
 
     fn event(step: u64, status: Status, diagnostics: &str) -> CreditEvent {
         CreditEvent {
@@ -126,21 +106,15 @@ mod tests {
             ),
             event(6, Status::Correct, "12 GFLOP/s"),
         ];
-        let repeats = [RepeatEvent {
-            step: 7,
-            of: CandidateId(16),
-            result: "correct".into(),
-        }];
-        let l = recent_lessons(&credits, &repeats, 3, 200);
-        assert_eq!(l.len(), 3);
-        assert!(l[0].contains("repeated candidate #16"), "{l:?}");
-        assert!(l[1].contains("correct (not added)"), "{l:?}");
+        let l = recent_lessons(&credits, 2, 200);
+        assert_eq!(l.len(), 2);
+        assert!(l[0].contains("correct (not added)"), "{l:?}");
         assert!(
-            l[2].contains("Btile") && l[2].contains("[2 times]"),
+            l[1].contains("Btile") && l[1].contains("[2 times]"),
             "{l:?}"
         );
-        let l = recent_lessons(&credits, &[], 5, 200);
+        let l = recent_lessons(&credits, 5, 200);
         assert!(l.iter().any(|x| x.contains("14.00%")));
-        assert!(recent_lessons(&credits, &[], 0, 200).is_empty());
+        assert!(recent_lessons(&credits, 0, 200).is_empty());
     }
 }

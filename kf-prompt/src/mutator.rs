@@ -25,7 +25,7 @@ use crate::config::{LlmBudget, LlmSettings, ModelPolicy, ModelSpec};
 use crate::error::PromptError;
 use crate::fingerprint::of_source;
 use crate::gateway::{Exchange, LlmGateway, LlmStats};
-use crate::lessons::{recent_lessons, RepeatEvent};
+use crate::lessons::recent_lessons;
 use crate::parse::{
     apply_edit, code_blocks, draft_from_reply, lenient_manifest, parse_edits, KernelDraft,
 };
@@ -170,7 +170,6 @@ struct Inner {
     task: Mutex<Option<TaskFacts>>,
     epochs: Mutex<HashMap<u64, EpochFuture>>,
     credits: Mutex<Vec<CreditEvent>>,
-    repeats: Mutex<Vec<RepeatEvent>>,
     step_costs: Mutex<HashMap<u64, f64>>,
     variants_log: Option<VariantLog>,
 }
@@ -390,7 +389,6 @@ impl LlmMutatorBuilder {
                 task: Mutex::new(None),
                 epochs: Mutex::new(HashMap::new()),
                 credits: Mutex::new(Vec::new()),
-                repeats: Mutex::new(Vec::new()),
                 step_costs: Mutex::new(HashMap::new()),
                 variants_log: self.variants_log.map(VariantLog::open),
             }),
@@ -580,16 +578,19 @@ impl Inner {
             .collect()
     }
 
-    /// Repeated replies of steps `≤ step − lag`, like [`Inner::snapshot`].
-    fn repeats_until(&self, step: u64) -> Vec<RepeatEvent> {
-        let lag = self.config.meta.lag_steps;
-        self.repeats
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .filter(|r| r.step.saturating_add(lag) <= step)
-            .cloned()
-            .collect()
+    /// A follow-up request in a step's conversation (a repair, or after a repeat).
+    async fn follow_up(
+        &self,
+        scope: &str,
+        model: &str,
+        messages: &[ChatMessage],
+        seed: u64,
+    ) -> Result<Exchange, PromptError> {
+        let request = ChatRequest::new(model.to_owned(), messages.to_vec())
+            .with_max_tokens(self.config.max_reply_tokens)
+            .with_temperature(self.config.temperature)
+            .with_seed(seed);
+        self.gateway.ask(scope, request).await
     }
 
     /// The evaluated kernel `child` repeats, with its result in words: the parent, an
@@ -1033,7 +1034,6 @@ impl Inner {
             .collect();
         let lessons = recent_lessons(
             &credits,
-            &self.repeats_until(ctx.step),
             self.config.limits.max_lessons,
             self.config.limits.max_attempt_chars,
         );
@@ -1118,11 +1118,7 @@ impl Inner {
                         ],
                     )));
                     messages = follow_messages;
-                    let follow = ChatRequest::new(model.clone(), messages.clone())
-                        .with_max_tokens(self.config.max_reply_tokens)
-                        .with_temperature(self.config.temperature)
-                        .with_seed(seed);
-                    match self.gateway.ask(&scope, follow).await {
+                    match self.follow_up(&scope, &model, &messages, seed).await {
                         Ok(x) => {
                             usage.add(&exchange_usage(&x));
                             reply = x.response;
@@ -1143,11 +1139,7 @@ impl Inner {
                         &lang,
                         self.config.limits.max_source_chars,
                     );
-                    let follow = ChatRequest::new(model.clone(), messages.clone())
-                        .with_max_tokens(self.config.max_reply_tokens)
-                        .with_temperature(self.config.temperature)
-                        .with_seed(seed);
-                    match self.gateway.ask(&scope, follow).await {
+                    match self.follow_up(&scope, &model, &messages, seed).await {
                         Ok(x) => {
                             usage.add(&exchange_usage(&x));
                             reply = x.response;
@@ -1192,14 +1184,6 @@ impl Inner {
                     ctx.step,
                     parent.candidate.id
                 );
-                self.repeats
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(RepeatEvent {
-                        step: ctx.step,
-                        of,
-                        result,
-                    });
                 Vec::new()
             }
         };

@@ -533,6 +533,26 @@ pub fn draft_from_reply(
     }
 }
 
+/// Removes the keys of `table` not in `known`, with a note each (`prefix` names the section).
+fn drop_unknown_keys(
+    table: &mut toml::Table,
+    known: &[&str],
+    prefix: &str,
+    notes: &mut Vec<String>,
+) {
+    let unknown: Vec<String> = table
+        .keys()
+        .filter(|k| !known.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    for k in unknown {
+        table.remove(&k);
+        notes.push(format!(
+            "the unknown manifest key `{prefix}{k}` was ignored"
+        ));
+    }
+}
+
 /// A manifest from a reply, made loadable by the strict manifest parser, and what was changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LenientManifest {
@@ -572,31 +592,13 @@ pub fn lenient_manifest(
         .parse()
         .map_err(|e: toml::de::Error| format!("the manifest is not valid TOML: {}", e.message()))?;
     let mut notes = Vec::new();
-    let unknown: Vec<String> = table
-        .keys()
-        .filter(|k| !TOP.contains(&k.as_str()))
-        .cloned()
-        .collect();
-    for k in unknown {
-        table.remove(&k);
-        notes.push(format!("the unknown manifest key `{k}` was ignored"));
-    }
+    drop_unknown_keys(&mut table, &TOP, "", &mut notes);
     for (section, known) in [
         ("constraints", &["rules"][..]),
         ("launch", &["global", "local"][..]),
     ] {
         if let Some(toml::Value::Table(t)) = table.get_mut(section) {
-            let unknown: Vec<String> = t
-                .keys()
-                .filter(|k| !known.contains(&k.as_str()))
-                .cloned()
-                .collect();
-            for k in unknown {
-                t.remove(&k);
-                notes.push(format!(
-                    "the unknown manifest key `{section}.{k}` was ignored"
-                ));
-            }
+            drop_unknown_keys(t, known, &format!("{section}."), &mut notes);
         }
     }
     for (key, value) in [("entry", parent_entry), ("language", parent_language)] {

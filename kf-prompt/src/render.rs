@@ -33,7 +33,7 @@ pub struct RenderLimits {
     pub max_attempt_chars: usize,
     /// Archive hints shown.
     pub max_hints: usize,
-    /// Recent lessons of the whole run shown (failures, successes, repeats of any parent).
+    /// Recent lessons of the whole run shown (failures and successes, of any parent).
     #[serde(default = "default_max_lessons")]
     pub max_lessons: usize,
 }
