@@ -1,6 +1,8 @@
 //! LLM replies (`kf_prompt::parse`): fenced code blocks, SEARCH/REPLACE edit blocks, their
 //! whitespace-tolerant application to the parent kernel and manifest, and the manifest of the
-//! drafted child (parsed as the mutator does next).
+//! drafted child read as the mutator does next: the lenient reading of a model's manifest
+//! (`lenient_manifest`: defaults from the parent, unknown keys dropped), whose result must
+//! then get past the strict parser's key checks.
 //!
 //! Input: `reply`, or `reply NUL parent-kernel NUL parent-manifest` to fuzz the text being
 //! edited too; the first byte of the reply chooses whether it was cut off at the token limit.
@@ -10,7 +12,9 @@
 
 use kf_fuzz::{split_parts, MAX_INPUT, PARENT_KERNEL, PARENT_MANIFEST};
 use kf_manifest::Manifest;
-use kf_prompt::parse::{apply_edits, code_blocks, draft_from_reply, parse_edits, EditTarget};
+use kf_prompt::parse::{
+    apply_edits, code_blocks, draft_from_reply, lenient_manifest, parse_edits, EditTarget,
+};
 use libfuzzer_sys::fuzz_target;
 
 /// A part of the input as text, or `default` when the input leaves it out.
@@ -46,6 +50,12 @@ fuzz_target!(|data: &[u8]| {
         Ok(draft) => {
             if let Some(manifest) = draft.manifest {
                 let _ = Manifest::parse(&manifest, "reply.toml", None);
+                if let Ok(lenient) = lenient_manifest(&manifest, "gemm", "opencl") {
+                    // What the lenient reading writes is TOML again, with only known keys.
+                    let table: toml::Table = lenient.text.parse().expect("lenient output is TOML");
+                    assert!(table.contains_key("entry") && table.contains_key("language"));
+                    let _ = Manifest::parse(&lenient.text, "reply.toml", None);
+                }
             }
         }
         Err(unusable) => assert!(!unusable.reason.is_empty()),

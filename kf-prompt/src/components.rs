@@ -193,6 +193,10 @@ pub struct PromptTemplates {
     pub format_either: String,
     /// Asks for a full rewrite after edits failed (`{reason}`, `{language}`).
     pub repair_full_rewrite: String,
+    /// Tells the model its reply repeated a kernel already evaluated, and asks for another
+    /// (`{candidate}`, `{result}`, `{language}`).
+    #[serde(default = "default_repeated_reply")]
+    pub repeated_reply: String,
     /// System text of meta-calls.
     pub meta_system: String,
     /// User text of meta-calls (`{task}`, `{title}`, `{component}`, `{stats}`, `{strategy}`,
@@ -200,6 +204,11 @@ pub struct PromptTemplates {
     pub meta_user: String,
     /// One instruction per meta strategy (`improve`, `specialise`, `generalise`, `simplify`).
     pub strategies: IndexMap<String, String>,
+}
+
+/// The follow-up after a repeated kernel, for template files written before it existed.
+fn default_repeated_reply() -> String {
+    "Your reply repeats candidate {candidate}, which was already evaluated: {result}. It was not evaluated again. Reply with a different kernel ({language}) that changes what the diagnostics or the timing call for.".into()
 }
 
 impl PromptTemplates {
@@ -217,6 +226,7 @@ impl PromptTemplates {
                     format_edits: String::new(),
                     format_either: String::new(),
                     repair_full_rewrite: String::new(),
+                    repeated_reply: default_repeated_reply(),
                     meta_system: String::new(),
                     meta_user: String::new(),
                     strategies: IndexMap::new(),

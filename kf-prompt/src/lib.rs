@@ -14,9 +14,10 @@
 //!   memory_access from … to …"), within [`RenderLimits`].
 //! * **Meta-prompt evolution** ([`population`]): a population of [`PromptVariant`]s; every
 //!   few steps a meta-call rewrites one component of the best variant (improve, specialise,
-//!   generalise, simplify); a seeded bandit ([`BanditPolicy`]: UCB1 or Thompson) picks the
-//!   variant per request, credited through [`kf_core::Mutator::credit`] by what each child did
-//!   for the archive ([`CreditConfig`]: new cell, improvement by its gain, nothing). Each
+//!   generalise, simplify), once the LLM has children judged to learn from; a seeded bandit
+//!   ([`BanditPolicy`]: UCB1 or Thompson) picks the variant per request, credited through
+//!   [`kf_core::Mutator::credit`] by what each child did for the archive ([`CreditConfig`]:
+//!   new cell, improvement by its gain, nothing). Each
 //!   child's [`kf_core::Origin`] names its variant and model.
 //! * **The client** ([`LlmClient`], [`OpenAiClient`]): chat completions against any
 //!   OpenAI-compatible server, with retries and backoff on 429/5xx/timeouts/cut-off replies
@@ -27,6 +28,42 @@
 //!   edits applied with whitespace-tolerant matching (with a follow-up asking for a full
 //!   rewrite when they do not apply). A reply with nothing usable becomes a child marked with
 //!   [`extraction_failure_source`], which `kf-eval` ranks as `extraction_error` with the reason.
+//!   The reply format (also in the README):
+//!
+//!   ````text
+//!   One sentence on the change.
+//!   ```opencl
+//!   __kernel void gemm(…) { … }          <- the kernel: any kernel label, or none
+//!   ```
+//!   ```toml
+//!   [params]                              <- the manifest: any fence whose text reads as
+//!   RM = [4, 2]                              one (```ini, ```toml:gemm.toml, none), or a
+//!   [launch]                                 block under a `manifest` / `gemm.toml` label
+//!   global = ["N", "M / RM"]
+//!   ```
+//!   manifest                              <- or edits; the label above says which file,
+//!   ```diff                                  even inside a ```diff fence
+//!   <<<<<<< SEARCH
+//!   RM = [4, 2]
+//!   =======
+//!   RM = [2, 4]
+//!   >>>>>>> REPLACE
+//!   ```
+//!   ````
+//!
+//!   A model's manifest is read leniently ([`parse::lenient_manifest`]: `entry` and
+//!   `language` default to the parent's, unknown keys are dropped with a note), and every such
+//!   note goes into the child's origin, the log and later prompts; files users write keep the
+//!   strict loading of `kf-manifest`.
+//! * **Feedback that arrives**: every prompt has a bounded *recent lessons* section — the
+//!   latest distinct outcomes of the LLM's children of any parent, failures with the
+//!   diagnostics that matter — visible `lag_steps` after a child was judged whatever the
+//!   selection does, beside the earlier attempts from the same parent. A reply that repeats a
+//!   kernel already evaluated ([`fingerprint`]: comments and whitespace folded, the manifest
+//!   read as TOML) is not evaluated again: the model is told what that kernel got and asked
+//!   for another (within `repair_attempts`); if it repeats again, the step proposes nothing.
+//!   At the default log level each LLM child gets one line: step, child, parent, how the
+//!   reply was read, status, what it did for the archive.
 //! * **Record and replay** ([`record`]): every exchange is appended to the run folder as a JSON
 //!   line keyed by request hash, scope (the engine step) and occurrence. A run replayed from its
 //!   records with no server gets every answer at the same place (step and position) and, with
@@ -56,7 +93,9 @@ mod client;
 mod components;
 mod config;
 mod error;
+mod fingerprint;
 mod gateway;
+mod lessons;
 mod marker;
 mod mutator;
 mod openai;
@@ -76,6 +115,7 @@ pub use components::{
 };
 pub use config::{LlmBudget, LlmSettings, ModelPolicy, ModelSpec};
 pub use error::{FailureKind, LlmFailure, PromptError};
+pub use fingerprint::fingerprint;
 pub use gateway::{Exchange, GatewayBuilder, LlmGateway, LlmStats};
 pub use marker::{extraction_failure, extraction_failure_source, EXTRACTION_ERROR_MARKER};
 pub use mutator::{LlmMutator, LlmMutatorBuilder, LlmMutatorConfig, WhenExhausted, VARIANTS_FILE};

@@ -23,15 +23,20 @@ use crate::client::{ChatMessage, ChatRequest, LlmClient};
 use crate::components::{fill, PromptComponents, PromptTemplates};
 use crate::config::{LlmBudget, LlmSettings, ModelPolicy, ModelSpec};
 use crate::error::PromptError;
+use crate::fingerprint::of_source;
 use crate::gateway::{Exchange, LlmGateway, LlmStats};
-use crate::parse::{apply_edit, code_blocks, draft_from_reply, parse_edits, KernelDraft};
+use crate::lessons::recent_lessons;
+use crate::parse::{
+    apply_edit, code_blocks, draft_from_reply, lenient_manifest, parse_edits, KernelDraft,
+};
 use crate::population::{
     describe_outcome, stats_text, CreditConfig, CreditEvent, MetaConfig, PromptVariant,
     VariantReport,
 };
 use crate::record::{RecordMode, EXCHANGES_FILE};
 use crate::render::{
-    clip, render_prompt, render_repair, summarize, Attempt, PromptInput, RenderLimits, ReplyFormat,
+    clip, describe_evaluation, render_prompt, render_repair, summarize, Attempt, PromptInput,
+    RenderLimits, ReplyFormat,
 };
 
 /// The file the prompt variants are written to inside a run folder.
@@ -64,7 +69,8 @@ pub struct LlmMutatorConfig {
     pub max_reply_tokens: u32,
     /// Sampling temperature.
     pub temperature: f32,
-    /// Follow-up requests for a full rewrite when a reply's edits do not apply.
+    /// Follow-up requests per step: for a full rewrite when a reply's edits do not apply, and
+    /// for a different kernel when a reply repeats one already evaluated.
     pub repair_attempts: u32,
     /// How a prompt variant is chosen per request.
     pub variant_policy: BanditPolicy,
@@ -572,6 +578,52 @@ impl Inner {
             .collect()
     }
 
+    /// A follow-up request in a step's conversation (a repair, or after a repeat).
+    async fn follow_up(
+        &self,
+        scope: &str,
+        model: &str,
+        messages: &[ChatMessage],
+        seed: u64,
+    ) -> Result<Exchange, PromptError> {
+        let request = ChatRequest::new(model.to_owned(), messages.to_vec())
+            .with_max_tokens(self.config.max_reply_tokens)
+            .with_temperature(self.config.temperature)
+            .with_seed(seed);
+        self.gateway.ask(scope, request).await
+    }
+
+    /// The evaluated kernel `child` repeats, with its result in words: the parent, an
+    /// inspiration, or an earlier child of the LLM whose credit has settled.
+    fn repeated(
+        &self,
+        child: &Offspring,
+        parent: &Elite,
+        ctx: &MutationContext,
+        credits: &[CreditEvent],
+    ) -> Option<(kf_core::CandidateId, String)> {
+        if child.extraction_failure.is_some() {
+            return None;
+        }
+        let key = of_source(&child.source);
+        for e in std::iter::once(parent).chain(ctx.inspirations.iter()) {
+            if of_source(&e.candidate.source) == key {
+                return Some((e.candidate.id, describe_evaluation(&e.evaluation)));
+            }
+        }
+        credits
+            .iter()
+            .rev()
+            .find(|c| c.key.as_deref() == Some(key.as_str()))
+            .map(|c| {
+                let mut result = format!("{} ({})", c.status, c.outcome);
+                if c.status != kf_core::Status::Correct && !c.diagnostics.is_empty() {
+                    result.push_str(&format!(": {}", c.diagnostics.replace('\n', " ")));
+                }
+                (c.child, result)
+            })
+    }
+
     fn variant_stats(credits: &[CreditEvent], id: &str) -> ArmStats {
         let mut s = ArmStats::default();
         for c in credits.iter().filter(|c| c.variant == id) {
@@ -683,10 +735,22 @@ impl Inner {
         let base = e * every;
         let (pop, mut usage) = self.population_at(base - 1).await;
         let credits = self.snapshot(base);
+        if credits.is_empty() {
+            // No child of the LLM has been judged yet: a meta-call would rewrite blind.
+            tracing::debug!(
+                epoch = e,
+                "no judged LLM child yet: no meta-call this epoch"
+            );
+            return EpochResult {
+                variant: None,
+                usage,
+            };
+        }
         let active = self.active(&pop, &credits);
         let Some(parent) = active
             .iter()
             .enumerate()
+            .filter(|(_, v)| credits.iter().any(|c| c.variant == v.id))
             .max_by(|(i, a), (j, b)| {
                 Self::variant_stats(&credits, &a.id)
                     .mean()
@@ -883,9 +947,22 @@ impl Inner {
         d: KernelDraft,
     ) -> Offspring {
         let src = &parent.candidate.source;
-        let manifest_text = d
-            .manifest
-            .or_else(|| src.manifest.as_deref().map(str::to_owned));
+        let mut notes = d.notes;
+        let from_reply = match d.manifest {
+            Some(m) => match lenient_manifest(&m, &src.entry, &src.language.to_string()) {
+                Ok(lenient) => {
+                    notes.extend(lenient.notes);
+                    Some(lenient.text)
+                }
+                Err(why) => {
+                    // Carried as written, so the evaluator reports it as an invalid manifest.
+                    notes.push(format!("the reply's manifest cannot be used: {why}"));
+                    Some(m)
+                }
+            },
+            None => None,
+        };
+        let manifest_text = from_reply.or_else(|| src.manifest.as_deref().map(str::to_owned));
         let same_manifest = manifest_text.as_deref() == src.manifest.as_deref();
         let (source, params) = match manifest_text {
             Some(m) => match Manifest::parse(&m, "<manifest from the model>", None) {
@@ -898,21 +975,25 @@ impl Inner {
                     (manifest.kernel_source(d.text), params)
                 }
                 // Left for the evaluator to report as an invalid manifest.
-                Err(_) => (
-                    KernelSource::new(src.language, src.entry.clone(), d.text).with_manifest(m),
-                    ParamValues::new(),
-                ),
+                Err(e) => {
+                    notes.push(format!("the reply's manifest cannot be used: {e}"));
+                    (
+                        KernelSource::new(src.language, src.entry.clone(), d.text).with_manifest(m),
+                        ParamValues::new(),
+                    )
+                }
             },
             None => (
                 KernelSource::new(src.language, src.entry.clone(), d.text),
                 parent.effective_params(),
             ),
         };
-        let mut child = Offspring::new(
-            source,
-            params,
-            self.origin(ctx.step, variant, model, &d.how),
-        );
+        let how = if notes.is_empty() {
+            d.how
+        } else {
+            format!("{}; {}", d.how, notes.join("; "))
+        };
+        let mut child = Offspring::new(source, params, self.origin(ctx.step, variant, model, &how));
         child.also_from = self.also_from(ctx);
         child
     }
@@ -951,6 +1032,11 @@ impl Inner {
                 diagnostics: c.diagnostics.clone(),
             })
             .collect();
+        let lessons = recent_lessons(
+            &credits,
+            self.config.limits.max_lessons,
+            self.config.limits.max_attempt_chars,
+        );
         let input = PromptInput {
             task: &ctx.task,
             device: ctx.device.as_deref(),
@@ -958,6 +1044,7 @@ impl Inner {
             inspirations: &ctx.inspirations,
             hints: &ctx.hints,
             attempts: &attempts,
+            lessons: &lessons,
         };
         let messages = render_prompt(
             &variant.components,
@@ -992,6 +1079,7 @@ impl Inner {
         let mut reply = first.response;
         let mut messages = messages;
         let mut repairs = 0;
+        let mut repeated = None;
         let child = loop {
             match draft_from_reply(
                 &reply.content,
@@ -1001,10 +1089,45 @@ impl Inner {
                 reply.hit_token_limit(),
             ) {
                 Ok(mut d) => {
-                    if repairs > 0 {
-                        d.how = format!("{} after edits failed", d.how);
+                    match &repeated {
+                        Some((of, _)) => d.how = format!("{} after repeating {of}", d.how),
+                        None if repairs > 0 => d.how = format!("{} after edits failed", d.how),
+                        None => {}
                     }
-                    break self.child_from_draft(parent, ctx, &variant.id, &model, d);
+                    let child = self.child_from_draft(parent, ctx, &variant.id, &model, d);
+                    let Some((of, result)) = self.repeated(&child, parent, ctx, &credits) else {
+                        break Some(child);
+                    };
+                    repeated = Some((of, result.clone()));
+                    if repairs >= self.config.repair_attempts {
+                        break None;
+                    }
+                    // Answered from the earlier result; the model is told and asked again.
+                    repairs += 1;
+                    let mut follow_messages = messages.clone();
+                    follow_messages.push(ChatMessage::assistant(clip(
+                        &reply.content,
+                        self.config.limits.max_source_chars,
+                    )));
+                    follow_messages.push(ChatMessage::user(fill(
+                        &self.templates.repeated_reply,
+                        &[
+                            ("candidate", &of.to_string()),
+                            ("result", &result),
+                            ("language", &lang),
+                        ],
+                    )));
+                    messages = follow_messages;
+                    match self.follow_up(&scope, &model, &messages, seed).await {
+                        Ok(x) => {
+                            usage.add(&exchange_usage(&x));
+                            reply = x.response;
+                        }
+                        Err(e) => {
+                            let _ = self.on_error(e);
+                            break None;
+                        }
+                    }
                 }
                 Err(u) if u.edits_failed && repairs < self.config.repair_attempts => {
                     repairs += 1;
@@ -1016,11 +1139,7 @@ impl Inner {
                         &lang,
                         self.config.limits.max_source_chars,
                     );
-                    let follow = ChatRequest::new(model.clone(), messages.clone())
-                        .with_max_tokens(self.config.max_reply_tokens)
-                        .with_temperature(self.config.temperature)
-                        .with_seed(seed);
-                    match self.gateway.ask(&scope, follow).await {
+                    match self.follow_up(&scope, &model, &messages, seed).await {
                         Ok(x) => {
                             usage.add(&exchange_usage(&x));
                             reply = x.response;
@@ -1029,20 +1148,26 @@ impl Inner {
                             let e = self.on_error(e);
                             let reason =
                                 format!("{}; asking for a full rewrite failed: {e}", u.reason);
-                            break self.extraction_child(parent, ctx, &variant.id, &model, &reason);
+                            break Some(self.extraction_child(
+                                parent,
+                                ctx,
+                                &variant.id,
+                                &model,
+                                &reason,
+                            ));
                         }
                     }
                 }
                 Err(u) => {
                     let reason = if repairs > 0 {
                         format!(
-                            "after edits failed, the full rewrite was unusable too: {}",
+                            "after a follow-up, the reply was unusable too: {}",
                             u.reason
                         )
                     } else {
                         u.reason
                     };
-                    break self.extraction_child(parent, ctx, &variant.id, &model, &reason);
+                    break Some(self.extraction_child(parent, ctx, &variant.id, &model, &reason));
                 }
             }
         };
@@ -1050,10 +1175,19 @@ impl Inner {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(ctx.step, usage.cost_usd);
-        Ok(Mutation {
-            children: vec![child],
-            usage,
-        })
+        let children = match child {
+            Some(child) => vec![child],
+            None => {
+                let (of, result) = repeated.unwrap_or((parent.candidate.id, String::new()));
+                tracing::info!(
+                    "llm step {}: parent {}: the reply repeats {of} ({result}); not evaluated again",
+                    ctx.step,
+                    parent.candidate.id
+                );
+                Vec::new()
+            }
+        };
+        Ok(Mutation { children, usage })
     }
 
     fn credit(&self, child: &Elite, outcome: &InsertOutcome) {
@@ -1081,7 +1215,35 @@ impl Inner {
             .split_once(": ")
             .map_or("", |(_, h)| h)
             .to_owned();
+        let outcome_text = describe_outcome(outcome);
+        let speed = child
+            .evaluation
+            .gflops
+            .filter(|g| g.is_finite())
+            .map(|g| format!(", {g:.2} GFLOP/s"))
+            .unwrap_or_default();
+        // The line that says what went wrong: the first error line, else the first line.
+        let diagnostics = &child.evaluation.diagnostics;
+        let first_line = diagnostics
+            .lines()
+            .find(|l| l.contains("error:"))
+            .or_else(|| diagnostics.lines().find(|l| !l.trim().is_empty()))
+            .map(|l| format!(": {}", clip(l.trim(), 160)))
+            .filter(|_| child.evaluation.status != kf_core::Status::Correct)
+            .unwrap_or_default();
+        tracing::info!(
+            "llm step {step}: {} of {}: {how} -> {}{speed} -> {outcome_text}{first_line}",
+            child.candidate.id,
+            child
+                .candidate
+                .parents
+                .first()
+                .map_or_else(|| "-".to_owned(), ToString::to_string),
+            child.evaluation.status,
+        );
         let event = CreditEvent {
+            key: (child.candidate.extraction_failure_reason().is_none())
+                .then(|| of_source(&child.candidate.source)),
             step,
             child: child.candidate.id,
             parent: child.candidate.parents.first().copied(),
@@ -1091,8 +1253,8 @@ impl Inner {
             cost_usd,
             status: child.evaluation.status,
             how,
-            outcome: describe_outcome(outcome),
-            diagnostics: summarize(&child.evaluation.diagnostics, 300),
+            outcome: outcome_text,
+            diagnostics: summarize(&child.evaluation.diagnostics, 400),
         };
         self.credits
             .lock()

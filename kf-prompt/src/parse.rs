@@ -6,8 +6,12 @@ use serde::{Deserialize, Serialize};
 /// A fenced code block of a reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CodeBlock {
-    /// The info string's first word, lower case (`opencl`, `toml`, or empty).
+    /// The info string's first word, lower case (`opencl`, `toml`, `toml:gemm.toml`, or empty).
     pub lang: String,
+    /// The last line of text above the opening fence, lower case and without markdown
+    /// decoration (`manifest`, `gemm.toml`, `kernel`), or empty: the file label a model often
+    /// writes above a block.
+    pub label: String,
     /// The text between the fences.
     pub text: String,
     /// False when the reply ended before the closing fence.
@@ -19,11 +23,17 @@ pub struct CodeBlock {
 pub fn code_blocks(reply: &str) -> Vec<CodeBlock> {
     let mut out = Vec::new();
     let mut open: Option<(char, usize, String, Vec<&str>)> = None;
+    let mut label = String::new();
+    let mut block_label = String::new();
     for line in reply.lines() {
         let trimmed = line.trim();
         match open.take() {
             None => {
+                if fence(trimmed).is_none() && !trimmed.is_empty() {
+                    label = label_of(trimmed);
+                }
                 if let Some((ch, n)) = fence(trimmed) {
+                    block_label = std::mem::take(&mut label);
                     let info = trimmed[n * ch.len_utf8()..].trim();
                     let lang = info
                         .split(|c: char| c.is_whitespace() || c == '{' || c == ',')
@@ -39,6 +49,7 @@ pub fn code_blocks(reply: &str) -> Vec<CodeBlock> {
                 if closing.is_some() {
                     out.push(CodeBlock {
                         lang,
+                        label: block_label.clone(),
                         text: lines.join("\n"),
                         closed: true,
                     });
@@ -50,6 +61,7 @@ pub fn code_blocks(reply: &str) -> Vec<CodeBlock> {
                         lines.push(code);
                         out.push(CodeBlock {
                             lang,
+                            label: block_label.clone(),
                             text: lines.join("\n"),
                             closed: true,
                         });
@@ -64,11 +76,52 @@ pub fn code_blocks(reply: &str) -> Vec<CodeBlock> {
     if let Some((_, _, lang, lines)) = open {
         out.push(CodeBlock {
             lang,
+            label: block_label,
             text: lines.join("\n"),
             closed: false,
         });
     }
     out
+}
+
+/// A line of text as a file label: lower case, without markdown decoration (`**`, `#`, a
+/// trailing colon, backticks).
+fn label_of(line: &str) -> String {
+    line.trim_matches(|c: char| "`*#:_ ".contains(c))
+        .to_ascii_lowercase()
+}
+
+/// Which file a label names, if it names one: `manifest`, `toml`, `ini`, a `.toml` file, or
+/// a fence info such as `toml:gemm.toml` name the manifest; `kernel`, a kernel language or a
+/// kernel file name (`gemm.cl`, `k.cu`) name the kernel.
+fn named_target(label: &str) -> Option<EditTarget> {
+    let label = label.trim();
+    if label.is_empty() {
+        return None;
+    }
+    let words: Vec<&str> = label
+        .split(|c: char| c.is_whitespace() || c == ':' || c == '(' || c == ')' || c == ',')
+        .filter(|w| !w.is_empty())
+        .collect();
+    let manifest = |w: &str| {
+        let w = w.trim_matches(|c: char| "`*#_.'\"".contains(c));
+        matches!(w, "manifest" | "toml" | "ini" | "cfg") || w.ends_with(".toml")
+    };
+    if words.iter().any(|w| manifest(w)) {
+        return Some(EditTarget::Manifest);
+    }
+    let kernel = |w: &str| {
+        let w = w.trim_matches(|c: char| "`*#_'\"".contains(c));
+        w == "kernel"
+            || KERNEL_LANGS.contains(&w)
+            || [".cl", ".cu", ".cpp", ".c", ".hpp", ".h"]
+                .iter()
+                .any(|ext| w.len() > ext.len() && w.ends_with(ext))
+    };
+    words
+        .iter()
+        .any(|w| kernel(w))
+        .then_some(EditTarget::Kernel)
 }
 
 /// `(fence char, length)` when `line` starts with a fence.
@@ -124,7 +177,9 @@ fn marker(line: &str, ch: char, word: Option<&str>) -> bool {
 
 /// The SEARCH/REPLACE edits of a reply, in order; `Ok(empty)` when it has none, `Err` when an
 /// edit block is malformed. The target is named on a line before `<<<<<<< SEARCH` (`kernel`,
-/// `manifest`, a `.toml` file name, or a ```` ```toml ```` fence); the default is the kernel.
+/// `manifest`, a `.toml` file name) or by the fence around the edit (```` ```toml ````,
+/// ```` ```ini ````); a file label written right above a fence wins over the fence's own
+/// label (`manifest` above ```` ```diff ```` edits the manifest). The default is the kernel.
 pub fn parse_edits(reply: &str) -> Result<Vec<Edit>, String> {
     enum State {
         Outside,
@@ -133,7 +188,9 @@ pub fn parse_edits(reply: &str) -> Result<Vec<Edit>, String> {
     }
     let mut edits = Vec::new();
     let mut state = State::Outside;
-    let mut last_label = String::new();
+    // The file the next edit changes, and whether the last line of text named a file.
+    let mut target = EditTarget::Kernel;
+    let mut label_named = false;
     for line in reply.lines() {
         state = match state {
             State::Outside => {
@@ -141,9 +198,28 @@ pub fn parse_edits(reply: &str) -> Result<Vec<Edit>, String> {
                     State::Search(Vec::new())
                 } else {
                     let t = line.trim();
-                    let bare_fence = fence(t).is_some() && t.chars().all(|c| c == '`' || c == '~');
-                    if !t.is_empty() && !bare_fence {
-                        last_label = t.to_ascii_lowercase();
+                    if let Some((ch, n)) = fence(t) {
+                        // A fence's own label (```toml, ```diff) counts only when no file
+                        // label was written right above it: `manifest` then ```diff edits the
+                        // manifest.
+                        let info = label_of(&t[n * ch.len_utf8()..]);
+                        if !label_named {
+                            if let Some(named) = named_target(&info) {
+                                target = named;
+                            }
+                        }
+                    } else if !t.is_empty() {
+                        let label = label_of(t);
+                        // A short line naming a file is a label; prose is not.
+                        label_named =
+                            label.split_whitespace().count() <= 4 && named_target(&label).is_some();
+                        target = if label.contains("manifest")
+                            || named_target(&label) == Some(EditTarget::Manifest)
+                        {
+                            EditTarget::Manifest
+                        } else {
+                            EditTarget::Kernel
+                        };
                     }
                     State::Outside
                 }
@@ -160,16 +236,6 @@ pub fn parse_edits(reply: &str) -> Result<Vec<Edit>, String> {
             }
             State::Replace(s, mut r) => {
                 if marker(line, '>', Some("REPLACE")) {
-                    let label = last_label.trim_matches(|c: char| "`*#:_ ".contains(c));
-                    let target = if label.contains("manifest")
-                        || label.ends_with(".toml")
-                        || label == "toml"
-                        || label.starts_with("```toml")
-                    {
-                        EditTarget::Manifest
-                    } else {
-                        EditTarget::Kernel
-                    };
                     edits.push(Edit {
                         target,
                         search: s.join("\n"),
@@ -262,6 +328,9 @@ pub struct KernelDraft {
     pub manifest: Option<String>,
     /// How it was obtained (`full rewrite`, `2 edits`, …).
     pub how: String,
+    /// What the model should hear about how its reply was read (a manifest found in an
+    /// ```` ```ini ```` fence, a key ignored, a default taken from the parent).
+    pub notes: Vec<String>,
 }
 
 /// Why a reply yielded no kernel.
@@ -287,10 +356,37 @@ const KERNEL_LANGS: [&str; 13] = [
     "metal",
 ];
 
+/// Whether a block holds a manifest: its fence or the label above it names one (`toml`,
+/// `manifest`, `ini`, `toml:gemm.toml`, `gemm.toml`), or its text parses as TOML with a
+/// manifest's keys (`[launch]`, `[params]` or `entry`), whatever the fence says.
 fn looks_like_manifest(b: &CodeBlock) -> bool {
-    b.lang == "toml"
-        || (b.lang.is_empty()
-            && (b.text.contains("[launch]") || b.text.trim_start().starts_with("entry")))
+    if b.text.contains("<<<<<<<") {
+        return false;
+    }
+    if named_target(&b.lang) == Some(EditTarget::Manifest) {
+        return true;
+    }
+    if named_target(&b.lang) == Some(EditTarget::Kernel) {
+        return false;
+    }
+    if named_target(&b.label) == Some(EditTarget::Manifest)
+        && b.label.split_whitespace().count() <= 4
+    {
+        return true;
+    }
+    parses_as_manifest(&b.text)
+}
+
+/// TOML with at least one of a manifest's own keys.
+fn parses_as_manifest(text: &str) -> bool {
+    match text.parse::<toml::Table>() {
+        Ok(t) => {
+            t.get("launch").is_some_and(toml::Value::is_table)
+                || t.get("params").is_some_and(toml::Value::is_table)
+                || t.get("entry").is_some_and(toml::Value::is_str)
+        }
+        Err(_) => false,
+    }
 }
 
 fn looks_like_kernel(b: &CodeBlock) -> bool {
@@ -371,6 +467,7 @@ pub fn draft_from_reply(
                 edits.len(),
                 if edits.len() == 1 { "" } else { "s" }
             ),
+            notes: Vec::new(),
         });
     }
     let blocks = code_blocks(reply);
@@ -396,6 +493,17 @@ pub fn draft_from_reply(
             ));
         }
     }
+    let mut notes = Vec::new();
+    if let Some(m) = manifest {
+        if m.lang != "toml" {
+            let fence = if m.lang.is_empty() {
+                "an unlabelled fence".to_owned()
+            } else {
+                format!("a ```{} fence", m.lang)
+            };
+            notes.push(format!("the manifest was read from {fence}"));
+        }
+    }
     match (kernel, manifest) {
         (Some(k), m) => {
             if k.text.trim().is_empty() {
@@ -407,20 +515,116 @@ pub fn draft_from_reply(
                 how: if m.is_some() {
                     "full rewrite".into()
                 } else {
-                    "full rewrite (parent's manifest)".into()
+                    "full rewrite (no manifest in the reply: the parent's is kept)".into()
                 },
+                notes,
             })
         }
         (None, Some(m)) => Ok(KernelDraft {
             text: parent_text.to_owned(),
             manifest: Some(format!("{}\n", m.text.trim())),
             how: "manifest rewrite".into(),
+            notes,
         }),
         (None, None) => Err(Unusable::new(format!(
             "none of the reply's {} code block(s) holds a kernel or a manifest",
             blocks.len()
         ))),
     }
+}
+
+/// Removes the keys of `table` not in `known`, with a note each (`prefix` names the section).
+fn drop_unknown_keys(
+    table: &mut toml::Table,
+    known: &[&str],
+    prefix: &str,
+    notes: &mut Vec<String>,
+) {
+    let unknown: Vec<String> = table
+        .keys()
+        .filter(|k| !known.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    for k in unknown {
+        table.remove(&k);
+        notes.push(format!(
+            "the unknown manifest key `{prefix}{k}` was ignored"
+        ));
+    }
+}
+
+/// A manifest from a reply, made loadable by the strict manifest parser, and what was changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LenientManifest {
+    /// The manifest text (the reply's own text when nothing had to change).
+    pub text: String,
+    /// One line per change: a default taken from the parent, an unknown key ignored.
+    pub notes: Vec<String>,
+}
+
+/// The lenient reading of a manifest a model wrote (files users write keep the strict
+/// loading of `kf_manifest::Manifest::parse`): `entry` and `language` default to the
+/// parent's, unknown keys are dropped with a note each, and the result is TOML the strict
+/// parser accepts as far as keys go. `Err` says why the text is no manifest at all.
+///
+/// ```
+/// let reply = "[params]\nTS = [8, 16]\nspeedup = \"2x\"\n[launch]\nglobal = [\"N\"]\nwhy = 1\n";
+/// let m = kf_prompt::parse::lenient_manifest(reply, "gemm", "opencl").unwrap();
+/// assert!(m.text.contains("entry = \"gemm\"") && m.text.contains("language = \"opencl\""));
+/// assert!(!m.text.contains("speedup") && !m.text.contains("why"));
+/// assert_eq!(m.notes.len(), 4);
+/// ```
+pub fn lenient_manifest(
+    text: &str,
+    parent_entry: &str,
+    parent_language: &str,
+) -> Result<LenientManifest, String> {
+    const TOP: [&str; 7] = [
+        "source",
+        "entry",
+        "language",
+        "description",
+        "params",
+        "constraints",
+        "launch",
+    ];
+    let mut table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| format!("the manifest is not valid TOML: {}", e.message()))?;
+    let mut notes = Vec::new();
+    drop_unknown_keys(&mut table, &TOP, "", &mut notes);
+    for (section, known) in [
+        ("constraints", &["rules"][..]),
+        ("launch", &["global", "local"][..]),
+    ] {
+        if let Some(toml::Value::Table(t)) = table.get_mut(section) {
+            drop_unknown_keys(t, known, &format!("{section}."), &mut notes);
+        }
+    }
+    for (key, value) in [("entry", parent_entry), ("language", parent_language)] {
+        if !table.contains_key(key) {
+            notes.push(format!(
+                "`{key}` was missing: the parent's `{value}` is used"
+            ));
+            table.insert(key.to_owned(), toml::Value::String(value.to_owned()));
+        }
+    }
+    if notes.is_empty() {
+        return Ok(LenientManifest {
+            text: text.to_owned(),
+            notes,
+        });
+    }
+    // `entry` and `language` first, as people write them.
+    let mut ordered = toml::Table::new();
+    for key in TOP {
+        if let Some(v) = table.remove(key) {
+            ordered.insert(key.to_owned(), v);
+        }
+    }
+    let text = toml::to_string(&ordered)
+        .map_err(|e| format!("the manifest cannot be written back: {e}"))?;
+    Ok(LenientManifest { text, notes })
 }
 
 #[cfg(test)]
@@ -506,6 +710,98 @@ mod tests {
             .unwrap_err()
             .reason
             .contains("nothing"));
+    }
+
+    #[test]
+    fn manifests_in_any_fence_are_found() {
+        let kernel = "```opencl\n__kernel void gemm(int M) { }\n```\n";
+        let manifest = "entry = \"gemm\"\n[params]\nTS = [8]\n[launch]\nglobal = [\"M\"]";
+        for (fence, note) in [
+            ("```ini", Some("```ini")),
+            ("```toml:gemm.toml", Some("```toml:gemm.toml")),
+            ("```manifest", Some("```manifest")),
+            ("```", Some("an unlabelled fence")),
+            ("```text", Some("```text")),
+            ("```toml", None),
+        ] {
+            let reply = format!("Tiles.\n{kernel}\n{fence}\n{manifest}\n```\n");
+            let d = draft_from_reply(&reply, "gemm", PARENT, Some("m"), false).unwrap();
+            assert!(
+                d.manifest.as_deref().unwrap().contains("TS = [8]"),
+                "{fence}"
+            );
+            assert_eq!(d.how, "full rewrite", "{fence}");
+            match note {
+                Some(n) => assert!(
+                    d.notes.iter().any(|x| x.contains(n)),
+                    "{fence}: {:?}",
+                    d.notes
+                ),
+                None => assert!(d.notes.is_empty(), "{fence}: {:?}", d.notes),
+            }
+        }
+        // A label above a block of another language names it a manifest.
+        let reply = format!("{kernel}\n**gemm.toml**\n```yaml\nwhatever: 1\n```\n");
+        let d = draft_from_reply(&reply, "gemm", PARENT, Some("m"), false).unwrap();
+        assert!(d.manifest.unwrap().contains("whatever"));
+        // No manifest: said so.
+        let d = draft_from_reply(kernel, "gemm", PARENT, Some("m"), false).unwrap();
+        assert!(
+            d.manifest.is_none() && d.how.contains("the parent's is kept"),
+            "{}",
+            d.how
+        );
+    }
+
+    #[test]
+    fn a_label_above_a_fenced_diff_wins() {
+        let manifest = "entry = \"gemm\"\n[params]\nTM = [4, 1, 2, 8]\n";
+        let reply = "Reorder.\n\nmanifest\n```diff\n<<<<<<< SEARCH\nTM = [4, 1, 2, 8]\n=======\nTM = [8, 4]\n>>>>>>> REPLACE\n```\n";
+        let d = draft_from_reply(reply, "gemm", PARENT, Some(manifest), false).unwrap();
+        assert_eq!(d.text, PARENT);
+        assert!(d.manifest.unwrap().contains("TM = [8, 4]"));
+        // The fence's own label counts when nothing is written above it; a kernel label
+        // above a ```toml fence wins over it.
+        let edits = parse_edits("```toml\n<<<<<<< SEARCH\na\n=======\nb\n>>>>>>> REPLACE\n```\n`kernel`:\n```toml\n<<<<<<< SEARCH\nc\n=======\nd\n>>>>>>> REPLACE\n```").unwrap();
+        assert_eq!(edits[0].target, EditTarget::Manifest);
+        assert_eq!(edits[1].target, EditTarget::Kernel);
+        // Prose that mentions a manifest is no file label for the fence below it.
+        let edits = parse_edits("I change the kernel, then the manifest a bit more:\n```opencl\n<<<<<<< SEARCH\na\n=======\nb\n>>>>>>> REPLACE\n```").unwrap();
+        assert_eq!(edits[0].target, EditTarget::Kernel);
+    }
+
+    #[test]
+    fn lenient_manifests() {
+        let m = lenient_manifest(
+            "entry = \"gemm\"\nlanguage = \"opencl\"\n[launch]\nglobal = [\"M\"]\n",
+            "x",
+            "cuda",
+        )
+        .unwrap();
+        assert!(m.notes.is_empty());
+        assert!(
+            m.text.starts_with("entry = \"gemm\""),
+            "unchanged text kept"
+        );
+        let m = lenient_manifest("[params]\nTS = [8]\n[launch]\nglobal = [\"M\"]\nlocal = [\"TS\"]\nwave = 32\n[constraints]\nrules = []\nnote = \"x\"\n", "gemm", "opencl").unwrap();
+        let parsed = kf_manifest::Manifest::parse(&m.text, "reply", None).unwrap();
+        assert_eq!(parsed.entry, "gemm");
+        assert_eq!(parsed.language, kf_core::Language::OpenCl);
+        for want in [
+            "`launch.wave`",
+            "`constraints.note`",
+            "`entry` was missing",
+            "`language` was missing",
+        ] {
+            assert!(
+                m.notes.iter().any(|n| n.contains(want)),
+                "{want}: {:?}",
+                m.notes
+            );
+        }
+        assert!(lenient_manifest("this is = not [toml", "k", "opencl")
+            .unwrap_err()
+            .contains("not valid TOML"));
     }
 
     #[test]

@@ -10,7 +10,9 @@
 //! * Epoch `e` (`e ≥ 1`) starts at step `e · every`: its meta-call sees the population and the
 //!   credit as of step `e · every − lag`, draws its component and strategy from a seed derived
 //!   from the mutator's seed and `e`, and its variant is visible to every step `≥ e · every`.
-//!   Whichever request first needs the variant makes the call; others wait for it.
+//!   Whichever request first needs the variant makes the call; others wait for it. An epoch
+//!   whose credit holds no judged child of the LLM makes no call (there is nothing to learn
+//!   from yet) and no variant.
 
 use kf_core::{CandidateId, InsertOutcome, Status};
 use serde::{Deserialize, Serialize};
@@ -179,6 +181,9 @@ pub struct CreditEvent {
     pub outcome: String,
     /// Its diagnostics, summarised.
     pub diagnostics: String,
+    /// Its [`crate::fingerprint`] (source and manifest), to recognise a reply that repeats it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 /// `new cell`, `improved by 0.42`, `not added`.

@@ -1,6 +1,7 @@
 //! Rendering a prompt: the components, the task, the device, the parent kernel with its
-//! manifest and evaluation feedback, earlier attempts, inspirations from other cells and a hint
-//! of where the archive is empty, all within a size bound.
+//! manifest and evaluation feedback, the run's recent lessons, earlier attempts from the same
+//! parent, inspirations from other cells (with their manifests) and a hint of where the
+//! archive is empty, all within a size bound.
 
 use kf_core::{
     ArchiveHints, BufferAccess, Descriptor, DescriptorSpace, DeviceFacts, Elite, Evaluation,
@@ -13,7 +14,7 @@ use crate::components::{fill, PromptComponents, PromptTemplates};
 
 /// Size bounds of a rendered prompt (characters). Long texts are summarised (head, error lines,
 /// tail), never appended without limit; when the whole prompt is still too long, inspirations,
-/// then earlier attempts, then hints are dropped.
+/// then earlier attempts, then hints, then all but the newest lesson are dropped.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RenderLimits {
     /// The whole prompt (system plus user text).
@@ -32,6 +33,13 @@ pub struct RenderLimits {
     pub max_attempt_chars: usize,
     /// Archive hints shown.
     pub max_hints: usize,
+    /// Recent lessons of the whole run shown (failures and successes, of any parent).
+    #[serde(default = "default_max_lessons")]
+    pub max_lessons: usize,
+}
+
+fn default_max_lessons() -> usize {
+    RenderLimits::default().max_lessons
 }
 
 impl Default for RenderLimits {
@@ -45,6 +53,7 @@ impl Default for RenderLimits {
             max_attempts: 3,
             max_attempt_chars: 400,
             max_hints: 2,
+            max_lessons: 5,
         }
     }
 }
@@ -61,6 +70,7 @@ impl RenderLimits {
             max_attempts: 2,
             max_attempt_chars: 200,
             max_hints: 1,
+            max_lessons: 3,
         }
     }
 }
@@ -106,6 +116,9 @@ pub struct PromptInput<'a> {
     pub hints: &'a ArchiveHints,
     /// Earlier children of this parent.
     pub attempts: &'a [Attempt],
+    /// Recent lessons of the whole run, newest first, one line each (see the mutator's
+    /// `recent lessons` section): shown whatever the parent is.
+    pub lessons: &'a [String],
 }
 
 /// Summarises a long text to at most `max` characters: the first line, then the lines that
@@ -546,8 +559,17 @@ pub fn render_prompt(
                 fence_lang(&e.candidate.source),
                 &clip(&e.candidate.source.text, limits.max_inspiration_chars),
             ));
+            if let Some(m) = &e.candidate.source.manifest {
+                s.push_str(&code("toml", &clip(m, limits.max_inspiration_chars / 2)));
+            }
             s
         })
+        .collect();
+    let lessons: Vec<String> = input
+        .lessons
+        .iter()
+        .take(limits.max_lessons)
+        .map(|l| format!("- {}", l.replace('\n', " ")))
         .collect();
     let hints = hint_lines(input.hints, &parent.descriptor.coords, limits.max_hints);
     let mut tail = String::new();
@@ -565,8 +587,17 @@ pub fn render_prompt(
     ));
     tail.push('\n');
 
-    let assemble = |n_attempts: usize, n_insp: usize, n_hints: usize| {
+    let assemble = |n_attempts: usize, n_insp: usize, n_hints: usize, n_lessons: usize| {
         let mut user = head.clone();
+        if n_lessons > 0 {
+            user.push_str(
+                "\n# Recent lessons from this run (other kernels too; learn from them)\n",
+            );
+            for l in lessons.iter().take(n_lessons) {
+                user.push_str(l);
+                user.push('\n');
+            }
+        }
         if n_attempts > 0 {
             user.push_str("\n# Earlier attempts from this kernel (do not repeat their mistakes)\n");
             for a in attempts.iter().take(n_attempts) {
@@ -596,17 +627,25 @@ pub fn render_prompt(
         user.push_str(&tail);
         user
     };
-    let (mut na, mut ni, mut nh) = (attempts.len(), inspirations.len(), hints.len());
-    let mut user = assemble(na, ni, nh);
-    while system.len() + user.len() > limits.max_prompt_chars && (na + ni + nh) > 0 {
+    let (mut na, mut ni, mut nh, mut nl) = (
+        attempts.len(),
+        inspirations.len(),
+        hints.len(),
+        lessons.len(),
+    );
+    let mut user = assemble(na, ni, nh, nl);
+    // Lessons go last, and the newest one stays: it is how a failure reaches the model.
+    while system.len() + user.len() > limits.max_prompt_chars && (na + ni + nh + nl) > 1 {
         if ni > 0 {
             ni -= 1;
         } else if na > 0 {
             na -= 1;
-        } else {
+        } else if nh > 0 {
             nh -= 1;
+        } else {
+            nl -= 1;
         }
-        user = assemble(na, ni, nh);
+        user = assemble(na, ni, nh, nl);
     }
     if system.len() + user.len() > limits.max_prompt_chars {
         user = clip(
@@ -700,6 +739,7 @@ mod tests {
             inspirations: &insp,
             hints: &hints,
             attempts: &attempts,
+            lessons: &["step 4: child #9 of #3 (full rewrite) -> compile_error (not added): error: use of undeclared identifier 'Btile'".into()],
         };
         let m = render_prompt(
             &PromptComponents::builtin(),
@@ -724,6 +764,10 @@ mod tests {
             "2 of 64 cells",
             "<<<<<<< SEARCH",
             "`gemm`",
+            "# Recent lessons from this run",
+            "undeclared identifier 'Btile'",
+            // Ideas come with their manifests.
+            "## Candidate #5 (cell",
         ] {
             assert!(u.contains(want), "missing {want:?} in\n{u}");
         }
@@ -744,6 +788,15 @@ mod tests {
             !small[1].content.contains("Candidate #5"),
             "{}",
             small[1].content
+        );
+        assert!(
+            small[1].content.contains("Btile"),
+            "the newest lesson stays"
+        );
+        let inspiration = u.split("## Candidate #5").nth(1).unwrap();
+        assert!(
+            inspiration.contains("```toml\nentry = \"gemm\""),
+            "{inspiration}"
         );
     }
 

@@ -411,7 +411,7 @@ fn seed_kernel() -> Candidate {
 }
 
 const FULL_LOCAL: &str = "Tile through local memory.\n```opencl\n__kernel void gemm(const int M, const int N, const int K,\n  __global const float* A, __global const float* B, __global float* C) {\n  __local float tile[16][17];\n  C[0] = 0.0f;\n}\n```\n```toml\nentry = \"gemm\"\nlanguage = \"opencl\"\n[params]\nTS = [16]\n[launch]\nglobal = [\"N\", \"M\"]\nlocal = [\"TS\", \"TS\"]\n```\n";
-const GOOD_EDIT: &str = "Unroll.\nkernel\n<<<<<<< SEARCH\n    float acc = 0.0f;\n=======\n    float acc = 0.0f; // unrolled\n>>>>>>> REPLACE\n";
+const GOOD_EDIT: &str = "Unroll.\nkernel\n<<<<<<< SEARCH\n    float acc = 0.0f;\n=======\n    float acc = -0.0f; // unrolled\n>>>>>>> REPLACE\n";
 const BAD_EDIT: &str = "kernel\n<<<<<<< SEARCH\n    this line is not in the kernel;\n=======\n    neither is this;\n>>>>>>> REPLACE\n";
 const REWRITE_UNROLLED: &str = "```opencl\n__kernel void gemm(const int M, const int N, const int K, __global const float* A, __global const float* B, __global float* C) { /* unrolled */ }\n```\n";
 

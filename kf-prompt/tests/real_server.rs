@@ -81,6 +81,7 @@ fn config() -> LlmMutatorConfig {
             max_attempts: 2,
             max_attempt_chars: 160,
             max_hints: 1,
+            max_lessons: 2,
         },
         max_reply_tokens: 96,
         temperature: 0.7,

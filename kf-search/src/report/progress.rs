@@ -409,7 +409,8 @@ impl Observe for LogObserver {
             ev.status,
             outcome_text(r.outcome)
         );
-        if r.new_best {
+        // Only a child the archive took can be the new best (the archive's best changed).
+        if r.new_best && r.outcome.is_some_and(|o| o.is_added()) {
             tracing::info!(
                 evaluation = r.evaluations,
                 "new best: {speed} in {cell} by {who} ({})",

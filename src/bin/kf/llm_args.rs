@@ -264,6 +264,7 @@ mod tests {
             inspirations: &[],
             hints: &hints,
             attempts: &[],
+            lessons: &[],
         };
         let messages = render_prompt(
             &PromptComponents::builtin(),

@@ -1,5 +1,7 @@
 //! For tests that need a real LLM server: finding the one `scripts/llm-server.sh start` runs,
-//! and one rule for when such a test may skip.
+//! and one rule for when such a test may skip; with feature `test-server`, [`ChatServer`]: a
+//! real OpenAI-compatible HTTP server on loopback that answers with replies of the test's
+//! own (see its docs).
 //!
 //! A test skips (prints `SKIPPED: …` and passes) only when no server answers **and**
 //! `KF_REQUIRE_LLM` is not `1`; CI sets it, so that a broken server cannot turn the tests into
@@ -11,6 +13,11 @@
 //! };
 //! println!("{} ({:?})", server.base_url, server.model);
 //! ```
+
+#[cfg(feature = "test-server")]
+mod chat_server;
+#[cfg(feature = "test-server")]
+pub use chat_server::{ChatServer, SeenRequest};
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};

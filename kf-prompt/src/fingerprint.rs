@@ -1,0 +1,81 @@
+//! The identity of a kernel for duplicate detection: its source with comments dropped and
+//! whitespace folded (kf-source's toolkit), and its manifest read as TOML, so that a reply
+//! that only reformats or re-comments an evaluated kernel is recognised as a repeat.
+
+use kf_core::KernelSource;
+
+/// A fingerprint of a kernel text and manifest: equal for texts that differ only in comments
+/// and whitespace, and manifests that differ only in comments, layout or key order.
+///
+/// ```
+/// let a = kf_prompt::fingerprint("__kernel void k() { x = 1; } // one", Some("entry = \"k\"\n"));
+/// let b = kf_prompt::fingerprint("/* two */ __kernel void k()\n{\n  x = 1;\n}", Some("# c\nentry=\"k\""));
+/// assert_eq!(a, b);
+/// assert_ne!(a, kf_prompt::fingerprint("__kernel void k() { x = 2; }", Some("entry = \"k\"\n")));
+/// ```
+pub fn fingerprint(text: &str, manifest: Option<&str>) -> String {
+    let code = kf_source::strip_comments(text);
+    let mut h = blake3::Hasher::new();
+    h.update(fold(&code).as_bytes());
+    h.update(b"\0manifest\0");
+    if let Some(m) = manifest {
+        let canonical = match m.parse::<toml::Table>() {
+            Ok(t) => canonical_toml(&toml::Value::Table(t)),
+            Err(_) => fold(m),
+        };
+        h.update(canonical.as_bytes());
+    }
+    h.finalize().to_hex()[..32].to_owned()
+}
+
+/// [`fingerprint`] of a kernel source.
+pub(crate) fn of_source(source: &KernelSource) -> String {
+    fingerprint(&source.text, source.manifest.as_deref())
+}
+
+/// Whitespace folded: runs of whitespace become one space, and none is kept next to
+/// punctuation (`a + b` and `a+b` fold alike).
+fn fold(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut pending_space = false;
+    for c in text.chars() {
+        if c.is_whitespace() {
+            pending_space = true;
+            continue;
+        }
+        if pending_space {
+            let prev_word = out.chars().last().is_some_and(is_word);
+            if prev_word && is_word(c) {
+                out.push(' ');
+            }
+            pending_space = false;
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn is_word(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// TOML values in a canonical text: tables with sorted keys.
+fn canonical_toml(v: &toml::Value) -> String {
+    match v {
+        toml::Value::Table(t) => {
+            let mut keys: Vec<&String> = t.keys().collect();
+            keys.sort();
+            let parts: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{k:?}={}", canonical_toml(&t[k])))
+                .collect();
+            format!("{{{}}}", parts.join(","))
+        }
+        toml::Value::Array(a) => {
+            let parts: Vec<String> = a.iter().map(canonical_toml).collect();
+            format!("[{}]", parts.join(","))
+        }
+        toml::Value::String(s) => format!("{:?}", fold(s)),
+        other => other.to_string(),
+    }
+}
