@@ -235,7 +235,8 @@ impl LlmSettings {
             openai.idle_timeout = t;
         }
         openai.total_timeout = seconds("KF_LLM_TOTAL_TIMEOUT_S")?;
-        if let Some(bytes) = num::<usize>("KF_LLM_MAX_REPLY_BYTES", var("KF_LLM_MAX_REPLY_BYTES"))? {
+        if let Some(bytes) = num::<usize>("KF_LLM_MAX_REPLY_BYTES", var("KF_LLM_MAX_REPLY_BYTES"))?
+        {
             if bytes == 0 {
                 return Err(PromptError::Config(
                     "KF_LLM_MAX_REPLY_BYTES must be positive".into(),
@@ -472,8 +473,14 @@ mod tests {
             completion_tokens: 1_000_000,
             estimated: false,
         };
-        assert!((s.models[0].cost_usd(&usage) - 1.0).abs() < 1e-12, "the flat price");
-        assert!((s.models[1].cost_usd(&usage) - 12.5).abs() < 1e-12, "the table's price");
+        assert!(
+            (s.models[0].cost_usd(&usage) - 1.0).abs() < 1e-12,
+            "the flat price"
+        );
+        assert!(
+            (s.models[1].cost_usd(&usage) - 12.5).abs() < 1e-12,
+            "the table's price"
+        );
     }
 
     #[test]

@@ -491,7 +491,9 @@ impl Inner {
                 until(total_deadline, slots.acquire())
                     .await
                     .ok_or_else(total_passed)?
-                    .map_err(|_| AttemptError::new(FailureKind::Cancelled, "the client is closed"))?,
+                    .map_err(|_| {
+                        AttemptError::new(FailureKind::Cancelled, "the client is closed")
+                    })?,
             ),
             None => None,
         };
@@ -595,7 +597,10 @@ impl Inner {
         let mut events = SseAssembler::default();
         let mut raw = 0usize;
         // Events that carry no text (role, usage, keep-alives) may not grow without bound.
-        let raw_cap = self.max_reply_bytes.saturating_mul(8).saturating_add(1 << 16);
+        let raw_cap = self
+            .max_reply_bytes
+            .saturating_mul(8)
+            .saturating_add(1 << 16);
         loop {
             let chunk = match reader.next(response).await {
                 Ok(Some(c)) => c,
@@ -630,14 +635,18 @@ impl Inner {
             if raw > raw_cap {
                 return Err(AttemptError::new(
                     FailureKind::Malformed,
-                    format!("the stream sent more than {raw_cap} bytes without that much reply text"),
+                    format!(
+                        "the stream sent more than {raw_cap} bytes without that much reply text"
+                    ),
                 ));
             }
             if events.done {
                 break;
             }
         }
-        events.flush().map_err(|f| AttemptError::new(f.kind, f.message))?;
+        events
+            .flush()
+            .map_err(|f| AttemptError::new(f.kind, f.message))?;
         if !events.done && events.finish_reason.is_none() {
             return Err(AttemptError::new(
                 FailureKind::Truncated,
@@ -806,7 +815,9 @@ impl SseAssembler {
                 .unwrap_or_else(|| err.to_string());
             return Err(LlmFailure::new(
                 FailureKind::Server,
-                bounded_message(&format!("the server reported an error mid-stream: {message}")),
+                bounded_message(&format!(
+                    "the server reported an error mid-stream: {message}"
+                )),
             ));
         }
         if let Some(m) = value.get("model").and_then(Value::as_str) {
@@ -1128,7 +1139,10 @@ mod tests {
         assert!(v.get("stream_options").is_none());
         let streamed: Value = serde_json::from_str(&request_body(&req(), true)).unwrap();
         assert_eq!(streamed["stream"], Value::Bool(true));
-        assert_eq!(streamed["stream_options"]["include_usage"], Value::Bool(true));
+        assert_eq!(
+            streamed["stream_options"]["include_usage"],
+            Value::Bool(true)
+        );
         assert_eq!(v["messages"][0]["role"], "user");
     }
 

@@ -100,9 +100,19 @@ fn a_stalled_stream_times_out_cleanly_with_a_typed_error() {
     assert_eq!(f.kind, FailureKind::Timeout, "{f}");
     assert!(f.message.contains("stalled"), "{f}");
     assert!(f.message.contains("bytes of reply text"), "{f}");
-    assert_eq!((f.attempts, server.count()), (2, 2), "a stall is retried once");
-    assert!(took >= Duration::from_millis(800), "two idle timeouts: {took:?}");
-    assert!(took < Duration::from_secs(25), "it did not wait for the stall: {took:?}");
+    assert_eq!(
+        (f.attempts, server.count()),
+        (2, 2),
+        "a stall is retried once"
+    );
+    assert!(
+        took >= Duration::from_millis(800),
+        "two idle timeouts: {took:?}"
+    );
+    assert!(
+        took < Duration::from_secs(25),
+        "it did not wait for the stall: {took:?}"
+    );
 }
 
 #[test]
@@ -143,7 +153,10 @@ fn a_slow_stream_that_keeps_coming_outlives_the_first_chunk_timeout() {
 #[test]
 fn a_connection_closed_mid_reply_is_retried_and_then_typed_as_truncated() {
     let cut = vec![stream_head(), delta("__kernel void k() {"), Step::Close];
-    let server = FaultServer::sequence(vec![cut.clone(), streamed(&["whole"], Duration::ZERO, 1, 1)]);
+    let server = FaultServer::sequence(vec![
+        cut.clone(),
+        streamed(&["whole"], Duration::ZERO, 1, 1),
+    ]);
     let r = block_on(client(config(&server, 3)).complete(&ask("hi"))).expect("second try");
     assert_eq!((r.content.as_str(), r.attempts), ("whole", 2));
 
@@ -184,8 +197,12 @@ fn an_oversized_reply_is_capped() {
     // One JSON body over the cap cannot be parsed half-read: a typed failure, not retried.
     let big = FaultServer::sequence(vec![completion(&"y".repeat(200_000), 1, 1)]);
     let f = block_on(
-        client(config(&big, 3).with_stream(false).with_max_reply_bytes(16 * 1024))
-            .complete(&ask("hi")),
+        client(
+            config(&big, 3)
+                .with_stream(false)
+                .with_max_reply_bytes(16 * 1024),
+        )
+        .complete(&ask("hi")),
     )
     .unwrap_err();
     assert_eq!(f.kind, FailureKind::Malformed, "{f}");
@@ -202,12 +219,19 @@ fn the_total_timeout_bounds_a_request_and_its_retries() {
     let took = started.elapsed();
     assert_eq!(f.kind, FailureKind::Server, "{f}");
     assert!(f.message.contains("total limit"), "{f}");
-    assert!(server.count() < 10, "stopped before the attempts ran out: {}", server.count());
+    assert!(
+        server.count() < 10,
+        "stopped before the attempts ran out: {}",
+        server.count()
+    );
     assert!(server.count() >= 2, "{}", server.count());
     assert!(took < Duration::from_secs(9), "{took:?}");
 
     // A stall inside the total limit ends at the total limit.
-    let stall = FaultServer::sequence(vec![vec![stream_head(), Step::Sleep(Duration::from_secs(30))]]);
+    let stall = FaultServer::sequence(vec![vec![
+        stream_head(),
+        Step::Sleep(Duration::from_secs(30)),
+    ]]);
     let c = client(
         config(&stall, 5)
             .with_timeout(Duration::from_secs(20))
@@ -223,7 +247,11 @@ fn the_total_timeout_bounds_a_request_and_its_retries() {
 #[test]
 fn the_endpoint_concurrency_limit_holds_across_clones() {
     let server = FaultServer::start(|_, _| {
-        vec![Step::Sleep(Duration::from_millis(200)), completion("ok", 1, 1)[0].clone(), completion("ok", 1, 1)[1].clone()]
+        vec![
+            Step::Sleep(Duration::from_millis(200)),
+            completion("ok", 1, 1)[0].clone(),
+            completion("ok", 1, 1)[1].clone(),
+        ]
     });
     let c = client(config(&server, 1).with_max_concurrency(2));
     let clones: Vec<OpenAiClient> = (0..6).map(|_| c.clone()).collect();
@@ -264,7 +292,11 @@ fn the_budget_holds_across_retries() {
         assert!((x.cost_usd - 0.08).abs() < 1e-9, "{}", x.cost_usd);
     }
     let spent = gateway.budget().spent();
-    assert_eq!((spent.requests, spent.tokens), (2, 120), "a retried request counts once");
+    assert_eq!(
+        (spent.requests, spent.tokens),
+        (2, 120),
+        "a retried request counts once"
+    );
     assert!((spent.cost_usd - 0.16).abs() < 1e-9);
     let refused = block_on(gateway.ask("step-2", ask("q2"))).unwrap_err();
     assert!(refused.is_budget_exhausted(), "{refused}");
@@ -280,7 +312,9 @@ fn the_budget_holds_across_a_resume_from_recorded_exchanges() {
     let records = dir.path().join(EXCHANGES_FILE);
     let prices = [ModelSpec::new("fault-model").with_prices(1000.0, 1000.0)];
     // 150 tokens at 1000 USD per million: 0.15 USD a request; 0.5 USD covers three.
-    let budget = LlmBudget::unlimited().with_cost_usd(0.5).with_tokens(100_000);
+    let budget = LlmBudget::unlimited()
+        .with_cost_usd(0.5)
+        .with_tokens(100_000);
     let run = |asks: usize| {
         let g = LlmGateway::builder(client(config(&server, 2)))
             .models(&prices)
@@ -352,7 +386,11 @@ impl kf_core::BehaviorClassifier for OneCell {
 #[test]
 fn a_reply_cut_off_in_every_attempt_becomes_an_extraction_failure_whose_reason_is_fed_back() {
     use kf_core::prelude::*;
-    let cut = vec![stream_head(), delta("```opencl\n__kernel void gemm("), Step::Close];
+    let cut = vec![
+        stream_head(),
+        delta("```opencl\n__kernel void gemm("),
+        Step::Close,
+    ];
     // Both attempts of the first request are cut off; later requests get a plain answer.
     let server = FaultServer::sequence(vec![
         cut.clone(),
@@ -372,7 +410,10 @@ fn a_reply_cut_off_in_every_attempt_becomes_an_extraction_failure_whose_reason_i
     let archive = kf_archive::EliteArchive::new(space.clone()).unwrap();
     let naive = kf_eval::kernels::OPENCL_GEMM_NAIVE;
     let manifest = naive.manifest().unwrap();
-    let seed = Candidate::seed(manifest.kernel_source(naive.source), manifest.default_params());
+    let seed = Candidate::seed(
+        manifest.kernel_source(naive.source),
+        manifest.default_params(),
+    );
     let result = Engine::new(m.clone(), MarkerEvaluator, OneCell(space), archive)
         .task(Task::new("gemm").with_description("SGEMM"))
         .seeds(vec![seed])
@@ -389,12 +430,33 @@ fn a_reply_cut_off_in_every_attempt_becomes_an_extraction_failure_whose_reason_i
     let credits = m.credits();
     let first = &credits[0];
     assert_eq!(first.status, Status::ExtractionError);
-    assert!(first.diagnostics.contains("could not be read"), "{}", first.diagnostics);
-    assert!(first.diagnostics.contains("truncated"), "{}", first.diagnostics);
+    assert!(
+        first.diagnostics.contains("could not be read"),
+        "{}",
+        first.diagnostics
+    );
+    assert!(
+        first.diagnostics.contains("truncated"),
+        "{}",
+        first.diagnostics
+    );
     // The next prompt from the same parent shows the reason.
     let got = server.received();
-    assert_eq!(got.len(), 3, "the seed, then two LLM steps: two cut attempts and one request");
-    let second_prompt = got[2].body["messages"][1]["content"].as_str().unwrap_or("").to_owned();
-    assert!(second_prompt.contains("Earlier attempts from this kernel"), "{second_prompt}");
-    assert!(second_prompt.contains("could not be read"), "{second_prompt}");
+    assert_eq!(
+        got.len(),
+        3,
+        "the seed, then two LLM steps: two cut attempts and one request"
+    );
+    let second_prompt = got[2].body["messages"][1]["content"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    assert!(
+        second_prompt.contains("Earlier attempts from this kernel"),
+        "{second_prompt}"
+    );
+    assert!(
+        second_prompt.contains("could not be read"),
+        "{second_prompt}"
+    );
 }

@@ -114,7 +114,12 @@ pub fn stream_end(prompt_tokens: u64, completion_tokens: u64) -> Vec<Step> {
 }
 
 /// A well-formed streamed reply of `pieces`, `gap` apart.
-pub fn streamed(pieces: &[&str], gap: Duration, prompt_tokens: u64, completion_tokens: u64) -> Script {
+pub fn streamed(
+    pieces: &[&str],
+    gap: Duration,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+) -> Script {
     let mut s = vec![stream_head()];
     for p in pieces {
         s.push(delta(p));
