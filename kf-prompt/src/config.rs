@@ -170,12 +170,17 @@ impl LlmSettings {
     /// | `KF_LLM_API_KEY` (or `OPENAI_API_KEY`) | the key | none |
     /// | `KF_LLM_MODEL` | `name`, or `a*3,b*1` for several with weights | `gpt-4o-mini` |
     /// | `KF_LLM_MODEL_POLICY` | `weighted` or `bandit` | `weighted` |
-    /// | `KF_LLM_PRICE_IN`, `KF_LLM_PRICE_OUT` | USD per million prompt / completion tokens | 0 |
+    /// | `KF_LLM_PRICE_IN`, `KF_LLM_PRICE_OUT` | USD per million prompt / completion tokens, every model | 0 |
+    /// | `KF_LLM_PRICES` | per model: `a=0.15/0.6,b=2.5/10` (USD per million prompt/completion tokens) | the above |
     /// | `KF_LLM_MAX_TOKENS` | reply token limit | 2048 |
     /// | `KF_LLM_TEMPERATURE` | temperature | 0.7 |
-    /// | `KF_LLM_TIMEOUT_S` | per-attempt timeout, seconds | 300 |
+    /// | `KF_LLM_TIMEOUT_S` | per attempt: to the whole reply, or to its first chunk when streaming, seconds | 300 |
+    /// | `KF_LLM_IDLE_TIMEOUT_S` | longest silence between streamed chunks, seconds | 60 |
+    /// | `KF_LLM_TOTAL_TIMEOUT_S` | whole request, retries and waits included, seconds | none |
+    /// | `KF_LLM_STREAM` | `1`: streamed replies (SSE), `0`: one JSON body | 1 |
+    /// | `KF_LLM_MAX_REPLY_BYTES` | cap on a reply's text | 1048576 |
     /// | `KF_LLM_MAX_RETRIES` | retries of transient failures | 3 |
-    /// | `KF_LLM_CONCURRENCY` | requests in flight | 2 |
+    /// | `KF_LLM_CONCURRENCY` | requests in flight (per gateway and at the endpoint) | 2 |
     /// | `KF_LLM_BUDGET_TOKENS`, `KF_LLM_BUDGET_USD`, `KF_LLM_BUDGET_REQUESTS` | hard budget | none |
     ///
     /// ```
@@ -219,6 +224,36 @@ impl LlmSettings {
             }
             openai.timeout = Duration::from_secs_f64(t);
         }
+        let seconds = |name: &str| -> Result<Option<Duration>, PromptError> {
+            match num::<f64>(name, var(name))? {
+                None => Ok(None),
+                Some(t) if t.is_finite() && t > 0.0 => Ok(Some(Duration::from_secs_f64(t))),
+                Some(t) => Err(PromptError::Config(format!("{name}={t} must be positive"))),
+            }
+        };
+        if let Some(t) = seconds("KF_LLM_IDLE_TIMEOUT_S")? {
+            openai.idle_timeout = t;
+        }
+        openai.total_timeout = seconds("KF_LLM_TOTAL_TIMEOUT_S")?;
+        if let Some(bytes) = num::<usize>("KF_LLM_MAX_REPLY_BYTES", var("KF_LLM_MAX_REPLY_BYTES"))?
+        {
+            if bytes == 0 {
+                return Err(PromptError::Config(
+                    "KF_LLM_MAX_REPLY_BYTES must be positive".into(),
+                ));
+            }
+            openai.max_reply_bytes = bytes;
+        }
+        match var("KF_LLM_STREAM").as_deref() {
+            None => {}
+            Some("1" | "true" | "yes" | "on") => openai.stream = true,
+            Some("0" | "false" | "no" | "off") => openai.stream = false,
+            Some(other) => {
+                return Err(PromptError::Config(format!(
+                    "KF_LLM_STREAM=`{other}`: expected 1 or 0"
+                )))
+            }
+        }
         if let Some(r) = num::<u32>("KF_LLM_MAX_RETRIES", var("KF_LLM_MAX_RETRIES"))? {
             openai.retry = RetryPolicy {
                 max_attempts: r.saturating_add(1),
@@ -232,10 +267,14 @@ impl LlmSettings {
                 "KF_LLM_PRICE_IN/OUT must not be negative".into(),
             ));
         }
-        let models = parse_models(&var("KF_LLM_MODEL").unwrap_or_else(|| "gpt-4o-mini".into()))?
-            .into_iter()
-            .map(|m| m.with_prices(price_in, price_out))
-            .collect();
+        let mut models: Vec<ModelSpec> =
+            parse_models(&var("KF_LLM_MODEL").unwrap_or_else(|| "gpt-4o-mini".into()))?
+                .into_iter()
+                .map(|m| m.with_prices(price_in, price_out))
+                .collect();
+        if let Some(table) = var("KF_LLM_PRICES") {
+            apply_price_table(&mut models, &table)?;
+        }
         let model_policy = match var("KF_LLM_MODEL_POLICY").as_deref() {
             None | Some("weighted") => ModelPolicy::Weighted,
             Some("bandit") => ModelPolicy::Bandit {
@@ -266,6 +305,9 @@ impl LlmSettings {
             },
         };
         settings.validate()?;
+        let mut settings = settings;
+        // The same limit on the endpoint itself, shared by every clone of its client.
+        settings.openai.max_concurrency = Some(settings.max_concurrency);
         Ok(settings)
     }
 
@@ -300,6 +342,34 @@ impl LlmSettings {
         }
         Ok(())
     }
+}
+
+/// `gpt-4o-mini=0.15/0.6,gpt-4o=2.5/10`: US dollars per million prompt / completion tokens of
+/// each named model (which must be one of `models`).
+fn apply_price_table(models: &mut [ModelSpec], table: &str) -> Result<(), PromptError> {
+    for entry in table.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let bad = |why: &str| {
+            PromptError::Config(format!(
+                "KF_LLM_PRICES: `{entry}` {why}; expected MODEL=IN/OUT (USD per million tokens)"
+            ))
+        };
+        let (name, prices) = entry.rsplit_once('=').ok_or_else(|| bad("has no `=`"))?;
+        let (price_in, price_out) = prices.split_once('/').ok_or_else(|| bad("has no `/`"))?;
+        let price = |p: &str| -> Result<f64, PromptError> {
+            match p.trim().parse::<f64>() {
+                Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+                _ => Err(bad("has a price that is not a non-negative number")),
+            }
+        };
+        let (price_in, price_out) = (price(price_in)?, price(price_out)?);
+        let model = models
+            .iter_mut()
+            .find(|m| m.name == name.trim())
+            .ok_or_else(|| bad("names a model that KF_LLM_MODEL does not"))?;
+        model.input_usd_per_mtok = price_in;
+        model.output_usd_per_mtok = price_out;
+    }
+    Ok(())
 }
 
 /// `a*3,b` → models `a` (weight 3) and `b` (weight 1).
@@ -376,6 +446,41 @@ mod tests {
         };
         assert!((s.models[0].cost_usd(&usage) - 2.0).abs() < 1e-12);
         assert!(!format!("{s:?}").contains("sk-fallback"));
+        assert!(s.openai.stream, "streaming is the default");
+        assert_eq!(s.openai.max_concurrency, Some(s.max_concurrency));
+    }
+
+    #[test]
+    fn streaming_timeouts_cap_and_a_price_table() {
+        let s = LlmSettings::from_vars(vars(&[
+            ("KF_LLM_MODEL", "cheap*3,dear"),
+            ("KF_LLM_PRICE_IN", "1"),
+            ("KF_LLM_PRICES", "dear=2.5/10"),
+            ("KF_LLM_STREAM", "0"),
+            ("KF_LLM_IDLE_TIMEOUT_S", "7"),
+            ("KF_LLM_TOTAL_TIMEOUT_S", "90"),
+            ("KF_LLM_MAX_REPLY_BYTES", "4096"),
+            ("KF_LLM_CONCURRENCY", "3"),
+        ]))
+        .unwrap();
+        assert!(!s.openai.stream);
+        assert_eq!(s.openai.idle_timeout, Duration::from_secs(7));
+        assert_eq!(s.openai.total_timeout, Some(Duration::from_secs(90)));
+        assert_eq!(s.openai.max_reply_bytes, 4096);
+        assert_eq!(s.openai.max_concurrency, Some(3));
+        let usage = TokenUsage {
+            prompt_tokens: 1_000_000,
+            completion_tokens: 1_000_000,
+            estimated: false,
+        };
+        assert!(
+            (s.models[0].cost_usd(&usage) - 1.0).abs() < 1e-12,
+            "the flat price"
+        );
+        assert!(
+            (s.models[1].cost_usd(&usage) - 12.5).abs() < 1e-12,
+            "the table's price"
+        );
     }
 
     #[test]
@@ -389,6 +494,14 @@ mod tests {
             ("KF_LLM_CONCURRENCY", "0"),
             ("KF_LLM_MODEL_POLICY", "greedy"),
             ("KF_LLM_PRICE_IN", "-1"),
+            ("KF_LLM_PRICES", "gpt-4o-mini=1"),
+            ("KF_LLM_PRICES", "gpt-4o-mini=1/x"),
+            ("KF_LLM_PRICES", "gpt-4o-mini=-1/2"),
+            ("KF_LLM_PRICES", "other=1/2"),
+            ("KF_LLM_STREAM", "maybe"),
+            ("KF_LLM_IDLE_TIMEOUT_S", "0"),
+            ("KF_LLM_TOTAL_TIMEOUT_S", "-3"),
+            ("KF_LLM_MAX_REPLY_BYTES", "0"),
         ] {
             assert!(
                 matches!(

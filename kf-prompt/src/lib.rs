@@ -103,6 +103,7 @@ pub mod parse;
 pub mod population;
 pub mod record;
 mod render;
+pub mod simulate;
 pub mod testing;
 
 pub use async_trait::async_trait;

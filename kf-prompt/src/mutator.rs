@@ -22,7 +22,7 @@ use crate::bandit::{choose_arm, weighted_index, ArmStats, BanditPolicy};
 use crate::client::{ChatMessage, ChatRequest, LlmClient};
 use crate::components::{fill, PromptComponents, PromptTemplates};
 use crate::config::{LlmBudget, LlmSettings, ModelPolicy, ModelSpec};
-use crate::error::PromptError;
+use crate::error::{FailureKind, PromptError};
 use crate::fingerprint::of_source;
 use crate::gateway::{Exchange, LlmGateway, LlmStats};
 use crate::lessons::recent_lessons;
@@ -1068,6 +1068,22 @@ impl Inner {
                 let _ = self.on_error(e);
                 return Ok(Mutation {
                     children: Vec::new(),
+                    usage,
+                });
+            }
+            // A reply that was cut off or unreadable after every retry is the model's failure,
+            // not the step's: a child that says why, so the reason reaches the next prompt.
+            Err(PromptError::Llm(f))
+                if matches!(f.kind, FailureKind::Truncated | FailureKind::Malformed) =>
+            {
+                let reason = format!("the model's reply could not be read: {f}");
+                let child = self.extraction_child(parent, ctx, &variant.id, &model, &reason);
+                self.step_costs
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(ctx.step, usage.cost_usd);
+                return Ok(Mutation {
+                    children: vec![child],
                     usage,
                 });
             }

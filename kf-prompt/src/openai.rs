@@ -1,5 +1,16 @@
 //! [`OpenAiClient`]: chat completions against any OpenAI-compatible server (OpenAI, vLLM,
-//! llama.cpp's server, Ollama), with retries and timeouts.
+//! llama.cpp's server, Ollama), with retries, timeouts, streaming and a cap on reply size.
+//!
+//! Replies are streamed (`stream: true`, server-sent events) unless turned off, so a slow model
+//! that keeps sending tokens is never cut off by a blanket timeout: an attempt may wait
+//! [`OpenAiConfig::timeout`] for the first chunk, then [`OpenAiConfig::idle_timeout`] between
+//! chunks, within the request's [`OpenAiConfig::total_timeout`] (retries and their waits
+//! included). A server that ignores `stream` and answers with one JSON body is read as such. A
+//! reply longer than [`OpenAiConfig::max_reply_bytes`] is cut there and returned with finish
+//! reason `length` (streamed) or refused as `malformed` (one body, which cannot be parsed
+//! half-read), so the mutator turns it into an extraction failure with the reason. Requests in
+//! flight to the endpoint are limited by [`OpenAiConfig::max_concurrency`] across every clone of
+//! the client.
 //!
 //! The HTTP stack (`reqwest` over `tokio`, rustls for TLS) runs on a small runtime owned by the
 //! client; each request is spawned there and its answer comes back through a oneshot channel,
@@ -14,7 +25,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -103,10 +114,23 @@ pub struct OpenAiConfig {
     pub base_url: String,
     /// The key, sent as `Authorization: Bearer …` (none for local servers).
     pub api_key: Option<ApiKey>,
-    /// Limit on one attempt, from sending the request to the end of the reply.
+    /// Limit on one attempt: from sending the request to the end of the reply when not
+    /// streaming, to the first chunk of the reply when streaming.
     pub timeout: Duration,
+    /// Longest silence between two chunks of a streamed reply.
+    pub idle_timeout: Duration,
+    /// Limit on the whole request, every attempt and every wait between them included (none:
+    /// bounded by the attempts only).
+    pub total_timeout: Option<Duration>,
     /// Limit on establishing a connection.
     pub connect_timeout: Duration,
+    /// Asks for a streamed reply (`stream: true`).
+    pub stream: bool,
+    /// Longest reply text kept, bytes; a longer reply is cut (streamed) or refused (one body).
+    pub max_reply_bytes: usize,
+    /// Requests in flight to this endpoint at most, shared by every clone of the client (none:
+    /// no limit here; the gateway has its own).
+    pub max_concurrency: Option<usize>,
     /// Retries of transient failures.
     pub retry: RetryPolicy,
     /// Threads of the client's own runtime.
@@ -117,13 +141,20 @@ impl OpenAiConfig {
     /// OpenAI's public endpoint.
     pub const OPENAI_BASE_URL: &'static str = "https://api.openai.com/v1";
 
-    /// A configuration for `base_url` with a 300 s timeout and the default retries.
+    /// A configuration for `base_url`: streamed replies of at most 1 MiB, 300 s to the first
+    /// chunk, 60 s between chunks, no total limit, no endpoint concurrency limit, the default
+    /// retries.
     pub fn new(base_url: impl Into<String>) -> Self {
         OpenAiConfig {
             base_url: base_url.into(),
             api_key: None,
             timeout: Duration::from_secs(300),
+            idle_timeout: Duration::from_secs(60),
+            total_timeout: None,
             connect_timeout: Duration::from_secs(10),
+            stream: true,
+            max_reply_bytes: 1 << 20,
+            max_concurrency: None,
             retry: RetryPolicy::default(),
             runtime_threads: 1,
         }
@@ -138,6 +169,36 @@ impl OpenAiConfig {
     /// Sets the per-attempt timeout.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Sets the longest silence between streamed chunks.
+    pub fn with_idle_timeout(mut self, idle: Duration) -> Self {
+        self.idle_timeout = idle;
+        self
+    }
+
+    /// Sets the limit on a whole request, retries included.
+    pub fn with_total_timeout(mut self, total: Duration) -> Self {
+        self.total_timeout = Some(total);
+        self
+    }
+
+    /// Streams replies (`true`) or asks for one JSON body (`false`).
+    pub fn with_stream(mut self, stream: bool) -> Self {
+        self.stream = stream;
+        self
+    }
+
+    /// Sets the cap on reply size, bytes.
+    pub fn with_max_reply_bytes(mut self, bytes: usize) -> Self {
+        self.max_reply_bytes = bytes;
+        self
+    }
+
+    /// Limits the requests in flight to this endpoint.
+    pub fn with_max_concurrency(mut self, n: usize) -> Self {
+        self.max_concurrency = Some(n.max(1));
         self
     }
 
@@ -184,6 +245,12 @@ struct Inner {
     url: String,
     key: Option<ApiKey>,
     retry: RetryPolicy,
+    timeout: Duration,
+    idle_timeout: Duration,
+    total_timeout: Option<Duration>,
+    stream: bool,
+    max_reply_bytes: usize,
+    slots: Option<tokio::sync::Semaphore>,
     describe: String,
 }
 
@@ -209,6 +276,7 @@ impl fmt::Debug for OpenAiClient {
         f.debug_struct("OpenAiClient")
             .field("url", &self.inner.url)
             .field("api_key", &self.inner.key.as_ref().map(|_| "<redacted>"))
+            .field("stream", &self.inner.stream)
             .field("retry", &self.inner.retry)
             .finish()
     }
@@ -223,15 +291,30 @@ impl OpenAiClient {
                 config.base_url
             )));
         }
+        for (name, d) in [
+            ("timeout", config.timeout),
+            ("idle timeout", config.idle_timeout),
+            ("connect timeout", config.connect_timeout),
+        ] {
+            if d.is_zero() {
+                return Err(PromptError::Config(format!("the {name} must be positive")));
+            }
+        }
+        if config.max_reply_bytes == 0 {
+            return Err(PromptError::Config(
+                "the reply size cap must be positive".into(),
+            ));
+        }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(config.runtime_threads.max(1))
             .thread_name("kf-prompt-http")
             .enable_all()
             .build()
             .map_err(|e| PromptError::Client(format!("cannot start the runtime: {e}")))?;
+        // No blanket timeout on the client: attempts enforce theirs chunk by chunk, so a
+        // streamed reply may take as long as it keeps coming.
         let http = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout)
-            .timeout(config.timeout)
             .build()
             .map_err(|e| PromptError::Client(e.to_string()))?;
         let url = config.chat_url();
@@ -245,6 +328,14 @@ impl OpenAiClient {
                     max_attempts: config.retry.max_attempts.max(1),
                     ..config.retry
                 },
+                timeout: config.timeout,
+                idle_timeout: config.idle_timeout,
+                total_timeout: config.total_timeout,
+                stream: config.stream,
+                max_reply_bytes: config.max_reply_bytes,
+                slots: config
+                    .max_concurrency
+                    .map(|n| tokio::sync::Semaphore::new(n.max(1))),
             }),
             runtime: Arc::new(RuntimeHolder(Some(runtime))),
         })
@@ -288,15 +379,41 @@ struct AttemptError {
     retry_after: Option<Duration>,
 }
 
+impl AttemptError {
+    fn new(kind: FailureKind, message: impl Into<String>) -> Self {
+        AttemptError {
+            failure: LlmFailure::new(kind, message),
+            retry_after: None,
+        }
+    }
+}
+
+/// The earlier of two optional deadlines.
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Runs `fut` until `deadline`; `None` when the deadline passed first.
+async fn until<F: std::future::Future>(deadline: Option<Instant>, fut: F) -> Option<F::Output> {
+    match deadline {
+        Some(d) => tokio::time::timeout_at(d.into(), fut).await.ok(),
+        None => Some(fut.await),
+    }
+}
+
 impl Inner {
     async fn send_with_retries(&self, request: &ChatRequest) -> Result<ChatResponse, LlmFailure> {
-        let body = request_body(request);
+        let body = request_body(request, self.stream);
+        let total_deadline = self.total_timeout.map(|t| Instant::now() + t);
         let mut attempt = 0u32;
         // Jitter from the request hash: no global RNG, and still spread across requests.
         let mut jitter_state = u64::from_str_radix(&request.content_hash()[..16], 16).unwrap_or(1);
         loop {
             attempt += 1;
-            match self.attempt(&body, request).await {
+            match self.attempt(&body, request, total_deadline).await {
                 Ok(mut response) => {
                     response.attempts = attempt;
                     return Ok(response);
@@ -330,6 +447,17 @@ impl Inner {
                             self.retry.backoff(attempt, jitter)
                         }
                     };
+                    if total_deadline.is_some_and(|d| Instant::now() + delay >= d) {
+                        let total = self.total_timeout.unwrap_or_default().as_secs_f64();
+                        return Err(LlmFailure {
+                            message: format!(
+                                "{}; waiting {:.1} s for another attempt would pass the request's total limit of {total:.1} s",
+                                failure.message,
+                                delay.as_secs_f64(),
+                            ),
+                            ..failure
+                        });
+                    }
                     tracing::debug!(
                         kind = %failure.kind,
                         attempt,
@@ -342,15 +470,35 @@ impl Inner {
         }
     }
 
+    /// One attempt, within the endpoint's concurrency limit and the request's total deadline.
     async fn attempt(
         &self,
         body: &str,
         request: &ChatRequest,
+        total_deadline: Option<Instant>,
     ) -> Result<ChatResponse, AttemptError> {
-        let fail = |kind: FailureKind, message: String| AttemptError {
-            failure: LlmFailure::new(kind, message),
-            retry_after: None,
+        let total_passed = || {
+            AttemptError::new(
+                FailureKind::Timeout,
+                format!(
+                    "the request's total limit of {:.1} s passed",
+                    self.total_timeout.unwrap_or_default().as_secs_f64()
+                ),
+            )
         };
+        let _permit = match &self.slots {
+            Some(slots) => Some(
+                until(total_deadline, slots.acquire())
+                    .await
+                    .ok_or_else(total_passed)?
+                    .map_err(|_| {
+                        AttemptError::new(FailureKind::Cancelled, "the client is closed")
+                    })?,
+            ),
+            None => None,
+        };
+        let started = Instant::now();
+        let first_deadline = earliest(Some(started + self.timeout), total_deadline);
         let mut builder = self
             .http
             .post(&self.url)
@@ -359,33 +507,46 @@ impl Inner {
         if let Some(key) = &self.key {
             builder = builder.bearer_auth(key.expose());
         }
-        let response = builder
-            .send()
+        let timed_out = |what: &str| {
+            if total_deadline.is_some_and(|d| Instant::now() >= d) {
+                total_passed()
+            } else {
+                AttemptError::new(
+                    FailureKind::Timeout,
+                    format!("{what} within {:.1} s", self.timeout.as_secs_f64()),
+                )
+            }
+        };
+        let mut response = until(first_deadline, builder.send())
             .await
-            .map_err(|e| fail(classify_reqwest(&e), describe_reqwest(&e)))?;
+            .ok_or_else(|| timed_out("no response"))?
+            .map_err(|e| AttemptError::new(classify_reqwest(&e), describe_reqwest(&e)))?;
         let status = response.status();
         let retry_after = response
             .headers()
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(parse_retry_after);
-        let bytes = response.bytes().await.map_err(|e| {
-            let kind = if e.is_timeout() {
-                FailureKind::Timeout
-            } else {
-                FailureKind::Truncated
-            };
-            AttemptError {
-                failure: LlmFailure::new(
-                    kind,
-                    format!("the reply body broke off: {}", describe_reqwest(&e)),
-                )
-                .with_status(status.as_u16()),
-                retry_after: None,
-            }
-        })?;
-        let text = String::from_utf8_lossy(&bytes);
+        let event_stream = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains("text/event-stream"));
+        let with_status = |mut e: AttemptError| {
+            e.failure = e.failure.with_status(status.as_u16());
+            e
+        };
         if !status.is_success() {
+            // Error bodies are short; read a bounded head of one.
+            let mut reader = ChunkReader::new(self, first_deadline, false, total_deadline);
+            let mut bytes = Vec::new();
+            while let Ok(Some(chunk)) = reader.next(&mut response).await {
+                bytes.extend_from_slice(&chunk);
+                if bytes.len() > 64 * 1024 {
+                    break;
+                }
+            }
+            let text = String::from_utf8_lossy(&bytes);
             let code = status.as_u16();
             let kind = match code {
                 408 => FailureKind::Timeout,
@@ -398,25 +559,348 @@ impl Inner {
                 retry_after,
             });
         }
+        let mut reader = ChunkReader::new(self, first_deadline, event_stream, total_deadline);
+        if event_stream {
+            return self
+                .read_stream(&mut response, &mut reader, request)
+                .await
+                .map_err(with_status);
+        }
+        let mut bytes = Vec::new();
+        while let Some(chunk) = reader.next(&mut response).await.map_err(with_status)? {
+            bytes.extend_from_slice(&chunk);
+            if bytes.len() > self.max_reply_bytes {
+                return Err(with_status(AttemptError::new(
+                    FailureKind::Malformed,
+                    format!(
+                        "the reply is longer than the cap of {} bytes; it was not read further",
+                        self.max_reply_bytes
+                    ),
+                )));
+            }
+        }
+        let text = String::from_utf8_lossy(&bytes);
         parse_completion(&text, request).map_err(|failure| AttemptError {
             failure: failure.with_status(status.as_u16()),
             retry_after: None,
         })
     }
+
+    /// Reads a streamed reply (server-sent events of `chat.completion.chunk`s) to its end, to
+    /// the size cap, or to a failure.
+    async fn read_stream(
+        &self,
+        response: &mut reqwest::Response,
+        reader: &mut ChunkReader<'_>,
+        request: &ChatRequest,
+    ) -> Result<ChatResponse, AttemptError> {
+        let mut events = SseAssembler::default();
+        let mut raw = 0usize;
+        // Events that carry no text (role, usage, keep-alives) may not grow without bound.
+        let raw_cap = self
+            .max_reply_bytes
+            .saturating_mul(8)
+            .saturating_add(1 << 16);
+        loop {
+            let chunk = match reader.next(response).await {
+                Ok(Some(c)) => c,
+                Ok(None) => break,
+                Err(e) if events.content.is_empty() => return Err(e),
+                Err(mut e) => {
+                    // Part of the reply arrived: say how much, so the reason is concrete.
+                    e.failure.message = format!(
+                        "{} after {} bytes of reply text",
+                        e.failure.message,
+                        events.content.len()
+                    );
+                    return Err(e);
+                }
+            };
+            raw += chunk.len();
+            events
+                .feed(&chunk)
+                .map_err(|f| AttemptError::new(f.kind, f.message))?;
+            if events.content.len() > self.max_reply_bytes {
+                let mut end = self.max_reply_bytes;
+                while !events.content.is_char_boundary(end) {
+                    end -= 1;
+                }
+                events.content.truncate(end);
+                tracing::warn!(
+                    cap = self.max_reply_bytes,
+                    "a streamed reply passed the size cap; it is cut there"
+                );
+                return Ok(events.finish(request, Some("length".into())));
+            }
+            if raw > raw_cap {
+                return Err(AttemptError::new(
+                    FailureKind::Malformed,
+                    format!(
+                        "the stream sent more than {raw_cap} bytes without that much reply text"
+                    ),
+                ));
+            }
+            if events.done {
+                break;
+            }
+        }
+        events
+            .flush()
+            .map_err(|f| AttemptError::new(f.kind, f.message))?;
+        if !events.done && events.finish_reason.is_none() {
+            return Err(AttemptError::new(
+                FailureKind::Truncated,
+                format!(
+                    "the stream ended before the reply was complete (no finish reason, no [DONE]) after {} bytes of reply text",
+                    events.content.len()
+                ),
+            ));
+        }
+        let finish = events.finish_reason.take();
+        Ok(events.finish(request, finish))
+    }
+}
+
+/// Reads body chunks with the attempt's deadlines: the first chunk within the attempt timeout,
+/// later ones within the idle timeout when streaming (within the attempt timeout otherwise),
+/// always within the request's total deadline.
+struct ChunkReader<'a> {
+    inner: &'a Inner,
+    first_deadline: Option<Instant>,
+    streaming: bool,
+    total_deadline: Option<Instant>,
+    got_first: bool,
+}
+
+impl<'a> ChunkReader<'a> {
+    fn new(
+        inner: &'a Inner,
+        first_deadline: Option<Instant>,
+        streaming: bool,
+        total_deadline: Option<Instant>,
+    ) -> Self {
+        ChunkReader {
+            inner,
+            first_deadline,
+            streaming,
+            total_deadline,
+            got_first: false,
+        }
+    }
+
+    async fn next(
+        &mut self,
+        response: &mut reqwest::Response,
+    ) -> Result<Option<Vec<u8>>, AttemptError> {
+        let idle = self.streaming && self.got_first;
+        let deadline = if idle {
+            earliest(
+                Some(Instant::now() + self.inner.idle_timeout),
+                self.total_deadline,
+            )
+        } else {
+            self.first_deadline
+        };
+        match until(deadline, response.chunk()).await {
+            None => {
+                let message = if self.total_deadline.is_some_and(|d| Instant::now() >= d) {
+                    format!(
+                        "the request's total limit of {:.1} s passed while the reply was read",
+                        self.inner.total_timeout.unwrap_or_default().as_secs_f64()
+                    )
+                } else if idle {
+                    format!(
+                        "the stream stalled: nothing for {:.1} s",
+                        self.inner.idle_timeout.as_secs_f64()
+                    )
+                } else {
+                    format!(
+                        "the reply did not arrive within {:.1} s",
+                        self.inner.timeout.as_secs_f64()
+                    )
+                };
+                Err(AttemptError::new(FailureKind::Timeout, message))
+            }
+            Some(Ok(chunk)) => {
+                self.got_first = true;
+                Ok(chunk.map(|c| c.to_vec()))
+            }
+            Some(Err(e)) => Err(AttemptError::new(
+                if e.is_timeout() {
+                    FailureKind::Timeout
+                } else {
+                    FailureKind::Truncated
+                },
+                format!("the reply body broke off: {}", describe_reqwest(&e)),
+            )),
+        }
+    }
+}
+
+/// Assembles `chat.completion.chunk` events of a server-sent-event stream into one reply.
+#[derive(Default)]
+struct SseAssembler {
+    pending: Vec<u8>,
+    data: String,
+    content: String,
+    finish_reason: Option<String>,
+    model: Option<String>,
+    usage: Option<(u64, u64)>,
+    done: bool,
+}
+
+impl SseAssembler {
+    /// Takes bytes off the wire; complete lines are handled at once.
+    fn feed(&mut self, bytes: &[u8]) -> Result<(), LlmFailure> {
+        self.pending.extend_from_slice(bytes);
+        while let Some(pos) = self.pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=pos).collect();
+            let line = String::from_utf8_lossy(&line);
+            self.line(line.trim_end_matches(['\n', '\r']))?;
+            if self.done {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Handles what is left when the stream ends (a last event without its blank line).
+    fn flush(&mut self) -> Result<(), LlmFailure> {
+        if !self.pending.is_empty() {
+            let rest = String::from_utf8_lossy(&std::mem::take(&mut self.pending)).into_owned();
+            self.line(rest.trim_end_matches(['\n', '\r']))?;
+        }
+        self.line("")
+    }
+
+    fn line(&mut self, line: &str) -> Result<(), LlmFailure> {
+        if line.is_empty() {
+            let data = std::mem::take(&mut self.data);
+            return if data.is_empty() {
+                Ok(())
+            } else {
+                self.event(&data)
+            };
+        }
+        if let Some(rest) = line.strip_prefix("data:") {
+            let rest = rest.strip_prefix(' ').unwrap_or(rest);
+            if !self.data.is_empty() {
+                self.data.push('\n');
+            }
+            self.data.push_str(rest);
+        }
+        // Comments (`:` keep-alives), `event:`, `id:` and `retry:` lines carry nothing here.
+        Ok(())
+    }
+
+    fn event(&mut self, data: &str) -> Result<(), LlmFailure> {
+        if data.trim() == "[DONE]" {
+            self.done = true;
+            return Ok(());
+        }
+        let value: Value = serde_json::from_str(data).map_err(|e| {
+            LlmFailure::new(
+                FailureKind::Malformed,
+                bounded_message(&format!(
+                    "a stream event is not JSON: {e}; it starts with {:?}",
+                    head(data)
+                )),
+            )
+        })?;
+        if let Some(err) = value.get("error").filter(|e| !e.is_null()) {
+            let message = err
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .unwrap_or_else(|| err.to_string());
+            return Err(LlmFailure::new(
+                FailureKind::Server,
+                bounded_message(&format!(
+                    "the server reported an error mid-stream: {message}"
+                )),
+            ));
+        }
+        if let Some(m) = value.get("model").and_then(Value::as_str) {
+            self.model = Some(m.to_owned());
+        }
+        if let Some(u) = value.get("usage").filter(|u| u.is_object()) {
+            let tokens = |name: &str| u.get(name).and_then(Value::as_u64);
+            if let (Some(p), Some(c)) = (tokens("prompt_tokens"), tokens("completion_tokens")) {
+                self.usage = Some((p, c));
+            }
+        }
+        if let Some(choice) = value
+            .get("choices")
+            .and_then(Value::as_array)
+            .and_then(|c| c.first())
+        {
+            match choice.get("delta").and_then(|d| d.get("content")) {
+                Some(Value::String(s)) => self.content.push_str(s),
+                Some(Value::Array(parts)) => {
+                    for p in parts {
+                        if let Some(t) = p.get("text").and_then(Value::as_str) {
+                            self.content.push_str(t);
+                        }
+                    }
+                }
+                _ => {}
+            }
+            if let Some(f) = choice.get("finish_reason").and_then(Value::as_str) {
+                self.finish_reason = Some(f.to_owned());
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self, request: &ChatRequest, finish_reason: Option<String>) -> ChatResponse {
+        let usage = match self.usage {
+            Some((p, c)) => TokenUsage {
+                prompt_tokens: p,
+                completion_tokens: c,
+                estimated: false,
+            },
+            None => estimated_usage(request, &self.content),
+        };
+        ChatResponse {
+            content: self.content,
+            finish_reason,
+            model: self.model.unwrap_or_else(|| request.model.clone()),
+            usage,
+            attempts: 1,
+        }
+    }
+}
+
+/// Token estimates for a reply whose server reported no usage.
+fn estimated_usage(request: &ChatRequest, content: &str) -> TokenUsage {
+    TokenUsage {
+        prompt_tokens: request.estimated_prompt_tokens(),
+        completion_tokens: (content.len() as u64).div_ceil(3),
+        estimated: true,
+    }
 }
 
 /// The JSON body sent for a request.
-fn request_body(request: &ChatRequest) -> String {
+fn request_body(request: &ChatRequest, stream: bool) -> String {
     let mut body = serde_json::json!({
         "model": request.model,
         "messages": request.messages,
         "max_tokens": request.max_tokens,
         "temperature": request.temperature,
-        "stream": false,
+        "stream": stream,
     });
-    if let (Some(seed), Some(map)) = (request.seed, body.as_object_mut()) {
-        // Servers take a signed 32- or 64-bit seed; keep it in the positive 31-bit range.
-        map.insert("seed".into(), Value::from(seed & 0x7fff_ffff));
+    if let Some(map) = body.as_object_mut() {
+        if let Some(seed) = request.seed {
+            // Servers take a signed 32- or 64-bit seed; keep it in the positive 31-bit range.
+            map.insert("seed".into(), Value::from(seed & 0x7fff_ffff));
+        }
+        if stream {
+            // Without it OpenAI (and vLLM, Ollama) send no token counts in a stream.
+            map.insert(
+                "stream_options".into(),
+                serde_json::json!({"include_usage": true}),
+            );
+        }
     }
     body.to_string()
 }
@@ -561,11 +1045,7 @@ pub(crate) fn parse_completion(
             completion_tokens: c,
             estimated: false,
         },
-        _ => TokenUsage {
-            prompt_tokens: request.estimated_prompt_tokens(),
-            completion_tokens: (content.len() as u64).div_ceil(3),
-            estimated: true,
-        },
+        _ => estimated_usage(request, &content),
     };
     Ok(ChatResponse {
         content,
@@ -652,11 +1132,59 @@ mod tests {
 
     #[test]
     fn body_carries_seed_and_no_key() {
-        let body = request_body(&req().with_seed(u64::MAX));
+        let body = request_body(&req().with_seed(u64::MAX), false);
         let v: Value = serde_json::from_str(&body).unwrap();
         assert_eq!(v["seed"], Value::from(0x7fff_ffffu64));
         assert_eq!(v["stream"], Value::Bool(false));
+        assert!(v.get("stream_options").is_none());
+        let streamed: Value = serde_json::from_str(&request_body(&req(), true)).unwrap();
+        assert_eq!(streamed["stream"], Value::Bool(true));
+        assert_eq!(
+            streamed["stream_options"]["include_usage"],
+            Value::Bool(true)
+        );
         assert_eq!(v["messages"][0]["role"], "user");
+    }
+
+    fn assemble(wire: &[&str]) -> Result<SseAssembler, LlmFailure> {
+        let mut a = SseAssembler::default();
+        for piece in wire {
+            a.feed(piece.as_bytes())?;
+        }
+        a.flush()?;
+        Ok(a)
+    }
+
+    #[test]
+    fn assembles_a_stream_split_anywhere() {
+        let wire = "data: {\"model\":\"m1\",\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n: keep-alive\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"he\"}}]}\r\n\r\ndata: {\"choices\":[{\"delta\":{\"content\":\"llo\"},\"finish_reason\":\"stop\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":2}}\n\ndata: [DONE]\n\n";
+        // Every split point gives the same reply.
+        for cut in 0..wire.len() {
+            let (a, b) = wire.split_at(cut);
+            let s = assemble(&[a, b]).unwrap();
+            assert!(s.done, "cut at {cut}");
+            assert_eq!(s.content, "hello");
+            assert_eq!(s.finish_reason.as_deref(), Some("stop"));
+            assert_eq!(s.usage, Some((4, 2)));
+            let r = s.finish(&req(), Some("stop".into()));
+            assert_eq!(r.model, "m1");
+            assert!(!r.usage.estimated);
+        }
+    }
+
+    #[test]
+    fn stream_errors_are_typed() {
+        let junk = assemble(&["data: {not json\n\n"]).err().unwrap();
+        assert_eq!(junk.kind, FailureKind::Malformed);
+        let err = assemble(&["data: {\"error\":{\"message\":\"overloaded\"}}\n\n"])
+            .err()
+            .unwrap();
+        assert_eq!(err.kind, FailureKind::Server);
+        assert!(err.message.contains("overloaded"));
+        // A last event without its blank line still counts.
+        let tail = assemble(&["data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}"]).unwrap();
+        assert_eq!(tail.content, "x");
+        assert!(!tail.done && tail.finish_reason.is_none());
     }
 
     #[test]
