@@ -127,7 +127,6 @@ struct RunStats {
     qd_by_call: Vec<f64>,
     best: f64,
     qd: f64,
-    calls: u64,
     meta_calls: u64,
     tokens: u64,
     cost_usd: f64,
@@ -149,8 +148,11 @@ struct RunStats {
 /// result, so curves can be drawn per call.
 struct Recording {
     llm: Arc<SimulatedLlm>,
-    log: Arc<Mutex<Vec<(usize, Option<(f64, usize)>)>>>,
+    log: Arc<Mutex<Vec<CallRecord>>>,
 }
+
+/// LLM calls made so far, and the speedup and cell of a correct child (`None` otherwise).
+type CallRecord = (usize, Option<(f64, usize)>);
 
 #[async_trait]
 impl Evaluator for Recording {
@@ -215,7 +217,6 @@ fn simulate_run(arm: Arm, seed: u64, args: &Args) -> anyhow::Result<RunStats> {
     // Curves per call, from the evaluation log (the archive keeps the best per cell).
     let calls = llm.calls();
     let mut stats = RunStats {
-        calls: calls.len() as u64,
         meta_calls: calls.iter().filter(|c| c.meta).count() as u64,
         ..RunStats::default()
     };

@@ -19,7 +19,7 @@ use kernelfoundry::prompt::testing::{server_or_skip, TestServer};
 
 /// Pids of every descendant of `root`, from the parent pid in `/proc/<pid>/stat`.
 fn descendants(root: u32) -> Vec<u32> {
-    let mut parent = BTreeMap::new();
+    let mut parent: BTreeMap<u32, u32> = BTreeMap::new();
     if let Ok(entries) = std::fs::read_dir("/proc") {
         for e in entries.flatten() {
             let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
