@@ -42,6 +42,7 @@
 //! # let _ = mutator;
 //! ```
 
+mod cuda;
 mod error;
 mod languages;
 mod mix;
@@ -54,6 +55,7 @@ mod structural;
 mod sub_groups;
 mod template;
 
+pub use cuda::{CUDA_GEMM_BLOCKED_CU, CUDA_GEMM_BLOCKED_TOML};
 pub use error::MutateError;
 pub use languages::{
     template_languages, SYCL_GEMM_BLOCKED_CPP, SYCL_GEMM_BLOCKED_TOML, SYCL_GEMM_KSPLIT_CPP,

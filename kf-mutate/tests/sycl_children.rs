@@ -60,12 +60,13 @@ fn transformations(
         }
     };
     for template in library.templates() {
-        add(
-            template.name(),
-            template.base().clone(),
-            template.base_params().clone(),
-            &mut out,
-        );
+        // The base parameters name every tunable; the base variant keeps only those it uses.
+        let variant = template.instantiate(template.base()).unwrap();
+        let space = Feasibility::new(&variant.manifest, &task.sizes, Some(device));
+        let params = space
+            .repair(template.base_params(), &[], &mut rng, 5000)
+            .unwrap_or_else(|| panic!("{}: no feasible base configuration", template.name()));
+        add(template.name(), template.base().clone(), params, &mut out);
     }
     let mut round = |from: Vec<(String, Structure, ParamValues)>,
                      with: &StrategyLibrary,

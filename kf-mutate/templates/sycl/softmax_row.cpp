@@ -45,36 +45,22 @@ static inline void vstore(const floatv& v, int i, float* p) {
     v.store(i, sycl::address_space_cast<sycl::access::address_space::generic_space,
                                         sycl::access::decorated::no>(p));
 }
-// Horizontal maximum and sum of a vector's lanes, halving the width each step.
+// Horizontal maximum and sum of a vector's lanes.
 static inline float hmax(floatv v) {
-    float t[VW];
+    float m = v[0];
 #pragma unroll
-    for (int i = 0; i < VW; ++i) {
-        t[i] = v[i];
+    for (int i = 1; i < VW; ++i) {
+        m = sycl::fmax(m, v[i]);
     }
-#pragma unroll
-    for (int w = VW / 2; w > 0; w /= 2) {
-#pragma unroll
-        for (int i = 0; i < w; ++i) {
-            t[i] = sycl::fmax(t[i], t[i + w]);
-        }
-    }
-    return t[0];
+    return m;
 }
 static inline float hsum(floatv v) {
-    float t[VW];
+    float s = v[0];
 #pragma unroll
-    for (int i = 0; i < VW; ++i) {
-        t[i] = v[i];
+    for (int i = 1; i < VW; ++i) {
+        s += v[i];
     }
-#pragma unroll
-    for (int w = VW / 2; w > 0; w /= 2) {
-#pragma unroll
-        for (int i = 0; i < w; ++i) {
-            t[i] += t[i + w];
-        }
-    }
-    return t[0];
+    return s;
 }
 #define VLOAD(i, p) vload((i), (p))
 #define VSTORE(v, i, p) vstore((v), (i), (p))
