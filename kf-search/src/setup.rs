@@ -97,3 +97,26 @@ pub fn template_seeds(
     }
     Ok(seeds)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SYCL searches the templates as OpenCL does: the same seeds (the baseline, then each
+    /// template's base variant, in SYCL) and a structural mutator beside the parameter moves.
+    #[test]
+    fn sycl_gets_the_templates_like_opencl() {
+        for task in ["gemm", "softmax"] {
+            let sizes = kf_eval::tasks::parse_sizes("").unwrap();
+            let task = kf_eval::tasks::builtin_task(task, &sizes).unwrap();
+            let (cl_seeds, cl_mix) = offline_search(task.as_ref(), Language::OpenCl).unwrap();
+            let (seeds, mix) = offline_search(task.as_ref(), Language::Sycl).unwrap();
+            assert_eq!(mix.names(), cl_mix.names());
+            assert!(mix.names().contains(&"structural"));
+            assert_eq!(seeds.len(), cl_seeds.len());
+            assert!(seeds
+                .iter()
+                .all(|s| s.source.language == Language::Sycl));
+        }
+    }
+}
