@@ -114,9 +114,7 @@ mod tests {
             assert_eq!(mix.names(), cl_mix.names());
             assert!(mix.names().contains(&"structural"));
             assert_eq!(seeds.len(), cl_seeds.len());
-            assert!(seeds
-                .iter()
-                .all(|s| s.source.language == Language::Sycl));
+            assert!(seeds.iter().all(|s| s.source.language == Language::Sycl));
         }
     }
 }
