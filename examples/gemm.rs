@@ -12,9 +12,10 @@
 //! cargo run --release --example gemm -- --backend sycl --size 256 --evaluations 12
 //! ```
 //!
-//! The structural templates are OpenCL C; with another backend (`--backend sycl`, `cuda`) the
-//! search starts from that language's shipped kernels (the naive task baseline and the tiled
-//! GEMM of `kf-eval/kernels/<language>/`) and moves through their parameter spaces.
+//! The structural templates are rendered in OpenCL C and SYCL (`kf-mutate/templates/`,
+//! `templates/sycl/`): `--backend sycl` searches the same structures as OpenCL. With
+//! `--backend cuda` the search starts from the CUDA kernels shipped in `kf-eval/kernels/cuda/`
+//! (the naive baseline and the tiled GEMM) and moves through their parameter spaces.
 //!
 //! Interrupt with Ctrl-C and run the same command again to resume. With `--distributed`, the
 //! evaluations go to `kf worker` processes through NATS JetStream and PostgreSQL
@@ -47,9 +48,9 @@ fn main() -> anyhow::Result<()> {
         .search
         .config("gemm", sizes, kernelfoundry::search::defaults::WALL);
 
-    // The builder's default mutator and seeds (`offline_search`): on OpenCL the naive baseline,
-    // every template's base variant, structural transformations and parameter moves; on
-    // SYCL/CUDA the baseline and the shipped tiled kernel, parameter moves.
+    // The builder's default mutator and seeds (`offline_search`): on OpenCL and SYCL the naive
+    // baseline, every template's base variant, structural transformations and parameter moves;
+    // on CUDA the baseline and the shipped tiled kernel, parameter moves.
     let out = config.out.clone();
     let outcome = Search::builder()
         .config(config)

@@ -14,8 +14,9 @@
 //! cargo run --release --example softmax -- --size ROWS=1024,COLS=512 --evaluations 20 --out runs/sm
 //! ```
 //!
-//! The templates are OpenCL C; with another backend (`--backend cuda`) the search starts from
-//! that language's naive baseline and moves through its parameter space only.
+//! The templates are rendered in OpenCL C and SYCL (`--backend sycl` searches the same
+//! structures); with `--backend cuda` the search starts from the CUDA naive baseline and moves
+//! through its parameter space only.
 //!
 //! Interrupt with Ctrl-C and run the same command again to resume.
 
@@ -52,9 +53,9 @@ fn main() -> anyhow::Result<()> {
         .search
         .config("softmax", sizes, Duration::from_secs(300));
 
-    // The builder's default mutator and seeds (`offline_search`): on OpenCL the naive
+    // The builder's default mutator and seeds (`offline_search`): on OpenCL and SYCL the naive
     // baseline, every softmax template's base variant, structural transformations and
-    // parameter moves; on SYCL/CUDA the baseline and parameter moves.
+    // parameter moves; on CUDA the baseline and parameter moves.
     let out = config.out.clone();
     let outcome = Search::builder()
         .config(config)

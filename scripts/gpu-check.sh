@@ -11,6 +11,8 @@
 #   conformance   the kf-core backend conformance suite on the GPU (tests/conformance.rs)
 #   evaluator     kf-eval verifies and times the CUDA seed kernels (tests/evaluator.rs)
 #   nvrtc         compilation and resource reporting (tests/nvrtc.rs)
+#   cuda_templates  kf-mutate's CUDA templates: every structure compiled with its resources
+#                 reported, then run and verified by the evaluator (kf-mutate/tests/cuda_templates.rs)
 #   eval-naive    kf eval --backend cuda of kf-eval/kernels/cuda/gemm_naive.toml
 #   eval-tiled    kf eval --backend cuda of kf-eval/kernels/cuda/gemm_tiled.toml
 #   search        a short search with the gemm example and --backend cuda, when the example
@@ -41,7 +43,7 @@ SIZE="M=1024,N=1024,K=1024"
 PROFILE=debug
 MODE=cargo
 BUNDLE=""
-TESTS=(conformance evaluator nvrtc)
+TESTS=(conformance evaluator nvrtc cuda_templates)
 FORCE=0
 BUNDLE_ARG=""
 
@@ -91,11 +93,11 @@ remaining() { echo $((TIMEOUT - ($(date +%s) - STARTED))); }
 
 cargo_profile_flag() { [ "$PROFILE" = release ] && echo "--release"; }
 
-# Prints "name<TAB>path" for each test program of kf-backend-cuda.
+# Prints "name<TAB>path" for each test program of kf-backend-cuda and kf-mutate.
 build_tests() {
     command -v cargo >/dev/null 2>&1 || die "cargo not found: use --bundle DIR with programs built elsewhere (--make-bundle)"
     # shellcheck disable=SC2046
-    cargo test -p kf-backend-cuda $(cargo_profile_flag) --no-run --message-format=json 2>/dev/null |
+    cargo test -p kf-backend-cuda -p kf-mutate $(cargo_profile_flag) --no-run --message-format=json 2>/dev/null |
         python3 -c '
 import json, sys
 for line in sys.stdin:

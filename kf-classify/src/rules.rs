@@ -364,7 +364,9 @@ impl RuleSet {
     ///   `wmma::`, w 1); SYCL `sycl_sub_group_shuffle` (`permute_group_by_xor`,
     ///   `shift_group_left/right`, `select_from_group`, w 1), `sycl_sub_group_collective`
     ///   ([`Feature::SubGroupCollective`], w 1), `sycl_get_sub_group` (`get_sub_group(`,
-    ///   `sycl::sub_group`, w 0.5).
+    ///   `sycl::sub_group`, w 0.5), `sycl_required_sub_group_size`
+    ///   (`[[intel::reqd_sub_group_size(N)]]`, `[[sycl::reqd_sub_group_size(N)]]`, the
+    ///   `sub_group_size<N>` kernel property, w 0.5).
     /// * **3 `hierarchical`** (threshold 2): `barriers` ([`Feature::LevelPasses`]`(1)`, w 1),
     ///   `sub_groups` ([`Feature::LevelPasses`]`(2)`, w 1), `global_atomic`
     ///   ([`Feature::GlobalAtomic`], w 2), `grid_sync` (`grid.sync()`, `this_grid().sync()`,
@@ -605,6 +607,12 @@ impl RuleSet {
                             "sycl_get_sub_group",
                             L::SYCL,
                             r"\bget_sub_group\s*\(|\bsycl::sub_group\b",
+                            0.5,
+                        )?,
+                        re(
+                            "sycl_required_sub_group_size",
+                            L::SYCL,
+                            r"\breqd_sub_group_size\s*\(|\bsub_group_size\s*<",
                             0.5,
                         )?,
                     ],

@@ -48,6 +48,14 @@ pub enum MutateError {
         #[source]
         source: BoxError,
     },
+    /// A shipped template has no rendering in the kernel language asked for.
+    #[error("the template `{template}` has no {language} rendering")]
+    NoTemplate {
+        /// Template name.
+        template: String,
+        /// The language asked for.
+        language: kf_core::Language,
+    },
     /// A configuration that cannot work (no mutators to mix, a non-positive weight, …).
     #[error("invalid configuration: {0}")]
     Config(String),

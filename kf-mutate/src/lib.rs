@@ -17,7 +17,11 @@
 //! All of them are deterministic: their random choices come from `ctx.seed` through ChaCha8.
 //!
 //! The shipped templates ([`TemplateLibrary::builtin`]) are SGEMM kernels for the `gemm` task;
-//! `templates/README.md` records what they achieve on the Intel CPU OpenCL runtime.
+//! `templates/README.md` records what they achieve on the Intel CPU OpenCL runtime. Every
+//! shipped template is rendered in OpenCL C and in SYCL (`templates/sycl/`) with the same
+//! switches and tunables, so one strategy library moves both ([`TemplateLibrary::builtin_for`],
+//! [`StructuralMutator::builtin_for`]); SYCL's renderings add sub-group switches of their own
+//! ([`StrategyLibrary::sycl_sub_groups`]).
 //!
 //! ```
 //! use kf_mutate::{MixMutator, ParamMutator, StructuralMutator, Structure, TemplateLibrary};
@@ -38,7 +42,9 @@
 //! # let _ = mutator;
 //! ```
 
+mod cuda;
 mod error;
+mod languages;
 mod mix;
 mod param;
 pub mod preprocess;
@@ -46,9 +52,16 @@ mod softmax;
 mod space;
 mod strategy;
 mod structural;
+mod sub_groups;
 mod template;
 
+pub use cuda::{CUDA_GEMM_BLOCKED_CU, CUDA_GEMM_BLOCKED_TOML};
 pub use error::MutateError;
+pub use languages::{
+    template_languages, SYCL_GEMM_BLOCKED_CPP, SYCL_GEMM_BLOCKED_TOML, SYCL_GEMM_KSPLIT_CPP,
+    SYCL_GEMM_KSPLIT_TOML, SYCL_SOFTMAX_GROUP_CPP, SYCL_SOFTMAX_GROUP_TOML, SYCL_SOFTMAX_ROW_CPP,
+    SYCL_SOFTMAX_ROW_TOML,
+};
 pub use mix::MixMutator;
 pub use param::{ParamMutator, ParamMutatorConfig};
 pub use softmax::{SOFTMAX_GROUP_CL, SOFTMAX_GROUP_TOML, SOFTMAX_ROW_CL, SOFTMAX_ROW_TOML};

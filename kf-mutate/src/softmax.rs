@@ -105,20 +105,33 @@ impl TemplateLibrary {
     /// naive kernel's own structure), then `softmax_group` (base: scalar, three sweeps, 16
     /// work-items per row reducing through local memory).
     pub fn softmax() -> Result<Self, MutateError> {
+        Self::softmax_for(kf_core::Language::OpenCl)
+    }
+
+    /// The softmax templates of [`TemplateLibrary::softmax`] rendered in `language` (OpenCL C
+    /// or SYCL): the same names, switches, tunables and base structures; a language's own
+    /// switches (SYCL: `SHUFFLE`, the sub-group reduction's shuffles) start at 0.
+    pub fn softmax_for(language: kf_core::Language) -> Result<Self, MutateError> {
+        let row = crate::languages::rendering("softmax_row", language)?;
         let row = Template::new(
             "softmax_row",
             TASK,
-            SOFTMAX_ROW_CL,
-            SOFTMAX_ROW_TOML,
-            ["VW", "ALGO"],
+            row.text,
+            row.manifest,
+            ["VW", "ALGO"]
+                .into_iter()
+                .chain(row.extra_switches.iter().copied()),
         )?
         .with_base(Structure::new(), params([("WG", 16)]))?;
+        let group = crate::languages::rendering("softmax_group", language)?;
         let group = Template::new(
             "softmax_group",
             TASK,
-            SOFTMAX_GROUP_CL,
-            SOFTMAX_GROUP_TOML,
-            ["VW", "ALGO", "REDUCE", "PREFETCH"],
+            group.text,
+            group.manifest,
+            ["VW", "ALGO", "REDUCE", "PREFETCH"]
+                .into_iter()
+                .chain(group.extra_switches.iter().copied()),
         )?
         .with_base(
             Structure::new().with("REDUCE", 0),
@@ -131,8 +144,14 @@ impl TemplateLibrary {
     /// that one structural mutator serves several tasks (templates of the same name are
     /// replaced by the softmax ones).
     pub fn with_softmax(self) -> Result<Self, MutateError> {
+        self.with_softmax_for(kf_core::Language::OpenCl)
+    }
+
+    /// These templates and the softmax templates rendered in `language`
+    /// ([`TemplateLibrary::softmax_for`]) together.
+    pub fn with_softmax_for(self, language: kf_core::Language) -> Result<Self, MutateError> {
         let mut out = self;
-        for template in TemplateLibrary::softmax()?.templates() {
+        for template in TemplateLibrary::softmax_for(language)?.templates() {
             out = out.with(template.clone());
         }
         Ok(out)

@@ -13,7 +13,9 @@ use super::{seeds_for, SearchError};
 ///   moves (add the user's kernels as further seeds).
 /// - OpenCL C: the task's naive baseline and the base variant of every template for the task;
 ///   structural transformations of the templates (weight 2) and parameter moves (weight 1).
-/// - SYCL and CUDA (the templates are OpenCL C): the naive baseline and, for GEMM, the shipped
+/// - SYCL: the same as OpenCL C, over the SYCL renderings of the templates (with SYCL's own
+///   sub-group strategies).
+/// - CUDA (no CUDA renderings in the search yet): the naive baseline and, for GEMM, the shipped
 ///   tiled kernel; parameter moves (each new kernel is tuned as well).
 ///
 /// The first seed is the task baseline, whose throughput the report compares against.
@@ -28,10 +30,16 @@ pub fn offline_search(
         // manifest params.
         let mutator = MixMutator::new().with(ParamMutator::new(), 1.0);
         (seeds_for(task, language, Vec::new()), mutator)
-    } else if language == Language::OpenCl {
+    } else if matches!(language, Language::OpenCl | Language::Sycl) && templated {
         let (library, structural) = match name.as_str() {
-            "softmax" => (TemplateLibrary::softmax(), StructuralMutator::softmax()),
-            _ => (TemplateLibrary::builtin(), StructuralMutator::builtin()),
+            "softmax" => (
+                TemplateLibrary::softmax_for(language),
+                StructuralMutator::softmax_for(language),
+            ),
+            _ => (
+                TemplateLibrary::builtin_for(language),
+                StructuralMutator::builtin_for(language),
+            ),
         };
         let library = library?;
         let structural = structural?;
@@ -88,4 +96,25 @@ pub fn template_seeds(
         seeds.push((variant.source, params));
     }
     Ok(seeds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SYCL searches the templates as OpenCL does: the same seeds (the baseline, then each
+    /// template's base variant, in SYCL) and a structural mutator beside the parameter moves.
+    #[test]
+    fn sycl_gets_the_templates_like_opencl() {
+        for task in ["gemm", "softmax"] {
+            let sizes = kf_eval::tasks::parse_sizes("").unwrap();
+            let task = kf_eval::tasks::builtin_task(task, &sizes).unwrap();
+            let (cl_seeds, cl_mix) = offline_search(task.as_ref(), Language::OpenCl).unwrap();
+            let (seeds, mix) = offline_search(task.as_ref(), Language::Sycl).unwrap();
+            assert_eq!(mix.names(), cl_mix.names());
+            assert!(mix.names().contains(&"structural"));
+            assert_eq!(seeds.len(), cl_seeds.len());
+            assert!(seeds.iter().all(|s| s.source.language == Language::Sycl));
+        }
+    }
 }

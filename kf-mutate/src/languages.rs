@@ -1,0 +1,329 @@
+//! The shipped templates per kernel language: one table of template texts and manifests, so
+//! that the GEMM and softmax libraries ([`TemplateLibrary::builtin_for`],
+//! [`TemplateLibrary::softmax_for`]) and the conformance test read the same renderings.
+//!
+//! Every rendering of a template keeps the OpenCL C template's switches, their values and its
+//! tunables (the shared [`StrategyLibrary`](crate::StrategyLibrary) moves them by name), and
+//! may add switches of its own language (SYCL's sub-group shuffles and required sub-group
+//! size), listed here as `extra_switches`.
+
+use kf_core::Language;
+
+use crate::error::MutateError;
+
+/// The SYCL register-blocked SGEMM template's source (`templates/sycl/gemm_blocked.cpp`).
+pub const SYCL_GEMM_BLOCKED_CPP: &str = include_str!("../templates/sycl/gemm_blocked.cpp");
+/// The SYCL register-blocked SGEMM template's manifest (`templates/sycl/gemm_blocked.toml`).
+pub const SYCL_GEMM_BLOCKED_TOML: &str = include_str!("../templates/sycl/gemm_blocked.toml");
+/// The SYCL K-split SGEMM template's source (`templates/sycl/gemm_ksplit.cpp`).
+pub const SYCL_GEMM_KSPLIT_CPP: &str = include_str!("../templates/sycl/gemm_ksplit.cpp");
+/// The SYCL K-split SGEMM template's manifest (`templates/sycl/gemm_ksplit.toml`).
+pub const SYCL_GEMM_KSPLIT_TOML: &str = include_str!("../templates/sycl/gemm_ksplit.toml");
+/// The SYCL one-work-item-per-row softmax template's source (`templates/sycl/softmax_row.cpp`).
+pub const SYCL_SOFTMAX_ROW_CPP: &str = include_str!("../templates/sycl/softmax_row.cpp");
+/// The SYCL one-work-item-per-row softmax template's manifest (`templates/sycl/softmax_row.toml`).
+pub const SYCL_SOFTMAX_ROW_TOML: &str = include_str!("../templates/sycl/softmax_row.toml");
+/// The SYCL work-group-per-row softmax template's source (`templates/sycl/softmax_group.cpp`).
+pub const SYCL_SOFTMAX_GROUP_CPP: &str = include_str!("../templates/sycl/softmax_group.cpp");
+/// The SYCL work-group-per-row softmax template's manifest (`templates/sycl/softmax_group.toml`).
+pub const SYCL_SOFTMAX_GROUP_TOML: &str = include_str!("../templates/sycl/softmax_group.toml");
+
+/// One rendering of a shipped template.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rendering {
+    /// The template's name (the same in every language).
+    pub name: &'static str,
+    /// Its kernel language.
+    pub language: Language,
+    /// The source text.
+    pub text: &'static str,
+    /// The manifest.
+    pub manifest: &'static str,
+    /// Switches this rendering has beyond the OpenCL C template's.
+    pub extra_switches: &'static [&'static str],
+}
+
+/// Every shipped rendering.
+const RENDERINGS: &[Rendering] = &[
+    Rendering {
+        name: "gemm_blocked",
+        language: Language::OpenCl,
+        text: crate::template::GEMM_BLOCKED_CL,
+        manifest: crate::template::GEMM_BLOCKED_TOML,
+        extra_switches: &[],
+    },
+    Rendering {
+        name: "gemm_ksplit",
+        language: Language::OpenCl,
+        text: crate::template::GEMM_KSPLIT_CL,
+        manifest: crate::template::GEMM_KSPLIT_TOML,
+        extra_switches: &[],
+    },
+    Rendering {
+        name: "softmax_row",
+        language: Language::OpenCl,
+        text: crate::softmax::SOFTMAX_ROW_CL,
+        manifest: crate::softmax::SOFTMAX_ROW_TOML,
+        extra_switches: &[],
+    },
+    Rendering {
+        name: "softmax_group",
+        language: Language::OpenCl,
+        text: crate::softmax::SOFTMAX_GROUP_CL,
+        manifest: crate::softmax::SOFTMAX_GROUP_TOML,
+        extra_switches: &[],
+    },
+    Rendering {
+        name: "gemm_blocked",
+        language: Language::Sycl,
+        text: SYCL_GEMM_BLOCKED_CPP,
+        manifest: SYCL_GEMM_BLOCKED_TOML,
+        extra_switches: &["SHUFFLE", "REQD_SG"],
+    },
+    Rendering {
+        name: "gemm_ksplit",
+        language: Language::Sycl,
+        text: SYCL_GEMM_KSPLIT_CPP,
+        manifest: SYCL_GEMM_KSPLIT_TOML,
+        extra_switches: &[],
+    },
+    Rendering {
+        name: "softmax_row",
+        language: Language::Sycl,
+        text: SYCL_SOFTMAX_ROW_CPP,
+        manifest: SYCL_SOFTMAX_ROW_TOML,
+        extra_switches: &[],
+    },
+    Rendering {
+        name: "softmax_group",
+        language: Language::Sycl,
+        text: SYCL_SOFTMAX_GROUP_CPP,
+        manifest: SYCL_SOFTMAX_GROUP_TOML,
+        extra_switches: &["SHUFFLE"],
+    },
+];
+
+/// The rendering of the template `name` in `language`.
+pub(crate) fn rendering(name: &str, language: Language) -> Result<Rendering, MutateError> {
+    RENDERINGS
+        .iter()
+        .find(|r| r.name == name && r.language == language)
+        .copied()
+        .ok_or_else(|| MutateError::NoTemplate {
+            template: name.to_owned(),
+            language,
+        })
+}
+
+/// The kernel languages the shipped templates are rendered in.
+pub fn template_languages() -> Vec<Language> {
+    let mut out: Vec<Language> = Vec::new();
+    for r in RENDERINGS {
+        if !out.contains(&r.language) {
+            out.push(r.language);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{StrategyLibrary, Structure, TemplateLibrary};
+
+    fn libraries(language: Language) -> TemplateLibrary {
+        TemplateLibrary::builtin_for(language)
+            .unwrap()
+            .with_softmax_for(language)
+            .unwrap()
+    }
+
+    /// Every OpenCL C template has a rendering in every template language with the same task,
+    /// switches (values included), tunables (the same values; the first, which is what a
+    /// variant starts from, may differ: each rendering puts its runtime's fastest first), base
+    /// structure and base parameters; extra switches are only the declared ones.
+    #[test]
+    fn every_rendering_matches_the_opencl_template() {
+        let opencl = libraries(Language::OpenCl);
+        for language in template_languages() {
+            let other = libraries(language);
+            assert_eq!(other.templates().len(), opencl.templates().len());
+            for t in opencl.templates() {
+                let r = other
+                    .get(t.name())
+                    .unwrap_or_else(|| panic!("no {language} rendering of {}", t.name()));
+                assert_eq!(r.task(), t.task());
+                assert_eq!(r.manifest().language, language, "{}", t.name());
+                assert_eq!(r.manifest().entry, t.manifest().entry);
+                let extra = rendering(t.name(), language).unwrap().extra_switches;
+                for (name, values) in t.switches() {
+                    assert_eq!(r.switches().get(name), Some(values), "{} {name}", t.name());
+                }
+                for name in r.switches().keys() {
+                    assert!(
+                        t.switches().contains_key(name) || extra.contains(&name.as_str()),
+                        "{language} {}: undeclared switch {name}",
+                        t.name()
+                    );
+                }
+                let sorted = |values: &[kf_core::ParamValue]| {
+                    let mut v: Vec<String> = values.iter().map(ToString::to_string).collect();
+                    v.sort();
+                    v
+                };
+                for (name, values) in &t.manifest().params {
+                    let theirs =
+                        r.manifest().params.get(name).unwrap_or_else(|| {
+                            panic!("{language} {}: no parameter {name}", t.name())
+                        });
+                    assert_eq!(
+                        sorted(theirs),
+                        sorted(values),
+                        "{language} {} parameter {name}",
+                        t.name()
+                    );
+                }
+                for (k, v) in t.base().iter() {
+                    assert_eq!(r.base().get(k), Some(v), "{} base {k}", t.name());
+                }
+                assert_eq!(r.base_params(), t.base_params(), "{}", t.name());
+            }
+        }
+    }
+
+    /// The same structures instantiate in every language (the constraints agree up to the
+    /// language's own switches at 0).
+    #[test]
+    fn the_same_structures_instantiate() {
+        let opencl = libraries(Language::OpenCl);
+        let sycl = libraries(Language::Sycl);
+        for t in opencl.templates() {
+            let r = sycl.get(t.name()).unwrap();
+            for structure in t.all_structures() {
+                assert_eq!(
+                    t.instantiate(&structure).is_ok(),
+                    r.instantiate(&structure).is_ok(),
+                    "{} {structure}",
+                    t.name()
+                );
+            }
+        }
+    }
+
+    /// SYCL variants keep `#include <sycl/sycl.hpp>` before their switch definitions, and the
+    /// language's constructs appear exactly where the switches ask for them.
+    #[test]
+    fn sycl_variants_resolve_their_switches() {
+        let sycl = libraries(Language::Sycl);
+        let blocked = sycl.get("gemm_blocked").unwrap();
+        let v = blocked
+            .instantiate(&Structure::new().with("VW", 16).with("LOCAL_B", 1))
+            .unwrap();
+        let text = &v.source.text;
+        let include = text.find("#include <sycl/sycl.hpp>").unwrap();
+        let define = text.find("#define VW 16").unwrap();
+        assert!(include < define, "{text}");
+        assert!(text.contains("work_group_static<b_tile_t>"));
+        assert!(text.contains("sycl::vec<float, VW>"));
+        assert!(!text.contains("group_broadcast"));
+        let v = blocked
+            .instantiate(&Structure::new().with("SUBGROUP", 1).with("SHUFFLE", 1))
+            .unwrap();
+        assert!(v.source.text.contains("select_from_group"));
+        assert!(v.source.text.contains("sub_group_size<WG0>"));
+        assert!(!v.source.text.contains("sycl::vec"));
+        let v = blocked
+            .instantiate(&Structure::new().with("REQD_SG", 16))
+            .unwrap();
+        assert!(v.source.text.contains("sub_group_size<REQD_SG>"));
+        let group = sycl.get("softmax_group").unwrap();
+        for (shuffle, call) in [
+            (0, "reduce_over_group"),
+            (1, "permute_group_by_xor"),
+            (2, "shift_group_left"),
+        ] {
+            let v = group
+                .instantiate(&Structure::new().with("REDUCE", 1).with("SHUFFLE", shuffle))
+                .unwrap();
+            assert!(v.source.text.contains(call), "SHUFFLE={shuffle}");
+        }
+        assert!(group
+            .instantiate(&Structure::new().with("REDUCE", 0).with("SHUFFLE", 1))
+            .is_err());
+        assert!(StrategyLibrary::sycl_sub_groups()
+            .get("required-sub-group-size")
+            .is_some());
+    }
+
+    /// Every transformation means the same in every language: each strategy of the OpenCL
+    /// libraries, applied to each structure of each template with the same random draws, makes
+    /// the same move (template, switches, parameters) on the SYCL rendering; the SYCL-only
+    /// switches stay at 0.
+    #[test]
+    fn every_strategy_moves_the_renderings_alike() {
+        use rand::SeedableRng;
+        let strategies = StrategyLibrary::dense_linear_algebra().and(StrategyLibrary::softmax());
+        let opencl = libraries(Language::OpenCl);
+        let sycl = libraries(Language::Sycl);
+        let mut moves = 0;
+        for t in opencl.templates() {
+            let r = sycl.get(t.name()).unwrap();
+            for structure in t.all_structures() {
+                let Ok(variant) = t.instantiate(&structure) else {
+                    continue;
+                };
+                let params = variant.manifest.default_params();
+                for strategy in strategies.strategies() {
+                    let mut rng_a = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+                    let mut rng_b = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+                    let a = strategy
+                        .apply(&opencl, t, &structure, &params, &mut rng_a)
+                        .unwrap();
+                    let b = strategy
+                        .apply(
+                            &sycl,
+                            r,
+                            &r.complete(&structure).unwrap(),
+                            &params,
+                            &mut rng_b,
+                        )
+                        .unwrap();
+                    let what = format!("{} on {} {structure}", strategy.name(), t.name());
+                    let (a, b) = match (a, b) {
+                        (None, None) => continue,
+                        (Some(a), Some(b)) => (a, b),
+                        _ => panic!("{what}: applies in one language only"),
+                    };
+                    assert_eq!(a.template, b.template, "{what}");
+                    let target = sycl.get(&b.template).unwrap();
+                    let extra = rendering(&b.template, Language::Sycl)
+                        .unwrap()
+                        .extra_switches;
+                    for (k, v) in b.structure.iter() {
+                        let expected = if extra.contains(&k) {
+                            Some(0)
+                        } else {
+                            a.structure.get(k)
+                        };
+                        assert_eq!(Some(v), expected, "{what}: switch {k}");
+                    }
+                    assert_eq!(
+                        a.structure.iter().count() + extra.len(),
+                        target.switches().len()
+                    );
+                    assert_eq!(a.params.canonical_key(), b.params.canonical_key(), "{what}");
+                    moves += 1;
+                }
+            }
+        }
+        assert!(moves > 500, "only {moves} moves compared");
+    }
+
+    #[test]
+    fn a_missing_rendering_is_a_typed_error() {
+        assert!(matches!(
+            TemplateLibrary::builtin_for(Language::Cuda),
+            Err(MutateError::NoTemplate { .. })
+        ));
+    }
+}

@@ -1,0 +1,260 @@
+//! SGEMM template in SYCL, row-major: C[M x N] = A[M x K] * B[K x N]; the SYCL rendering of
+//! ../gemm_blocked.cl, with the same switches and tunables (kf-mutate's conformance test holds
+//! them together) and SYCL's own sub-group options.
+//!
+//! A free-function kernel over a 2-D nd_range: SYCL's last dimension moves fastest, so
+//! dimension 1 runs along a row of C (OpenCL's dimension 0) and dimension 0 down the rows.
+//! Each work-item computes a TM x (TN * VW) block of C in registers: TM consecutive rows and
+//! TN vectors of VW consecutive columns. Vector j of work-item x covers the columns
+//! (j * WG0 + x) * VW .. + VW of its group's tile, so neighbouring work-items touch
+//! neighbouring columns. A work-group is WG1 x WG0 work-items and owns a BM x BN tile of C.
+//!
+//! Structural switches (resolved into concrete variants by kf-mutate's structural mutator):
+//!   VW            1 (scalar) or 2, 4, 8, 16 (sycl::vec<float, VW> loads and stores of B and C)
+//!   LOCAL_B       stage TK x BN tiles of B in work-group local memory (rows padded by PAD)
+//!   LOCAL_A       stage BM x TK tiles of A in work-group local memory (rows padded by PAD)
+//!   DOUBLE_BUFFER two local B buffers: load tile t+1 while computing tile t (needs LOCAL_B)
+//!   PREFETCH      prefetch the B rows of the next K tile (sycl_ext_oneapi_prefetch)
+//!   SUBGROUP      lane x of a WG0-wide sub-group loads A[row][k + x] and the sub-group hands
+//!                 it to the others (needs VW = 1, WG0 = 16, no LOCAL_A)
+//!   SHUFFLE       how SUBGROUP hands A around: 0 sycl::group_broadcast, 1
+//!                 sycl::select_from_group (a shuffle)
+//!   REQD_SG       0, 8 or 16: the required sub-group size property without SUBGROUP
+//!                 (SUBGROUP always requires WG0)
+//! Tunables: TM, TN, WG0, WG1, TK (K tile), PAD, UNROLL (k-loop unroll).
+// SGEMM (SYCL): each work-item computes a TM x (TN * VW) block of C in registers.
+#include <sycl/sycl.hpp>
+
+#ifndef VW
+#define VW 1
+#endif
+#ifndef LOCAL_A
+#define LOCAL_A 0
+#endif
+#ifndef LOCAL_B
+#define LOCAL_B 0
+#endif
+#ifndef DOUBLE_BUFFER
+#define DOUBLE_BUFFER 0
+#endif
+#ifndef PREFETCH
+#define PREFETCH 0
+#endif
+#ifndef SUBGROUP
+#define SUBGROUP 0
+#endif
+#ifndef SHUFFLE
+#define SHUFFLE 0
+#endif
+#ifndef REQD_SG
+#define REQD_SG 0
+#endif
+#ifndef TM
+#define TM 1
+#endif
+#ifndef TN
+#define TN 1
+#endif
+#ifndef WG0
+#define WG0 16
+#endif
+#ifndef WG1
+#define WG1 1
+#endif
+#ifndef TK
+#define TK 32
+#endif
+#ifndef PAD
+#define PAD 0
+#endif
+#ifndef UNROLL
+#define UNROLL 1
+#endif
+
+namespace syclexp = sycl::ext::oneapi::experimental;
+
+#if VW == 1
+typedef float floatv;
+#define VLOAD(p) (*(p))
+#define VSTORE(v, p) (*(p) = (v))
+#else
+typedef sycl::vec<float, VW> floatv;
+// Unaligned vector access (rows of padded local tiles are not vector-aligned).
+static inline floatv vload(const float* p) {
+    floatv v;
+    v.load(0, sycl::address_space_cast<sycl::access::address_space::generic_space,
+                                       sycl::access::decorated::no>(p));
+    return v;
+}
+static inline void vstore(const floatv& v, float* p) {
+    v.store(0, sycl::address_space_cast<sycl::access::address_space::generic_space,
+                                        sycl::access::decorated::no>(p));
+}
+#define VLOAD(p) vload(p)
+#define VSTORE(v, p) vstore((v), (p))
+#endif
+
+#define BM (WG1 * TM)
+#define BN (WG0 * TN * VW)
+
+#if LOCAL_B && DOUBLE_BUFFER
+typedef float b_tile_t[2][TK][BN + PAD];
+#elif LOCAL_B
+typedef float b_tile_t[TK][BN + PAD];
+#endif
+#if LOCAL_A
+typedef float a_tile_t[BM][TK + PAD];
+#endif
+
+#if SUBGROUP
+#define KU WG0
+extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<2>))
+SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::work_group_size<WG1, WG0>))
+SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<WG0>))
+#elif REQD_SG
+#define KU 1
+extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<2>))
+SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::work_group_size<WG1, WG0>))
+SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::sub_group_size<REQD_SG>))
+#else
+#define KU 1
+extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<2>))
+SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::work_group_size<WG1, WG0>))
+#endif
+void gemm(const int M, const int N, const int K,
+          const float* A,
+          const float* B,
+          float* C) {
+    const sycl::nd_item<2> it = sycl::ext::oneapi::this_work_item::get_nd_item<2>();
+    const int lx = it.get_local_id(1);
+    const int ly = it.get_local_id(0);
+    const int col_base = it.get_group(1) * BN;
+    const int row0 = it.get_group(0) * BM + ly * TM;
+#if LOCAL_A || LOCAL_B || PREFETCH
+    const int lid = ly * WG0 + lx;
+#endif
+#if LOCAL_A
+    const int row_base = it.get_group(0) * BM;
+#endif
+#if LOCAL_A
+    static syclexp::work_group_static<a_tile_t> a_tile;
+    a_tile_t& As = a_tile;
+#endif
+#if LOCAL_B
+    static syclexp::work_group_static<b_tile_t> b_tile;
+    b_tile_t& Bs = b_tile;
+#endif
+#if SUBGROUP
+    const sycl::sub_group sg = it.get_sub_group();
+    const int lane = sg.get_local_linear_id();
+#endif
+
+    floatv acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+#pragma unroll
+        for (int j = 0; j < TN; ++j) {
+            acc[i][j] = floatv(0.0f);
+        }
+    }
+
+#if LOCAL_B && DOUBLE_BUFFER
+    // Stage the first B tile; every iteration then stages the next one into the other buffer
+    // before computing on the current one, so one barrier per tile suffices.
+    for (int idx = lid; idx < TK * (BN / VW); idx += WG0 * WG1) {
+        const int r = idx / (BN / VW);
+        const int c = (idx % (BN / VW)) * VW;
+        VSTORE(VLOAD(B + r * N + col_base + c), &Bs[0][r][c]);
+    }
+    sycl::group_barrier(it.get_group());
+#endif
+    for (int k0 = 0; k0 < K; k0 += TK) {
+#if PREFETCH
+        if (k0 + TK < K) {
+            for (int r = lid; r < TK; r += WG0 * WG1) {
+                syclexp::prefetch(B + (k0 + TK + r) * N + col_base, BN * sizeof(float));
+            }
+        }
+#endif
+#if LOCAL_B && DOUBLE_BUFFER
+        const int cur = (k0 / TK) & 1;
+        if (k0 + TK < K) {
+            for (int idx = lid; idx < TK * (BN / VW); idx += WG0 * WG1) {
+                const int r = idx / (BN / VW);
+                const int c = (idx % (BN / VW)) * VW;
+                VSTORE(VLOAD(B + (k0 + TK + r) * N + col_base + c), &Bs[cur ^ 1][r][c]);
+            }
+        }
+#elif LOCAL_B
+        for (int idx = lid; idx < TK * (BN / VW); idx += WG0 * WG1) {
+            const int r = idx / (BN / VW);
+            const int c = (idx % (BN / VW)) * VW;
+            VSTORE(VLOAD(B + (k0 + r) * N + col_base + c), &Bs[r][c]);
+        }
+#endif
+#if LOCAL_A
+        for (int idx = lid; idx < BM * (TK / VW); idx += WG0 * WG1) {
+            const int r = idx / (TK / VW);
+            const int c = (idx % (TK / VW)) * VW;
+            VSTORE(VLOAD(A + (row_base + r) * K + k0 + c), &As[r][c]);
+        }
+#endif
+#if LOCAL_A || (LOCAL_B && !DOUBLE_BUFFER)
+        sycl::group_barrier(it.get_group());
+#endif
+#pragma unroll UNROLL
+        for (int kk = 0; kk < TK; kk += KU) {
+#if SUBGROUP
+            float a_lane[TM];
+#pragma unroll
+            for (int i = 0; i < TM; ++i) {
+                a_lane[i] = A[(row0 + i) * K + k0 + kk + lane];
+            }
+#pragma unroll
+            for (int u = 0; u < KU; ++u) {
+#else
+            {
+                const int u = 0;
+#endif
+                floatv b[TN];
+#pragma unroll
+                for (int j = 0; j < TN; ++j) {
+#if LOCAL_B && DOUBLE_BUFFER
+                    b[j] = VLOAD(&Bs[cur][kk + u][(j * WG0 + lx) * VW]);
+#elif LOCAL_B
+                    b[j] = VLOAD(&Bs[kk + u][(j * WG0 + lx) * VW]);
+#else
+                    b[j] = VLOAD(B + (k0 + kk + u) * N + col_base + (j * WG0 + lx) * VW);
+#endif
+                }
+#pragma unroll
+                for (int i = 0; i < TM; ++i) {
+#if SUBGROUP && SHUFFLE
+                    const float a = sycl::select_from_group(sg, a_lane[i], u);
+#elif SUBGROUP
+                    const float a = sycl::group_broadcast(sg, a_lane[i], u);
+#elif LOCAL_A
+                    const float a = As[ly * TM + i][kk + u];
+#else
+                    const float a = A[(row0 + i) * K + k0 + kk + u];
+#endif
+#pragma unroll
+                    for (int j = 0; j < TN; ++j) {
+                        acc[i][j] = sycl::fma(floatv(a), b[j], acc[i][j]);
+                    }
+                }
+            }
+        }
+#if LOCAL_A || LOCAL_B
+        sycl::group_barrier(it.get_group());
+#endif
+    }
+
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+#pragma unroll
+        for (int j = 0; j < TN; ++j) {
+            VSTORE(acc[i][j], C + (row0 + i) * N + col_base + (j * WG0 + lx) * VW);
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! The CUDA templates compile with NVRTC in every structure, and their resource use
+//! (registers, shared memory, spills) is reported; where a GPU is present each variant is also
+//! run and verified through the real evaluator. Compilation needs only NVRTC (no GPU): skipped
+//! with a message where NVRTC is not installed (`scripts/setup.sh --cuda`), unless
+//! `KF_REQUIRE_NVRTC=1`; the run is skipped with a message without a GPU, unless
+//! `KF_REQUIRE_CUDA_DEVICE=1` (`scripts/gpu-check.sh`).
+
+use kf_backend_cuda::CudaBackend;
+use kf_core::prelude::*;
+use kf_core::{Backend, BackendErrorKind, CompileOptions};
+use kf_eval::tasks::{builtin_task, parse_sizes};
+use kf_eval::{EvalConfig, KernelEvaluator};
+use kf_mutate::{Feasibility, TemplateLibrary};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+fn required(var: &str) -> bool {
+    std::env::var(var).is_ok_and(|v| v == "1")
+}
+
+/// The compile-only or GPU backend; `None` (after printing why) without NVRTC, unless
+/// `KF_REQUIRE_NVRTC=1`.
+fn backend_or_skip() -> Option<CudaBackend> {
+    match CudaBackend::builder().no_cache().build() {
+        Ok(b) => Some(b),
+        Err(e) if e.kind() == BackendErrorKind::Unavailable && !required("KF_REQUIRE_NVRTC") => {
+            eprintln!("SKIPPED: NVRTC is not installed ({e})");
+            None
+        }
+        Err(e) => panic!("creating the CUDA backend failed: {e}"),
+    }
+}
+
+/// Every structure of every CUDA template at its first feasible configuration for `sizes`.
+fn variants(device: &DeviceFacts, task: &Task) -> Vec<(String, KernelSource, ParamValues)> {
+    let library = TemplateLibrary::cuda().unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let mut out = Vec::new();
+    for template in library.templates() {
+        for structure in template.all_structures() {
+            let Ok(variant) = template.instantiate(&structure) else {
+                continue;
+            };
+            let space = Feasibility::new(&variant.manifest, &task.sizes, Some(device));
+            let params = space
+                .repair(&variant.manifest.default_params(), &[], &mut rng, 5000)
+                .unwrap_or_else(|| panic!("no feasible configuration for {structure}"));
+            out.push((
+                format!("{} {structure}", template.name()),
+                variant.source,
+                params,
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn cuda_templates_compile_with_their_resources() {
+    let Some(backend) = backend_or_skip() else {
+        return;
+    };
+    let sizes = parse_sizes("M=1024,N=1024,K=1024").unwrap();
+    let task = builtin_task("gemm", &sizes).unwrap();
+    let device = backend.device().clone();
+    let cases = variants(&device, &task.describe());
+    assert!(cases.len() >= 10, "only {} variants", cases.len());
+    eprintln!("NVRTC {} for {}", backend.nvrtc().version(), backend.arch());
+    let mut failures = Vec::new();
+    let mut shared_seen = false;
+    for (what, source, params) in &cases {
+        match backend.compile(source, params, &CompileOptions::default()) {
+            Ok(compiled) => {
+                let f = &compiled.facts;
+                eprintln!(
+                    "{what} [{params}]: {:?} registers, {:?} bytes shared, {:?} bytes spilled",
+                    f.registers, f.local_mem_bytes, f.spill_bytes
+                );
+                if f.registers.is_none_or(|r| r == 0) || f.spill_bytes.is_none() {
+                    failures.push(format!("{what}: resources not reported: {f:?}"));
+                }
+                let uses_shared = source.text.contains("__shared__");
+                shared_seen |= uses_shared;
+                if uses_shared != f.local_mem_bytes.is_some_and(|b| b > 0) {
+                    failures.push(format!("{what}: shared memory {:?}", f.local_mem_bytes));
+                }
+            }
+            Err(e) => failures.push(format!("{what} [{params}]: {e}")),
+        }
+    }
+    assert!(shared_seen);
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn cuda_templates_are_correct_on_a_gpu() {
+    let Some(backend) = backend_or_skip() else {
+        return;
+    };
+    if !backend.has_device() {
+        let reason = backend.no_device_reason().unwrap_or("unknown reason");
+        if required("KF_REQUIRE_CUDA_DEVICE") {
+            panic!("KF_REQUIRE_CUDA_DEVICE=1 but there is no CUDA device: {reason}");
+        }
+        eprintln!(
+            "SKIPPED: no CUDA device present ({reason}); running the CUDA templates needs a GPU \
+             (scripts/gpu-check.sh runs this test where there is one)"
+        );
+        return;
+    }
+    let sizes = parse_sizes("M=512,N=512,K=256").unwrap();
+    let task = builtin_task("gemm", &sizes).unwrap();
+    let device = backend.device().clone();
+    let cases = variants(&device, &task.describe());
+    let mut evaluator = KernelEvaluator::new(backend, EvalConfig::default());
+    let mut failures = Vec::new();
+    for (what, source, params) in &cases {
+        let evaluation = evaluator.evaluate(task.as_ref(), source, params).unwrap();
+        eprintln!(
+            "{what} [{params}]: {} {:.1} GFLOP/s",
+            evaluation.status,
+            evaluation.gflops.unwrap_or(0.0)
+        );
+        if evaluation.status != Status::Correct {
+            failures.push(format!(
+                "{what}: {} — {}",
+                evaluation.status, evaluation.diagnostics
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
