@@ -11,6 +11,22 @@ use kf_core::Language;
 
 use crate::error::MutateError;
 
+/// The register-blocked SGEMM template's source (`templates/gemm_blocked.cl`).
+pub const GEMM_BLOCKED_CL: &str = include_str!("../templates/gemm_blocked.cl");
+/// The register-blocked SGEMM template's manifest (`templates/gemm_blocked.toml`).
+pub const GEMM_BLOCKED_TOML: &str = include_str!("../templates/gemm_blocked.toml");
+/// The K-split SGEMM template's source (`templates/gemm_ksplit.cl`).
+pub const GEMM_KSPLIT_CL: &str = include_str!("../templates/gemm_ksplit.cl");
+/// The K-split SGEMM template's manifest (`templates/gemm_ksplit.toml`).
+pub const GEMM_KSPLIT_TOML: &str = include_str!("../templates/gemm_ksplit.toml");
+/// The one-work-item-per-row softmax template's source (`templates/softmax_row.cl`).
+pub const SOFTMAX_ROW_CL: &str = include_str!("../templates/softmax_row.cl");
+/// The one-work-item-per-row softmax template's manifest (`templates/softmax_row.toml`).
+pub const SOFTMAX_ROW_TOML: &str = include_str!("../templates/softmax_row.toml");
+/// The work-group-per-row softmax template's source (`templates/softmax_group.cl`).
+pub const SOFTMAX_GROUP_CL: &str = include_str!("../templates/softmax_group.cl");
+/// The work-group-per-row softmax template's manifest (`templates/softmax_group.toml`).
+pub const SOFTMAX_GROUP_TOML: &str = include_str!("../templates/softmax_group.toml");
 /// The SYCL register-blocked SGEMM template's source (`templates/sycl/gemm_blocked.cpp`).
 pub const SYCL_GEMM_BLOCKED_CPP: &str = include_str!("../templates/sycl/gemm_blocked.cpp");
 /// The SYCL register-blocked SGEMM template's manifest (`templates/sycl/gemm_blocked.toml`).
@@ -48,29 +64,29 @@ const RENDERINGS: &[Rendering] = &[
     Rendering {
         name: "gemm_blocked",
         language: Language::OpenCl,
-        text: crate::template::GEMM_BLOCKED_CL,
-        manifest: crate::template::GEMM_BLOCKED_TOML,
+        text: GEMM_BLOCKED_CL,
+        manifest: GEMM_BLOCKED_TOML,
         extra_switches: &[],
     },
     Rendering {
         name: "gemm_ksplit",
         language: Language::OpenCl,
-        text: crate::template::GEMM_KSPLIT_CL,
-        manifest: crate::template::GEMM_KSPLIT_TOML,
+        text: GEMM_KSPLIT_CL,
+        manifest: GEMM_KSPLIT_TOML,
         extra_switches: &[],
     },
     Rendering {
         name: "softmax_row",
         language: Language::OpenCl,
-        text: crate::softmax::SOFTMAX_ROW_CL,
-        manifest: crate::softmax::SOFTMAX_ROW_TOML,
+        text: SOFTMAX_ROW_CL,
+        manifest: SOFTMAX_ROW_TOML,
         extra_switches: &[],
     },
     Rendering {
         name: "softmax_group",
         language: Language::OpenCl,
-        text: crate::softmax::SOFTMAX_GROUP_CL,
-        manifest: crate::softmax::SOFTMAX_GROUP_TOML,
+        text: SOFTMAX_GROUP_CL,
+        manifest: SOFTMAX_GROUP_TOML,
         extra_switches: &[],
     },
     Rendering {

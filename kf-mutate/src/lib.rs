@@ -58,17 +58,14 @@ mod template;
 pub use cuda::{CUDA_GEMM_BLOCKED_CU, CUDA_GEMM_BLOCKED_TOML};
 pub use error::MutateError;
 pub use languages::{
-    template_languages, SYCL_GEMM_BLOCKED_CPP, SYCL_GEMM_BLOCKED_TOML, SYCL_GEMM_KSPLIT_CPP,
-    SYCL_GEMM_KSPLIT_TOML, SYCL_SOFTMAX_GROUP_CPP, SYCL_SOFTMAX_GROUP_TOML, SYCL_SOFTMAX_ROW_CPP,
-    SYCL_SOFTMAX_ROW_TOML,
+    template_languages, GEMM_BLOCKED_CL, GEMM_BLOCKED_TOML, GEMM_KSPLIT_CL, GEMM_KSPLIT_TOML,
+    SOFTMAX_GROUP_CL, SOFTMAX_GROUP_TOML, SOFTMAX_ROW_CL, SOFTMAX_ROW_TOML, SYCL_GEMM_BLOCKED_CPP,
+    SYCL_GEMM_BLOCKED_TOML, SYCL_GEMM_KSPLIT_CPP, SYCL_GEMM_KSPLIT_TOML, SYCL_SOFTMAX_GROUP_CPP,
+    SYCL_SOFTMAX_GROUP_TOML, SYCL_SOFTMAX_ROW_CPP, SYCL_SOFTMAX_ROW_TOML,
 };
 pub use mix::MixMutator;
 pub use param::{ParamMutator, ParamMutatorConfig};
-pub use softmax::{SOFTMAX_GROUP_CL, SOFTMAX_GROUP_TOML, SOFTMAX_ROW_CL, SOFTMAX_ROW_TOML};
 pub use space::Feasibility;
 pub use strategy::{Change, Move, MutationStrategy, StrategyLibrary, Target};
 pub use structural::{StructuralConfig, StructuralMutator};
-pub use template::{
-    variant_marker, Structure, Template, TemplateLibrary, Variant, GEMM_BLOCKED_CL,
-    GEMM_BLOCKED_TOML, GEMM_KSPLIT_CL, GEMM_KSPLIT_TOML,
-};
+pub use template::{variant_marker, Structure, Template, TemplateLibrary, Variant};

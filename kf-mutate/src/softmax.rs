@@ -77,15 +77,6 @@ use crate::strategy::{Change, MutationStrategy, StrategyLibrary};
 use crate::structural::StructuralMutator;
 use crate::template::{Structure, Template, TemplateLibrary};
 
-/// The one-work-item-per-row softmax template's source (`templates/softmax_row.cl`).
-pub const SOFTMAX_ROW_CL: &str = include_str!("../templates/softmax_row.cl");
-/// The one-work-item-per-row softmax template's manifest (`templates/softmax_row.toml`).
-pub const SOFTMAX_ROW_TOML: &str = include_str!("../templates/softmax_row.toml");
-/// The work-group-per-row softmax template's source (`templates/softmax_group.cl`).
-pub const SOFTMAX_GROUP_CL: &str = include_str!("../templates/softmax_group.cl");
-/// The work-group-per-row softmax template's manifest (`templates/softmax_group.toml`).
-pub const SOFTMAX_GROUP_TOML: &str = include_str!("../templates/softmax_group.toml");
-
 /// The task the softmax templates compute.
 const TASK: &str = "softmax";
 

@@ -541,15 +541,6 @@ pub struct TemplateLibrary {
     templates: Vec<Template>,
 }
 
-/// The register-blocked SGEMM template's source (`templates/gemm_blocked.cl`).
-pub const GEMM_BLOCKED_CL: &str = include_str!("../templates/gemm_blocked.cl");
-/// The register-blocked SGEMM template's manifest (`templates/gemm_blocked.toml`).
-pub const GEMM_BLOCKED_TOML: &str = include_str!("../templates/gemm_blocked.toml");
-/// The K-split SGEMM template's source (`templates/gemm_ksplit.cl`).
-pub const GEMM_KSPLIT_CL: &str = include_str!("../templates/gemm_ksplit.cl");
-/// The K-split SGEMM template's manifest (`templates/gemm_ksplit.toml`).
-pub const GEMM_KSPLIT_TOML: &str = include_str!("../templates/gemm_ksplit.toml");
-
 impl TemplateLibrary {
     /// No templates.
     pub fn new() -> Self {
