@@ -10,7 +10,9 @@ CREATE TABLE IF NOT EXISTS kf_kernels (
     hash        TEXT PRIMARY KEY,
     language    TEXT NOT NULL,
     entry       TEXT NOT NULL,
-    source      JSONB NOT NULL,
+    -- The exact JSON text the kernel hash covers: JSONB would reorder object keys (the declared
+    -- parameters among them), and a worker re-hashing what it read would refuse the job.
+    source      TEXT NOT NULL,
     created_at  TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 CREATE TABLE IF NOT EXISTS kf_profiles (

@@ -282,7 +282,9 @@ impl Store {
             k_hash.push(hash.0.clone());
             k_lang.push(source.language.to_string());
             k_entry.push(source.entry.clone());
-            k_source.push(to_json("kernel", source)?);
+            // The text that was hashed, kept verbatim (see the schema).
+            k_source
+                .push(serde_json::to_string(source).map_err(|e| DistError::decode("kernel", e))?);
         }
         let mut ids = Vec::with_capacity(jobs.len());
         let mut kernel = Vec::with_capacity(jobs.len());
@@ -306,7 +308,7 @@ impl Store {
         let rows = c
             .query(
                 &format!("WITH k AS (INSERT INTO kf_kernels (hash, language, entry, source) \
-                            SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::jsonb[]) \
+                            SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[]) \
                             ON CONFLICT DO NOTHING), \
                       j AS (INSERT INTO kf_jobs (job_id, kernel, profile, device_kind, params) \
                             SELECT t.id, t.kernel, t.profile, $8, t.params \
@@ -436,7 +438,8 @@ impl Store {
                 what: "kernel",
                 hash: hash.0.clone(),
             })?;
-        serde_json::from_value(row.get(0)).map_err(|e| DistError::decode("stored kernel", e))
+        let text: String = row.get(0);
+        serde_json::from_str(&text).map_err(|e| DistError::decode("stored kernel", e))
     }
 
     /// A profile by hash.

@@ -600,3 +600,50 @@ fn only_trusted_workers_results_are_reused_and_reuse_can_be_refused() {
         assert!(!written.contains(secret.as_str()), "a secret was written");
     }
 }
+
+#[test]
+fn a_kernel_declaring_parameters_out_of_sorted_order_is_evaluated_not_refused() {
+    let _serial = lock();
+    let Some((s, dir)) = secure_servers("parameters_in_declaration_order") else {
+        return;
+    };
+    let nats = Nats::start(&s);
+    let db = TestDb::create(&s.database_url, "sec_param_order");
+    let tmp = tempfile::tempdir().unwrap();
+    let base = DistConfig::new(nats.url(), db.url.clone());
+    let worker = RunningWorker::start(
+        base.clone().security(security(&dir, Role::Worker)),
+        "w",
+        tmp.path(),
+    );
+    wait_for_workers(&db, 1);
+    let e = DistEvaluator::builder(
+        base.security(security(&dir, Role::Search)),
+        "order",
+        DEVICE,
+        profile(),
+    )
+    .result_timeout(Duration::from_secs(60))
+    .connect()
+    .unwrap();
+    // Declared as a template would (`WG0` before `TM`): a store that reordered object keys
+    // (JSONB sorts them by length, then bytes) made the worker's re-hash of the kernel differ
+    // from the job's, and every such job was refused while the search waited for it.
+    let mut c = candidate(5);
+    c.source = c
+        .source
+        .clone()
+        .with_param("WG0", [8, 16])
+        .with_param("TM", [1, 2]);
+    let declared: Vec<&str> = c.source.params.keys().map(String::as_str).collect();
+    assert!(
+        declared.windows(2).any(|w| w[0].len() > w[1].len()),
+        "{declared:?}"
+    );
+    let result = evaluate(&e, &c);
+    e.shutdown();
+    assert!(result.is_ok(), "{result:?}");
+    assert_eq!(db.count("SELECT count(*) FROM kf_refusals"), 0);
+    assert_eq!(worker.started().len(), 1);
+    worker.stop();
+}
