@@ -132,23 +132,41 @@ fn the_api_key_reaches_no_worker_file_log_or_report() {
         let _ = stderr.read_to_end(&mut b);
         b
     });
-    // The key is in the search process itself (the test would prove nothing otherwise).
-    let own = std::fs::read(format!("/proc/{}/environ", child.id())).unwrap_or_default();
-    assert!(contains(&own, key.as_bytes()), "kf did not get the key");
+    // The key is in the search process itself (the test would prove nothing otherwise). Right
+    // after spawn the child may not have exec'd yet and still shows this test's environment,
+    // so look again until it has.
+    let exec_deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let own = std::fs::read(format!("/proc/{}/environ", child.id())).unwrap_or_default();
+        if contains(&own, key.as_bytes()) {
+            break;
+        }
+        assert!(Instant::now() < exec_deadline, "kf did not get the key");
+        std::thread::sleep(Duration::from_millis(10));
+    }
 
     let mut inspected = HashSet::new();
     let mut leaks = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(1200);
+    let search_cmdline = std::fs::read(format!("/proc/{}/cmdline", child.id())).unwrap_or_default();
     let status = loop {
         for pid in descendants(child.id()) {
-            if let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) {
-                if env.is_empty() {
-                    continue;
-                }
-                inspected.insert(pid);
-                if contains(&env, key.as_bytes()) {
-                    leaks.push(format!("the environment of process {pid}"));
-                }
+            // A child caught between fork and exec still has the search's memory, environment
+            // and command line: only a process that has exec'd (its own command line, the same
+            // before and after its environment was read) says what a worker was given.
+            let cmdline = |pid: u32| std::fs::read(format!("/proc/{pid}/cmdline")).ok();
+            let before = cmdline(pid);
+            let env = std::fs::read(format!("/proc/{pid}/environ"));
+            let after = cmdline(pid);
+            let (Some(before), Ok(env)) = (before, env) else {
+                continue;
+            };
+            if env.is_empty() || Some(&before) != after.as_ref() || before == search_cmdline {
+                continue;
+            }
+            inspected.insert(pid);
+            if contains(&env, key.as_bytes()) {
+                leaks.push(format!("the environment of process {pid}"));
             }
         }
         if let Some(status) = child.try_wait().unwrap() {
