@@ -568,7 +568,7 @@ pub struct LenientManifest {
 /// parser accepts as far as keys go. `Err` says why the text is no manifest at all.
 ///
 /// ```
-/// let reply = "[params]\nTS = [8, 16]\nspeedup = \"2x\"\n[launch]\nglobal = [\"N\"]\nwhy = 1\n";
+/// let reply = "speedup = \"2x\"\n[params]\nTS = [8, 16]\n[launch]\nglobal = [\"N\"]\nwhy = 1\n";
 /// let m = kf_prompt::parse::lenient_manifest(reply, "gemm", "opencl").unwrap();
 /// assert!(m.text.contains("entry = \"gemm\"") && m.text.contains("language = \"opencl\""));
 /// assert!(!m.text.contains("speedup") && !m.text.contains("why"));
