@@ -1,5 +1,5 @@
 //! For tests that need a real LLM server: finding the one `scripts/llm-server.sh start` runs,
-//! and one rule for when such a test may skip; with feature `test-server`, [`ChatServer`]: a
+//! and one rule for when such a test may skip; with feature `test-server`, `ChatServer`: a
 //! real OpenAI-compatible HTTP server on loopback that answers with replies of the test's
 //! own (see its docs).
 //!
