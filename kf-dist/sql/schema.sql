@@ -6,6 +6,16 @@
 -- results; kf_worker reads kernels, profiles and jobs and adds results and refusals. Neither
 -- may update or delete anything but a worker's own registration: a worker cannot alter a
 -- kernel or a stored result, and a search cannot write a result.
+-- A database of an older format cannot be reused: its kernels are stored as JSONB (whose key
+-- order is not the hashed text's), and its results are not signed.
+DO $format$
+BEGIN
+    IF EXISTS (SELECT 1 FROM information_schema.columns
+               WHERE table_name = 'kf_kernels' AND column_name = 'source' AND data_type = 'jsonb') THEN
+        RAISE EXCEPTION 'this database holds kf-dist tables of an older format (kf_kernels.source is JSONB); use a new database (with scripts/dist-servers.sh: stop, remove .runtime/pg, start)';
+    END IF;
+END
+$format$;
 CREATE TABLE IF NOT EXISTS kf_kernels (
     hash        TEXT PRIMARY KEY,
     language    TEXT NOT NULL,

@@ -17,7 +17,7 @@ pub enum DistError {
         source: async_nats::Error,
     },
     /// PostgreSQL could not be reached or refused a statement.
-    #[error("PostgreSQL ({what}): {source}")]
+    #[error("PostgreSQL ({what}): {}", server_message(source))]
     Database {
         /// What was being done.
         what: String,
@@ -90,3 +90,12 @@ impl DistError {
 
 /// Results of this crate.
 pub type Result<T, E = DistError> = std::result::Result<T, E>;
+
+/// The server's own words for a statement it refused (the client's `Display` says only "db
+/// error"), else the client's error.
+fn server_message(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.severity(), db.message()),
+        None => e.to_string(),
+    }
+}
