@@ -7,12 +7,15 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+#[path = "../http_request/mod.rs"]
+mod http_request;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 /// One step of an answer.
@@ -239,43 +242,15 @@ async fn serve(
     sent: Arc<AtomicUsize>,
     handler: Arc<Handler>,
 ) -> std::io::Result<()> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    let head_end = loop {
-        let n = stream.read(&mut chunk).await?;
-        if n == 0 {
-            return Ok(());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break p + 4;
-        }
+    let Some(request) = http_request::read_request(&mut stream).await? else {
+        return Ok(());
     };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-    let header = |name: &str| {
-        head.lines().find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.trim()
-                .eq_ignore_ascii_case(name)
-                .then(|| v.trim().to_owned())
-        })
-    };
-    let len: usize = header("content-length")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    while buf.len() < head_end + len {
-        let n = stream.read(&mut chunk).await?;
-        if n == 0 {
-            break;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    let body: Value = serde_json::from_slice(&buf[head_end..]).unwrap_or(Value::Null);
+    let body = request.body;
     let index = {
         let mut r = received.lock().unwrap();
         r.push(Received {
             body: body.clone(),
-            authorization: header("authorization"),
+            authorization: request.authorization,
         });
         r.len() - 1
     };
