@@ -55,7 +55,9 @@ mod structural;
 mod sub_groups;
 mod template;
 
-pub use cuda::{CUDA_GEMM_BLOCKED_CU, CUDA_GEMM_BLOCKED_TOML};
+pub use cuda::{
+    CUDA_GEMM_BLOCKED_CU, CUDA_GEMM_BLOCKED_TOML, CUDA_SOFTMAX_GROUP_CU, CUDA_SOFTMAX_GROUP_TOML,
+};
 pub use error::MutateError;
 pub use languages::{
     template_languages, GEMM_BLOCKED_CL, GEMM_BLOCKED_TOML, GEMM_KSPLIT_CL, GEMM_KSPLIT_TOML,

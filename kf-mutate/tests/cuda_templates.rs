@@ -1,4 +1,4 @@
-//! The CUDA templates compile with NVRTC in every structure, and their resource use
+//! The CUDA templates (GEMM and softmax) compile with NVRTC in every structure, and their resource use
 //! (registers, shared memory, spills) is reported; where a GPU is present each variant is also
 //! run and verified through the real evaluator. Compilation needs only NVRTC (no GPU): skipped
 //! with a message where NVRTC is not installed (`scripts/setup.sh --cuda`), unless
@@ -8,7 +8,7 @@
 use kf_backend_cuda::CudaBackend;
 use kf_core::prelude::*;
 use kf_core::{Backend, BackendErrorKind, CompileOptions};
-use kf_eval::tasks::{builtin_task, parse_sizes};
+use kf_eval::tasks::{builtin_task, parse_sizes, KernelTask};
 use kf_eval::{EvalConfig, KernelEvaluator};
 use kf_mutate::{Feasibility, TemplateLibrary};
 use rand::SeedableRng;
@@ -31,22 +31,28 @@ fn backend_or_skip() -> Option<CudaBackend> {
     }
 }
 
-/// Every structure of every CUDA template at its first feasible configuration for `sizes`.
-fn variants(device: &DeviceFacts, task: &Task) -> Vec<(String, KernelSource, ParamValues)> {
+/// Every structure of every CUDA template at its first feasible configuration for its task at
+/// the sizes `sizes(task name)`, with the task it was made for.
+fn variants(
+    device: &DeviceFacts,
+    sizes: impl Fn(&str) -> &'static str,
+) -> Vec<(String, Box<dyn KernelTask>, KernelSource, ParamValues)> {
     let library = TemplateLibrary::cuda().unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(3);
     let mut out = Vec::new();
     for template in library.templates() {
+        let task_sizes = parse_sizes(sizes(template.task())).unwrap();
         for structure in template.all_structures() {
             let Ok(variant) = template.instantiate(&structure) else {
                 continue;
             };
-            let space = Feasibility::new(&variant.manifest, &task.sizes, Some(device));
+            let space = Feasibility::new(&variant.manifest, &task_sizes, Some(device));
             let params = space
                 .repair(&variant.manifest.default_params(), &[], &mut rng, 5000)
                 .unwrap_or_else(|| panic!("no feasible configuration for {structure}"));
             out.push((
                 format!("{} {structure}", template.name()),
+                builtin_task(template.task(), &task_sizes).unwrap(),
                 variant.source,
                 params,
             ));
@@ -60,15 +66,24 @@ fn cuda_templates_compile_with_their_resources() {
     let Some(backend) = backend_or_skip() else {
         return;
     };
-    let sizes = parse_sizes("M=1024,N=1024,K=1024").unwrap();
-    let task = builtin_task("gemm", &sizes).unwrap();
     let device = backend.device().clone();
-    let cases = variants(&device, &task.describe());
-    assert!(cases.len() >= 10, "only {} variants", cases.len());
+    let cases = variants(&device, |task| match task {
+        "gemm" => "M=1024,N=1024,K=1024",
+        _ => "ROWS=4096,COLS=1024",
+    });
+    let per_template = |name: &str| cases.iter().filter(|c| c.0.starts_with(name)).count();
+    // 10 GEMM structures (VW × LOCAL_B × LOCAL_A, SUBGROUP only scalar without LOCAL_A), 24
+    // softmax structures (VW × ALGO × REDUCE).
+    assert!(
+        per_template("gemm_blocked ") >= 10,
+        "only {} GEMM variants",
+        per_template("gemm_blocked ")
+    );
+    assert_eq!(per_template("softmax_group "), 24);
     eprintln!("NVRTC {} for {}", backend.nvrtc().version(), backend.arch());
     let mut failures = Vec::new();
     let mut shared_seen = false;
-    for (what, source, params) in &cases {
+    for (what, _, source, params) in &cases {
         match backend.compile(source, params, &CompileOptions::default()) {
             Ok(compiled) => {
                 let f = &compiled.facts;
@@ -113,13 +128,14 @@ fn cuda_templates_are_correct_on_a_gpu() {
         );
         return;
     }
-    let sizes = parse_sizes("M=512,N=512,K=256").unwrap();
-    let task = builtin_task("gemm", &sizes).unwrap();
     let device = backend.device().clone();
-    let cases = variants(&device, &task.describe());
+    let cases = variants(&device, |task| match task {
+        "gemm" => "M=512,N=512,K=256",
+        _ => "ROWS=1000,COLS=1024",
+    });
     let mut evaluator = KernelEvaluator::new(backend, EvalConfig::default());
     let mut failures = Vec::new();
-    for (what, source, params) in &cases {
+    for (what, task, source, params) in &cases {
         let evaluation = evaluator.evaluate(task.as_ref(), source, params).unwrap();
         eprintln!(
             "{what} [{params}]: {} {:.1} GFLOP/s",
