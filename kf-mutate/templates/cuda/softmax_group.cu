@@ -21,25 +21,7 @@
 //! Tunables: WG (threads per row), RPG (rows per block), CHUNKS (vectors per thread kept in
 //! registers by ALGO 3).
 // Row-wise softmax (CUDA): WG threads per row, RPG rows per block.
-#ifndef VW
-#define VW 1
-#endif
-#ifndef ALGO
-#define ALGO 0
-#endif
-#ifndef REDUCE
-#define REDUCE 0
-#endif
-#ifndef WG
-#define WG 32
-#endif
-#ifndef RPG
-#define RPG 1
-#endif
-#ifndef CHUNKS
-#define CHUNKS 8
-#endif
-
+// Every parameter (switches and tunables) is a definition from the manifest (-DVW=4 ...).
 #define WARP 32
 // NVRTC has no INFINITY macro.
 #define NEG_INF __int_as_float(0xff800000)
