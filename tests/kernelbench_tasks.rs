@@ -1,10 +1,10 @@
 //! The shipped KernelBench level-1 tasks and the rotary f16 task on the real OpenCL runtime
-//! with their real NumPy references: every naive baseline is correct at small sizes (at its
+//! (the rotary task also on the SYCL runtime) with their real NumPy references: every naive baseline is correct at small sizes (at its
 //! first and at other parameter values), the rotary kernels are correct, and kernels that do
 //! part of the work are rejected.
 //!
 //! Skips (printing `SKIPPED: …`) only when the runtime is missing and `KF_REQUIRE_OPENCL` is
-//! not `1`; likewise Python/NumPy with `KF_REQUIRE_PYTHON`.
+//! not `1` (`KF_REQUIRE_SYCL` for the SYCL test); likewise Python/NumPy with `KF_REQUIRE_PYTHON`.
 
 use std::path::{Path, PathBuf};
 
@@ -210,4 +210,56 @@ fn rotary_f16_kernels_are_correct_and_a_half_rotation_is_not() {
     let cheat = Manifest::from_kernel(&naive).unwrap().kernel_source(text);
     let e = ev.evaluate(&t, &cheat, &ParamValues::new()).unwrap();
     assert_eq!(e.status, Status::WrongValues, "{}", e.diagnostics);
+}
+
+/// The SYCL backend, or `None` (after printing why) without a SYCL runtime, unless
+/// `KF_REQUIRE_SYCL=1`.
+fn sycl_backend_or_skip() -> Option<kernelfoundry::sycl::SyclBackend> {
+    use kernelfoundry::core::{BackendError, BackendErrorKind};
+    match kernelfoundry::sycl::SyclBackend::builder()
+        .no_cache()
+        .build()
+    {
+        Ok(b) => Some(b),
+        Err(e)
+            if e.kind() == BackendErrorKind::Unavailable
+                && std::env::var("KF_REQUIRE_SYCL").map_or(true, |v| v != "1") =>
+        {
+            eprintln!("SKIPPED: {e} (run scripts/setup.sh --sycl; KF_REQUIRE_SYCL=1 makes this a failure)");
+            None
+        }
+        Err(e) => panic!("creating the SYCL backend failed: {e}"),
+    }
+}
+
+#[test]
+fn rotary_f16_sycl_kernels_are_correct_against_the_sycl_baseline() {
+    let (Some(backend), true) = (sycl_backend_or_skip(), numpy_or_skip()) else {
+        return;
+    };
+    let cache = tempfile::tempdir().unwrap();
+    let mut ev = KernelEvaluator::new(backend, config());
+    let dir = tasks_dir().join("rotary");
+    let t = task(
+        &dir.join("rotary.toml"),
+        "SEQ=40,HEADS=3,HEAD_DIM=64",
+        cache.path(),
+    );
+    // The task names one baseline per language: the SYCL one is timed here, not refused.
+    let naive = kernel(&dir.join("sycl/rotary_naive.toml"));
+    let e = ev.evaluate(&t, &naive, &ParamValues::new()).unwrap();
+    assert_eq!(e.status, Status::Correct, "naive: {}", e.diagnostics);
+    assert!(
+        e.speedup.is_some(),
+        "no speedup over the SYCL baseline: {}",
+        e.diagnostics
+    );
+    let vec = kernel(&dir.join("sycl/rotary_vec.toml"));
+    for p in [
+        params(&[("VW", 1), ("ITEMS", 2), ("WG", 16)]),
+        params(&[("VW", 4), ("ITEMS", 8), ("WG", 16)]),
+    ] {
+        let e = ev.evaluate(&t, &vec, &p).unwrap();
+        assert_eq!(e.status, Status::Correct, "vec {p}: {}", e.diagnostics);
+    }
 }
