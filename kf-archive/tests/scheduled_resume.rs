@@ -5,13 +5,13 @@ use std::path::Path;
 use std::process::Command;
 
 use kf_archive::{EliteArchive, RunDir, RunMeta};
-use kf_core::emitter::{
-    ArchiveEmitter, EliteEmitter, Emitter, EmitterStats, FrontierEmitter, Scheduler,
+use kf_core::emitter::{EmitterStats, Scheduler};
+use kf_core::testing::{
+    synthetic_emitters, synthetic_seed, SyntheticClassifier, SyntheticEvaluator,
 };
-use kf_core::testing::{synthetic_seed, SyntheticClassifier, SyntheticEvaluator, SyntheticMutator};
 use kf_core::{
-    Archive, BehaviorClassifier, BoxError, BoxMutator, Budget, Engine, EvaluationReport,
-    ObserverMode, RunSummary,
+    Archive, BehaviorClassifier, BoxError, Budget, Engine, EvaluationReport, ObserverMode,
+    RunSummary,
 };
 
 const SEED: u64 = 21;
@@ -28,19 +28,7 @@ fn meta() -> RunMeta {
 }
 
 fn scheduler() -> Scheduler {
-    let emitters: Vec<Box<dyn Emitter>> = vec![
-        Box::new(ArchiveEmitter::new(BoxMutator::new(SyntheticMutator::new(
-            0.1,
-        )))),
-        Box::new(FrontierEmitter::new(BoxMutator::new(
-            SyntheticMutator::new(0.2),
-        ))),
-        Box::new(EliteEmitter::new(
-            BoxMutator::new(SyntheticMutator::new(0.05)),
-            3,
-        )),
-    ];
-    Scheduler::bandit(emitters).unwrap()
+    Scheduler::bandit(synthetic_emitters()).unwrap()
 }
 
 /// Runs the scheduled search, with `dir` as its checkpoint when given and an observer called

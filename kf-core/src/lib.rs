@@ -71,6 +71,8 @@ pub mod noise;
 pub mod novelty;
 pub mod observe;
 pub mod task;
+#[cfg(test)]
+mod test_support;
 pub mod testing;
 pub mod traits;
 

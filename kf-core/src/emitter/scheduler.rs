@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use rand::{Rng, RngCore};
 use serde::{Deserialize, Serialize};
 
-use super::{ArchiveView, Emitter, ParentChoice};
+use super::emitters::{ArchiveView, Emitter, ParentChoice};
 use crate::compose::DynError;
 use crate::error::CoreError;
 use crate::evaluation::Evaluation;

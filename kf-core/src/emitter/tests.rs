@@ -1,60 +1,16 @@
-use std::sync::{Arc, Mutex};
-
 use super::*;
-use crate::checkpoint::{Checkpoint, StepRecord};
+use crate::checkpoint::StepRecord;
+use crate::compose::BoxMutator;
 use crate::engine::{Budget, HistoryPoint};
-use crate::error::{BoxError, CoreError};
+use crate::error::CoreError;
+use crate::test_support::{Barren, Shared};
 use crate::testing::{
-    synthetic_seed, SyntheticClassifier, SyntheticEvaluator, SyntheticMutator, UniformMutator,
+    synthetic_emitters, synthetic_seed, SyntheticClassifier, SyntheticEvaluator, UniformMutator,
     VecArchive,
 };
-use crate::traits::archive::{Archive, InsertOutcome};
+use crate::traits::archive::{Archive, Elite, InsertOutcome};
 use crate::traits::classifier::BehaviorClassifier;
-use crate::traits::mutator::{Mutation, MutationContext, Mutator};
 use crate::Engine;
-
-/// Proposes nothing, ever.
-struct Barren;
-
-#[async_trait::async_trait]
-impl Mutator for Barren {
-    type Error = std::convert::Infallible;
-    fn name(&self) -> &str {
-        "barren"
-    }
-    async fn mutate(&self, _: &Elite, _: &MutationContext) -> Result<Mutation, Self::Error> {
-        Ok(Mutation::default())
-    }
-}
-
-fn three_emitters() -> Vec<Box<dyn Emitter>> {
-    vec![
-        Box::new(ArchiveEmitter::new(BoxMutator::new(SyntheticMutator::new(
-            0.1,
-        )))),
-        Box::new(FrontierEmitter::new(BoxMutator::new(
-            SyntheticMutator::new(0.2),
-        ))),
-        Box::new(EliteEmitter::new(
-            BoxMutator::new(SyntheticMutator::new(0.05)),
-            4,
-        )),
-    ]
-}
-
-/// Shares the records it keeps, so a test can read them after the engine consumed it.
-#[derive(Clone, Default)]
-pub(crate) struct Shared(pub(crate) Arc<Mutex<Vec<StepRecord>>>);
-
-impl<A> Checkpoint<A> for Shared {
-    fn recorded(&mut self) -> Result<Vec<StepRecord>, BoxError> {
-        Ok(self.0.lock().unwrap().clone())
-    }
-    fn record(&mut self, step: &StepRecord, _: &A) -> Result<(), BoxError> {
-        self.0.lock().unwrap().push(step.clone());
-        Ok(())
-    }
-}
 
 struct Outcome {
     history: Vec<HistoryPoint>,
@@ -72,8 +28,8 @@ fn run(
 ) -> Result<Outcome, CoreError> {
     let classifier = SyntheticClassifier::new(4);
     let archive = VecArchive::new(classifier.space().clone());
-    let scheduler = Scheduler::new(three_emitters(), policy)?;
-    let checkpoint = Shared(Arc::new(Mutex::new(recorded)));
+    let scheduler = Scheduler::new(synthetic_emitters(), policy)?;
+    let checkpoint = Shared::holding(recorded);
     let engine = Engine::scheduled(scheduler, SyntheticEvaluator::new(), classifier, archive)
         .seeds(vec![synthetic_seed(5)])
         .seed(seed)
@@ -82,7 +38,7 @@ fn run(
         .checkpoint(checkpoint.clone());
     let handle = engine.scheduler().expect("a scheduled engine");
     let result = engine.run_blocking()?;
-    let records = checkpoint.0.lock().unwrap().clone();
+    let records = checkpoint.records();
     Ok(Outcome {
         history: result.summary.history,
         elites: result.archive.elites().into_iter().cloned().collect(),
@@ -156,8 +112,10 @@ fn the_bandit_learns_to_avoid_an_emitter_that_proposes_nothing() {
     let classifier = SyntheticClassifier::new(4);
     let archive = VecArchive::new(classifier.space().clone());
     let emitters: Vec<Box<dyn Emitter>> = vec![
-        Box::new(ArchiveEmitter::new(BoxMutator::new(Barren))),
-        Box::new(ArchiveEmitter::new(BoxMutator::new(UniformMutator::new(3)))),
+        Box::new(SelectionEmitter::archive(BoxMutator::new(Barren))),
+        Box::new(SelectionEmitter::archive(BoxMutator::new(
+            UniformMutator::new(3),
+        ))),
     ];
     let scheduler = Scheduler::bandit(emitters).unwrap();
     let engine = Engine::scheduled(scheduler, SyntheticEvaluator::new(), classifier, archive)
@@ -200,21 +158,21 @@ fn bad_scheduler_configurations_are_refused() {
     let cases = [
         Scheduler::new(Vec::new(), SchedulerPolicy::default()).err(),
         Scheduler::new(
-            three_emitters(),
+            synthetic_emitters(),
             SchedulerPolicy::Fixed {
                 weights: vec![1.0, 2.0],
             },
         )
         .err(),
         Scheduler::new(
-            three_emitters(),
+            synthetic_emitters(),
             SchedulerPolicy::Fixed {
                 weights: vec![1.0, 0.0, 2.0],
             },
         )
         .err(),
         Scheduler::new(
-            three_emitters(),
+            synthetic_emitters(),
             SchedulerPolicy::Ucb {
                 exploration: 0.5,
                 discount: 0.0,
@@ -223,8 +181,8 @@ fn bad_scheduler_configurations_are_refused() {
         .err(),
         Scheduler::new(
             vec![
-                Box::new(ArchiveEmitter::new(BoxMutator::new(Barren))),
-                Box::new(ArchiveEmitter::new(BoxMutator::new(Barren))),
+                Box::new(SelectionEmitter::archive(BoxMutator::new(Barren))),
+                Box::new(SelectionEmitter::archive(BoxMutator::new(Barren))),
             ],
             SchedulerPolicy::default(),
         )
@@ -320,7 +278,7 @@ mod properties {
             seed in any::<u64>(),
         ) {
             let scheduler = Scheduler::new(
-                three_emitters(),
+                synthetic_emitters(),
                 SchedulerPolicy::Ucb { exploration: 0.5, discount },
             ).unwrap();
             for (arm, outcome, gain, device) in &credits {

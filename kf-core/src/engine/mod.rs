@@ -1116,15 +1116,18 @@ fn credit_emitter(
 }
 
 #[cfg(test)]
+mod novelty_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::candidate::Origin;
     use crate::kernel::{KernelSource, Language, ParamValue, ParamValues};
+    use crate::test_support::Barren;
     use crate::testing::{
         synthetic_seed, SyntheticClassifier, SyntheticEvaluator, SyntheticMutator, VecArchive,
     };
     use crate::traits::mutator::Needs;
-    use std::sync::Mutex;
 
     /// A synthetic point (see [`crate::testing`]): cell by coordinate, 4 levels per dimension.
     fn at(x: [f64; 3]) -> ParamValues {
@@ -1167,20 +1170,6 @@ mod tests {
                 vec![worse, better]
             };
             Ok(Mutation::free(children))
-        }
-    }
-
-    /// A mutator with nothing to propose (a parameter move on a kernel without parameters).
-    struct Barren;
-
-    #[async_trait::async_trait]
-    impl Mutator for Barren {
-        type Error = std::convert::Infallible;
-        fn name(&self) -> &str {
-            "barren"
-        }
-        async fn mutate(&self, _: &Elite, _: &MutationContext) -> Result<Mutation, Self::Error> {
-            Ok(Mutation::free(Vec::new()))
         }
     }
 
