@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::candidate::{Candidate, CandidateId};
 use crate::error::BoxError;
+use crate::novelty::NoveltyCounts;
 use crate::traits::archive::{Elite, InsertOutcome};
 use crate::traits::mutator::Usage;
 
@@ -59,6 +60,13 @@ pub struct StepRecord {
     /// exactly as a run with the larger budget from the start would have.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub budget_bound: bool,
+    /// The emitter a scheduler chose for this step (see [`crate::emitter`]); a resumed run
+    /// that would choose another is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emitter: Option<String>,
+    /// Children the novelty filter found before evaluation (see [`crate::novelty`]).
+    #[serde(default, skip_serializing_if = "NoveltyCounts::is_zero")]
+    pub novelty: NoveltyCounts,
 }
 
 /// Persists step records as they complete and hands them back on resume. The engine calls

@@ -13,6 +13,11 @@
 //!   [`BoxClassifier`]), [`Either`] of two implementations, and function adapters.
 //! * The [`Engine`]: a consuming builder that runs the MAP-Elites loop with a bounded number of
 //!   steps in flight. It depends on `futures` only and owns no async runtime.
+//! * [`emitter`]: parent selection and the choice of mutator out of the archive: emitters, and
+//!   a [`Scheduler`](emitter::Scheduler) that picks them with a bandit credited by archive
+//!   improvement ([`Engine::scheduled`]).
+//! * [`novelty`]: children that repeat an evaluated kernel are dropped before evaluation
+//!   ([`Engine::novelty`]).
 //! * [`testing`]: a synthetic problem with a known optimum per cell, for tests and examples.
 //!
 //! A custom behaviour classifier and a full run in a few lines:
@@ -56,14 +61,18 @@ pub mod checkpoint;
 pub mod compose;
 pub mod descriptor;
 pub mod device;
+pub mod emitter;
 pub mod engine;
 mod error;
 pub mod evaluation;
 pub mod fitness;
 pub mod kernel;
 pub mod noise;
+pub mod novelty;
 pub mod observe;
 pub mod task;
+#[cfg(test)]
+mod test_support;
 pub mod testing;
 pub mod traits;
 

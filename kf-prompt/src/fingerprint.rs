@@ -16,12 +16,12 @@ use kf_core::KernelSource;
 pub fn fingerprint(text: &str, manifest: Option<&str>) -> String {
     let code = kf_source::strip_comments(text);
     let mut h = blake3::Hasher::new();
-    h.update(fold(&code).as_bytes());
+    h.update(kf_source::fold_whitespace(&code).as_bytes());
     h.update(b"\0manifest\0");
     if let Some(m) = manifest {
         let canonical = match m.parse::<toml::Table>() {
             Ok(t) => canonical_toml(&toml::Value::Table(t)),
-            Err(_) => fold(m),
+            Err(_) => kf_source::fold_whitespace(m),
         };
         h.update(canonical.as_bytes());
     }
@@ -31,32 +31,6 @@ pub fn fingerprint(text: &str, manifest: Option<&str>) -> String {
 /// [`fingerprint`] of a kernel source.
 pub(crate) fn of_source(source: &KernelSource) -> String {
     fingerprint(&source.text, source.manifest.as_deref())
-}
-
-/// Whitespace folded: runs of whitespace become one space, and none is kept next to
-/// punctuation (`a + b` and `a+b` fold alike).
-fn fold(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut pending_space = false;
-    for c in text.chars() {
-        if c.is_whitespace() {
-            pending_space = true;
-            continue;
-        }
-        if pending_space {
-            let prev_word = out.chars().last().is_some_and(is_word);
-            if prev_word && is_word(c) {
-                out.push(' ');
-            }
-            pending_space = false;
-        }
-        out.push(c);
-    }
-    out
-}
-
-fn is_word(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
 }
 
 /// TOML values in a canonical text: tables with sorted keys.
@@ -75,7 +49,7 @@ fn canonical_toml(v: &toml::Value) -> String {
             let parts: Vec<String> = a.iter().map(canonical_toml).collect();
             format!("[{}]", parts.join(","))
         }
-        toml::Value::String(s) => format!("{:?}", fold(s)),
+        toml::Value::String(s) => format!("{:?}", kf_source::fold_whitespace(s)),
         other => other.to_string(),
     }
 }

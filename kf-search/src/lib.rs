@@ -64,6 +64,7 @@ mod cli;
 pub mod distributed;
 mod evaluator;
 pub mod explorer;
+pub mod novelty;
 pub mod report;
 mod setup;
 mod tuned;
@@ -75,6 +76,7 @@ pub use cli::SearchArgs;
 #[cfg(all(feature = "cli", feature = "dist"))]
 pub use cli::{DistArgs, SecurityArgs, ServerArgs, DEFAULT_DATABASE_URL, DEFAULT_NATS_URL};
 pub use evaluator::{RemoteError, RemoteEvaluator, SearchEvalError, SearchEvaluator};
+pub use novelty::SourceNovelty;
 pub use setup::{offline_search, template_seeds};
 pub use tuned::TunedEvaluator;
 
@@ -505,6 +507,7 @@ where
         .budget(budget)
         .max_in_flight(config.in_flight.max(1))
         .checkpoint(run_dir)
+        .novelty(SourceNovelty, novelty::shipped_config())
         .add_observer(progress, ObserverMode::Always)
         .add_observer(LogObserver::new(&space), ObserverMode::Always)
         .add_observer(baseline.clone(), ObserverMode::Always);

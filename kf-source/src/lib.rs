@@ -9,7 +9,8 @@
 //! * [`directive`] and [`logical_line`]: directive lines and backslash continuations, from
 //!   which each caller builds its own `#if` walk (the classifier blanks inactive lines, the
 //!   mutators resolve a template's switches);
-//! * [`uses_identifier`], [`replace_identifiers`], [`is_identifier`]: identifier scanning.
+//! * [`uses_identifier`], [`replace_identifiers`], [`is_identifier`]: identifier scanning;
+//! * [`tokens`] and [`fold_whitespace`]: kernel text without its layout.
 //!
 //! A tiny crate with no dependency on the rest of the family, so that `kf-classify`,
 //! `kf-mutate` and the backends can all use it without a cycle.
@@ -35,7 +36,9 @@ mod comments;
 mod directive;
 pub mod expr;
 mod ident;
+mod tokens;
 
 pub use comments::{strip_comments, strip_comments_and_strings};
 pub use directive::{directive, logical_line};
 pub use ident::{is_ident_char, is_identifier, replace_identifiers, uses_identifier};
+pub use tokens::{fold_whitespace, tokens, Token, TokenKind};

@@ -14,7 +14,7 @@ pub use budget::{Budget, StopHandle, StopReason};
 pub use summary::{HistoryPoint, RunResult, RunSummary};
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use futures::future::BoxFuture;
@@ -26,9 +26,11 @@ use rand_chacha::ChaCha8Rng;
 use crate::candidate::{Candidate, CandidateId, Offspring};
 use crate::checkpoint::{ChildRecord, StepRecord};
 use crate::device::DeviceFacts;
+use crate::emitter::{device_seconds, EmitterCredit, ScheduledMutator, Scheduler};
 use crate::error::CoreError;
 use crate::evaluation::Evaluation;
 use crate::fitness::Fitness;
+use crate::novelty::{Novelty, NoveltyConfig, NoveltyCounts, NoveltyIndex, Signature, Verdict};
 use crate::observe::{EvaluationReport, Observe, ObserverMode, RunInfo};
 use crate::task::Task;
 use crate::traits::archive::{Archive, ArchiveMetrics, Elite, InsertOutcome};
@@ -108,6 +110,27 @@ pub struct Engine<M, E, C, A> {
     observers: Vec<BoxedObserver>,
     checkpoint: Option<Box<dyn Checkpoint<A>>>,
     stop: StopHandle,
+    scheduler: Option<Arc<Scheduler>>,
+    novelty: Option<(Arc<dyn Novelty>, NoveltyConfig)>,
+}
+
+impl<E, C, A> Engine<ScheduledMutator, E, C, A>
+where
+    E: Evaluator,
+    C: BehaviorClassifier,
+    A: Archive,
+{
+    /// An engine whose steps are chosen by `scheduler`: each step, it picks an emitter, the
+    /// emitter picks the parent and its mutator proposes the children, and the emitter is
+    /// credited with what they did for the archive (see [`crate::emitter`]). Seeds, budget,
+    /// checkpoints and observers work as with [`Engine::new`].
+    pub fn scheduled(scheduler: Scheduler, evaluator: E, classifier: C, archive: A) -> Self {
+        let scheduler = Arc::new(scheduler);
+        let mutator = ScheduledMutator::new(Arc::clone(&scheduler));
+        let mut engine = Engine::new(mutator, evaluator, classifier, archive);
+        engine.scheduler = Some(scheduler);
+        engine
+    }
 }
 
 impl<M, E, C, A> Engine<M, E, C, A>
@@ -134,7 +157,15 @@ where
             observers: Vec::new(),
             checkpoint: None,
             stop: StopHandle::new(),
+            scheduler: None,
+            novelty: None,
         }
+    }
+
+    /// The scheduler choosing this engine's emitters, when it was made by
+    /// [`Engine::scheduled`]: a handle to read its [`stats`](Scheduler::stats) after the run.
+    pub fn scheduler(&self) -> Option<Arc<Scheduler>> {
+        self.scheduler.clone()
     }
 
     /// The task handed to mutators.
@@ -192,6 +223,13 @@ where
         self
     }
 
+    /// Drops children that repeat (or nearly repeat) a kernel the run already judged, before
+    /// they are evaluated; see [`crate::novelty`]. Seeds are always evaluated.
+    pub fn novelty(mut self, novelty: impl Novelty + 'static, config: NoveltyConfig) -> Self {
+        self.novelty = Some((Arc::new(novelty), config));
+        self
+    }
+
     /// A handle that stops the run from elsewhere.
     pub fn stop_handle(&self) -> StopHandle {
         self.stop.clone()
@@ -223,6 +261,8 @@ where
             observers,
             checkpoint,
             stop,
+            scheduler,
+            novelty,
         } = self;
         if config.budget.is_unbounded() {
             return Err(CoreError::InvalidConfig(
@@ -260,6 +300,10 @@ where
             config,
             observers,
             checkpoint,
+            scheduler,
+            novelty,
+            novelty_index: Arc::new(Mutex::new(NoveltyIndex::default())),
+            novelty_counts: NoveltyCounts::default(),
             started: Instant::now(),
             rng: ChaCha8Rng::seed_from_u64(0),
             next_id: 0,
@@ -338,23 +382,34 @@ where
                     let reservation = reservation.min(1);
                     let ids = state.take_ids(reservation);
                     let fut = match replay {
-                        Some(rec) => replay_future(rec, None, step)?,
+                        Some(rec) => replay_future(rec, None, None, step)?,
                         None => {
                             let child = Offspring::new(seed.source, seed.params, seed.origin);
                             let mutation = Ok(Mutation::free(vec![child]));
-                            evaluate_future(&evaluator, mutation, None, ids.clone())
+                            evaluate_future(&evaluator, mutation, None, ids.clone(), None)
                         }
                     };
                     Launched {
                         step,
                         parent: None,
+                        emitter: None,
                         reservation,
                         budget_bound,
                         ids,
                         fut,
                     }
                 } else {
-                    let Some(parent) = state.archive.select_parent(&mut state.rng).cloned() else {
+                    let chosen = match &state.scheduler {
+                        Some(s) => s
+                            .choose(step, &mut state.archive, &mut state.rng)
+                            .map(|(i, p)| (Some(i), p)),
+                        None => state
+                            .archive
+                            .select_parent(&mut state.rng)
+                            .cloned()
+                            .map(|p| (None, p)),
+                    };
+                    let Some((emitter, parent)) = chosen else {
                         if in_flight.is_empty() {
                             return Err(CoreError::NoParent(
                                 "every seed failed to evaluate or classify".into(),
@@ -380,8 +435,13 @@ where
                     };
                     let parent_id = parent.candidate.id;
                     let ids = state.take_ids(reservation);
+                    let filter = state.filter();
                     let fut = match replay {
-                        Some(rec) => replay_future(rec, Some(parent_id), step)?,
+                        Some(rec) => {
+                            let name = emitter
+                                .and_then(|i| state.scheduler.as_ref().map(|s| s.name_of(i)));
+                            replay_future(rec, Some(parent_id), name, step)?
+                        }
                         None => {
                             let mutator = &mutator;
                             let evaluator = &evaluator;
@@ -391,8 +451,14 @@ where
                                     .mutate(&parent, &ctx)
                                     .await
                                     .map_err(|e| e.to_string());
-                                evaluate_future(evaluator, mutation, Some(parent_id), ids_for_step)
-                                    .await
+                                evaluate_future(
+                                    evaluator,
+                                    mutation,
+                                    Some(parent_id),
+                                    ids_for_step,
+                                    filter,
+                                )
+                                .await
                             }
                             .boxed()
                         }
@@ -400,6 +466,7 @@ where
                     Launched {
                         step,
                         parent: Some(parent_id),
+                        emitter,
                         reservation,
                         budget_bound,
                         ids,
@@ -411,6 +478,7 @@ where
                 let Launched {
                     step,
                     parent,
+                    emitter,
                     reservation,
                     budget_bound,
                     ids,
@@ -420,6 +488,7 @@ where
                     fut.map(move |outcome| StepDone {
                         step,
                         parent,
+                        emitter,
                         reservation,
                         budget_bound,
                         ids,
@@ -452,6 +521,7 @@ where
             usage: state.usage,
             wall_seconds: state.started.elapsed().as_secs_f64(),
             history: state.history,
+            novelty: state.novelty_counts,
         };
         for (o, _) in state.observers.iter_mut() {
             o.observe_end(&summary).map_err(CoreError::Observer)?;
@@ -467,6 +537,8 @@ where
 struct Launched<'a, Err> {
     step: u64,
     parent: Option<CandidateId>,
+    /// The scheduler's emitter for the step (none for seeds and unscheduled engines).
+    emitter: Option<usize>,
     reservation: u64,
     budget_bound: bool,
     ids: std::ops::Range<u64>,
@@ -485,6 +557,8 @@ enum StepOutcome<Err> {
         usage: Result<Usage, String>,
         candidates: Vec<Candidate>,
         evaluations: Vec<Result<Evaluation, Err>>,
+        /// Children the novelty filter found.
+        novelty: NoveltyCounts,
     },
     /// Taken from the run directory.
     Replayed(StepRecord),
@@ -493,6 +567,7 @@ enum StepOutcome<Err> {
 struct StepDone<Err> {
     step: u64,
     parent: Option<CandidateId>,
+    emitter: Option<usize>,
     reservation: u64,
     budget_bound: bool,
     ids: std::ops::Range<u64>,
@@ -502,8 +577,18 @@ struct StepDone<Err> {
 fn replay_future<'a, Err: Send + 'a>(
     record: &StepRecord,
     parent: Option<CandidateId>,
+    emitter: Option<&str>,
     step: u64,
 ) -> Result<BoxFuture<'a, StepOutcomeOnly<Err>>, CoreError> {
+    if record.emitter.as_deref() != emitter {
+        return Err(CoreError::ResumeMismatch {
+            step,
+            what: format!(
+                "was emitted by {:?}, but this run chooses {:?}",
+                record.emitter, emitter
+            ),
+        });
+    }
     if record.parent != parent {
         return Err(CoreError::ResumeMismatch {
             step,
@@ -517,15 +602,57 @@ fn replay_future<'a, Err: Send + 'a>(
     Ok(futures::future::ready(StepOutcomeOnly { outcome }).boxed())
 }
 
+/// What a live step's children are checked against: the signatures judged before it was
+/// launched (the first `visible`).
+struct Filter {
+    novelty: Arc<dyn Novelty>,
+    config: NoveltyConfig,
+    index: Arc<Mutex<NoveltyIndex>>,
+    visible: usize,
+}
+
+impl Filter {
+    /// Drops the children the filter rejects; returns what it found.
+    fn apply(&self, children: &mut Vec<crate::candidate::Offspring>) -> NoveltyCounts {
+        let mut counts = NoveltyCounts::default();
+        let mut kept_signatures: Vec<Signature> = Vec::new();
+        let index = self.index.lock().unwrap_or_else(|p| p.into_inner());
+        children.retain(|child| {
+            let signature = self.novelty.signature(&child.source, &child.params);
+            match index.verdict(&signature, self.visible, &kept_signatures, &self.config) {
+                Verdict::Novel => {}
+                Verdict::Duplicate => {
+                    counts.duplicates += 1;
+                    return false;
+                }
+                Verdict::NearDuplicate => {
+                    counts.near_duplicates += 1;
+                    if self.config.reject_near {
+                        return false;
+                    }
+                }
+            }
+            kept_signatures.push(signature);
+            true
+        });
+        counts
+    }
+}
+
 fn evaluate_future<'a, E: Evaluator>(
     evaluator: &'a E,
     mutation: Result<Mutation, String>,
     parent: Option<CandidateId>,
     ids: std::ops::Range<u64>,
+    filter: Option<Filter>,
 ) -> BoxFuture<'a, StepOutcomeOnly<E::Error>> {
     async move {
+        let mut novelty = NoveltyCounts::default();
         let (usage, candidates) = match mutation {
-            Ok(m) => {
+            Ok(mut m) => {
+                if let Some(filter) = &filter {
+                    novelty = filter.apply(&mut m.children);
+                }
                 let candidates: Vec<Candidate> = ids
                     .zip(m.children)
                     .map(|(id, child)| Candidate::from_offspring(CandidateId(id), parent, child))
@@ -544,6 +671,7 @@ fn evaluate_future<'a, E: Evaluator>(
                 usage,
                 candidates,
                 evaluations,
+                novelty,
             },
         }
     }
@@ -560,6 +688,11 @@ struct LoopState<'m, M, C, A> {
     config: EngineConfig,
     observers: Vec<BoxedObserver>,
     checkpoint: Option<Box<dyn Checkpoint<A>>>,
+    scheduler: Option<Arc<Scheduler>>,
+    novelty: Option<(Arc<dyn Novelty>, NoveltyConfig)>,
+    /// Signatures of every judged child, for the novelty filter.
+    novelty_index: Arc<Mutex<NoveltyIndex>>,
+    novelty_counts: NoveltyCounts,
     started: Instant,
     rng: ChaCha8Rng,
     next_id: u64,
@@ -615,6 +748,35 @@ where
         }
     }
 
+    /// The novelty filter of a step launched now.
+    fn filter(&self) -> Option<Filter> {
+        let (novelty, config) = self.novelty.as_ref()?;
+        let visible = self
+            .novelty_index
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len();
+        Some(Filter {
+            novelty: Arc::clone(novelty),
+            config: *config,
+            index: Arc::clone(&self.novelty_index),
+            visible,
+        })
+    }
+
+    /// Registers a completed step's children with the novelty filter.
+    fn register_novelty(&mut self, record: &StepRecord) {
+        self.novelty_counts.add(record.novelty);
+        let Some((novelty, _)) = &self.novelty else {
+            return;
+        };
+        let mut index = self.novelty_index.lock().unwrap_or_else(|p| p.into_inner());
+        for child in &record.children {
+            let c = child.candidate();
+            index.register(novelty.signature(&c.source, &c.params));
+        }
+    }
+
     /// Reserves a block of candidate ids for a step at launch, so that ids follow launch order
     /// and the evaluator sees each candidate's final id. Unused ids are skipped.
     fn take_ids(&mut self, n: u64) -> std::ops::Range<u64> {
@@ -628,11 +790,13 @@ where
         let StepDone {
             step,
             parent,
+            emitter,
             reservation,
             budget_bound,
             ids,
             outcome,
         } = done;
+        let qd_before = self.archive.metrics().qd_score;
         let (record, replayed, metrics_after) = match outcome {
             StepOutcome::Replayed(record) => {
                 let metrics_after = self.apply_replay(&record, ids)?;
@@ -642,13 +806,22 @@ where
                 usage,
                 candidates,
                 evaluations,
+                novelty,
             } => {
                 let (mut record, metrics_after) =
                     self.judge(step, parent, usage, candidates, evaluations);
                 record.budget_bound = budget_bound;
+                record.novelty = novelty;
+                record.emitter =
+                    emitter.and_then(|i| self.scheduler.as_ref().map(|s| s.name_of(i).to_owned()));
                 (record, false, metrics_after)
             }
         };
+        if let (Some(scheduler), Some(index)) = (&self.scheduler, emitter) {
+            scheduler.finish_step(step);
+            credit_emitter(scheduler, index, &record, qd_before, &metrics_after);
+        }
+        self.register_novelty(&record);
         let used = record.children.len() as u64;
         if record.children.is_empty() && record.error.is_none() {
             self.idle_steps += 1;
@@ -716,6 +889,8 @@ where
                     children: Vec::new(),
                     error: Some(format!("mutator `{}`: {error}", self.mutator.name())),
                     budget_bound: false,
+                    emitter: None,
+                    novelty: NoveltyCounts::default(),
                 };
                 return (record, Vec::new());
             }
@@ -733,6 +908,8 @@ where
             children,
             error: None,
             budget_bound: false,
+            emitter: None,
+            novelty: NoveltyCounts::default(),
         };
         (record, metrics_after)
     }
@@ -901,16 +1078,56 @@ where
     }
 }
 
+/// Credits a step's emitter with each of its children (what each did to the QD-score, from
+/// the archive's metrics right after it), or with nothing for a step that proposed none.
+fn credit_emitter(
+    scheduler: &Scheduler,
+    index: usize,
+    record: &StepRecord,
+    qd_before: f64,
+    metrics_after: &[ArchiveMetrics],
+) {
+    if record.children.is_empty() {
+        scheduler.credit(index, None, EmitterCredit::NOTHING);
+        return;
+    }
+    let mut qd = qd_before;
+    for (i, child) in record.children.iter().enumerate() {
+        let after = metrics_after.get(i).map_or(qd, |m| m.qd_score);
+        let credit = match child {
+            ChildRecord::Judged { elite, outcome } => EmitterCredit {
+                outcome: Some(*outcome),
+                qd_gain: after - qd,
+                device_seconds: device_seconds(&elite.evaluation),
+                child: true,
+            },
+            ChildRecord::Failed { .. } => EmitterCredit {
+                child: true,
+                ..EmitterCredit::NOTHING
+            },
+        };
+        let elite = match child {
+            ChildRecord::Judged { elite, .. } => Some(elite.as_ref()),
+            ChildRecord::Failed { .. } => None,
+        };
+        scheduler.credit(index, elite, credit);
+        qd = after;
+    }
+}
+
+#[cfg(test)]
+mod novelty_tests;
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::candidate::Origin;
     use crate::kernel::{KernelSource, Language, ParamValue, ParamValues};
+    use crate::test_support::Barren;
     use crate::testing::{
         synthetic_seed, SyntheticClassifier, SyntheticEvaluator, SyntheticMutator, VecArchive,
     };
     use crate::traits::mutator::Needs;
-    use std::sync::Mutex;
 
     /// A synthetic point (see [`crate::testing`]): cell by coordinate, 4 levels per dimension.
     fn at(x: [f64; 3]) -> ParamValues {
@@ -953,20 +1170,6 @@ mod tests {
                 vec![worse, better]
             };
             Ok(Mutation::free(children))
-        }
-    }
-
-    /// A mutator with nothing to propose (a parameter move on a kernel without parameters).
-    struct Barren;
-
-    #[async_trait::async_trait]
-    impl Mutator for Barren {
-        type Error = std::convert::Infallible;
-        fn name(&self) -> &str {
-            "barren"
-        }
-        async fn mutate(&self, _: &Elite, _: &MutationContext) -> Result<Mutation, Self::Error> {
-            Ok(Mutation::free(Vec::new()))
         }
     }
 

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::budget::StopReason;
 use crate::fitness::Fitness;
+use crate::novelty::NoveltyCounts;
 use crate::traits::archive::ArchiveMetrics;
 use crate::traits::mutator::Usage;
 
@@ -43,6 +44,9 @@ pub struct RunSummary {
     pub wall_seconds: f64,
     /// Metrics after every evaluation.
     pub history: Vec<HistoryPoint>,
+    /// What the novelty filter found (zero without one).
+    #[serde(default)]
+    pub novelty: NoveltyCounts,
 }
 
 /// A finished run: the archive and the summary.

@@ -211,6 +211,26 @@ fn one_child(mutator: &str, x: &[f64]) -> Mutation {
     Mutation::free(vec![child])
 }
 
+/// Three emitters over [`SyntheticMutator`]s, for tests and examples of a
+/// [`Scheduler`](crate::emitter::Scheduler): the archive's choice with steps of 0.1, the
+/// frontier with steps of 0.2, and the 4 fittest elites with steps of 0.05.
+pub fn synthetic_emitters() -> Vec<Box<dyn crate::emitter::Emitter>> {
+    use crate::emitter::SelectionEmitter;
+    use crate::BoxMutator;
+    vec![
+        Box::new(SelectionEmitter::archive(BoxMutator::new(
+            SyntheticMutator::new(0.1),
+        ))),
+        Box::new(SelectionEmitter::frontier(BoxMutator::new(
+            SyntheticMutator::new(0.2),
+        ))),
+        Box::new(SelectionEmitter::elite(
+            BoxMutator::new(SyntheticMutator::new(0.05)),
+            4,
+        )),
+    ]
+}
+
 /// Ignores the parent and proposes a uniformly random point: random search, the baseline
 /// MAP-Elites must beat.
 #[derive(Debug, Clone)]

@@ -107,6 +107,10 @@ pub struct ReportJson {
     pub failed_steps: u64,
     /// Steps replayed from the run folder.
     pub replayed_steps: u64,
+    /// Children the novelty filter found: repeats of an evaluated kernel (not evaluated) and
+    /// near-duplicates.
+    #[serde(default)]
+    pub novelty: kf_core::novelty::NoveltyCounts,
     /// Mutator usage (requests, tokens, cost).
     pub usage: Usage,
     /// The best kernel's source file, relative to the report folder.
@@ -340,6 +344,14 @@ impl<'a> Report<'a> {
             self.summary.wall_seconds,
             self.summary.stop_reason
         );
+        let n = self.summary.novelty;
+        if !n.is_zero() {
+            let _ = writeln!(
+                s,
+                "Novelty filter: {} repeats of an evaluated kernel not evaluated, {} near-duplicates",
+                n.duplicates, n.near_duplicates
+            );
+        }
         s
     }
 
@@ -410,6 +422,7 @@ impl<'a> Report<'a> {
             steps: s.steps,
             failed_steps: s.failed_steps,
             replayed_steps: s.replayed_steps,
+            novelty: s.novelty,
             usage: s.usage,
             best_kernel_path: best_json.as_ref().map(|b| b.path.clone()),
             best_params: best_json.as_ref().map(|b| b.params.clone()),

@@ -156,6 +156,7 @@ fn summary_for(elites: &[Elite], evaluations: u64) -> RunSummary {
         usage: Usage::default(),
         wall_seconds: evaluations as f64 * 0.5,
         history,
+        novelty: kf_core::novelty::NoveltyCounts::default(),
     }
 }
 
@@ -433,6 +434,36 @@ fn an_empty_archive_still_reports() {
     assert_eq!(doc["cells_filled"], 0);
     assert_eq!(doc["cells"].as_array().unwrap().len(), 0);
     assert!(out.heatmap.is_some() && out.curve.is_some());
+}
+
+#[test]
+fn what_the_novelty_filter_found_is_in_the_report() {
+    let elites = gemm_like();
+    let space = DescriptorSpace::kernel_default();
+    let mut summary = summary_for(&elites, 40);
+    let quiet = Report::new(&space, &summary, &elites).summary_text();
+    assert!(
+        !quiet.contains("Novelty filter"),
+        "nothing found, nothing said: {quiet}"
+    );
+    summary.novelty = kf_core::novelty::NoveltyCounts {
+        duplicates: 7,
+        near_duplicates: 2,
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Report::new(&space, &summary, &elites)
+        .write(tmp.path())
+        .unwrap();
+    assert!(
+        out.summary.contains(
+            "Novelty filter: 7 repeats of an evaluated kernel not evaluated, 2 near-duplicates"
+        ),
+        "{}",
+        out.summary
+    );
+    let doc = read_json(&out.report_json);
+    assert_eq!(doc["novelty"]["duplicates"], 7);
+    assert_eq!(doc["novelty"]["near_duplicates"], 2);
 }
 
 #[test]
