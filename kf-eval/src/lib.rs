@@ -27,6 +27,7 @@ mod element;
 mod error;
 mod isolate;
 pub mod kernels;
+mod profile;
 mod protocol;
 pub mod taskfile;
 pub mod tasks;
@@ -38,5 +39,6 @@ pub use isolate::{
     is_secret, IsolatedEvaluator, IsolatedEvaluatorBuilder, ResourceLimits, TimeoutPolicy,
     WorkerCommand, DEFAULT_HANDSHAKE_LIMIT,
 };
+pub use profile::EvalProfile;
 pub use protocol::{bounded, EvalConfig, KernelEvaluator, TimingConfig, EXTRACTION_ERROR_MARKER};
 pub use worker::{BackendSpec, TaskFileJob, TaskRegistry};

@@ -17,6 +17,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::error::EvalError;
+use crate::profile::{charge_transfer, since, take_transfer_seconds, EvalProfile};
 use crate::tasks::{sizes_text, ArgSpec, BufferSpec, HostBuffer, KernelTask, Role, Sizes};
 use crate::verify::{compare_buffers, guard_violation, tolerance_for, Verdict, GUARD_BYTE};
 
@@ -166,6 +167,8 @@ struct Prepared<'t, B> {
     buffers: Vec<Guarded<B>>,
     data: Arc<Vec<HostBuffer>>,
     reference: Arc<Vec<HostBuffer>>,
+    /// Whether the data and reference were drawn for this evaluation (not reused).
+    fresh: bool,
 }
 
 /// An input set kept for reuse, with its reference and how often it was used.
@@ -234,16 +237,20 @@ fn fill<B: Backend>(
     let mut bytes = vec![GUARD_BYTE; g.guard + g.bytes + g.guard];
     let n = payload.len().min(g.bytes);
     bytes[g.guard..g.guard + n].copy_from_slice(&payload[..n]);
-    backend
+    let started = Instant::now();
+    let written = backend
         .write(&mut g.buffer, &bytes)
-        .map_err(|e| EvalError::Backend(format!("writing a buffer: {e}")))
+        .map_err(|e| EvalError::Backend(format!("writing a buffer: {e}")));
+    charge_transfer(started);
+    written
 }
 
 fn read<B: Backend>(backend: &B, g: &Guarded<B::Buffer>) -> Result<Vec<u8>, EvalError> {
     let mut out = vec![0u8; g.guard + g.bytes + g.guard];
-    backend
-        .read(&g.buffer, &mut out)
-        .map_err(|e| EvalError::Backend(format!("reading a buffer: {e}")))?;
+    let started = Instant::now();
+    let result = backend.read(&g.buffer, &mut out);
+    charge_transfer(started);
+    result.map_err(|e| EvalError::Backend(format!("reading a buffer: {e}")))?;
     Ok(out)
 }
 
@@ -457,6 +464,7 @@ pub struct KernelEvaluator<B: Backend> {
     inputs: HashMap<String, CachedInputs>,
     reference_kernels: HashMap<String, B::Kernel>,
     peaks: Option<crate::characterise::Peaks>,
+    profile: EvalProfile,
 }
 
 impl<B: Backend> KernelEvaluator<B> {
@@ -472,6 +480,7 @@ impl<B: Backend> KernelEvaluator<B> {
             inputs: HashMap::new(),
             reference_kernels: HashMap::new(),
             peaks,
+            profile: EvalProfile::default(),
         }
     }
 
@@ -502,10 +511,31 @@ impl<B: Backend> KernelEvaluator<B> {
         self.config = config;
     }
 
+    /// Where the time of the last [`KernelEvaluator::evaluate`] went.
+    pub fn last_profile(&self) -> &EvalProfile {
+        &self.profile
+    }
+
     /// Evaluates `source` with `params` (missing parameters take the manifest's defaults) on
     /// `task`. A bad kernel gives an evaluation low on the ladder; `Err` means the evaluator
     /// itself could not work (for example the baseline does not compile).
+    /// [`KernelEvaluator::last_profile`] says afterwards where its time went.
     pub fn evaluate(
+        &mut self,
+        task: &dyn KernelTask,
+        source: &KernelSource,
+        params: &ParamValues,
+    ) -> Result<Evaluation, EvalError> {
+        self.profile = EvalProfile::default();
+        let _ = take_transfer_seconds();
+        let started = Instant::now();
+        let result = self.evaluate_profiled(task, source, params);
+        self.profile.total_s = since(started);
+        self.profile.transfer_s = take_transfer_seconds();
+        result
+    }
+
+    fn evaluate_profiled(
         &mut self,
         task: &dyn KernelTask,
         source: &KernelSource,
@@ -566,7 +596,10 @@ impl<B: Backend> KernelEvaluator<B> {
             Ok(r) => r,
             Err(message) => return Ok(fail(Status::CompileError, message, &params)),
         };
-        let compiled = match self.backend.compile(source, &params, &self.config.compile) {
+        let compile_started = Instant::now();
+        let compiled = self.backend.compile(source, &params, &self.config.compile);
+        self.profile.compile_s = since(compile_started);
+        let compiled = match compiled {
             Ok(c) => c,
             Err(e) => {
                 let f = backend_failure(&e, "compilation failed");
@@ -612,8 +645,18 @@ impl<B: Backend> KernelEvaluator<B> {
                 Some((t, r)) => (t.as_ref(), r.clone()),
                 None => (task, range.clone()),
             };
+            let inputs_started = Instant::now();
             let mut prepared = self.prepare(set_task, set_range, &mut rng, set)?;
-            match self.launch_checked(&compiled.kernel, &mut prepared) {
+            self.profile.inputs_s += since(inputs_started);
+            if prepared.fresh {
+                self.profile.inputs_generated += 1;
+            } else {
+                self.profile.inputs_reused += 1;
+            }
+            let verify_started = Instant::now();
+            let verdict = self.launch_checked(&compiled.kernel, &mut prepared);
+            self.profile.verify_s += since(verify_started);
+            match verdict {
                 Ok(report) => {
                     if worst.is_none_or(|w| report.fraction_within < w.fraction_within) {
                         worst = Some(report);
@@ -641,16 +684,22 @@ impl<B: Backend> KernelEvaluator<B> {
         };
 
         // Timing, interleaved with the baseline.
+        let baseline_started = Instant::now();
         let baseline_key = self.ensure_baseline(task)?;
-        let (samples, baseline_stats) =
-            match self.time(&compiled.kernel, &mut timed, baseline_key.as_deref()) {
-                Ok(t) => t,
-                Err(f) => {
-                    let mut e = fail(f.status, format!("during timing: {}", f.message), &params);
-                    e.correctness = f.report.or(worst);
-                    return finish(e);
-                }
-            };
+        self.profile.baseline_s += since(baseline_started);
+        let timing_started = Instant::now();
+        let baseline_before = self.profile.baseline_s;
+        let timing = self.time(&compiled.kernel, &mut timed, baseline_key.as_deref());
+        // time() charges its interleaved baseline launches to `baseline_s`.
+        self.profile.timing_s = since(timing_started) - (self.profile.baseline_s - baseline_before);
+        let (samples, baseline_stats) = match timing {
+            Ok(t) => t,
+            Err(f) => {
+                let mut e = fail(f.status, format!("during timing: {}", f.message), &params);
+                e.correctness = f.report.or(worst);
+                return finish(e);
+            }
+        };
         let Some(stats) = TimingStats::from_samples(&samples) else {
             let message = "the device reported no usable timing".to_owned();
             return finish(fail(Status::RuntimeError, message, &params));
@@ -761,10 +810,10 @@ impl<B: Backend> KernelEvaluator<B> {
     ) -> Result<Prepared<'t, B::Buffer>, EvalError> {
         let key = format!("{}:{}:{variant}", task.name(), sizes_text(&task.sizes()));
         let reuse = self.config.reuse_inputs;
-        let (data, reference) = match self.inputs.get_mut(&key) {
+        let (data, reference, fresh) = match self.inputs.get_mut(&key) {
             Some(c) if c.uses < reuse => {
                 c.uses += 1;
-                (Arc::clone(&c.data), Arc::clone(&c.reference))
+                (Arc::clone(&c.data), Arc::clone(&c.reference), false)
             }
             _ => {
                 let data = task.generate(rng, variant);
@@ -781,7 +830,7 @@ impl<B: Backend> KernelEvaluator<B> {
                     };
                     self.inputs.insert(key, cached);
                 }
-                (data, reference)
+                (data, reference, true)
             }
         };
         let buffers = task
@@ -796,6 +845,7 @@ impl<B: Backend> KernelEvaluator<B> {
             buffers,
             data,
             reference,
+            fresh,
         })
     }
 
@@ -981,6 +1031,7 @@ impl<B: Backend> KernelEvaluator<B> {
             sets.push(bufs);
         }
         let mut baseline = baseline_key.and_then(|k| self.baselines.get_mut(k));
+        let has_baseline = baseline.is_some();
         // The baseline needs a warm-up launch only before its first timed one.
         let baseline_cold = baseline.as_ref().is_some_and(|b| b.samples.is_empty());
         // The baseline writes into buffers of its own.
@@ -1059,8 +1110,11 @@ impl<B: Backend> KernelEvaluator<B> {
         for w in 0..t.warmup {
             launch_candidate(&mut sets[w as usize % copies])?;
         }
+        let mut baseline_seconds = 0.0;
         if baseline_cold {
+            let started = Instant::now();
             launch_baseline(0, &mut sets, false)?;
+            baseline_seconds += since(started);
         }
         let started = Instant::now();
         let mut samples = Vec::new();
@@ -1076,7 +1130,9 @@ impl<B: Backend> KernelEvaluator<B> {
             total += s;
             trial += 1;
             if baseline_done < t.baseline_trials && trial.is_multiple_of(every) {
+                let started = Instant::now();
                 launch_baseline((copy + 1) % copies, &mut sets, true)?;
+                baseline_seconds += since(started);
                 baseline_done += 1;
             }
             let enough = trial as u32 >= t.min_trials && total >= t.min_seconds;
@@ -1088,9 +1144,17 @@ impl<B: Backend> KernelEvaluator<B> {
             }
         }
         while baseline_done < t.baseline_trials {
+            let started = Instant::now();
             launch_baseline(trial % copies, &mut sets, true)?;
+            baseline_seconds += since(started);
             baseline_done += 1;
         }
+        self.profile.baseline_s += baseline_seconds;
+        if has_baseline {
+            self.profile.baseline_launches += baseline_done + u32::from(baseline_cold);
+        }
+        self.profile.trials = u32::try_from(samples.len()).unwrap_or(u32::MAX);
+        self.profile.kernel_s = total;
         // Every copy's last output must still be right: a kernel that skips work on repeated
         // launches, or keeps state between them, is caught here.
         let tolerance = p.task.describe().tolerance;
