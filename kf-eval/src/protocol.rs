@@ -16,6 +16,7 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+use crate::early_stop::{measures_baseline, EarlyStop};
 use crate::error::EvalError;
 use crate::profile::{charge_transfer, since, take_transfer_seconds, EvalProfile};
 use crate::tasks::{sizes_text, ArgSpec, BufferSpec, HostBuffer, KernelTask, Role, Sizes};
@@ -42,7 +43,26 @@ pub struct TimingConfig {
     pub rotation: usize,
     /// Also evict caches between trials where the backend can.
     pub flush_caches: bool,
+    /// Once the baseline's window holds `baseline_trials` samples, time the baseline only in
+    /// every `baseline_every`-th evaluation (per worker; see [`crate::measures_baseline`]).
+    /// 1 (the default) times it in every evaluation.
+    #[serde(default = "every_evaluation")]
+    pub baseline_every: u32,
+    /// Stop timing early when the candidate is clearly slower than this incumbent (tuning);
+    /// `None` (the default) times every candidate in full.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub early_stop: Option<EarlyStop>,
 }
+
+fn every_evaluation() -> u32 {
+    1
+}
+
+/// Evaluations that reuse an input set in [`EvalConfig::for_tuning`].
+pub const TUNING_REUSE_INPUTS: u32 = 32;
+
+/// How often [`EvalConfig::for_tuning`] re-measures the baseline, in evaluations.
+pub const TUNING_BASELINE_EVERY: u32 = 8;
 
 impl Default for TimingConfig {
     fn default() -> Self {
@@ -56,6 +76,8 @@ impl Default for TimingConfig {
             baseline_window: 15,
             rotation: 3,
             flush_caches: false,
+            baseline_every: 1,
+            early_stop: None,
         }
     }
 }
@@ -96,6 +118,24 @@ impl Default for EvalConfig {
             reuse_inputs: 0,
             max_diagnostics: 4000,
         }
+    }
+}
+
+impl EvalConfig {
+    /// The protocol for tuning one kernel's parameters (`kf tune`): every check of the
+    /// default (three input sets, poisoned outputs before every launch, guards, timed outputs
+    /// re-checked, roofline), with two costs shared across the run's evaluations: an input set
+    /// and its reference serve up to [`TUNING_REUSE_INPUTS`] evaluations of one worker, and
+    /// the baseline is re-measured every [`TUNING_BASELINE_EVERY`]-th evaluation (its rolling
+    /// window's median stands in between). Add [`TimingConfig::early_stop`] per evaluation
+    /// to stop timing clearly slower configurations.
+    pub fn for_tuning() -> Self {
+        let mut config = EvalConfig {
+            reuse_inputs: TUNING_REUSE_INPUTS,
+            ..EvalConfig::default()
+        };
+        config.timing.baseline_every = TUNING_BASELINE_EVERY;
+        config
     }
 }
 
@@ -157,6 +197,8 @@ struct Baseline<K> {
     kernel: K,
     range: NdRange,
     samples: VecDeque<f64>,
+    /// Evaluations that used it so far (for [`TimingConfig::baseline_every`]).
+    evaluations: u64,
 }
 
 /// One input set: the task at some sizes, the kernel's range, its data, reference and buffers.
@@ -465,6 +507,8 @@ pub struct KernelEvaluator<B: Backend> {
     reference_kernels: HashMap<String, B::Kernel>,
     peaks: Option<crate::characterise::Peaks>,
     profile: EvalProfile,
+    /// The p-value with which the last timing stopped early ([`TimingConfig::early_stop`]).
+    early_stop_p: Option<f64>,
 }
 
 impl<B: Backend> KernelEvaluator<B> {
@@ -481,6 +525,7 @@ impl<B: Backend> KernelEvaluator<B> {
             reference_kernels: HashMap::new(),
             peaks,
             profile: EvalProfile::default(),
+            early_stop_p: None,
         }
     }
 
@@ -527,6 +572,7 @@ impl<B: Backend> KernelEvaluator<B> {
         params: &ParamValues,
     ) -> Result<Evaluation, EvalError> {
         self.profile = EvalProfile::default();
+        self.early_stop_p = None;
         let _ = take_transfer_seconds();
         let started = Instant::now();
         let result = self.evaluate_profiled(task, source, params);
@@ -750,10 +796,15 @@ impl<B: Backend> KernelEvaluator<B> {
             evaluation.roofline_fraction = Some(point.fraction);
             evaluation.memory_bound = Some(point.memory_bound);
         }
-        let speed = match evaluation.speedup {
+        let mut speed = match evaluation.speedup {
             Some(s) => format!(", {s:.2}x the baseline"),
             None => String::new(),
         };
+        if let Some(p) = self.early_stop_p {
+            speed.push_str(&format!(
+                "; timing stopped early: slower than the incumbent (one-sided Mann-Whitney p = {p:.4})"
+            ));
+        }
         evaluation.diagnostics = bounded(
             &format!(
                 "correct on {} input sets ({}); median {:.4} ms over {} trials{speed}",
@@ -998,6 +1049,7 @@ impl<B: Backend> KernelEvaluator<B> {
                 kernel: compiled.kernel,
                 range,
                 samples: VecDeque::new(),
+                evaluations: 0,
             },
         );
         Ok(Some(key))
@@ -1031,7 +1083,22 @@ impl<B: Backend> KernelEvaluator<B> {
             sets.push(bufs);
         }
         let mut baseline = baseline_key.and_then(|k| self.baselines.get_mut(k));
+        // Between re-measurements the window's median stands in (TimingConfig::baseline_every).
+        let measure = baseline.as_deref_mut().is_some_and(|b| {
+            let m = measures_baseline(
+                b.evaluations,
+                b.samples.len(),
+                t.baseline_trials,
+                t.baseline_every,
+            );
+            b.evaluations += 1;
+            m
+        });
+        if !measure {
+            baseline = None;
+        }
         let has_baseline = baseline.is_some();
+        let baseline_trials = if measure { t.baseline_trials } else { 0 };
         // The baseline needs a warm-up launch only before its first timed one.
         let baseline_cold = baseline.as_ref().is_some_and(|b| b.samples.is_empty());
         // The baseline writes into buffers of its own.
@@ -1121,29 +1188,32 @@ impl<B: Backend> KernelEvaluator<B> {
         let mut total = 0.0;
         let mut trial = 0usize;
         // Spread the baseline launches evenly over the first `min_trials` trials.
-        let every = (t.min_trials.max(1) / t.baseline_trials.max(1)).max(1) as usize;
+        let every = (t.min_trials.max(1) / baseline_trials.max(1)).max(1) as usize;
         let mut baseline_done = 0u32;
-        loop {
+        let stopped_early = loop {
             let copy = trial % copies;
             let s = launch_candidate(&mut sets[copy])?;
             samples.push(s);
             total += s;
             trial += 1;
-            if baseline_done < t.baseline_trials && trial.is_multiple_of(every) {
+            if baseline_done < baseline_trials && trial.is_multiple_of(every) {
                 let started = Instant::now();
                 launch_baseline((copy + 1) % copies, &mut sets, true)?;
                 baseline_seconds += since(started);
                 baseline_done += 1;
+            }
+            if let Some(p) = t.early_stop.as_ref().and_then(|rule| rule.decide(&samples)) {
+                break Some(p);
             }
             let enough = trial as u32 >= t.min_trials && total >= t.min_seconds;
             let too_long = trial as u32 >= t.max_trials
                 || (trial as u32 >= t.min_trials.min(3)
                     && started.elapsed().as_secs_f64() >= t.max_seconds);
             if enough || too_long {
-                break;
+                break None;
             }
-        }
-        while baseline_done < t.baseline_trials {
+        };
+        while baseline_done < baseline_trials {
             let started = Instant::now();
             launch_baseline(trial % copies, &mut sets, true)?;
             baseline_seconds += since(started);
@@ -1155,6 +1225,8 @@ impl<B: Backend> KernelEvaluator<B> {
         }
         self.profile.trials = u32::try_from(samples.len()).unwrap_or(u32::MAX);
         self.profile.kernel_s = total;
+        self.profile.stopped_early = stopped_early.is_some();
+        self.early_stop_p = stopped_early;
         // Every copy's last output must still be right: a kernel that skips work on repeated
         // launches, or keeps state between them, is caught here.
         let tolerance = p.task.describe().tolerance;

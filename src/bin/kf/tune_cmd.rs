@@ -10,7 +10,9 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use kernelfoundry::core::{Evaluation, ParamValues};
-use kernelfoundry::eval::{EvalConfig, EvalProfile, TimeoutPolicy, WorkerCommand};
+use kernelfoundry::eval::{
+    EarlyStop, EvalConfig, EvalProfile, TimeoutPolicy, WorkerCommand, TUNING_REUSE_INPUTS,
+};
 use kernelfoundry::manifest::Manifest;
 use kernelfoundry::tune::cli::{render_text, replay_main, ReplayArgs};
 use kernelfoundry::tune::{
@@ -117,6 +119,11 @@ struct LiveArgs {
     /// `--json` always carries the same figures under `profile`.
     #[arg(long)]
     profile_time: bool,
+    /// Time every configuration in full and the baseline in every evaluation, as a search
+    /// does (default: stop timing configurations that are clearly slower than the best so
+    /// far, and re-measure the baseline every 8th evaluation; the checks are the same).
+    #[arg(long)]
+    full_timing: bool,
 }
 
 pub(crate) fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
@@ -157,7 +164,14 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
     let evaluator = chosen
         .evaluator(spec)
         .command(WorkerCommand::current_exe()?)
-        .config(chosen.eval_config(EvalConfig::default()))
+        .config(chosen.eval_config(if args.full_timing {
+            EvalConfig {
+                reuse_inputs: TUNING_REUSE_INPUTS,
+                ..EvalConfig::default()
+            }
+        } else {
+            EvalConfig::for_tuning()
+        }))
         .timeout(chosen.timeout(TimeoutPolicy::default()))
         .build();
     let device = evaluator.device()?;
@@ -232,9 +246,15 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
     let best_ms = RefCell::new(f64::INFINITY);
     let work = task.describe().work;
     let spent = RefCell::new(EvalProfile::default());
+    // The best configuration's trial times, against which the next ones may stop early.
+    let incumbent: RefCell<Option<Vec<f64>>> = RefCell::new(None);
     let mut objective = |config: &ParamValues| -> kernelfoundry::tune::Result<Outcome> {
+        let mut protocol = evaluator.config().clone();
+        if !args.full_timing {
+            protocol.timing.early_stop = incumbent.borrow().as_deref().map(EarlyStop::against);
+        }
         let (e, p) = evaluator
-            .evaluate_blocking_profiled(&source, config, None)
+            .evaluate_blocking_profiled(&source, config, Some(&protocol))
             .map_err(|e| kernelfoundry::tune::TuneError::Objective(e.to_string()))?;
         spent.borrow_mut().add(&p);
         let outcome = outcome_of(&e);
@@ -243,6 +263,7 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
             let mut best = best_ms.borrow_mut();
             if ms < *best {
                 *best = ms;
+                *incumbent.borrow_mut() = Some(e.samples.clone());
                 bar.set_message(format!(
                     "best {:.2} GFLOP/s ({config})",
                     work.flops / (ms * 1e-3) / 1e9
@@ -274,10 +295,18 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
             result.failures
         );
     };
-    // Confirm the winner with a fresh evaluation (it may come from an earlier run's cache).
-    let confirm_started = Instant::now();
-    let confirm = evaluator.evaluate_blocking(&source, &best)?;
-    profile.confirm_s = confirm_started.elapsed().as_secs_f64();
+    // The winner's evaluation, with every check, when this run measured it; else (it came
+    // from an earlier run's cache) a fresh one.
+    let measured = evaluations.borrow().get(&best.canonical_key()).cloned();
+    let confirm = match measured {
+        Some(e) => e,
+        None => {
+            let confirm_started = Instant::now();
+            let e = evaluator.evaluate_blocking(&source, &best)?;
+            profile.confirm_s = confirm_started.elapsed().as_secs_f64();
+            e
+        }
+    };
     evaluator.shutdown();
     let summary = json!({
         "kernel": args.kernel, "task": task_name, "sizes": sizes, "device": device.name,
