@@ -130,6 +130,16 @@ fn tune_finds_a_correct_configuration_and_a_short_search_beats_the_baseline() {
     assert_eq!(v["confirmed_status"], "correct", "{v}");
     assert_eq!(v["evaluations"], 4, "{v}");
     assert!(cache.is_file());
+    // Where the time went: every evaluated configuration was compiled and timed.
+    let profile = &v["profile"];
+    assert_eq!(profile["configurations"], 4, "{profile}");
+    let phases = &profile["evaluations"];
+    assert!(phases["compile_s"].as_f64().unwrap() > 0.0, "{profile}");
+    assert!(phases["trials"].as_u64().unwrap() >= 4, "{profile}");
+    assert!(
+        profile["tuning_s"].as_f64().unwrap() >= phases["total_s"].as_f64().unwrap(),
+        "{profile}"
+    );
 
     let run = tmp.path().join("search");
     let out = kf(&[

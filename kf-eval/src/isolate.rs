@@ -14,6 +14,7 @@ use kf_core::{Candidate, DeviceFacts, Evaluation, Evaluator, KernelSource, Param
 use serde::{Deserialize, Serialize};
 
 use crate::error::EvalError;
+use crate::profile::EvalProfile;
 use crate::protocol::EvalConfig;
 use crate::tasks::{KernelTask, Sizes};
 use crate::worker::{
@@ -396,10 +397,30 @@ impl IsolatedEvaluator {
         source: &KernelSource,
         params: &ParamValues,
     ) -> Result<Evaluation, EvalError> {
+        self.evaluate_blocking_profiled(source, params, None)
+            .map(|(evaluation, _)| evaluation)
+    }
+
+    /// Evaluates `source` with `params`, blocking the calling thread, under `config` for this
+    /// evaluation only (`None`: the builder's configuration; see [`IsolatedEvaluator::config`]),
+    /// and says where its time went.
+    pub fn evaluate_blocking_profiled(
+        &self,
+        source: &KernelSource,
+        params: &ParamValues,
+        config: Option<&EvalConfig>,
+    ) -> Result<(Evaluation, EvalProfile), EvalError> {
         self.inner.slots.acquire();
-        let result = self.inner.run(source, params);
+        let result = self
+            .inner
+            .run(source, params, config.unwrap_or(&self.inner.config));
         self.inner.slots.release();
         result
+    }
+
+    /// The protocol configuration every evaluation uses unless given another one.
+    pub fn config(&self) -> &EvalConfig {
+        &self.inner.config
     }
 
     /// Stops every idle worker.
@@ -578,7 +599,12 @@ impl Inner {
         }
     }
 
-    fn run(&self, source: &KernelSource, params: &ParamValues) -> Result<Evaluation, EvalError> {
+    fn run(
+        &self,
+        source: &KernelSource,
+        params: &ParamValues,
+        config: &EvalConfig,
+    ) -> Result<(Evaluation, EvalProfile), EvalError> {
         let mut worker = self.take_worker()?;
         let id = {
             let mut n = self
@@ -595,31 +621,44 @@ impl Inner {
             sizes: self.sizes.clone(),
             source: source.clone(),
             params: params.clone(),
-            config: self.config.clone(),
+            config: config.clone(),
             limits: JobLimits::default(),
         };
         let baseline = self.baseline_s.lock().ok().and_then(|b| *b);
-        let limit = self.timeout.limit(&self.config, baseline);
+        let limit = self.timeout.limit(config, baseline);
         let job = Job {
             limits: self.limits.for_job(limit),
             ..job
         };
         let line = serde_json::to_string(&job).map_err(|e| EvalError::Worker(e.to_string()))?;
         let started = Instant::now();
+        // A worker that did not answer: the whole round trip is the hop.
+        let unanswered = |evaluation: Evaluation| {
+            let profile = EvalProfile {
+                hop_s: started.elapsed().as_secs_f64(),
+                ..EvalProfile::default()
+            };
+            (evaluation, profile)
+        };
         if writeln!(worker.stdin, "{line}")
             .and_then(|_| worker.stdin.flush())
             .is_err()
         {
-            return Ok(self.crashed(worker, params, started));
+            return Ok(unanswered(self.crashed(worker, params, started)));
         }
         match next_reply(&worker.lines, started + limit) {
-            Ok(Reply::Done { id: got, result }) if got == id => {
+            Ok(Reply::Done {
+                id: got,
+                result,
+                mut profile,
+            }) if got == id => {
                 self.put_back(worker);
+                profile.hop_s = (started.elapsed().as_secs_f64() - profile.total_s).max(0.0);
                 let evaluation = *result.map_err(EvalError::Worker)?;
                 if let (Some(b), Ok(mut slot)) = (evaluation.baseline, self.baseline_s.lock()) {
                     *slot = Some(b.median_s);
                 }
-                Ok(evaluation)
+                Ok((evaluation, profile))
             }
             Ok(_) => {
                 worker.kill();
@@ -635,9 +674,11 @@ impl Inner {
                     ),
                 );
                 e.params = params.clone();
-                Ok(e)
+                Ok(unanswered(e))
             }
-            Err(RecvTimeoutError::Disconnected) => Ok(self.crashed(worker, params, started)),
+            Err(RecvTimeoutError::Disconnected) => {
+                Ok(unanswered(self.crashed(worker, params, started)))
+            }
         }
     }
 

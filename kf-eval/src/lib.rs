@@ -23,20 +23,29 @@
 //!   text.
 
 pub mod characterise;
+mod early_stop;
 mod element;
 mod error;
 mod isolate;
 pub mod kernels;
+mod profile;
 mod protocol;
 pub mod taskfile;
 pub mod tasks;
 pub mod verify;
 pub mod worker;
 
+pub use early_stop::{
+    measures_baseline, EarlyStop, EARLY_STOP_ALPHA, EARLY_STOP_MIN_RATIO, EARLY_STOP_TRIALS,
+};
 pub use error::EvalError;
 pub use isolate::{
     is_secret, IsolatedEvaluator, IsolatedEvaluatorBuilder, ResourceLimits, TimeoutPolicy,
     WorkerCommand, DEFAULT_HANDSHAKE_LIMIT,
 };
-pub use protocol::{bounded, EvalConfig, KernelEvaluator, TimingConfig, EXTRACTION_ERROR_MARKER};
+pub use profile::EvalProfile;
+pub use protocol::{
+    bounded, EvalConfig, KernelEvaluator, TimingConfig, EXTRACTION_ERROR_MARKER,
+    TUNING_BASELINE_EVERY, TUNING_REUSE_INPUTS,
+};
 pub use worker::{BackendSpec, TaskFileJob, TaskRegistry};

@@ -16,7 +16,9 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+use crate::early_stop::{measures_baseline, EarlyStop};
 use crate::error::EvalError;
+use crate::profile::{charge_transfer, since, take_transfer_seconds, EvalProfile};
 use crate::tasks::{sizes_text, ArgSpec, BufferSpec, HostBuffer, KernelTask, Role, Sizes};
 use crate::verify::{compare_buffers, guard_violation, tolerance_for, Verdict, GUARD_BYTE};
 
@@ -41,7 +43,26 @@ pub struct TimingConfig {
     pub rotation: usize,
     /// Also evict caches between trials where the backend can.
     pub flush_caches: bool,
+    /// Once the baseline's window holds `baseline_trials` samples, time the baseline only in
+    /// every `baseline_every`-th evaluation (per worker; see [`crate::measures_baseline`]).
+    /// 1 (the default) times it in every evaluation.
+    #[serde(default = "every_evaluation")]
+    pub baseline_every: u32,
+    /// Stop timing early when the candidate is clearly slower than this incumbent (tuning);
+    /// `None` (the default) times every candidate in full.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub early_stop: Option<EarlyStop>,
 }
+
+fn every_evaluation() -> u32 {
+    1
+}
+
+/// Evaluations that reuse an input set in [`EvalConfig::for_tuning`].
+pub const TUNING_REUSE_INPUTS: u32 = 32;
+
+/// How often [`EvalConfig::for_tuning`] re-measures the baseline, in evaluations.
+pub const TUNING_BASELINE_EVERY: u32 = 8;
 
 impl Default for TimingConfig {
     fn default() -> Self {
@@ -55,6 +76,8 @@ impl Default for TimingConfig {
             baseline_window: 15,
             rotation: 3,
             flush_caches: false,
+            baseline_every: 1,
+            early_stop: None,
         }
     }
 }
@@ -95,6 +118,24 @@ impl Default for EvalConfig {
             reuse_inputs: 0,
             max_diagnostics: 4000,
         }
+    }
+}
+
+impl EvalConfig {
+    /// The protocol for tuning one kernel's parameters (`kf tune`): every check of the
+    /// default (three input sets, poisoned outputs before every launch, guards, timed outputs
+    /// re-checked, roofline), with two costs shared across the run's evaluations: an input set
+    /// and its reference serve up to [`TUNING_REUSE_INPUTS`] evaluations of one worker, and
+    /// the baseline is re-measured every [`TUNING_BASELINE_EVERY`]-th evaluation (its rolling
+    /// window's median stands in between). Add [`TimingConfig::early_stop`] per evaluation
+    /// to stop timing clearly slower configurations.
+    pub fn for_tuning() -> Self {
+        let mut config = EvalConfig {
+            reuse_inputs: TUNING_REUSE_INPUTS,
+            ..EvalConfig::default()
+        };
+        config.timing.baseline_every = TUNING_BASELINE_EVERY;
+        config
     }
 }
 
@@ -156,6 +197,8 @@ struct Baseline<K> {
     kernel: K,
     range: NdRange,
     samples: VecDeque<f64>,
+    /// Evaluations that used it so far (for [`TimingConfig::baseline_every`]).
+    evaluations: u64,
 }
 
 /// One input set: the task at some sizes, the kernel's range, its data, reference and buffers.
@@ -166,6 +209,8 @@ struct Prepared<'t, B> {
     buffers: Vec<Guarded<B>>,
     data: Arc<Vec<HostBuffer>>,
     reference: Arc<Vec<HostBuffer>>,
+    /// Whether the data and reference were drawn for this evaluation (not reused).
+    fresh: bool,
 }
 
 /// An input set kept for reuse, with its reference and how often it was used.
@@ -234,16 +279,20 @@ fn fill<B: Backend>(
     let mut bytes = vec![GUARD_BYTE; g.guard + g.bytes + g.guard];
     let n = payload.len().min(g.bytes);
     bytes[g.guard..g.guard + n].copy_from_slice(&payload[..n]);
-    backend
+    let started = Instant::now();
+    let written = backend
         .write(&mut g.buffer, &bytes)
-        .map_err(|e| EvalError::Backend(format!("writing a buffer: {e}")))
+        .map_err(|e| EvalError::Backend(format!("writing a buffer: {e}")));
+    charge_transfer(started);
+    written
 }
 
 fn read<B: Backend>(backend: &B, g: &Guarded<B::Buffer>) -> Result<Vec<u8>, EvalError> {
     let mut out = vec![0u8; g.guard + g.bytes + g.guard];
-    backend
-        .read(&g.buffer, &mut out)
-        .map_err(|e| EvalError::Backend(format!("reading a buffer: {e}")))?;
+    let started = Instant::now();
+    let result = backend.read(&g.buffer, &mut out);
+    charge_transfer(started);
+    result.map_err(|e| EvalError::Backend(format!("reading a buffer: {e}")))?;
     Ok(out)
 }
 
@@ -457,6 +506,9 @@ pub struct KernelEvaluator<B: Backend> {
     inputs: HashMap<String, CachedInputs>,
     reference_kernels: HashMap<String, B::Kernel>,
     peaks: Option<crate::characterise::Peaks>,
+    profile: EvalProfile,
+    /// The p-value with which the last timing stopped early ([`TimingConfig::early_stop`]).
+    early_stop_p: Option<f64>,
 }
 
 impl<B: Backend> KernelEvaluator<B> {
@@ -472,6 +524,8 @@ impl<B: Backend> KernelEvaluator<B> {
             inputs: HashMap::new(),
             reference_kernels: HashMap::new(),
             peaks,
+            profile: EvalProfile::default(),
+            early_stop_p: None,
         }
     }
 
@@ -502,10 +556,32 @@ impl<B: Backend> KernelEvaluator<B> {
         self.config = config;
     }
 
+    /// Where the time of the last [`KernelEvaluator::evaluate`] went.
+    pub fn last_profile(&self) -> &EvalProfile {
+        &self.profile
+    }
+
     /// Evaluates `source` with `params` (missing parameters take the manifest's defaults) on
     /// `task`. A bad kernel gives an evaluation low on the ladder; `Err` means the evaluator
     /// itself could not work (for example the baseline does not compile).
+    /// [`KernelEvaluator::last_profile`] says afterwards where its time went.
     pub fn evaluate(
+        &mut self,
+        task: &dyn KernelTask,
+        source: &KernelSource,
+        params: &ParamValues,
+    ) -> Result<Evaluation, EvalError> {
+        self.profile = EvalProfile::default();
+        self.early_stop_p = None;
+        let _ = take_transfer_seconds();
+        let started = Instant::now();
+        let result = self.evaluate_profiled(task, source, params);
+        self.profile.total_s = since(started);
+        self.profile.transfer_s = take_transfer_seconds();
+        result
+    }
+
+    fn evaluate_profiled(
         &mut self,
         task: &dyn KernelTask,
         source: &KernelSource,
@@ -566,7 +642,10 @@ impl<B: Backend> KernelEvaluator<B> {
             Ok(r) => r,
             Err(message) => return Ok(fail(Status::CompileError, message, &params)),
         };
-        let compiled = match self.backend.compile(source, &params, &self.config.compile) {
+        let compile_started = Instant::now();
+        let compiled = self.backend.compile(source, &params, &self.config.compile);
+        self.profile.compile_s = since(compile_started);
+        let compiled = match compiled {
             Ok(c) => c,
             Err(e) => {
                 let f = backend_failure(&e, "compilation failed");
@@ -612,8 +691,18 @@ impl<B: Backend> KernelEvaluator<B> {
                 Some((t, r)) => (t.as_ref(), r.clone()),
                 None => (task, range.clone()),
             };
+            let inputs_started = Instant::now();
             let mut prepared = self.prepare(set_task, set_range, &mut rng, set)?;
-            match self.launch_checked(&compiled.kernel, &mut prepared) {
+            self.profile.inputs_s += since(inputs_started);
+            if prepared.fresh {
+                self.profile.inputs_generated += 1;
+            } else {
+                self.profile.inputs_reused += 1;
+            }
+            let verify_started = Instant::now();
+            let verdict = self.launch_checked(&compiled.kernel, &mut prepared);
+            self.profile.verify_s += since(verify_started);
+            match verdict {
                 Ok(report) => {
                     if worst.is_none_or(|w| report.fraction_within < w.fraction_within) {
                         worst = Some(report);
@@ -641,16 +730,22 @@ impl<B: Backend> KernelEvaluator<B> {
         };
 
         // Timing, interleaved with the baseline.
+        let baseline_started = Instant::now();
         let baseline_key = self.ensure_baseline(task)?;
-        let (samples, baseline_stats) =
-            match self.time(&compiled.kernel, &mut timed, baseline_key.as_deref()) {
-                Ok(t) => t,
-                Err(f) => {
-                    let mut e = fail(f.status, format!("during timing: {}", f.message), &params);
-                    e.correctness = f.report.or(worst);
-                    return finish(e);
-                }
-            };
+        self.profile.baseline_s += since(baseline_started);
+        let timing_started = Instant::now();
+        let baseline_before = self.profile.baseline_s;
+        let timing = self.time(&compiled.kernel, &mut timed, baseline_key.as_deref());
+        // time() charges its interleaved baseline launches to `baseline_s`.
+        self.profile.timing_s = since(timing_started) - (self.profile.baseline_s - baseline_before);
+        let (samples, baseline_stats) = match timing {
+            Ok(t) => t,
+            Err(f) => {
+                let mut e = fail(f.status, format!("during timing: {}", f.message), &params);
+                e.correctness = f.report.or(worst);
+                return finish(e);
+            }
+        };
         let Some(stats) = TimingStats::from_samples(&samples) else {
             let message = "the device reported no usable timing".to_owned();
             return finish(fail(Status::RuntimeError, message, &params));
@@ -701,10 +796,15 @@ impl<B: Backend> KernelEvaluator<B> {
             evaluation.roofline_fraction = Some(point.fraction);
             evaluation.memory_bound = Some(point.memory_bound);
         }
-        let speed = match evaluation.speedup {
+        let mut speed = match evaluation.speedup {
             Some(s) => format!(", {s:.2}x the baseline"),
             None => String::new(),
         };
+        if let Some(p) = self.early_stop_p {
+            speed.push_str(&format!(
+                "; timing stopped early: slower than the incumbent (one-sided Mann-Whitney p = {p:.4})"
+            ));
+        }
         evaluation.diagnostics = bounded(
             &format!(
                 "correct on {} input sets ({}); median {:.4} ms over {} trials{speed}",
@@ -761,10 +861,10 @@ impl<B: Backend> KernelEvaluator<B> {
     ) -> Result<Prepared<'t, B::Buffer>, EvalError> {
         let key = format!("{}:{}:{variant}", task.name(), sizes_text(&task.sizes()));
         let reuse = self.config.reuse_inputs;
-        let (data, reference) = match self.inputs.get_mut(&key) {
+        let (data, reference, fresh) = match self.inputs.get_mut(&key) {
             Some(c) if c.uses < reuse => {
                 c.uses += 1;
-                (Arc::clone(&c.data), Arc::clone(&c.reference))
+                (Arc::clone(&c.data), Arc::clone(&c.reference), false)
             }
             _ => {
                 let data = task.generate(rng, variant);
@@ -781,7 +881,7 @@ impl<B: Backend> KernelEvaluator<B> {
                     };
                     self.inputs.insert(key, cached);
                 }
-                (data, reference)
+                (data, reference, true)
             }
         };
         let buffers = task
@@ -796,6 +896,7 @@ impl<B: Backend> KernelEvaluator<B> {
             buffers,
             data,
             reference,
+            fresh,
         })
     }
 
@@ -948,6 +1049,7 @@ impl<B: Backend> KernelEvaluator<B> {
                 kernel: compiled.kernel,
                 range,
                 samples: VecDeque::new(),
+                evaluations: 0,
             },
         );
         Ok(Some(key))
@@ -981,6 +1083,22 @@ impl<B: Backend> KernelEvaluator<B> {
             sets.push(bufs);
         }
         let mut baseline = baseline_key.and_then(|k| self.baselines.get_mut(k));
+        // Between re-measurements the window's median stands in (TimingConfig::baseline_every).
+        let measure = baseline.as_deref_mut().is_some_and(|b| {
+            let m = measures_baseline(
+                b.evaluations,
+                b.samples.len(),
+                t.baseline_trials,
+                t.baseline_every,
+            );
+            b.evaluations += 1;
+            m
+        });
+        if !measure {
+            baseline = None;
+        }
+        let has_baseline = baseline.is_some();
+        let baseline_trials = if measure { t.baseline_trials } else { 0 };
         // The baseline needs a warm-up launch only before its first timed one.
         let baseline_cold = baseline.as_ref().is_some_and(|b| b.samples.is_empty());
         // The baseline writes into buffers of its own.
@@ -1059,38 +1177,56 @@ impl<B: Backend> KernelEvaluator<B> {
         for w in 0..t.warmup {
             launch_candidate(&mut sets[w as usize % copies])?;
         }
+        let mut baseline_seconds = 0.0;
         if baseline_cold {
+            let started = Instant::now();
             launch_baseline(0, &mut sets, false)?;
+            baseline_seconds += since(started);
         }
         let started = Instant::now();
         let mut samples = Vec::new();
         let mut total = 0.0;
         let mut trial = 0usize;
         // Spread the baseline launches evenly over the first `min_trials` trials.
-        let every = (t.min_trials.max(1) / t.baseline_trials.max(1)).max(1) as usize;
+        let every = (t.min_trials.max(1) / baseline_trials.max(1)).max(1) as usize;
         let mut baseline_done = 0u32;
-        loop {
+        let stopped_early = loop {
             let copy = trial % copies;
             let s = launch_candidate(&mut sets[copy])?;
             samples.push(s);
             total += s;
             trial += 1;
-            if baseline_done < t.baseline_trials && trial.is_multiple_of(every) {
+            if baseline_done < baseline_trials && trial.is_multiple_of(every) {
+                let started = Instant::now();
                 launch_baseline((copy + 1) % copies, &mut sets, true)?;
+                baseline_seconds += since(started);
                 baseline_done += 1;
+            }
+            if let Some(p) = t.early_stop.as_ref().and_then(|rule| rule.decide(&samples)) {
+                break Some(p);
             }
             let enough = trial as u32 >= t.min_trials && total >= t.min_seconds;
             let too_long = trial as u32 >= t.max_trials
                 || (trial as u32 >= t.min_trials.min(3)
                     && started.elapsed().as_secs_f64() >= t.max_seconds);
             if enough || too_long {
-                break;
+                break None;
             }
-        }
-        while baseline_done < t.baseline_trials {
+        };
+        while baseline_done < baseline_trials {
+            let started = Instant::now();
             launch_baseline(trial % copies, &mut sets, true)?;
+            baseline_seconds += since(started);
             baseline_done += 1;
         }
+        self.profile.baseline_s += baseline_seconds;
+        if has_baseline {
+            self.profile.baseline_launches += baseline_done + u32::from(baseline_cold);
+        }
+        self.profile.trials = u32::try_from(samples.len()).unwrap_or(u32::MAX);
+        self.profile.kernel_s = total;
+        self.profile.stopped_early = stopped_early.is_some();
+        self.early_stop_p = stopped_early;
         // Every copy's last output must still be right: a kernel that skips work on repeated
         // launches, or keeps state between them, is caught here.
         let tolerance = p.task.describe().tolerance;

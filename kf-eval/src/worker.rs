@@ -21,6 +21,7 @@ use kf_core::{Backend, DeviceFacts, Evaluation, KernelSource, ParamValues};
 use serde::{Deserialize, Serialize};
 
 use crate::error::EvalError;
+use crate::profile::EvalProfile;
 use crate::protocol::{EvalConfig, KernelEvaluator};
 use crate::taskfile::{FileTask, ReferenceRegistry, TaskBase, TaskFile, TaskSpec};
 use crate::tasks::{builtin_task, KernelTask, Sizes};
@@ -145,6 +146,9 @@ pub(crate) enum Reply {
     Done {
         id: u64,
         result: Result<Box<Evaluation>, String>,
+        /// Where the evaluation's time went in the worker.
+        #[serde(default)]
+        profile: EvalProfile,
     },
 }
 
@@ -342,7 +346,15 @@ where
             })
             .map(Box::new)
             .map_err(|e| e.to_string());
-        send(&mut out, &Reply::Done { id: job.id, result })?;
+        let profile = *evaluator.last_profile();
+        send(
+            &mut out,
+            &Reply::Done {
+                id: job.id,
+                result,
+                profile,
+            },
+        )?;
     }
     Ok(())
 }

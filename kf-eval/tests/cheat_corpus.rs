@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use kf_backend_opencl::{DeviceSelector, OpenClBackend};
 use kf_core::{ParamValues, Status};
 use kf_eval::tasks::parse_sizes;
-use kf_eval::{BackendSpec, EvalConfig, IsolatedEvaluator, TimeoutPolicy, WorkerCommand};
+use kf_eval::{
+    BackendSpec, EarlyStop, EvalConfig, IsolatedEvaluator, TimeoutPolicy, WorkerCommand,
+};
 use kf_manifest::Manifest;
 
 kf_eval::worker_test_entry!(|spec: &BackendSpec| {
@@ -62,31 +64,29 @@ fn cheat(name: &str) -> kf_core::KernelSource {
         .kernel_source(text)
 }
 
-#[test]
-fn every_cheat_is_rejected_with_the_right_status() {
-    if !runtime_available() {
-        return;
-    }
-    let eval = evaluator(TimeoutPolicy::default());
-    let cases = [
-        ("zero_output", Status::WrongValues),
-        ("half_rows", Status::WrongShape),
-        ("half_reduction", Status::WrongValues),
-        ("stale_output", Status::WrongShape),
-        ("one_nan", Status::WrongValues),
-        ("mutate_input", Status::RuntimeError),
-        ("out_of_bounds", Status::RuntimeError),
-        ("wrong_indexing", Status::WrongValues),
-        ("sampled", Status::WrongValues),
-        ("hardcoded_sizes", Status::WrongValues),
-        ("device_enqueue", Status::CompileError),
-        ("syntax_error", Status::CompileError),
-        ("crash", Status::RuntimeError),
-    ];
+/// Every cheat of the corpus with the status it must get.
+const CHEATS: [(&str, Status); 13] = [
+    ("zero_output", Status::WrongValues),
+    ("half_rows", Status::WrongShape),
+    ("half_reduction", Status::WrongValues),
+    ("stale_output", Status::WrongShape),
+    ("one_nan", Status::WrongValues),
+    ("mutate_input", Status::RuntimeError),
+    ("out_of_bounds", Status::RuntimeError),
+    ("wrong_indexing", Status::WrongValues),
+    ("sampled", Status::WrongValues),
+    ("hardcoded_sizes", Status::WrongValues),
+    ("device_enqueue", Status::CompileError),
+    ("syntax_error", Status::CompileError),
+    ("crash", Status::RuntimeError),
+];
+
+/// The cheats `eval` misjudges under `protocol` (`None`: the evaluator's own).
+fn misjudged(eval: &IsolatedEvaluator, protocol: Option<&EvalConfig>) -> Vec<String> {
     let mut wrong = Vec::new();
-    for (name, expected) in cases {
-        let e = eval
-            .evaluate_blocking(&cheat(name), &ParamValues::new())
+    for (name, expected) in CHEATS {
+        let (e, _) = eval
+            .evaluate_blocking_profiled(&cheat(name), &ParamValues::new(), protocol)
             .unwrap();
         eprintln!(
             "{name:16} -> {:14} {}",
@@ -101,7 +101,52 @@ fn every_cheat_is_rejected_with_the_right_status() {
         }
         assert!(!e.diagnostics.is_empty(), "{name} gives no diagnostics");
     }
+    wrong
+}
+
+#[test]
+fn every_cheat_is_rejected_with_the_right_status() {
+    if !runtime_available() {
+        return;
+    }
+    let wrong = misjudged(&evaluator(TimeoutPolicy::default()), None);
     assert!(wrong.is_empty(), "misjudged cheats:\n{}", wrong.join("\n"));
+}
+
+/// `kf tune`'s protocol shares input sets and the baseline across evaluations and stops
+/// timing slow configurations early: no cheat may get through any of that. Every cheat runs
+/// in one warm worker after an honest kernel, so the reused input sets are the honest
+/// kernel's, and against an incumbent so fast that every timing stops at its look.
+#[test]
+fn every_cheat_is_rejected_under_the_tuning_protocol() {
+    if !runtime_available() {
+        return;
+    }
+    let eval = evaluator(TimeoutPolicy::default());
+    let mut protocol = EvalConfig::for_tuning();
+    protocol.timing.min_trials = 5;
+    protocol.timing.min_seconds = 0.01;
+    let (_, naive) = Manifest::load(&kernels_dir().join("gemm_naive.toml")).unwrap();
+    let (honest, _) = eval
+        .evaluate_blocking_profiled(&naive, &ParamValues::new(), Some(&protocol))
+        .unwrap();
+    assert_eq!(honest.status, Status::Correct, "{}", honest.diagnostics);
+    protocol.timing.early_stop = Some(EarlyStop::against(&[1e-9; 10]));
+    let wrong = misjudged(&eval, Some(&protocol));
+    assert!(wrong.is_empty(), "misjudged cheats:\n{}", wrong.join("\n"));
+    // The input sets are reused, not drawn again (twice: the crash cheat cost a worker,
+    // and the new one draws its own first).
+    let mut last = None;
+    for _ in 0..2 {
+        last = Some(
+            eval.evaluate_blocking_profiled(&naive, &ParamValues::new(), Some(&protocol))
+                .unwrap(),
+        );
+    }
+    let (e, profile) = last.unwrap();
+    assert_eq!(e.status, Status::Correct, "{}", e.diagnostics);
+    assert!(profile.inputs_reused >= 1, "{profile:?}");
+    assert!(profile.stopped_early, "{profile:?}");
 }
 
 #[test]

@@ -4,18 +4,23 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Instant;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use kernelfoundry::core::{Evaluation, ParamValues};
-use kernelfoundry::eval::{EvalConfig, TimeoutPolicy, WorkerCommand};
+use kernelfoundry::eval::{
+    EarlyStop, EvalConfig, EvalProfile, TimeoutPolicy, WorkerCommand, TUNING_REUSE_INPUTS,
+};
 use kernelfoundry::manifest::Manifest;
 use kernelfoundry::tune::cli::{render_text, replay_main, ReplayArgs};
 use kernelfoundry::tune::{
     outcome_of, strategy, CacheKey, KtCache, KtWriter, Outcome, ResultCache, Space, Tuner,
 };
 use serde_json::json;
+
+use crate::tune_profile::RunProfile;
 
 /// Arguments of `kf tune`.
 #[derive(Args)]
@@ -109,6 +114,16 @@ struct LiveArgs {
     /// Print one JSON object at the end.
     #[arg(long)]
     json: bool,
+    /// Print where the time went: per phase of a configuration's evaluation (compile, input
+    /// sets, verification, baseline, timing, transfers, process hop) and around the loop.
+    /// `--json` always carries the same figures under `profile`.
+    #[arg(long)]
+    profile_time: bool,
+    /// Time every configuration in full and the baseline in every evaluation, as a search
+    /// does (default: stop timing configurations that are clearly slower than the best so
+    /// far, and re-measure the baseline every 8th evaluation; the checks are the same).
+    #[arg(long)]
+    full_timing: bool,
 }
 
 pub(crate) fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
@@ -131,6 +146,7 @@ pub(crate) fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
+    let started = Instant::now();
     if args.budget == 0 {
         bail!("--budget must be at least 1");
     }
@@ -148,10 +164,21 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
     let evaluator = chosen
         .evaluator(spec)
         .command(WorkerCommand::current_exe()?)
-        .config(chosen.eval_config(EvalConfig::default()))
+        .config(chosen.eval_config(if args.full_timing {
+            EvalConfig {
+                reuse_inputs: TUNING_REUSE_INPUTS,
+                ..EvalConfig::default()
+            }
+        } else {
+            EvalConfig::for_tuning()
+        }))
         .timeout(chosen.timeout(TimeoutPolicy::default()))
         .build();
     let device = evaluator.device()?;
+    let mut profile = RunProfile {
+        startup_s: started.elapsed().as_secs_f64(),
+        ..RunProfile::default()
+    };
     let space = Space::from_manifest(&manifest, &sizes, &device)?;
     let valid = kernelfoundry::core::ParamSpace::count(&space)?;
     if valid == 0 {
@@ -218,16 +245,25 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
     let evaluations: RefCell<BTreeMap<String, Evaluation>> = RefCell::new(BTreeMap::new());
     let best_ms = RefCell::new(f64::INFINITY);
     let work = task.describe().work;
+    let spent = RefCell::new(EvalProfile::default());
+    // The best configuration's trial times, against which the next ones may stop early.
+    let incumbent: RefCell<Option<Vec<f64>>> = RefCell::new(None);
     let mut objective = |config: &ParamValues| -> kernelfoundry::tune::Result<Outcome> {
-        let e = evaluator
-            .evaluate_blocking(&source, config)
+        let mut protocol = evaluator.config().clone();
+        if !args.full_timing {
+            protocol.timing.early_stop = incumbent.borrow().as_deref().map(EarlyStop::against);
+        }
+        let (e, p) = evaluator
+            .evaluate_blocking_profiled(&source, config, Some(&protocol))
             .map_err(|e| kernelfoundry::tune::TuneError::Objective(e.to_string()))?;
+        spent.borrow_mut().add(&p);
         let outcome = outcome_of(&e);
         writer.borrow_mut().append(config, &outcome)?;
         if let Outcome::Time(ms) = outcome {
             let mut best = best_ms.borrow_mut();
             if ms < *best {
                 *best = ms;
+                *incumbent.borrow_mut() = Some(e.samples.clone());
                 bar.set_message(format!(
                     "best {:.2} GFLOP/s ({config})",
                     work.flops / (ms * 1e-3) / 1e9
@@ -239,12 +275,16 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
         Ok(outcome)
     };
     let mut s = strategy::by_name(&args.strategy)?;
+    let loop_started = Instant::now();
     let result = Tuner::new(&space, args.budget).seed(args.seed).run_cached(
         s.as_mut(),
         &mut objective,
         &mut results,
         &key,
     )?;
+    profile.tuning_s = loop_started.elapsed().as_secs_f64();
+    profile.evaluations = spent.into_inner();
+    profile.configurations = result.evaluations;
     bar.finish_and_clear();
     writer.into_inner().close()?;
 
@@ -255,8 +295,18 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
             result.failures
         );
     };
-    // Confirm the winner with a fresh evaluation (it may come from an earlier run's cache).
-    let confirm = evaluator.evaluate_blocking(&source, &best)?;
+    // The winner's evaluation, with every check, when this run measured it; else (it came
+    // from an earlier run's cache) a fresh one.
+    let measured = evaluations.borrow().get(&best.canonical_key()).cloned();
+    let confirm = match measured {
+        Some(e) => e,
+        None => {
+            let confirm_started = Instant::now();
+            let e = evaluator.evaluate_blocking(&source, &best)?;
+            profile.confirm_s = confirm_started.elapsed().as_secs_f64();
+            e
+        }
+    };
     evaluator.shutdown();
     let summary = json!({
         "kernel": args.kernel, "task": task_name, "sizes": sizes, "device": device.name,
@@ -265,7 +315,7 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
         "failures": result.failures, "valid_configurations": valid,
         "best_config": best, "best_time_ms": result.best_time,
         "confirmed_status": confirm.status, "gflops": confirm.gflops, "speedup": confirm.speedup,
-        "cache": cache_path,
+        "cache": cache_path, "profile": profile.to_json(),
     });
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -284,6 +334,9 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
             confirm.speedup.map_or("-".into(), |s| format!("{s:.2}x"))
         );
         println!("Kernel Tuner cache: {}", cache_path.display());
+    }
+    if args.profile_time {
+        eprint!("{}", profile.render());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,97 @@
+//! The tuning protocol ([`EvalConfig::for_tuning`] with [`EarlyStop`]) on the real OpenCL
+//! runtime: a configuration clearly slower than the incumbent stops timing at the rule's look
+//! and is still verified and checked; one that is not is timed in full; the baseline is
+//! re-measured every `TUNING_BASELINE_EVERY`-th evaluation and input sets are reused, while
+//! every evaluation still reports a speedup. The cheats under this protocol are in
+//! `cheat_corpus.rs`.
+//!
+//! Skips (printing `SKIPPED: …`) only when the runtime is missing and `KF_REQUIRE_OPENCL` is
+//! not `1`.
+
+use std::path::Path;
+
+use kf_backend_opencl::testing::backend_or_skip;
+use kf_backend_opencl::OpenClBackend;
+use kf_core::{ParamValues, Status};
+use kf_eval::tasks::Gemm;
+use kf_eval::{EarlyStop, EvalConfig, KernelEvaluator, EARLY_STOP_TRIALS, TUNING_BASELINE_EVERY};
+use kf_manifest::Manifest;
+
+fn naive() -> kf_core::KernelSource {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/gemm_naive.toml");
+    Manifest::load(&path).unwrap().1
+}
+
+fn tuning_config() -> EvalConfig {
+    let mut c = EvalConfig::for_tuning();
+    c.timing.min_trials = 10;
+    c.timing.min_seconds = 0.0;
+    c.data_seed = Some(3);
+    c
+}
+
+fn evaluator() -> Option<KernelEvaluator<OpenClBackend>> {
+    backend_or_skip().map(|b| KernelEvaluator::new(b, tuning_config()))
+}
+
+#[test]
+fn a_clearly_slower_configuration_stops_timing_early_and_is_still_checked() {
+    let Some(mut ev) = evaluator() else {
+        return;
+    };
+    let task = Gemm::new(128, 96, 64).unwrap();
+    let kernel = naive();
+    // An incumbent a thousand times faster than any real launch: clearly slower.
+    let mut config = tuning_config();
+    config.timing.early_stop = Some(EarlyStop::against(&[1e-9; 10]));
+    ev.set_config(config);
+    let e = ev.evaluate(&task, &kernel, &ParamValues::new()).unwrap();
+    assert_eq!(e.status, Status::Correct, "{}", e.diagnostics);
+    assert_eq!(
+        e.timing.unwrap().trials,
+        EARLY_STOP_TRIALS,
+        "{}",
+        e.diagnostics
+    );
+    assert!(ev.last_profile().stopped_early);
+    assert!(e.diagnostics.contains("stopped early"), "{}", e.diagnostics);
+    assert!(e.correctness.unwrap().input_sets >= 3);
+
+    // An incumbent slower than the candidate: timed in full.
+    let mut config = tuning_config();
+    config.timing.early_stop = Some(EarlyStop::against(&[10.0; 10]));
+    ev.set_config(config);
+    let e = ev.evaluate(&task, &kernel, &ParamValues::new()).unwrap();
+    assert_eq!(e.status, Status::Correct, "{}", e.diagnostics);
+    assert!(e.timing.unwrap().trials >= 10, "{}", e.diagnostics);
+    assert!(!ev.last_profile().stopped_early);
+}
+
+#[test]
+fn the_baseline_is_re_measured_periodically_and_input_sets_are_reused() {
+    let Some(mut ev) = evaluator() else {
+        return;
+    };
+    let task = Gemm::new(128, 96, 64).unwrap();
+    let kernel = naive();
+    let mut launches = Vec::new();
+    let mut generated = Vec::new();
+    for _ in 0..=TUNING_BASELINE_EVERY {
+        let e = ev.evaluate(&task, &kernel, &ParamValues::new()).unwrap();
+        assert_eq!(e.status, Status::Correct, "{}", e.diagnostics);
+        // Every evaluation has a speedup against a measured baseline window.
+        assert!(e.speedup.is_some(), "{}", e.diagnostics);
+        launches.push(ev.last_profile().baseline_launches);
+        generated.push(ev.last_profile().inputs_generated);
+    }
+    let config = tuning_config();
+    let first = config.timing.baseline_trials + 1; // a warm-up launch before the first
+    let mut expected = vec![0; TUNING_BASELINE_EVERY as usize + 1];
+    expected[0] = first;
+    expected[TUNING_BASELINE_EVERY as usize] = config.timing.baseline_trials;
+    assert_eq!(launches, expected);
+    // Three sets drawn once, then reused (with fresh poison before every launch).
+    assert_eq!(generated[0], 3);
+    assert!(generated[1..].iter().all(|g| *g == 0), "{generated:?}");
+    assert_eq!(ev.last_profile().inputs_reused, 3);
+}
