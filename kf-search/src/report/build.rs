@@ -269,11 +269,16 @@ impl<'a> Report<'a> {
             Err(why) => Some(format!("Reference: none ({why})")),
             Ok(r) => {
                 let mut line = format!("Reference: {}, measured in the same run:", r.describe());
-                if let Some(g) = finite(r.gflops) {
-                    let _ = write!(line, " {g:.2} GFLOP/s");
-                }
-                if let Some(b) = finite(r.gbs) {
-                    let _ = write!(line, " {b:.2} GB/s");
+                // The figure of merit of the task: GB/s for a memory-bound one, else GFLOP/s.
+                let memory_bound = self.best().and_then(|e| e.evaluation.memory_bound);
+                match (memory_bound, finite(r.gflops), finite(r.gbs)) {
+                    (Some(true), _, Some(b)) | (_, None, Some(b)) => {
+                        let _ = write!(line, " {b:.2} GB/s");
+                    }
+                    (_, Some(g), _) => {
+                        let _ = write!(line, " {g:.2} GFLOP/s");
+                    }
+                    _ => {}
                 }
                 let _ = write!(line, " ({:.3} ms)", r.median_s * 1e3);
                 if let Some((x, unit)) = self.reference_ratio() {
