@@ -40,6 +40,8 @@ fn short_softmax_search_end_to_end() {
     let mut config = SearchConfig::new("softmax", task.sizes());
     config.evaluations = 10;
     config.tune_budget = 2;
+    // Fewer than the candidates could spend with tuning (up to 20): the device budget binds.
+    config.device_evaluations = Some(12);
     config.wall = Some(Duration::from_secs(300));
     config.out = out.path().join("softmax");
     config.progress = false;
@@ -96,6 +98,105 @@ fn short_softmax_search_end_to_end() {
         report["cells_filled"].as_u64().unwrap_or(0) >= 2,
         "{report}"
     );
+
+    // Device evaluations: every configuration compiled and timed, tuning included. The run
+    // stops after the step that spent the limit; that step's other children are evaluated
+    // untuned (a structural mutation has at most a handful).
+    let device = report["device_evaluations"].as_u64().unwrap();
+    assert_eq!(device, outcome.device_evaluations);
+    assert_eq!(report["device_evaluation_limit"].as_u64(), Some(12));
+    assert!(
+        (12..=12 + 8).contains(&device),
+        "{device} device evaluations"
+    );
+    assert!(
+        summary.evaluations < 10,
+        "the device budget did not bind: {report}"
+    );
+    assert!(
+        device > summary.evaluations,
+        "tuning ran no configuration: {report}"
+    );
+    let recorded: u64 = elites_and_rejects_device_evaluations(&config.out);
+    assert_eq!(device, recorded, "the run directory's evaluations disagree");
+    let last = report["trace"].as_array().unwrap().last().unwrap();
+    assert_eq!(last["device_evaluations"].as_u64(), Some(device));
+
+    // The reference library, measured in the same run (NumPy's row softmax, in GB/s).
+    if kernelfoundry::eval::taskfile::python::numpy_or_skip() {
+        assert!(report["reference_gbs"].as_f64().unwrap() > 0.0, "{report}");
+        assert!(
+            report["reference_ratio"].as_f64().unwrap() > 0.0,
+            "{report}"
+        );
+        assert!(report["reference"]["library"].is_string(), "{report}");
+    }
+}
+
+/// The device evaluations of every evaluation the run directory recorded.
+fn elites_and_rejects_device_evaluations(out: &std::path::Path) -> u64 {
+    let run = kernelfoundry::archive::read_run(out.join("run")).unwrap();
+    run.records
+        .iter()
+        .flat_map(|r| r.children.iter())
+        .filter_map(|c| match c {
+            kernelfoundry::core::ChildRecord::Judged { elite, .. } => {
+                Some(elite.evaluation.device_evaluations())
+            }
+            _ => None,
+        })
+        .sum()
+}
+
+/// An evaluator that counts what it is asked to evaluate, around the real one.
+#[derive(Clone)]
+struct CountingEvaluator {
+    inner: kernelfoundry::eval::IsolatedEvaluator,
+    calls: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+#[kernelfoundry::core::async_trait]
+impl Evaluator for CountingEvaluator {
+    type Error = kernelfoundry::eval::EvalError;
+    async fn evaluate(&self, c: &Candidate) -> Result<Evaluation, Self::Error> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.evaluate(c).await
+    }
+}
+
+#[test]
+fn a_tuned_evaluation_counts_what_the_real_evaluator_ran() {
+    let Some(backend) = backend() else {
+        return;
+    };
+    let sizes = parse_sizes("ROWS=64,COLS=256").unwrap();
+    let spec = kernelfoundry::eval::BackendSpec::new("opencl");
+    let isolated = kernelfoundry::eval::IsolatedEvaluator::builder(spec, "softmax", sizes.clone())
+        .command(WorkerCommand::test_harness().unwrap())
+        .config(kernelfoundry::search::search_eval_config())
+        .build();
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counting = CountingEvaluator {
+        inner: isolated.clone(),
+        calls: calls.clone(),
+    };
+    let tuned = kernelfoundry::search::TunedEvaluator::new(
+        counting,
+        4,
+        "random",
+        sizes.clone(),
+        backend.device().clone(),
+    )
+    .unwrap();
+    let library = TemplateLibrary::softmax().unwrap();
+    let template = library.for_task("softmax").next().unwrap();
+    let variant = template.instantiate(template.base()).unwrap();
+    let candidate = Candidate::seed(variant.source, variant.manifest.default_params());
+    let e = futures::executor::block_on(tuned.evaluate(&candidate)).unwrap();
+    isolated.shutdown();
+    let ran = calls.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(ran >= 2, "no configuration was tuned");
+    assert_eq!(e.device_evaluations(), ran);
 }
 
 #[test]

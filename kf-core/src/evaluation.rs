@@ -239,9 +239,23 @@ pub struct Evaluation {
     /// mismatching index, guard violation, …). Bounded by the evaluator.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub diagnostics: String,
+    /// Configurations of the candidate's kernel besides its own that a tuner compiled and
+    /// timed on the device before this evaluation was chosen (0 when it was not tuned): the
+    /// candidate cost `1 + tuning_evaluations` device evaluations.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tuning_evaluations: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Evaluation {
+    /// Device evaluations this candidate cost: its own and every configuration tuned for it.
+    pub fn device_evaluations(&self) -> u64 {
+        1 + u64::from(self.tuning_evaluations)
+    }
+
     /// An evaluation with the given status and diagnostics and nothing measured.
     pub fn failed(status: Status, diagnostics: impl Into<String>) -> Self {
         Evaluation {
@@ -259,6 +273,7 @@ impl Evaluation {
             correctness: None,
             compiler: CompilerFacts::default(),
             diagnostics: diagnostics.into(),
+            tuning_evaluations: 0,
         }
     }
 

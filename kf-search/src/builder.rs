@@ -201,6 +201,20 @@ where
         self
     }
 
+    /// At most `n` device evaluations (every configuration compiled and timed, tuning
+    /// included); `None`: only the candidate budget and the wall time.
+    pub fn device_evaluations(mut self, n: Option<u64>) -> Self {
+        self.config.device_evaluations = n;
+        self
+    }
+
+    /// Whether to measure the reference library after the search (default true; see
+    /// [`SearchConfig::reference`]).
+    pub fn reference(mut self, measure: bool) -> Self {
+        self.config.reference = measure;
+        self
+    }
+
     /// Whether to show a progress bar on a terminal (default true).
     pub fn progress(mut self, show: bool) -> Self {
         self.config.progress = show;
@@ -308,7 +322,7 @@ where
             return Err(SearchError::NoTask);
         }
         let kind = backends::check(&config.backend)?;
-        if config.evaluations == 0 {
+        if config.evaluations == 0 || config.device_evaluations == Some(0) {
             return Err(SearchError::NoEvaluations);
         }
         // An unknown strategy would otherwise mean "no tuning" for every kernel, silently.

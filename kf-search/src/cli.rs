@@ -33,6 +33,10 @@ pub struct SearchArgs {
     /// Candidates evaluated at most (seeds included).
     #[arg(long, default_value_t = defaults::EVALUATIONS)]
     pub evaluations: u64,
+    /// Device evaluations at most: every configuration compiled and timed, tuning inside the
+    /// search included (default: no limit beyond the candidates and the wall time).
+    #[arg(long)]
+    pub device_evaluations: Option<u64>,
     /// Wall-clock limit, seconds (default: the program's).
     #[arg(long)]
     pub time: Option<u64>,
@@ -54,6 +58,9 @@ pub struct SearchArgs {
     /// No progress bar (log lines instead).
     #[arg(long)]
     pub no_progress: bool,
+    /// Do not measure the reference library (NumPy's OpenBLAS for gemm) after the search.
+    #[arg(long)]
+    pub no_reference: bool,
     /// More log output (-v debug, -vv trace).
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -206,6 +213,7 @@ impl SearchArgs {
         let mut config = SearchConfig::new(task, sizes);
         config.backend = self.backend.spec(self.device.clone());
         config.evaluations = self.evaluations;
+        config.device_evaluations = self.device_evaluations;
         config.wall = Some(self.time.map_or(default_wall, Duration::from_secs));
         config.tune_budget = self.tune_budget;
         config.seed = self.seed;
@@ -213,6 +221,7 @@ impl SearchArgs {
             config.out = out.clone();
         }
         config.progress = !self.no_progress;
+        config.reference = !self.no_reference;
         #[cfg(feature = "dist")]
         let distributed = self.dist.distributed || self.dist.servers.given();
         #[cfg(not(feature = "dist"))]

@@ -57,6 +57,7 @@
 
 mod backend_kind;
 pub mod backends;
+mod budget;
 mod builder;
 #[cfg(feature = "cli")]
 mod cli;
@@ -65,11 +66,13 @@ pub mod distributed;
 mod evaluator;
 pub mod explorer;
 pub mod novelty;
+pub mod reference;
 pub mod report;
 mod setup;
 mod tuned;
 
 pub use backends::{init, BackendError, BackendKind};
+pub use budget::{DeviceEvaluationCounter, DeviceEvaluations};
 pub use builder::{EvaluatorLayer, NoLayer, Search, SearchBuilder};
 #[cfg(feature = "cli")]
 pub use cli::SearchArgs;
@@ -215,6 +218,9 @@ pub struct SearchConfig {
     pub backend: BackendSpec,
     /// Candidates evaluated at most (seeds included).
     pub evaluations: u64,
+    /// Device evaluations at most: every configuration compiled and timed, the candidates'
+    /// own and those tuned for them (`None`: only the candidate budget).
+    pub device_evaluations: Option<u64>,
     /// Wall-clock limit.
     pub wall: Option<Duration>,
     /// Run seed.
@@ -241,6 +247,9 @@ pub struct SearchConfig {
     /// Steps (mutation + evaluation) in flight at once: 1 on one machine (one device); more
     /// keeps several distributed workers busy.
     pub in_flight: usize,
+    /// Measure the reference library at the task's size after the search, on this machine
+    /// ([`reference::measure`]), for the report's `reference_gflops` and `reference_ratio`.
+    pub reference: bool,
     /// Evaluate on workers through NATS JetStream and PostgreSQL instead of in this process.
     #[cfg(feature = "dist")]
     #[serde(skip)]
@@ -273,6 +282,7 @@ impl SearchConfig {
             sizes,
             backend: BackendKind::default().spec(None),
             evaluations: defaults::EVALUATIONS,
+            device_evaluations: None,
             wall: Some(defaults::WALL),
             seed: defaults::SEED,
             tune_budget: defaults::TUNE_BUDGET,
@@ -282,6 +292,7 @@ impl SearchConfig {
             progress: true,
             worker: None,
             in_flight: defaults::IN_FLIGHT,
+            reference: true,
             #[cfg(feature = "dist")]
             distributed: None,
         }
@@ -333,6 +344,9 @@ pub struct SearchOutcome {
     pub baseline_gflops: Option<f64>,
     /// The best kernel's throughput, GFLOP/s.
     pub best_gflops: Option<f64>,
+    /// Device evaluations spent: every configuration compiled and timed, tuning included
+    /// (replayed steps count what they cost when they ran).
+    pub device_evaluations: u64,
     /// The evaluation budget the run directory had before this search extended it.
     pub extended_from: Option<u64>,
 }
@@ -342,8 +356,13 @@ impl SearchOutcome {
     pub fn run_line(&self) -> String {
         let s = &self.summary;
         let mut line = format!(
-            "{} evaluations in {:.0} s ({:?}); {} of {} cells filled",
-            s.evaluations, s.wall_seconds, s.stop_reason, s.metrics.filled, s.metrics.cells
+            "{} evaluations ({} device evaluations) in {:.0} s ({:?}); {} of {} cells filled",
+            s.evaluations,
+            self.device_evaluations,
+            s.wall_seconds,
+            s.stop_reason,
+            s.metrics.filled,
+            s.metrics.cells
         );
         if let Some(from) = self.extended_from {
             line.push_str(&format!("; the run was extended from {from} evaluations"));
@@ -446,7 +465,9 @@ where
     } = search;
     let config = &config;
     let sizes = task.sizes();
-    let (evaluator, device) = local_or_distributed(config, &sizes)?;
+    let work = task.describe().work;
+    let device_count = DeviceEvaluations::with_limit(config.device_evaluations);
+    let (evaluator, device) = local_or_distributed(config, &sizes, &device_count)?;
     let space = classifier.space().clone();
     let archive = EliteArchive::with_config(space.clone(), grid)?;
     let mut budget = Budget::evaluations(config.evaluations);
@@ -464,10 +485,7 @@ where
             "mutator": mutator.name(),
         }),
     )?
-    .with_budget(&serde_json::json!({
-        "evaluations": config.evaluations,
-        "wall_seconds": config.wall.map(|w| w.as_secs_f64()),
-    }))?;
+    .with_budget(&run_budget(config))?;
     let run_dir = RunDir::open_with(
         config.out.join("run"),
         meta,
@@ -514,9 +532,14 @@ where
     for (observer, mode) in observers {
         engine = engine.add_observer(observer, mode);
     }
-    if let Some(stop) = stop {
-        engine = engine.stop_on(stop);
-    }
+    // The device-evaluation budget stops the run through the same handle as Ctrl-C.
+    let stop = stop.unwrap_or_default();
+    let engine = engine
+        .add_observer(
+            DeviceEvaluationCounter::new(device_count.clone(), stop.clone()),
+            ObserverMode::Always,
+        )
+        .stop_on(stop);
     let result = engine.run_blocking();
     let evaluator_after = evaluator_handle.shutdown_handle();
     let result = result?;
@@ -540,7 +563,12 @@ where
     let summary = result.summary;
     let elites = Archive::elites(&archive);
     let baseline_gflops = baseline.gflops();
-    let report = Report::new(&space, &summary, elites.iter().copied())
+    let mut report = Report::new(&space, &summary, elites.iter().copied())
+        .device_evaluations(device_count.spent(), device_count.limit());
+    if let Some(reference) = measure_reference(config, &sizes, &work) {
+        report = report.reference(reference);
+    }
+    let report = report
         .baseline_gflops(baseline_gflops)
         .trace(trace.points())
         .title(format!("{} {}", config.task, sizes_text(&sizes)))
@@ -572,8 +600,49 @@ where
         report,
         baseline_gflops,
         best_gflops,
+        device_evaluations: device_count.spent(),
         extended_from,
     })
+}
+
+/// The run directory's record of the budget (which may change when a run is extended); the
+/// device-evaluation limit only when there is one, so that run directories from before it
+/// existed resume unchanged.
+fn run_budget(config: &SearchConfig) -> serde_json::Value {
+    let mut budget = serde_json::json!({
+        "evaluations": config.evaluations,
+        "wall_seconds": config.wall.map(|w| w.as_secs_f64()),
+    });
+    if let (Some(limit), Some(map)) = (config.device_evaluations, budget.as_object_mut()) {
+        map.insert("device_evaluations".into(), limit.into());
+    }
+    budget
+}
+
+/// The reference library at the task's size, measured now that the evaluation workers have
+/// stopped (so that both had the machine to themselves); `None` when the search was asked not
+/// to, `Err` with the reason when there is none to measure.
+fn measure_reference(
+    config: &SearchConfig,
+    sizes: &Sizes,
+    work: &kf_core::Work,
+) -> Option<Result<reference::ReferenceMeasurement, String>> {
+    if !config.reference {
+        return None;
+    }
+    if config.is_distributed() {
+        return Some(Err(
+            "the kernels ran on distributed workers, not on this machine".into(),
+        ));
+    }
+    if config.task_file.is_some() {
+        return Some(Err("no reference library is known for task files".into()));
+    }
+    let measured = reference::measure(&config.task, sizes, work).map_err(|e| e.to_string());
+    if let Err(why) = &measured {
+        tracing::warn!("reference library: {why}");
+    }
+    Some(measured)
 }
 
 /// Runs the shipped search with `mutator` from `seeds` (the first seed should be the task
@@ -601,6 +670,7 @@ pub fn run_search<M: Mutator + 'static>(
 fn local_or_distributed(
     config: &SearchConfig,
     sizes: &Sizes,
+    count: &DeviceEvaluations,
 ) -> Result<(SearchEvaluator, kf_core::DeviceFacts), SearchError> {
     #[cfg(feature = "dist")]
     if let Some(d) = &config.distributed {
@@ -612,7 +682,8 @@ fn local_or_distributed(
             config.tune_strategy.clone(),
             sizes.clone(),
             device.clone(),
-        )?;
+        )?
+        .counting(count.clone());
         return Ok((Either::Right(tuned), device));
     }
     let worker = match &config.worker {
@@ -636,7 +707,8 @@ fn local_or_distributed(
         config.tune_strategy.clone(),
         sizes.clone(),
         device.clone(),
-    )?;
+    )?
+    .counting(count.clone());
     Ok((Either::Left(tuned), device))
 }
 

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::DeviceEvaluations;
 use indexmap::IndexMap;
 use kf_core::{
     async_trait, Candidate, DeviceFacts, Evaluation, Evaluator, Fitness, KernelSource, ParamValues,
@@ -24,6 +25,7 @@ pub struct TunedEvaluator<E> {
     strategy: String,
     sizes: IndexMap<String, i64>,
     device: Arc<DeviceFacts>,
+    count: DeviceEvaluations,
 }
 
 impl<E: Evaluator + Clone + 'static> TunedEvaluator<E> {
@@ -51,7 +53,16 @@ impl<E: Evaluator + Clone + 'static> TunedEvaluator<E> {
             strategy,
             sizes,
             device: Arc::new(device),
+            count: DeviceEvaluations::default(),
         })
+    }
+
+    /// Counts every configuration it sends to the device into `count`, and tunes within its
+    /// limit: a candidate is tuned with at most the evaluations the limit leaves after the
+    /// candidate's own.
+    pub fn counting(mut self, count: DeviceEvaluations) -> Self {
+        self.count = count;
+        self
     }
 
     /// The wrapped evaluator.
@@ -67,12 +78,18 @@ struct Collect<'a, E> {
     source: &'a KernelSource,
     seen: BTreeMap<String, Evaluation>,
     errors: Vec<String>,
+    /// Configurations sent to the evaluator (each one compiled and, when it built, timed).
+    calls: u32,
+    /// The run's device evaluations, counted as they are spent.
+    count: &'a DeviceEvaluations,
 }
 
 #[async_trait]
 impl<E: Evaluator> AsyncObjective for Collect<'_, E> {
     async fn evaluate(&mut self, config: &ParamValues) -> kf_tune::Result<Outcome> {
         let candidate = Candidate::seed(self.source.clone(), config.clone());
+        self.calls = self.calls.saturating_add(1);
+        self.count.add(1);
         match self.inner.evaluate(&candidate).await {
             Ok(e) => {
                 let outcome = outcome_of(&e);
@@ -100,8 +117,16 @@ impl<E: Evaluator + Clone + 'static> Evaluator for TunedEvaluator<E> {
     type Error = E::Error;
 
     async fn evaluate(&self, candidate: &Candidate) -> Result<Evaluation, E::Error> {
+        // Counted as spent before the device runs it: a configuration that crashed its worker
+        // ran all the same.
+        self.count.add(1);
         let first = self.inner.evaluate(candidate).await?;
-        if self.budget <= 1 {
+        // Tuning gets what the limit leaves after the candidate's own evaluation.
+        let tune_budget = match self.count.remaining() {
+            Some(left) => (self.budget - 1).min(usize::try_from(left).unwrap_or(usize::MAX)),
+            None => self.budget - 1,
+        };
+        if tune_budget == 0 {
             return Ok(first);
         }
         let Ok(manifest) = Manifest::from_kernel(&candidate.source) else {
@@ -133,8 +158,10 @@ impl<E: Evaluator + Clone + 'static> Evaluator for TunedEvaluator<E> {
             source: &candidate.source,
             seen: BTreeMap::new(),
             errors: Vec::new(),
+            calls: 0,
+            count: &self.count,
         };
-        let tuner = Tuner::new(&space, self.budget - 1).seed(tuning_seed(&candidate.source, &own));
+        let tuner = Tuner::new(&space, tune_budget).seed(tuning_seed(&candidate.source, &own));
         // A tuning failure (the evaluator itself broke) leaves the first evaluation standing;
         // the engine hears of evaluator errors through the untuned path.
         let _ = tuner
@@ -148,6 +175,97 @@ impl<E: Evaluator + Clone + 'static> Evaluator for TunedEvaluator<E> {
                 best = e;
             }
         }
+        best.tuning_evaluations = objective.calls;
         Ok(best)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use kf_core::{Language, ParamValue, TimingStats};
+
+    use super::*;
+
+    const MANIFEST: &str = "entry = \"k\"\nlanguage = \"opencl\"\n[params]\n\
+                            TS = [1, 2, 4, 8, 16, 32, 64, 128]\n\
+                            [launch]\nglobal = [\"N\"]\nlocal = [\"TS\"]\n";
+
+    /// An evaluator that counts the configurations it is given (what a device would compile
+    /// and time) and makes larger TS faster.
+    #[derive(Clone, Default)]
+    struct Counting(Arc<AtomicU32>);
+
+    #[async_trait]
+    impl Evaluator for Counting {
+        type Error = std::convert::Infallible;
+        async fn evaluate(&self, c: &Candidate) -> Result<Evaluation, Self::Error> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            let ts = match c.params.get("TS") {
+                Some(ParamValue::Int(v)) => *v as f64,
+                _ => 1.0,
+            };
+            let timing = TimingStats::from_samples(&[1.0 / ts]).unwrap();
+            let mut e = Evaluation::correct(timing, None);
+            e.gflops = Some(ts);
+            e.params = c.params.clone();
+            Ok(e)
+        }
+    }
+
+    fn tuned(budget: usize, count: DeviceEvaluations) -> (TunedEvaluator<Counting>, Counting) {
+        let inner = Counting::default();
+        let mut device = DeviceFacts::unknown("test device");
+        device.max_work_group_size = 1024;
+        device.max_work_item_sizes = vec![1024, 1024, 1024];
+        let sizes: IndexMap<String, i64> = [("N".to_owned(), 4096)].into_iter().collect();
+        let t = TunedEvaluator::new(inner.clone(), budget, "random", sizes, device)
+            .unwrap()
+            .counting(count);
+        (t, inner)
+    }
+
+    fn candidate() -> Candidate {
+        let source = KernelSource::new(Language::OpenCl, "k", "__kernel void k() {}\n")
+            .with_manifest(MANIFEST);
+        Candidate::seed(source, ParamValues::new().with("TS", 1i64))
+    }
+
+    #[test]
+    fn the_evaluation_says_how_many_configurations_the_device_ran() {
+        let count = DeviceEvaluations::default();
+        let (t, inner) = tuned(5, count.clone());
+        let e = futures::executor::block_on(t.evaluate(&candidate())).unwrap();
+        let ran = inner.0.load(Ordering::SeqCst);
+        assert_eq!(ran, 5, "the candidate's own and four tuned configurations");
+        assert_eq!(count.spent(), u64::from(ran));
+        assert_eq!(e.device_evaluations(), u64::from(ran));
+        assert_eq!(e.tuning_evaluations, ran - 1);
+    }
+
+    #[test]
+    fn tuning_stops_at_the_device_evaluation_limit() {
+        let count = DeviceEvaluations::with_limit(Some(10));
+        count.add(7);
+        let (t, inner) = tuned(8, count.clone());
+        let e = futures::executor::block_on(t.evaluate(&candidate())).unwrap();
+        // Three left: the candidate's own and two tuned ones.
+        assert_eq!(inner.0.load(Ordering::SeqCst), 3);
+        assert_eq!(e.device_evaluations(), 3);
+        assert!(count.is_spent());
+        // Spent: a further candidate is evaluated (it was asked for) but not tuned.
+        let e = futures::executor::block_on(t.evaluate(&candidate())).unwrap();
+        assert_eq!(inner.0.load(Ordering::SeqCst), 4);
+        assert_eq!(e.device_evaluations(), 1);
+        assert_eq!(count.spent(), 11);
+    }
+
+    #[test]
+    fn an_untuned_candidate_costs_one_device_evaluation() {
+        let (t, inner) = tuned(1, DeviceEvaluations::default());
+        let e = futures::executor::block_on(t.evaluate(&candidate())).unwrap();
+        assert_eq!(inner.0.load(Ordering::SeqCst), 1);
+        assert_eq!(e.device_evaluations(), 1);
     }
 }

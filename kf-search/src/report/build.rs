@@ -15,6 +15,7 @@ use super::files::write_atomic;
 use super::plot::{self, CurveData};
 use super::progress::TracePoint;
 use super::table::{self, correct_gflops, finite, measured_params, CellRow};
+use crate::reference::ReferenceMeasurement;
 
 /// The best kernel as `report.json` describes it. Paths are relative to the report folder.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -87,8 +88,31 @@ pub struct ReportJson {
     /// Whether the task is memory-bound on the device.
     #[serde(default)]
     pub memory_bound: Option<bool>,
+    /// The reference library's throughput, measured in the same run, GFLOP/s.
+    #[serde(default)]
+    pub reference_gflops: Option<f64>,
+    /// The reference library's bandwidth, measured in the same run, GB/s.
+    #[serde(default)]
+    pub reference_gbs: Option<f64>,
+    /// The best kernel over the reference library, measured in the same run: GB/s over GB/s
+    /// for a memory-bound task, else GFLOP/s over GFLOP/s.
+    #[serde(default)]
+    pub reference_ratio: Option<f64>,
+    /// The reference measurement in full (library, the kernel OpenBLAS chose, threads, time).
+    #[serde(default)]
+    pub reference: Option<ReferenceMeasurement>,
+    /// Why there is no reference measurement, when there is none.
+    #[serde(default)]
+    pub reference_note: Option<String>,
     /// Candidates evaluated.
     pub evaluations: u64,
+    /// Device evaluations: every configuration compiled and timed, the candidates' own and
+    /// those tuned for them inside the search.
+    #[serde(default)]
+    pub device_evaluations: Option<u64>,
+    /// The run's limit on device evaluations, when it had one.
+    #[serde(default)]
+    pub device_evaluation_limit: Option<u64>,
     /// Cells holding an elite.
     pub cells_filled: usize,
     /// Cells in the descriptor space.
@@ -169,6 +193,8 @@ pub struct Report<'a> {
     summary: &'a RunSummary,
     elites: Vec<&'a Elite>,
     baseline_gflops: Option<f64>,
+    reference: Option<Result<ReferenceMeasurement, String>>,
+    device_evaluations: Option<(u64, Option<u64>)>,
     trace: Vec<TracePoint>,
     title: Option<String>,
     extra: Map<String, Value>,
@@ -188,6 +214,8 @@ impl<'a> Report<'a> {
             summary,
             elites: elites.into_iter().collect(),
             baseline_gflops: None,
+            reference: None,
+            device_evaluations: None,
             trace: Vec::new(),
             title: None,
             extra: Map::new(),
@@ -200,6 +228,69 @@ impl<'a> Report<'a> {
     pub fn baseline_gflops(mut self, gflops: Option<f64>) -> Self {
         self.baseline_gflops = finite(gflops).filter(|g| *g > 0.0);
         self
+    }
+
+    /// The reference library measured in the same run ([`crate::reference::measure`]), or
+    /// why there is none (the report says so in a line and in `reference_note`).
+    pub fn reference(mut self, reference: Result<ReferenceMeasurement, String>) -> Self {
+        self.reference = Some(reference);
+        self
+    }
+
+    /// The device evaluations the run spent (every configuration compiled and timed, tuning
+    /// included) and its limit on them, when it had one.
+    pub fn device_evaluations(mut self, spent: u64, limit: Option<u64>) -> Self {
+        self.device_evaluations = Some((spent, limit));
+        self
+    }
+
+    /// The measured reference, when there is one.
+    fn measured_reference(&self) -> Option<&ReferenceMeasurement> {
+        self.reference.as_ref().and_then(|r| r.as_ref().ok())
+    }
+
+    /// The best kernel over the reference: `(ratio, unit)`, by GB/s for a memory-bound
+    /// best kernel, else by GFLOP/s.
+    fn reference_ratio(&self) -> Option<(f64, &'static str)> {
+        let r = self.measured_reference()?;
+        let best = self.best()?;
+        let ratio = |mine: Option<f64>, theirs: Option<f64>| {
+            finite(mine)
+                .zip(finite(theirs).filter(|t| *t > 0.0))
+                .map(|(m, t)| m / t)
+        };
+        if best.evaluation.memory_bound == Some(true) {
+            if let Some(x) = ratio(best.evaluation.gbs, r.gbs) {
+                return Some((x, "GB/s"));
+            }
+        }
+        ratio(correct_gflops(best), r.gflops).map(|x| (x, "GFLOP/s"))
+    }
+
+    /// The reference line under the table: the library, its rate and the best kernel's ratio.
+    fn reference_line(&self) -> Option<String> {
+        match self.reference.as_ref()? {
+            Err(why) => Some(format!("Reference: none ({why})")),
+            Ok(r) => {
+                let mut line = format!("Reference: {}, measured in the same run:", r.describe());
+                // The figure of merit of the task: GB/s for a memory-bound one, else GFLOP/s.
+                let memory_bound = self.best().and_then(|e| e.evaluation.memory_bound);
+                match (memory_bound, finite(r.gflops), finite(r.gbs)) {
+                    (Some(true), _, Some(b)) | (_, None, Some(b)) => {
+                        let _ = write!(line, " {b:.2} GB/s");
+                    }
+                    (_, Some(g), _) => {
+                        let _ = write!(line, " {g:.2} GFLOP/s");
+                    }
+                    _ => {}
+                }
+                let _ = write!(line, " ({:.3} ms)", r.median_s * 1e3);
+                if let Some((x, unit)) = self.reference_ratio() {
+                    let _ = write!(line, "; best kernel {x:.2}x the reference ({unit})");
+                }
+                Some(line)
+            }
+        }
     }
 
     /// The progress trace (from [`ProgressObserver::trace`](super::ProgressObserver::trace)),
@@ -333,10 +424,19 @@ impl<'a> Report<'a> {
             }
             None => s.push_str("Best kernel: none (no correct kernel in the archive)\n"),
         }
+        if let Some(line) = self.reference_line() {
+            s.push_str(&line);
+            s.push('\n');
+        }
         let m = &self.summary.metrics;
+        let device = match self.device_evaluations {
+            Some((spent, Some(limit))) => format!(" ({spent} of {limit} device evaluations)"),
+            Some((spent, None)) => format!(" ({spent} device evaluations)"),
+            None => String::new(),
+        };
         let _ = writeln!(
             s,
-            "Archive: {}/{} cells filled, QD-score {:.2}; {} evaluations in {:.1} s (stopped: {:?})",
+            "Archive: {}/{} cells filled, QD-score {:.2}; {} evaluations{device} in {:.1} s (stopped: {:?})",
             self.cells_filled(),
             self.space.cells(),
             m.qd_score,
@@ -408,7 +508,17 @@ impl<'a> Report<'a> {
             best_gbs: best_json.as_ref().and_then(|b| b.gbs),
             roofline_fraction: best_json.as_ref().and_then(|b| b.roofline_fraction),
             memory_bound: best_json.as_ref().and_then(|b| b.memory_bound),
+            reference_gflops: self.measured_reference().and_then(|r| finite(r.gflops)),
+            reference_gbs: self.measured_reference().and_then(|r| finite(r.gbs)),
+            reference_ratio: self.reference_ratio().map(|(x, _)| x),
+            reference: self.measured_reference().cloned(),
+            reference_note: self
+                .reference
+                .as_ref()
+                .and_then(|r| r.as_ref().err().cloned()),
             evaluations: s.evaluations,
+            device_evaluations: self.device_evaluations.map(|(spent, _)| spent),
+            device_evaluation_limit: self.device_evaluations.and_then(|(_, limit)| limit),
             cells_filled,
             cells_total,
             coverage: if cells_total > 0 {

@@ -40,6 +40,9 @@ pub struct TracePoint {
     pub filled: usize,
     /// Seconds since the run started.
     pub elapsed_s: f64,
+    /// Device evaluations done (every configuration compiled and timed, tuning included).
+    #[serde(default)]
+    pub device_evaluations: u64,
 }
 
 /// The points a [`ProgressObserver`] recorded, shared with whoever keeps a clone: take one with
@@ -102,6 +105,7 @@ pub struct ProgressObserver {
     best_gflops: Option<f64>,
     filled: usize,
     evaluations: u64,
+    device_evaluations: u64,
     trace: ProgressTrace,
     started: Instant,
     next_log: u64,
@@ -126,6 +130,7 @@ impl ProgressObserver {
             best_gflops: None,
             filled: 0,
             evaluations: 0,
+            device_evaluations: 0,
             trace: ProgressTrace::new(),
             started: Instant::now(),
             next_log: 0,
@@ -167,7 +172,10 @@ impl ProgressObserver {
 
     fn message(&self) -> String {
         let best = self.best_gflops.map_or_else(|| "-".to_owned(), gflops_text);
-        format!("best {best} GFLOP/s · cells {}/{}", self.filled, self.cells)
+        format!(
+            "{} device evals · best {best} GFLOP/s · cells {}/{}",
+            self.device_evaluations, self.filled, self.cells
+        )
     }
 
     fn eta(&self) -> Option<Duration> {
@@ -185,9 +193,9 @@ impl ProgressObserver {
         }
         let bar = ProgressBar::with_draw_target(self.total, ProgressDrawTarget::stderr());
         let template = if self.total.is_some() {
-            "{spinner:.green} [{elapsed_precise}] {bar:30.cyan/blue} {pos}/{len} evals · {msg} · {eta_kf}"
+            "{spinner:.green} [{elapsed_precise}] {bar:30.cyan/blue} {pos}/{len} candidates · {msg} · {eta_kf}"
         } else {
-            "{spinner:.green} [{elapsed_precise}] {pos} evals · {msg} · {eta_kf}"
+            "{spinner:.green} [{elapsed_precise}] {pos} candidates · {msg} · {eta_kf}"
         };
         let (total, max_wall, started) = (self.total, self.max_wall, self.started);
         let style = ProgressStyle::with_template(template)
@@ -296,12 +304,16 @@ impl Observe for ProgressObserver {
         }
         self.filled = r.metrics.filled;
         self.evaluations = r.evaluations;
+        if let Some(ev) = r.evaluation {
+            self.device_evaluations += ev.device_evaluations();
+        }
         self.trace.push(TracePoint {
             evaluations: r.evaluations,
             best_gflops: self.best_gflops,
             qd_score: r.metrics.qd_score,
             filled: r.metrics.filled,
             elapsed_s: r.elapsed_s,
+            device_evaluations: self.device_evaluations,
         });
         if let Some(bar) = &self.bar {
             bar.set_position(r.evaluations);
@@ -313,7 +325,7 @@ impl Observe for ProgressObserver {
                 None => r.evaluations.to_string(),
             };
             tracing::info!(
-                "progress: {done} evaluations · {} · {:.0} s · {}",
+                "progress: {done} candidates · {} · {:.0} s · {}",
                 self.message(),
                 r.elapsed_s,
                 format_eta(self.eta())

@@ -184,6 +184,7 @@ fn trace_for(elites: &[Elite], evaluations: u64) -> Vec<TracePoint> {
                 qd_score: qd,
                 filled: elites.len().min(n as usize),
                 elapsed_s: n as f64 * 0.5,
+                device_evaluations: 3 * n,
             }
         })
         .collect()
@@ -404,6 +405,67 @@ fn memory_bound_tasks_report_gb_s_and_the_roofline_fraction() {
     }
     let back: ReportJson = serde_json::from_value(old).unwrap();
     assert_eq!(back.roofline_fraction, None);
+}
+
+#[test]
+fn the_reference_measured_in_the_run_is_in_report_json_and_under_the_table() {
+    if !kf_eval::taskfile::python::numpy_or_skip() {
+        return;
+    }
+    let elites = gemm_like();
+    let space = DescriptorSpace::kernel_default();
+    let summary = summary_for(&elites, 100);
+    let sizes = kf_eval::tasks::parse_sizes("M=128,N=128,K=128").unwrap();
+    let work = kf_core::Work {
+        flops: 2.0 * 128f64.powi(3),
+        bytes: 3.0 * 4.0 * 128f64.powi(2),
+    };
+    let measured = crate::reference::measure("gemm", &sizes, &work).unwrap();
+    let reference_gflops = measured.gflops.unwrap();
+    let report = Report::new(&space, &summary, &elites).reference(Ok(measured));
+    let dir = tempfile::tempdir().unwrap();
+    let out = report.pictures(false).write(dir.path()).unwrap();
+    let json: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("report.json")).unwrap()).unwrap();
+    assert_eq!(json["reference_gflops"].as_f64(), Some(reference_gflops));
+    let best = json["best_gflops"].as_f64().unwrap();
+    let ratio = json["reference_ratio"].as_f64().unwrap();
+    assert!((ratio - best / reference_gflops).abs() < 1e-9 * ratio);
+    assert!(!json["reference"]["library"].as_str().unwrap().is_empty());
+    assert!(json["reference_note"].is_null());
+    assert!(
+        out.summary.contains("Reference: ") && out.summary.contains("measured in the same run"),
+        "{}",
+        out.summary
+    );
+}
+
+#[test]
+fn a_missing_reference_is_a_note_not_a_figure() {
+    let elites = gemm_like();
+    let space = DescriptorSpace::kernel_default();
+    let summary = summary_for(&elites, 100);
+    let report =
+        Report::new(&space, &summary, &elites).reference(Err("no Python with NumPy".into()));
+    let json = serde_json::to_value(report.json()).unwrap();
+    assert!(json["reference_gflops"].is_null() && json["reference_ratio"].is_null());
+    assert_eq!(json["reference_note"], Value::from("no Python with NumPy"));
+    assert!(report
+        .summary_text()
+        .contains("Reference: none (no Python with NumPy)"));
+    // A report.json without the reference fields (the previous format) still reads.
+    let mut old = json.clone();
+    for k in [
+        "reference_gflops",
+        "reference_gbs",
+        "reference_ratio",
+        "reference",
+        "reference_note",
+    ] {
+        old.as_object_mut().unwrap().remove(k);
+    }
+    let back: ReportJson = serde_json::from_value(old).unwrap();
+    assert_eq!(back.reference_note, None);
 }
 
 #[test]
