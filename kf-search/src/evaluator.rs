@@ -59,6 +59,16 @@ pub(crate) fn handle(evaluator: &SearchEvaluator) -> EvaluatorHandle {
 pub(crate) type DistEvaluator = std::convert::Infallible;
 
 impl EvaluatorHandle {
+    /// The local evaluator (a handle to the same worker processes), to re-time a kernel after
+    /// the run; `None` for a distributed run.
+    pub(crate) fn local(&self) -> Option<IsolatedEvaluator> {
+        match self {
+            EvaluatorHandle::Local(e) => Some(e.clone()),
+            #[cfg(feature = "dist")]
+            EvaluatorHandle::Distributed(_) => None,
+        }
+    }
+
     /// Stops local evaluation processes; a distributed evaluator is returned for the caller to
     /// record the run's end and shut it down.
     pub(crate) fn shutdown_handle(self) -> Option<DistEvaluator> {

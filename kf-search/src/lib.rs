@@ -541,6 +541,8 @@ where
         )
         .stop_on(stop);
     let result = engine.run_blocking();
+    // Kept to re-time the best kernel beside the reference library after the run.
+    let retimer = evaluator_handle.local();
     let evaluator_after = evaluator_handle.shutdown_handle();
     let result = result?;
     let archive = result.archive;
@@ -565,7 +567,11 @@ where
     let baseline_gflops = baseline.gflops();
     let mut report = Report::new(&space, &summary, elites.iter().copied())
         .device_evaluations(device_count.spent(), device_count.limit());
-    if let Some(reference) = measure_reference(config, &sizes, &work) {
+    let reference = measure_reference(config, &sizes, &work, retimer.as_ref(), report.best());
+    if let Some(retimer) = &retimer {
+        retimer.shutdown();
+    }
+    if let Some(reference) = reference {
         report = report.reference(reference);
     }
     let report = report
@@ -619,13 +625,16 @@ fn run_budget(config: &SearchConfig) -> serde_json::Value {
     budget
 }
 
-/// The reference library at the task's size, measured now that the evaluation workers have
-/// stopped (so that both had the machine to themselves); `None` when the search was asked not
-/// to, `Err` with the reason when there is none to measure.
+/// The reference library at the task's size and the search's best kernel, measured side by
+/// side now that the search is over ([`reference::measure_side_by_side`]: the kernel re-timed by
+/// the run's own evaluator, then the library, twice); `None` when the search was asked not to,
+/// `Err` with the reason when there is no reference to measure.
 fn measure_reference(
     config: &SearchConfig,
     sizes: &Sizes,
     work: &kf_core::Work,
+    retimer: Option<&IsolatedEvaluator>,
+    best: Option<&kf_core::Elite>,
 ) -> Option<Result<reference::ReferenceMeasurement, String>> {
     if !config.reference {
         return None;
@@ -638,7 +647,30 @@ fn measure_reference(
     if config.task_file.is_some() {
         return Some(Err("no reference library is known for task files".into()));
     }
-    let measured = reference::measure(&config.task, sizes, work).map_err(|e| e.to_string());
+    let retime = || {
+        let (evaluator, best) = (retimer?, best?);
+        let evaluation = evaluator
+            .evaluate_blocking(&best.candidate.source, &best.effective_params())
+            .map_err(|e| tracing::warn!("re-timing the best kernel beside the reference: {e}"))
+            .ok()?;
+        if !evaluation.status.is_correct() {
+            tracing::warn!(
+                "re-timing the best kernel beside the reference: {} ({})",
+                evaluation.status,
+                evaluation.diagnostics
+            );
+            return None;
+        }
+        evaluation.timing.map(|t| t.median_s)
+    };
+    let measured = reference::measure_side_by_side(
+        &config.task,
+        sizes,
+        work,
+        reference::SIDE_BY_SIDE_ROUNDS,
+        retime,
+    )
+    .map_err(|e| e.to_string());
     if let Err(why) = &measured {
         tracing::warn!("reference library: {why}");
     }

@@ -94,8 +94,9 @@ pub struct ReportJson {
     /// The reference library's bandwidth, measured in the same run, GB/s.
     #[serde(default)]
     pub reference_gbs: Option<f64>,
-    /// The best kernel over the reference library, measured in the same run: GB/s over GB/s
-    /// for a memory-bound task, else GFLOP/s over GFLOP/s.
+    /// The best kernel over the reference library, both measured side by side after the search
+    /// (alternating rounds, the fastest of each side's): GB/s over GB/s for a memory-bound task,
+    /// else GFLOP/s over GFLOP/s. Absent when the best kernel could not be re-timed.
     #[serde(default)]
     pub reference_ratio: Option<f64>,
     /// The reference measurement in full (library, the kernel OpenBLAS chose, threads, time).
@@ -250,21 +251,23 @@ impl<'a> Report<'a> {
     }
 
     /// The best kernel over the reference: `(ratio, unit)`, by GB/s for a memory-bound
-    /// best kernel, else by GFLOP/s.
+    /// best kernel, else by GFLOP/s; only from the best kernel re-timed beside the reference
+    /// ([`ReferenceMeasurement::best_retimed`]): the search's own figure was measured at
+    /// another moment of a shared machine, so a ratio from it would not be side by side.
     fn reference_ratio(&self) -> Option<(f64, &'static str)> {
         let r = self.measured_reference()?;
-        let best = self.best()?;
+        let retimed = r.best_retimed.as_ref()?;
         let ratio = |mine: Option<f64>, theirs: Option<f64>| {
             finite(mine)
                 .zip(finite(theirs).filter(|t| *t > 0.0))
                 .map(|(m, t)| m / t)
         };
-        if best.evaluation.memory_bound == Some(true) {
-            if let Some(x) = ratio(best.evaluation.gbs, r.gbs) {
+        if self.best()?.evaluation.memory_bound == Some(true) {
+            if let Some(x) = ratio(retimed.gbs, r.gbs) {
                 return Some((x, "GB/s"));
             }
         }
-        ratio(correct_gflops(best), r.gflops).map(|x| (x, "GFLOP/s"))
+        ratio(retimed.gflops, r.gflops).map(|x| (x, "GFLOP/s"))
     }
 
     /// The reference line under the table: the library, its rate and the best kernel's ratio.
@@ -285,8 +288,17 @@ impl<'a> Report<'a> {
                     _ => {}
                 }
                 let _ = write!(line, " ({:.3} ms)", r.median_s * 1e3);
-                if let Some((x, unit)) = self.reference_ratio() {
-                    let _ = write!(line, "; best kernel {x:.2}x the reference ({unit})");
+                match (&r.best_retimed, self.reference_ratio()) {
+                    (Some(t), Some((x, unit))) => {
+                        let _ = write!(
+                            line,
+                            "; the best kernel re-timed beside it ({} rounds, alternating): \
+                             {:.3} ms, {x:.2}x the reference ({unit})",
+                            t.rounds,
+                            t.median_s * 1e3
+                        );
+                    }
+                    _ => line.push_str("; the best kernel was not re-timed beside it: no ratio"),
                 }
                 Some(line)
             }

@@ -420,17 +420,41 @@ fn the_reference_measured_in_the_run_is_in_report_json_and_under_the_table() {
         flops: 2.0 * 128f64.powi(3),
         bytes: 3.0 * 4.0 * 128f64.powi(2),
     };
-    let measured = crate::reference::measure("gemm", &sizes, &work).unwrap();
+    // The best kernel "re-timed" at 1 ms, then 0.5 ms: the faster round counts.
+    let mut rounds = [1e-3, 5e-4].into_iter();
+    let measured =
+        crate::reference::measure_side_by_side("gemm", &sizes, &work, 2, || rounds.next()).unwrap();
     let reference_gflops = measured.gflops.unwrap();
-    let report = Report::new(&space, &summary, &elites).reference(Ok(measured));
+    let retimed = measured.best_retimed.clone().unwrap();
+    assert_eq!((retimed.rounds, retimed.median_s), (2, 5e-4));
+    let report = Report::new(&space, &summary, &elites).reference(Ok(measured.clone()));
     let dir = tempfile::tempdir().unwrap();
     let out = report.pictures(false).write(dir.path()).unwrap();
     let json: Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("report.json")).unwrap()).unwrap();
     assert_eq!(json["reference_gflops"].as_f64(), Some(reference_gflops));
-    let best = json["best_gflops"].as_f64().unwrap();
+    // The ratio is the re-timed kernel's over the reference's, not the search's own figure
+    // (measured at another moment).
     let ratio = json["reference_ratio"].as_f64().unwrap();
-    assert!((ratio - best / reference_gflops).abs() < 1e-9 * ratio);
+    let side_by_side = retimed.gflops.unwrap() / reference_gflops;
+    assert!(
+        (ratio - side_by_side).abs() < 1e-9 * ratio,
+        "{ratio} vs {side_by_side}"
+    );
+    assert_ne!(
+        ratio,
+        json["best_gflops"].as_f64().unwrap() / reference_gflops
+    );
+    // Without a re-timed kernel there is a reference figure but no ratio.
+    let mut alone = measured;
+    alone.best_retimed = None;
+    let json = serde_json::to_value(
+        Report::new(&space, &summary, &elites)
+            .reference(Ok(alone))
+            .json(),
+    )
+    .unwrap();
+    assert!(json["reference_gflops"].as_f64().is_some() && json["reference_ratio"].is_null());
     assert!(!json["reference"]["library"].as_str().unwrap().is_empty());
     assert!(json["reference_note"].is_null());
     assert!(
