@@ -17,7 +17,9 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::config::{check_token, DistConfig, PRIORITIES};
 use crate::error::{DistError, Result};
-use crate::job::{self, job_id, kernel_hash, Hash, JobMessage, Profile, ResultMessage};
+use crate::job::{
+    self, job_id, kernel_hash, Hash, JobMessage, Profile, RefusalMessage, ResultMessage,
+};
 use crate::queue::{self, Queue};
 use crate::store::{Store, StoredResult};
 
@@ -29,6 +31,8 @@ type Reply = std::result::Result<Evaluation, Failure>;
 enum Failure {
     Cancelled,
     Failed(String),
+    /// A worker refused the job: (worker, reason).
+    Refused(String, String),
 }
 
 struct Waiting {
@@ -101,8 +105,8 @@ impl DistEvaluatorBuilder {
         self
     }
 
-    /// Fails an evaluation that waited this long for its result; default: wait as long as it
-    /// takes (workers may be added later).
+    /// Fails an evaluation that waited this long for its result; default: the configuration's
+    /// [`DistConfig::result_timeout`].
     pub fn result_timeout(mut self, limit: Duration) -> Self {
         self.result_timeout = Some(limit);
         self
@@ -224,6 +228,7 @@ impl DistEvaluator {
         profile: serde_json::Value,
     ) -> DistEvaluatorBuilder {
         DistEvaluatorBuilder {
+            result_timeout: config.result_timeout,
             config,
             run: run.into(),
             device_kind: device_kind.into(),
@@ -231,7 +236,6 @@ impl DistEvaluator {
             priority: 1,
             max_in_flight: 256,
             poll_interval: Duration::from_secs(2),
-            result_timeout: None,
         }
     }
 
@@ -365,10 +369,11 @@ impl Inner {
             Some(limit) => match tokio::time::timeout(limit, rx).await {
                 Ok(r) => r,
                 Err(_) => {
+                    self.abandon(&job).await;
                     return Err(DistError::ResultTimeout {
                         job: job.0,
                         seconds: limit.as_secs_f64(),
-                    })
+                    });
                 }
             },
             None => rx.await,
@@ -377,8 +382,45 @@ impl Inner {
             Ok(Ok(evaluation)) => Ok(evaluation),
             Ok(Err(Failure::Cancelled)) => Err(DistError::Cancelled),
             Ok(Err(Failure::Failed(message))) => Err(DistError::Failed(message)),
+            Ok(Err(Failure::Refused(worker, reason))) => Err(DistError::Refused {
+                job: job.0,
+                worker,
+                reason,
+            }),
             Err(_) => Err(DistError::Cancelled),
         }
+    }
+
+    /// After a timed-out wait: when nobody else waits for the job, forgets it and takes its
+    /// message off the queue (if it is still there), so that no worker evaluates a job nobody
+    /// waits for.
+    async fn abandon(&self, job: &Hash) {
+        let sequence = match self.waiting.lock() {
+            Ok(mut waiting) => {
+                let Some(w) = waiting.get_mut(job) else {
+                    return;
+                };
+                // The timed-out wait dropped its receiver.
+                w.replies.retain(|tx| !tx.is_closed());
+                if !w.replies.is_empty() {
+                    return;
+                }
+                waiting.remove(job).and_then(|w| w.sequence)
+            }
+            Err(_) => return,
+        };
+        if let Some(sequence) = sequence {
+            self.queue.delete_job(sequence).await;
+        }
+    }
+
+    /// Fails the waiting jobs that the database records as refused for this run.
+    async fn fail_refused(&self, jobs: &[String]) -> Result<()> {
+        for (job, worker, reason) in self.store.refusals_for(&self.run, jobs).await? {
+            tracing::warn!(job = %job, worker = %worker, "job refused by a worker: {reason}");
+            self.complete(&job, Err(Failure::Refused(worker, reason)));
+        }
+        Ok(())
     }
 
     /// Records a batch of jobs in one statement (retrying a failing database briefly), then
@@ -641,7 +683,16 @@ async fn result_writer(inner: Arc<Inner>) {
             continue;
         }
         let mut requests = Vec::with_capacity(messages.len());
+        let mut refused = Vec::new();
         for m in &messages {
+            let kind = m.headers.as_ref().and_then(|h| h.get(job::KIND_HEADER));
+            if kind.is_some_and(|k| k.as_str() == job::REFUSAL_KIND) {
+                match job::decode::<RefusalMessage>("refusal", &m.payload) {
+                    Ok(r) => refused.push(r.job.0),
+                    Err(e) => tracing::warn!("dropping an undecodable refusal: {e}"),
+                }
+                continue;
+            }
             match job::decode::<ResultMessage>("result", &m.payload) {
                 Ok(r) if r.v == job::MESSAGE_VERSION => requests.push(r.request),
                 Ok(r) => tracing::warn!("dropping a result of message version {}", r.v),
@@ -650,8 +701,12 @@ async fn result_writer(inner: Arc<Inner>) {
         }
         // The message only says which results are there: what counts is what the database
         // holds (the worker stored it before publishing), signed by a trusted worker.
-        match inner.store.results_for(&requests).await {
-            Ok(stored) => inner.accept(stored),
+        let read = async {
+            inner.accept(inner.store.results_for(&requests).await?);
+            inner.fail_refused(&refused).await
+        };
+        match read.await {
+            Ok(()) => {}
             Err(e) => {
                 // Not acknowledged: redelivered after the wait, read then.
                 tracing::warn!("reading {} results: {e}", requests.len());
@@ -675,12 +730,12 @@ async fn poller(inner: Arc<Inner>, every: Duration) {
         if inner.permits.is_closed() {
             return;
         }
-        let old: Vec<String> = match inner.waiting.lock() {
+        let (old, jobs): (Vec<String>, Vec<String>) = match inner.waiting.lock() {
             Ok(w) => w
-                .values()
-                .filter(|w| w.since.elapsed() >= every)
-                .map(|w| w.request.clone())
-                .collect(),
+                .iter()
+                .filter(|(_, w)| w.since.elapsed() >= every)
+                .map(|(job, w)| (w.request.clone(), job.0.clone()))
+                .unzip(),
             Err(_) => return,
         };
         if old.is_empty() {
@@ -689,6 +744,10 @@ async fn poller(inner: Arc<Inner>, every: Duration) {
         match inner.store.results_for(&old).await {
             Ok(found) => inner.accept(found),
             Err(e) => tracing::debug!("polling results: {e}"),
+        }
+        // A refusal whose notice was lost on the way.
+        if let Err(e) = inner.fail_refused(&jobs).await {
+            tracing::debug!("polling refusals: {e}");
         }
     }
 }

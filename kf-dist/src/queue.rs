@@ -198,6 +198,46 @@ impl Queue {
             .map_err(|e| DistError::nats(format!("creating consumer {name}"), e))
     }
 
+    /// Jobs on the queue (waiting or delivered and unanswered) by device kind and priority,
+    /// from the jobs stream's message count per subject.
+    pub(crate) async fn depths(&self) -> Result<Vec<crate::status::QueueDepth>> {
+        use futures::TryStreamExt;
+        let prefix = format!("{}.eval.", self.config.namespace);
+        let stream = self
+            .js
+            .get_stream(self.config.jobs_stream())
+            .await
+            .map_err(|e| DistError::nats("opening the jobs stream", e))?;
+        let mut subjects = stream
+            .info_with_subjects(format!("{prefix}>"))
+            .await
+            .map_err(|e| DistError::nats("reading the queue depths", e))?;
+        let mut out = Vec::new();
+        while let Some((subject, count)) = subjects
+            .try_next()
+            .await
+            .map_err(|e| DistError::nats("reading the queue depths", e))?
+        {
+            // `<namespace>.eval.<device kind>.p<priority>`
+            let Some((kind, priority)) = subject
+                .strip_prefix(&prefix)
+                .and_then(|rest| rest.rsplit_once(".p"))
+            else {
+                continue;
+            };
+            let Ok(priority) = priority.parse() else {
+                continue;
+            };
+            out.push(crate::status::QueueDepth {
+                device_kind: kind.to_string(),
+                priority,
+                jobs: count as u64,
+            });
+        }
+        out.sort_by(|a, b| (&a.device_kind, a.priority).cmp(&(&b.device_kind, b.priority)));
+        Ok(out)
+    }
+
     /// Deletes a job that no worker has taken yet (cancellation). False when it is gone.
     pub(crate) async fn delete_job(&self, sequence: u64) -> bool {
         match self.js.get_stream(self.config.jobs_stream()).await {
