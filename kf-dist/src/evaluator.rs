@@ -37,7 +37,10 @@ enum Failure {
 
 struct Waiting {
     replies: Vec<oneshot::Sender<Reply>>,
-    since: Instant,
+    /// When the poller looks in the database for its result next.
+    next_poll: Instant,
+    /// How long after that look the next one comes (doubling, see [`poller`]).
+    poll_gap: Duration,
     /// Stream sequence of the published job, for cancellation.
     sequence: Option<u64>,
     /// The request whose result completes it.
@@ -53,6 +56,10 @@ struct Inner {
     profile: Profile,
     priority: u8,
     result_timeout: Option<Duration>,
+    /// The first look in the database for a waiting job's result comes after this.
+    poll_interval: Duration,
+    /// The longest gap between two looks for one job.
+    max_poll_interval: Duration,
     queue: Queue,
     store: Store,
     waiting: Mutex<HashMap<Hash, Waiting>>,
@@ -82,6 +89,7 @@ pub struct DistEvaluatorBuilder {
     priority: u8,
     max_in_flight: usize,
     poll_interval: Duration,
+    max_poll_interval: Duration,
     result_timeout: Option<Duration>,
 }
 
@@ -102,6 +110,17 @@ impl DistEvaluatorBuilder {
     /// run stored for the same job); default 2 s.
     pub fn poll_interval(mut self, every: Duration) -> Self {
         self.poll_interval = every;
+        self
+    }
+
+    /// The longest a waiting job goes between two looks in the database for its result
+    /// (default 30 s). The gap starts at the poll interval and doubles: a job published under
+    /// its own message gets its result on the results stream (the look is a safety net), so
+    /// a window of thousands of queued jobs is not looked up every poll interval. A job whose
+    /// publish another run's message de-duplicated is looked up every poll interval (its result
+    /// comes on the other run's subject).
+    pub fn max_poll_interval(mut self, every: Duration) -> Self {
+        self.max_poll_interval = every;
         self
     }
 
@@ -155,6 +174,8 @@ impl DistEvaluatorBuilder {
                 profile,
                 priority: self.priority,
                 result_timeout: self.result_timeout,
+                poll_interval: self.poll_interval,
+                max_poll_interval: self.max_poll_interval.max(self.poll_interval),
                 queue,
                 store,
                 waiting: Mutex::new(HashMap::new()),
@@ -165,7 +186,7 @@ impl DistEvaluatorBuilder {
         })?;
         runtime.spawn(submitter(inner.clone(), submitted));
         runtime.spawn(result_writer(inner.clone()));
-        runtime.spawn(poller(inner.clone(), self.poll_interval));
+        runtime.spawn(poller(inner.clone()));
         Ok(DistEvaluator {
             inner,
             runtime: Arc::new(OwnedRuntime(Some(runtime))),
@@ -236,6 +257,7 @@ impl DistEvaluator {
             priority: 1,
             max_in_flight: 256,
             poll_interval: Duration::from_secs(2),
+            max_poll_interval: Duration::from_secs(30),
         }
     }
 
@@ -340,7 +362,8 @@ impl Inner {
             entry
                 .or_insert_with(|| Waiting {
                     replies: Vec::new(),
-                    since: Instant::now(),
+                    next_poll: Instant::now() + self.poll_interval,
+                    poll_gap: self.poll_interval,
                     sequence: None,
                     request: job.0.clone(),
                     recheck_of: None,
@@ -724,17 +747,27 @@ async fn result_writer(inner: Arc<Inner>) {
 
 /// Answers jobs that have waited a while from the database: a result stored by another run
 /// for the same job (whose publish JetStream de-duplicated) reaches this run this way.
-async fn poller(inner: Arc<Inner>, every: Duration) {
+async fn poller(inner: Arc<Inner>) {
+    let every = inner.poll_interval;
     loop {
         tokio::time::sleep(every).await;
         if inner.permits.is_closed() {
             return;
         }
+        let now = Instant::now();
         let (old, jobs): (Vec<String>, Vec<String>) = match inner.waiting.lock() {
-            Ok(w) => w
-                .iter()
-                .filter(|(_, w)| w.since.elapsed() >= every)
-                .map(|(job, w)| (w.request.clone(), job.0.clone()))
+            Ok(mut w) => w
+                .iter_mut()
+                .filter(|(_, w)| w.next_poll <= now)
+                .map(|(job, w)| {
+                    // Published under its own message: its result comes on the results
+                    // stream, so look less and less often. De-duplicated: look every time.
+                    if w.sequence.is_some() {
+                        w.poll_gap = (w.poll_gap * 2).min(inner.max_poll_interval);
+                    }
+                    w.next_poll = now + w.poll_gap;
+                    (w.request.clone(), job.0.clone())
+                })
                 .unzip(),
             Err(_) => return,
         };
