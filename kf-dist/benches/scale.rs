@@ -19,7 +19,11 @@
 //! (on: TLS, the roles' credentials, signed jobs and results), `--max-poll 2,30`: one round
 //! per value of the search's longest gap between two database looks for a waiting job
 //! (`DistEvaluatorBuilder::max_poll_interval`; 2 s is every poll, as before it doubled),
-//! side by side on the same workers and servers.
+//! `--linger 0,500`: how long the search's result reader waits for a batch of results to
+//! fill (`DistEvaluatorBuilder::result_linger`; 500 ms is what it always did before);
+//! `--overlap on,off`: whether a worker gives its slot back when the evaluation ends, before
+//! storing and publishing the result (`WorkerConfig::overlap_answers`); every combination is
+//! one round, side by side on the same servers.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -139,25 +143,10 @@ fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(workers + 16)
+        .thread_name("kf-sim-worker")
         .enable_all()
         .build()
         .expect("runtime");
-    let stop = Arc::new(tokio::sync::Notify::new());
-    let mut handles = Vec::new();
-    for i in 0..workers {
-        let (dist, stop) = (worker_dist.clone(), stop.clone());
-        handles.push(runtime.spawn(async move {
-            let mut config = WorkerConfig::new("scale");
-            config.name = format!("sim-{i:03}");
-            let handler = SleepHandler {
-                median_s: median_ms / 1000.0,
-                sigma,
-            };
-            Worker::new(dist, config, handler)
-                .run(async move { stop.notified().await })
-                .await
-        }));
-    }
     let settings = Settings {
         jobs,
         workers,
@@ -176,17 +165,84 @@ fn main() {
     println!(
         "| security | workers | window | max poll gap s | eval median / mean ms | jobs | failed | seconds | jobs/s | \
          ideal jobs/s (workers / mean eval) | latency p50 / p90 / p99 / max s | CPU ms per job: \
-         search+workers / nats-server / PostgreSQL | PostgreSQL per job: transactions / index rows / scanned rows | load before → after |"
+         search / workers / nats-server / PostgreSQL | PostgreSQL per job: transactions / rows fetched by index / rows and index entries returned | load before → after | search lingers for a batch of results, ms | worker gives its slot back before answering |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
-    for (round, max_poll) in polls.iter().enumerate() {
-        let row = measure(&settings, &dist, &db, &servers, &nats, round, *max_poll);
-        println!("{row}");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let lingers: Vec<f64> = arg("--linger")
+        .unwrap_or_else(|| "0".into())
+        .split(',')
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let overlaps: Vec<bool> = arg("--overlap")
+        .unwrap_or_else(|| "on".into())
+        .split(',')
+        .map(|v| v != "off")
+        .collect();
+    let mut round = 0;
+    for max_poll in &polls {
+        for linger in &lingers {
+            for overlap in &overlaps {
+                let workers = Workers::start(&runtime, &worker_dist, &settings, *overlap);
+                let this = Round {
+                    index: round,
+                    max_poll_s: *max_poll,
+                    linger_ms: *linger,
+                };
+                let row = measure(&settings, &dist, &db, &servers, &nats, this);
+                println!("{row} {linger} | {} |", if *overlap { "on" } else { "off" });
+                workers.stop(&runtime);
+                round += 1;
+            }
+        }
     }
-    stop.notify_waiters();
-    for h in handles {
-        let _ = runtime.block_on(h);
+}
+
+/// The simulated workers of one round.
+struct Workers {
+    stop: Arc<tokio::sync::Notify>,
+    handles: Vec<tokio::task::JoinHandle<kf_dist::Result<kf_dist::WorkerStats>>>,
+}
+
+impl Workers {
+    fn start(
+        runtime: &tokio::runtime::Runtime,
+        dist: &DistConfig,
+        s: &Settings,
+        overlap: bool,
+    ) -> Workers {
+        let stop = Arc::new(tokio::sync::Notify::new());
+        let mut handles = Vec::new();
+        for i in 0..s.workers {
+            let (dist, stop) = (dist.clone(), stop.clone());
+            let handler = SleepHandler {
+                median_s: s.median_ms / 1000.0,
+                sigma: s.sigma,
+            };
+            handles.push(runtime.spawn(async move {
+                let mut config = WorkerConfig::new("scale");
+                config.name = format!("sim-{i:03}");
+                config.overlap_answers = overlap;
+                Worker::new(dist, config, handler)
+                    .run(async move { stop.notified().await })
+                    .await
+            }));
+        }
+        Workers { stop, handles }
     }
+
+    fn stop(self, runtime: &tokio::runtime::Runtime) {
+        self.stop.notify_waiters();
+        for h in self.handles {
+            let _ = runtime.block_on(h);
+        }
+    }
+}
+
+/// What one round varies.
+struct Round {
+    index: usize,
+    max_poll_s: f64,
+    linger_ms: f64,
 }
 
 struct Settings {
@@ -205,11 +261,15 @@ fn measure(
     db: &common::TestDb,
     servers: &common::Servers,
     nats: &common::Nats,
-    round: usize,
-    max_poll_s: f64,
+    round: Round,
 ) -> String {
+    let Round {
+        index: round,
+        max_poll_s,
+        linger_ms,
+    } = round;
     let run = format!("scale{round}");
-    let evaluator = DistEvaluator::builder(
+    let mut builder = DistEvaluator::builder(
         dist.clone(),
         &run,
         "scale",
@@ -217,9 +277,11 @@ fn measure(
     )
     .max_in_flight(s.window + 16)
     .max_poll_interval(Duration::from_secs_f64(max_poll_s))
-    .result_timeout(Duration::from_secs(3600))
-    .connect()
-    .expect("evaluator");
+    .result_timeout(Duration::from_secs(3600));
+    if linger_ms > 0.0 {
+        builder = builder.result_linger(Duration::from_secs_f64(linger_ms / 1000.0));
+    }
+    let evaluator = builder.connect().expect("evaluator");
     let kernel = KernelSource::new(Language::OpenCl, "k", "__kernel void k() {}");
     let candidate = |i: usize| {
         let params: ParamValues = [("I".to_string(), ParamValue::Int(i as i64))]
@@ -246,7 +308,7 @@ fn measure(
     let load_before = loadavg();
     let cpu = || {
         (
-            cpu_seconds("self"),
+            search_cpu_seconds(),
             nats.pid()
                 .map(|p| cpu_seconds(&p.to_string()))
                 .unwrap_or(0.0),
@@ -254,6 +316,7 @@ fn measure(
         )
     };
     let before = cpu();
+    let process_before = cpu_seconds("self");
     let start = Instant::now();
     let mut done = 0usize;
     let mut last_report = Instant::now();
@@ -282,6 +345,7 @@ fn measure(
     );
     let seconds = start.elapsed().as_secs_f64();
     let after = cpu();
+    let process_after = cpu_seconds("self");
     let load_after = loadavg();
     // The server's counters reach its statistics within a second or so.
     std::thread::sleep(Duration::from_secs(2));
@@ -300,7 +364,7 @@ fn measure(
     evaluator.shutdown();
     format!(
         "| {} | {} | {} | {max_poll_s:.0} | {:.0} / {:.0} | {jobs} | {failed} | {seconds:.1} | {:.0} | {:.0} | \
-         {:.2} / {:.2} / {:.2} / {:.2} | {:.2} / {:.2} / {:.2} | {:.2} / {:.1} / {:.1} | {load_before} → {load_after} |",
+         {:.2} / {:.2} / {:.2} / {:.2} | {:.2} / {:.2} / {:.2} / {:.2} | {:.2} / {:.1} / {:.1} | {load_before} → {load_after} |",
         if s.secure { "on" } else { "off" },
         s.workers,
         s.window,
@@ -313,6 +377,7 @@ fn measure(
         pct(0.99),
         pct(1.0),
         per_job_ms(before.0, after.0),
+        per_job_ms(process_before, process_after) - per_job_ms(before.0, after.0),
         per_job_ms(before.1, after.1),
         per_job_ms(before.2, after.2),
         per_job(pg_before[0], pg_after[0]),
@@ -355,6 +420,22 @@ fn cpu_seconds(pid: &str) -> f64 {
     // utime and stime are fields 14 and 15 of the line: 12 and 13 after the name; the clock
     // ticks 100 times a second on Linux.
     (ticks(11) + ticks(12)) / 100.0
+}
+
+/// CPU seconds of this process's threads that serve the search: the evaluator's runtime
+/// (`kf-dist` threads). The rest of the process is the simulated workers.
+fn search_cpu_seconds() -> f64 {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return 0.0;
+    };
+    dir.filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|t| {
+            std::fs::read_to_string(format!("/proc/self/task/{t}/comm"))
+                .is_ok_and(|c| c.starts_with("kf-dist"))
+        })
+        .map(|t| cpu_seconds(&format!("self/task/{t}")))
+        .sum()
 }
 
 /// The parent pid of a process.

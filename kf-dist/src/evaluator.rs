@@ -60,6 +60,8 @@ struct Inner {
     poll_interval: Duration,
     /// The longest gap between two looks for one job.
     max_poll_interval: Duration,
+    /// How long the result reader waits to fill a batch (`None`: it reads what has arrived).
+    result_linger: Option<Duration>,
     queue: Queue,
     store: Store,
     waiting: Mutex<HashMap<Hash, Waiting>>,
@@ -90,6 +92,7 @@ pub struct DistEvaluatorBuilder {
     max_in_flight: usize,
     poll_interval: Duration,
     max_poll_interval: Duration,
+    result_linger: Option<Duration>,
     result_timeout: Option<Duration>,
 }
 
@@ -121,6 +124,14 @@ impl DistEvaluatorBuilder {
     /// comes on the other run's subject).
     pub fn max_poll_interval(mut self, every: Duration) -> Self {
         self.max_poll_interval = every;
+        self
+    }
+
+    /// Lets the result reader wait up to `linger` for a batch of 512 results to fill before it
+    /// reads them from the database (fewer, larger reads; every result then waits up to
+    /// `linger`). Default: no lingering, results are read as they arrive.
+    pub fn result_linger(mut self, linger: Duration) -> Self {
+        self.result_linger = Some(linger);
         self
     }
 
@@ -176,6 +187,7 @@ impl DistEvaluatorBuilder {
                 result_timeout: self.result_timeout,
                 poll_interval: self.poll_interval,
                 max_poll_interval: self.max_poll_interval.max(self.poll_interval),
+                result_linger: self.result_linger,
                 queue,
                 store,
                 waiting: Mutex::new(HashMap::new()),
@@ -258,6 +270,7 @@ impl DistEvaluator {
             max_in_flight: 256,
             poll_interval: Duration::from_secs(2),
             max_poll_interval: Duration::from_secs(30),
+            result_linger: None,
         }
     }
 
@@ -694,7 +707,16 @@ async fn result_writer(inner: Arc<Inner>) {
                 }
             },
         };
-        let messages = match queue::take(c, 512, Some(Duration::from_millis(500))).await {
+        // What has arrived, at once; when nothing has, wait for the first result (a batch
+        // that waited to fill would hold every result of a small window for its expiry).
+        let pulled = match inner.result_linger {
+            Some(linger) => queue::take(c, 512, Some(linger)).await,
+            None => match queue::take(c, 512, None).await {
+                Ok(m) if m.is_empty() => queue::take(c, 1, Some(Duration::from_millis(500))).await,
+                other => other,
+            },
+        };
+        let messages = match pulled {
             Ok(m) => m,
             Err(e) => {
                 tracing::debug!("pulling results: {e}");

@@ -93,6 +93,10 @@ pub struct WorkerConfig {
     /// How often it reports to the database that it is alive, with its counters (`kf cluster
     /// status` marks a worker silent for three periods as gone).
     pub heartbeat: Duration,
+    /// Give a job's slot back when its evaluation ends, before its result is stored and
+    /// published (default true): the device starts the next job while the answer travels.
+    /// False holds the slot until the job is acknowledged.
+    pub overlap_answers: bool,
 }
 
 impl WorkerConfig {
@@ -108,6 +112,7 @@ impl WorkerConfig {
             idle_wait: Duration::from_millis(250),
             device: None,
             heartbeat: Duration::from_secs(5),
+            overlap_answers: true,
         }
     }
 }
@@ -214,6 +219,7 @@ impl<H: JobHandler> Worker<H> {
             profiles: HashCache::new(),
             counters: Counters::default(),
             environment,
+            overlap_answers: self.config.overlap_answers,
         });
         let slots = Arc::new(Semaphore::new(self.config.jobs));
         let report = {
@@ -257,9 +263,8 @@ impl<H: JobHandler> Worker<H> {
                 let shared = shared.clone();
                 tasks.spawn(async move {
                     shared.counters.in_flight.fetch_add(1, Ordering::Relaxed);
-                    shared.process(message).await;
+                    shared.process(message, permit).await;
                     shared.counters.in_flight.fetch_sub(1, Ordering::Relaxed);
-                    drop(permit);
                 });
             }
         }
@@ -337,6 +342,8 @@ struct Shared<H> {
     counters: Counters,
     /// Hash of the handler's environment, stored with every result.
     environment: String,
+    /// [`WorkerConfig::overlap_answers`].
+    overlap_answers: bool,
 }
 
 /// Values fetched from the database by hash, kept in memory up to [`CACHE_LIMIT`] entries
@@ -406,7 +413,9 @@ impl<H: JobHandler> Shared<H> {
         }
     }
 
-    async fn process(&self, message: Message) {
+    /// Processes one job; `slot` is its evaluation slot, given back as soon as the device is
+    /// free (see [`WorkerConfig::overlap_answers`]).
+    async fn process(&self, message: Message, slot: tokio::sync::OwnedSemaphorePermit) {
         let delivery = message
             .info()
             .map(|i| i.delivered.max(1) as u32)
@@ -495,7 +504,12 @@ impl<H: JobHandler> Shared<H> {
             futures::executor::block_on(handler.evaluate(&profile, &candidate))
         })
         .await;
-        heartbeat.abort();
+        if self.overlap_answers {
+            // The device is free: the next job may start while this one's result is stored
+            // and published. Should this worker die before the answer is through, the job is
+            // not acknowledged and goes to another worker, as for a death mid-evaluation.
+            drop(slot);
+        }
         match outcome {
             Ok(Ok(evaluation)) => {
                 if self
@@ -514,6 +528,8 @@ impl<H: JobHandler> Shared<H> {
                 self.hand_back(&message).await;
             }
         }
+        // Until the result is published, the job's message stays with this worker.
+        heartbeat.abort();
     }
 
     /// Publishes the result, then acknowledges the job. True when both went through.
