@@ -27,19 +27,15 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+mod support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kf_core::{
-    async_trait, BoxError, Candidate, CandidateId, Evaluation, Evaluator, KernelSource, Language,
-    ParamValue, ParamValues, TimingStats,
-};
-use kf_dist::{
-    DistConfig, DistEvaluator, JobHandler, Profile, Role, Security, SecurityFiles, Worker,
-    WorkerConfig,
-};
+use kf_core::{async_trait, BoxError, Candidate, Evaluation, Evaluator, ParamValue, TimingStats};
+use kf_dist::{DistConfig, DistEvaluator, JobHandler, Profile, Worker, WorkerConfig};
+use support::{arg, cpu_seconds};
 
 /// Sleeps for a log-normal time drawn from the job's parameter `I` (the same job always
 /// sleeps the same), then answers correct.
@@ -82,13 +78,6 @@ impl JobHandler for SleepHandler {
     }
 }
 
-fn arg(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
-
 fn parsed<T: std::str::FromStr>(name: &str, default: T) -> T {
     arg(name).and_then(|v| v.parse().ok()).unwrap_or(default)
 }
@@ -103,36 +92,7 @@ fn main() {
     let median_ms: f64 = parsed("--median-ms", 100.0);
     let sigma: f64 = parsed("--sigma", 0.6);
     let secure = arg("--security").as_deref() != Some("off") && servers.secrets.is_some();
-    let (nats, search, worker) = match &servers.secrets {
-        Some(dir) if secure => (
-            common::Nats::start(&servers),
-            SecurityFiles::in_dir(dir, Role::Search)
-                .load()
-                .expect("search secrets"),
-            SecurityFiles::in_dir(dir, Role::Worker)
-                .load()
-                .expect("worker secrets"),
-        ),
-        Some(dir) => {
-            let plain = |role| Security {
-                credentials: SecurityFiles::in_dir(dir, role)
-                    .load()
-                    .expect("secrets")
-                    .credentials,
-                ..Security::insecure()
-            };
-            (
-                common::Nats::start_with(&servers.nats_server, None),
-                plain(Role::Search),
-                plain(Role::Worker),
-            )
-        }
-        None => (
-            common::Nats::start_with(&servers.nats_server, None),
-            Security::insecure(),
-            Security::insecure(),
-        ),
-    };
+    let (nats, search, worker) = support::secured(&servers, secure);
     let db = common::TestDb::create(&servers.database_url, "scale");
     let dist = DistConfig::new(nats.url(), db.url.clone()).ack_wait(Duration::from_secs(30));
     let worker_dist = dist.clone().security(worker);
@@ -282,16 +242,7 @@ fn measure(
         builder = builder.result_linger(Duration::from_secs_f64(linger_ms / 1000.0));
     }
     let evaluator = builder.connect().expect("evaluator");
-    let kernel = KernelSource::new(Language::OpenCl, "k", "__kernel void k() {}");
-    let candidate = |i: usize| {
-        let params: ParamValues = [("I".to_string(), ParamValue::Int(i as i64))]
-            .into_iter()
-            .collect();
-        let mut c = Candidate::seed(kernel.clone(), params);
-        c.id = CandidateId(i as u64);
-        c.parents = vec![CandidateId(0)];
-        c
-    };
+    let candidate = support::numbered_job;
     let jobs = s.jobs;
     // Warm-up, not measured: every worker connected, consumers and statements in place.
     let warm: Vec<Candidate> = (0..s.workers.max(20))
@@ -406,20 +357,6 @@ fn loadavg() -> String {
         .ok()
         .and_then(|l| l.split_whitespace().next().map(String::from))
         .unwrap_or_default()
-}
-
-/// User + system CPU seconds of a process (`self` or a pid), from /proc.
-fn cpu_seconds(pid: &str) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
-    };
-    // Fields after the command name (which may hold spaces) start after the last ')'.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // utime and stime are fields 14 and 15 of the line: 12 and 13 after the name; the clock
-    // ticks 100 times a second on Linux.
-    (ticks(11) + ticks(12)) / 100.0
 }
 
 /// CPU seconds of this process's threads that serve the search: the evaluator's runtime

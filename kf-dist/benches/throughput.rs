@@ -13,17 +13,13 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+mod support;
 
 use std::time::{Duration, Instant};
 
-use kf_core::{
-    async_trait, BoxError, Candidate, CandidateId, Evaluation, Evaluator, KernelSource, Language,
-    ParamValue, ParamValues, TimingStats,
-};
-use kf_dist::{
-    DistConfig, DistEvaluator, JobHandler, Profile, Role, Security, SecurityFiles, Worker,
-    WorkerConfig,
-};
+use kf_core::{async_trait, BoxError, Candidate, Evaluation, Evaluator, TimingStats};
+use kf_dist::{DistConfig, DistEvaluator, JobHandler, Profile, Worker, WorkerConfig};
+use support::{arg, cpu_seconds};
 
 struct NoOp;
 
@@ -33,13 +29,6 @@ impl JobHandler for NoOp {
         let t = TimingStats::from_samples(&[1e-3]).ok_or("timing")?;
         Ok(Evaluation::correct(t, None))
     }
-}
-
-fn arg(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
 }
 
 fn main() {
@@ -65,37 +54,7 @@ fn main() {
         .flat_map(|n| modes.iter().map(move |m| (n, m)))
         .enumerate()
     {
-        let (nats, search, worker) = match &servers.secrets {
-            Some(dir) if secure => (
-                common::Nats::start(&servers),
-                SecurityFiles::in_dir(dir, Role::Search)
-                    .load()
-                    .expect("search secrets"),
-                SecurityFiles::in_dir(dir, Role::Worker)
-                    .load()
-                    .expect("worker secrets"),
-            ),
-            // Plain text: the same roles' passwords (PostgreSQL asks them), nothing else.
-            Some(dir) => {
-                let plain = |role| Security {
-                    credentials: SecurityFiles::in_dir(dir, role)
-                        .load()
-                        .expect("secrets")
-                        .credentials,
-                    ..Security::insecure()
-                };
-                (
-                    common::Nats::start_with(&servers.nats_server, None),
-                    plain(Role::Search),
-                    plain(Role::Worker),
-                )
-            }
-            None => (
-                common::Nats::start_with(&servers.nats_server, None),
-                Security::insecure(),
-                Security::insecure(),
-            ),
-        };
+        let (nats, search, worker) = support::secured(&servers, secure);
         let db = common::TestDb::create(&servers.database_url, &format!("bench{round}"));
         let url = match std::env::var("KF_BENCH_PG_OPTIONS") {
             Ok(o) => format!("{}?options={o}", db.url),
@@ -126,18 +85,7 @@ fn main() {
         .max_in_flight(1024)
         .connect()
         .expect("evaluator");
-        let kernel = KernelSource::new(Language::OpenCl, "k", "__kernel void k() {}");
-        let candidates: Vec<Candidate> = (0..jobs)
-            .map(|i| {
-                let params: ParamValues = [("I".to_string(), ParamValue::Int(i as i64))]
-                    .into_iter()
-                    .collect();
-                let mut c = Candidate::seed(kernel.clone(), params);
-                c.id = CandidateId(i as u64);
-                c.parents = vec![CandidateId(0)];
-                c
-            })
-            .collect();
+        let candidates: Vec<Candidate> = (0..jobs).map(support::numbered_job).collect();
         // Warm-up: connections, consumers, prepared statements.
         let _ = futures::executor::block_on(evaluator.evaluate_batch(&candidates[..20.min(jobs)]));
         let before = (
@@ -177,20 +125,6 @@ fn main() {
 
 fn tokio_util_stop() -> std::sync::Arc<tokio::sync::Notify> {
     std::sync::Arc::new(tokio::sync::Notify::new())
-}
-
-/// User + system CPU seconds of a process (`self` or a pid), from /proc.
-fn cpu_seconds(pid: &str) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
-    };
-    // Fields after the command name (which may hold spaces) start after the last ')'.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // utime and stime are fields 14 and 15 of the line: 12 and 13 after the name.
-    let hz = 100.0;
-    (ticks(11) + ticks(12)) / hz
 }
 
 /// CPU seconds of every PostgreSQL process (the server and its backends).

@@ -198,9 +198,9 @@ impl Queue {
             .map_err(|e| DistError::nats(format!("creating consumer {name}"), e))
     }
 
-    /// Jobs on the queue (waiting or delivered and unanswered) by device kind and priority,
-    /// from the jobs stream's message count per subject.
-    pub(crate) async fn depths(&self) -> Result<Vec<crate::status::QueueDepth>> {
+    /// Jobs on the queue (waiting or delivered and unanswered) by device kind and priority:
+    /// (device kind, priority, messages), from the jobs stream's message count per subject.
+    pub(crate) async fn depths(&self) -> Result<Vec<(String, u8, u64)>> {
         use futures::TryStreamExt;
         let prefix = format!("{}.eval.", self.config.namespace);
         let stream = self
@@ -225,16 +225,11 @@ impl Queue {
             else {
                 continue;
             };
-            let Ok(priority) = priority.parse() else {
-                continue;
-            };
-            out.push(crate::status::QueueDepth {
-                device_kind: kind.to_string(),
-                priority,
-                jobs: count as u64,
-            });
+            if let Ok(priority) = priority.parse() {
+                out.push((kind.to_string(), priority, count as u64));
+            }
         }
-        out.sort_by(|a, b| (&a.device_kind, a.priority).cmp(&(&b.device_kind, b.priority)));
+        out.sort();
         Ok(out)
     }
 

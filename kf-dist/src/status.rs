@@ -200,7 +200,16 @@ impl ClusterStatus {
             .map_err(|e| DistError::db("counting refusals", e))?;
         Ok(ClusterStatus {
             workers,
-            queue: queue.depths().await?,
+            queue: queue
+                .depths()
+                .await?
+                .into_iter()
+                .map(|(device_kind, priority, jobs)| QueueDepth {
+                    device_kind,
+                    priority,
+                    jobs,
+                })
+                .collect(),
             in_flight,
             window_s: seconds,
             results_in_window,

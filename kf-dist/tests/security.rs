@@ -663,13 +663,18 @@ fn a_kernel_declaring_parameters_out_of_sorted_order_is_evaluated_not_refused() 
     worker.stop();
 }
 
-/// The jobs stream as the search role sees it: (messages, last sequence).
-async fn jobs_on_queue(url: &str, dir: &Path) -> (u64, u64) {
-    let creds = SecurityFiles::in_dir(dir, Role::Search).load().unwrap();
+/// The jobs stream, through a client with the search role's credentials.
+async fn jobs_stream(url: &str, dir: &Path) -> jetstream::stream::Stream {
+    let creds = security(dir, Role::Search);
     let client = nats_client(url, &dir.join("ca.crt"), creds.credentials.as_ref())
         .await
         .unwrap();
-    let mut stream = jetstream::new(client).get_stream("KF_JOBS").await.unwrap();
+    jetstream::new(client).get_stream("KF_JOBS").await.unwrap()
+}
+
+/// The jobs stream as the search role sees it: (messages, last sequence).
+async fn jobs_on_queue(url: &str, dir: &Path) -> (u64, u64) {
+    let mut stream = jobs_stream(url, dir).await;
     let state = stream.info().await.unwrap().state.clone();
     (state.messages, state.last_sequence)
 }
@@ -707,11 +712,7 @@ fn a_job_whose_message_was_deleted_fails_at_its_result_timeout() {
         std::thread::sleep(Duration::from_millis(50));
     };
     rt().block_on(async {
-        let creds = security(&dir, Role::Search);
-        let client = nats_client(&nats.url(), &dir.join("ca.crt"), creds.credentials.as_ref())
-            .await
-            .unwrap();
-        let stream = jetstream::new(client).get_stream("KF_JOBS").await.unwrap();
+        let stream = jobs_stream(&nats.url(), &dir).await;
         assert!(stream.delete_message(sequence).await.unwrap(), "deleted");
     });
     let e = waiting.join().unwrap().unwrap_err();
