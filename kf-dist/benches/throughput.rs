@@ -10,6 +10,10 @@
 //! credentials, every job and result signed and verified) and off (plain text on loopback,
 //! a nats-server without users, nothing signed; PostgreSQL still asks the role's password).
 //! Without the script's secrets only the second runs.
+//!
+//! `--previous` also runs (before each current round) the search and workers as they were before results were read as they
+//! arrive and workers gave their slot back before answering (a 500 ms result linger, slots
+//! held until the answer, every waiting job looked up every 2 s), for a side-by-side ratio.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -37,21 +41,24 @@ fn main() {
     };
     let jobs: usize = arg("--jobs").and_then(|v| v.parse().ok()).unwrap_or(3000);
     let slots: usize = arg("--slots").and_then(|v| v.parse().ok()).unwrap_or(1);
+    let compare = std::env::args().any(|a| a == "--previous");
+    let versions: &[bool] = if compare { &[true, false] } else { &[false] };
     let counts: Vec<usize> = arg("--workers")
         .unwrap_or_else(|| "1,2,4".into())
         .split(',')
         .filter_map(|v| v.parse().ok())
         .collect();
-    println!("| security | workers | slots each | jobs | seconds | jobs/s | CPU ms per 1000 jobs: search + workers / nats-server / PostgreSQL |");
-    println!("|---|---|---|---|---|---|---|");
+    println!("| search and workers | security | workers | slots each | jobs | seconds | jobs/s | CPU ms per 1000 jobs: search + workers / nats-server / PostgreSQL |");
+    println!("|---|---|---|---|---|---|---|---|");
     let modes: &[bool] = if servers.secrets.is_some() {
         &[true, false]
     } else {
         &[false]
     };
-    for (round, (&n, &secure)) in counts
+    for (round, ((&n, &secure), &previous)) in counts
         .iter()
         .flat_map(|n| modes.iter().map(move |m| (n, m)))
+        .flat_map(|nm| versions.iter().map(move |v| (nm, v)))
         .enumerate()
     {
         let (nats, search, worker) = support::secured(&servers, secure);
@@ -71,6 +78,7 @@ fn main() {
                 let mut config = WorkerConfig::new("bench");
                 config.name = format!("bench-{i}");
                 config.jobs = slots;
+                config.overlap_answers = !previous;
                 Worker::new(dist, config, NoOp)
                     .run_blocking(async move { stop.notified().await })
                     .expect("worker")
@@ -82,7 +90,14 @@ fn main() {
             "bench",
             serde_json::json!({}),
         )
-        .max_in_flight(1024)
+        .max_in_flight(1024);
+        let evaluator = if previous {
+            evaluator
+                .result_linger(Duration::from_millis(500))
+                .max_poll_interval(Duration::from_secs(2))
+        } else {
+            evaluator
+        }
         .connect()
         .expect("evaluator");
         let candidates: Vec<Candidate> = (0..jobs).map(support::numbered_job).collect();
@@ -106,7 +121,8 @@ fn main() {
         let ok = results.iter().filter(|r| r.is_ok()).count();
         assert_eq!(ok, results.len(), "every job answered");
         println!(
-            "| {} | {n} | {slots} | {} | {seconds:.2} | {:.0} | {:.0} / {:.0} / {:.0} |",
+            "| {} | {} | {n} | {slots} | {} | {seconds:.2} | {:.0} | {:.0} / {:.0} / {:.0} |",
+            if previous { "previous" } else { "current" },
             if secure { "on" } else { "off" },
             results.len(),
             results.len() as f64 / seconds,
