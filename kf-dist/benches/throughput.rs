@@ -10,20 +10,20 @@
 //! credentials, every job and result signed and verified) and off (plain text on loopback,
 //! a nats-server without users, nothing signed; PostgreSQL still asks the role's password).
 //! Without the script's secrets only the second runs.
+//!
+//! `--previous` also runs (before each current round) the search and workers as they were before results were read as they
+//! arrive and workers gave their slot back before answering (a 500 ms result linger, slots
+//! held until the answer, every waiting job looked up every 2 s), for a side-by-side ratio.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+mod support;
 
 use std::time::{Duration, Instant};
 
-use kf_core::{
-    async_trait, BoxError, Candidate, CandidateId, Evaluation, Evaluator, KernelSource, Language,
-    ParamValue, ParamValues, TimingStats,
-};
-use kf_dist::{
-    DistConfig, DistEvaluator, JobHandler, Profile, Role, Security, SecurityFiles, Worker,
-    WorkerConfig,
-};
+use kf_core::{async_trait, BoxError, Candidate, Evaluation, Evaluator, TimingStats};
+use kf_dist::{DistConfig, DistEvaluator, JobHandler, Profile, Worker, WorkerConfig};
+use support::{arg, cpu_seconds};
 
 struct NoOp;
 
@@ -35,67 +35,33 @@ impl JobHandler for NoOp {
     }
 }
 
-fn arg(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
-
 fn main() {
     let Some(servers) = common::servers("throughput") else {
         return;
     };
     let jobs: usize = arg("--jobs").and_then(|v| v.parse().ok()).unwrap_or(3000);
     let slots: usize = arg("--slots").and_then(|v| v.parse().ok()).unwrap_or(1);
+    let compare = std::env::args().any(|a| a == "--previous");
+    let versions: &[bool] = if compare { &[true, false] } else { &[false] };
     let counts: Vec<usize> = arg("--workers")
         .unwrap_or_else(|| "1,2,4".into())
         .split(',')
         .filter_map(|v| v.parse().ok())
         .collect();
-    println!("| security | workers | slots each | jobs | seconds | jobs/s | CPU ms per 1000 jobs: search + workers / nats-server / PostgreSQL |");
-    println!("|---|---|---|---|---|---|---|");
+    println!("| search and workers | security | workers | slots each | jobs | seconds | jobs/s | CPU ms per 1000 jobs: search + workers / nats-server / PostgreSQL |");
+    println!("|---|---|---|---|---|---|---|---|");
     let modes: &[bool] = if servers.secrets.is_some() {
         &[true, false]
     } else {
         &[false]
     };
-    for (round, (&n, &secure)) in counts
+    for (round, ((&n, &secure), &previous)) in counts
         .iter()
         .flat_map(|n| modes.iter().map(move |m| (n, m)))
+        .flat_map(|nm| versions.iter().map(move |v| (nm, v)))
         .enumerate()
     {
-        let (nats, search, worker) = match &servers.secrets {
-            Some(dir) if secure => (
-                common::Nats::start(&servers),
-                SecurityFiles::in_dir(dir, Role::Search)
-                    .load()
-                    .expect("search secrets"),
-                SecurityFiles::in_dir(dir, Role::Worker)
-                    .load()
-                    .expect("worker secrets"),
-            ),
-            // Plain text: the same roles' passwords (PostgreSQL asks them), nothing else.
-            Some(dir) => {
-                let plain = |role| Security {
-                    credentials: SecurityFiles::in_dir(dir, role)
-                        .load()
-                        .expect("secrets")
-                        .credentials,
-                    ..Security::insecure()
-                };
-                (
-                    common::Nats::start_with(&servers.nats_server, None),
-                    plain(Role::Search),
-                    plain(Role::Worker),
-                )
-            }
-            None => (
-                common::Nats::start_with(&servers.nats_server, None),
-                Security::insecure(),
-                Security::insecure(),
-            ),
-        };
+        let (nats, search, worker) = support::secured(&servers, secure);
         let db = common::TestDb::create(&servers.database_url, &format!("bench{round}"));
         let url = match std::env::var("KF_BENCH_PG_OPTIONS") {
             Ok(o) => format!("{}?options={o}", db.url),
@@ -112,6 +78,7 @@ fn main() {
                 let mut config = WorkerConfig::new("bench");
                 config.name = format!("bench-{i}");
                 config.jobs = slots;
+                config.overlap_answers = !previous;
                 Worker::new(dist, config, NoOp)
                     .run_blocking(async move { stop.notified().await })
                     .expect("worker")
@@ -123,21 +90,17 @@ fn main() {
             "bench",
             serde_json::json!({}),
         )
-        .max_in_flight(1024)
+        .max_in_flight(1024);
+        let evaluator = if previous {
+            evaluator
+                .result_linger(Duration::from_millis(500))
+                .max_poll_interval(Duration::from_secs(2))
+        } else {
+            evaluator
+        }
         .connect()
         .expect("evaluator");
-        let kernel = KernelSource::new(Language::OpenCl, "k", "__kernel void k() {}");
-        let candidates: Vec<Candidate> = (0..jobs)
-            .map(|i| {
-                let params: ParamValues = [("I".to_string(), ParamValue::Int(i as i64))]
-                    .into_iter()
-                    .collect();
-                let mut c = Candidate::seed(kernel.clone(), params);
-                c.id = CandidateId(i as u64);
-                c.parents = vec![CandidateId(0)];
-                c
-            })
-            .collect();
+        let candidates: Vec<Candidate> = (0..jobs).map(support::numbered_job).collect();
         // Warm-up: connections, consumers, prepared statements.
         let _ = futures::executor::block_on(evaluator.evaluate_batch(&candidates[..20.min(jobs)]));
         let before = (
@@ -158,7 +121,8 @@ fn main() {
         let ok = results.iter().filter(|r| r.is_ok()).count();
         assert_eq!(ok, results.len(), "every job answered");
         println!(
-            "| {} | {n} | {slots} | {} | {seconds:.2} | {:.0} | {:.0} / {:.0} / {:.0} |",
+            "| {} | {} | {n} | {slots} | {} | {seconds:.2} | {:.0} | {:.0} / {:.0} / {:.0} |",
+            if previous { "previous" } else { "current" },
             if secure { "on" } else { "off" },
             results.len(),
             results.len() as f64 / seconds,
@@ -177,20 +141,6 @@ fn main() {
 
 fn tokio_util_stop() -> std::sync::Arc<tokio::sync::Notify> {
     std::sync::Arc::new(tokio::sync::Notify::new())
-}
-
-/// User + system CPU seconds of a process (`self` or a pid), from /proc.
-fn cpu_seconds(pid: &str) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
-    };
-    // Fields after the command name (which may hold spaces) start after the last ')'.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // utime and stime are fields 14 and 15 of the line: 12 and 13 after the name.
-    let hz = 100.0;
-    (ticks(11) + ticks(12)) / hz
 }
 
 /// CPU seconds of every PostgreSQL process (the server and its backends).

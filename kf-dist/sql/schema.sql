@@ -80,6 +80,18 @@ CREATE TABLE IF NOT EXISTS kf_workers (
     started_at  TIMESTAMPTZ NOT NULL DEFAULT now(),
     PRIMARY KEY (name, device_kind)
 );
+-- A worker's heartbeat (`kf cluster status`): what it does (`role`: `all` compiles and runs),
+-- when it last reported, how often it reports (a worker silent for three periods is gone),
+-- and its counters since it started. Added to databases of the previous format in place.
+ALTER TABLE kf_workers ADD COLUMN IF NOT EXISTS role TEXT NOT NULL DEFAULT 'all';
+ALTER TABLE kf_workers ADD COLUMN IF NOT EXISTS last_seen TIMESTAMPTZ NOT NULL DEFAULT now();
+ALTER TABLE kf_workers ADD COLUMN IF NOT EXISTS heartbeat_s DOUBLE PRECISION NOT NULL DEFAULT 10;
+ALTER TABLE kf_workers ADD COLUMN IF NOT EXISTS stopped_at TIMESTAMPTZ;
+ALTER TABLE kf_workers ADD COLUMN IF NOT EXISTS in_flight INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE kf_workers ADD COLUMN IF NOT EXISTS evaluated BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE kf_workers ADD COLUMN IF NOT EXISTS handed_back BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE kf_workers ADD COLUMN IF NOT EXISTS refused BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE kf_workers ADD COLUMN IF NOT EXISTS poisoned BIGINT NOT NULL DEFAULT 0;
 -- Jobs a worker refused before evaluating anything (unsigned, signed by a key it does not
 -- trust, or altered after signing).
 CREATE TABLE IF NOT EXISTS kf_refusals (

@@ -9,6 +9,11 @@ use crate::security::{Security, SecurityFiles};
 /// job of a higher priority before one of a lower.
 pub const PRIORITIES: u8 = 3;
 
+/// How long a search waits for a job's result by default: far longer than an evaluation takes
+/// (the worker heartbeats keep a long one alive on the queue), short enough that a job whose
+/// message was deleted, or that every worker lost, does not hold a search forever.
+pub const DEFAULT_RESULT_TIMEOUT: Duration = Duration::from_secs(3600);
+
 /// Where the servers are and how the queue behaves. The evaluator and every worker of one
 /// deployment must use the same values (they create the same streams and consumers).
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +43,10 @@ pub struct DistConfig {
     pub security_files: Option<SecurityFiles>,
     /// When a search answers a job from a result stored before.
     pub reuse: Reuse,
+    /// How long a search waits for a published job's result before the evaluation fails with
+    /// [`DistError::ResultTimeout`] (and the job leaves the queue): what ends the wait for a
+    /// job whose message an operator deleted. `None`: wait as long as it takes.
+    pub result_timeout: Option<Duration>,
 }
 
 /// When a search answers a job from a stored result (of any run) instead of evaluating it.
@@ -64,7 +73,8 @@ impl Default for Reuse {
 
 impl DistConfig {
     /// Defaults for the given servers: namespace `kf`, 30 s acknowledgement wait, 3 attempts,
-    /// a 10-minute de-duplication window, publishes retried for 5 minutes.
+    /// a 10-minute de-duplication window, publishes retried for 5 minutes, results awaited for
+    /// an hour ([`DEFAULT_RESULT_TIMEOUT`]).
     pub fn new(nats_url: impl Into<String>, database_url: impl Into<String>) -> Self {
         DistConfig {
             nats_url: nats_url.into(),
@@ -77,7 +87,14 @@ impl DistConfig {
             security: Security::default(),
             security_files: None,
             reuse: Reuse::default(),
+            result_timeout: Some(DEFAULT_RESULT_TIMEOUT),
         }
+    }
+
+    /// Sets how long a search waits for a job's result (`None`: forever).
+    pub fn result_timeout(mut self, limit: Option<Duration>) -> Self {
+        self.result_timeout = limit;
+        self
     }
 
     /// Sets the files the security settings are read from when connecting.
@@ -142,6 +159,11 @@ impl DistConfig {
         }
         if self.max_attempts == 0 {
             return Err(DistError::Config("max_attempts must be at least 1".into()));
+        }
+        if self.result_timeout.is_some_and(|t| t.is_zero()) {
+            return Err(DistError::Config(
+                "the result timeout must be longer than zero".into(),
+            ));
         }
         if !(0.0..=1.0).contains(&self.reuse.recheck) {
             return Err(DistError::Config(format!(

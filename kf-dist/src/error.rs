@@ -56,6 +56,17 @@ pub enum DistError {
         /// How long it waited.
         seconds: f64,
     },
+    /// A worker refused the job unevaluated (unsigned, signed by a key it does not trust,
+    /// altered after signing): evaluating it again would be refused again.
+    #[error("job {job} was refused by worker {worker}: {reason}")]
+    Refused {
+        /// The job id.
+        job: String,
+        /// The worker that refused it.
+        worker: String,
+        /// Why (as recorded in `kf_refusals`).
+        reason: String,
+    },
     /// A security setting is missing or unsafe: a plain-text connection beyond loopback, a
     /// credential file others may read, a key that does not parse.
     #[error("security: {0}")]

@@ -17,7 +17,9 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::config::{check_token, DistConfig, PRIORITIES};
 use crate::error::{DistError, Result};
-use crate::job::{self, job_id, kernel_hash, Hash, JobMessage, Profile, ResultMessage};
+use crate::job::{
+    self, job_id, kernel_hash, Hash, JobMessage, Profile, RefusalMessage, ResultMessage,
+};
 use crate::queue::{self, Queue};
 use crate::store::{Store, StoredResult};
 
@@ -29,11 +31,16 @@ type Reply = std::result::Result<Evaluation, Failure>;
 enum Failure {
     Cancelled,
     Failed(String),
+    /// A worker refused the job: (worker, reason).
+    Refused(String, String),
 }
 
 struct Waiting {
     replies: Vec<oneshot::Sender<Reply>>,
-    since: Instant,
+    /// When the poller looks in the database for its result next.
+    next_poll: Instant,
+    /// How long after that look the next one comes (doubling, see [`poller`]).
+    poll_gap: Duration,
     /// Stream sequence of the published job, for cancellation.
     sequence: Option<u64>,
     /// The request whose result completes it.
@@ -49,6 +56,12 @@ struct Inner {
     profile: Profile,
     priority: u8,
     result_timeout: Option<Duration>,
+    /// The first look in the database for a waiting job's result comes after this.
+    poll_interval: Duration,
+    /// The longest gap between two looks for one job.
+    max_poll_interval: Duration,
+    /// How long the result reader waits to fill a batch (`None`: it reads what has arrived).
+    result_linger: Option<Duration>,
     queue: Queue,
     store: Store,
     waiting: Mutex<HashMap<Hash, Waiting>>,
@@ -78,6 +91,8 @@ pub struct DistEvaluatorBuilder {
     priority: u8,
     max_in_flight: usize,
     poll_interval: Duration,
+    max_poll_interval: Duration,
+    result_linger: Option<Duration>,
     result_timeout: Option<Duration>,
 }
 
@@ -101,8 +116,27 @@ impl DistEvaluatorBuilder {
         self
     }
 
-    /// Fails an evaluation that waited this long for its result; default: wait as long as it
-    /// takes (workers may be added later).
+    /// The longest a waiting job goes between two looks in the database for its result
+    /// (default 30 s). The gap starts at the poll interval and doubles: a job published under
+    /// its own message gets its result on the results stream (the look is a safety net), so
+    /// a window of thousands of queued jobs is not looked up every poll interval. A job whose
+    /// publish another run's message de-duplicated is looked up every poll interval (its result
+    /// comes on the other run's subject).
+    pub fn max_poll_interval(mut self, every: Duration) -> Self {
+        self.max_poll_interval = every;
+        self
+    }
+
+    /// Lets the result reader wait up to `linger` for a batch of 512 results to fill before it
+    /// reads them from the database (fewer, larger reads; every result then waits up to
+    /// `linger`). Default: no lingering, results are read as they arrive.
+    pub fn result_linger(mut self, linger: Duration) -> Self {
+        self.result_linger = Some(linger);
+        self
+    }
+
+    /// Fails an evaluation that waited this long for its result; default: the configuration's
+    /// [`DistConfig::result_timeout`].
     pub fn result_timeout(mut self, limit: Duration) -> Self {
         self.result_timeout = Some(limit);
         self
@@ -151,6 +185,9 @@ impl DistEvaluatorBuilder {
                 profile,
                 priority: self.priority,
                 result_timeout: self.result_timeout,
+                poll_interval: self.poll_interval,
+                max_poll_interval: self.max_poll_interval.max(self.poll_interval),
+                result_linger: self.result_linger,
                 queue,
                 store,
                 waiting: Mutex::new(HashMap::new()),
@@ -161,7 +198,7 @@ impl DistEvaluatorBuilder {
         })?;
         runtime.spawn(submitter(inner.clone(), submitted));
         runtime.spawn(result_writer(inner.clone()));
-        runtime.spawn(poller(inner.clone(), self.poll_interval));
+        runtime.spawn(poller(inner.clone()));
         Ok(DistEvaluator {
             inner,
             runtime: Arc::new(OwnedRuntime(Some(runtime))),
@@ -224,6 +261,7 @@ impl DistEvaluator {
         profile: serde_json::Value,
     ) -> DistEvaluatorBuilder {
         DistEvaluatorBuilder {
+            result_timeout: config.result_timeout,
             config,
             run: run.into(),
             device_kind: device_kind.into(),
@@ -231,7 +269,8 @@ impl DistEvaluator {
             priority: 1,
             max_in_flight: 256,
             poll_interval: Duration::from_secs(2),
-            result_timeout: None,
+            max_poll_interval: Duration::from_secs(30),
+            result_linger: None,
         }
     }
 
@@ -336,7 +375,8 @@ impl Inner {
             entry
                 .or_insert_with(|| Waiting {
                     replies: Vec::new(),
-                    since: Instant::now(),
+                    next_poll: Instant::now() + self.poll_interval,
+                    poll_gap: self.poll_interval,
                     sequence: None,
                     request: job.0.clone(),
                     recheck_of: None,
@@ -365,10 +405,11 @@ impl Inner {
             Some(limit) => match tokio::time::timeout(limit, rx).await {
                 Ok(r) => r,
                 Err(_) => {
+                    self.abandon(&job).await;
                     return Err(DistError::ResultTimeout {
                         job: job.0,
                         seconds: limit.as_secs_f64(),
-                    })
+                    });
                 }
             },
             None => rx.await,
@@ -377,8 +418,45 @@ impl Inner {
             Ok(Ok(evaluation)) => Ok(evaluation),
             Ok(Err(Failure::Cancelled)) => Err(DistError::Cancelled),
             Ok(Err(Failure::Failed(message))) => Err(DistError::Failed(message)),
+            Ok(Err(Failure::Refused(worker, reason))) => Err(DistError::Refused {
+                job: job.0,
+                worker,
+                reason,
+            }),
             Err(_) => Err(DistError::Cancelled),
         }
+    }
+
+    /// After a timed-out wait: when nobody else waits for the job, forgets it and takes its
+    /// message off the queue (if it is still there), so that no worker evaluates a job nobody
+    /// waits for.
+    async fn abandon(&self, job: &Hash) {
+        let sequence = match self.waiting.lock() {
+            Ok(mut waiting) => {
+                let Some(w) = waiting.get_mut(job) else {
+                    return;
+                };
+                // The timed-out wait dropped its receiver.
+                w.replies.retain(|tx| !tx.is_closed());
+                if !w.replies.is_empty() {
+                    return;
+                }
+                waiting.remove(job).and_then(|w| w.sequence)
+            }
+            Err(_) => return,
+        };
+        if let Some(sequence) = sequence {
+            self.queue.delete_job(sequence).await;
+        }
+    }
+
+    /// Fails the waiting jobs that the database records as refused for this run.
+    async fn fail_refused(&self, jobs: &[String]) -> Result<()> {
+        for (job, worker, reason) in self.store.refusals_for(&self.run, jobs).await? {
+            tracing::warn!(job = %job, worker = %worker, "job refused by a worker: {reason}");
+            self.complete(&job, Err(Failure::Refused(worker, reason)));
+        }
+        Ok(())
     }
 
     /// Records a batch of jobs in one statement (retrying a failing database briefly), then
@@ -629,7 +707,16 @@ async fn result_writer(inner: Arc<Inner>) {
                 }
             },
         };
-        let messages = match queue::take(c, 512, Some(Duration::from_millis(500))).await {
+        // What has arrived, at once; when nothing has, wait for the first result (a batch
+        // that waited to fill would hold every result of a small window for its expiry).
+        let pulled = match inner.result_linger {
+            Some(linger) => queue::take(c, 512, Some(linger)).await,
+            None => match queue::take(c, 512, None).await {
+                Ok(m) if m.is_empty() => queue::take(c, 1, Some(Duration::from_millis(500))).await,
+                other => other,
+            },
+        };
+        let messages = match pulled {
             Ok(m) => m,
             Err(e) => {
                 tracing::debug!("pulling results: {e}");
@@ -641,7 +728,16 @@ async fn result_writer(inner: Arc<Inner>) {
             continue;
         }
         let mut requests = Vec::with_capacity(messages.len());
+        let mut refused = Vec::new();
         for m in &messages {
+            let kind = m.headers.as_ref().and_then(|h| h.get(job::KIND_HEADER));
+            if kind.is_some_and(|k| k.as_str() == job::REFUSAL_KIND) {
+                match job::decode::<RefusalMessage>("refusal", &m.payload) {
+                    Ok(r) => refused.push(r.job.0),
+                    Err(e) => tracing::warn!("dropping an undecodable refusal: {e}"),
+                }
+                continue;
+            }
             match job::decode::<ResultMessage>("result", &m.payload) {
                 Ok(r) if r.v == job::MESSAGE_VERSION => requests.push(r.request),
                 Ok(r) => tracing::warn!("dropping a result of message version {}", r.v),
@@ -650,8 +746,12 @@ async fn result_writer(inner: Arc<Inner>) {
         }
         // The message only says which results are there: what counts is what the database
         // holds (the worker stored it before publishing), signed by a trusted worker.
-        match inner.store.results_for(&requests).await {
-            Ok(stored) => inner.accept(stored),
+        let read = async {
+            inner.accept(inner.store.results_for(&requests).await?);
+            inner.fail_refused(&refused).await
+        };
+        match read.await {
+            Ok(()) => {}
             Err(e) => {
                 // Not acknowledged: redelivered after the wait, read then.
                 tracing::warn!("reading {} results: {e}", requests.len());
@@ -669,18 +769,28 @@ async fn result_writer(inner: Arc<Inner>) {
 
 /// Answers jobs that have waited a while from the database: a result stored by another run
 /// for the same job (whose publish JetStream de-duplicated) reaches this run this way.
-async fn poller(inner: Arc<Inner>, every: Duration) {
+async fn poller(inner: Arc<Inner>) {
+    let every = inner.poll_interval;
     loop {
         tokio::time::sleep(every).await;
         if inner.permits.is_closed() {
             return;
         }
-        let old: Vec<String> = match inner.waiting.lock() {
-            Ok(w) => w
-                .values()
-                .filter(|w| w.since.elapsed() >= every)
-                .map(|w| w.request.clone())
-                .collect(),
+        let now = Instant::now();
+        let (old, jobs): (Vec<String>, Vec<String>) = match inner.waiting.lock() {
+            Ok(mut w) => w
+                .iter_mut()
+                .filter(|(_, w)| w.next_poll <= now)
+                .map(|(job, w)| {
+                    // Published under its own message: its result comes on the results
+                    // stream, so look less and less often. De-duplicated: look every time.
+                    if w.sequence.is_some() {
+                        w.poll_gap = (w.poll_gap * 2).min(inner.max_poll_interval);
+                    }
+                    w.next_poll = now + w.poll_gap;
+                    (w.request.clone(), job.0.clone())
+                })
+                .unzip(),
             Err(_) => return,
         };
         if old.is_empty() {
@@ -689,6 +799,10 @@ async fn poller(inner: Arc<Inner>, every: Duration) {
         match inner.store.results_for(&old).await {
             Ok(found) => inner.accept(found),
             Err(e) => tracing::debug!("polling results: {e}"),
+        }
+        // A refusal whose notice was lost on the way.
+        if let Err(e) = inner.fail_refused(&jobs).await {
+            tracing::debug!("polling refusals: {e}");
         }
     }
 }

@@ -18,6 +18,13 @@ pub const SIGNER_HEADER: &str = "Kf-Signer";
 /// NATS header holding the Ed25519 signature (hex) of the job message's exact bytes.
 pub const SIGNATURE_HEADER: &str = "Kf-Signature";
 
+/// NATS header of a message on a run's results subject that is not a result: `refusal` (a
+/// [`RefusalMessage`]). A result carries none.
+pub const KIND_HEADER: &str = "Kf-Kind";
+
+/// [`KIND_HEADER`]'s value on a [`RefusalMessage`].
+pub const REFUSAL_KIND: &str = "refusal";
+
 /// A content hash (128 bits of BLAKE3, hex).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -186,6 +193,24 @@ pub struct ResultMessage {
     pub delivery: u32,
     /// Wall time the worker spent, seconds.
     pub seconds: f64,
+}
+
+/// A worker's notice, on the run's results subject, that it refused a job unevaluated (see
+/// [`crate::Refusal`]): the search fails the job at once instead of waiting for a result that
+/// will never come. Like a result message it only says where to look: the search fails the job
+/// when the database holds the refusal (`kf_refusals`) for the job and run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RefusalMessage {
+    /// Message format version.
+    pub v: u32,
+    /// The job id the refused message named.
+    pub job: Hash,
+    /// The request it named.
+    pub request: String,
+    /// The run it named.
+    pub run: String,
+    /// Name of the worker that refused it.
+    pub worker: String,
 }
 
 pub(crate) fn encode<T: Serialize>(what: &str, value: &T) -> Result<Vec<u8>> {

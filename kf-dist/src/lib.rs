@@ -40,19 +40,21 @@ mod evaluator;
 mod job;
 mod queue;
 mod security;
+mod status;
 mod store;
 mod worker;
 
-pub use config::{subject_token, DistConfig, Reuse, PRIORITIES};
+pub use config::{subject_token, DistConfig, Reuse, DEFAULT_RESULT_TIMEOUT, PRIORITIES};
 pub use error::{DistError, Result};
 pub use evaluator::{DistEvaluator, DistEvaluatorBuilder};
 pub use job::{
-    job_id, kernel_hash, Hash, JobMessage, Profile, ResultMessage, MESSAGE_VERSION,
-    SIGNATURE_HEADER, SIGNER_HEADER,
+    job_id, kernel_hash, Hash, JobMessage, Profile, RefusalMessage, ResultMessage, KIND_HEADER,
+    MESSAGE_VERSION, REFUSAL_KIND, SIGNATURE_HEADER, SIGNER_HEADER,
 };
 pub use security::{
     read_private, Credentials, Refusal, Role, Secret, Security, SecurityFiles, SigningKey,
     TrustedKeys,
 };
-pub use store::{Store, StoredResult};
+pub use status::{ClusterStatus, QueueDepth, WorkerState, WorkerStatus, GONE_AFTER_PERIODS};
+pub use store::{Store, StoredResult, WorkerReport};
 pub use worker::{EvaluatorHandler, JobHandler, Worker, WorkerConfig, WorkerStats};

@@ -198,6 +198,41 @@ impl Queue {
             .map_err(|e| DistError::nats(format!("creating consumer {name}"), e))
     }
 
+    /// Jobs on the queue (waiting or delivered and unanswered) by device kind and priority:
+    /// (device kind, priority, messages), from the jobs stream's message count per subject.
+    pub(crate) async fn depths(&self) -> Result<Vec<(String, u8, u64)>> {
+        use futures::TryStreamExt;
+        let prefix = format!("{}.eval.", self.config.namespace);
+        let stream = self
+            .js
+            .get_stream(self.config.jobs_stream())
+            .await
+            .map_err(|e| DistError::nats("opening the jobs stream", e))?;
+        let mut subjects = stream
+            .info_with_subjects(format!("{prefix}>"))
+            .await
+            .map_err(|e| DistError::nats("reading the queue depths", e))?;
+        let mut out = Vec::new();
+        while let Some((subject, count)) = subjects
+            .try_next()
+            .await
+            .map_err(|e| DistError::nats("reading the queue depths", e))?
+        {
+            // `<namespace>.eval.<device kind>.p<priority>`
+            let Some((kind, priority)) = subject
+                .strip_prefix(&prefix)
+                .and_then(|rest| rest.rsplit_once(".p"))
+            else {
+                continue;
+            };
+            if let Ok(priority) = priority.parse() {
+                out.push((kind.to_string(), priority, count as u64));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
     /// Deletes a job that no worker has taken yet (cancellation). False when it is gone.
     pub(crate) async fn delete_job(&self, sequence: u64) -> bool {
         match self.js.get_stream(self.config.jobs_stream()).await {

@@ -33,6 +33,21 @@ const TABLES: [&str; 9] = [
     "kf_snapshots",
 ];
 
+/// What a worker reports with each heartbeat.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerReport {
+    /// Jobs it is evaluating now.
+    pub in_flight: usize,
+    /// Jobs evaluated and answered since it started.
+    pub evaluated: u64,
+    /// Jobs handed back (its handler failed).
+    pub handed_back: u64,
+    /// Jobs refused unevaluated.
+    pub refused: u64,
+    /// Poison jobs recorded as failed.
+    pub poisoned: u64,
+}
+
 /// A result as the database holds it: the worker's signed message, byte for byte, and what
 /// was decoded from it.
 #[derive(Debug, Clone, PartialEq)]
@@ -236,13 +251,31 @@ impl Store {
             )
             .await
             .map_err(|e| DistError::db("looking for the schema", e))?;
-        if row.get::<_, i64>(0) == TABLES.len() as i64 {
+        // The newest column: a database of the previous format has the tables without it.
+        let current = c
+            .query_one(
+                "SELECT count(*) FROM information_schema.columns \
+                 WHERE table_name = 'kf_workers' AND column_name = 'poisoned'",
+                &[],
+            )
+            .await
+            .map_err(|e| DistError::db("looking for the schema", e))?;
+        if row.get::<_, i64>(0) == TABLES.len() as i64 && current.get::<_, i64>(0) > 0 {
             return Ok(());
         }
         let sql = format!("BEGIN; SELECT pg_advisory_xact_lock(7243115); {SCHEMA} COMMIT;");
-        c.batch_execute(&sql)
-            .await
-            .map_err(|e| DistError::db("creating the schema (as the database's owner)", e))
+        let what = if row.get::<_, i64>(0) == TABLES.len() as i64 {
+            "updating the schema of the previous format (as the database's owner: \
+             `scripts/dist-servers.sh start` applies kf-dist/sql/schema.sql)"
+        } else {
+            "creating the schema (as the database's owner)"
+        };
+        let result = c.batch_execute(&sql).await;
+        if result.is_err() {
+            // The failed transaction must not stay open on the shared connection.
+            let _ = c.batch_execute("ROLLBACK").await;
+        }
+        result.map_err(|e| DistError::db(what, e))
     }
 
     /// Records a profile and a run that uses it.
@@ -412,6 +445,30 @@ impl Store {
         Ok(())
     }
 
+    /// The refusals recorded for jobs of a run: (job id, worker, reason), the first per job.
+    pub async fn refusals_for(
+        &self,
+        run: &str,
+        jobs: &[String],
+    ) -> Result<Vec<(Hash, String, String)>> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let c = self.client().await?;
+        let rows = c
+            .query(
+                "SELECT DISTINCT ON (job_id) job_id, worker, reason FROM kf_refusals \
+                 WHERE run_id = $1 AND job_id = ANY($2) ORDER BY job_id, refused_at",
+                &[&run, &jobs],
+            )
+            .await
+            .map_err(|e| DistError::db("reading refusals", e))?;
+        Ok(rows
+            .iter()
+            .map(|r| (Hash(r.get(0)), r.get(1), r.get(2)))
+            .collect())
+    }
+
     /// The environment (driver and evaluator versions) of the most recently started worker of
     /// a device kind: stored results measured in another are not reused.
     pub async fn worker_environment(&self, device_kind: &str) -> Result<Option<String>> {
@@ -459,23 +516,58 @@ impl Store {
         Ok(Profile::from_value(row.get(0)))
     }
 
-    /// Records a worker starting, with the facts of its device and the hash of its
-    /// environment (driver and evaluator versions).
+    /// Records a worker starting, with the facts of its device, the hash of its environment
+    /// (driver and evaluator versions) and how often it will report ([`Store::heartbeat`]).
     pub async fn register_worker(
         &self,
         name: &str,
         device_kind: &str,
         device: Option<&serde_json::Value>,
         environment: &str,
+        heartbeat: std::time::Duration,
     ) -> Result<()> {
         let c = self.client().await?;
         c.execute(
-            "INSERT INTO kf_workers (name, device_kind, device, environment) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (name, device_kind) DO UPDATE SET device = $3, environment = $4, started_at = now()",
-            &[&name, &device_kind, &device, &environment],
+            "INSERT INTO kf_workers (name, device_kind, device, environment, heartbeat_s) \
+                 VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (name, device_kind) DO UPDATE SET device = $3, environment = $4, \
+                 started_at = now(), last_seen = now(), heartbeat_s = $5, stopped_at = NULL, \
+                 in_flight = 0, evaluated = 0, handed_back = 0, refused = 0, poisoned = 0",
+            &[
+                &name,
+                &device_kind,
+                &device,
+                &environment,
+                &heartbeat.as_secs_f64(),
+            ],
         )
         .await
         .map_err(|e| DistError::db("registering a worker", e))?;
+        Ok(())
+    }
+
+    /// A worker's heartbeat: it is alive, with these jobs in hand and these counters since it
+    /// started; `stopped` when it is shutting down cleanly.
+    pub async fn heartbeat(&self, name: &str, report: &WorkerReport, stopped: bool) -> Result<()> {
+        let c = self.client().await?;
+        let n = |v: u64| v.min(i64::MAX as u64) as i64;
+        c.execute(
+            "UPDATE kf_workers SET last_seen = now(), in_flight = $2, evaluated = $3, \
+                 handed_back = $4, refused = $5, poisoned = $6, \
+                 stopped_at = CASE WHEN $7 THEN now() ELSE NULL END \
+             WHERE name = $1",
+            &[
+                &name,
+                &(report.in_flight.min(i32::MAX as usize) as i32),
+                &n(report.evaluated),
+                &n(report.handed_back),
+                &n(report.refused),
+                &n(report.poisoned),
+                &stopped,
+            ],
+        )
+        .await
+        .map_err(|e| DistError::db("recording a worker's heartbeat", e))?;
         Ok(())
     }
 

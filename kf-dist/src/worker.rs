@@ -22,7 +22,7 @@ use crate::error::{DistError, Result};
 use crate::job::{self, Hash, JobMessage, Profile, ResultMessage};
 use crate::queue::{self, Queue};
 use crate::security::Refusal;
-use crate::store::Store;
+use crate::store::{Store, WorkerReport};
 
 /// Evaluates one job on a worker: the candidate under the run's profile.
 ///
@@ -90,6 +90,13 @@ pub struct WorkerConfig {
     /// Facts of the worker's device, recorded in the database at start (a search that has no
     /// device of its own describes the device to its mutators with them).
     pub device: Option<serde_json::Value>,
+    /// How often it reports to the database that it is alive, with its counters (`kf cluster
+    /// status` marks a worker silent for three periods as gone).
+    pub heartbeat: Duration,
+    /// Give a job's slot back when its evaluation ends, before its result is stored and
+    /// published (default true): the device starts the next job while the answer travels.
+    /// False holds the slot until the job is acknowledged.
+    pub overlap_answers: bool,
 }
 
 impl WorkerConfig {
@@ -104,6 +111,8 @@ impl WorkerConfig {
             jobs: 1,
             idle_wait: Duration::from_millis(250),
             device: None,
+            heartbeat: Duration::from_secs(5),
+            overlap_answers: true,
         }
     }
 }
@@ -130,6 +139,8 @@ struct Counters {
     poisoned: AtomicU64,
     handed_back: AtomicU64,
     refused: AtomicU64,
+    /// Jobs being processed now.
+    in_flight: AtomicU64,
 }
 
 /// A worker process's main loop.
@@ -162,6 +173,12 @@ impl<H: JobHandler> Worker<H> {
         for kind in &self.config.device_kinds {
             check_token("device kind", kind)?;
         }
+        if self.config.heartbeat < Duration::from_millis(100) {
+            return Err(DistError::Config(format!(
+                "a worker's heartbeat period {:?} is too short (at least 100 ms)",
+                self.config.heartbeat
+            )));
+        }
         if self.config.jobs == 0 {
             return Err(DistError::Config(
                 "a worker needs at least one job slot".into(),
@@ -180,6 +197,7 @@ impl<H: JobHandler> Worker<H> {
                     kind,
                     self.config.device.as_ref(),
                     &environment,
+                    self.config.heartbeat,
                 )
                 .await?;
         }
@@ -201,8 +219,29 @@ impl<H: JobHandler> Worker<H> {
             profiles: HashCache::new(),
             counters: Counters::default(),
             environment,
+            overlap_answers: self.config.overlap_answers,
         });
         let slots = Arc::new(Semaphore::new(self.config.jobs));
+        let report = {
+            let shared = shared.clone();
+            move || shared.report()
+        };
+        let heartbeat = {
+            let (store, name, every, report) = (
+                shared.store.clone(),
+                self.config.name.clone(),
+                self.config.heartbeat,
+                report.clone(),
+            );
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    if let Err(e) = store.heartbeat(&name, &report(), false).await {
+                        tracing::debug!("heartbeat: {e}");
+                    }
+                }
+            })
+        };
         let mut tasks = tokio::task::JoinSet::new();
         tracing::info!(worker = %self.config.name, kinds = ?self.config.device_kinds, "worker started");
         tokio::pin!(stop);
@@ -223,12 +262,21 @@ impl<H: JobHandler> Worker<H> {
             if let Some(message) = message {
                 let shared = shared.clone();
                 tasks.spawn(async move {
-                    shared.process(message).await;
-                    drop(permit);
+                    shared.counters.in_flight.fetch_add(1, Ordering::Relaxed);
+                    shared.process(message, permit).await;
+                    shared.counters.in_flight.fetch_sub(1, Ordering::Relaxed);
                 });
             }
         }
         while tasks.join_next().await.is_some() {}
+        heartbeat.abort();
+        if let Err(e) = shared
+            .store
+            .heartbeat(&self.config.name, &report(), true)
+            .await
+        {
+            tracing::warn!("recording the worker's stop: {e}");
+        }
         let c = &shared.counters;
         Ok(WorkerStats {
             evaluated: c.evaluated.load(Ordering::Relaxed),
@@ -294,6 +342,8 @@ struct Shared<H> {
     counters: Counters,
     /// Hash of the handler's environment, stored with every result.
     environment: String,
+    /// [`WorkerConfig::overlap_answers`].
+    overlap_answers: bool,
 }
 
 /// Values fetched from the database by hash, kept in memory up to [`CACHE_LIMIT`] entries
@@ -351,7 +401,21 @@ fn consistent(
 }
 
 impl<H: JobHandler> Shared<H> {
-    async fn process(&self, message: Message) {
+    /// The heartbeat's report.
+    fn report(&self) -> WorkerReport {
+        let c = &self.counters;
+        WorkerReport {
+            in_flight: c.in_flight.load(Ordering::Relaxed) as usize,
+            evaluated: c.evaluated.load(Ordering::Relaxed),
+            handed_back: c.handed_back.load(Ordering::Relaxed),
+            refused: c.refused.load(Ordering::Relaxed),
+            poisoned: c.poisoned.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Processes one job; `slot` is its evaluation slot, given back as soon as the device is
+    /// free (see [`WorkerConfig::overlap_answers`]).
+    async fn process(&self, message: Message, slot: tokio::sync::OwnedSemaphorePermit) {
         let delivery = message
             .info()
             .map(|i| i.delivered.max(1) as u32)
@@ -440,7 +504,12 @@ impl<H: JobHandler> Shared<H> {
             futures::executor::block_on(handler.evaluate(&profile, &candidate))
         })
         .await;
-        heartbeat.abort();
+        if self.overlap_answers {
+            // The device is free: the next job may start while this one's result is stored
+            // and published. Should this worker die before the answer is through, the job is
+            // not acknowledged and goes to another worker, as for a death mid-evaluation.
+            drop(slot);
+        }
         match outcome {
             Ok(Ok(evaluation)) => {
                 if self
@@ -459,6 +528,8 @@ impl<H: JobHandler> Shared<H> {
                 self.hand_back(&message).await;
             }
         }
+        // Until the result is published, the job's message stays with this worker.
+        heartbeat.abort();
     }
 
     /// Publishes the result, then acknowledges the job. True when both went through.
@@ -554,14 +625,47 @@ impl<H: JobHandler> Shared<H> {
             .unwrap_or_default();
         tracing::warn!(job = %job.job, run = %job.run, signer = %signer, "job refused, not evaluated: {refusal}");
         self.counters.refused.fetch_add(1, Ordering::Relaxed);
-        if let Err(e) = self
+        match self
             .store
             .record_refusal(&self.name, job, &signer, &refusal)
             .await
         {
-            tracing::warn!("recording the refusal: {e}");
+            Ok(()) => self.notify_refusal(job).await,
+            Err(e) => tracing::warn!("recording the refusal: {e}"),
         }
         let _ = message.ack_with(AckKind::Term).await;
+    }
+
+    /// Tells the run that named the job that it was refused, so that its search fails the job
+    /// now instead of at its result timeout. Best effort: the search also finds the refusal in
+    /// the database when it polls.
+    async fn notify_refusal(&self, job: &JobMessage) {
+        // The run id comes from a message nobody vouched for: only a plain token names a
+        // subject.
+        if check_token("run id", &job.run).is_err() {
+            return;
+        }
+        let notice = job::RefusalMessage {
+            v: job::MESSAGE_VERSION,
+            job: job.job.clone(),
+            request: job.request.clone(),
+            run: job.run.clone(),
+            worker: self.name.clone(),
+        };
+        let Ok(payload) = job::encode("refusal", &notice) else {
+            return;
+        };
+        // Its own message id: the result's (the request) must stay free for a real result.
+        let id = format!("refused-{}-{}", job.request, self.name);
+        let headers = [(job::KIND_HEADER, job::REFUSAL_KIND.to_string())];
+        let subject = self.dist.result_subject(&job.run);
+        let publish = self.queue.publish(&subject, &id, payload, &headers);
+        // Not for as long as a result is retried: the slot is wanted for the next job.
+        match tokio::time::timeout(Duration::from_secs(10), publish).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(job = %job.job, "telling the run about the refusal: {e}"),
+            Err(_) => tracing::warn!(job = %job.job, "telling the run about the refusal timed out"),
+        }
     }
 
     async fn hand_back(&self, message: &Message) {

@@ -17,14 +17,16 @@ use kf_core::{
     async_trait, BehaviorClassifier, BoxError, Budget, Candidate, Engine, Evaluation, Evaluator,
 };
 use kf_dist::{
-    job_id, kernel_hash, DistConfig, DistEvaluator, JobHandler, Profile, Role, Security,
-    SecurityFiles, Worker, WorkerConfig,
+    job_id, kernel_hash, ClusterStatus, DistConfig, DistEvaluator, JobHandler, Profile, QueueDepth,
+    Role, Security, SecurityFiles, Worker, WorkerConfig, WorkerState,
 };
 use serde::{Deserialize, Serialize};
 
 const DIMS: usize = 6;
 const LEVELS: usize = 4;
 const DEVICE: &str = "synthetic";
+/// The test workers' heartbeat period: a killed one is gone after three.
+const WORKER_HEARTBEAT_MS: u64 = 300;
 
 /// One test at a time: each starts several processes, and the timing-based parts (heartbeats,
 /// redelivery) should not compete with another test's.
@@ -41,6 +43,8 @@ struct WorkerSpec {
     log: PathBuf,
     /// The deployment's secrets folder (None: servers without security).
     secrets: Option<PathBuf>,
+    /// The worker's heartbeat period to the database.
+    heartbeat_ms: u64,
 }
 
 /// A role's security settings from the servers' secrets, or none (servers without security).
@@ -101,6 +105,7 @@ fn worker_process_entry() {
         .max_attempts(spec.max_attempts);
     let mut config = WorkerConfig::new(DEVICE);
     config.name = format!("w{}", std::process::id());
+    config.heartbeat = Duration::from_millis(spec.heartbeat_ms);
     let worker = Worker::new(dist, config, TestHandler { log: spec.log });
     worker.run_blocking(futures::future::pending()).unwrap();
 }
@@ -147,6 +152,7 @@ impl Cluster {
             max_attempts: dist.max_attempts,
             log: log.clone(),
             secrets: secrets.map(Path::to_path_buf),
+            heartbeat_ms: WORKER_HEARTBEAT_MS,
         };
         std::fs::write(&log, "").unwrap();
         Command::new(std::env::current_exe().unwrap())
@@ -606,4 +612,119 @@ fn heartbeats_keep_a_long_evaluation_with_its_worker() {
         db.count("SELECT count(*) FROM kf_jobs"),
         "each job evaluated once"
     );
+}
+
+#[test]
+fn cluster_status_shows_workers_queue_throughput_and_the_gone() {
+    let _serial = lock();
+    let Some(cluster) = Cluster::new("status", Duration::from_secs(5), 3) else {
+        return;
+    };
+    cluster.start_workers(2);
+    cluster.wait_for_workers(2);
+    let evaluator = cluster.evaluator("status", 0);
+    search(evaluator.clone(), vec![synthetic_seed(DIMS)], 20);
+    let window = Duration::from_secs(600);
+    let status = ClusterStatus::read_blocking(&cluster.dist, window).unwrap();
+    assert_eq!(status.count(WorkerState::Alive), 2, "{status}");
+    assert!(status
+        .workers
+        .iter()
+        .all(|w| w.role == "all" && w.device_kind == DEVICE));
+    let jobs = cluster.db.count("SELECT count(*) FROM kf_jobs") as u64;
+    assert_eq!(status.results_in_window, jobs, "{status}");
+    assert_eq!(status.results_total, jobs);
+    assert!(status.jobs_per_second > 0.0);
+    assert!(
+        status.failures.is_empty() && status.refusals == 0,
+        "{status}"
+    );
+    assert!(
+        status.queue.iter().all(|q| q.jobs == 0),
+        "the queue is drained: {status}"
+    );
+    // Heartbeats carry the counters: together the workers evaluated every job.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = ClusterStatus::read_blocking(&cluster.dist, window).unwrap();
+        // … and that, idle, they hold none.
+        if s.workers.iter().map(|w| w.evaluated).sum::<u64>() == jobs && s.in_flight == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the heartbeats did not report the jobs: {s}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // A SIGKILLed worker stops heartbeating and is marked gone; the other stays alive.
+    cluster.kill_worker(0);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        let s = ClusterStatus::read_blocking(&cluster.dist, window).unwrap();
+        if s.count(WorkerState::Gone) == 1 {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the killed worker is not marked gone: {s}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(status.count(WorkerState::Alive), 1, "{status}");
+    let gone = status
+        .workers
+        .iter()
+        .find(|w| w.state == WorkerState::Gone)
+        .unwrap();
+    assert!(
+        gone.silent_s > 3.0 * WORKER_HEARTBEAT_MS as f64 / 1000.0,
+        "{gone:?}"
+    );
+
+    // With no worker left, jobs wait on the queue: the status counts them by priority.
+    cluster.kill_worker(1);
+    let waiting: Vec<Candidate> = (0..3u32)
+        .map(|i| {
+            let mut c = synthetic_seed(DIMS);
+            c.params.set("X1", 0.05 * f64::from(i + 1));
+            c.id = kf_core::CandidateId(1000 + u64::from(i));
+            c.parents = vec![kf_core::CandidateId(0)];
+            c
+        })
+        .collect();
+    let handle = evaluator.clone();
+    let pending =
+        std::thread::spawn(move || futures::executor::block_on(handle.evaluate_batch(&waiting)));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        let s = ClusterStatus::read_blocking(&cluster.dist, window).unwrap();
+        if s.queue.iter().map(|q| q.jobs).sum::<u64>() == 3 && s.count(WorkerState::Gone) == 2 {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the waiting jobs are not counted: {s}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        status.queue,
+        vec![QueueDepth {
+            device_kind: DEVICE.into(),
+            priority: 1,
+            jobs: 3
+        }],
+        "{status}"
+    );
+    assert_eq!(status.count(WorkerState::Alive), 0, "{status}");
+    assert_eq!(status.in_flight, 0, "no alive worker holds a job");
+    let text = status.to_string();
+    assert!(
+        text.contains("synthetic") && text.contains("gone"),
+        "{text}"
+    );
+    evaluator.cancel_pending();
+    assert!(pending.join().unwrap().iter().all(|r| r.is_err()));
 }

@@ -435,11 +435,26 @@ fn unsigned_untrusted_and_tampered_jobs_are_refused_unevaluated() {
         DEVICE,
         profile(),
     )
-    .result_timeout(Duration::from_secs(8))
+    .result_timeout(Duration::from_secs(120))
     .connect()
     .unwrap();
+    // The worker tells the run it refused the job: the search fails it now, with the reason,
+    // not when the result timeout ends the wait.
+    let t = std::time::Instant::now();
     let e = evaluate(&rogue, &candidate(2)).unwrap_err();
-    assert!(matches!(e, DistError::ResultTimeout { .. }), "{e}");
+    let waited = t.elapsed();
+    match &e {
+        DistError::Refused { worker, reason, .. } => {
+            assert_eq!(worker, "w1");
+            assert!(reason.contains("untrusted key"), "{reason}");
+        }
+        other => panic!("expected a refusal, got {other}"),
+    }
+    assert!(
+        waited < Duration::from_secs(60),
+        "the refusal took {waited:?}: it came from the timeout, not from the worker"
+    );
+    assert_eq!(rogue.pending(), 0, "nothing left waiting");
 
     // A job signed by the trusted key, its parameters changed after signing; and one unsigned.
     let key = security(&dir, Role::Search).signing_key.unwrap();
@@ -646,4 +661,70 @@ fn a_kernel_declaring_parameters_out_of_sorted_order_is_evaluated_not_refused() 
     assert_eq!(db.count("SELECT count(*) FROM kf_refusals"), 0);
     assert_eq!(worker.started().len(), 1);
     worker.stop();
+}
+
+/// The jobs stream, through a client with the search role's credentials.
+async fn jobs_stream(url: &str, dir: &Path) -> jetstream::stream::Stream {
+    let creds = security(dir, Role::Search);
+    let client = nats_client(url, &dir.join("ca.crt"), creds.credentials.as_ref())
+        .await
+        .unwrap();
+    jetstream::new(client).get_stream("KF_JOBS").await.unwrap()
+}
+
+/// The jobs stream as the search role sees it: (messages, last sequence).
+async fn jobs_on_queue(url: &str, dir: &Path) -> (u64, u64) {
+    let mut stream = jobs_stream(url, dir).await;
+    let state = stream.info().await.unwrap().state.clone();
+    (state.messages, state.last_sequence)
+}
+
+#[test]
+fn a_job_whose_message_was_deleted_fails_at_its_result_timeout() {
+    let _serial = lock();
+    let Some((s, dir)) = secure_servers("a_job_whose_message_was_deleted_fails") else {
+        return;
+    };
+    let nats = Nats::start(&s);
+    let db = TestDb::create(&s.database_url, "sec_deleted");
+    // No worker: the job stays on the queue until the operator deletes it.
+    let search = DistEvaluator::builder(
+        DistConfig::new(nats.url(), db.url.clone()).security(security(&dir, Role::Search)),
+        "deleted",
+        DEVICE,
+        profile(),
+    )
+    .result_timeout(Duration::from_secs(4))
+    .connect()
+    .unwrap();
+    let handle = search.clone();
+    let waiting = std::thread::spawn(move || evaluate(&handle, &candidate(7)));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let sequence = loop {
+        let (messages, last) = rt().block_on(jobs_on_queue(&nats.url(), &dir));
+        if messages == 1 {
+            break last;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job was not published"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    rt().block_on(async {
+        let stream = jobs_stream(&nats.url(), &dir).await;
+        assert!(stream.delete_message(sequence).await.unwrap(), "deleted");
+    });
+    let e = waiting.join().unwrap().unwrap_err();
+    assert!(matches!(e, DistError::ResultTimeout { .. }), "{e}");
+    assert_eq!(search.pending(), 0, "the timed-out job is forgotten");
+
+    // A job that times out while still on the queue is taken off it: no worker evaluates a job
+    // nobody waits for.
+    let e = evaluate(&search, &candidate(8)).unwrap_err();
+    assert!(matches!(e, DistError::ResultTimeout { .. }), "{e}");
+    let (messages, _) = rt().block_on(jobs_on_queue(&nats.url(), &dir));
+    assert_eq!(messages, 0, "the abandoned job left the queue");
+    assert_eq!(db.count("SELECT count(*) FROM kf_results"), 0);
+    search.shutdown();
 }

@@ -1,6 +1,7 @@
 //! `kf`: the KernelFoundry command line.
 
 mod bench_cmd;
+mod cluster_cmd;
 mod devices_cmd;
 mod eval_cmd;
 mod llm_args;
@@ -44,6 +45,8 @@ enum Command {
     Task(task_cmd::TaskArgs),
     /// Evaluate distributed searches' jobs on this machine's device.
     Worker(worker_cmd::WorkerArgs),
+    /// Look at the distributed evaluation: `kf cluster status`.
+    Cluster(cluster_cmd::ClusterArgs),
     /// List the devices of every backend, with the queue name `kf worker` gives each;
     /// `--characterise` measures their peak GFLOP/s and GB/s.
     Devices(devices_cmd::DevicesArgs),
@@ -69,6 +72,7 @@ fn main() -> ExitCode {
         Command::Search(args) => search_cmd::run(args),
         Command::Task(args) => task_cmd::run(args),
         Command::Worker(args) => worker_cmd::run(args),
+        Command::Cluster(args) => cluster_cmd::run(args),
         Command::Devices(args) if args.characterise => devices_cmd::run(args),
         Command::Devices(_) => devices(),
         Command::Run(args) => run_cmd::run(args),
