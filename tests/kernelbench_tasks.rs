@@ -176,31 +176,56 @@ fn a_kernelbench_kernel_that_skips_work_is_rejected() {
     assert_eq!(e.status, Status::WrongValues, "{}", e.diagnostics);
 }
 
+/// The rotary task at a small size on `backend`: the naive kernel of `folder` (`""` for the
+/// OpenCL C kernels, `"sycl/"`) correct and timed against the task's baseline in its language
+/// (the task file names one per language), and the vector kernel correct at each of
+/// `settings`. Returns the evaluator, the task and the naive kernel for further checks.
+fn check_rotary_kernels<B: kernelfoundry::core::Backend>(
+    backend: B,
+    folder: &str,
+    settings: &[&[(&str, i64)]],
+    cache: &Path,
+) -> (KernelEvaluator<B>, FileTask, KernelSource) {
+    let mut ev = KernelEvaluator::new(backend, config());
+    let dir = tasks_dir().join("rotary");
+    let t = task(
+        &dir.join("rotary.toml"),
+        "SEQ=40,HEADS=3,HEAD_DIM=64",
+        cache,
+    );
+    let naive = kernel(&dir.join(format!("{folder}rotary_naive.toml")));
+    let e = ev.evaluate(&t, &naive, &ParamValues::new()).unwrap();
+    assert_eq!(e.status, Status::Correct, "naive: {}", e.diagnostics);
+    assert!(
+        e.speedup.is_some(),
+        "no speedup over the baseline: {}",
+        e.diagnostics
+    );
+    let vec = kernel(&dir.join(format!("{folder}rotary_vec.toml")));
+    for setting in settings {
+        let p = params(setting);
+        let e = ev.evaluate(&t, &vec, &p).unwrap();
+        assert_eq!(e.status, Status::Correct, "vec {p}: {}", e.diagnostics);
+    }
+    (ev, t, naive)
+}
+
 #[test]
 fn rotary_f16_kernels_are_correct_and_a_half_rotation_is_not() {
     let (Some(backend), true) = (backend_or_skip(), numpy_or_skip()) else {
         return;
     };
     let cache = tempfile::tempdir().unwrap();
-    let mut ev = KernelEvaluator::new(backend, config());
-    let dir = tasks_dir().join("rotary");
-    let t = task(
-        &dir.join("rotary.toml"),
-        "SEQ=40,HEADS=3,HEAD_DIM=64",
+    let (mut ev, t, naive) = check_rotary_kernels(
+        backend,
+        "",
+        &[
+            &[("VW", 1), ("ITEMS", 1), ("WG", 16)],
+            &[("VW", 2), ("ITEMS", 4), ("WG", 64)],
+            &[("VW", 4), ("ITEMS", 8), ("WG", 16)],
+        ],
         cache.path(),
     );
-    let naive = kernel(&dir.join("rotary_naive.toml"));
-    let e = ev.evaluate(&t, &naive, &ParamValues::new()).unwrap();
-    assert_eq!(e.status, Status::Correct, "naive: {}", e.diagnostics);
-    let vec = kernel(&dir.join("rotary_vec.toml"));
-    for p in [
-        params(&[("VW", 1), ("ITEMS", 1), ("WG", 16)]),
-        params(&[("VW", 2), ("ITEMS", 4), ("WG", 64)]),
-        params(&[("VW", 4), ("ITEMS", 8), ("WG", 16)]),
-    ] {
-        let e = ev.evaluate(&t, &vec, &p).unwrap();
-        assert_eq!(e.status, Status::Correct, "vec {p}: {}", e.diagnostics);
-    }
     // Rotating only the first element of each pair leaves the second one as it was: the inout
     // buffer is refilled before every launch, so the stale value cannot pass.
     let text = naive
@@ -238,28 +263,13 @@ fn rotary_f16_sycl_kernels_are_correct_against_the_sycl_baseline() {
         return;
     };
     let cache = tempfile::tempdir().unwrap();
-    let mut ev = KernelEvaluator::new(backend, config());
-    let dir = tasks_dir().join("rotary");
-    let t = task(
-        &dir.join("rotary.toml"),
-        "SEQ=40,HEADS=3,HEAD_DIM=64",
+    check_rotary_kernels(
+        backend,
+        "sycl/",
+        &[
+            &[("VW", 1), ("ITEMS", 2), ("WG", 16)],
+            &[("VW", 4), ("ITEMS", 8), ("WG", 16)],
+        ],
         cache.path(),
     );
-    // The task names one baseline per language: the SYCL one is timed here, not refused.
-    let naive = kernel(&dir.join("sycl/rotary_naive.toml"));
-    let e = ev.evaluate(&t, &naive, &ParamValues::new()).unwrap();
-    assert_eq!(e.status, Status::Correct, "naive: {}", e.diagnostics);
-    assert!(
-        e.speedup.is_some(),
-        "no speedup over the SYCL baseline: {}",
-        e.diagnostics
-    );
-    let vec = kernel(&dir.join("sycl/rotary_vec.toml"));
-    for p in [
-        params(&[("VW", 1), ("ITEMS", 2), ("WG", 16)]),
-        params(&[("VW", 4), ("ITEMS", 8), ("WG", 16)]),
-    ] {
-        let e = ev.evaluate(&t, &vec, &p).unwrap();
-        assert_eq!(e.status, Status::Correct, "vec {p}: {}", e.diagnostics);
-    }
 }
