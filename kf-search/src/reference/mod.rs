@@ -209,9 +209,14 @@ pub fn measure(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    for pin in OPENBLAS_PINS {
-        command.env_remove(pin);
-    }
+    // The child gets this process's environment without its secrets (an LLM key, database
+    // credentials: the rule the evaluation workers follow) and without the OpenBLAS pins.
+    command
+        .env_clear()
+        .envs(std::env::vars_os().filter(|(k, _)| {
+            let k = k.to_string_lossy();
+            !kf_eval::is_secret(&k) && !OPENBLAS_PINS.contains(&k.as_ref())
+        }));
     let no_numpy = |reason: String| ReferenceError::NoNumpy {
         interpreter: interpreter.display().to_string(),
         reason,
