@@ -59,26 +59,14 @@ pub(crate) fn handle(evaluator: &SearchEvaluator) -> EvaluatorHandle {
 pub(crate) type DistEvaluator = std::convert::Infallible;
 
 impl EvaluatorHandle {
-    /// The local evaluator (a handle to the same worker processes), to re-time a kernel after
-    /// the run; `None` for a distributed run.
-    pub(crate) fn local(&self) -> Option<IsolatedEvaluator> {
+    /// Splits the handle after the run: the local evaluator, still running (its caller re-times
+    /// the best kernel with it and then shuts it down), or the distributed evaluator, for the
+    /// caller to record the run's end and shut it down.
+    pub(crate) fn into_parts(self) -> (Option<IsolatedEvaluator>, Option<DistEvaluator>) {
         match self {
-            EvaluatorHandle::Local(e) => Some(e.clone()),
+            EvaluatorHandle::Local(e) => (Some(e), None),
             #[cfg(feature = "dist")]
-            EvaluatorHandle::Distributed(_) => None,
-        }
-    }
-
-    /// Stops local evaluation processes; a distributed evaluator is returned for the caller to
-    /// record the run's end and shut it down.
-    pub(crate) fn shutdown_handle(self) -> Option<DistEvaluator> {
-        match self {
-            EvaluatorHandle::Local(e) => {
-                e.shutdown();
-                None
-            }
-            #[cfg(feature = "dist")]
-            EvaluatorHandle::Distributed(d) => Some(d),
+            EvaluatorHandle::Distributed(d) => (None, Some(d)),
         }
     }
 }
