@@ -3,12 +3,14 @@
 //! Two micro-kernels run through the same [`Backend`] trait as every candidate (so this works
 //! for every backend, in the backend's own language: OpenCL C, CUDA or SYCL):
 //!
-//! * an FMA-bound kernel: eight independent chains of fused multiply-adds per work-item (enough
-//!   to cover the FMA latency on two pipes), whose result is written when it equals a value
-//!   passed at run time that it never reaches, so the compiler cannot delete the work;
+//! * an FMA-bound kernel: independent chains of fused multiply-adds per work-item (enough to
+//!   cover the FMA latency on two pipes: eight in CUDA and SYCL, sixteen of explicit vectors in
+//!   OpenCL C, whose CPU runtimes vectorise scalar code narrower than the hardware), whose
+//!   result is written when it equals a value passed at run time that it never reaches, so the
+//!   compiler cannot delete the work;
 //! * a STREAM copy (`a[i] = b[i]`) and triad (`a[i] = b[i] + s * c[i]`) over buffers far
 //!   larger than any cache (64 MiB each where the device has the memory), counted as 2 and 3
-//!   moved floats per element.
+//!   moved floats per element (OpenCL C: float16 per work-item on a CPU, float4 elsewhere).
 //!
 //! Launch sizes are calibrated (doubled until a launch takes 20 ms), and the best of
 //! [`CharacteriseOptions::repetitions`] launches (10) counts: on a shared machine the
@@ -238,38 +240,66 @@ struct MicroKernels {
     triad: &'static str,
 }
 
+// OpenCL C: explicit vectors of `floatv` (a typedef the prelude of `opencl_prelude` sets to
+// float16 on CPUs, float4 elsewhere). Intel's CPU runtime vectorises scalar kernels across
+// work-items only 8 wide on this machine's AVX-512 CPU, and its scalar STREAM kernels moved
+// 4–12 GB/s where the same runtime's explicit float16 ones move 25–35 GB/s (and the search's
+// own softmax kernels 23 GB/s): scalar micro-kernels measured a roofline below what shipped
+// kernels reach, which flagged correct kernels as too fast. The FMA kernel's sixteen chains
+// start from lanes read from `out` (zero-filled by the host), so the compiler cannot prove the
+// lanes equal and fold them into one scalar chain.
 const OPENCL: MicroKernels = MicroKernels {
     language: Language::OpenCl,
     fma: r#"
 __kernel void kf_fma(__global float* out, const int iters, const float a, const float b,
                      const float never) {
-    float x0 = (float)get_global_id(0) * 1e-9f;
-    float x1 = x0 + 0.1f, x2 = x0 + 0.2f, x3 = x0 + 0.3f;
-    float x4 = x0 + 0.4f, x5 = x0 + 0.5f, x6 = x0 + 0.6f, x7 = x0 + 0.7f;
+    const floatv av = (floatv)(a), bv = (floatv)(b);
+    floatv x0 = KF_VLOAD(out) + (float)get_global_id(0) * 1e-9f;
+    floatv x1 = x0 + 0.1f, x2 = x0 + 0.2f, x3 = x0 + 0.3f;
+    floatv x4 = x0 + 0.4f, x5 = x0 + 0.5f, x6 = x0 + 0.6f, x7 = x0 + 0.7f;
+    floatv x8 = x0 + 0.8f, x9 = x0 + 0.9f, x10 = x0 + 1.0f, x11 = x0 + 1.1f;
+    floatv x12 = x0 + 1.2f, x13 = x0 + 1.3f, x14 = x0 + 1.4f, x15 = x0 + 1.5f;
     for (int i = 0; i < iters; ++i) {
-        x0 = fma(x0, a, b); x1 = fma(x1, a, b); x2 = fma(x2, a, b); x3 = fma(x3, a, b);
-        x4 = fma(x4, a, b); x5 = fma(x5, a, b); x6 = fma(x6, a, b); x7 = fma(x7, a, b);
-        x0 = fma(x0, a, b); x1 = fma(x1, a, b); x2 = fma(x2, a, b); x3 = fma(x3, a, b);
-        x4 = fma(x4, a, b); x5 = fma(x5, a, b); x6 = fma(x6, a, b); x7 = fma(x7, a, b);
+        x0 = fma(x0, av, bv); x1 = fma(x1, av, bv); x2 = fma(x2, av, bv); x3 = fma(x3, av, bv);
+        x4 = fma(x4, av, bv); x5 = fma(x5, av, bv); x6 = fma(x6, av, bv); x7 = fma(x7, av, bv);
+        x8 = fma(x8, av, bv); x9 = fma(x9, av, bv); x10 = fma(x10, av, bv); x11 = fma(x11, av, bv);
+        x12 = fma(x12, av, bv); x13 = fma(x13, av, bv); x14 = fma(x14, av, bv); x15 = fma(x15, av, bv);
     }
-    float s = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7));
-    if (s == never) { out[0] = s; }
+    floatv s = (((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7)))
+             + (((x8 + x9) + (x10 + x11)) + ((x12 + x13) + (x14 + x15)));
+    if (any(s == (floatv)(never))) { out[0] = 1.0f; }
 }
 "#,
     copy: r#"
-__kernel void kf_copy(__global float* restrict a, __global const float* restrict b, const int n) {
+__kernel void kf_copy(__global floatv* restrict a, __global const floatv* restrict b, const int n) {
     int i = get_global_id(0);
     if (i < n) { a[i] = b[i]; }
 }
 "#,
     triad: r#"
-__kernel void kf_triad(__global float* restrict a, __global const float* restrict b,
-                       __global const float* restrict c, const float s, const int n) {
+__kernel void kf_triad(__global floatv* restrict a, __global const floatv* restrict b,
+                       __global const floatv* restrict c, const float s, const int n) {
     int i = get_global_id(0);
     if (i < n) { a[i] = b[i] + s * c[i]; }
 }
 "#,
 };
+
+/// The lanes per work-item of the OpenCL micro-kernels on `facts`' device: 16 on a CPU (the
+/// widest vector registers a CPU runtime maps float16 onto), 4 elsewhere (GPUs read float4
+/// per lane at full bandwidth; wider vectors only cost registers).
+fn opencl_vector_width(facts: &DeviceFacts) -> usize {
+    if facts.kind == kf_core::DeviceKind::Cpu {
+        16
+    } else {
+        4
+    }
+}
+
+/// The definitions the OpenCL micro-kernels are compiled with.
+fn opencl_prelude(width: usize) -> String {
+    format!("typedef float{width} floatv;\n#define KF_VLOAD(p) vload{width}(0, (p))\n")
+}
 
 const CUDA: MicroKernels = MicroKernels {
     language: Language::Cuda,
@@ -341,8 +371,9 @@ void kf_triad(float* a, const float* b, const float* c, const float s, const int
 "#,
 };
 
-/// FMAs per chain and loop iteration times chains times 2 flop.
-const FLOP_PER_ITER: f64 = 2.0 * 8.0 * 2.0;
+/// Flop per lane and loop iteration: 16 FMAs of 2 flop (CUDA and SYCL: 8 chains, 2 FMAs each;
+/// OpenCL C: 16 chains, one each).
+const FLOP_PER_ITER: f64 = 16.0 * 2.0;
 
 /// Work-group size of every micro-kernel launch.
 const LOCAL: usize = 64;
@@ -367,8 +398,15 @@ pub fn measure<B: Backend>(
         })?;
     let facts = backend.device();
     let reps = options.repetitions.max(1);
+    // Floats per work-item (see `OPENCL`); the CUDA and SYCL kernels are scalar.
+    let (width, prelude) = if kernels.language == Language::OpenCl {
+        let w = opencl_vector_width(facts);
+        (w, opencl_prelude(w))
+    } else {
+        (1, String::new())
+    };
     let compile = |name: &'static str, entry: &str, text: &'static str| {
-        let source = KernelSource::new(kernels.language, entry, text);
+        let source = KernelSource::new(kernels.language, entry, format!("{prelude}{text}"));
         backend
             .compile(&source, &ParamValues::new(), &CompileOptions::default())
             .map(|c| c.kernel)
@@ -397,11 +435,18 @@ pub fn measure<B: Backend>(
 
     // Compute: calibrate the number of work-items until a launch takes long enough.
     let fma = compile("FMA", "kf_fma", kernels.fma)?;
-    let out = backend
-        .alloc(backend.buffer_alignment().max(64))
+    let out_bytes = backend.buffer_alignment().max(64);
+    let mut out = backend
+        .alloc(out_bytes)
         .map_err(|e| backend_err("allocating the FMA output", e))?;
+    // The OpenCL kernel reads its starting lanes from `out`: zeros, never denormals or NaNs.
+    backend
+        .write(&mut out, &vec![0u8; out_bytes])
+        .map_err(|e| backend_err("clearing the FMA output", e))?;
     let iters: i32 = 1024;
-    let mut global = LOCAL * 64 * facts.compute_units.max(1) as usize;
+    // Work-items; each computes `width` lanes.
+    let mut global = LOCAL * 64 * facts.compute_units.max(1) as usize / width.max(1);
+    global = global.max(LOCAL) / LOCAL * LOCAL;
     let launch_fma = |global: usize| -> Result<f64, CharacteriseError> {
         let args = [
             KernelArg::Buffer {
@@ -422,12 +467,14 @@ pub fn measure<B: Backend>(
         global *= 2;
     }
     let fma_s = best_of("FMA", &mut || launch_fma(global))?;
-    let peak_gflops = global as f64 * f64::from(iters) * FLOP_PER_ITER / fma_s / 1e9;
+    let peak_gflops = (global * width) as f64 * f64::from(iters) * FLOP_PER_ITER / fma_s / 1e9;
 
     // Bandwidth: copy and triad over buffers much larger than any cache.
     let limit = (facts.global_mem_bytes / 16).max(1 << 22) as usize / 4;
-    let n = options.stream_elements.min(limit).max(LOCAL) / LOCAL * LOCAL;
-    let n_i32 = i32::try_from(n).map_err(|e| backend_err("stream size", e))?;
+    let group_floats = LOCAL * width;
+    let n = options.stream_elements.min(limit).max(group_floats) / group_floats * group_floats;
+    // The kernels index vectors of `width` floats.
+    let n_i32 = i32::try_from(n / width).map_err(|e| backend_err("stream size", e))?;
     let bytes = n * 4;
     let mut bufs = Vec::new();
     for (i, fill) in [0.0f32, 1.0, 2.0].into_iter().enumerate() {
@@ -442,7 +489,7 @@ pub fn measure<B: Backend>(
             .map_err(|e| backend_err("writing a stream buffer", e))?;
         bufs.push(b);
     }
-    let range = NdRange::new([n], [LOCAL]);
+    let range = NdRange::new([n / width], [LOCAL]);
     let copy = compile("copy", "kf_copy", kernels.copy)?;
     let copy_s = best_of("copy", &mut || {
         let args = [
