@@ -658,7 +658,8 @@ impl<T> GridArchive<T> {
     }
 
     /// Hints for mutators: the empty frontier ordered by distance to `near`, the recently
-    /// improved cells (newest first), each capped at `hint_cap`, and the metrics.
+    /// improved cells (newest first), each capped at `hint_cap`, every filled cell, and the
+    /// metrics.
     pub fn hints(&self, near: Option<&[usize]>) -> ArchiveHints {
         ArchiveHints {
             space: Some(self.space.clone()),
@@ -668,6 +669,11 @@ impl<T> GridArchive<T> {
                 .into_iter()
                 .take(self.config.hint_cap)
                 .map(|i| self.coords_unchecked(i))
+                .collect(),
+            filled: self
+                .filled
+                .iter()
+                .map(|&i| self.coords_unchecked(i))
                 .collect(),
             metrics: self.metrics(),
         }

@@ -69,5 +69,5 @@ pub use mix::MixMutator;
 pub use param::{ParamMutator, ParamMutatorConfig};
 pub use space::Feasibility;
 pub use strategy::{Change, Move, MutationStrategy, StrategyLibrary, Target};
-pub use structural::{StructuralConfig, StructuralMutator};
+pub use structural::{CellPredictor, StructuralConfig, StructuralMutator};
 pub use template::{variant_marker, Structure, Template, TemplateLibrary, Variant};

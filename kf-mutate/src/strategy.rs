@@ -374,6 +374,13 @@ impl StrategyLibrary {
                     .targets(ALGORITHM, 3),
             )
             .with(
+                s("one-output-per-item", "no register block: each work-item computes one output (one vector of VW with vector loads), the point register blocking is measured against")
+                    .requires("TM * TN > 1")
+                    .change("TM", Change::Set(1))
+                    .change("TN", Change::Set(1))
+                    .targets(ALGORITHM, 1),
+            )
+            .with(
                 s("fewer-outputs-per-item", "halve the register block (less register pressure, more parallelism)")
                     .requires("TM * TN >= 4")
                     .change("TM", Change::Down)

@@ -1,10 +1,12 @@
 //! [`StructuralMutator`]: changes a kernel's structure by applying strategies to templates.
 
 use std::collections::HashSet;
+use std::fmt;
+use std::sync::Arc;
 
 use kf_core::{
-    async_trait, ArchiveHints, Elite, Mutation, MutationContext, Mutator, Needs, Offspring, Origin,
-    ParamValues,
+    async_trait, ArchiveHints, Elite, KernelSource, Mutation, MutationContext, Mutator, Needs,
+    Offspring, Origin, ParamValues,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -26,6 +28,9 @@ pub struct StructuralConfig {
     pub same_cell_factor: f64,
     /// Configurations tried per child when repairing parameters into feasibility.
     pub repair_budget: usize,
+    /// With a [`CellPredictor`]: children drawn per mutation before the `children` aimed best
+    /// at the archive's empty cells are kept (see [`StructuralMutator::predicting_cells`]).
+    pub pool: usize,
 }
 
 impl Default for StructuralConfig {
@@ -35,6 +40,7 @@ impl Default for StructuralConfig {
             frontier_bonus: 3.0,
             same_cell_factor: 0.5,
             repair_budget: 3000,
+            pool: 16,
         }
     }
 }
@@ -90,6 +96,45 @@ pub struct StructuralMutator {
     templates: TemplateLibrary,
     strategies: StrategyLibrary,
     config: StructuralConfig,
+    predictor: Option<CellPredictor>,
+}
+
+/// Where a kernel would land in the archive, predicted before it is evaluated: the cell
+/// coordinates a behaviour classifier gives the source at these parameters (a static
+/// classifier's answer needs no evaluation), or `None` when it cannot say.
+///
+/// ```
+/// use kf_mutate::CellPredictor;
+/// // Cell by whether the kernel stages data in local memory.
+/// let predict = CellPredictor::new(|source, _params| {
+///     Some(vec![usize::from(source.text.contains("__local")), 0, 0])
+/// });
+/// # let _ = predict;
+/// ```
+#[derive(Clone)]
+pub struct CellPredictor(Arc<PredictFn>);
+
+/// What a [`CellPredictor`] calls.
+type PredictFn = dyn Fn(&KernelSource, &ParamValues) -> Option<Vec<usize>> + Send + Sync;
+
+impl CellPredictor {
+    /// A predictor from a function of the source and its parameter values.
+    pub fn new(
+        predict: impl Fn(&KernelSource, &ParamValues) -> Option<Vec<usize>> + Send + Sync + 'static,
+    ) -> Self {
+        CellPredictor(Arc::new(predict))
+    }
+
+    /// The predicted cell of `source` at `params`.
+    pub fn predict(&self, source: &KernelSource, params: &ParamValues) -> Option<Vec<usize>> {
+        (self.0)(source, params)
+    }
+}
+
+impl fmt::Debug for CellPredictor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("CellPredictor(..)")
+    }
 }
 
 impl StructuralMutator {
@@ -100,7 +145,22 @@ impl StructuralMutator {
             templates,
             strategies,
             config: StructuralConfig::default(),
+            predictor: None,
         }
+    }
+
+    /// Aims each mutation at the archive's empty cells: [`StructuralConfig::pool`] children are
+    /// drawn as usual, their cells predicted, and the [`StructuralConfig::children`] kept are
+    /// first those predicted in an empty frontier cell ([`ArchiveHints::empty_frontier`]),
+    /// then in any other empty cell (not in [`ArchiveHints::filled`]; where the archive lists
+    /// no filled cells, any cell but the parent's), then in another filled cell, then the
+    /// rest, each group in draw order.
+    /// The strategy weights aim at levels of single dimensions; this aims at whole cells, which
+    /// matters where a level is reached only in combination (a scalar accumulator *and* a
+    /// sub-group broadcast, say). Still deterministic for a seed.
+    pub fn predicting_cells(mut self, predictor: CellPredictor) -> Self {
+        self.predictor = Some(predictor);
+        self
     }
 
     /// The shipped GEMM templates with the dense linear algebra strategies.
@@ -206,7 +266,11 @@ impl StructuralMutator {
         let mut seen: HashSet<(String, String)> = HashSet::new();
         seen.insert((source.content_hash(), measured.canonical_key()));
         let mut children = Vec::new();
-        while children.len() < self.config.children && !pool.is_empty() {
+        let draws = match &self.predictor {
+            Some(_) => self.config.pool.max(self.config.children),
+            None => self.config.children,
+        };
+        while children.len() < draws && !pool.is_empty() {
             let total: f64 = pool.iter().map(|(_, w)| w).sum();
             if !(total.is_finite() && total > 0.0) {
                 break;
@@ -258,6 +322,20 @@ impl StructuralMutator {
                 child_params,
                 Origin::mutator(self.name.clone()).with_note(note),
             ));
+        }
+        if let Some(predictor) = &self.predictor {
+            let hints = &ctx.hints;
+            let listed = !hints.filled.is_empty();
+            let rank = |child: &Offspring| match predictor.predict(&child.source, &child.params) {
+                Some(cell) if hints.empty_frontier.contains(&cell) => 0,
+                Some(cell) if listed && !hints.filled.contains(&cell) => 1,
+                Some(cell) if !listed && cell != parent.descriptor.coords => 1,
+                Some(cell) if cell != parent.descriptor.coords => 2,
+                _ => 3,
+            };
+            // A stable sort: draw order (the strategy weights) decides within a rank.
+            children.sort_by_cached_key(rank);
+            children.truncate(self.config.children);
         }
         Ok(children)
     }

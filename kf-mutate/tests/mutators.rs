@@ -8,8 +8,9 @@ use futures::executor::block_on;
 use kf_core::prelude::*;
 use kf_manifest::Manifest;
 use kf_mutate::{
-    preprocess::strip_comments, variant_marker, Feasibility, MixMutator, MutateError, ParamMutator,
-    ParamMutatorConfig, StrategyLibrary, StructuralMutator, Structure, TemplateLibrary, Variant,
+    preprocess::strip_comments, variant_marker, CellPredictor, Feasibility, MixMutator,
+    MutateError, ParamMutator, ParamMutatorConfig, StrategyLibrary, StructuralConfig,
+    StructuralMutator, Structure, TemplateLibrary, Variant,
 };
 
 const NAIVE_CL: &str = kf_eval::kernels::OPENCL_GEMM_NAIVE.source;
@@ -409,6 +410,66 @@ fn frontier_hints_steer_strategies() {
     assert!(
         sub(&steered) > sub(&plain) * 3 / 2,
         "steered {steered:?} plain {plain:?}"
+    );
+}
+
+/// With a cell predictor, the children kept are those predicted in an empty frontier cell:
+/// here the cell of prefetching kernels, one strategy among many (no hint names its level).
+#[test]
+fn a_cell_predictor_keeps_the_children_aimed_at_empty_cells() {
+    let predictor = CellPredictor::new(|source, _| {
+        Some(vec![
+            if source.text.contains("prefetch(") {
+                2
+            } else {
+                0
+            },
+            0,
+            0,
+        ])
+    });
+    let config = StructuralConfig {
+        children: 1,
+        ..StructuralConfig::default()
+    };
+    let plain = StructuralMutator::builtin()
+        .unwrap()
+        .with_config(config.clone());
+    let aimed = plain.clone().predicting_cells(predictor.clone());
+    let start = gemm_blocked(Structure::new().with("VW", 1));
+    let params = ParamValues::new().with("WG0", 16i64).with("WG1", 16i64);
+    let parent = elite(start.source, params, [0, 0, 0]);
+    let task = gemm_task(256, 256, 256);
+    let hints = ArchiveHints {
+        space: Some(DescriptorSpace::kernel_default()),
+        empty_frontier: vec![vec![2, 0, 0]],
+        ..ArchiveHints::default()
+    };
+    let hits = |mutator: &StructuralMutator| {
+        let mut hits = 0;
+        for seed in 0..100 {
+            let mut c = ctx(seed, Arc::clone(&task), None);
+            c.hints = hints.clone();
+            let children = block_on(mutator.mutate(&parent, &c)).unwrap().children;
+            assert!(children.len() <= 1);
+            hits += children
+                .iter()
+                .filter(|ch| predictor.predict(&ch.source, &ch.params) == Some(vec![2, 0, 0]))
+                .count();
+        }
+        hits
+    };
+    let (plain_hits, aimed_hits) = (hits(&plain), hits(&aimed));
+    assert!(
+        aimed_hits >= plain_hits * 2 && aimed_hits > plain_hits,
+        "aimed {aimed_hits} plain {plain_hits}"
+    );
+    // Deterministic for a seed.
+    let mut c = ctx(5, Arc::clone(&task), None);
+    c.hints = hints.clone();
+    assert_eq!(
+        keys(&block_on(aimed.mutate(&parent, &c)).unwrap()),
+        keys(&block_on(aimed.mutate(&parent, &c)).unwrap())
     );
 }
 

@@ -717,6 +717,7 @@ mod tests {
             space: Some(DescriptorSpace::kernel_default()),
             empty_frontier: vec![vec![1, 1, 0], vec![1, 0, 0]],
             recently_improved: vec![vec![0, 0, 0]],
+            filled: vec![vec![0, 0, 0], vec![2, 0, 0]],
             metrics: kf_core::ArchiveMetrics {
                 cells: 64,
                 filled: 2,

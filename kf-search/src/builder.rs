@@ -1,6 +1,7 @@
 //! [`Search::builder`]: the shipped search with any of its parts replaced.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use kf_archive::GridConfig;
@@ -10,11 +11,11 @@ use kf_core::{
 };
 use kf_eval::tasks::{builtin_task, KernelTask, Sizes};
 use kf_eval::WorkerCommand;
-use kf_mutate::MixMutator;
+use kf_mutate::{CellPredictor, MixMutator};
 
 use crate::{
-    backends, defaults, offline_search, BackendKind, DefaultClassifier, SearchConfig, SearchError,
-    SearchEvaluator,
+    backends, defaults, offline_search, offline_search_with, BackendKind, DefaultClassifier,
+    SearchConfig, SearchError, SearchEvaluator,
 };
 
 /// A layer around the search's evaluator (tower style): it receives the shipped evaluator
@@ -59,6 +60,7 @@ type MutatorFactory<M> = Box<
         &dyn KernelTask,
         Language,
         Option<Vec<Candidate>>,
+        &CellPredictor,
     ) -> Result<(Vec<Candidate>, M), SearchError>,
 >;
 
@@ -68,7 +70,8 @@ pub struct Search<M, C, L> {
     pub(crate) task: Box<dyn KernelTask>,
     pub(crate) seeds: Vec<Candidate>,
     pub(crate) mutator: M,
-    pub(crate) classifier: C,
+    /// Shared with the cell predictor of the default mutator and of tuning.
+    pub(crate) classifier: Arc<C>,
     pub(crate) grid: GridConfig,
     pub(crate) layer: L,
     pub(crate) stop: Option<StopHandle>,
@@ -100,8 +103,12 @@ impl Search<MixMutator, DefaultClassifier, NoLayer> {
             config: SearchConfig::new("", Sizes::new()),
             out_set: false,
             mutator: Box::new(
-                |task: &dyn KernelTask, language: Language, seeds: Option<Vec<Candidate>>| {
-                    let (offline, mutator) = offline_search(task, language)?;
+                |task: &dyn KernelTask,
+                 language: Language,
+                 seeds: Option<Vec<Candidate>>,
+                 cells: &CellPredictor| {
+                    let (offline, mutator) =
+                        offline_search_with(task, language, Some(cells.clone()))?;
                     Ok((seeds.unwrap_or(offline), mutator))
                 },
             ),
@@ -282,7 +289,10 @@ where
             config: self.config,
             out_set: self.out_set,
             mutator: Box::new(
-                move |task: &dyn KernelTask, language: Language, seeds: Option<Vec<Candidate>>| {
+                move |task: &dyn KernelTask,
+                      language: Language,
+                      seeds: Option<Vec<Candidate>>,
+                      _: &CellPredictor| {
                     let seeds = match seeds {
                         Some(seeds) => seeds,
                         None => offline_search(task, language)?.0,
@@ -336,13 +346,15 @@ where
         if config.task_file.is_some() && config.is_distributed() {
             return Err(SearchError::TaskFileDistributed);
         }
-        let (seeds, mutator) = (self.mutator)(task.as_ref(), kind.language(), self.seeds)?;
+        let classifier = Arc::new(self.classifier);
+        let cells = crate::cell_predictor(&classifier);
+        let (seeds, mutator) = (self.mutator)(task.as_ref(), kind.language(), self.seeds, &cells)?;
         Ok(Search {
             config,
             task,
             seeds,
             mutator,
-            classifier: self.classifier,
+            classifier,
             grid: self.grid,
             layer: self.layer,
             stop: self.stop,

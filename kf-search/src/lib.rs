@@ -80,7 +80,7 @@ pub use cli::SearchArgs;
 pub use cli::{DistArgs, SecurityArgs, ServerArgs, DEFAULT_DATABASE_URL, DEFAULT_NATS_URL};
 pub use evaluator::{RemoteError, RemoteEvaluator, SearchEvalError, SearchEvaluator};
 pub use novelty::SourceNovelty;
-pub use setup::{offline_search, template_seeds};
+pub use setup::{offline_search, offline_search_with, template_seeds};
 pub use tuned::TunedEvaluator;
 
 pub mod defaults;
@@ -94,12 +94,13 @@ use std::time::Duration;
 
 use kf_archive::{EliteArchive, RunDir, RunDirOptions, RunMeta};
 use kf_core::{
-    Archive, BehaviorClassifier, BoxError, Budget, Candidate, Either, Engine, EvaluationReport,
-    KernelSource, Language, Mutator, Observe, ObserverMode, Origin, ParamValues, RunSummary,
-    StopHandle,
+    Archive, BehaviorClassifier, BoxError, Budget, Candidate, Either, Engine, Evaluation,
+    EvaluationReport, KernelSource, Language, Mutator, Observe, ObserverMode, Origin, ParamValues,
+    RunSummary, Status, StopHandle,
 };
 use kf_eval::tasks::{sizes_text, KernelTask, Sizes};
 use kf_eval::{BackendSpec, EvalConfig, IsolatedEvaluator, TimeoutPolicy, WorkerCommand};
+use kf_mutate::CellPredictor;
 use serde::Serialize;
 
 use crate::report::{LogObserver, ProgressObserver, Report, ReportOutput};
@@ -445,6 +446,23 @@ where
     }
 }
 
+/// Where `classifier` would place a kernel before it is evaluated: its descriptor for the
+/// source at those parameters with an evaluation that says only "correct" (a static
+/// classifier's answer; one that needs measurements may predict nothing or the wrong cell,
+/// which only changes which children are preferred). The shipped search's structural mutator
+/// aims at empty cells with it, and its tuning keeps each kernel in the predicted cell.
+pub fn cell_predictor<C: BehaviorClassifier + 'static>(classifier: &Arc<C>) -> CellPredictor {
+    let classifier = Arc::clone(classifier);
+    let judged = Evaluation::failed(Status::Correct, "");
+    CellPredictor::new(move |source, params| {
+        let candidate = Candidate::seed(source.clone(), params.clone());
+        classifier
+            .classify(&candidate, &judged)
+            .ok()
+            .map(|d| d.coords)
+    })
+}
+
 /// Runs a built search.
 fn run_built<M, C, L>(search: Search<M, C, L>) -> Result<SearchOutcome, SearchError>
 where
@@ -467,7 +485,8 @@ where
     let sizes = task.sizes();
     let work = task.describe().work;
     let device_count = DeviceEvaluations::with_limit(config.device_evaluations);
-    let (evaluator, device) = local_or_distributed(config, &sizes, &device_count)?;
+    let cells = cell_predictor(&classifier);
+    let (evaluator, device) = local_or_distributed(config, &sizes, &device_count, &cells)?;
     let space = classifier.space().clone();
     let archive = EliteArchive::with_config(space.clone(), grid)?;
     let mut budget = Budget::evaluations(config.evaluations);
@@ -703,6 +722,7 @@ fn local_or_distributed(
     config: &SearchConfig,
     sizes: &Sizes,
     count: &DeviceEvaluations,
+    cells: &CellPredictor,
 ) -> Result<(SearchEvaluator, kf_core::DeviceFacts), SearchError> {
     #[cfg(feature = "dist")]
     if let Some(d) = &config.distributed {
@@ -715,7 +735,8 @@ fn local_or_distributed(
             sizes.clone(),
             device.clone(),
         )?
-        .counting(count.clone());
+        .counting(count.clone())
+        .keeping_cell(cells.clone());
         return Ok((Either::Right(tuned), device));
     }
     let worker = match &config.worker {
@@ -740,7 +761,8 @@ fn local_or_distributed(
         sizes.clone(),
         device.clone(),
     )?
-    .counting(count.clone());
+    .counting(count.clone())
+    .keeping_cell(cells.clone());
     Ok((Either::Left(tuned), device))
 }
 

@@ -10,6 +10,7 @@ use kf_core::{
     async_trait, Candidate, DeviceFacts, Evaluation, Evaluator, Fitness, KernelSource, ParamValues,
 };
 use kf_manifest::Manifest;
+use kf_mutate::CellPredictor;
 use kf_tune::{outcome_of, strategy, AsyncObjective, CacheKey, Outcome, ResultCache, Space, Tuner};
 
 /// Wraps an evaluator: each candidate is evaluated with its own parameters, then its manifest's
@@ -26,6 +27,7 @@ pub struct TunedEvaluator<E> {
     sizes: IndexMap<String, i64>,
     device: Arc<DeviceFacts>,
     count: DeviceEvaluations,
+    cell: Option<CellPredictor>,
 }
 
 impl<E: Evaluator + Clone + 'static> TunedEvaluator<E> {
@@ -54,6 +56,7 @@ impl<E: Evaluator + Clone + 'static> TunedEvaluator<E> {
             sizes,
             device: Arc::new(device),
             count: DeviceEvaluations::default(),
+            cell: None,
         })
     }
 
@@ -62,6 +65,16 @@ impl<E: Evaluator + Clone + 'static> TunedEvaluator<E> {
     /// candidate's own.
     pub fn counting(mut self, count: DeviceEvaluations) -> Self {
         self.count = count;
+        self
+    }
+
+    /// Keeps each candidate in its cell: the best configuration is chosen among those the
+    /// predictor places in the same cell as the candidate's own parameters (others are still
+    /// measured and counted). Without it, tuning may carry a kernel a mutator aimed at an
+    /// empty cell into an occupied one (a scalar-accumulator GEMM tuned into a register-blocked
+    /// one), and the archive never sees the cell the mutation was for.
+    pub fn keeping_cell(mut self, predictor: CellPredictor) -> Self {
+        self.cell = Some(predictor);
         self
     }
 
@@ -169,9 +182,21 @@ impl<E: Evaluator + Clone + 'static> Evaluator for TunedEvaluator<E> {
             .await;
         // Ties keep the earlier configuration (the candidate's own first, then key order), so
         // the choice is deterministic.
+        let own_cell = self
+            .cell
+            .as_ref()
+            .and_then(|p| p.predict(&candidate.source, &own));
+        let in_cell = |e: &Evaluation| match (&self.cell, &own_cell) {
+            (Some(p), Some(cell)) => {
+                p.predict(&candidate.source, &e.effective_params(candidate))
+                    .as_ref()
+                    == Some(cell)
+            }
+            _ => true,
+        };
         let mut best = first;
         for e in objective.seen.into_values() {
-            if Fitness::of(&e) > Fitness::of(&best) {
+            if Fitness::of(&e) > Fitness::of(&best) && in_cell(&e) {
                 best = e;
             }
         }
@@ -242,6 +267,35 @@ mod tests {
         assert_eq!(count.spent(), u64::from(ran));
         assert_eq!(e.device_evaluations(), u64::from(ran));
         assert_eq!(e.tuning_evaluations, ran - 1);
+    }
+
+    /// Keeping the cell: of the configurations tuned, the best one in the candidate's own
+    /// predicted cell wins, though faster ones elsewhere were measured.
+    #[test]
+    fn tuning_keeps_the_candidate_in_its_predicted_cell() {
+        let ts = |p: &ParamValues| match p.get("TS") {
+            Some(ParamValue::Int(v)) => *v,
+            _ => 0,
+        };
+        // Cell 0 for TS up to 4, cell 1 above.
+        let predictor = CellPredictor::new(move |_, p| Some(vec![usize::from(ts(p) > 4)]));
+        let (free, _) = tuned(8, DeviceEvaluations::default());
+        let (kept, inner) = tuned(8, DeviceEvaluations::default());
+        let kept = kept.keeping_cell(predictor);
+        let free = futures::executor::block_on(free.evaluate(&candidate())).unwrap();
+        let e = futures::executor::block_on(kept.evaluate(&candidate())).unwrap();
+        assert!(
+            ts(&free.params) > 4,
+            "untied tuning leaves the cell: {:?}",
+            free.params
+        );
+        assert!(ts(&e.params) <= 4, "{:?}", e.params);
+        assert!(
+            ts(&e.params) > 1,
+            "a better configuration within the cell: {:?}",
+            e.params
+        );
+        assert_eq!(inner.0.load(Ordering::SeqCst), 8, "all still measured");
     }
 
     #[test]

@@ -353,6 +353,10 @@ impl Archive for VecArchive {
             space: Some(self.space.clone()),
             empty_frontier,
             recently_improved: Vec::new(),
+            filled: (0..self.cells.len())
+                .filter(|i| self.cells[*i].is_some())
+                .map(|i| self.coords(i))
+                .collect(),
             metrics: self.metrics(),
         }
     }

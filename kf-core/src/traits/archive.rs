@@ -87,6 +87,10 @@ pub struct ArchiveHints {
     pub empty_frontier: Vec<Vec<usize>>,
     /// Cells improved most recently, newest first.
     pub recently_improved: Vec<Vec<usize>>,
+    /// Every filled cell (empty when the archive does not list them): with it a mutator tells
+    /// an empty cell from a filled one anywhere, not only on the frontier.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub filled: Vec<Vec<usize>>,
     /// Current metrics.
     pub metrics: ArchiveMetrics,
 }

@@ -49,3 +49,21 @@ pub trait BehaviorClassifier: Send + Sync {
         evaluation: &Evaluation,
     ) -> Result<Descriptor, Self::Error>;
 }
+
+/// A shared classifier classifies like the one it shares: the engine can own one handle while
+/// a mutator or an evaluator layer predicts cells with another.
+impl<C: BehaviorClassifier + ?Sized> BehaviorClassifier for std::sync::Arc<C> {
+    type Error = C::Error;
+
+    fn space(&self) -> &DescriptorSpace {
+        (**self).space()
+    }
+
+    fn classify(
+        &self,
+        candidate: &Candidate,
+        evaluation: &Evaluation,
+    ) -> Result<Descriptor, Self::Error> {
+        (**self).classify(candidate, evaluation)
+    }
+}
