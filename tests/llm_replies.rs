@@ -502,7 +502,7 @@ fn llm_replies_a_capable_model_would_write_land_in_the_search() {
     }
 
     // A good LLM child, tuned over its [params], is the best kernel.
-    let best = outcome.archive.best().expect("a best kernel").payload;
+    let best = outcome.archive.best().expect("a best kernel");
     eprintln!(
         "best: {} ({}) {:?} GFLOP/s, params {}",
         best.candidate.id,

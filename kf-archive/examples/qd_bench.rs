@@ -15,11 +15,20 @@
 //!   mutators drawn with fixed weights 3:2:1;
 //! * `grid, bandit over the mutators`: the grid's own selection, the mutator picked by the
 //!   discounted-UCB scheduler instead of fixed weights;
-//! * `emitters + bandit`: archive, frontier and elite emitters over those mutators, picked by
-//!   the scheduler;
+//! * `grid, emitters + bandit`: archive, frontier and elite emitters over those mutators,
+//!   picked by the scheduler;
+//! * `CVT`: a CVT archive of 64 centroids (as many as the grid's cells) over the point's first
+//!   three coordinates as continuous features, today's fixed mix;
+//! * `4 islands`: four grids evolving separately (migration of 2 elites to the next island
+//!   every 100 insertions, reseeding after 150 insertions without an improvement), with the
+//!   fixed mix or with emitters + bandit;
 //! * `keep-best only`: one population of one (a hill climber that keeps its best), the same
-//!   fixed mutator weights: no archive diversity. Its coverage and QD-score are those of every
-//!   kernel it evaluated, placed in a grid after the fact.
+//!   fixed mutator weights: no archive diversity.
+//!
+//! Coverage and QD-score are those of every kernel a run evaluated, placed in the 4×4×4 grid
+//! after the fact, so the configurations compare on one measure (for a grid, or islands'
+//! union, that is the archive itself); "own archive's coverage" is that of the run's archive
+//! (centroids for the CVT, one cell for keep-best).
 //!
 //! "QD / optimum" is the QD-score as a fraction of the known optimum's (every cell at its
 //! best); "best" is the best speedup found (the optimum is 10, in cell (3,3,3)).
@@ -27,7 +36,9 @@
 use std::error::Error;
 use std::sync::{Arc, Mutex};
 
-use kf_archive::{EliteArchive, GridConfig};
+use kf_archive::{
+    CvtArchive, CvtConfig, EliteArchive, FeatureSpace, GridConfig, IslandArchive, IslandConfig,
+};
 use kf_core::emitter::{Emitter, Scheduler, SchedulerPolicy, SelectionEmitter};
 use kf_core::prelude::*;
 use kf_core::testing::{
@@ -133,15 +144,39 @@ impl Archive for KeepBest {
 /// What one run reached.
 #[derive(Debug, Clone, Copy)]
 struct Reached {
+    /// Coverage of the 4×4×4 grid by every kernel evaluated.
     coverage: f64,
+    /// QD-score of that grid over the optimum's.
     qd_fraction: f64,
+    /// Best speedup found.
     best: f64,
+    /// Coverage of the run's own archive (its cells: grid cells, centroids, a single cell).
+    own_coverage: f64,
 }
 
 fn grid() -> Result<EliteArchive, Box<dyn Error>> {
     let space = SyntheticClassifier::new(LEVELS).space().clone();
     let config = GridConfig::default().with_qd_offset(Fitness::CORRECT_BASE);
     Ok(EliteArchive::with_config(space, config)?)
+}
+
+/// The CVT archive: 64 centroids (as many as the grid's cells) over the point's first three
+/// coordinates.
+fn cvt(seed: u64) -> Result<CvtArchive, Box<dyn Error>> {
+    let config = CvtConfig::default()
+        .with_centroids(LEVELS * LEVELS * LEVELS)
+        .with_seed(seed)
+        .with_grid(GridConfig::default().with_qd_offset(Fitness::CORRECT_BASE));
+    Ok(CvtArchive::new(FeatureSpace::unit(3)?, config)?)
+}
+
+/// Four islands of grids with the default migration (every 100 insertions, 2 elites to the
+/// next island) and reseeding (after 150 insertions without an improvement).
+fn islands() -> Result<IslandArchive<EliteArchive>, Box<dyn Error>> {
+    Ok(IslandArchive::new(
+        grid()?,
+        IslandConfig::default().with_islands(4),
+    )?)
 }
 
 /// The known optimum's QD-score: every cell at its best speedup.
@@ -158,39 +193,16 @@ fn optimum_qd() -> f64 {
     total
 }
 
-fn reached(archive: &impl Archive) -> Reached {
-    let m = archive.metrics();
-    let best = archive
-        .elites()
-        .iter()
-        .filter_map(|e| e.evaluation.speedup)
-        .fold(0.0, f64::max);
-    Reached {
-        coverage: m.coverage,
-        qd_fraction: m.qd_score / optimum_qd(),
-        best,
-    }
-}
-
-fn run_grid(scheduler: Scheduler, seed: u64, evaluations: u64) -> Result<Reached, Box<dyn Error>> {
-    let classifier = SyntheticClassifier::new(LEVELS);
-    let result = Engine::scheduled(
-        scheduler,
-        SyntheticEvaluator::with_levels(LEVELS),
-        classifier,
-        grid()?,
-    )
-    .seeds(vec![synthetic_seed(DIMS)])
-    .seed(seed)
-    .budget(Budget::evaluations(evaluations))
-    .run_blocking()?;
-    Ok(reached(&result.archive))
-}
-
-fn run_keep_best(seed: u64, evaluations: u64) -> Result<Reached, Box<dyn Error>> {
-    let classifier = SyntheticClassifier::new(LEVELS);
-    let archive = KeepBest::new();
-    // Every kernel it evaluated, placed in a grid after the fact.
+/// Runs `scheduler` over `archive` and measures it: every kernel it evaluated is placed in a
+/// grid after the fact (for a grid archive, or islands' union, that grid is the archive
+/// itself; for the CVT and keep-best archives it is what they found, kept or not).
+fn run<A: Archive + 'static>(
+    scheduler: Scheduler,
+    archive: A,
+    seed: u64,
+    evaluations: u64,
+) -> Result<Reached, Box<dyn Error>> {
+    let classifier = SyntheticClassifier::new(LEVELS).with_features();
     let shadow = Arc::new(Mutex::new(grid()?));
     let seen = Arc::clone(&shadow);
     let placer = move |r: &EvaluationReport<'_>| -> Result<(), BoxError> {
@@ -208,8 +220,8 @@ fn run_keep_best(seed: u64, evaluations: u64) -> Result<Reached, Box<dyn Error>>
         }
         Ok(())
     };
-    Engine::scheduled(
-        fixed_mix()?,
+    let result = Engine::scheduled(
+        scheduler,
         SyntheticEvaluator::with_levels(LEVELS),
         classifier,
         archive,
@@ -220,7 +232,17 @@ fn run_keep_best(seed: u64, evaluations: u64) -> Result<Reached, Box<dyn Error>>
     .add_observer(placer, ObserverMode::Always)
     .run_blocking()?;
     let grid = shadow.lock().unwrap_or_else(|p| p.into_inner());
-    Ok(reached(&*grid))
+    let m = grid.metrics();
+    let best = Archive::elites(&*grid)
+        .iter()
+        .filter_map(|e| e.evaluation.speedup)
+        .fold(0.0, f64::max);
+    Ok(Reached {
+        coverage: m.coverage,
+        qd_fraction: m.qd_score / optimum_qd(),
+        best,
+        own_coverage: result.archive.metrics().coverage,
+    })
 }
 
 fn mean_sd(xs: &[f64]) -> (f64, f64) {
@@ -238,17 +260,28 @@ fn main() -> Result<(), Box<dyn Error>> {
         return Err("give at least 2 evaluations and 2 seeds".into());
     }
     type Runner = fn(u64, u64) -> Result<Reached, Box<dyn Error>>;
-    let configurations: [(&str, Runner); 4] = [
+    let configurations: [(&str, Runner); 7] = [
         ("grid, fixed weights (today)", |s, n| {
-            run_grid(fixed_mix()?, s, n)
+            run(fixed_mix()?, grid()?, s, n)
         }),
         ("grid, bandit over the mutators", |s, n| {
-            run_grid(archive_bandit()?, s, n)
+            run(archive_bandit()?, grid()?, s, n)
         }),
-        ("emitters + bandit scheduler", |s, n| {
-            run_grid(bandit()?, s, n)
+        ("grid, emitters + bandit scheduler", |s, n| {
+            run(bandit()?, grid()?, s, n)
         }),
-        ("keep-best only (no diversity)", run_keep_best),
+        ("CVT (64 centroids), fixed weights", |s, n| {
+            run(fixed_mix()?, cvt(s)?, s, n)
+        }),
+        ("4 islands of grids, fixed weights", |s, n| {
+            run(fixed_mix()?, islands()?, s, n)
+        }),
+        ("4 islands, emitters + bandit", |s, n| {
+            run(bandit()?, islands()?, s, n)
+        }),
+        ("keep-best only (no diversity)", |s, n| {
+            run(fixed_mix()?, KeepBest::new(), s, n)
+        }),
     ];
     let third = if std::env::var_os("KF_QD_BENCH_LOCAL").is_some() {
         "long Gaussian jump"
@@ -259,8 +292,10 @@ fn main() -> Result<(), Box<dyn Error>> {
         "Synthetic problem: {LEVELS}x{LEVELS}x{LEVELS} cells, {DIMS} coordinates, third mutator: \
          {third}; {evaluations} evaluations, seeds 0..{seeds}; mean ± sd\n"
     );
-    println!("| configuration | coverage | QD / optimum | best speedup (optimum 10) |");
-    println!("|---|---|---|---|");
+    println!(
+        "| configuration | coverage | QD / optimum | best speedup (optimum 10) | own archive's coverage |"
+    );
+    println!("|---|---|---|---|---|");
     for (name, runner) in configurations {
         let runs: Vec<Reached> = (0..seeds)
             .map(|s| runner(s, evaluations))
@@ -270,10 +305,11 @@ fn main() -> Result<(), Box<dyn Error>> {
             format!("{m:.3} ± {sd:.3}")
         };
         println!(
-            "| {name} | {} | {} | {} |",
+            "| {name} | {} | {} | {} | {} |",
             col(|r| r.coverage),
             col(|r| r.qd_fraction),
-            col(|r| r.best)
+            col(|r| r.best),
+            col(|r| r.own_coverage)
         );
     }
     Ok(())

@@ -41,14 +41,7 @@ impl Archive for GridArchive<Elite> {
     /// beats with confidence when both kept samples (see [`crate::noise::replaces`]).
     fn insert(&mut self, elite: Elite) -> Result<InsertOutcome, ArchiveError> {
         let index = self.index_of(&elite.descriptor.coords)?;
-        if let Some(incumbent) = self.get_index(index) {
-            if !crate::noise::replaces(&elite, incumbent.payload) {
-                return Ok(InsertOutcome::NotAdded {
-                    incumbent: incumbent.fitness,
-                });
-            }
-        }
-        self.insert_index(index, elite.fitness, elite)
+        insert_elite_at(self, index, elite)
     }
 
     fn select_parent(&mut self, rng: &mut dyn RngCore) -> Option<&Elite> {
@@ -74,4 +67,21 @@ impl Archive for GridArchive<Elite> {
     fn elites(&self) -> Vec<&Elite> {
         self.iter().map(|o| o.payload).collect()
     }
+}
+
+/// Offers `elite` to cell `index` of `grid` by the engine's rule: it fills an empty cell or
+/// replaces a worse elite (see [`crate::noise::replaces`]).
+pub(crate) fn insert_elite_at(
+    grid: &mut GridArchive<Elite>,
+    index: usize,
+    elite: Elite,
+) -> Result<InsertOutcome, ArchiveError> {
+    if let Some(incumbent) = grid.get_index(index) {
+        if !crate::noise::replaces(&elite, incumbent.payload) {
+            return Ok(InsertOutcome::NotAdded {
+                incumbent: incumbent.fitness,
+            });
+        }
+    }
+    grid.insert_index(index, elite.fitness, elite)
 }

@@ -51,6 +51,23 @@ pub enum ArchiveError {
     /// A configuration that cannot work (negative ratios, a non-finite offset, …).
     #[error("invalid archive configuration: {0}")]
     InvalidConfig(String),
+    /// A descriptor whose continuous coordinates do not fit a CVT archive's feature space
+    /// (another number of features, or a NaN).
+    #[error("descriptor features {features:?}: {reason}")]
+    BadFeatures {
+        /// The offending features.
+        features: Vec<f64>,
+        /// What is wrong with them.
+        reason: String,
+    },
+    /// Centroids stored with a run that do not match the archive asked for.
+    #[error("the centroids in {} do not match this archive: {what}", path.display())]
+    CentroidMismatch {
+        /// The centroid file.
+        path: PathBuf,
+        /// What differs.
+        what: String,
+    },
     /// A serialized archive whose contents are inconsistent.
     #[error("invalid archive snapshot: {0}")]
     InvalidSnapshot(String),

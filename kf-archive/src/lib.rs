@@ -10,6 +10,12 @@
 //!   and cells with empty neighbours) and uniform draws, 70/20/10 by default.
 //! * [`EliteArchive`] = `GridArchive<Elite>`, which implements [`kf_core::Archive`] for the
 //!   engine.
+//! * [`CvtArchive`]: MAP-Elites over a continuous [`FeatureSpace`] (a classifier's
+//!   [`kf_core::Descriptor::features`]): one elite per centroid, the centroids placed by
+//!   k-means on a seeded sample of the space and kept with the run
+//!   ([`CvtArchive::in_run_dir`]).
+//! * [`IslandArchive`]: several archives of one type evolving separately, with periodic
+//!   migration of elites and reseeding of stagnant islands, as one [`kf_core::Archive`].
 //! * [`noise`]: an elite is replaced only by a challenger that is faster with confidence
 //!   (a one-sided rank test on the timing samples, [`kf_core::noise::ReplacementRule`]).
 //! * [`RunDir`]: a crash-safe run directory implementing [`kf_core::Checkpoint`]: an
@@ -36,16 +42,20 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod cvt;
 mod elite;
 mod error;
 mod grid;
+mod islands;
 pub mod noise;
 mod rundir;
 
+pub use cvt::{CvtArchive, CvtConfig, Feature, FeatureSpace, CENTROIDS_FILE, MAX_CENTROIDS};
 pub use elite::EliteArchive;
 pub use error::ArchiveError;
 pub use grid::{
     GridArchive, GridConfig, Occupant, Selected, SelectionMode, SelectionRatios, MAX_CELLS,
     MAX_RECENT,
 };
+pub use islands::{IslandArchive, IslandConfig, MAX_ISLANDS};
 pub use rundir::{read_run, RunDir, RunDirOptions, RunLog, RunMeta, SyncMode};

@@ -809,7 +809,7 @@ fn read_meta(root: &Path) -> Result<RunMeta, ArchiveError> {
     serde_json::from_slice(&bytes).map_err(|e| ArchiveError::json(&meta_path, e))
 }
 
-fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, ArchiveError> {
+pub(crate) fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, ArchiveError> {
     match File::open(path) {
         Ok(mut f) => {
             let mut bytes = Vec::new();
@@ -829,7 +829,7 @@ fn tmp_path(path: &Path) -> PathBuf {
 }
 
 /// Writes `bytes` to `path` so that readers see the old or the new content, never a mix.
-fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), ArchiveError> {
+pub(crate) fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), ArchiveError> {
     let tmp = tmp_path(path);
     let mut f = File::create(&tmp).map_err(|e| ArchiveError::io("creating", &tmp, e))?;
     f.write_all(bytes)

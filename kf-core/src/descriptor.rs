@@ -141,7 +141,12 @@ impl DescriptorSpace {
 
 /// A candidate's cell: one level index per dimension, and what produced the classification
 /// (`"static-patterns"`, `"compiler-facts"`, `"llm-judge"`, …) with its evidence.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+///
+/// A classifier may also give continuous coordinates ([`Descriptor::features`]): archives over
+/// a continuous space (kf-archive's CVT archive) place the candidate by them, grids ignore them.
+/// Two descriptors are equal when their features have the same bits (so a NaN equals itself and
+/// `Eq` and `Hash` hold).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Descriptor {
     /// Level index per dimension.
     pub coords: Vec<usize>,
@@ -150,6 +155,10 @@ pub struct Descriptor {
     /// Short human-readable evidence, one entry per dimension where the classifier has it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evidence: Vec<String>,
+    /// Continuous behaviour coordinates, for archives over a continuous space; empty when the
+    /// classifier gives only levels.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<f64>,
 }
 
 impl Descriptor {
@@ -159,6 +168,48 @@ impl Descriptor {
             coords: coords.into(),
             source: source.into(),
             evidence: Vec::new(),
+            features: Vec::new(),
+        }
+    }
+
+    /// Adds continuous coordinates (see [`Descriptor::features`]).
+    ///
+    /// ```
+    /// use kf_core::Descriptor;
+    ///
+    /// let d = Descriptor::new([1, 2], "mine").with_features([0.25, 0.75]);
+    /// assert_eq!(d.features, vec![0.25, 0.75]);
+    /// ```
+    pub fn with_features(mut self, features: impl Into<Vec<f64>>) -> Self {
+        self.features = features.into();
+        self
+    }
+}
+
+impl PartialEq for Descriptor {
+    fn eq(&self, other: &Self) -> bool {
+        self.coords == other.coords
+            && self.source == other.source
+            && self.evidence == other.evidence
+            && self.features.len() == other.features.len()
+            && self
+                .features
+                .iter()
+                .zip(&other.features)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+    }
+}
+
+impl Eq for Descriptor {}
+
+impl std::hash::Hash for Descriptor {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.coords.hash(state);
+        self.source.hash(state);
+        self.evidence.hash(state);
+        self.features.len().hash(state);
+        for f in &self.features {
+            f.to_bits().hash(state);
         }
     }
 }

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kf_archive::GridConfig;
+use kf_archive::{CvtConfig, FeatureSpace, GridConfig, IslandConfig, MAX_ISLANDS};
 use kf_core::{
     BehaviorClassifier, BoxError, Candidate, EvaluationReport, Evaluator, Language, Mutator,
     Observe, ObserverMode, RunInfo, RunSummary, StopHandle,
@@ -14,8 +14,8 @@ use kf_eval::WorkerCommand;
 use kf_mutate::{CellPredictor, MixMutator};
 
 use crate::{
-    backends, defaults, offline_search, offline_search_with, BackendKind, DefaultClassifier,
-    SearchConfig, SearchError, SearchEvaluator,
+    backends, defaults, offline_search, offline_search_with, ArchiveKind, BackendKind,
+    DefaultClassifier, SearchConfig, SearchError, SearchEvaluator,
 };
 
 /// A layer around the search's evaluator (tower style): it receives the shipped evaluator
@@ -72,7 +72,7 @@ pub struct Search<M, C, L> {
     pub(crate) mutator: M,
     /// Shared with the cell predictor of the default mutator and of tuning.
     pub(crate) classifier: Arc<C>,
-    pub(crate) grid: GridConfig,
+    pub(crate) archive: ArchiveSettings,
     pub(crate) layer: L,
     pub(crate) stop: Option<StopHandle>,
     pub(crate) observers: Vec<(BoxedObserver, ObserverMode)>,
@@ -85,7 +85,7 @@ pub struct SearchBuilder<M = MixMutator, C = DefaultClassifier, L = NoLayer> {
     mutator: MutatorFactory<M>,
     seeds: Option<Vec<Candidate>>,
     classifier: C,
-    grid: GridConfig,
+    archive: ArchiveSettings,
     layer: L,
     stop: Option<StopHandle>,
     observers: Vec<(BoxedObserver, ObserverMode)>,
@@ -114,7 +114,7 @@ impl Search<MixMutator, DefaultClassifier, NoLayer> {
             ),
             seeds: None,
             classifier: defaults::classifier(),
-            grid: defaults::grid(),
+            archive: ArchiveSettings::default(),
             layer: NoLayer,
             stop: None,
             observers: Vec::new(),
@@ -249,9 +249,45 @@ where
         self
     }
 
-    /// The archive's settings (default [`defaults::grid`]).
+    /// The archive's settings (default [`defaults::grid`]); with a CVT archive, its
+    /// selection, QD offset and hints.
     pub fn archive(mut self, grid: GridConfig) -> Self {
-        self.grid = grid;
+        self.archive.grid = grid;
+        self
+    }
+
+    /// The kind of archive (default [`defaults::ARCHIVE`], `--archive`).
+    pub fn archive_kind(mut self, kind: ArchiveKind) -> Self {
+        self.config.archive = kind;
+        self
+    }
+
+    /// Archives evolving as islands with migration (default [`defaults::ISLANDS`],
+    /// `--islands`); at least 1.
+    pub fn islands(mut self, n: usize) -> Self {
+        self.config.islands = n;
+        self
+    }
+
+    /// The CVT archive's centroids (default [`defaults::cvt`]); its `grid` field is replaced
+    /// by [`archive`](Self::archive)'s settings.
+    pub fn cvt(mut self, cvt: CvtConfig) -> Self {
+        self.archive.cvt = cvt;
+        self
+    }
+
+    /// Migration and reseeding of the islands (default [`defaults::islands`]); the number of
+    /// islands is [`islands`](Self::islands)'.
+    pub fn island_config(mut self, island: IslandConfig) -> Self {
+        self.archive.island = island;
+        self
+    }
+
+    /// The continuous descriptors a CVT search places kernels by, when the classifier gives
+    /// its own [`features`](kf_core::Descriptor::features) (default: the shipped
+    /// [`cvt_features`](crate::cvt_features), which the search adds to every descriptor).
+    pub fn cvt_features(mut self, features: FeatureSpace) -> Self {
+        self.archive.features = Some(features);
         self
     }
 
@@ -275,7 +311,7 @@ where
             mutator: self.mutator,
             seeds: self.seeds,
             classifier,
-            grid: self.grid,
+            archive: self.archive,
             layer: self.layer,
             stop: self.stop,
             observers: self.observers,
@@ -302,7 +338,7 @@ where
             ),
             seeds: self.seeds,
             classifier: self.classifier,
-            grid: self.grid,
+            archive: self.archive,
             layer: self.layer,
             stop: self.stop,
             observers: self.observers,
@@ -318,7 +354,7 @@ where
             mutator: self.mutator,
             seeds: self.seeds,
             classifier: self.classifier,
-            grid: self.grid,
+            archive: self.archive,
             layer,
             stop: self.stop,
             observers: self.observers,
@@ -334,6 +370,14 @@ where
         let kind = backends::check(&config.backend)?;
         if config.evaluations == 0 || config.device_evaluations == Some(0) {
             return Err(SearchError::NoEvaluations);
+        }
+        if config.islands == 0 || config.islands > MAX_ISLANDS {
+            return Err(SearchError::Archive(
+                kf_archive::ArchiveError::InvalidConfig(format!(
+                    "--islands must be 1 to {MAX_ISLANDS}, got {}",
+                    config.islands
+                )),
+            ));
         }
         // An unknown strategy would otherwise mean "no tuning" for every kernel, silently.
         if config.tune_budget > 1 {
@@ -355,11 +399,33 @@ where
             seeds,
             mutator,
             classifier,
-            grid: self.grid,
+            archive: self.archive,
             layer: self.layer,
             stop: self.stop,
             observers: self.observers,
         })
+    }
+}
+
+/// The archive settings the builder holds besides the kind and the number of islands (which
+/// are in the [`SearchConfig`]).
+#[derive(Debug, Clone)]
+pub(crate) struct ArchiveSettings {
+    pub(crate) grid: GridConfig,
+    pub(crate) cvt: CvtConfig,
+    pub(crate) island: IslandConfig,
+    /// The classifier's own continuous descriptors, when it gives them.
+    pub(crate) features: Option<FeatureSpace>,
+}
+
+impl Default for ArchiveSettings {
+    fn default() -> Self {
+        ArchiveSettings {
+            grid: defaults::grid(),
+            cvt: defaults::cvt(),
+            island: defaults::islands(),
+            features: None,
+        }
     }
 }
 
@@ -395,5 +461,23 @@ mod tests {
             .expect("an unknown strategy is refused");
         assert!(matches!(err, SearchError::TuneStrategy(_)), "{err}");
         assert!(err.to_string().contains("no_such_strategy"), "{err}");
+    }
+
+    #[test]
+    fn no_islands_is_an_error() {
+        let err = Search::builder()
+            .task("gemm")
+            .islands(0)
+            .build()
+            .err()
+            .expect("zero islands are refused");
+        assert!(
+            matches!(
+                err,
+                SearchError::Archive(kf_archive::ArchiveError::InvalidConfig(_))
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("--islands"), "{err}");
     }
 }

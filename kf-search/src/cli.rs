@@ -7,7 +7,7 @@ use std::time::Duration;
 use kf_core::Language;
 use kf_eval::tasks::Sizes;
 
-use crate::{defaults, BackendKind, SearchConfig};
+use crate::{defaults, ArchiveKind, BackendKind, SearchConfig};
 
 /// Options every search program shares; flatten them into a program's own `clap` parser.
 ///
@@ -64,6 +64,13 @@ pub struct SearchArgs {
     /// More log output (-v debug, -vv trace).
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// Archive: grid (one elite per cell of the classifier's space) or cvt (one per centroid
+    /// of continuous descriptors: the static labels, local memory, registers on CUDA).
+    #[arg(long, default_value_t = defaults::ARCHIVE)]
+    pub archive: ArchiveKind,
+    /// Archives evolving separately as islands, with migration of elites (1: one archive).
+    #[arg(long, default_value_t = defaults::ISLANDS)]
+    pub islands: usize,
     /// Steps in flight at once (default: 1 on this machine, 8 with --distributed).
     #[arg(long)]
     pub in_flight: Option<usize>,
@@ -221,6 +228,8 @@ impl SearchArgs {
             config.out = out.clone();
         }
         config.progress = !self.no_progress;
+        config.archive = self.archive;
+        config.islands = self.islands;
         config.reference = !self.no_reference;
         #[cfg(feature = "dist")]
         let distributed = self.dist.distributed || self.dist.servers.given();
@@ -280,6 +289,20 @@ mod tests {
         assert_eq!(c.seed, shipped.seed);
         assert_eq!(c.backend.kind, "opencl");
         assert_eq!(c.in_flight, shipped.in_flight);
+        assert_eq!((c.archive, c.islands), (shipped.archive, shipped.islands));
+        assert_eq!((c.archive, c.islands), (ArchiveKind::Grid, 1));
+    }
+
+    #[test]
+    fn archive_and_islands_are_options_and_a_bad_archive_is_an_error() {
+        let c = config(&["--archive", "cvt", "--islands", "4"]);
+        assert_eq!((c.archive, c.islands), (ArchiveKind::Cvt, 4));
+        let e = Args::try_parse_from(["prog", "--archive", "hexagons"])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("unknown archive `hexagons`"), "{e}");
+        assert!(e.contains("grid, cvt"), "{e}");
     }
 
     #[test]

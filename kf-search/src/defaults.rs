@@ -17,6 +17,12 @@ pub const SEED: u64 = 0;
 pub const IN_FLIGHT: usize = 1;
 /// Steps in flight when evaluating on distributed workers.
 pub const IN_FLIGHT_DISTRIBUTED: usize = 8;
+/// The archive: one grid (`--archive grid`).
+pub const ARCHIVE: crate::ArchiveKind = crate::ArchiveKind::Grid;
+/// Islands: one archive (`--islands 1`).
+pub const ISLANDS: usize = 1;
+/// Centroids of a CVT archive (as many as the default grid's cells).
+pub const CVT_CENTROIDS: usize = 64;
 /// Steps between archive snapshots in the run directory.
 pub const SNAPSHOT_EVERY: u64 = 25;
 
@@ -25,6 +31,21 @@ pub const SNAPSHOT_EVERY: u64 = 25;
 pub fn classifier() -> super::DefaultClassifier {
     use kf_classify::ClassifierExt;
     kf_classify::StaticClassifier::new().with_compiler_facts()
+}
+
+/// The shipped CVT settings (used with `--archive cvt`): [`CVT_CENTROIDS`] centroids, seed 0
+/// (the centroids are a property of the space, not of the run), the selection and QD offset
+/// of [`grid`].
+pub fn cvt() -> kf_archive::CvtConfig {
+    kf_archive::CvtConfig::default()
+        .with_centroids(CVT_CENTROIDS)
+        .with_grid(grid())
+}
+
+/// The shipped island settings (used with `--islands N`, N > 1): migration of 2 elites to the
+/// next island every 100 insertions, reseeding after 150 insertions without an improvement.
+pub fn islands() -> kf_archive::IslandConfig {
+    kf_archive::IslandConfig::default()
 }
 
 /// The shipped archive settings: the default grid, with the QD-score offset at the

@@ -55,6 +55,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod archive;
 mod backend_kind;
 pub mod backends;
 mod budget;
@@ -71,6 +72,9 @@ pub mod report;
 mod setup;
 mod tuned;
 
+pub use archive::{
+    cvt_features, ArchiveKind, ArchiveSpec, SearchArchive, UnknownArchive, WithFacts,
+};
 pub use backends::{init, BackendError, BackendKind};
 pub use budget::{DeviceEvaluationCounter, DeviceEvaluations};
 pub use builder::{EvaluatorLayer, NoLayer, Search, SearchBuilder};
@@ -92,7 +96,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kf_archive::{EliteArchive, RunDir, RunDirOptions, RunMeta};
+use kf_archive::{RunDir, RunDirOptions, RunMeta};
 use kf_core::{
     Archive, BehaviorClassifier, BoxError, Budget, Candidate, Either, Engine, Evaluation,
     EvaluationReport, KernelSource, Language, Mutator, Observe, ObserverMode, Origin, ParamValues,
@@ -245,6 +249,11 @@ pub struct SearchConfig {
     /// set [`WorkerCommand::test_harness`] (with `kf_eval::worker_test_entry!`).
     #[serde(skip)]
     pub worker: Option<WorkerCommand>,
+    /// The archive: one grid, or a CVT archive over continuous descriptors
+    /// ([`cvt_features`]) (default [`defaults::ARCHIVE`]).
+    pub archive: ArchiveKind,
+    /// Archives evolving as islands, with migration (default [`defaults::ISLANDS`]: one).
+    pub islands: usize,
     /// Steps (mutation + evaluation) in flight at once: 1 on one machine (one device); more
     /// keeps several distributed workers busy.
     pub in_flight: usize,
@@ -293,6 +302,8 @@ impl SearchConfig {
             progress: true,
             worker: None,
             in_flight: defaults::IN_FLIGHT,
+            archive: defaults::ARCHIVE,
+            islands: defaults::ISLANDS,
             reference: true,
             #[cfg(feature = "dist")]
             distributed: None,
@@ -335,8 +346,8 @@ pub fn search_eval_config() -> EvalConfig {
 /// What a search produced.
 #[derive(Debug)]
 pub struct SearchOutcome {
-    /// The archive.
-    pub archive: EliteArchive,
+    /// The archive (a grid unless `--archive` or `--islands` said otherwise).
+    pub archive: SearchArchive,
     /// The engine's summary.
     pub summary: RunSummary,
     /// The report files.
@@ -476,7 +487,7 @@ where
         seeds,
         mutator,
         classifier,
-        grid,
+        archive: settings,
         layer,
         stop,
         observers,
@@ -488,23 +499,33 @@ where
     let cells = cell_predictor(&classifier);
     let (evaluator, device) = local_or_distributed(config, &sizes, &device_count, &cells)?;
     let space = classifier.space().clone();
-    let archive = EliteArchive::with_config(space.clone(), grid)?;
+    let kind = config.backend_kind()?;
+    let cvt = config.archive == ArchiveKind::Cvt;
+    // The shipped continuous descriptors, unless the classifier gives its own; registers
+    // where the backend reports them.
+    let registers = kind == BackendKind::Cuda;
+    let features = match &settings.features {
+        Some(f) => f.clone(),
+        None => cvt_features(&space, registers)?,
+    };
+    let classifier = WithFacts::new(classifier, cvt && settings.features.is_none(), registers);
     let mut budget = Budget::evaluations(config.evaluations);
     if let Some(w) = config.wall {
         budget = budget.with_wall(w);
     }
     std::fs::create_dir_all(&config.out).map_err(kf_eval::EvalError::Io)?;
     // What may not change when the run is resumed or extended; the budget may.
-    let meta = RunMeta::new(
-        config.seed,
-        &serde_json::json!({
-            "task": config.task, "sizes": sizes, "backend": config.backend,
-            "device": device.name,
-            "tune_budget": config.tune_budget, "tune_strategy": config.tune_strategy,
-            "mutator": mutator.name(),
-        }),
-    )?
-    .with_budget(&run_budget(config))?;
+    let mut run_config = serde_json::json!({
+        "task": config.task, "sizes": sizes, "backend": config.backend,
+        "device": device.name,
+        "tune_budget": config.tune_budget, "tune_strategy": config.tune_strategy,
+        "mutator": mutator.name(),
+    });
+    let archive_meta = archive_meta(config, &settings);
+    if let (false, Some(map)) = (archive_meta.is_null(), run_config.as_object_mut()) {
+        map.insert("archive".into(), archive_meta);
+    }
+    let meta = RunMeta::new(config.seed, &run_config)?.with_budget(&run_budget(config))?;
     let run_dir = RunDir::open_with(
         config.out.join("run"),
         meta,
@@ -513,6 +534,14 @@ where
             ..RunDirOptions::default()
         },
     )?;
+    let spec = ArchiveSpec {
+        kind: config.archive,
+        islands: config.islands,
+        grid: settings.grid,
+        cvt: settings.cvt,
+        island: settings.island,
+    };
+    let archive = SearchArchive::build(&spec, space.clone(), features, run_dir.path())?;
     let recorded_evaluations: u64 = run_dir
         .read_records()?
         .iter()
@@ -628,6 +657,35 @@ where
         device_evaluations: device_count.spent(),
         extended_from,
     })
+}
+
+/// What the run directory records of the archive: nothing for the shipped single grid (so run
+/// directories from before CVT and islands resume unchanged), else the kind, the islands and
+/// their settings, which a resumed run may not change.
+fn archive_meta(config: &SearchConfig, settings: &builder::ArchiveSettings) -> serde_json::Value {
+    if config.archive == ArchiveKind::Grid && config.islands == 1 {
+        return serde_json::Value::Null;
+    }
+    let mut meta = serde_json::json!({ "kind": config.archive, "islands": config.islands });
+    if let Some(map) = meta.as_object_mut() {
+        if config.archive == ArchiveKind::Cvt {
+            map.insert("centroids".into(), settings.cvt.centroids.into());
+            map.insert("cvt_seed".into(), settings.cvt.seed.into());
+        }
+        if config.islands > 1 {
+            let i = settings.island;
+            map.insert(
+                "migration".into(),
+                serde_json::json!([
+                    i.migration_interval,
+                    i.migrants,
+                    i.stagnation,
+                    i.reseed_elites
+                ]),
+            );
+        }
+    }
+    meta
 }
 
 /// The run directory's record of the budget (which may change when a run is extended); the

@@ -54,6 +54,7 @@ pub fn synthetic_seed(d: usize) -> Candidate {
 pub struct SyntheticClassifier {
     space: DescriptorSpace,
     levels: usize,
+    features: bool,
 }
 
 impl SyntheticClassifier {
@@ -65,7 +66,28 @@ impl SyntheticClassifier {
                 .map(|i| Dimension::numbered(format!("x{i}"), levels))
                 .collect(),
         };
-        SyntheticClassifier { space, levels }
+        SyntheticClassifier {
+            space,
+            levels,
+            features: false,
+        }
+    }
+
+    /// Also gives each descriptor continuous [`features`](Descriptor::features): the point's
+    /// first three coordinates, clamped to `[0, 1]` (for archives over a continuous space,
+    /// such as kf-archive's CVT archive).
+    ///
+    /// ```
+    /// use kf_core::prelude::*;
+    /// use kf_core::testing::{synthetic_seed, SyntheticClassifier};
+    ///
+    /// let c = SyntheticClassifier::new(4).with_features();
+    /// let d = c.classify(&synthetic_seed(5), &Evaluation::failed(Status::Correct, "")).unwrap();
+    /// assert_eq!(d.features, vec![0.5, 0.5, 0.5]);
+    /// ```
+    pub fn with_features(mut self) -> Self {
+        self.features = true;
+        self
     }
 
     fn cell_of(&self, x: &[f64]) -> Vec<usize> {
@@ -91,7 +113,12 @@ impl BehaviorClassifier for SyntheticClassifier {
         if x.len() < 3 {
             return Err(TooFewCoordinates(x.len()));
         }
-        Ok(Descriptor::new(self.cell_of(&x), "synthetic"))
+        let d = Descriptor::new(self.cell_of(&x), "synthetic");
+        if self.features {
+            let f: Vec<f64> = x.iter().take(3).map(|v| v.clamp(0.0, 1.0)).collect();
+            return Ok(d.with_features(f));
+        }
+        Ok(d)
     }
 }
 

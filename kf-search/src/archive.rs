@@ -1,0 +1,397 @@
+//! The search's archive: the default grid, a CVT archive over continuous descriptors, or
+//! islands of either ([`ArchiveKind`], `--archive grid|cvt`, `--islands N`).
+
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+
+use kf_archive::{
+    ArchiveError, CvtArchive, CvtConfig, EliteArchive, Feature, FeatureSpace, GridConfig,
+    IslandArchive, IslandConfig,
+};
+use kf_core::{
+    Archive, ArchiveHints, ArchiveMetrics, BehaviorClassifier, Candidate, Descriptor,
+    DescriptorSpace, Elite, Evaluation, InsertOutcome,
+};
+use rand::RngCore;
+
+/// Which archive the search keeps its elites in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ArchiveKind {
+    /// The grid over the classifier's descriptor space (the shipped search's).
+    #[default]
+    Grid,
+    /// A CVT archive over continuous descriptors ([`cvt_features`]).
+    Cvt,
+}
+
+impl ArchiveKind {
+    /// Every kind.
+    pub const ALL: [ArchiveKind; 2] = [ArchiveKind::Grid, ArchiveKind::Cvt];
+
+    /// The name on the command line and in run directories.
+    pub fn name(self) -> &'static str {
+        match self {
+            ArchiveKind::Grid => "grid",
+            ArchiveKind::Cvt => "cvt",
+        }
+    }
+}
+
+impl fmt::Display for ArchiveKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An archive name that is not one of [`ArchiveKind::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown archive `{0}`; the archives are: grid, cvt")]
+pub struct UnknownArchive(pub String);
+
+impl FromStr for ArchiveKind {
+    type Err = UnknownArchive;
+
+    /// ```
+    /// use kf_search::ArchiveKind;
+    ///
+    /// assert_eq!("cvt".parse::<ArchiveKind>(), Ok(ArchiveKind::Cvt));
+    /// assert!("hex".parse::<ArchiveKind>().unwrap_err().to_string().contains("grid, cvt"));
+    /// ```
+    fn from_str(s: &str) -> Result<Self, UnknownArchive> {
+        ArchiveKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| UnknownArchive(s.to_owned()))
+    }
+}
+
+impl serde::Serialize for ArchiveKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+/// Upper end of the local-memory feature: log2 of 1 + 64 KiB.
+const LOCAL_MEM_LOG2_MAX: f64 = 16.000_022;
+/// Upper end of the register feature.
+const REGISTERS_MAX: f64 = 255.0;
+
+/// The continuous descriptors of the shipped CVT search, for a classifier over `space`: each
+/// of its dimensions as a coordinate in `[0, 1]` (level / (levels − 1); for the default
+/// classifier the three static labels, refined by compiler facts), then the local memory the
+/// compiler reports per work-group (`log2(1 + bytes)`, 0 to 16, 0 when not reported), then,
+/// with `registers` (backends that report them: CUDA), the registers per thread (0 to 255).
+pub fn cvt_features(
+    space: &DescriptorSpace,
+    registers: bool,
+) -> Result<FeatureSpace, ArchiveError> {
+    let mut features: Vec<Feature> = space
+        .dimensions
+        .iter()
+        .map(|d| Feature::new(d.name.clone(), 0.0, 1.0))
+        .collect();
+    features.push(Feature::new(
+        "local_mem_log2_bytes",
+        0.0,
+        LOCAL_MEM_LOG2_MAX,
+    ));
+    if registers {
+        features.push(Feature::new("registers", 0.0, REGISTERS_MAX));
+    }
+    FeatureSpace::new(features)
+}
+
+/// A classifier that adds the shipped CVT search's continuous descriptors ([`cvt_features`])
+/// to its inner classifier's descriptors, unless they already have features (a classifier of
+/// one's own that gives them). With `enabled` false it is the inner classifier unchanged.
+#[derive(Debug, Clone)]
+pub struct WithFacts<C> {
+    inner: C,
+    enabled: bool,
+    registers: bool,
+}
+
+impl<C: BehaviorClassifier> WithFacts<C> {
+    /// Wraps `inner`; `registers` adds the register feature.
+    pub fn new(inner: C, enabled: bool, registers: bool) -> Self {
+        WithFacts {
+            inner,
+            enabled,
+            registers,
+        }
+    }
+
+    /// The continuous descriptor of a descriptor of the inner space and an evaluation.
+    pub fn features(&self, d: &Descriptor, evaluation: &Evaluation) -> Vec<f64> {
+        let mut f: Vec<f64> = d
+            .coords
+            .iter()
+            .zip(&self.inner.space().dimensions)
+            .map(|(&level, dim)| {
+                let top = dim.levels.len().saturating_sub(1);
+                if top == 0 {
+                    0.0
+                } else {
+                    level.min(top) as f64 / top as f64
+                }
+            })
+            .collect();
+        let local = evaluation.compiler.local_mem_bytes.unwrap_or(0);
+        f.push((1.0 + local as f64).log2());
+        if self.registers {
+            f.push(f64::from(evaluation.compiler.registers.unwrap_or(0)));
+        }
+        f
+    }
+}
+
+impl<C: BehaviorClassifier> BehaviorClassifier for WithFacts<C> {
+    type Error = C::Error;
+
+    fn space(&self) -> &DescriptorSpace {
+        self.inner.space()
+    }
+
+    fn classify(&self, c: &Candidate, e: &Evaluation) -> Result<Descriptor, C::Error> {
+        let mut d = self.inner.classify(c, e)?;
+        if self.enabled && d.features.is_empty() {
+            d.features = self.features(&d, e);
+        }
+        Ok(d)
+    }
+}
+
+/// The archive of a search: what `--archive` and `--islands` chose. Serialised as the archive
+/// it holds (a grid search's snapshot is the grid's, as before).
+///
+/// # Example
+///
+/// A tiny softmax search over two islands of CVT archives, its centroids kept in the run
+/// directory; run again, it replays every step to the same archive, and the run directory
+/// refuses to continue as a grid search:
+///
+/// ```
+/// use kf_core::Archive;
+/// use kf_search::{ArchiveKind, Search, SearchArchive, SearchError};
+///
+/// kf_search::init(); // evaluation workers re-execute this program: first call
+/// # if !kf_search::doctest_backend_available() { return Ok(()); }
+/// let out = tempfile::tempdir()?;
+/// let search = || {
+///     Search::builder()
+///         .task("softmax")
+///         .size("ROWS=64,COLS=256")
+///         .map(|b| b.evaluations(8).tune_budget(1).reference(false).out(out.path()).progress(false))
+/// };
+/// let first = search()?.archive_kind(ArchiveKind::Cvt).islands(2).build()?.run()?;
+/// let SearchArchive::CvtIslands(islands) = &first.archive else { panic!("{:?}", first.archive) };
+/// assert_eq!(islands.islands().len(), 2);
+/// assert_eq!(first.archive.metrics().cells, 64);
+/// assert!(out.path().join("run").join(kf_archive::CENTROIDS_FILE).exists());
+/// // The static labels, then local memory (OpenCL reports no registers).
+/// assert!(first.archive.elites().iter().all(|e| e.descriptor.features.len() == 4));
+///
+/// let again = search()?.archive_kind(ArchiveKind::Cvt).islands(2).build()?.run()?;
+/// assert_eq!(again.summary.replayed_steps, again.summary.steps);
+/// assert_eq!(again.archive, first.archive);
+///
+/// let grid = search()?.build()?.run();
+/// assert!(matches!(grid, Err(SearchError::Archive(kf_archive::ArchiveError::MetaMismatch { .. }))), "{grid:?}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(untagged)]
+#[allow(clippy::large_enum_variant)]
+pub enum SearchArchive {
+    /// One grid.
+    Grid(EliteArchive),
+    /// One CVT archive.
+    Cvt(CvtArchive),
+    /// Islands of grids.
+    GridIslands(IslandArchive<EliteArchive>),
+    /// Islands of CVT archives.
+    CvtIslands(IslandArchive<CvtArchive>),
+}
+
+/// How a search's archive is made.
+#[derive(Debug, Clone)]
+pub struct ArchiveSpec {
+    /// Grid or CVT.
+    pub kind: ArchiveKind,
+    /// Islands (1: a single archive).
+    pub islands: usize,
+    /// The grid's settings (also the CVT's selection, QD offset and hints).
+    pub grid: GridConfig,
+    /// The CVT's centroids and their seed.
+    pub cvt: CvtConfig,
+    /// Migration and reseeding, when there are several islands (`islands` is taken from
+    /// [`ArchiveSpec::islands`]).
+    pub island: IslandConfig,
+}
+
+impl SearchArchive {
+    /// A fresh archive as `spec` says, over the classifier's `space`; a CVT archive over
+    /// `features`, its centroids kept in `run_dir` (so that a resumed run uses the same ones).
+    pub fn build(
+        spec: &ArchiveSpec,
+        space: DescriptorSpace,
+        features: FeatureSpace,
+        run_dir: &Path,
+    ) -> Result<Self, ArchiveError> {
+        let island = IslandConfig {
+            islands: spec.islands,
+            ..spec.island
+        };
+        let cvt = || {
+            CvtArchive::in_run_dir(
+                run_dir,
+                features.clone(),
+                CvtConfig {
+                    grid: spec.grid,
+                    ..spec.cvt
+                },
+            )
+        };
+        Ok(match (spec.kind, spec.islands) {
+            (ArchiveKind::Grid, 1) => {
+                SearchArchive::Grid(EliteArchive::with_config(space, spec.grid)?)
+            }
+            (ArchiveKind::Cvt, 1) => SearchArchive::Cvt(cvt()?),
+            (ArchiveKind::Grid, _) => SearchArchive::GridIslands(IslandArchive::new(
+                EliteArchive::with_config(space, spec.grid)?,
+                island,
+            )?),
+            (ArchiveKind::Cvt, _) => SearchArchive::CvtIslands(IslandArchive::new(cvt()?, island)?),
+        })
+    }
+
+    /// The grid, when the search kept one grid.
+    pub fn as_grid(&self) -> Option<&EliteArchive> {
+        match self {
+            SearchArchive::Grid(g) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// The fittest elite (the first to reach the best fitness).
+    pub fn best(&self) -> Option<&Elite> {
+        match self {
+            SearchArchive::Grid(g) => g.best().map(|o| o.payload),
+            SearchArchive::Cvt(c) => c.best(),
+            SearchArchive::GridIslands(i) => i.union().best().map(|o| o.payload),
+            SearchArchive::CvtIslands(i) => i.union().best(),
+        }
+    }
+}
+
+macro_rules! each {
+    ($self:expr, $a:ident => $body:expr) => {
+        match $self {
+            SearchArchive::Grid($a) => $body,
+            SearchArchive::Cvt($a) => $body,
+            SearchArchive::GridIslands($a) => $body,
+            SearchArchive::CvtIslands($a) => $body,
+        }
+    };
+}
+
+impl Archive for SearchArchive {
+    type Error = ArchiveError;
+
+    fn space(&self) -> &DescriptorSpace {
+        each!(self, a => Archive::space(a))
+    }
+
+    fn insert(&mut self, elite: Elite) -> Result<InsertOutcome, ArchiveError> {
+        each!(self, a => Archive::insert(a, elite))
+    }
+
+    fn select_parent(&mut self, rng: &mut dyn RngCore) -> Option<&Elite> {
+        each!(self, a => a.select_parent(rng))
+    }
+
+    fn inspirations(&self, rng: &mut dyn RngCore, cell: &[usize], n: usize) -> Vec<&Elite> {
+        each!(self, a => a.inspirations(rng, cell, n))
+    }
+
+    fn hints(&self, near: Option<&[usize]>) -> ArchiveHints {
+        each!(self, a => Archive::hints(a, near))
+    }
+
+    fn metrics(&self) -> ArchiveMetrics {
+        each!(self, a => Archive::metrics(a))
+    }
+
+    fn elites(&self) -> Vec<&Elite> {
+        each!(self, a => Archive::elites(a))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kf_core::testing::{synthetic_seed, SyntheticClassifier};
+    use kf_core::Status;
+
+    #[test]
+    fn facts_become_features_only_for_a_cvt_search() {
+        let mut e = Evaluation::failed(Status::Correct, "");
+        e.compiler.local_mem_bytes = Some(4096);
+        e.compiler.registers = Some(51);
+        let c = synthetic_seed(5);
+        let plain = WithFacts::new(SyntheticClassifier::new(4), false, true);
+        assert!(plain.classify(&c, &e).unwrap().features.is_empty());
+        let cvt = WithFacts::new(SyntheticClassifier::new(4), true, true);
+        let d = cvt.classify(&c, &e).unwrap();
+        // (0.5, 0.5, 0.5) is level 2 of 4 on each dimension.
+        let f = d.features;
+        assert_eq!(f.len(), 5);
+        assert!(
+            f[..3].iter().all(|&x| (x - 2.0 / 3.0).abs() < 1e-12),
+            "{f:?}"
+        );
+        assert!((f[3] - 4097f64.log2()).abs() < 1e-12);
+        assert_eq!(f[4], 51.0);
+        let space = cvt_features(SyntheticClassifier::new(4).space(), true).unwrap();
+        assert_eq!(space.len(), 5);
+        for (x, feature) in f.iter().zip(&space.features) {
+            assert!((feature.low..=feature.high).contains(x), "{x} {feature:?}");
+        }
+        // A classifier's own features are kept.
+        let own = WithFacts::new(SyntheticClassifier::new(4).with_features(), true, false);
+        assert_eq!(own.classify(&c, &e).unwrap().features, vec![0.5; 3]);
+    }
+
+    #[test]
+    fn the_spec_picks_the_archive() {
+        let dir = tempfile::tempdir().unwrap();
+        let space = SyntheticClassifier::new(4).space().clone();
+        let features = cvt_features(&space, false).unwrap();
+        let mut spec = ArchiveSpec {
+            kind: ArchiveKind::Grid,
+            islands: 1,
+            grid: crate::defaults::grid(),
+            cvt: crate::defaults::cvt(),
+            island: crate::defaults::islands(),
+        };
+        let build = |spec: &ArchiveSpec| {
+            SearchArchive::build(spec, space.clone(), features.clone(), dir.path()).unwrap()
+        };
+        assert!(matches!(build(&spec), SearchArchive::Grid(_)));
+        spec.islands = 3;
+        let SearchArchive::GridIslands(i) = build(&spec) else {
+            panic!("islands of grids")
+        };
+        assert_eq!(i.islands().len(), 3);
+        spec.kind = ArchiveKind::Cvt;
+        assert!(matches!(build(&spec), SearchArchive::CvtIslands(_)));
+        spec.islands = 1;
+        let a = build(&spec);
+        assert!(matches!(a, SearchArchive::Cvt(_)));
+        assert_eq!(a.metrics().cells, crate::defaults::CVT_CENTROIDS);
+        assert!(dir.path().join(kf_archive::CENTROIDS_FILE).exists());
+        spec.islands = 0;
+        assert!(SearchArchive::build(&spec, space.clone(), features.clone(), dir.path()).is_err());
+    }
+}
