@@ -51,6 +51,10 @@ pub struct Origin {
     /// What the mutation did, for example `"register blocking WPT=4"`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub note: String,
+    /// The archive cell the mutator aimed this child at, when it predicted one (an empty
+    /// cell): tuning then keeps the child in that cell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aimed_cell: Option<Vec<usize>>,
 }
 
 /// How an [`Origin`] is read: as written, plus the step of an LLM origin recorded before
@@ -66,6 +70,8 @@ struct OriginRecord {
     llm_step: Option<u64>,
     #[serde(default)]
     note: String,
+    #[serde(default)]
+    aimed_cell: Option<Vec<usize>>,
 }
 
 impl From<OriginRecord> for Origin {
@@ -77,6 +83,7 @@ impl From<OriginRecord> for Origin {
             model: r.model,
             llm_step,
             note: r.note,
+            aimed_cell: r.aimed_cell,
         }
     }
 }

@@ -326,16 +326,35 @@ impl StructuralMutator {
         if let Some(predictor) = &self.predictor {
             let hints = &ctx.hints;
             let listed = !hints.filled.is_empty();
-            let rank = |child: &Offspring| match predictor.predict(&child.source, &child.params) {
-                Some(cell) if hints.empty_frontier.contains(&cell) => 0,
-                Some(cell) if listed && !hints.filled.contains(&cell) => 1,
-                Some(cell) if !listed && cell != parent.descriptor.coords => 1,
-                Some(cell) if cell != parent.descriptor.coords => 2,
-                _ => 3,
+            let rank = |cell: Option<&Vec<usize>>| -> u8 {
+                match cell {
+                    Some(cell) if hints.empty_frontier.contains(cell) => 0,
+                    Some(cell) if listed && !hints.filled.contains(cell) => 1,
+                    Some(cell) if !listed && *cell != parent.descriptor.coords => 1,
+                    Some(cell) if *cell != parent.descriptor.coords => 2,
+                    _ => 3,
+                }
             };
             // A stable sort: draw order (the strategy weights) decides within a rank.
-            children.sort_by_cached_key(rank);
-            children.truncate(self.config.children);
+            let mut ranked: Vec<(u8, Option<Vec<usize>>, Offspring)> = children
+                .into_iter()
+                .map(|child| {
+                    let cell = predictor.predict(&child.source, &child.params);
+                    (rank(cell.as_ref()), cell, child)
+                })
+                .collect();
+            ranked.sort_by_key(|(r, _, _)| *r);
+            children = ranked
+                .into_iter()
+                .take(self.config.children)
+                .map(|(r, cell, mut child)| {
+                    // Aimed at an empty cell: tuning is to keep it there.
+                    if r <= 1 {
+                        child.origin.aimed_cell = cell;
+                    }
+                    child
+                })
+                .collect();
         }
         Ok(children)
     }

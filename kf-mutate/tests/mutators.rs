@@ -460,6 +460,18 @@ fn a_cell_predictor_keeps_the_children_aimed_at_empty_cells() {
         hits
     };
     let (plain_hits, aimed_hits) = (hits(&plain), hits(&aimed));
+    let marked = (0..100)
+        .flat_map(|seed| {
+            let mut c = ctx(seed, Arc::clone(&task), None);
+            c.hints = hints.clone();
+            block_on(aimed.mutate(&parent, &c)).unwrap().children
+        })
+        .filter(|ch| ch.origin.aimed_cell == Some(vec![2, 0, 0]))
+        .count();
+    assert_eq!(
+        marked, aimed_hits,
+        "every child kept for the empty cell is marked"
+    );
     assert!(
         aimed_hits >= plain_hits * 2 && aimed_hits > plain_hits,
         "aimed {aimed_hits} plain {plain_hits}"

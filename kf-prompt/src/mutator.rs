@@ -908,6 +908,7 @@ impl Inner {
             model: Some(model.to_owned()),
             llm_step: Some(step),
             note: format!("llm step {step}: {how}"),
+            aimed_cell: None,
         }
     }
 

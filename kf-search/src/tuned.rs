@@ -68,11 +68,12 @@ impl<E: Evaluator + Clone + 'static> TunedEvaluator<E> {
         self
     }
 
-    /// Keeps each candidate in its cell: the best configuration is chosen among those the
-    /// predictor places in the same cell as the candidate's own parameters (others are still
-    /// measured and counted). Without it, tuning may carry a kernel a mutator aimed at an
-    /// empty cell into an occupied one (a scalar-accumulator GEMM tuned into a register-blocked
-    /// one), and the archive never sees the cell the mutation was for.
+    /// Keeps a candidate a mutator aimed at a cell ([`kf_core::Origin::aimed_cell`]) in that
+    /// cell: the best configuration is chosen among those the predictor places there (others
+    /// are still measured and counted). Without it, tuning may carry a kernel aimed at an empty
+    /// cell into an occupied one (a scalar-accumulator GEMM tuned into a register-blocked one),
+    /// and the archive never sees the cell the mutation was for. Candidates not aimed anywhere
+    /// (parameter moves, LLM kernels, seeds) are tuned freely.
     pub fn keeping_cell(mut self, predictor: CellPredictor) -> Self {
         self.cell = Some(predictor);
         self
@@ -182,10 +183,11 @@ impl<E: Evaluator + Clone + 'static> Evaluator for TunedEvaluator<E> {
             .await;
         // Ties keep the earlier configuration (the candidate's own first, then key order), so
         // the choice is deterministic.
-        let own_cell = self
-            .cell
-            .as_ref()
-            .and_then(|p| p.predict(&candidate.source, &own));
+        // Only a child a mutator aimed at a cell is held there; any other is tuned freely.
+        let own_cell = match (&self.cell, &candidate.origin.aimed_cell) {
+            (Some(_), Some(cell)) => Some(cell.clone()),
+            _ => None,
+        };
         let in_cell = |e: &Evaluation| match (&self.cell, &own_cell) {
             (Some(p), Some(cell)) => {
                 p.predict(&candidate.source, &e.effective_params(candidate))
@@ -269,8 +271,9 @@ mod tests {
         assert_eq!(e.tuning_evaluations, ran - 1);
     }
 
-    /// Keeping the cell: of the configurations tuned, the best one in the candidate's own
-    /// predicted cell wins, though faster ones elsewhere were measured.
+    /// Keeping the cell: of the configurations tuned, the best one in the cell the candidate
+    /// was aimed at wins, though faster ones elsewhere were measured; a candidate aimed nowhere
+    /// is tuned freely.
     #[test]
     fn tuning_keeps_the_candidate_in_its_predicted_cell() {
         let ts = |p: &ParamValues| match p.get("TS") {
@@ -282,8 +285,10 @@ mod tests {
         let (free, _) = tuned(8, DeviceEvaluations::default());
         let (kept, inner) = tuned(8, DeviceEvaluations::default());
         let kept = kept.keeping_cell(predictor);
-        let free = futures::executor::block_on(free.evaluate(&candidate())).unwrap();
-        let e = futures::executor::block_on(kept.evaluate(&candidate())).unwrap();
+        let mut aimed = candidate();
+        aimed.origin.aimed_cell = Some(vec![0]);
+        let free = futures::executor::block_on(free.evaluate(&aimed)).unwrap();
+        let e = futures::executor::block_on(kept.evaluate(&aimed)).unwrap();
         assert!(
             ts(&free.params) > 4,
             "untied tuning leaves the cell: {:?}",
@@ -296,6 +301,11 @@ mod tests {
             e.params
         );
         assert_eq!(inner.0.load(Ordering::SeqCst), 8, "all still measured");
+        let unaimed = futures::executor::block_on(kept.evaluate(&candidate())).unwrap();
+        assert_eq!(
+            unaimed.params, free.params,
+            "not aimed: tuned as without the predictor"
+        );
     }
 
     #[test]
