@@ -1,4 +1,4 @@
-//! `kf search --distributed` with two `kf worker` processes on this machine's OpenCL device,
+//! `kf search --distributed --islands 2` with two `kf worker` processes on this machine's OpenCL device,
 //! through a nats-server this test starts and the PostgreSQL server of
 //! `scripts/dist-servers.sh`: the search reports a correct kernel, both workers evaluated
 //! jobs, and the database holds one result per job and the run's final archive; with the
@@ -71,7 +71,8 @@ fn a_distributed_search_runs_on_kf_workers() {
             "240",
             "--no-progress",
         ])
-        .args(["--distributed", "--in-flight", "4"])
+        // Two islands (and the shipped emitters) share the one distributed evaluator.
+        .args(["--distributed", "--in-flight", "4", "--islands", "2"])
         .args(&server_args)
         .arg("--out")
         .arg(out.path().join("search"))
@@ -92,6 +93,21 @@ fn a_distributed_search_runs_on_kf_workers() {
         "{report}"
     );
     assert_eq!(report["evaluations"].as_u64(), Some(10));
+    let run: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.path().join("search/run/run.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        run["config"]["archive"]["islands"].as_u64(),
+        Some(2),
+        "{run}"
+    );
+    assert!(
+        run["config"]["mutator"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("scheduler:")),
+        "{run}"
+    );
     // Both workers answered jobs, each job once.
     let per_worker =
         db.rows("SELECT worker, count(*)::text FROM kf_results GROUP BY worker ORDER BY worker");

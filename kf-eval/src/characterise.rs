@@ -129,7 +129,27 @@ pub struct Characterisation {
     /// how much of a CPU device the micro-kernels could have had.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_per_cpu: Option<f64>,
+    /// The copy kernel's bandwidth at smaller working sets, with warm caches, ascending by
+    /// bytes, the full-size copy last (empty in caches written before it was measured). A
+    /// timed kernel reuses its buffers trial after trial, so a task whose data fits in a
+    /// cache level moves it at that level's bandwidth: its roofline is the curve's, not
+    /// DRAM's ([`Peaks::gbs_for`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bandwidth_curve: Vec<BandwidthPoint>,
 }
+
+/// The copy kernel's bandwidth over one working set.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BandwidthPoint {
+    /// Bytes read and written per launch: the working set.
+    pub bytes: f64,
+    /// GB/s.
+    pub gbs: f64,
+}
+
+/// The working sets of the bandwidth curve below the full-size copy: the stream buffers
+/// divided by 4^k (at the default 64 MiB per buffer: 16, 4 and 1 MiB), largest last.
+const CURVE_SHIFTS: [u32; 3] = [6, 4, 2];
 
 impl Characterisation {
     /// The ridge point: the arithmetic intensity (flop/byte) above which a kernel is
@@ -533,6 +553,43 @@ pub fn measure<B: Backend>(
     })?;
     let copy_gbs = 2.0 * bytes as f64 / copy_s / 1e9;
     let triad_gbs = 3.0 * bytes as f64 / triad_s / 1e9;
+    // The same copy over prefixes of the buffers: after the warm-up launch they sit in
+    // whichever cache holds them.
+    let mut bandwidth_curve = Vec::new();
+    for shift in CURVE_SHIFTS {
+        let m = (n >> shift) / group_floats * group_floats;
+        if m < group_floats || m >= n {
+            continue;
+        }
+        let m_i32 = i32::try_from(m / width).map_err(|e| backend_err("stream size", e))?;
+        let range = NdRange::new([m / width], [LOCAL]);
+        let s = best_of("copy", &mut || {
+            let args = [
+                KernelArg::Buffer {
+                    buffer: &bufs[0],
+                    offset: 0,
+                },
+                KernelArg::Buffer {
+                    buffer: &bufs[1],
+                    offset: 0,
+                },
+                KernelArg::I32(m_i32),
+            ];
+            backend
+                .launch(&copy, &args, &range)
+                .map(|t| t.device_seconds)
+                .map_err(|e| backend_err("launching the copy micro-kernel", e))
+        })?;
+        let moved = 2.0 * (m * 4) as f64;
+        bandwidth_curve.push(BandwidthPoint {
+            bytes: moved,
+            gbs: moved / s / 1e9,
+        });
+    }
+    bandwidth_curve.push(BandwidthPoint {
+        bytes: 2.0 * bytes as f64,
+        gbs: copy_gbs,
+    });
     Ok(Characterisation {
         backend: backend.name().to_owned(),
         device: facts.name.clone(),
@@ -548,6 +605,7 @@ pub fn measure<B: Backend>(
             .map(|d| d.as_secs())
             .unwrap_or(0),
         load_per_cpu: load_per_cpu(),
+        bandwidth_curve,
     })
 }
 
@@ -573,7 +631,7 @@ pub fn load_per_cpu() -> Option<f64> {
 pub const ANTI_CHEAT_MARGIN: f64 = 1.5;
 
 /// The peaks a roofline is computed against, and whether they were measured.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Peaks {
     /// Peak fp32 throughput, GFLOP/s.
     pub gflops: f64,
@@ -585,6 +643,9 @@ pub struct Peaks {
     pub check_gflops: f64,
     /// The bandwidth the anti-cheat check allows, GB/s.
     pub check_gbs: f64,
+    /// Bandwidth by working set, when measured ([`Characterisation::bandwidth_curve`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub curve: Vec<BandwidthPoint>,
 }
 
 impl Peaks {
@@ -606,7 +667,20 @@ impl Peaks {
             measured: true,
             check_gflops,
             check_gbs,
+            curve: c.bandwidth_curve.clone(),
         }
+    }
+
+    /// The bandwidth a task moving `bytes` per run can reach: that of the smallest measured
+    /// working set at least as large (so a task that fits a cache level gets that level's
+    /// bandwidth, and one between two points the lower one's), never below the sustained
+    /// [`gbs`](Self::gbs); just `gbs` without a curve.
+    pub fn gbs_for(&self, bytes: f64) -> f64 {
+        self.curve
+            .iter()
+            .find(|p| p.bytes >= bytes)
+            .map_or(self.gbs, |p| p.gbs)
+            .max(self.gbs)
     }
 
     /// Peaks from the backend's estimates, when it has both.
@@ -618,6 +692,7 @@ impl Peaks {
             measured: false,
             check_gflops: gflops,
             check_gbs: gbs,
+            curve: Vec::new(),
         })
     }
 
@@ -630,7 +705,14 @@ impl Peaks {
 
     /// The shortest genuine time for `work`: its roofline at the anti-cheat bounds.
     pub fn anti_cheat_seconds(&self, work: &Work) -> f64 {
-        work.roofline_seconds(self.check_gflops, self.check_gbs)
+        work.roofline_seconds(self.check_gflops, self.check_gbs_for(work.bytes))
+    }
+
+    /// The bandwidth the anti-cheat check allows a task moving `bytes`: [`check_gbs`](Self::check_gbs),
+    /// or the margin over its working set's measured bandwidth when that is higher (data in
+    /// a cache moves faster than the sustained figure).
+    pub fn check_gbs_for(&self, bytes: f64) -> f64 {
+        self.check_gbs.max(self.gbs_for(bytes) * ANTI_CHEAT_MARGIN)
     }
 }
 
@@ -654,20 +736,21 @@ pub fn roofline_point(work: &Work, seconds: f64, peaks: &Peaks) -> Option<Roofli
     }
     let gbs = work.bytes / seconds / 1e9;
     let gflops = work.flops / seconds / 1e9;
+    let peak_gbs = peaks.gbs_for(work.bytes);
     let memory_bound = work.flops <= 0.0
         || work.flops / work.bytes.max(1e-300) < {
-            if peaks.gbs > 0.0 {
-                peaks.gflops / peaks.gbs
+            if peak_gbs > 0.0 {
+                peaks.gflops / peak_gbs
             } else {
                 f64::INFINITY
             }
         };
     let fraction = if memory_bound {
-        (peaks.gbs > 0.0).then(|| gbs / peaks.gbs)?
+        (peak_gbs > 0.0).then(|| gbs / peak_gbs)?
     } else {
         let attainable = peaks
             .gflops
-            .min(work.flops / work.bytes.max(1e-300) * peaks.gbs);
+            .min(work.flops / work.bytes.max(1e-300) * peak_gbs);
         (attainable > 0.0).then(|| gflops / attainable)?
     };
     Some(RooflinePoint {
@@ -694,6 +777,7 @@ mod tests {
             repetitions: 5,
             measured_unix: 0,
             load_per_cpu: None,
+            bandwidth_curve: Vec::new(),
         }
     }
 
@@ -757,6 +841,47 @@ mod tests {
         assert_eq!(p.check_gbs, 50.0);
         let est = Peaks::estimated(&facts()).unwrap();
         assert!((est.anti_cheat_seconds(&w) - 1.5e9 / 400e9).abs() < 1e-15);
+    }
+
+    /// A task whose data fits a measured cache level is judged against that level's
+    /// bandwidth, in its roofline and in the anti-cheat check; a larger one against DRAM's.
+    #[test]
+    fn the_bandwidth_curve_sets_the_roofline_by_working_set() {
+        let mut c = characterisation();
+        c.bandwidth_curve = vec![
+            BandwidthPoint {
+                bytes: 2e6,
+                gbs: 80.0,
+            },
+            BandwidthPoint {
+                bytes: 32e6,
+                gbs: 30.0,
+            },
+            BandwidthPoint {
+                bytes: 128e6,
+                gbs: 9.0,
+            },
+        ];
+        let p = Peaks::measured(&c, &facts());
+        assert_eq!(p.gbs_for(1e6), 80.0);
+        assert_eq!(p.gbs_for(32e6), 30.0);
+        assert_eq!(p.gbs_for(33e6), 10.0, "never below the sustained figure");
+        assert_eq!(p.gbs_for(1e9), 10.0);
+        // 30 MB in 1 ms is 30 GB/s: all of the 32 MB level's roofline, three of DRAM's.
+        let w = Work {
+            flops: 1e6,
+            bytes: 30e6,
+        };
+        let point = roofline_point(&w, 1e-3, &p).unwrap();
+        assert!(point.memory_bound);
+        assert!((point.fraction - 1.0).abs() < 1e-9, "{point:?}");
+        // The check allows the margin over the cache level: 45 GB/s, not the estimate's 50…
+        assert_eq!(p.check_gbs_for(30e6), 50.0);
+        // …and 1.5 × 80 for a task in the smallest level.
+        assert_eq!(p.check_gbs_for(1e6), 120.0);
+        assert!((p.anti_cheat_seconds(&w) - 30e6 / 50e9).abs() < 1e-15);
+        // A cache written before the curve was measured keeps one bandwidth.
+        assert_eq!(peaks().gbs_for(1e3), 10.0);
     }
 
     #[test]

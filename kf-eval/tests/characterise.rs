@@ -38,6 +38,13 @@ fn the_device_is_characterised_and_evaluations_report_their_roofline() {
     assert!(c.bandwidth_gbs.is_finite() && c.bandwidth_gbs > 0.01);
     assert_eq!(c.backend, "opencl");
     assert_eq!(c.driver_version, backend.device().driver_version);
+    // Three smaller working sets, then the full-size copy; ascending.
+    assert_eq!(c.bandwidth_curve.len(), 4, "{:?}", c.bandwidth_curve);
+    assert!(c
+        .bandwidth_curve
+        .windows(2)
+        .all(|w| w[0].bytes < w[1].bytes));
+    assert_eq!(c.bandwidth_curve.last().map(|p| p.gbs), Some(c.copy_gbs));
     if let Some(estimate) = backend.device().peak_gflops {
         assert!(
             c.peak_gflops < estimate * 1.2,
@@ -64,7 +71,10 @@ fn the_device_is_characterised_and_evaluations_report_their_roofline() {
     let fraction = e.roofline_fraction.unwrap();
     assert!(fraction > 0.0 && fraction.is_finite());
     let gbs = e.gbs.unwrap();
-    assert!((fraction - gbs / c.bandwidth_gbs).abs() < 1e-9 * fraction.max(1.0));
+    // Against the bandwidth of its working set (256×256 floats in and out fit a cache).
+    let peak = Peaks::measured(&c, &facts).gbs_for(task.describe().work.bytes);
+    assert!(peak >= c.bandwidth_gbs);
+    assert!((fraction - gbs / peak).abs() < 1e-9 * fraction.max(1.0));
 
     // Peaks "measured" a million times too low: the same honest kernel now beats the measured
     // roofline by far more than the margin and is rejected as impossible.
@@ -75,6 +85,9 @@ fn the_device_is_characterised_and_evaluations_report_their_roofline() {
     facts_without_estimates.peak_gflops = None;
     facts_without_estimates.peak_bandwidth_gbs = None;
     slow.bandwidth_gbs = c.bandwidth_gbs * 1e-6;
+    for p in &mut slow.bandwidth_curve {
+        p.gbs *= 1e-6;
+    }
     let mut evaluator =
         evaluator.with_peaks(Some(Peaks::measured(&slow, &facts_without_estimates)));
     let e = evaluator
@@ -104,6 +117,10 @@ fn the_cache_file_is_written_atomically_and_read_back() {
         repetitions: 1,
         measured_unix: 1,
         load_per_cpu: Some(0.5),
+        bandwidth_curve: vec![characterise::BandwidthPoint {
+            bytes: 128.0,
+            gbs: 1.0,
+        }],
     };
     characterise::store_in(&path, &c).unwrap();
     // Only the file itself is left: the temporary one was renamed over it.

@@ -183,3 +183,23 @@ fn a_missing_task_file_is_an_io_error() {
     let e = TaskFile::load(Path::new("/nonexistent/task.toml")).unwrap_err();
     assert!(matches!(e, TaskFileError::Io { .. }), "{e}");
 }
+
+/// A task file without `[work]` still reports GB/s and a bandwidth roofline: its work is the
+/// least traffic any kernel has, every input read and every output written once.
+#[test]
+fn without_work_the_bytes_are_each_buffer_once() {
+    use kf_eval::tasks::KernelTask;
+    let text = GOOD.replace(
+        "[work]\nflops = \"4 * ROWS * COLS\"\nbytes = \"4 * (2 * ROWS * COLS + COLS)\"\n",
+        "",
+    );
+    assert!(!text.contains("[work]"));
+    let task = kf_eval::taskfile::FileTask::new(load(&text).unwrap(), &Default::default()).unwrap();
+    let work = task.describe().work;
+    assert_eq!(work.flops, 0.0);
+    assert_eq!(work.bytes, 4.0 * (2.0 * 512.0 * 384.0 + 384.0));
+    // Declared work wins.
+    let declared =
+        kf_eval::taskfile::FileTask::new(load(GOOD).unwrap(), &Default::default()).unwrap();
+    assert_eq!(declared.describe().work.flops, 4.0 * 512.0 * 384.0);
+}

@@ -6,16 +6,16 @@ use std::time::Duration;
 
 use kf_archive::{CvtConfig, FeatureSpace, GridConfig, IslandConfig, MAX_ISLANDS};
 use kf_core::{
-    BehaviorClassifier, BoxError, Candidate, EvaluationReport, Evaluator, Language, Mutator,
-    Observe, ObserverMode, RunInfo, RunSummary, StopHandle,
+    BehaviorClassifier, BoxError, BoxMutator, Candidate, EvaluationReport, Evaluator, Language,
+    Mutator, Observe, ObserverMode, RunInfo, RunSummary, StopHandle,
 };
 use kf_eval::tasks::{builtin_task, KernelTask, Sizes};
 use kf_eval::WorkerCommand;
 use kf_mutate::{CellPredictor, MixMutator};
 
 use crate::{
-    backends, defaults, offline_search, offline_search_with, ArchiveKind, BackendKind,
-    DefaultClassifier, SearchConfig, SearchError, SearchEvaluator,
+    backends, defaults, offline_search, ArchiveKind, BackendKind, DefaultClassifier,
+    OfflineMutators, Proposer, SchedulerKind, SearchConfig, SearchError, SearchEvaluator,
 };
 
 /// A layer around the search's evaluator (tower style): it receives the shipped evaluator
@@ -53,23 +53,30 @@ where
     }
 }
 
-/// How the builder finds the mutator and the seeds (those given, else its own) once the task
-/// is known.
-type MutatorFactory<M> = Box<
-    dyn FnOnce(
-        &dyn KernelTask,
-        Language,
-        Option<Vec<Candidate>>,
-        &CellPredictor,
-    ) -> Result<(Vec<Candidate>, M), SearchError>,
->;
+/// What the builder knows when it makes the mutator and the seeds, once the task is known.
+struct FactoryInput<'a> {
+    task: &'a dyn KernelTask,
+    language: Language,
+    /// The seeds given ([`SearchBuilder::seeds`]), replacing the offline search's.
+    seeds: Option<Vec<Candidate>>,
+    /// Seeds added after either ([`SearchBuilder::extra_seeds`]).
+    extra_seeds: Vec<Candidate>,
+    cells: &'a CellPredictor,
+    scheduler: SchedulerKind,
+    /// Mutators added beside the offline ones ([`SearchBuilder::also_mutator`]).
+    extra_mutators: Vec<(BoxMutator, f64)>,
+}
+
+/// How the builder finds the proposer and the seeds (those given, else its own).
+type MutatorFactory<M> =
+    Box<dyn FnOnce(FactoryInput<'_>) -> Result<(Vec<Candidate>, Proposer<M>), SearchError>>;
 
 /// The shipped search, open: see [`Search::builder`].
 pub struct Search<M, C, L> {
     pub(crate) config: SearchConfig,
     pub(crate) task: Box<dyn KernelTask>,
     pub(crate) seeds: Vec<Candidate>,
-    pub(crate) mutator: M,
+    pub(crate) proposer: Proposer<M>,
     /// Shared with the cell predictor of the default mutator and of tuning.
     pub(crate) classifier: Arc<C>,
     pub(crate) archive: ArchiveSettings,
@@ -84,6 +91,8 @@ pub struct SearchBuilder<M = MixMutator, C = DefaultClassifier, L = NoLayer> {
     out_set: bool,
     mutator: MutatorFactory<M>,
     seeds: Option<Vec<Candidate>>,
+    extra_seeds: Vec<Candidate>,
+    extra_mutators: Vec<(BoxMutator, f64)>,
     classifier: C,
     archive: ArchiveSettings,
     layer: L,
@@ -92,8 +101,9 @@ pub struct SearchBuilder<M = MixMutator, C = DefaultClassifier, L = NoLayer> {
 }
 
 impl Search<MixMutator, DefaultClassifier, NoLayer> {
-    /// A builder with the shipped search's settings: the offline mutator and seeds of
-    /// [`offline_search`], the [default classifier](defaults::classifier), the
+    /// A builder with the shipped search's settings: the offline mutators and seeds of
+    /// [`offline_search`] under a bandit scheduler of emitters ([`defaults::SCHEDULER`]), the
+    /// [default classifier](defaults::classifier), the
     /// [default grid](defaults::grid), tuning in the search ([`defaults::TUNE_BUDGET`]
     /// configurations per new kernel), isolated evaluation workers, the [`defaults`] budget.
     /// Name the task with [`SearchBuilder::task`] (or give a config with
@@ -102,17 +112,26 @@ impl Search<MixMutator, DefaultClassifier, NoLayer> {
         SearchBuilder {
             config: SearchConfig::new("", Sizes::new()),
             out_set: false,
-            mutator: Box::new(
-                |task: &dyn KernelTask,
-                 language: Language,
-                 seeds: Option<Vec<Candidate>>,
-                 cells: &CellPredictor| {
-                    let (offline, mutator) =
-                        offline_search_with(task, language, Some(cells.clone()))?;
-                    Ok((seeds.unwrap_or(offline), mutator))
-                },
-            ),
+            mutator: Box::new(|input: FactoryInput<'_>| {
+                let mut parts = OfflineMutators::for_task(
+                    input.task,
+                    input.language,
+                    Some(input.cells.clone()),
+                )?;
+                let mut seeds = input.seeds.unwrap_or(std::mem::take(&mut parts.seeds));
+                seeds.extend(input.extra_seeds);
+                parts.extra.extend(input.extra_mutators);
+                let proposer = match input.scheduler {
+                    SchedulerKind::Mix => Proposer::Mutator(parts.mix()),
+                    SchedulerKind::Bandit => {
+                        Proposer::Emitters(parts.emitters(SchedulerKind::policy())?)
+                    }
+                };
+                Ok((seeds, proposer))
+            }),
             seeds: None,
+            extra_seeds: Vec::new(),
+            extra_mutators: Vec::new(),
             classifier: defaults::classifier(),
             archive: ArchiveSettings::default(),
             layer: NoLayer,
@@ -310,6 +329,8 @@ where
             out_set: self.out_set,
             mutator: self.mutator,
             seeds: self.seeds,
+            extra_seeds: self.extra_seeds,
+            extra_mutators: self.extra_mutators,
             classifier,
             archive: self.archive,
             layer: self.layer,
@@ -318,31 +339,55 @@ where
         }
     }
 
-    /// The mutator (default: [`offline_search`]'s for the task and backend); the seeds stay
-    /// the offline search's unless [`seeds`](Self::seeds) are given (before or after).
+    /// The mutator, replacing the shipped ones and their scheduler (default: [`offline_search`]'s
+    /// for the task and backend under [`SchedulerKind::Bandit`]); the archive selects each
+    /// step's parent. The seeds stay the offline search's unless [`seeds`](Self::seeds) are
+    /// given (before or after). To add a mutator to the shipped ones instead, use
+    /// [`also_mutator`](Self::also_mutator).
     pub fn mutator<M2: Mutator + 'static>(self, mutator: M2) -> SearchBuilder<M2, C, L> {
         SearchBuilder {
             config: self.config,
             out_set: self.out_set,
-            mutator: Box::new(
-                move |task: &dyn KernelTask,
-                      language: Language,
-                      seeds: Option<Vec<Candidate>>,
-                      _: &CellPredictor| {
-                    let seeds = match seeds {
-                        Some(seeds) => seeds,
-                        None => offline_search(task, language)?.0,
-                    };
-                    Ok((seeds, mutator))
-                },
-            ),
+            mutator: Box::new(move |input: FactoryInput<'_>| {
+                let mut seeds = match input.seeds {
+                    Some(seeds) => seeds,
+                    None => offline_search(input.task, input.language)?.0,
+                };
+                seeds.extend(input.extra_seeds);
+                Ok((seeds, Proposer::Mutator(mutator)))
+            }),
             seeds: self.seeds,
+            extra_seeds: self.extra_seeds,
+            extra_mutators: self.extra_mutators,
             classifier: self.classifier,
             archive: self.archive,
             layer: self.layer,
             stop: self.stop,
             observers: self.observers,
         }
+    }
+
+    /// Adds a mutator beside the shipped ones (an LLM mutator, say): with weight `weight` in the
+    /// fixed mix ([`SchedulerKind::Mix`]), or as an emitter of its own whose parents the
+    /// archive selects ([`SchedulerKind::Bandit`]). Ignored after [`mutator`](Self::mutator),
+    /// which replaces the shipped mutators.
+    pub fn also_mutator<M2: Mutator + 'static>(mut self, mutator: M2, weight: f64) -> Self {
+        self.extra_mutators.push((BoxMutator::new(mutator), weight));
+        self
+    }
+
+    /// Seeds added after the search's own (the offline search's, or those of
+    /// [`seeds`](Self::seeds)): kernels of one's own to start from.
+    pub fn extra_seeds(mut self, seeds: Vec<Candidate>) -> Self {
+        self.extra_seeds.extend(seeds);
+        self
+    }
+
+    /// How each step's parent and mutator are picked (default [`defaults::SCHEDULER`],
+    /// `--scheduler`).
+    pub fn scheduler(mut self, kind: SchedulerKind) -> Self {
+        self.config.scheduler = kind;
+        self
     }
 
     /// A layer around the shipped evaluator (replacing any layer set before; compose inside
@@ -353,6 +398,8 @@ where
             out_set: self.out_set,
             mutator: self.mutator,
             seeds: self.seeds,
+            extra_seeds: self.extra_seeds,
+            extra_mutators: self.extra_mutators,
             classifier: self.classifier,
             archive: self.archive,
             layer,
@@ -392,12 +439,20 @@ where
         }
         let classifier = Arc::new(self.classifier);
         let cells = crate::cell_predictor(&classifier);
-        let (seeds, mutator) = (self.mutator)(task.as_ref(), kind.language(), self.seeds, &cells)?;
+        let (seeds, proposer) = (self.mutator)(FactoryInput {
+            task: task.as_ref(),
+            language: kind.language(),
+            seeds: self.seeds,
+            extra_seeds: self.extra_seeds,
+            cells: &cells,
+            scheduler: config.scheduler,
+            extra_mutators: self.extra_mutators,
+        })?;
         Ok(Search {
             config,
             task,
             seeds,
-            mutator,
+            proposer,
             classifier,
             archive: self.archive,
             layer: self.layer,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use kf_core::Language;
 use kf_eval::tasks::Sizes;
 
-use crate::{defaults, ArchiveKind, BackendKind, SearchConfig};
+use crate::{defaults, ArchiveKind, BackendKind, SchedulerKind, SearchConfig};
 
 /// Options every search program shares; flatten them into a program's own `clap` parser.
 ///
@@ -71,6 +71,11 @@ pub struct SearchArgs {
     /// Archives evolving separately as islands, with migration of elites (1: one archive).
     #[arg(long, default_value_t = defaults::ISLANDS)]
     pub islands: usize,
+    /// Parents and mutators: bandit (emitters picked by a bandit credited with what their
+    /// children did for the archive) or mix (fixed mutator weights, the archive's parent
+    /// selection).
+    #[arg(long, default_value_t = defaults::SCHEDULER)]
+    pub scheduler: SchedulerKind,
     /// Steps in flight at once (default: 1 on this machine, 8 with --distributed).
     #[arg(long)]
     pub in_flight: Option<usize>,
@@ -230,6 +235,7 @@ impl SearchArgs {
         config.progress = !self.no_progress;
         config.archive = self.archive;
         config.islands = self.islands;
+        config.scheduler = self.scheduler;
         config.reference = !self.no_reference;
         #[cfg(feature = "dist")]
         let distributed = self.dist.distributed || self.dist.servers.given();
@@ -291,6 +297,24 @@ mod tests {
         assert_eq!(c.in_flight, shipped.in_flight);
         assert_eq!((c.archive, c.islands), (shipped.archive, shipped.islands));
         assert_eq!((c.archive, c.islands), (ArchiveKind::Grid, 1));
+        assert_eq!(c.scheduler, shipped.scheduler);
+    }
+
+    #[test]
+    fn the_scheduler_is_an_option_and_a_bad_one_is_an_error() {
+        assert_eq!(
+            config(&["--scheduler", "mix"]).scheduler,
+            SchedulerKind::Mix
+        );
+        assert_eq!(
+            config(&["--scheduler", "bandit"]).scheduler,
+            SchedulerKind::Bandit
+        );
+        let e = Args::try_parse_from(["prog", "--scheduler", "ucb"])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("unknown scheduler `ucb`"), "{e}");
     }
 
     #[test]

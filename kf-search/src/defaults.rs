@@ -21,6 +21,8 @@ pub const IN_FLIGHT_DISTRIBUTED: usize = 8;
 pub const ARCHIVE: crate::ArchiveKind = crate::ArchiveKind::Grid;
 /// Islands: one archive (`--islands 1`).
 pub const ISLANDS: usize = 1;
+/// Parents and mutators: emitters under a bandit scheduler (`--scheduler bandit`).
+pub const SCHEDULER: crate::SchedulerKind = crate::SchedulerKind::Bandit;
 /// Centroids of a CVT archive (as many as the default grid's cells).
 pub const CVT_CENTROIDS: usize = 64;
 /// Steps between archive snapshots in the run directory.

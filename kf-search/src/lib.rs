@@ -67,6 +67,7 @@ pub mod distributed;
 mod evaluator;
 pub mod explorer;
 pub mod novelty;
+mod proposer;
 pub mod reference;
 pub mod report;
 mod setup;
@@ -84,7 +85,8 @@ pub use cli::SearchArgs;
 pub use cli::{DistArgs, SecurityArgs, ServerArgs, DEFAULT_DATABASE_URL, DEFAULT_NATS_URL};
 pub use evaluator::{RemoteError, RemoteEvaluator, SearchEvalError, SearchEvaluator};
 pub use novelty::SourceNovelty;
-pub use setup::{offline_search, offline_search_with, template_seeds};
+pub use proposer::{Proposer, SchedulerKind, UnknownScheduler};
+pub use setup::{offline_search, offline_search_with, template_seeds, OfflineMutators};
 pub use tuned::TunedEvaluator;
 
 pub mod defaults;
@@ -254,6 +256,9 @@ pub struct SearchConfig {
     pub archive: ArchiveKind,
     /// Archives evolving as islands, with migration (default [`defaults::ISLANDS`]: one).
     pub islands: usize,
+    /// How each step's parent and mutator are picked, for the shipped mutators (default
+    /// [`defaults::SCHEDULER`]: emitters under a bandit).
+    pub scheduler: SchedulerKind,
     /// Steps (mutation + evaluation) in flight at once: 1 on one machine (one device); more
     /// keeps several distributed workers busy.
     pub in_flight: usize,
@@ -304,6 +309,7 @@ impl SearchConfig {
             in_flight: defaults::IN_FLIGHT,
             archive: defaults::ARCHIVE,
             islands: defaults::ISLANDS,
+            scheduler: defaults::SCHEDULER,
             reference: true,
             #[cfg(feature = "dist")]
             distributed: None,
@@ -485,7 +491,7 @@ where
         config,
         task,
         seeds,
-        mutator,
+        proposer,
         classifier,
         archive: settings,
         layer,
@@ -519,7 +525,7 @@ where
         "task": config.task, "sizes": sizes, "backend": config.backend,
         "device": device.name,
         "tune_budget": config.tune_budget, "tune_strategy": config.tune_strategy,
-        "mutator": mutator.name(),
+        "mutator": proposer.name(),
     });
     let archive_meta = archive_meta(config, &settings);
     if let (false, Some(map)) = (archive_meta.is_null(), run_config.as_object_mut()) {
@@ -565,30 +571,46 @@ where
     let baseline = BaselineWatch::default();
     let evaluator_handle = evaluator::handle(&evaluator);
     let evaluator = layer.layer(evaluator);
-    let mut engine = Engine::new(mutator, evaluator, classifier, archive)
-        .task(task.describe())
-        .device(device.clone())
-        .seeds(seeds)
-        .seed(config.seed)
-        .budget(budget)
-        .max_in_flight(config.in_flight.max(1))
-        .checkpoint(run_dir)
-        .novelty(SourceNovelty, novelty::shipped_config())
-        .add_observer(progress, ObserverMode::Always)
-        .add_observer(LogObserver::new(&space), ObserverMode::Always)
-        .add_observer(baseline.clone(), ObserverMode::Always);
-    for (observer, mode) in observers {
-        engine = engine.add_observer(observer, mode);
-    }
     // The device-evaluation budget stops the run through the same handle as Ctrl-C.
     let stop = stop.unwrap_or_default();
-    let engine = engine
-        .add_observer(
-            DeviceEvaluationCounter::new(device_count.clone(), stop.clone()),
-            ObserverMode::Always,
-        )
-        .stop_on(stop);
-    let result = engine.run_blocking();
+    // One configuration for both kinds of engine (a plain mutator, or emitters under a
+    // scheduler), which differ in type.
+    macro_rules! configured {
+        ($engine:expr) => {{
+            let mut engine = $engine
+                .task(task.describe())
+                .device(device.clone())
+                .seeds(seeds)
+                .seed(config.seed)
+                .budget(budget)
+                .max_in_flight(config.in_flight.max(1))
+                .checkpoint(run_dir)
+                .novelty(SourceNovelty, novelty::shipped_config())
+                .add_observer(progress, ObserverMode::Always)
+                .add_observer(LogObserver::new(&space), ObserverMode::Always)
+                .add_observer(baseline.clone(), ObserverMode::Always);
+            for (observer, mode) in observers {
+                engine = engine.add_observer(observer, mode);
+            }
+            engine
+                .add_observer(
+                    DeviceEvaluationCounter::new(device_count.clone(), stop.clone()),
+                    ObserverMode::Always,
+                )
+                .stop_on(stop)
+        }};
+    }
+    let mut scheduler = None;
+    let result = match proposer {
+        Proposer::Mutator(mutator) => {
+            configured!(Engine::new(mutator, evaluator, classifier, archive)).run_blocking()
+        }
+        Proposer::Emitters(emitters) => {
+            let engine = Engine::scheduled(emitters, evaluator, classifier, archive);
+            scheduler = engine.scheduler();
+            configured!(engine).run_blocking()
+        }
+    };
     // The local workers stay up to re-time the best kernel beside the reference library (a
     // fresh worker would prepare its inputs and baseline again); they stop after it.
     let (retimer, evaluator_after) = evaluator_handle.into_parts();
@@ -629,6 +651,7 @@ where
         .extra("device", &device.name)
         .extra("seed", config.seed)
         .extra("extended_from_evaluations", extended_from)
+        .extra("emitters", scheduler.map(|s| s.stats()))
         .write_and_print(&config.out)?;
     // The run explorer next to report.json and the pictures; a page that cannot be written
     // is a warning, never a lost run.

@@ -1,7 +1,8 @@
 //! The offline search the examples and `kf search` run: which seeds and which mutator, per task
 //! and kernel language.
 
-use kf_core::{Candidate, KernelSource, Language, ParamValues};
+use kf_core::emitter::{Emitter, Scheduler, SchedulerPolicy, SelectionEmitter};
+use kf_core::{BoxMutator, Candidate, KernelSource, Language, Mutator, ParamValues};
 use kf_eval::tasks::KernelTask;
 use kf_mutate::{
     CellPredictor, MixMutator, ParamMutator, ParamMutatorConfig, StructuralMutator, TemplateLibrary,
@@ -37,54 +38,145 @@ pub fn offline_search_with(
     language: Language,
     cells: Option<CellPredictor>,
 ) -> Result<(Vec<Candidate>, MixMutator), SearchError> {
-    let name = task.name().to_string();
-    let templated = matches!(name.as_str(), "gemm" | "softmax");
-    let seeds_and_mutator = if language == Language::OpenCl && !templated {
-        // A task with no kernel templates (a task file): parameter moves over the seeds'
-        // manifest params.
-        let mutator = MixMutator::new().with(ParamMutator::new(), 1.0);
-        (seeds_for(task, language, Vec::new()), mutator)
-    } else if matches!(language, Language::OpenCl | Language::Sycl) && templated {
-        let (library, structural) = match name.as_str() {
-            "softmax" => (
-                TemplateLibrary::softmax_for(language),
-                StructuralMutator::softmax_for(language),
-            ),
-            _ => (
-                TemplateLibrary::builtin_for(language),
-                StructuralMutator::builtin_for(language),
-            ),
+    let parts = OfflineMutators::for_task(task, language, cells)?;
+    let seeds = parts.seeds.clone();
+    Ok((seeds, parts.mix()))
+}
+
+/// The offline search's parts before they are combined: its seeds, the structural mutator of
+/// a task with kernel templates, the parameter moves, and any mutators added beside them (an
+/// LLM's, say). [`OfflineMutators::mix`] combines them with fixed weights (`--scheduler
+/// mix`); [`OfflineMutators::emitters`] gives each its emitters for a bandit scheduler
+/// (`--scheduler bandit`, the default).
+#[derive(Debug)]
+pub struct OfflineMutators {
+    /// The seeds: the task baseline first, then each template's base variant (or the shipped
+    /// tiled GEMM on CUDA).
+    pub seeds: Vec<Candidate>,
+    /// Structural transformations of the task's templates (none for a task without them).
+    pub structural: Option<StructuralMutator>,
+    /// Parameter moves.
+    pub params: ParamMutator,
+    /// Further mutators with their mix weight (an LLM mutator, say).
+    pub extra: Vec<(BoxMutator, f64)>,
+}
+
+/// Mix weight of the structural mutator against the parameter moves' 1.
+const STRUCTURAL_WEIGHT: f64 = 3.0;
+/// How many of the fittest elites the parameter moves of an `elite/` emitter start from.
+const ELITE_TOP: usize = 4;
+
+impl OfflineMutators {
+    /// The parts for `task` in `language` (see [`offline_search`]); the structural mutator
+    /// aims at the cells `cells` predicts empty.
+    pub fn for_task(
+        task: &dyn KernelTask,
+        language: Language,
+        cells: Option<CellPredictor>,
+    ) -> Result<Self, SearchError> {
+        let name = task.name().to_string();
+        let templated = matches!(name.as_str(), "gemm" | "softmax");
+        let parts = if matches!(language, Language::OpenCl | Language::Sycl) && templated {
+            let (library, structural) = match name.as_str() {
+                "softmax" => (
+                    TemplateLibrary::softmax_for(language),
+                    StructuralMutator::softmax_for(language),
+                ),
+                _ => (
+                    TemplateLibrary::builtin_for(language),
+                    StructuralMutator::builtin_for(language),
+                ),
+            };
+            let library = library?;
+            let structural = match cells {
+                Some(cells) => structural?.predicting_cells(cells),
+                None => structural?,
+            };
+            let extra = template_seeds(&library, &name)?;
+            // Two children per parameter move, as per structural move: with four, parameter
+            // moves (which stay in their parent's cell, and each child is tuned besides) took
+            // 35 of 57 children in a default gemm run and the structural ones that reach new
+            // cells 22.
+            let params = ParamMutator::new().with_config(ParamMutatorConfig {
+                children: 2,
+                ..ParamMutatorConfig::default()
+            });
+            OfflineMutators {
+                seeds: seeds_for(task, language, extra),
+                structural: Some(structural),
+                params,
+                extra: Vec::new(),
+            }
+        } else {
+            // A task file on OpenCL (parameter moves over the seeds' manifest params), or CUDA.
+            let extra = match name.as_str() {
+                "gemm" => vec![tiled_gemm(language)?],
+                _ => Vec::new(),
+            };
+            OfflineMutators {
+                seeds: seeds_for(task, language, extra),
+                structural: None,
+                params: ParamMutator::new(),
+                extra: Vec::new(),
+            }
         };
-        let library = library?;
-        let structural = match cells {
-            Some(cells) => structural?.predicting_cells(cells),
-            None => structural?,
-        };
-        let extra = template_seeds(&library, &name)?;
-        // Two children per parameter move, as per structural move: with four, parameter moves
-        // (which stay in their parent's cell, and each child is tuned besides) took 35 of 57
-        // children in a default gemm run and the structural ones that reach new cells 22.
-        let params = ParamMutator::new().with_config(ParamMutatorConfig {
-            children: 2,
-            ..ParamMutatorConfig::default()
-        });
-        let mutator = MixMutator::new().with(structural, 3.0).with(params, 1.0);
-        (seeds_for(task, language, extra), mutator)
-    } else {
-        let extra = match name.as_str() {
-            "gemm" => vec![tiled_gemm(language)?],
-            _ => Vec::new(),
-        };
-        let mutator = MixMutator::new().with(ParamMutator::new(), 1.0);
-        (seeds_for(task, language, extra), mutator)
-    };
-    if seeds_and_mutator.0.is_empty() && templated {
-        return Err(SearchError::NoSeed {
-            task: name,
-            language,
-        });
+        if parts.seeds.is_empty() && templated {
+            return Err(SearchError::NoSeed {
+                task: name,
+                language,
+            });
+        }
+        Ok(parts)
     }
-    Ok(seeds_and_mutator)
+
+    /// Adds a mutator beside the offline ones, with its weight in [`mix`](Self::mix); with
+    /// [`emitters`](Self::emitters) it gets an emitter of its own.
+    pub fn with<M: Mutator + 'static>(mut self, mutator: M, weight: f64) -> Self {
+        self.extra.push((BoxMutator::new(mutator), weight));
+        self
+    }
+
+    /// The fixed-weight mix: structural 3, parameter moves 1 (parameter moves alone without
+    /// templates), the added mutators at their weights; parents from the archive's selection.
+    pub fn mix(self) -> MixMutator {
+        let mut mix = MixMutator::new();
+        if let Some(structural) = self.structural {
+            mix = mix.with(structural, STRUCTURAL_WEIGHT);
+        }
+        mix = mix.with(self.params, 1.0);
+        for (mutator, weight) in self.extra {
+            mix = mix.with(mutator, weight);
+        }
+        mix
+    }
+
+    /// Emitters for a bandit scheduler: the structural moves from the archive's frontier
+    /// (elites with an empty neighbouring cell) and from the archive's own choice, the
+    /// parameter moves from the fittest elites and from the archive's choice, and each added
+    /// mutator from the archive's choice. The scheduler learns which of them pays (see
+    /// [`kf_core::emitter::Scheduler`]).
+    pub fn emitters(self, policy: SchedulerPolicy) -> Result<Scheduler, SearchError> {
+        let mut emitters: Vec<Box<dyn Emitter>> = Vec::new();
+        if let Some(structural) = self.structural {
+            emitters.push(Box::new(SelectionEmitter::frontier(BoxMutator::new(
+                structural.clone(),
+            ))));
+            emitters.push(Box::new(SelectionEmitter::archive(BoxMutator::new(
+                structural,
+            ))));
+        }
+        emitters.push(Box::new(SelectionEmitter::elite(
+            BoxMutator::new(self.params.clone()),
+            ELITE_TOP,
+        )));
+        emitters.push(Box::new(SelectionEmitter::archive(BoxMutator::new(
+            self.params,
+        ))));
+        for (mutator, _) in self.extra {
+            emitters.push(Box::new(SelectionEmitter::archive(mutator)));
+        }
+        Ok(Scheduler::new(emitters, policy)?)
+    }
 }
 
 /// The shipped tiled GEMM in SYCL or CUDA (from kf-eval's kernels), with its manifest's first
@@ -138,5 +230,54 @@ mod tests {
             assert_eq!(seeds.len(), cl_seeds.len());
             assert!(seeds.iter().all(|s| s.source.language == Language::Sycl));
         }
+    }
+
+    /// The bandit's emitters: structural moves from the frontier and from the archive's
+    /// choice, parameter moves from the fittest and from the archive's choice, an added
+    /// mutator on its own; without templates only the parameter moves (and the added one).
+    #[test]
+    fn emitters_cover_every_offline_mutator_and_the_added_ones() {
+        let sizes = kf_eval::tasks::parse_sizes("").unwrap();
+        let gemm = kf_eval::tasks::builtin_task("gemm", &sizes).unwrap();
+        let names = |parts: OfflineMutators| -> Vec<String> {
+            let scheduler = parts.emitters(SchedulerPolicy::default()).unwrap();
+            scheduler
+                .emitters()
+                .iter()
+                .map(|e| e.name().to_owned())
+                .collect()
+        };
+        let parts = OfflineMutators::for_task(gemm.as_ref(), Language::OpenCl, None).unwrap();
+        assert_eq!(
+            names(parts),
+            [
+                "frontier/structural",
+                "archive/structural",
+                "elite/param",
+                "archive/param"
+            ]
+        );
+        let extra = ParamMutator::new().named("llm");
+        let parts = OfflineMutators::for_task(gemm.as_ref(), Language::Cuda, None)
+            .unwrap()
+            .with(extra, 2.0);
+        assert_eq!(
+            names(parts),
+            ["elite/param", "archive/param", "archive/llm"]
+        );
+    }
+
+    /// The fixed mix is the search before emitters: structural 3 : parameter moves 1, the
+    /// same seeds as `offline_search`.
+    #[test]
+    fn the_mix_keeps_the_offline_search() {
+        let sizes = kf_eval::tasks::parse_sizes("").unwrap();
+        let softmax = kf_eval::tasks::builtin_task("softmax", &sizes).unwrap();
+        let parts = OfflineMutators::for_task(softmax.as_ref(), Language::OpenCl, None).unwrap();
+        let seeds = parts.seeds.len();
+        let mix = parts.mix();
+        assert_eq!(mix.names(), ["structural", "param"]);
+        let (offline_seeds, offline) = offline_search(softmax.as_ref(), Language::OpenCl).unwrap();
+        assert_eq!((offline.names(), offline_seeds.len()), (mix.names(), seeds));
     }
 }

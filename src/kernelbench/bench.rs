@@ -52,6 +52,8 @@ pub struct TaskResult {
     pub best_s: Option<f64>,
     /// PyTorch eager on the CPU at the same sizes, seconds (when torch is installed).
     pub torch_s: Option<f64>,
+    /// The best kernel's fraction of the device's roofline (when the device has peaks).
+    pub roofline_fraction: Option<f64>,
     /// The best kernel's file, when written.
     pub best_kernel: Option<PathBuf>,
     /// Why the task failed, when it did.
@@ -141,7 +143,8 @@ impl BenchSummary {
         let x = |s: Option<f64>| s.map_or("-".to_owned(), |s| format!("{s:.2}x"));
         let mut table = comfy_table::Table::new();
         table.set_header(vec![
-            "task", "correct", "evals", "naive ms", "best ms", "vs naive", "torch ms", "vs torch",
+            "task", "correct", "evals", "naive ms", "best ms", "vs naive", "roofline", "torch ms",
+            "vs torch",
         ]);
         for t in &self.tasks {
             table.add_row(vec![
@@ -158,6 +161,8 @@ impl BenchSummary {
                 ms(t.baseline_s),
                 ms(t.best_s),
                 x(t.speedup_vs_baseline()),
+                t.roofline_fraction
+                    .map_or("-".to_owned(), |f| format!("{:.0}%", f * 100.0)),
                 ms(t.torch_s),
                 x(t.speedup_vs_torch()),
             ]);
@@ -244,6 +249,7 @@ mod tests {
             baseline_s: Some(base),
             best_s: Some(best),
             torch_s: torch,
+            roofline_fraction: Some(0.25),
             best_kernel: None,
             error: None,
         }
@@ -268,6 +274,8 @@ mod tests {
         );
         assert!(s.geomean_vs_torch.is_none());
         assert!(s.table().contains("relative to the naive OpenCL baseline"));
+        // Each task's fraction of the roofline is a column, so regressions show.
+        assert!(s.table().contains("roofline") && s.table().contains("25%"));
     }
 
     #[test]

@@ -1,9 +1,9 @@
-//! Running the benchmark: the offline search on each shipped task, then [`BenchSummary`].
+//! Running the benchmark: the shipped search on each shipped task, then [`BenchSummary`].
 
 use std::path::{Path, PathBuf};
 
 use indexmap::IndexMap;
-use kf_core::{Archive, Language};
+use kf_core::Archive;
 use kf_eval::taskfile::TaskFile;
 use kf_eval::TaskFileJob;
 
@@ -12,7 +12,7 @@ use super::error::KernelBenchError;
 use super::import::TASK_FILE_NAME;
 use super::python::{default_python, torch_available};
 use super::torch_time::torch_cpu_seconds;
-use crate::search::{offline_search, run_search, SearchConfig};
+use crate::search::{Search, SearchConfig};
 
 /// How to run `kf bench kernelbench`.
 #[derive(Debug, Clone)]
@@ -68,6 +68,7 @@ fn failed(name: &str, error: String) -> TaskResult {
         baseline_s: None,
         best_s: None,
         torch_s: None,
+        roofline_fraction: None,
         best_kernel: None,
         error: Some(error),
     }
@@ -81,20 +82,16 @@ fn bench_task(
     let file = TaskFile::load(&dir.join(TASK_FILE_NAME))?;
     let job =
         TaskFileJob::from_task_file(&file).map_err(|e| KernelBenchError::Search(e.to_string()))?;
-    let task = job
-        .build(
-            &IndexMap::new(),
-            &kf_eval::taskfile::ReferenceRegistry::new(),
-        )
-        .map_err(|e| KernelBenchError::Search(e.to_string()))?;
     let mut config = options.search.clone();
     config.task = file.spec.name.clone();
     config.sizes = file.spec.sizes.clone();
     config.task_file = Some(job);
     config.out = options.out.join(name);
-    let (seeds, mutator) = offline_search(&task, Language::OpenCl)
-        .map_err(|e| KernelBenchError::Search(e.to_string()))?;
-    let outcome = run_search(&config, mutator, seeds, None)
+    // The shipped search as `kf search` runs it: its seeds, mutators and scheduler.
+    let outcome = Search::builder()
+        .config(config.clone())
+        .build()
+        .and_then(|search| search.run())
         .map_err(|e| KernelBenchError::Search(e.to_string()))?;
     // The best correct kernel by its speedup over the baseline timed in the same worker.
     let best = Archive::elites(&outcome.archive)
@@ -112,6 +109,7 @@ fn bench_task(
         result.correct = true;
         result.error = None;
         result.best_s = e.timing.as_ref().map(|t| t.median_s);
+        result.roofline_fraction = e.roofline_fraction;
         result.baseline_s = match (e.baseline.as_ref(), e.speedup, result.best_s) {
             (Some(b), _, _) => Some(b.median_s),
             // The speedup came from the worker's rolling baseline window.

@@ -129,6 +129,24 @@ impl FileTask {
         &self.shapes
     }
 
+    /// Bytes every kernel moves at least: each input read and each output written once, an
+    /// in-out buffer both.
+    pub fn minimum_bytes(&self) -> f64 {
+        self.file
+            .spec
+            .buffers
+            .iter()
+            .zip(&self.shapes)
+            .map(|(b, dims)| {
+                let bytes = dims.iter().product::<usize>() as f64 * b.dtype.size() as f64;
+                match b.role {
+                    BufferRole::Inout => 2.0 * bytes,
+                    BufferRole::Input | BufferRole::Output => bytes,
+                }
+            })
+            .sum()
+    }
+
     /// The OpenCL-style signature: `(const int ROWS, const float alpha, __global const
     /// float* x, __global float* y)`.
     pub fn signature(&self) -> String {
@@ -401,6 +419,12 @@ impl KernelTask for FileTask {
         };
         if let Ok(w) = self.file.work(&self.sizes) {
             t.work = w;
+        }
+        // Without `[work]`, the least traffic any kernel has: every input read and every
+        // output written once (in-out buffers both), so that GB/s and the bandwidth roofline
+        // are reported for every task file.
+        if t.work.flops <= 0.0 && t.work.bytes <= 0.0 {
+            t.work.bytes = self.minimum_bytes();
         }
         // The user's words go into the description; the interface is typed, and prompts
         // render it as a section of its own.

@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
-use kernelfoundry::mutate::MixMutator;
 use kf_prompt::{LlmMutator, LlmSettings, OpenAiClient, RenderLimits, WhenExhausted};
 
 /// Where `scripts/llm-server.sh start` records the local server (relative to the working
@@ -143,14 +142,6 @@ impl LlmArgs {
             }
         );
         Ok(Some(llm))
-    }
-
-    /// `mix` with the LLM mutator added at `--llm-weight`.
-    pub(crate) fn mix(&self, mix: MixMutator, llm: Option<&LlmMutator>) -> MixMutator {
-        match llm {
-            Some(llm) => mix.with(llm.clone(), self.llm_weight),
-            None => mix,
-        }
     }
 }
 

@@ -9,7 +9,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use kernelfoundry::core::{Candidate, Origin};
 use kernelfoundry::manifest::Manifest;
-use kernelfoundry::search::{offline_search, stop_on_ctrl_c, Search, SearchArgs};
+use kernelfoundry::search::{stop_on_ctrl_c, OfflineMutators, Search, SearchArgs};
 
 /// Arguments of `kf search`.
 #[derive(Args)]
@@ -57,25 +57,26 @@ pub(crate) fn run(args: SearchCmdArgs) -> anyhow::Result<ExitCode> {
         .config(&chosen.name(), sizes, Duration::from_secs(540));
     config.task_file = chosen.file.as_ref().map(|(_, job)| job.clone());
     config.timeout = chosen.timeout(config.timeout);
-    let (mut seeds, mutator) = offline_search(task.as_ref(), args.search.language())?;
-    seeds.extend(user_seeds);
-    let llm = args.llm.mutator(&config.out)?;
-    let mutator = args.llm.mix(mutator, llm.as_ref());
-    if seeds.is_empty() {
+    // The builder's own seeds, mutators and scheduler (aimed at empty cells), with the user's
+    // kernels after its seeds and the LLM beside its mutators.
+    let offline = OfflineMutators::for_task(task.as_ref(), args.search.language(), None)?;
+    if offline.seeds.is_empty() && user_seeds.is_empty() {
         bail!(
             "task `{}` has no baseline kernel for this backend: give one in the task file's \
              [baseline] or seed the search with --kernel K.toml",
             chosen.name()
         );
     }
+    let llm = args.llm.mutator(&config.out)?;
     let out = config.out.clone();
-    let outcome = Search::builder()
+    let mut builder = Search::builder()
         .config(config)
-        .mutator(mutator)
-        .seeds(seeds)
-        .stop_on(stop_on_ctrl_c()?)
-        .build()?
-        .run()?;
+        .extra_seeds(user_seeds)
+        .stop_on(stop_on_ctrl_c()?);
+    if let Some(llm) = &llm {
+        builder = builder.also_mutator(llm.clone(), args.llm.llm_weight);
+    }
+    let outcome = builder.build()?.run()?;
     println!(
         "
 {}",
