@@ -184,7 +184,25 @@ pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         "", "cell", "cand", "status", "recorded ms [95%]", "now ms [95%]", "now/rec"
     );
     let mut broken = 0usize;
+    let mut rechecked = 0usize;
     for (i, elite) in elites.iter().enumerate() {
+        // An archive keeps the best attempt per cell even when none of its kernels was correct
+        // (the status ladder ranks a compile error below wrong values); such a kernel was never
+        // correct, so it cannot have become incorrect: list it, do not count it.
+        if elite.evaluation.status != Status::Correct {
+            println!(
+                "{:<4} {:<10} {:>6} {:<12} {:>28} {:>28} {:>9}",
+                if i == 0 { "best" } else { "" },
+                cell_text(&elite.descriptor.coords),
+                format!("#{}", elite.candidate.id.0),
+                format!("({})", elite.evaluation.status.as_str()),
+                "-",
+                "not re-checked",
+                "-",
+            );
+            continue;
+        }
+        rechecked += 1;
         let params = elite.effective_params();
         let now = match evaluator.evaluate_blocking(&elite.candidate.source, &params) {
             Ok(e) => e,
@@ -211,10 +229,14 @@ pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         }
     }
     evaluator.shutdown();
-    if broken > 0 {
-        println!("{broken} of {} kernels are no longer correct", elites.len());
+    if rechecked == 0 {
+        println!("the run recorded no correct kernel: nothing to re-check");
         return Ok(ExitCode::from(1));
     }
-    println!("{} kernel(s) still correct", elites.len());
+    if broken > 0 {
+        println!("{broken} of {rechecked} kernels are no longer correct");
+        return Ok(ExitCode::from(1));
+    }
+    println!("{rechecked} kernel(s) still correct");
     Ok(ExitCode::SUCCESS)
 }
