@@ -111,4 +111,8 @@ pub enum BackendError {
     /// The backend could not be opened on the device.
     #[error("{0}")]
     Open(String),
+    /// The device was opened but its roofline could not be measured (a compile-only CUDA
+    /// backend without a GPU, say).
+    #[error("measuring the device's roofline: {0}")]
+    Characterise(String),
 }

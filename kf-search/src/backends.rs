@@ -150,6 +150,39 @@ pub fn init() {
     }
 }
 
+/// The measured roofline of the device `spec` selects: the cached characterisation
+/// ([`kf_eval::characterise`]), or a fresh one measured in this process and cached (an FMA and
+/// two STREAM micro-kernels, about ten seconds once per device and driver). The flag says
+/// whether the figures came from the cache. Evaluation workers started afterwards read the
+/// cache, so their roofline fractions and the anti-cheat bound use measured peaks instead of
+/// the backend's estimates.
+pub fn characterise_device(
+    spec: &BackendSpec,
+) -> Result<(kf_eval::characterise::Characterisation, bool), BackendError> {
+    #[allow(unused_imports)]
+    use kf_eval::characterise::{characterise, CharacteriseOptions};
+    #[allow(unused_macros)]
+    macro_rules! measure {
+        ($backend:expr) => {
+            characterise(&$backend?, &CharacteriseOptions::default(), false)
+                .map_err(|e| BackendError::Characterise(e.to_string()))
+        };
+    }
+    match check(spec)? {
+        #[cfg(feature = "cuda")]
+        BackendKind::Cuda => measure!(open_cuda(spec)),
+        #[cfg(feature = "sycl")]
+        BackendKind::Sycl => measure!(open_sycl(spec)),
+        #[cfg(feature = "opencl")]
+        BackendKind::OpenCl => measure!(open_opencl(spec)),
+        #[allow(unreachable_patterns)]
+        kind => Err(BackendError::NotBuilt {
+            kind,
+            built: built().join(", "),
+        }),
+    }
+}
+
 /// The facts of the device `spec` selects, from a backend opened in this process (the device a
 /// distributed worker registers, and what a search tells its mutators and tuner).
 pub fn device_facts(spec: &BackendSpec) -> Result<kf_core::DeviceFacts, BackendError> {

@@ -61,6 +61,10 @@ pub struct SearchArgs {
     /// Do not measure the reference library (NumPy's OpenBLAS for gemm) after the search.
     #[arg(long)]
     pub no_reference: bool,
+    /// Do not measure the device's roofline before the search when none is cached (roofline
+    /// fractions are then against the backend's estimated peaks).
+    #[arg(long)]
+    pub no_characterise: bool,
     /// More log output (-v debug, -vv trace).
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -237,6 +241,7 @@ impl SearchArgs {
         config.islands = self.islands;
         config.scheduler = self.scheduler;
         config.reference = !self.no_reference;
+        config.characterise = !self.no_characterise;
         #[cfg(feature = "dist")]
         let distributed = self.dist.distributed || self.dist.servers.given();
         #[cfg(not(feature = "dist"))]

@@ -262,6 +262,10 @@ pub struct SearchConfig {
     /// Steps (mutation + evaluation) in flight at once: 1 on one machine (one device); more
     /// keeps several distributed workers busy.
     pub in_flight: usize,
+    /// Measure the device's roofline before a search on this machine when no characterisation
+    /// of it is cached ([`backends::characterise_device`], `kf devices --characterise`), so
+    /// roofline fractions are against measured peaks rather than the backend's estimates.
+    pub characterise: bool,
     /// Measure the reference library at the task's size after the search, on this machine
     /// ([`reference::measure`]), for the report's `reference_gflops` and `reference_ratio`.
     pub reference: bool,
@@ -310,6 +314,7 @@ impl SearchConfig {
             archive: defaults::ARCHIVE,
             islands: defaults::ISLANDS,
             scheduler: defaults::SCHEDULER,
+            characterise: true,
             reference: true,
             #[cfg(feature = "dist")]
             distributed: None,
@@ -824,6 +829,25 @@ fn local_or_distributed(
         Some(w) => w.clone(),
         None => WorkerCommand::current_exe()?,
     };
+    if config.characterise {
+        // Before the workers start: each reads the cache when it opens its evaluator.
+        match crate::backends::characterise_device(&config.backend) {
+            Ok((c, cached)) => tracing::info!(
+                "roofline of {}{}: {:.1} GFLOP/s, {:.1} GB/s sustained",
+                c.device,
+                if cached {
+                    " (cached)"
+                } else {
+                    " (measured now, cached for later runs)"
+                },
+                c.peak_gflops,
+                c.bandwidth_gbs
+            ),
+            Err(e) => {
+                tracing::warn!("{e}; roofline fractions are against the backend's estimated peaks")
+            }
+        }
+    }
     let mut builder =
         IsolatedEvaluator::builder(config.backend.clone(), config.task.clone(), sizes.clone());
     if let Some(job) = &config.task_file {
