@@ -59,13 +59,15 @@ fn a_search_characterises_its_device_once_and_reports_against_the_measured_roofl
     let (key, c) = stored.as_object().unwrap().iter().next().unwrap();
     assert!(key.starts_with("opencl|"), "{stored}");
     let peak = c["peak_gflops"].as_f64().unwrap();
-    assert!(peak > 0.0 && c["bandwidth_gbs"].as_f64().unwrap() > 0.0, "{c}");
+    assert!(
+        peak > 0.0 && c["bandwidth_gbs"].as_f64().unwrap() > 0.0,
+        "{c}"
+    );
     // The workers judged against the measured roofline: min(peak, intensity × the bandwidth
     // of the task's working set), the smallest measured working set at least as large.
-    let report: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(tmp.path().join("a/report.json")).unwrap(),
-    )
-    .unwrap();
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(tmp.path().join("a/report.json")).unwrap())
+            .unwrap();
     let gflops = report["best_gflops"].as_f64().unwrap();
     let fraction = report["roofline_fraction"].as_f64().unwrap();
     let (flops, bytes) = (2.0 * 64f64.powi(3), 3.0 * 64f64.powi(2) * 4.0);
@@ -90,5 +92,9 @@ fn a_search_characterises_its_device_once_and_reports_against_the_measured_roofl
     let elsewhere = tmp.path().join("other.json");
     let skipped = search(&tmp.path().join("c"), &elsewhere, &["--no-characterise"]);
     assert!(!elsewhere.exists(), "{}", text(&skipped));
-    assert!(!text(&skipped).contains("roofline of"), "{}", text(&skipped));
+    assert!(
+        !text(&skipped).contains("roofline of"),
+        "{}",
+        text(&skipped)
+    );
 }
