@@ -16,8 +16,9 @@
 # device is characterised once by the first search when nothing is cached (kf devices
 # --characterise): characterise on a quiet machine. Run folders go under --out (git-ignored).
 set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
-cd "$root"
+LOG_TAG=bench-search
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$ROOT"
 
 task=both size="" evaluations="" seeds=0 backend=opencl out=target/bench-search
 while [ $# -gt 0 ]; do
@@ -28,21 +29,10 @@ while [ $# -gt 0 ]; do
         --seeds) seeds=$2; shift 2 ;;
         --backend) backend=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
-        -h | --help) sed -n '2,/^set -e/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "unknown argument $1" >&2; exit 2 ;;
+        *) help_or_unknown "$1" ;;
     esac
 done
-case "$task" in
-    gemm) tasks=gemm ;;
-    softmax) tasks=softmax ;;
-    both) tasks="gemm softmax" ;;
-    *) echo "--task takes gemm, softmax or both" >&2; exit 2 ;;
-esac
-for example in $tasks; do
-    if [ ! -x "target/release/examples/$example" ]; then
-        cargo build --release --example "$example"
-    fi
-done
+tasks="$(search_examples "$task")"
 
 mkdir -p "$out"
 rows="$out/rows.tsv"

@@ -10,8 +10,9 @@
 # Needs the release examples (built here if missing: cargo build --release --examples) and the
 # OpenCL and SYCL runtimes (scripts/setup.sh --opencl --sycl). Run folders go under --out (git-ignored under target/).
 set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
-cd "$root"
+LOG_TAG=bench-sycl-vs-opencl
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$ROOT"
 
 task=both sizes=512,1024 evaluations=60 seeds=0 out=target/sycl-vs-opencl
 while [ $# -gt 0 ]; do
@@ -21,21 +22,10 @@ while [ $# -gt 0 ]; do
         --evaluations) evaluations=$2; shift 2 ;;
         --seeds) seeds=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
-        -h | --help) sed -n '2,/^set -e/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "unknown argument $1" >&2; exit 2 ;;
+        *) help_or_unknown "$1" ;;
     esac
 done
-case "$task" in
-    gemm) tasks=gemm ;;
-    softmax) tasks=softmax ;;
-    both) tasks="gemm softmax" ;;
-    *) echo "--task takes gemm, softmax or both" >&2; exit 2 ;;
-esac
-for example in $tasks; do
-    if [ ! -x "target/release/examples/$example" ]; then
-        cargo build --release --example "$example"
-    fi
-done
+tasks="$(search_examples "$task")"
 
 mkdir -p "$out"
 rows="$out/rows.tsv"

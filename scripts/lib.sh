@@ -1,6 +1,7 @@
 # Shell functions shared by the scripts in this folder (setup.sh, gpu-check.sh, llm-server.sh,
-# dist-servers.sh). Not run on its own: a script sets LOG_TAG (the prefix of its messages) and,
-# where an error exits with another status than 1, DIE_STATUS, then sources this file:
+# dist-servers.sh, the bench-*.sh scripts). Not run on its own: a script sets LOG_TAG (the
+# prefix of its messages) and, where an error exits with another status than 1, DIE_STATUS,
+# then sources this file:
 #
 #   LOG_TAG=setup
 #   . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -50,4 +51,21 @@ write_file() {
         return "$status"
     }
     mv -f "$file.tmp" "$file"
+}
+
+# search_examples gemm|softmax|both: prints the names of the shipped search examples a --task
+# value names (dies on another value), after building any whose release binary is missing.
+search_examples() {
+    local names example
+    case "$1" in
+    gemm | softmax) names=$1 ;;
+    both) names="gemm softmax" ;;
+    *) die "--task takes gemm, softmax or both, not '$1'" ;;
+    esac
+    for example in $names; do
+        if [ ! -x "$ROOT/target/release/examples/$example" ]; then
+            (cd "$ROOT" && cargo build --release --example "$example") >&2
+        fi
+    done
+    echo "$names"
 }
