@@ -9,13 +9,8 @@ use std::process::{Command, Output};
 
 use kernelfoundry::opencl::testing::backend_or_skip;
 
-fn text(out: &Output) -> String {
-    format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+mod common;
+use common::text;
 
 /// A short gemm search writing to `out`, with the characterisation cache at `cache`.
 fn search(out: &Path, cache: &Path, extra: &[&str]) -> Output {

@@ -4,22 +4,13 @@
 //! `SKIPPED: …`) when no OpenCL runtime is present and `KF_REQUIRE_OPENCL` is not `1`.
 
 use std::path::Path;
-use std::process::Output;
 
 use kernelfoundry::archive::{read_run, RunDir};
 use kernelfoundry::core::{Checkpoint, ChildRecord};
 use kernelfoundry::opencl::testing::backend_or_skip;
 
 mod common;
-use common::kf;
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use common::{kf, text};
 
 fn search(out: &Path) {
     let run = kf(&[

@@ -1,5 +1,8 @@
 //! Helpers shared by the integration tests that drive the real `kf` binary.
 
+// Each test binary that includes this module uses some of its helpers, not all.
+#![allow(dead_code)]
+
 use std::process::{Command, Output};
 
 /// Runs the `kf` binary built for these tests with `args` and returns what it did; fails the
@@ -15,4 +18,13 @@ pub(crate) fn kf(args: &[&str]) -> Output {
         "kf {args:?} panicked:\n{stderr}"
     );
     out
+}
+
+/// A finished command's standard output and error, for assertion messages.
+pub(crate) fn text(out: &Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }
