@@ -150,6 +150,36 @@ pub fn init() {
     }
 }
 
+/// Evaluates `$body` with `$backend` bound to the backend `spec` selects, opened in this
+/// process; a backend this build lacks is [`BackendError::NotBuilt`]. One dispatch for every
+/// in-process use of a backend (each backend is its own type).
+macro_rules! with_opened_backend {
+    ($spec:expr, |$backend:ident| $body:expr) => {
+        match check($spec)? {
+            #[cfg(feature = "cuda")]
+            BackendKind::Cuda => {
+                let $backend = open_cuda($spec)?;
+                $body
+            }
+            #[cfg(feature = "sycl")]
+            BackendKind::Sycl => {
+                let $backend = open_sycl($spec)?;
+                $body
+            }
+            #[cfg(feature = "opencl")]
+            BackendKind::OpenCl => {
+                let $backend = open_opencl($spec)?;
+                $body
+            }
+            #[allow(unreachable_patterns)]
+            kind => Err(BackendError::NotBuilt {
+                kind,
+                built: built().join(", "),
+            }),
+        }
+    };
+}
+
 /// The measured roofline of the device `spec` selects: the cached characterisation
 /// ([`kf_eval::characterise`]), or a fresh one measured in this process and cached (an FMA and
 /// two STREAM micro-kernels, about ten seconds once per device and driver). The flag says
@@ -161,26 +191,12 @@ pub fn characterise_device(
 ) -> Result<(kf_eval::characterise::Characterisation, bool), BackendError> {
     #[allow(unused_imports)]
     use kf_eval::characterise::{characterise, CharacteriseOptions};
-    #[allow(unused_macros)]
-    macro_rules! measure {
-        ($backend:expr) => {
-            characterise(&$backend?, &CharacteriseOptions::default(), false)
-                .map_err(|e| BackendError::Characterise(e.to_string()))
-        };
-    }
-    match check(spec)? {
-        #[cfg(feature = "cuda")]
-        BackendKind::Cuda => measure!(open_cuda(spec)),
-        #[cfg(feature = "sycl")]
-        BackendKind::Sycl => measure!(open_sycl(spec)),
-        #[cfg(feature = "opencl")]
-        BackendKind::OpenCl => measure!(open_opencl(spec)),
-        #[allow(unreachable_patterns)]
-        kind => Err(BackendError::NotBuilt {
-            kind,
-            built: built().join(", "),
-        }),
-    }
+    with_opened_backend!(spec, |backend| characterise(
+        &backend,
+        &CharacteriseOptions::default(),
+        false
+    )
+    .map_err(|e| BackendError::Characterise(e.to_string())))
 }
 
 /// The facts of the device `spec` selects, from a backend opened in this process (the device a
@@ -188,17 +204,5 @@ pub fn characterise_device(
 pub fn device_facts(spec: &BackendSpec) -> Result<kf_core::DeviceFacts, BackendError> {
     #[allow(unused_imports)]
     use kf_core::Backend;
-    match check(spec)? {
-        #[cfg(feature = "cuda")]
-        BackendKind::Cuda => open_cuda(spec).map(|b| b.device().clone()),
-        #[cfg(feature = "sycl")]
-        BackendKind::Sycl => open_sycl(spec).map(|b| b.device().clone()),
-        #[cfg(feature = "opencl")]
-        BackendKind::OpenCl => open_opencl(spec).map(|b| b.device().clone()),
-        #[allow(unreachable_patterns)]
-        kind => Err(BackendError::NotBuilt {
-            kind,
-            built: built().join(", "),
-        }),
-    }
+    with_opened_backend!(spec, |backend| Ok(backend.device().clone()))
 }

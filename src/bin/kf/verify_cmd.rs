@@ -189,17 +189,21 @@ pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         // An archive keeps the best attempt per cell even when none of its kernels was correct
         // (the status ladder ranks a compile error below wrong values); such a kernel was never
         // correct, so it cannot have become incorrect: list it, do not count it.
-        if elite.evaluation.status != Status::Correct {
+        let row = |status: &str, recorded: &str, now: &str, ratio: &str| {
             println!(
                 "{:<4} {:<10} {:>6} {:<12} {:>28} {:>28} {:>9}",
                 if i == 0 { "best" } else { "" },
                 cell_text(&elite.descriptor.coords),
                 format!("#{}", elite.candidate.id.0),
-                format!("({})", elite.evaluation.status.as_str()),
-                "-",
-                "not re-checked",
-                "-",
+                status,
+                recorded,
+                now,
+                ratio,
             );
+        };
+        if elite.evaluation.status != Status::Correct {
+            let status = format!("({})", elite.evaluation.status.as_str());
+            row(&status, "-", "not re-checked", "-");
             continue;
         }
         rechecked += 1;
@@ -213,15 +217,11 @@ pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             .zip(elite.evaluation.timing)
             .filter(|(_, r)| r.median_s > 0.0)
             .map(|(n, r)| n.median_s / r.median_s);
-        println!(
-            "{:<4} {:<10} {:>6} {:<12} {:>28} {:>28} {:>9}",
-            if i == 0 { "best" } else { "" },
-            cell_text(&elite.descriptor.coords),
-            format!("#{}", elite.candidate.id.0),
+        row(
             now.status.as_str(),
-            time_text(&elite.evaluation),
-            time_text(&now),
-            ratio.map_or_else(|| "-".to_owned(), |r| format!("{r:.2}x")),
+            &time_text(&elite.evaluation),
+            &time_text(&now),
+            &ratio.map_or_else(|| "-".to_owned(), |r| format!("{r:.2}x")),
         );
         if now.status != Status::Correct {
             broken += 1;
