@@ -56,7 +56,8 @@ fn a_search_characterises_its_device_once_and_reports_against_the_measured_roofl
         "{c}"
     );
     // The workers judged against the measured roofline: min(peak, intensity × the bandwidth
-    // of the task's working set), the smallest measured working set at least as large.
+    // of the task's working set as the evaluator times it), the smallest measured working set
+    // of the timed curve at least as large.
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(tmp.path().join("a/report.json")).unwrap())
             .unwrap();
@@ -64,7 +65,7 @@ fn a_search_characterises_its_device_once_and_reports_against_the_measured_roofl
     let fraction = report["roofline_fraction"].as_f64().unwrap();
     let (flops, bytes) = (2.0 * 64f64.powi(3), 3.0 * 64f64.powi(2) * 4.0);
     let sustained = c["bandwidth_gbs"].as_f64().unwrap();
-    let gbs = c["bandwidth_curve"]
+    let gbs = c["timed_curve"]
         .as_array()
         .unwrap()
         .iter()

@@ -136,6 +136,19 @@ pub struct Characterisation {
     /// DRAM's ([`Peaks::gbs_for`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bandwidth_curve: Vec<BandwidthPoint>,
+    /// The copy kernel's bandwidth at the same working sets, timed the way the evaluator times
+    /// a candidate ([`crate::protocol`]): [`TimingConfig::rotation`] copies of its buffers
+    /// cycled across launches (so a launch finds in cache only what fits beside the other
+    /// copies) and the output refilled from the host before each launch. This is what a
+    /// memory-bound candidate can reach under the evaluator's timing, so it is the roofline's
+    /// bandwidth ([`Peaks::gbs_for`]); the warm curve above can be several times higher for a
+    /// working set near the last-level cache's size (a 32 MiB copy: 86 GB/s warm against
+    /// 42 GB/s rotated on a 2-core EPYC with a 32 MiB L3). A cache without it (written before
+    /// it was measured) counts as stale ([`cached_in`]).
+    ///
+    /// [`TimingConfig::rotation`]: crate::protocol::TimingConfig::rotation
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timed_curve: Vec<BandwidthPoint>,
 }
 
 /// The copy kernel's bandwidth over one working set.
@@ -193,9 +206,14 @@ fn read_cache(path: &Path) -> CacheFile {
         .unwrap_or_default()
 }
 
-/// The cached characterisation of `facts`' device on `backend` in the file at `path`.
+/// The cached characterisation of `facts`' device on `backend` in the file at `path`; `None`
+/// also for an entry written before the [timed curve](Characterisation::timed_curve) was
+/// measured, whose roofline would be the warm-cache one (the next characterisation replaces
+/// it).
 pub fn cached_in(path: &Path, backend: &str, facts: &DeviceFacts) -> Option<Characterisation> {
-    read_cache(path).remove(&cache_key(backend, facts))
+    read_cache(path)
+        .remove(&cache_key(backend, facts))
+        .filter(|c| !c.timed_curve.is_empty())
 }
 
 /// The cached characterisation of `facts`' device on `backend` in the default cache file.
@@ -575,6 +593,8 @@ pub fn measure<B: Backend>(
         bytes: 2.0 * bytes as f64,
         gbs: copy_gbs,
     });
+    drop(bufs);
+    let timed_curve = timed_curve(backend, &copy, &bandwidth_curve, width, reps)?;
     Ok(Characterisation {
         backend: backend.name().to_owned(),
         device: facts.name.clone(),
@@ -591,7 +611,90 @@ pub fn measure<B: Backend>(
             .unwrap_or(0),
         load_per_cpu: load_per_cpu(),
         bandwidth_curve,
+        timed_curve,
     })
+}
+
+/// The copy kernel timed at each working set of `warm` the way the evaluator times a candidate
+/// (see [`Characterisation::timed_curve`]): fresh buffers per rotation copy, each launch on the
+/// next copy after its output was refilled from the host; the fastest of `reps` rounds counts.
+fn timed_curve<B: Backend>(
+    backend: &B,
+    copy: &B::Kernel,
+    warm: &[BandwidthPoint],
+    width: usize,
+    reps: u32,
+) -> Result<Vec<BandwidthPoint>, CharacteriseError> {
+    let rotation = crate::protocol::TimingConfig::default().rotation;
+    let mut out = Vec::new();
+    for point in warm {
+        // Bytes moved are read + written: one buffer each way.
+        let buffer_bytes = (point.bytes / 2.0) as usize;
+        let elements = buffer_bytes / 4 / (LOCAL * width) * (LOCAL * width);
+        if elements == 0 {
+            continue;
+        }
+        let buffer_bytes = elements * 4;
+        let copies = crate::protocol::rotation_copies(2 * buffer_bytes, rotation);
+        let zeros = vec![0u8; buffer_bytes];
+        let mut sets = Vec::with_capacity(copies);
+        for i in 0..copies {
+            let mut src = backend
+                .alloc(buffer_bytes)
+                .map_err(|e| backend_err(format!("allocating rotation copy {i}"), e))?;
+            let ones: Vec<u8> = std::iter::repeat_n(1.0f32.to_ne_bytes(), elements)
+                .flatten()
+                .collect();
+            backend
+                .write(&mut src, &ones)
+                .map_err(|e| backend_err("writing a rotation copy", e))?;
+            let dst = backend
+                .alloc(buffer_bytes)
+                .map_err(|e| backend_err(format!("allocating rotation copy {i}"), e))?;
+            sets.push((dst, src));
+        }
+        let mut next = 0usize;
+        let mut best = f64::INFINITY;
+        // One warm-up round, then `reps` rounds over every copy.
+        for round in 0..=reps {
+            for _ in 0..copies {
+                let (dst, src) = &mut sets[next % copies];
+                next += 1;
+                backend
+                    .write(dst, &zeros)
+                    .map_err(|e| backend_err("refilling a rotation copy's output", e))?;
+                let vectors =
+                    i32::try_from(elements / width).map_err(|e| backend_err("stream size", e))?;
+                let args = [
+                    KernelArg::Buffer {
+                        buffer: &*dst,
+                        offset: 0,
+                    },
+                    KernelArg::Buffer {
+                        buffer: &*src,
+                        offset: 0,
+                    },
+                    KernelArg::I32(vectors),
+                ];
+                let t = backend
+                    .launch(copy, &args, &NdRange::new([elements / width], [LOCAL]))
+                    .map(|l| l.device_seconds)
+                    .map_err(|e| backend_err("launching the copy micro-kernel", e))?;
+                if round > 0 && t.is_finite() && t > 0.0 {
+                    best = best.min(t);
+                }
+            }
+        }
+        if !best.is_finite() {
+            return Err(CharacteriseError::NoTiming { kernel: "copy" });
+        }
+        let moved = 2.0 * buffer_bytes as f64;
+        out.push(BandwidthPoint {
+            bytes: moved,
+            gbs: moved / best / 1e9,
+        });
+    }
+    Ok(out)
 }
 
 /// The one-minute load average over the CPU count, from `/proc/loadavg` (Linux only).
@@ -619,6 +722,15 @@ pub fn load_per_cpu() -> Option<f64> {
 /// the measured DRAM bandwidth) is kept when there is one.
 pub const ANTI_CHEAT_MARGIN: f64 = 1.5;
 
+/// The bandwidth of `curve`'s smallest working set of at least `bytes`, never below `floor`.
+fn at_working_set(curve: &[BandwidthPoint], bytes: f64, floor: f64) -> f64 {
+    curve
+        .iter()
+        .find(|p| p.bytes >= bytes)
+        .map_or(floor, |p| p.gbs)
+        .max(floor)
+}
+
 /// The peaks a roofline is computed against, and whether they were measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Peaks {
@@ -632,9 +744,14 @@ pub struct Peaks {
     pub check_gflops: f64,
     /// The bandwidth the anti-cheat check allows, GB/s.
     pub check_gbs: f64,
-    /// Bandwidth by working set, when measured ([`Characterisation::bandwidth_curve`]).
+    /// Bandwidth by working set with warm caches, when measured
+    /// ([`Characterisation::bandwidth_curve`]): the anti-cheat check's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub curve: Vec<BandwidthPoint>,
+    /// Bandwidth by working set as the evaluator times, when measured
+    /// ([`Characterisation::timed_curve`]): the roofline's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timed_curve: Vec<BandwidthPoint>,
 }
 
 impl Peaks {
@@ -657,19 +774,28 @@ impl Peaks {
             check_gflops,
             check_gbs,
             curve: c.bandwidth_curve.clone(),
+            timed_curve: c.timed_curve.clone(),
         }
     }
 
-    /// The bandwidth a task moving `bytes` per run can reach: that of the smallest measured
-    /// working set at least as large (so a task that fits a cache level gets that level's
-    /// bandwidth, and one between two points the lower one's), never below the sustained
-    /// [`gbs`](Self::gbs); just `gbs` without a curve.
+    /// The bandwidth a task moving `bytes` per run can reach as the evaluator times it: that
+    /// of the smallest working set of the [timed curve](Self::timed_curve) at least as large
+    /// (so a task whose rotated copies fit a cache level gets that level's bandwidth, and one
+    /// between two points the lower one's), never below the sustained [`gbs`](Self::gbs);
+    /// the warm curve's where no timed curve was measured ([`warm_gbs_for`](Self::warm_gbs_for));
+    /// just `gbs` without either.
     pub fn gbs_for(&self, bytes: f64) -> f64 {
-        self.curve
-            .iter()
-            .find(|p| p.bytes >= bytes)
-            .map_or(self.gbs, |p| p.gbs)
-            .max(self.gbs)
+        if self.timed_curve.is_empty() {
+            return self.warm_gbs_for(bytes);
+        }
+        at_working_set(&self.timed_curve, bytes, self.gbs)
+    }
+
+    /// The bandwidth of the smallest working set of the warm-cache curve at least as large as
+    /// `bytes`, never below the sustained [`gbs`](Self::gbs): what a kernel that reuses its
+    /// buffers launch after launch can reach (the anti-cheat check's allowance).
+    pub fn warm_gbs_for(&self, bytes: f64) -> f64 {
+        at_working_set(&self.curve, bytes, self.gbs)
     }
 
     /// Peaks from the backend's estimates, when it has both.
@@ -682,6 +808,7 @@ impl Peaks {
             check_gflops: gflops,
             check_gbs: gbs,
             curve: Vec::new(),
+            timed_curve: Vec::new(),
         })
     }
 
@@ -701,7 +828,8 @@ impl Peaks {
     /// or the margin over its working set's measured bandwidth when that is higher (data in
     /// a cache moves faster than the sustained figure).
     pub fn check_gbs_for(&self, bytes: f64) -> f64 {
-        self.check_gbs.max(self.gbs_for(bytes) * ANTI_CHEAT_MARGIN)
+        self.check_gbs
+            .max(self.warm_gbs_for(bytes).max(self.gbs_for(bytes)) * ANTI_CHEAT_MARGIN)
     }
 }
 
@@ -767,6 +895,7 @@ mod tests {
             measured_unix: 0,
             load_per_cpu: None,
             bandwidth_curve: Vec::new(),
+            timed_curve: Vec::new(),
         }
     }
 
@@ -883,13 +1012,39 @@ mod tests {
         assert_eq!(peaks().gbs_for(1e3), 10.0);
     }
 
+    /// With a timed curve, the roofline takes the bandwidth the evaluator's rotated timing
+    /// allows, while the anti-cheat check keeps the warm curve's (the higher) allowance.
+    #[test]
+    fn the_timed_curve_sets_the_roofline_and_the_warm_one_the_check() {
+        let mut c = characterisation();
+        let point = |bytes: f64, gbs: f64| BandwidthPoint { bytes, gbs };
+        c.bandwidth_curve = vec![point(2e6, 80.0), point(32e6, 60.0), point(128e6, 9.0)];
+        c.timed_curve = vec![point(2e6, 70.0), point(32e6, 20.0), point(128e6, 8.0)];
+        let p = Peaks::measured(&c, &facts());
+        assert_eq!(p.gbs_for(30e6), 20.0);
+        assert_eq!(p.warm_gbs_for(30e6), 60.0);
+        assert_eq!(p.gbs_for(1e9), 10.0, "never below the sustained figure");
+        let w = Work {
+            flops: 1e6,
+            bytes: 30e6,
+        };
+        // 30 MB in 1.5 ms: 20 GB/s, all of the timed roofline (a third of the warm one's).
+        let point = roofline_point(&w, 1.5e-3, &p).unwrap();
+        assert!((point.fraction - 1.0).abs() < 1e-9, "{point:?}");
+        assert_eq!(p.check_gbs_for(30e6), 90.0);
+    }
+
     #[test]
     fn cache_round_trip_is_keyed_by_driver() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub").join(CACHE_FILE);
         let mut facts = DeviceFacts::unknown("dev");
         facts.driver_version = "1.0".into();
-        let c = characterisation();
+        let mut c = characterisation();
+        c.timed_curve = vec![BandwidthPoint {
+            bytes: 1e6,
+            gbs: 5.0,
+        }];
         store_in(&path, &c).unwrap();
         assert_eq!(cached_in(&path, "opencl", &facts), Some(c));
         assert_eq!(cached_in(&path, "sycl", &facts), None);

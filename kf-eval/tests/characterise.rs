@@ -121,6 +121,10 @@ fn the_cache_file_is_written_atomically_and_read_back() {
             bytes: 128.0,
             gbs: 1.0,
         }],
+        timed_curve: vec![characterise::BandwidthPoint {
+            bytes: 128.0,
+            gbs: 0.5,
+        }],
     };
     characterise::store_in(&path, &c).unwrap();
     // Only the file itself is left: the temporary one was renamed over it.
@@ -131,5 +135,15 @@ fn the_cache_file_is_written_atomically_and_read_back() {
     assert_eq!(names, [std::ffi::OsString::from(characterise::CACHE_FILE)]);
     let mut facts = kf_core::DeviceFacts::unknown("d");
     facts.driver_version = "7".into();
-    assert_eq!(characterise::cached_in(&path, "opencl", &facts), Some(c));
+    assert_eq!(
+        characterise::cached_in(&path, "opencl", &facts),
+        Some(c.clone())
+    );
+    // An entry measured before the timed curve existed is stale: measured again, not used.
+    let stale = Characterisation {
+        timed_curve: Vec::new(),
+        ..c
+    };
+    characterise::store_in(&path, &stale).unwrap();
+    assert_eq!(characterise::cached_in(&path, "opencl", &facts), None);
 }
