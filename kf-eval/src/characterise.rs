@@ -781,14 +781,21 @@ impl Peaks {
     /// The bandwidth a task moving `bytes` per run can reach as the evaluator times it: that
     /// of the smallest working set of the [timed curve](Self::timed_curve) at least as large
     /// (so a task whose rotated copies fit a cache level gets that level's bandwidth, and one
-    /// between two points the lower one's), never below the sustained [`gbs`](Self::gbs);
-    /// the warm curve's where no timed curve was measured ([`warm_gbs_for`](Self::warm_gbs_for));
-    /// just `gbs` without either.
+    /// between two points the lower one's), the largest one's for a larger task; the warm
+    /// curve's where no timed curve was measured ([`warm_gbs_for`](Self::warm_gbs_for)); just
+    /// `gbs` without either. (Not floored by the warm sustained [`gbs`](Self::gbs): that is a
+    /// different measurement, of buffers reused launch after launch.)
     pub fn gbs_for(&self, bytes: f64) -> f64 {
-        if self.timed_curve.is_empty() {
-            return self.warm_gbs_for(bytes);
+        match self.timed_curve.last() {
+            Some(largest) => {
+                self.timed_curve
+                    .iter()
+                    .find(|p| p.bytes >= bytes)
+                    .unwrap_or(largest)
+                    .gbs
+            }
+            None => self.warm_gbs_for(bytes),
         }
-        at_working_set(&self.timed_curve, bytes, self.gbs)
     }
 
     /// The bandwidth of the smallest working set of the warm-cache curve at least as large as
@@ -1023,7 +1030,7 @@ mod tests {
         let p = Peaks::measured(&c, &facts());
         assert_eq!(p.gbs_for(30e6), 20.0);
         assert_eq!(p.warm_gbs_for(30e6), 60.0);
-        assert_eq!(p.gbs_for(1e9), 10.0, "never below the sustained figure");
+        assert_eq!(p.gbs_for(1e9), 8.0, "the largest timed working set's");
         let w = Work {
             flops: 1e6,
             bytes: 30e6,
