@@ -5,7 +5,11 @@
 # time, SYCL/OpenCL ratio of the bests) and the machine's load before each run.
 #
 #   scripts/bench-sycl-vs-opencl.sh [--task gemm|softmax|both] [--sizes 512,1024]
-#       [--evaluations 60] [--seeds 0] [--out target/sycl-vs-opencl]
+#       [--evaluations 60] [--seeds 0] [--time SECONDS] [--out target/sycl-vs-opencl]
+#
+# --time sets both runs' wall-clock limit (default: the examples' own, 9 minutes for gemm and 5
+# for softmax), so that a SYCL run, whose kernels take seconds each to build, gets the same
+# candidate budget as the OpenCL one instead of being stopped by the clock first.
 #
 # Needs the release examples (built here if missing: cargo build --release --examples) and the
 # OpenCL and SYCL runtimes (scripts/setup.sh --opencl --sycl). Run folders go under --out (git-ignored under target/).
@@ -14,13 +18,14 @@ LOG_TAG=bench-sycl-vs-opencl
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 
-task=both sizes=512,1024 evaluations=60 seeds=0 out=target/sycl-vs-opencl
+task=both sizes=512,1024 evaluations=60 seeds=0 time= out=target/sycl-vs-opencl
 while [ $# -gt 0 ]; do
     case "$1" in
         --task) task=$2; shift 2 ;;
         --sizes) sizes=$2; shift 2 ;;
         --evaluations) evaluations=$2; shift 2 ;;
         --seeds) seeds=$2; shift 2 ;;
+        --time) time=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
         *) help_or_unknown "$1" ;;
     esac
@@ -44,6 +49,7 @@ for example in $tasks; do
                 echo "== $example $arg seed $seed $backend (load $load)" >&2
                 "target/release/examples/$example" --backend "$backend" --size "$arg" \
                     --evaluations "$evaluations" --seed "$seed" --out "$dir" --no-progress \
+                    ${time:+--time "$time"} \
                     >"$dir.log" 2>&1 || echo "   (exit status $?; see $dir.log)" >&2
                 printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$example" "$arg" "$seed" "$backend" "$load" \
                     "$dir/report.json" >>"$rows"

@@ -15,7 +15,8 @@
 //!   `sycl.hpp`, see [`SyclBackend::prepare_source`]); compile errors are
 //!   [`SyclError::Compile`] carrying clang's diagnostics, for a mutator to read. See
 //!   [`SyclBackend`] for the conventions.
-//! * A build takes seconds (the runtime compiler parses `sycl.hpp`), so built kernel bundles are
+//! * A build takes seconds (the runtime compiler parses `sycl.hpp`; its precompiled form,
+//!   kept in the cache's `pch/` folder, saves most of that after the first build), so built kernel bundles are
 //!   serialised (SYCLBIN) into a persistent cache ([`BundleCache`]) keyed by source, options,
 //!   entry, device, driver and runtime version, and kept in memory per backend.
 //! * Buffers are USM device allocations (offsets by pointer arithmetic); launches are timed with
@@ -46,7 +47,8 @@ mod ffi;
 pub mod runtime;
 
 pub use backend::{
-    PreparedSource, SyclBackend, SyclBackendBuilder, SyclBuffer, SyclKernel, PARAMS_HEADER,
+    PreparedSource, SyclBackend, SyclBackendBuilder, SyclBuffer, SyclKernel, NO_PCH_ENV,
+    PARAMS_HEADER, PREAMBLE,
 };
 pub use cache::{BundleCache, EntryMeta};
 pub use device::{list_devices, DeviceInfo, KF_SYCL_DEVICE};

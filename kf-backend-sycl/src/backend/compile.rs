@@ -57,8 +57,14 @@ impl SyclBackend {
             }
         }
         match result {
-            Ok(built) => Ok((built, registered)),
-            Err(f) if f.code == KFS_COMPILE => Err(compile_failure(entry, f)),
+            Ok(mut built) => {
+                built.log = source.kernel_lines(&built.log);
+                Ok((built, registered))
+            }
+            Err(mut f) if f.code == KFS_COMPILE => {
+                f.message = source.kernel_lines(&f.message);
+                Err(compile_failure(entry, f))
+            }
             Err(f) => Err(f.into_error("building SYCL source")),
         }
     }
@@ -145,7 +151,28 @@ pub(super) fn compile_error(entry: &str, reason: impl Into<String>) -> SyclError
     }
 }
 
+/// The variable that turns the precompiled preamble off (`KF_SYCL_NO_PCH=1`).
+pub const NO_PCH_ENV: &str = "KF_SYCL_NO_PCH";
+
 impl SyclBackend {
+    /// The runtime compiler's option for a precompiled [`PREAMBLE`](super::rewrite::PREAMBLE):
+    /// kept on disk in the compile cache's `pch/` folder (shared by every worker process and
+    /// later runs), or in memory for this process without a cache; `None` when
+    /// [`NO_PCH_ENV`] is set. Not part of the cache key: it changes how fast a kernel is
+    /// built, not what is built.
+    fn precompiled_preamble_option(&self) -> Option<String> {
+        if std::env::var_os(NO_PCH_ENV).is_some_and(|v| !v.is_empty() && v != "0") {
+            return None;
+        }
+        let dir = self.cache.as_ref().map(|c| c.dir().join("pch"));
+        Some(match dir {
+            Some(dir) if std::fs::create_dir_all(&dir).is_ok() => {
+                format!("--persistent-auto-pch={}", dir.display())
+            }
+            _ => "--auto-pch".to_owned(),
+        })
+    }
+
     pub(super) fn compile_kernel(
         &self,
         source: &KernelSource,
@@ -213,8 +240,8 @@ impl SyclBackend {
             base_facts.extra.insert(
                 "definitions".into(),
                 format!(
-                    "#define lines in the virtual header {PARAMS_HEADER}, after <sycl/sycl.hpp> \
-                     (see SyclBackend::prepare_source)"
+                    "#define lines in the virtual header {PARAMS_HEADER}, included after \
+                     <sycl/sycl.hpp> (see SyclBackend::prepare_source)"
                 ),
             );
         }
@@ -247,7 +274,20 @@ impl SyclBackend {
             }
         }
 
-        let (built, registered) = self.build_program(&prepared, &build_options, entry)?;
+        let (built, registered) = match self.precompiled_preamble_option() {
+            Some(pch) => {
+                let with_pch: Vec<String> = build_options.iter().cloned().chain([pch]).collect();
+                match self.build_program(&prepared, &with_pch, entry) {
+                    // A runtime whose compiler lacks (or fails at) precompiled preambles builds
+                    // without one.
+                    Err(e) if e.to_string().to_ascii_lowercase().contains("pch") => {
+                        self.build_program(&prepared, &build_options, entry)?
+                    }
+                    other => other?,
+                }
+            }
+            None => self.build_program(&prepared, &build_options, entry)?,
+        };
         let build_seconds = started.elapsed().as_secs_f64();
         let info = self.kernel_info(&built.program);
         let mut facts = base_facts;

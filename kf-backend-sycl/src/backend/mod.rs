@@ -26,12 +26,11 @@ mod rewrite;
 
 #[cfg(test)]
 use compile::compile_failure;
+pub use compile::NO_PCH_ENV;
 #[cfg(test)]
 use launch::choose_local;
-#[cfg(test)]
-use rewrite::is_sycl_hpp_include;
 use rewrite::{is_entry_name, known_crasher, mentions_extern_c};
-pub use rewrite::{PreparedSource, PARAMS_HEADER};
+pub use rewrite::{PreparedSource, PARAMS_HEADER, PREAMBLE};
 
 const LANGUAGES: [Language; 1] = [Language::Sycl];
 
@@ -121,8 +120,9 @@ impl SyclBackendBuilder {
 ///   of `n` bytes; static local memory is `sycl::ext::oneapi::experimental::work_group_static`
 ///   (`group_local_memory` crashes this runtime's kernel compiler and is refused);
 /// * parameters arrive as definitions (`#define NAME value`) that the SYCL headers do not see:
-///   the kernel's `#include <sycl/sycl.hpp>` line is replaced by a virtual header holding that
-///   include and the definitions (see [`SyclBackend::prepare_source`] for why not `-D`);
+///   `<sycl/sycl.hpp>` is included first, then a virtual header holding the definitions, then
+///   the kernel's own text (see [`SyclBackend::prepare_source`] for why not `-D`); the headers'
+///   precompiled form is shared by every kernel (`KF_SYCL_NO_PCH=1` turns that off);
 ///   compiler flags from [`CompileOptions`] are passed as build options.
 ///
 /// ```
@@ -480,22 +480,29 @@ mod tests {
         let p = SyclBackend::prepare_source(src, &params).unwrap();
         assert_eq!(
             p.text,
-            "// gemm\n#include \"kernelfoundry_params.h\"\nvoid k();\n"
+            format!("{PREAMBLE}#include \"kernelfoundry_params.h\"\n#line 1\n{src}")
         );
         assert_eq!(
             p.params_header.as_deref(),
-            Some("#include <sycl/sycl.hpp>\n#define TS 16\n#define T unsigned int\n")
+            Some("#define TS 16\n#define T unsigned int\n")
         );
-        let bare = SyclBackend::prepare_source("void k();", &params).unwrap();
-        assert_eq!(bare.text, "#include \"kernelfoundry_params.h\"\nvoid k();");
+        // The compiler's locations count the prepared text's lines; the log names the kernel's.
+        assert_eq!(
+            p.kernel_lines(
+                "rtc_0.cpp:11:12: error: x\n    7 | y\nrtc_12.cpp:3:1: rtc_ rtc_9.cpp:x"
+            ),
+            "rtc_0.cpp:7:12: error: x\n    7 | y\nrtc_12.cpp:3:1: rtc_ rtc_9.cpp:x"
+        );
+        // Without parameters only the preamble and the line marker come first.
         let none = SyclBackend::prepare_source("k", &ParamValues::new()).unwrap();
-        assert_eq!((none.text.as_str(), none.params_header), ("k", None));
+        assert_eq!(
+            (none.text, none.params_header),
+            (format!("{PREAMBLE}#line 1\nk"), None)
+        );
         let bad = ParamValues::new().with("1X", 1i64);
         assert!(SyclBackend::prepare_source("k", &bad).is_err());
         let bad = ParamValues::new().with("X", "a\nb");
         assert!(SyclBackend::prepare_source("k", &bad).is_err());
-        assert!(is_sycl_hpp_include("  #  include <sycl/sycl.hpp>\r\n"));
-        assert!(!is_sycl_hpp_include("#include <sycl/sycl.hpp> extra"));
         let flags = CompileOptions {
             flags: vec!["-O3".into()],
             arch: None,
