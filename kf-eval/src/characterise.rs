@@ -137,7 +137,7 @@ pub struct Characterisation {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bandwidth_curve: Vec<BandwidthPoint>,
     /// The copy kernel's bandwidth at the same working sets, timed the way the evaluator times
-    /// a candidate ([`crate::protocol`]): [`TimingConfig::rotation`] copies of its buffers
+    /// a candidate: [`TimingConfig::rotation`] copies of its buffers
     /// cycled across launches (so a launch finds in cache only what fits beside the other
     /// copies) and the output refilled from the host before each launch. This is what a
     /// memory-bound candidate can reach under the evaluator's timing, so it is the roofline's
@@ -146,7 +146,7 @@ pub struct Characterisation {
     /// 42 GB/s rotated on a 2-core EPYC with a 32 MiB L3). A cache without it (written before
     /// it was measured) counts as stale ([`cached_in`]).
     ///
-    /// [`TimingConfig::rotation`]: crate::protocol::TimingConfig::rotation
+    /// [`TimingConfig::rotation`]: crate::TimingConfig::rotation
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timed_curve: Vec<BandwidthPoint>,
 }
@@ -625,7 +625,7 @@ fn timed_curve<B: Backend>(
     width: usize,
     reps: u32,
 ) -> Result<Vec<BandwidthPoint>, CharacteriseError> {
-    let rotation = crate::protocol::TimingConfig::default().rotation;
+    let rotation = crate::rotation::DEFAULT_ROTATION;
     let mut out = Vec::new();
     for point in warm {
         // Bytes moved are read + written: one buffer each way.
@@ -635,7 +635,7 @@ fn timed_curve<B: Backend>(
             continue;
         }
         let buffer_bytes = elements * 4;
-        let copies = crate::protocol::rotation_copies(2 * buffer_bytes, rotation);
+        let copies = crate::rotation::rotation_copies(2 * buffer_bytes, rotation);
         let zeros = vec![0u8; buffer_bytes];
         let mut sets = Vec::with_capacity(copies);
         for i in 0..copies {

@@ -30,6 +30,7 @@ mod isolate;
 pub mod kernels;
 mod profile;
 mod protocol;
+mod rotation;
 pub mod taskfile;
 pub mod tasks;
 pub mod verify;

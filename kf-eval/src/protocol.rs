@@ -58,22 +58,6 @@ fn every_evaluation() -> u32 {
     1
 }
 
-/// The most bytes the rotated copies of a task's buffers may take together; a larger task is
-/// timed on one copy.
-pub(crate) const ROTATION_LIMIT_BYTES: usize = 512 << 20;
-
-/// How many copies of its buffers a task of `bytes_per_copy` is timed over with
-/// [`TimingConfig::rotation`] `rotation`: each trial reads the inputs of the next copy, so a
-/// trial finds in cache only what fits beside the other copies (the device characterisation
-/// times its copy kernel the same way: [`crate::characterise::Characterisation::timed_curve`]).
-pub(crate) fn rotation_copies(bytes_per_copy: usize, rotation: usize) -> usize {
-    if bytes_per_copy.saturating_mul(rotation) <= ROTATION_LIMIT_BYTES {
-        rotation.max(1)
-    } else {
-        1
-    }
-}
-
 /// Evaluations that reuse an input set in [`EvalConfig::for_tuning`].
 pub const TUNING_REUSE_INPUTS: u32 = 32;
 
@@ -90,7 +74,7 @@ impl Default for TimingConfig {
             max_seconds: 3.0,
             baseline_trials: 3,
             baseline_window: 15,
-            rotation: 3,
+            rotation: crate::rotation::DEFAULT_ROTATION,
             flush_caches: false,
             baseline_every: 1,
             early_stop: None,
@@ -1083,7 +1067,7 @@ impl<B: Backend> KernelEvaluator<B> {
         let backend = &self.backend;
         let specs = p.task.buffers();
         let bytes_per_copy: usize = specs.iter().map(BufferSpec::bytes).sum();
-        let copies = rotation_copies(bytes_per_copy, t.rotation);
+        let copies = crate::rotation::rotation_copies(bytes_per_copy, t.rotation);
         // Copy 0 is the verified set itself; the others hold the same data in other memory.
         let mut sets: Vec<Vec<Guarded<B::Buffer>>> = vec![std::mem::take(&mut p.buffers)];
         for _ in 1..copies {
