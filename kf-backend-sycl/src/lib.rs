@@ -15,10 +15,10 @@
 //!   `sycl.hpp`, see [`SyclBackend::prepare_source`]); compile errors are
 //!   [`SyclError::Compile`] carrying clang's diagnostics, for a mutator to read. See
 //!   [`SyclBackend`] for the conventions.
-//! * A build takes seconds (the runtime compiler parses `sycl.hpp`; its precompiled form,
-//!   kept in the cache's `pch/` folder, saves most of that after the first build), so built kernel bundles are
-//!   serialised (SYCLBIN) into a persistent cache ([`BundleCache`]) keyed by source, options,
-//!   entry, device, driver and runtime version, and kept in memory per backend.
+//! * A build takes seconds (the runtime compiler parses `sycl.hpp`; its precompiled form, kept
+//!   in the cache's `pch/` folder, saves most of that after the first build), so built kernel
+//!   bundles are serialised (SYCLBIN) into a persistent cache ([`BundleCache`]) keyed by source,
+//!   options, entry, device, driver and runtime version, and kept in memory per backend.
 //! * Buffers are USM device allocations (offsets by pointer arithmetic); launches are timed with
 //!   profiling events; local-memory arguments are `sycl::local_accessor<char, 1>`;
 //!   [`kf_core::Backend::flush_caches`] overwrites a scratch buffer.

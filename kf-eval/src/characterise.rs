@@ -530,24 +530,8 @@ pub fn measure<B: Backend>(
     let range = NdRange::new([n / width], [LOCAL]);
     let copy = compile("copy", "kf_copy", kernels.copy)?;
     // Copies the first `elements` floats of buffer 1 into buffer 0.
-    let launch_copy = |elements: usize| -> Result<f64, CharacteriseError> {
-        let vectors = i32::try_from(elements / width).map_err(|e| backend_err("stream size", e))?;
-        let args = [
-            KernelArg::Buffer {
-                buffer: &bufs[0],
-                offset: 0,
-            },
-            KernelArg::Buffer {
-                buffer: &bufs[1],
-                offset: 0,
-            },
-            KernelArg::I32(vectors),
-        ];
-        backend
-            .launch(&copy, &args, &NdRange::new([elements / width], [LOCAL]))
-            .map(|t| t.device_seconds)
-            .map_err(|e| backend_err("launching the copy micro-kernel", e))
-    };
+    let launch_copy =
+        |elements: usize| copy_once(backend, &copy, &bufs[0], &bufs[1], elements, width);
     let copy_s = best_of("copy", &mut || launch_copy(n))?;
     let triad = compile("triad", "kf_triad", kernels.triad)?;
     let triad_s = best_of("triad", &mut || {
@@ -615,6 +599,34 @@ pub fn measure<B: Backend>(
     })
 }
 
+/// One launch of the copy micro-kernel: the first `elements` floats of `src` into `dst`, in
+/// vectors of `width`; its device seconds.
+fn copy_once<B: Backend>(
+    backend: &B,
+    copy: &B::Kernel,
+    dst: &B::Buffer,
+    src: &B::Buffer,
+    elements: usize,
+    width: usize,
+) -> Result<f64, CharacteriseError> {
+    let vectors = i32::try_from(elements / width).map_err(|e| backend_err("stream size", e))?;
+    let args = [
+        KernelArg::Buffer {
+            buffer: dst,
+            offset: 0,
+        },
+        KernelArg::Buffer {
+            buffer: src,
+            offset: 0,
+        },
+        KernelArg::I32(vectors),
+    ];
+    backend
+        .launch(copy, &args, &NdRange::new([elements / width], [LOCAL]))
+        .map(|t| t.device_seconds)
+        .map_err(|e| backend_err("launching the copy micro-kernel", e))
+}
+
 /// The copy kernel timed at each working set of `warm` the way the evaluator times a candidate
 /// (see [`Characterisation::timed_curve`]): fresh buffers per rotation copy, each launch on the
 /// next copy after its output was refilled from the host; the fastest of `reps` rounds counts.
@@ -637,14 +649,14 @@ fn timed_curve<B: Backend>(
         let buffer_bytes = elements * 4;
         let copies = crate::rotation::rotation_copies(2 * buffer_bytes, rotation);
         let zeros = vec![0u8; buffer_bytes];
+        let ones: Vec<u8> = std::iter::repeat_n(1.0f32.to_ne_bytes(), elements)
+            .flatten()
+            .collect();
         let mut sets = Vec::with_capacity(copies);
         for i in 0..copies {
             let mut src = backend
                 .alloc(buffer_bytes)
                 .map_err(|e| backend_err(format!("allocating rotation copy {i}"), e))?;
-            let ones: Vec<u8> = std::iter::repeat_n(1.0f32.to_ne_bytes(), elements)
-                .flatten()
-                .collect();
             backend
                 .write(&mut src, &ones)
                 .map_err(|e| backend_err("writing a rotation copy", e))?;
@@ -653,33 +665,14 @@ fn timed_curve<B: Backend>(
                 .map_err(|e| backend_err(format!("allocating rotation copy {i}"), e))?;
             sets.push((dst, src));
         }
-        let mut next = 0usize;
         let mut best = f64::INFINITY;
         // One warm-up round, then `reps` rounds over every copy.
         for round in 0..=reps {
-            for _ in 0..copies {
-                let (dst, src) = &mut sets[next % copies];
-                next += 1;
+            for (dst, src) in &mut sets {
                 backend
                     .write(dst, &zeros)
                     .map_err(|e| backend_err("refilling a rotation copy's output", e))?;
-                let vectors =
-                    i32::try_from(elements / width).map_err(|e| backend_err("stream size", e))?;
-                let args = [
-                    KernelArg::Buffer {
-                        buffer: &*dst,
-                        offset: 0,
-                    },
-                    KernelArg::Buffer {
-                        buffer: &*src,
-                        offset: 0,
-                    },
-                    KernelArg::I32(vectors),
-                ];
-                let t = backend
-                    .launch(copy, &args, &NdRange::new([elements / width], [LOCAL]))
-                    .map(|l| l.device_seconds)
-                    .map_err(|e| backend_err("launching the copy micro-kernel", e))?;
+                let t = copy_once(backend, copy, dst, src, elements, width)?;
                 if round > 0 && t.is_finite() && t > 0.0 {
                     best = best.min(t);
                 }
