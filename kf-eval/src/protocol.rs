@@ -61,8 +61,10 @@ fn every_evaluation() -> u32 {
 /// Evaluations that reuse an input set in [`EvalConfig::for_tuning`].
 pub const TUNING_REUSE_INPUTS: u32 = 32;
 
-/// How often [`EvalConfig::for_tuning`] re-measures the baseline, in evaluations.
-pub const TUNING_BASELINE_EVERY: u32 = 8;
+/// How often [`EvalConfig::for_tuning`] re-measures the baseline, in evaluations. In a tuning
+/// run the baseline only feeds the reported speedups (strategies compare times), so a window
+/// median at most 15 evaluations old is enough.
+pub const TUNING_BASELINE_EVERY: u32 = 16;
 
 impl Default for TimingConfig {
     fn default() -> Self {
@@ -127,13 +129,16 @@ impl EvalConfig {
     /// re-checked, roofline), with two costs shared across the run's evaluations: an input set
     /// and its reference serve up to [`TUNING_REUSE_INPUTS`] evaluations of one worker, and
     /// the baseline is re-measured every [`TUNING_BASELINE_EVERY`]-th evaluation (its rolling
-    /// window's median stands in between). Add [`TimingConfig::early_stop`] per evaluation
-    /// to stop timing clearly slower configurations.
+    /// window's median stands in between). One warm-up launch, as in a search: verification
+    /// has just launched the kernel on the same data at the task's sizes. Add
+    /// [`TimingConfig::early_stop`] per evaluation to stop timing clearly slower
+    /// configurations.
     pub fn for_tuning() -> Self {
         let mut config = EvalConfig {
             reuse_inputs: TUNING_REUSE_INPUTS,
             ..EvalConfig::default()
         };
+        config.timing.warmup = 1;
         config.timing.baseline_every = TUNING_BASELINE_EVERY;
         config
     }

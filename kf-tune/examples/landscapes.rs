@@ -12,11 +12,14 @@
 //! cargo run --release -p kf-tune --example landscapes -- [--seeds 10] [--seed0 0] \
 //!     [--strategies default,random,...] [--budgets 0.005,0.01,0.02,0.05] [--only NAME] \
 //!     [--dir tuning-spaces] [--shared ../shared/tuning-spaces] [--no-synthetic] [--threads 2] \
-//!     [--write-kt DIR]
+//!     [--write-kt DIR] [--json FILE]
 //! ```
 //!
-//! `--write-kt DIR` writes the synthetic instances of the first seed as Kernel Tuner cache files
-//! (for Kernel Tuner's simulation mode) and exits.
+//! `--write-kt DIR` writes the synthetic instances of every seed as Kernel Tuner cache files
+//! (`KIND_SEED.json`, for Kernel Tuner's simulation mode: `scripts/bench-landscapes-vs-kt.sh`)
+//! and exits. `--json FILE` also writes every cell's per-seed scores as JSON
+//! (`{"cells": [{"landscape", "budget", "valid", "strategy", "scores"}]}`), the form
+//! `scripts/kt_landscapes.py` writes Kernel Tuner's in.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -78,6 +81,7 @@ struct Options {
     synthetic: bool,
     threads: usize,
     write_kt: Option<PathBuf>,
+    json: Option<PathBuf>,
 }
 
 fn parse() -> Result<Options, Box<dyn std::error::Error>> {
@@ -99,6 +103,7 @@ fn parse() -> Result<Options, Box<dyn std::error::Error>> {
         synthetic: true,
         threads: 2,
         write_kt: None,
+        json: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -120,6 +125,7 @@ fn parse() -> Result<Options, Box<dyn std::error::Error>> {
             "--no-synthetic" => o.synthetic = false,
             "--threads" => o.threads = value()?.parse()?,
             "--write-kt" => o.write_kt = Some(PathBuf::from(value()?)),
+            "--json" => o.json = Some(PathBuf::from(value()?)),
             other => return Err(format!("unknown argument {other}").into()),
         }
     }
@@ -191,9 +197,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(dir) = &o.write_kt {
         std::fs::create_dir_all(dir)?;
         for kind in LandscapeKind::ALL {
-            let path = dir.join(format!("{}_{}.json", kind.as_str(), o.seed0));
-            kind.build(o.seed0).write(&path)?;
-            println!("{}", path.display());
+            for seed in o.seed0..o.seed0 + o.seeds {
+                let path = dir.join(format!("{}_{seed}.json", kind.as_str()));
+                kind.build(seed).write(&path)?;
+                println!("{}", path.display());
+            }
         }
         return Ok(());
     }
@@ -221,6 +229,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("|---|---|{}", "---|".repeat(o.strategies.len()));
     // Per strategy: every cell's mean, to compare over the whole benchmark.
     let mut cell_means: Vec<Vec<f64>> = vec![Vec::new(); o.strategies.len()];
+    let mut json_cells = Vec::new();
     let mut behind: Vec<String> = Vec::new();
     for land in &landscapes {
         let valid = land.replay_for(o.seed0)?.valid();
@@ -271,6 +280,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
                 let scores = scores.into_inner().map_err(|e| e.to_string())?;
                 let (m, sd) = mean_sd(&scores);
+                json_cells.push(serde_json::json!({
+                    "landscape": land.name,
+                    "budget": fraction,
+                    "valid": valid,
+                    "strategy": name,
+                    "scores": scores,
+                }));
                 cell_means[si].push(m);
                 means.push(m);
                 row.push_str(&format!(" {m:.3} ± {sd:.3} |"));
@@ -317,6 +333,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             cell_means.first().map_or(0, Vec::len),
             if behind.is_empty() { String::new() } else { format!(":\n  {}", behind.join("\n  ")) }
         );
+    }
+    if let Some(path) = &o.json {
+        let doc = serde_json::json!({ "tool": "kf-tune", "cells": json_cells });
+        std::fs::write(path, serde_json::to_string_pretty(&doc)?)?;
     }
     println!(
         "\n{} seeds from {}; {:.1} s",

@@ -4,7 +4,7 @@ use std::collections::HashSet;
 
 use rand::seq::SliceRandom;
 
-use super::base::{initial_design, log_time, Strategy};
+use super::base::{initial_design, log_time, space_filling, Strategy};
 use super::bayes::BayesOpt;
 use super::forest_search::ForestSearch;
 use crate::ctx::Ctx;
@@ -13,7 +13,8 @@ use crate::space::{Neighbourhood, Point};
 /// The default strategy: two surrogate models of the space, chosen by how well each predicts
 /// the results, then an exhaustive best-first local search around the best configurations.
 ///
-/// * A small uniform random sample (about √budget configurations, 3 to 20) starts the search.
+/// * A small space-filling sample (about √budget configurations, 3 to 20, each the farthest
+///   from those seen among a few random ones) starts the search.
 /// * Then, at every step, both a random-forest search ([`ForestSearch`]: trees over value
 ///   indices and power-of-two alignment, expected improvement over random configurations,
 ///   neighbourhoods of the best ones and crossovers of them) and Gaussian-process Bayesian
@@ -174,7 +175,7 @@ impl Strategy for Auto {
 
     fn ask(&mut self, ctx: &mut Ctx<'_>) -> Option<Point> {
         if ctx.history.len() < initial_design(ctx.budget) || ctx.history.best().is_none() {
-            return ctx.random_unseen();
+            return space_filling(ctx);
         }
         if (ctx.left() as f64) <= self.polish * ctx.budget as f64 {
             self.pending = None;

@@ -43,6 +43,35 @@ pub(crate) fn initial_design(budget: usize) -> usize {
     ((budget as f64).sqrt().ceil() as usize).clamp(3, 20)
 }
 
+/// A space-filling initial design: among a few random unseen configurations, the one farthest
+/// from everything seen.
+pub(crate) fn space_filling(ctx: &mut Ctx<'_>) -> Option<Point> {
+    let seen: Vec<Vec<f64>> = ctx
+        .history
+        .entries()
+        .iter()
+        .map(|(p, _)| ctx.space.features(p))
+        .collect();
+    let mut best: Option<(Point, f64)> = None;
+    for _ in 0..24 {
+        let Some(p) = ctx.random_unseen() else { break };
+        let f = ctx.space.features(&p);
+        let d = seen
+            .iter()
+            .map(|s| {
+                s.iter()
+                    .zip(&f)
+                    .map(|(a, b)| (a - b) * (a - b))
+                    .sum::<f64>()
+            })
+            .fold(f64::INFINITY, f64::min);
+        if best.as_ref().is_none_or(|(_, bd)| d > *bd) {
+            best = Some((p, d));
+        }
+    }
+    best.map(|(p, _)| p)
+}
+
 /// Alignment features of a space: for each integer parameter with at least three values whose
 /// power-of-two factors neither stay constant nor follow the value index, the factor (capped at
 /// 15) of each of its values. GPU kernels often care more about whether a size is a multiple of

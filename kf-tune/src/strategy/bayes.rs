@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use rand::seq::IndexedRandom;
 
-use super::base::{alignment, initial_design, log_time, Strategy};
+use super::base::{alignment, initial_design, log_time, space_filling, Strategy};
 use super::gp::{expected_improvement, fit, CandidateGp, Hyper};
 use crate::ctx::Ctx;
 use crate::space::{Point, Space};
@@ -304,35 +304,6 @@ impl Surrogate {
             .map(|g| g.hyper().log_ls.iter().map(|l| l.exp()).collect())
             .unwrap_or_default()
     }
-}
-
-/// A space-filling initial design: among a few random unseen configurations, the one farthest
-/// from everything seen.
-pub(crate) fn space_filling(ctx: &mut Ctx<'_>) -> Option<Point> {
-    let seen: Vec<Vec<f64>> = ctx
-        .history
-        .entries()
-        .iter()
-        .map(|(p, _)| ctx.space.features(p))
-        .collect();
-    let mut best: Option<(Point, f64)> = None;
-    for _ in 0..24 {
-        let Some(p) = ctx.random_unseen() else { break };
-        let f = ctx.space.features(&p);
-        let d = seen
-            .iter()
-            .map(|s| {
-                s.iter()
-                    .zip(&f)
-                    .map(|(a, b)| (a - b) * (a - b))
-                    .sum::<f64>()
-            })
-            .fold(f64::INFINITY, f64::min);
-        if best.as_ref().is_none_or(|(_, bd)| d > *bd) {
-            best = Some((p, d));
-        }
-    }
-    best.map(|(p, _)| p)
 }
 
 /// Bayesian optimisation: a space-filling initial design, then the unseen candidate with the
