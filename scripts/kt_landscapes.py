@@ -33,8 +33,52 @@ import warnings
 from contextlib import redirect_stdout
 from pathlib import Path
 
+import signal
+
 import numpy as np
 from kernel_tuner import tune_kernel
+from kernel_tuner.runners.simulation import SimulationRunner
+
+# Some Kernel Tuner strategies can loop forever once every configuration they would propose
+# has been seen (revisits cost no evaluation), e.g. greedy_ils on a 158-configuration space.
+# A run that asks this many times in a row without reaching a new configuration, or that runs
+# longer than RUN_SECONDS, is stopped and scored by what it had evaluated.
+STALL_ASKS = 20000
+RUN_SECONDS = 900
+
+# Every result the simulation runner returned in the current run (see run_one), the distinct
+# configurations among them, and the asks since the last new one.
+_SEEN = []
+_DISTINCT = set()
+_SINCE_NEW = [0]
+_ORIGINAL_RUN = SimulationRunner.run
+
+
+def _recording_run(self, parameter_space, tuning_options):
+    results = _ORIGINAL_RUN(self, parameter_space, tuning_options)
+    _SEEN.extend(results)
+    before = len(_DISTINCT)
+    keys = list(tuning_options.tune_params)
+    _DISTINCT.update(tuple(r.get(k) for k in keys) for r in results if r)
+    _SINCE_NEW[0] = 0 if len(_DISTINCT) > before else _SINCE_NEW[0] + 1
+    if _SINCE_NEW[0] >= STALL_ASKS:
+        raise RunTimeout()
+    return results
+
+
+SimulationRunner.run = _recording_run
+
+
+class RunTimeout(BaseException):
+    """Raised by the alarm; a BaseException so that no `except Exception` inside Kernel Tuner
+    swallows it."""
+
+
+def _alarm(_signum, _frame):
+    raise RunTimeout()
+
+
+signal.signal(signal.SIGALRM, _alarm)
 
 
 def read_cache(path):
@@ -69,25 +113,35 @@ def run_one(cache_path, data, strategy, budget, seed):
     random.seed(seed)
     np.random.seed(seed)
     problem_size = data.get("problem_size", 1)
-    with warnings.catch_warnings(), redirect_stdout(io.StringIO()):
-        warnings.simplefilter("ignore")
-        results, _env = tune_kernel(
-            data["kernel_name"],
-            "__kernel void dummy() {}",
-            problem_size,
-            [],
-            tune_params,
-            lang="OpenCL",
-            restrictions=restrict,
-            cache=str(cache_path),
-            simulation_mode=True,
-            strategy=strategy,
-            strategy_options={"max_fevals": budget},
-            verbose=False,
-            quiet=True,
-        )
-    times = [r["time"] for r in results if isinstance(r.get("time"), (int, float))]
-    return min(times) if times else None
+    _SEEN.clear()
+    _DISTINCT.clear()
+    _SINCE_NEW[0] = 0
+    stalled = False
+    signal.alarm(RUN_SECONDS)
+    try:
+        with warnings.catch_warnings(), redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            tune_kernel(
+                data["kernel_name"],
+                "__kernel void dummy() {}",
+                problem_size,
+                [],
+                tune_params,
+                lang="OpenCL",
+                restrictions=restrict,
+                cache=str(cache_path),
+                simulation_mode=True,
+                strategy=strategy,
+                strategy_options={"max_fevals": budget},
+                verbose=False,
+                quiet=True,
+            )
+    except RunTimeout:
+        stalled = True
+    finally:
+        signal.alarm(0)
+    times = [r["time"] for r in _SEEN if r and isinstance(r.get("time"), (int, float))]
+    return (min(times) if times else None), stalled
 
 
 def mean_se(xs):
@@ -196,16 +250,18 @@ def main():
         for fraction in [float(x) for x in a.budgets.split(",")]:
             budget = budget_of(fraction, first)
             for strategy in a.strategies.split(","):
-                scores = []
+                scores, stalls = [], 0
                 for seed in range(a.seed0, a.seed0 + a.seeds):
                     src = files.get(seed, files.get(None))
                     copy, data, optimum, _ = loaded[src]
-                    best = run_one(copy, data, strategy, budget, seed)
+                    best, stalled = run_one(copy, data, strategy, budget, seed)
                     scores.append(optimum / best if best else 0.0)
+                    stalls += stalled
                 cells.append({"landscape": name, "budget": fraction, "valid": first,
-                              "strategy": strategy, "scores": scores})
-                print(f"{name} {fraction:.1%} {strategy}: {np.mean(scores):.3f} "
-                      f"({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+                              "strategy": strategy, "scores": scores, "stalled": stalls})
+                print(f"{name} {fraction:.1%} {strategy}: {np.mean(scores):.3f}"
+                      + (f", {stalls} stalled runs stopped" if stalls else "")
+                      + f" ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
     print(json.dumps({"tool": "kernel_tuner", "cells": cells}))
 
 
