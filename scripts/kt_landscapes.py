@@ -185,7 +185,7 @@ def compare(kf_path, kt_path):
     print(f"\nkf default against Kernel Tuner's best strategy per cell: ahead in {ahead}, "
           f"within noise in {level}, behind in {behind} of {ahead + level + behind} cells")
     print()
-    print("Mean over the shared cells (cell means, ± standard error over cells):")
+    print("Mean of the cell means over the cells both tools ran:")
     print("| tool:strategy | mean | worst cell |")
     print("|---|---|---|")
     cells = set(default) & set(by_cell)
