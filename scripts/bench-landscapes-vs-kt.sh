@@ -36,10 +36,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-if [ ! -x "$venv/bin/python" ]; then
-    "$PYTHON" -m venv "$venv"
-    "$venv/bin/pip" install -q "kernel_tuner==1.5.0" numpy scikit-learn >&2
-fi
+kt_venv "$venv"
 cargo build --release -q -p kf-tune --example landscapes >&2
 landscapes=target/release/examples/landscapes
 

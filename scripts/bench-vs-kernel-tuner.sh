@@ -15,8 +15,9 @@
 # .runtime/env.sh (scripts/setup.sh --opencl). Both tools start cold: the kernel source gets a
 # fresh comment line, so neither kf's binary cache nor pyopencl's (PYOPENCL_NO_CACHE) hits.
 set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
-cd "$root"
+LOG_TAG=bench-vs-kernel-tuner
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$ROOT"
 
 budget=20 size=512 seed=1 kf_strategy=default
 kt_strategies=random_sample,genetic_algorithm
@@ -46,10 +47,7 @@ if [ ! -x "$kf" ]; then
     echo "building $kf" >&2
     cargo build --release --bin kf >&2
 fi
-if [ ! -x "$venv/bin/python" ]; then
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q "kernel_tuner==1.5.0" pyopencl numpy >&2
-fi
+kt_venv "$venv"
 py="$venv/bin/python"
 export PYOPENCL_NO_CACHE=1 PYTHONWARNINGS=ignore
 

@@ -26,14 +26,13 @@ import json
 import math
 import random
 import re
+import signal
 import sys
 import tempfile
 import time
 import warnings
 from contextlib import redirect_stdout
 from pathlib import Path
-
-import signal
 
 import numpy as np
 from kernel_tuner import tune_kernel
@@ -54,6 +53,11 @@ _SINCE_NEW = [0]
 _ORIGINAL_RUN = SimulationRunner.run
 
 
+class RunTimeout(BaseException):
+    """Stops a stalled or overlong run (from the stall check below or the alarm); a
+    BaseException so that no `except Exception` inside Kernel Tuner swallows it."""
+
+
 def _recording_run(self, parameter_space, tuning_options):
     results = _ORIGINAL_RUN(self, parameter_space, tuning_options)
     _SEEN.extend(results)
@@ -69,11 +73,6 @@ def _recording_run(self, parameter_space, tuning_options):
 SimulationRunner.run = _recording_run
 
 
-class RunTimeout(BaseException):
-    """Raised by the alarm; a BaseException so that no `except Exception` inside Kernel Tuner
-    swallows it."""
-
-
 def _alarm(_signum, _frame):
     raise RunTimeout()
 
@@ -87,7 +86,7 @@ def read_cache(path):
         raw = gzip.decompress(raw)
     text = raw.decode().strip()
     # Kernel Tuner leaves a cache open (without its closing braces) while it tunes.
-    if not text.endswith("}\n}") and not text.endswith("}}}") and not text.endswith("}}"):
+    if not text.endswith("}\n}") and not text.endswith("}}"):
         text = text.rstrip(",") + "}\n}"
     return json.loads(text)
 
@@ -228,7 +227,14 @@ def main():
         name = f.name.removesuffix(".gz").removesuffix(".json")
         landscapes.append((name, {None: f}))
 
-    tmp = Path(tempfile.mkdtemp(prefix="kt-landscapes."))
+    with tempfile.TemporaryDirectory(prefix="kt-landscapes.") as tmp:
+        cells = simulate(landscapes, a, Path(tmp))
+    print(json.dumps({"tool": "kernel_tuner", "cells": cells}))
+
+
+def simulate(landscapes, a, tmp):
+    """Every landscape × budget × strategy cell, scored over the seeds; `tmp` holds Kernel
+    Tuner's private cache copies."""
     cells = []
     started = time.perf_counter()
     for name, files in landscapes:
@@ -262,7 +268,7 @@ def main():
                 print(f"{name} {fraction:.1%} {strategy}: {np.mean(scores):.3f}"
                       + (f", {stalls} stalled runs stopped" if stalls else "")
                       + f" ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
-    print(json.dumps({"tool": "kernel_tuner", "cells": cells}))
+    return cells
 
 
 if __name__ == "__main__":

@@ -69,3 +69,18 @@ search_examples() {
     done
     echo "$names"
 }
+
+# kt_venv DIR: makes DIR a virtual environment with Kernel Tuner and what the Kernel Tuner
+# benchmarks need (pyopencl for live tuning, scikit-learn for its bayes_opt), unless DIR already
+# has exactly these packages (a marker file names them), so that the bench scripts can share one.
+KT_PACKAGES="kernel_tuner==1.5.0 pyopencl numpy scikit-learn"
+kt_venv() {
+    local dir="$1"
+    if [ -x "$dir/bin/python" ] && [ "$(cat "$dir/.kf-kt-packages" 2>/dev/null)" = "$KT_PACKAGES" ]; then
+        return 0
+    fi
+    [ -x "$dir/bin/python" ] || "$PYTHON" -m venv "$dir" || die "could not create $dir"
+    # shellcheck disable=SC2086 # the package list is split on purpose
+    "$dir/bin/pip" install -q $KT_PACKAGES >&2 || die "pip could not install $KT_PACKAGES into $dir"
+    printf '%s\n' "$KT_PACKAGES" >"$dir/.kf-kt-packages"
+}
