@@ -1,8 +1,8 @@
 //! [`StructuralMutator`]: changes a kernel's structure by applying strategies to templates.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use kf_core::{
     async_trait, ArchiveHints, Elite, KernelSource, Mutation, MutationContext, Mutator, Needs,
@@ -31,6 +31,14 @@ pub struct StructuralConfig {
     /// With a [`CellPredictor`]: children drawn per mutation before the `children` aimed best
     /// at the archive's empty cells are kept (see [`StructuralMutator::predicting_cells`]).
     pub pool: usize,
+    /// With a [`CellPredictor`]: when none of the drawn children is predicted in an empty
+    /// cell, the configuration nearest the parent among those the task's templates are
+    /// predicted to reach in an empty cell replaces the last child. The reachable cells are
+    /// mapped once per task, sizes and device (about a second for a few hundred structures).
+    /// Single strategy steps miss cells that only a combination of moves reaches (a
+    /// local-memory tile, a prefetch, a sub-group broadcast *and* one output per work-item,
+    /// say), so a search without this fills them only by the luck of its parent choices.
+    pub reach: bool,
 }
 
 impl Default for StructuralConfig {
@@ -41,9 +49,14 @@ impl Default for StructuralConfig {
             same_cell_factor: 0.5,
             repair_budget: 3000,
             pool: 16,
+            reach: true,
         }
     }
 }
+
+/// Configurations tried per point of a [`ReachMap`] when repairing its parameters; a point
+/// that does not repair this quickly is passed over.
+const REACH_REPAIR_BUDGET: usize = 64;
 
 /// Proposes children with a different structure: it recognises the parent as a variant of one
 /// of its templates (by the marker in the manifest), or, for any other kernel of a task it has
@@ -61,7 +74,7 @@ impl Default for StructuralConfig {
 /// # Example
 ///
 /// ```
-/// use std::sync::Arc;
+/// use std::sync::{Arc, Mutex};
 /// use kf_core::prelude::*;
 /// use kf_mutate::StructuralMutator;
 ///
@@ -97,6 +110,9 @@ pub struct StructuralMutator {
     strategies: StrategyLibrary,
     config: StructuralConfig,
     predictor: Option<CellPredictor>,
+    /// The last [`ReachMap`] made, shared by clones (it depends only on the templates, the
+    /// predictor, the task and the device).
+    reach_cache: Arc<Mutex<Option<Arc<ReachMap>>>>,
 }
 
 /// Where a kernel would land in the archive, predicted before it is evaluated: the cell
@@ -146,6 +162,7 @@ impl StructuralMutator {
             strategies,
             config: StructuralConfig::default(),
             predictor: None,
+            reach_cache: Arc::default(),
         }
     }
 
@@ -160,6 +177,8 @@ impl StructuralMutator {
     /// sub-group broadcast, say). Still deterministic for a seed.
     pub fn predicting_cells(mut self, predictor: CellPredictor) -> Self {
         self.predictor = Some(predictor);
+        // A map made with another predictor would place configurations in its cells.
+        self.reach_cache = Arc::default();
         self
     }
 
@@ -344,6 +363,17 @@ impl StructuralMutator {
                 })
                 .collect();
             ranked.sort_by_key(|(r, _, _)| *r);
+            let aimed_somewhere = ranked.first().is_some_and(|(r, _, _)| *r <= 1);
+            if !aimed_somewhere && self.config.reach {
+                let origin = (template, &structure, &params);
+                if let Some((child, cell, r)) =
+                    self.reach(origin, ctx, predictor, &rank, &mut seen)?
+                {
+                    // It takes the place of the last child kept.
+                    let at = ranked.len().min(self.config.children.saturating_sub(1));
+                    ranked.insert(at, (r, Some(cell), child));
+                }
+            }
             children = ranked
                 .into_iter()
                 .take(self.config.children)
@@ -357,6 +387,167 @@ impl StructuralMutator {
                 .collect();
         }
         Ok(children)
+    }
+}
+
+/// The cells the templates of one task reach at its sizes on its device, each with the
+/// configurations predicted there ([`StructuralConfig::reach`]).
+#[derive(Debug)]
+struct ReachMap {
+    /// What the map was made for: the task's name and sizes, the device.
+    key: String,
+    /// Per predicted cell, up to [`REACH_EXAMPLES`] configurations, in enumeration order.
+    cells: BTreeMap<Vec<usize>, Vec<ReachPoint>>,
+}
+
+/// One configuration of a [`ReachMap`].
+#[derive(Debug)]
+struct ReachPoint {
+    template: String,
+    structure: Structure,
+    source: KernelSource,
+    params: ParamValues,
+}
+
+/// Configurations a [`ReachMap`] keeps per cell.
+const REACH_EXAMPLES: usize = 16;
+
+impl StructuralMutator {
+    /// The reach pass of [`StructuralConfig::reach`]: of the configurations the task's
+    /// [`ReachMap`] holds in cells `rank` calls empty (0 or 1), the best ranked, then the
+    /// nearest the parent (fewest switches and parameters that differ), then the first
+    /// mapped, not yet `seen`.
+    fn reach(
+        &self,
+        (parent_template, parent_structure, parent_params): (&Template, &Structure, &ParamValues),
+        ctx: &MutationContext,
+        predictor: &CellPredictor,
+        rank: &dyn Fn(Option<&Vec<usize>>) -> u8,
+        seen: &mut HashSet<(String, String)>,
+    ) -> Result<Option<(Offspring, Vec<usize>, u8)>, MutateError> {
+        let map = self.reach_map(ctx, predictor)?;
+        let distance = |point: &ReachPoint| {
+            let switches = if point.template == parent_template.name() {
+                point
+                    .structure
+                    .iter()
+                    .filter(|(name, value)| parent_structure.get(name) != Some(*value))
+                    .count()
+            } else {
+                point.structure.0.len() + parent_structure.0.len()
+            };
+            let params = point
+                .params
+                .iter()
+                .filter(|(name, value)| parent_params.get(name) != Some(*value))
+                .count();
+            switches + params
+        };
+        let best = map
+            .cells
+            .iter()
+            .map(|(cell, points)| (rank(Some(cell)), cell, points))
+            .filter(|(r, _, _)| *r <= 1)
+            .flat_map(|(r, cell, points)| points.iter().map(move |p| (r, cell, p)))
+            .filter(|(_, _, p)| {
+                !seen.contains(&(p.source.content_hash(), p.params.canonical_key()))
+            })
+            .min_by_key(|(r, _, p)| (*r, distance(p)));
+        Ok(best.map(|(r, cell, point)| {
+            seen.insert((point.source.content_hash(), point.params.canonical_key()));
+            let note = format!(
+                "reach: the mapped configuration nearest the parent in the empty cell {cell:?} ({} {}, {} switches and parameters changed)",
+                point.template,
+                point.structure,
+                distance(point)
+            );
+            let child = Offspring::new(
+                point.source.clone(),
+                point.params.clone(),
+                Origin::mutator(self.name.clone()).with_note(note),
+            );
+            (child, cell.clone(), r)
+        }))
+    }
+
+    /// The [`ReachMap`] of `ctx`'s task and device, made on first use and kept while they
+    /// stay the same. Every structure of every template for the task is instantiated and
+    /// predicted at its base parameters, at every parameter's smallest and at every
+    /// parameter's largest allowed value, and with one parameter at a time at either end
+    /// (behaviour changes most at the ends: one output per work-item, no vectors), each
+    /// repaired into feasibility at the task's sizes on the device.
+    fn reach_map(
+        &self,
+        ctx: &MutationContext,
+        predictor: &CellPredictor,
+    ) -> Result<Arc<ReachMap>, MutateError> {
+        let key = format!("{} {:?} {:?}", ctx.task.name, ctx.task.sizes, ctx.device);
+        let mut cache = self.reach_cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(map) = cache.as_ref().filter(|m| m.key == key) {
+            return Ok(Arc::clone(map));
+        }
+        // Repair breaks ties at random; a fixed seed keeps the map the same for every run.
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        let mut cells: BTreeMap<Vec<usize>, Vec<ReachPoint>> = BTreeMap::new();
+        for template in self.templates.for_task(&ctx.task.name) {
+            for structure in template.all_structures() {
+                let variant = match template.instantiate(&structure) {
+                    Ok(v) => v,
+                    Err(MutateError::Template { .. }) => continue,
+                    Err(e) => return Err(e),
+                };
+                let space =
+                    Feasibility::new(&variant.manifest, &ctx.task.sizes, ctx.device.as_deref());
+                let base = space.complete(template.base_params());
+                let names: Vec<String> = variant.manifest.params.keys().cloned().collect();
+                let ends = |name: &str| {
+                    let values = space.ordered_values(name);
+                    values.first().cloned().zip(values.last().cloned())
+                };
+                let mut profiles: Vec<(ParamValues, Vec<&str>)> = vec![(base.clone(), Vec::new())];
+                let (mut lows, mut highs) = (base.clone(), base.clone());
+                for name in &names {
+                    let Some((low, high)) = ends(name) else {
+                        continue;
+                    };
+                    lows.set(name.clone(), low.clone());
+                    highs.set(name.clone(), high.clone());
+                    for value in [low, high] {
+                        let mut p = base.clone();
+                        p.set(name.clone(), value);
+                        profiles.push((p, vec![name.as_str()]));
+                    }
+                }
+                profiles.push((lows, Vec::new()));
+                profiles.push((highs, Vec::new()));
+                let mut mapped = HashSet::new();
+                for (desired, pinned) in profiles {
+                    let Some(params) =
+                        space.repair(&desired, &pinned, &mut rng, REACH_REPAIR_BUDGET)
+                    else {
+                        continue;
+                    };
+                    if !mapped.insert(params.canonical_key()) {
+                        continue;
+                    }
+                    let Some(cell) = predictor.predict(&variant.source, &params) else {
+                        continue;
+                    };
+                    let points = cells.entry(cell).or_default();
+                    if points.len() < REACH_EXAMPLES {
+                        points.push(ReachPoint {
+                            template: variant.template.clone(),
+                            structure: variant.structure.clone(),
+                            source: variant.source.clone(),
+                            params,
+                        });
+                    }
+                }
+            }
+        }
+        let map = Arc::new(ReachMap { key, cells });
+        *cache = Some(Arc::clone(&map));
+        Ok(map)
     }
 }
 
