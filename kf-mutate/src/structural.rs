@@ -74,7 +74,7 @@ const REACH_REPAIR_BUDGET: usize = 64;
 /// # Example
 ///
 /// ```
-/// use std::sync::{Arc, Mutex};
+/// use std::sync::Arc;
 /// use kf_core::prelude::*;
 /// use kf_mutate::StructuralMutator;
 ///
@@ -407,6 +407,8 @@ struct ReachPoint {
     structure: Structure,
     source: KernelSource,
     params: ParamValues,
+    /// The source's content hash and the parameters' canonical key: what `seen` holds.
+    seen_key: (String, String),
 }
 
 /// Configurations a [`ReachMap`] keeps per cell.
@@ -449,12 +451,10 @@ impl StructuralMutator {
             .map(|(cell, points)| (rank(Some(cell)), cell, points))
             .filter(|(r, _, _)| *r <= 1)
             .flat_map(|(r, cell, points)| points.iter().map(move |p| (r, cell, p)))
-            .filter(|(_, _, p)| {
-                !seen.contains(&(p.source.content_hash(), p.params.canonical_key()))
-            })
+            .filter(|(_, _, p)| !seen.contains(&p.seen_key))
             .min_by_key(|(r, _, p)| (*r, distance(p)));
         Ok(best.map(|(r, cell, point)| {
-            seen.insert((point.source.content_hash(), point.params.canonical_key()));
+            seen.insert(point.seen_key.clone());
             let note = format!(
                 "reach: the mapped configuration nearest the parent in the empty cell {cell:?} ({} {}, {} switches and parameters changed)",
                 point.template,
@@ -538,6 +538,7 @@ impl StructuralMutator {
                         points.push(ReachPoint {
                             template: variant.template.clone(),
                             structure: variant.structure.clone(),
+                            seen_key: (variant.source.content_hash(), params.canonical_key()),
                             source: variant.source.clone(),
                             params,
                         });
