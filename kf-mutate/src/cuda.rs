@@ -1,14 +1,17 @@
 //! CUDA renderings of the templates for NVIDIA GPUs (`templates/cuda/`): `gemm_blocked` with
 //! shared-memory tiles, register blocking, `float4` loads and warp-shuffle broadcasts, and
 //! `softmax_group` with `float4` loads, the four row algorithms of the OpenCL template and row
-//! reductions in shared memory, by warp shuffles, or both. They
-//! keep the OpenCL C template's switch names for the parts they render (so the dense linear
-//! algebra strategies move them), with GPU-sized tunables. They are compiled and their
-//! resources reported by NVRTC in `tests/cuda_templates.rs` (no GPU needed) and run and
-//! verified there where a GPU is present (`scripts/gpu-check.sh`); the shipped search does not
-//! use them yet, since no GPU here has verified them inside a search.
+//! reductions in shared memory, by warp shuffles, or both. They keep the OpenCL C template's
+//! switch names for the parts they render, with GPU-sized tunables, so the shared strategies
+//! (dense linear algebra, softmax) move them: [`StructuralMutator::builtin_for`] and
+//! [`StructuralMutator::softmax_for`] with [`Language::Cuda`](kf_core::Language::Cuda) give the structural mutators a
+//! CUDA search uses. Every structure and every strategy's child compiles through NVRTC in
+//! `tests/cuda_templates.rs` (no GPU needed), which reports their registers, shared memory and
+//! spills, and runs and verifies them where a GPU is present (`scripts/gpu-check.sh`).
 
 use crate::error::MutateError;
+use crate::strategy::{Change, MutationStrategy, StrategyLibrary, COORDINATION, MEMORY};
+use crate::structural::StructuralMutator;
 use crate::template::{Structure, Template, TemplateLibrary};
 
 /// The CUDA register-blocked SGEMM template's source (`templates/cuda/gemm_blocked.cu`).
@@ -39,39 +42,122 @@ impl TemplateLibrary {
     /// assert!(softmax.source.text.contains("__shfl_xor_sync"));
     /// ```
     pub fn cuda() -> Result<Self, MutateError> {
-        let blocked = Template::new(
-            "gemm_blocked",
-            "gemm",
-            CUDA_GEMM_BLOCKED_CU,
-            CUDA_GEMM_BLOCKED_TOML,
-            ["VW", "LOCAL_B", "LOCAL_A", "SUBGROUP"],
-        )?
-        .with_base(
-            Structure::new(),
-            [
-                ("TM", 1i64),
-                ("TN", 1),
-                ("WG0", 32),
-                ("WG1", 1),
-                ("TK", 32),
-                ("PAD", 0),
-            ]
+        Ok(TemplateLibrary::new()
+            .with(cuda_gemm_blocked()?)
+            .with(cuda_softmax_group()?))
+    }
+
+    /// The CUDA GEMM template alone (what [`TemplateLibrary::builtin_for`] gives for
+    /// [`Language::Cuda`](kf_core::Language::Cuda)).
+    pub fn cuda_gemm() -> Result<Self, MutateError> {
+        Ok(TemplateLibrary::new().with(cuda_gemm_blocked()?))
+    }
+
+    /// The CUDA softmax template alone (what [`TemplateLibrary::softmax_for`] gives for
+    /// [`Language::Cuda`](kf_core::Language::Cuda)).
+    pub fn cuda_softmax() -> Result<Self, MutateError> {
+        Ok(TemplateLibrary::new().with(cuda_softmax_group()?))
+    }
+}
+
+/// `gemm_blocked` in CUDA; base: scalar, global memory, one output per thread.
+fn cuda_gemm_blocked() -> Result<Template, MutateError> {
+    Template::new(
+        "gemm_blocked",
+        "gemm",
+        CUDA_GEMM_BLOCKED_CU,
+        CUDA_GEMM_BLOCKED_TOML,
+        ["VW", "LOCAL_B", "LOCAL_A", "SUBGROUP"],
+    )?
+    .with_base(
+        Structure::new(),
+        [
+            ("TM", 1i64),
+            ("TN", 1),
+            ("WG0", 32),
+            ("WG1", 1),
+            ("TK", 32),
+            ("PAD", 0),
+        ]
+        .into_iter()
+        .collect(),
+    )
+}
+
+/// `softmax_group` in CUDA; base: scalar, three sweeps, a shared-memory tree over a warp-wide
+/// row.
+fn cuda_softmax_group() -> Result<Template, MutateError> {
+    Template::new(
+        "softmax_group",
+        "softmax",
+        CUDA_SOFTMAX_GROUP_CU,
+        CUDA_SOFTMAX_GROUP_TOML,
+        ["VW", "ALGO", "REDUCE"],
+    )?
+    .with_base(
+        Structure::new(),
+        [("WG", 32i64), ("RPG", 1), ("CHUNKS", 1)]
             .into_iter()
             .collect(),
-        )?;
-        let softmax = Template::new(
-            "softmax_group",
-            "softmax",
-            CUDA_SOFTMAX_GROUP_CU,
-            CUDA_SOFTMAX_GROUP_TOML,
-            ["VW", "ALGO", "REDUCE"],
-        )?
-        .with_base(
-            Structure::new(),
-            [("WG", 32i64), ("RPG", 1), ("CHUNKS", 1)]
-                .into_iter()
-                .collect(),
-        )?;
-        Ok(TemplateLibrary::new().with(blocked).with(softmax))
+    )
+}
+
+impl StrategyLibrary {
+    /// [`StrategyLibrary::dense_linear_algebra`] for GPU renderings: the two strategies that
+    /// shape work-groups for a CPU's vectoriser are replaced.
+    ///
+    /// | strategy | CPU form | GPU form |
+    /// |---|---|---|
+    /// | `vector-loads` | `VW` 4–16, one work-item wide in dimension 0 | `VW` 4 (`float4`), the work-group keeps its width, so neighbouring threads still read neighbouring vectors (coalesced) |
+    /// | `sub-group-broadcast` | 16-lane sub-groups | 32-lane warps (`WG0` 32), the width the warp shuffles need |
+    ///
+    /// ```
+    /// use kf_mutate::{StrategyLibrary, StructuralMutator, Structure};
+    /// use kf_core::Language;
+    ///
+    /// let gpu = StrategyLibrary::gpu_dense_linear_algebra();
+    /// let cuda = StructuralMutator::builtin_for(Language::Cuda).unwrap();
+    /// assert_eq!(cuda.strategies().get("vector-loads"), gpu.get("vector-loads"));
+    /// ```
+    pub fn gpu_dense_linear_algebra() -> Self {
+        let s = MutationStrategy::new;
+        StrategyLibrary::dense_linear_algebra()
+            .with(
+                s("vector-loads", "float4 loads of B and stores of C; the work-group keeps its width, so neighbouring threads read neighbouring vectors (coalesced)")
+                    .requires("VW == 1 && !SUBGROUP")
+                    .change("VW", Change::Set(4))
+                    .targets(MEMORY, 1)
+                    .weight(1.5),
+            )
+            .with(
+                s("sub-group-broadcast", "each lane of a 32-lane warp loads one A value; warp shuffles share it")
+                    .requires("!SUBGROUP && !LOCAL_A")
+                    .change("SUBGROUP", Change::Set(1))
+                    .change("VW", Change::Set(1))
+                    .change("WG0", Change::Set(32))
+                    .targets(COORDINATION, 2),
+            )
+    }
+}
+
+impl StructuralMutator {
+    /// The CUDA templates of both tasks ([`TemplateLibrary::cuda`]) with the GPU dense linear
+    /// algebra ([`StrategyLibrary::gpu_dense_linear_algebra`]) and softmax strategies: a strategy applies only where the template has every
+    /// switch it changes, so the GPU renderings get the moves they render (shared-memory
+    /// tiles, register blocking, `float4` loads, warp shuffles, the row algorithms and
+    /// reductions).
+    ///
+    /// ```
+    /// use kf_mutate::StructuralMutator;
+    ///
+    /// let cuda = StructuralMutator::cuda().unwrap();
+    /// assert!(cuda.templates().get("softmax_group").is_some());
+    /// assert!(cuda.strategies().get("local-tiling-b").is_some());
+    /// ```
+    pub fn cuda() -> Result<Self, MutateError> {
+        Ok(Self::new(
+            TemplateLibrary::cuda()?,
+            StrategyLibrary::gpu_dense_linear_algebra().and(StrategyLibrary::softmax()),
+        ))
     }
 }

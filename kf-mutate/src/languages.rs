@@ -338,8 +338,25 @@ mod tests {
     #[test]
     fn a_missing_rendering_is_a_typed_error() {
         assert!(matches!(
-            TemplateLibrary::builtin_for(Language::Cuda),
+            rendering("gemm_ksplit", Language::Cuda),
             Err(MutateError::NoTemplate { .. })
         ));
+    }
+
+    /// CUDA has its own GPU renderings: the GEMM and softmax libraries for CUDA are those of
+    /// `TemplateLibrary::cuda`, one template each, in CUDA.
+    #[test]
+    fn cuda_libraries_are_the_gpu_renderings() {
+        let gemm = TemplateLibrary::builtin_for(Language::Cuda).unwrap();
+        let softmax = TemplateLibrary::softmax_for(Language::Cuda).unwrap();
+        for (library, name, task) in [
+            (&gemm, "gemm_blocked", "gemm"),
+            (&softmax, "softmax_group", "softmax"),
+        ] {
+            assert_eq!(library.templates().len(), 1);
+            let t = library.get(name).unwrap();
+            assert_eq!(t.task(), task);
+            assert_eq!(t.manifest().language, Language::Cuda);
+        }
     }
 }

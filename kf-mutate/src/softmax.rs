@@ -73,17 +73,12 @@
 use kf_core::ParamValues;
 
 use crate::error::MutateError;
-use crate::strategy::{Change, MutationStrategy, StrategyLibrary};
+use crate::strategy::{Change, MutationStrategy, StrategyLibrary, ALGORITHM, COORDINATION, MEMORY};
 use crate::structural::StructuralMutator;
 use crate::template::{Structure, Template, TemplateLibrary};
 
 /// The task the softmax templates compute.
 const TASK: &str = "softmax";
-
-/// Dimension names of the default descriptor space ([`kf_core::DescriptorSpace::kernel_default`]).
-const MEMORY: &str = "memory_access";
-const ALGORITHM: &str = "algorithm_structure";
-const COORDINATION: &str = "parallel_coordination";
 
 fn params<const N: usize>(values: [(&str, i64); N]) -> ParamValues {
     values.into_iter().collect()
@@ -101,8 +96,13 @@ impl TemplateLibrary {
 
     /// The softmax templates of [`TemplateLibrary::softmax`] rendered in `language` (OpenCL C
     /// or SYCL): the same names, switches, tunables and base structures; a language's own
-    /// switches (SYCL: `SHUFFLE`, the sub-group reduction's shuffles) start at 0.
+    /// switches (SYCL: `SHUFFLE`, the sub-group reduction's shuffles) start at 0. For CUDA,
+    /// the GPU rendering of `softmax_group` ([`TemplateLibrary::cuda_softmax`]: switches `VW`,
+    /// `ALGO`, `REDUCE`).
     pub fn softmax_for(language: kf_core::Language) -> Result<Self, MutateError> {
+        if language == kf_core::Language::Cuda {
+            return Self::cuda_softmax();
+        }
         let row = crate::languages::rendering("softmax_row", language)?;
         let row = Template::new(
             "softmax_row",

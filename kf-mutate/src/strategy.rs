@@ -306,9 +306,9 @@ pub struct StrategyLibrary {
 }
 
 /// Dimension names of the default descriptor space ([`kf_core::DescriptorSpace::kernel_default`]).
-const MEMORY: &str = "memory_access";
-const ALGORITHM: &str = "algorithm_structure";
-const COORDINATION: &str = "parallel_coordination";
+pub(crate) const MEMORY: &str = "memory_access";
+pub(crate) const ALGORITHM: &str = "algorithm_structure";
+pub(crate) const COORDINATION: &str = "parallel_coordination";
 
 impl MutationStrategy {
     /// `wider-vectors`: doubles the `VW` switch (vector width of the loads) while it is between

@@ -4,13 +4,10 @@
 
 use kf_core::Language;
 
-use crate::strategy::{Change, MutationStrategy, StrategyLibrary};
+use crate::strategy::{Change, MutationStrategy, StrategyLibrary, COORDINATION};
 use crate::structural::StructuralMutator;
 use crate::template::TemplateLibrary;
 use crate::MutateError;
-
-/// Dimension name of the default descriptor space ([`kf_core::DescriptorSpace::kernel_default`]).
-const COORDINATION: &str = "parallel_coordination";
 
 impl StrategyLibrary {
     /// The strategies over SYCL's own switches of the shipped templates:
@@ -70,11 +67,17 @@ impl StrategyLibrary {
 
 impl StructuralMutator {
     /// The GEMM templates rendered in `language` ([`TemplateLibrary::builtin_for`]) with the
-    /// dense linear algebra strategies and the language's own ([`StrategyLibrary::for_language`]).
+    /// dense linear algebra strategies (their GPU form for CUDA:
+    /// [`StrategyLibrary::gpu_dense_linear_algebra`]) and the language's own
+    /// ([`StrategyLibrary::for_language`]).
     pub fn builtin_for(language: Language) -> Result<Self, MutateError> {
+        let shared = match language {
+            Language::Cuda => StrategyLibrary::gpu_dense_linear_algebra(),
+            _ => StrategyLibrary::dense_linear_algebra(),
+        };
         Ok(Self::new(
             TemplateLibrary::builtin_for(language)?,
-            StrategyLibrary::dense_linear_algebra().and(StrategyLibrary::for_language(language)),
+            shared.and(StrategyLibrary::for_language(language)),
         ))
     }
 

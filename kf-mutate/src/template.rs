@@ -559,7 +559,13 @@ impl TemplateLibrary {
     /// The GEMM templates of [`TemplateLibrary::builtin`] rendered in `language` (OpenCL C
     /// or SYCL): the same names, switches, tunables and base structures, so the same
     /// strategies apply; a language's own switches (SYCL: `SHUFFLE`, `REQD_SG`) start at 0.
+    /// For CUDA, the GPU rendering of `gemm_blocked` ([`TemplateLibrary::cuda_gemm`]), which
+    /// has the switches it renders (`VW`, `LOCAL_B`, `LOCAL_A`, `SUBGROUP`) and GPU-sized
+    /// tunables.
     pub fn builtin_for(language: kf_core::Language) -> Result<Self, MutateError> {
+        if language == kf_core::Language::Cuda {
+            return Self::cuda_gemm();
+        }
         let blocked = crate::languages::rendering("gemm_blocked", language)?;
         let switches = [
             "VW",

@@ -6,7 +6,8 @@
 //! Skips with a message when no SYCL runtime is installed (`scripts/setup.sh --sycl`), unless
 //! `KF_REQUIRE_SYCL=1`.
 
-use std::collections::BTreeSet;
+mod common;
+
 use std::time::Instant;
 
 use kf_backend_sycl::SyclBackend;
@@ -14,9 +15,7 @@ use kf_core::prelude::*;
 use kf_core::BackendErrorKind;
 use kf_eval::tasks::{builtin_task, parse_sizes};
 use kf_eval::{EvalConfig, KernelEvaluator};
-use kf_mutate::{Feasibility, StrategyLibrary, StructuralMutator, Structure, TemplateLibrary};
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
+use kf_mutate::{StrategyLibrary, StructuralMutator};
 
 /// The backend, or `None` (after printing why) when this machine has no SYCL runtime and
 /// `KF_REQUIRE_SYCL` is not `1`.
@@ -42,64 +41,6 @@ fn quick_config() -> EvalConfig {
     config
 }
 
-/// The structures to evaluate for one library: every base, every strategy of `strategies`
-/// applied to it, and `again` applied to those children; as (template, structure, params).
-fn transformations(
-    library: &TemplateLibrary,
-    strategies: &StrategyLibrary,
-    again: &StrategyLibrary,
-    task: &Task,
-    device: &DeviceFacts,
-) -> Vec<(String, Structure, ParamValues)> {
-    let mut rng = ChaCha8Rng::seed_from_u64(11);
-    let mut out = Vec::new();
-    let mut seen = BTreeSet::new();
-    let mut add = |template: &str, structure: Structure, params: ParamValues, out: &mut Vec<_>| {
-        if seen.insert((template.to_owned(), structure.to_string())) {
-            out.push((template.to_owned(), structure, params));
-        }
-    };
-    for template in library.templates() {
-        // The base parameters name every tunable; the base variant keeps only those it uses.
-        let variant = template.instantiate(template.base()).unwrap();
-        let space = Feasibility::new(&variant.manifest, &task.sizes, Some(device));
-        let params = space
-            .repair(template.base_params(), &[], &mut rng, 5000)
-            .unwrap_or_else(|| panic!("{}: no feasible base configuration", template.name()));
-        add(template.name(), template.base().clone(), params, &mut out);
-    }
-    let mut round = |from: Vec<(String, Structure, ParamValues)>,
-                     with: &StrategyLibrary,
-                     out: &mut Vec<(String, Structure, ParamValues)>| {
-        for (name, structure, params) in from {
-            let template = library.get(&name).unwrap();
-            for strategy in with.strategies() {
-                let Some(m) = strategy
-                    .apply(library, template, &structure, &params, &mut rng)
-                    .unwrap()
-                else {
-                    continue;
-                };
-                let target = library.get(&m.template).unwrap();
-                let Ok(variant) = target.instantiate(&m.structure) else {
-                    continue;
-                };
-                let space = Feasibility::new(&variant.manifest, &task.sizes, Some(device));
-                let pinned: Vec<&str> = m.pinned.iter().map(String::as_str).collect();
-                let Some(params) = space.repair(&m.params, &pinned, &mut rng, 5000) else {
-                    continue;
-                };
-                add(&m.template, variant.structure, params, out);
-            }
-        }
-    };
-    let bases = out.clone();
-    round(bases, strategies, &mut out);
-    let children = out.clone();
-    round(children, again, &mut out);
-    out
-}
-
 fn check(task_name: &str, sizes: &str, mutator: StructuralMutator, minimum: usize) {
     let Some(backend) = backend_or_skip() else {
         return;
@@ -108,7 +49,7 @@ fn check(task_name: &str, sizes: &str, mutator: StructuralMutator, minimum: usiz
     let task = builtin_task(task_name, &parse_sizes(sizes).unwrap()).unwrap();
     let described = task.describe();
     let library = mutator.templates();
-    let cases = transformations(
+    let cases = common::transformations(
         library,
         mutator.strategies(),
         &StrategyLibrary::sycl_sub_groups(),

@@ -76,7 +76,9 @@ impl OfflineMutators {
     ) -> Result<Self, SearchError> {
         let name = task.name().to_string();
         let templated = matches!(name.as_str(), "gemm" | "softmax");
-        let parts = if matches!(language, Language::OpenCl | Language::Sycl) && templated {
+        // Every language has renderings of the templates (CUDA its own GPU ones: see
+        // `TemplateLibrary::cuda`); a task file gets parameter moves over its seeds.
+        let parts = if templated {
             let (library, structural) = match name.as_str() {
                 "softmax" => (
                     TemplateLibrary::softmax_for(language),
@@ -92,7 +94,12 @@ impl OfflineMutators {
                 Some(cells) => structural?.predicting_cells(cells),
                 None => structural?,
             };
-            let extra = template_seeds(&library, &name)?;
+            let mut extra = template_seeds(&library, &name)?;
+            if language == Language::Cuda && name == "gemm" {
+                // The shipped shared-memory tiled GEMM: a GPU starting point the scalar
+                // template base is many moves away from.
+                extra.push(tiled_gemm(language)?);
+            }
             // Two children per parameter move, as per structural move: with four, parameter
             // moves (which stay in their parent's cell, and each child is tuned besides) took
             // 35 of 57 children in a default gemm run and the structural ones that reach new
@@ -108,13 +115,9 @@ impl OfflineMutators {
                 extra: Vec::new(),
             }
         } else {
-            // A task file on OpenCL (parameter moves over the seeds' manifest params), or CUDA.
-            let extra = match name.as_str() {
-                "gemm" => vec![tiled_gemm(language)?],
-                _ => Vec::new(),
-            };
+            // A task file: parameter moves over the seeds' manifest params.
             OfflineMutators {
-                seeds: seeds_for(task, language, extra),
+                seeds: seeds_for(task, language, Vec::new()),
                 structural: None,
                 params: ParamMutator::new(),
                 extra: Vec::new(),
@@ -179,17 +182,14 @@ impl OfflineMutators {
     }
 }
 
-/// The shipped tiled GEMM in SYCL or CUDA (from kf-eval's kernels), with its manifest's first
+/// The shipped tiled GEMM in `language` (from kf-eval's kernels), with its manifest's first
 /// parameter values.
 fn tiled_gemm(language: Language) -> Result<(KernelSource, ParamValues), SearchError> {
-    let shipped = match language {
-        Language::Sycl | Language::Cuda => kf_eval::kernels::shipped("gemm_tiled", language),
-        _ => None,
-    }
-    .ok_or(SearchError::NoShippedKernel {
-        kernel: "gemm_tiled",
-        language,
-    })?;
+    let shipped =
+        kf_eval::kernels::shipped("gemm_tiled", language).ok_or(SearchError::NoShippedKernel {
+            kernel: "gemm_tiled",
+            language,
+        })?;
     let manifest = shipped.manifest()?;
     Ok((
         manifest.kernel_source(shipped.source),
@@ -232,9 +232,26 @@ mod tests {
         }
     }
 
+    /// CUDA searches its GPU renderings of the templates with a structural mutator; its gemm
+    /// seeds add the shipped shared-memory tiled kernel.
+    #[test]
+    fn cuda_gets_its_gpu_templates() {
+        for (task, seeds_at_least) in [("gemm", 3), ("softmax", 2)] {
+            let sizes = kf_eval::tasks::parse_sizes("").unwrap();
+            let task = kf_eval::tasks::builtin_task(task, &sizes).unwrap();
+            let (seeds, mix) = offline_search(task.as_ref(), Language::Cuda).unwrap();
+            assert!(mix.names().contains(&"structural"));
+            assert!(seeds.len() >= seeds_at_least, "{} seeds", seeds.len());
+            assert!(seeds.iter().all(|s| s.source.language == Language::Cuda));
+            assert!(seeds
+                .iter()
+                .any(|s| kf_mutate::variant_marker(&s.source).is_some()));
+        }
+    }
+
     /// The bandit's emitters: structural moves from the frontier and from the archive's
     /// choice, parameter moves from the fittest and from the archive's choice, an added
-    /// mutator on its own; without templates only the parameter moves (and the added one).
+    /// mutator on its own; CUDA as OpenCL, with its GPU renderings of the templates.
     #[test]
     fn emitters_cover_every_offline_mutator_and_the_added_ones() {
         let sizes = kf_eval::tasks::parse_sizes("").unwrap();
@@ -263,7 +280,13 @@ mod tests {
             .with(extra, 2.0);
         assert_eq!(
             names(parts),
-            ["elite/param", "archive/param", "archive/llm"]
+            [
+                "frontier/structural",
+                "archive/structural",
+                "elite/param",
+                "archive/param",
+                "archive/llm"
+            ]
         );
     }
 
