@@ -4,8 +4,8 @@
 //! reductions in shared memory, by warp shuffles, or both. They keep the OpenCL C template's
 //! switch names for the parts they render, with GPU-sized tunables, so the shared strategies
 //! (dense linear algebra, softmax) move them: [`StructuralMutator::builtin_for`] and
-//! [`StructuralMutator::softmax_for`] with [`Language::Cuda`](kf_core::Language::Cuda) give the structural mutators a
-//! CUDA search uses. Every structure and every strategy's child compiles through NVRTC in
+//! [`StructuralMutator::softmax_for`] with [`Language::Cuda`](kf_core::Language::Cuda) give
+//! the structural mutators a CUDA search uses. Every structure and every strategy's child compiles through NVRTC in
 //! `tests/cuda_templates.rs` (no GPU needed), which reports their registers, shared memory and
 //! spills, and runs and verifies them where a GPU is present (`scripts/gpu-check.sh`).
 
