@@ -3,15 +3,16 @@
 //! `softmax_group` with `float4` loads, the four row algorithms of the OpenCL template and row
 //! reductions in shared memory, by warp shuffles, or both. They keep the OpenCL C template's
 //! switch names for the parts they render, with GPU-sized tunables, so the shared strategies
-//! (dense linear algebra, softmax) move them: [`StructuralMutator::builtin_for`] and
-//! [`StructuralMutator::softmax_for`] with [`Language::Cuda`](kf_core::Language::Cuda) give
-//! the structural mutators a CUDA search uses. Every structure and every strategy's child compiles through NVRTC in
+//! (dense linear algebra, softmax) move them:
+//! [`StructuralMutator::builtin_for`](crate::StructuralMutator::builtin_for) and
+//! [`StructuralMutator::softmax_for`](crate::StructuralMutator::softmax_for) with
+//! [`Language::Cuda`](kf_core::Language::Cuda) give the structural mutators a CUDA search
+//! uses. Every structure and every strategy's child compiles through NVRTC in
 //! `tests/cuda_templates.rs` (no GPU needed), which reports their registers, shared memory and
 //! spills, and runs and verifies them where a GPU is present (`scripts/gpu-check.sh`).
 
 use crate::error::MutateError;
 use crate::strategy::{Change, MutationStrategy, StrategyLibrary, COORDINATION, MEMORY};
-use crate::structural::StructuralMutator;
 use crate::template::{Structure, Template, TemplateLibrary};
 
 /// The CUDA register-blocked SGEMM template's source (`templates/cuda/gemm_blocked.cu`).
@@ -137,27 +138,5 @@ impl StrategyLibrary {
                     .change("WG0", Change::Set(32))
                     .targets(COORDINATION, 2),
             )
-    }
-}
-
-impl StructuralMutator {
-    /// The CUDA templates of both tasks ([`TemplateLibrary::cuda`]) with the GPU dense linear
-    /// algebra ([`StrategyLibrary::gpu_dense_linear_algebra`]) and softmax strategies: a strategy applies only where the template has every
-    /// switch it changes, so the GPU renderings get the moves they render (shared-memory
-    /// tiles, register blocking, `float4` loads, warp shuffles, the row algorithms and
-    /// reductions).
-    ///
-    /// ```
-    /// use kf_mutate::StructuralMutator;
-    ///
-    /// let cuda = StructuralMutator::cuda().unwrap();
-    /// assert!(cuda.templates().get("softmax_group").is_some());
-    /// assert!(cuda.strategies().get("local-tiling-b").is_some());
-    /// ```
-    pub fn cuda() -> Result<Self, MutateError> {
-        Ok(Self::new(
-            TemplateLibrary::cuda()?,
-            StrategyLibrary::gpu_dense_linear_algebra().and(StrategyLibrary::softmax()),
-        ))
     }
 }
