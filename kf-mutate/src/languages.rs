@@ -57,6 +57,66 @@ pub(crate) struct Rendering {
     pub manifest: &'static str,
     /// Switches this rendering has beyond the OpenCL C template's.
     pub extra_switches: &'static [&'static str],
+    /// Starting points a search in this language adds beside the base variant (see
+    /// [`Template::with_start`](crate::Template::with_start)).
+    pub starts: &'static [RenderingStart],
+}
+
+/// A [`Start`](crate::template::Start) of a rendering, as static data.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RenderingStart {
+    /// Switch values.
+    pub structure: &'static [(&'static str, i64)],
+    /// Parameter values in place of the variant's first values.
+    pub params: &'static [(&'static str, i64)],
+    /// Why the start is there.
+    pub why: &'static str,
+}
+
+/// SYCL's sub-group GEMM: scalar lanes that share A through 16-wide sub-group broadcasts, B
+/// staged in group-local memory in 256-deep K tiles (16 KiB), a register block of 8
+/// accumulators per lane, 16 × 32 work-groups. The seed article names sub-group operations and
+/// 16-wide sub-groups as what SYCL code is tuned with; on the Intel CPU runtime, which
+/// vectorises SYCL kernels across work-items, this is where SYCL's fastest GEMMs are (about
+/// 155–175 GFLOP/s at 1024³ on the 2-core test machine, where the base variant's
+/// explicit-vector family reaches 47 in SYCL against 205 in OpenCL C; see
+/// `templates/README.md`). From the base variant it is four structural moves and a register
+/// block, tile depth and group shape that the search's small per-kernel tuning rarely
+/// combines: without this start, SYCL searches at 1024³ ended between 104 and 188 GFLOP/s.
+const SYCL_SUB_GROUP_GEMM: RenderingStart = RenderingStart {
+    structure: &[("VW", 1), ("LOCAL_B", 1), ("SUBGROUP", 1), ("REQD_SG", 16)],
+    params: &[
+        ("WG0", 16),
+        ("WG1", 32),
+        ("TM", 8),
+        ("TN", 1),
+        ("TK", 256),
+        ("UNROLL", 2),
+    ],
+    why: "SYCL idiom: 16-wide sub-group broadcasts of A, B in group-local memory, 8 accumulators per lane",
+};
+
+impl Rendering {
+    /// `template` with this rendering's starts added.
+    pub(crate) fn with_starts(
+        &self,
+        mut template: crate::Template,
+    ) -> Result<crate::Template, MutateError> {
+        for start in self.starts {
+            template = template.with_start(
+                crate::Structure(
+                    start
+                        .structure
+                        .iter()
+                        .map(|(k, v)| ((*k).to_owned(), *v))
+                        .collect(),
+                ),
+                start.params.iter().map(|(k, v)| (*k, *v)).collect(),
+                start.why,
+            )?;
+        }
+        Ok(template)
+    }
 }
 
 /// Every shipped rendering.
@@ -67,6 +127,7 @@ const RENDERINGS: &[Rendering] = &[
         text: GEMM_BLOCKED_CL,
         manifest: GEMM_BLOCKED_TOML,
         extra_switches: &[],
+        starts: &[],
     },
     Rendering {
         name: "gemm_ksplit",
@@ -74,6 +135,7 @@ const RENDERINGS: &[Rendering] = &[
         text: GEMM_KSPLIT_CL,
         manifest: GEMM_KSPLIT_TOML,
         extra_switches: &[],
+        starts: &[],
     },
     Rendering {
         name: "softmax_row",
@@ -81,6 +143,7 @@ const RENDERINGS: &[Rendering] = &[
         text: SOFTMAX_ROW_CL,
         manifest: SOFTMAX_ROW_TOML,
         extra_switches: &[],
+        starts: &[],
     },
     Rendering {
         name: "softmax_group",
@@ -88,6 +151,7 @@ const RENDERINGS: &[Rendering] = &[
         text: SOFTMAX_GROUP_CL,
         manifest: SOFTMAX_GROUP_TOML,
         extra_switches: &[],
+        starts: &[],
     },
     Rendering {
         name: "gemm_blocked",
@@ -95,6 +159,7 @@ const RENDERINGS: &[Rendering] = &[
         text: SYCL_GEMM_BLOCKED_CPP,
         manifest: SYCL_GEMM_BLOCKED_TOML,
         extra_switches: &["SHUFFLE", "REQD_SG"],
+        starts: &[SYCL_SUB_GROUP_GEMM],
     },
     Rendering {
         name: "gemm_ksplit",
@@ -102,6 +167,7 @@ const RENDERINGS: &[Rendering] = &[
         text: SYCL_GEMM_KSPLIT_CPP,
         manifest: SYCL_GEMM_KSPLIT_TOML,
         extra_switches: &[],
+        starts: &[],
     },
     Rendering {
         name: "softmax_row",
@@ -109,6 +175,7 @@ const RENDERINGS: &[Rendering] = &[
         text: SYCL_SOFTMAX_ROW_CPP,
         manifest: SYCL_SOFTMAX_ROW_TOML,
         extra_switches: &[],
+        starts: &[],
     },
     Rendering {
         name: "softmax_group",
@@ -116,6 +183,7 @@ const RENDERINGS: &[Rendering] = &[
         text: SYCL_SOFTMAX_GROUP_CPP,
         manifest: SYCL_SOFTMAX_GROUP_TOML,
         extra_switches: &["SHUFFLE"],
+        starts: &[],
     },
 ];
 
@@ -224,6 +292,41 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A SYCL gemm search also starts from the sub-group GEMM (its seed follows the base
+    /// variant's); OpenCL C keeps to the base variants.
+    #[test]
+    fn sycl_gemm_starts_from_its_sub_group_form() {
+        let sycl = libraries(Language::Sycl);
+        let blocked = sycl.get("gemm_blocked").unwrap();
+        let [start] = blocked.starts() else {
+            panic!("{:?}", blocked.starts())
+        };
+        assert_eq!(start.structure.get("SUBGROUP"), Some(1));
+        assert_eq!(start.structure.get("VW"), Some(1));
+        let seeds = blocked.seeds().unwrap();
+        assert_eq!(seeds.len(), 2);
+        assert!(!seeds[0].0.text.contains("group_broadcast"));
+        assert!(
+            seeds[1].0.text.contains("group_broadcast"),
+            "{}",
+            seeds[1].0.text
+        );
+        assert_eq!(seeds[1].1.get("TM").and_then(|v| v.as_i64()), Some(8));
+        // At a K smaller than the start's 256-deep tile, the seed is fitted: the nearest
+        // feasible configuration, its register block kept.
+        let small: indexmap::IndexMap<String, i64> = [("M", 256), ("N", 192), ("K", 128)]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
+        let fitted = blocked.seeds_at(&small).unwrap();
+        let value = |i: usize, name: &str| fitted[i].1.get(name).and_then(|v| v.as_i64());
+        assert_eq!(value(1, "TK"), Some(128));
+        assert_eq!((value(1, "TM"), value(1, "TN")), (Some(8), Some(1)));
+        assert_eq!(fitted[0].1, seeds[0].1, "the base variant already fits");
+        let opencl = libraries(Language::OpenCl);
+        assert!(opencl.templates().iter().all(|t| t.starts().is_empty()));
     }
 
     /// SYCL variants keep `#include <sycl/sycl.hpp>` before their switch definitions, and the

@@ -70,4 +70,4 @@ pub use param::{ParamMutator, ParamMutatorConfig};
 pub use space::Feasibility;
 pub use strategy::{Change, Move, MutationStrategy, StrategyLibrary, Target};
 pub use structural::{CellPredictor, StructuralConfig, StructuralMutator};
-pub use template::{variant_marker, Structure, Template, TemplateLibrary, Variant};
+pub use template::{variant_marker, Start, Structure, Template, TemplateLibrary, Variant};

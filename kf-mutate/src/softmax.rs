@@ -103,31 +103,33 @@ impl TemplateLibrary {
         if language == kf_core::Language::Cuda {
             return Self::cuda_softmax();
         }
-        let row = crate::languages::rendering("softmax_row", language)?;
+        let row_rendering = crate::languages::rendering("softmax_row", language)?;
         let row = Template::new(
             "softmax_row",
             TASK,
-            row.text,
-            row.manifest,
+            row_rendering.text,
+            row_rendering.manifest,
             ["VW", "ALGO"]
                 .into_iter()
-                .chain(row.extra_switches.iter().copied()),
+                .chain(row_rendering.extra_switches.iter().copied()),
         )?
         .with_base(Structure::new(), params([("WG", 16)]))?;
-        let group = crate::languages::rendering("softmax_group", language)?;
+        let row = row_rendering.with_starts(row)?;
+        let group_rendering = crate::languages::rendering("softmax_group", language)?;
         let group = Template::new(
             "softmax_group",
             TASK,
-            group.text,
-            group.manifest,
+            group_rendering.text,
+            group_rendering.manifest,
             ["VW", "ALGO", "REDUCE", "PREFETCH"]
                 .into_iter()
-                .chain(group.extra_switches.iter().copied()),
+                .chain(group_rendering.extra_switches.iter().copied()),
         )?
         .with_base(
             Structure::new().with("REDUCE", 0),
             params([("WG", 16), ("RPG", 1), ("SG", 16), ("CHUNKS", 64)]),
         )?;
+        let group = group_rendering.with_starts(group)?;
         Ok(TemplateLibrary::new().with(row).with(group))
     }
 

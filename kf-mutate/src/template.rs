@@ -134,6 +134,24 @@ pub struct Template {
     switches: IndexMap<String, Vec<i64>>,
     base: Structure,
     base_params: kf_core::ParamValues,
+    starts: Vec<Start>,
+}
+
+/// Configurations [`Template::seeds_at`] tries when fitting a seed to the problem sizes.
+const SEED_REPAIR_BUDGET: usize = 3000;
+
+/// A starting point a search begins from beside a template's base variant (see
+/// [`Template::with_start`]): a structure in a language's own idiom and the parameter values
+/// it starts with, where the base variant, shared by every rendering, is far from what that
+/// language's runtime does well.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Start {
+    /// The switch values (completed with the base structure's).
+    pub structure: Structure,
+    /// Parameter values that replace the variant manifest's first values.
+    pub params: kf_core::ParamValues,
+    /// Why this start is there.
+    pub why: String,
 }
 
 /// A concrete kernel generated from a template.
@@ -225,6 +243,7 @@ impl Template {
             switches: map,
             base,
             base_params,
+            starts: Vec::new(),
         })
     }
 
@@ -249,6 +268,113 @@ impl Template {
             self.base_params.set(k, v.clone());
         }
         Ok(self)
+    }
+
+    /// Adds a starting point: `structure` (completed with the base structure) with `params`
+    /// in place of its variant manifest's first values. A search seeds it beside the base
+    /// variant ([`Template::seeds`]).
+    ///
+    /// # Errors
+    /// An unknown switch or disallowed switch value, a structure that does not instantiate,
+    /// or a parameter the variant does not have or a value its manifest does not allow.
+    ///
+    /// ```
+    /// use kf_core::ParamValues;
+    /// use kf_mutate::{Structure, Template};
+    ///
+    /// let scale = Template::new(
+    ///     "scale",
+    ///     "scale",
+    ///     "__kernel void scale(__global float* x) {\n#if LOCAL\n    __local float t[WG];\n    t[get_local_id(0)] = x[get_global_id(0)];\n    barrier(CLK_LOCAL_MEM_FENCE);\n    x[get_global_id(0)] = 2.0f * t[get_local_id(0)];\n#else\n    x[get_global_id(0)] *= 2.0f;\n#endif\n}\n",
+    ///     "entry = \"scale\"\nlanguage = \"opencl\"\n[params]\nLOCAL = [0, 1]\nWG = [64, 128]\n[launch]\nglobal = [\"N\"]\nlocal = [\"WG\"]\n",
+    ///     ["LOCAL"],
+    /// )
+    /// .unwrap();
+    /// let local = Structure::new().with("LOCAL", 1);
+    /// let wide: ParamValues = [("WG", 128i64)].into_iter().collect();
+    /// let too_wide: ParamValues = [("WG", 256i64)].into_iter().collect();
+    /// assert!(scale.clone().with_start(local.clone(), too_wide, "not allowed").is_err());
+    /// let scale = scale.with_start(local, wide.clone(), "local tiles, wide groups").unwrap();
+    /// let seeds = scale.seeds().unwrap();
+    /// assert_eq!(seeds.len(), 2);
+    /// assert!(!seeds[0].0.text.contains("__local"));
+    /// assert!(seeds[1].0.text.contains("__local"));
+    /// assert_eq!(seeds[1].1, wide);
+    /// ```
+    pub fn with_start(
+        mut self,
+        structure: Structure,
+        params: kf_core::ParamValues,
+        why: impl Into<String>,
+    ) -> Result<Self, MutateError> {
+        let structure = self.complete(&structure)?;
+        let variant = self.instantiate(&structure)?;
+        for (name, value) in params.iter() {
+            let allowed =
+                variant
+                    .manifest
+                    .params
+                    .get(name)
+                    .ok_or_else(|| MutateError::Template {
+                        template: self.name.clone(),
+                        message: format!(
+                            "start {structure}: `{name}` is not a parameter of the variant"
+                        ),
+                    })?;
+            if !allowed.contains(value) {
+                return Err(MutateError::Template {
+                    template: self.name.clone(),
+                    message: format!("start {structure}: {name} = {value} is not an allowed value"),
+                });
+            }
+        }
+        self.starts.push(Start {
+            structure,
+            params,
+            why: why.into(),
+        });
+        Ok(self)
+    }
+
+    /// The starting points added with [`with_start`](Self::with_start).
+    pub fn starts(&self) -> &[Start] {
+        &self.starts
+    }
+
+    /// The kernels a search starts from for this template: the base variant with its
+    /// manifest's first values, then each [start](Self::starts) with its parameter values.
+    pub fn seeds(&self) -> Result<Vec<(KernelSource, kf_core::ParamValues)>, MutateError> {
+        let base = self.instantiate(&self.base)?;
+        let mut seeds = vec![(base.source, base.manifest.default_params())];
+        for start in &self.starts {
+            let variant = self.instantiate(&start.structure)?;
+            let mut params = variant.manifest.default_params();
+            for (name, value) in start.params.iter() {
+                params.set(name, value.clone());
+            }
+            seeds.push((variant.source, params));
+        }
+        Ok(seeds)
+    }
+
+    /// [`seeds`](Self::seeds) fitted to the problem sizes `sizes`: a seed whose parameter
+    /// values break a constraint at these sizes (a tile deeper than K, say) gets the nearest
+    /// feasible values ([`Feasibility::repair`](crate::Feasibility::repair), deterministic;
+    /// device limits are left to the evaluator), and is kept as it is when none is found.
+    pub fn seeds_at(
+        &self,
+        sizes: &IndexMap<String, i64>,
+    ) -> Result<Vec<(KernelSource, kf_core::ParamValues)>, MutateError> {
+        let mut seeds = self.seeds()?;
+        for (source, params) in &mut seeds {
+            let manifest = Manifest::from_kernel(source)?;
+            let space = crate::Feasibility::new(&manifest, sizes, None);
+            let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(0);
+            if let Some(fitted) = space.repair(params, &[], &mut rng, SEED_REPAIR_BUDGET) {
+                *params = fitted;
+            }
+        }
+        Ok(seeds)
     }
 
     fn check_switch(&self, name: &str, value: i64) -> Result<(), MutateError> {
@@ -566,7 +692,7 @@ impl TemplateLibrary {
         if language == kf_core::Language::Cuda {
             return Self::cuda_gemm();
         }
-        let blocked = crate::languages::rendering("gemm_blocked", language)?;
+        let blocked_rendering = crate::languages::rendering("gemm_blocked", language)?;
         let switches = [
             "VW",
             "LOCAL_B",
@@ -576,12 +702,12 @@ impl TemplateLibrary {
             "SUBGROUP",
         ]
         .into_iter()
-        .chain(blocked.extra_switches.iter().copied());
+        .chain(blocked_rendering.extra_switches.iter().copied());
         let blocked = Template::new(
             "gemm_blocked",
             "gemm",
-            blocked.text,
-            blocked.manifest,
+            blocked_rendering.text,
+            blocked_rendering.manifest,
             switches,
         )?
         .with_base(
@@ -598,16 +724,18 @@ impl TemplateLibrary {
             .into_iter()
             .collect(),
         )?;
-        let ksplit = crate::languages::rendering("gemm_ksplit", language)?;
+        let blocked = blocked_rendering.with_starts(blocked)?;
+        let ksplit_rendering = crate::languages::rendering("gemm_ksplit", language)?;
         let ksplit = Template::new(
             "gemm_ksplit",
             "gemm",
-            ksplit.text,
-            ksplit.manifest,
+            ksplit_rendering.text,
+            ksplit_rendering.manifest,
             ["VW"]
                 .into_iter()
-                .chain(ksplit.extra_switches.iter().copied()),
+                .chain(ksplit_rendering.extra_switches.iter().copied()),
         )?;
+        let ksplit = ksplit_rendering.with_starts(ksplit)?;
         Ok(TemplateLibrary {
             templates: vec![blocked, ksplit],
         })

@@ -1,7 +1,8 @@
 //! The SYCL renderings of the templates compute the right answer after every transformation:
 //! the base variant of every template, every strategy (the shared ones and SYCL's own) applied
 //! to it, and SYCL's own strategies applied once more to those children (so that the
-//! sub-group shuffles meet the sub-group variants that use them), each evaluated through the
+//! sub-group shuffles meet the sub-group variants that use them), and SYCL's own starting
+//! points (`Template::seeds_at` beyond the base variant, fitted to the test's sizes), each evaluated through the
 //! real evaluator (verification on fresh inputs, other shapes included) on the SYCL backend.
 //! Skips with a message when no SYCL runtime is installed (`scripts/setup.sh --sycl`), unless
 //! `KF_REQUIRE_SYCL=1`.
@@ -72,8 +73,29 @@ fn check(task_name: &str, sizes: &str, mutator: StructuralMutator, minimum: usiz
             ));
         }
     }
+    // SYCL's own starting points (after each template's base variant, which `cases` holds).
+    let mut starts = 0;
+    for template in library.templates() {
+        for (source, params) in template
+            .seeds_at(&described.sizes)
+            .unwrap()
+            .into_iter()
+            .skip(1)
+        {
+            starts += 1;
+            let evaluation = evaluator.evaluate(task.as_ref(), &source, &params).unwrap();
+            if evaluation.status != Status::Correct {
+                failures.push(format!(
+                    "{} start [{params}]: {} — {}",
+                    template.name(),
+                    evaluation.status,
+                    evaluation.diagnostics
+                ));
+            }
+        }
+    }
     eprintln!(
-        "{task_name}: evaluated {} SYCL variants in {:.1} s",
+        "{task_name}: evaluated {} SYCL variants and {starts} starting points in {:.1} s",
         cases.len(),
         started.elapsed().as_secs_f64()
     );

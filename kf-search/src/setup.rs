@@ -18,9 +18,12 @@ use super::{seeds_for, SearchError};
 ///   structural transformations of the templates (weight 3, aimed at empty cells) and parameter
 ///   moves (weight 1, two children each).
 /// - SYCL: the same as OpenCL C, over the SYCL renderings of the templates (with SYCL's own
-///   sub-group strategies).
-/// - CUDA (no CUDA renderings in the search yet): the naive baseline and, for GEMM, the shipped
-///   tiled kernel; parameter moves (each new kernel is tuned as well).
+///   sub-group strategies), and SYCL's own starting points (gemm: the sub-group GEMM, see
+///   [`kf_mutate::Template::starts`]).
+/// - CUDA: the same over CUDA's GPU renderings of `gemm_blocked` and `softmax_group`, and for
+///   GEMM also the shipped shared-memory tiled kernel.
+///
+/// Template seeds are fitted to the task's sizes ([`kf_mutate::Template::seeds_at`]).
 ///
 /// The first seed is the task baseline, whose throughput the report compares against.
 pub fn offline_search(
@@ -94,7 +97,13 @@ impl OfflineMutators {
                 Some(cells) => structural?.predicting_cells(cells),
                 None => structural?,
             };
-            let mut extra = template_seeds(&library, &name)?;
+            // Each template's seeds, fitted to the task's sizes (a start's K tile may be
+            // deeper than a small problem's K).
+            let sizes = task.describe().sizes;
+            let mut extra = Vec::new();
+            for template in library.for_task(&name) {
+                extra.extend(template.seeds_at(&sizes)?);
+            }
             if language == Language::Cuda && name == "gemm" {
                 // The shipped shared-memory tiled GEMM: a GPU starting point the scalar
                 // template base is many moves away from.
@@ -197,17 +206,16 @@ fn tiled_gemm(language: Language) -> Result<(KernelSource, ParamValues), SearchE
     ))
 }
 
-/// The base variant of every template of `library` for `task`, with its manifest's first
-/// parameter values: the seeds the structural mutator transforms.
+/// The seeds of every template of `library` for `task` ([`kf_mutate::Template::seeds`]): its
+/// base variant with its manifest's first parameter values, then its language's own starting
+/// points; the structural mutator transforms them.
 pub fn template_seeds(
     library: &TemplateLibrary,
     task: &str,
 ) -> Result<Vec<(KernelSource, ParamValues)>, SearchError> {
     let mut seeds = Vec::new();
     for template in library.for_task(task) {
-        let variant = template.instantiate(template.base())?;
-        let params = variant.manifest.default_params();
-        seeds.push((variant.source, params));
+        seeds.extend(template.seeds()?);
     }
     Ok(seeds)
 }
@@ -217,19 +225,29 @@ mod tests {
     use super::*;
 
     /// SYCL searches the templates as OpenCL does: the same seeds (the baseline, then each
-    /// template's base variant, in SYCL) and a structural mutator beside the parameter moves.
+    /// template's base variant, in SYCL), plus SYCL's own starting points (gemm: the
+    /// sub-group GEMM), and a structural mutator beside the parameter moves.
     #[test]
     fn sycl_gets_the_templates_like_opencl() {
-        for task in ["gemm", "softmax"] {
+        for (task, own_starts) in [("gemm", 1), ("softmax", 0)] {
             let sizes = kf_eval::tasks::parse_sizes("").unwrap();
             let task = kf_eval::tasks::builtin_task(task, &sizes).unwrap();
             let (cl_seeds, cl_mix) = offline_search(task.as_ref(), Language::OpenCl).unwrap();
             let (seeds, mix) = offline_search(task.as_ref(), Language::Sycl).unwrap();
             assert_eq!(mix.names(), cl_mix.names());
             assert!(mix.names().contains(&"structural"));
-            assert_eq!(seeds.len(), cl_seeds.len());
+            assert_eq!(seeds.len(), cl_seeds.len() + own_starts);
             assert!(seeds.iter().all(|s| s.source.language == Language::Sycl));
         }
+        let sizes = kf_eval::tasks::parse_sizes("").unwrap();
+        let gemm = kf_eval::tasks::builtin_task("gemm", &sizes).unwrap();
+        let (seeds, _) = offline_search(gemm.as_ref(), Language::Sycl).unwrap();
+        let sub_group = seeds
+            .iter()
+            .find(|s| s.source.text.contains("group_broadcast"))
+            .expect("the SYCL sub-group GEMM seed");
+        assert_eq!(sub_group.params.get("TM").and_then(|v| v.as_i64()), Some(8));
+        assert_eq!(sub_group.params.get("TN").and_then(|v| v.as_i64()), Some(1));
     }
 
     /// CUDA searches its GPU renderings of the templates with a structural mutator; its gemm
