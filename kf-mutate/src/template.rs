@@ -344,17 +344,11 @@ impl Template {
     /// The kernels a search starts from for this template: the base variant with its
     /// manifest's first values, then each [start](Self::starts) with its parameter values.
     pub fn seeds(&self) -> Result<Vec<(KernelSource, kf_core::ParamValues)>, MutateError> {
-        let base = self.instantiate(&self.base)?;
-        let mut seeds = vec![(base.source, base.manifest.default_params())];
-        for start in &self.starts {
-            let variant = self.instantiate(&start.structure)?;
-            let mut params = variant.manifest.default_params();
-            for (name, value) in start.params.iter() {
-                params.set(name, value.clone());
-            }
-            seeds.push((variant.source, params));
-        }
-        Ok(seeds)
+        Ok(self
+            .seed_variants()?
+            .into_iter()
+            .map(|(variant, params)| (variant.source, params))
+            .collect())
     }
 
     /// [`seeds`](Self::seeds) fitted to the problem sizes `sizes`: a seed whose parameter
@@ -365,14 +359,31 @@ impl Template {
         &self,
         sizes: &IndexMap<String, i64>,
     ) -> Result<Vec<(KernelSource, kf_core::ParamValues)>, MutateError> {
-        let mut seeds = self.seeds()?;
-        for (source, params) in &mut seeds {
-            let manifest = Manifest::from_kernel(source)?;
-            let space = crate::Feasibility::new(&manifest, sizes, None);
+        let mut seeds = Vec::new();
+        for (variant, params) in self.seed_variants()? {
+            let space = crate::Feasibility::new(&variant.manifest, sizes, None);
             let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(0);
-            if let Some(fitted) = space.repair(params, &[], &mut rng, SEED_REPAIR_BUDGET) {
-                *params = fitted;
+            let params = space
+                .repair(&params, &[], &mut rng, SEED_REPAIR_BUDGET)
+                .unwrap_or(params);
+            seeds.push((variant.source, params));
+        }
+        Ok(seeds)
+    }
+
+    /// The seed variants (base, then starts) with their parameter values; the variants keep
+    /// their parsed manifests, so fitting them needs no second parse.
+    fn seed_variants(&self) -> Result<Vec<(Variant, kf_core::ParamValues)>, MutateError> {
+        let base = self.instantiate(&self.base)?;
+        let base_params = base.manifest.default_params();
+        let mut seeds = vec![(base, base_params)];
+        for start in &self.starts {
+            let variant = self.instantiate(&start.structure)?;
+            let mut params = variant.manifest.default_params();
+            for (name, value) in start.params.iter() {
+                params.set(name, value.clone());
             }
+            seeds.push((variant, params));
         }
         Ok(seeds)
     }
