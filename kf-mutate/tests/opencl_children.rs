@@ -87,6 +87,17 @@ fn generated_kernels_compile_and_are_correct() {
         }
     }
 
+    // Every template's own starting points, fitted to the test's sizes (`Template::seeds_at`
+    // beyond the base variant: gemm's explicit-vector form with a local A tile).
+    let mut starts = 0;
+    for template in library.templates() {
+        for (source, params) in template.seeds_at(&task.sizes).unwrap().into_iter().skip(1) {
+            starts += 1;
+            add(source, params, format!("{} start", template.name()));
+        }
+    }
+    assert!(starts >= 1, "no starting points");
+
     // Random walks of the mutators from the naive seed.
     let naive = Manifest::parse(NAIVE_TOML, "gemm_naive.toml", None)
         .unwrap()

@@ -87,7 +87,7 @@ pub use evaluator::{RemoteError, RemoteEvaluator, SearchEvalError, SearchEvaluat
 pub use novelty::SourceNovelty;
 pub use proposer::{Proposer, SchedulerKind, UnknownScheduler};
 pub use setup::{offline_search, offline_search_with, template_seeds, OfflineMutators};
-pub use tuned::TunedEvaluator;
+pub use tuned::{TunedEvaluator, CLOSE_CALL_MARGIN};
 
 pub mod defaults;
 
@@ -813,7 +813,8 @@ fn local_or_distributed(
     #[cfg(feature = "dist")]
     if let Some(d) = &config.distributed {
         let (dist, device) = connect_distributed(config, d, sizes)?;
-        // Tuning stays here: each configuration is one job, cached by its own id.
+        // Tuning stays here: each configuration is one job, cached by its own id (so close
+        // calls are not measured again: the same configuration is answered from its result).
         let tuned = TunedEvaluator::new(
             dist,
             config.tune_budget,
@@ -867,7 +868,8 @@ fn local_or_distributed(
         device.clone(),
     )?
     .counting(count.clone())
-    .keeping_cell(cells.clone());
+    .keeping_cell(cells.clone())
+    .remeasuring_close_calls(CLOSE_CALL_MARGIN);
     Ok((Either::Left(tuned), device))
 }
 

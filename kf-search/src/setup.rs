@@ -14,12 +14,13 @@ use super::{seeds_for, SearchError};
 ///
 /// - OpenCL C for a task without templates (a task file): the task's baseline; parameter
 ///   moves (add the user's kernels as further seeds).
-/// - OpenCL C: the task's naive baseline and the base variant of every template for the task;
-///   structural transformations of the templates (weight 3, aimed at empty cells) and parameter
-///   moves (weight 1, two children each).
+/// - OpenCL C: the task's naive baseline, the base variant of every template for the task and
+///   OpenCL C's own starting points (gemm: the explicit-vector GEMM with a local A tile, see
+///   [`kf_mutate::Template::starts`]); structural transformations of the templates (weight 3,
+///   aimed at empty cells) and parameter moves (weight 1, two children each).
 /// - SYCL: the same as OpenCL C, over the SYCL renderings of the templates (with SYCL's own
-///   sub-group strategies), and SYCL's own starting points (gemm: the sub-group GEMM, see
-///   [`kf_mutate::Template::starts`]).
+///   sub-group strategies), with SYCL's own starting points in place of OpenCL C's (gemm: the
+///   sub-group GEMM).
 /// - CUDA: the same over CUDA's GPU renderings of `gemm_blocked` and `softmax_group`, and for
 ///   GEMM also the shipped shared-memory tiled kernel.
 ///
@@ -225,11 +226,13 @@ mod tests {
     use super::*;
 
     /// SYCL searches the templates as OpenCL does: the same seeds (the baseline, then each
-    /// template's base variant, in SYCL), plus SYCL's own starting points (gemm: the
-    /// sub-group GEMM), and a structural mutator beside the parameter moves.
+    /// template's base variant, in SYCL), each language's own starting points (gemm: one
+    /// each, SYCL's sub-group GEMM and OpenCL C's explicit-vector GEMM with a local A tile),
+    /// and a structural mutator beside the parameter moves.
     #[test]
     fn sycl_gets_the_templates_like_opencl() {
-        for (task, own_starts) in [("gemm", 1), ("softmax", 0)] {
+        // Starting points SYCL has beyond OpenCL C's count.
+        for (task, own_starts) in [("gemm", 0), ("softmax", 0)] {
             let sizes = kf_eval::tasks::parse_sizes("").unwrap();
             let task = kf_eval::tasks::builtin_task(task, &sizes).unwrap();
             let (cl_seeds, cl_mix) = offline_search(task.as_ref(), Language::OpenCl).unwrap();
@@ -241,13 +244,23 @@ mod tests {
         }
         let sizes = kf_eval::tasks::parse_sizes("").unwrap();
         let gemm = kf_eval::tasks::builtin_task("gemm", &sizes).unwrap();
-        let (seeds, _) = offline_search(gemm.as_ref(), Language::Sycl).unwrap();
-        let sub_group = seeds
-            .iter()
-            .find(|s| s.source.text.contains("group_broadcast"))
-            .expect("the SYCL sub-group GEMM seed");
-        assert_eq!(sub_group.params.get("TM").and_then(|v| v.as_i64()), Some(8));
-        assert_eq!(sub_group.params.get("TN").and_then(|v| v.as_i64()), Some(1));
+        // Each language's own start, found by what only its source has: (TM, TN, WG1).
+        for (language, marker, block) in [
+            (Language::Sycl, "group_broadcast", (8, 1, 32)),
+            (Language::OpenCl, "__local float As", (8, 2, 32)),
+        ] {
+            let (seeds, _) = offline_search(gemm.as_ref(), language).unwrap();
+            let start = seeds
+                .iter()
+                .find(|s| s.source.text.contains(marker))
+                .unwrap_or_else(|| panic!("no {language} seed with {marker}"));
+            let int = |name: &str| start.params.get(name).and_then(|v| v.as_i64());
+            assert_eq!(
+                (int("TM"), int("TN"), int("WG1")),
+                (Some(block.0), Some(block.1), Some(block.2)),
+                "{language}"
+            );
+        }
     }
 
     /// CUDA searches its GPU renderings of the templates with a structural mutator; its gemm
