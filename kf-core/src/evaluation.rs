@@ -239,9 +239,10 @@ pub struct Evaluation {
     /// mismatching index, guard violation, …). Bounded by the evaluator.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub diagnostics: String,
-    /// Configurations of the candidate's kernel besides its own that a tuner compiled and
-    /// timed on the device before this evaluation was chosen (0 when it was not tuned): the
-    /// candidate cost `1 + tuning_evaluations` device evaluations.
+    /// Device evaluations of the candidate's kernel beyond its first one that a tuner spent
+    /// before this evaluation was chosen (other configurations, and re-measurements of close
+    /// calls, its own configuration's included; 0 when it was not tuned): the candidate cost
+    /// `1 + tuning_evaluations` device evaluations.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tuning_evaluations: u32,
 }

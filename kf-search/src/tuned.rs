@@ -8,6 +8,7 @@ use crate::DeviceEvaluations;
 use indexmap::IndexMap;
 use kf_core::{
     async_trait, Candidate, DeviceFacts, Evaluation, Evaluator, Fitness, KernelSource, ParamValues,
+    Status,
 };
 use kf_manifest::Manifest;
 use kf_mutate::CellPredictor;
@@ -90,70 +91,92 @@ impl<E: Evaluator + Clone + 'static> TunedEvaluator<E> {
 
     /// Settles close calls by measuring again: when tuning picks a configuration other than
     /// the candidate's own and its median time is less than `margin` (a fraction: 0.25 is 25%)
-    /// faster, both are evaluated once more, back to back (the candidate's own first), and the
+    /// faster, both are evaluated once more, back to back (the candidate's own first, so that
+    /// the winner is measured last, nearest to what the archive compares it with), and the
     /// faster of the two new measurements is returned. A winner picked by one lucky
-    /// measurement, minutes or seconds after the candidate's own on a noisy machine, would
-    /// otherwise replace a better configuration (a search's own starting point, say) for the
-    /// rest of the run. Both re-measurements are full evaluations (verified again, counted
-    /// as device evaluations, within the limit; none when fewer than two are left); a
-    /// re-measurement that is not correct loses. Off unless set (the shipped local search sets
-    /// [`CLOSE_CALL_MARGIN`]); pointless where equal configurations are answered from a
-    /// stored result, as distributed jobs are.
+    /// measurement, seconds after the candidate's own on a noisy machine, would otherwise
+    /// replace a better configuration (a search's own starting point, say) for the rest of the
+    /// run.
+    ///
+    /// Both re-measurements are full evaluations: verified again, and counted as device
+    /// evaluations (in [`Evaluation::tuning_evaluations`], whatever their outcome), within the
+    /// limit (no re-measurement when fewer than two are left). A re-measurement that is not
+    /// correct loses; when neither is correct, a verification failure or a broken guard
+    /// (wrong values, wrong shape, runtime error) is returned, since the kernel computed
+    /// wrongly on a run, while timeouts, build failures and evaluator errors (a loaded machine,
+    /// a lost worker) leave the first choice standing. A candidate aimed at a cell is settled
+    /// only when its own configuration is in that cell, as the tuned winner is.
+    ///
+    /// Off unless set; a `margin` that is not a positive number turns it off. The shipped
+    /// local search sets [`CLOSE_CALL_MARGIN`]. Pointless where equal configurations are
+    /// answered from a stored result, as distributed jobs are.
     pub fn remeasuring_close_calls(mut self, margin: f64) -> Self {
         self.close_call = (margin.is_finite() && margin > 0.0).then_some(margin);
         self
     }
 
-    /// Evaluates `own` (the candidate's own configuration) and `winner` again, back to back,
-    /// when `winner` won by less than the close-call margin; the faster correct
-    /// re-measurement, or `None` when there is no close call, the limit leaves fewer than two
-    /// evaluations, or the evaluator failed (the first choice stands).
+    /// Evaluates the candidate's own configuration (`own_params`, first measured as `own`) and
+    /// `winner`'s again, back to back, when `winner` won by less than the close-call margin.
+    /// Returns the re-measurement to use in place of `winner` (`None`: the first choice
+    /// stands) and the device evaluations spent.
     async fn settle_close_call(
         &self,
         source: &KernelSource,
         own_params: &ParamValues,
         own: &Evaluation,
         winner: &Evaluation,
-    ) -> Option<(Evaluation, u32)> {
-        let margin = self.close_call?;
-        if winner.params.is_empty() {
-            return None;
-        }
-        if !(own.status.is_correct() && winner.status.is_correct()) {
-            return None;
-        }
-        let (own_s, winner_s) = (own.timing?.median_s, winner.timing?.median_s);
-        if !(own_s.is_finite() && winner_s.is_finite() && winner_s > 0.0)
-            || own_s / winner_s >= 1.0 + margin
-        {
-            return None;
-        }
-        if self.count.remaining().is_some_and(|left| left < 2) {
-            return None;
-        }
-        let mut again = Vec::with_capacity(2);
-        for params in [own_params, &winner.params] {
-            self.count.add(1);
-            let candidate = Candidate::seed(source.clone(), params.clone());
-            again.push(self.inner.evaluate(&candidate).await.ok()?);
-        }
-        let winner_again = again.pop()?;
-        let own_again = again.pop()?;
+    ) -> (Option<Evaluation>, u32) {
+        let Some(margin) = self.close_call else {
+            return (None, 0);
+        };
         let median = |e: &Evaluation| {
             e.status
                 .is_correct()
                 .then(|| e.timing.map(|t| t.median_s))
                 .flatten()
-                .filter(|s| s.is_finite())
+                .filter(|s| s.is_finite() && *s > 0.0)
+        };
+        let (Some(own_s), Some(winner_s)) = (median(own), median(winner)) else {
+            return (None, 0);
+        };
+        if winner.params.is_empty()
+            || own_s / winner_s >= 1.0 + margin
+            || self.count.remaining().is_some_and(|left| left < 2)
+        {
+            return (None, 0);
+        }
+        let mut again = Vec::with_capacity(2);
+        let mut spent = 0;
+        for params in [own_params, &winner.params] {
+            self.count.add(1);
+            spent += 1;
+            let candidate = Candidate::seed(source.clone(), params.clone());
+            match self.inner.evaluate(&candidate).await {
+                Ok(e) => again.push(e),
+                Err(e) => {
+                    tracing::warn!("measuring a close call again failed: {e}");
+                    return (None, spent);
+                }
+            }
+        }
+        let (Some(winner_again), Some(own_again)) = (again.pop(), again.pop()) else {
+            return (None, spent);
+        };
+        let misbehaved = |e: &Evaluation| {
+            matches!(
+                e.status,
+                Status::WrongValues | Status::WrongShape | Status::RuntimeError
+            )
         };
         let chosen = match (median(&own_again), median(&winner_again)) {
-            (Some(o), Some(w)) if w < o => winner_again,
-            (Some(_), _) => own_again,
-            (None, Some(_)) => winner_again,
-            // Neither is correct now: a flaky kernel; report the winner's failure.
-            (None, None) => winner_again,
+            (Some(o), Some(w)) if w < o => Some(winner_again),
+            (Some(_), _) => Some(own_again),
+            (None, Some(_)) => Some(winner_again),
+            (None, None) if misbehaved(&winner_again) => Some(winner_again),
+            (None, None) if misbehaved(&own_again) => Some(own_again),
+            (None, None) => None,
         };
-        Some((chosen, 2))
+        (chosen, spent)
     }
 
     /// The wrapped evaluator.
@@ -280,13 +303,13 @@ impl<E: Evaluator + Clone + 'static> Evaluator for TunedEvaluator<E> {
             }
         }
         let mut calls = objective.calls;
-        if best.params.canonical_key() != own.canonical_key() {
-            if let Some((settled, extra)) = self
+        if best.params.canonical_key() != own.canonical_key() && in_cell(&first) {
+            let (settled, spent) = self
                 .settle_close_call(&candidate.source, &own, &first, &best)
-                .await
-            {
+                .await;
+            calls = calls.saturating_add(spent);
+            if let Some(settled) = settled {
                 best = settled;
-                calls = calls.saturating_add(extra);
             }
         }
         best.tuning_evaluations = calls;
@@ -398,52 +421,67 @@ mod tests {
     const TWO: &str = "entry = \"k\"\nlanguage = \"opencl\"\n[params]\nTS = [1, 2]\n\
                        [launch]\nglobal = [\"N\"]\nlocal = [\"TS\"]\n";
 
-    /// A noisy device: TS=1 takes `own_first` seconds on its first evaluation and 0.8 after
-    /// (the machine was busy at first), TS=2 always `other` seconds.
+    /// What a scripted device answers for one evaluation: its status and time, or an
+    /// evaluator error.
+    type Answer = Result<(Status, f64), std::io::Error>;
+
+    /// A scripted device: `script(call, TS)` answers the `call`-th evaluation (from 1).
     #[derive(Clone)]
-    struct Noisy {
-        own_first: f64,
-        other: f64,
+    struct Scripted {
+        script: Arc<dyn Fn(u32, i64) -> Answer + Send + Sync>,
         calls: Arc<AtomicU32>,
-        own_calls: Arc<AtomicU32>,
     }
 
     #[async_trait]
-    impl Evaluator for Noisy {
-        type Error = std::convert::Infallible;
+    impl Evaluator for Scripted {
+        type Error = std::io::Error;
         async fn evaluate(&self, c: &Candidate) -> Result<Evaluation, Self::Error> {
-            self.calls.fetch_add(1, Ordering::SeqCst);
-            let seconds = match c.params.get("TS") {
-                Some(ParamValue::Int(1)) => {
-                    if self.own_calls.fetch_add(1, Ordering::SeqCst) == 0 {
-                        self.own_first
-                    } else {
-                        0.8
-                    }
-                }
-                _ => self.other,
+            let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+            let ts = c.params.get("TS").and_then(|v| v.as_i64()).unwrap_or(0);
+            let (status, seconds) = (self.script)(call, ts)?;
+            let mut e = if status == Status::Correct {
+                Evaluation::correct(TimingStats::from_samples(&[seconds]).unwrap(), None)
+            } else {
+                Evaluation::failed(status, "scripted")
             };
-            let timing = TimingStats::from_samples(&[seconds]).unwrap();
-            let mut e = Evaluation::correct(timing, None);
             e.params = c.params.clone();
             Ok(e)
         }
     }
 
-    /// Tunes TS=1 with budget 2 (so TS=2 is the one other configuration) on a [`Noisy`]
-    /// device; returns the evaluation, the device's evaluations and the count.
-    fn noisy(
-        own_first: f64,
-        other: f64,
+    /// A noisy device: TS=1 takes `own_first` seconds on its first evaluation and 0.8 after
+    /// (the machine was busy at first), TS=2 always `other` seconds.
+    fn noisy_script(own_first: f64, other: f64) -> impl Fn(u32, i64) -> Answer + Send + Sync {
+        move |call, ts| match (call, ts) {
+            (1, 1) => Ok((Status::Correct, own_first)),
+            (_, 1) => Ok((Status::Correct, 0.8)),
+            _ => Ok((Status::Correct, other)),
+        }
+    }
+
+    /// Tunes TS=1 with budget 2 (so TS=2 is the one other configuration, the second call) on
+    /// a scripted device; returns the evaluation and the device's evaluations, after checking
+    /// that every one was counted, in the run's count and in the evaluation.
+    fn tune_two(
+        script: impl Fn(u32, i64) -> Answer + Send + Sync + 'static,
         margin: Option<f64>,
         limit: Option<u64>,
     ) -> (Evaluation, u32) {
+        tune_two_aimed(script, margin, limit, false)
+    }
+
+    /// [`tune_two`], the candidate aimed (when `aimed`) at the cell of TS=2, where its own
+    /// configuration is not.
+    fn tune_two_aimed(
+        script: impl Fn(u32, i64) -> Answer + Send + Sync + 'static,
+        margin: Option<f64>,
+        limit: Option<u64>,
+        aimed: bool,
+    ) -> (Evaluation, u32) {
         let device_count = DeviceEvaluations::with_limit(limit);
-        let inner = Noisy {
-            own_first,
-            other,
+        let inner = Scripted {
+            script: Arc::new(script),
             calls: Arc::default(),
-            own_calls: Arc::default(),
         };
         let mut device = DeviceFacts::unknown("test device");
         device.max_work_group_size = 1024;
@@ -455,13 +493,23 @@ mod tests {
         if let Some(m) = margin {
             t = t.remeasuring_close_calls(m);
         }
+        if aimed {
+            t = t.keeping_cell(CellPredictor::new(|_, p| {
+                Some(vec![usize::from(
+                    p.get("TS").and_then(|v| v.as_i64()) == Some(2),
+                )])
+            }));
+        }
         let source =
             KernelSource::new(Language::OpenCl, "k", "__kernel void k() {}\n").with_manifest(TWO);
-        let candidate = Candidate::seed(source, ParamValues::new().with("TS", 1i64));
+        let mut candidate = Candidate::seed(source, ParamValues::new().with("TS", 1i64));
+        if aimed {
+            candidate.origin.aimed_cell = Some(vec![1]);
+        }
         let e = futures::executor::block_on(t.evaluate(&candidate)).unwrap();
         let ran = inner.calls.load(Ordering::SeqCst);
         assert_eq!(device_count.spent(), u64::from(ran), "every run counted");
-        assert_eq!(e.device_evaluations(), u64::from(ran));
+        assert_eq!(e.device_evaluations(), u64::from(ran), "every run recorded");
         (e, ran)
     }
 
@@ -473,7 +521,8 @@ mod tests {
     /// beside it, and the candidate's own, faster when measured back to back, is kept.
     #[test]
     fn a_close_call_is_measured_again_and_the_faster_kept() {
-        let (e, ran) = noisy(1.0, 0.9, Some(CLOSE_CALL_MARGIN), None);
+        let margin = Some(CLOSE_CALL_MARGIN);
+        let (e, ran) = tune_two(noisy_script(1.0, 0.9), margin, None);
         assert_eq!(ran, 4, "own, TS=2, then both again");
         assert_eq!(ts_of(&e), Some(1));
         assert_eq!(
@@ -482,17 +531,74 @@ mod tests {
             "the re-measurement is returned"
         );
         // Without the rule, the lucky configuration wins on one measurement.
-        let (e, ran) = noisy(1.0, 0.9, None, None);
+        let (e, ran) = tune_two(noisy_script(1.0, 0.9), None, None);
         assert_eq!((ts_of(&e), ran), (Some(2), 2));
         // A clear win (2×) is not a close call.
-        let (e, ran) = noisy(1.0, 0.5, Some(CLOSE_CALL_MARGIN), None);
+        let (e, ran) = tune_two(noisy_script(1.0, 0.5), margin, None);
         assert_eq!((ts_of(&e), ran), (Some(2), 2));
         // Measured again, the tuned one still wins: it stays.
-        let (e, ran) = noisy(0.95, 0.78, Some(CLOSE_CALL_MARGIN), None);
+        let (e, ran) = tune_two(noisy_script(0.95, 0.78), margin, None);
         assert_eq!((ts_of(&e), ran), (Some(2), 4));
-        // The device-evaluation limit leaves no room for two more: the first choice stands.
-        let (e, ran) = noisy(1.0, 0.9, Some(CLOSE_CALL_MARGIN), Some(3));
+        // The device-evaluation limit: one left after tuning is no room for two more, two
+        // left is.
+        let (e, ran) = tune_two(noisy_script(1.0, 0.9), margin, Some(3));
         assert_eq!((ts_of(&e), ran), (Some(2), 2));
+        let (e, ran) = tune_two(noisy_script(1.0, 0.9), margin, Some(4));
+        assert_eq!((ts_of(&e), ran), (Some(1), 4));
+        // Aimed at TS=2's cell, the candidate's own configuration (in another cell) is not a
+        // contender: the winner in the cell stays without a re-measurement.
+        let (e, ran) = tune_two_aimed(noisy_script(1.0, 0.9), margin, None, true);
+        assert_eq!((ts_of(&e), ran), (Some(2), 2));
+    }
+
+    /// Failed re-measurements: what was spent is counted whatever happened; a configuration
+    /// that computes wrongly when measured again loses or is reported; a timeout or an
+    /// evaluator error leaves the first choice standing.
+    #[test]
+    fn failed_remeasurements_are_counted_and_judged() {
+        let margin = Some(CLOSE_CALL_MARGIN);
+        // The evaluator fails on the third call (re-measuring the candidate's own).
+        let (e, ran) = tune_two(
+            |call, ts| match (call, ts) {
+                (3, _) => Err(std::io::Error::other("worker lost")),
+                (_, 1) => Ok((Status::Correct, 1.0)),
+                _ => Ok((Status::Correct, 0.9)),
+            },
+            margin,
+            None,
+        );
+        assert_eq!((ts_of(&e), ran, e.status), (Some(2), 3, Status::Correct));
+        // The winner computes wrong values when measured again: the candidate's own wins.
+        let (e, ran) = tune_two(
+            |call, ts| match (call, ts) {
+                (4, _) => Ok((Status::WrongValues, 0.0)),
+                (_, 1) => Ok((Status::Correct, 1.0)),
+                _ => Ok((Status::Correct, 0.9)),
+            },
+            margin,
+            None,
+        );
+        assert_eq!((ts_of(&e), ran, e.status), (Some(1), 4, Status::Correct));
+        // Both time out (a loaded machine): the first choice stands.
+        let timeouts = |call, ts| match (call, ts) {
+            (3 | 4, _) => Ok((Status::Timeout, 0.0)),
+            (_, 1) => Ok((Status::Correct, 1.0)),
+            _ => Ok((Status::Correct, 0.9)),
+        };
+        let (e, ran) = tune_two(timeouts, margin, None);
+        assert_eq!((ts_of(&e), ran, e.status), (Some(2), 4, Status::Correct));
+        assert_eq!(e.timing.unwrap().median_s, 0.9);
+        // Both compute wrongly now: the kernel is reported as it behaved.
+        let (e, ran) = tune_two(
+            |call, ts| match (call, ts) {
+                (3 | 4, _) => Ok((Status::WrongValues, 0.0)),
+                (_, 1) => Ok((Status::Correct, 1.0)),
+                _ => Ok((Status::Correct, 0.9)),
+            },
+            margin,
+            None,
+        );
+        assert_eq!((ran, e.status), (4, Status::WrongValues));
     }
 
     #[test]
