@@ -351,12 +351,18 @@ mod tests {
         }
     }
 
-    fn tuned(budget: usize, count: DeviceEvaluations) -> (TunedEvaluator<Counting>, Counting) {
-        let inner = Counting::default();
+    /// A device every test configuration fits, and the test task's sizes.
+    fn device_and_sizes() -> (DeviceFacts, IndexMap<String, i64>) {
         let mut device = DeviceFacts::unknown("test device");
         device.max_work_group_size = 1024;
         device.max_work_item_sizes = vec![1024, 1024, 1024];
-        let sizes: IndexMap<String, i64> = [("N".to_owned(), 4096)].into_iter().collect();
+        let sizes = [("N".to_owned(), 4096)].into_iter().collect();
+        (device, sizes)
+    }
+
+    fn tuned(budget: usize, count: DeviceEvaluations) -> (TunedEvaluator<Counting>, Counting) {
+        let inner = Counting::default();
+        let (device, sizes) = device_and_sizes();
         let t = TunedEvaluator::new(inner.clone(), budget, "random", sizes, device)
             .unwrap()
             .counting(count);
@@ -483,10 +489,7 @@ mod tests {
             script: Arc::new(script),
             calls: Arc::default(),
         };
-        let mut device = DeviceFacts::unknown("test device");
-        device.max_work_group_size = 1024;
-        device.max_work_item_sizes = vec![1024, 1024, 1024];
-        let sizes: IndexMap<String, i64> = [("N".to_owned(), 4096)].into_iter().collect();
+        let (device, sizes) = device_and_sizes();
         let mut t = TunedEvaluator::new(inner.clone(), 2, "random", sizes, device)
             .unwrap()
             .counting(device_count.clone());
