@@ -24,6 +24,127 @@ impl Drop for Workers {
     }
 }
 
+/// The starts of `server_args` for the servers `nats` and `db` (credentials or `--insecure`).
+fn server_args(servers: &common::Servers, nats: &common::Nats, db: &common::TestDb) -> Vec<String> {
+    let mut args = vec![
+        "--nats".to_string(),
+        nats.url(),
+        "--db".into(),
+        db.url.clone(),
+    ];
+    match &servers.secrets {
+        Some(dir) => args.extend(["--secrets".to_string(), dir.display().to_string()]),
+        None => args.push("--insecure".into()),
+    }
+    args
+}
+
+/// `kf worker` processes named `names`, logging into `dir`.
+fn start_workers(names: &[&str], server_args: &[String], dir: &std::path::Path) -> Workers {
+    let mut workers = Workers(Vec::new());
+    for name in names {
+        let log = std::fs::File::create(dir.join(format!("{name}.log"))).unwrap();
+        workers.0.push(
+            Command::new(env!("CARGO_BIN_EXE_kf"))
+                .args(["worker", "--name", name])
+                .args(server_args)
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .unwrap(),
+        );
+    }
+    workers
+}
+
+/// `kf search --distributed --fan-out 6` with three workers: one kernel's tuning configurations
+/// are sent out together (all of a step's jobs are on the queue before the first of their
+/// results is stored) and answered by more than one worker; every job still has one result.
+#[test]
+fn a_kernel_s_tuning_fans_out_over_the_workers() {
+    let Some(servers) = common::servers("a_kernel_s_tuning_fans_out_over_the_workers") else {
+        return;
+    };
+    if kernelfoundry::opencl::testing::backend_or_skip().is_none() {
+        return;
+    }
+    let nats = common::Nats::start(&servers);
+    let db = common::TestDb::create(&servers.database_url, "facade_fan_out");
+    let out = tempfile::tempdir().unwrap();
+    let args = server_args(&servers, &nats, &db);
+    let workers = start_workers(&["fa", "fb", "fc"], &args, out.path());
+    let search = Command::new(env!("CARGO_BIN_EXE_kf"))
+        .args(["search", "--task", "gemm", "--size", "M=64,N=64,K=64"])
+        .args(["--evaluations", "2", "--tune-budget", "7", "--time", "240"])
+        .args(["--no-progress", "--distributed", "--in-flight", "1"])
+        .args(["--fan-out", "6"])
+        .args(&args)
+        .arg("--out")
+        .arg(out.path().join("search"))
+        .output()
+        .unwrap();
+    drop(workers);
+    assert!(
+        search.status.success(),
+        "kf search failed:\n{}\n{}",
+        String::from_utf8_lossy(&search.stdout),
+        String::from_utf8_lossy(&search.stderr)
+    );
+    // Per kernel: when each job was queued and answered, and by whom.
+    let rows = db.rows(
+        "SELECT j.kernel, extract(epoch FROM j.created_at)::text, \
+                extract(epoch FROM r.stored_at)::text, r.worker \
+         FROM kf_jobs j JOIN kf_results r USING (job_id)",
+    );
+    assert_eq!(
+        rows.len() as i64,
+        db.count("SELECT count(*) FROM kf_jobs"),
+        "one result per job"
+    );
+    let mut kernels: std::collections::BTreeMap<&str, Vec<(f64, f64, &str)>> = Default::default();
+    for r in &rows {
+        let t = |s: &str| s.parse::<f64>().unwrap();
+        kernels
+            .entry(r[0].as_str())
+            .or_default()
+            .push((t(&r[1]), t(&r[2]), r[3].as_str()));
+    }
+    // The most jobs of one kernel on the queue or being evaluated at one moment.
+    let widest = kernels
+        .values()
+        .map(|jobs| {
+            jobs.iter()
+                .map(|(queued, _, _)| {
+                    jobs.iter()
+                        .filter(|(q, answered, _)| q <= queued && queued < answered)
+                        .count()
+                })
+                .max()
+                .unwrap_or(0)
+        })
+        .max()
+        .unwrap_or(0);
+    assert!(
+        widest >= 4,
+        "a tuning step's configurations were sent one after another: at most {widest} at once \
+         ({kernels:?})"
+    );
+    let spread = kernels
+        .values()
+        .map(|jobs| {
+            jobs.iter()
+                .map(|(_, _, w)| *w)
+                .collect::<std::collections::BTreeSet<_>>()
+                .len()
+        })
+        .max()
+        .unwrap_or(0);
+    assert!(
+        spread >= 2,
+        "one kernel's tuning stayed on one worker: {kernels:?}"
+    );
+}
+
 #[test]
 fn a_distributed_search_runs_on_kf_workers() {
     let Some(servers) = common::servers("a_distributed_search_runs_on_kf_workers") else {
@@ -36,30 +157,8 @@ fn a_distributed_search_runs_on_kf_workers() {
     let db = common::TestDb::create(&servers.database_url, "facade_search");
     let out = tempfile::tempdir().unwrap();
     let kf = env!("CARGO_BIN_EXE_kf");
-    let secrets = servers.secrets.as_ref().map(|d| d.display().to_string());
-    let mut server_args = vec![
-        "--nats".to_string(),
-        nats.url(),
-        "--db".into(),
-        db.url.clone(),
-    ];
-    match &secrets {
-        Some(dir) => server_args.extend(["--secrets".to_string(), dir.clone()]),
-        None => server_args.push("--insecure".into()),
-    }
-    let mut workers = Workers(Vec::new());
-    for name in ["wa", "wb"] {
-        let log = std::fs::File::create(out.path().join(format!("{name}.log"))).unwrap();
-        workers.0.push(
-            Command::new(kf)
-                .args(["worker", "--name", name])
-                .args(&server_args)
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .unwrap(),
-        );
-    }
+    let server_args = server_args(&servers, &nats, &db);
+    let workers = start_workers(&["wa", "wb"], &server_args, out.path());
     let search = Command::new(kf)
         .args(["search", "--task", "gemm", "--size", "M=96,N=64,K=80"])
         .args([

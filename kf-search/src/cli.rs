@@ -220,6 +220,19 @@ pub struct DistArgs {
     /// Fraction (0–1) of stored results evaluated again anyway, to check them.
     #[arg(long, default_value_t = 0.0)]
     pub recheck: f64,
+    /// Tuning configurations of one kernel sent out at once, as parallel jobs over as many
+    /// workers (1: one after another).
+    #[arg(long, default_value_t = crate::defaults::FAN_OUT_DISTRIBUTED, value_parser = at_least_one)]
+    pub fan_out: usize,
+}
+
+/// A whole number of at least 1.
+#[cfg(feature = "dist")]
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("`{text}` is not a whole number of at least 1")),
+    }
 }
 
 impl SearchArgs {
@@ -258,6 +271,7 @@ impl SearchArgs {
                     ),
                     device_kind: self.dist.device_kind.clone(),
                     run: None,
+                    fan_out: self.dist.fan_out,
                 });
         }
         config.in_flight = self.in_flight.unwrap_or(if distributed {
@@ -356,6 +370,10 @@ mod tests {
         let d = by_db.distributed.expect("distributed");
         assert_eq!(d.dist.database_url, "postgres://kf@db.internal/kf");
         assert_eq!(by_db.in_flight, 3);
+        assert_eq!(d.fan_out, crate::defaults::FAN_OUT_DISTRIBUTED);
+        let narrow = config(&["--distributed", "--fan-out", "2"]);
+        assert_eq!(narrow.distributed.expect("distributed").fan_out, 2);
+        assert!(Args::try_parse_from(["prog", "--distributed", "--fan-out", "0"]).is_err());
         let by_nats = config(&["--nats", "nats://q:4222", "--device-kind", "cuda-h200"]);
         let d = by_nats.distributed.expect("distributed");
         assert_eq!(d.dist.nats_url, "nats://q:4222");

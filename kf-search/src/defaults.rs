@@ -17,6 +17,9 @@ pub const SEED: u64 = 0;
 pub const IN_FLIGHT: usize = 1;
 /// Steps in flight when evaluating on distributed workers.
 pub const IN_FLIGHT_DISTRIBUTED: usize = 8;
+/// Tuning configurations of one candidate sent out at once when evaluating on distributed
+/// workers (`--fan-out 8`): as parallel jobs, over up to that many workers.
+pub const FAN_OUT_DISTRIBUTED: usize = 8;
 /// The archive: one grid (`--archive grid`).
 pub const ARCHIVE: crate::ArchiveKind = crate::ArchiveKind::Grid;
 /// Islands: one archive (`--islands 1`).

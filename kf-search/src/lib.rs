@@ -287,6 +287,10 @@ pub struct Distributed {
     /// Run id on the queue and in the database; default: derived from the output folder and
     /// the seed, so that a resumed run finds its results.
     pub run: Option<String>,
+    /// A candidate's tuning configurations sent out at once, as parallel jobs
+    /// ([`TunedEvaluator::fanning_out`]); [`defaults::FAN_OUT_DISTRIBUTED`] from the command
+    /// line.
+    pub fan_out: usize,
 }
 
 impl SearchConfig {
@@ -814,7 +818,8 @@ fn local_or_distributed(
     if let Some(d) = &config.distributed {
         let (dist, device) = connect_distributed(config, d, sizes)?;
         // Tuning stays here: each configuration is one job, cached by its own id (so close
-        // calls are not measured again: the same configuration is answered from its result).
+        // calls are not measured again: the same configuration is answered from its result),
+        // and a step's configurations go out together, over as many workers.
         let tuned = TunedEvaluator::new(
             dist,
             config.tune_budget,
@@ -823,7 +828,8 @@ fn local_or_distributed(
             device.clone(),
         )?
         .counting(count.clone())
-        .keeping_cell(cells.clone());
+        .keeping_cell(cells.clone())
+        .fanning_out(d.fan_out);
         return Ok((Either::Right(tuned), device));
     }
     let worker = match &config.worker {

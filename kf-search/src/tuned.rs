@@ -30,6 +30,7 @@ pub struct TunedEvaluator<E> {
     count: DeviceEvaluations,
     cell: Option<CellPredictor>,
     close_call: Option<f64>,
+    fan_out: usize,
 }
 
 /// The close-call margin the shipped local search uses ([`TunedEvaluator::remeasuring_close_calls`]):
@@ -67,6 +68,7 @@ impl<E: Evaluator + Clone + 'static> TunedEvaluator<E> {
             count: DeviceEvaluations::default(),
             cell: None,
             close_call: None,
+            fan_out: 1,
         })
     }
 
@@ -112,6 +114,20 @@ impl<E: Evaluator + Clone + 'static> TunedEvaluator<E> {
     /// answered from a stored result, as distributed jobs are.
     pub fn remeasuring_close_calls(mut self, margin: f64) -> Self {
         self.close_call = (margin.is_finite() && margin > 0.0).then_some(margin);
+        self
+    }
+
+    /// Sends up to `width` of a candidate's tuning configurations to the wrapped evaluator at
+    /// once ([`Tuner::fan_out`]): on a cluster they become parallel jobs, so one kernel's tuning
+    /// spreads over several workers instead of waiting on one configuration after another.
+    /// Their outcomes reach the tuning strategy in the order it asked, so a candidate is still
+    /// tuned the same way in every run (at the same width).
+    ///
+    /// Default 1. Keep it at 1 where the wrapped evaluator times on one device: configurations
+    /// timed side by side there disturb each other's times. The distributed search sets
+    /// `--fan-out` (8 unless told).
+    pub fn fanning_out(mut self, width: usize) -> Self {
+        self.fan_out = width.max(1);
         self
     }
 
@@ -198,13 +214,14 @@ struct Collect<'a, E> {
     count: &'a DeviceEvaluations,
 }
 
-#[async_trait]
-impl<E: Evaluator> AsyncObjective for Collect<'_, E> {
-    async fn evaluate(&mut self, config: &ParamValues) -> kf_tune::Result<Outcome> {
-        let candidate = Candidate::seed(self.source.clone(), config.clone());
-        self.calls = self.calls.saturating_add(1);
-        self.count.add(1);
-        match self.inner.evaluate(&candidate).await {
+impl<E: Evaluator> Collect<'_, E> {
+    /// Keeps a configuration's evaluation and says what the tuner sees of it.
+    fn keep(
+        &mut self,
+        config: &ParamValues,
+        evaluated: Result<Evaluation, E::Error>,
+    ) -> kf_tune::Result<Outcome> {
+        match evaluated {
             Ok(e) => {
                 let outcome = outcome_of(&e);
                 self.seen.insert(config.canonical_key(), e);
@@ -215,6 +232,37 @@ impl<E: Evaluator> AsyncObjective for Collect<'_, E> {
                 Err(kf_tune::TuneError::Objective(e.to_string()))
             }
         }
+    }
+}
+
+#[async_trait]
+impl<E: Evaluator> AsyncObjective for Collect<'_, E> {
+    async fn evaluate(&mut self, config: &ParamValues) -> kf_tune::Result<Outcome> {
+        let candidate = Candidate::seed(self.source.clone(), config.clone());
+        self.calls = self.calls.saturating_add(1);
+        self.count.add(1);
+        let evaluated = self.inner.evaluate(&candidate).await;
+        self.keep(config, evaluated)
+    }
+
+    /// The batch's configurations are evaluated concurrently (each its own job on a cluster);
+    /// the answers come back in the order asked.
+    async fn evaluate_batch(&mut self, configs: &[ParamValues]) -> Vec<kf_tune::Result<Outcome>> {
+        let candidates: Vec<Candidate> = configs
+            .iter()
+            .map(|c| Candidate::seed(self.source.clone(), c.clone()))
+            .collect();
+        let n = u32::try_from(configs.len()).unwrap_or(u32::MAX);
+        self.calls = self.calls.saturating_add(n);
+        self.count.add(u64::from(n));
+        let inner = self.inner;
+        let evaluated =
+            futures::future::join_all(candidates.iter().map(|c| inner.evaluate(c))).await;
+        configs
+            .iter()
+            .zip(evaluated)
+            .map(|(config, e)| self.keep(config, e))
+            .collect()
     }
 }
 
@@ -275,7 +323,9 @@ impl<E: Evaluator + Clone + 'static> Evaluator for TunedEvaluator<E> {
             calls: 0,
             count: &self.count,
         };
-        let tuner = Tuner::new(&space, tune_budget).seed(tuning_seed(&candidate.source, &own));
+        let tuner = Tuner::new(&space, tune_budget)
+            .seed(tuning_seed(&candidate.source, &own))
+            .fan_out(self.fan_out);
         // A tuning failure (the evaluator itself broke) leaves the first evaluation standing;
         // the engine hears of evaluator errors through the untuned path.
         let _ = tuner
@@ -373,6 +423,72 @@ mod tests {
         let source = KernelSource::new(Language::OpenCl, "k", "__kernel void k() {}\n")
             .with_manifest(MANIFEST);
         Candidate::seed(source, ParamValues::new().with("TS", 1i64))
+    }
+
+    /// Answers as [`Counting`] does, but only after every evaluation begun so far has had the
+    /// chance to begin (it yields once), recording the most evaluations under way at once.
+    #[derive(Clone, Default)]
+    struct Overlapping {
+        now: Arc<AtomicU32>,
+        most: Arc<AtomicU32>,
+        ran: Arc<AtomicU32>,
+    }
+
+    /// A future that is pending once (waking itself), then ready.
+    struct YieldOnce(bool);
+
+    impl std::future::Future for YieldOnce {
+        type Output = ();
+        fn poll(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<()> {
+            if self.0 {
+                return std::task::Poll::Ready(());
+            }
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    }
+
+    #[async_trait]
+    impl Evaluator for Overlapping {
+        type Error = std::convert::Infallible;
+        async fn evaluate(&self, c: &Candidate) -> Result<Evaluation, Self::Error> {
+            let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(now, Ordering::SeqCst);
+            self.ran.fetch_add(1, Ordering::SeqCst);
+            YieldOnce(false).await;
+            self.now.fetch_sub(1, Ordering::SeqCst);
+            Counting::default().evaluate(c).await
+        }
+    }
+
+    #[test]
+    fn fanned_out_tuning_sends_a_step_s_configurations_at_once() {
+        let (device, sizes) = device_and_sizes();
+        let run = |width: usize| {
+            let inner = Overlapping::default();
+            let count = DeviceEvaluations::default();
+            let t = TunedEvaluator::new(inner.clone(), 8, "random", sizes.clone(), device.clone())
+                .unwrap()
+                .counting(count.clone())
+                .fanning_out(width);
+            let e = futures::executor::block_on(t.evaluate(&candidate())).unwrap();
+            let ran = inner.ran.load(Ordering::SeqCst);
+            assert_eq!(ran, 8, "the candidate's own and seven tuned configurations");
+            assert_eq!(count.spent(), u64::from(ran));
+            assert_eq!(e.tuning_evaluations, 7);
+            (e.params, inner.most.load(Ordering::SeqCst))
+        };
+        let (one_at_a_time, most) = run(1);
+        assert_eq!(most, 1);
+        let (fanned, most) = run(4);
+        assert_eq!(most, 4, "four tuning configurations under way at once");
+        assert_eq!(run(4).0, fanned, "the same width tunes the same way");
+        // The space has eight values: both widths see all of it here.
+        assert_eq!(fanned, one_at_a_time);
     }
 
     #[test]

@@ -15,6 +15,10 @@
 //!     [--write-kt DIR] [--json FILE]
 //! ```
 //!
+//! A strategy written `NAME/W` (`default/8`) asks for `W` configurations at a time, as tuning
+//! spread over `W` workers does (`Tuner::fan_out`): `--strategies default,default/4,default/8`
+//! measures what fanning out costs at the same budget.
+//!
 //! `--write-kt DIR` writes the synthetic instances of every seed as Kernel Tuner cache files
 //! (`KIND_SEED.json`, for Kernel Tuner's simulation mode: `scripts/bench-landscapes-vs-kt.sh`)
 //! and exits. `--json FILE` also writes every cell's per-seed scores as JSON
@@ -164,6 +168,20 @@ fn measured(dir: &Path) -> Result<Vec<Landscape>, Box<dyn std::error::Error>> {
 
 /// A strategy by name; `default@polish=0.1,warmup=2,memory=0.9` is the default strategy with
 /// other settings (for trying changes to it on this benchmark).
+/// `NAME/W`: strategy `NAME` asking for `W` configurations at a time (`Tuner::fan_out`), as a
+/// tuning spread over `W` workers would; plain `NAME` asks for one.
+fn fan_out_of(name: &str) -> Result<(&str, usize), String> {
+    match name.rsplit_once('/') {
+        None => Ok((name, 1)),
+        Some((strategy, width)) => match width.parse::<usize>() {
+            Ok(w) if w >= 1 => Ok((strategy, w)),
+            _ => Err(format!(
+                "{name}: the fan-out after `/` must be a whole number ≥ 1"
+            )),
+        },
+    }
+}
+
 fn build_strategy(name: &str) -> Result<Box<dyn strategy::Strategy>, String> {
     let Some(settings) = name.strip_prefix("default@") else {
         return strategy::by_name(name).map_err(|e| e.to_string());
@@ -254,9 +272,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                             }
                             let seed = o.seed0 + i as u64;
                             let run = land.replay_for(seed).and_then(|replay| {
-                                let mut st = build_strategy(name)?;
+                                let (strategy, width) = fan_out_of(name)?;
+                                let mut st = build_strategy(strategy)?;
                                 let r = replay
-                                    .run(st.as_mut(), budget, seed)
+                                    .run_fanned_out(st.as_mut(), budget, seed, width)
                                     .map_err(|e| e.to_string())?;
                                 Ok(replay.score(&r))
                             });

@@ -8,16 +8,22 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::space::{Point, Space, WeightedSampler};
 
-/// Every configuration seen in one run, in order, with its outcome.
+/// Every configuration seen in one run, in order, with its outcome; and the configurations
+/// asked for whose outcomes are still to come (when the tuner fans out, see
+/// [`crate::Tuner::fan_out`]).
 #[derive(Debug, Clone, Default)]
 pub struct History {
     entries: Vec<(Point, Option<f64>)>,
     index: HashMap<Point, usize>,
     best: Option<usize>,
+    /// Asked for, outcome not known yet, in the order asked. Kept apart from `entries` so that
+    /// models fitted to the history only ever see measured outcomes.
+    pending: Vec<Point>,
 }
 
 impl History {
-    /// Number of distinct configurations seen (evaluated or taken from the cache).
+    /// Number of distinct configurations seen (evaluated or taken from the cache); pending
+    /// ones are not counted.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
@@ -32,9 +38,27 @@ impl History {
         self.index.get(point).map(|&i| self.entries[i].1)
     }
 
-    /// Whether `point` was seen.
+    /// Whether `point` was seen or is pending: either way, proposing it again gains nothing.
     pub fn contains(&self, point: &[u16]) -> bool {
-        self.index.contains_key(point)
+        self.index.contains_key(point) || self.is_pending(point)
+    }
+
+    /// Whether `point` was asked for in the current fan-out and its outcome is still to come.
+    pub fn is_pending(&self, point: &[u16]) -> bool {
+        self.pending.iter().any(|p| p.as_slice() == point)
+    }
+
+    /// The configurations whose outcomes are still to come, in the order they were asked for
+    /// (empty unless the tuner fans out).
+    pub fn pending(&self) -> &[Point] {
+        &self.pending
+    }
+
+    /// Marks `point` as asked for, its outcome still to come.
+    pub(crate) fn begin(&mut self, point: Point) {
+        if !self.contains(&point) {
+            self.pending.push(point);
+        }
     }
 
     /// Seen configurations in order with their time (`None`: failed).
@@ -48,8 +72,10 @@ impl History {
             .and_then(|i| self.entries[i].1.map(|t| (&self.entries[i].0, t)))
     }
 
-    /// Records a configuration's outcome (the first one seen for it counts).
+    /// Records a configuration's outcome (the first one seen for it counts); it is no longer
+    /// pending.
     pub(crate) fn push(&mut self, point: Point, value: Option<f64>) {
+        self.pending.retain(|p| *p != point);
         if self.index.contains_key(&point) {
             return;
         }

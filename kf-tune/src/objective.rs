@@ -112,6 +112,17 @@ impl<F: FnMut(&ParamValues) -> Result<Outcome>> Objective for F {
 pub trait AsyncObjective: Send {
     /// Evaluates `config`.
     async fn evaluate(&mut self, config: &ParamValues) -> Result<Outcome>;
+
+    /// Evaluates a batch the tuner asked for together ([`crate::Tuner::fan_out`]), answering
+    /// in the order given. The default evaluates one after the other; an objective whose
+    /// configurations can run at once on separate devices evaluates them concurrently.
+    async fn evaluate_batch(&mut self, configs: &[ParamValues]) -> Vec<Result<Outcome>> {
+        let mut outcomes = Vec::with_capacity(configs.len());
+        for config in configs {
+            outcomes.push(self.evaluate(config).await);
+        }
+        outcomes
+    }
 }
 
 /// Adapts a kf-core [`Evaluator`] to an [`AsyncObjective`]: each configuration becomes a seed

@@ -106,8 +106,21 @@ impl Replay {
 
     /// Runs `strategy` with `budget` evaluations and `seed`.
     pub fn run(&self, strategy: &mut dyn Strategy, budget: usize, seed: u64) -> Result<TuneResult> {
+        self.run_fanned_out(strategy, budget, seed, 1)
+    }
+
+    /// Runs `strategy` as [`Replay::run`] does, asking for `width` configurations at a time
+    /// ([`Tuner::fan_out`]): what tuning spread over `width` workers would find.
+    pub fn run_fanned_out(
+        &self,
+        strategy: &mut dyn Strategy,
+        budget: usize,
+        seed: u64,
+        width: usize,
+    ) -> Result<TuneResult> {
         Tuner::new(&self.space, budget)
             .seed(seed)
+            .fan_out(width)
             .run(strategy, &mut self.objective())
     }
 

@@ -1,6 +1,15 @@
 //! The tuning loop: asks a [`Strategy`] for configurations, evaluates the new ones through an
 //! objective (or the result cache), tells the strategy, and stops when the budget of distinct
 //! evaluated configurations is spent.
+//!
+//! With a fan-out above one ([`Tuner::fan_out`]) the loop asks for several configurations
+//! before it evaluates any: they go to the objective together
+//! ([`AsyncObjective::evaluate_batch`]), which may evaluate them in parallel (on the workers of
+//! a cluster, say), and their outcomes are told in the order asked, so a seeded run stays
+//! deterministic. While a batch is filled its configurations are pending in the
+//! [`History`](crate::History): strategies do not propose them again, and models are fitted to
+//! measured outcomes only. A strategy ends a batch early by proposing a pending configuration
+//! or by proposing nothing while some are pending.
 
 use kf_core::ParamValues;
 use rand::SeedableRng;
@@ -9,7 +18,7 @@ use serde::Serialize;
 
 use crate::cache::{CacheKey, ResultCache};
 use crate::ctx::{Ctx, History};
-use crate::error::Result;
+use crate::error::{Result, TuneError};
 use crate::objective::{AsyncObjective, Objective, Outcome};
 use crate::space::{Point, Space, WeightedSampler};
 use crate::strategy::Strategy;
@@ -72,6 +81,7 @@ pub struct Tuner<'s> {
     seed: u64,
     prior: Option<Vec<Vec<f64>>>,
     max_idle: usize,
+    fan_out: usize,
 }
 
 struct Session<'s> {
@@ -98,7 +108,20 @@ impl<'s> Tuner<'s> {
             seed: 0,
             prior: None,
             max_idle: 64,
+            fan_out: 1,
         }
+    }
+
+    /// Asks for up to `width` configurations before telling the strategy any outcome, and
+    /// hands them to the objective together (default 1: one at a time). Worth it where the
+    /// objective evaluates a batch in parallel on separate devices; on one device, configurations
+    /// timed side by side disturb each other's times. A width of 0 counts as 1.
+    ///
+    /// Same seed and width, same run. A wider batch is chosen with less information, so at the
+    /// same budget it may end slightly worse (`examples/landscapes.rs --fan-out` measures it).
+    pub fn fan_out(mut self, width: usize) -> Self {
+        self.fan_out = width.max(1);
+        self
     }
 
     /// Seeds the run's random number generator (ChaCha8); same seed, same run.
@@ -161,9 +184,15 @@ impl<'s> Tuner<'s> {
         mut cache: Option<(&mut ResultCache, &CacheKey)>,
     ) -> Result<TuneResult> {
         let mut s = self.session();
-        while let Some((point, values)) = s.next_uncached(strategy, &mut cache) {
-            let outcome = objective.evaluate(&values)?;
-            s.record_evaluated(strategy, point, values, outcome, &mut cache)?;
+        loop {
+            let batch = s.next_batch(strategy, &mut cache, self.fan_out);
+            if batch.is_empty() {
+                break;
+            }
+            for (point, values) in batch {
+                let outcome = objective.evaluate(&values)?;
+                s.record_evaluated(strategy, point, values, outcome, &mut cache)?;
+            }
         }
         Ok(s.finish(strategy))
     }
@@ -178,9 +207,23 @@ impl<'s> Tuner<'s> {
         mut cache: Option<(&mut ResultCache, &CacheKey)>,
     ) -> Result<TuneResult> {
         let mut s = self.session();
-        while let Some((point, values)) = s.next_uncached(strategy, &mut cache) {
-            let outcome = objective.evaluate(&values).await?;
-            s.record_evaluated(strategy, point, values, outcome, &mut cache)?;
+        loop {
+            let batch = s.next_batch(strategy, &mut cache, self.fan_out);
+            if batch.is_empty() {
+                break;
+            }
+            let configs: Vec<ParamValues> = batch.iter().map(|(_, v)| v.clone()).collect();
+            let outcomes = objective.evaluate_batch(&configs).await;
+            if outcomes.len() != batch.len() {
+                return Err(TuneError::Objective(format!(
+                    "the objective answered {} of a batch of {} configurations",
+                    outcomes.len(),
+                    batch.len()
+                )));
+            }
+            for ((point, values), outcome) in batch.into_iter().zip(outcomes) {
+                s.record_evaluated(strategy, point, values, outcome?, &mut cache)?;
+            }
         }
         Ok(s.finish(strategy))
     }
@@ -193,21 +236,24 @@ impl Session<'_> {
             rng: &mut self.rng,
             history: &self.history,
             budget: self.budget,
-            spent: self.spent,
+            // Pending configurations are as good as spent: they will be evaluated.
+            spent: self.spent + self.history.pending().len(),
             prior: self.prior.as_ref(),
         }
     }
 
-    /// The next configuration to evaluate: new (not in the history) and valid. Repeated
-    /// proposals are answered from the history for free; after `max_idle` of them in a row a
-    /// random unseen configuration is substituted.
+    /// The next configuration to evaluate: new (neither in the history nor pending) and
+    /// valid. Repeated proposals are answered from the history for free; after `max_idle` of
+    /// them in a row a random unseen configuration is substituted. `None` ends the batch being
+    /// filled, and the session when nothing is pending.
     fn next(&mut self, strategy: &mut dyn Strategy) -> Option<Point> {
         let mut idle = 0usize;
         loop {
-            if self.finished || self.spent >= self.budget || self.asks_left == 0 {
+            let pending = self.history.pending().len();
+            if self.finished || self.spent + pending >= self.budget || self.asks_left == 0 {
                 return None;
             }
-            if self.history.len() as u128 >= self.space.len() {
+            if (self.history.len() + pending) as u128 >= self.space.len() {
                 return None;
             }
             self.asks_left -= 1;
@@ -219,12 +265,19 @@ impl Session<'_> {
                 strategy.ask(&mut ctx)
             };
             let Some(p) = proposal else {
-                self.finished = true;
+                // With outcomes to come the strategy may have more to say once it hears them.
+                if pending == 0 {
+                    self.finished = true;
+                }
                 return None;
             };
             if !self.space.contains(&p) {
                 idle += 1;
                 continue;
+            }
+            if self.history.is_pending(&p) {
+                // The strategy has nothing new before it hears the batch's outcomes.
+                return None;
             }
             match self.history.get(&p) {
                 None => return Some(p),
@@ -280,6 +333,25 @@ impl Session<'_> {
             return Some((point, values));
         }
         None
+    }
+
+    /// Up to `width` configurations to evaluate together, each marked pending as it is chosen;
+    /// empty when the session is over.
+    fn next_batch(
+        &mut self,
+        strategy: &mut dyn Strategy,
+        cache: &mut Option<(&mut ResultCache, &CacheKey)>,
+        width: usize,
+    ) -> Vec<(Point, ParamValues)> {
+        let mut batch = Vec::new();
+        while batch.len() < width.max(1) {
+            let Some((point, values)) = self.next_uncached(strategy, cache) else {
+                break;
+            };
+            self.history.begin(point.clone());
+            batch.push((point, values));
+        }
+        batch
     }
 
     /// Stores a fresh outcome in the cache (when there is one) and records it as evaluated.

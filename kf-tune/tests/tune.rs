@@ -645,3 +645,76 @@ fn default_strategy_finds_a_good_configuration_of_a_synthetic_space() {
         .unwrap();
     assert!(r.best_time.unwrap() <= 1.5, "{:?}", r.best_time);
 }
+
+/// An objective that answers batches and remembers their sizes.
+struct Batches {
+    sizes: Vec<usize>,
+}
+
+#[kf_core::async_trait]
+impl kf_tune::AsyncObjective for Batches {
+    async fn evaluate(&mut self, config: &ParamValues) -> kf_tune::Result<Outcome> {
+        self.sizes.push(1);
+        bowl(config)
+    }
+
+    async fn evaluate_batch(&mut self, configs: &[ParamValues]) -> Vec<kf_tune::Result<Outcome>> {
+        self.sizes.push(configs.len());
+        configs
+            .iter()
+            .map(|c| {
+                if c.get("U").and_then(ParamValue::as_i64) == Some(5) {
+                    return Ok(Outcome::Failed(Failure::Runtime));
+                }
+                bowl(c)
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn fanned_out_runs_ask_in_batches_and_keep_every_guarantee() {
+    let space = small_space();
+    let width = 6;
+    for name in strategy::STRATEGY_NAMES {
+        let run = |seed| {
+            let mut s = strategy::by_name(name).unwrap();
+            let mut objective = Batches { sizes: Vec::new() };
+            let r = futures::executor::block_on(
+                Tuner::new(&space, 40).seed(seed).fan_out(width).run_async(
+                    s.as_mut(),
+                    &mut objective,
+                    None,
+                ),
+            )
+            .unwrap();
+            assert_eq!(r.evaluations, 40, "{name} stopped early");
+            assert_eq!(objective.sizes.iter().sum::<usize>(), 40, "{name}");
+            assert!(
+                objective.sizes.iter().all(|&n| (1..=width).contains(&n)),
+                "{name}: batches {:?}",
+                objective.sizes
+            );
+            let mut seen = std::collections::HashSet::new();
+            for t in &r.trials {
+                assert!(
+                    seen.insert(t.config.canonical_key()),
+                    "{name} repeated a configuration"
+                );
+            }
+            (r, objective.sizes)
+        };
+        let (a, sizes) = run(11);
+        let (b, _) = run(11);
+        let configs = |r: &kf_tune::TuneResult| {
+            r.trials
+                .iter()
+                .map(|t| t.config.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(configs(&a), configs(&b), "{name} is not deterministic");
+        // Batches are filled: every strategy has several new configurations to propose before
+        // it hears outcomes (a genetic generation or an annealing walk may end one early).
+        assert!(sizes.len() <= 10, "{name}: batches {sizes:?}");
+    }
+}

@@ -44,13 +44,15 @@ pub(crate) fn initial_design(budget: usize) -> usize {
 }
 
 /// A space-filling initial design: among a few random unseen configurations, the one farthest
-/// from everything seen.
+/// from everything seen or pending.
 pub(crate) fn space_filling(ctx: &mut Ctx<'_>) -> Option<Point> {
     let seen: Vec<Vec<f64>> = ctx
         .history
         .entries()
         .iter()
-        .map(|(p, _)| ctx.space.features(p))
+        .map(|(p, _)| p)
+        .chain(ctx.history.pending())
+        .map(|p| ctx.space.features(p))
         .collect();
     let mut best: Option<(Point, f64)> = None;
     for _ in 0..24 {

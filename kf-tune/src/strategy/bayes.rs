@@ -361,7 +361,9 @@ impl Strategy for BayesOpt {
         };
         let mut best: Option<(usize, f64)> = None;
         for i in 0..model.cands.len() {
-            if model.seen[i] {
+            // Pending candidates too: when the tuner fans out, the next largest expected
+            // improvement joins the batch.
+            if model.seen[i] || ctx.history.is_pending(&model.cands[i]) {
                 continue;
             }
             let ei = expected_improvement(post.mean[i], post.sd[i], post.best, self.xi);

@@ -153,6 +153,11 @@ impl Strategy for Genetic {
             if let Some(p) = self.queue.pop() {
                 return Some(p);
             }
+            // A generation is bred from its members' outcomes: while some are still to come
+            // (the tuner fans out), this batch ends here.
+            if self.generation.iter().any(|p| ctx.history.is_pending(p)) {
+                return None;
+            }
             self.breed(ctx);
             if self.queue.is_empty() {
                 return ctx.random_unseen();
