@@ -11,6 +11,10 @@
 #                                     # both with TLS and the credentials, and wait until both
 #                                     # answer
 #   scripts/dist-servers.sh stop      # stop both (by the process ids they wrote)
+#   scripts/dist-servers.sh restart-postgres [SECONDS]
+#                                     # restart PostgreSQL (fast shutdown: every connection is
+#                                     # cut), staying down SECONDS (default 0) before it starts
+#                                     # again as `start` starts it; the fault tests use it
 #   scripts/dist-servers.sh status    # say what runs, and where
 #   scripts/dist-servers.sh env       # print `export KF_…=…` lines for a shell to eval
 #
@@ -344,6 +348,17 @@ cmd_stop() {
     fi
 }
 
+cmd_restart_postgres() {
+    local down="${1:-0}"
+    case "$down" in '' | *[!0-9.]*) die "restart-postgres: SECONDS must be a number, not '$down'" ;; esac
+    pg_running || die "PostgreSQL is not running (scripts/dist-servers.sh start)"
+    as_pg "$(pg_bindir)/pg_ctl" -D "$PG_DIR/data" -m fast -w stop >&2 ||
+        die "PostgreSQL did not stop (see $PG_DIR/postgres.log)"
+    log "PostgreSQL stopped; down for $down s"
+    sleep "$down"
+    start_pg
+}
+
 cmd_status() {
     if nats_running; then echo "nats-server: running on tls://127.0.0.1:$NATS_PORT"; else echo "nats-server: stopped"; fi
     if pg_running; then echo "PostgreSQL: running on 127.0.0.1:$PG_PORT (TLS), database $DATABASE"; else echo "PostgreSQL: stopped"; fi
@@ -363,8 +378,9 @@ install) cmd_install ;;
 secrets) cmd_secrets ;;
 start) cmd_start ;;
 stop) cmd_stop ;;
+restart-postgres) cmd_restart_postgres "${2:-0}" ;;
 status) cmd_status ;;
 env) cmd_env ;;
 -h | --help | help | "") usage ;;
-*) die "unknown command '$1' (install, secrets, start, stop, status, env)" ;;
+*) die "unknown command '$1' (install, secrets, start, stop, restart-postgres, status, env)" ;;
 esac

@@ -76,6 +76,37 @@ pub fn servers(test: &str) -> Option<Servers> {
     found
 }
 
+/// Restarts the PostgreSQL server of `scripts/dist-servers.sh` (fast shutdown: every
+/// connection is cut), down for `down_s` seconds. `false`, with a message, when the servers
+/// were not started by that script (given by `KF_DATABASE_URL` alone), so it cannot restart
+/// them.
+pub fn restart_postgres(test: &str, down_s: u32) -> bool {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = manifest
+        .ancestors()
+        .find(|p| p.join("Cargo.lock").exists())
+        .unwrap_or(manifest);
+    let dir = std::env::var_os("KF_DIST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join(".runtime"));
+    if !dir.join("dist-servers.json").exists() {
+        eprintln!(
+            "{test}: SKIPPED — the PostgreSQL server was not started by scripts/dist-servers.sh \
+             (no {}), so it cannot be restarted",
+            dir.join("dist-servers.json").display()
+        );
+        return false;
+    }
+    let status = Command::new(root.join("scripts/dist-servers.sh"))
+        .arg("restart-postgres")
+        .arg(down_s.to_string())
+        .env("KF_DIST_DIR", &dir)
+        .status()
+        .expect("scripts/dist-servers.sh runs");
+    assert!(status.success(), "scripts/dist-servers.sh restart-postgres failed");
+    true
+}
+
 fn pg_answers(url: &str) -> bool {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
