@@ -426,103 +426,96 @@ fn a_killed_worker_s_job_is_evaluated_again() {
     );
 }
 
+/// What [`search_survives`] saw.
+struct Survived {
+    /// Results stored when the fault began.
+    during: i64,
+    /// Jobs of the run (each with exactly one result).
+    jobs: i64,
+    /// Jobs answered on a redelivery.
+    again: i64,
+    /// Seconds from the fault's start to the end of the search.
+    finished_s: f64,
+}
+
+/// Runs an 80-evaluation search on two workers, applies `fault` once 20 results are stored,
+/// and checks that nothing was lost: the search finishes, every candidate is recorded, each
+/// job has one result, and the archive is the one the same search gets in one process.
+fn search_survives(cluster: &mut Cluster, run: &str, fault: impl FnOnce(&mut Cluster)) -> Survived {
+    cluster.start_workers(2);
+    cluster.wait_for_workers(2);
+    let evaluator = cluster.evaluator(run, 30);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let search_thread = std::thread::spawn(move || {
+        let a = search(evaluator, vec![synthetic_seed(DIMS)], 80);
+        let _ = tx.send(());
+        a
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while cluster.db.count("SELECT count(*) FROM kf_results") < 20 {
+        assert!(Instant::now() < deadline, "no progress before the fault");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let during = cluster.db.count("SELECT count(*) FROM kf_results");
+    let began = Instant::now();
+    fault(cluster);
+    rx.recv_timeout(Duration::from_secs(180))
+        .expect("the search did not finish after the fault");
+    let archive = search_thread.join().unwrap();
+    assert!(during < 80, "the fault happened mid-run");
+    assert_eq!(
+        json(&archive),
+        in_process(80),
+        "nothing lost, nothing changed"
+    );
+    let db = &cluster.db;
+    assert_eq!(db.count("SELECT count(*) FROM kf_candidates"), 80);
+    let jobs = db.count("SELECT count(*) FROM kf_jobs");
+    assert_eq!(db.count("SELECT count(*) FROM kf_results"), jobs);
+    Survived {
+        during,
+        jobs,
+        again: db.count("SELECT count(*) FROM kf_results WHERE delivery > 1"),
+        finished_s: began.elapsed().as_secs_f64(),
+    }
+}
+
 #[test]
 fn a_nats_restart_loses_nothing() {
     let _serial = lock();
     let Some(mut cluster) = Cluster::new("nats_restart", Duration::from_secs(2), 3) else {
         return;
     };
-    cluster.start_workers(2);
-    let evaluator = cluster.evaluator("restart", 30);
-    let (tx, rx) = std::sync::mpsc::channel();
-    let search_thread = std::thread::spawn(move || {
-        let a = search(evaluator, vec![synthetic_seed(DIMS)], 80);
-        let _ = tx.send(());
-        a
+    let s = search_survives(&mut cluster, "restart", |c| {
+        c.nats.kill();
+        std::thread::sleep(Duration::from_secs(1));
+        c.nats.restart();
     });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while cluster.db.count("SELECT count(*) FROM kf_results") < 20 {
-        assert!(Instant::now() < deadline, "no progress before the restart");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    cluster.nats.kill();
-    let during = cluster.db.count("SELECT count(*) FROM kf_results");
-    let down = Instant::now();
-    std::thread::sleep(Duration::from_secs(1));
-    cluster.nats.restart();
-    rx.recv_timeout(Duration::from_secs(180))
-        .expect("the search did not finish after the restart");
-    let archive = search_thread.join().unwrap();
-    assert!(during < 80, "the restart happened mid-run");
-    assert_eq!(
-        json(&archive),
-        in_process(80),
-        "nothing lost, nothing changed"
-    );
-    let db = &cluster.db;
-    assert_eq!(db.count("SELECT count(*) FROM kf_candidates"), 80);
-    let jobs = db.count("SELECT count(*) FROM kf_jobs");
-    assert_eq!(db.count("SELECT count(*) FROM kf_results"), jobs);
-    let again = db.count("SELECT count(*) FROM kf_results WHERE delivery > 1");
     eprintln!(
-        "NATS restart: killed after {during} of {jobs} results, back after 1 s; run finished \
-         {:.1} s after the kill; {again} jobs answered on a redelivery; archive identical",
-        down.elapsed().as_secs_f64()
+        "NATS restart: killed after {} of {} results, back after 1 s; run finished {:.1} s \
+         after the kill; {} jobs answered on a redelivery; archive identical",
+        s.during, s.jobs, s.finished_s, s.again
     );
 }
 
-/// PostgreSQL restarted mid-run (every connection of the search and the workers cut, the
-/// server down for three seconds): the search and its workers reconnect, nothing is lost,
-/// each job has one result and the archive is the in-process one.
+/// PostgreSQL restarted mid-run: every connection of the search and the workers is cut and
+/// the server stays down for 3 s, longer than the workers' acknowledgement wait (2 s), so jobs
+/// whose results could not be stored are redelivered meanwhile. The search and its workers
+/// reconnect by themselves.
 #[test]
 fn a_postgres_restart_loses_nothing() {
     let _serial = lock();
-    let Some(cluster) = Cluster::new("postgres_restart", Duration::from_secs(2), 3) else {
+    if !common::can_restart_postgres("a_postgres_restart_loses_nothing") {
+        return;
+    }
+    let Some(mut cluster) = Cluster::new("postgres_restart", Duration::from_secs(2), 3) else {
         return;
     };
-    cluster.start_workers(2);
-    cluster.wait_for_workers(2);
-    let evaluator = cluster.evaluator("pg-restart", 30);
-    let (tx, rx) = std::sync::mpsc::channel();
-    let search_thread = std::thread::spawn(move || {
-        let a = search(evaluator, vec![synthetic_seed(DIMS)], 80);
-        let _ = tx.send(());
-        a
-    });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while cluster.db.count("SELECT count(*) FROM kf_results") < 20 {
-        assert!(Instant::now() < deadline, "no progress before the restart");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let before = Instant::now();
-    // Down for 3 s: longer than the workers' acknowledgement wait (2 s), so jobs in hand
-    // whose results could not be stored are redelivered meanwhile.
-    if !common::restart_postgres("a_postgres_restart_loses_nothing", 3) {
-        drop(rx);
-        let _ = search_thread.join();
-        return;
-    }
-    let restart_s = before.elapsed().as_secs_f64();
-    let during = cluster.db.count("SELECT count(*) FROM kf_results");
-    rx.recv_timeout(Duration::from_secs(180))
-        .expect("the search did not finish after the restart");
-    let archive = search_thread.join().unwrap();
-    assert!(during < 80, "the restart happened mid-run");
-    assert_eq!(
-        json(&archive),
-        in_process(80),
-        "nothing lost, nothing changed"
-    );
-    let db = &cluster.db;
-    assert_eq!(db.count("SELECT count(*) FROM kf_candidates"), 80);
-    let jobs = db.count("SELECT count(*) FROM kf_jobs");
-    assert_eq!(db.count("SELECT count(*) FROM kf_results"), jobs);
-    let again = db.count("SELECT count(*) FROM kf_results WHERE delivery > 1");
+    let s = search_survives(&mut cluster, "pg-restart", |_| common::restart_postgres(3));
     eprintln!(
-        "PostgreSQL restart ({restart_s:.1} s) after about {during} of {jobs} results; run \
-         finished {:.1} s after the restart began; {again} jobs answered on a redelivery; \
-         archive identical",
-        before.elapsed().as_secs_f64()
+        "PostgreSQL restart: began after {} of {} results, down 3 s; run finished {:.1} s \
+         after the restart began; {} jobs answered on a redelivery; archive identical",
+        s.during, s.jobs, s.finished_s, s.again
     );
 }
 

@@ -29,16 +29,8 @@ impl Servers {
 /// The servers, or `None` (with a message) when they are not running; with
 /// `KF_REQUIRE_DIST=1` a missing server fails the test instead.
 pub fn servers(test: &str) -> Option<Servers> {
-    // The workspace root (this file serves kf-dist's tests and the facade's).
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let root = manifest
-        .ancestors()
-        .find(|p| p.join("Cargo.lock").exists())
-        .unwrap_or(manifest);
     // KF_DIST_DIR: servers started with `KF_DIST_DIR=… scripts/dist-servers.sh start`.
-    let dir = std::env::var_os("KF_DIST_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join(".runtime"));
+    let (_, dir) = root_and_dist_dir();
     let info: Option<serde_json::Value> = std::fs::read_to_string(dir.join("dist-servers.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok());
@@ -76,35 +68,49 @@ pub fn servers(test: &str) -> Option<Servers> {
     found
 }
 
-/// Restarts the PostgreSQL server of `scripts/dist-servers.sh` (fast shutdown: every
-/// connection is cut), down for `down_s` seconds. `false`, with a message, when the servers
-/// were not started by that script (given by `KF_DATABASE_URL` alone), so it cannot restart
-/// them.
-pub fn restart_postgres(test: &str, down_s: u32) -> bool {
+/// The workspace root (this file serves kf-dist's tests and the facade's) and the folder of
+/// `scripts/dist-servers.sh`'s servers (`KF_DIST_DIR`, else `.runtime`).
+fn root_and_dist_dir() -> (PathBuf, PathBuf) {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let root = manifest
         .ancestors()
         .find(|p| p.join("Cargo.lock").exists())
-        .unwrap_or(manifest);
+        .unwrap_or(manifest)
+        .to_path_buf();
     let dir = std::env::var_os("KF_DIST_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join(".runtime"));
-    if !dir.join("dist-servers.json").exists() {
+    (root, dir)
+}
+
+/// Whether [`restart_postgres`] can restart the server: `scripts/dist-servers.sh` started it.
+/// Says why not (the servers were given by `KF_DATABASE_URL` alone) when it cannot.
+pub fn can_restart_postgres(test: &str) -> bool {
+    let info = root_and_dist_dir().1.join("dist-servers.json");
+    if !info.exists() {
         eprintln!(
             "{test}: SKIPPED — the PostgreSQL server was not started by scripts/dist-servers.sh \
              (no {}), so it cannot be restarted",
-            dir.join("dist-servers.json").display()
+            info.display()
         );
-        return false;
     }
+    info.exists()
+}
+
+/// Restarts the PostgreSQL server of `scripts/dist-servers.sh` (fast shutdown: every
+/// connection is cut), down for `down_s` seconds.
+pub fn restart_postgres(down_s: u32) {
+    let (root, dir) = root_and_dist_dir();
     let status = Command::new(root.join("scripts/dist-servers.sh"))
         .arg("restart-postgres")
         .arg(down_s.to_string())
         .env("KF_DIST_DIR", &dir)
         .status()
         .expect("scripts/dist-servers.sh runs");
-    assert!(status.success(), "scripts/dist-servers.sh restart-postgres failed");
-    true
+    assert!(
+        status.success(),
+        "scripts/dist-servers.sh restart-postgres failed"
+    );
 }
 
 fn pg_answers(url: &str) -> bool {
