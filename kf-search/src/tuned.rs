@@ -123,6 +123,12 @@ impl<E: Evaluator + Clone + 'static> TunedEvaluator<E> {
     /// Their outcomes reach the tuning strategy in the order it asked, so a candidate is still
     /// tuned the same way in every run (at the same width).
     ///
+    /// A batch is at most the tuning budget left (`budget - 1` for a fresh candidate: with the
+    /// shipped `--tune-budget 3`, two configurations at once). When the wrapped evaluator fails
+    /// on one configuration of a batch (an evaluator error, not a failed kernel), tuning ends
+    /// there as it does one at a time, but the batch's other configurations have run: they are
+    /// counted, and a correct one among them may still be chosen.
+    ///
     /// Default 1. Keep it at 1 where the wrapped evaluator times on one device: configurations
     /// timed side by side there disturb each other's times. The distributed search sets
     /// `--fan-out` (8 unless told).

@@ -118,7 +118,8 @@ impl<'s> Tuner<'s> {
     /// timed side by side disturb each other's times. A width of 0 counts as 1.
     ///
     /// Same seed and width, same run. A wider batch is chosen with less information, so at the
-    /// same budget it may end slightly worse (`examples/landscapes.rs --fan-out` measures it).
+    /// same budget it may end slightly worse (`examples/landscapes.rs` measures it: a strategy
+    /// written `default/8` fans out to 8).
     pub fn fan_out(mut self, width: usize) -> Self {
         self.fan_out = width.max(1);
         self

@@ -20,7 +20,8 @@ pub struct SimulatedAnnealing {
     /// Temperature at which the walk restarts.
     pub t_min: f64,
     current: Option<(Point, f64)>,
-    pending: Option<Point>,
+    /// Proposals whose outcomes are to come (one, unless the tuner fans out).
+    pending: Vec<Point>,
     temperature: f64,
     stall: usize,
 }
@@ -32,7 +33,7 @@ impl Default for SimulatedAnnealing {
             alpha: 0.97,
             t_min: 0.005,
             current: None,
-            pending: None,
+            pending: Vec::new(),
             temperature: 0.3,
             stall: 0,
         }
@@ -52,6 +53,9 @@ impl Strategy for SimulatedAnnealing {
     }
 
     fn ask(&mut self, ctx: &mut Ctx<'_>) -> Option<Point> {
+        // Proposals never measured (substituted or repeated) are forgotten; at a fan-out of
+        // one nothing is pending here, so only the new proposal will be.
+        self.pending.retain(|p| ctx.history.is_pending(p));
         if self.temperature < self.t_min || self.stall > 30 {
             self.current = None;
             self.temperature = self.t0;
@@ -59,7 +63,7 @@ impl Strategy for SimulatedAnnealing {
         }
         let Some((cur, _)) = &self.current else {
             let p = ctx.random_unseen()?;
-            self.pending = Some(p.clone());
+            self.pending.push(p.clone());
             return Some(p);
         };
         let kind = if ctx.rng.random_bool(0.5) {
@@ -80,15 +84,15 @@ impl Strategy for SimulatedAnnealing {
             },
         };
         self.temperature *= self.alpha;
-        self.pending = Some(choice.clone());
+        self.pending.push(choice.clone());
         Some(choice)
     }
 
     fn tell(&mut self, ctx: &mut Ctx<'_>, point: &Point, time: Option<f64>) {
-        if self.pending.as_ref() != Some(point) {
+        let Some(i) = self.pending.iter().position(|p| p == point) else {
             return;
-        }
-        self.pending = None;
+        };
+        self.pending.remove(i);
         let Some(t) = time else {
             self.stall += 1;
             return;

@@ -182,7 +182,6 @@ impl Strategy for Auto {
         // dropped; at a fan-out of one nothing is pending here, so only the last proposal stays.
         self.pending.retain(|(p, _)| ctx.history.is_pending(p));
         if (ctx.left() as f64) <= self.polish * ctx.budget as f64 {
-            self.pending.clear();
             if let Some(p) = self.polish_step(ctx) {
                 return Some(p);
             }

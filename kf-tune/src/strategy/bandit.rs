@@ -18,7 +18,9 @@ pub struct Bandit {
     arms: Vec<Box<dyn Strategy>>,
     pulls: Vec<f64>,
     rewards: Vec<f64>,
-    pending: Option<(Point, usize)>,
+    /// Proposals whose outcomes are to come, with the arm of each (one, unless the tuner fans
+    /// out).
+    pending: Vec<(Point, usize)>,
     /// UCB exploration constant.
     pub exploration: f64,
 }
@@ -48,7 +50,7 @@ impl Bandit {
             arms,
             pulls: vec![0.0; n],
             rewards: vec![0.0; n],
-            pending: None,
+            pending: Vec::new(),
             exploration: 0.5,
         }
     }
@@ -65,16 +67,25 @@ impl Bandit {
         ])
     }
 
-    fn choose(&self, ctx: &mut Ctx<'_>) -> usize {
-        if let Some(i) = self.pulls.iter().position(|p| *p == 0.0) {
+    /// The arm to pull, among those not `waiting`. Proposals still pending count as pulls
+    /// (with no reward yet), so that one batch of a fan-out spreads over the arms as
+    /// consecutive pulls would.
+    fn choose(&self, ctx: &mut Ctx<'_>, waiting: &[bool]) -> usize {
+        let pulls: Vec<f64> = (0..self.arms.len())
+            .map(|i| self.pulls[i] + self.pending.iter().filter(|(_, a)| *a == i).count() as f64)
+            .collect();
+        if let Some(i) = (0..self.arms.len()).find(|&i| pulls[i] == 0.0 && !waiting[i]) {
             return i;
         }
-        let total: f64 = self.pulls.iter().sum();
+        let total: f64 = pulls.iter().sum();
         let mut best = (0, f64::NEG_INFINITY);
         for i in 0..self.arms.len() {
-            let mean = self.rewards[i] / self.pulls[i];
+            if waiting[i] {
+                continue;
+            }
+            let mean = self.rewards[i] / pulls[i];
             let ucb = mean
-                + self.exploration * (total.ln() / self.pulls[i]).sqrt()
+                + self.exploration * (total.ln() / pulls[i]).sqrt()
                 + 1e-9 * ctx.rng.random::<f64>();
             if ucb > best.1 {
                 best = (i, ucb);
@@ -93,40 +104,50 @@ impl Strategy for Bandit {
         if self.arms.is_empty() {
             return ctx.random_unseen();
         }
+        // Proposals never measured (substituted or repeated) are forgotten; at a fan-out of
+        // one nothing is pending here.
+        self.pending.retain(|(p, _)| ctx.history.is_pending(p));
+        let mut waiting = vec![false; self.arms.len()];
         for _ in 0..self.arms.len() {
-            let i = self.choose(ctx);
+            let i = self.choose(ctx, &waiting);
             if let Some(p) = self.arms[i].ask(ctx) {
-                self.pending = Some((p.clone(), i));
+                self.pending.push((p.clone(), i));
                 return Some(p);
             }
-            // An exhausted arm is never chosen again.
-            self.pulls[i] = f64::INFINITY;
+            if ctx.history.pending().is_empty() {
+                // An exhausted arm is never chosen again.
+                self.pulls[i] = f64::INFINITY;
+            } else {
+                // It may be waiting for outcomes of the batch (a genetic generation): another
+                // arm proposes this time.
+                waiting[i] = true;
+                if waiting.iter().all(|w| *w) {
+                    return None;
+                }
+            }
         }
         ctx.random_unseen()
     }
 
     fn tell(&mut self, ctx: &mut Ctx<'_>, point: &Point, time: Option<f64>) {
-        if let Some((p, arm)) = self.pending.take() {
-            if &p == point {
-                let before = ctx
-                    .history
-                    .entries()
-                    .iter()
-                    .filter(|(q, _)| q != point)
-                    .filter_map(|(_, t)| *t)
-                    .fold(f64::INFINITY, f64::min);
-                let reward = match time {
-                    Some(t) if before.is_finite() && t < before => {
-                        (1.0 + 10.0 * (log_time(before) - log_time(t))).min(2.0)
-                    }
-                    Some(_) if !before.is_finite() => 1.0,
-                    _ => 0.0,
-                };
-                self.pulls[arm] += 1.0;
-                self.rewards[arm] += reward;
-            } else {
-                self.pending = Some((p, arm));
-            }
+        if let Some(i) = self.pending.iter().position(|(p, _)| p == point) {
+            let (_, arm) = self.pending.remove(i);
+            let before = ctx
+                .history
+                .entries()
+                .iter()
+                .filter(|(q, _)| q != point)
+                .filter_map(|(_, t)| *t)
+                .fold(f64::INFINITY, f64::min);
+            let reward = match time {
+                Some(t) if before.is_finite() && t < before => {
+                    (1.0 + 10.0 * (log_time(before) - log_time(t))).min(2.0)
+                }
+                Some(_) if !before.is_finite() => 1.0,
+                _ => 0.0,
+            };
+            self.pulls[arm] += 1.0;
+            self.rewards[arm] += reward;
         }
         for a in &mut self.arms {
             a.tell(ctx, point, time);

@@ -359,14 +359,28 @@ impl Strategy for BayesOpt {
         let Some(post) = model.posterior() else {
             return ctx.random_unseen();
         };
+        // When the tuner fans out, the configurations of the batch so far are pending: the
+        // expected improvement near them is discounted by the model's correlation with them
+        // (local penalisation), so that a batch spreads over several promising regions
+        // instead of crowding one.
+        let pending: Vec<Vec<f64>> = ctx
+            .history
+            .pending()
+            .iter()
+            .map(|p| model.features(ctx, p))
+            .collect();
+        let gp = model.gp.as_ref();
         let mut best: Option<(usize, f64)> = None;
         for i in 0..model.cands.len() {
-            // Pending candidates too: when the tuner fans out, the next largest expected
-            // improvement joins the batch.
             if model.seen[i] || ctx.history.is_pending(&model.cands[i]) {
                 continue;
             }
-            let ei = expected_improvement(post.mean[i], post.sd[i], post.best, self.xi);
+            let mut ei = expected_improvement(post.mean[i], post.sd[i], post.best, self.xi);
+            if let Some(gp) = gp {
+                for x in &pending {
+                    ei *= 1.0 - gp.correlation(i, x);
+                }
+            }
             if best.is_none_or(|(_, b)| ei > b) {
                 best = Some((i, ei));
             }

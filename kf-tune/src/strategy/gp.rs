@@ -313,6 +313,11 @@ impl CandidateGp {
         &self.hyper
     }
 
+    /// The prior correlation (0 to 1) between candidate `i` and a point with features `x`.
+    pub(crate) fn correlation(&self, i: usize, x: &[f64]) -> f64 {
+        matern(&self.cands[i], x, &self.inv_ls, 1.0)
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.x.len()
     }

@@ -18,7 +18,8 @@ pub struct GreedyIls {
     pub restart_probability: f64,
     current: Option<(Point, f64)>,
     queue: Vec<Point>,
-    pending: Option<Point>,
+    /// Proposals whose outcomes are to come (one, unless the tuner fans out).
+    pending: Vec<Point>,
 }
 
 impl Default for GreedyIls {
@@ -28,7 +29,7 @@ impl Default for GreedyIls {
             restart_probability: 0.2,
             current: None,
             queue: Vec::new(),
-            pending: None,
+            pending: Vec::new(),
         }
     }
 }
@@ -79,6 +80,9 @@ impl Strategy for GreedyIls {
     }
 
     fn ask(&mut self, ctx: &mut Ctx<'_>) -> Option<Point> {
+        // Proposals never measured (substituted or repeated) are forgotten; at a fan-out of
+        // one nothing is pending here.
+        self.pending.retain(|p| ctx.history.is_pending(p));
         let p = if self.current.is_none() {
             ctx.random_unseen()?
         } else {
@@ -86,6 +90,8 @@ impl Strategy for GreedyIls {
                 match self.queue.pop() {
                     Some(p) if ctx.history.contains(&p) => continue,
                     Some(p) => break p,
+                    // Neighbours still being measured may yet improve: this batch ends here.
+                    None if !self.pending.is_empty() => return None,
                     None => {
                         // Local optimum: perturb.
                         self.current = None;
@@ -94,15 +100,15 @@ impl Strategy for GreedyIls {
                 }
             }
         };
-        self.pending = Some(p.clone());
+        self.pending.push(p.clone());
         Some(p)
     }
 
     fn tell(&mut self, ctx: &mut Ctx<'_>, point: &Point, time: Option<f64>) {
-        if self.pending.as_ref() != Some(point) {
+        let Some(i) = self.pending.iter().position(|p| p == point) else {
             return;
-        }
-        self.pending = None;
+        };
+        self.pending.remove(i);
         let Some(t) = time else { return };
         match &self.current {
             Some((_, cur)) if t >= *cur => {}
