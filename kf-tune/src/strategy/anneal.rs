@@ -3,7 +3,7 @@
 use rand::seq::IndexedRandom;
 use rand::Rng;
 
-use super::base::{log_time, Strategy};
+use super::base::{log_time, Proposals, Strategy};
 use crate::ctx::Ctx;
 use crate::space::{Neighbourhood, Point};
 
@@ -21,7 +21,7 @@ pub struct SimulatedAnnealing {
     pub t_min: f64,
     current: Option<(Point, f64)>,
     /// Proposals whose outcomes are to come (one, unless the tuner fans out).
-    pending: Vec<Point>,
+    pending: Proposals<()>,
     temperature: f64,
     stall: usize,
 }
@@ -33,7 +33,7 @@ impl Default for SimulatedAnnealing {
             alpha: 0.97,
             t_min: 0.005,
             current: None,
-            pending: Vec::new(),
+            pending: Proposals::default(),
             temperature: 0.3,
             stall: 0,
         }
@@ -53,9 +53,7 @@ impl Strategy for SimulatedAnnealing {
     }
 
     fn ask(&mut self, ctx: &mut Ctx<'_>) -> Option<Point> {
-        // Proposals never measured (substituted or repeated) are forgotten; at a fan-out of
-        // one nothing is pending here, so only the new proposal will be.
-        self.pending.retain(|p| ctx.history.is_pending(p));
+        self.pending.forget_unmeasured(ctx.history);
         if self.temperature < self.t_min || self.stall > 30 {
             self.current = None;
             self.temperature = self.t0;
@@ -63,7 +61,7 @@ impl Strategy for SimulatedAnnealing {
         }
         let Some((cur, _)) = &self.current else {
             let p = ctx.random_unseen()?;
-            self.pending.push(p.clone());
+            self.pending.push(p.clone(), ());
             return Some(p);
         };
         let kind = if ctx.rng.random_bool(0.5) {
@@ -84,15 +82,14 @@ impl Strategy for SimulatedAnnealing {
             },
         };
         self.temperature *= self.alpha;
-        self.pending.push(choice.clone());
+        self.pending.push(choice.clone(), ());
         Some(choice)
     }
 
     fn tell(&mut self, ctx: &mut Ctx<'_>, point: &Point, time: Option<f64>) {
-        let Some(i) = self.pending.iter().position(|p| p == point) else {
+        if self.pending.take(point).is_none() {
             return;
-        };
-        self.pending.remove(i);
+        }
         let Some(t) = time else {
             self.stall += 1;
             return;

@@ -4,7 +4,7 @@ use std::collections::HashSet;
 
 use rand::seq::SliceRandom;
 
-use super::base::{initial_design, log_time, space_filling, Strategy};
+use super::base::{initial_design, log_time, space_filling, Proposals, Strategy};
 use super::bayes::BayesOpt;
 use super::forest_search::ForestSearch;
 use crate::ctx::Ctx;
@@ -56,7 +56,7 @@ pub struct Auto {
     gp: BayesOpt,
     /// The proposals whose outcomes are to come (one, unless the tuner fans out) and each
     /// model's predicted log-time of them.
-    pending: Vec<(Point, [Option<f64>; 2])>,
+    pending: Proposals<[Option<f64>; 2]>,
     /// Moving average of each model's squared error on new results (forest, GP).
     err: [f64; 2],
     /// Predictions scored so far.
@@ -89,7 +89,7 @@ impl Auto {
             forest_margin: 0.7,
             forest,
             gp: BayesOpt::new(),
-            pending: Vec::new(),
+            pending: Proposals::default(),
             err: [0.0; 2],
             scored: 0,
             turn: 0,
@@ -178,9 +178,7 @@ impl Strategy for Auto {
         if ctx.history.len() < initial_design(ctx.budget) || ctx.history.best().is_none() {
             return space_filling(ctx);
         }
-        // Predictions of proposals that were never measured (substituted, or repeats) are
-        // dropped; at a fan-out of one nothing is pending here, so only the last proposal stays.
-        self.pending.retain(|(p, _)| ctx.history.is_pending(p));
+        self.pending.forget_unmeasured(ctx.history);
         if (ctx.left() as f64) <= self.polish * ctx.budget as f64 {
             if let Some(p) = self.polish_step(ctx) {
                 return Some(p);
@@ -198,15 +196,14 @@ impl Strategy for Auto {
             self.forest.predict_log_time(&p).map(|x| x.0),
             self.gp.predict_log_time(ctx, &p).map(|x| x.0),
         ];
-        self.pending.push((p.clone(), preds));
+        self.pending.push(p.clone(), preds);
         Some(p)
     }
 
     fn tell(&mut self, _ctx: &mut Ctx<'_>, point: &Point, time: Option<f64>) {
-        let Some(i) = self.pending.iter().position(|(p, _)| p == point) else {
+        let Some(preds) = self.pending.take(point) else {
             return;
         };
-        let (_, preds) = self.pending.remove(i);
         // Failures are not scored: each model imputes them its own way.
         if let (Some(t), [Some(a), Some(b)]) = (time, preds) {
             let y = log_time(t);

@@ -3,7 +3,7 @@
 use rand::Rng;
 
 use super::anneal::SimulatedAnnealing;
-use super::base::{log_time, Strategy};
+use super::base::{log_time, Proposals, Strategy};
 use super::basic::RandomSearch;
 use super::bayes::BayesOpt;
 use super::genetic::Genetic;
@@ -20,7 +20,7 @@ pub struct Bandit {
     rewards: Vec<f64>,
     /// Proposals whose outcomes are to come, with the arm of each (one, unless the tuner fans
     /// out).
-    pending: Vec<(Point, usize)>,
+    pending: Proposals<usize>,
     /// UCB exploration constant.
     pub exploration: f64,
 }
@@ -50,7 +50,7 @@ impl Bandit {
             arms,
             pulls: vec![0.0; n],
             rewards: vec![0.0; n],
-            pending: Vec::new(),
+            pending: Proposals::default(),
             exploration: 0.5,
         }
     }
@@ -104,14 +104,12 @@ impl Strategy for Bandit {
         if self.arms.is_empty() {
             return ctx.random_unseen();
         }
-        // Proposals never measured (substituted or repeated) are forgotten; at a fan-out of
-        // one nothing is pending here.
-        self.pending.retain(|(p, _)| ctx.history.is_pending(p));
+        self.pending.forget_unmeasured(ctx.history);
         let mut waiting = vec![false; self.arms.len()];
         for _ in 0..self.arms.len() {
             let i = self.choose(ctx, &waiting);
             if let Some(p) = self.arms[i].ask(ctx) {
-                self.pending.push((p.clone(), i));
+                self.pending.push(p.clone(), i);
                 return Some(p);
             }
             if ctx.history.pending().is_empty() {
@@ -130,8 +128,7 @@ impl Strategy for Bandit {
     }
 
     fn tell(&mut self, ctx: &mut Ctx<'_>, point: &Point, time: Option<f64>) {
-        if let Some(i) = self.pending.iter().position(|(p, _)| p == point) {
-            let (_, arm) = self.pending.remove(i);
+        if let Some(arm) = self.pending.take(point) {
             let before = ctx
                 .history
                 .entries()

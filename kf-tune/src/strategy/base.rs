@@ -2,7 +2,7 @@
 //! share. Below the strategies and `strategy/mod.rs`, so that none of them depends on another
 //! through these.
 
-use crate::ctx::Ctx;
+use crate::ctx::{Ctx, History};
 use crate::space::{Point, Space};
 
 /// A tuning strategy (ask/tell).
@@ -31,6 +31,49 @@ pub trait Strategy: Send {
     /// configuration the tuner evaluates or answers, including ones this strategy did not
     /// propose (a substitute the tuner chose, or one another strategy of a bandit proposed).
     fn tell(&mut self, ctx: &mut Ctx<'_>, point: &Point, time: Option<f64>);
+}
+
+/// A strategy's own proposals whose outcomes are still to come, each with what the strategy
+/// keeps about it until then (a prediction, the arm that proposed it). One at a time there is
+/// at most one; when the tuner fans out ([`crate::Tuner::fan_out`]), a batch's worth.
+#[derive(Debug, Clone)]
+pub(crate) struct Proposals<T>(Vec<(Point, T)>);
+
+impl<T> Default for Proposals<T> {
+    fn default() -> Self {
+        Proposals(Vec::new())
+    }
+}
+
+impl<T> Proposals<T> {
+    /// Forgets proposals the tuner is not measuring (it substituted another, or answered a
+    /// repeat from the history). Called at the start of an ask: one at a time nothing is
+    /// pending then, so only the proposal about to be made is kept, as a single slot would.
+    pub(crate) fn forget_unmeasured(&mut self, history: &History) {
+        self.0.retain(|(p, _)| history.is_pending(p));
+    }
+
+    /// Remembers a proposal.
+    pub(crate) fn push(&mut self, point: Point, kept: T) {
+        self.0.push((point, kept));
+    }
+
+    /// What was kept about `point`, when it was this strategy's proposal; it is no longer
+    /// pending.
+    pub(crate) fn take(&mut self, point: &Point) -> Option<T> {
+        let i = self.0.iter().position(|(p, _)| p == point)?;
+        Some(self.0.remove(i).1)
+    }
+
+    /// Whether no proposal is waiting for its outcome.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The proposals waiting for their outcomes, with what was kept about each.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &(Point, T)> {
+        self.0.iter()
+    }
 }
 
 /// Log of a time, the scale strategies compare on (times are positive and skewed).

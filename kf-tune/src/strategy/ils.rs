@@ -3,7 +3,7 @@
 use rand::seq::SliceRandom;
 use rand::Rng;
 
-use super::base::Strategy;
+use super::base::{Proposals, Strategy};
 use crate::ctx::Ctx;
 use crate::space::{Neighbourhood, Point};
 
@@ -19,7 +19,7 @@ pub struct GreedyIls {
     current: Option<(Point, f64)>,
     queue: Vec<Point>,
     /// Proposals whose outcomes are to come (one, unless the tuner fans out).
-    pending: Vec<Point>,
+    pending: Proposals<()>,
 }
 
 impl Default for GreedyIls {
@@ -29,7 +29,7 @@ impl Default for GreedyIls {
             restart_probability: 0.2,
             current: None,
             queue: Vec::new(),
-            pending: Vec::new(),
+            pending: Proposals::default(),
         }
     }
 }
@@ -80,9 +80,7 @@ impl Strategy for GreedyIls {
     }
 
     fn ask(&mut self, ctx: &mut Ctx<'_>) -> Option<Point> {
-        // Proposals never measured (substituted or repeated) are forgotten; at a fan-out of
-        // one nothing is pending here.
-        self.pending.retain(|p| ctx.history.is_pending(p));
+        self.pending.forget_unmeasured(ctx.history);
         let p = if self.current.is_none() {
             ctx.random_unseen()?
         } else {
@@ -100,15 +98,14 @@ impl Strategy for GreedyIls {
                 }
             }
         };
-        self.pending.push(p.clone());
+        self.pending.push(p.clone(), ());
         Some(p)
     }
 
     fn tell(&mut self, ctx: &mut Ctx<'_>, point: &Point, time: Option<f64>) {
-        let Some(i) = self.pending.iter().position(|p| p == point) else {
+        if self.pending.take(point).is_none() {
             return;
-        };
-        self.pending.remove(i);
+        }
         let Some(t) = time else { return };
         match &self.current {
             Some((_, cur)) if t >= *cur => {}
