@@ -42,8 +42,11 @@
 #   dist-servers.json  {"nats_url", "database_url", "admin_url", "nats_server", "secrets"}:
 #                      what tests read
 #
-# Roles. NATS: kf_search may publish jobs (<ns>.eval.>) and read results (<ns>.result.>);
-# kf_worker may pull jobs and publish results; a client without credentials is refused.
+# Roles. NATS: kf_search may publish jobs (<ns>.eval.>, and <ns>.compile.> for compile
+# workers) and read results (<ns>.result.>); kf_worker may pull jobs, publish results and pass
+# built jobs on to the execute workers (<ns>.built.>, never a search's subjects; a built job
+# still carries the search's signature, which every worker checks); a client without
+# credentials is refused.
 # PostgreSQL (database `kf`, TLS only over TCP, SCRAM passwords): kf_search records kernels,
 # runs and jobs and reads results; kf_worker reads kernels and jobs and adds results; neither may
 # update a kernel or a result. The superuser `postgres` connects only through the Unix socket
@@ -170,19 +173,50 @@ secret_json() {
 nats_permissions() { # nats_permissions search|worker
     local ns="$NAMESPACE" up
     up="$(printf '%s' "$NAMESPACE" | tr '[:lower:]' '[:upper:]')"
-    local streams="\"\$JS.API.INFO\", \"\$JS.API.STREAM.INFO.${up}_JOBS\", \"\$JS.API.STREAM.INFO.${up}_RESULTS\", \"\$JS.API.STREAM.CREATE.${up}_JOBS\", \"\$JS.API.STREAM.CREATE.${up}_RESULTS\""
+    local streams="\"\$JS.API.INFO\", \"\$JS.API.STREAM.INFO.${up}_JOBS\", \"\$JS.API.STREAM.INFO.${up}_RESULTS\", \"\$JS.API.STREAM.CREATE.${up}_JOBS\", \"\$JS.API.STREAM.CREATE.${up}_RESULTS\", \"\$JS.API.STREAM.UPDATE.${up}_JOBS\""
     local own
     if [ "$1" = search ]; then
-        own="\"$ns.eval.>\", \"\$JS.API.STREAM.MSG.DELETE.${up}_JOBS\", \"\$JS.API.CONSUMER.CREATE.${up}_RESULTS.>\", \"\$JS.API.CONSUMER.DURABLE.CREATE.${up}_RESULTS.>\", \"\$JS.API.CONSUMER.INFO.${up}_RESULTS.>\", \"\$JS.API.CONSUMER.MSG.NEXT.${up}_RESULTS.>\", \"\$JS.ACK.${up}_RESULTS.>\""
+        own="\"$ns.eval.>\", \"$ns.compile.>\", \"\$JS.API.STREAM.MSG.DELETE.${up}_JOBS\", \"\$JS.API.CONSUMER.CREATE.${up}_RESULTS.>\", \"\$JS.API.CONSUMER.DURABLE.CREATE.${up}_RESULTS.>\", \"\$JS.API.CONSUMER.INFO.${up}_RESULTS.>\", \"\$JS.API.CONSUMER.MSG.NEXT.${up}_RESULTS.>\", \"\$JS.ACK.${up}_RESULTS.>\""
     else
-        own="\"$ns.result.>\", \"\$JS.API.CONSUMER.CREATE.${up}_JOBS.>\", \"\$JS.API.CONSUMER.DURABLE.CREATE.${up}_JOBS.>\", \"\$JS.API.CONSUMER.INFO.${up}_JOBS.>\", \"\$JS.API.CONSUMER.MSG.NEXT.${up}_JOBS.>\", \"\$JS.ACK.${up}_JOBS.>\""
+        own="\"$ns.result.>\", \"$ns.built.>\", \"\$JS.API.CONSUMER.CREATE.${up}_JOBS.>\", \"\$JS.API.CONSUMER.DURABLE.CREATE.${up}_JOBS.>\", \"\$JS.API.CONSUMER.INFO.${up}_JOBS.>\", \"\$JS.API.CONSUMER.MSG.NEXT.${up}_JOBS.>\", \"\$JS.ACK.${up}_JOBS.>\""
     fi
     printf '{ publish: { allow: [%s, %s] }, subscribe: { allow: ["_INBOX.>"] } }' "$streams" "$own"
+}
+
+# cred_field FILE FIELD: one string field of a role's credentials file in $SECRETS.
+cred_field() {
+    sed -n "s/.*\"$2\": \"\([^\"]*\)\".*/\1/p" "$SECRETS/$1"
+}
+
+# write_nats_conf SEARCH_PASSWORD WORKER_PASSWORD: nats.conf in $SECRETS (TLS and the roles).
+write_nats_conf() {
+    local nsp="$1" nwp="$2"
+    cat >"$SECRETS/nats.conf" <<EOF
+# Written by scripts/dist-servers.sh: TLS and the two roles of namespace '$NAMESPACE'.
+tls {
+  cert_file: "$SECRETS/server.crt"
+  key_file: "$SECRETS/server.key"
+  timeout: 5
+}
+authorization {
+  users: [
+    { user: kf_search, password: "$nsp", permissions: $(nats_permissions search) }
+    { user: kf_worker, password: "$nwp", permissions: $(nats_permissions worker) }
+  ]
+}
+EOF
+    chmod 600 "$SECRETS/nats.conf"
 }
 
 cmd_secrets() {
     command -v openssl >/dev/null 2>&1 || die "openssl is needed for the certificates (apt-get install openssl)"
     if [ -f "$SECRETS/worker.cred" ] && [ -f "$SECRETS/nats.conf" ]; then
+        if ! grep -q "\.built\.>" "$SECRETS/nats.conf"; then
+            # Secrets of an earlier version: the same passwords, today's permissions.
+            (umask 077 && write_nats_conf "$(cred_field search.cred nats_password)" \
+                "$(cred_field worker.cred nats_password)")
+            log "NATS permissions in $SECRETS/nats.conf brought up to date (compile jobs)"
+        fi
         log "secrets already in $SECRETS"
         return
     fi
@@ -220,20 +254,7 @@ cmd_secrets() {
         secret_json worker.cred kf_worker "$nwp" kf_worker "$pwp"
         # Only for this script: the PostgreSQL passwords it sets at every start.
         printf '%s\n%s\n' "$psp" "$pwp" >pg-passwords
-        cat >nats.conf <<EOF
-# Written by scripts/dist-servers.sh: TLS and the two roles of namespace '$NAMESPACE'.
-tls {
-  cert_file: "$SECRETS/server.crt"
-  key_file: "$SECRETS/server.key"
-  timeout: 5
-}
-authorization {
-  users: [
-    { user: kf_search, password: "$nsp", permissions: $(nats_permissions search) }
-    { user: kf_worker, password: "$nwp", permissions: $(nats_permissions worker) }
-  ]
-}
-EOF
+        write_nats_conf "$nsp" "$nwp"
         chmod 600 ./*
     )
     log "CA, server certificate, credentials and signing keys in $SECRETS"

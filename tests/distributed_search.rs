@@ -39,14 +39,47 @@ fn server_args(servers: &common::Servers, nats: &common::Nats, db: &common::Test
     args
 }
 
+/// The servers of a test, a nats-server of its own, a database of its own and an output folder.
+struct Cluster {
+    servers: common::Servers,
+    nats: common::Nats,
+    db: common::TestDb,
+    out: tempfile::TempDir,
+}
+
+/// The test's cluster; `None` (after a message) without the servers or an OpenCL runtime.
+fn cluster(test: &str, db_name: &str) -> Option<Cluster> {
+    let servers = common::servers(test)?;
+    kernelfoundry::opencl::testing::backend_or_skip()?;
+    let nats = common::Nats::start(&servers);
+    let db = common::TestDb::create(&servers.database_url, db_name);
+    Some(Cluster {
+        servers,
+        nats,
+        db,
+        out: tempfile::tempdir().unwrap(),
+    })
+}
+
 /// `kf worker` processes named `names`, logging into `dir`.
 fn start_workers(names: &[&str], server_args: &[String], dir: &std::path::Path) -> Workers {
+    let with_args: Vec<(&str, Vec<String>)> = names.iter().map(|n| (*n, Vec::new())).collect();
+    start_workers_with(&with_args, server_args, dir)
+}
+
+/// `kf worker` processes, each with its name and its own further arguments.
+fn start_workers_with(
+    workers_args: &[(&str, Vec<String>)],
+    server_args: &[String],
+    dir: &std::path::Path,
+) -> Workers {
     let mut workers = Workers(Vec::new());
-    for name in names {
+    for (name, args) in workers_args {
         let log = std::fs::File::create(dir.join(format!("{name}.log"))).unwrap();
         workers.0.push(
             Command::new(env!("CARGO_BIN_EXE_kf"))
                 .args(["worker", "--name", name])
+                .args(args)
                 .args(server_args)
                 .stdout(Stdio::null())
                 .stderr(log)
@@ -57,20 +90,128 @@ fn start_workers(names: &[&str], server_args: &[String], dir: &std::path::Path) 
     workers
 }
 
+/// `kf search --distributed --compile-first` with a `kf worker --role compile` and a
+/// `kf worker --role execute`, each with a compile cache of its own: every job is built on the
+/// compile worker, whose binary (the OpenCL program binary) the execute worker loads instead of
+/// compiling, byte for byte what the compile worker stored; the execute worker answers every
+/// job that runs, and the compile worker runs nothing.
+#[test]
+fn compile_workers_build_what_execute_workers_run() {
+    let Some(Cluster {
+        servers,
+        nats,
+        db,
+        out,
+    }) = cluster(
+        "compile_workers_build_what_execute_workers_run",
+        "facade_roles",
+    )
+    else {
+        return;
+    };
+    let args = server_args(&servers, &nats, &db);
+    let cache = |name: &str| out.path().join(name).display().to_string();
+    let workers = start_workers_with(
+        &[
+            (
+                "builder",
+                vec![
+                    "--role".into(),
+                    "compile".into(),
+                    "--cache-dir".into(),
+                    cache("c-cache"),
+                ],
+            ),
+            (
+                "runner",
+                vec![
+                    "--role".into(),
+                    "execute".into(),
+                    "--cache-dir".into(),
+                    cache("e-cache"),
+                ],
+            ),
+        ],
+        &args,
+        out.path(),
+    );
+    let search = Command::new(env!("CARGO_BIN_EXE_kf"))
+        .args(["search", "--task", "gemm", "--size", "M=64,N=64,K=64"])
+        .args(["--evaluations", "6", "--tune-budget", "2", "--time", "240"])
+        .args([
+            "--no-progress",
+            "--distributed",
+            "--compile-first",
+            "--in-flight",
+            "2",
+        ])
+        .args(&args)
+        .arg("--out")
+        .arg(out.path().join("search"))
+        .output()
+        .unwrap();
+    drop(workers);
+    assert!(
+        search.status.success(),
+        "kf search failed:\n{}\n{}",
+        String::from_utf8_lossy(&search.stdout),
+        String::from_utf8_lossy(&search.stderr)
+    );
+    let jobs = db.count("SELECT count(*) FROM kf_jobs");
+    assert_eq!(
+        db.count("SELECT count(*) FROM kf_results"),
+        jobs,
+        "one result per job"
+    );
+    // The compile worker answered only what does not compile; the execute worker ran the rest.
+    assert_eq!(
+        db.count("SELECT count(*) FROM kf_results WHERE worker = 'builder' AND status <> 'compile_error'"),
+        0
+    );
+    let ran = db.count("SELECT count(*) FROM kf_results WHERE worker = 'runner'");
+    assert!(ran >= 6, "the execute worker ran {ran} jobs");
+    assert_eq!(
+        db.count("SELECT count(*) FROM kf_builds"),
+        ran,
+        "every job that ran was built first"
+    );
+    let shipped = db.count(
+        "SELECT count(*) FROM kf_results WHERE worker = 'runner' \
+         AND evaluation->'compiler'->'extra'->>'binary' LIKE 'shipped: %' \
+         AND (evaluation->'compiler'->>'cache_hit')::boolean",
+    );
+    assert_eq!(shipped, ran, "every job ran the compile worker's binary");
+    assert!(db.count("SELECT count(*) FROM kf_results WHERE status = 'correct'") >= 1);
+    // Byte for byte what the compile worker stored.
+    let stored = db.rows(
+        "SELECT b.name, encode(x.bytes, 'hex') FROM kf_builds b \
+         JOIN kf_binaries x ON x.hash = b.binary_hash",
+    );
+    assert!(!stored.is_empty());
+    for row in &stored {
+        let received = std::fs::read(out.path().join("e-cache").join(&row[0])).unwrap();
+        let hex: String = received.iter().map(|b| format!("{b:02x}")).collect();
+        assert!(hex == row[1], "{} differs from the stored binary", row[0]);
+    }
+}
+
 /// `kf search --distributed --fan-out 6` with three workers: one kernel's tuning configurations
 /// are sent out together (all of a step's jobs are on the queue before the first of their
 /// results is stored) and answered by more than one worker; every job still has one result.
 #[test]
 fn a_kernel_s_tuning_fans_out_over_the_workers() {
-    let Some(servers) = common::servers("a_kernel_s_tuning_fans_out_over_the_workers") else {
+    let Some(Cluster {
+        servers,
+        nats,
+        db,
+        out,
+    }) = cluster(
+        "a_kernel_s_tuning_fans_out_over_the_workers",
+        "facade_fan_out",
+    )
+    else {
         return;
     };
-    if kernelfoundry::opencl::testing::backend_or_skip().is_none() {
-        return;
-    }
-    let nats = common::Nats::start(&servers);
-    let db = common::TestDb::create(&servers.database_url, "facade_fan_out");
-    let out = tempfile::tempdir().unwrap();
     let args = server_args(&servers, &nats, &db);
     let workers = start_workers(&["fa", "fb", "fc"], &args, out.path());
     let search = Command::new(env!("CARGO_BIN_EXE_kf"))
@@ -147,15 +288,15 @@ fn a_kernel_s_tuning_fans_out_over_the_workers() {
 
 #[test]
 fn a_distributed_search_runs_on_kf_workers() {
-    let Some(servers) = common::servers("a_distributed_search_runs_on_kf_workers") else {
+    let Some(Cluster {
+        servers,
+        nats,
+        db,
+        out,
+    }) = cluster("a_distributed_search_runs_on_kf_workers", "facade_search")
+    else {
         return;
     };
-    if kernelfoundry::opencl::testing::backend_or_skip().is_none() {
-        return;
-    }
-    let nats = common::Nats::start(&servers);
-    let db = common::TestDb::create(&servers.database_url, "facade_search");
-    let out = tempfile::tempdir().unwrap();
     let kf = env!("CARGO_BIN_EXE_kf");
     let server_args = server_args(&servers, &nats, &db);
     let workers = start_workers(&["wa", "wb"], &server_args, out.path());

@@ -56,6 +56,12 @@ impl BinaryCache {
         self.files.dir()
     }
 
+    /// The file an entry of `key` is (or would be) stored in: what a compile worker ships
+    /// to an execute worker, byte for byte (the file checks its own integrity).
+    pub fn path(&self, key: &str) -> std::path::PathBuf {
+        self.files.path(key)
+    }
+
     /// The key of `source` compiled with `options` by NVRTC `nvrtc_version`.
     pub fn key(source: &str, options: &[String], nvrtc_version: &str) -> String {
         let mut h = KeyHasher::new();

@@ -429,6 +429,11 @@ impl Backend for OpenClBackend {
             .map_err(|reason| Self::compile_error(entry, reason, String::new()))?;
         let key = BinaryCache::key(&source.text, &build_options, &self.facts);
         let started = Instant::now();
+        // Where the binary is cached: what a compile worker ships (see `cache_file`).
+        let cache_file = self
+            .cache
+            .as_ref()
+            .map(|c| c.path(&key).display().to_string());
 
         if let Some(cache) = &self.cache {
             if let Some(binary) = cache.get(&key) {
@@ -436,6 +441,9 @@ impl Backend for OpenClBackend {
                     Some((kernel, log)) => {
                         let mut facts = self.kernel_facts(&kernel);
                         facts.cache_hit = true;
+                        if let Some(file) = &cache_file {
+                            facts.extra.insert("cache_file".into(), file.clone());
+                        }
                         facts.compile_seconds = Some(0.0);
                         facts.extra.insert(
                             "load_seconds".into(),
@@ -484,11 +492,16 @@ impl Backend for OpenClBackend {
         if let Some(cache) = &self.cache {
             match program.get_binaries() {
                 Ok(binaries) => match binaries.first().filter(|b| !b.is_empty()) {
-                    Some(binary) => {
-                        if let Err(e) = cache.put(&key, binary) {
+                    Some(binary) => match cache.put(&key, binary) {
+                        Ok(()) => {
+                            if let Some(file) = &cache_file {
+                                facts.extra.insert("cache_file".into(), file.clone());
+                            }
+                        }
+                        Err(e) => {
                             facts.extra.insert("cache_error".into(), e.to_string());
                         }
-                    }
+                    },
                     None => {
                         facts
                             .extra

@@ -56,6 +56,12 @@ impl BundleCache {
         self.files.dir()
     }
 
+    /// The file an entry of `key` is (or would be) stored in: what a compile worker ships
+    /// to an execute worker, byte for byte (the file checks its own integrity).
+    pub fn path(&self, key: &str) -> std::path::PathBuf {
+        self.files.path(key)
+    }
+
     /// The key of a bundle built from `source` with `options` for `entry` on `device`.
     pub fn key(source: &str, options: &[String], entry: &str, device: &DeviceFacts) -> String {
         let mut h = KeyHasher::new();

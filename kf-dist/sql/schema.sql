@@ -3,7 +3,8 @@
 -- the roles' rights are granted here when the roles exist (the script creates them).
 --
 -- Roles: kf_search records kernels, profiles, runs, jobs, candidates and snapshots and reads
--- results; kf_worker reads kernels, profiles and jobs and adds results and refusals. Neither
+-- results; kf_worker reads kernels, profiles and jobs and adds results, refusals, and (compile
+-- workers) binaries and builds. Neither
 -- may update or delete anything but a worker's own registration: a worker cannot alter a
 -- kernel or a stored result, and a search cannot write a result.
 -- A database of an older format cannot be reused: its kernels are stored as JSONB (whose key
@@ -92,6 +93,7 @@ ALTER TABLE kf_workers ADD COLUMN IF NOT EXISTS evaluated BIGINT NOT NULL DEFAUL
 ALTER TABLE kf_workers ADD COLUMN IF NOT EXISTS handed_back BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE kf_workers ADD COLUMN IF NOT EXISTS refused BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE kf_workers ADD COLUMN IF NOT EXISTS poisoned BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE kf_workers ADD COLUMN IF NOT EXISTS compiled BIGINT NOT NULL DEFAULT 0;
 -- Jobs a worker refused before evaluating anything (unsigned, signed by a key it does not
 -- trust, or altered after signing).
 CREATE TABLE IF NOT EXISTS kf_refusals (
@@ -101,6 +103,27 @@ CREATE TABLE IF NOT EXISTS kf_refusals (
     signer      TEXT NOT NULL,
     reason      TEXT NOT NULL,
     refused_at  TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+-- Binaries compile workers built for execute workers, by content hash (`binary_hash`): an
+-- execute worker hashes the bytes it fetched and, on a mismatch, compiles the kernel itself.
+CREATE TABLE IF NOT EXISTS kf_binaries (
+    hash        TEXT PRIMARY KEY,
+    bytes       BYTEA NOT NULL,
+    stored_at   TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+-- What a compile worker did with a request before passing it on: the binary it built (NULL:
+-- none moves to the execute worker, `note` says why), its file name for the execute worker's
+-- handler, and who built it in which environment.
+CREATE TABLE IF NOT EXISTS kf_builds (
+    request     TEXT PRIMARY KEY,
+    job_id      TEXT NOT NULL,
+    binary_hash TEXT,
+    name        TEXT NOT NULL,
+    worker      TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    note        TEXT NOT NULL,
+    seconds     DOUBLE PRECISION NOT NULL,
+    stored_at   TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 CREATE TABLE IF NOT EXISTS kf_snapshots (
     run_id      TEXT NOT NULL REFERENCES kf_runs (run_id),
@@ -113,16 +136,16 @@ DO $grants$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'kf_search') THEN
         REVOKE ALL ON kf_kernels, kf_profiles, kf_runs, kf_jobs, kf_candidates, kf_results,
-            kf_workers, kf_refusals, kf_snapshots FROM kf_search;
+            kf_workers, kf_refusals, kf_snapshots, kf_binaries, kf_builds FROM kf_search;
         GRANT SELECT, INSERT ON kf_kernels, kf_profiles, kf_runs, kf_jobs, kf_candidates,
             kf_snapshots TO kf_search;
-        GRANT SELECT ON kf_results, kf_workers, kf_refusals TO kf_search;
+        GRANT SELECT ON kf_results, kf_workers, kf_refusals, kf_builds TO kf_search;
     END IF;
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'kf_worker') THEN
         REVOKE ALL ON kf_kernels, kf_profiles, kf_runs, kf_jobs, kf_candidates, kf_results,
-            kf_workers, kf_refusals, kf_snapshots FROM kf_worker;
+            kf_workers, kf_refusals, kf_snapshots, kf_binaries, kf_builds FROM kf_worker;
         GRANT SELECT ON kf_kernels, kf_profiles, kf_jobs TO kf_worker;
-        GRANT SELECT, INSERT ON kf_results, kf_refusals TO kf_worker;
+        GRANT SELECT, INSERT ON kf_results, kf_refusals, kf_binaries, kf_builds TO kf_worker;
         GRANT SELECT, INSERT, UPDATE ON kf_workers TO kf_worker;
     END IF;
 END

@@ -186,6 +186,19 @@ impl DistConfig {
         format!("{}.eval.{device_kind}.p{priority}", self.namespace)
     }
 
+    /// Where a job goes first when compile workers build it for the execute workers
+    /// (`<namespace>.compile.<device kind>.p<priority>`; same stream as the jobs).
+    pub(crate) fn compile_subject(&self, device_kind: &str, priority: u8) -> String {
+        format!("{}.compile.{device_kind}.p{priority}", self.namespace)
+    }
+
+    /// Where a compile worker passes a built job on to the execute workers
+    /// (`<namespace>.built.<device kind>.p<priority>`; same stream). Apart from the jobs of
+    /// searches, so that a worker's credentials never allow publishing a search's kind of job.
+    pub(crate) fn built_subject(&self, device_kind: &str, priority: u8) -> String {
+        format!("{}.built.{device_kind}.p{priority}", self.namespace)
+    }
+
     pub(crate) fn result_subject(&self, run_id: &str) -> String {
         format!("{}.result.{run_id}", self.namespace)
     }

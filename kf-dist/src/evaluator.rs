@@ -55,6 +55,8 @@ struct Inner {
     device_kind: String,
     profile: Profile,
     priority: u8,
+    /// [`DistEvaluatorBuilder::compile_first`].
+    compile_first: bool,
     result_timeout: Option<Duration>,
     /// The first look in the database for a waiting job's result comes after this.
     poll_interval: Duration,
@@ -94,9 +96,20 @@ pub struct DistEvaluatorBuilder {
     max_poll_interval: Duration,
     result_linger: Option<Duration>,
     result_timeout: Option<Duration>,
+    compile_first: bool,
 }
 
 impl DistEvaluatorBuilder {
+    /// Sends every job to be compiled first: a compile worker of the device kind builds it
+    /// (answering at once a kernel that cannot run), stores the binary by content hash, and
+    /// passes the job on to the execute workers, so that device time never waits on a
+    /// compiler ([`crate::WorkerRole`]). Workers of the default role take these jobs too.
+    /// Default false: jobs go straight to the workers that evaluate them.
+    pub fn compile_first(mut self, on: bool) -> Self {
+        self.compile_first = on;
+        self
+    }
+
     /// The priority of every job but seeds' (which go first, at 0); default 1.
     pub fn priority(mut self, priority: u8) -> Self {
         self.priority = priority;
@@ -184,6 +197,7 @@ impl DistEvaluatorBuilder {
                 device_kind: self.device_kind.clone(),
                 profile,
                 priority: self.priority,
+                compile_first: self.compile_first,
                 result_timeout: self.result_timeout,
                 poll_interval: self.poll_interval,
                 max_poll_interval: self.max_poll_interval.max(self.poll_interval),
@@ -271,6 +285,7 @@ impl DistEvaluator {
             poll_interval: Duration::from_secs(2),
             max_poll_interval: Duration::from_secs(30),
             result_linger: None,
+            compile_first: false,
         }
     }
 
@@ -620,7 +635,11 @@ impl Inner {
 
     async fn publish(&self, s: &Submission) -> Result<()> {
         let payload = job::encode("job", &s.message)?;
-        let subject = self.config.job_subject(&self.device_kind, s.priority);
+        let subject = if self.compile_first {
+            self.config.compile_subject(&self.device_kind, s.priority)
+        } else {
+            self.config.job_subject(&self.device_kind, s.priority)
+        };
         // The signature covers the message's exact bytes.
         let headers = match &self.config.security.signing_key {
             Some(key) => vec![

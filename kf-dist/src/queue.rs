@@ -12,6 +12,17 @@ use crate::error::{DistError, Result};
 /// How long a new connection waits for JetStream to accept the streams.
 const STREAMS_READY_WAIT: Duration = Duration::from_secs(15);
 
+/// The stages of a job on the jobs stream, each with its subjects and consumers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// Jobs a search sent to be evaluated (`<namespace>.eval.…`).
+    Evaluate,
+    /// Jobs a search sent to be compiled first (`<namespace>.compile.…`).
+    Compile,
+    /// Jobs a compile worker built and passed on (`<namespace>.built.…`).
+    Built,
+}
+
 /// A connection to NATS with the deployment's streams in place.
 #[derive(Clone)]
 pub(crate) struct Queue {
@@ -66,17 +77,38 @@ impl Queue {
 
     async fn ensure_streams(&self) -> Result<()> {
         let c = &self.config;
-        self.js
-            .get_or_create_stream(stream::Config {
-                name: c.jobs_stream(),
-                subjects: vec![format!("{}.eval.>", c.namespace)],
-                retention: stream::RetentionPolicy::WorkQueue,
-                storage: stream::StorageType::File,
-                duplicate_window: c.duplicate_window,
-                ..Default::default()
-            })
+        let jobs = stream::Config {
+            name: c.jobs_stream(),
+            // Jobs to evaluate; for compile and execute workers, jobs to compile first and
+            // jobs a compile worker built.
+            subjects: vec![
+                format!("{}.eval.>", c.namespace),
+                format!("{}.compile.>", c.namespace),
+                format!("{}.built.>", c.namespace),
+            ],
+            retention: stream::RetentionPolicy::WorkQueue,
+            storage: stream::StorageType::File,
+            duplicate_window: c.duplicate_window,
+            ..Default::default()
+        };
+        let mut existing = self
+            .js
+            .get_or_create_stream(jobs.clone())
             .await
             .map_err(|e| DistError::nats("creating the jobs stream", e))?;
+        // A stream created before compile jobs existed takes their subjects on.
+        let subjects = existing
+            .info()
+            .await
+            .map_err(|e| DistError::nats("reading the jobs stream", e))?
+            .config
+            .subjects
+            .clone();
+        if jobs.subjects.iter().any(|s| !subjects.contains(s)) {
+            self.js.update_stream(jobs).await.map_err(|e| {
+                DistError::nats("adding the compile subjects to the jobs stream", e)
+            })?;
+        }
         self.js
             .get_or_create_stream(stream::Config {
                 name: c.results_stream(),
@@ -133,10 +165,12 @@ impl Queue {
         }
     }
 
-    /// The work consumers of a device kind, highest priority first (created when missing).
+    /// The work consumers of a device kind for one stage, highest priority first (created
+    /// when missing).
     pub(crate) async fn work_consumers(
         &self,
         device_kind: &str,
+        stage: Stage,
     ) -> Result<Vec<consumer::Consumer<consumer::pull::Config>>> {
         let c = &self.config;
         let stream = self
@@ -146,13 +180,26 @@ impl Queue {
             .map_err(|e| DistError::nats("opening the jobs stream", e))?;
         let mut out = Vec::new();
         for p in 0..PRIORITIES {
-            let name = format!("work-{device_kind}-p{p}");
+            let (name, filter_subject) = match stage {
+                Stage::Evaluate => (
+                    format!("work-{device_kind}-p{p}"),
+                    c.job_subject(device_kind, p),
+                ),
+                Stage::Compile => (
+                    format!("compile-{device_kind}-p{p}"),
+                    c.compile_subject(device_kind, p),
+                ),
+                Stage::Built => (
+                    format!("built-{device_kind}-p{p}"),
+                    c.built_subject(device_kind, p),
+                ),
+            };
             let consumer = stream
                 .get_or_create_consumer(
                     &name,
                     consumer::pull::Config {
                         durable_name: Some(name.clone()),
-                        filter_subject: c.job_subject(device_kind, p),
+                        filter_subject,
                         ack_policy: consumer::AckPolicy::Explicit,
                         ack_wait: c.ack_wait,
                         // The attempts, plus one delivery that records the job as failed.
@@ -200,16 +247,25 @@ impl Queue {
 
     /// Jobs on the queue (waiting or delivered and unanswered) by device kind and priority:
     /// (device kind, priority, messages), from the jobs stream's message count per subject.
+    /// Jobs waiting for a compile worker count under `<device kind> (to compile)`, jobs a
+    /// compile worker built under `<device kind> (built)`.
     pub(crate) async fn depths(&self) -> Result<Vec<(String, u8, u64)>> {
         use futures::TryStreamExt;
-        let prefix = format!("{}.eval.", self.config.namespace);
+        let stages = [
+            (format!("{}.eval.", self.config.namespace), ""),
+            (
+                format!("{}.compile.", self.config.namespace),
+                " (to compile)",
+            ),
+            (format!("{}.built.", self.config.namespace), " (built)"),
+        ];
         let stream = self
             .js
             .get_stream(self.config.jobs_stream())
             .await
             .map_err(|e| DistError::nats("opening the jobs stream", e))?;
         let mut subjects = stream
-            .info_with_subjects(format!("{prefix}>"))
+            .info_with_subjects(format!("{}.>", self.config.namespace))
             .await
             .map_err(|e| DistError::nats("reading the queue depths", e))?;
         let mut out = Vec::new();
@@ -218,15 +274,17 @@ impl Queue {
             .await
             .map_err(|e| DistError::nats("reading the queue depths", e))?
         {
-            // `<namespace>.eval.<device kind>.p<priority>`
-            let Some((kind, priority)) = subject
-                .strip_prefix(&prefix)
-                .and_then(|rest| rest.rsplit_once(".p"))
-            else {
+            // `<namespace>.eval.<device kind>.p<priority>`, `<namespace>.compile.…`
+            let Some((rest, stage)) = stages.iter().find_map(|(prefix, stage)| {
+                subject.strip_prefix(prefix.as_str()).map(|r| (r, *stage))
+            }) else {
+                continue;
+            };
+            let Some((kind, priority)) = rest.rsplit_once(".p") else {
                 continue;
             };
             if let Ok(priority) = priority.parse() {
-                out.push((kind.to_string(), priority, count as u64));
+                out.push((format!("{kind}{stage}"), priority, count as u64));
             }
         }
         out.sort();

@@ -66,6 +66,8 @@ pub struct WorkerStatus {
     pub refused: u64,
     /// Poison jobs it recorded as failed.
     pub poisoned: u64,
+    /// Jobs it compiled and passed on to the execute workers (a compile worker).
+    pub compiled: u64,
 }
 
 /// Jobs on the queue for one device kind and priority: waiting, or delivered to a worker and
@@ -122,7 +124,7 @@ impl ClusterStatus {
                 "SELECT name, role, device_kind, \
                         EXTRACT(EPOCH FROM now() - last_seen)::float8, heartbeat_s, \
                         stopped_at IS NOT NULL, in_flight::int8, evaluated, handed_back, refused, \
-                        poisoned \
+                        poisoned, compiled \
                  FROM kf_workers ORDER BY role, device_kind, name",
                 &[],
             )
@@ -152,6 +154,7 @@ impl ClusterStatus {
                     handed_back: count(r.get(8)),
                     refused: count(r.get(9)),
                     poisoned: count(r.get(10)),
+                    compiled: count(r.get(11)),
                 }
             })
             .collect();
@@ -264,9 +267,9 @@ impl fmt::Display for ClusterStatus {
             }
             writeln!(
                 f,
-                "  {:<7} {} ({}, {}): {} in hand, {} evaluated, {} handed back, {} refused, {} poison; last heard {:.0} s ago",
-                w.state, w.name, w.role, w.device_kind, w.in_flight, w.evaluated, w.handed_back,
-                w.refused, w.poisoned, w.silent_s
+                "  {:<7} {} ({}, {}): {} in hand, {} evaluated, {} compiled and passed on, {} handed back, {} refused, {} poison; last heard {:.0} s ago",
+                w.state, w.name, w.role, w.device_kind, w.in_flight, w.evaluated, w.compiled,
+                w.handed_back, w.refused, w.poisoned, w.silent_s
             )?;
         }
         writeln!(f, "queue (waiting or being evaluated)")?;

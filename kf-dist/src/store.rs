@@ -21,7 +21,7 @@ const SCHEMA: &str = include_str!("../sql/schema.sql");
 
 /// The tables of [`SCHEMA`]: when all exist, a client does not try to create them (a role
 /// without the right to create tables could not).
-const TABLES: [&str; 9] = [
+const TABLES: [&str; 11] = [
     "kf_kernels",
     "kf_profiles",
     "kf_runs",
@@ -31,6 +31,8 @@ const TABLES: [&str; 9] = [
     "kf_workers",
     "kf_refusals",
     "kf_snapshots",
+    "kf_binaries",
+    "kf_builds",
 ];
 
 /// What a worker reports with each heartbeat.
@@ -46,6 +48,31 @@ pub struct WorkerReport {
     pub refused: u64,
     /// Poison jobs recorded as failed.
     pub poisoned: u64,
+    /// Jobs compiled and passed on to the execute workers.
+    pub compiled: u64,
+}
+
+/// What a compile worker did with one request before passing the job on
+/// ([`Store::store_build`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuildRecord {
+    /// The request.
+    pub request: String,
+    /// Its job.
+    pub job: Hash,
+    /// Content hash of the binary it built ([`crate::binary_hash`]); `None`: no binary moves
+    /// to the execute worker, which compiles the kernel itself (`note` says why).
+    pub binary: Option<Hash>,
+    /// The binary's name for the execute worker's handler (a compile-cache file name).
+    pub name: String,
+    /// The compile worker.
+    pub worker: String,
+    /// Hash of the compile worker's environment.
+    pub environment: String,
+    /// Why no binary moves (empty when one does).
+    pub note: String,
+    /// Seconds the compilation took on the compile worker.
+    pub seconds: f64,
 }
 
 /// A result as the database holds it: the worker's signed message, byte for byte, and what
@@ -255,7 +282,7 @@ impl Store {
         let current = c
             .query_one(
                 "SELECT count(*) FROM information_schema.columns \
-                 WHERE table_name = 'kf_workers' AND column_name = 'poisoned'",
+                 WHERE table_name = 'kf_workers' AND column_name = 'compiled'",
                 &[],
             )
             .await
@@ -475,7 +502,7 @@ impl Store {
         let c = self.client().await?;
         let row = c
             .query_opt(
-                "SELECT environment FROM kf_workers WHERE device_kind = $1 \
+                "SELECT environment FROM kf_workers WHERE device_kind = $1 AND role <> 'compile' \
                  ORDER BY started_at DESC LIMIT 1",
                 &[&device_kind],
             )
@@ -517,7 +544,9 @@ impl Store {
     }
 
     /// Records a worker starting, with the facts of its device, the hash of its environment
-    /// (driver and evaluator versions) and how often it will report ([`Store::heartbeat`]).
+    /// (driver and evaluator versions), how often it will report ([`Store::heartbeat`]) and
+    /// its role (`all`, `compile`, `execute`; a compile worker's environment and device never
+    /// decide which stored results are reused).
     pub async fn register_worker(
         &self,
         name: &str,
@@ -525,20 +554,23 @@ impl Store {
         device: Option<&serde_json::Value>,
         environment: &str,
         heartbeat: std::time::Duration,
+        role: &str,
     ) -> Result<()> {
         let c = self.client().await?;
         c.execute(
-            "INSERT INTO kf_workers (name, device_kind, device, environment, heartbeat_s) \
-                 VALUES ($1, $2, $3, $4, $5) \
+            "INSERT INTO kf_workers (name, device_kind, device, environment, heartbeat_s, role) \
+                 VALUES ($1, $2, $3, $4, $5, $6) \
              ON CONFLICT (name, device_kind) DO UPDATE SET device = $3, environment = $4, \
                  started_at = now(), last_seen = now(), heartbeat_s = $5, stopped_at = NULL, \
-                 in_flight = 0, evaluated = 0, handed_back = 0, refused = 0, poisoned = 0",
+                 in_flight = 0, evaluated = 0, handed_back = 0, refused = 0, poisoned = 0, \
+                 compiled = 0, role = $6",
             &[
                 &name,
                 &device_kind,
                 &device,
                 &environment,
                 &heartbeat.as_secs_f64(),
+                &role,
             ],
         )
         .await
@@ -554,7 +586,7 @@ impl Store {
         c.execute(
             "UPDATE kf_workers SET last_seen = now(), in_flight = $2, evaluated = $3, \
                  handed_back = $4, refused = $5, poisoned = $6, \
-                 stopped_at = CASE WHEN $7 THEN now() ELSE NULL END \
+                 stopped_at = CASE WHEN $7 THEN now() ELSE NULL END, compiled = $8 \
              WHERE name = $1",
             &[
                 &name,
@@ -564,6 +596,7 @@ impl Store {
                 &n(report.refused),
                 &n(report.poisoned),
                 &stopped,
+                &n(report.compiled),
             ],
         )
         .await
@@ -577,12 +610,68 @@ impl Store {
         let row = c
             .query_opt(
                 "SELECT device FROM kf_workers WHERE device_kind = $1 AND device IS NOT NULL \
-                 ORDER BY started_at DESC LIMIT 1",
+                 AND role <> 'compile' ORDER BY started_at DESC LIMIT 1",
                 &[&device_kind],
             )
             .await
             .map_err(|e| DistError::db("reading worker devices", e))?;
         Ok(row.map(|r| r.get(0)))
+    }
+
+    /// Records what a compile worker did with a request, and the binary it built (stored once
+    /// per content hash). A second record for the request is ignored: the first stands.
+    pub async fn store_build(&self, build: &BuildRecord, bytes: Option<&[u8]>) -> Result<()> {
+        let c = self.client().await?;
+        let hash = build.binary.as_ref().map(|h| h.0.clone());
+        c.execute(
+            "WITH b AS (INSERT INTO kf_binaries (hash, bytes) SELECT $1, $2 \
+                 WHERE $1::text IS NOT NULL AND $2::bytea IS NOT NULL ON CONFLICT DO NOTHING) \
+             INSERT INTO kf_builds (request, job_id, binary_hash, name, worker, environment, \
+                 note, seconds) VALUES ($3, $4, $1, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
+            &[
+                &hash,
+                &bytes,
+                &build.request,
+                &build.job.0,
+                &build.name,
+                &build.worker,
+                &build.environment,
+                &build.note,
+                &build.seconds,
+            ],
+        )
+        .await
+        .map_err(|e| DistError::db("storing a build", e))?;
+        Ok(())
+    }
+
+    /// What a compile worker recorded for a request, with the stored bytes of its binary
+    /// (unchecked: the caller compares them with the recorded hash).
+    pub async fn build(&self, request: &str) -> Result<Option<(BuildRecord, Option<Vec<u8>>)>> {
+        let c = self.client().await?;
+        let row = c
+            .query_opt(
+                "SELECT b.request, b.job_id, b.binary_hash, b.name, b.worker, b.environment, \
+                     b.note, b.seconds, x.bytes \
+                 FROM kf_builds b LEFT JOIN kf_binaries x ON x.hash = b.binary_hash \
+                 WHERE b.request = $1",
+                &[&request],
+            )
+            .await
+            .map_err(|e| DistError::db("reading a build", e))?;
+        Ok(row.map(|r| {
+            let record = BuildRecord {
+                request: r.get(0),
+                job: Hash(r.get(1)),
+                binary: r.get::<_, Option<String>>(2).map(Hash),
+                name: r.get(3),
+                worker: r.get(4),
+                environment: r.get(5),
+                note: r.get(6),
+                seconds: r.get(7),
+            };
+            (record, r.get(8))
+        }))
     }
 
     /// Stores a snapshot of a run's archive after `evaluations` evaluations (a second snapshot

@@ -1,6 +1,17 @@
 //! [`Worker`]: pulls jobs for the device kinds it serves, evaluates each with a local
 //! [`JobHandler`], heartbeats while it works, and publishes the result.
 //!
+//! Workers have a [`WorkerRole`]. A search that sends its jobs to be compiled first
+//! ([`crate::DistEvaluatorBuilder::compile_first`]) puts them on the compile subjects: a compile
+//! worker (a CPU machine) builds each kernel ([`JobHandler::compile`]), answers at once those
+//! that cannot run (a compile error costs no device time), stores the binaries of the others in
+//! PostgreSQL by content hash ([`crate::Store::store_build`]) and passes the job, with the
+//! search's signature unchanged, on to the execute workers (device machines), which fetch the
+//! binary, check its hash and evaluate with it ([`JobHandler::evaluate_built`]). A binary that
+//! fails its hash check is never used: the execute worker compiles the kernel itself, and the
+//! evaluation's compiler facts say which happened (`binary`). Workers of the default role take
+//! both kinds of job and do everything themselves.
+//!
 //! A job is acknowledged only after its result is published (and JetStream confirmed it), so a
 //! worker that dies at any moment loses nothing: the job goes to another worker after the
 //! acknowledgement wait. A job whose deliveries all ended with the worker lost is recorded as a
@@ -20,9 +31,9 @@ use tokio::sync::Semaphore;
 use crate::config::{check_token, DistConfig};
 use crate::error::{DistError, Result};
 use crate::job::{self, Hash, JobMessage, Profile, ResultMessage};
-use crate::queue::{self, Queue};
+use crate::queue::{self, Queue, Stage};
 use crate::security::Refusal;
-use crate::store::{Store, WorkerReport};
+use crate::store::{BuildRecord, Store, WorkerReport};
 
 /// Evaluates one job on a worker: the candidate under the run's profile.
 ///
@@ -53,6 +64,32 @@ pub trait JobHandler: Send + Sync + 'static {
         candidate: &Candidate,
     ) -> Result<Evaluation, BoxError>;
 
+    /// Builds the candidate for the execute workers of its device kind, without running it
+    /// (on a compile worker, [`WorkerRole::Compile`]). `Err` is a failure of the worker itself:
+    /// the job is handed back. Default: no binary, the execute worker compiles.
+    async fn compile(
+        &self,
+        _profile: &Profile,
+        _candidate: &Candidate,
+    ) -> Result<CompileOutcome, BoxError> {
+        Ok(CompileOutcome::CompileThere(
+            "this worker's handler builds nothing apart from an evaluation".into(),
+        ))
+    }
+
+    /// Evaluates `candidate` with the `binary` a compile worker built for it (its hash checked
+    /// against the one the compile worker recorded). A handler that cannot use the binary
+    /// compiles the kernel itself; the compiler facts' `cache_hit` says whether the binary was
+    /// loaded. Default: ignores the binary.
+    async fn evaluate_built(
+        &self,
+        profile: &Profile,
+        candidate: &Candidate,
+        _binary: &Binary,
+    ) -> Result<Evaluation, BoxError> {
+        self.evaluate(profile, candidate).await
+    }
+
     /// What besides the job decides its result on this worker: the driver version and the
     /// evaluator's version. Stored (hashed) with every result; a search reuses a stored
     /// result only when it was measured in the environment of the device kind's most recently
@@ -73,6 +110,113 @@ impl<E: Evaluator + 'static> JobHandler for EvaluatorHandler<E> {
             .evaluate(candidate)
             .await
             .map_err(|e| Box::new(e) as BoxError)
+    }
+}
+
+/// What a compile worker's handler made of a job ([`JobHandler::compile`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum CompileOutcome {
+    /// The job's result, known without a device (the kernel does not compile, its manifest or
+    /// launch geometry is invalid): answered at once, and no execute worker sees the job.
+    Answered(Box<Evaluation>),
+    /// The binary the execute worker runs.
+    Binary(Binary),
+    /// No binary moves to the execute worker, which compiles the kernel itself; why (the
+    /// device's binaries do not move between machines, the handler keeps none…).
+    CompileThere(String),
+}
+
+/// A compiled kernel on its way from a compile worker to an execute worker, stored in
+/// PostgreSQL by content hash ([`crate::binary_hash`]).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Binary {
+    /// Its name for the execute worker's handler (a compile-cache file name, for example):
+    /// letters, digits, `.`, `-` and `_` only, checked by the worker before it is used.
+    pub name: String,
+    /// The bytes.
+    pub bytes: Vec<u8>,
+}
+
+impl std::fmt::Debug for Binary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Binary")
+            .field("name", &self.name)
+            .field("bytes", &self.bytes.len())
+            .finish()
+    }
+}
+
+impl Binary {
+    /// Whether the name is a plain file name (it comes from the database).
+    pub fn has_plain_name(&self) -> bool {
+        !self.name.is_empty()
+            && self.name.len() <= 200
+            && !self.name.starts_with('.')
+            && self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+    }
+}
+
+/// What a worker does with the jobs of its device kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WorkerRole {
+    /// Compiles and runs: takes the jobs to evaluate and the jobs sent to be compiled first,
+    /// and does both itself (the default; it does not take jobs compile workers built).
+    #[default]
+    All,
+    /// Compiles only (a CPU machine): takes the jobs to compile first, answers those that
+    /// cannot run, and passes the others on with their binaries.
+    Compile,
+    /// Runs only (a device machine): takes the jobs to evaluate, with the binaries compile
+    /// workers built for them.
+    Execute,
+}
+
+impl WorkerRole {
+    /// Every role.
+    pub const ALL: [WorkerRole; 3] = [WorkerRole::All, WorkerRole::Compile, WorkerRole::Execute];
+
+    /// The name on command lines and in `kf cluster status`: `all`, `compile`, `execute`.
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkerRole::All => "all",
+            WorkerRole::Compile => "compile",
+            WorkerRole::Execute => "execute",
+        }
+    }
+
+    /// The stages whose jobs it takes, in the order it looks at one priority; the first is
+    /// the one it waits on when no job is waiting at all. Built jobs are for execute workers
+    /// only: a deployment that runs compile workers runs execute workers for them.
+    fn stages(self) -> &'static [Stage] {
+        match self {
+            WorkerRole::All => &[Stage::Evaluate, Stage::Compile],
+            WorkerRole::Compile => &[Stage::Compile],
+            WorkerRole::Execute => &[Stage::Built, Stage::Evaluate],
+        }
+    }
+}
+
+impl std::fmt::Display for WorkerRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for WorkerRole {
+    type Err = DistError;
+
+    fn from_str(s: &str) -> Result<Self> {
+        WorkerRole::ALL
+            .into_iter()
+            .find(|r| r.name() == s)
+            .ok_or_else(|| {
+                DistError::Config(format!(
+                    "unknown worker role '{s}' (all, compile or execute)"
+                ))
+            })
     }
 }
 
@@ -97,6 +241,8 @@ pub struct WorkerConfig {
     /// published (default true): the device starts the next job while the answer travels.
     /// False holds the slot until the job is acknowledged.
     pub overlap_answers: bool,
+    /// What it does with the jobs (default [`WorkerRole::All`]).
+    pub role: WorkerRole,
 }
 
 impl WorkerConfig {
@@ -113,6 +259,7 @@ impl WorkerConfig {
             device: None,
             heartbeat: Duration::from_secs(5),
             overlap_answers: true,
+            role: WorkerRole::All,
         }
     }
 }
@@ -130,6 +277,8 @@ pub struct WorkerStats {
     pub handed_back: u64,
     /// Jobs refused unevaluated: unsigned, signed by an untrusted key, altered after signing.
     pub refused: u64,
+    /// Jobs compiled and passed on to the execute workers (a compile worker's).
+    pub compiled: u64,
 }
 
 #[derive(Default)]
@@ -139,6 +288,7 @@ struct Counters {
     poisoned: AtomicU64,
     handed_back: AtomicU64,
     refused: AtomicU64,
+    compiled: AtomicU64,
     /// Jobs being processed now.
     in_flight: AtomicU64,
 }
@@ -198,17 +348,33 @@ impl<H: JobHandler> Worker<H> {
                     self.config.device.as_ref(),
                     &environment,
                     self.config.heartbeat,
+                    self.config.role.name(),
                 )
                 .await?;
         }
-        // Highest priority first, over every device kind.
+        // Highest priority first, over every device kind; at one priority, in the role's order
+        // of stages.
+        let role = self.config.role;
         let mut consumers = Vec::new();
         for kind in &self.config.device_kinds {
-            for (p, c) in queue.work_consumers(kind).await?.into_iter().enumerate() {
-                consumers.push((p, c));
+            for stage in role.stages() {
+                for (p, c) in queue
+                    .work_consumers(kind, *stage)
+                    .await?
+                    .into_iter()
+                    .enumerate()
+                {
+                    consumers.push(Pull {
+                        priority: p,
+                        stage: *stage,
+                        consumer: c,
+                    });
+                }
             }
         }
-        consumers.sort_by_key(|(p, _)| *p);
+        consumers.sort_by_key(|c| c.priority);
+        // The stage it waits on when nothing waits: the one that gave it its last job.
+        let mut waiting_stage = role.stages()[0];
         let shared = Arc::new(Shared {
             dist: self.dist.clone(),
             name: self.config.name.clone(),
@@ -220,6 +386,7 @@ impl<H: JobHandler> Worker<H> {
             counters: Counters::default(),
             environment,
             overlap_answers: self.config.overlap_answers,
+            role,
         });
         let slots = Arc::new(Semaphore::new(self.config.jobs));
         let report = {
@@ -243,7 +410,7 @@ impl<H: JobHandler> Worker<H> {
             })
         };
         let mut tasks = tokio::task::JoinSet::new();
-        tracing::info!(worker = %self.config.name, kinds = ?self.config.device_kinds, "worker started");
+        tracing::info!(worker = %self.config.name, kinds = ?self.config.device_kinds, role = %role, "worker started");
         tokio::pin!(stop);
         loop {
             let permit = tokio::select! {
@@ -255,7 +422,7 @@ impl<H: JobHandler> Worker<H> {
             };
             let message = tokio::select! {
                 _ = &mut stop => break,
-                m = next_job(&consumers, self.config.idle_wait) => m,
+                m = next_job(&consumers, self.config.idle_wait, &mut waiting_stage) => m,
             };
             // Reap finished tasks so the set does not grow.
             while tasks.try_join_next().is_some() {}
@@ -284,6 +451,7 @@ impl<H: JobHandler> Worker<H> {
             poisoned: c.poisoned.load(Ordering::Relaxed),
             handed_back: c.handed_back.load(Ordering::Relaxed),
             refused: c.refused.load(Ordering::Relaxed),
+            compiled: c.compiled.load(Ordering::Relaxed),
         })
     }
 
@@ -299,15 +467,23 @@ impl<H: JobHandler> Worker<H> {
     }
 }
 
+/// One pull consumer of a worker: a stage's jobs of one priority.
+struct Pull {
+    priority: usize,
+    stage: Stage,
+    consumer: consumer::Consumer<consumer::pull::Config>,
+}
+
 /// The next job: a waiting one of the highest priority, else the first to arrive within
-/// `wait` on the normal-priority queue. `None` when none came (or the server is away).
-async fn next_job(
-    consumers: &[(usize, consumer::Consumer<consumer::pull::Config>)],
-    wait: Duration,
-) -> Option<Message> {
-    for (_, c) in consumers {
-        match queue::take(c, 1, None).await {
-            Ok(mut m) if !m.is_empty() => return m.pop(),
+/// `wait` on the normal priority of `stage` (which becomes the stage of the job taken).
+/// `None` when none came (or the server is away).
+async fn next_job(consumers: &[Pull], wait: Duration, stage: &mut Stage) -> Option<Message> {
+    for c in consumers {
+        match queue::take(&c.consumer, 1, None).await {
+            Ok(mut m) if !m.is_empty() => {
+                *stage = c.stage;
+                return m.pop();
+            }
             Ok(_) => {}
             Err(e) => {
                 tracing::debug!("pulling jobs: {e}");
@@ -318,10 +494,9 @@ async fn next_job(
     }
     let normal = consumers
         .iter()
-        .find(|(p, _)| *p == 1)
-        .or(consumers.first())
-        .map(|(_, c)| c)?;
-    match queue::take(normal, 1, Some(wait)).await {
+        .find(|c| c.priority == 1 && c.stage == *stage)
+        .or(consumers.first())?;
+    match queue::take(&normal.consumer, 1, Some(wait)).await {
         Ok(mut m) => m.pop(),
         Err(e) => {
             tracing::debug!("pulling jobs: {e}");
@@ -344,6 +519,36 @@ struct Shared<H> {
     environment: String,
     /// [`WorkerConfig::overlap_answers`].
     overlap_answers: bool,
+    role: WorkerRole,
+}
+
+/// What an execute worker received for a job a compile worker passed on.
+struct Built {
+    /// The binary, when it passed its hash check.
+    binary: Option<Binary>,
+    /// Which binary, or why none is used.
+    note: String,
+}
+
+impl Built {
+    fn not_used(note: String) -> Self {
+        Built { binary: None, note }
+    }
+
+    /// Says in the evaluation's compiler facts (`binary`) whether the compile worker's binary
+    /// ran or the kernel was compiled here, and why.
+    fn annotate(&self, evaluation: &mut Evaluation) {
+        let text = match (&self.binary, evaluation.compiler.cache_hit) {
+            (Some(_), true) => format!("shipped: {}", self.note),
+            (Some(_), false) => format!(
+                "compiled on the execute worker: {} was not loaded here (another device or \
+                 driver)",
+                self.note
+            ),
+            (None, _) => format!("compiled on the execute worker: {}", self.note),
+        };
+        evaluation.compiler.extra.insert("binary".into(), text);
+    }
 }
 
 /// Values fetched from the database by hash, kept in memory up to [`CACHE_LIMIT`] entries
@@ -410,6 +615,7 @@ impl<H: JobHandler> Shared<H> {
             handed_back: c.handed_back.load(Ordering::Relaxed),
             refused: c.refused.load(Ordering::Relaxed),
             poisoned: c.poisoned.load(Ordering::Relaxed),
+            compiled: c.compiled.load(Ordering::Relaxed),
         }
     }
 
@@ -465,6 +671,22 @@ impl<H: JobHandler> Shared<H> {
                 self.counters.already_done.fetch_add(1, Ordering::Relaxed);
                 return;
             }
+            // A compile worker may have stored the build before it died: pass the job on
+            // without building it again (a second pass is dropped by the stream's
+            // de-duplication).
+            let compile_job = self.role == WorkerRole::Compile
+                && message
+                    .subject
+                    .as_str()
+                    .starts_with(&format!("{}.compile.", self.dist.namespace));
+            if compile_job {
+                if let Ok(Some(_)) = self.store.build(&job.request).await {
+                    if self.pass_on(&message, &job).await {
+                        self.counters.already_done.fetch_add(1, Ordering::Relaxed);
+                    }
+                    return;
+                }
+            }
         }
         let inputs = async {
             let source = self.kernel(&job.kernel).await?;
@@ -484,6 +706,13 @@ impl<H: JobHandler> Shared<H> {
             self.refuse(&message, &job, refusal).await;
             return;
         }
+        // A job sent to be compiled first is compiled and passed on by a compile worker; a
+        // worker of the default role does everything itself.
+        let compiles_here = self.role == WorkerRole::Compile
+            && message
+                .subject
+                .as_str()
+                .starts_with(&format!("{}.compile.", self.dist.namespace));
         let candidate = job.candidate(source);
         let heartbeat = {
             let message = message.clone();
@@ -497,11 +726,33 @@ impl<H: JobHandler> Shared<H> {
                 }
             })
         };
+        if compiles_here {
+            self.compile_and_pass_on(&message, &job, profile, candidate, delivery, started)
+                .await;
+            heartbeat.abort();
+            return;
+        }
+        // A job a compile worker passed on: the binary it built, checked against its hash.
+        let built = match self.built_binary(&message, &job).await {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(job = %job.job, "cannot read the job's build: {e}");
+                self.hand_back(&message).await;
+                heartbeat.abort();
+                return;
+            }
+        };
         let handler = self.handler.clone();
+        let binary = built.as_ref().and_then(|b| b.binary.clone());
         // On a blocking thread: evaluators may block (pipes to worker processes, device
         // waits), and the heartbeat must keep going meanwhile.
         let outcome = tokio::task::spawn_blocking(move || {
-            futures::executor::block_on(handler.evaluate(&profile, &candidate))
+            futures::executor::block_on(async {
+                match &binary {
+                    Some(binary) => handler.evaluate_built(&profile, &candidate, binary).await,
+                    None => handler.evaluate(&profile, &candidate).await,
+                }
+            })
         })
         .await;
         if self.overlap_answers {
@@ -511,7 +762,10 @@ impl<H: JobHandler> Shared<H> {
             drop(slot);
         }
         match outcome {
-            Ok(Ok(evaluation)) => {
+            Ok(Ok(mut evaluation)) => {
+                if let Some(built) = &built {
+                    built.annotate(&mut evaluation);
+                }
                 if self
                     .answer(&message, &job, evaluation, delivery, started)
                     .await
@@ -530,6 +784,168 @@ impl<H: JobHandler> Shared<H> {
         }
         // Until the result is published, the job's message stays with this worker.
         heartbeat.abort();
+    }
+
+    /// On a compile worker: builds the job's kernel, answers it at once when it cannot run,
+    /// else stores the binary and the build and passes the job on to the execute workers.
+    async fn compile_and_pass_on(
+        &self,
+        message: &Message,
+        job: &JobMessage,
+        profile: Profile,
+        candidate: Candidate,
+        delivery: u32,
+        started: Instant,
+    ) {
+        let handler = self.handler.clone();
+        let outcome = tokio::task::spawn_blocking(move || {
+            futures::executor::block_on(handler.compile(&profile, &candidate))
+        })
+        .await;
+        let outcome = match outcome {
+            Ok(Ok(o)) => o,
+            Ok(Err(e)) => {
+                tracing::warn!(job = %job.job, "compilation failed on this worker: {e}");
+                self.hand_back(message).await;
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(job = %job.job, "compilation panicked on this worker: {e}");
+                self.hand_back(message).await;
+                return;
+            }
+        };
+        let mut record = BuildRecord {
+            request: job.request.clone(),
+            job: job.job.clone(),
+            binary: None,
+            name: String::new(),
+            worker: self.name.clone(),
+            environment: self.environment.clone(),
+            note: String::new(),
+            seconds: started.elapsed().as_secs_f64(),
+        };
+        let stored = match outcome {
+            CompileOutcome::Answered(evaluation) => {
+                if self
+                    .answer(message, job, *evaluation, delivery, started)
+                    .await
+                {
+                    self.counters.evaluated.fetch_add(1, Ordering::Relaxed);
+                }
+                return;
+            }
+            CompileOutcome::Binary(binary) => {
+                if !binary.has_plain_name() {
+                    tracing::warn!(job = %job.job, name = %binary.name, "a binary's name must be a plain file name");
+                    self.hand_back(message).await;
+                    return;
+                }
+                record.binary = Some(job::binary_hash(&binary.bytes));
+                record.name = binary.name;
+                self.store.store_build(&record, Some(&binary.bytes)).await
+            }
+            CompileOutcome::CompileThere(note) => {
+                record.note = note;
+                self.store.store_build(&record, None).await
+            }
+        };
+        if let Err(e) = stored {
+            tracing::warn!(job = %job.job, "cannot store the build: {e}");
+            self.hand_back(message).await;
+            return;
+        }
+        if self.pass_on(message, job).await {
+            self.counters.compiled.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Passes a compiled job on to the execute workers: the search's message and signature,
+    /// byte for byte, on the built-jobs subject of the same device kind and priority; then
+    /// acknowledges it here. True when both went through.
+    async fn pass_on(&self, message: &Message, job: &JobMessage) -> bool {
+        // `<namespace>.compile.<device kind>.p<priority>`
+        let mut tokens = message.subject.as_str().rsplit('.');
+        let priority = tokens
+            .next()
+            .and_then(|p| p.strip_prefix('p'))
+            .and_then(|p| p.parse::<u8>().ok());
+        let (Some(priority), Some(kind)) = (priority, tokens.next()) else {
+            tracing::warn!(subject = %message.subject, "a compile job on a subject of another shape");
+            let _ = message.ack_with(AckKind::Term).await;
+            return false;
+        };
+        let mut headers = vec![(job::COMPILED_BY_HEADER, self.name.clone())];
+        for name in [job::SIGNER_HEADER, job::SIGNATURE_HEADER] {
+            if let Some(v) = message.headers.as_ref().and_then(|h| h.get(name)) {
+                headers.push((name, v.as_str().to_string()));
+            }
+        }
+        // Its own message id: the search's (the request) is taken in this stream.
+        let id = format!("compiled-{}", job.request);
+        let subject = self.dist.built_subject(kind, priority);
+        if let Err(e) = self
+            .queue
+            .publish(&subject, &id, message.payload.to_vec(), &headers)
+            .await
+        {
+            tracing::warn!(job = %job.job, "cannot pass the job on: {e}");
+            self.hand_back(message).await;
+            return false;
+        }
+        if let Err(e) = message.ack().await {
+            tracing::debug!(job = %job.job, "acknowledging: {e}");
+        }
+        true
+    }
+
+    /// The build a compile worker recorded for a job it passed on (on a built-jobs subject;
+    /// `None` for a job that came straight from a search), with its binary when the stored bytes match the recorded hash.
+    async fn built_binary(&self, message: &Message, job: &JobMessage) -> Result<Option<Built>> {
+        let passed_on = message
+            .subject
+            .as_str()
+            .starts_with(&format!("{}.built.", self.dist.namespace));
+        if !passed_on {
+            return Ok(None);
+        }
+        let Some((record, bytes)) = self.store.build(&job.request).await? else {
+            return Ok(Some(Built::not_used(
+                "no build is recorded for the job".into(),
+            )));
+        };
+        let Some(hash) = &record.binary else {
+            return Ok(Some(Built::not_used(format!(
+                "{} built no binary for it: {}",
+                record.worker, record.note
+            ))));
+        };
+        let Some(bytes) = bytes else {
+            return Ok(Some(Built::not_used(format!(
+                "the binary {hash} {} built is missing from storage",
+                record.worker
+            ))));
+        };
+        if job::binary_hash(&bytes) != *hash {
+            tracing::warn!(job = %job.job, binary = %hash, "a stored binary failed its hash check; compiling here");
+            return Ok(Some(Built::not_used(format!(
+                "the stored binary {hash} {} built failed its hash check (it was not used)",
+                record.worker
+            ))));
+        }
+        let binary = Binary {
+            name: record.name.clone(),
+            bytes,
+        };
+        if !binary.has_plain_name() {
+            return Ok(Some(Built::not_used(format!(
+                "the binary {hash} has an unusable name"
+            ))));
+        }
+        Ok(Some(Built {
+            binary: Some(binary),
+            note: format!("{hash} built by {}", record.worker),
+        }))
     }
 
     /// Publishes the result, then acknowledges the job. True when both went through.

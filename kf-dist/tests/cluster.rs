@@ -17,8 +17,9 @@ use kf_core::{
     async_trait, BehaviorClassifier, BoxError, Budget, Candidate, Engine, Evaluation, Evaluator,
 };
 use kf_dist::{
-    job_id, kernel_hash, ClusterStatus, DistConfig, DistEvaluator, JobHandler, Profile, QueueDepth,
-    Role, Security, SecurityFiles, Worker, WorkerConfig, WorkerState,
+    job_id, kernel_hash, Binary, ClusterStatus, CompileOutcome, DistConfig, DistEvaluator,
+    JobHandler, Profile, QueueDepth, Role, Security, SecurityFiles, Worker, WorkerConfig,
+    WorkerRole, WorkerState,
 };
 use serde::{Deserialize, Serialize};
 
@@ -45,6 +46,8 @@ struct WorkerSpec {
     secrets: Option<PathBuf>,
     /// The worker's heartbeat period to the database.
     heartbeat_ms: u64,
+    /// Its role (`all`, `compile`, `execute`).
+    role: String,
 }
 
 /// A role's security settings from the servers' secrets, or none (servers without security).
@@ -60,34 +63,97 @@ fn profile(sleep_ms: u64) -> serde_json::Value {
     serde_json::json!({"problem": "synthetic", "levels": LEVELS, "sleep_ms": sleep_ms})
 }
 
+/// A profile whose jobs also take `compile_ms` to compile on a compile worker.
+fn profile_compiling(sleep_ms: u64, compile_ms: u64) -> serde_json::Value {
+    serde_json::json!({
+        "problem": "synthetic", "levels": LEVELS, "sleep_ms": sleep_ms, "compile_ms": compile_ms
+    })
+}
+
+/// The binary the test compile workers build for a job: bytes only that job has.
+fn test_binary(job: &kf_dist::Hash) -> Vec<u8> {
+    format!("binary of {job}").into_bytes()
+}
+
 /// Evaluates the synthetic problem after sleeping as the profile says, writing
 /// `start <job id>` to its log first and `done <job id>` after the sleep; aborts the process on
-/// a kernel marked POISON.
+/// a kernel marked POISON. As a compile worker it logs `compile <job id>`, sleeps `compile_ms`,
+/// logs `compiled <job id>` and builds [`test_binary`] (aborting on a kernel marked
+/// POISON_COMPILE, answering a kernel marked NOCOMPILE as a compile error); as an execute
+/// worker it logs `WRONG <job id>` if the binary it was given is not the job's.
 struct TestHandler {
     log: PathBuf,
 }
 
-#[async_trait]
-impl JobHandler for TestHandler {
-    async fn evaluate(&self, profile: &Profile, c: &Candidate) -> Result<Evaluation, BoxError> {
-        let job = job_id(&kernel_hash(&c.source)?, &c.params, &profile.hash, DEVICE)?;
-        let line = format!("start {job}\n");
+impl TestHandler {
+    fn log(&self, line: String) -> std::io::Result<()> {
         use std::io::Write;
         std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&self.log)?
-            .write_all(line.as_bytes())?;
+            .write_all(format!("{line}\n").as_bytes())
+    }
+}
+
+fn job_of(profile: &Profile, c: &Candidate) -> Result<kf_dist::Hash, BoxError> {
+    Ok(job_id(
+        &kernel_hash(&c.source)?,
+        &c.params,
+        &profile.hash,
+        DEVICE,
+    )?)
+}
+
+#[async_trait]
+impl JobHandler for TestHandler {
+    async fn evaluate(&self, profile: &Profile, c: &Candidate) -> Result<Evaluation, BoxError> {
+        let job = job_of(profile, c)?;
+        self.log(format!("start {job}"))?;
         if c.source.text.contains("POISON") {
             std::process::abort();
         }
         let sleep = profile.value["sleep_ms"].as_u64().unwrap_or(0);
         std::thread::sleep(Duration::from_millis(sleep));
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(&self.log)?
-            .write_all(format!("done {job}\n").as_bytes())?;
+        self.log(format!("done {job}"))?;
         Ok(SyntheticEvaluator::with_levels(LEVELS).evaluate(c).await?)
+    }
+
+    async fn compile(&self, profile: &Profile, c: &Candidate) -> Result<CompileOutcome, BoxError> {
+        let job = job_of(profile, c)?;
+        self.log(format!("compile {job}"))?;
+        if c.source.text.contains("POISON_COMPILE") {
+            std::process::abort();
+        }
+        let sleep = profile.value["compile_ms"].as_u64().unwrap_or(0);
+        std::thread::sleep(Duration::from_millis(sleep));
+        self.log(format!("compiled {job}"))?;
+        if c.source.text.contains("NOCOMPILE") {
+            return Ok(CompileOutcome::Answered(Box::new(Evaluation::failed(
+                kf_core::Status::CompileError,
+                "NOCOMPILE does not compile",
+            ))));
+        }
+        Ok(CompileOutcome::Binary(Binary {
+            name: format!("{job}.bin"),
+            bytes: test_binary(&job),
+        }))
+    }
+
+    async fn evaluate_built(
+        &self,
+        profile: &Profile,
+        c: &Candidate,
+        binary: &Binary,
+    ) -> Result<Evaluation, BoxError> {
+        let job = job_of(profile, c)?;
+        if binary.bytes != test_binary(&job) || binary.name != format!("{job}.bin") {
+            self.log(format!("WRONG {job}"))?;
+        }
+        let mut evaluation = self.evaluate(profile, c).await?;
+        // "Loaded" the binary it was given.
+        evaluation.compiler.cache_hit = true;
+        Ok(evaluation)
     }
 }
 
@@ -106,6 +172,7 @@ fn worker_process_entry() {
     let mut config = WorkerConfig::new(DEVICE);
     config.name = format!("w{}", std::process::id());
     config.heartbeat = Duration::from_millis(spec.heartbeat_ms);
+    config.role = spec.role.parse().unwrap();
     let worker = Worker::new(dist, config, TestHandler { log: spec.log });
     worker.run_blocking(futures::future::pending()).unwrap();
 }
@@ -117,7 +184,7 @@ struct Cluster {
     dist: DistConfig,
     secrets: Option<PathBuf>,
     dir: tempfile::TempDir,
-    workers: Arc<Mutex<Vec<Child>>>,
+    workers: Arc<Mutex<Vec<(Child, WorkerRole)>>>,
     supervise: Arc<AtomicBool>,
 }
 
@@ -141,7 +208,12 @@ impl Cluster {
         })
     }
 
-    fn spawn_worker(dist: &DistConfig, secrets: Option<&Path>, dir: &Path) -> Child {
+    fn spawn_worker(
+        dist: &DistConfig,
+        secrets: Option<&Path>,
+        dir: &Path,
+        role: WorkerRole,
+    ) -> Child {
         let n = std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0);
         let log = dir.join(format!("worker-{n}.log"));
         let spec = WorkerSpec {
@@ -153,6 +225,7 @@ impl Cluster {
             log: log.clone(),
             secrets: secrets.map(Path::to_path_buf),
             heartbeat_ms: WORKER_HEARTBEAT_MS,
+            role: role.name().into(),
         };
         std::fs::write(&log, "").unwrap();
         Command::new(std::env::current_exe().unwrap())
@@ -171,9 +244,15 @@ impl Cluster {
     }
 
     fn start_workers(&self, n: usize) {
+        self.start_role(n, WorkerRole::All);
+    }
+
+    /// Starts `n` workers of a role (their log indices follow the earlier workers').
+    fn start_role(&self, n: usize, role: WorkerRole) {
         for _ in 0..n {
-            let child = Self::spawn_worker(&self.dist, self.secrets.as_deref(), self.dir.path());
-            self.workers.lock().unwrap().push(child);
+            let child =
+                Self::spawn_worker(&self.dist, self.secrets.as_deref(), self.dir.path(), role);
+            self.workers.lock().unwrap().push((child, role));
         }
     }
 
@@ -190,9 +269,9 @@ impl Cluster {
         std::thread::spawn(move || {
             while on.load(Ordering::SeqCst) {
                 if let Ok(mut ws) = workers.lock() {
-                    for w in ws.iter_mut() {
+                    for (w, role) in ws.iter_mut() {
                         if matches!(w.try_wait(), Ok(Some(_))) {
-                            *w = Cluster::spawn_worker(&dist, secrets.as_deref(), &dir);
+                            *w = Cluster::spawn_worker(&dist, secrets.as_deref(), &dir, *role);
                         }
                     }
                 }
@@ -249,8 +328,8 @@ impl Cluster {
 
     fn kill_worker(&self, i: usize) {
         let mut ws = self.workers.lock().unwrap();
-        let _ = ws[i].kill(); // SIGKILL
-        let _ = ws[i].wait();
+        let _ = ws[i].0.kill(); // SIGKILL
+        let _ = ws[i].0.wait();
     }
 
     fn evaluator(&self, run: &str, sleep_ms: u64) -> DistEvaluator {
@@ -260,6 +339,25 @@ impl Cluster {
             .connect()
             .unwrap()
     }
+
+    /// An evaluator that sends its jobs to the compile workers first.
+    fn evaluator_compiling_first(
+        &self,
+        run: &str,
+        sleep_ms: u64,
+        compile_ms: u64,
+    ) -> DistEvaluator {
+        DistEvaluator::builder(
+            self.dist.clone(),
+            run,
+            DEVICE,
+            profile_compiling(sleep_ms, compile_ms),
+        )
+        .compile_first(true)
+        .result_timeout(Duration::from_secs(120))
+        .connect()
+        .unwrap()
+    }
 }
 
 impl Drop for Cluster {
@@ -267,7 +365,7 @@ impl Drop for Cluster {
         self.supervise.store(false, Ordering::SeqCst);
         std::thread::sleep(Duration::from_millis(150));
         if let Ok(mut ws) = self.workers.lock() {
-            for w in ws.iter_mut() {
+            for (w, _) in ws.iter_mut() {
                 let _ = w.kill();
                 let _ = w.wait();
             }
@@ -292,14 +390,16 @@ fn search<E: Evaluator>(evaluator: E, seeds: Vec<Candidate>, evaluations: u64) -
     .archive
 }
 
-/// The archive as JSON, without the name of the worker that evaluated each elite: which
-/// worker took a job is the one thing a distributed run may record differently.
+/// The archive as JSON, without the name of the worker that evaluated each elite and what its
+/// compiler reported: which worker took a job, and whether a compile worker built its binary,
+/// are the things a distributed run may record differently.
 fn json(a: &EliteArchive) -> String {
     let mut doc = serde_json::to_value(a).unwrap();
     if let Some(cells) = doc["cells"].as_array_mut() {
         for cell in cells {
             if let Some(evaluation) = cell["payload"]["evaluation"].as_object_mut() {
                 evaluation.remove("worker");
+                evaluation.remove("compiler");
             }
         }
     }
@@ -536,24 +636,7 @@ fn a_poison_job_ends_as_a_recorded_failure() {
     assert!(!kf_core::Archive::elites(&archive).is_empty());
     let db = &cluster.db;
     let profile = Profile::from_value(profile(0));
-    let job = job_id(
-        &kernel_hash(&poison.source).unwrap(),
-        &poison.params,
-        &profile.hash,
-        DEVICE,
-    )
-    .unwrap();
-    let row = db.rows(&format!(
-        "SELECT status, delivery::text, evaluation->>'diagnostics' FROM kf_results WHERE job_id = '{job}'"
-    ));
-    assert_eq!(
-        row.len(),
-        1,
-        "the poison job has exactly one (recorded) result"
-    );
-    assert_eq!(row[0][0], "runtime_error");
-    assert_eq!(row[0][1], "3", "two attempts, then the recording delivery");
-    assert!(row[0][2].contains("poison job"), "{}", row[0][2]);
+    let job = recorded_poison(db, &poison, &profile, "all");
     // Exactly two worker processes died on it (one per attempt), none after.
     let started: usize = (0..8)
         .map(|i| cluster.started(i).iter().filter(|j| **j == job.0).count())
@@ -775,4 +858,317 @@ fn cluster_status_shows_workers_queue_throughput_and_the_gone() {
     );
     evaluator.cancel_pending();
     assert!(pending.join().unwrap().iter().all(|r| r.is_err()));
+}
+
+/// Checks that `poison`'s job (of a run with `profile`) has one result, recorded as a poison
+/// job after two attempts (`max_attempts` 2) that killed the workers of `role`; returns its id.
+fn recorded_poison(
+    db: &TestDb,
+    poison: &Candidate,
+    profile: &Profile,
+    role: &str,
+) -> kf_dist::Hash {
+    let job = job_of(profile, poison).unwrap();
+    let row = db.rows(&format!(
+        "SELECT status, delivery::text, evaluation->>'diagnostics' FROM kf_results \
+         WHERE job_id = '{job}'"
+    ));
+    assert_eq!(
+        row.len(),
+        1,
+        "the {role} poison job has one (recorded) result"
+    );
+    assert_eq!(row[0][0], "runtime_error");
+    assert_eq!(
+        row[0][1], "3",
+        "{role}: two attempts, then the recording delivery"
+    );
+    assert!(row[0][2].contains("poison job"), "{}", row[0][2]);
+    job
+}
+
+/// A job's result rows: (status, delivery, the evaluation's `binary` note).
+fn result_of(db: &TestDb, job: &str) -> Vec<Vec<String>> {
+    db.rows(&format!(
+        "SELECT status, delivery::text, coalesce(evaluation->'compiler'->'extra'->>'binary', '') \
+         FROM kf_results WHERE job_id = '{job}'"
+    ))
+}
+
+/// Every worker log line starting with `prefix`, over the first `n` workers.
+fn logged_by_all(cluster: &Cluster, n: usize, prefix: &str) -> Vec<String> {
+    (0..n).flat_map(|i| cluster.logged(i, prefix)).collect()
+}
+
+/// Compile workers build, execute workers run: the archive is the in-process one, every job
+/// was compiled once on a compile worker and run with the binary it built (the execute
+/// workers received exactly those bytes), a kernel that does not compile never reached an
+/// execute worker, and the compile worker ran nothing.
+#[test]
+fn compile_and_execute_workers_give_the_in_process_archive() {
+    let _serial = lock();
+    let Some(cluster) = Cluster::new("roles", Duration::from_secs(5), 3) else {
+        return;
+    };
+    cluster.start_role(1, WorkerRole::Compile); // log 0
+    cluster.start_role(2, WorkerRole::Execute); // logs 1, 2
+    cluster.wait_for_workers(3);
+    let evaluator = cluster.evaluator_compiling_first("roles", 0, 0);
+    let mut broken = synthetic_seed(DIMS);
+    broken.source.text = "// NOCOMPILE: the compile worker answers it".into();
+    let mut seeds = vec![synthetic_seed(DIMS)];
+    let archive = search(evaluator, seeds.clone(), 60);
+    assert_eq!(json(&archive), in_process(60), "archives differ");
+    let db = &cluster.db;
+    let jobs = db.count("SELECT count(*) FROM kf_jobs");
+    assert_eq!(
+        db.count("SELECT count(*) FROM kf_results"),
+        jobs,
+        "one result per job"
+    );
+    assert_eq!(
+        db.count("SELECT count(*) FROM kf_builds"),
+        jobs,
+        "one build per job"
+    );
+    assert_eq!(
+        db.count("SELECT count(*) FROM kf_binaries"),
+        jobs,
+        "one stored binary per job"
+    );
+    let shipped = db.count(
+        "SELECT count(*) FROM kf_results \
+         WHERE evaluation->'compiler'->'extra'->>'binary' LIKE 'shipped: %'",
+    );
+    assert_eq!(
+        shipped, jobs,
+        "every job ran with the compile worker's binary"
+    );
+    assert!(
+        cluster.logged(0, "start ").is_empty(),
+        "the compile worker evaluated"
+    );
+    assert_eq!(cluster.logged(0, "compiled ").len() as i64, jobs);
+    assert!(
+        logged_by_all(&cluster, 3, "WRONG ").is_empty(),
+        "an execute worker got other bytes"
+    );
+    assert!(logged_by_all(&cluster, 3, "compile ")
+        .iter()
+        .all(|j| cluster.logged(0, "compile ").contains(j)));
+    // A kernel that does not compile is answered by the compile worker alone.
+    seeds.push(broken.clone());
+    let again = cluster.evaluator_compiling_first("roles-broken", 0, 0);
+    let _ = search(again, seeds, 10);
+    let job = job_id(
+        &kernel_hash(&broken.source).unwrap(),
+        &broken.params,
+        &Profile::from_value(profile_compiling(0, 0)).hash,
+        DEVICE,
+    )
+    .unwrap();
+    let row = result_of(db, &job.0);
+    assert_eq!(row.len(), 1);
+    assert_eq!(row[0][0], "compile_error");
+    assert!(
+        !logged_by_all(&cluster, 3, "start ").contains(&job.0),
+        "an execute worker ran a kernel that does not compile"
+    );
+    eprintln!("compile/execute roles: {jobs} jobs, {shipped} run with the shipped binary");
+}
+
+/// A binary corrupted in storage is detected by its hash and never run: the execute worker
+/// compiles the kernel itself, the evaluation says so, and the archive is unchanged.
+#[test]
+fn a_corrupted_binary_is_detected_and_the_kernel_compiled_again() {
+    let _serial = lock();
+    let Some(cluster) = Cluster::new("corrupt", Duration::from_secs(5), 3) else {
+        return;
+    };
+    // First only the compile worker: the first jobs are built and wait for an execute worker.
+    cluster.start_role(1, WorkerRole::Compile); // log 0
+    cluster.wait_for_workers(1);
+    let evaluator = cluster.evaluator_compiling_first("corrupt", 0, 0);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let search_thread = std::thread::spawn(move || {
+        let a = search(evaluator, vec![synthetic_seed(DIMS)], 30);
+        let _ = tx.send(());
+        a
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while cluster.db.count("SELECT count(*) FROM kf_binaries") < 1 {
+        assert!(Instant::now() < deadline, "nothing was built");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Flip one byte of every binary stored so far (as a failing disk or a tampering hand).
+    std::thread::sleep(Duration::from_millis(300));
+    let corrupted: Vec<String> = cluster
+        .db
+        .rows("SELECT b.job_id FROM kf_builds b JOIN kf_binaries x ON x.hash = b.binary_hash")
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect();
+    runtime_exec(
+        &cluster.db,
+        "UPDATE kf_binaries SET bytes = set_byte(bytes, 0, get_byte(bytes, 0) # 1)",
+    );
+    cluster.start_role(1, WorkerRole::Execute); // log 1
+    rx.recv_timeout(Duration::from_secs(120))
+        .expect("the search did not finish");
+    let archive = search_thread.join().unwrap();
+    assert_eq!(json(&archive), in_process(30), "archives differ");
+    assert!(!corrupted.is_empty());
+    assert!(
+        logged_by_all(&cluster, 2, "WRONG ").is_empty(),
+        "a corrupted binary was used"
+    );
+    for job in &corrupted {
+        let row = result_of(&cluster.db, job);
+        assert_eq!(row.len(), 1, "job {job}: one result");
+        assert!(
+            row[0][2].contains("failed its hash check"),
+            "job {job}: {:?}",
+            row[0]
+        );
+    }
+    let db = &cluster.db;
+    let jobs = db.count("SELECT count(*) FROM kf_jobs");
+    assert_eq!(db.count("SELECT count(*) FROM kf_results"), jobs);
+    let shipped = db.count(
+        "SELECT count(*) FROM kf_results \
+         WHERE evaluation->'compiler'->'extra'->>'binary' LIKE 'shipped: %'",
+    );
+    assert_eq!(shipped, jobs - corrupted.len() as i64);
+    eprintln!(
+        "corrupted binaries: {} detected and compiled again on the execute worker, {shipped} \
+         shipped, {jobs} jobs",
+        corrupted.len()
+    );
+}
+
+/// Runs one statement as the database's owner.
+fn runtime_exec(db: &TestDb, sql: &str) {
+    let n = db.count(&format!(
+        "WITH x AS ({sql} RETURNING 1) SELECT count(*) FROM x"
+    ));
+    assert!(n > 0, "{sql} changed nothing");
+}
+
+/// A compile worker and an execute worker are each SIGKILLed in the middle of a job: both
+/// jobs are done again by the survivors of their role, nothing is lost, each job has one
+/// result, and the archive is the in-process one.
+#[test]
+fn killed_compile_and_execute_workers_lose_nothing() {
+    let _serial = lock();
+    let Some(cluster) = Cluster::new("roles_killed", Duration::from_secs(1), 3) else {
+        return;
+    };
+    cluster.start_role(2, WorkerRole::Compile); // logs 0, 1
+    cluster.start_role(2, WorkerRole::Execute); // logs 2, 3
+    cluster.wait_for_workers(4);
+    let evaluator = cluster.evaluator_compiling_first("roles-killed", 300, 300);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let search_thread = std::thread::spawn(move || {
+        let a = search(evaluator, vec![synthetic_seed(DIMS)], 24);
+        let _ = tx.send(());
+        a
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let compiling = |i: usize| -> Vec<String> {
+        let done = cluster.logged(i, "compiled ");
+        cluster
+            .logged(i, "compile ")
+            .into_iter()
+            .filter(|j| !done.contains(j))
+            .collect()
+    };
+    loop {
+        if cluster.logged(0, "compiled ").len() >= 2 && !compiling(0).is_empty() {
+            cluster.kill_worker(0);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "compile worker 0 never compiled two jobs"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let killed_compile = compiling(0);
+    assert_eq!(killed_compile.len(), 1, "{killed_compile:?}");
+    loop {
+        if cluster.started(2).len() >= 2 && !cluster.in_flight(2).is_empty() {
+            cluster.kill_worker(2);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "execute worker 2 never ran two jobs"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let killed_run = cluster.in_flight(2);
+    assert_eq!(killed_run.len(), 1, "{killed_run:?}");
+    rx.recv_timeout(Duration::from_secs(180))
+        .expect("the search did not finish");
+    let archive = search_thread.join().unwrap();
+    assert_eq!(json(&archive), in_process(24), "archives differ");
+    let db = &cluster.db;
+    let jobs = db.count("SELECT count(*) FROM kf_jobs");
+    assert_eq!(
+        db.count("SELECT count(*) FROM kf_results"),
+        jobs,
+        "one result per job"
+    );
+    assert!(
+        cluster.logged(1, "compiled ").contains(&killed_compile[0]),
+        "the other compile worker built the killed one's job"
+    );
+    assert!(
+        cluster.started(3).contains(&killed_run[0]),
+        "the other execute worker ran the killed one's job"
+    );
+    for job in [&killed_compile[0], &killed_run[0]] {
+        let row = result_of(db, job);
+        assert_eq!(row.len(), 1, "{job}");
+        assert!(row[0][2].starts_with("shipped: "), "{job}: {:?}", row[0]);
+    }
+    assert!(logged_by_all(&cluster, 4, "WRONG ").is_empty());
+    eprintln!(
+        "killed compile worker (job {}) and execute worker (job {}): {jobs} jobs, {jobs} results",
+        killed_compile[0], killed_run[0]
+    );
+}
+
+/// A job that kills every compile worker that builds it, and one that kills every execute
+/// worker that runs it, each end as one recorded failure after their attempts, and the search
+/// goes on.
+#[test]
+fn poison_jobs_end_as_recorded_failures_in_either_role() {
+    let _serial = lock();
+    let Some(cluster) = Cluster::new("roles_poison", Duration::from_secs(1), 2) else {
+        return;
+    };
+    cluster.start_role(1, WorkerRole::Compile);
+    cluster.start_role(1, WorkerRole::Execute);
+    cluster.supervise();
+    cluster.wait_for_workers(2);
+    let evaluator = cluster.evaluator_compiling_first("roles-poison", 0, 0);
+    let mut compile_poison = synthetic_seed(DIMS);
+    compile_poison.source.text = "// POISON_COMPILE: kills the compile worker".into();
+    let mut run_poison = synthetic_seed(DIMS);
+    run_poison.source.text = "// POISON: kills the execute worker".into();
+    let archive = search(
+        evaluator,
+        vec![
+            compile_poison.clone(),
+            run_poison.clone(),
+            synthetic_seed(DIMS),
+        ],
+        20,
+    );
+    assert!(!kf_core::Archive::elites(&archive).is_empty());
+    let profile = Profile::from_value(profile_compiling(0, 0));
+    for (poison, role) in [(&compile_poison, "compile"), (&run_poison, "execute")] {
+        recorded_poison(&cluster.db, poison, &profile, role);
+    }
 }

@@ -219,6 +219,17 @@ fn nats_lets_each_role_do_its_part_only() {
             !matches!(published, Ok(Ok(_))),
             "a worker published a job: {published:?}"
         );
+        // Nor a job to compile (a compile worker passes built jobs on to their own subjects).
+        let to_compile = tokio::time::timeout(Duration::from_secs(5), async {
+            js.publish("kf.compile.synthetic.p1", "{}".into())
+                .await?
+                .await
+        })
+        .await;
+        assert!(
+            !matches!(to_compile, Ok(Ok(_))),
+            "a worker published a job to compile: {to_compile:?}"
+        );
         // Nor read results.
         let results = js.get_stream("KF_RESULTS").await;
         let consumer = match results {
@@ -239,6 +250,17 @@ fn nats_lets_each_role_do_its_part_only() {
             .await
             .unwrap();
         let js = jetstream::new(searcher);
+        // Nor pass a job on as built (only compile workers do).
+        let built = tokio::time::timeout(Duration::from_secs(5), async {
+            js.publish("kf.built.synthetic.p1", "{}".into())
+                .await?
+                .await
+        })
+        .await;
+        assert!(
+            !matches!(built, Ok(Ok(_))),
+            "a search published a built job: {built:?}"
+        );
         let jobs = js.get_stream("KF_JOBS").await.unwrap();
         let taken = jobs
             .create_consumer(jetstream::consumer::pull::Config {
@@ -276,6 +298,11 @@ fn postgres_roles_cannot_alter_what_is_not_theirs() {
             "UPDATE kf_results SET status = 'correct'",
             "DELETE FROM kf_results",
             "UPDATE kf_jobs SET params = '{}'",
+            // A stored binary and its build are written once, never altered.
+            "UPDATE kf_binaries SET bytes = '\\x00'",
+            "DELETE FROM kf_binaries",
+            "UPDATE kf_builds SET binary_hash = 'h'",
+            "DELETE FROM kf_builds",
         ] {
             let e = c.execute(sql, &[]).await.expect_err(sql);
             // 42501: insufficient_privilege.
@@ -295,6 +322,9 @@ fn postgres_roles_cannot_alter_what_is_not_theirs() {
              VALUES ('r', 'j', 'correct', '{}', 'w', '', '', '', '', 1, 0)",
             "UPDATE kf_results SET status = 'correct'",
             "DELETE FROM kf_kernels",
+            "INSERT INTO kf_binaries (hash, bytes) VALUES ('h', '\\x00')",
+            "INSERT INTO kf_builds (request, job_id, name, worker, environment, note, seconds) \
+             VALUES ('r', 'j', 'n', 'w', '', '', 0)",
         ] {
             let e = c.execute(sql, &[]).await.expect_err(sql);
             assert_eq!(

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::EvalError;
 use crate::profile::EvalProfile;
+use crate::protocol::CompileCheck;
 use crate::protocol::EvalConfig;
 use crate::tasks::{KernelTask, Sizes};
 use crate::worker::{
@@ -418,6 +419,27 @@ impl IsolatedEvaluator {
         result
     }
 
+    /// Compiles `source` with `params` in a worker process without running it
+    /// ([`crate::KernelEvaluator::compile_only`]), blocking the calling thread: the binary lands
+    /// in the worker backend's compile cache, and the compiler's facts name it. A compiler
+    /// that crashes or hangs costs the worker process, as in an evaluation
+    /// ([`CompileCheck::Failed`] with a runtime error or a timeout).
+    pub fn compile_only_blocking(
+        &self,
+        source: &KernelSource,
+        params: &ParamValues,
+    ) -> Result<CompileCheck, EvalError> {
+        self.inner.slots.acquire();
+        let result = self
+            .inner
+            .exchange(source, params, &self.inner.config, true);
+        self.inner.slots.release();
+        match result? {
+            (Answer::Compiled(check), _) => Ok(check),
+            (Answer::Evaluated(failed), _) => Ok(CompileCheck::Failed(failed)),
+        }
+    }
+
     /// The protocol configuration every evaluation uses unless given another one.
     pub fn config(&self) -> &EvalConfig {
         &self.inner.config
@@ -605,6 +627,23 @@ impl Inner {
         params: &ParamValues,
         config: &EvalConfig,
     ) -> Result<(Evaluation, EvalProfile), EvalError> {
+        match self.exchange(source, params, config, false)? {
+            (Answer::Evaluated(evaluation), profile) => Ok((*evaluation, profile)),
+            (Answer::Compiled(_), _) => Err(EvalError::Worker(
+                "the worker answered an evaluation with a compilation".into(),
+            )),
+        }
+    }
+
+    /// Sends one job to a worker and waits for its answer (a crashed or timed-out worker's is
+    /// an evaluation saying so).
+    fn exchange(
+        &self,
+        source: &KernelSource,
+        params: &ParamValues,
+        config: &EvalConfig,
+        compile_only: bool,
+    ) -> Result<(Answer, EvalProfile), EvalError> {
         let mut worker = self.take_worker()?;
         let id = {
             let mut n = self
@@ -623,6 +662,7 @@ impl Inner {
             params: params.clone(),
             config: config.clone(),
             limits: JobLimits::default(),
+            compile_only,
         };
         let baseline = self.baseline_s.lock().ok().and_then(|b| *b);
         let limit = self.timeout.limit(config, baseline);
@@ -638,7 +678,7 @@ impl Inner {
                 hop_s: started.elapsed().as_secs_f64(),
                 ..EvalProfile::default()
             };
-            (evaluation, profile)
+            (Answer::Evaluated(Box::new(evaluation)), profile)
         };
         if writeln!(worker.stdin, "{line}")
             .and_then(|_| worker.stdin.flush())
@@ -658,7 +698,18 @@ impl Inner {
                 if let (Some(b), Ok(mut slot)) = (evaluation.baseline, self.baseline_s.lock()) {
                     *slot = Some(b.median_s);
                 }
-                Ok((evaluation, profile))
+                Ok((Answer::Evaluated(Box::new(evaluation)), profile))
+            }
+            Ok(Reply::Compiled { id: got, result }) if got == id && compile_only => {
+                self.put_back(worker);
+                let profile = EvalProfile {
+                    hop_s: started.elapsed().as_secs_f64(),
+                    ..EvalProfile::default()
+                };
+                Ok((
+                    Answer::Compiled(*result.map_err(EvalError::Worker)?),
+                    profile,
+                ))
             }
             Ok(_) => {
                 worker.kill();
@@ -708,6 +759,14 @@ impl Inner {
         e.params = params.clone();
         e
     }
+}
+
+/// A worker's answer to one job.
+enum Answer {
+    /// An evaluation (also the answer to a compile-only job whose worker crashed or hung).
+    Evaluated(Box<Evaluation>),
+    /// What a compile-only job found.
+    Compiled(CompileCheck),
 }
 
 #[async_trait]

@@ -46,7 +46,7 @@ pub use isolate::{
 };
 pub use profile::EvalProfile;
 pub use protocol::{
-    bounded, EvalConfig, KernelEvaluator, TimingConfig, EXTRACTION_ERROR_MARKER,
+    bounded, CompileCheck, EvalConfig, KernelEvaluator, TimingConfig, EXTRACTION_ERROR_MARKER,
     TUNING_BASELINE_EVERY, TUNING_REUSE_INPUTS,
 };
 pub use worker::{BackendSpec, TaskFileJob, TaskRegistry};

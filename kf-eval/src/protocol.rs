@@ -488,6 +488,25 @@ fn row_width(task: &dyn KernelTask) -> usize {
         .unwrap_or(1)
 }
 
+/// What compiling a kernel, without running it, found ([`KernelEvaluator::compile_only`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum CompileCheck {
+    /// It compiled, and its launch geometry fits the compiled kernel: what the compiler
+    /// reported (with the backend's `cache_key`, and `cache_file` where the binary was cached).
+    Compiled(kf_core::CompilerFacts),
+    /// It cannot run: the evaluation the whole protocol gives it (an extraction or compile
+    /// error, an invalid manifest or launch geometry).
+    Failed(Box<Evaluation>),
+}
+
+/// A compiled kernel whose launch geometry fits it, with what led there.
+struct Front<K> {
+    manifest: Manifest,
+    params: ParamValues,
+    range: NdRange,
+    compiled: kf_core::Compiled<K>,
+}
+
 /// The in-process evaluator over one backend. It keeps each task's baseline compiled, with a
 /// rolling window of baseline timings that every evaluation adds to by timing the baseline
 /// interleaved with the candidate.
@@ -586,27 +605,47 @@ impl<B: Backend> KernelEvaluator<B> {
         result
     }
 
-    fn evaluate_profiled(
+    /// Runs the protocol up to and including compilation, without the device running
+    /// anything: the extraction, language and forbidden-construct checks, the manifest and
+    /// its parameters, the launch geometry, compilation, and the compiled kernel's work-group
+    /// limit. A compile worker uses it to build a kernel's binary (into the backend's compile
+    /// cache) for an execute worker on another machine; [`CompileCheck::Failed`] holds the
+    /// evaluation the full protocol would give a kernel that cannot run.
+    pub fn compile_only(
         &mut self,
         task: &dyn KernelTask,
         source: &KernelSource,
         params: &ParamValues,
-    ) -> Result<Evaluation, EvalError> {
+    ) -> Result<CompileCheck, EvalError> {
+        self.profile = EvalProfile::default();
+        let started = Instant::now();
+        let front = self.compile_checked(task, source, params);
+        self.profile.total_s = since(started);
+        Ok(match front? {
+            Ok(front) => CompileCheck::Compiled(front.compiled.facts),
+            Err(failed) => CompileCheck::Failed(Box::new(failed)),
+        })
+    }
+
+    /// The protocol up to a compiled kernel whose geometry fits it; `Ok(Err(_))`: the
+    /// evaluation of a kernel that cannot run.
+    fn compile_checked(
+        &mut self,
+        task: &dyn KernelTask,
+        source: &KernelSource,
+        params: &ParamValues,
+    ) -> Result<Result<Front<B::Kernel>, Evaluation>, EvalError> {
         let max = self.config.max_diagnostics;
         let fail = |status: Status, message: String, params: &ParamValues| {
             let mut e = Evaluation::failed(status, bounded(&message, max));
             e.params = params.clone();
-            e
+            Ok(Err(e))
         };
         // A mutator that could not draw a kernel from its output (an LLM reply with no code
         // block, edits that do not apply) hands over a marked source: rank it at the bottom
         // of the ladder with the mutator's reason, so that the next prompt can show it.
         if let Some(reason) = kf_core::extraction_failure_in(source) {
-            return Ok(fail(
-                Status::ExtractionError,
-                reason.trim().to_owned(),
-                params,
-            ));
+            return fail(Status::ExtractionError, reason.trim().to_owned(), params);
         }
         if !self.backend.languages().contains(&source.language) {
             let message = format!(
@@ -614,38 +653,38 @@ impl<B: Backend> KernelEvaluator<B> {
                 self.backend.name(),
                 source.language
             );
-            return Ok(fail(Status::CompileError, message, params));
+            return fail(Status::CompileError, message, params);
         }
         for (pattern, why) in FORBIDDEN {
             if source.text.contains(pattern) {
                 let message = format!("`{pattern}` is not allowed: {why}");
-                return Ok(fail(Status::CompileError, message, params));
+                return fail(Status::CompileError, message, params);
             }
         }
         let manifest = match Manifest::from_kernel(source) {
             Ok(m) => m,
             Err(e) => {
-                return Ok(fail(
+                return fail(
                     Status::CompileError,
                     format!("invalid manifest: {e}"),
                     params,
-                ))
+                )
             }
         };
         let params = match manifest.resolve_params(params) {
             Ok(p) => p,
             Err(e) => {
-                return Ok(fail(
+                return fail(
                     Status::CompileError,
                     format!("invalid parameters: {e}"),
                     params,
-                ))
+                )
             }
         };
         let sizes = task.sizes();
         let range = match self.geometry(&manifest, &params, &sizes) {
             Ok(r) => r,
-            Err(message) => return Ok(fail(Status::CompileError, message, &params)),
+            Err(message) => return fail(Status::CompileError, message, &params),
         };
         let compile_started = Instant::now();
         let compiled = self.backend.compile(source, &params, &self.config.compile);
@@ -654,24 +693,56 @@ impl<B: Backend> KernelEvaluator<B> {
             Ok(c) => c,
             Err(e) => {
                 let f = backend_failure(&e, "compilation failed");
-                return Ok(fail(f.status, f.message, &params));
+                return fail(f.status, f.message, &params);
             }
         };
-        let facts = compiled.facts.clone();
-        let finish = |mut e: Evaluation| {
-            e.compiler = facts.clone();
-            Ok(e)
-        };
-        if let (Some(local), Some(max_wg)) = (&range.local, facts.max_work_group_size) {
+        if let (Some(local), Some(max_wg)) = (&range.local, compiled.facts.max_work_group_size) {
             let wg: usize = local.iter().product();
             if wg as u64 > max_wg {
                 let message = format!(
                     "a work-group of {wg} work-items exceeds the {max_wg} this compiled kernel allows on {}",
                     self.backend.device().name
                 );
-                return finish(fail(Status::RuntimeError, message, &params));
+                let mut e = Evaluation::failed(Status::RuntimeError, bounded(&message, max));
+                e.params = params;
+                e.compiler = compiled.facts;
+                return Ok(Err(e));
             }
         }
+        Ok(Ok(Front {
+            manifest,
+            params,
+            range,
+            compiled,
+        }))
+    }
+
+    fn evaluate_profiled(
+        &mut self,
+        task: &dyn KernelTask,
+        source: &KernelSource,
+        params: &ParamValues,
+    ) -> Result<Evaluation, EvalError> {
+        let Front {
+            manifest,
+            params,
+            range,
+            compiled,
+        } = match self.compile_checked(task, source, params)? {
+            Ok(front) => front,
+            Err(failed) => return Ok(failed),
+        };
+        let max = self.config.max_diagnostics;
+        let fail = |status: Status, message: String, params: &ParamValues| {
+            let mut e = Evaluation::failed(status, bounded(&message, max));
+            e.params = params.clone();
+            e
+        };
+        let facts = compiled.facts.clone();
+        let finish = |mut e: Evaluation| {
+            e.compiler = facts.clone();
+            Ok(e)
+        };
 
         // Correctness on several fresh input sets: the first at the task's own sizes (the one
         // that is timed), the others at other shapes where the manifest can launch them, so

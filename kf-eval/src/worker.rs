@@ -41,6 +41,11 @@ pub struct BackendSpec {
     /// Device selector (a name substring or an index), backend-specific.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
+    /// Where the backend caches compiled kernels; `None`: its default place. A worker that
+    /// receives binaries from compile workers gets a folder of its own, so that what it runs
+    /// is what it was sent (or what it built itself), never what a neighbour left behind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_dir: Option<PathBuf>,
 }
 
 impl BackendSpec {
@@ -49,6 +54,7 @@ impl BackendSpec {
         BackendSpec {
             kind: kind.into(),
             device: None,
+            cache_dir: None,
         }
     }
 }
@@ -68,6 +74,9 @@ pub(crate) struct Job {
     /// Operating-system limits for this job.
     #[serde(default)]
     pub(crate) limits: JobLimits,
+    /// Compile (and check) only, answered with [`Reply::Compiled`]: nothing runs on the device.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) compile_only: bool,
 }
 
 /// The resource limits a worker sets on itself for one job (see
@@ -149,6 +158,11 @@ pub(crate) enum Reply {
         /// Where the evaluation's time went in the worker.
         #[serde(default)]
         profile: EvalProfile,
+    },
+    /// One compile-only job is done.
+    Compiled {
+        id: u64,
+        result: Result<Box<crate::protocol::CompileCheck>, String>,
     },
 }
 
@@ -339,6 +353,17 @@ where
                 .map(|t| Box::new(t) as Box<dyn KernelTask>),
             None => tasks.build(&job.task, &job.sizes),
         };
+        if job.compile_only {
+            let result = task
+                .and_then(|task| {
+                    evaluator.set_config(job.config.clone());
+                    evaluator.compile_only(task.as_ref(), &job.source, &job.params)
+                })
+                .map(Box::new)
+                .map_err(|e| e.to_string());
+            send(&mut out, &Reply::Compiled { id: job.id, result })?;
+            continue;
+        }
         let result = task
             .and_then(|task| {
                 evaluator.set_config(job.config.clone());

@@ -59,6 +59,7 @@ impl BackendKind {
         BackendSpec {
             kind: self.name().to_owned(),
             device,
+            cache_dir: None,
         }
     }
 }

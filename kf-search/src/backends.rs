@@ -35,6 +35,9 @@ pub fn open_opencl(spec: &BackendSpec) -> Result<OpenClBackend, BackendError> {
     if let Some(device) = &spec.device {
         builder = builder.device(DeviceSelector::parse(device));
     }
+    if let Some(dir) = &spec.cache_dir {
+        builder = builder.cache_dir(dir);
+    }
     builder
         .build()
         .map_err(|e| BackendError::Open(e.to_string()))
@@ -57,6 +60,9 @@ pub fn open_cuda(spec: &BackendSpec) -> Result<CudaBackend, BackendError> {
     if let Some(device) = &spec.device {
         builder = builder.device(CudaDeviceSelector::parse(device));
     }
+    if let Some(dir) = &spec.cache_dir {
+        builder = builder.cache_dir(dir);
+    }
     builder
         .build()
         .map_err(|e| BackendError::Open(e.to_string()))
@@ -73,6 +79,9 @@ pub fn open_sycl(spec: &BackendSpec) -> Result<SyclBackend, BackendError> {
     let mut builder = SyclBackend::builder();
     if let Some(device) = &spec.device {
         builder = builder.device(SyclDeviceSelector::parse(device));
+    }
+    if let Some(dir) = &spec.cache_dir {
+        builder = builder.cache_dir(dir);
     }
     builder
         .build()

@@ -224,6 +224,11 @@ pub struct DistArgs {
     /// workers (1: one after another).
     #[arg(long, default_value_t = crate::defaults::FAN_OUT_DISTRIBUTED, value_parser = at_least_one)]
     pub fan_out: usize,
+    /// Send every job to compile workers first (`kf worker --role compile`), which pass it on
+    /// with its binary to the execute workers (`--role execute`); workers of the default role
+    /// take such jobs too.
+    #[arg(long)]
+    pub compile_first: bool,
 }
 
 /// A whole number of at least 1.
@@ -272,6 +277,7 @@ impl SearchArgs {
                     device_kind: self.dist.device_kind.clone(),
                     run: None,
                     fan_out: self.dist.fan_out,
+                    compile_first: self.dist.compile_first,
                 });
         }
         config.in_flight = self.in_flight.unwrap_or(if distributed {

@@ -3,15 +3,27 @@
 //! the cheat-proof isolated evaluator on the worker's own device), and how devices are named
 //! on the queue ([`device_kind`]).
 //!
+//! On a compile worker the handler runs the protocol up to compilation in an isolated worker
+//! process ([`IsolatedEvaluator::compile_only_blocking`]) and ships the backend's compile-cache
+//! entry (OpenCL program binaries, CUDA cubin/PTX; a file that checks its own integrity); on an
+//! execute worker it puts the entry it was sent into its own compile cache before evaluating,
+//! so the backend loads it instead of compiling, exactly when its device and driver are the
+//! ones the binary was built for (the cache key covers them) and compiles the kernel itself
+//! otherwise.
+//!
 //! The queue, the database and the fault handling are [`kf_dist`]'s.
 
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use kf_core::{async_trait, BoxError, Candidate, DeviceFacts, Evaluation, Evaluator};
-use kf_dist::{Hash, JobHandler, Profile};
+use kf_dist::{Binary, CompileOutcome, Hash, JobHandler, Profile};
 use kf_eval::tasks::Sizes;
-use kf_eval::{BackendSpec, EvalConfig, IsolatedEvaluator, TimeoutPolicy, WorkerCommand};
+use kf_eval::{
+    BackendSpec, CompileCheck, EvalConfig, IsolatedEvaluator, TimeoutPolicy, WorkerCommand,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::BackendKind;
@@ -157,6 +169,22 @@ impl TaskHandler {
     }
 }
 
+/// Writes `bytes` as `dir/name` atomically (a temporary file renamed into place), so that an
+/// evaluation process never reads half a file.
+fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(".{name}.{}.shipped.tmp", std::process::id()));
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, dir.join(name))
+    };
+    write().inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
 #[async_trait]
 impl JobHandler for TaskHandler {
     async fn evaluate(
@@ -166,6 +194,63 @@ impl JobHandler for TaskHandler {
     ) -> Result<Evaluation, BoxError> {
         let evaluator = self.evaluator(profile)?;
         Ok(evaluator.evaluate(candidate).await?)
+    }
+
+    async fn compile(
+        &self,
+        profile: &Profile,
+        candidate: &Candidate,
+    ) -> Result<CompileOutcome, BoxError> {
+        let evaluator = self.evaluator(profile)?;
+        let check = evaluator.compile_only_blocking(&candidate.source, &candidate.params)?;
+        let facts = match check {
+            CompileCheck::Failed(evaluation) => return Ok(CompileOutcome::Answered(evaluation)),
+            CompileCheck::Compiled(facts) => facts,
+        };
+        let Some(file) = facts.extra.get("cache_file").map(PathBuf::from) else {
+            let why = facts.extra.get("cache_error").map_or_else(
+                || format!("the {} backend cached no binary", self.backend.kind),
+                |e| {
+                    format!(
+                        "the {} backend could not cache the binary: {e}",
+                        self.backend.kind
+                    )
+                },
+            );
+            return Ok(CompileOutcome::CompileThere(why));
+        };
+        let name = file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or("the compile cache file has no name")?
+            .to_owned();
+        let bytes = std::fs::read(&file)
+            .map_err(|e| format!("reading the compiled binary {}: {e}", file.display()))?;
+        Ok(CompileOutcome::Binary(Binary { name, bytes }))
+    }
+
+    async fn evaluate_built(
+        &self,
+        profile: &Profile,
+        candidate: &Candidate,
+        binary: &Binary,
+    ) -> Result<Evaluation, BoxError> {
+        // Into this worker's own compile cache: the backend loads it when the cache key (the
+        // source, the options, the device and its driver) is the one it was built under.
+        match &self.backend.cache_dir {
+            Some(dir) if binary.has_plain_name() => {
+                if let Err(e) = write_atomically(dir, &binary.name, &binary.bytes) {
+                    tracing::warn!("putting a shipped binary into {}: {e}", dir.display());
+                }
+            }
+            Some(_) => {
+                tracing::warn!(name = %binary.name, "a shipped binary with an unusable name")
+            }
+            None => {
+                tracing::debug!("no compile cache folder of its own: a shipped binary is not used")
+            }
+        }
+        self.evaluate(profile, candidate).await
     }
 
     fn environment(&self) -> serde_json::Value {

@@ -291,6 +291,10 @@ pub struct Distributed {
     /// ([`TunedEvaluator::fanning_out`]); [`defaults::FAN_OUT_DISTRIBUTED`] from the command
     /// line.
     pub fan_out: usize,
+    /// Send every job to the compile workers first (`kf worker --role compile`), which build
+    /// it, answer the kernels that cannot run and pass the others on with their binaries to
+    /// the execute workers ([`kf_dist::DistEvaluatorBuilder::compile_first`]).
+    pub compile_first: bool,
 }
 
 impl SearchConfig {
@@ -916,8 +920,9 @@ fn connect_distributed(
         what: "the task profile",
         source,
     })?;
-    let dist =
-        kf_dist::DistEvaluator::builder(d.dist.clone(), run, kind.clone(), profile).connect()?;
+    let dist = kf_dist::DistEvaluator::builder(d.dist.clone(), run, kind.clone(), profile)
+        .compile_first(d.compile_first)
+        .connect()?;
     if let Ok(facts) = local {
         if device_kind(backend, &facts) == kind {
             return Ok((dist, facts));

@@ -106,10 +106,18 @@ impl CudaBackend {
         let started = Instant::now();
         let mut facts = CompilerFacts::default();
         let cached = self.cache.as_ref().and_then(|c| c.get(&key));
+        let cache_file = self
+            .cache
+            .as_ref()
+            .map(|c| c.path(&key).display().to_string());
         let build = match cached {
             Some(build) => {
                 facts.cache_hit = true;
                 facts.compile_seconds = Some(0.0);
+                if let Some(file) = cache_file {
+                    // Where the binary is cached: what a compile worker ships.
+                    facts.extra.insert("cache_file".into(), file);
+                }
                 build
             }
             None => {
@@ -121,8 +129,15 @@ impl CudaBackend {
                     cubin: out.cubin.unwrap_or_default(),
                 };
                 if let Some(cache) = &self.cache {
-                    if let Err(e) = cache.put(&key, &build) {
-                        facts.extra.insert("cache_error".into(), e.to_string());
+                    match cache.put(&key, &build) {
+                        Ok(()) => {
+                            if let Some(file) = cache_file {
+                                facts.extra.insert("cache_file".into(), file);
+                            }
+                        }
+                        Err(e) => {
+                            facts.extra.insert("cache_error".into(), e.to_string());
+                        }
                     }
                 }
                 build

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Args;
-use kernelfoundry::dist::{Worker, WorkerConfig};
+use kernelfoundry::dist::{Worker, WorkerConfig, WorkerRole};
 use kernelfoundry::distributed::{device_kind, TaskHandler};
 use kernelfoundry::eval::WorkerCommand;
 use kernelfoundry::search::ServerArgs;
@@ -24,6 +24,17 @@ pub(crate) struct WorkerArgs {
     /// Jobs evaluated at once (one device: 1).
     #[arg(long, default_value_t = 1)]
     jobs: usize,
+    /// What this worker does: `all` (compile and run; the default), `compile` (a CPU machine:
+    /// build the jobs of searches run with --compile-first, answer those that cannot run,
+    /// pass the others on with their binaries) or `execute` (a device machine: run the jobs,
+    /// with the binaries compile workers built).
+    #[arg(long, default_value_t = WorkerRole::All)]
+    role: WorkerRole,
+    /// The backend's compile cache folder (default: the backend's usual place). An execute
+    /// worker puts the binaries it is sent there; give each worker on one machine its own, so
+    /// that what it runs is what it was sent or what it built.
+    #[arg(long)]
+    cache_dir: Option<std::path::PathBuf>,
     /// Name in results and logs (default: host and process id).
     #[arg(long)]
     name: Option<String>,
@@ -43,7 +54,8 @@ pub(crate) struct WorkerArgs {
 
 pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     kernelfoundry::report::init_logging(args.verbose);
-    let spec = args.backend.spec(args.device.clone());
+    let mut spec = args.backend.spec(args.device.clone());
+    spec.cache_dir = args.cache_dir.clone();
     let facts = kernelfoundry::backends::device_facts(&spec)?;
     let kind = args
         .device_kind
@@ -63,10 +75,12 @@ pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         config.name = name.clone();
     }
     config.jobs = args.jobs;
+    config.role = args.role;
     config.device = Some(serde_json::to_value(&facts)?);
     eprintln!(
-        "kf worker {}: device {} ({kind}), {} job(s) at a time, NATS {}, database {}",
+        "kf worker {} ({} role): device {} ({kind}), {} job(s) at a time, NATS {}, database {}",
         config.name,
+        config.role,
         facts.name,
         config.jobs,
         redact(&args.servers.nats_url()),
@@ -87,9 +101,14 @@ pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     })?;
     handler.shutdown();
     eprintln!(
-        "kf worker: {} evaluated, {} already answered, {} recorded as poison, {} handed back, \
-         {} refused (unsigned, untrusted or altered)",
-        stats.evaluated, stats.already_done, stats.poisoned, stats.handed_back, stats.refused
+        "kf worker: {} evaluated, {} compiled and passed on, {} already answered, {} recorded as \
+         poison, {} handed back, {} refused (unsigned, untrusted or altered)",
+        stats.evaluated,
+        stats.compiled,
+        stats.already_done,
+        stats.poisoned,
+        stats.handed_back,
+        stats.refused
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -119,6 +138,23 @@ impl kernelfoundry::dist::JobHandler for SharedHandler {
         candidate: &kernelfoundry::core::Candidate,
     ) -> Result<kernelfoundry::core::Evaluation, kernelfoundry::core::BoxError> {
         self.0.evaluate(profile, candidate).await
+    }
+
+    async fn compile(
+        &self,
+        profile: &kernelfoundry::dist::Profile,
+        candidate: &kernelfoundry::core::Candidate,
+    ) -> Result<kernelfoundry::dist::CompileOutcome, kernelfoundry::core::BoxError> {
+        self.0.compile(profile, candidate).await
+    }
+
+    async fn evaluate_built(
+        &self,
+        profile: &kernelfoundry::dist::Profile,
+        candidate: &kernelfoundry::core::Candidate,
+        binary: &kernelfoundry::dist::Binary,
+    ) -> Result<kernelfoundry::core::Evaluation, kernelfoundry::core::BoxError> {
+        self.0.evaluate_built(profile, candidate, binary).await
     }
 
     fn environment(&self) -> serde_json::Value {
