@@ -22,8 +22,12 @@
 //! `--linger 0,500`: how long the search's result reader waits for a batch of results to
 //! fill (`DistEvaluatorBuilder::result_linger`; 500 ms is what it always did before);
 //! `--overlap on,off`: whether a worker gives its slot back when the evaluation ends, before
-//! storing and publishing the result (`WorkerConfig::overlap_answers`); every combination is
-//! one round, side by side on the same servers.
+//! storing and publishing the result (`WorkerConfig::overlap_answers`); `--roles all,split`:
+//! every worker compiles and runs (`all`), or half the workers compile and half execute
+//! (`split`: the search sends its jobs to be compiled first, each compile worker stores a
+//! binary of `--binary-kb` KiB (32) per job in PostgreSQL and passes the job on, the execute
+//! worker fetches and checks it, then sleeps); every combination is one round, side by side on
+//! the same servers.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -34,14 +38,33 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use kf_core::{async_trait, BoxError, Candidate, Evaluation, Evaluator, ParamValue, TimingStats};
-use kf_dist::{DistConfig, DistEvaluator, JobHandler, Profile, Worker, WorkerConfig};
+use kf_dist::{
+    Binary, CompileOutcome, DistConfig, DistEvaluator, JobHandler, Profile, Worker, WorkerConfig,
+    WorkerRole,
+};
 use support::{arg, cpu_seconds};
 
 /// Sleeps for a log-normal time drawn from the job's parameter `I` (the same job always
-/// sleeps the same), then answers correct.
+/// sleeps the same), then answers correct. As a compile worker, builds a binary of
+/// `binary_bytes` bytes that only its job has, at once; as an execute worker, checks it.
 struct SleepHandler {
     median_s: f64,
     sigma: f64,
+    binary_bytes: usize,
+}
+
+/// The job number of a scale job.
+fn job_number(c: &Candidate) -> u64 {
+    match c.params.0.get("I") {
+        Some(ParamValue::Int(i)) => *i as u64,
+        _ => 0,
+    }
+}
+
+/// The simulated binary of job `i`.
+fn binary_of(i: u64, bytes: usize) -> Vec<u8> {
+    let seed = i.to_le_bytes();
+    (0..bytes).map(|k| seed[k % 8] ^ (k as u8)).collect()
 }
 
 /// A uniform number in (0, 1) from `x` (SplitMix64).
@@ -65,16 +88,34 @@ impl SleepHandler {
 #[async_trait]
 impl JobHandler for SleepHandler {
     async fn evaluate(&self, _: &Profile, c: &Candidate) -> Result<Evaluation, BoxError> {
-        let i = match c.params.0.get("I") {
-            Some(ParamValue::Int(i)) => *i as u64,
-            _ => 0,
-        };
-        let s = self.seconds(i);
+        let s = self.seconds(job_number(c));
         // The worker runs the handler on a blocking thread: a thread sleep is what a compiler
         // or a device wait would be.
         std::thread::sleep(Duration::from_secs_f64(s));
         let t = TimingStats::from_samples(&[s]).ok_or("timing")?;
         Ok(Evaluation::correct(t, None))
+    }
+
+    async fn compile(&self, _: &Profile, c: &Candidate) -> Result<CompileOutcome, BoxError> {
+        let i = job_number(c);
+        Ok(CompileOutcome::Binary(Binary {
+            name: format!("job-{i}.bin"),
+            bytes: binary_of(i, self.binary_bytes),
+        }))
+    }
+
+    async fn evaluate_built(
+        &self,
+        profile: &Profile,
+        c: &Candidate,
+        binary: &Binary,
+    ) -> Result<Evaluation, BoxError> {
+        if binary.bytes != binary_of(job_number(c), self.binary_bytes) {
+            return Err("another job's binary".into());
+        }
+        let mut e = self.evaluate(profile, c).await?;
+        e.compiler.cache_hit = true;
+        Ok(e)
     }
 }
 
@@ -91,6 +132,7 @@ fn main() {
     let window: usize = parsed("--window", 2000);
     let median_ms: f64 = parsed("--median-ms", 100.0);
     let sigma: f64 = parsed("--sigma", 0.6);
+    let binary_kb: usize = parsed("--binary-kb", 32);
     let secure = arg("--security").as_deref() != Some("off") && servers.secrets.is_some();
     let (nats, search, worker) = support::secured(&servers, secure);
     let db = common::TestDb::create(&servers.database_url, "scale");
@@ -114,6 +156,7 @@ fn main() {
         median_ms,
         sigma,
         secure,
+        binary_bytes: binary_kb * 1024,
     };
     // Rounds side by side, on the same workers and servers: each its own run and profile (so
     // no job of one is answered from another's results).
@@ -125,9 +168,9 @@ fn main() {
     println!(
         "| security | workers | window | max poll gap s | eval median / mean ms | jobs | failed | seconds | jobs/s | \
          ideal jobs/s (workers / mean eval) | latency p50 / p90 / p99 / max s | CPU ms per job: \
-         search / workers / nats-server / PostgreSQL | PostgreSQL per job: transactions / rows fetched by index / rows and index entries returned | load before → after | search lingers for a batch of results, ms | worker gives its slot back before answering |"
+         search / workers / nats-server / PostgreSQL | PostgreSQL per job: transactions / rows fetched by index / rows and index entries returned | load before → after | search lingers for a batch of results, ms | worker gives its slot back before answering | roles |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let lingers: Vec<f64> = arg("--linger")
         .unwrap_or_else(|| "0".into())
         .split(',')
@@ -138,20 +181,42 @@ fn main() {
         .split(',')
         .map(|v| v != "off")
         .collect();
+    let roles: Vec<bool> = arg("--roles")
+        .unwrap_or_else(|| "all".into())
+        .split(',')
+        .map(|v| v == "split")
+        .collect();
     let mut round = 0;
     for max_poll in &polls {
         for linger in &lingers {
             for overlap in &overlaps {
-                let workers = Workers::start(&runtime, &worker_dist, &settings, *overlap);
-                let this = Round {
-                    index: round,
-                    max_poll_s: *max_poll,
-                    linger_ms: *linger,
-                };
-                let row = measure(&settings, &dist, &db, &servers, &nats, this);
-                println!("{row} {linger} | {} |", if *overlap { "on" } else { "off" });
-                workers.stop(&runtime);
-                round += 1;
+                for split in &roles {
+                    let workers =
+                        Workers::start(&runtime, &worker_dist, &settings, *overlap, *split);
+                    let this = Round {
+                        index: round,
+                        max_poll_s: *max_poll,
+                        linger_ms: *linger,
+                        split: *split,
+                    };
+                    let row = measure(&settings, &dist, &db, &servers, &nats, this);
+                    let roles = if *split {
+                        format!(
+                            "{} compile + {} execute, {} KiB binaries",
+                            settings.workers / 2,
+                            settings.workers - settings.workers / 2,
+                            settings.binary_bytes / 1024
+                        )
+                    } else {
+                        "all".into()
+                    };
+                    println!(
+                        "{row} {linger} | {} | {roles} |",
+                        if *overlap { "on" } else { "off" }
+                    );
+                    workers.stop(&runtime);
+                    round += 1;
+                }
             }
         }
     }
@@ -169,6 +234,7 @@ impl Workers {
         dist: &DistConfig,
         s: &Settings,
         overlap: bool,
+        split: bool,
     ) -> Workers {
         let stop = Arc::new(tokio::sync::Notify::new());
         let mut handles = Vec::new();
@@ -177,11 +243,19 @@ impl Workers {
             let handler = SleepHandler {
                 median_s: s.median_ms / 1000.0,
                 sigma: s.sigma,
+                binary_bytes: s.binary_bytes,
+            };
+            // Split: the first half compile, the others execute.
+            let role = match (split, i < s.workers / 2) {
+                (false, _) => WorkerRole::All,
+                (true, true) => WorkerRole::Compile,
+                (true, false) => WorkerRole::Execute,
             };
             handles.push(runtime.spawn(async move {
                 let mut config = WorkerConfig::new("scale");
                 config.name = format!("sim-{i:03}");
                 config.overlap_answers = overlap;
+                config.role = role;
                 Worker::new(dist, config, handler)
                     .run(async move { stop.notified().await })
                     .await
@@ -203,6 +277,8 @@ struct Round {
     index: usize,
     max_poll_s: f64,
     linger_ms: f64,
+    /// Compile workers and execute workers instead of workers that do both.
+    split: bool,
 }
 
 struct Settings {
@@ -212,6 +288,8 @@ struct Settings {
     median_ms: f64,
     sigma: f64,
     secure: bool,
+    /// Size of a simulated binary (split roles).
+    binary_bytes: usize,
 }
 
 /// One round: warm-up, then `jobs` jobs with `window` outstanding; its table row.
@@ -227,6 +305,7 @@ fn measure(
         index: round,
         max_poll_s,
         linger_ms,
+        split,
     } = round;
     let run = format!("scale{round}");
     let mut builder = DistEvaluator::builder(
@@ -235,6 +314,7 @@ fn measure(
         "scale",
         serde_json::json!({"round": round}),
     )
+    .compile_first(split)
     .max_in_flight(s.window + 16)
     .max_poll_interval(Duration::from_secs_f64(max_poll_s))
     .result_timeout(Duration::from_secs(3600));
@@ -310,6 +390,7 @@ fn measure(
     let handler = SleepHandler {
         median_s: s.median_ms / 1000.0,
         sigma: s.sigma,
+        binary_bytes: 0,
     };
     let mean_eval: f64 = (0..jobs).map(|i| handler.seconds(i as u64)).sum::<f64>() / jobs as f64;
     evaluator.shutdown();
@@ -322,7 +403,8 @@ fn measure(
         s.median_ms,
         mean_eval * 1e3,
         jobs as f64 / seconds,
-        s.workers as f64 / mean_eval,
+        // Only execute workers evaluate when the roles are split.
+        if split { s.workers - s.workers / 2 } else { s.workers } as f64 / mean_eval,
         pct(0.5),
         pct(0.9),
         pct(0.99),

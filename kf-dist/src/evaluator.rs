@@ -103,8 +103,8 @@ impl DistEvaluatorBuilder {
     /// Sends every job to be compiled first: a compile worker of the device kind builds it
     /// (answering at once a kernel that cannot run), stores the binary by content hash, and
     /// passes the job on to the execute workers, so that device time never waits on a
-    /// compiler ([`crate::WorkerRole`]). Workers of the default role take these jobs too.
-    /// Default false: jobs go straight to the workers that evaluate them.
+    /// compiler ([`crate::WorkerRole`]): the deployment needs compile workers and execute
+    /// workers. Default false: jobs go straight to the workers that evaluate them.
     pub fn compile_first(mut self, on: bool) -> Self {
         self.compile_first = on;
         self

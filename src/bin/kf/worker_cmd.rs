@@ -24,10 +24,10 @@ pub(crate) struct WorkerArgs {
     /// Jobs evaluated at once (one device: 1).
     #[arg(long, default_value_t = 1)]
     jobs: usize,
-    /// What this worker does: `all` (compile and run; the default), `compile` (a CPU machine:
-    /// build the jobs of searches run with --compile-first, answer those that cannot run,
-    /// pass the others on with their binaries) or `execute` (a device machine: run the jobs,
-    /// with the binaries compile workers built).
+    /// What this worker does: `all` (compile and run the jobs of searches; the default),
+    /// `compile` (a CPU machine: build the jobs of searches run with --compile-first, answer
+    /// those that cannot run, pass the others on with their binaries) or `execute` (a device
+    /// machine: run the jobs compile workers built, with their binaries, and the others).
     #[arg(long, default_value_t = WorkerRole::All)]
     role: WorkerRole,
     /// The backend's compile cache folder (default: the backend's usual place). An execute
