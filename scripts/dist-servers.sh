@@ -43,7 +43,7 @@
 #                      what tests read
 #
 # Roles. NATS: kf_search may publish jobs (<ns>.eval.>, and <ns>.compile.> for compile
-# workers) and read results (<ns>.result.>); kf_worker may pull jobs, publish results and pass
+# workers) and questions (<ns>.ask.>, for LLM workers) and read results (<ns>.result.>); kf_worker may pull jobs, publish results and pass
 # built jobs on to the execute workers (<ns>.built.>, never a search's subjects; a built job
 # still carries the search's signature, which every worker checks); a client without
 # credentials is refused.
@@ -176,7 +176,7 @@ nats_permissions() { # nats_permissions search|worker
     local streams="\"\$JS.API.INFO\", \"\$JS.API.STREAM.INFO.${up}_JOBS\", \"\$JS.API.STREAM.INFO.${up}_RESULTS\", \"\$JS.API.STREAM.CREATE.${up}_JOBS\", \"\$JS.API.STREAM.CREATE.${up}_RESULTS\", \"\$JS.API.STREAM.UPDATE.${up}_JOBS\""
     local own
     if [ "$1" = search ]; then
-        own="\"$ns.eval.>\", \"$ns.compile.>\", \"\$JS.API.STREAM.MSG.DELETE.${up}_JOBS\", \"\$JS.API.CONSUMER.CREATE.${up}_RESULTS.>\", \"\$JS.API.CONSUMER.DURABLE.CREATE.${up}_RESULTS.>\", \"\$JS.API.CONSUMER.INFO.${up}_RESULTS.>\", \"\$JS.API.CONSUMER.MSG.NEXT.${up}_RESULTS.>\", \"\$JS.ACK.${up}_RESULTS.>\""
+        own="\"$ns.eval.>\", \"$ns.compile.>\", \"$ns.ask.>\", \"\$JS.API.STREAM.MSG.DELETE.${up}_JOBS\", \"\$JS.API.CONSUMER.CREATE.${up}_RESULTS.>\", \"\$JS.API.CONSUMER.DURABLE.CREATE.${up}_RESULTS.>\", \"\$JS.API.CONSUMER.INFO.${up}_RESULTS.>\", \"\$JS.API.CONSUMER.MSG.NEXT.${up}_RESULTS.>\", \"\$JS.ACK.${up}_RESULTS.>\""
     else
         own="\"$ns.result.>\", \"$ns.built.>\", \"\$JS.API.CONSUMER.CREATE.${up}_JOBS.>\", \"\$JS.API.CONSUMER.DURABLE.CREATE.${up}_JOBS.>\", \"\$JS.API.CONSUMER.INFO.${up}_JOBS.>\", \"\$JS.API.CONSUMER.MSG.NEXT.${up}_JOBS.>\", \"\$JS.ACK.${up}_JOBS.>\""
     fi
@@ -211,11 +211,11 @@ EOF
 cmd_secrets() {
     command -v openssl >/dev/null 2>&1 || die "openssl is needed for the certificates (apt-get install openssl)"
     if [ -f "$SECRETS/worker.cred" ] && [ -f "$SECRETS/nats.conf" ]; then
-        if ! grep -q "\.built\.>" "$SECRETS/nats.conf"; then
+        if ! grep -q "\.ask\.>" "$SECRETS/nats.conf"; then
             # Secrets of an earlier version: the same passwords, today's permissions.
             (umask 077 && write_nats_conf "$(cred_field search.cred nats_password)" \
                 "$(cred_field worker.cred nats_password)")
-            log "NATS permissions in $SECRETS/nats.conf brought up to date (compile jobs)"
+            log "NATS permissions in $SECRETS/nats.conf brought up to date (compile jobs, questions)"
         fi
         log "secrets already in $SECRETS"
         return

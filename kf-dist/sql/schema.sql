@@ -125,6 +125,18 @@ CREATE TABLE IF NOT EXISTS kf_builds (
     seconds     DOUBLE PRECISION NOT NULL,
     stored_at   TIMESTAMPTZ NOT NULL DEFAULT now()
 );
+-- Answers to the questions searches ask an endpoint through the queue (an LLM's replies), one
+-- per request; `signed` is the answer message exactly as the worker signed it.
+CREATE TABLE IF NOT EXISTS kf_answers (
+    request     TEXT PRIMARY KEY,
+    run_id      TEXT NOT NULL,
+    endpoint    TEXT NOT NULL,
+    worker      TEXT NOT NULL,
+    signed      TEXT NOT NULL,
+    signature   TEXT NOT NULL,
+    seconds     DOUBLE PRECISION NOT NULL,
+    stored_at   TIMESTAMPTZ NOT NULL DEFAULT now()
+);
 CREATE TABLE IF NOT EXISTS kf_snapshots (
     run_id      TEXT NOT NULL REFERENCES kf_runs (run_id),
     evaluations BIGINT NOT NULL,
@@ -136,16 +148,17 @@ DO $grants$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'kf_search') THEN
         REVOKE ALL ON kf_kernels, kf_profiles, kf_runs, kf_jobs, kf_candidates, kf_results,
-            kf_workers, kf_refusals, kf_snapshots, kf_binaries, kf_builds FROM kf_search;
+            kf_workers, kf_refusals, kf_snapshots, kf_binaries, kf_builds, kf_answers FROM kf_search;
         GRANT SELECT, INSERT ON kf_kernels, kf_profiles, kf_runs, kf_jobs, kf_candidates,
             kf_snapshots TO kf_search;
-        GRANT SELECT ON kf_results, kf_workers, kf_refusals, kf_builds TO kf_search;
+        GRANT SELECT ON kf_results, kf_workers, kf_refusals, kf_builds, kf_answers TO kf_search;
     END IF;
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'kf_worker') THEN
         REVOKE ALL ON kf_kernels, kf_profiles, kf_runs, kf_jobs, kf_candidates, kf_results,
-            kf_workers, kf_refusals, kf_snapshots, kf_binaries, kf_builds FROM kf_worker;
+            kf_workers, kf_refusals, kf_snapshots, kf_binaries, kf_builds, kf_answers FROM kf_worker;
         GRANT SELECT ON kf_kernels, kf_profiles, kf_jobs TO kf_worker;
-        GRANT SELECT, INSERT ON kf_results, kf_refusals, kf_binaries, kf_builds TO kf_worker;
+        GRANT SELECT, INSERT ON kf_results, kf_refusals, kf_binaries, kf_builds, kf_answers
+            TO kf_worker;
         GRANT SELECT, INSERT, UPDATE ON kf_workers TO kf_worker;
     END IF;
 END

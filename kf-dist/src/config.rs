@@ -199,6 +199,12 @@ impl DistConfig {
         format!("{}.built.{device_kind}.p{priority}", self.namespace)
     }
 
+    /// Where a search's questions to an endpoint go (`<namespace>.ask.<endpoint>`; same
+    /// stream as the jobs).
+    pub(crate) fn ask_subject(&self, endpoint: &str) -> String {
+        format!("{}.ask.{endpoint}", self.namespace)
+    }
+
     pub(crate) fn result_subject(&self, run_id: &str) -> String {
         format!("{}.result.{run_id}", self.namespace)
     }

@@ -71,6 +71,14 @@ pub fn binary_hash(bytes: &[u8]) -> Hash {
     Hash::of("kf-binary-v1", &[bytes])
 }
 
+/// The request id of a run's `number`-th question, whose JSON text is `question`.
+pub(crate) fn question_id(run: &str, number: u64, question: &[u8]) -> Hash {
+    Hash::of(
+        "kf-question-v1",
+        &[run.as_bytes(), &number.to_le_bytes(), question],
+    )
+}
+
 /// What a worker needs besides the kernel to evaluate a job (task, sizes, backend, protocol,
 /// tuning budget…), as JSON the worker's handler understands, and its hash.
 #[derive(Debug, Clone, PartialEq)]

@@ -39,20 +39,28 @@
 //!   ([`JobHandler::evaluate_built`]); a binary that fails the check is never used. Execute
 //!   workers also take jobs sent straight to evaluation; workers of the default role take only
 //!   those.
+//! - **Questions** ([`Asker`], feature `llm`: `QueuedLlm`): a search asks an endpoint (an LLM
+//!   server) through `<namespace>.ask.<endpoint>`; answer workers ([`WorkerRole::Answer`],
+//!   [`JobHandler::answer`]) answer with one budget and concurrency limit for every search,
+//!   store the signed answer in `kf_answers`, and the asker checks the signature.
 //!
 //! The servers for tests and single-machine clusters come from `scripts/dist-servers.sh`
 //! (nats-server from PyPI, PostgreSQL from Debian, both with TLS and the roles' credentials).
 
+mod ask;
 mod config;
 mod error;
 mod evaluator;
 mod job;
+#[cfg(feature = "llm")]
+mod llm;
 mod queue;
 mod security;
 mod status;
 mod store;
 mod worker;
 
+pub use ask::{AnswerMessage, AskMessage, Asker};
 pub use config::{subject_token, DistConfig, Reuse, DEFAULT_RESULT_TIMEOUT, PRIORITIES};
 pub use error::{DistError, Result};
 pub use evaluator::{DistEvaluator, DistEvaluatorBuilder};
@@ -61,6 +69,8 @@ pub use job::{
     COMPILED_BY_HEADER, KIND_HEADER, MESSAGE_VERSION, REFUSAL_KIND, SIGNATURE_HEADER,
     SIGNER_HEADER,
 };
+#[cfg(feature = "llm")]
+pub use llm::{LlmAnswerer, QueuedLlm};
 pub use security::{
     read_private, Credentials, Refusal, Role, Secret, Security, SecurityFiles, SigningKey,
     TrustedKeys,

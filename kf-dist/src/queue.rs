@@ -21,6 +21,8 @@ pub(crate) enum Stage {
     Compile,
     /// Jobs a compile worker built and passed on (`<namespace>.built.…`).
     Built,
+    /// Questions to an endpoint (`<namespace>.ask.<endpoint>`).
+    Ask,
 }
 
 /// A connection to NATS with the deployment's streams in place.
@@ -85,6 +87,7 @@ impl Queue {
                 format!("{}.eval.>", c.namespace),
                 format!("{}.compile.>", c.namespace),
                 format!("{}.built.>", c.namespace),
+                format!("{}.ask.>", c.namespace),
             ],
             retention: stream::RetentionPolicy::WorkQueue,
             storage: stream::StorageType::File,
@@ -193,6 +196,9 @@ impl Queue {
                     format!("built-{device_kind}-p{p}"),
                     c.built_subject(device_kind, p),
                 ),
+                // Questions have no priorities: one consumer, at p0.
+                Stage::Ask if p > 0 => continue,
+                Stage::Ask => (format!("ask-{device_kind}"), c.ask_subject(device_kind)),
             };
             let consumer = stream
                 .get_or_create_consumer(
@@ -258,6 +264,7 @@ impl Queue {
                 " (to compile)",
             ),
             (format!("{}.built.", self.config.namespace), " (built)"),
+            (format!("{}.ask.", self.config.namespace), " (questions)"),
         ];
         let stream = self
             .js
@@ -280,9 +287,8 @@ impl Queue {
             }) else {
                 continue;
             };
-            let Some((kind, priority)) = rest.rsplit_once(".p") else {
-                continue;
-            };
+            // Questions have no priority token.
+            let (kind, priority) = rest.rsplit_once(".p").unwrap_or((rest, "0"));
             if let Ok(priority) = priority.parse() {
                 out.push((format!("{kind}{stage}"), priority, count as u64));
             }

@@ -21,7 +21,7 @@ const SCHEMA: &str = include_str!("../sql/schema.sql");
 
 /// The tables of [`SCHEMA`]: when all exist, a client does not try to create them (a role
 /// without the right to create tables could not).
-const TABLES: [&str; 11] = [
+const TABLES: [&str; 12] = [
     "kf_kernels",
     "kf_profiles",
     "kf_runs",
@@ -33,6 +33,7 @@ const TABLES: [&str; 11] = [
     "kf_snapshots",
     "kf_binaries",
     "kf_builds",
+    "kf_answers",
 ];
 
 /// What a worker reports with each heartbeat.
@@ -616,6 +617,47 @@ impl Store {
             .await
             .map_err(|e| DistError::db("reading worker devices", e))?;
         Ok(row.map(|r| r.get(0)))
+    }
+
+    /// Stores a worker's signed answer to a question (a second answer to the request is
+    /// ignored: the first stands).
+    pub async fn store_answer(
+        &self,
+        answer: &crate::AnswerMessage,
+        endpoint: &str,
+        signed: &str,
+        signature: &str,
+    ) -> Result<()> {
+        let c = self.client().await?;
+        c.execute(
+            "INSERT INTO kf_answers (request, run_id, endpoint, worker, signed, signature, seconds) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
+            &[
+                &answer.request,
+                &answer.run,
+                &endpoint,
+                &answer.worker,
+                &signed,
+                &signature,
+                &answer.seconds,
+            ],
+        )
+        .await
+        .map_err(|e| DistError::db("storing an answer", e))?;
+        Ok(())
+    }
+
+    /// The signed answer stored for a question's request, with its signature.
+    pub async fn answer(&self, request: &str) -> Result<Option<(String, String)>> {
+        let c = self.client().await?;
+        let row = c
+            .query_opt(
+                "SELECT signed, signature FROM kf_answers WHERE request = $1",
+                &[&request],
+            )
+            .await
+            .map_err(|e| DistError::db("reading an answer", e))?;
+        Ok(row.map(|r| (r.get(0), r.get(1))))
     }
 
     /// Records what a compile worker did with a request, and the binary it built (stored once

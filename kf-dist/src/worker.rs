@@ -90,6 +90,19 @@ pub trait JobHandler: Send + Sync + 'static {
         self.evaluate(profile, candidate).await
     }
 
+    /// Answers a question a search asked `endpoint` through the queue (on an answer worker,
+    /// [`WorkerRole::Answer`]: an LLM worker next to its model server, say). `Ok(Err(text))`
+    /// is an answer saying the question could not be answered (a budget spent, a model that
+    /// refused); `Err` is a failure of the worker itself: the question is handed back. Default:
+    /// this worker answers no questions.
+    async fn answer(
+        &self,
+        endpoint: &str,
+        _question: &serde_json::Value,
+    ) -> Result<std::result::Result<serde_json::Value, String>, BoxError> {
+        Err(format!("this worker's handler answers no questions (endpoint {endpoint})").into())
+    }
+
     /// What besides the job decides its result on this worker: the driver version and the
     /// evaluator's version. Stored (hashed) with every result; a search reuses a stored
     /// result only when it was measured in the environment of the device kind's most recently
@@ -171,18 +184,29 @@ pub enum WorkerRole {
     /// Runs (a device machine): takes the jobs compile workers built, with their binaries,
     /// and the jobs searches send straight to evaluation (compiling those itself).
     Execute,
+    /// Answers the questions searches ask the endpoints named as its device kinds
+    /// ([`crate::Asker`], [`JobHandler::answer`]): an LLM worker next to a model server, which
+    /// keeps the server's concurrency limit and budget for every search that asks it.
+    Answer,
 }
 
 impl WorkerRole {
     /// Every role.
-    pub const ALL: [WorkerRole; 3] = [WorkerRole::All, WorkerRole::Compile, WorkerRole::Execute];
+    pub const ALL: [WorkerRole; 4] = [
+        WorkerRole::All,
+        WorkerRole::Compile,
+        WorkerRole::Execute,
+        WorkerRole::Answer,
+    ];
 
-    /// The name on command lines and in `kf cluster status`: `all`, `compile`, `execute`.
+    /// The name on command lines and in `kf cluster status`: `all`, `compile`, `execute`,
+    /// `answer`.
     pub fn name(self) -> &'static str {
         match self {
             WorkerRole::All => "all",
             WorkerRole::Compile => "compile",
             WorkerRole::Execute => "execute",
+            WorkerRole::Answer => "answer",
         }
     }
 
@@ -197,6 +221,7 @@ impl WorkerRole {
             WorkerRole::All => &[Stage::Evaluate],
             WorkerRole::Compile => &[Stage::Compile],
             WorkerRole::Execute => &[Stage::Built, Stage::Evaluate],
+            WorkerRole::Answer => &[Stage::Ask],
         }
     }
 }
@@ -216,7 +241,7 @@ impl std::str::FromStr for WorkerRole {
             .find(|r| r.name() == s)
             .ok_or_else(|| {
                 DistError::Config(format!(
-                    "unknown worker role '{s}' (all, compile or execute)"
+                    "unknown worker role '{s}' (all, compile, execute or answer)"
                 ))
             })
     }
@@ -628,6 +653,15 @@ impl<H: JobHandler> Shared<H> {
             .info()
             .map(|i| i.delivered.max(1) as u32)
             .unwrap_or(1);
+        if message
+            .subject
+            .as_str()
+            .starts_with(&format!("{}.ask.", self.dist.namespace))
+        {
+            self.process_question(message, delivery).await;
+            drop(slot);
+            return;
+        }
         let job = match job::decode::<JobMessage>("job", &message.payload) {
             Ok(j) if j.v == job::MESSAGE_VERSION => j,
             Ok(j) => {
@@ -786,6 +820,107 @@ impl<H: JobHandler> Shared<H> {
         }
         // Until the result is published, the job's message stays with this worker.
         heartbeat.abort();
+    }
+
+    /// Answers one question: signature first, then the handler on a blocking thread with
+    /// heartbeats; the signed answer is stored before the question is acknowledged. A question
+    /// whose deliveries all ended with the worker lost is answered with that.
+    async fn process_question(&self, message: Message, delivery: u32) {
+        let question = match job::decode::<crate::AskMessage>("question", &message.payload) {
+            Ok(q) if q.v == job::MESSAGE_VERSION => q,
+            _ => {
+                tracing::warn!("undecodable question refused");
+                let _ = message.ack_with(AckKind::Term).await;
+                return;
+            }
+        };
+        if let Err(refusal) = self.check_signature(&message) {
+            tracing::warn!(request = %question.request, run = %question.run, "question refused, not answered: {refusal}");
+            self.counters.refused.fetch_add(1, Ordering::Relaxed);
+            let _ = message.ack_with(AckKind::Term).await;
+            return;
+        }
+        // The endpoint asked is the one of the subject it came on.
+        let endpoint = message.subject.as_str().rsplit('.').next().unwrap_or("");
+        if question.endpoint != endpoint {
+            tracing::warn!(request = %question.request, "a question for {} on {endpoint}'s subject refused", question.endpoint);
+            self.counters.refused.fetch_add(1, Ordering::Relaxed);
+            let _ = message.ack_with(AckKind::Term).await;
+            return;
+        }
+        if let Ok(Some(_)) = self.store.answer(&question.request).await {
+            let _ = message.double_ack().await;
+            self.counters.already_done.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let started = Instant::now();
+        let answer = if delivery > self.dist.max_attempts {
+            self.counters.poisoned.fetch_add(1, Ordering::Relaxed);
+            Err(format!(
+                "poison question: its {} deliveries ended without an answer (the workers that \
+                 took it crashed or were killed)",
+                delivery - 1
+            ))
+        } else {
+            let heartbeat = {
+                let message = message.clone();
+                let every = self.dist.heartbeat();
+                tokio::spawn(async move {
+                    loop {
+                        tokio::time::sleep(every).await;
+                        let _ = message.ack_with(AckKind::Progress).await;
+                    }
+                })
+            };
+            let handler = self.handler.clone();
+            let (endpoint, q) = (endpoint.to_owned(), question.question.clone());
+            let outcome = tokio::task::spawn_blocking(move || {
+                futures::executor::block_on(handler.answer(&endpoint, &q))
+            })
+            .await;
+            heartbeat.abort();
+            match outcome {
+                Ok(Ok(answer)) => answer,
+                Ok(Err(e)) => {
+                    tracing::warn!(request = %question.request, "answering failed on this worker: {e}");
+                    self.hand_back(&message).await;
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(request = %question.request, "answering panicked on this worker: {e}");
+                    self.hand_back(&message).await;
+                    return;
+                }
+            }
+        };
+        let key = self.dist.security.signing_key.as_ref();
+        let signed = crate::AnswerMessage {
+            v: job::MESSAGE_VERSION,
+            request: question.request.clone(),
+            run: question.run.clone(),
+            answer,
+            worker: self.name.clone(),
+            worker_key: key.map(|k| k.id().to_string()).unwrap_or_default(),
+            seconds: started.elapsed().as_secs_f64(),
+        };
+        let Ok(text) = serde_json::to_string(&signed) else {
+            self.hand_back(&message).await;
+            return;
+        };
+        let signature = key.map(|k| k.sign(text.as_bytes())).unwrap_or_default();
+        if let Err(e) = self
+            .store
+            .store_answer(&signed, endpoint, &text, &signature)
+            .await
+        {
+            tracing::warn!(request = %question.request, "cannot store the answer: {e}");
+            self.hand_back(&message).await;
+            return;
+        }
+        self.counters.evaluated.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = message.ack().await {
+            tracing::debug!(request = %question.request, "acknowledging: {e}");
+        }
     }
 
     /// On a compile worker: builds the job's kernel, answers it at once when it cannot run,

@@ -26,6 +26,8 @@ use serde::{Deserialize, Serialize};
 const DIMS: usize = 6;
 const LEVELS: usize = 4;
 const DEVICE: &str = "synthetic";
+/// The endpoint the test answer workers serve.
+const ENDPOINT: &str = "test-llm";
 /// The test workers' heartbeat period: a killed one is gone after three.
 const WORKER_HEARTBEAT_MS: u64 = 300;
 
@@ -83,7 +85,12 @@ fn test_binary(job: &kf_dist::Hash) -> Vec<u8> {
 /// worker it logs `WRONG <job id>` if the binary it was given is not the job's.
 struct TestHandler {
     log: PathBuf,
+    /// Questions answered (an answer worker's budget is [`ANSWER_BUDGET`] of them).
+    answered: std::sync::atomic::AtomicU64,
 }
+
+/// Questions a test answer worker answers before it says its budget is spent.
+const ANSWER_BUDGET: u64 = 6;
 
 impl TestHandler {
     fn log(&self, line: String) -> std::io::Result<()> {
@@ -140,6 +147,30 @@ impl JobHandler for TestHandler {
         }))
     }
 
+    /// Echoes the question after 100 ms, logging `ask <id>` and `answered <id>`, until its
+    /// budget is spent.
+    async fn answer(
+        &self,
+        endpoint: &str,
+        question: &serde_json::Value,
+    ) -> Result<Result<serde_json::Value, String>, BoxError> {
+        let id = question["id"].as_str().unwrap_or("?").to_owned();
+        self.log(format!("ask {id}"))?;
+        std::thread::sleep(Duration::from_millis(100));
+        self.log(format!("answered {id}"))?;
+        let n = self
+            .answered
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if n >= ANSWER_BUDGET {
+            return Ok(Err(format!(
+                "{endpoint}: the budget of {ANSWER_BUDGET} answers is spent"
+            )));
+        }
+        Ok(Ok(
+            serde_json::json!({"echo": question, "endpoint": endpoint}),
+        ))
+    }
+
     async fn evaluate_built(
         &self,
         profile: &Profile,
@@ -173,7 +204,15 @@ fn worker_process_entry() {
     config.name = format!("w{}", std::process::id());
     config.heartbeat = Duration::from_millis(spec.heartbeat_ms);
     config.role = spec.role.parse().unwrap();
-    let worker = Worker::new(dist, config, TestHandler { log: spec.log });
+    if config.role == WorkerRole::Answer {
+        // An answer worker serves an endpoint, not a device.
+        config.device_kinds = vec![ENDPOINT.into()];
+    }
+    let handler = TestHandler {
+        log: spec.log,
+        answered: Default::default(),
+    };
+    let worker = Worker::new(dist, config, handler);
     worker.run_blocking(futures::future::pending()).unwrap();
 }
 
@@ -1171,4 +1210,81 @@ fn poison_jobs_end_as_recorded_failures_in_either_role() {
     for (poison, role) in [(&compile_poison, "compile"), (&run_poison, "execute")] {
         recorded_poison(&cluster.db, poison, &profile, role);
     }
+}
+
+/// Two searches ask one endpoint through the queue; its one answer worker (one question at a
+/// time: the endpoint's concurrency limit) answers both, each answer reaches the search that
+/// asked, the worker's budget is shared by both (answers past it say so), and a resumed run
+/// that asks the same questions is answered from the database without asking again.
+#[test]
+fn questions_from_two_searches_share_one_answer_worker() {
+    let _serial = lock();
+    let Some(cluster) = Cluster::new("answers", Duration::from_secs(5), 3) else {
+        return;
+    };
+    cluster.start_role(1, WorkerRole::Answer); // log 0
+    cluster.wait_for_workers(1);
+    let asker = |run: &str| {
+        kf_dist::Asker::connect(
+            cluster
+                .dist
+                .clone()
+                .result_timeout(Some(Duration::from_secs(60))),
+            run,
+            ENDPOINT,
+        )
+        .unwrap()
+    };
+    let (a, b) = (asker("search-a"), asker("search-b"));
+    let ask = |asker: &kf_dist::Asker, id: String| {
+        let asker = asker.clone();
+        std::thread::spawn(move || {
+            let q = serde_json::json!({"id": id});
+            (id, futures::executor::block_on(asker.ask(&q)).unwrap())
+        })
+    };
+    let threads: Vec<_> = (0..4)
+        .flat_map(|i| [ask(&a, format!("a{i}")), ask(&b, format!("b{i}"))])
+        .collect();
+    let answers: Vec<(String, Result<serde_json::Value, String>)> =
+        threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let mut spent = 0;
+    for (id, answer) in &answers {
+        match answer {
+            Ok(v) => assert_eq!(v["echo"]["id"], id.as_str(), "{id} got another's answer"),
+            Err(e) => {
+                assert!(e.contains("budget"), "{id}: {e}");
+                spent += 1;
+            }
+        }
+    }
+    assert_eq!(
+        spent,
+        8 - ANSWER_BUDGET,
+        "the budget is the worker's, shared by both"
+    );
+    // One question at a time: every `ask` is followed by its `answered` before the next.
+    let lines: Vec<String> = std::fs::read_to_string(cluster.dir.path().join("worker-0.log"))
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(lines.len(), 16, "{lines:?}");
+    for pair in lines.chunks(2) {
+        let id = pair[0].strip_prefix("ask ").expect("an ask line");
+        assert_eq!(pair[1], format!("answered {id}"), "{lines:?}");
+    }
+    assert_eq!(cluster.db.count("SELECT count(*) FROM kf_answers"), 8);
+    // A resumed run asks its questions again, in the same order: answered from the database.
+    let again = asker("search-a");
+    // (The budget is spent by now: the answer says so, and that answer stands too.)
+    let first = futures::executor::block_on(again.ask(&serde_json::json!({"id": "z"}))).unwrap();
+    let resumed = asker("search-a");
+    let same = futures::executor::block_on(resumed.ask(&serde_json::json!({"id": "z"}))).unwrap();
+    assert_eq!(same, first);
+    assert_eq!(
+        cluster.db.count("SELECT count(*) FROM kf_answers"),
+        9,
+        "a resumed run's question is not asked again"
+    );
 }

@@ -230,6 +230,15 @@ fn nats_lets_each_role_do_its_part_only() {
             !matches!(to_compile, Ok(Ok(_))),
             "a worker published a job to compile: {to_compile:?}"
         );
+        // Nor a question (only searches ask).
+        let question = tokio::time::timeout(Duration::from_secs(5), async {
+            js.publish("kf.ask.llm", "{}".into()).await?.await
+        })
+        .await;
+        assert!(
+            !matches!(question, Ok(Ok(_))),
+            "a worker published a question: {question:?}"
+        );
         // Nor read results.
         let results = js.get_stream("KF_RESULTS").await;
         let consumer = match results {
@@ -303,6 +312,8 @@ fn postgres_roles_cannot_alter_what_is_not_theirs() {
             "DELETE FROM kf_binaries",
             "UPDATE kf_builds SET binary_hash = 'h'",
             "DELETE FROM kf_builds",
+            "UPDATE kf_answers SET signed = ''",
+            "DELETE FROM kf_answers",
         ] {
             let e = c.execute(sql, &[]).await.expect_err(sql);
             // 42501: insufficient_privilege.
@@ -325,6 +336,8 @@ fn postgres_roles_cannot_alter_what_is_not_theirs() {
             "INSERT INTO kf_binaries (hash, bytes) VALUES ('h', '\\x00')",
             "INSERT INTO kf_builds (request, job_id, name, worker, environment, note, seconds) \
              VALUES ('r', 'j', 'n', 'w', '', '', 0)",
+            "INSERT INTO kf_answers (request, run_id, endpoint, worker, signed, signature, seconds) \
+             VALUES ('r', 'run', 'e', 'w', '', '', 0)",
         ] {
             let e = c.execute(sql, &[]).await.expect_err(sql);
             assert_eq!(

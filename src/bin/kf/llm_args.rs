@@ -43,6 +43,17 @@ pub(crate) struct LlmArgs {
     /// Replay the answers recorded in `<out>/llm/` instead of asking a server.
     #[arg(long, requires = "llm")]
     pub llm_replay: bool,
+    /// Ask through the queue instead of a server: the answer workers of this endpoint
+    /// (`kf worker --role answer --endpoint NAME`, next to the model server) answer, with one
+    /// budget and concurrency limit for every search that asks them. Needs the servers
+    /// (--nats, --db or their defaults).
+    #[arg(
+        long,
+        value_name = "ENDPOINT",
+        requires = "llm",
+        conflicts_with = "llm_replay"
+    )]
+    pub llm_queue: Option<String>,
 }
 
 /// The local server `scripts/llm-server.sh` wrote down, if any.
@@ -97,18 +108,52 @@ impl LlmArgs {
         Ok((settings, is_local))
     }
 
+    /// The arguments of an answer worker (`kf worker --role answer`): its model server and
+    /// model; everything else from the `KF_LLM_*` variables and the local server.
+    pub(crate) fn for_worker(base_url: Option<String>, model: Option<String>) -> Self {
+        LlmArgs {
+            llm: true,
+            llm_base_url: base_url,
+            llm_model: model,
+            llm_max_tokens: None,
+            llm_weight: 1.0,
+            llm_compact: false,
+            llm_replay: false,
+            llm_queue: None,
+        }
+    }
+
+    /// The settings from the flags, the `KF_LLM_*` variables and the local server.
+    pub(crate) fn resolved_settings(&self) -> anyhow::Result<(LlmSettings, bool)> {
+        self.settings(|n| std::env::var(n).ok(), Path::new(LOCAL_SERVER_INFO))
+    }
+
     /// The LLM mutator recording its exchanges in `out/llm/` (or replaying them), if `--llm`
-    /// was given.
-    pub(crate) fn mutator(&self, out: &Path) -> anyhow::Result<Option<LlmMutator>> {
+    /// was given; with `--llm-queue`, asking through the queue with `queue`'s settings, as
+    /// run `run`.
+    pub(crate) fn mutator(
+        &self,
+        out: &Path,
+        queue: Option<(&kernelfoundry::dist::DistConfig, &str)>,
+    ) -> anyhow::Result<Option<LlmMutator>> {
         if !self.llm {
             return Ok(None);
         }
         if !(self.llm_weight.is_finite() && self.llm_weight > 0.0) {
             anyhow::bail!("--llm-weight must be a positive number");
         }
-        let (settings, is_local) =
-            self.settings(|n| std::env::var(n).ok(), Path::new(LOCAL_SERVER_INFO))?;
-        let client = OpenAiClient::new(settings.openai.clone()).context("the LLM client")?;
+        let (settings, is_local) = self.resolved_settings()?;
+        let client: Box<dyn kernelfoundry::prompt::LlmClient> = match (&self.llm_queue, queue) {
+            (Some(endpoint), Some((dist, run))) => {
+                let asker = kernelfoundry::dist::Asker::connect(dist.clone(), run, endpoint)
+                    .context("connecting to the queue for --llm-queue")?;
+                Box::new(kernelfoundry::dist::QueuedLlm::new(asker, endpoint.clone()))
+            }
+            (Some(_), None) => anyhow::bail!("--llm-queue needs the servers (--distributed)"),
+            (None, _) => {
+                Box::new(OpenAiClient::new(settings.openai.clone()).context("the LLM client")?)
+            }
+        };
         let compact = self.llm_compact || is_local;
         let builder = LlmMutator::builder(client)
             .settings(&settings)
@@ -220,7 +265,7 @@ mod tests {
         let bad = |n: &str| (n == "KF_LLM_TEMPERATURE").then(|| "hot".to_owned());
         let e = args(&["--llm"]).settings(bad, &info).unwrap_err();
         assert!(format!("{e:#}").contains("KF_LLM_TEMPERATURE"), "{e:#}");
-        assert!(args(&[]).mutator(tmp.path()).unwrap().is_none());
+        assert!(args(&[]).mutator(tmp.path(), None).unwrap().is_none());
     }
 
     /// The prompt for a task file carries its description, every buffer (dtype, shape,

@@ -67,7 +67,18 @@ pub(crate) fn run(args: SearchCmdArgs) -> anyhow::Result<ExitCode> {
             chosen.name()
         );
     }
-    let llm = args.llm.mutator(&config.out)?;
+    // Through the queue, the LLM's questions are asked as a run of their own, named after the
+    // output folder and the seed, so that a resumed search is answered from the database.
+    let llm_run = kernelfoundry::dist::subject_token(&format!(
+        "llm-{}-{}",
+        config.out.display(),
+        config.seed
+    ));
+    let queue = config
+        .distributed
+        .as_ref()
+        .map(|d| (&d.dist, llm_run.as_str()));
+    let llm = args.llm.mutator(&config.out, queue)?;
     let out = config.out.clone();
     let mut builder = Search::builder()
         .config(config)

@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use anyhow::Context;
 use clap::Args;
 use kernelfoundry::dist::{Worker, WorkerConfig, WorkerRole};
 use kernelfoundry::distributed::{device_kind, TaskHandler};
@@ -47,13 +48,94 @@ pub(crate) struct WorkerArgs {
     /// Servers.
     #[command(flatten)]
     servers: ServerArgs,
+    /// The endpoint an answer worker serves (`--role answer`): searches run with
+    /// `--llm --llm-queue NAME` ask it. The model server comes from --llm-base-url, else
+    /// KF_LLM_BASE_URL, else the local server (scripts/llm-server.sh start); the budget,
+    /// concurrency and prices from the KF_LLM_* variables, for every search that asks.
+    #[arg(long, value_name = "NAME")]
+    endpoint: Option<String>,
+    /// The answer worker's model server (an OpenAI-compatible base URL).
+    #[arg(long, value_name = "URL", requires = "endpoint")]
+    llm_base_url: Option<String>,
+    /// The answer worker's model.
+    #[arg(long, value_name = "MODEL", requires = "endpoint")]
+    llm_model: Option<String>,
     /// More log output (-v debug).
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
 }
 
+/// `kf worker --role answer`: answers the questions searches ask an endpoint through the
+/// queue, with one LLM gateway (budget, concurrency limit) in front of the model server.
+fn run_answer_worker(
+    args: &WorkerArgs,
+    dist: kernelfoundry::dist::DistConfig,
+) -> anyhow::Result<ExitCode> {
+    let endpoint = args
+        .endpoint
+        .clone()
+        .context("an answer worker needs --endpoint NAME")?;
+    let llm =
+        crate::llm_args::LlmArgs::for_worker(args.llm_base_url.clone(), args.llm_model.clone());
+    let (settings, _) = llm.resolved_settings()?;
+    let client = kernelfoundry::prompt::OpenAiClient::new(settings.openai.clone())
+        .context("the LLM client")?;
+    let gateway = kernelfoundry::prompt::LlmGateway::builder(client)
+        .budget(settings.budget)
+        .models(&settings.models)
+        .max_concurrency(settings.max_concurrency)
+        .build()
+        .context("the LLM gateway")?;
+    let mut config = WorkerConfig::new(endpoint.clone());
+    if let Some(name) = &args.name {
+        config.name = name.clone();
+    }
+    config.role = WorkerRole::Answer;
+    config.jobs = args.jobs.max(settings.max_concurrency);
+    eprintln!(
+        "kf worker {} (answer role): endpoint {endpoint} → {} ({} at a time), NATS {}, database {}",
+        config.name,
+        gateway.describe(),
+        config.jobs,
+        redact(&args.servers.nats_url()),
+        redact(&args.servers.database_url())
+    );
+    let answerer = kernelfoundry::dist::LlmAnswerer::new(gateway);
+    let (tx, stop) = futures::channel::oneshot::channel::<()>();
+    let tx = std::sync::Mutex::new(Some(tx));
+    ctrlc::set_handler(move || {
+        if let Some(tx) = tx.lock().ok().and_then(|mut t| t.take()) {
+            let _ = tx.send(());
+        }
+    })?;
+    let stats = Worker::new(dist, config, answerer).run_blocking(async move {
+        let _ = stop.await;
+    })?;
+    eprintln!(
+        "kf worker: {} questions answered, {} already answered, {} handed back, {} refused",
+        stats.evaluated, stats.already_done, stats.handed_back, stats.refused
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     kernelfoundry::report::init_logging(args.verbose);
+    anyhow::ensure!(
+        args.ack_wait.is_finite() && args.ack_wait > 0.0,
+        "--ack-wait must be a positive number of seconds"
+    );
+    if args.role == WorkerRole::Answer {
+        let dist = args
+            .servers
+            .dist_config(kernelfoundry::dist::Role::Worker)
+            .ack_wait(std::time::Duration::from_secs_f64(args.ack_wait))
+            .max_attempts(args.max_attempts);
+        return run_answer_worker(&args, dist);
+    }
+    anyhow::ensure!(
+        args.endpoint.is_none(),
+        "--endpoint is for answer workers (--role answer)"
+    );
     let mut spec = args.backend.spec(args.device.clone());
     spec.cache_dir = args.cache_dir.clone();
     let facts = kernelfoundry::backends::device_facts(&spec)?;
@@ -61,10 +143,6 @@ pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         .device_kind
         .clone()
         .unwrap_or_else(|| device_kind(args.backend, &facts));
-    anyhow::ensure!(
-        args.ack_wait.is_finite() && args.ack_wait > 0.0,
-        "--ack-wait must be a positive number of seconds"
-    );
     let dist = args
         .servers
         .dist_config(kernelfoundry::dist::Role::Worker)
