@@ -113,7 +113,9 @@ CREATE TABLE IF NOT EXISTS kf_binaries (
 );
 -- What a compile worker did with a request before passing it on: the binary it built (NULL:
 -- none moves to the execute worker, `note` says why), its file name for the execute worker's
--- handler, and who built it in which environment.
+-- handler, and who built it in which environment. `signed` is the build record exactly as the
+-- compile worker signed it: an execute worker uses a binary only when a worker key it trusts
+-- signed its record, so that neither a row nor bytes written by another hand are ever run.
 CREATE TABLE IF NOT EXISTS kf_builds (
     request     TEXT PRIMARY KEY,
     job_id      TEXT NOT NULL,
@@ -123,6 +125,9 @@ CREATE TABLE IF NOT EXISTS kf_builds (
     environment TEXT NOT NULL,
     note        TEXT NOT NULL,
     seconds     DOUBLE PRECISION NOT NULL,
+    worker_key  TEXT NOT NULL,
+    signed      TEXT NOT NULL,
+    signature   TEXT NOT NULL,
     stored_at   TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 -- Answers to the questions searches ask an endpoint through the queue (an LLM's replies), one

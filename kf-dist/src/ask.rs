@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{check_token, DistConfig};
 use crate::error::{DistError, Result};
+use crate::evaluator::OwnedRuntime;
 use crate::job;
 use crate::queue::Queue;
 use crate::security::Role;
@@ -62,6 +63,9 @@ pub struct AnswerMessage {
 #[derive(Clone)]
 pub struct Asker {
     inner: Arc<AskerInner>,
+    /// The asker's own runtime, apart from what its tasks hold, so that the last asker dropped
+    /// shuts it down from any context.
+    runtime: Arc<OwnedRuntime>,
 }
 
 struct AskerInner {
@@ -71,7 +75,6 @@ struct AskerInner {
     queue: Queue,
     store: Store,
     asked: AtomicU64,
-    runtime: tokio::runtime::Runtime,
     wait: Duration,
 }
 
@@ -114,9 +117,9 @@ impl Asker {
                 queue,
                 store,
                 asked: AtomicU64::new(0),
-                runtime,
                 wait,
             }),
+            runtime: Arc::new(OwnedRuntime(Some(runtime))),
         })
     }
 
@@ -127,27 +130,43 @@ impl Asker {
         &self,
         question: &serde_json::Value,
     ) -> Result<std::result::Result<serde_json::Value, String>> {
-        let this = self.clone();
+        let inner = self.inner.clone();
         let question = question.clone();
         let (tx, rx) = futures::channel::oneshot::channel();
-        self.inner.runtime.spawn(async move {
-            let _ = tx.send(this.ask_here(question).await);
+        let Some(runtime) = &self.runtime.0 else {
+            return Err(DistError::Config("the asker's runtime stopped".into()));
+        };
+        // The task holds the connections, never the runtime.
+        runtime.spawn(async move {
+            let _ = tx.send(ask_here(&inner, question).await);
         });
         rx.await
             .map_err(|_| DistError::Config("the asker's runtime stopped".into()))?
     }
+}
 
-    async fn ask_here(
-        &self,
-        question: serde_json::Value,
-    ) -> Result<std::result::Result<serde_json::Value, String>> {
-        let inner = &self.inner;
+/// Asks one question (on the asker's runtime) and waits for its answer.
+async fn ask_here(
+    inner: &AskerInner,
+    question: serde_json::Value,
+) -> Result<std::result::Result<serde_json::Value, String>> {
+    {
         let number = inner.asked.fetch_add(1, Ordering::Relaxed);
         let text = job::encode("question", &question)?;
-        let request = job::question_id(&inner.run, number, &text).0;
-        // Asked before (a resumed run): the stored answer stands.
-        if let Some(answer) = self.stored(&request).await? {
-            return Ok(answer);
+        let mut request = job::question_id(&inner.run, number, &text).0;
+        // Asked before (a resumed run): a stored answer stands, a stored failure (a model
+        // server that was down, a budget since raised) is asked again under a request of its
+        // own.
+        let mut again = 0;
+        while let Some(answer) = stored(inner, &request).await? {
+            if answer.is_ok() {
+                return Ok(answer);
+            }
+            again += 1;
+            request = format!(
+                "{}-again{again}",
+                job::question_id(&inner.run, number, &text)
+            );
         }
         let message = AskMessage {
             v: job::MESSAGE_VERSION,
@@ -174,7 +193,7 @@ impl Asker {
         let started = Instant::now();
         let mut gap = Duration::from_millis(50);
         loop {
-            if let Some(answer) = self.stored(&request).await? {
+            if let Some(answer) = stored(inner, &request).await? {
                 return Ok(answer);
             }
             if started.elapsed() >= inner.wait {
@@ -187,17 +206,19 @@ impl Asker {
             gap = (gap * 2).min(Duration::from_secs(1));
         }
     }
+}
 
-    /// The stored answer of `request`, checked against the trusted worker keys.
-    async fn stored(
-        &self,
-        request: &str,
-    ) -> Result<Option<std::result::Result<serde_json::Value, String>>> {
-        let Some((signed, signature)) = self.inner.store.answer(request).await? else {
+/// The stored answer of `request`, checked against the trusted worker keys.
+async fn stored(
+    inner: &AskerInner,
+    request: &str,
+) -> Result<Option<std::result::Result<serde_json::Value, String>>> {
+    {
+        let Some((signed, signature)) = inner.store.answer(request).await? else {
             return Ok(None);
         };
         let message: AnswerMessage = job::decode("answer", signed.as_bytes())?;
-        if let Some(trusted) = &self.inner.config.security.trusted_keys {
+        if let Some(trusted) = &inner.config.security.trusted_keys {
             trusted
                 .verify(&message.worker_key, signed.as_bytes(), &signature)
                 .map_err(|refusal| {

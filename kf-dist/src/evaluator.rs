@@ -244,7 +244,7 @@ pub struct DistEvaluator {
 }
 
 /// The evaluator's runtime, stopped when the last clone goes.
-struct OwnedRuntime(Option<tokio::runtime::Runtime>);
+pub(crate) struct OwnedRuntime(pub(crate) Option<tokio::runtime::Runtime>);
 
 impl Drop for OwnedRuntime {
     fn drop(&mut self) {

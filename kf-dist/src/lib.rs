@@ -42,7 +42,8 @@
 //! - **Questions** ([`Asker`], feature `llm`: `QueuedLlm`): a search asks an endpoint (an LLM
 //!   server) through `<namespace>.ask.<endpoint>`; answer workers ([`WorkerRole::Answer`],
 //!   [`JobHandler::answer`]) answer with one budget and concurrency limit for every search,
-//!   store the signed answer in `kf_answers`, and the asker checks the signature.
+//!   store the signed answer in `kf_answers`, and the asker checks the signature against the
+//!   worker keys it trusts.
 //!
 //! The servers for tests and single-machine clusters come from `scripts/dist-servers.sh`
 //! (nats-server from PyPI, PostgreSQL from Debian, both with TLS and the roles' credentials).
@@ -76,7 +77,7 @@ pub use security::{
     TrustedKeys,
 };
 pub use status::{ClusterStatus, QueueDepth, WorkerState, WorkerStatus, GONE_AFTER_PERIODS};
-pub use store::{BuildRecord, Store, StoredResult, WorkerReport};
+pub use store::{BuildRecord, Store, StoredBuild, StoredResult, WorkerReport};
 pub use worker::{
     Binary, CompileOutcome, EvaluatorHandler, JobHandler, Worker, WorkerConfig, WorkerRole,
     WorkerStats,

@@ -4,29 +4,18 @@
 //! shares the gateway's budget and concurrency limit (and its record of exchanges), and the
 //! workers run next to the model server while the searches run anywhere.
 //!
-//! A question is a [`ChatRequest`]; an answer is `{"response": ChatResponse}` or
-//! `{"failure": LlmFailure}` (a spent budget is [`FailureKind::BudgetExhausted`], as from a
-//! gateway of the search's own).
-
-use kf_core::{async_trait, BoxError, Candidate, Evaluation};
-use kf_prompt::{
-    ChatRequest, ChatResponse, FailureKind, LlmClient, LlmFailure, LlmGateway, PromptError,
-};
-use serde::{Deserialize, Serialize};
+//! A question is a [`ChatRequest`]; an answer is the [`ChatResponse`], or a failed answer
+//! holding the [`LlmFailure`] as JSON (a spent budget is [`FailureKind::BudgetExhausted`], as
+//! from a gateway of the search's own). A failed answer is never reused by a resumed run: the
+//! question is asked again.
 
 use crate::ask::Asker;
 use crate::job::Profile;
 use crate::worker::JobHandler;
-
-/// An answer as it travels.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum LlmAnswer {
-    /// The model's reply.
-    Response(ChatResponse),
-    /// Why there is none.
-    Failure(LlmFailure),
-}
+use kf_core::{async_trait, BoxError, Candidate, Evaluation};
+use kf_prompt::{
+    ChatRequest, ChatResponse, FailureKind, LlmClient, LlmFailure, LlmGateway, PromptError,
+};
 
 /// An [`LlmClient`] that asks through the queue: `kf search --llm --llm-queue ENDPOINT`.
 #[derive(Debug, Clone)]
@@ -59,15 +48,17 @@ impl LlmClient for QueuedLlm {
             .ask(&question)
             .await
             .map_err(|e| LlmFailure::new(FailureKind::Transport, e.to_string()))?
-            .map_err(|e| LlmFailure::new(FailureKind::Server, e))?;
-        match serde_json::from_value::<LlmAnswer>(answer) {
-            Ok(LlmAnswer::Response(r)) => Ok(r),
-            Ok(LlmAnswer::Failure(f)) => Err(f),
-            Err(e) => Err(LlmFailure::new(
+            // The answer worker's failure, or the queue's (a refused or poison question).
+            .map_err(|text| {
+                serde_json::from_str::<LlmFailure>(&text)
+                    .unwrap_or_else(|_| LlmFailure::new(FailureKind::Server, text))
+            })?;
+        serde_json::from_value::<ChatResponse>(answer).map_err(|e| {
+            LlmFailure::new(
                 FailureKind::Malformed,
                 format!("an answer from the queue: {e}"),
-            )),
-        }
+            )
+        })
     }
 }
 
@@ -105,11 +96,11 @@ impl JobHandler for LlmAnswerer {
             Ok(r) => r,
             Err(e) => return Ok(Err(format!("not a chat request: {e}"))),
         };
-        let answer = match self.gateway.ask(endpoint, request).await {
-            Ok(exchange) => LlmAnswer::Response(exchange.response),
-            Err(PromptError::Llm(failure)) => LlmAnswer::Failure(failure),
-            Err(e) => LlmAnswer::Failure(LlmFailure::new(FailureKind::Rejected, e.to_string())),
+        let failure = match self.gateway.ask(endpoint, request).await {
+            Ok(exchange) => return Ok(Ok(serde_json::to_value(exchange.response)?)),
+            Err(PromptError::Llm(failure)) => failure,
+            Err(e) => LlmFailure::new(FailureKind::Rejected, e.to_string()),
         };
-        Ok(Ok(serde_json::to_value(answer)?))
+        Ok(Err(serde_json::to_string(&failure)?))
     }
 }

@@ -54,8 +54,9 @@ pub struct WorkerReport {
 }
 
 /// What a compile worker did with one request before passing the job on
-/// ([`Store::store_build`]).
-#[derive(Debug, Clone, PartialEq)]
+/// ([`Store::store_build`]); it signs the record's JSON, and an execute worker checks that
+/// signature before it uses the binary.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct BuildRecord {
     /// The request.
     pub request: String,
@@ -74,6 +75,23 @@ pub struct BuildRecord {
     pub note: String,
     /// Seconds the compilation took on the compile worker.
     pub seconds: f64,
+    /// Id of the key the compile worker signed the record with (empty: unsigned).
+    pub worker_key: String,
+}
+
+/// A build as the database holds it: the compile worker's signed record, byte for byte, what
+/// was decoded from it, and the stored bytes of its binary (unchecked: the reader compares
+/// them with the record's hash).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredBuild {
+    /// The record, decoded from `signed`.
+    pub record: BuildRecord,
+    /// The signed record.
+    pub signed: String,
+    /// Its signature (hex; empty: unsigned).
+    pub signature: String,
+    /// The binary's stored bytes, if any.
+    pub bytes: Option<Vec<u8>>,
 }
 
 /// A result as the database holds it: the worker's signed message, byte for byte, and what
@@ -503,7 +521,8 @@ impl Store {
         let c = self.client().await?;
         let row = c
             .query_opt(
-                "SELECT environment FROM kf_workers WHERE device_kind = $1 AND role <> 'compile' \
+                "SELECT environment FROM kf_workers WHERE device_kind = $1 \
+                 AND role NOT IN ('compile', 'answer') \
                  ORDER BY started_at DESC LIMIT 1",
                 &[&device_kind],
             )
@@ -546,8 +565,8 @@ impl Store {
 
     /// Records a worker starting, with the facts of its device, the hash of its environment
     /// (driver and evaluator versions), how often it will report ([`Store::heartbeat`]) and
-    /// its role (`all`, `compile`, `execute`; a compile worker's environment and device never
-    /// decide which stored results are reused).
+    /// its role (`all`, `compile`, `execute`, `answer`; a compile worker's environment and
+    /// device never decide which stored results are reused).
     pub async fn register_worker(
         &self,
         name: &str,
@@ -611,7 +630,7 @@ impl Store {
         let row = c
             .query_opt(
                 "SELECT device FROM kf_workers WHERE device_kind = $1 AND device IS NOT NULL \
-                 AND role <> 'compile' ORDER BY started_at DESC LIMIT 1",
+                 AND role NOT IN ('compile', 'answer') ORDER BY started_at DESC LIMIT 1",
                 &[&device_kind],
             )
             .await
@@ -660,16 +679,24 @@ impl Store {
         Ok(row.map(|r| (r.get(0), r.get(1))))
     }
 
-    /// Records what a compile worker did with a request, and the binary it built (stored once
-    /// per content hash). A second record for the request is ignored: the first stands.
-    pub async fn store_build(&self, build: &BuildRecord, bytes: Option<&[u8]>) -> Result<()> {
+    /// Records what a compile worker did with a request (its record signed as `signed`, with
+    /// `signature`), and the binary it built (stored once per content hash). A second record
+    /// for the request is ignored: the first stands.
+    pub async fn store_build(
+        &self,
+        build: &BuildRecord,
+        signed: &str,
+        signature: &str,
+        bytes: Option<&[u8]>,
+    ) -> Result<()> {
         let c = self.client().await?;
         let hash = build.binary.as_ref().map(|h| h.0.clone());
         c.execute(
             "WITH b AS (INSERT INTO kf_binaries (hash, bytes) SELECT $1, $2 \
                  WHERE $1::text IS NOT NULL AND $2::bytea IS NOT NULL ON CONFLICT DO NOTHING) \
              INSERT INTO kf_builds (request, job_id, binary_hash, name, worker, environment, \
-                 note, seconds) VALUES ($3, $4, $1, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
+                 note, seconds, worker_key, signed, signature) \
+             VALUES ($3, $4, $1, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT DO NOTHING",
             &[
                 &hash,
                 &bytes,
@@ -680,6 +707,9 @@ impl Store {
                 &build.environment,
                 &build.note,
                 &build.seconds,
+                &build.worker_key,
+                &signed,
+                &signature,
             ],
         )
         .await
@@ -687,32 +717,29 @@ impl Store {
         Ok(())
     }
 
-    /// What a compile worker recorded for a request, with the stored bytes of its binary
-    /// (unchecked: the caller compares them with the recorded hash).
-    pub async fn build(&self, request: &str) -> Result<Option<(BuildRecord, Option<Vec<u8>>)>> {
+    /// What a compile worker recorded for a request: its signed record and the stored bytes of
+    /// its binary.
+    pub async fn build(&self, request: &str) -> Result<Option<StoredBuild>> {
         let c = self.client().await?;
         let row = c
             .query_opt(
-                "SELECT b.request, b.job_id, b.binary_hash, b.name, b.worker, b.environment, \
-                     b.note, b.seconds, x.bytes \
+                "SELECT b.signed, b.signature, x.bytes \
                  FROM kf_builds b LEFT JOIN kf_binaries x ON x.hash = b.binary_hash \
                  WHERE b.request = $1",
                 &[&request],
             )
             .await
             .map_err(|e| DistError::db("reading a build", e))?;
-        Ok(row.map(|r| {
-            let record = BuildRecord {
-                request: r.get(0),
-                job: Hash(r.get(1)),
-                binary: r.get::<_, Option<String>>(2).map(Hash),
-                name: r.get(3),
-                worker: r.get(4),
-                environment: r.get(5),
-                note: r.get(6),
-                seconds: r.get(7),
-            };
-            (record, r.get(8))
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let signed: String = row.get(0);
+        let record: BuildRecord = job::decode("stored build", signed.as_bytes())?;
+        Ok(Some(StoredBuild {
+            record,
+            signed,
+            signature: row.get(1),
+            bytes: row.get(2),
         }))
     }
 

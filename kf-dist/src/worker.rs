@@ -33,7 +33,7 @@ use crate::error::{DistError, Result};
 use crate::job::{self, Hash, JobMessage, Profile, ResultMessage};
 use crate::queue::{self, Queue, Stage};
 use crate::security::Refusal;
-use crate::store::{BuildRecord, Store, WorkerReport};
+use crate::store::{BuildRecord, Store, StoredBuild, WorkerReport};
 
 /// Evaluates one job on a worker: the candidate under the run's profile.
 ///
@@ -569,7 +569,7 @@ impl Built {
             (Some(_), true) => format!("shipped: {}", self.note),
             (Some(_), false) => format!(
                 "compiled on the execute worker: {} was not loaded here (another device or \
-                 driver)",
+                 driver, or no compile cache folder of its own)",
                 self.note
             ),
             (None, _) => format!("compiled on the execute worker: {}", self.note),
@@ -700,7 +700,12 @@ impl<H: JobHandler> Shared<H> {
             }
             return;
         }
-        if delivery > 1 {
+        let built_job = message
+            .subject
+            .as_str()
+            .starts_with(&format!("{}.built.", self.dist.namespace));
+        // A redelivery, or a built job passed on again: answered once only.
+        if delivery > 1 || built_job {
             // A redelivery: the earlier worker may have published before it died.
             if let Ok(true) = self.store.has_result(&job.request).await {
                 let _ = message.double_ack().await;
@@ -834,17 +839,23 @@ impl<H: JobHandler> Shared<H> {
                 return;
             }
         };
-        if let Err(refusal) = self.check_signature(&message) {
-            tracing::warn!(request = %question.request, run = %question.run, "question refused, not answered: {refusal}");
-            self.counters.refused.fetch_add(1, Ordering::Relaxed);
-            let _ = message.ack_with(AckKind::Term).await;
-            return;
-        }
         // The endpoint asked is the one of the subject it came on.
         let endpoint = message.subject.as_str().rsplit('.').next().unwrap_or("");
-        if question.endpoint != endpoint {
-            tracing::warn!(request = %question.request, "a question for {} on {endpoint}'s subject refused", question.endpoint);
+        let refused = match self.check_signature(&message) {
+            Err(refusal) => Some(refusal.to_string()),
+            Ok(()) if question.endpoint != endpoint => Some(format!(
+                "a question for {} on {endpoint}'s subject",
+                question.endpoint
+            )),
+            Ok(()) => None,
+        };
+        if let Some(why) = refused {
+            // Answered with the refusal, so that the asker stops waiting now.
+            tracing::warn!(request = %question.request, run = %question.run, "question refused, not answered: {why}");
             self.counters.refused.fetch_add(1, Ordering::Relaxed);
+            let answer = Err(format!("refused by {}: {why}", self.name));
+            self.store_answer(&message, &question, endpoint, answer, Instant::now())
+                .await;
             let _ = message.ack_with(AckKind::Term).await;
             return;
         }
@@ -893,6 +904,26 @@ impl<H: JobHandler> Shared<H> {
                 }
             }
         };
+        if self
+            .store_answer(&message, &question, endpoint, answer, started)
+            .await
+        {
+            self.counters.evaluated.fetch_add(1, Ordering::Relaxed);
+            if let Err(e) = message.ack().await {
+                tracing::debug!(request = %question.request, "acknowledging: {e}");
+            }
+        }
+    }
+
+    /// Signs and stores an answer; hands the question back (false) when that fails.
+    async fn store_answer(
+        &self,
+        message: &Message,
+        question: &crate::AskMessage,
+        endpoint: &str,
+        answer: std::result::Result<serde_json::Value, String>,
+        started: Instant,
+    ) -> bool {
         let key = self.dist.security.signing_key.as_ref();
         let signed = crate::AnswerMessage {
             v: job::MESSAGE_VERSION,
@@ -904,8 +935,8 @@ impl<H: JobHandler> Shared<H> {
             seconds: started.elapsed().as_secs_f64(),
         };
         let Ok(text) = serde_json::to_string(&signed) else {
-            self.hand_back(&message).await;
-            return;
+            self.hand_back(message).await;
+            return false;
         };
         let signature = key.map(|k| k.sign(text.as_bytes())).unwrap_or_default();
         if let Err(e) = self
@@ -914,13 +945,10 @@ impl<H: JobHandler> Shared<H> {
             .await
         {
             tracing::warn!(request = %question.request, "cannot store the answer: {e}");
-            self.hand_back(&message).await;
-            return;
+            self.hand_back(message).await;
+            return false;
         }
-        self.counters.evaluated.fetch_add(1, Ordering::Relaxed);
-        if let Err(e) = message.ack().await {
-            tracing::debug!(request = %question.request, "acknowledging: {e}");
-        }
+        true
     }
 
     /// On a compile worker: builds the job's kernel, answers it at once when it cannot run,
@@ -952,6 +980,7 @@ impl<H: JobHandler> Shared<H> {
                 return;
             }
         };
+        let key = self.dist.security.signing_key.as_ref();
         let mut record = BuildRecord {
             request: job.request.clone(),
             job: job.job.clone(),
@@ -961,6 +990,14 @@ impl<H: JobHandler> Shared<H> {
             environment: self.environment.clone(),
             note: String::new(),
             seconds: started.elapsed().as_secs_f64(),
+            worker_key: key.map(|k| k.id().to_string()).unwrap_or_default(),
+        };
+        // Signed, so that an execute worker runs only binaries a trusted worker built.
+        let sign = |record: &BuildRecord| -> Result<(String, String)> {
+            let signed =
+                serde_json::to_string(record).map_err(|e| DistError::decode("build", e))?;
+            let signature = key.map(|k| k.sign(signed.as_bytes())).unwrap_or_default();
+            Ok((signed, signature))
         };
         let stored = match outcome {
             CompileOutcome::Answered(evaluation) => {
@@ -980,11 +1017,25 @@ impl<H: JobHandler> Shared<H> {
                 }
                 record.binary = Some(job::binary_hash(&binary.bytes));
                 record.name = binary.name;
-                self.store.store_build(&record, Some(&binary.bytes)).await
+                match sign(&record) {
+                    Ok((signed, signature)) => {
+                        self.store
+                            .store_build(&record, &signed, &signature, Some(&binary.bytes))
+                            .await
+                    }
+                    Err(e) => Err(e),
+                }
             }
             CompileOutcome::CompileThere(note) => {
                 record.note = note;
-                self.store.store_build(&record, None).await
+                match sign(&record) {
+                    Ok((signed, signature)) => {
+                        self.store
+                            .store_build(&record, &signed, &signature, None)
+                            .await
+                    }
+                    Err(e) => Err(e),
+                }
             }
         };
         if let Err(e) = stored {
@@ -1046,11 +1097,35 @@ impl<H: JobHandler> Shared<H> {
         if !passed_on {
             return Ok(None);
         }
-        let Some((record, bytes)) = self.store.build(&job.request).await? else {
+        let Some(stored) = self.store.build(&job.request).await? else {
             return Ok(Some(Built::not_used(
                 "no build is recorded for the job".into(),
             )));
         };
+        let StoredBuild {
+            record,
+            signed,
+            signature,
+            bytes,
+        } = stored;
+        // Only a record a trusted worker signed, for this very job, names a binary to run:
+        // the worker key this worker signs its own results with (the deployment's worker key).
+        if let Some(key) = &self.dist.security.signing_key {
+            if let Err(refusal) =
+                key.public()
+                    .verify(&record.worker_key, signed.as_bytes(), &signature)
+            {
+                tracing::warn!(job = %job.job, "a build record not signed by a trusted worker: {refusal}");
+                return Ok(Some(Built::not_used(format!(
+                    "the build record is not signed by a trusted worker ({refusal}); it was not used"
+                ))));
+            }
+        }
+        if record.request != job.request || record.job != job.job {
+            return Ok(Some(Built::not_used(
+                "the build record names another job; it was not used".into(),
+            )));
+        }
         let Some(hash) = &record.binary else {
             return Ok(Some(Built::not_used(format!(
                 "{} built no binary for it: {}",

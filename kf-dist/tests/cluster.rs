@@ -1020,14 +1020,44 @@ fn compile_and_execute_workers_give_the_in_process_archive() {
 /// compiles the kernel itself, the evaluation says so, and the archive is unchanged.
 #[test]
 fn a_corrupted_binary_is_detected_and_the_kernel_compiled_again() {
+    tampered_builds_are_never_used(
+        "corrupt",
+        // Flip one byte of every binary (as a failing disk or a tampering hand).
+        "UPDATE kf_binaries SET bytes = set_byte(bytes, 0, get_byte(bytes, 0) # 1)",
+        "failed its hash check",
+    );
+}
+
+/// A build record altered after the compile worker signed it (here: another file name, as a
+/// hand that wants its file to land in another kernel's cache entry would write) is never
+/// used: the execute worker compiles the kernel itself. Needs the servers' security (signed
+/// records).
+#[test]
+fn a_forged_build_record_is_never_used() {
+    if common::servers("forged_build").is_some_and(|s| s.secrets.is_none()) {
+        eprintln!("SKIPPED: the servers run without security, so build records are unsigned");
+        return;
+    }
+    tampered_builds_are_never_used(
+        "forged_build",
+        "UPDATE kf_builds SET signed = replace(signed, '.bin\"', '.evil\"')",
+        "not signed by a trusted worker",
+    );
+}
+
+/// Lets a compile worker build the first jobs, applies `tamper` (SQL run as the database's
+/// owner) to what it stored, then starts an execute worker: each tampered job is compiled on
+/// the execute worker, whose note says `note`, nothing tampered is used, and the archive is
+/// the in-process one.
+fn tampered_builds_are_never_used(test: &str, tamper: &str, note: &str) {
     let _serial = lock();
-    let Some(cluster) = Cluster::new("corrupt", Duration::from_secs(5), 3) else {
+    let Some(cluster) = Cluster::new(test, Duration::from_secs(5), 3) else {
         return;
     };
     // First only the compile worker: the first jobs are built and wait for an execute worker.
     cluster.start_role(1, WorkerRole::Compile); // log 0
     cluster.wait_for_workers(1);
-    let evaluator = cluster.evaluator_compiling_first("corrupt", 0, 0);
+    let evaluator = cluster.evaluator_compiling_first(test, 0, 0);
     let (tx, rx) = std::sync::mpsc::channel();
     let search_thread = std::thread::spawn(move || {
         let a = search(evaluator, vec![synthetic_seed(DIMS)], 30);
@@ -1039,36 +1069,28 @@ fn a_corrupted_binary_is_detected_and_the_kernel_compiled_again() {
         assert!(Instant::now() < deadline, "nothing was built");
         std::thread::sleep(Duration::from_millis(20));
     }
-    // Flip one byte of every binary stored so far (as a failing disk or a tampering hand).
     std::thread::sleep(Duration::from_millis(300));
-    let corrupted: Vec<String> = cluster
+    let tampered: Vec<String> = cluster
         .db
         .rows("SELECT b.job_id FROM kf_builds b JOIN kf_binaries x ON x.hash = b.binary_hash")
         .into_iter()
         .map(|r| r[0].clone())
         .collect();
-    runtime_exec(
-        &cluster.db,
-        "UPDATE kf_binaries SET bytes = set_byte(bytes, 0, get_byte(bytes, 0) # 1)",
-    );
+    runtime_exec(&cluster.db, tamper);
     cluster.start_role(1, WorkerRole::Execute); // log 1
     rx.recv_timeout(Duration::from_secs(120))
         .expect("the search did not finish");
     let archive = search_thread.join().unwrap();
     assert_eq!(json(&archive), in_process(30), "archives differ");
-    assert!(!corrupted.is_empty());
+    assert!(!tampered.is_empty());
     assert!(
         logged_by_all(&cluster, 2, "WRONG ").is_empty(),
-        "a corrupted binary was used"
+        "a tampered binary was used"
     );
-    for job in &corrupted {
+    for job in &tampered {
         let row = result_of(&cluster.db, job);
         assert_eq!(row.len(), 1, "job {job}: one result");
-        assert!(
-            row[0][2].contains("failed its hash check"),
-            "job {job}: {:?}",
-            row[0]
-        );
+        assert!(row[0][2].contains(note), "job {job}: {:?}", row[0]);
     }
     let db = &cluster.db;
     let jobs = db.count("SELECT count(*) FROM kf_jobs");
@@ -1077,11 +1099,11 @@ fn a_corrupted_binary_is_detected_and_the_kernel_compiled_again() {
         "SELECT count(*) FROM kf_results \
          WHERE evaluation->'compiler'->'extra'->>'binary' LIKE 'shipped: %'",
     );
-    assert_eq!(shipped, jobs - corrupted.len() as i64);
+    assert_eq!(shipped, jobs - tampered.len() as i64);
     eprintln!(
-        "corrupted binaries: {} detected and compiled again on the execute worker, {shipped} \
-         shipped, {jobs} jobs",
-        corrupted.len()
+        "{test}: {} tampered builds detected and compiled again on the execute worker, \
+         {shipped} shipped, {jobs} jobs",
+        tampered.len()
     );
 }
 
@@ -1214,8 +1236,9 @@ fn poison_jobs_end_as_recorded_failures_in_either_role() {
 
 /// Two searches ask one endpoint through the queue; its one answer worker (one question at a
 /// time: the endpoint's concurrency limit) answers both, each answer reaches the search that
-/// asked, the worker's budget is shared by both (answers past it say so), and a resumed run
-/// that asks the same questions is answered from the database without asking again.
+/// asked, and the worker's budget is shared by both (answers past it say so). A resumed run
+/// that asks the same questions is answered from the database without asking again, except
+/// where the stored answer is a failure: that question is asked again.
 #[test]
 fn questions_from_two_searches_share_one_answer_worker() {
     let _serial = lock();
@@ -1235,11 +1258,20 @@ fn questions_from_two_searches_share_one_answer_worker() {
         )
         .unwrap()
     };
+    let ask_one = |asker: &kf_dist::Asker, id: &str| {
+        futures::executor::block_on(asker.ask(&serde_json::json!({ "id": id }))).unwrap()
+    };
+    // A run asks, and the same run resumed asks the same: answered from the database.
+    let first = ask_one(&asker("search-z"), "z");
+    assert!(first.is_ok(), "{first:?}");
+    assert_eq!(ask_one(&asker("search-z"), "z"), first);
+    assert_eq!(cluster.db.count("SELECT count(*) FROM kf_answers"), 1);
+    // Two searches at once, over the rest of the budget.
     let (a, b) = (asker("search-a"), asker("search-b"));
     let ask = |asker: &kf_dist::Asker, id: String| {
         let asker = asker.clone();
         std::thread::spawn(move || {
-            let q = serde_json::json!({"id": id});
+            let q = serde_json::json!({ "id": id });
             (id, futures::executor::block_on(asker.ask(&q)).unwrap())
         })
     };
@@ -1260,7 +1292,7 @@ fn questions_from_two_searches_share_one_answer_worker() {
     }
     assert_eq!(
         spent,
-        8 - ANSWER_BUDGET,
+        9 - ANSWER_BUDGET,
         "the budget is the worker's, shared by both"
     );
     // One question at a time: every `ask` is followed by its `answered` before the next.
@@ -1269,22 +1301,18 @@ fn questions_from_two_searches_share_one_answer_worker() {
         .lines()
         .map(String::from)
         .collect();
-    assert_eq!(lines.len(), 16, "{lines:?}");
+    assert_eq!(lines.len(), 18, "{lines:?}");
     for pair in lines.chunks(2) {
         let id = pair[0].strip_prefix("ask ").expect("an ask line");
         assert_eq!(pair[1], format!("answered {id}"), "{lines:?}");
     }
-    assert_eq!(cluster.db.count("SELECT count(*) FROM kf_answers"), 8);
-    // A resumed run asks its questions again, in the same order: answered from the database.
-    let again = asker("search-a");
-    // (The budget is spent by now: the answer says so, and that answer stands too.)
-    let first = futures::executor::block_on(again.ask(&serde_json::json!({"id": "z"}))).unwrap();
-    let resumed = asker("search-a");
-    let same = futures::executor::block_on(resumed.ask(&serde_json::json!({"id": "z"}))).unwrap();
-    assert_eq!(same, first);
+    assert_eq!(cluster.db.count("SELECT count(*) FROM kf_answers"), 9);
+    // A failed answer (the budget is spent by now) is not reused: the resumed run asks again.
+    assert!(ask_one(&asker("search-y"), "y").is_err());
+    assert!(ask_one(&asker("search-y"), "y").is_err());
     assert_eq!(
         cluster.db.count("SELECT count(*) FROM kf_answers"),
-        9,
-        "a resumed run's question is not asked again"
+        11,
+        "a failed answer is asked again"
     );
 }

@@ -947,7 +947,7 @@ fn connect_distributed(
 /// A run id from the task, the output folder and the seed: the same command resumes the same
 /// run (and finds its results on the queue).
 #[cfg(feature = "dist")]
-fn default_run_id(config: &SearchConfig) -> String {
+pub fn default_run_id(config: &SearchConfig) -> String {
     let out = std::fs::canonicalize(&config.out).unwrap_or_else(|_| config.out.clone());
     let key = format!("{}\n{}\n{}", config.task, out.display(), config.seed);
     let hash = blake3::hash(key.as_bytes()).to_hex();

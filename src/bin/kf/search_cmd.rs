@@ -67,17 +67,20 @@ pub(crate) fn run(args: SearchCmdArgs) -> anyhow::Result<ExitCode> {
             chosen.name()
         );
     }
-    // Through the queue, the LLM's questions are asked as a run of their own, named after the
-    // output folder and the seed, so that a resumed search is answered from the database.
-    let llm_run = kernelfoundry::dist::subject_token(&format!(
-        "llm-{}-{}",
-        config.out.display(),
-        config.seed
-    ));
+    // Through the queue, the LLM's questions are asked as a run of their own beside the
+    // search's (task, output folder, seed), so that a resumed search finds its answers.
+    let llm_run = config.distributed.as_ref().map(|d| {
+        let run = d
+            .run
+            .clone()
+            .unwrap_or_else(|| kernelfoundry::search::default_run_id(&config));
+        kernelfoundry::dist::subject_token(&format!("llm-{run}"))
+    });
     let queue = config
         .distributed
         .as_ref()
-        .map(|d| (&d.dist, llm_run.as_str()));
+        .zip(llm_run.as_deref())
+        .map(|(d, run)| (&d.dist, run));
     let llm = args.llm.mutator(&config.out, queue)?;
     let out = config.out.clone();
     let mut builder = Search::builder()
