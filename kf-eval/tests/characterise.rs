@@ -54,9 +54,12 @@ fn the_device_is_characterised_and_evaluations_report_their_roofline() {
         .timed_curve
         .iter()
         .all(|p| p.gbs > 0.0 && p.gbs.is_finite()));
+    // The estimate counts the driver's reported clock; CPUs boost above it (a fresh-clone CI
+    // run measured 1.27× the estimate with a load of 0.16), so the check is against counting
+    // errors (an FMA counted twice would be 2×), not against the clock.
     if let Some(estimate) = backend.device().peak_gflops {
         assert!(
-            c.peak_gflops < estimate * 1.2,
+            c.peak_gflops < estimate * 1.6,
             "the measured peak {} is below the upper-bound estimate {estimate}",
             c.peak_gflops
         );
