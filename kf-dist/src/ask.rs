@@ -150,61 +150,59 @@ async fn ask_here(
     inner: &AskerInner,
     question: serde_json::Value,
 ) -> Result<std::result::Result<serde_json::Value, String>> {
-    {
-        let number = inner.asked.fetch_add(1, Ordering::Relaxed);
-        let text = job::encode("question", &question)?;
-        let mut request = job::question_id(&inner.run, number, &text).0;
-        // Asked before (a resumed run): a stored answer stands, a stored failure (a model
-        // server that was down, a budget since raised) is asked again under a request of its
-        // own.
-        let mut again = 0;
-        while let Some(answer) = stored(inner, &request).await? {
-            if answer.is_ok() {
-                return Ok(answer);
-            }
-            again += 1;
-            request = format!(
-                "{}-again{again}",
-                job::question_id(&inner.run, number, &text)
-            );
+    let number = inner.asked.fetch_add(1, Ordering::Relaxed);
+    let text = job::encode("question", &question)?;
+    let mut request = job::question_id(&inner.run, number, &text).0;
+    // Asked before (a resumed run): a stored answer stands, a stored failure (a model
+    // server that was down, a budget since raised) is asked again under a request of its
+    // own.
+    let mut again = 0;
+    while let Some(answer) = stored(inner, &request).await? {
+        if answer.is_ok() {
+            return Ok(answer);
         }
-        let message = AskMessage {
-            v: job::MESSAGE_VERSION,
-            request: request.clone(),
-            run: inner.run.clone(),
-            endpoint: inner.endpoint.clone(),
-            question,
-        };
-        let payload = job::encode("question", &message)?;
-        let headers = match &inner.config.security.signing_key {
-            Some(key) => vec![
-                (job::SIGNER_HEADER, key.id().to_string()),
-                (job::SIGNATURE_HEADER, key.sign(&payload)),
-            ],
-            None => Vec::new(),
-        };
-        let subject = inner.config.ask_subject(&inner.endpoint);
-        inner
-            .queue
-            .publish(&subject, &request, payload, &headers)
-            .await?;
-        // Answers take seconds (a model's reply): look in the database, less often the
-        // longer it takes.
-        let started = Instant::now();
-        let mut gap = Duration::from_millis(50);
-        loop {
-            if let Some(answer) = stored(inner, &request).await? {
-                return Ok(answer);
-            }
-            if started.elapsed() >= inner.wait {
-                return Err(DistError::ResultTimeout {
-                    job: request,
-                    seconds: started.elapsed().as_secs_f64(),
-                });
-            }
-            tokio::time::sleep(gap).await;
-            gap = (gap * 2).min(Duration::from_secs(1));
+        again += 1;
+        request = format!(
+            "{}-again{again}",
+            job::question_id(&inner.run, number, &text)
+        );
+    }
+    let message = AskMessage {
+        v: job::MESSAGE_VERSION,
+        request: request.clone(),
+        run: inner.run.clone(),
+        endpoint: inner.endpoint.clone(),
+        question,
+    };
+    let payload = job::encode("question", &message)?;
+    let headers = match &inner.config.security.signing_key {
+        Some(key) => vec![
+            (job::SIGNER_HEADER, key.id().to_string()),
+            (job::SIGNATURE_HEADER, key.sign(&payload)),
+        ],
+        None => Vec::new(),
+    };
+    let subject = inner.config.ask_subject(&inner.endpoint);
+    inner
+        .queue
+        .publish(&subject, &request, payload, &headers)
+        .await?;
+    // Answers take seconds (a model's reply): look in the database, less often the
+    // longer it takes.
+    let started = Instant::now();
+    let mut gap = Duration::from_millis(50);
+    loop {
+        if let Some(answer) = stored(inner, &request).await? {
+            return Ok(answer);
         }
+        if started.elapsed() >= inner.wait {
+            return Err(DistError::ResultTimeout {
+                job: request,
+                seconds: started.elapsed().as_secs_f64(),
+            });
+        }
+        tokio::time::sleep(gap).await;
+        gap = (gap * 2).min(Duration::from_secs(1));
     }
 }
 
@@ -213,24 +211,20 @@ async fn stored(
     inner: &AskerInner,
     request: &str,
 ) -> Result<Option<std::result::Result<serde_json::Value, String>>> {
-    {
-        let Some((signed, signature)) = inner.store.answer(request).await? else {
-            return Ok(None);
-        };
-        let message: AnswerMessage = job::decode("answer", signed.as_bytes())?;
-        if let Some(trusted) = &inner.config.security.trusted_keys {
-            trusted
-                .verify(&message.worker_key, signed.as_bytes(), &signature)
-                .map_err(|refusal| {
-                    DistError::Security(format!("an answer to {request}: {refusal}"))
-                })?;
-        }
-        if message.request != request {
-            return Err(DistError::Security(format!(
-                "the answer stored for {request} answers {}",
-                message.request
-            )));
-        }
-        Ok(Some(message.answer))
+    let Some((signed, signature)) = inner.store.answer(request).await? else {
+        return Ok(None);
+    };
+    let message: AnswerMessage = job::decode("answer", signed.as_bytes())?;
+    if let Some(trusted) = &inner.config.security.trusted_keys {
+        trusted
+            .verify(&message.worker_key, signed.as_bytes(), &signature)
+            .map_err(|refusal| DistError::Security(format!("an answer to {request}: {refusal}")))?;
     }
+    if message.request != request {
+        return Err(DistError::Security(format!(
+            "the answer stored for {request} answers {}",
+            message.request
+        )));
+    }
+    Ok(Some(message.answer))
 }

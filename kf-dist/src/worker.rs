@@ -755,18 +755,7 @@ impl<H: JobHandler> Shared<H> {
                 .as_str()
                 .starts_with(&format!("{}.compile.", self.dist.namespace));
         let candidate = job.candidate(source);
-        let heartbeat = {
-            let message = message.clone();
-            let every = self.dist.heartbeat();
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(every).await;
-                    if let Err(e) = message.ack_with(AckKind::Progress).await {
-                        tracing::debug!("heartbeat: {e}");
-                    }
-                }
-            })
-        };
+        let heartbeat = self.keep_in_progress(&message);
         if compiles_here {
             self.compile_and_pass_on(&message, &job, profile, candidate, delivery, started)
                 .await;
@@ -827,6 +816,21 @@ impl<H: JobHandler> Shared<H> {
         heartbeat.abort();
     }
 
+    /// Tells JetStream every heartbeat period that `message` is still being worked on, until
+    /// the returned task is aborted.
+    fn keep_in_progress(&self, message: &Message) -> tokio::task::JoinHandle<()> {
+        let message = message.clone();
+        let every = self.dist.heartbeat();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                if let Err(e) = message.ack_with(AckKind::Progress).await {
+                    tracing::debug!("heartbeat: {e}");
+                }
+            }
+        })
+    }
+
     /// Answers one question: signature first, then the handler on a blocking thread with
     /// heartbeats; the signed answer is stored before the question is acknowledged. A question
     /// whose deliveries all ended with the worker lost is answered with that.
@@ -873,16 +877,7 @@ impl<H: JobHandler> Shared<H> {
                 delivery - 1
             ))
         } else {
-            let heartbeat = {
-                let message = message.clone();
-                let every = self.dist.heartbeat();
-                tokio::spawn(async move {
-                    loop {
-                        tokio::time::sleep(every).await;
-                        let _ = message.ack_with(AckKind::Progress).await;
-                    }
-                })
-            };
+            let heartbeat = self.keep_in_progress(&message);
             let handler = self.handler.clone();
             let (endpoint, q) = (endpoint.to_owned(), question.question.clone());
             let outcome = tokio::task::spawn_blocking(move || {
