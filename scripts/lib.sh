@@ -54,7 +54,8 @@ write_file() {
 }
 
 # search_examples gemm|softmax|both: prints the names of the shipped search examples a --task
-# value names (dies on another value), after building any whose release binary is missing.
+# value names (dies on another value), after building them (cargo rebuilds only what changed,
+# so a benchmark never times a binary older than the checkout).
 search_examples() {
     local names example
     case "$1" in
@@ -63,9 +64,7 @@ search_examples() {
     *) die "--task takes gemm, softmax or both, not '$1'" ;;
     esac
     for example in $names; do
-        if [ ! -x "$ROOT/target/release/examples/$example" ]; then
-            (cd "$ROOT" && cargo build --release --example "$example") >&2
-        fi
+        (cd "$ROOT" && cargo build --release --example "$example") >&2
     done
     echo "$names"
 }
