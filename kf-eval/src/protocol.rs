@@ -686,8 +686,12 @@ impl<B: Backend> KernelEvaluator<B> {
             Ok(r) => r,
             Err(message) => return fail(Status::CompileError, message, &params),
         };
+        let options = match self.compile_options(&manifest, &params) {
+            Ok(o) => o,
+            Err(message) => return fail(Status::CompileError, message, &params),
+        };
         let compile_started = Instant::now();
-        let compiled = self.backend.compile(source, &params, &self.config.compile);
+        let compiled = self.backend.compile(source, &params, &options);
         self.profile.compile_s = since(compile_started);
         let compiled = match compiled {
             Ok(c) => c,
@@ -894,6 +898,23 @@ impl<B: Backend> KernelEvaluator<B> {
         finish(evaluation)
     }
 
+    /// The evaluator's compile options plus the compiler flags the kernel's manifest asks for
+    /// at `params` (floating-point modes only: kf-manifest refuses any other flag, so what the
+    /// checks read is what is compiled).
+    fn compile_options(
+        &self,
+        manifest: &Manifest,
+        params: &ParamValues,
+    ) -> Result<CompileOptions, String> {
+        let mut options = self.config.compile.clone();
+        for flag in manifest.compile_flags(params).map_err(|e| e.to_string())? {
+            if !options.flags.contains(&flag) {
+                options.flags.push(flag);
+            }
+        }
+        Ok(options)
+    }
+
     /// Launch geometry at `sizes`, after checking the constraints.
     fn geometry(
         &self,
@@ -1004,11 +1025,12 @@ impl<B: Backend> KernelEvaluator<B> {
         let params = manifest.default_params();
         let sizes = task.sizes();
         let range = self.geometry(&manifest, &params, &sizes).map_err(err)?;
+        let options = self.compile_options(&manifest, &params).map_err(err)?;
         let key = source.content_hash();
         if !self.reference_kernels.contains_key(&key) {
             let compiled = self
                 .backend
-                .compile(&source, &params, &self.config.compile)
+                .compile(&source, &params, &options)
                 .map_err(|e| err(backend_failure(&e, "compilation failed").message))?;
             self.reference_kernels.insert(key.clone(), compiled.kernel);
         }
@@ -1111,9 +1133,12 @@ impl<B: Backend> KernelEvaluator<B> {
         let range = self
             .geometry(&manifest, &params, &task.sizes())
             .map_err(baseline_error)?;
+        let options = self
+            .compile_options(&manifest, &params)
+            .map_err(baseline_error)?;
         let compiled = self
             .backend
-            .compile(&source, &params, &self.config.compile)
+            .compile(&source, &params, &options)
             .map_err(|e| baseline_error(backend_failure(&e, "compile").message))?;
         let mut rng = ChaCha8Rng::seed_from_u64(0x5eed);
         let mut prepared = self.prepare(task, range.clone(), &mut rng, 0)?;

@@ -5,10 +5,12 @@
 //! Skips (printing `SKIPPED: …`) only when the runtime is missing and `KF_REQUIRE_OPENCL` is
 //! not `1`.
 
+mod common;
+
 use std::path::Path;
 
 use kf_backend_opencl::OpenClBackend;
-use kf_core::{BackendErrorKind, KernelSource, ParamValues, Status};
+use kf_core::{KernelSource, ParamValues, Status};
 use kf_eval::tasks::Gemm;
 use kf_eval::{CompileCheck, EvalConfig, KernelEvaluator};
 use kf_manifest::Manifest;
@@ -19,17 +21,8 @@ fn naive() -> KernelSource {
 }
 
 fn evaluator(cache: &Path) -> Option<KernelEvaluator<OpenClBackend>> {
-    match OpenClBackend::builder().cache_dir(cache).build() {
-        Ok(b) => Some(KernelEvaluator::new(b, EvalConfig::default())),
-        Err(e)
-            if kf_core::BackendError::kind(&e) == BackendErrorKind::Unavailable
-                && std::env::var("KF_REQUIRE_OPENCL").as_deref() != Ok("1") =>
-        {
-            eprintln!("SKIPPED: no OpenCL runtime ({e})");
-            None
-        }
-        Err(e) => panic!("opening OpenCL: {e}"),
-    }
+    common::opencl_or_skip(OpenClBackend::builder().cache_dir(cache).build())
+        .map(|b| KernelEvaluator::new(b, EvalConfig::default()))
 }
 
 #[test]

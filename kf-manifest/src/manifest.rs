@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use crate::error::ManifestError;
 use crate::expr::{Expr, ExprSite, Symbols};
+use crate::flags::{flags_for, FlagRule};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -23,6 +24,16 @@ struct RawManifest {
     #[serde(default)]
     constraints: RawConstraints,
     launch: RawLaunch,
+    #[serde(default)]
+    flags: Vec<RawFlagRule>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFlagRule {
+    #[serde(default)]
+    when: Option<String>,
+    add: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -71,6 +82,11 @@ impl RawExpr {
 /// [launch]
 /// global = ["M", "N / WPT"]
 /// local  = ["TS", "TS / WPT"]
+/// # Optional: compiler floating-point modes, always or for some parameter values
+/// # (see `allowed_flags`).
+/// [[flags]]
+/// when = "WPT == 4"
+/// add = ["-cl-fast-relaxed-math"]
 /// ```
 ///
 /// # Example
@@ -121,6 +137,9 @@ pub struct Manifest {
     pub global: Vec<Expr>,
     /// Work-group size per dimension (`None`: the runtime chooses).
     pub local: Option<Vec<Expr>>,
+    /// Compiler flags asked for, each a floating-point mode of
+    /// [`allowed_flags`](crate::allowed_flags); see [`Manifest::compile_flags`].
+    pub flags: Vec<FlagRule>,
     /// The manifest text as written.
     pub text: Arc<str>,
 }
@@ -217,6 +236,12 @@ impl Manifest {
                 )
             }
         };
+        let flags = raw
+            .flags
+            .into_iter()
+            .enumerate()
+            .map(|(i, rule)| FlagRule::parse(rule.when.as_deref(), rule.add, language, i, file))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Manifest {
             file: file.to_owned(),
             base_dir: base_dir.map(Path::to_path_buf),
@@ -228,6 +253,7 @@ impl Manifest {
             constraints,
             global,
             local,
+            flags,
             text: Arc::from(text),
         })
     }
@@ -338,6 +364,33 @@ impl Manifest {
             }
         }
         Ok(out)
+    }
+
+    /// The compiler flags `params` (resolved, as from [`Manifest::resolve_params`]) are built
+    /// with: those of every `[[flags]]` entry whose condition holds, in order, each once.
+    ///
+    /// ```
+    /// use kf_core::{ParamValue, ParamValues};
+    /// use kf_manifest::Manifest;
+    ///
+    /// let manifest = Manifest::parse(
+    ///     "entry = \"k\"\nlanguage = \"opencl\"\n[params]\nFAST = [0, 1]\n\
+    ///      [launch]\nglobal = [\"N\"]\n\
+    ///      [[flags]]\nwhen = \"FAST == 1\"\nadd = [\"-cl-fast-relaxed-math\"]\n",
+    ///     "inline.toml",
+    ///     None,
+    /// )?;
+    /// let fast: ParamValues = [("FAST".to_owned(), ParamValue::Int(1))].into_iter().collect();
+    /// assert_eq!(manifest.compile_flags(&fast)?, vec!["-cl-fast-relaxed-math"]);
+    /// assert!(manifest.compile_flags(&manifest.default_params())?.is_empty());
+    /// # Ok::<(), kf_manifest::ManifestError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// An error when a condition names something other than a parameter or does not evaluate.
+    pub fn compile_flags(&self, params: &ParamValues) -> Result<Vec<String>, ManifestError> {
+        flags_for(&self.flags, params, &self.file)
     }
 
     /// Symbols for this manifest's expressions.

@@ -216,3 +216,89 @@ fn symbols_include_device_facts() {
     assert!(s.contains("local_mem_bytes"));
     assert!(!s.contains("M"));
 }
+
+/// `GOOD` in `language` with the given `[[flags]]` entries appended.
+fn with_flags(language: &str, flags: &str) -> String {
+    GOOD.replace(
+        "language = \"opencl\"",
+        &format!("language = \"{language}\""),
+    ) + flags
+}
+
+#[test]
+fn flags_apply_by_parameter_value_in_order_and_once() {
+    let m = parse(&with_flags(
+        "opencl",
+        "[[flags]]\nadd = [\"-cl-mad-enable\"]\n\
+         [[flags]]\nwhen = \"WPT == 4\"\nadd = [\"-cl-fast-relaxed-math\", \"-cl-mad-enable\"]\n",
+    ))
+    .unwrap();
+    let at = |wpt: i64| {
+        let p = m
+            .resolve_params(&ParamValues::new().with("WPT", wpt))
+            .unwrap();
+        m.compile_flags(&p).unwrap()
+    };
+    assert_eq!(at(1), vec!["-cl-mad-enable"]);
+    assert_eq!(at(4), vec!["-cl-mad-enable", "-cl-fast-relaxed-math"]);
+    // A manifest without [[flags]] asks for none.
+    let plain = parse(GOOD).unwrap();
+    assert!(plain
+        .compile_flags(&plain.default_params())
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn only_floating_point_mode_flags_of_the_language_are_accepted() {
+    // Flags that could change what the evaluator's checks read (-D), read host files (-I,
+    // --include), or are another language's are refused at parse time, naming the entry.
+    for (language, flag) in [
+        ("opencl", "-DN=1"),
+        ("opencl", "-I/"),
+        ("opencl", "-cl-opt-disable"),
+        ("opencl", "--use_fast_math"),
+        ("cuda", "--include=/etc/passwd"),
+        ("cuda", "-cl-fast-relaxed-math"),
+        ("sycl", "-ffast-math"),
+    ] {
+        let text = with_flags(language, &format!("[[flags]]\nadd = [\"{flag}\"]\n"));
+        match parse(&text) {
+            Err(ManifestError::Invalid { field, message, .. }) => {
+                assert_eq!(field, "flags[0]", "{language} {flag}");
+                assert!(message.contains(flag), "{message}");
+            }
+            other => panic!("{language} {flag}: expected a refusal, got {other:?}"),
+        }
+    }
+    let cuda = parse(&with_flags(
+        "cuda",
+        "[[flags]]\nadd = [\"--use_fast_math\"]\n",
+    ))
+    .unwrap();
+    assert_eq!(
+        cuda.compile_flags(&cuda.default_params()).unwrap(),
+        vec!["--use_fast_math"]
+    );
+    assert!(matches!(
+        parse(&with_flags("opencl", "[[flags]]\nadd = []\n")),
+        Err(ManifestError::Invalid { .. })
+    ));
+}
+
+#[test]
+fn flag_conditions_name_parameters_only() {
+    // One compiled kernel runs at several sizes, so a condition over a size is an error.
+    let m = parse(&with_flags(
+        "opencl",
+        "[[flags]]\nwhen = \"M > 128\"\nadd = [\"-cl-mad-enable\"]\n",
+    ))
+    .unwrap();
+    match m.compile_flags(&m.default_params()) {
+        Err(ManifestError::UnknownSymbol { field, symbol, .. }) => {
+            assert_eq!(field, "flags[0].when");
+            assert_eq!(symbol, "M");
+        }
+        other => panic!("expected an unknown symbol, got {other:?}"),
+    }
+}

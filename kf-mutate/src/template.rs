@@ -175,6 +175,15 @@ struct OutManifest<'a> {
     params: IndexMap<String, Vec<ParamValue>>,
     constraints: OutConstraints,
     launch: OutLaunch,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    flags: Vec<OutFlagRule>,
+}
+
+#[derive(Serialize)]
+struct OutFlagRule {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    when: Option<String>,
+    add: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -493,9 +502,19 @@ impl Template {
             .chain(self.manifest.local.iter().flatten())
             .map(|e| format!("{} ", e.text()))
             .collect();
+        // A parameter that chooses compiler flags stays even when the text does not use it.
+        let flag_text: String = self
+            .manifest
+            .flags
+            .iter()
+            .filter_map(|rule| rule.when.as_ref().map(|w| format!("{} ", w.text())))
+            .collect();
         let mut dropped: Vec<String> = Vec::new();
         for name in self.manifest.params.keys() {
-            if self.switches.contains_key(name) || uses_identifier(&launch_text, name) {
+            if self.switches.contains_key(name)
+                || uses_identifier(&launch_text, name)
+                || uses_identifier(&flag_text, name)
+            {
                 continue;
             }
             let without = remove_default_block(&text, name);
@@ -551,6 +570,32 @@ impl Template {
                 None => rules.push(r),
             }
         }
+        // Flag conditions decided by the switches become unconditional or go.
+        let mut flags = Vec::new();
+        for (i, rule) in self.manifest.flags.iter().enumerate() {
+            let when = match &rule.when {
+                None => None,
+                Some(cond) => {
+                    let site = kf_manifest::ExprSite {
+                        file: self.manifest.file.clone(),
+                        field: format!("flags[{i}].when"),
+                    };
+                    let w = subst(cond.text());
+                    let expr = kf_manifest::Expr::parse(&w, &site)?;
+                    if expr.variables().next().is_some() {
+                        Some(w)
+                    } else if expr.eval_bool(&Symbols::new(), &site)? {
+                        None
+                    } else {
+                        continue;
+                    }
+                }
+            };
+            flags.push(OutFlagRule {
+                when,
+                add: rule.add.clone(),
+            });
+        }
         // Launch sizes keep their parameters (those are never dropped); switches become values.
         let launch = |exprs: &[kf_manifest::Expr]| -> Vec<String> {
             exprs.iter().map(|e| subst(e.text())).collect()
@@ -579,6 +624,7 @@ impl Template {
                 global: launch(&self.manifest.global),
                 local: self.manifest.local.as_deref().map(launch),
             },
+            flags,
         };
         let body = toml::to_string(&out).map_err(|e| MutateError::Serialize(e.to_string()))?;
         let manifest_text = format!(

@@ -579,7 +579,7 @@ pub fn lenient_manifest(
     parent_entry: &str,
     parent_language: &str,
 ) -> Result<LenientManifest, String> {
-    const TOP: [&str; 7] = [
+    const TOP: [&str; 8] = [
         "source",
         "entry",
         "language",
@@ -587,6 +587,7 @@ pub fn lenient_manifest(
         "params",
         "constraints",
         "launch",
+        "flags",
     ];
     let mut table: toml::Table = text
         .parse()

@@ -1,0 +1,20 @@
+//! What the OpenCL integration tests share: opening the runtime or skipping.
+
+use kf_backend_opencl::{OpenClBackend, OpenClError};
+use kf_core::BackendErrorKind;
+
+/// The backend `opened`, or `None` after printing `SKIPPED: …` when the runtime is missing and
+/// `KF_REQUIRE_OPENCL` is not `1`; any other failure fails the test.
+pub(crate) fn opencl_or_skip(opened: Result<OpenClBackend, OpenClError>) -> Option<OpenClBackend> {
+    match opened {
+        Ok(b) => Some(b),
+        Err(e)
+            if kf_core::BackendError::kind(&e) == BackendErrorKind::Unavailable
+                && std::env::var("KF_REQUIRE_OPENCL").as_deref() != Ok("1") =>
+        {
+            eprintln!("SKIPPED: no OpenCL runtime ({e})");
+            None
+        }
+        Err(e) => panic!("opening OpenCL: {e}"),
+    }
+}
