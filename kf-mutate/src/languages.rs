@@ -103,28 +103,30 @@ const SYCL_SUB_GROUP_GEMM: RenderingStart = RenderingStart {
 
 /// OpenCL C's explicit-vector GEMM: each work-item computes a 16 × 32 block (`float16` loads
 /// of B, `TN=2`: 32 accumulators, the AVX-512 register file), its work-group's rows of A
-/// staged in group-local memory in 128-deep K tiles, the next B row prefetched, the k-loop
-/// unrolled by 4, 16 × 32 work-groups. On the Intel CPU OpenCL runtime, which leaves `float16`
-/// code unvectorised across work-items, this family is OpenCL's fastest GEMM. Measured with
-/// `kf eval` at 1024³ on the 2-core test machine (2026-12-04, load 1.1–1.3, four rounds
-/// alternating): 332–347 GFLOP/s, against 273–292 for the previous start's 8 × 32 blocks in
-/// 256-deep K tiles, which searches then reached by tuning (`TM 8→16, TK 256→128`); group shapes
-/// from 4 × 16 to 16 × 32 and unrolls of 4 and 8 are within noise of it, 64-deep tiles (276–291)
-/// and 8 × 64 blocks (265–299) are slower. It is three structural moves from the base variant
-/// (`VW=16`, `LOCAL_A`, `PREFETCH`) plus a group shape, tile depth and unroll that only pay
-/// together (without the local A tile the same family gives 113–119): OpenCL searches at 1024³
-/// without a start reached it in some runs (203–215) and ended between 109 and 166 in others.
-/// Its A tile (512 × 128 floats) fills the CPU runtime's 256 KiB of local memory; on a GPU's
-/// OpenCL runtime, with far less, this seed fails its evaluation (seeds are fitted to the
-/// task's sizes, not to device limits) and the search goes on from the base variant.
+/// staged in group-local memory in 256-deep K tiles, the next B row prefetched, the k-loop
+/// unrolled by 4, small 8 × 4 work-groups. On the Intel CPU OpenCL runtime, which leaves
+/// `float16` code unvectorised across work-items, this family is OpenCL's fastest GEMM.
+/// Measured with `kf eval` at 1024³ on the 2-core test machine (2026-12-04, load 1.2–1.5, three
+/// rounds alternating): 352–371 GFLOP/s; 16 × 32 groups in 128-deep tiles 324–356, and 8 × 32
+/// blocks in 256-deep tiles (an earlier start) 273–292. The small groups are chosen for
+/// robustness as much as for speed: at 1024³ they make 64 work-groups, where 16 × 32 groups
+/// make 4 and the 32 × 32 groups a search tuned its way to make 2, one per core, so that any
+/// other load on a shared machine stalls half the kernel (that search's best, 322 GFLOP/s in
+/// the search, re-timed at 235). It is three structural moves from the base variant (`VW=16`,
+/// `LOCAL_A`, `PREFETCH`) plus a register block, tile depth and unroll that only pay together
+/// (without the local A tile the family gives 113–119): OpenCL searches at 1024³ without a
+/// start reached it in some runs (203–215) and ended between 109 and 166 in others. On a GPU's
+/// OpenCL runtime, with less local memory than its 64 KiB A tile may need, this seed can fail
+/// its evaluation (seeds are fitted to the task's sizes, not to device limits) and the search
+/// goes on from the base variant.
 const OPENCL_LOCAL_A_GEMM: RenderingStart = RenderingStart {
     structure: &[("VW", 16), ("LOCAL_A", 1), ("PREFETCH", 1)],
     params: &[
-        ("WG0", 16),
-        ("WG1", 32),
+        ("WG0", 8),
+        ("WG1", 4),
         ("TM", 16),
         ("TN", 2),
-        ("TK", 128),
+        ("TK", 256),
         ("UNROLL", 4),
     ],
     why: "OpenCL C idiom on CPUs: float16 register blocks of 16 x 32, A tiles in group-local memory, prefetched B",
@@ -438,7 +440,7 @@ mod tests {
         assert!(seeds[1].0.text.contains("prefetch(B + "));
         assert_eq!(
             (int(&seeds[1].1, "WG0"), int(&seeds[1].1, "WG1")),
-            (Some(16), Some(32))
+            (Some(8), Some(4))
         );
         // At 256 × 192 × 128 the 512-wide column block and the 512-row A tile do not divide
         // the sizes: the fitted seed is feasible there and keeps its two float16 columns.

@@ -250,7 +250,7 @@ mod tests {
         // Each language's own start, found by what only its source has: (TM, TN, WG1).
         for (language, marker, block) in [
             (Language::Sycl, "group_broadcast", (8, 1, 32)),
-            (Language::OpenCl, "__local float As", (16, 2, 32)),
+            (Language::OpenCl, "__local float As", (16, 2, 4)),
         ] {
             let (seeds, _) = offline_search(gemm.as_ref(), language).unwrap();
             let start = seeds
