@@ -76,6 +76,27 @@ fn verify_rechecks_the_best_kernel_and_every_elite() {
         "{t}"
     );
 
+    // The best kernel is the one report.json names (after a final selection it need not be
+    // the fittest by its search measurement): name another correct elite there.
+    let other = report["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["status"] == "correct" && c["candidate"] != report["best_kernel"]["candidate"])
+        .map(|c| c["candidate"].as_u64().unwrap())
+        .expect("a second correct elite");
+    {
+        let mut named = report.clone();
+        named["best_kernel"]["candidate"] = other.into();
+        std::fs::write(out.join("report.json"), named.to_string()).unwrap();
+        let v = kf(&["verify", out.to_str().unwrap()]);
+        let t = text(&v);
+        assert!(v.status.success(), "{t}");
+        let best_row = t.lines().find(|l| l.starts_with("best")).unwrap();
+        assert!(best_row.contains(&format!(" #{other} ")), "{t}");
+        std::fs::write(out.join("report.json"), report.to_string()).unwrap();
+    }
+
     // The run directory itself works too, with --all and a chosen data seed.
     let run_dir = out.join("run");
     let all = kf(&[

@@ -241,6 +241,14 @@ where
         self
     }
 
+    /// Rounds of the final selection among the fastest elites (default
+    /// [`crate::defaults::FINAL_ROUNDS`]; 0: the fastest by its search measurement is the best
+    /// kernel; see [`SearchConfig::final_rounds`]).
+    pub fn final_rounds(mut self, rounds: u32) -> Self {
+        self.config.final_rounds = rounds;
+        self
+    }
+
     /// Whether to show a progress bar on a terminal (default true).
     pub fn progress(mut self, show: bool) -> Self {
         self.config.progress = show;

@@ -61,6 +61,11 @@ pub struct SearchArgs {
     /// Do not measure the reference library (NumPy's OpenBLAS for gemm) after the search.
     #[arg(long)]
     pub no_reference: bool,
+    /// Rounds in which the few fastest elites are re-timed after the search, alternating, to
+    /// name the best kernel by its median rather than by one lucky measurement (0: no
+    /// re-timing).
+    #[arg(long, default_value_t = crate::defaults::FINAL_ROUNDS)]
+    pub final_rounds: u32,
     /// Do not measure the device's roofline before the search when none is cached (roofline
     /// fractions are then against the backend's estimated peaks).
     #[arg(long)]
@@ -258,6 +263,7 @@ impl SearchArgs {
         config.islands = self.islands;
         config.scheduler = self.scheduler;
         config.reference = !self.no_reference;
+        config.final_rounds = self.final_rounds;
         config.characterise = !self.no_characterise;
         #[cfg(feature = "dist")]
         let distributed = self.dist.distributed || self.dist.servers.given();

@@ -13,6 +13,8 @@ pub const TUNE_STRATEGY: &str = "default";
 pub const WALL: Duration = Duration::from_secs(9 * 60);
 /// Run seed.
 pub const SEED: u64 = 0;
+/// Rounds of the final selection among the fastest elites ([`crate::final_selection`]).
+pub const FINAL_ROUNDS: u32 = 3;
 /// Steps in flight on one machine.
 pub const IN_FLIGHT: usize = 1;
 /// Steps in flight when evaluating on distributed workers.

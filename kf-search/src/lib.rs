@@ -66,6 +66,7 @@ mod cli;
 pub mod distributed;
 mod evaluator;
 pub mod explorer;
+pub mod final_selection;
 pub mod novelty;
 mod proposer;
 pub mod reference;
@@ -269,6 +270,11 @@ pub struct SearchConfig {
     /// Measure the reference library at the task's size after the search, on this machine
     /// ([`reference::measure`]), for the report's `reference_gflops` and `reference_ratio`.
     pub reference: bool,
+    /// Rounds of the final selection: after a search on this machine, the fastest elites are
+    /// re-timed this many times each, alternating, and the one with the smallest median is
+    /// the best kernel ([`final_selection`]); 0 names the fastest by its single measurement
+    /// in the search.
+    pub final_rounds: u32,
     /// Evaluate on workers through NATS JetStream and PostgreSQL instead of in this process.
     #[cfg(feature = "dist")]
     #[serde(skip)]
@@ -324,6 +330,7 @@ impl SearchConfig {
             scheduler: defaults::SCHEDULER,
             characterise: true,
             reference: true,
+            final_rounds: defaults::FINAL_ROUNDS,
             #[cfg(feature = "dist")]
             distributed: None,
         }
@@ -650,6 +657,12 @@ where
     let baseline_gflops = baseline.gflops();
     let mut report = Report::new(&space, &summary, elites.iter().copied())
         .device_evaluations(device_count.spent(), device_count.limit());
+    if let Some(selection) = retimer
+        .as_ref()
+        .and_then(|r| select_final(config, &work, r, &elites))
+    {
+        report = report.final_selection(selection);
+    }
     let reference = measure_reference(config, &sizes, &work, retimer.as_ref(), report.best());
     if let Some(retimer) = &retimer {
         retimer.shutdown();
@@ -761,20 +774,9 @@ fn measure_reference(
         return Some(Err("no reference library is known for task files".into()));
     }
     let retime = || {
-        let (evaluator, best) = (retimer?, best?);
-        let evaluation = evaluator
-            .evaluate_blocking(&best.candidate.source, &best.effective_params())
+        retime_elite(retimer?, best?)
             .map_err(|e| tracing::warn!("re-timing the best kernel beside the reference: {e}"))
-            .ok()?;
-        if !evaluation.status.is_correct() {
-            tracing::warn!(
-                "re-timing the best kernel beside the reference: {} ({})",
-                evaluation.status,
-                evaluation.diagnostics
-            );
-            return None;
-        }
-        evaluation.timing.map(|t| t.median_s)
+            .ok()
     };
     let measured = reference::measure_side_by_side(
         &config.task,
@@ -788,6 +790,48 @@ fn measure_reference(
         tracing::warn!("reference library: {why}");
     }
     Some(measured)
+}
+
+/// The best kernel's median seconds from a fresh evaluation by `evaluator` (the full protocol),
+/// or why it is not a correct, timed kernel now.
+fn retime_elite(evaluator: &IsolatedEvaluator, elite: &kf_core::Elite) -> Result<f64, String> {
+    let evaluation = evaluator
+        .evaluate_blocking(&elite.candidate.source, &elite.effective_params())
+        .map_err(|e| e.to_string())?;
+    if !evaluation.status.is_correct() {
+        return Err(format!(
+            "{} ({})",
+            evaluation.status, evaluation.diagnostics
+        ));
+    }
+    evaluation
+        .timing
+        .map(|t| t.median_s)
+        .ok_or_else(|| "correct but not timed".to_owned())
+}
+
+/// The final selection among the fastest elites ([`final_selection`]), when the config asks
+/// for rounds and there are at least two elites to choose between.
+fn select_final(
+    config: &SearchConfig,
+    work: &kf_core::Work,
+    retimer: &IsolatedEvaluator,
+    elites: &[&kf_core::Elite],
+) -> Option<final_selection::FinalSelection> {
+    if config.final_rounds == 0 {
+        return None;
+    }
+    let contenders =
+        final_selection::contenders(elites.iter().copied(), final_selection::CONTENDERS);
+    if contenders.len() < 2 {
+        return None;
+    }
+    let selection = final_selection::select(&contenders, config.final_rounds, work, |e| {
+        retime_elite(retimer, e)
+            .inspect_err(|why| tracing::warn!("final selection: {} is out: {why}", e.candidate.id))
+    });
+    tracing::info!("{}", selection.describe());
+    Some(selection)
 }
 
 /// Runs the shipped search with `mutator` from `seeds` (the first seed should be the task

@@ -97,7 +97,7 @@ pub struct Retimed {
 pub const SIDE_BY_SIDE_ROUNDS: u32 = 2;
 
 /// Throughput and bandwidth of `work` done in `seconds`.
-fn rates(work: &Work, seconds: f64) -> (Option<f64>, Option<f64>) {
+pub(crate) fn rates(work: &Work, seconds: f64) -> (Option<f64>, Option<f64>) {
     let rate = |amount: f64| (amount > 0.0 && seconds > 0.0).then(|| amount / seconds / 1e9);
     (rate(work.flops), rate(work.bytes))
 }

@@ -15,6 +15,7 @@ use super::files::write_atomic;
 use super::plot::{self, CurveData};
 use super::progress::TracePoint;
 use super::table::{self, correct_gflops, finite, measured_params, CellRow};
+use crate::final_selection::FinalSelection;
 use crate::reference::ReferenceMeasurement;
 
 /// The best kernel as `report.json` describes it. Paths are relative to the report folder.
@@ -71,7 +72,8 @@ pub struct BestKernelJson {
 pub struct ReportJson {
     /// What was searched, as the caller put it.
     pub title: Option<String>,
-    /// Best GFLOP/s of a correct kernel in the archive.
+    /// The best kernel's GFLOP/s as measured in the search (the best kernel is the final
+    /// selection's choice when there was one, else the fastest correct elite).
     pub best_gflops: Option<f64>,
     /// GFLOP/s of the naive seed, measured in the same run.
     pub baseline_gflops: Option<f64>,
@@ -105,6 +107,10 @@ pub struct ReportJson {
     /// Why there is no reference measurement, when there is none.
     #[serde(default)]
     pub reference_note: Option<String>,
+    /// The fastest elites re-timed after the search, and which of them the report names the
+    /// best kernel ([`crate::final_selection`]); absent when there was none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_selection: Option<FinalSelection>,
     /// Candidates evaluated.
     pub evaluations: u64,
     /// Device evaluations: every configuration compiled and timed, the candidates' own and
@@ -195,6 +201,7 @@ pub struct Report<'a> {
     elites: Vec<&'a Elite>,
     baseline_gflops: Option<f64>,
     reference: Option<Result<ReferenceMeasurement, String>>,
+    final_selection: Option<FinalSelection>,
     device_evaluations: Option<(u64, Option<u64>)>,
     trace: Vec<TracePoint>,
     title: Option<String>,
@@ -216,6 +223,7 @@ impl<'a> Report<'a> {
             elites: elites.into_iter().collect(),
             baseline_gflops: None,
             reference: None,
+            final_selection: None,
             device_evaluations: None,
             trace: Vec::new(),
             title: None,
@@ -242,6 +250,13 @@ impl<'a> Report<'a> {
     /// included) and its limit on them, when it had one.
     pub fn device_evaluations(mut self, spent: u64, limit: Option<u64>) -> Self {
         self.device_evaluations = Some((spent, limit));
+        self
+    }
+
+    /// The final selection among the fastest elites ([`crate::final_selection::select`]):
+    /// its chosen elite becomes [`best`](Self::best) when it is in the archive and correct.
+    pub fn final_selection(mut self, selection: FinalSelection) -> Self {
+        self.final_selection = Some(selection);
         self
     }
 
@@ -346,9 +361,19 @@ impl<'a> Report<'a> {
         table::rows(&self.elites, self.space, self.baseline_gflops)
     }
 
-    /// The best correct kernel: the fastest by GFLOP/s, else (when none reports GFLOP/s) the
-    /// fittest; `None` when no elite is correct.
+    /// The best correct kernel: the one the final selection chose, when there was one; else
+    /// the fastest by GFLOP/s, else (when none reports GFLOP/s) the fittest; `None` when no
+    /// elite is correct.
     pub fn best(&self) -> Option<&'a Elite> {
+        let chosen = self.final_selection.as_ref().and_then(|s| s.chosen);
+        if let Some(e) = chosen.and_then(|id| {
+            self.elites
+                .iter()
+                .copied()
+                .find(|e| e.candidate.id == id && e.evaluation.status.is_correct())
+        }) {
+            return Some(e);
+        }
         let correct = self
             .elites
             .iter()
@@ -435,6 +460,10 @@ impl<'a> Report<'a> {
                 );
             }
             None => s.push_str("Best kernel: none (no correct kernel in the archive)\n"),
+        }
+        if let Some(selection) = &self.final_selection {
+            s.push_str(&selection.describe());
+            s.push('\n');
         }
         if let Some(line) = self.reference_line() {
             s.push_str(&line);
@@ -528,6 +557,7 @@ impl<'a> Report<'a> {
                 .reference
                 .as_ref()
                 .and_then(|r| r.as_ref().err().cloned()),
+            final_selection: self.final_selection.clone(),
             evaluations: s.evaluations,
             device_evaluations: self.device_evaluations.map(|(spent, _)| spent),
             device_evaluation_limit: self.device_evaluations.and_then(|(_, limit)| limit),

@@ -465,6 +465,72 @@ fn the_reference_measured_in_the_run_is_in_report_json_and_under_the_table() {
 }
 
 #[test]
+fn the_final_selection_names_the_best_kernel_and_its_files() {
+    let elites = gemm_like();
+    let space = DescriptorSpace::kernel_default();
+    let summary = summary_for(&elites, 100);
+    let mut by_speed: Vec<&Elite> = elites
+        .iter()
+        .filter(|e| e.evaluation.status.is_correct())
+        .collect();
+    by_speed.sort_by(|a, b| {
+        let g = |e: &Elite| e.evaluation.gflops.unwrap_or(0.0);
+        g(b).total_cmp(&g(a))
+    });
+    let (fastest, runner_up) = (by_speed[0], by_speed[1]);
+    let work = kf_core::Work {
+        flops: 2.0 * 512f64.powi(3),
+        bytes: 0.0,
+    };
+    // Re-timed, the search's fastest turns out slower than the runner-up.
+    let selection = crate::final_selection::select(&[fastest, runner_up], 3, &work, |e| {
+        Ok(if e.candidate.id == fastest.candidate.id {
+            2e-3
+        } else {
+            1e-3
+        })
+    });
+    assert_eq!(selection.chosen, Some(runner_up.candidate.id));
+    let dir = tempfile::tempdir().unwrap();
+    let out = Report::new(&space, &summary, &elites)
+        .final_selection(selection.clone())
+        .pictures(false)
+        .write(dir.path())
+        .unwrap();
+    let json = read_json(&out.report_json);
+    assert_eq!(
+        json["best_kernel"]["candidate"].as_u64(),
+        Some(runner_up.candidate.id.0)
+    );
+    // best_gflops is the chosen kernel's search figure, not the archive's maximum.
+    assert_eq!(json["best_gflops"].as_f64(), runner_up.evaluation.gflops);
+    assert_eq!(
+        std::fs::read_to_string(out.best_kernel.unwrap()).unwrap(),
+        &*runner_up.candidate.source.text
+    );
+    assert_eq!(
+        json["final_selection"]["chosen"].as_u64(),
+        Some(runner_up.candidate.id.0)
+    );
+    assert_eq!(
+        json["final_selection"]["contenders"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert!(out.summary.contains("Final selection: "), "{}", out.summary);
+    // A choice that is not a correct elite of the archive is ignored: the fastest stays best.
+    let mut stray = selection;
+    stray.chosen = Some(CandidateId(u64::MAX));
+    let report = Report::new(&space, &summary, &elites).final_selection(stray);
+    assert_eq!(
+        report.best().map(|e| e.candidate.id),
+        Some(fastest.candidate.id)
+    );
+}
+
+#[test]
 fn a_missing_reference_is_a_note_not_a_figure() {
     let elites = gemm_like();
     let space = DescriptorSpace::kernel_default();
