@@ -132,6 +132,31 @@ const OPENCL_LOCAL_A_GEMM: RenderingStart = RenderingStart {
     why: "OpenCL C idiom on CPUs: float16 register blocks of 16 x 32, A tiles in group-local memory, prefetched B",
 };
 
+/// OpenCL C's explicit-vector GEMM without local memory: each work-item computes an 8 × 64
+/// block (`float16` loads of B, `TN=4`: 32 accumulators, the AVX-512 register file) straight
+/// from global memory, 1 × 16 work-groups (128 of them at 1024³). Measured with `kf eval` at
+/// 1024³ on the 2-core test machine (2026-12-04, load 0.8–1.6, four rounds alternating):
+/// 343–415 GFLOP/s (median 378), against 327–353 (median 342) for the local-A start beside it
+/// in the same rounds; a 40-configuration `kf tune` over this family's group shapes, tile
+/// depths, unrolls and the local-A and prefetch switches put the no-local-memory forms with
+/// `TM=8, TN=4, WG0=1` on top (392–408). Default searches reached this family by themselves in
+/// some runs only (one of three seeds, `VW 1→16` with this block); from the local-A start it
+/// is a switch, a register-block change and a group shape away, which the search's per-kernel
+/// tuning rarely combines. Both starts stay: they fill different cells.
+const OPENCL_VECTOR_GEMM: RenderingStart = RenderingStart {
+    structure: &[("VW", 16)],
+    params: &[
+        ("WG0", 1),
+        ("WG1", 16),
+        ("TM", 8),
+        ("TN", 4),
+        ("TK", 64),
+        ("UNROLL", 1),
+    ],
+    why:
+        "OpenCL C idiom on CPUs: float16 register blocks of 8 x 64 read straight from global memory",
+};
+
 /// OpenCL C's row softmax: one work-item per row, `float16` loads along it, the exponentials
 /// computed once and stored (`ALGO=1`), 16 rows per work-group. Measured with `kf eval` at the
 /// task's default size on the 2-core test machine (2026-12-04, load 1.0–1.3, five rounds
@@ -178,7 +203,7 @@ const RENDERINGS: &[Rendering] = &[
         manifest: GEMM_BLOCKED_TOML,
         extra_switches: &[],
         flag_params: &[],
-        starts: &[OPENCL_LOCAL_A_GEMM],
+        starts: &[OPENCL_LOCAL_A_GEMM, OPENCL_VECTOR_GEMM],
     },
     Rendering {
         name: "gemm_ksplit",
@@ -372,22 +397,24 @@ mod tests {
         }
     }
 
-    /// `language`'s `gemm_blocked` and its seeds: the base variant, then the one start of
-    /// the language, whose source (only) contains `marker`.
-    fn gemm_with_one_start(
+    /// `language`'s `gemm_blocked`, its start number `index` and its seeds: the base variant,
+    /// then one seed per start (`starts` of them), start `index`'s the only one whose source
+    /// contains `marker`.
+    fn gemm_start(
         language: Language,
+        starts: usize,
+        index: usize,
         marker: &str,
     ) -> (Template, Start, Vec<(KernelSource, ParamValues)>) {
         let library = libraries(language);
         let blocked = library.get("gemm_blocked").unwrap().clone();
-        let [start] = blocked.starts() else {
-            panic!("{:?}", blocked.starts())
-        };
-        let start = start.clone();
+        assert_eq!(blocked.starts().len(), starts, "{:?}", blocked.starts());
+        let start = blocked.starts()[index].clone();
         let seeds = blocked.seeds().unwrap();
-        assert_eq!(seeds.len(), 2);
-        assert!(!seeds[0].0.text.contains(marker));
-        assert!(seeds[1].0.text.contains(marker), "{}", seeds[1].0.text);
+        assert_eq!(seeds.len(), 1 + starts);
+        for (i, seed) in seeds.iter().enumerate() {
+            assert_eq!(seed.0.text.contains(marker), i == index + 1, "seed {i}");
+        }
         (blocked, start, seeds)
     }
 
@@ -419,7 +446,7 @@ mod tests {
     /// variant's).
     #[test]
     fn sycl_gemm_starts_from_its_sub_group_form() {
-        let (blocked, start, seeds) = gemm_with_one_start(Language::Sycl, "group_broadcast");
+        let (blocked, start, seeds) = gemm_start(Language::Sycl, 1, 0, "group_broadcast");
         assert_eq!(start.structure.get("SUBGROUP"), Some(1));
         assert_eq!(start.structure.get("VW"), Some(1));
         assert_eq!(int(&seeds[1].1, "TM"), Some(8));
@@ -439,7 +466,7 @@ mod tests {
     #[test]
     fn opencl_gemm_starts_from_its_explicit_vector_form() {
         let (blocked, start, seeds) =
-            gemm_with_one_start(Language::OpenCl, "__local float As[BM][TK + PAD];");
+            gemm_start(Language::OpenCl, 2, 0, "__local float As[BM][TK + PAD];");
         assert_eq!(start.structure.get("VW"), Some(16));
         assert_eq!(start.structure.get("LOCAL_A"), Some(1));
         assert!(seeds[1].0.text.contains("prefetch(B + "));
@@ -471,6 +498,41 @@ mod tests {
                 assert!(template.starts().is_empty(), "{}", template.name());
             }
         }
+    }
+
+    /// OpenCL C's `gemm_blocked` also starts from its explicit-vector form without local
+    /// memory: 8 × 64 register blocks (`float16` B loads) in 1 × 16 work-groups.
+    #[test]
+    fn opencl_gemm_also_starts_from_vector_blocks_without_local_memory() {
+        // No local tile of A and no prefetching: the only seed with `float16` loads of B and
+        // neither.
+        let library = libraries(Language::OpenCl);
+        let blocked = library.get("gemm_blocked").unwrap();
+        let start = &blocked.starts()[1];
+        assert_eq!(start.structure.get("VW"), Some(16));
+        assert_eq!(start.structure.get("LOCAL_A"), Some(0));
+        assert_eq!(start.structure.get("PREFETCH"), Some(0));
+        let seeds = blocked.seeds().unwrap();
+        let p = &seeds[2].1;
+        assert_eq!(
+            ["TM", "TN", "WG0", "WG1", "TK", "UNROLL"].map(|k| int(p, k)),
+            [8, 4, 1, 16, 64, 1].map(Some),
+            "{p}"
+        );
+        assert!(seeds[2].0.text.contains("vload16"), "{}", seeds[2].0.text);
+        assert!(!seeds[2].0.text.contains("__local float As"));
+        // At 256 × 192 × 128 the 64-wide column block does not divide N = 192 four times
+        // over in one group: the fitted seed divides the sizes and keeps float16 loads.
+        let fitted = blocked.seeds_at(&small_gemm()).unwrap();
+        let p = &fitted[2].1;
+        let (tm, tn, wg0, wg1) = (
+            int(p, "TM").unwrap(),
+            int(p, "TN").unwrap(),
+            int(p, "WG0").unwrap(),
+            int(p, "WG1").unwrap(),
+        );
+        assert_eq!(192 % (wg0 * tn * 16), 0, "{p}");
+        assert_eq!(256 % (wg1 * tm), 0, "{p}");
     }
 
     /// OpenCL C's `softmax_row` starts a softmax search also from its float16, exp-once form,
