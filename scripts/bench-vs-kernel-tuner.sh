@@ -125,6 +125,11 @@ if prof.get("tuning_s"):
     print("kf per configuration (s): " + ", ".join(
         f"{k[:-2]} {ev[k] / n:.3f}" for k in
         ("compile_s", "inputs_s", "verify_s", "baseline_s", "timing_s", "kernel_s", "transfer_s", "hop_s")))
+    ahead = prof.get("compile_ahead") or {}
+    if ahead.get("batches"):
+        print(f"kf compile-ahead: {ahead['batches']} batches of up to {ahead['width']} configurations "
+              f"compiled at once, {ahead['wall_s'] / n:.3f} s wall per configuration "
+              "(compile above is then the binary's load)")
 print()
 print("Launch investigation (kf's best configuration, median ms of interleaved event timings):")
 launch = json.load(open(f"{work}/launch.json"))

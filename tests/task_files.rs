@@ -141,6 +141,12 @@ fn tune_finds_a_correct_configuration_and_a_short_search_tunes_the_seeded_kernel
         profile["tuning_s"].as_f64().unwrap() >= phases["total_s"].as_f64().unwrap(),
         "{profile}"
     );
+    // Compile-ahead (default width 2): configurations were compiled in pairs before timing,
+    // and their evaluations were still judged correct from the cached binaries.
+    let ahead = &profile["compile_ahead"];
+    assert_eq!(ahead["width"], 2, "{profile}");
+    assert!(ahead["batches"].as_u64().unwrap() >= 1, "{profile}");
+    assert!(ahead["configurations"].as_u64().unwrap() >= 2, "{profile}");
 
     let run = tmp.path().join("search");
     let out = kf(&[

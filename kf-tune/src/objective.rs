@@ -99,6 +99,24 @@ impl Outcome {
 pub trait Objective {
     /// Evaluates `config`.
     fn evaluate(&mut self, config: &ParamValues) -> Result<Outcome>;
+
+    /// Evaluates a batch the tuner asked for together ([`crate::Tuner::fan_out`]), answering
+    /// in the order given; an error ends the batch (it is the last answer). The default
+    /// evaluates one after the other. An objective overrides it to share work across the
+    /// batch: `kf tune` compiles a batch's configurations at once on host threads, then times
+    /// them one after another.
+    fn evaluate_batch(&mut self, configs: &[ParamValues]) -> Vec<Result<Outcome>> {
+        let mut outcomes = Vec::with_capacity(configs.len());
+        for config in configs {
+            let outcome = self.evaluate(config);
+            let failed = outcome.is_err();
+            outcomes.push(outcome);
+            if failed {
+                break;
+            }
+        }
+        outcomes
+    }
 }
 
 impl<F: FnMut(&ParamValues) -> Result<Outcome>> Objective for F {

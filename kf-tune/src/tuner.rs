@@ -190,9 +190,17 @@ impl<'s> Tuner<'s> {
             if batch.is_empty() {
                 break;
             }
-            for (point, values) in batch {
-                let outcome = objective.evaluate(&values)?;
-                s.record_evaluated(strategy, point, values, outcome, &mut cache)?;
+            let configs: Vec<ParamValues> = batch.iter().map(|(_, v)| v.clone()).collect();
+            let outcomes = objective.evaluate_batch(&configs);
+            let answered = outcomes.len();
+            for ((point, values), outcome) in batch.into_iter().zip(outcomes) {
+                s.record_evaluated(strategy, point, values, outcome?, &mut cache)?;
+            }
+            if answered < configs.len() {
+                return Err(TuneError::Objective(format!(
+                    "the objective answered {answered} of a batch of {} configurations",
+                    configs.len()
+                )));
             }
         }
         Ok(s.finish(strategy))

@@ -660,16 +660,16 @@ impl kf_tune::AsyncObjective for Batches {
 
     async fn evaluate_batch(&mut self, configs: &[ParamValues]) -> Vec<kf_tune::Result<Outcome>> {
         self.sizes.push(configs.len());
-        configs
-            .iter()
-            .map(|c| {
-                if c.get("U").and_then(ParamValue::as_i64) == Some(5) {
-                    return Ok(Outcome::Failed(Failure::Runtime));
-                }
-                bowl(c)
-            })
-            .collect()
+        configs.iter().map(bowl_failing_at_u5).collect()
     }
+}
+
+/// The bowl, with every configuration at U = 5 failing at run time.
+fn bowl_failing_at_u5(config: &ParamValues) -> kf_tune::Result<Outcome> {
+    if config.get("U").and_then(ParamValue::as_i64) == Some(5) {
+        return Ok(Outcome::Failed(Failure::Runtime));
+    }
+    bowl(config)
 }
 
 #[test]
@@ -717,6 +717,91 @@ fn fanned_out_runs_ask_in_batches_and_keep_every_guarantee() {
         // it hears outcomes (a genetic generation or an annealing walk may end one early).
         assert!(sizes.len() <= 10, "{name}: batches {sizes:?}");
     }
+}
+
+/// The synchronous objective's batches (what `kf tune` compiles ahead): the same batches and
+/// the same run as the asynchronous path, and an error ends the run with the outcomes before it
+/// recorded.
+#[test]
+fn a_synchronous_objective_gets_the_batches_the_asynchronous_one_gets() {
+    struct SyncBatches {
+        sizes: Vec<usize>,
+        fail_at: Option<usize>,
+        answered: usize,
+    }
+    impl kf_tune::Objective for SyncBatches {
+        fn evaluate(&mut self, config: &ParamValues) -> kf_tune::Result<Outcome> {
+            self.answered += 1;
+            if Some(self.answered) == self.fail_at {
+                return Err(kf_tune::TuneError::Objective("the device went away".into()));
+            }
+            bowl_failing_at_u5(config)
+        }
+        fn evaluate_batch(&mut self, configs: &[ParamValues]) -> Vec<kf_tune::Result<Outcome>> {
+            self.sizes.push(configs.len());
+            // Up to and including the first error.
+            let mut failed = false;
+            configs
+                .iter()
+                .map_while(|c| {
+                    (!failed).then(|| {
+                        let outcome = self.evaluate(c);
+                        failed = outcome.is_err();
+                        outcome
+                    })
+                })
+                .collect()
+        }
+    }
+    let space = small_space();
+    for name in ["default", "bayes_opt", "random"] {
+        let mut s = strategy::by_name(name).unwrap();
+        let mut sync = SyncBatches {
+            sizes: Vec::new(),
+            fail_at: None,
+            answered: 0,
+        };
+        let a = Tuner::new(&space, 20)
+            .seed(3)
+            .fan_out(2)
+            .run(s.as_mut(), &mut sync)
+            .unwrap();
+        let mut s = strategy::by_name(name).unwrap();
+        let mut asynchronous = Batches { sizes: Vec::new() };
+        let b = futures::executor::block_on(Tuner::new(&space, 20).seed(3).fan_out(2).run_async(
+            s.as_mut(),
+            &mut asynchronous,
+            None,
+        ))
+        .unwrap();
+        assert_eq!(sync.sizes, asynchronous.sizes, "{name}");
+        assert!(sync.sizes.contains(&2), "{name}: {:?}", sync.sizes);
+        let configs = |r: &kf_tune::TuneResult| {
+            r.trials
+                .iter()
+                .map(|t| t.config.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(configs(&a), configs(&b), "{name}");
+    }
+    let mut s = strategy::by_name("default").unwrap();
+    let mut failing = SyncBatches {
+        sizes: Vec::new(),
+        fail_at: Some(5),
+        answered: 0,
+    };
+    let err = Tuner::new(&space, 20)
+        .seed(3)
+        .fan_out(2)
+        .run(s.as_mut(), &mut failing);
+    assert!(
+        matches!(err, Err(kf_tune::TuneError::Objective(_))),
+        "{err:?}"
+    );
+    assert_eq!(
+        failing.answered, 5,
+        "the batch after the error was not evaluated"
+    );
 }
 
 /// Fanning out chooses with less information, but a searching strategy keeps searching: at a

@@ -13,6 +13,7 @@ mod task_arg;
 mod task_cmd;
 mod task_import;
 mod tune_cmd;
+mod tune_objective;
 mod tune_profile;
 mod verify_cmd;
 mod worker_cmd;

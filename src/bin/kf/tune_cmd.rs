@@ -1,7 +1,5 @@
 //! `kf tune`: live tuning of a kernel through the evaluator, and `kf tune replay`.
 
-use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -9,17 +7,13 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use kernelfoundry::core::{Evaluation, ParamValues};
-use kernelfoundry::eval::{
-    EarlyStop, EvalConfig, EvalProfile, TimeoutPolicy, WorkerCommand, TUNING_REUSE_INPUTS,
-};
+use kernelfoundry::eval::{EvalConfig, TimeoutPolicy, WorkerCommand, TUNING_REUSE_INPUTS};
 use kernelfoundry::manifest::Manifest;
 use kernelfoundry::tune::cli::{render_text, replay_main, ReplayArgs};
-use kernelfoundry::tune::{
-    outcome_of, strategy, CacheKey, KtCache, KtWriter, Outcome, ResultCache, Space, Tuner,
-};
+use kernelfoundry::tune::{strategy, CacheKey, KtCache, KtWriter, ResultCache, Space, Tuner};
 use serde_json::json;
 
+use crate::tune_objective::LiveObjective;
 use crate::tune_profile::RunProfile;
 
 /// Arguments of `kf tune`.
@@ -124,6 +118,15 @@ struct LiveArgs {
     /// far, and re-measure the baseline every 16th evaluation; the checks are the same).
     #[arg(long)]
     full_timing: bool,
+    /// Configurations compiled at once, one worker process each, before they are timed one
+    /// after another (the tuner asks for this many at a time). 1 compiles each configuration
+    /// just before timing it. Compiling while another configuration is timed would slow its
+    /// trials on the CPU device, whose cores are the host's; compiling a batch first spreads
+    /// the single-threaded compiler over the cores and leaves every timed trial alone. A
+    /// batch is chosen with the outcomes of earlier batches only: the same seed and width
+    /// give the same run.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    compile_ahead: u16,
 }
 
 pub(crate) fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
@@ -161,9 +164,10 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
     let spec = args.backend.spec(args.device.clone());
     kernelfoundry::backends::check(&spec)?;
     let (manifest, source) = Manifest::load(&args.kernel)?;
+    let worker_command = WorkerCommand::current_exe()?;
     let evaluator = chosen
         .evaluator(spec)
-        .command(WorkerCommand::current_exe()?)
+        .command(worker_command.clone())
         .config(chosen.eval_config(if args.full_timing {
             EvalConfig {
                 reuse_inputs: TUNING_REUSE_INPUTS,
@@ -241,52 +245,45 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
             cache_path.display()
         ));
     }
-    let writer = RefCell::new(writer);
-    let evaluations: RefCell<BTreeMap<String, Evaluation>> = RefCell::new(BTreeMap::new());
-    let best_ms = RefCell::new(f64::INFINITY);
-    let work = task.describe().work;
-    let spent = RefCell::new(EvalProfile::default());
-    // The best configuration's trial times, against which the next ones may stop early.
-    let incumbent: RefCell<Option<Vec<f64>>> = RefCell::new(None);
-    let mut objective = |config: &ParamValues| -> kernelfoundry::tune::Result<Outcome> {
-        let mut protocol = evaluator.config().clone();
-        if !args.full_timing {
-            protocol.timing.early_stop = incumbent.borrow().as_deref().map(EarlyStop::against);
-        }
-        let (e, p) = evaluator
-            .evaluate_blocking_profiled(&source, config, Some(&protocol))
-            .map_err(|e| kernelfoundry::tune::TuneError::Objective(e.to_string()))?;
-        spent.borrow_mut().add(&p);
-        let outcome = outcome_of(&e);
-        writer.borrow_mut().append(config, &outcome)?;
-        if let Outcome::Time(ms) = outcome {
-            let mut best = best_ms.borrow_mut();
-            if ms < *best {
-                *best = ms;
-                *incumbent.borrow_mut() = Some(e.samples.clone());
-                bar.set_message(format!(
-                    "best {:.2} GFLOP/s ({config})",
-                    work.flops / (ms * 1e-3) / 1e9
-                ));
-            }
-        }
-        evaluations.borrow_mut().insert(config.canonical_key(), e);
-        bar.inc(1);
-        Ok(outcome)
-    };
+    let width = usize::from(args.compile_ahead.max(1));
+    // The pool compiles a batch's other configurations; the timing worker compiles its first.
+    let compilers = (width > 1).then(|| {
+        chosen
+            .evaluator(args.backend.spec(args.device.clone()))
+            .command(worker_command.clone())
+            .config(evaluator.config().clone())
+            .timeout(chosen.timeout(TimeoutPolicy::default()))
+            .workers(width - 1)
+            .build()
+    });
+    let mut objective = LiveObjective::new(
+        &evaluator,
+        compilers.as_ref().map(|pool| (pool, width)),
+        &source,
+        writer,
+        &bar,
+        task.describe().work.flops,
+    );
+    if args.full_timing {
+        objective = objective.full_timing();
+    }
     let mut s = strategy::by_name(&args.strategy)?;
     let loop_started = Instant::now();
-    let result = Tuner::new(&space, args.budget).seed(args.seed).run_cached(
-        s.as_mut(),
-        &mut objective,
-        &mut results,
-        &key,
-    )?;
+    let result = Tuner::new(&space, args.budget)
+        .seed(args.seed)
+        .fan_out(width)
+        .run_cached(s.as_mut(), &mut objective, &mut results, &key);
+    if let Some(pool) = &compilers {
+        pool.shutdown();
+    }
+    let result = result?;
     profile.tuning_s = loop_started.elapsed().as_secs_f64();
-    profile.evaluations = spent.into_inner();
+    profile.evaluations = objective.spent;
+    profile.compile_ahead = objective.ahead;
     profile.configurations = result.evaluations;
     bar.finish_and_clear();
-    writer.into_inner().close()?;
+    let evaluations = std::mem::take(&mut objective.evaluations);
+    objective.into_writer().close()?;
 
     let Some(best) = result.best_config.clone() else {
         evaluator.shutdown();
@@ -297,7 +294,7 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
     };
     // The winner's evaluation, with every check, when this run measured it; else (it came
     // from an earlier run's cache) a fresh one.
-    let measured = evaluations.borrow().get(&best.canonical_key()).cloned();
+    let measured = evaluations.get(&best.canonical_key()).cloned();
     let confirm = match measured {
         Some(e) => e,
         None => {

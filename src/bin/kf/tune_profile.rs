@@ -4,6 +4,8 @@
 use std::fmt::Write as _;
 
 use kernelfoundry::eval::EvalProfile;
+
+use crate::tune_objective::CompileAhead;
 use serde_json::{json, Value};
 
 /// The time of one `kf tune` run.
@@ -20,12 +22,17 @@ pub(crate) struct RunProfile {
     /// The confirmation of the best configuration after the loop (zero when it was measured
     /// in this run).
     pub(crate) confirm_s: f64,
+    /// Batches compiled at once before they were timed (`--compile-ahead`).
+    pub(crate) compile_ahead: CompileAhead,
 }
 
 /// Rows of the table: label, seconds, and what it covers.
 fn rows(p: &EvalProfile) -> [(&'static str, f64); 8] {
     [
-        ("compile", p.compile_s),
+        (
+            "compile (after compile-ahead: loading the binary)",
+            p.compile_s,
+        ),
         ("input sets and references", p.inputs_s),
         ("verification launches and checks", p.verify_s),
         (
@@ -40,10 +47,14 @@ fn rows(p: &EvalProfile) -> [(&'static str, f64); 8] {
 }
 
 impl RunProfile {
-    /// Seconds of the loop not spent in evaluations: the strategy, the cache file, the
-    /// progress bar.
+    /// Seconds of the loop not spent in evaluations or compiling ahead: the strategy, the
+    /// cache file, the progress bar.
     fn tuner_s(&self) -> f64 {
-        (self.tuning_s - self.evaluations.total_s - self.evaluations.hop_s).max(0.0)
+        (self.tuning_s
+            - self.evaluations.total_s
+            - self.evaluations.hop_s
+            - self.compile_ahead.wall_s)
+            .max(0.0)
     }
 
     /// Configurations per minute of the tuning loop.
@@ -62,6 +73,12 @@ impl RunProfile {
             "tuner_s": self.tuner_s(),
             "configurations_per_minute": self.per_minute(),
             "evaluations": p,
+            "compile_ahead": {
+                "width": self.compile_ahead.width,
+                "batches": self.compile_ahead.batches,
+                "configurations": self.compile_ahead.configurations,
+                "wall_s": self.compile_ahead.wall_s,
+            },
         })
     }
 
@@ -78,6 +95,19 @@ impl RunProfile {
         let _ = writeln!(out, "  {:<48} {:>9} {:>9}", "phase", "total", "per conf");
         for (label, s) in rows(p) {
             let _ = writeln!(out, "  {label:<48} {s:>9.3} {:>9.4}", s / n);
+        }
+        let ahead = &self.compile_ahead;
+        if ahead.batches > 0 {
+            let _ = writeln!(
+                out,
+                "  {:<48} {:>9.3} {:>9.4}",
+                format!(
+                    "compile-ahead, wall ({} batches of up to {})",
+                    ahead.batches, ahead.width
+                ),
+                ahead.wall_s,
+                ahead.wall_s / n
+            );
         }
         let _ = writeln!(
             out,
@@ -131,6 +161,7 @@ mod tests {
             startup_s: 1.0,
             tuning_s: 10.0,
             confirm_s: 0.0,
+            compile_ahead: CompileAhead::default(),
         };
         assert_eq!(profile.tuner_s(), 1.5);
         assert_eq!(profile.per_minute(), Some(24.0));
