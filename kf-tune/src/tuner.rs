@@ -192,16 +192,7 @@ impl<'s> Tuner<'s> {
             }
             let configs: Vec<ParamValues> = batch.iter().map(|(_, v)| v.clone()).collect();
             let outcomes = objective.evaluate_batch(&configs);
-            let answered = outcomes.len();
-            for ((point, values), outcome) in batch.into_iter().zip(outcomes) {
-                s.record_evaluated(strategy, point, values, outcome?, &mut cache)?;
-            }
-            if answered < configs.len() {
-                return Err(TuneError::Objective(format!(
-                    "the objective answered {answered} of a batch of {} configurations",
-                    configs.len()
-                )));
-            }
+            s.record_batch(strategy, batch, outcomes, &mut cache)?;
         }
         Ok(s.finish(strategy))
     }
@@ -223,16 +214,7 @@ impl<'s> Tuner<'s> {
             }
             let configs: Vec<ParamValues> = batch.iter().map(|(_, v)| v.clone()).collect();
             let outcomes = objective.evaluate_batch(&configs).await;
-            if outcomes.len() != batch.len() {
-                return Err(TuneError::Objective(format!(
-                    "the objective answered {} of a batch of {} configurations",
-                    outcomes.len(),
-                    batch.len()
-                )));
-            }
-            for ((point, values), outcome) in batch.into_iter().zip(outcomes) {
-                s.record_evaluated(strategy, point, values, outcome?, &mut cache)?;
-            }
+            s.record_batch(strategy, batch, outcomes, &mut cache)?;
         }
         Ok(s.finish(strategy))
     }
@@ -361,6 +343,33 @@ impl Session<'_> {
             batch.push((point, values));
         }
         batch
+    }
+
+    /// Records a batch's outcomes in the order asked, up to the first error (which ends the
+    /// run); an objective that answered more or fewer than asked, without an error, is one.
+    fn record_batch(
+        &mut self,
+        strategy: &mut dyn Strategy,
+        batch: Vec<(Point, ParamValues)>,
+        outcomes: Vec<Result<Outcome>>,
+        cache: &mut Option<(&mut ResultCache, &CacheKey)>,
+    ) -> Result<()> {
+        let (asked, answered) = (batch.len(), outcomes.len());
+        let wrong_count = || {
+            TuneError::Objective(format!(
+                "the objective answered {answered} of a batch of {asked} configurations"
+            ))
+        };
+        if answered > asked {
+            return Err(wrong_count());
+        }
+        for ((point, values), outcome) in batch.into_iter().zip(outcomes) {
+            self.record_evaluated(strategy, point, values, outcome?, cache)?;
+        }
+        if answered < asked {
+            return Err(wrong_count());
+        }
+        Ok(())
     }
 
     /// Stores a fresh outcome in the cache (when there is one) and records it as evaluated.
