@@ -96,6 +96,9 @@ fn bundles_are_cached_on_disk_across_backends() {
         1,
         "one bundle stored, no temporary files left"
     );
+    // The facts name the stored bundle, as the other backends name their binaries.
+    let stored = std::path::PathBuf::from(&a.facts.extra["cache_file"]);
+    assert_eq!(bundles(dir.path()), vec![stored.clone()]);
     assert!(
         dir.path().join("pch").is_dir(),
         "the precompiled SYCL headers are kept beside the bundles"
@@ -117,6 +120,7 @@ fn bundles_are_cached_on_disk_across_backends() {
     let load_s = started.elapsed().as_secs_f64();
     assert!(b.facts.cache_hit, "{:?}", b.facts);
     assert_eq!(b.facts.extra["cache"], "disk");
+    assert_eq!(b.facts.extra["cache_file"], stored.display().to_string());
     assert_eq!(run(&second, &b.kernel)[2], 2.0 * 3.0 + 0.5 + 16.0);
     eprintln!(
         "build without the cache {build_s:.3} s, with the disk cache {load_s:.4} s ({:.0}x)",

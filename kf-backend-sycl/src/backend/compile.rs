@@ -253,6 +253,9 @@ impl SyclBackend {
                         let info = self.kernel_info(&program);
                         let mut facts = base_facts.clone();
                         fill_facts(&mut facts, &info);
+                        facts
+                            .extra
+                            .insert("cache_file".into(), cache.path(&key).display().to_string());
                         if let Some(s) = meta.build_seconds {
                             facts
                                 .extra
@@ -321,8 +324,17 @@ impl SyclBackend {
                     .content()
                     .map_err(|f| f.message)
                     .and_then(|bundle| cache.put(&key, &bundle, &meta).map_err(|e| e.to_string()));
-                if let Err(e) = stored {
-                    facts.extra.insert("cache_error".into(), e);
+                match stored {
+                    // Where the bundle is, as the other backends say it: what a compile worker
+                    // ships, and how `kf tune`'s compile-ahead knows a later load will hit.
+                    Ok(()) => {
+                        facts
+                            .extra
+                            .insert("cache_file".into(), cache.path(&key).display().to_string());
+                    }
+                    Err(e) => {
+                        facts.extra.insert("cache_error".into(), e);
+                    }
                 }
             }
         }
