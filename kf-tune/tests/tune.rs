@@ -664,6 +664,11 @@ impl kf_tune::AsyncObjective for Batches {
     }
 }
 
+/// The configurations a run evaluated, in order.
+fn trial_configs(r: &kf_tune::TuneResult) -> Vec<ParamValues> {
+    r.trials.iter().map(|t| t.config.clone()).collect()
+}
+
 /// The bowl, with every configuration at U = 5 failing at run time.
 fn bowl_failing_at_u5(config: &ParamValues) -> kf_tune::Result<Outcome> {
     if config.get("U").and_then(ParamValue::as_i64) == Some(5) {
@@ -706,13 +711,11 @@ fn fanned_out_runs_ask_in_batches_and_keep_every_guarantee() {
         };
         let (a, sizes) = run(11);
         let (b, _) = run(11);
-        let configs = |r: &kf_tune::TuneResult| {
-            r.trials
-                .iter()
-                .map(|t| t.config.clone())
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(configs(&a), configs(&b), "{name} is not deterministic");
+        assert_eq!(
+            trial_configs(&a),
+            trial_configs(&b),
+            "{name} is not deterministic"
+        );
         // Batches are filled: every strategy has several new configurations to propose before
         // it hears outcomes (a genetic generation or an annealing walk may end one early).
         assert!(sizes.len() <= 10, "{name}: batches {sizes:?}");
@@ -776,13 +779,7 @@ fn a_synchronous_objective_gets_the_batches_the_asynchronous_one_gets() {
         .unwrap();
         assert_eq!(sync.sizes, asynchronous.sizes, "{name}");
         assert!(sync.sizes.contains(&2), "{name}: {:?}", sync.sizes);
-        let configs = |r: &kf_tune::TuneResult| {
-            r.trials
-                .iter()
-                .map(|t| t.config.clone())
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(configs(&a), configs(&b), "{name}");
+        assert_eq!(trial_configs(&a), trial_configs(&b), "{name}");
     }
     let mut s = strategy::by_name("default").unwrap();
     let mut failing = SyncBatches {
