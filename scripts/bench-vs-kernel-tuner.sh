@@ -7,6 +7,7 @@
 #
 #   scripts/bench-vs-kernel-tuner.sh [--budget 20] [--size 512] [--seed 1]
 #       [--kt-strategies random_sample,genetic_algorithm] [--kf-strategy default]
+#       [--compile-ahead 2]
 #       [--manifest tuning-spaces/manifests/gemm_blocked_small.toml] [--kf target/release/kf]
 #       [--venv target/kt-venv]
 #
@@ -19,7 +20,7 @@ LOG_TAG=bench-vs-kernel-tuner
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 
-budget=20 size=512 seed=1 kf_strategy=default
+budget=20 size=512 seed=1 kf_strategy=default compile_ahead=2
 kt_strategies=random_sample,genetic_algorithm
 manifest=tuning-spaces/manifests/gemm_blocked_small.toml
 kf=target/release/kf venv=target/kt-venv
@@ -30,6 +31,7 @@ while [ $# -gt 0 ]; do
         --seed) seed=$2; shift 2 ;;
         --kt-strategies) kt_strategies=$2; shift 2 ;;
         --kf-strategy) kf_strategy=$2; shift 2 ;;
+        --compile-ahead) compile_ahead=$2; shift 2 ;;
         --manifest) manifest=$2; shift 2 ;;
         --kf) kf=$2; shift 2 ;;
         --venv) venv=$2; shift 2 ;;
@@ -66,7 +68,7 @@ echo "kernel: $manifest at M=N=K=$size, budget $budget, seed $seed"
 t0=$(date +%s.%N)
 "$kf" tune --task gemm --size "M=$size,N=$size,K=$size" --kernel "$work/kernel.toml" \
     --strategy "$kf_strategy" --budget "$budget" --seed "$seed" --cache "$work/kf_cache.json" \
-    --json > "$work/kf.json"
+    --compile-ahead "$compile_ahead" --json > "$work/kf.json"
 t1=$(date +%s.%N)
 kf_wall=$(echo "$t1 - $t0" | bc -l)
 
