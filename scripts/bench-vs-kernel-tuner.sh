@@ -139,5 +139,5 @@ base = next(iter(launch.values()))
 for n, ms in launch.items():
     print(f"  {n}: {ms:.4f} ms ({ms / base:.2f}× the 2-D read-only time)")
 EOF
-echo "kf tune's wall time includes its process start, the worker process and its backend, and 3 verified input sets per configuration (shared across the run) with the baseline re-measured every 16th configuration."
+echo "kf tune's wall time includes its process start, the worker process and its backend, and 3 verified input sets per configuration (shared across the run) with the baseline re-measured every 64th configuration."
 echo "load after: $(uptime)"

@@ -14,7 +14,10 @@ use kf_backend_opencl::testing::backend_or_skip;
 use kf_backend_opencl::OpenClBackend;
 use kf_core::{ParamValues, Status};
 use kf_eval::tasks::Gemm;
-use kf_eval::{EarlyStop, EvalConfig, KernelEvaluator, EARLY_STOP_TRIALS, TUNING_BASELINE_EVERY};
+use kf_eval::{
+    EarlyStop, EvalConfig, KernelEvaluator, EARLY_STOP_TRIALS, TUNING_BASELINE_EVERY,
+    TUNING_REUSE_INPUTS,
+};
 use kf_manifest::Manifest;
 
 fn naive() -> kf_core::KernelSource {
@@ -76,6 +79,7 @@ fn the_baseline_is_re_measured_periodically_and_input_sets_are_reused() {
     let kernel = naive();
     let mut launches = Vec::new();
     let mut generated = Vec::new();
+    let mut reused = Vec::new();
     for _ in 0..=TUNING_BASELINE_EVERY {
         let e = ev.evaluate(&task, &kernel, &ParamValues::new()).unwrap();
         assert_eq!(e.status, Status::Correct, "{}", e.diagnostics);
@@ -83,6 +87,7 @@ fn the_baseline_is_re_measured_periodically_and_input_sets_are_reused() {
         assert!(e.speedup.is_some(), "{}", e.diagnostics);
         launches.push(ev.last_profile().baseline_launches);
         generated.push(ev.last_profile().inputs_generated);
+        reused.push(ev.last_profile().inputs_reused);
     }
     let config = tuning_config();
     let first = config.timing.baseline_trials + 1; // a warm-up launch before the first
@@ -90,8 +95,21 @@ fn the_baseline_is_re_measured_periodically_and_input_sets_are_reused() {
     expected[0] = first;
     expected[TUNING_BASELINE_EVERY as usize] = config.timing.baseline_trials;
     assert_eq!(launches, expected);
-    // Three sets drawn once, then reused (with fresh poison before every launch).
+    // Every evaluation checks three sets. Each set is drawn once and then reused (with fresh
+    // poison before every launch) for TUNING_REUSE_INPUTS evaluations in all before it is
+    // drawn afresh.
     assert_eq!(generated[0], 3);
-    assert!(generated[1..].iter().all(|g| *g == 0), "{generated:?}");
-    assert_eq!(ev.last_profile().inputs_reused, 3);
+    for (i, (g, r)) in generated.iter().zip(&reused).enumerate() {
+        assert_eq!(
+            g + r,
+            3,
+            "evaluation {i}: drawn {generated:?}, reused {reused:?}"
+        );
+    }
+    let evaluations = generated.len() as u32;
+    assert_eq!(
+        generated.iter().sum::<u32>(),
+        3 * evaluations.div_ceil(TUNING_REUSE_INPUTS),
+        "drawn {generated:?}"
+    );
 }

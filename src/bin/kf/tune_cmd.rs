@@ -115,7 +115,7 @@ struct LiveArgs {
     profile_time: bool,
     /// Time every configuration in full and the baseline in every evaluation, as a search
     /// does (default: stop timing configurations that are clearly slower than the best so
-    /// far, and re-measure the baseline every 16th evaluation; the checks are the same).
+    /// far, and re-measure the baseline every 64th evaluation; the checks are the same).
     #[arg(long)]
     full_timing: bool,
     /// Configurations compiled at once, one worker process each, before they are timed one
