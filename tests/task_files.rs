@@ -131,6 +131,17 @@ fn tune_finds_a_correct_configuration_and_a_short_search_tunes_the_seeded_kernel
     assert_eq!(v["confirmed_status"], "correct", "{v}");
     assert_eq!(v["evaluations"], 4, "{v}");
     assert!(cache.is_file());
+    // The manifest's defaults (each parameter's first value) went first, and the summary
+    // compares the best with them.
+    assert_eq!(v["start"], "defaults", "{v}");
+    let defaults = &v["defaults"];
+    assert_eq!(
+        defaults["config"],
+        serde_json::json!({"TILE": 1, "WG": 16}),
+        "{v}"
+    );
+    assert!(defaults["time_ms"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(defaults["best_speedup"].as_f64().unwrap() >= 1.0, "{v}");
     // Where the time went: every evaluated configuration was compiled and timed.
     let profile = &v["profile"];
     assert_eq!(profile["configurations"], 4, "{profile}");

@@ -11,6 +11,8 @@
 //! measured outcomes only. A strategy ends a batch early by proposing a pending configuration
 //! or by proposing nothing while some are pending.
 
+use std::collections::VecDeque;
+
 use kf_core::ParamValues;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -82,6 +84,7 @@ pub struct Tuner<'s> {
     prior: Option<Vec<Vec<f64>>>,
     max_idle: usize,
     fan_out: usize,
+    start: Vec<ParamValues>,
 }
 
 struct Session<'s> {
@@ -97,6 +100,8 @@ struct Session<'s> {
     finished: bool,
     /// Safety bound on asks in one run (strategies that only repeat themselves).
     asks_left: usize,
+    /// The configurations to evaluate before the strategy is asked ([`Tuner::start_with`]).
+    start: VecDeque<Point>,
 }
 
 impl<'s> Tuner<'s> {
@@ -109,6 +114,7 @@ impl<'s> Tuner<'s> {
             prior: None,
             max_idle: 64,
             fan_out: 1,
+            start: Vec::new(),
         }
     }
 
@@ -138,7 +144,43 @@ impl<'s> Tuner<'s> {
         self
     }
 
+    /// Evaluates these configurations first, in this order, before the strategy proposes any:
+    /// known-good ones (a manifest's defaults, an earlier run's best), so that the run's best
+    /// is never slower than they are and the strategy starts from what they show. Each costs
+    /// one evaluation of the budget (nothing when the result cache has it) and the strategy is
+    /// told its outcome like any other. A configuration outside the space (a missing or
+    /// unknown value, a broken constraint) is skipped: check it with [`Space::point_of`] and
+    /// [`Space::violated`] first to tell the user why.
+    ///
+    /// ```
+    /// use kf_tune::{Param, Space, Tuner, Outcome, strategy};
+    /// use kf_core::{ParamValue, ParamValues};
+    ///
+    /// let space = Space::builder().param(Param::range("U", 1, 64, 1).unwrap()).build().unwrap();
+    /// let mut objective = |c: &ParamValues| {
+    ///     let u = c.get("U").and_then(ParamValue::as_f64).unwrap();
+    ///     Ok(Outcome::Time(1.0 + (u - 40.0).abs()))
+    /// };
+    /// let known: ParamValues = [("U".to_owned(), ParamValue::Int(39))].into_iter().collect();
+    /// let mut s = strategy::by_name("random").unwrap();
+    /// let result = Tuner::new(&space, 3).start_with([known.clone()]).run(s.as_mut(), &mut objective).unwrap();
+    /// assert_eq!(result.trials[0].config, known);
+    /// assert!(result.best_time.unwrap() <= 2.0);
+    /// ```
+    pub fn start_with(mut self, configs: impl IntoIterator<Item = ParamValues>) -> Self {
+        self.start = configs.into_iter().collect();
+        self
+    }
+
     fn session(&self) -> Session<'s> {
+        let mut start = VecDeque::new();
+        for config in &self.start {
+            if let Ok(p) = self.space.point_of(config) {
+                if self.space.contains(&p) && !start.contains(&p) {
+                    start.push_back(p);
+                }
+            }
+        }
         Session {
             space: self.space,
             budget: self.budget,
@@ -154,6 +196,7 @@ impl<'s> Tuner<'s> {
             trials: Vec::new(),
             finished: false,
             asks_left: self.budget.saturating_mul(200).saturating_add(10_000),
+            start,
         }
     }
 
@@ -246,6 +289,12 @@ impl Session<'_> {
             }
             if (self.history.len() + pending) as u128 >= self.space.len() {
                 return None;
+            }
+            if let Some(p) = self.start.pop_front() {
+                if !self.history.contains(&p) {
+                    return Some(p);
+                }
+                continue;
             }
             self.asks_left -= 1;
             if idle >= self.max_idle {

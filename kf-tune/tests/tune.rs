@@ -852,3 +852,77 @@ fn fanned_out_strategies_still_search() {
         );
     }
 }
+
+/// A configuration of the small space from its values (TS, WPT, U, PAD, T).
+fn small_config(ts: i64, wpt: i64, u: i64, pad: bool, t: &str) -> ParamValues {
+    [
+        ("TS", ParamValue::Int(ts)),
+        ("WPT", ParamValue::Int(wpt)),
+        ("U", ParamValue::Int(u)),
+        ("PAD", ParamValue::Bool(pad)),
+        ("T", ParamValue::Text(t.to_owned())),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect()
+}
+
+/// Known-good configurations go first (what `kf tune` does with a manifest's defaults): each
+/// costs one evaluation of the budget, the best is never slower than they are, configurations
+/// outside the space and repeats are skipped, and a cached one costs nothing.
+#[test]
+fn a_run_starts_from_the_given_configurations() {
+    let space = small_space();
+    let good = small_config(16, 2, 2, false, "float2"); // 1.5: one step from the optimum
+    let other = small_config(8, 1, 1, true, "float"); // 4.5
+    let broken = small_config(64, 1, 3, false, "float"); // breaks TS / WPT * U <= limit
+    let unknown = small_config(16, 2, 9, false, "float"); // U = 9 is not a value
+    let start = vec![good.clone(), broken, unknown, good.clone(), other.clone()];
+    assert!(space
+        .point_of(&start[1])
+        .is_ok_and(|p| space.violated(&p).is_some()));
+    assert!(space.point_of(&start[2]).is_err());
+    for name in strategy::STRATEGY_NAMES {
+        for width in [1, 3] {
+            let run = || {
+                let mut s = strategy::by_name(name).unwrap();
+                Tuner::new(&space, 12)
+                    .seed(5)
+                    .fan_out(width)
+                    .start_with(start.clone())
+                    .run(s.as_mut(), &mut bowl)
+                    .unwrap()
+            };
+            let r = run();
+            let configs = trial_configs(&r);
+            assert_eq!(
+                configs[..2],
+                [good.clone(), other.clone()],
+                "{name}/{width}"
+            );
+            assert_eq!(r.evaluations, 12, "{name}/{width}");
+            assert!(r.best_time.unwrap() <= 1.5, "{name}/{width}");
+            let mut seen = std::collections::HashSet::new();
+            assert!(
+                configs.iter().all(|c| seen.insert(c.canonical_key())),
+                "{name}/{width} repeated a configuration"
+            );
+            assert_eq!(
+                configs,
+                trial_configs(&run()),
+                "{name}/{width}: not deterministic"
+            );
+        }
+    }
+    // A start configuration the result cache holds is a hit, not an evaluation.
+    let mut cache = ResultCache::in_memory();
+    let key = CacheKey::new("k", "d", "p");
+    cache.insert(&key, &good, &Outcome::Time(1.5)).unwrap();
+    let mut s = strategy::by_name("default").unwrap();
+    let r = Tuner::new(&space, 4)
+        .start_with([good.clone()])
+        .run_cached(s.as_mut(), &mut bowl, &mut cache, &key)
+        .unwrap();
+    assert_eq!((r.cache_hits, r.evaluations), (1, 4));
+    assert!(!r.trials[0].evaluated && r.trials[0].config == good);
+}

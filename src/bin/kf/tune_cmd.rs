@@ -5,12 +5,15 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
+use kernelfoundry::core::ParamValues;
 use kernelfoundry::eval::{EvalConfig, TimeoutPolicy, WorkerCommand, TUNING_REUSE_INPUTS};
 use kernelfoundry::manifest::Manifest;
 use kernelfoundry::tune::cli::{render_text, replay_main, ReplayArgs};
-use kernelfoundry::tune::{strategy, CacheKey, KtCache, KtWriter, ResultCache, Space, Tuner};
+use kernelfoundry::tune::{
+    strategy, CacheKey, KtCache, KtWriter, Outcome, ResultCache, Space, TuneResult, Tuner,
+};
 use serde_json::json;
 
 use crate::tune_objective::LiveObjective;
@@ -127,6 +130,56 @@ struct LiveArgs {
     /// give the same run.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     compile_ahead: u16,
+    /// What is evaluated before the strategy proposes anything. `defaults`: the manifest's
+    /// default configuration (each parameter's first value; the best kernel a search writes
+    /// lists the values it was measured with first), so the tuned best is never slower than
+    /// the kernel you had and the summary says how much faster it is; it costs one
+    /// configuration of the budget. `none`: the strategy chooses every configuration (what a
+    /// comparison of strategies wants). Defaults that break a constraint at these sizes are
+    /// skipped, with a note.
+    #[arg(long, value_enum, default_value_t = Start::Defaults)]
+    start: Start,
+}
+
+/// What `kf tune` evaluates before the strategy proposes (`--start`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Start {
+    /// The manifest's default configuration.
+    Defaults,
+    /// Nothing: the strategy chooses every configuration.
+    None,
+}
+
+/// The manifest's defaults when `--start defaults` asks for them and they are a valid
+/// configuration at these sizes; otherwise `None`, with a note saying why.
+fn start_configuration(start: Start, manifest: &Manifest, space: &Space) -> Option<ParamValues> {
+    if start == Start::None {
+        return None;
+    }
+    let defaults = manifest.default_params();
+    let why = match space.point_of(&defaults) {
+        Ok(p) if space.contains(&p) => return Some(defaults),
+        Ok(p) => space.violated(&p).map_or_else(
+            || "are outside the space".to_owned(),
+            |rule| format!("break `{rule}`"),
+        ),
+        Err(e) => e.to_string(),
+    };
+    eprintln!(
+        "note: the manifest's defaults ({defaults}) {why} at these sizes; the strategy chooses \
+         every configuration"
+    );
+    None
+}
+
+/// The defaults' outcome in `result` (evaluated first, or found in the cache).
+fn outcome_of_defaults<'r>(result: &'r TuneResult, defaults: &ParamValues) -> Option<&'r Outcome> {
+    let key = defaults.canonical_key();
+    result
+        .trials
+        .iter()
+        .find(|t| t.config.canonical_key() == key)
+        .map(|t| &t.outcome)
 }
 
 pub(crate) fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
@@ -191,6 +244,8 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
             args.kernel.display()
         );
     }
+
+    let start = start_configuration(args.start, &manifest, &space);
 
     let size_text: Vec<String> = sizes.values().map(i64::to_string).collect();
     let cache_path = args.cache.clone().unwrap_or_else(|| {
@@ -272,6 +327,7 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
     let result = Tuner::new(&space, args.budget)
         .seed(args.seed)
         .fan_out(width)
+        .start_with(start.clone())
         .run_cached(s.as_mut(), &mut objective, &mut results, &key);
     if let Some(pool) = &compilers {
         pool.shutdown();
@@ -305,6 +361,19 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
         }
     };
     evaluator.shutdown();
+    let defaults = start.as_ref().and_then(|d| {
+        let outcome = outcome_of_defaults(&result, d)?;
+        let time = outcome.time();
+        Some(json!({
+            "config": d,
+            "time_ms": time,
+            "failure": match outcome {
+                Outcome::Failed(f) => Some(f.to_string()),
+                Outcome::Time(_) => None,
+            },
+            "best_speedup": time.zip(result.best_time).map(|(d, b)| d / b),
+        }))
+    });
     let summary = json!({
         "kernel": args.kernel, "task": task_name, "sizes": sizes, "device": device.name,
         "strategy": result.strategy, "seed": args.seed, "budget": args.budget,
@@ -313,6 +382,8 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
         "best_config": best, "best_time_ms": result.best_time,
         "confirmed_status": confirm.status, "gflops": confirm.gflops, "speedup": confirm.speedup,
         "cache": cache_path, "profile": profile.to_json(),
+        "start": args.start.to_possible_value().map(|v| v.get_name().to_owned()),
+        "defaults": defaults,
     });
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -322,6 +393,17 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
             result.evaluations, valid, result.cache_hits, result.failures
         );
         println!("best: {best}");
+        if let Some(d) = &defaults {
+            match (d["time_ms"].as_f64(), d["best_speedup"].as_f64()) {
+                (Some(t), Some(x)) => {
+                    println!("the manifest's defaults: {t:.3} ms; the best is {x:.2}x as fast")
+                }
+                _ => println!(
+                    "the manifest's defaults failed: {}",
+                    d["failure"].as_str().unwrap_or("no time")
+                ),
+            }
+        }
         println!(
             "confirmed: {} · {} · {} over the task baseline",
             confirm.status,
