@@ -166,25 +166,31 @@ impl Objective for LiveObjective<'_> {
     /// Compiles the batch at once, then evaluates its configurations one after another: each
     /// evaluation finds its binary in the backend's cache. A configuration that cannot run
     /// (a compile error, a launch geometry the compiled kernel refuses) is answered with the
-    /// protocol's own verdict from compiling, without a second compile.
+    /// protocol's own verdict from compiling, without a second compile. An error of the
+    /// evaluator itself ends the batch there (the tuner stops), with or without a pool.
     fn evaluate_batch(
         &mut self,
         configs: &[ParamValues],
     ) -> Vec<kernelfoundry::tune::Result<Outcome>> {
-        let pool = match self.compilers {
-            Some(pool) if configs.len() > 1 => pool,
-            _ => return configs.iter().map(|c| self.evaluate(c)).collect(),
+        // Without a pool (or for a batch of one) each configuration compiles in the timing
+        // worker as it is evaluated.
+        let checks: Vec<Option<Result<CompileCheck, EvalError>>> = match self.compilers {
+            Some(pool) if configs.len() > 1 => {
+                let started = Instant::now();
+                let checks = self.compile_batch(pool, configs);
+                self.ahead.wall_s += started.elapsed().as_secs_f64();
+                self.ahead.batches += 1;
+                self.ahead.configurations += configs.len();
+                checks.into_iter().map(Some).collect()
+            }
+            _ => configs.iter().map(|_| None).collect(),
         };
-        let started = Instant::now();
-        let checks = self.compile_batch(pool, configs);
-        self.ahead.wall_s += started.elapsed().as_secs_f64();
-        self.ahead.batches += 1;
-        self.ahead.configurations += configs.len();
         let mut outcomes = Vec::with_capacity(configs.len());
         for (config, check) in configs.iter().zip(checks) {
             let outcome = match check {
-                Ok(CompileCheck::Failed(e)) => self.record(config, *e),
-                Ok(CompileCheck::Compiled(facts)) => {
+                None => self.evaluate(config),
+                Some(Ok(CompileCheck::Failed(e))) => self.record(config, *e),
+                Some(Ok(CompileCheck::Compiled(facts))) => {
                     if !facts.extra.contains_key("cache_file") {
                         // No binary cache: the evaluation compiles again, so compiling ahead
                         // only costs. Off for the rest of the run.
@@ -201,7 +207,7 @@ impl Objective for LiveObjective<'_> {
                     self.evaluate(config)
                 }
                 // A lost compile worker: the evaluation compiles the configuration itself.
-                Err(_) => self.evaluate(config),
+                Some(Err(_)) => self.evaluate(config),
             };
             let failed = outcome.is_err();
             outcomes.push(outcome);
