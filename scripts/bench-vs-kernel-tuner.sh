@@ -2,33 +2,40 @@
 # Side by side: `kf tune` and Kernel Tuner tune the same kernel over the same space with the same
 # budget on the same OpenCL device; one neutral harness (scripts/kt_side_by_side.py time) then
 # re-times every tool's best configuration, interleaved. Prints configurations per minute and best
-# GFLOP/s per tool, and the launch investigation (2-D vs 3-D ranges, read-only vs read-write
-# buffers) for Kernel Tuner's own timings.
+# GFLOP/s per tool for each seed, their means over the seeds, and the launch investigation (2-D
+# vs 3-D ranges, read-only vs read-write buffers) for Kernel Tuner's own timings.
 #
-#   scripts/bench-vs-kernel-tuner.sh [--budget 20] [--size 512] [--seed 1]
+#   scripts/bench-vs-kernel-tuner.sh [--budget 40] [--size 1024] [--seeds 1,2,3]
 #       [--kt-strategies random_sample,genetic_algorithm] [--kf-strategy default]
 #       [--compile-ahead 2]
-#       [--manifest tuning-spaces/manifests/gemm_blocked_small.toml] [--kf target/release/kf]
+#       [--manifest kf-mutate/templates/gemm_blocked.toml] [--kf target/release/kf]
 #       [--venv target/kt-venv]
+#
+# The defaults are the live-tuning setting the project measures itself by: the register-blocked
+# GEMM template (14,400 valid configurations at 1024³), budget 40, three seeds (about 9 minutes
+# on 2 cores). One seed is a lottery at this budget (40 of 14,400 configurations), so the best
+# is compared over several. A quick look: --manifest tuning-spaces/manifests/gemm_blocked_small.toml
+# --size 512 --budget 20 --seeds 1 (about 15 s).
 #
 # Kernel Tuner 1.5 and pyopencl are installed into a throw-away virtual environment (default
 # target/kt-venv, git-ignored; delete it at will). The OpenCL loader and ICD come from
-# .runtime/env.sh (scripts/setup.sh --opencl). Both tools start cold: the kernel source gets a
-# fresh comment line, so neither kf's binary cache nor pyopencl's (PYOPENCL_NO_CACHE) hits.
+# .runtime/env.sh (scripts/setup.sh --opencl). Both tools start cold for every seed: the kernel
+# source gets a fresh comment line, so neither kf's binary cache nor pyopencl's
+# (PYOPENCL_NO_CACHE) hits.
 set -euo pipefail
 LOG_TAG=bench-vs-kernel-tuner
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 
-budget=20 size=512 seed=1 kf_strategy=default compile_ahead=2
+budget=40 size=1024 seeds=1,2,3 kf_strategy=default compile_ahead=2
 kt_strategies=random_sample,genetic_algorithm
-manifest=tuning-spaces/manifests/gemm_blocked_small.toml
+manifest=kf-mutate/templates/gemm_blocked.toml
 kf=target/release/kf venv=target/kt-venv
 while [ $# -gt 0 ]; do
     case "$1" in
         --budget) budget=$2; shift 2 ;;
         --size) size=$2; shift 2 ;;
-        --seed) seed=$2; shift 2 ;;
+        --seeds|--seed) seeds=$2; shift 2 ;;
         --kt-strategies) kt_strategies=$2; shift 2 ;;
         --kf-strategy) kf_strategy=$2; shift 2 ;;
         --compile-ahead) compile_ahead=$2; shift 2 ;;
@@ -55,35 +62,42 @@ export PYOPENCL_NO_CACHE=1 PYTHONWARNINGS=ignore
 
 work="$(mktemp -d /tmp/kf-vs-kt.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
-# A private copy of the manifest and its source, with a fresh comment: a cold compile cache.
 src_rel="$(sed -n 's/^source = "\(.*\)"/\1/p' "$manifest")"
 src="$(cd "$(dirname "$manifest")" && realpath "$src_rel")"
-{ echo "// bench-vs-kernel-tuner $(date +%s%N)"; cat "$src"; } > "$work/kernel.cl"
-sed "s|^source = .*|source = \"kernel.cl\"|" "$manifest" > "$work/kernel.toml"
 
 echo "machine: $(nproc) cores; load before: $(uptime)"
-echo "kernel: $manifest at M=N=K=$size, budget $budget, seed $seed"
+echo "kernel: $manifest at M=N=K=$size, budget $budget, seeds $seeds"
 
-# kf tune: its own timing of the whole run, and its best configuration. `--start none`: the
-# strategy chooses every configuration, as Kernel Tuner's do. By default kf tune evaluates the
-# manifest's defaults first, and the shipped GEMM templates list the fastest values measured
-# on this runtime first: that would compare a known answer, not the strategies.
-t0=$(date +%s.%N)
-"$kf" tune --task gemm --size "M=$size,N=$size,K=$size" --kernel "$work/kernel.toml" \
-    --strategy "$kf_strategy" --budget "$budget" --seed "$seed" --cache "$work/kf_cache.json" \
-    --compile-ahead "$compile_ahead" --start none --json > "$work/kf.json"
-t1=$(date +%s.%N)
-kf_wall=$(echo "$t1 - $t0" | bc -l)
+# One seed: both tools tune, then the neutral harness re-times their bests. Prints that seed's
+# table and writes $dir/summary.json (one row per tool).
+run_seed() {
+    local seed=$1 dir=$2
+    mkdir -p "$dir"
+    # A private copy of the manifest and its source, with a fresh comment: a cold compile cache.
+    { echo "// bench-vs-kernel-tuner $seed $(date +%s%N)"; cat "$src"; } > "$dir/kernel.cl"
+    sed "s|^source = .*|source = \"kernel.cl\"|" "$manifest" > "$dir/kernel.toml"
 
-results=("kf:$kf_strategy")
-for s in ${kt_strategies//,/ }; do
-    "$py" scripts/kt_side_by_side.py tune --manifest "$work/kernel.toml" --size "$size" \
-        --budget "$budget" --strategy "$s" --seed "$seed" > "$work/kt_$s.json"
-    results+=("kt:$s")
-done
+    # kf tune: its own timing of the whole run, and its best configuration. `--start none`: the
+    # strategy chooses every configuration, as Kernel Tuner's do. By default kf tune evaluates
+    # the manifest's defaults first, and the shipped GEMM templates list the fastest values
+    # measured on this runtime first: that would compare a known answer, not the strategies.
+    local t0 t1 kf_wall
+    t0=$(date +%s.%N)
+    "$kf" tune --task gemm --size "M=$size,N=$size,K=$size" --kernel "$dir/kernel.toml" \
+        --strategy "$kf_strategy" --budget "$budget" --seed "$seed" --cache "$dir/kf_cache.json" \
+        --compile-ahead "$compile_ahead" --start none --json > "$dir/kf.json"
+    t1=$(date +%s.%N)
+    kf_wall=$(echo "$t1 - $t0" | bc -l)
 
-# Every best configuration, re-timed by the neutral harness.
-configs="$("$py" - "$work" "$kt_strategies" "$kf_strategy" <<'EOF'
+    local s
+    for s in ${kt_strategies//,/ }; do
+        "$py" scripts/kt_side_by_side.py tune --manifest "$dir/kernel.toml" --size "$size" \
+            --budget "$budget" --strategy "$s" --seed "$seed" > "$dir/kt_$s.json"
+    done
+
+    # Every best configuration, re-timed by the neutral harness.
+    local configs
+    configs="$("$py" - "$dir" "$kt_strategies" "$kf_strategy" <<'EOF'
 import json, sys
 work, kts, kfs = sys.argv[1], sys.argv[2].split(","), sys.argv[3]
 out = {f"kf:{kfs}": json.load(open(f"{work}/kf.json"))["best_config"]}
@@ -92,15 +106,12 @@ for s in kts:
 print(json.dumps(out))
 EOF
 )"
-"$py" scripts/kt_side_by_side.py time --manifest "$work/kernel.toml" --size "$size" \
-    --configs "$configs" > "$work/neutral.json"
-kf_best="$("$py" -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["best_config"]))' "$work/kf.json")"
-"$py" scripts/kt_side_by_side.py launch --manifest "$work/kernel.toml" --size "$size" \
-    --config "$kf_best" > "$work/launch.json"
+    "$py" scripts/kt_side_by_side.py time --manifest "$dir/kernel.toml" --size "$size" \
+        --configs "$configs" > "$dir/neutral.json"
 
-"$py" - "$work" "$kf_wall" "$kt_strategies" "$kf_strategy" <<'EOF'
+    "$py" - "$dir" "$kf_wall" "$kt_strategies" "$kf_strategy" "$seed" <<'EOF'
 import json, sys
-work, kf_wall, kts, kfs = sys.argv[1], float(sys.argv[2]), sys.argv[3].split(","), sys.argv[4]
+work, kf_wall, kts, kfs, seed = sys.argv[1], float(sys.argv[2]), sys.argv[3].split(","), sys.argv[4], sys.argv[5]
 neutral = json.load(open(f"{work}/neutral.json"))
 kf = json.load(open(f"{work}/kf.json"))
 rows = [(f"kf:{kfs}", kf["evaluations"], kf_wall, kf.get("gflops"))]
@@ -108,12 +119,15 @@ for s in kts:
     k = json.load(open(f"{work}/kt_{s}.json"))
     rows.append((f"kt:{s}", k["evaluated"], k["wall_s"], k["gflops_own"]))
 print()
+print(f"seed {seed}:")
 print("| tool:strategy | configurations | wall s | configurations/min | best GFLOP/s (neutral) | own GFLOP/s |")
 print("|---|---|---|---|---|---|")
+summary = []
 for name, n, wall, own in rows:
     g = neutral[name]["gflops"]
-    print(f"| {name} | {n} | {wall:.1f} | {60 * n / wall:.1f} | {g:.2f} | {own:.2f} |" if own else
-          f"| {name} | {n} | {wall:.1f} | {60 * n / wall:.1f} | {g:.2f} | - |")
+    own_text = f"{own:.2f}" if own else "-"
+    print(f"| {name} | {n} | {wall:.1f} | {60 * n / wall:.1f} | {g:.2f} | {own_text} |")
+    summary.append({"tool": name, "per_min": 60 * n / wall, "gflops": g})
 kf_rate = rows[0][1] / rows[0][2]
 for name, n, wall, _ in rows[1:]:
     print(f"kf configurations/min ÷ {name}: {kf_rate / (n / wall):.2f}×; best GFLOP/s ratio {neutral[rows[0][0]]['gflops'] / neutral[name]['gflops']:.3f}")
@@ -135,9 +149,49 @@ if prof.get("tuning_s"):
         print(f"kf compile-ahead: {ahead['batches']} batches of up to {ahead['width']} configurations "
               f"compiled at once, {ahead['wall_s'] / n:.3f} s wall per configuration "
               "(compile above is then the binary's load)")
+json.dump(summary, open(f"{work}/summary.json", "w"))
+EOF
+}
+
+for seed in ${seeds//,/ }; do
+    run_seed "$seed" "$work/seed_$seed"
+done
+
+# Over the seeds: each tool's mean rate and mean best, and kf's ratios to each tool per seed.
+"$py" - "$work" "$seeds" <<'EOF'
+import json, statistics, sys
+work, seeds = sys.argv[1], sys.argv[2].split(",")
+runs = [json.load(open(f"{work}/seed_{s}/summary.json")) for s in seeds]
+tools = [r["tool"] for r in runs[0]]
+def per(tool, key):
+    return [next(r[key] for r in run if r["tool"] == tool) for run in runs]
+def cell(v, f):
+    return f"{statistics.mean(v):{f}} ({min(v):{f}}–{max(v):{f}})"
+kf = tools[0]
+print()
+print(f"Over {len(seeds)} seed(s) ({', '.join(seeds)}): mean (min–max)")
+print("| tool:strategy | configurations/min | best GFLOP/s (neutral) | kf's rate ÷ this | kf's best ÷ this |")
+print("|---|---|---|---|---|")
+for t in tools:
+    rate, best = per(t, "per_min"), per(t, "gflops")
+    if t == kf:
+        print(f"| {t} | {cell(rate, '.1f')} | {cell(best, '.2f')} | - | - |")
+        continue
+    ratio_rate = [a / b for a, b in zip(per(kf, "per_min"), rate)]
+    ratio_best = [a / b for a, b in zip(per(kf, "gflops"), best)]
+    print(f"| {t} | {cell(rate, '.1f')} | {cell(best, '.2f')} | {cell(ratio_rate, '.2f')} | {cell(ratio_best, '.3f')} |")
+EOF
+
+# The launch investigation, on kf's best configuration of the first seed.
+first="${seeds%%,*}"
+kf_best="$("$py" -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["best_config"]))' "$work/seed_$first/kf.json")"
+"$py" scripts/kt_side_by_side.py launch --manifest "$work/seed_$first/kernel.toml" --size "$size" \
+    --config "$kf_best" > "$work/launch.json"
+"$py" - "$work" <<'EOF'
+import json, sys
 print()
 print("Launch investigation (kf's best configuration, median ms of interleaved event timings):")
-launch = json.load(open(f"{work}/launch.json"))
+launch = json.load(open(f"{sys.argv[1]}/launch.json"))
 base = next(iter(launch.values()))
 for n, ms in launch.items():
     print(f"  {n}: {ms:.4f} ms ({ms / base:.2f}× the 2-D read-only time)")

@@ -394,7 +394,13 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
         );
         println!("best: {best}");
         if let Some(d) = &defaults {
+            let stayed_best = start
+                .as_ref()
+                .is_some_and(|s| s.canonical_key() == best.canonical_key());
             match (d["time_ms"].as_f64(), d["best_speedup"].as_f64()) {
+                (Some(t), Some(_)) if stayed_best => println!(
+                    "the manifest's defaults ({t:.3} ms) stayed the best configuration found"
+                ),
                 (Some(t), Some(x)) => {
                     println!("the manifest's defaults: {t:.3} ms; the best is {x:.2}x as fast")
                 }
