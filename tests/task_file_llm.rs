@@ -2,7 +2,10 @@
 //! SmolLM2-135M on llama.cpp, 127.0.0.1) with the real OpenCL runtime and Python references:
 //! the LLM mutator's children are evaluated and recorded in the run directory with a typed
 //! status. A 135M model mostly writes kernels that do not compile or extract; the point is the
-//! path, end to end, not their quality.
+//! path, end to end, not their quality. A request budget keeps the run short: such a model's
+//! children mostly repeat their parent, so without one the search asks until it stalls (about
+//! 40 requests and three minutes on a 2-core machine); the budget's refusals are part of the
+//! path checked.
 //!
 //! The server is found through `KF_LLM_TEST_BASE_URL` or `.runtime/llm-server.json`. Skips
 //! (printing `SKIPPED: …`) when no server answers unless `KF_REQUIRE_LLM=1`, and when OpenCL or
@@ -20,6 +23,10 @@ use kernelfoundry::prompt::testing::{server_or_skip, TestServer};
 fn runtimes() -> bool {
     backend_or_skip().is_some() && numpy_or_skip()
 }
+
+/// Requests the search may send (`KF_LLM_BUDGET_REQUESTS`). The first LLM child is judged
+/// within the first few; the rest are the prompt co-evolution's meta-calls and retries.
+const REQUEST_BUDGET: u64 = 12;
 
 #[test]
 fn a_task_file_search_with_the_llm_mutator_evaluates_llm_children() {
@@ -71,6 +78,7 @@ fn a_task_file_search_with_the_llm_mutator_evaluates_llm_children() {
         // The endpoint is the one given; no key is needed by the local server.
         .env_remove("KF_LLM_BASE_URL")
         .env("KF_LLM_TIMEOUT_S", "600")
+        .env("KF_LLM_BUDGET_REQUESTS", REQUEST_BUDGET.to_string())
         .output()
         .expect("running kf");
     let stdout = String::from_utf8_lossy(&run.stdout);
@@ -80,7 +88,17 @@ fn a_task_file_search_with_the_llm_mutator_evaluates_llm_children() {
         run.status.success(),
         "kf search failed:\n{stdout}\n{stderr}"
     );
-    assert!(stdout.contains("LLM: "), "{stdout}");
+    // The summary line: `LLM: N requests (… refused by the budget), …`; the budget holds.
+    let requests: u64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("LLM: "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no `LLM: N requests` line:\n{stdout}"));
+    assert!(
+        (1..=REQUEST_BUDGET).contains(&requests),
+        "{requests} requests against a budget of {REQUEST_BUDGET}:\n{stdout}"
+    );
 
     let meta: RunMeta =
         serde_json::from_slice(&std::fs::read(out.join("run/run.json")).expect("run.json"))

@@ -210,75 +210,78 @@ fn nats_lets_each_role_do_its_part_only() {
         let worker = nats_client(&nats.url(), &ca, Some(&worker_creds))
             .await
             .unwrap();
-        let js = jetstream::new(worker.clone());
-        let published = tokio::time::timeout(Duration::from_secs(5), async {
-            js.publish("kf.eval.synthetic.p1", "{}".into()).await?.await
-        })
-        .await;
-        assert!(
-            !matches!(published, Ok(Ok(_))),
-            "a worker published a job: {published:?}"
-        );
-        // Nor a job to compile (a compile worker passes built jobs on to their own subjects).
-        let to_compile = tokio::time::timeout(Duration::from_secs(5), async {
-            js.publish("kf.compile.synthetic.p1", "{}".into())
-                .await?
-                .await
-        })
-        .await;
-        assert!(
-            !matches!(to_compile, Ok(Ok(_))),
-            "a worker published a job to compile: {to_compile:?}"
-        );
-        // Nor a question (only searches ask).
-        let question = tokio::time::timeout(Duration::from_secs(5), async {
-            js.publish("kf.ask.llm", "{}".into()).await?.await
-        })
-        .await;
-        assert!(
-            !matches!(question, Ok(Ok(_))),
-            "a worker published a question: {question:?}"
-        );
-        // Nor read results.
-        let results = js.get_stream("KF_RESULTS").await;
-        let consumer = match results {
-            Ok(st) => st
-                .create_consumer(jetstream::consumer::pull::Config {
-                    durable_name: Some("spy".into()),
-                    ..Default::default()
-                })
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
-        };
-        assert!(consumer.is_err(), "a worker read the results stream");
-
+        let worker_js = jetstream::new(worker.clone());
         // A search's credentials cannot take jobs.
         let searcher = nats_client(&nats.url(), &ca, Some(&search_creds))
             .await
             .unwrap();
-        let js = jetstream::new(searcher);
-        // Nor pass a job on as built (only compile workers do).
-        let built = tokio::time::timeout(Duration::from_secs(5), async {
-            js.publish("kf.built.synthetic.p1", "{}".into())
-                .await?
+        let search_js = jetstream::new(searcher);
+        // A refused publish is never acknowledged and a refused JetStream request never
+        // answered, so each check below waits out a timeout: they all run at once.
+        let publish = |js: &jetstream::Context, subject: &'static str| {
+            let js = js.clone();
+            async move {
+                tokio::time::timeout(Duration::from_secs(5), async {
+                    js.publish(subject, "{}".into()).await?.await
+                })
                 .await
-        })
-        .await;
+            }
+        };
+        // Nor read results.
+        let spy = async {
+            match worker_js.get_stream("KF_RESULTS").await {
+                Ok(st) => st
+                    .create_consumer(jetstream::consumer::pull::Config {
+                        durable_name: Some("spy".into()),
+                        ..Default::default()
+                    })
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        let thief = async {
+            search_js
+                .get_stream("KF_JOBS")
+                .await
+                .unwrap()
+                .create_consumer(jetstream::consumer::pull::Config {
+                    durable_name: Some("thief".into()),
+                    ..Default::default()
+                })
+                .await
+        };
+        let (published, to_compile, question, consumer, built, taken) = tokio::join!(
+            publish(&worker_js, "kf.eval.synthetic.p1"),
+            // Nor a job to compile (a compile worker passes built jobs on to their own subjects).
+            publish(&worker_js, "kf.compile.synthetic.p1"),
+            // Nor a question (only searches ask).
+            publish(&worker_js, "kf.ask.llm"),
+            spy,
+            // A search cannot pass a job on as built (only compile workers do).
+            publish(&search_js, "kf.built.synthetic.p1"),
+            thief,
+        );
+        assert!(
+            !matches!(published, Ok(Ok(_))),
+            "a worker published a job: {published:?}"
+        );
+        assert!(
+            !matches!(to_compile, Ok(Ok(_))),
+            "a worker published a job to compile: {to_compile:?}"
+        );
+        assert!(
+            !matches!(question, Ok(Ok(_))),
+            "a worker published a question: {question:?}"
+        );
+        assert!(consumer.is_err(), "a worker read the results stream");
         assert!(
             !matches!(built, Ok(Ok(_))),
             "a search published a built job: {built:?}"
         );
-        let jobs = js.get_stream("KF_JOBS").await.unwrap();
-        let taken = jobs
-            .create_consumer(jetstream::consumer::pull::Config {
-                durable_name: Some("thief".into()),
-                ..Default::default()
-            })
-            .await;
         assert!(taken.is_err(), "a search created a consumer of the jobs");
-        let mut jobs = jobs;
+        let mut jobs = search_js.get_stream("KF_JOBS").await.unwrap();
         assert_eq!(
             jobs.info().await.unwrap().state.messages,
             0,
