@@ -19,6 +19,14 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The part of a `sycl.json` (written by `scripts/setup.sh --sycl`) the build needs; other
+/// keys are ignored.
+#[derive(serde::Deserialize)]
+struct SyclJson {
+    include_dir: PathBuf,
+    lib_dir: PathBuf,
+}
+
 /// A SYCL runtime to build against.
 struct Runtime {
     include: PathBuf,
@@ -131,11 +139,10 @@ fn find_runtime() -> Result<Runtime, String> {
 fn runtime_at(path: &Path, found_by: &str) -> Option<Runtime> {
     if path.is_file() {
         let text = std::fs::read_to_string(path).ok()?;
-        let json: serde_json::Value = serde_json::from_str(&text).ok()?;
-        let dir = |key: &str| json.get(key)?.as_str().map(PathBuf::from);
+        let json: SyclJson = serde_json::from_str(&text).ok()?;
         let runtime = Runtime {
-            include: dir("include_dir")?,
-            lib_dir: dir("lib_dir")?,
+            include: json.include_dir,
+            lib_dir: json.lib_dir,
             config: Some(path.to_path_buf()),
             found_by: found_by.to_owned(),
         };

@@ -22,18 +22,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kernelfoundry::archive::{RunDir, RunMeta};
-use kernelfoundry::core::{ChildRecord, InsertOutcome, Language, Status, StepRecord};
-use kernelfoundry::eval::tasks::{builtin_task, parse_sizes};
-use kernelfoundry::eval::WorkerCommand;
-use kernelfoundry::prompt::{
-    fingerprint, parse::code_blocks, LlmMutator, OpenAiClient, OpenAiConfig,
-};
-use kernelfoundry::search::{seeds_for, Search, SearchConfig};
+use kf_archive::{RunDir, RunMeta};
+use kf_core::{ChildRecord, InsertOutcome, Language, Status, StepRecord};
+use kf_eval::tasks::{builtin_task, parse_sizes};
+use kf_eval::WorkerCommand;
 use kf_prompt::testing::{ChatServer, SeenRequest};
+use kf_prompt::{fingerprint, parse::code_blocks, LlmMutator, OpenAiClient, OpenAiConfig};
+use kf_search::{seeds_for, Search, SearchConfig};
 
-kernelfoundry::eval::worker_test_entry!(|spec: &kernelfoundry::eval::BackendSpec| {
-    kernelfoundry::backends::open_opencl(spec).map_err(|e| e.to_string())
+kf_eval::worker_test_entry!(|spec: &kf_eval::BackendSpec| {
+    kf_search::backends::open_opencl(spec).map_err(|e| e.to_string())
 });
 
 /// Steps after which credit (and so a lesson) is visible to prompts.
@@ -287,11 +285,11 @@ impl ChatServerScript {
 
 #[test]
 fn llm_replies_a_capable_model_would_write_land_in_the_search() {
-    if kernelfoundry::opencl::testing::backend_or_skip().is_none() {
+    if kf_backend_opencl::testing::backend_or_skip().is_none() {
         return;
     }
     // The log at default verbosity: one `llm step …` line per LLM child.
-    kernelfoundry::report::init_logging(0);
+    kf_search::report::init_logging(0);
     let next = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&next);
     let server = ChatServer::start(move |req| respond(&counter, req)).expect("the test server");
