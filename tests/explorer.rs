@@ -192,14 +192,21 @@ fn check_page(page: &Page, data: &RunData, shot: &str) {
     );
     page.screenshot(&format!("{shot}-overview.png"));
 
-    // Click the last filled cell: the detail shows that elite, and its source text.
-    let cells = page.tab.find_elements("#heatmap svg .cell.filled").unwrap();
-    let cell = cells.last().unwrap();
+    // Click the last filled cell: the detail shows that elite, and its source text. The cell
+    // is marked and found alone: `find_elements` over every filled cell resolves each node
+    // over the DevTools protocol (40 s for the 10,000-candidate run's heatmap).
     let id: u64 = page
-        .eval("[...document.querySelectorAll('#heatmap svg .cell.filled')].pop().dataset.id")
+        .eval(
+            "(() => { const c = [...document.querySelectorAll('#heatmap svg .cell.filled')].pop(); \
+             c.setAttribute('data-test-click', ''); return c.dataset.id; })()",
+        )
         .as_str()
         .unwrap()
         .parse()
+        .unwrap();
+    let cell = page
+        .tab
+        .find_element("#heatmap svg .cell.filled[data-test-click]")
         .unwrap();
     cell.click().unwrap();
     assert!(page.wait_for(
