@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use kf_core::{Candidate, DeviceFacts, Evaluation, Evaluator, KernelSource, ParamValues, Status};
 use serde::{Deserialize, Serialize};
 
+use crate::confine::{Confinement, CONFINE_ENV, CONFINE_READ_ENV};
 use crate::error::EvalError;
 use crate::profile::EvalProfile;
 use crate::protocol::CompileCheck;
@@ -28,6 +29,16 @@ pub const DEFAULT_HANDSHAKE_LIMIT: Duration = Duration::from_secs(20);
 
 /// How long a worker may take to open its backend after its hello.
 const BACKEND_OPEN_LIMIT: Duration = Duration::from_secs(120);
+
+/// Variables through which a compiler would search more folders for headers: never passed to
+/// a worker, whose builds include only the runtime's own headers.
+const COMPILER_SEARCH_PATHS: [&str; 5] = [
+    "CPATH",
+    "C_INCLUDE_PATH",
+    "CPLUS_INCLUDE_PATH",
+    "OBJC_INCLUDE_PATH",
+    "OBJCPLUS_INCLUDE_PATH",
+];
 
 /// Name fragments of environment variables that never reach a worker.
 const SECRET_MARKERS: [&str; 7] = [
@@ -91,10 +102,25 @@ impl WorkerCommand {
     }
 }
 
-/// Whether a variable looks like a secret and must not reach a worker.
+/// Variables that hold credentials without saying so in their names: server URLs with a
+/// `user:password@` part, and proxies (whose URLs carry them too).
+const SECRET_NAMES: [&str; 3] = ["KF_DATABASE_URL", "KF_NATS_URL", "DATABASE_URL"];
+
+/// Whether a variable looks like a secret and must not reach a worker: a name holding `KEY`,
+/// `TOKEN`, `SECRET`, `PASSWORD`, `PASSWD`, `CREDENTIAL` or `AUTH`, any `KF_LLM_*`, the
+/// servers' URLs (`KF_DATABASE_URL`, `KF_NATS_URL`) and proxy settings (`*_PROXY`).
+///
+/// ```
+/// use kf_eval::is_secret;
+/// assert!(is_secret("KF_LLM_API_KEY") && is_secret("KF_DATABASE_URL") && is_secret("https_proxy"));
+/// assert!(!is_secret("PATH"));
+/// ```
 pub fn is_secret(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    SECRET_MARKERS.iter().any(|m| upper.contains(m)) || upper.starts_with("KF_LLM_")
+    SECRET_MARKERS.iter().any(|m| upper.contains(m))
+        || upper.starts_with("KF_LLM_")
+        || SECRET_NAMES.contains(&upper.as_str())
+        || upper.ends_with("_PROXY")
 }
 
 /// How long an evaluation may take before its worker is killed.
@@ -153,6 +179,8 @@ struct Worker {
     lines: Receiver<String>,
     stderr: Arc<Mutex<String>>,
     device: DeviceFacts,
+    /// The worker's private temporary folder (its `TMPDIR`), removed with the worker.
+    _tmp: Option<tempfile::TempDir>,
 }
 
 impl Worker {
@@ -210,6 +238,9 @@ struct Inner {
     timeout: TimeoutPolicy,
     handshake: Duration,
     limits: ResourceLimits,
+    confine: bool,
+    /// How the last worker started was confined.
+    confinement: Mutex<Option<Confinement>>,
     idle: Mutex<Vec<Worker>>,
     slots: Slots,
     baseline_s: Mutex<Option<f64>>,
@@ -251,9 +282,18 @@ pub struct IsolatedEvaluatorBuilder {
     handshake: Duration,
     workers: usize,
     limits: ResourceLimits,
+    confine: bool,
 }
 
 impl IsolatedEvaluatorBuilder {
+    /// Whether workers confine their file access once their backend is open (default on; see
+    /// [`crate::confine`]). Turn it off only where the platform's confinement gets in the way
+    /// of a runtime; the source check ([`crate::host_file_check`]) still applies.
+    pub fn confine(mut self, on: bool) -> Self {
+        self.confine = on;
+        self
+    }
+
     /// The worker processes' resource limits (default [`ResourceLimits::default`]).
     pub fn limits(mut self, limits: ResourceLimits) -> Self {
         self.limits = limits;
@@ -321,6 +361,8 @@ impl IsolatedEvaluatorBuilder {
                 timeout: self.timeout,
                 handshake: self.handshake,
                 limits: self.limits,
+                confine: self.confine,
+                confinement: Mutex::new(None),
                 idle: Mutex::new(Vec::new()),
                 slots: Slots {
                     free: Mutex::new(self.workers),
@@ -352,7 +394,14 @@ impl IsolatedEvaluator {
             handshake: DEFAULT_HANDSHAKE_LIMIT,
             limits: ResourceLimits::default(),
             workers: 1,
+            confine: true,
         }
+    }
+
+    /// How the most recently started worker confined itself ([`crate::confine`]); `None`
+    /// before the first worker has opened its backend.
+    pub fn confinement(&self) -> Option<Confinement> {
+        self.inner.confinement.lock().ok().and_then(|c| c.clone())
     }
 
     /// The task this evaluator judges against, built in this process (for descriptions).
@@ -472,18 +521,49 @@ fn bounded_tail(tail: &Mutex<String>) -> String {
 }
 
 impl Inner {
+    /// Keeps how a new worker is confined, and warns once when it is not.
+    fn note_confinement(&self, confinement: Confinement) {
+        let Ok(mut last) = self.confinement.lock() else {
+            return;
+        };
+        let first = last.is_none();
+        if first && self.confine && !confinement.is_enforced() {
+            tracing::warn!(
+                "evaluation workers are {confinement}; kernels' builds are checked for host \
+                 file access, but the workers themselves can open any file this user can"
+            );
+        }
+        *last = Some(confinement);
+    }
+
     fn spawn(&self) -> Result<Worker, EvalError> {
         refuse_inside_worker()?;
         let spec =
             serde_json::to_string(&self.spec).map_err(|e| EvalError::Worker(e.to_string()))?;
         let mut cmd = Command::new(&self.command.program);
+        // A private temporary folder: the only one a confined worker may write besides the
+        // compile caches (the shared /tmp may hold other programs' files).
+        let tmp = tempfile::Builder::new().prefix("kf-worker-").tempdir().ok();
+        let read: Vec<&std::path::Path> = self
+            .task_file
+            .iter()
+            .map(|t| t.base_dir.as_path())
+            .collect();
         cmd.args(&self.command.args)
             .env_clear()
             .envs(std::env::vars_os().filter(|(k, _)| {
                 let k = k.to_string_lossy();
-                !is_secret(&k) && !self.command.env_remove.iter().any(|r| *r == k)
+                !is_secret(&k)
+                    && !COMPILER_SEARCH_PATHS.contains(&k.as_ref())
+                    && !self.command.env_remove.iter().any(|r| *r == k)
             }))
             .env(WORKER_ENV, spec)
+            .env(CONFINE_ENV, if self.confine { "1" } else { "0" })
+            .envs(tmp.as_ref().map(|t| ("TMPDIR", t.path().as_os_str())))
+            .env(
+                CONFINE_READ_ENV,
+                serde_json::to_string(&read).map_err(|e| EvalError::Worker(e.to_string()))?,
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -532,13 +612,20 @@ impl Inner {
         self.await_hello(&mut child, &lines, &tail)?;
         let deadline = Instant::now() + BACKEND_OPEN_LIMIT;
         match next_reply(&lines, deadline) {
-            Ok(Reply::Ready { device }) => Ok(Worker {
-                child,
-                stdin,
-                lines,
-                stderr: tail,
-                device: *device,
-            }),
+            Ok(Reply::Ready {
+                device,
+                confinement,
+            }) => {
+                self.note_confinement(confinement);
+                Ok(Worker {
+                    child,
+                    stdin,
+                    lines,
+                    stderr: tail,
+                    device: *device,
+                    _tmp: tmp,
+                })
+            }
             Ok(Reply::Unavailable { message }) => {
                 let _ = child.wait();
                 Err(EvalError::Backend(message))

@@ -13,7 +13,10 @@
 //!   every timed output re-checked, and a roofline bound on the result.
 //! * [`IsolatedEvaluator`]: the same protocol in warm worker processes with a hard timeout (a
 //!   hang becomes `timeout`, a crash `runtime_error`), with secrets kept out of their
-//!   environment; [`worker`] is the worker side.
+//!   environment; [`worker`] is the worker side, [`confine`] what a worker may open (Linux
+//!   Landlock) once its backend is open. Before any compiler sees a kernel,
+//!   [`host_file_check`] refuses the constructs that would read host files (`#include` of
+//!   anything but the runtime's headers, `#embed`, `__has_include`, …).
 //! * [`taskfile`]: your own operator as a TOML task file with a Python, kernel or Rust
 //!   reference.
 //! * [`characterise`]: the measured roofline of a device (peak GFLOP/s from an FMA kernel,
@@ -23,6 +26,7 @@
 //!   text.
 
 pub mod characterise;
+pub mod confine;
 mod early_stop;
 mod element;
 mod error;
@@ -46,7 +50,7 @@ pub use isolate::{
 };
 pub use profile::EvalProfile;
 pub use protocol::{
-    bounded, CompileCheck, EvalConfig, KernelEvaluator, TimingConfig, EXTRACTION_ERROR_MARKER,
-    TUNING_BASELINE_EVERY, TUNING_REUSE_INPUTS,
+    bounded, host_file_check, CompileCheck, EvalConfig, KernelEvaluator, TimingConfig,
+    EXTRACTION_ERROR_MARKER, TUNING_BASELINE_EVERY, TUNING_REUSE_INPUTS,
 };
 pub use worker::{BackendSpec, TaskFileJob, TaskRegistry};

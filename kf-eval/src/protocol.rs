@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use kf_core::{
     Backend, BackendError, BackendErrorKind, CompileOptions, CorrectnessReport, Evaluation,
-    KernelArg, KernelSource, NdRange, ParamValues, Status, TimingStats,
+    KernelArg, KernelSource, Language, NdRange, ParamValue, ParamValues, Status, TimingStats,
 };
 use kf_manifest::Manifest;
 use rand::{RngCore, SeedableRng};
@@ -108,6 +108,16 @@ pub struct EvalConfig {
     pub reuse_inputs: u32,
     /// Largest diagnostics text, bytes.
     pub max_diagnostics: usize,
+    /// Refuse, before compilation, kernels that would make the compiler read host files
+    /// (`#include` of anything but the runtime's headers, `#embed`, `__has_include`, …; see
+    /// [`kf_source::host_access`]). Always on in a search; turned off only by tests of the
+    /// worker confinement that stands behind it.
+    #[serde(default = "host_file_check_default")]
+    pub host_file_check: bool,
+}
+
+fn host_file_check_default() -> bool {
+    true
 }
 
 impl Default for EvalConfig {
@@ -120,6 +130,7 @@ impl Default for EvalConfig {
             data_seed: None,
             reuse_inputs: 0,
             max_diagnostics: 4000,
+            host_file_check: true,
         }
     }
 }
@@ -190,6 +201,43 @@ const FORBIDDEN: [(&str, &str); 3] = [
         "dynamic parallelism runs work outside the timed launch",
     ),
 ];
+
+/// Refuses a kernel whose text would make its compiler read a host file (see
+/// [`kf_source::host_access`]); `params` are the definitions the compiler will see, so that
+/// branches they disable are not checked.
+pub fn host_file_check(
+    source: &KernelSource,
+    params: &ParamValues,
+) -> Result<(), kf_source::host_access::HostAccess> {
+    use kf_source::host_access::{check_host_access, HeaderPolicy};
+    let policy = match source.language {
+        Language::OpenCl => HeaderPolicy::OPENCL_C,
+        Language::Sycl => HeaderPolicy::SYCL,
+        Language::Cuda => HeaderPolicy::CUDA,
+        // A language added to kf-core later: no headers until its policy is written.
+        _ => HeaderPolicy::OPENCL_C,
+    };
+    check_host_access(&source.text, &policy, &Definitions(params))
+}
+
+/// A kernel's parameters as the preprocessor sees them (`-D NAME=value`).
+struct Definitions<'a>(&'a ParamValues);
+
+impl kf_source::expr::Env for Definitions<'_> {
+    fn value(&self, name: &str) -> Option<i64> {
+        match self.0.get(name)? {
+            ParamValue::Int(v) => Some(*v),
+            ParamValue::Bool(b) => Some(i64::from(*b)),
+            ParamValue::Text(t) => kf_source::expr::parse_int(t.trim()),
+            ParamValue::Float(_) => None,
+        }
+    }
+    fn is_defined(&self, name: &str) -> Option<bool> {
+        // Only the caller's definitions are known; any other name may be a macro the
+        // compiler predefines.
+        self.0.get(name).map(|_| true)
+    }
+}
 
 /// A buffer with guard regions before and after the kernel's view.
 struct Guarded<B> {
@@ -660,6 +708,11 @@ impl<B: Backend> KernelEvaluator<B> {
             if source.text.contains(pattern) {
                 let message = format!("`{pattern}` is not allowed: {why}");
                 return fail(Status::CompileError, message, params);
+            }
+        }
+        if self.config.host_file_check {
+            if let Err(refused) = host_file_check(source, params) {
+                return fail(Status::CompileError, refused.to_string(), params);
             }
         }
         let manifest = match Manifest::from_kernel(source) {

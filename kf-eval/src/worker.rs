@@ -148,7 +148,12 @@ pub(crate) enum Reply {
     /// to start workers of its own (sent by the refusal in [`refuse_inside_worker`]).
     NotServing { pid: u32 },
     /// The backend is open.
-    Ready { device: Box<DeviceFacts> },
+    Ready {
+        device: Box<DeviceFacts>,
+        /// How the worker confined itself once the backend was open.
+        #[serde(default)]
+        confinement: crate::confine::Confinement,
+    },
     /// The backend could not be opened.
     Unavailable { message: String },
     /// One job is done.
@@ -328,10 +333,20 @@ where
             return Ok(());
         }
     };
+    // Confined before the first job: every build and every reference runs in this thread or
+    // in processes it starts, which inherit the confinement.
+    let confinement = if std::env::var(crate::confine::CONFINE_ENV).is_ok_and(|v| v == "0") {
+        crate::confine::Confinement::Off
+    } else {
+        crate::confine::confine_current_thread(&crate::confine::AllowedPaths::for_worker(
+            spec.cache_dir.as_deref(),
+        ))
+    };
     send(
         &mut out,
         &Reply::Ready {
             device: Box::new(backend.device().clone()),
+            confinement,
         },
     )?;
     let mut evaluator = KernelEvaluator::new(backend, EvalConfig::default());

@@ -10,7 +10,9 @@
 //!   which each caller builds its own `#if` walk (the classifier blanks inactive lines, the
 //!   mutators resolve a template's switches);
 //! * [`uses_identifier`], [`replace_identifiers`], [`is_identifier`]: identifier scanning;
-//! * [`tokens`] and [`fold_whitespace`]: kernel text without its layout.
+//! * [`tokens`] and [`fold_whitespace`]: kernel text without its layout;
+//! * [`host_access`]: the constructs through which kernel text would make a compiler read host
+//!   files (`#include`, `#embed`, `__has_include`, …), refused before any compiler sees it.
 //!
 //! A tiny crate with no dependency on the rest of the family, so that `kf-classify`,
 //! `kf-mutate` and the backends can all use it without a cycle.
@@ -35,6 +37,7 @@
 mod comments;
 mod directive;
 pub mod expr;
+pub mod host_access;
 mod ident;
 mod tokens;
 

@@ -1,0 +1,116 @@
+//! The worker confinement on its own (issue 47): with the source check turned off
+//! (`EvalConfig::host_file_check = false`), a kernel that includes a planted secret file is
+//! handed to the real OpenCL compiler in a real worker process. Confined, the compiler cannot
+//! open the file and the secret appears nowhere in the evaluation; unconfined (the control,
+//! which shows the probe would work), the compiler reads it. A Python reference confined the
+//! same way cannot read the file either, while a harmless kernel still evaluates.
+//!
+//! Skips without an OpenCL runtime unless `KF_REQUIRE_OPENCL=1`, and when this kernel has no
+//! Landlock (then nothing is confined, and the workers say so).
+
+use kf_backend_opencl::{DeviceSelector, OpenClBackend};
+use kf_core::{ParamValues, Status};
+use kf_eval::confine::Confinement;
+use kf_eval::tasks::parse_sizes;
+use kf_eval::{BackendSpec, EvalConfig, IsolatedEvaluator, WorkerCommand};
+use kf_manifest::Manifest;
+
+kf_eval::worker_test_entry!(|spec: &BackendSpec| {
+    let mut b = OpenClBackend::builder();
+    if let Some(d) = &spec.device {
+        b = b.device(DeviceSelector::parse(d));
+    }
+    b.build().map_err(|e| e.to_string())
+});
+
+fn evaluator(confine: bool) -> IsolatedEvaluator {
+    let mut config = EvalConfig::default();
+    config.timing.min_trials = 3;
+    config.timing.min_seconds = 0.01;
+    config.host_file_check = false;
+    IsolatedEvaluator::builder(
+        BackendSpec::new("opencl"),
+        "gemm",
+        parse_sizes("M=32,N=32,K=32").unwrap(),
+    )
+    .command(WorkerCommand::test_harness().unwrap())
+    .config(config)
+    .confine(confine)
+    .build()
+}
+
+/// The naive gemm kernel with `first` as its first line.
+fn naive_with(first: &str) -> (kf_core::KernelSource, ParamValues) {
+    let naive = kf_eval::kernels::shipped("gemm_naive", kf_core::Language::OpenCl)
+        .unwrap()
+        .kernel_source()
+        .unwrap();
+    let params = Manifest::from_kernel(&naive).unwrap().default_params();
+    let text = format!("{first}\n{}", naive.text);
+    (
+        kf_core::KernelSource {
+            text: text.into(),
+            ..naive
+        },
+        params,
+    )
+}
+
+#[test]
+fn a_confined_worker_cannot_open_a_planted_file() {
+    if kf_backend_opencl::testing::backend_or_skip().is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let secret_value = ["PLANTED", "CONFINEMENT", "SECRET"].join("_");
+    let secret = tmp.path().join("creds.h");
+    // Valid C, so that an unconfined compiler includes it without complaint, then a line the
+    // compiler quotes in its error.
+    std::fs::write(
+        &secret,
+        format!("#define PLANTED 1\n#error {secret_value}\n"),
+    )
+    .unwrap();
+    let include = format!("#include \"{}\"", secret.display());
+    let (probe, params) = naive_with(&include);
+
+    let confined = evaluator(true);
+    let device = confined.device().unwrap();
+    let confinement = confined.confinement().expect("a worker has started");
+    if !confinement.is_enforced() {
+        kf_core::testing::skip::skip(
+            "LANDLOCK",
+            format_args!("workers on {} are {confinement}", device.name),
+        );
+        return;
+    }
+    assert!(matches!(
+        confinement,
+        Confinement::Enforced { .. } | Confinement::Partial { .. }
+    ));
+    let e = confined.evaluate_blocking(&probe, &params).unwrap();
+    eprintln!("confined: {:?}: {}", e.status, e.diagnostics);
+    assert_eq!(e.status, Status::CompileError, "{}", e.diagnostics);
+    assert!(
+        !e.diagnostics.contains(&secret_value),
+        "the confined compiler read the planted file: {}",
+        e.diagnostics
+    );
+    // A harmless kernel still evaluates in the confined worker (builds, cache, timing).
+    let (harmless, params) = naive_with("// harmless");
+    let ok = confined.evaluate_blocking(&harmless, &params).unwrap();
+    assert_eq!(ok.status, Status::Correct, "{}", ok.diagnostics);
+    confined.shutdown();
+
+    // The control: unconfined and unchecked, the same probe reads the file, so the assertion
+    // above is about the confinement and not about a probe that cannot work.
+    let open = evaluator(false);
+    let e = open.evaluate_blocking(&probe, &params).unwrap();
+    assert_eq!(open.confinement(), Some(Confinement::Off));
+    assert!(
+        e.diagnostics.contains(&secret_value),
+        "the unconfined control did not read the file, so the probe proves nothing: {}",
+        e.diagnostics
+    );
+    open.shutdown();
+}

@@ -1,0 +1,2 @@
+#define P <@SECRET@>
+#include P

@@ -1,0 +1,3 @@
+__constant char planted[] = {
+#embed "@SECRET@"
+};

@@ -1,0 +1,3 @@
+#if __has_include("@SECRET@")
+#define PLANTED_FOUND 1
+#endif

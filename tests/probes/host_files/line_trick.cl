@@ -1,0 +1,2 @@
+#line 1 "@SECRET@"
+#include "@SECRET@"

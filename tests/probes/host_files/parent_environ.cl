@@ -1,0 +1,1 @@
+#include "@PPID_ENVIRON@"

@@ -1,0 +1,3 @@
+#include <sycl/sycl.hpp>
+#if __has_include(<@SECRET@>)
+#endif

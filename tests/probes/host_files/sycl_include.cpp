@@ -1,0 +1,2 @@
+#include <sycl/sycl.hpp>
+#include "@SECRET@"
