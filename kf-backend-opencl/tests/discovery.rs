@@ -57,20 +57,55 @@ fn setup_config() -> Option<(PathBuf, RuntimeConfig)> {
     Some((path, config))
 }
 
-#[test]
-fn a_missing_runtime_is_unavailable_with_instructions() {
-    let result = run_child(
-        &[("OPENCL_DYLIB_PATH", "/nonexistent/libOpenCL.so.1")],
-        &std::env::temp_dir(),
-    );
-    // With a system ICD loader installed, opencl3 falls back to it; otherwise nothing loads.
-    if result.starts_with("ok") {
-        eprintln!("a system OpenCL loader exists here: {result}");
-        return;
-    }
+/// Asserts that a child's result is the "no runtime" error, saying how to get one.
+#[track_caller]
+fn assert_unavailable_with_instructions(result: &str) {
     assert!(result.starts_with("err Unavailable"), "{result}");
     assert!(result.contains("scripts/setup.sh"), "{result}");
     assert!(result.contains("pocl-opencl-icd"), "{result}");
+}
+
+/// No OpenCL runtime at all: no library where `OPENCL_DYLIB_PATH` points. opencl3 then falls
+/// back to the system's `libOpenCL.so.1`; where a system ICD loader is installed, the empty
+/// `OCL_ICD_VENDORS` folder leaves it without a driver, so the outcome is the same either way.
+#[test]
+fn a_missing_runtime_is_unavailable_with_instructions() {
+    let no_vendors = tempfile::tempdir().unwrap();
+    let result = run_child(
+        &[
+            ("OPENCL_DYLIB_PATH", "/nonexistent/libOpenCL.so.1"),
+            ("OCL_ICD_VENDORS", &no_vendors.path().to_string_lossy()),
+        ],
+        &std::env::temp_dir(),
+    );
+    assert_unavailable_with_instructions(&result);
+}
+
+/// An ICD loader found by opencl3's fallback (what a system loader is) but no driver: the same
+/// error. The loader is the one `scripts/setup.sh` installed, found through `LD_LIBRARY_PATH`
+/// as a system one would be through the linker's cache, so this runs on every machine with the
+/// setup runtime, whether or not the system has a loader of its own.
+#[test]
+fn a_loader_without_a_driver_is_unavailable_with_instructions() {
+    let Some((path, config)) = setup_config() else {
+        kf_backend_opencl::testing::skip_missing_runtime("no .runtime/opencl.json");
+        return;
+    };
+    let Some(lib_dir) = config.loader.as_ref().and_then(|l| l.parent()) else {
+        panic!("{} names no ICD loader", path.display());
+    };
+    let no_vendors = tempfile::tempdir().unwrap();
+    let result = run_child(
+        &[
+            ("OPENCL_DYLIB_PATH", "/nonexistent/libOpenCL.so.1"),
+            ("OCL_ICD_VENDORS", &no_vendors.path().to_string_lossy()),
+            ("LD_LIBRARY_PATH", &lib_dir.to_string_lossy()),
+        ],
+        &std::env::temp_dir(),
+    );
+    // A loader was loaded: the error is not cl3's "could not load the library" (-2000).
+    assert!(!result.contains("(-2000)"), "{result}");
+    assert_unavailable_with_instructions(&result);
 }
 
 #[test]

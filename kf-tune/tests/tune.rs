@@ -14,12 +14,10 @@ use kf_tune::{
 };
 use rand::SeedableRng;
 
-/// Set to `1` (CI does) to make a missing tuning-spaces folder a failure instead of a skip.
-const KF_REQUIRE_TUNING_SPACES: &str = "KF_REQUIRE_TUNING_SPACES";
-
 /// A file of the shared folder's `tuning-spaces` (`KF_TUNING_SPACES`, else
 /// `../shared/tuning-spaces` beside the checkout). `None`, after printing `SKIPPED: …`, when it
-/// is missing and `KF_REQUIRE_TUNING_SPACES` is not `1`.
+/// is missing and `KF_REQUIRE_TUNING_SPACES` is not `1` (CI sets it: then a failure).
+#[track_caller]
 fn shared(name: &str) -> Option<PathBuf> {
     let dir = std::env::var_os("KF_TUNING_SPACES")
         .map(PathBuf::from)
@@ -30,16 +28,13 @@ fn shared(name: &str) -> Option<PathBuf> {
     if p.exists() {
         return Some(p);
     }
-    if std::env::var(KF_REQUIRE_TUNING_SPACES).is_ok_and(|v| v == "1") {
-        panic!(
-            "{KF_REQUIRE_TUNING_SPACES}=1 but {} is missing",
+    // Kind `TUNING_SPACES`: KF_REQUIRE_TUNING_SPACES=1 makes this a failure.
+    kf_core::testing::skip::skip(
+        "TUNING_SPACES",
+        format_args!(
+            "{} not found (the shared folder's tuning-spaces; set KF_TUNING_SPACES to its folder)",
             p.display()
-        );
-    }
-    eprintln!(
-        "SKIPPED: {} not found (the shared folder's tuning-spaces; set KF_TUNING_SPACES to its \
-         folder, and {KF_REQUIRE_TUNING_SPACES}=1 to make this a failure)",
-        p.display()
+        ),
     );
     None
 }

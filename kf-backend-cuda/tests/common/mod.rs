@@ -13,20 +13,17 @@ pub const KF_REQUIRE_NVRTC: &str = "KF_REQUIRE_NVRTC";
 /// (`scripts/gpu-check.sh` on a GPU machine).
 pub const KF_REQUIRE_CUDA_DEVICE: &str = "KF_REQUIRE_CUDA_DEVICE";
 
-fn required(var: &str) -> bool {
-    std::env::var(var).is_ok_and(|v| v == "1")
-}
-
-/// Builds the backend; `None` (after printing why) when NVRTC is not installed, unless
-/// `KF_REQUIRE_NVRTC=1`.
+/// Builds the backend; `None` (after printing why and recording the skip, kind `NVRTC`) when
+/// NVRTC is not installed, unless `KF_REQUIRE_NVRTC=1`.
+#[track_caller]
 pub fn backend_or_skip(builder: CudaBackendBuilder) -> Option<CudaBackend> {
     match builder.build() {
         Ok(b) => Some(b),
         Err(e) if e.kind() == BackendErrorKind::Unavailable => {
-            if required(KF_REQUIRE_NVRTC) {
-                panic!("{KF_REQUIRE_NVRTC}=1 but NVRTC is unavailable: {e}");
-            }
-            eprintln!("SKIPPED: NVRTC is not installed ({e})");
+            kf_core::testing::skip::skip(
+                "NVRTC",
+                format_args!("NVRTC is not installed ({e}; scripts/setup.sh --cuda)"),
+            );
             None
         }
         Err(e) => panic!("creating the CUDA backend failed: {e}"),
@@ -34,21 +31,24 @@ pub fn backend_or_skip(builder: CudaBackendBuilder) -> Option<CudaBackend> {
 }
 
 /// The compile-only or GPU backend with no disk cache.
+#[track_caller]
 pub fn uncached() -> Option<CudaBackend> {
     backend_or_skip(CudaBackend::builder().no_cache())
 }
 
-/// The backend on a GPU; `None` (after printing why) without NVRTC or without a device.
+/// The backend on a GPU; `None` (after printing why and recording the skip, kind
+/// `CUDA_DEVICE`) without NVRTC or without a device.
+#[track_caller]
 pub fn gpu_or_skip(builder: CudaBackendBuilder) -> Option<CudaBackend> {
     let backend = backend_or_skip(builder)?;
     if !backend.has_device() {
         let reason = backend.no_device_reason().unwrap_or("unknown reason");
-        if required(KF_REQUIRE_CUDA_DEVICE) {
-            panic!("{KF_REQUIRE_CUDA_DEVICE}=1 but there is no CUDA device: {reason}");
-        }
-        eprintln!(
-            "SKIPPED: no CUDA device present ({reason}); this test needs a GPU \
-             (scripts/gpu-check.sh runs it where there is one)"
+        kf_core::testing::skip::skip(
+            "CUDA_DEVICE",
+            format_args!(
+                "no CUDA device present ({reason}); this test needs a GPU \
+                 (scripts/gpu-check.sh runs it where there is one)"
+            ),
         );
         return None;
     }

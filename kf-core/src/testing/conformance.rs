@@ -15,7 +15,8 @@
 //!     let backend = match MyBackend::new() {
 //!         Ok(b) => b,
 //!         Err(e) if e.kind() == BackendErrorKind::Unavailable => {
-//!             eprintln!("SKIPPED: {e}");
+//!             // Prints `SKIPPED: …` and records it, or fails under KF_REQUIRE_MYBACKEND=1.
+//!             kf_core::testing::skip::skip("MYBACKEND", e);
 //!             return;
 //!         }
 //!         Err(e) => panic!("{e}"),

@@ -8,8 +8,12 @@
 //! cell in the first three coordinates and at `0.3`/`0.7` (alternating) in the others, so the
 //! optimum of each cell is known exactly ([`SyntheticEvaluator::optimum`]) and local search
 //! pays. Points outside `[0, 1]^d` fail to "compile".
+//!
+//! [`skip`]: the one rule for a test that cannot run here (skip and record it, or fail when
+//! `KF_REQUIRE_<KIND>=1`), used by every crate's tests.
 
 pub mod conformance;
+pub mod skip;
 
 use std::convert::Infallible;
 
