@@ -61,6 +61,16 @@ pub enum TuneError {
         /// What is wrong.
         message: String,
     },
+    /// Another writer holds the lock of a Kernel Tuner cache (another `kf tune` run is
+    /// appending to it); returned by [`KtWriter::try_open`](crate::KtWriter::try_open), which
+    /// does not wait.
+    #[error("{path} is being written by another process (it holds the lock {lock})")]
+    CacheLocked {
+        /// The cache file.
+        path: PathBuf,
+        /// Its lock file.
+        lock: PathBuf,
+    },
     /// The objective itself failed (not the configuration: a lost device, a full disk).
     #[error("objective failed: {0}")]
     Objective(String),

@@ -6,7 +6,9 @@
 //! the comma-joined parameter values, each entry holding the parameters, the objective (`time`,
 //! or a failure string such as `CompilationFailedConfig`) and whatever else was measured. While
 //! tuning, Kernel Tuner appends one entry per line and closes the object at the end;
-//! [`KtWriter`] does the same, so a killed run leaves a file that both tools can read.
+//! [`KtWriter`] does the same, so a killed run leaves a file that both tools can read. Whole-file
+//! rewrites go through a temporary file and a rename, and a [`KtWriter`] holds a lock on the
+//! cache while it is open, so neither a kill nor a second writer loses an entry.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -394,35 +396,95 @@ impl KtCache {
     }
 
     /// Writes the cache; gzip-compressed when `path` ends in `.gz`. The file is written to a
-    /// temporary sibling and renamed, so a kill never leaves half a file.
+    /// temporary sibling (named after this process, so two writers never share one), flushed
+    /// to disk and renamed over `path`, so a kill or a full disk leaves the old file or the new
+    /// one, never half a file.
+    ///
+    /// This replaces the whole file and takes no lock: do not call it on a cache that a
+    /// [`KtWriter`] is appending to, whose later entries would go to the replaced file.
     pub fn write(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
         let text = self.to_json_string();
-        let tmp = tmp_sibling(path);
-        let result = (|| -> std::io::Result<()> {
-            let file = File::create(&tmp)?;
-            if path.extension().is_some_and(|e| e == "gz") {
-                let mut gz = GzEncoder::new(file, flate2::Compression::default());
-                gz.write_all(text.as_bytes())?;
-                gz.finish()?.sync_all()?;
-            } else {
-                let mut file = file;
-                file.write_all(text.as_bytes())?;
-                file.sync_all()?;
-            }
-            std::fs::rename(&tmp, path)
-        })();
-        result.map_err(|e| TuneError::io(path, e))
+        replace_atomically(path, &unique_tmp_sibling(path), &text, is_gzip_path(path))
+            .map_err(|e| TuneError::io(path, e))
     }
 }
 
-fn tmp_sibling(path: &Path) -> PathBuf {
+/// Whether a cache at `path` is stored gzip-compressed (its name ends in `.gz`).
+fn is_gzip_path(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "gz")
+}
+
+/// `path` with `suffix` added to its file name (`c.json` → `c.json.lock`).
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path
         .file_name()
         .map(|n| n.to_os_string())
         .unwrap_or_default();
-    name.push(".tmp");
+    name.push(suffix);
     path.with_file_name(name)
+}
+
+/// The temporary sibling a [`KtWriter`] replaces its cache through. One fixed name is enough:
+/// only the holder of the cache's lock writes it, and a file a killed run left there is simply
+/// overwritten by the next one.
+fn tmp_sibling(path: &Path) -> PathBuf {
+    sibling(path, ".tmp")
+}
+
+/// A temporary sibling of `path` that no other writer uses: [`KtCache::write`] takes no lock,
+/// and two writers truncating and filling one temporary file could rename a mix of both.
+fn unique_tmp_sibling(path: &Path) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    sibling(path, &format!(".{}-{n}.tmp", std::process::id()))
+}
+
+/// Replaces `path` with `text` (gzip-compressed when `gzip`) so that a kill or a full disk at
+/// any moment leaves either the old file or the complete new one: `tmp` (in the same
+/// directory, so the rename stays on one file system) is written and flushed to disk, renamed
+/// over `path`, and the directory is flushed so that the rename itself survives a power loss.
+/// The replaced file's permissions are kept. A failed attempt removes `tmp`.
+fn replace_atomically(path: &Path, tmp: &Path, text: &str, gzip: bool) -> std::io::Result<()> {
+    let result = (|| -> std::io::Result<()> {
+        let file = File::create(tmp)?;
+        if let Ok(meta) = std::fs::metadata(path) {
+            file.set_permissions(meta.permissions())?;
+        }
+        if gzip {
+            let mut gz = GzEncoder::new(file, flate2::Compression::default());
+            gz.write_all(text.as_bytes())?;
+            gz.finish()?.sync_all()?;
+        } else {
+            let mut file = file;
+            file.write_all(text.as_bytes())?;
+            file.sync_all()?;
+        }
+        std::fs::rename(tmp, path)?;
+        sync_parent(path)
+    })();
+    if result.is_err() {
+        // A full disk must not also leave a partial temporary file behind.
+        let _ = std::fs::remove_file(tmp);
+    }
+    result
+}
+
+/// Flushes the directory holding `path` to disk, which makes a rename into it durable.
+#[cfg(unix)]
+fn sync_parent(path: &Path) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    File::open(dir)?.sync_all()
+}
+
+/// Directories cannot be opened as files here; the rename is as durable as the platform makes
+/// it.
+#[cfg(not(unix))]
+fn sync_parent(_path: &Path) -> std::io::Result<()> {
+    Ok(())
 }
 
 /// JSON as Python's `json.dumps(indent="")` writes containers: one element per line.
@@ -461,59 +523,101 @@ fn python_dumps(v: &Value, separator: &str, pad: &str) -> String {
 }
 
 /// Appends entries to a Kernel Tuner cache file as they arrive, as Kernel Tuner does: the header
-/// first, then one `"key": {…},` line per entry, flushed each time; [`KtWriter::close`] closes the
-/// JSON object. A file left open by a kill is read back by [`KtCache::read`] (and by Kernel
-/// Tuner), and [`KtWriter::open`] resumes appending to it.
+/// first, then one `"key": {…},` line per entry, written to the operating system each time;
+/// [`KtWriter::close`] closes the JSON object. A file left open by a kill is read back by
+/// [`KtCache::read`] (and by Kernel Tuner), and [`KtWriter::open`] resumes appending to it.
+///
+/// Nothing is lost to a kill, a full disk or a second writer:
+///
+/// * A writer holds an exclusive lock from [`open`](KtWriter::open) until it is closed or
+///   dropped, on a lock file beside the cache (`<cache>.lock`). The lock is not on the cache
+///   itself because the cache is replaced by renames: a lock on the replaced file would not
+///   guard the new one. The lock file is never removed (removing it would let a third writer
+///   lock a new file while a second waits on the old one). A second writer waits for the lock
+///   ([`open`](KtWriter::open)) or is told it is held ([`try_open`](KtWriter::try_open)), and
+///   reads the cache only once it holds the lock, so it resumes from every entry the first one
+///   wrote and appends after them. The operating system releases the lock of a killed process.
+/// * Every rewrite of the whole file (the header of a new cache, the reopened form of an
+///   existing one, the closed form at the end) goes to a temporary sibling (`<cache>.tmp`)
+///   that is flushed to disk and renamed over the cache, so the cache is always either the
+///   previous file or the complete new one. Entries themselves are appended, as the format
+///   intends: a kill mid-line leaves a torn last entry that readers drop.
+///
+/// A cache whose name ends in `.gz` is appended to as plain text while the writer is open
+/// (readers tell the two apart by their first bytes; gzip cannot be appended safely) and
+/// compressed when it is closed.
 #[derive(Debug)]
 pub struct KtWriter {
     path: PathBuf,
     file: File,
     header: KtCache,
+    /// The open lock file; the lock lasts as long as this handle.
+    lock: File,
 }
 
 impl KtWriter {
-    /// Opens `path` for appending: an existing cache (closed or not) is read and reopened, a
-    /// missing file is created with `header`'s header. Returns the writer and the entries
-    /// already in the file. Plain files only (gzip cannot be appended safely).
+    /// Opens `path` for appending, waiting for any other writer of the same cache (another
+    /// `kf tune` run) to finish first: an existing cache (closed or not) is then read and
+    /// reopened, a missing file is created with `header`'s header. Returns the writer and the
+    /// entries already in the file. A second writer of one cache in the same process waits
+    /// too: close (or drop) the first before opening another.
     pub fn open(path: impl AsRef<Path>, header: &KtCache) -> Result<(KtWriter, KtCache)> {
-        let path = path.as_ref().to_path_buf();
-        let existing = if path.exists() {
-            Some(KtCache::read(&path)?)
+        let path = path.as_ref();
+        let lock = lock(path, true)?;
+        Self::open_locked(path, header, lock)
+    }
+
+    /// [`KtWriter::open`] without waiting: while another writer holds the cache, returns
+    /// [`TuneError::CacheLocked`] (a caller can say so and then wait with
+    /// [`KtWriter::open`]).
+    pub fn try_open(path: impl AsRef<Path>, header: &KtCache) -> Result<(KtWriter, KtCache)> {
+        let path = path.as_ref();
+        let lock = lock(path, false)?;
+        Self::open_locked(path, header, lock)
+    }
+
+    /// The lock file of the cache at `path`: `<path>.lock`.
+    pub fn lock_path(path: impl AsRef<Path>) -> PathBuf {
+        sibling(path.as_ref(), ".lock")
+    }
+
+    fn open_locked(path: &Path, header: &KtCache, lock: File) -> Result<(KtWriter, KtCache)> {
+        let path = path.to_path_buf();
+        // Read under the lock: the cache is now as the previous writer left it.
+        let cache = if path.exists() {
+            KtCache::read(&path)?
         } else {
-            None
+            let mut c = header.clone();
+            c.entries.clear();
+            c
         };
-        let cache = match existing {
-            Some(c) => {
-                // Rewrite in the open form (a torn entry dropped), then append.
-                let mut text = c.header_json();
-                for (k, e) in &c.entries {
-                    text.push_str(&c.entry_json(k, e));
-                    text.push(',');
-                }
-                let tmp = tmp_sibling(&path);
-                std::fs::write(&tmp, text.as_bytes())
-                    .and_then(|_| std::fs::rename(&tmp, &path))
-                    .map_err(|e| TuneError::io(&path, e))?;
-                c
-            }
-            None => {
-                let mut c = header.clone();
-                c.entries.clear();
-                std::fs::write(&path, c.header_json().as_bytes())
-                    .map_err(|e| TuneError::io(&path, e))?;
-                c
-            }
-        };
+        // Write the open form (a torn entry dropped, a closed file reopened, a gzip file
+        // decompressed; a new file's header), then append.
+        let mut text = cache.header_json();
+        for (k, e) in &cache.entries {
+            text.push_str(&cache.entry_json(k, e));
+            text.push(',');
+        }
+        replace_atomically(&path, &tmp_sibling(&path), &text, false)
+            .map_err(|e| TuneError::io(&path, e))?;
         let file = OpenOptions::new()
             .append(true)
             .open(&path)
             .map_err(|e| TuneError::io(&path, e))?;
         let mut header = cache.clone();
         header.entries.clear();
-        Ok((KtWriter { path, file, header }, cache))
+        Ok((
+            KtWriter {
+                path,
+                file,
+                header,
+                lock,
+            },
+            cache,
+        ))
     }
 
-    /// Appends one entry and flushes it to the operating system.
+    /// Appends one entry and writes it to the operating system (a killed process loses none).
     pub fn append(&mut self, params: &ParamValues, outcome: &Outcome) -> Result<()> {
         let key = cache_key(&self.header.tune_params_keys, params);
         let entry = KtEntry {
@@ -529,17 +633,55 @@ impl KtWriter {
             .map_err(|e| TuneError::io(&self.path, e))
     }
 
-    /// Closes the JSON object (Kernel Tuner's `close_cache`).
+    /// Closes the JSON object (Kernel Tuner's `close_cache`): the closed file (gzip-compressed
+    /// for a `.gz` name) replaces the open one in one rename, and the lock is released. On an
+    /// error the open file is left as it was, every entry readable.
     pub fn close(self) -> Result<()> {
-        let KtWriter { path, file, .. } = self;
+        let KtWriter {
+            path, file, lock, ..
+        } = self;
         drop(file);
-        let mut text = std::fs::read_to_string(&path).map_err(|e| TuneError::io(&path, e))?;
-        let trimmed = text.trim_end().to_owned();
-        text = match trimmed.strip_suffix(',') {
-            Some(t) => format!("{t}}}\n}}"),
-            None if trimmed.ends_with('{') => format!("{trimmed}}}\n}}"),
-            None => return Ok(()),
-        };
-        std::fs::write(&path, text).map_err(|e| TuneError::io(&path, e))
+        // Read back rather than kept in memory: the file is the record of what was appended
+        // (a torn entry from a failed append is dropped here).
+        let cache = KtCache::read(&path)?;
+        replace_atomically(
+            &path,
+            &tmp_sibling(&path),
+            &cache.to_json_string(),
+            is_gzip_path(&path),
+        )
+        .map_err(|e| TuneError::io(&path, e))?;
+        // Released only now, after the rename: the next writer reads the closed file.
+        drop(lock);
+        Ok(())
     }
+}
+
+/// Opens (creating it if needed) the lock file of the cache at `path` and takes its exclusive
+/// lock, waiting for it when `wait`, or returning [`TuneError::CacheLocked`] when another
+/// writer holds it.
+fn lock(path: &Path, wait: bool) -> Result<File> {
+    let lock_path = KtWriter::lock_path(path);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .map_err(|e| TuneError::io(&lock_path, e))?;
+    if wait {
+        file.lock().map_err(|e| TuneError::io(&lock_path, e))?;
+    } else {
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(TuneError::CacheLocked {
+                    path: path.to_path_buf(),
+                    lock: lock_path,
+                })
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(TuneError::io(&lock_path, e)),
+        }
+    }
+    Ok(file)
 }

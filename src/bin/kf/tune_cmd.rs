@@ -12,7 +12,8 @@ use kernelfoundry::eval::{EvalConfig, TimeoutPolicy, WorkerCommand, TUNING_REUSE
 use kernelfoundry::manifest::Manifest;
 use kernelfoundry::tune::cli::{render_text, replay_main, ReplayArgs};
 use kernelfoundry::tune::{
-    strategy, CacheKey, KtCache, KtWriter, Outcome, ResultCache, Space, TuneResult, Tuner,
+    strategy, CacheKey, KtCache, KtWriter, Outcome, ResultCache, Space, TuneError, TuneResult,
+    Tuner,
 };
 use serde_json::json;
 
@@ -273,7 +274,20 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
     );
-    let (writer, previous) = KtWriter::open(&cache_path, &header)?;
+    // The writer holds the cache's lock until it is closed at the end of the run, so a second
+    // `kf tune` on the same cache waits here and then resumes from everything this one wrote.
+    let (writer, previous) = match KtWriter::try_open(&cache_path, &header) {
+        Err(TuneError::CacheLocked { path, lock }) => {
+            eprintln!(
+                "waiting for {}: another kf tune run is writing it (it holds {}); this run \
+                 starts when that one ends, with its configurations",
+                path.display(),
+                lock.display()
+            );
+            KtWriter::open(&cache_path, &header)?
+        }
+        opened => opened?,
+    };
     // Earlier measurements are free: the tuner finds them in its result cache.
     let key = CacheKey::new(
         source.content_hash(),
