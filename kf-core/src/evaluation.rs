@@ -247,6 +247,26 @@ pub struct Evaluation {
     pub tuning_evaluations: u32,
 }
 
+impl Evaluation {
+    /// Replaces every secret this process knows ([`crate::redact`]) in the evaluation's text
+    /// (diagnostics, compiler facts, worker name): evaluators call it before an evaluation
+    /// leaves them.
+    pub fn redact_secrets(&mut self) {
+        let clean = |s: &mut String| {
+            if let std::borrow::Cow::Owned(r) = crate::redact::redact(s) {
+                *s = r;
+            }
+        };
+        clean(&mut self.diagnostics);
+        for value in self.compiler.extra.values_mut() {
+            clean(value);
+        }
+        if let Some(w) = self.worker.as_mut() {
+            clean(w);
+        }
+    }
+}
+
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }

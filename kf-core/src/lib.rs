@@ -70,6 +70,7 @@ pub mod kernel;
 pub mod noise;
 pub mod novelty;
 pub mod observe;
+pub mod redact;
 pub mod task;
 #[cfg(test)]
 mod test_support;

@@ -15,8 +15,9 @@ pub const PRIORITIES: u8 = 3;
 pub const DEFAULT_RESULT_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// Where the servers are and how the queue behaves. The evaluator and every worker of one
-/// deployment must use the same values (they create the same streams and consumers).
-#[derive(Debug, Clone, PartialEq)]
+/// deployment must use the same values (they create the same streams and consumers). Its
+/// `Debug` prints the servers' URLs without their passwords.
+#[derive(Clone, PartialEq)]
 pub struct DistConfig {
     /// NATS server, for example `nats://127.0.0.1:4222` (several may be given, comma-separated).
     pub nats_url: String,
@@ -47,6 +48,26 @@ pub struct DistConfig {
     /// [`DistError::ResultTimeout`] (and the job leaves the queue): what ends the wait for a
     /// job whose message an operator deleted. `None`: wait as long as it takes.
     pub result_timeout: Option<Duration>,
+}
+
+impl std::fmt::Debug for DistConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use kf_core::redact::redact_url;
+        let nats: Vec<String> = self.nats_url.split(',').map(redact_url).collect();
+        f.debug_struct("DistConfig")
+            .field("nats_url", &nats.join(","))
+            .field("database_url", &redact_url(&self.database_url))
+            .field("namespace", &self.namespace)
+            .field("ack_wait", &self.ack_wait)
+            .field("max_attempts", &self.max_attempts)
+            .field("duplicate_window", &self.duplicate_window)
+            .field("publish_timeout", &self.publish_timeout)
+            .field("security", &self.security)
+            .field("security_files", &self.security_files)
+            .field("reuse", &self.reuse)
+            .field("result_timeout", &self.result_timeout)
+            .finish()
+    }
 }
 
 /// When a search answers a job from a stored result (of any run) instead of evaluating it.
@@ -261,6 +282,20 @@ pub fn subject_token(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_never_prints_a_url_password() {
+        let c = DistConfig::new(
+            "nats://w:nats-pw-1234@a:4222,nats://w:nats-pw-1234@b:4222",
+            "postgres://kf:db-pw-5678@db/kf",
+        );
+        let shown = format!("{c:?}");
+        assert!(
+            !shown.contains("nats-pw-1234") && !shown.contains("db-pw-5678"),
+            "{shown}"
+        );
+        assert!(shown.contains("postgres://kf:[redacted]@db/kf"), "{shown}");
+    }
 
     #[test]
     fn tokens_are_checked_and_made() {

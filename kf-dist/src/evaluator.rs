@@ -347,7 +347,11 @@ impl Evaluator for DistEvaluator {
         rt.spawn(async move {
             let _ = tx.send(inner.evaluate(candidate).await);
         });
-        rx.await.unwrap_or(Err(DistError::Cancelled))
+        // A worker redacts its own secrets; this process's are its to take out.
+        rx.await.unwrap_or(Err(DistError::Cancelled)).map(|mut e| {
+            e.redact_secrets();
+            e
+        })
     }
 
     /// Submits every candidate at once.

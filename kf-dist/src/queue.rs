@@ -37,6 +37,9 @@ impl Queue {
     /// After the first connection the client reconnects forever.
     pub(crate) async fn connect(config: &DistConfig, name: &str) -> Result<Self> {
         config.validate()?;
+        if let Some(pw) = kf_core::redact::url_password(&config.nats_url) {
+            kf_core::redact::register_secret(pw);
+        }
         let security = &config.security;
         security.check_plain_text("NATS", &crate::security::nats_hosts(&config.nats_url))?;
         let mut options = async_nats::ConnectOptions::new();
@@ -56,7 +59,10 @@ impl Queue {
             })
             .connect(config.nats_url.as_str())
             .await
-            .map_err(|e| DistError::nats(format!("connecting to {}", config.nats_url), e))?;
+            .map_err(|e| {
+                let url = kf_core::redact::redact_url(&config.nats_url);
+                DistError::nats(format!("connecting to {url}"), e)
+            })?;
         let js = jetstream::new(client);
         let queue = Queue {
             js,

@@ -19,15 +19,24 @@ use serde::Deserialize;
 
 use crate::error::{DistError, Result};
 
-/// Text that must never be printed: `Debug` shows `***`.
+/// Text that must never be printed: `Debug` shows `***`, and every secret made is registered
+/// with [`kf_core::redact`], so that no log leaving the process (a compiler's, a worker's)
+/// carries it.
 #[derive(Clone, PartialEq, Eq, Deserialize)]
-#[serde(transparent)]
+#[serde(from = "String")]
 pub struct Secret(String);
+
+impl From<String> for Secret {
+    fn from(value: String) -> Self {
+        kf_core::redact::register_secret(&value);
+        Secret(value)
+    }
+}
 
 impl Secret {
     /// Wraps a secret.
     pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
+        Secret::from(value.into())
     }
 
     /// The secret itself, for the client that needs it.
@@ -82,7 +91,10 @@ pub fn read_private(path: &Path) -> Result<String> {
     }
     #[cfg(not(unix))]
     let _ = meta;
-    std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    // Its contents (a key, a credentials file) must reach no log of this process.
+    kf_core::redact::register_secret(&text);
+    Ok(text)
 }
 
 /// An Ed25519 key that signs jobs (a search's) or results (a worker's).

@@ -267,6 +267,9 @@ impl Store {
     /// schema if the database has none (which needs the right to create tables). Must run on
     /// a tokio runtime.
     pub async fn connect(url: &str, security: &Security) -> Result<Self> {
+        if let Some(pw) = kf_core::redact::url_password(url) {
+            kf_core::redact::register_secret(pw);
+        }
         let config = pg_config(url, security)?;
         let tls = tls_connector(security)?;
         let client = open(&config, &tls).await?;

@@ -40,17 +40,6 @@ const COMPILER_SEARCH_PATHS: [&str; 5] = [
     "OBJCPLUS_INCLUDE_PATH",
 ];
 
-/// Name fragments of environment variables that never reach a worker.
-const SECRET_MARKERS: [&str; 7] = [
-    "KEY",
-    "TOKEN",
-    "SECRET",
-    "PASSWORD",
-    "PASSWD",
-    "CREDENTIAL",
-    "AUTH",
-];
-
 /// How to start a worker process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerCommand {
@@ -102,13 +91,18 @@ impl WorkerCommand {
     }
 }
 
-/// Variables that hold credentials without saying so in their names: server URLs with a
-/// `user:password@` part, and proxies (whose URLs carry them too).
-const SECRET_NAMES: [&str; 3] = ["KF_DATABASE_URL", "KF_NATS_URL", "DATABASE_URL"];
+/// This process's environment without its secrets ([`is_secret`]) and without the compiler
+/// search paths: what every process that runs code the user did not write starts with
+/// (evaluation workers, task references, KernelBench problem files).
+pub fn scrubbed_env() -> impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)> {
+    std::env::vars_os().filter(|(k, _)| {
+        let k = k.to_string_lossy();
+        !is_secret(&k) && !COMPILER_SEARCH_PATHS.contains(&k.as_ref())
+    })
+}
 
-/// Whether a variable looks like a secret and must not reach a worker: a name holding `KEY`,
-/// `TOKEN`, `SECRET`, `PASSWORD`, `PASSWD`, `CREDENTIAL` or `AUTH`, any `KF_LLM_*`, the
-/// servers' URLs (`KF_DATABASE_URL`, `KF_NATS_URL`) and proxy settings (`*_PROXY`).
+/// Whether a variable looks like a secret and must not reach a worker (see
+/// [`kf_core::redact::is_secret_name`]).
 ///
 /// ```
 /// use kf_eval::is_secret;
@@ -116,11 +110,7 @@ const SECRET_NAMES: [&str; 3] = ["KF_DATABASE_URL", "KF_NATS_URL", "DATABASE_URL
 /// assert!(!is_secret("PATH"));
 /// ```
 pub fn is_secret(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    SECRET_MARKERS.iter().any(|m| upper.contains(m))
-        || upper.starts_with("KF_LLM_")
-        || SECRET_NAMES.contains(&upper.as_str())
-        || upper.ends_with("_PROXY")
+    kf_core::redact::is_secret_name(name)
 }
 
 /// How long an evaluation may take before its worker is killed.
@@ -551,11 +541,12 @@ impl Inner {
             .collect();
         cmd.args(&self.command.args)
             .env_clear()
-            .envs(std::env::vars_os().filter(|(k, _)| {
-                let k = k.to_string_lossy();
-                !is_secret(&k)
-                    && !COMPILER_SEARCH_PATHS.contains(&k.as_ref())
-                    && !self.command.env_remove.iter().any(|r| *r == k)
+            .envs(scrubbed_env().filter(|(k, _)| {
+                !self
+                    .command
+                    .env_remove
+                    .iter()
+                    .any(|r| k.as_os_str() == r.as_str())
             }))
             .env(WORKER_ENV, spec)
             .env(CONFINE_ENV, if self.confine { "1" } else { "0" })
@@ -723,8 +714,34 @@ impl Inner {
     }
 
     /// Sends one job to a worker and waits for its answer (a crashed or timed-out worker's is
-    /// an evaluation saying so).
+    /// an evaluation saying so), with every secret this process knows taken out of its text:
+    /// compiler logs and worker stderr leave this process in reports, records, prompts and
+    /// databases.
     fn exchange(
+        &self,
+        source: &KernelSource,
+        params: &ParamValues,
+        config: &EvalConfig,
+        compile_only: bool,
+    ) -> Result<(Answer, EvalProfile), EvalError> {
+        let redact_all = |mut e: Box<Evaluation>| {
+            e.redact_secrets();
+            e
+        };
+        match self.exchange_unredacted(source, params, config, compile_only) {
+            Ok((Answer::Evaluated(e), p)) => Ok((Answer::Evaluated(redact_all(e)), p)),
+            Ok((Answer::Compiled(CompileCheck::Failed(e)), p)) => {
+                Ok((Answer::Compiled(CompileCheck::Failed(redact_all(e))), p))
+            }
+            Ok(other) => Ok(other),
+            Err(EvalError::Worker(message)) => Err(EvalError::Worker(
+                kf_core::redact::redact(&message).into_owned(),
+            )),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn exchange_unredacted(
         &self,
         source: &KernelSource,
         params: &ParamValues,
@@ -886,7 +903,10 @@ pub struct ResourceLimits {
     /// hardware threads, plus 10 s.
     pub cpu_seconds: Option<f64>,
     /// Bytes of address space the worker may map beyond what it had once its backend was open
-    /// (the runtime's own reservations are not counted). `None`: the machine's physical memory.
+    /// (the runtime's own reservations are not counted). `None`: a quarter of the machine's
+    /// physical memory ([`default_memory_growth`]), so that a kernel build, a launch or a
+    /// reference that asks for far too much fails in its worker instead of pushing the
+    /// search, another worker or a database on the same machine out of memory.
     pub memory_growth_bytes: Option<u64>,
     /// Whether to set the limits at all.
     pub enabled: bool,
@@ -922,9 +942,17 @@ impl ResourceLimits {
                 self.cpu_seconds
                     .unwrap_or(wall.as_secs_f64() * threads + 10.0),
             ),
-            memory_growth_bytes: self.memory_growth_bytes.or_else(physical_memory),
+            memory_growth_bytes: self.memory_growth_bytes.or_else(default_memory_growth),
         }
     }
+}
+
+/// The default growth limit of a worker's address space: a quarter of the machine's physical
+/// memory (6 GiB on a 24 GiB machine), enough for the host buffers, references and rotated
+/// input copies of problems far larger than the shipped ones, and leaving three quarters to
+/// the rest of the machine when a worker runs away.
+pub fn default_memory_growth() -> Option<u64> {
+    physical_memory().map(|bytes| bytes / 4)
 }
 
 /// The machine's physical memory in bytes.

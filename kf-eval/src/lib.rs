@@ -45,8 +45,8 @@ pub use early_stop::{
 };
 pub use error::EvalError;
 pub use isolate::{
-    is_secret, IsolatedEvaluator, IsolatedEvaluatorBuilder, ResourceLimits, TimeoutPolicy,
-    WorkerCommand, DEFAULT_HANDSHAKE_LIMIT,
+    default_memory_growth, is_secret, scrubbed_env, IsolatedEvaluator, IsolatedEvaluatorBuilder,
+    ResourceLimits, TimeoutPolicy, WorkerCommand, DEFAULT_HANDSHAKE_LIMIT,
 };
 pub use profile::EvalProfile;
 pub use protocol::{

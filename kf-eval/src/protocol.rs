@@ -651,7 +651,11 @@ impl<B: Backend> KernelEvaluator<B> {
         let result = self.evaluate_profiled(task, source, params);
         self.profile.total_s = since(started);
         self.profile.transfer_s = take_transfer_seconds();
-        result
+        // Compiler logs quote whatever they read: no secret of this process leaves in them.
+        result.map(|mut e| {
+            e.redact_secrets();
+            e
+        })
     }
 
     /// Runs the protocol up to and including compilation, without the device running

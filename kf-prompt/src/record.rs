@@ -335,8 +335,11 @@ impl ExchangeLog {
         let Some(file) = guard.as_mut() else {
             return Ok(());
         };
-        let mut line = serde_json::to_vec(record)
+        let json = serde_json::to_string(record)
             .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
+        // No secret of this process in a record (a prompt quoting a compiler log, say): the
+        // replacement is plain text inside a JSON string, so the line stays valid JSON.
+        let mut line = kf_core::redact::redact(&json).into_owned().into_bytes();
         line.push(b'\n');
         // One write per record: with O_APPEND the line lands whole or (killed mid-write) torn
         // at the end, which the next open skips.

@@ -28,6 +28,10 @@ pub(crate) fn run_python(
         message,
     };
     let mut child = Command::new(python)
+        // The problem file is third-party code: it runs without this process's secrets, as
+        // references do.
+        .env_clear()
+        .envs(kf_eval::scrubbed_env())
         .arg("-c")
         .arg(code)
         // No __pycache__ folders beside problem files and references.
