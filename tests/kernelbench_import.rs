@@ -25,15 +25,20 @@ fn unseen_problem(stem: &str) -> PathBuf {
     unseen(&format!("vendor/{stem}.py"))
 }
 
+#[track_caller]
 fn python_or_skip() -> Option<PathBuf> {
     let python = default_python();
     if numpy_available(&python) {
         return Some(python);
     }
-    if std::env::var("KF_REQUIRE_PYTHON").as_deref() == Ok("1") {
-        panic!("KF_REQUIRE_PYTHON=1 but {} has no NumPy", python.display());
-    }
-    println!("SKIPPED: no Python with NumPy (run scripts/setup.sh)");
+    // Kind `PYTHON`: KF_REQUIRE_PYTHON=1 makes this a failure.
+    kernelfoundry::core::testing::skip::skip(
+        "PYTHON",
+        format_args!(
+            "no Python with NumPy at {} (run scripts/setup.sh)",
+            python.display()
+        ),
+    );
     None
 }
 
@@ -261,13 +266,14 @@ fn bad_input_is_a_clear_error() {
 fn torch_reference_runs_the_unchanged_problem() {
     let python = default_python();
     if !torch_available(&python) {
-        if std::env::var("KF_REQUIRE_TORCH").as_deref() == Ok("1") {
-            panic!(
-                "KF_REQUIRE_TORCH=1 but torch does not import in {}",
+        // Kind `TORCH`: KF_REQUIRE_TORCH=1 makes this a failure.
+        kernelfoundry::core::testing::skip::skip(
+            "TORCH",
+            format_args!(
+                "PyTorch does not import in {} (scripts/setup.sh --torch)",
                 python.display()
-            );
-        }
-        println!("SKIPPED: PyTorch is not installed (scripts/setup.sh --torch)");
+            ),
+        );
         return;
     }
     for (stem, size) in [

@@ -239,6 +239,7 @@ fn rotary_f16_kernels_are_correct_and_a_half_rotation_is_not() {
 
 /// The SYCL backend, or `None` (after printing why) without a SYCL runtime, unless
 /// `KF_REQUIRE_SYCL=1`.
+#[track_caller]
 fn sycl_backend_or_skip() -> Option<kernelfoundry::sycl::SyclBackend> {
     use kernelfoundry::core::{BackendError, BackendErrorKind};
     match kernelfoundry::sycl::SyclBackend::builder()
@@ -246,11 +247,12 @@ fn sycl_backend_or_skip() -> Option<kernelfoundry::sycl::SyclBackend> {
         .build()
     {
         Ok(b) => Some(b),
-        Err(e)
-            if e.kind() == BackendErrorKind::Unavailable
-                && std::env::var("KF_REQUIRE_SYCL").map_or(true, |v| v != "1") =>
-        {
-            eprintln!("SKIPPED: {e} (run scripts/setup.sh --sycl; KF_REQUIRE_SYCL=1 makes this a failure)");
+        Err(e) if e.kind() == BackendErrorKind::Unavailable => {
+            // Kind `SYCL`: KF_REQUIRE_SYCL=1 makes this a failure.
+            kernelfoundry::core::testing::skip::skip(
+                "SYCL",
+                format_args!("{e} (run scripts/setup.sh --sycl)"),
+            );
             None
         }
         Err(e) => panic!("creating the SYCL backend failed: {e}"),

@@ -17,17 +17,17 @@ use kf_mutate::{Feasibility, StructuralMutator, TemplateLibrary};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-fn required(var: &str) -> bool {
-    std::env::var(var).is_ok_and(|v| v == "1")
-}
-
-/// The compile-only or GPU backend; `None` (after printing why) without NVRTC, unless
-/// `KF_REQUIRE_NVRTC=1`.
+/// The compile-only or GPU backend; `None` (after printing why and recording the skip, kind
+/// `NVRTC`) without NVRTC, unless `KF_REQUIRE_NVRTC=1`.
+#[track_caller]
 fn backend_or_skip() -> Option<CudaBackend> {
     match CudaBackend::builder().no_cache().build() {
         Ok(b) => Some(b),
-        Err(e) if e.kind() == BackendErrorKind::Unavailable && !required("KF_REQUIRE_NVRTC") => {
-            eprintln!("SKIPPED: NVRTC is not installed ({e})");
+        Err(e) if e.kind() == BackendErrorKind::Unavailable => {
+            kf_core::testing::skip::skip(
+                "NVRTC",
+                format_args!("NVRTC is not installed ({e}; scripts/setup.sh --cuda)"),
+            );
             None
         }
         Err(e) => panic!("creating the CUDA backend failed: {e}"),
@@ -91,19 +91,20 @@ fn compile_reporting(backend: &CudaBackend, cases: &[Case]) -> Vec<String> {
     failures
 }
 
-/// Whether `backend` has a GPU to run on; without one, says so and returns false (a failure
-/// when `KF_REQUIRE_CUDA_DEVICE=1`).
+/// Whether `backend` has a GPU to run on; without one, says so, records the skip (kind
+/// `CUDA_DEVICE`) and returns false (a failure when `KF_REQUIRE_CUDA_DEVICE=1`).
+#[track_caller]
 fn gpu_or_skip(backend: &CudaBackend, what: &str) -> bool {
     if backend.has_device() {
         return true;
     }
     let reason = backend.no_device_reason().unwrap_or("unknown reason");
-    if required("KF_REQUIRE_CUDA_DEVICE") {
-        panic!("KF_REQUIRE_CUDA_DEVICE=1 but there is no CUDA device: {reason}");
-    }
-    eprintln!(
-        "SKIPPED: no CUDA device present ({reason}); running {what} needs a GPU \
-         (scripts/gpu-check.sh runs this test where there is one)"
+    kf_core::testing::skip::skip(
+        "CUDA_DEVICE",
+        format_args!(
+            "no CUDA device present ({reason}); running {what} needs a GPU \
+             (scripts/gpu-check.sh runs this test where there is one)"
+        ),
     );
     false
 }

@@ -20,12 +20,13 @@ use kf_mutate::{StrategyLibrary, StructuralMutator};
 
 /// The backend, or `None` (after printing why) when this machine has no SYCL runtime and
 /// `KF_REQUIRE_SYCL` is not `1`.
+#[track_caller]
 fn backend_or_skip() -> Option<SyclBackend> {
-    let required = std::env::var("KF_REQUIRE_SYCL").is_ok_and(|v| !v.is_empty() && v != "0");
     match SyclBackend::builder().build() {
         Ok(b) => Some(b),
-        Err(e) if e.kind() == BackendErrorKind::Unavailable && !required => {
-            eprintln!("SKIPPED: {e} (set KF_REQUIRE_SYCL=1 to make this a failure)");
+        Err(e) if e.kind() == BackendErrorKind::Unavailable => {
+            // Kind `SYCL`: KF_REQUIRE_SYCL=1 makes this a failure.
+            kf_core::testing::skip::skip("SYCL", format_args!("{e} (scripts/setup.sh --sycl)"));
             None
         }
         Err(e) => panic!("creating the SYCL backend failed: {e}"),

@@ -1026,6 +1026,7 @@ impl Observe for BaselineWatch {
 /// prints why and the example skips, as `kf_backend_opencl::testing` does in tests (and, as
 /// there, `KF_REQUIRE_OPENCL=1` makes a missing runtime a failure instead).
 #[doc(hidden)]
+#[track_caller]
 pub fn doctest_backend_available() -> bool {
     #[cfg(feature = "opencl")]
     {
@@ -1033,7 +1034,10 @@ pub fn doctest_backend_available() -> bool {
     }
     #[cfg(not(feature = "opencl"))]
     {
-        eprintln!("skipping: this build has no OpenCL backend (feature `opencl`)");
+        kf_core::testing::skip::skip(
+            "OPENCL",
+            "this build has no OpenCL backend (feature `opencl`)",
+        );
         false
     }
 }

@@ -10,17 +10,14 @@ use kf_manifest::Manifest;
 /// ran `scripts/setup.sh --sycl`).
 pub(crate) const KF_REQUIRE_SYCL: &str = "KF_REQUIRE_SYCL";
 
-fn required() -> bool {
-    std::env::var(KF_REQUIRE_SYCL).is_ok_and(|v| !v.is_empty() && v != "0")
-}
-
-/// The backend, or `None` (after printing why) when this machine has no SYCL runtime and
-/// `KF_REQUIRE_SYCL` is not set.
+/// The backend, or `None` (after printing why and recording the skip, kind `SYCL`) when this
+/// machine has no SYCL runtime and `KF_REQUIRE_SYCL` is not set.
+#[track_caller]
 pub(crate) fn backend_or_skip(builder: SyclBackendBuilder) -> Option<SyclBackend> {
     match builder.build() {
         Ok(b) => Some(b),
-        Err(e) if e.kind() == BackendErrorKind::Unavailable && !required() => {
-            eprintln!("SKIPPED: {e} (set {KF_REQUIRE_SYCL}=1 to make this a failure)");
+        Err(e) if e.kind() == BackendErrorKind::Unavailable => {
+            kf_core::testing::skip::skip("SYCL", format_args!("{e} (scripts/setup.sh --sycl)"));
             None
         }
         Err(e) => panic!("creating the SYCL backend failed: {e}"),
@@ -28,6 +25,7 @@ pub(crate) fn backend_or_skip(builder: SyclBackendBuilder) -> Option<SyclBackend
 }
 
 /// A fresh backend caching into `dir` (or not at all).
+#[track_caller]
 pub(crate) fn backend_with_cache(dir: Option<&std::path::Path>) -> Option<SyclBackend> {
     let builder = SyclBackend::builder();
     backend_or_skip(match dir {

@@ -26,8 +26,9 @@ impl Servers {
     }
 }
 
-/// The servers, or `None` (with a message) when they are not running; with
+/// The servers, or `None` (with a message, the skip recorded) when they are not running; with
 /// `KF_REQUIRE_DIST=1` a missing server fails the test instead.
+#[track_caller]
 pub fn servers(test: &str) -> Option<Servers> {
     // KF_DIST_DIR: servers started with `KF_DIST_DIR=… scripts/dist-servers.sh start`.
     let (_, dir) = root_and_dist_dir();
@@ -56,14 +57,14 @@ pub fn servers(test: &str) -> Option<Servers> {
         _ => None,
     };
     if found.is_none() {
-        let msg = format!(
-            "{test}: SKIPPED — no PostgreSQL/nats-server (run `scripts/dist-servers.sh install && \
-             scripts/dist-servers.sh start`)"
+        // Kind `DIST`: KF_REQUIRE_DIST=1 makes this a failure.
+        kf_core::testing::skip::skip(
+            "DIST",
+            format_args!(
+                "{test}: no PostgreSQL/nats-server (run `scripts/dist-servers.sh install && \
+                 scripts/dist-servers.sh start`)"
+            ),
         );
-        if std::env::var("KF_REQUIRE_DIST").is_ok_and(|v| v == "1") {
-            panic!("{msg}, and KF_REQUIRE_DIST=1");
-        }
-        eprintln!("{msg}");
     }
     found
 }
@@ -84,14 +85,20 @@ fn root_and_dist_dir() -> (PathBuf, PathBuf) {
 }
 
 /// Whether [`restart_postgres`] can restart the server: `scripts/dist-servers.sh` started it.
-/// Says why not (the servers were given by `KF_DATABASE_URL` alone) when it cannot.
+/// Says why not (the servers were given by `KF_DATABASE_URL` alone) when it cannot, and records
+/// the skip, kind `DIST`: under `KF_REQUIRE_DIST=1` (CI, whose servers that script starts) a
+/// failure.
+#[track_caller]
 pub fn can_restart_postgres(test: &str) -> bool {
     let info = root_and_dist_dir().1.join("dist-servers.json");
     if !info.exists() {
-        eprintln!(
-            "{test}: SKIPPED — the PostgreSQL server was not started by scripts/dist-servers.sh \
-             (no {}), so it cannot be restarted",
-            info.display()
+        kf_core::testing::skip::skip(
+            "DIST",
+            format_args!(
+                "{test}: the PostgreSQL server was not started by scripts/dist-servers.sh \
+                 (no {}), so it cannot be restarted",
+                info.display()
+            ),
         );
     }
     info.exists()

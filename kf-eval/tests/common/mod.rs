@@ -5,14 +5,13 @@ use kf_core::BackendErrorKind;
 
 /// The backend `opened`, or `None` after printing `SKIPPED: …` when the runtime is missing and
 /// `KF_REQUIRE_OPENCL` is not `1`; any other failure fails the test.
+#[track_caller]
 pub(crate) fn opencl_or_skip(opened: Result<OpenClBackend, OpenClError>) -> Option<OpenClBackend> {
     match opened {
         Ok(b) => Some(b),
-        Err(e)
-            if kf_core::BackendError::kind(&e) == BackendErrorKind::Unavailable
-                && std::env::var("KF_REQUIRE_OPENCL").as_deref() != Ok("1") =>
-        {
-            eprintln!("SKIPPED: no OpenCL runtime ({e})");
+        Err(e) if kf_core::BackendError::kind(&e) == BackendErrorKind::Unavailable => {
+            // Kind `OPENCL`: KF_REQUIRE_OPENCL=1 makes this a failure.
+            kf_core::testing::skip::skip("OPENCL", format_args!("no OpenCL runtime ({e})"));
             None
         }
         Err(e) => panic!("opening OpenCL: {e}"),

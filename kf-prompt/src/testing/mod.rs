@@ -3,9 +3,9 @@
 //! real OpenAI-compatible HTTP server on loopback that answers with replies of the test's
 //! own (see its docs).
 //!
-//! A test skips (prints `SKIPPED: …` and passes) only when no server answers **and**
-//! `KF_REQUIRE_LLM` is not `1`; CI sets it, so that a broken server cannot turn the tests into
-//! passes.
+//! A test skips (prints `SKIPPED: …`, records it as kind `LLM` where [`kf_core::testing::skip`]
+//! says, and passes) only when no server answers **and** `KF_REQUIRE_LLM` is not `1`; CI sets
+//! it, so that a broken server cannot turn the tests into passes.
 //!
 //! ```no_run
 //! let Some(server) = kf_prompt::testing::server_or_skip(std::path::Path::new(".")) else {
@@ -66,11 +66,8 @@ pub fn server_or_skip(start: &Path) -> Option<TestServer> {
     match find_server(start) {
         Ok(server) => Some(server),
         Err(why) => {
-            assert!(
-                std::env::var(KF_REQUIRE_LLM).map_or(true, |v| v != "1"),
-                "{KF_REQUIRE_LLM}=1 but {why}"
-            );
-            eprintln!("SKIPPED: no LLM server: {why}");
+            // Kind `LLM`: KF_REQUIRE_LLM=1 makes this a failure.
+            kf_core::testing::skip::skip("LLM", format_args!("no LLM server: {why}"));
             None
         }
     }
