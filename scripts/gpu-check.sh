@@ -15,6 +15,8 @@
 #                 reported, then run and verified by the evaluator (kf-mutate/tests/cuda_templates.rs)
 #   eval-naive    kf eval --backend cuda of kf-eval/kernels/cuda/gemm_naive.toml
 #   eval-tiled    kf eval --backend cuda of kf-eval/kernels/cuda/gemm_tiled.toml
+#                 (both run in confined workers, kf_eval::confine: they also check that the
+#                 GPU's device nodes, /dev/nvidia*, stay open to a Landlock-confined worker)
 #   search        a short search with the gemm example and --backend cuda, when the example
 #                 exists and takes --backend (its arguments: KF_GPU_CHECK_SEARCH_ARGS, default
 #                 "--size 512 --evaluations 12 --time 150 --no-progress"); it passes when the
