@@ -13,8 +13,8 @@
 //!   their JSON descriptions; never `.runtime/dist-secrets` or the LLM server's files), the
 //!   folders the runtime variables name (`KF_OPENCL_ICD`, `KF_SYCL_RUNTIME`, `KF_CUDA_NVRTC`,
 //!   `CUDA_HOME`, `OCL_ICD_VENDORS`, `LD_LIBRARY_PATH`, …), the Python installation that
-//!   references run with, and what the parent names in [`CONFINE_READ_ENV`] (a task file's
-//!   folder with its reference script);
+//!   references run with, the device characterisation cache (`KF_DEVICE_CACHE`), and what the
+//!   parent names in [`CONFINE_READ_ENV`] (a task file's folder with its reference script);
 //! * **read and write**: the compile caches (`.runtime/cache`, the backend's cache folder, the
 //!   per-user cache), the worker's private temporary folder (`TMPDIR`, made by the parent and
 //!   removed with the worker), `/dev/null`, `/dev/zero`, `/dev/urandom`, `/dev/shm`, and a
@@ -134,6 +134,9 @@ impl AllowedPaths {
             }
         }
         read.extend(python_installation());
+        // The device's measured roofline (`KF_DEVICE_CACHE` or devices.json beside the compile
+        // caches), which the protocol judges against.
+        read.extend(crate::characterise::cache_path());
         if let Some(base) = std::env::var_os("XDG_CACHE_HOME")
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
