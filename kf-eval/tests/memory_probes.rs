@@ -1,8 +1,10 @@
 //! Workers that ask for far more memory than they may map (issue 47): a task file's Python
-//! reference that allocates 16 GiB in 256 MiB steps, and a kernel build that expands a macro
-//! into hundreds of millions of statements, each under a 1 GiB growth limit, end as one failed
-//! evaluation, and the next evaluation in the same evaluator is judged normally in a fresh
-//! worker. The default limit is a quarter of the machine's memory, not all of it.
+//! reference that allocates 16 GiB in 256 MiB steps, a kernel build that expands a macro into
+//! a billion statements, and a launch whose work-items each declare a 2 GiB private array, each
+//! under a 1 GiB growth limit, end as one failed evaluation (the reference's MemoryError, the
+//! compiler's "out of memory" crash, a launch that leaves its output unwritten), and the next
+//! evaluation in the same evaluator is judged normally. The default limit is a quarter of the
+//! machine's memory, not all of it.
 //!
 //! Real OpenCL workers (this test binary, re-executed) and the real Python of
 //! `scripts/setup.sh`; skips without them unless `KF_REQUIRE_OPENCL=1` / `KF_REQUIRE_PYTHON=1`.
@@ -117,6 +119,50 @@ fn a_reference_that_allocates_far_too_much_costs_one_evaluation() {
     );
     let next = eval.evaluate_blocking(&fast, &ParamValues::new()).unwrap();
     assert_eq!(next.status, Status::Correct, "{}", next.diagnostics);
+    eval.shutdown();
+}
+
+#[test]
+fn a_launch_that_asks_for_far_too_much_private_memory_costs_one_evaluation() {
+    if kf_backend_opencl::testing::backend_or_skip().is_none() {
+        return;
+    }
+    let eval = IsolatedEvaluator::builder(
+        BackendSpec::new("opencl"),
+        "gemm",
+        parse_sizes("M=32,N=32,K=32").unwrap(),
+    )
+    .command(WorkerCommand::test_harness().unwrap())
+    .config(config())
+    .limits(limits())
+    .build();
+    let naive = kf_eval::kernels::shipped("gemm_naive", kf_core::Language::OpenCl)
+        .unwrap()
+        .kernel_source()
+        .unwrap();
+    let params = Manifest::from_kernel(&naive).unwrap().default_params();
+    // 2 GiB of private memory per work-item, one work-item per group, written and read so
+    // that no compiler may drop it.
+    let hog = naive
+        .text
+        .replace(
+            "float acc = 0.0f;",
+            "float acc = 0.0f;\n    float big[1 << 29];\n    big[(row * N + col) & ((1 << 29) - 1)] = 1.0f;\n    acc += big[(col * 7) & ((1 << 29) - 1)];",
+        );
+    let manifest = "entry = \"gemm\"\nlanguage = \"opencl\"\n[launch]\nglobal = [\"N\", \"M\"]\nlocal = [\"1\", \"1\"]\n";
+    let source = Manifest::parse(manifest, "hog.toml", None)
+        .unwrap()
+        .kernel_source(hog);
+    let e = eval
+        .evaluate_blocking(&source, &ParamValues::new())
+        .unwrap();
+    eprintln!(
+        "2 GiB private array per work-item: {:?}: {}",
+        e.status, e.diagnostics
+    );
+    assert_ne!(e.status, Status::Correct, "{}", e.diagnostics);
+    let ok = eval.evaluate_blocking(&naive, &params).unwrap();
+    assert_eq!(ok.status, Status::Correct, "{}", ok.diagnostics);
     eval.shutdown();
 }
 
