@@ -4,7 +4,8 @@
 //! jobs, and the database holds one result per job and the run's final archive; with the
 //! servers' security on, a job signed by a key the workers do not trust is refused (the
 //! workers' logs and `kf_refusals` say so, nothing is evaluated), and nothing the run wrote
-//! (run directory, worker logs, database, NATS store) holds a password or a private key. Skips with a
+//! (run directory, worker logs, database, NATS store) holds a password or a private key; a seed
+//! that includes a planted file is refused on the worker and the file reaches no table. Skips with a
 //! message when the servers or an OpenCL runtime are missing (unless `KF_REQUIRE_DIST=1`,
 //! respectively `KF_REQUIRE_OPENCL=1`).
 
@@ -442,4 +443,115 @@ fn a_distributed_search_runs_on_kf_workers() {
             "a secret was written by the run"
         );
     }
+}
+
+/// Host-file probes on a cluster (issue 47): `kf search --distributed` seeded with a kernel
+/// that includes a planted secret file, evaluated by a `kf worker`. The worker refuses it
+/// before compilation (a `compile_error` naming the directive, stored in `kf_results`), and
+/// neither the file's contents nor the secret-looking variables of the search and the worker
+/// appear in any row of any table of the database, in the run directory or in the worker's log.
+#[test]
+fn host_file_probes_reach_no_database_row() {
+    let Some(Cluster {
+        servers,
+        nats,
+        db,
+        out,
+    }) = cluster("host_file_probes_reach_no_database_row", "facade_probes")
+    else {
+        return;
+    };
+    let args = server_args(&servers, &nats, &db);
+    let file_secret = ["PLANTED", "CLUSTER", "FILE"].join("_");
+    let env_secret = ["planted", "cluster", "token", "1701"].join("-");
+    let vault = out.path().join("vault");
+    std::fs::create_dir_all(&vault).unwrap();
+    let secret = vault.join("creds.h");
+    std::fs::write(&secret, format!("#error {file_secret}\n")).unwrap();
+    // The probe: the shipped naive kernel behind an include of the planted file.
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("kf-eval/kernels");
+    let naive = std::fs::read_to_string(shipped.join("gemm_naive.cl")).unwrap();
+    std::fs::write(
+        out.path().join("probe.cl"),
+        format!("#include \"{}\"\n{naive}", secret.display()),
+    )
+    .unwrap();
+    let manifest = std::fs::read_to_string(shipped.join("gemm_naive.toml"))
+        .unwrap()
+        .replace("gemm_naive.cl", "probe.cl");
+    std::fs::write(out.path().join("probe.toml"), manifest).unwrap();
+
+    // Both the worker and the search hold a secret-looking variable.
+    let log = std::fs::File::create(out.path().join("prober.log")).unwrap();
+    let worker = Command::new(env!("CARGO_BIN_EXE_kf"))
+        .args(["worker", "--name", "prober"])
+        .args(&args)
+        .env("KF_PLANTED_CLUSTER_TOKEN", &env_secret)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let workers = Workers(vec![worker]);
+    let search = Command::new(env!("CARGO_BIN_EXE_kf"))
+        .args(["search", "--task", "gemm", "--size", "M=64,N=64,K=64"])
+        // The probe is the sixth seed (after the baseline and four templates).
+        .args(["--evaluations", "6", "--tune-budget", "1", "--time", "240"])
+        .args(["--no-progress", "--distributed", "--kernel"])
+        .arg(out.path().join("probe.toml"))
+        .args(&args)
+        .arg("--out")
+        .arg(out.path().join("search"))
+        .env("KF_PLANTED_CLUSTER_TOKEN", &env_secret)
+        .output()
+        .unwrap();
+    drop(workers);
+    let said = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&search.stdout),
+        String::from_utf8_lossy(&search.stderr)
+    );
+    assert!(search.status.success(), "kf search failed:\n{said}");
+    assert!(
+        db.count(
+            "SELECT count(*) FROM kf_results WHERE status = 'compile_error' \
+             AND evaluation->>'diagnostics' LIKE '%refused before compilation%'"
+        ) >= 1,
+        "the probe was not refused on the worker: {:?}",
+        db.rows("SELECT status, evaluation->>'diagnostics' FROM kf_results")
+    );
+    let tables = db.rows(
+        "SELECT table_name FROM information_schema.tables \
+         WHERE table_schema = 'public' AND table_type = 'BASE TABLE'",
+    );
+    assert!(tables.len() >= 3, "{tables:?}");
+    for row in &tables {
+        for s in [&file_secret, &env_secret] {
+            let hits = db.count(&format!(
+                "SELECT count(*) FROM {} AS t WHERE t::text LIKE '%{s}%'",
+                row[0]
+            ));
+            assert_eq!(hits, 0, "table {} holds a planted secret", row[0]);
+        }
+    }
+    let mut files = Vec::new();
+    let mut stack = vec![out.path().join("search"), out.path().join("prober.log")];
+    while let Some(p) = stack.pop() {
+        if p.is_dir() {
+            stack.extend(std::fs::read_dir(&p).unwrap().flatten().map(|e| e.path()));
+        } else {
+            files.push(p);
+        }
+    }
+    assert!(files.len() > 3, "{files:?}");
+    for f in files {
+        let text = String::from_utf8_lossy(&std::fs::read(&f).unwrap()).into_owned();
+        for s in [&file_secret, &env_secret] {
+            assert!(
+                !text.contains(s.as_str()),
+                "{} holds a planted secret",
+                f.display()
+            );
+        }
+    }
+    assert!(!said.contains(&file_secret) && !said.contains(&env_secret));
 }
