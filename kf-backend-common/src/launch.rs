@@ -1,7 +1,104 @@
 //! Launch checks every backend makes before handing a launch to its runtime: argument
-//! descriptions, work-group geometry, buffer offsets.
+//! descriptions, work-group geometry, buffer offsets. A check that fails says why in a
+//! [`LaunchCheckError`], whose message is the sentence for the backend's error.
+
+use std::fmt;
 
 use kf_core::KernelArg;
+
+/// Why a launch check failed: a work-group too large, a bad buffer offset, a copy that does
+/// not fit. Its message is the sentence a backend puts in its "bad launch geometry" or
+/// "invalid argument" error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LaunchCheckError {
+    /// The work-group has more work-items than `limit` allows.
+    WorkGroupTooLarge {
+        /// Work-items in the work-group.
+        total: usize,
+        /// Whose limit it is, with the number (`the device maximum 1024`).
+        limit_what: String,
+    },
+    /// One dimension of the work-group is longer than the device allows.
+    WorkGroupExtent {
+        /// The dimension.
+        dimension: usize,
+        /// Its extent.
+        extent: usize,
+        /// The device's largest extent in that dimension.
+        max: u64,
+    },
+    /// A buffer offset is not a multiple of the device's base address alignment.
+    MisalignedOffset {
+        /// The argument's index.
+        index: usize,
+        /// The offset in bytes.
+        offset: usize,
+        /// The alignment in bytes.
+        align: usize,
+    },
+    /// A buffer offset at or beyond the buffer's end.
+    OffsetBeyondBuffer {
+        /// The argument's index.
+        index: usize,
+        /// The offset in bytes.
+        offset: usize,
+        /// The buffer's length in bytes.
+        len: usize,
+    },
+    /// A host copy larger than the buffer.
+    CopyTooLarge {
+        /// Which way the copy goes.
+        direction: CopyDirection,
+        /// Bytes to copy.
+        len: usize,
+        /// The buffer's length in bytes.
+        buffer_len: usize,
+    },
+}
+
+impl fmt::Display for LaunchCheckError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LaunchCheckError::WorkGroupTooLarge { total, limit_what } => {
+                write!(f, "work-group of {total} work-items exceeds {limit_what}")
+            }
+            LaunchCheckError::WorkGroupExtent {
+                dimension,
+                extent,
+                max,
+            } => write!(
+                f,
+                "work-group extent {extent} in dimension {dimension} exceeds the device maximum {max}"
+            ),
+            LaunchCheckError::MisalignedOffset {
+                index,
+                offset,
+                align,
+            } => write!(
+                f,
+                "argument {index}: buffer offset {offset} is not a multiple of the device's base \
+                 address alignment ({align} bytes)"
+            ),
+            LaunchCheckError::OffsetBeyondBuffer { index, offset, len } => write!(
+                f,
+                "argument {index}: offset {offset} is beyond the buffer's {len} bytes"
+            ),
+            LaunchCheckError::CopyTooLarge {
+                direction: CopyDirection::Write,
+                len,
+                buffer_len,
+            } => write!(f, "writing {len} bytes into a buffer of {buffer_len}"),
+            LaunchCheckError::CopyTooLarge {
+                direction: CopyDirection::Read,
+                len,
+                buffer_len,
+            } => write!(f, "reading {len} bytes from a buffer of {buffer_len}"),
+        }
+    }
+}
+
+impl std::error::Error for LaunchCheckError {}
 
 /// A kernel argument in words, for error messages (`buffer at offset 0`, `f32 1.5`);
 /// `local_name` names what [`KernelArg::Local`] is in the backend's terms (`local memory`,
@@ -25,32 +122,35 @@ pub fn describe_arg<B>(arg: &KernelArg<'_, B>, local_name: &str) -> String {
 
 /// Checks a work-group against the largest total `limit` (`limit_what` says whose limit it
 /// is: `the device maximum 1024`) and the largest extent `item_max(d)` of each dimension;
-/// the error is the sentence for a "bad launch geometry" message.
+/// the error's message is the sentence for a "bad launch geometry" message.
 ///
 /// ```
 /// use kf_backend_common::launch::check_work_group;
 /// assert!(check_work_group(&[16, 16], 256, "the device maximum 256", |_| 256).is_ok());
 /// let e = check_work_group(&[32, 16], 256, "the device maximum 256", |_| 256).unwrap_err();
-/// assert!(e.contains("512 work-items"));
+/// assert!(e.to_string().contains("512 work-items"));
 /// ```
 pub fn check_work_group(
     local: &[usize],
     limit: u64,
     limit_what: &str,
     item_max: impl Fn(usize) -> u64,
-) -> Result<(), String> {
+) -> Result<(), LaunchCheckError> {
     let total: usize = local.iter().product();
     if total as u64 > limit {
-        return Err(format!(
-            "work-group of {total} work-items exceeds {limit_what}"
-        ));
+        return Err(LaunchCheckError::WorkGroupTooLarge {
+            total,
+            limit_what: limit_what.to_owned(),
+        });
     }
     for (d, l) in local.iter().enumerate() {
         let max = item_max(d);
         if *l as u64 > max {
-            return Err(format!(
-                "work-group extent {l} in dimension {d} exceeds the device maximum {max}"
-            ));
+            return Err(LaunchCheckError::WorkGroupExtent {
+                dimension: d,
+                extent: *l,
+                max,
+            });
         }
     }
     Ok(())
@@ -70,17 +170,16 @@ pub fn check_buffer_offset(
     offset: usize,
     align: usize,
     len: usize,
-) -> Result<(), String> {
+) -> Result<(), LaunchCheckError> {
     if !offset.is_multiple_of(align.max(1)) {
-        return Err(format!(
-            "argument {index}: buffer offset {offset} is not a multiple of the device's base \
-             address alignment ({align} bytes)"
-        ));
+        return Err(LaunchCheckError::MisalignedOffset {
+            index,
+            offset,
+            align,
+        });
     }
     if offset >= len {
-        return Err(format!(
-            "argument {index}: offset {offset} is beyond the buffer's {len} bytes"
-        ));
+        return Err(LaunchCheckError::OffsetBeyondBuffer { index, offset, len });
     }
     Ok(())
 }
@@ -102,15 +201,20 @@ pub enum CopyDirection {
 /// assert_eq!(check_copy(CopyDirection::Write, 4, 8), Ok(true));
 /// assert_eq!(check_copy(CopyDirection::Read, 0, 8), Ok(false));
 /// assert_eq!(
-///     check_copy(CopyDirection::Read, 9, 8),
-///     Err("reading 9 bytes from a buffer of 8".to_owned())
+///     check_copy(CopyDirection::Read, 9, 8).unwrap_err().to_string(),
+///     "reading 9 bytes from a buffer of 8"
 /// );
 /// ```
-pub fn check_copy(direction: CopyDirection, len: usize, buffer_len: usize) -> Result<bool, String> {
+pub fn check_copy(
+    direction: CopyDirection,
+    len: usize,
+    buffer_len: usize,
+) -> Result<bool, LaunchCheckError> {
     if len > buffer_len {
-        return Err(match direction {
-            CopyDirection::Write => format!("writing {len} bytes into a buffer of {buffer_len}"),
-            CopyDirection::Read => format!("reading {len} bytes from a buffer of {buffer_len}"),
+        return Err(LaunchCheckError::CopyTooLarge {
+            direction,
+            len,
+            buffer_len,
         });
     }
     Ok(len > 0)

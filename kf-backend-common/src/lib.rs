@@ -25,6 +25,7 @@
 //! ```
 
 pub mod cache;
+pub mod compile_input;
 mod flush;
 pub mod launch;
 mod options;
@@ -33,6 +34,9 @@ pub mod runtime;
 mod selector;
 
 pub use cache::{ArtifactCache, CacheChoice, CacheWriteError, KeyHasher};
+pub use compile_input::CompileInputError;
 pub use flush::Flusher;
+pub use launch::LaunchCheckError;
 pub use options::BackendOptions;
+pub use runtime::RuntimeConfigError;
 pub use selector::{kind_name, DeviceSelector, NoMatch, SelectableDevice};

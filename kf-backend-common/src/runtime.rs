@@ -6,10 +6,62 @@
 //! that never override the caller, library preloading, and the one-line description.
 
 use std::env;
+use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
+
+/// Why a runtime's configuration could not be read, or a library not preloaded; the message
+/// names the file.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RuntimeConfigError {
+    /// The configuration file could not be read.
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The configuration file is not the JSON expected.
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: serde_json::Error,
+    },
+    /// A library could not be preloaded (the message is the loader's, which names the file).
+    Preload {
+        /// The library.
+        path: PathBuf,
+        /// The loader's error.
+        source: libloading::Error,
+    },
+}
+
+impl fmt::Display for RuntimeConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RuntimeConfigError::Read { path, source } => write!(f, "{}: {source}", path.display()),
+            RuntimeConfigError::Parse { path, source } => {
+                write!(f, "{}: {source}", path.display())
+            }
+            // The loader's message names the file.
+            RuntimeConfigError::Preload { source, .. } => write!(f, "{source}"),
+        }
+    }
+}
+
+impl std::error::Error for RuntimeConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RuntimeConfigError::Read { source, .. } => Some(source),
+            RuntimeConfigError::Parse { source, .. } => Some(source),
+            RuntimeConfigError::Preload { source, .. } => Some(source),
+        }
+    }
+}
 
 /// Walks up from the current directory, the executable's directory and `source_dir` (the
 /// calling crate's `CARGO_MANIFEST_DIR`, so that `cargo test` and `cargo run` in the checkout
@@ -48,9 +100,15 @@ pub fn config_in_dir(dir: &Path, file_name: &str) -> Option<PathBuf> {
 }
 
 /// Reads and parses a runtime JSON file; the error names the file.
-pub fn read_config<T: DeserializeOwned>(path: &Path) -> Result<T, String> {
-    let text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+pub fn read_config<T: DeserializeOwned>(path: &Path) -> Result<T, RuntimeConfigError> {
+    let text = fs::read_to_string(path).map_err(|source| RuntimeConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|source| RuntimeConfigError::Parse {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// Reads a runtime JSON file as [`read_config`] does; when it cannot, notes why and which
@@ -98,8 +156,8 @@ pub enum Binding {
 }
 
 /// Loads a shared library for the rest of the process (it is never unloaded), so that
-/// libraries loaded later find it.
-pub fn preload(path: &Path, binding: Binding) -> Result<(), String> {
+/// libraries loaded later find it. The error's message is the loader's.
+pub fn preload(path: &Path, binding: Binding) -> Result<(), RuntimeConfigError> {
     use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_LAZY, RTLD_LOCAL, RTLD_NOW};
     let flags = match binding {
         Binding::Local => RTLD_LAZY | RTLD_LOCAL,
@@ -107,7 +165,12 @@ pub fn preload(path: &Path, binding: Binding) -> Result<(), String> {
     };
     // SAFETY: loading a runtime's support library runs only its ELF initialisers, which have
     // no preconditions.
-    let lib = unsafe { Library::open(Some(path), flags) }.map_err(|e| e.to_string())?;
+    let lib = unsafe { Library::open(Some(path), flags) }.map_err(|source| {
+        RuntimeConfigError::Preload {
+            path: path.to_path_buf(),
+            source,
+        }
+    })?;
     // Keep it loaded for the life of the process: the runtime, loaded later, links to it.
     std::mem::forget(lib);
     Ok(())

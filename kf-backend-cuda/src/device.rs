@@ -10,7 +10,7 @@ use cudarc::driver::CudaContext;
 use kf_backend_common::SelectableDevice;
 use kf_core::{DeviceFacts, DeviceKind};
 
-use crate::error::CudaError;
+use crate::error::{ArchParseError, CudaError};
 use crate::guarded;
 
 /// The variable that picks the device: an ordinal (`1`) or a name substring (`H100`).
@@ -71,13 +71,13 @@ impl fmt::Display for Arch {
 }
 
 impl FromStr for Arch {
-    type Err = String;
+    type Err = ArchParseError;
 
     /// Parses `sm_90`, `sm_90a`, `compute_80`, `90`, `9.0`.
-    fn from_str(text: &str) -> Result<Self, String> {
+    fn from_str(text: &str) -> Result<Self, ArchParseError> {
         let t = text.trim().to_ascii_lowercase();
-        let bad = || {
-            format!("`{text}` is not a CUDA architecture (expected sm_90, sm_90a, compute_80, 9.0)")
+        let bad = || ArchParseError {
+            text: text.to_owned(),
         };
         if let Some((major, minor)) = t.split_once('.') {
             let major = major.parse().map_err(|_| bad())?;

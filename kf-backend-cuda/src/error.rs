@@ -87,6 +87,14 @@ pub enum CudaError {
     },
 }
 
+/// Text that is not a CUDA architecture ([`Arch`](crate::Arch)'s `FromStr`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{text}` is not a CUDA architecture (expected sm_90, sm_90a, compute_80, 9.0)")]
+pub struct ArchParseError {
+    /// The text as given.
+    pub text: String,
+}
+
 impl CudaError {
     /// A compile error with a non-empty log.
     pub(crate) fn compile(entry: &str, reason: impl Into<String>, log: impl Into<String>) -> Self {

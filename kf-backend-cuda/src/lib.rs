@@ -77,9 +77,9 @@ pub use cache::{BinaryCache, CachedBuild};
 pub use device::{
     driver_present, list_devices, Arch, CudaDeviceInfo, DEFAULT_ARCH, KF_CUDA_ARCH, KF_CUDA_DEVICE,
 };
-pub use error::{driver_error_name, CudaError};
+pub use error::{driver_error_name, ArchParseError, CudaError};
 /// The device selector shared by every backend (`kf_backend_common::DeviceSelector`).
-pub use kf_backend_common::DeviceSelector;
+pub use kf_backend_common::{CompileInputError, DeviceSelector, RuntimeConfigError};
 pub use nvrtc::{nvrtc_info, NvrtcInfo};
 
 /// The CUDA version the bindings target (cudarc's `cuda-12090` feature); NVRTC must be 12.x,

@@ -42,48 +42,59 @@ impl NvrtcInfo {
     }
 }
 
+/// The outcome of loading NVRTC, kept for the process: the error as its message, which every
+/// later call returns again as a [`CudaError::Unavailable`].
 static INFO: OnceLock<Result<NvrtcInfo, String>> = OnceLock::new();
 
 /// Finds and loads NVRTC (see [`crate::runtime`]) once, and returns its version and
 /// architectures; [`CudaError::Unavailable`] (saying how to install it) when there is none.
 pub fn nvrtc_info() -> Result<&'static NvrtcInfo, CudaError> {
-    INFO.get_or_init(load_info)
+    INFO.get_or_init(|| load_info().map_err(|e| e.to_string()))
         .as_ref()
         .map_err(|message| CudaError::Unavailable {
             message: message.clone(),
         })
 }
 
-fn load_info() -> Result<NvrtcInfo, String> {
+/// Why NVRTC could not be loaded or queried (what was tried, how to get it).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct NvrtcUnavailable(String);
+
+fn load_info() -> Result<NvrtcInfo, NvrtcUnavailable> {
     let runtime = runtime::prepare();
     // SAFETY: only opens (and closes again) candidate libraries by name.
     let present = guarded("looking for NVRTC", || unsafe { sys::is_culib_present() })
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| NvrtcUnavailable(e.to_string()))?;
     if !present {
-        return Err(format!(
+        return Err(NvrtcUnavailable(format!(
             "NVRTC (libnvrtc.so.12) not found; tried {}. {HOW_TO_GET_NVRTC}",
             runtime.describe()
-        ));
+        )));
     }
     guarded("querying NVRTC", || {
         let (mut major, mut minor) = (0, 0);
         // SAFETY: out-pointers to live integers.
         let rc = unsafe { sys::nvrtcVersion(&mut major, &mut minor) };
         if rc != nvrtcResult::NVRTC_SUCCESS {
-            return Err(format!("nvrtcVersion failed: {rc:?}"));
+            return Err(NvrtcUnavailable(format!("nvrtcVersion failed: {rc:?}")));
         }
         let mut n = 0;
         // SAFETY: as above.
         let rc = unsafe { sys::nvrtcGetNumSupportedArchs(&mut n) };
         if rc != nvrtcResult::NVRTC_SUCCESS {
-            return Err(format!("nvrtcGetNumSupportedArchs failed: {rc:?}"));
+            return Err(NvrtcUnavailable(format!(
+                "nvrtcGetNumSupportedArchs failed: {rc:?}"
+            )));
         }
         let mut archs = vec![0; usize::try_from(n).unwrap_or(0)];
         if !archs.is_empty() {
             // SAFETY: the buffer holds the number of entries NVRTC said it would write.
             let rc = unsafe { sys::nvrtcGetSupportedArchs(archs.as_mut_ptr()) };
             if rc != nvrtcResult::NVRTC_SUCCESS {
-                return Err(format!("nvrtcGetSupportedArchs failed: {rc:?}"));
+                return Err(NvrtcUnavailable(format!(
+                    "nvrtcGetSupportedArchs failed: {rc:?}"
+                )));
             }
         }
         Ok(NvrtcInfo {
@@ -95,7 +106,7 @@ fn load_info() -> Result<NvrtcInfo, String> {
                 .collect(),
         })
     })
-    .map_err(|e| format!("{e} ({})", runtime.describe()))?
+    .map_err(|e| NvrtcUnavailable(format!("{e} ({})", runtime.describe())))?
 }
 
 /// What one compilation produced.

@@ -31,7 +31,7 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use kf_backend_common::runtime::{self as common, Binding};
+use kf_backend_common::runtime::{self as common, Binding, RuntimeConfigError};
 use serde::Deserialize;
 
 /// The variable an embedder sets to point this crate at an NVRTC (see the module docs for what
@@ -122,7 +122,7 @@ pub struct RuntimeConfig {
 
 impl RuntimeConfig {
     /// Reads and parses a `cuda.json`.
-    pub fn read(path: &Path) -> Result<Self, String> {
+    pub fn read(path: &Path) -> Result<Self, RuntimeConfigError> {
         common::read_config(path)
     }
 }
@@ -279,7 +279,7 @@ fn apply_config_file(path: &Path, info: &mut RuntimeInfo) {
 
 /// Loads a shared library for the rest of the process (`RTLD_NOW | RTLD_GLOBAL`), so that a
 /// later `dlopen` of its `SONAME` (cudarc's) resolves to it.
-fn preload(path: &Path) -> Result<(), String> {
+fn preload(path: &Path) -> Result<(), RuntimeConfigError> {
     common::preload(path, Binding::Global)
 }
 

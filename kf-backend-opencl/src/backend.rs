@@ -4,10 +4,11 @@ use std::ptr;
 use std::sync::Mutex;
 use std::time::Instant;
 
+use kf_backend_common::compile_input::check_flags;
 use kf_backend_common::launch::{
     check_buffer_offset, check_copy, check_work_group, describe_arg, CopyDirection,
 };
-use kf_backend_common::{BackendOptions, Flusher};
+use kf_backend_common::{BackendOptions, CompileInputError, Flusher};
 use kf_core::{
     Backend, CompileOptions, Compiled, CompilerFacts, DeviceFacts, KernelArg, KernelSource,
     Language, LaunchTiming, NdRange, ParamValues,
@@ -193,30 +194,32 @@ impl OpenClBackend {
     /// The `clBuildProgram` options for `params` and `options`: `-D NAME=value` per parameter,
     /// then the flags verbatim. Fails on a parameter name that is not a C identifier, or a value
     /// or flag OpenCL cannot carry (whitespace in a value, a NUL byte).
-    pub fn build_options(params: &ParamValues, options: &CompileOptions) -> Result<String, String> {
+    pub fn build_options(
+        params: &ParamValues,
+        options: &CompileOptions,
+    ) -> Result<String, CompileInputError> {
         let mut parts = Vec::with_capacity(params.len() + options.flags.len());
         for (name, value) in params.iter() {
             let ident = !name.is_empty()
                 && !name.starts_with(|c: char| c.is_ascii_digit())
                 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
             if !ident {
-                return Err(format!("parameter name {name:?} is not a C identifier"));
+                return Err(CompileInputError::NotAnIdentifier {
+                    name: name.to_owned(),
+                });
             }
             let value = value.to_string();
             if value.is_empty() || value.chars().any(|c| c.is_whitespace() || c == '\0') {
-                return Err(format!(
-                    "parameter {name} has value {value:?}; OpenCL build options cannot carry \
-                     empty values or whitespace"
-                ));
+                return Err(CompileInputError::BadValue {
+                    name: name.to_owned(),
+                    value,
+                    rule: "OpenCL build options cannot carry empty values or whitespace",
+                });
             }
             parts.push(format!("-D {name}={value}"));
         }
-        for flag in &options.flags {
-            if flag.contains('\0') {
-                return Err(format!("compiler flag {flag:?} contains a NUL byte"));
-            }
-            parts.push(flag.clone());
-        }
+        check_flags(&options.flags)?;
+        parts.extend(options.flags.iter().cloned());
         Ok(parts.join(" "))
     }
 
@@ -426,7 +429,7 @@ impl Backend for OpenClBackend {
             ));
         }
         let build_options = Self::build_options(params, options)
-            .map_err(|reason| Self::compile_error(entry, reason, String::new()))?;
+            .map_err(|reason| Self::compile_error(entry, reason.to_string(), String::new()))?;
         let key = BinaryCache::key(&source.text, &build_options, &self.facts);
         let started = Instant::now();
         // Where the binary is cached: what a compile worker ships (see `cache_file`).
@@ -551,7 +554,7 @@ impl Backend for OpenClBackend {
 
     fn write(&self, buffer: &mut OpenClBuffer, data: &[u8]) -> Result<(), OpenClError> {
         if !check_copy(CopyDirection::Write, data.len(), buffer.len)
-            .map_err(OpenClError::InvalidArgument)?
+            .map_err(|e| OpenClError::InvalidArgument(e.to_string()))?
         {
             return Ok(());
         }
@@ -566,7 +569,7 @@ impl Backend for OpenClBackend {
 
     fn read(&self, buffer: &OpenClBuffer, out: &mut [u8]) -> Result<(), OpenClError> {
         if !check_copy(CopyDirection::Read, out.len(), buffer.len)
-            .map_err(OpenClError::InvalidArgument)?
+            .map_err(|e| OpenClError::InvalidArgument(e.to_string()))?
         {
             return Ok(());
         }
@@ -588,7 +591,7 @@ impl Backend for OpenClBackend {
         let bad = |message: String| OpenClError::Launch {
             message: format!("bad launch geometry {range}: {message}"),
         };
-        range.check().map_err(bad)?;
+        range.check().map_err(|e| bad(e.to_string()))?;
         let dims = range.global.len();
         if dims > self.limits.max_dims {
             return Err(bad(format!(
@@ -606,7 +609,7 @@ impl Backend for OpenClBackend {
                         .copied()
                         .unwrap_or(u64::MAX)
                 })
-                .map_err(bad)?;
+                .map_err(|e| bad(e.to_string()))?;
                 local.as_ptr()
             }
             None => ptr::null(),
@@ -643,7 +646,7 @@ impl Backend for OpenClBackend {
                             buffer.mem.get()
                         } else {
                             check_buffer_offset(i, *offset, self.limits.base_align, buffer.len)
-                                .map_err(OpenClError::InvalidArgument)?;
+                                .map_err(|e| OpenClError::InvalidArgument(e.to_string()))?;
                             let view = buffer
                                 .mem
                                 .create_sub_buffer(CL_MEM_READ_WRITE, *offset, buffer.len - offset)

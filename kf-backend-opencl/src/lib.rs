@@ -49,4 +49,4 @@ pub use cache::BinaryCache;
 pub use device::{list_devices, DeviceInfo, KF_OPENCL_DEVICE};
 pub use error::{cl_error_name, OpenClError};
 /// The device selector shared by every backend (`kf_backend_common::DeviceSelector`).
-pub use kf_backend_common::DeviceSelector;
+pub use kf_backend_common::{CompileInputError, DeviceSelector, RuntimeConfigError};

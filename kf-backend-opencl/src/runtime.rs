@@ -37,7 +37,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use kf_backend_common::runtime::{self as common, Binding};
+use kf_backend_common::runtime::{self as common, Binding, RuntimeConfigError};
 use serde::Deserialize;
 
 /// The variable an embedder sets to point this crate at any OpenCL runtime (see the module
@@ -123,7 +123,7 @@ pub struct RuntimeConfig {
 
 impl RuntimeConfig {
     /// Reads and parses an `opencl.json`.
-    pub fn read(path: &Path) -> Result<Self, String> {
+    pub fn read(path: &Path) -> Result<Self, RuntimeConfigError> {
         common::read_config(path)
     }
 }

@@ -123,18 +123,24 @@ pub(crate) struct Shim {
     _lib: libloading::Library,
 }
 
+/// The loaded shim, or why there is none as the message of the [`SyclError::Unavailable`]
+/// every call returns.
 static SHIM: OnceLock<Result<Shim, String>> = OnceLock::new();
 
 /// The loaded shim, or why there is none.
 pub(crate) fn shim() -> Result<&'static Shim, SyclError> {
-    SHIM.get_or_init(load)
+    SHIM.get_or_init(|| load().map_err(|e| e.0))
         .as_ref()
         .map_err(|message| SyclError::Unavailable {
             message: message.clone(),
         })
 }
 
-fn load() -> Result<Shim, String> {
+/// Why the shim could not be loaded (what is missing, how to get a runtime).
+#[derive(Debug)]
+struct ShimUnavailable(String);
+
+fn load() -> Result<Shim, ShimUnavailable> {
     let info = runtime::prepare();
     let Some(path) = &info.shim else {
         let why = info
@@ -150,33 +156,35 @@ fn load() -> Result<Shim, String> {
             ),
             None => String::new(),
         };
-        return Err(format!("{why}.{later} {HOW_TO_GET_A_RUNTIME}"));
+        return Err(ShimUnavailable(format!(
+            "{why}.{later} {HOW_TO_GET_A_RUNTIME}"
+        )));
     };
     if !path.is_file() {
-        return Err(format!(
+        return Err(ShimUnavailable(format!(
             "the SYCL shim {} is missing (moved or cleaned build directory?); rebuild \
              kf-backend-sycl or point KF_SYCL_SHIM at a copy. {HOW_TO_GET_A_RUNTIME}",
             path.display()
-        ));
+        )));
     }
     // SAFETY: the shim's initialisers only set up C++ statics of the SYCL runtime.
     let lib = unsafe { libloading::Library::new(path) }.map_err(|e| {
-        format!(
+        ShimUnavailable(format!(
             "cannot load the SYCL shim {} ({e}): the SYCL runtime it was built against is \
              gone or incomplete. {HOW_TO_GET_A_RUNTIME}",
             path.display()
-        )
+        ))
     })?;
     macro_rules! sym {
         ($name:literal) => {
             // SAFETY: the symbol's type is the one declared in kf_sycl_shim.h for this ABI
             // version (checked below before any other call).
             *unsafe { lib.get($name) }.map_err(|e| {
-                format!(
+                ShimUnavailable(format!(
                     "the SYCL shim {} lacks {}: {e}",
                     path.display(),
                     String::from_utf8_lossy(&$name[..$name.len() - 1])
-                )
+                ))
             })?
         };
     }
@@ -184,10 +192,10 @@ fn load() -> Result<Shim, String> {
     // SAFETY: no arguments, returns a constant.
     let version = unsafe { abi() };
     if version != ABI_VERSION {
-        return Err(format!(
+        return Err(ShimUnavailable(format!(
             "the SYCL shim {} speaks ABI {version}, this crate {ABI_VERSION}; rebuild it",
             path.display()
-        ));
+        )));
     }
     Ok(Shim {
         free: sym!(b"kfs_free\0"),

@@ -54,7 +54,7 @@ pub use cache::{BundleCache, EntryMeta};
 pub use device::{list_devices, DeviceInfo, KF_SYCL_DEVICE};
 pub use error::SyclError;
 /// The device selector shared by every backend (`kf_backend_common::DeviceSelector`).
-pub use kf_backend_common::DeviceSelector;
+pub use kf_backend_common::{CompileInputError, DeviceSelector, RuntimeConfigError};
 
 /// Whether this build of the crate has its SYCL shim (a runtime was found at build time).
 /// When `false`, [`SyclBackend::new`] returns [`SyclError::Unavailable`] with the reason.

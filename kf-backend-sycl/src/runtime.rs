@@ -28,7 +28,7 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use kf_backend_common::runtime as common;
+use kf_backend_common::runtime::{self as common, RuntimeConfigError};
 use serde::Deserialize;
 
 /// The variable that points this crate at a runtime description at run time (a `sycl.json`
@@ -67,7 +67,7 @@ pub struct RuntimeConfig {
 
 impl RuntimeConfig {
     /// Reads and parses a `sycl.json`.
-    pub fn read(path: &Path) -> Result<Self, String> {
+    pub fn read(path: &Path) -> Result<Self, RuntimeConfigError> {
         common::read_config(path)
     }
 }

@@ -99,7 +99,7 @@ pub use task::{
 pub use traits::archive::{Archive, ArchiveHints, ArchiveMetrics, Elite, InsertOutcome};
 pub use traits::backend::{
     Backend, BackendError, BackendErrorKind, CompileOptions, Compiled, KernelArg, LaunchTiming,
-    NdRange,
+    NdRange, NdRangeError,
 };
 pub use traits::classifier::BehaviorClassifier;
 pub use traits::evaluator::Evaluator;

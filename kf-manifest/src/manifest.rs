@@ -460,10 +460,10 @@ impl Manifest {
             ),
         };
         let range = NdRange { global, local };
-        range.check().map_err(|message| ManifestError::Invalid {
+        range.check().map_err(|e| ManifestError::Invalid {
             file: self.file.clone(),
             field: "launch".into(),
-            message,
+            message: e.to_string(),
         })?;
         Ok(range)
     }

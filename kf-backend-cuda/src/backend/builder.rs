@@ -51,11 +51,14 @@ impl CudaBackendBuilder {
                 .ok()
                 .filter(|v| !v.trim().is_empty())
         }) {
-            Some(text) => Some(text.parse::<Arch>().map_err(CudaError::InvalidArgument)?),
+            Some(text) => Some(
+                text.parse::<Arch>()
+                    .map_err(|e| CudaError::InvalidArgument(e.to_string()))?,
+            ),
             None => None,
         };
         if let Some(arch) = &configured {
-            check_arch(nvrtc, arch).map_err(CudaError::InvalidArgument)?;
+            check_arch(nvrtc, arch).map_err(|e| CudaError::InvalidArgument(e.to_string()))?;
         }
         // Any failure to enumerate devices (no driver, no device, a driver that does not
         // initialise) leaves a compile-only backend that says why; a device that is there but
@@ -70,15 +73,23 @@ impl CudaBackendBuilder {
     }
 }
 
+/// An architecture the loaded NVRTC cannot compile for.
+#[derive(Debug, thiserror::Error)]
+#[error("NVRTC {nvrtc_version} cannot compile for {arch} (it supports {})", supported.join(", "))]
+pub(super) struct UnsupportedArch {
+    arch: Arch,
+    nvrtc_version: String,
+    supported: Vec<String>,
+}
+
 /// Whether NVRTC can target `arch`.
-pub(super) fn check_arch(nvrtc: &NvrtcInfo, arch: &Arch) -> Result<(), String> {
+pub(super) fn check_arch(nvrtc: &NvrtcInfo, arch: &Arch) -> Result<(), UnsupportedArch> {
     if nvrtc.supports(arch) {
         return Ok(());
     }
-    let list: Vec<String> = nvrtc.archs.iter().map(|a| format!("sm_{a}")).collect();
-    Err(format!(
-        "NVRTC {} cannot compile for {arch} (it supports {})",
-        nvrtc.version(),
-        list.join(", ")
-    ))
+    Err(UnsupportedArch {
+        arch: arch.clone(),
+        nvrtc_version: nvrtc.version(),
+        supported: nvrtc.archs.iter().map(|a| format!("sm_{a}")).collect(),
+    })
 }

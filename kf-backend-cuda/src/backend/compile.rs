@@ -1,5 +1,8 @@
 //! Compilation: NVRTC options and definitions, the compile cache, loading modules.
 
+use kf_backend_common::compile_input::check_flags;
+use kf_backend_common::CompileInputError;
+
 use super::*;
 
 impl CudaBackend {
@@ -10,7 +13,7 @@ impl CudaBackend {
         &self,
         arch: &Arch,
         options: &CompileOptions,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Vec<String>, CompileInputError> {
         let mut out = vec![format!("--gpu-architecture={arch}")];
         if !arch.is_virtual {
             out.push("--ptxas-options=-v".into());
@@ -18,12 +21,8 @@ impl CudaBackend {
         for dir in &self.runtime.include_dirs {
             out.push(format!("--include-path={}", dir.display()));
         }
-        for flag in &options.flags {
-            if flag.contains('\0') {
-                return Err(format!("compiler flag {flag:?} contains a NUL byte"));
-            }
-            out.push(flag.clone());
-        }
+        check_flags(&options.flags)?;
+        out.extend(options.flags.iter().cloned());
         Ok(out)
     }
 
@@ -38,21 +37,24 @@ impl CudaBackend {
         file: &str,
         text: &str,
         params: &ParamValues,
-    ) -> Result<String, String> {
+    ) -> Result<String, CompileInputError> {
         let mut out = String::with_capacity(text.len() + 32 * params.len() + 32);
         for (name, value) in params.iter() {
             let ident = !name.is_empty()
                 && !name.starts_with(|c: char| c.is_ascii_digit())
                 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
             if !ident {
-                return Err(format!("parameter name {name:?} is not a C identifier"));
+                return Err(CompileInputError::NotAnIdentifier {
+                    name: name.to_owned(),
+                });
             }
             let value = value.to_string();
             if value.trim().is_empty() || value.contains(['\n', '\r', '\0']) {
-                return Err(format!(
-                    "parameter {name} has value {value:?}; definitions cannot be empty or hold \
-                     line breaks or NUL bytes"
-                ));
+                return Err(CompileInputError::BadValue {
+                    name: name.to_owned(),
+                    value,
+                    rule: "definitions cannot be empty or hold line breaks or NUL bytes",
+                });
             }
             out.push_str(&format!("#define {name} {value}\n"));
         }
@@ -92,16 +94,17 @@ impl CudaBackend {
         let arch = match &options.arch {
             Some(text) => text
                 .parse::<Arch>()
-                .map_err(|reason| CudaError::compile(entry, reason, ""))?,
+                .map_err(|reason| CudaError::compile(entry, reason.to_string(), ""))?,
             None => self.arch.clone(),
         };
-        check_arch(self.nvrtc, &arch).map_err(|reason| CudaError::compile(entry, reason, ""))?;
+        check_arch(self.nvrtc, &arch)
+            .map_err(|reason| CudaError::compile(entry, reason.to_string(), ""))?;
         let file = format!("{entry}.cu");
         let text = Self::with_definitions(&file, &source.text, params)
-            .map_err(|reason| CudaError::compile(entry, reason, ""))?;
+            .map_err(|reason| CudaError::compile(entry, reason.to_string(), ""))?;
         let nvrtc_options = self
             .nvrtc_options(&arch, options)
-            .map_err(|reason| CudaError::compile(entry, reason, ""))?;
+            .map_err(|reason| CudaError::compile(entry, reason.to_string(), ""))?;
         let key = BinaryCache::key(&text, &nvrtc_options, &self.nvrtc.version());
         let started = Instant::now();
         let mut facts = CompilerFacts::default();

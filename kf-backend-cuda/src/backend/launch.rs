@@ -39,7 +39,7 @@ impl CudaBackend {
         data: &[u8],
     ) -> Result<(), CudaError> {
         if !check_copy(CopyDirection::Write, data.len(), buffer.len)
-            .map_err(CudaError::InvalidArgument)?
+            .map_err(|e| CudaError::InvalidArgument(e.to_string()))?
         {
             return Ok(());
         }
@@ -66,7 +66,7 @@ impl CudaBackend {
 
     pub(super) fn read_inner(&self, buffer: &CudaBuffer, out: &mut [u8]) -> Result<(), CudaError> {
         if !check_copy(CopyDirection::Read, out.len(), buffer.len)
-            .map_err(CudaError::InvalidArgument)?
+            .map_err(|e| CudaError::InvalidArgument(e.to_string()))?
         {
             return Ok(());
         }
@@ -101,7 +101,7 @@ impl CudaBackend {
         let bad = |message: String| CudaError::Launch {
             message: format!("bad launch geometry {range}: {message}"),
         };
-        range.check().map_err(bad)?;
+        range.check().map_err(|e| bad(e.to_string()))?;
         let (Some(gpu), Some(loaded)) = (&self.gpu, &kernel.loaded) else {
             return Err(CudaError::NoDevice {
                 operation: "run it",

@@ -20,7 +20,7 @@ use crate::device::{
     facts_from_driver, facts_without_device, list_devices, no_driver_reason, Arch, CudaDeviceInfo,
     Limits, DEFAULT_ARCH, KF_CUDA_ARCH,
 };
-use crate::error::CudaError;
+use crate::error::{ArchParseError, CudaError};
 use crate::guarded;
 use crate::nvrtc::{self, nvrtc_info, NvrtcInfo};
 use crate::resources::{parse_ptx_entries, parse_ptxas_log, resolve_entry};
@@ -182,7 +182,9 @@ impl CudaBackend {
             None => {
                 let arch = match configured {
                     Some(arch) => arch,
-                    None => DEFAULT_ARCH.parse().map_err(CudaError::InvalidArgument)?,
+                    None => DEFAULT_ARCH
+                        .parse()
+                        .map_err(|e: ArchParseError| CudaError::InvalidArgument(e.to_string()))?,
                 };
                 let reason = absent.unwrap_or_else(no_driver_reason);
                 let (facts, limits) = facts_without_device(&arch, &reason);

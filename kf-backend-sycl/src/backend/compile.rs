@@ -202,9 +202,9 @@ impl SyclBackend {
             return Err(compile_error(entry, why));
         }
         let prepared = Self::prepare_source(&source.text, params)
-            .map_err(|reason| compile_error(entry, reason))?;
-        let build_options =
-            Self::build_options(options).map_err(|reason| compile_error(entry, reason))?;
+            .map_err(|reason| compile_error(entry, reason.to_string()))?;
+        let build_options = Self::build_options(options)
+            .map_err(|reason| compile_error(entry, reason.to_string()))?;
         let keyed_text = match &prepared.params_header {
             Some(header) => format!("{header}\0{}", prepared.text),
             None => prepared.text.clone(),

@@ -49,7 +49,7 @@ impl SyclBackend {
         let bad = |message: String| SyclError::Launch {
             message: format!("bad launch geometry {range}: {message}"),
         };
-        range.check().map_err(bad)?;
+        range.check().map_err(|e| bad(e.to_string()))?;
         let dims = range.global.len();
         let k = &kernel.inner;
         let limit = k
@@ -66,7 +66,7 @@ impl SyclBackend {
                     &format!("the maximum {limit} for this kernel on this device"),
                     |d| self.limits.item_size(dims, d),
                 )
-                .map_err(bad)?;
+                .map_err(|e| bad(e.to_string()))?;
                 local.clone()
             }
             None => choose_local(&range.global, limit, |d| self.limits.item_size(dims, d)),
@@ -84,7 +84,7 @@ impl SyclBackend {
                         )));
                     }
                     check_buffer_offset(i, *offset, self.limits.base_align, buffer.len)
-                        .map_err(SyclError::InvalidArgument)?;
+                        .map_err(|e| SyclError::InvalidArgument(e.to_string()))?;
                     RawArg::new(ArgKind::Ptr, (buffer.ptr as usize + offset) as u64)
                 }
                 KernelArg::I32(v) => RawArg::new(ArgKind::I32, u64::from(*v as u32)),

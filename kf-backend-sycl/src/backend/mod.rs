@@ -376,7 +376,7 @@ impl Backend for SyclBackend {
 
     fn write(&self, buffer: &mut SyclBuffer, data: &[u8]) -> Result<(), SyclError> {
         if !check_copy(CopyDirection::Write, data.len(), buffer.len)
-            .map_err(SyclError::InvalidArgument)?
+            .map_err(|e| SyclError::InvalidArgument(e.to_string()))?
         {
             return Ok(());
         }
@@ -390,7 +390,7 @@ impl Backend for SyclBackend {
 
     fn read(&self, buffer: &SyclBuffer, out: &mut [u8]) -> Result<(), SyclError> {
         if !check_copy(CopyDirection::Read, out.len(), buffer.len)
-            .map_err(SyclError::InvalidArgument)?
+            .map_err(|e| SyclError::InvalidArgument(e.to_string()))?
         {
             return Ok(());
         }

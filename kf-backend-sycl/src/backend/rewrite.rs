@@ -1,6 +1,9 @@
 //! Source rewriting: parameters as a virtual header instead of `-D`, build options, and the
 //! source checks made before a build (entry names, `extern "C"`, known compiler crashes).
 
+use kf_backend_common::compile_input::check_flags;
+use kf_backend_common::CompileInputError;
+
 use super::*;
 
 /// The name of the virtual header that carries a kernel's parameter definitions (see
@@ -93,7 +96,10 @@ impl SyclBackend {
     ///
     /// Fails on a parameter name that is not a C identifier, or a value that is empty or holds
     /// a line break or NUL byte.
-    pub fn prepare_source(source: &str, params: &ParamValues) -> Result<PreparedSource, String> {
+    pub fn prepare_source(
+        source: &str,
+        params: &ParamValues,
+    ) -> Result<PreparedSource, CompileInputError> {
         let mut text = String::with_capacity(PREAMBLE.len() + source.len() + 64);
         text.push_str(PREAMBLE);
         let params_header = if params.is_empty() {
@@ -102,14 +108,17 @@ impl SyclBackend {
             let mut header = String::new();
             for (name, value) in params.iter() {
                 if !is_identifier(name) {
-                    return Err(format!("parameter name {name:?} is not a C identifier"));
+                    return Err(CompileInputError::NotAnIdentifier {
+                        name: name.to_owned(),
+                    });
                 }
                 let value = value.to_string();
                 if value.trim().is_empty() || value.contains(['\0', '\n', '\r']) {
-                    return Err(format!(
-                        "parameter {name} has value {value:?}; a definition cannot be empty or \
-                         hold a NUL byte or a line break"
-                    ));
+                    return Err(CompileInputError::BadValue {
+                        name: name.to_owned(),
+                        value,
+                        rule: "a definition cannot be empty or hold a NUL byte or a line break",
+                    });
                 }
                 header.push_str(&format!("#define {name} {value}\n"));
             }
@@ -126,18 +135,9 @@ impl SyclBackend {
 
     /// The build options for `options`: its flags, verbatim, one option each. Fails on a NUL
     /// byte.
-    pub fn build_options(options: &CompileOptions) -> Result<Vec<String>, String> {
-        options
-            .flags
-            .iter()
-            .map(|flag| {
-                if flag.contains('\0') {
-                    Err(format!("compiler flag {flag:?} contains a NUL byte"))
-                } else {
-                    Ok(flag.clone())
-                }
-            })
-            .collect()
+    pub fn build_options(options: &CompileOptions) -> Result<Vec<String>, CompileInputError> {
+        check_flags(&options.flags)?;
+        Ok(options.flags.clone())
     }
 }
 

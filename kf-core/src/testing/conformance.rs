@@ -3,9 +3,9 @@
 //!
 //! The suite holds its test kernels in each [`Language`] (OpenCL C, CUDA C++, SYCL free-function
 //! kernels) and picks the first language the backend lists in [`Backend::languages`]. Every check
-//! is a function returning `Ok(detail)` or `Err(reason)`; [`run`] runs them all, turns a panic
-//! into a failure ("a backend must return errors, never panic"), and returns a
-//! [`ConformanceReport`].
+//! is a function returning `Ok(detail)` or a [`CheckError`] (failed, or skipped where the check
+//! does not apply); [`run`] runs them all, turns a panic into a failure ("a backend must return
+//! errors, never panic"), and returns a [`ConformanceReport`].
 //!
 //! A backend crate's `tests/conformance.rs` is typically:
 //!
@@ -361,9 +361,32 @@ impl fmt::Display for ConformanceFailure {
 
 impl std::error::Error for ConformanceFailure {}
 
-/// The result of one check: `Ok(detail)` or `Err(reason)`; `Err` starting with `skip:` means
-/// the check did not apply.
-pub type CheckResult = Result<String, String>;
+/// The result of one check: `Ok(detail)`, or why it failed or did not apply.
+pub type CheckResult = Result<String, CheckError>;
+
+/// Why a check did not pass.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CheckError {
+    /// The check does not apply to this backend (a capability it does not offer).
+    #[error("skip: {0}")]
+    Skipped(String),
+    /// The backend failed the check: what went wrong.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<String> for CheckError {
+    fn from(reason: String) -> Self {
+        CheckError::Failed(reason)
+    }
+}
+
+impl From<&str> for CheckError {
+    fn from(reason: &str) -> Self {
+        CheckError::Failed(reason.to_owned())
+    }
+}
 
 /// A check: takes the backend and the language of the kernels to use.
 pub type Check<B> = fn(&B, Language) -> CheckResult;
@@ -440,10 +463,8 @@ pub fn run_only<B: Backend>(backend: &B, names: &[&str]) -> ConformanceReport {
             )),
             Some(lang) => match catch_unwind(AssertUnwindSafe(|| check(backend, lang))) {
                 Ok(Ok(detail)) => Outcome::Passed(detail),
-                Ok(Err(reason)) => match reason.strip_prefix("skip:") {
-                    Some(why) => Outcome::Skipped(why.trim().to_owned()),
-                    None => Outcome::Failed(reason),
-                },
+                Ok(Err(CheckError::Skipped(why))) => Outcome::Skipped(why.trim().to_owned()),
+                Ok(Err(CheckError::Failed(reason))) => Outcome::Failed(reason),
                 Err(panic) => Outcome::Failed(format!("panicked: {}", panic_text(&*panic))),
             },
         };
@@ -469,8 +490,8 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-fn e<E: BackendError>(what: &str) -> impl FnOnce(E) -> String + '_ {
-    move |err| format!("{what}: {err} (kind {:?})", err.kind())
+fn e<E: BackendError>(what: &str) -> impl FnOnce(E) -> CheckError + '_ {
+    move |err| CheckError::Failed(format!("{what}: {err} (kind {:?})", err.kind()))
 }
 
 fn bytes_of(values: &[f32]) -> Vec<u8> {
@@ -503,24 +524,24 @@ fn close(got: f32, want: f32) -> bool {
     got.is_finite() && (got - want).abs() <= 1e-6 + 1e-5 * want.abs()
 }
 
-fn compare(got: &[f32], want: &[f32]) -> Result<(), String> {
+fn compare(got: &[f32], want: &[f32]) -> Result<(), CheckError> {
     if got.len() != want.len() {
-        return Err(format!("{} values, expected {}", got.len(), want.len()));
+        return Err(format!("{} values, expected {}", got.len(), want.len()).into());
     }
     match got.iter().zip(want).position(|(g, w)| !close(*g, *w)) {
         None => Ok(()),
-        Some(i) => Err(format!("element {i}: got {}, expected {}", got[i], want[i])),
+        Some(i) => Err(format!("element {i}: got {}, expected {}", got[i], want[i]).into()),
     }
 }
 
-fn upload<B: Backend>(backend: &B, data: &[f32]) -> Result<B::Buffer, String> {
+fn upload<B: Backend>(backend: &B, data: &[f32]) -> Result<B::Buffer, CheckError> {
     let bytes = bytes_of(data);
     let mut buffer = backend.alloc(bytes.len()).map_err(e("alloc"))?;
     backend.write(&mut buffer, &bytes).map_err(e("write"))?;
     Ok(buffer)
 }
 
-fn download<B: Backend>(backend: &B, buffer: &B::Buffer, n: usize) -> Result<Vec<f32>, String> {
+fn download<B: Backend>(backend: &B, buffer: &B::Buffer, n: usize) -> Result<Vec<f32>, CheckError> {
     let mut bytes = vec![0u8; n * 4];
     backend.read(buffer, &mut bytes).map_err(e("read"))?;
     Ok(floats_of(&bytes))
@@ -531,7 +552,7 @@ fn compile<B: Backend>(
     language: Language,
     kernel: TestKernel,
     params: &ParamValues,
-) -> Result<crate::traits::backend::Compiled<B::Kernel>, String> {
+) -> Result<crate::traits::backend::Compiled<B::Kernel>, CheckError> {
     backend
         .compile(
             &test_kernel(language, kernel),
@@ -540,7 +561,7 @@ fn compile<B: Backend>(
         )
         .map_err(|err| {
             let log = err.build_log().unwrap_or("");
-            format!(
+            CheckError::Failed(format!(
                 "compiling {}: {err} (kind {:?}){}",
                 kernel.entry(),
                 err.kind(),
@@ -549,7 +570,7 @@ fn compile<B: Backend>(
                 } else {
                     format!("\n{log}")
                 }
-            )
+            ))
         })
 }
 
@@ -558,12 +579,12 @@ fn compile_plain<B: Backend>(
     backend: &B,
     language: Language,
     kernel: TestKernel,
-) -> Result<crate::traits::backend::Compiled<B::Kernel>, String> {
+) -> Result<crate::traits::backend::Compiled<B::Kernel>, CheckError> {
     compile(backend, language, kernel, &ParamValues::new())
 }
 
 /// An uninitialised device buffer of `n` floats.
-fn alloc_floats<B: Backend>(backend: &B, n: usize) -> Result<B::Buffer, String> {
+fn alloc_floats<B: Backend>(backend: &B, n: usize) -> Result<B::Buffer, CheckError> {
     backend.alloc(n * 4).map_err(e("alloc"))
 }
 
@@ -632,7 +653,7 @@ pub fn check_device_facts<B: Backend>(backend: &B, _language: Language) -> Check
         problems.push("no languages".into());
     }
     if !problems.is_empty() {
-        return Err(problems.join("; "));
+        return Err(problems.join("; ").into());
     }
     Ok(format!(
         "{} [{:?}] {} CU, max WG {}, local {} KiB, global {} MiB, {} MHz, sub-groups {:?}, \
@@ -665,7 +686,7 @@ pub fn check_buffer_round_trip<B: Backend>(backend: &B, _language: Language) -> 
             .zip(&data)
             .position(|(a, b)| a != b)
             .unwrap_or(0);
-        return Err(format!("byte {i} differs after a round trip"));
+        return Err(format!("byte {i} differs after a round trip").into());
     }
     backend
         .write(&mut buffer, &[0xEE; 100])
@@ -721,7 +742,7 @@ pub fn check_compile_with_definitions<B: Backend>(backend: &B, language: Languag
     let second = compile(backend, language, TestKernel::Defines, &defines(2, 0.0))?;
     let want: Vec<f32> = x.iter().map(|v| v * 2.0).collect();
     compare(&launch_and_read(&second.kernel)?, &want)
-        .map_err(|m| format!("with other definitions: {m}"))?;
+        .map_err(|m| CheckError::Failed(format!("with other definitions: {m}")))?;
     let again = compile(backend, language, TestKernel::Defines, &params)?;
     Ok(format!(
         "first compile {:?} s (cache hit {}), repeated compile {:?} s (cache hit {})",
@@ -741,7 +762,7 @@ pub fn check_compile_error<B: Backend>(backend: &B, language: Language) -> Check
         Err(err) => err,
     };
     if err.kind() != BackendErrorKind::Compile {
-        return Err(format!("kind {:?}, expected Compile: {err}", err.kind()));
+        return Err(format!("kind {:?}, expected Compile: {err}", err.kind()).into());
     }
     let log = err.build_log().unwrap_or("");
     if log.trim().is_empty() {
@@ -755,7 +776,8 @@ pub fn check_compile_error<B: Backend>(backend: &B, language: Language) -> Check
             return Err(format!(
                 "missing entry point: kind {:?}, expected Compile: {err}",
                 err.kind()
-            ))
+            )
+            .into())
         }
         Err(_) => {}
     }
@@ -797,7 +819,7 @@ pub fn check_vector_add<B: Backend>(backend: &B, language: Language) -> CheckRes
         .launch(&k.kernel, &args_with(&ab, &bb, &cb, n), &runtime_local)
         .map_err(e("launch without a work-group size"))?;
     compare(&download(backend, &cb, n)?, &want)
-        .map_err(|m| format!("runtime-chosen work-group size: {m}"))?;
+        .map_err(|m| CheckError::Failed(format!("runtime-chosen work-group size: {m}")))?;
     Ok(format!("{n} elements, with and without a work-group size"))
 }
 
@@ -867,13 +889,14 @@ pub fn check_buffer_offsets<B: Backend>(backend: &B, language: Language) -> Chec
     let mut y_back = vec![0u8; y_bytes.len()];
     backend.read(&yb, &mut y_back).map_err(e("read"))?;
     if let Some(i) = y_back[..y_off].iter().position(|b| *b != 0xCD) {
-        return Err(format!("guard before the output changed at byte {i}"));
+        return Err(format!("guard before the output changed at byte {i}").into());
     }
     if let Some(i) = y_back[y_off + n * 4..].iter().position(|b| *b != 0xCD) {
         return Err(format!(
             "guard after the output changed at byte {}",
             y_off + n * 4 + i
-        ));
+        )
+        .into());
     }
     let want: Vec<f32> = x.iter().map(|v| 2.0 * v).collect();
     compare(&floats_of(&y_back[y_off..y_off + n * 4]), &want)?;
@@ -941,7 +964,8 @@ pub fn check_nd_range_2d<B: Backend>(backend: &B, language: Language) -> CheckRe
                 return Err(format!(
                     "element ({x}, {y}): got {}, expected {want}",
                     got[y * stride + x]
-                ));
+                )
+                .into());
             }
         }
     }
@@ -965,7 +989,7 @@ pub fn check_launch_timing<B: Backend>(backend: &B, language: Language) -> Check
             )
             .map_err(e("launch"))?;
         if !(t.device_seconds.is_finite() && t.device_seconds > 0.0 && t.device_seconds < 60.0) {
-            return Err(format!("device time {} s", t.device_seconds));
+            return Err(format!("device time {} s", t.device_seconds).into());
         }
         times.push(t.device_seconds);
     }
@@ -1034,7 +1058,7 @@ pub fn check_bad_launch_geometry<B: Backend>(backend: &B, language: Language) ->
     let mut kinds = Vec::new();
     for (what, range, case_args) in &cases {
         match backend.launch(&k.kernel, case_args, range) {
-            Ok(_) => return Err(format!("{what} ({range}) launched successfully")),
+            Ok(_) => return Err(format!("{what} ({range}) launched successfully").into()),
             Err(err) => kinds.push(format!("{what}: {:?}", err.kind())),
         }
     }
@@ -1055,8 +1079,10 @@ pub fn check_flush_caches<B: Backend>(backend: &B, _language: Language) -> Check
                 again.elapsed().as_secs_f64() * 1e3
             ))
         }
-        Err(err) if err.kind() == BackendErrorKind::Unsupported => Err(format!("skip: {err}")),
-        Err(err) => Err(format!("flush_caches: {err} (kind {:?})", err.kind())),
+        Err(err) if err.kind() == BackendErrorKind::Unsupported => {
+            Err(CheckError::Skipped(err.to_string()))
+        }
+        Err(err) => Err(format!("flush_caches: {err} (kind {:?})", err.kind()).into()),
     }
 }
 

@@ -125,36 +125,77 @@ impl NdRange {
     }
 
     /// Checks the shape: 1–3 dimensions, non-zero sizes, local dividing global.
-    pub fn check(&self) -> Result<(), String> {
+    ///
+    /// ```
+    /// use kf_core::NdRange;
+    /// assert!(NdRange::new([64, 64], [16, 16]).check().is_ok());
+    /// let e = NdRange::new([64], [48]).check().unwrap_err();
+    /// assert_eq!(e.to_string(), "local size [48] does not divide global size [64]");
+    /// ```
+    pub fn check(&self) -> Result<(), NdRangeError> {
         if self.global.is_empty() || self.global.len() > 3 {
-            return Err(format!(
-                "{} dimensions (expected 1 to 3)",
-                self.global.len()
-            ));
+            return Err(NdRangeError::Dimensions {
+                dimensions: self.global.len(),
+            });
         }
         if self.global.contains(&0) {
-            return Err(format!("global size {:?} has a zero", self.global));
+            return Err(NdRangeError::ZeroGlobal {
+                global: self.global.clone(),
+            });
         }
         if let Some(local) = &self.local {
             if local.len() != self.global.len() {
-                return Err(format!(
-                    "local size {local:?} has {} dimensions, global {:?} has {}",
-                    local.len(),
-                    self.global,
-                    self.global.len()
-                ));
+                return Err(NdRangeError::LocalDimensions {
+                    local: local.clone(),
+                    global: self.global.clone(),
+                });
             }
             for (g, l) in self.global.iter().zip(local) {
                 if *l == 0 || g % l != 0 {
-                    return Err(format!(
-                        "local size {local:?} does not divide global size {:?}",
-                        self.global
-                    ));
+                    return Err(NdRangeError::LocalDoesNotDivide {
+                        local: local.clone(),
+                        global: self.global.clone(),
+                    });
                 }
             }
         }
         Ok(())
     }
+}
+
+/// What is wrong with an [`NdRange`]'s shape ([`NdRange::check`]); the message is the detail
+/// of a backend's "bad launch geometry" error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NdRangeError {
+    /// Not 1 to 3 dimensions.
+    #[error("{dimensions} dimensions (expected 1 to 3)")]
+    Dimensions {
+        /// How many the global size has.
+        dimensions: usize,
+    },
+    /// A global size of zero in some dimension.
+    #[error("global size {global:?} has a zero")]
+    ZeroGlobal {
+        /// The global size.
+        global: Vec<usize>,
+    },
+    /// The local size has another number of dimensions than the global size.
+    #[error("local size {local:?} has {} dimensions, global {global:?} has {}", local.len(), global.len())]
+    LocalDimensions {
+        /// The local size.
+        local: Vec<usize>,
+        /// The global size.
+        global: Vec<usize>,
+    },
+    /// A local size of zero, or one that does not divide the global size.
+    #[error("local size {local:?} does not divide global size {global:?}")]
+    LocalDoesNotDivide {
+        /// The local size.
+        local: Vec<usize>,
+        /// The global size.
+        global: Vec<usize>,
+    },
 }
 
 impl fmt::Display for NdRange {
