@@ -74,6 +74,7 @@ fn import(
         sizes: sizes(size),
         python: Some(python.to_path_buf()),
         reference,
+        tolerance: Default::default(),
     };
     let report = import_kernelbench(&options);
     (dir, report)
@@ -223,6 +224,7 @@ fn missing_numpy_reference_writes_a_template_and_no_task_file() {
         sizes: IndexMap::new(),
         python: Some(python.clone()),
         reference: ReferencePreference::Numpy,
+        tolerance: Default::default(),
     };
     let err = import_kernelbench(&options).unwrap_err().to_string();
     assert!(err.contains("NotImplementedError"), "{err}");
@@ -256,6 +258,7 @@ fn bad_input_is_a_clear_error() {
         sizes: IndexMap::new(),
         python: Some(python),
         reference: ReferencePreference::Numpy,
+        tolerance: Default::default(),
     };
     let err = import_kernelbench(&options).unwrap_err().to_string();
     assert!(err.contains("syntax error at line 1"), "{err}");

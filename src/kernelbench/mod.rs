@@ -15,8 +15,8 @@ pub use bench::{shipped_tasks, BenchSummary, SpeedupReference, TaskResult};
 pub use bench_run::{run_bench, BenchOptions};
 pub use error::KernelBenchError;
 pub use import::{
-    import_kernelbench, ImportOptions, ImportReport, ReferenceKind, ReferencePreference,
-    BASELINE_FILE_NAME, TASK_FILE_NAME,
+    import_kernelbench, ImportOptions, ImportReport, ImportTolerance, ReferenceKind,
+    ReferencePreference, BASELINE_FILE_NAME, KERNELBENCH_TOLERANCE, TASK_FILE_NAME,
 };
 pub use python::{default_python, numpy_available, torch_available};
 pub use torch_time::torch_cpu_seconds;

@@ -7,7 +7,8 @@ use anyhow::{bail, Context};
 use clap::Args;
 use indexmap::IndexMap;
 use kernelfoundry::kernelbench::{
-    import_kernelbench, ImportOptions, KernelBenchError, ReferenceKind, ReferencePreference,
+    import_kernelbench, ImportOptions, ImportTolerance, KernelBenchError, ReferenceKind,
+    ReferencePreference, KERNELBENCH_TOLERANCE,
 };
 
 /// Arguments of `kf task import-kernelbench`.
@@ -28,6 +29,13 @@ pub(crate) struct ImportKernelBenchArgs {
     /// Python interpreter (default: KF_PYTHON, else .runtime/venv/bin/python, else python3).
     #[arg(long)]
     python: Option<PathBuf>,
+    /// Absolute tolerance of the element-wise check written into the task (default 1e-2,
+    /// KernelBench's own `allclose` check; `[tolerance]` in the task file can change it later).
+    #[arg(long, default_value_t = KERNELBENCH_TOLERANCE.atol)]
+    atol: f64,
+    /// Relative tolerance of the element-wise check (default 1e-2, KernelBench's).
+    #[arg(long, default_value_t = KERNELBENCH_TOLERANCE.rtol)]
+    rtol: f64,
 }
 
 pub(crate) fn run(args: ImportKernelBenchArgs) -> anyhow::Result<ExitCode> {
@@ -52,7 +60,16 @@ pub(crate) fn run(args: ImportKernelBenchArgs) -> anyhow::Result<ExitCode> {
         } else {
             ReferencePreference::Auto
         },
+        tolerance: ImportTolerance {
+            atol: args.atol,
+            rtol: args.rtol,
+        },
     };
+    for (name, value) in [("--atol", args.atol), ("--rtol", args.rtol)] {
+        if !(value.is_finite() && value >= 0.0) {
+            bail!("{name} {value} is not a non-negative number");
+        }
+    }
     match import_kernelbench(&options) {
         Ok(report) => {
             println!("wrote {}", report.task_file.display());

@@ -1,0 +1,160 @@
+//! KernelBench's verdict on honest float scans (issue 49): the reverse and exclusive
+//! cumulative sums of KernelBench level 1 (`../shared/kernelbench/level1/91_…`, `92_…`, here
+//! vendored unchanged under `tests/data/kernelbench_unseen/vendor/`) imported by the documented command with a
+//! NumPy reference, at 16,384 elements per row. The obvious kernel (one work-item per row, a
+//! sequential f32 sum) is `correct` on every input set (uniform(0, 1), normal, uniform(-3, 3):
+//! the last two cross zero, where an f32 prefix's error exceeds the old 1e-4 tolerance; the
+//! control imports with the old `--atol 1e-4 --rtol 1e-3` and sees it rejected), and a kernel
+//! that computes the exclusive scan where the inclusive one is asked (and the other way round)
+//! is `wrong_values`.
+//!
+//! Skips (printing `SKIPPED: …`) without OpenCL or NumPy unless `KF_REQUIRE_OPENCL=1` /
+//! `KF_REQUIRE_PYTHON=1`.
+
+use std::path::{Path, PathBuf};
+
+use kernelfoundry::opencl::testing::backend_or_skip;
+
+mod common;
+use common::{kf, text};
+
+/// The NumPy references a user writes beside the problem, by problem.
+fn numpy_reference(stem: &str) -> &'static str {
+    match stem {
+        "91_cumsum_reverse" => {
+            "import numpy as np\n\n\ndef reference(inputs, sizes, scalars):\n    \
+             x = inputs['x'].astype(np.float64)\n    \
+             return {'output': np.flip(np.cumsum(np.flip(x, 1), 1), 1).astype(np.float32)}\n"
+        }
+        _ => {
+            "import numpy as np\n\n\ndef reference(inputs, sizes, scalars):\n    \
+             x = inputs['x'].astype(np.float64)\n    out = np.zeros_like(x)\n    \
+             out[:, 1:] = np.cumsum(x[:, :-1], axis=1)\n    \
+             return {'output': out.astype(np.float32)}\n"
+        }
+    }
+}
+
+/// One work-item per row, a sequential f32 scan: `reverse` runs from the row's end,
+/// `exclusive` writes the sum before adding the element.
+fn scan_kernel(reverse: bool, exclusive: bool) -> String {
+    let (start, cond, step) = if reverse {
+        ("n - 1", "i >= 0", "--i")
+    } else {
+        ("0", "i < n", "++i")
+    };
+    let body = if exclusive {
+        "out[i] = acc;\n        acc += in[i];"
+    } else {
+        "acc += in[i];\n        out[i] = acc;"
+    };
+    format!(
+        "__kernel void scan(__global const float* x, __global float* output, const int \
+         batch_size, const int input_shape_0, const int dim) {{
+    const int row = get_global_id(0);
+    if (row >= batch_size) {{
+        return;
+    }}
+    const int n = input_shape_0;
+    __global const float* in = x + (long)row * n;
+    __global float* out = output + (long)row * n;
+    float acc = 0.0f;
+    for (int i = {start}; {cond}; {step}) {{
+        {body}
+    }}
+}}
+"
+    )
+}
+
+fn write_kernel(dir: &Path, name: &str, source: &str) -> PathBuf {
+    std::fs::write(dir.join(format!("{name}.cl")), source).unwrap();
+    let manifest = format!(
+        "source = \"{name}.cl\"\nentry = \"scan\"\nlanguage = \"opencl\"\n\n[launch]\n\
+         global = [\"batch_size\"]\nlocal = [\"1\"]\n"
+    );
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, manifest).unwrap();
+    path
+}
+
+/// Imports `stem` as a user would, into `dir/<folder>`, with `extra` arguments.
+fn import(dir: &Path, stem: &str, folder: &str, extra: &[&str]) -> PathBuf {
+    let vendored = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/kernelbench_unseen/vendor")
+        .join(format!("{stem}.py"));
+    let problem = dir.join(format!("{stem}.py"));
+    std::fs::copy(&vendored, &problem).unwrap();
+    std::fs::write(dir.join(format!("{stem}_ref.py")), numpy_reference(stem)).unwrap();
+    let out = dir.join(folder);
+    let mut args = vec![
+        "task",
+        "import-kernelbench",
+        problem.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--size",
+        "batch_size=32,input_shape_0=16384",
+        "--numpy",
+    ];
+    args.extend_from_slice(extra);
+    let run = kf(&args);
+    assert!(run.status.success(), "{}", text(&run));
+    out.join("task.toml")
+}
+
+/// `kf eval` of `kernel` on the task: its status and diagnostics.
+fn eval(task: &Path, kernel: &Path) -> (String, String) {
+    let run = kf(&[
+        "eval",
+        "--task-file",
+        task.to_str().unwrap(),
+        "--kernel",
+        kernel.to_str().unwrap(),
+        "--json",
+    ]);
+    let json: serde_json::Value =
+        serde_json::from_slice(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&run)));
+    (
+        json["status"].as_str().unwrap_or_default().to_owned(),
+        json["diagnostics"].as_str().unwrap_or_default().to_owned(),
+    )
+}
+
+#[test]
+fn honest_scans_are_correct_and_the_wrong_scan_is_not() {
+    if backend_or_skip().is_none() || !kf_eval::taskfile::python::numpy_or_skip() {
+        return;
+    }
+    for (stem, reverse, exclusive) in [
+        ("91_cumsum_reverse", true, false),
+        ("92_cumsum_exclusive", false, true),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let task = import(tmp.path(), stem, "task", &[]);
+        let written = std::fs::read_to_string(&task).unwrap();
+        assert!(
+            written.contains("atol = 0.01") && written.contains("rtol = 0.01"),
+            "KernelBench's tolerance by default: {written}"
+        );
+        let honest = write_kernel(tmp.path(), "honest", &scan_kernel(reverse, exclusive));
+        // Several evaluations: each draws fresh input sets of all three distributions.
+        for _ in 0..2 {
+            let (status, said) = eval(&task, &honest);
+            assert_eq!(status, "correct", "{stem}, the honest scan: {said}");
+        }
+        let wrong = write_kernel(tmp.path(), "wrong", &scan_kernel(reverse, !exclusive));
+        let (status, said) = eval(&task, &wrong);
+        assert_eq!(status, "wrong_values", "{stem}, the other scan: {said}");
+        // The control: under the importer's old tolerance the same honest scan is rejected
+        // (the normal and uniform(-3, 3) rows cross zero), so the test is about the tolerance.
+        let strict = import(
+            tmp.path(),
+            stem,
+            "strict",
+            &["--atol", "1e-4", "--rtol", "1e-3"],
+        );
+        let (status, said) = eval(&strict, &honest);
+        assert_eq!(status, "wrong_values", "{stem} under 1e-4: {said}");
+    }
+}
