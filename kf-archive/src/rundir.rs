@@ -661,37 +661,50 @@ struct LogScan {
     torn: bool,
 }
 
+/// Why a line of the log is not the next record of this run (the `what` of
+/// [`ArchiveError::CorruptLog`]).
+#[derive(Debug, thiserror::Error)]
+enum LineDamage {
+    #[error("the write of this line did not finish")]
+    Unfinished,
+    #[error("it is not a log line: {0}")]
+    NotALogLine(#[source] serde_json::Error),
+    #[error("it belongs to run {found}, this directory is run {expected}")]
+    OtherRun { found: String, expected: String },
+    #[error("its checksum does not match its record")]
+    Checksum,
+    #[error("its record does not parse: {0}")]
+    Record(#[source] serde_json::Error),
+    #[error("it is labelled step {label} but records step {recorded}")]
+    Mislabelled { label: u64, recorded: u64 },
+    #[error("it records step {step} where step {expected} comes next ({})", if step < expected { "repeated or out of order" } else { "records are missing before it" })]
+    OutOfOrder { step: u64, expected: u64 },
+}
+
 /// Why a complete line of the log is not the next record of this run.
-fn check_line(bytes: &[u8], run_id: &str, expected: u64) -> Result<StepRecord, String> {
-    let line: LineIn<'_> =
-        serde_json::from_slice(bytes).map_err(|e| format!("it is not a log line: {e}"))?;
+fn check_line(bytes: &[u8], run_id: &str, expected: u64) -> Result<StepRecord, LineDamage> {
+    let line: LineIn<'_> = serde_json::from_slice(bytes).map_err(LineDamage::NotALogLine)?;
     if line.run != run_id {
-        return Err(format!(
-            "it belongs to run {}, this directory is run {run_id}",
-            line.run
-        ));
+        return Err(LineDamage::OtherRun {
+            found: line.run,
+            expected: run_id.to_owned(),
+        });
     }
     if checksum(line.record.get().as_bytes()) != line.sum {
-        return Err("its checksum does not match its record".to_owned());
+        return Err(LineDamage::Checksum);
     }
-    let record: StepRecord = serde_json::from_str(line.record.get())
-        .map_err(|e| format!("its record does not parse: {e}"))?;
+    let record: StepRecord = serde_json::from_str(line.record.get()).map_err(LineDamage::Record)?;
     if record.step != line.step {
-        return Err(format!(
-            "it is labelled step {} but records step {}",
-            line.step, record.step
-        ));
+        return Err(LineDamage::Mislabelled {
+            label: line.step,
+            recorded: record.step,
+        });
     }
     if line.step != expected {
-        let what = if line.step < expected {
-            "repeated or out of order"
-        } else {
-            "records are missing before it"
-        };
-        return Err(format!(
-            "it records step {} where step {expected} comes next ({what})",
-            line.step
-        ));
+        return Err(LineDamage::OutOfOrder {
+            step: line.step,
+            expected,
+        });
     }
     Ok(record)
 }
@@ -713,7 +726,7 @@ fn scan_log(path: &Path, run_id: &str) -> Result<LogScan, ArchiveError> {
         let checked = if complete {
             check_line(&bytes[start..end], run_id, records.len() as u64)
         } else {
-            Err("the write of this line did not finish".to_owned())
+            Err(LineDamage::Unfinished)
         };
         match checked {
             Ok(r) => records.push(r),
@@ -737,7 +750,7 @@ fn scan_log(path: &Path, run_id: &str) -> Result<LogScan, ArchiveError> {
                 return Err(ArchiveError::CorruptLog {
                     path: path.to_path_buf(),
                     line,
-                    what,
+                    what: what.to_string(),
                     intact: records.len() as u64,
                     intact_len: start as u64,
                 })
