@@ -193,7 +193,32 @@ enum Tok {
     Op(&'static str),
 }
 
-fn tokenize(s: &str) -> std::result::Result<Vec<Tok>, String> {
+/// Why a Python literal or condition could not be read; the message of a
+/// [`TuneError::Expression`] or a cache's [`TuneError::Format`].
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+enum SyntaxError {
+    #[error("bad number `{0}`")]
+    BadNumber(String),
+    #[error("unterminated string")]
+    UnterminatedString,
+    #[error("unexpected character `{0}`")]
+    UnexpectedCharacter(char),
+    #[error("`{0}` is not a list literal")]
+    NotAList(String),
+    /// `found`: the token, as its debug text.
+    #[error("unexpected {found} in list `{list}`")]
+    UnexpectedInList { found: String, list: String },
+    #[error("expected `{expected}`, found {found}")]
+    Expected { expected: String, found: String },
+    #[error("`in` needs a list literal")]
+    InNeedsAList,
+    #[error("unsupported function `{0}`")]
+    UnsupportedFunction(String),
+    #[error("unexpected {0}")]
+    Unexpected(String),
+}
+
+fn tokenize(s: &str) -> std::result::Result<Vec<Tok>, SyntaxError> {
     const OPS: [&str; 20] = [
         "**", "//", "==", "!=", "<=", ">=", "<", ">", "+", "-", "*", "/", "%", "(", ")", ",", "[",
         "]", "&", "|",
@@ -220,7 +245,7 @@ fn tokenize(s: &str) -> std::result::Result<Vec<Tok>, String> {
             } else if let Ok(v) = t.parse::<f64>() {
                 out.push(Tok::Float(v));
             } else {
-                return Err(format!("bad number `{t}`"));
+                return Err(SyntaxError::BadNumber(t.to_owned()));
             }
         } else if c.is_ascii_alphabetic() || c == '_' {
             let start = i;
@@ -231,16 +256,14 @@ fn tokenize(s: &str) -> std::result::Result<Vec<Tok>, String> {
             }
             out.push(Tok::Name(s[start..i].to_owned()));
         } else if c == '\'' || c == '"' {
-            let end = s[i + 1..]
-                .find(c)
-                .ok_or_else(|| "unterminated string".to_owned())?;
+            let end = s[i + 1..].find(c).ok_or(SyntaxError::UnterminatedString)?;
             out.push(Tok::Str(s[i + 1..i + 1 + end].to_owned()));
             i += end + 2;
         } else {
             let op = OPS
                 .iter()
                 .find(|op| s[i..].starts_with(**op))
-                .ok_or_else(|| format!("unexpected character `{c}`"))?;
+                .ok_or(SyntaxError::UnexpectedCharacter(c))?;
             out.push(Tok::Op(op));
             i += op.len();
         }
@@ -249,7 +272,7 @@ fn tokenize(s: &str) -> std::result::Result<Vec<Tok>, String> {
 }
 
 /// Parses a Python list literal of numbers, strings and booleans (`"[16, 32, 'float4', True]"`).
-fn parse_list(s: &str) -> std::result::Result<Vec<ParamValue>, String> {
+fn parse_list(s: &str) -> std::result::Result<Vec<ParamValue>, SyntaxError> {
     let toks = tokenize(s)?;
     let mut it = toks.into_iter().peekable();
     let open = it.next();
@@ -258,7 +281,7 @@ fn parse_list(s: &str) -> std::result::Result<Vec<ParamValue>, String> {
     } else if open == Some(Tok::Op("(")) {
         ")"
     } else {
-        return Err(format!("`{s}` is not a list literal"));
+        return Err(SyntaxError::NotAList(s.to_owned()));
     };
     let mut out = Vec::new();
     loop {
@@ -275,7 +298,12 @@ fn parse_list(s: &str) -> std::result::Result<Vec<ParamValue>, String> {
             Some(Tok::Str(v)) if !neg => out.push(ParamValue::Text(v)),
             Some(Tok::Name(n)) if n == "True" && !neg => out.push(ParamValue::Bool(true)),
             Some(Tok::Name(n)) if n == "False" && !neg => out.push(ParamValue::Bool(false)),
-            other => return Err(format!("unexpected {other:?} in list `{s}`")),
+            other => {
+                return Err(SyntaxError::UnexpectedInList {
+                    found: format!("{other:?}"),
+                    list: s.to_owned(),
+                })
+            }
         }
         match it.next() {
             Some(Tok::Op(",")) => {
@@ -285,7 +313,12 @@ fn parse_list(s: &str) -> std::result::Result<Vec<ParamValue>, String> {
                 }
             }
             Some(Tok::Op(op)) if op == close => break,
-            other => return Err(format!("unexpected {other:?} in list `{s}`")),
+            other => {
+                return Err(SyntaxError::UnexpectedInList {
+                    found: format!("{other:?}"),
+                    list: s.to_owned(),
+                })
+            }
         }
     }
     Ok(out)
@@ -309,20 +342,23 @@ impl Parser {
         matches!(self.peek(), Some(Tok::Op(x)) if *x == o)
     }
 
-    fn expect_op(&mut self, o: &str) -> std::result::Result<(), String> {
+    fn expect_op(&mut self, o: &str) -> std::result::Result<(), SyntaxError> {
         if self.peek_op(o) {
             self.pos += 1;
             Ok(())
         } else {
-            Err(format!("expected `{o}`, found {:?}", self.peek()))
+            Err(SyntaxError::Expected {
+                expected: o.to_owned(),
+                found: format!("{:?}", self.peek()),
+            })
         }
     }
 
-    fn or(&mut self) -> std::result::Result<String, String> {
+    fn or(&mut self) -> std::result::Result<String, SyntaxError> {
         self.left_assoc(("or", "|", "||"), Self::and)
     }
 
-    fn and(&mut self) -> std::result::Result<String, String> {
+    fn and(&mut self) -> std::result::Result<String, SyntaxError> {
         self.left_assoc(("and", "&", "&&"), Self::not)
     }
 
@@ -331,8 +367,8 @@ impl Parser {
     fn left_assoc(
         &mut self,
         (word, op, rendered): (&str, &str, &str),
-        operand: fn(&mut Self) -> std::result::Result<String, String>,
-    ) -> std::result::Result<String, String> {
+        operand: fn(&mut Self) -> std::result::Result<String, SyntaxError>,
+    ) -> std::result::Result<String, SyntaxError> {
         let mut left = operand(self)?;
         while self.peek_name(word) || self.peek_op(op) {
             self.pos += 1;
@@ -342,7 +378,7 @@ impl Parser {
         Ok(left)
     }
 
-    fn not(&mut self) -> std::result::Result<String, String> {
+    fn not(&mut self) -> std::result::Result<String, SyntaxError> {
         if self.peek_name("not") {
             self.pos += 1;
             let inner = self.not()?;
@@ -351,7 +387,7 @@ impl Parser {
         self.comparison()
     }
 
-    fn comparison(&mut self) -> std::result::Result<String, String> {
+    fn comparison(&mut self) -> std::result::Result<String, SyntaxError> {
         let first = self.arith()?;
         let mut parts: Vec<String> = Vec::new();
         let mut left = first.clone();
@@ -394,13 +430,13 @@ impl Parser {
         })
     }
 
-    fn list(&mut self) -> std::result::Result<Vec<String>, String> {
+    fn list(&mut self) -> std::result::Result<Vec<String>, SyntaxError> {
         let close = if self.peek_op("[") {
             "]"
         } else if self.peek_op("(") {
             ")"
         } else {
-            return Err("`in` needs a list literal".into());
+            return Err(SyntaxError::InNeedsAList);
         };
         self.pos += 1;
         let mut items = Vec::new();
@@ -416,7 +452,7 @@ impl Parser {
         Ok(items)
     }
 
-    fn arith(&mut self) -> std::result::Result<String, String> {
+    fn arith(&mut self) -> std::result::Result<String, SyntaxError> {
         let mut left = self.term()?;
         while self.peek_op("+") || self.peek_op("-") {
             let op = if self.peek_op("+") { "+" } else { "-" };
@@ -427,7 +463,7 @@ impl Parser {
         Ok(left)
     }
 
-    fn term(&mut self) -> std::result::Result<String, String> {
+    fn term(&mut self) -> std::result::Result<String, SyntaxError> {
         let mut left = self.factor()?;
         loop {
             let op = match self.peek() {
@@ -445,7 +481,7 @@ impl Parser {
         Ok(left)
     }
 
-    fn factor(&mut self) -> std::result::Result<String, String> {
+    fn factor(&mut self) -> std::result::Result<String, SyntaxError> {
         if self.peek_op("-") {
             self.pos += 1;
             let inner = self.factor()?;
@@ -464,7 +500,7 @@ impl Parser {
         Ok(base)
     }
 
-    fn atom(&mut self) -> std::result::Result<String, String> {
+    fn atom(&mut self) -> std::result::Result<String, SyntaxError> {
         let tok = self.peek().cloned();
         self.pos += 1;
         match tok {
@@ -496,13 +532,13 @@ impl Parser {
                         "min" | "max" | "floor" | "ceil" | "round" => n.as_str(),
                         "int" if args.len() == 1 => return Ok(format!("floor({})", args[0])),
                         "float" if args.len() == 1 => return Ok(format!("({} * 1.0)", args[0])),
-                        other => return Err(format!("unsupported function `{other}`")),
+                        other => return Err(SyntaxError::UnsupportedFunction(other.to_owned())),
                     };
                     Ok(format!("{f}({})", args.join(", ")))
                 }
                 _ => Ok(n),
             },
-            other => Err(format!("unexpected {other:?}")),
+            other => Err(SyntaxError::Unexpected(format!("{other:?}"))),
         }
     }
 }
@@ -518,15 +554,15 @@ impl Parser {
 /// assert_eq!(translate_python("a == 0 or not b").unwrap(), "((a == 0) || (!b))");
 /// ```
 pub fn translate_python(expr: &str) -> Result<String> {
-    let err = |message: String| TuneError::Expression {
+    let err = |e: SyntaxError| TuneError::Expression {
         expr: expr.to_owned(),
-        message,
+        message: e.to_string(),
     };
     let toks = tokenize(expr).map_err(err)?;
     let mut p = Parser { toks, pos: 0 };
     let out = p.or().map_err(err)?;
     if p.pos != p.toks.len() {
-        return Err(err(format!("unexpected {:?}", p.peek())));
+        return Err(err(SyntaxError::Unexpected(format!("{:?}", p.peek()))));
     }
     Ok(out)
 }
