@@ -11,7 +11,7 @@ use kf_core::{
     Backend, BackendError, BackendErrorKind, CompileOptions, CorrectnessReport, Evaluation,
     KernelArg, KernelSource, Language, NdRange, ParamValue, ParamValues, Status, TimingStats,
 };
-use kf_manifest::Manifest;
+use kf_manifest::{Manifest, ManifestError};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -742,11 +742,11 @@ impl<B: Backend> KernelEvaluator<B> {
         let sizes = task.sizes();
         let range = match self.geometry(&manifest, &params, &sizes) {
             Ok(r) => r,
-            Err(message) => return fail(Status::CompileError, message, &params),
+            Err(e) => return fail(Status::CompileError, e.to_string(), &params),
         };
         let options = match self.compile_options(&manifest, &params) {
             Ok(o) => o,
-            Err(message) => return fail(Status::CompileError, message, &params),
+            Err(e) => return fail(Status::CompileError, e.to_string(), &params),
         };
         let compile_started = Instant::now();
         let compiled = self.backend.compile(source, &params, &options);
@@ -963,9 +963,9 @@ impl<B: Backend> KernelEvaluator<B> {
         &self,
         manifest: &Manifest,
         params: &ParamValues,
-    ) -> Result<CompileOptions, String> {
+    ) -> Result<CompileOptions, ManifestError> {
         let mut options = self.config.compile.clone();
-        for flag in manifest.compile_flags(params).map_err(|e| e.to_string())? {
+        for flag in manifest.compile_flags(params)? {
             if !options.flags.contains(&flag) {
                 options.flags.push(flag);
             }
@@ -979,12 +979,10 @@ impl<B: Backend> KernelEvaluator<B> {
         manifest: &Manifest,
         params: &ParamValues,
         sizes: &Sizes,
-    ) -> Result<NdRange, String> {
+    ) -> Result<NdRange, ManifestError> {
         let symbols = manifest.symbols(params, sizes, self.backend.device());
-        manifest
-            .check_constraints(params, &symbols)
-            .map_err(|e| e.to_string())?;
-        manifest.launch_range(&symbols).map_err(|e| e.to_string())
+        manifest.check_constraints(params, &symbols)?;
+        manifest.launch_range(&symbols)
     }
 
     /// Up to `n` alternative shapes the manifest can launch, in the task's order.
@@ -1082,8 +1080,12 @@ impl<B: Backend> KernelEvaluator<B> {
         let manifest = Manifest::from_kernel(&source).map_err(|e| err(e.to_string()))?;
         let params = manifest.default_params();
         let sizes = task.sizes();
-        let range = self.geometry(&manifest, &params, &sizes).map_err(err)?;
-        let options = self.compile_options(&manifest, &params).map_err(err)?;
+        let range = self
+            .geometry(&manifest, &params, &sizes)
+            .map_err(|e| err(e.to_string()))?;
+        let options = self
+            .compile_options(&manifest, &params)
+            .map_err(|e| err(e.to_string()))?;
         let key = source.content_hash();
         if !self.reference_kernels.contains_key(&key) {
             let compiled = self
@@ -1190,10 +1192,10 @@ impl<B: Backend> KernelEvaluator<B> {
         let params = manifest.default_params();
         let range = self
             .geometry(&manifest, &params, &task.sizes())
-            .map_err(baseline_error)?;
+            .map_err(|e| baseline_error(e.to_string()))?;
         let options = self
             .compile_options(&manifest, &params)
-            .map_err(baseline_error)?;
+            .map_err(|e| baseline_error(e.to_string()))?;
         let compiled = self
             .backend
             .compile(&source, &params, &options)

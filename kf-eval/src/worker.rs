@@ -267,11 +267,13 @@ impl TaskRegistry {
 /// Serves as an evaluation worker when this process was started as one (the [`WORKER_ENV`]
 /// variable is set), then exits; otherwise returns at once.
 ///
-/// `open` turns a [`BackendSpec`] into a backend (an error message when it cannot).
-pub fn serve_if_requested<B, F>(open: F, tasks: &TaskRegistry)
+/// `open` turns a [`BackendSpec`] into a backend, or says why it cannot (any error: the
+/// backend's own, or a message); the worker sends that message to its parent.
+pub fn serve_if_requested<B, E, F>(open: F, tasks: &TaskRegistry)
 where
     B: Backend,
-    F: FnOnce(&BackendSpec) -> Result<B, String>,
+    E: std::fmt::Display,
+    F: FnOnce(&BackendSpec) -> Result<B, E>,
 {
     let Ok(spec) = std::env::var(WORKER_ENV) else {
         return;
@@ -312,10 +314,11 @@ fn send(out: &mut std::fs::File, reply: &Reply) -> Result<(), EvalError> {
     Ok(())
 }
 
-fn serve<B, F>(spec: &str, open: F, tasks: &TaskRegistry) -> Result<(), EvalError>
+fn serve<B, E, F>(spec: &str, open: F, tasks: &TaskRegistry) -> Result<(), EvalError>
 where
     B: Backend,
-    F: FnOnce(&BackendSpec) -> Result<B, String>,
+    E: std::fmt::Display,
+    F: FnOnce(&BackendSpec) -> Result<B, E>,
 {
     let mut out = protocol_channel()?;
     send(
@@ -328,8 +331,13 @@ where
         .map_err(|e| EvalError::Worker(format!("bad {WORKER_ENV} value: {e}")))?;
     let backend = match open(&spec) {
         Ok(b) => b,
-        Err(message) => {
-            send(&mut out, &Reply::Unavailable { message })?;
+        Err(e) => {
+            send(
+                &mut out,
+                &Reply::Unavailable {
+                    message: e.to_string(),
+                },
+            )?;
             return Ok(());
         }
     };

@@ -274,7 +274,7 @@ impl FileTask {
                 sizes: &self.sizes,
                 scalars: self.scalar_values(),
             };
-            reference::from_arrays(f(&inputs).map_err(|m| self.reference_error(m))?)
+            reference::from_arrays(f(&inputs).map_err(|e| self.reference_error(e.to_string()))?)
         } else if let Some(script) = &spec.reference.python {
             self.python_reference(script, data)?
         } else {
@@ -293,7 +293,7 @@ impl FileTask {
             }
             let got = outputs.get(&b.name);
             reference::check_output(&b.name, b.dtype, shape, got)
-                .map_err(|m| self.reference_error(m))?;
+                .map_err(|e| self.reference_error(e.to_string()))?;
             if let Some((data, _)) = got {
                 out.push(data.clone());
             }

@@ -2,6 +2,7 @@
 
 use rand::{Rng, RngCore};
 
+use super::error::InitError;
 use super::schema::Dtype;
 
 /// How a buffer's input values are drawn.
@@ -50,28 +51,35 @@ impl Init {
 
     /// Parses `normal`, `normal(m, s)`, `uniform(lo, hi)`, `int(lo, hi)`, `zeros`, `ones`,
     /// `arange`; the error says what is accepted.
-    pub fn parse(text: &str, dtype: Dtype) -> Result<Init, String> {
+    pub fn parse(text: &str, dtype: Dtype) -> Result<Init, InitError> {
         let t = text.trim();
         let (name, args) = match t.split_once('(') {
             Some((n, rest)) => {
                 let Some(inner) = rest.trim_end().strip_suffix(')') else {
-                    return Err(format!("`{t}`: missing `)`"));
+                    return Err(InitError::MissingParenthesis { text: t.to_owned() });
                 };
                 let args: Vec<&str> = inner.split(',').map(str::trim).collect();
                 (n.trim(), args)
             }
             None => (t, Vec::new()),
         };
-        let floats = |n: usize| -> Result<Vec<f64>, String> {
+        let floats = |n: usize| -> Result<Vec<f64>, InitError> {
             if args.len() != n {
-                return Err(format!("`{t}`: `{name}` takes {n} numbers"));
+                return Err(InitError::Arguments {
+                    text: t.to_owned(),
+                    name: name.to_owned(),
+                    count: n,
+                });
             }
             args.iter()
                 .map(|a| {
                     a.parse::<f64>()
                         .ok()
                         .filter(|v| v.is_finite())
-                        .ok_or_else(|| format!("`{t}`: `{a}` is not a finite number"))
+                        .ok_or_else(|| InitError::NotFinite {
+                            text: t.to_owned(),
+                            argument: (*a).to_owned(),
+                        })
                 })
                 .collect()
         };
@@ -83,7 +91,7 @@ impl Init {
             "normal" => {
                 let v = floats(2)?;
                 if v[1] <= 0.0 {
-                    return Err(format!("`{t}`: the standard deviation must be positive"));
+                    return Err(InitError::NonPositiveStd { text: t.to_owned() });
                 }
                 Init::Normal {
                     mean: v[0],
@@ -93,7 +101,7 @@ impl Init {
             "uniform" => {
                 let v = floats(2)?;
                 if v[0] >= v[1] {
-                    return Err(format!("`{t}`: needs lo < hi"));
+                    return Err(InitError::EmptyRange { text: t.to_owned() });
                 }
                 Init::Uniform { lo: v[0], hi: v[1] }
             }
@@ -102,10 +110,10 @@ impl Init {
                 if v.iter()
                     .any(|x| x.fract() != 0.0 || x.abs() > f64::from(i32::MAX))
                 {
-                    return Err(format!("`{t}`: bounds must be 32-bit integers"));
+                    return Err(InitError::NotI32Bounds { text: t.to_owned() });
                 }
                 if v[0] > v[1] {
-                    return Err(format!("`{t}`: needs lo <= hi"));
+                    return Err(InitError::ReversedBounds { text: t.to_owned() });
                 }
                 Init::Int {
                     lo: v[0] as i64,
@@ -115,17 +123,10 @@ impl Init {
             "zeros" if args.is_empty() => Init::Zeros,
             "ones" if args.is_empty() => Init::Ones,
             "arange" if args.is_empty() => Init::Arange,
-            _ => {
-                return Err(format!(
-                    "`{t}` is not a distribution (use normal, normal(mean, std), uniform(lo, hi), \
-                     int(lo, hi), zeros, ones or arange)"
-                ))
-            }
+            _ => return Err(InitError::Unknown { text: t.to_owned() }),
         };
         if dtype == Dtype::I32 && matches!(init, Init::Normal { .. } | Init::Uniform { .. }) {
-            return Err(format!(
-                "`{t}`: an i32 buffer takes int(lo, hi), zeros, ones or arange"
-            ));
+            return Err(InitError::FloatForI32 { text: t.to_owned() });
         }
         Ok(init)
     }

@@ -131,7 +131,7 @@ impl TaskFile {
         };
         for (k, v) in &spec.sizes {
             declare(k, format!("sizes.{k}"))?;
-            check_size_value(*v).map_err(|m| bad(&format!("sizes.{k}"), m))?;
+            check_size_value(*v).map_err(|e| bad(&format!("sizes.{k}"), e.to_string()))?;
         }
         for (i, s) in spec.scalars.iter().enumerate() {
             declare(&s.name, format!("scalar[{i}].name"))?;
@@ -196,7 +196,7 @@ impl TaskFile {
                 .iter()
                 .map(|t| Init::parse(t, b.dtype))
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|m| bad(&format!("buffer[{i}].init"), m))?;
+                .map_err(|e| bad(&format!("buffer[{i}].init"), e.to_string()))?;
             inits.push(if parsed.is_empty() {
                 vec![Init::default_for(b.dtype)]
             } else {
@@ -445,8 +445,9 @@ impl TaskFile {
                     ),
                 ));
             }
-            check_size_value(*v)
-                .map_err(|m| TaskFileError::invalid(&self.file, format!("sizes.{k}"), m))?;
+            check_size_value(*v).map_err(|e| {
+                TaskFileError::invalid(&self.file, format!("sizes.{k}"), e.to_string())
+            })?;
             sizes.insert(k.clone(), *v);
         }
         Ok(sizes)
@@ -576,9 +577,14 @@ impl TaskFile {
     }
 }
 
-fn check_size_value(v: i64) -> Result<(), String> {
+/// A size that is not a positive 32-bit integer.
+#[derive(Debug, thiserror::Error)]
+#[error("{0} must be a positive 32-bit integer")]
+struct SizeOutOfRange(i64);
+
+fn check_size_value(v: i64) -> Result<(), SizeOutOfRange> {
     if v <= 0 || v > i64::from(i32::MAX) {
-        return Err(format!("{v} must be a positive 32-bit integer"));
+        return Err(SizeOutOfRange(v));
     }
     Ok(())
 }

@@ -63,7 +63,7 @@ pub mod python;
 mod reference;
 pub mod schema;
 
-pub use error::TaskFileError;
+pub use error::{InitError, ReferenceError, TaskFileError};
 pub use file_task::{FileTask, DEFAULT_REFERENCE_TIMEOUT_S};
 pub use init::Init;
 pub use load::{ArgKind, TaskBase, TaskFile, MAX_BUFFER_BYTES, MAX_ELEMENTS};

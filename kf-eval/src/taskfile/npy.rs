@@ -3,7 +3,7 @@
 //! (ndarray-npy) or bring a much larger API than these two functions need.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::schema::Dtype;
 use crate::tasks::host::HostBuffer;
@@ -59,12 +59,51 @@ pub(crate) fn write(path: &Path, data: &HostBuffer, shape: &[usize]) -> std::io:
     f.flush()
 }
 
+/// Why a `.npy` file could not be read as a task buffer.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NpyError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("not a .npy file")]
+    NotNpy,
+    #[error("unsupported .npy version {0}")]
+    Version(u8),
+    #[error("truncated .npy header")]
+    TruncatedHeader,
+    #[error("no descr in the .npy header")]
+    NoDescr,
+    #[error(
+        "dtype {descr} (numpy {}) is not float32, float16 or int32",
+        numpy_name(descr)
+    )]
+    Dtype { descr: String },
+    #[error("a Fortran-order array")]
+    FortranOrder,
+    #[error("no shape in the .npy header")]
+    NoShape,
+    #[error("bad shape `{0}`")]
+    BadShape(String),
+    #[error("{bytes} data bytes for shape {shape:?} of {dtype}")]
+    DataLength {
+        bytes: usize,
+        shape: Vec<usize>,
+        dtype: Dtype,
+    },
+}
+
 /// Reads a `.npy` file, returning its dtype, shape and data; anything other than a C-order
 /// array of `<f4`, `<f2` or `<i4` is an error that says what was found.
-pub(crate) fn read(path: &Path) -> Result<(HostBuffer, Vec<usize>), String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+pub(crate) fn read(path: &Path) -> Result<(HostBuffer, Vec<usize>), NpyError> {
+    let bytes = std::fs::read(path).map_err(|source| NpyError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
     if bytes.len() < 10 || &bytes[..6] != MAGIC {
-        return Err("not a .npy file".into());
+        return Err(NpyError::NotNpy);
     }
     let (len, start) = match bytes[6] {
         1 => (usize::from(u16::from_le_bytes([bytes[8], bytes[9]])), 10),
@@ -72,12 +111,12 @@ pub(crate) fn read(path: &Path) -> Result<(HostBuffer, Vec<usize>), String> {
             u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
             12,
         ),
-        v => return Err(format!("unsupported .npy version {v}")),
+        v => return Err(NpyError::Version(v)),
     };
     let header = bytes
         .get(start..start + len)
         .and_then(|h| std::str::from_utf8(h).ok())
-        .ok_or("truncated .npy header")?;
+        .ok_or(NpyError::TruncatedHeader)?;
     let field = |key: &str| -> Option<&str> {
         let at = header.find(&format!("'{key}'"))? + key.len() + 2;
         let rest = header[at..].trim_start().strip_prefix(':')?.trim_start();
@@ -86,41 +125,41 @@ pub(crate) fn read(path: &Path) -> Result<(HostBuffer, Vec<usize>), String> {
     let descr_text = field("descr")
         .and_then(|r| r.strip_prefix('\''))
         .and_then(|r| r.split('\'').next())
-        .ok_or("no descr in the .npy header")?;
+        .ok_or(NpyError::NoDescr)?;
     let dtype = match descr_text {
         "<f4" => Dtype::F32,
         "<f2" => Dtype::F16,
         "<i4" => Dtype::I32,
         other => {
-            return Err(format!(
-                "dtype {other} (numpy {}) is not float32, float16 or int32",
-                numpy_name(other)
-            ))
+            return Err(NpyError::Dtype {
+                descr: other.to_owned(),
+            })
         }
     };
     if field("fortran_order").is_some_and(|r| r.starts_with("True")) {
-        return Err("a Fortran-order array".into());
+        return Err(NpyError::FortranOrder);
     }
     let shape_text = field("shape")
         .and_then(|r| r.strip_prefix('('))
         .and_then(|r| r.split(')').next())
-        .ok_or("no shape in the .npy header")?;
+        .ok_or(NpyError::NoShape)?;
     let shape = shape_text
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|s| {
             s.parse::<usize>()
-                .map_err(|_| format!("bad shape `{shape_text}`"))
+                .map_err(|_| NpyError::BadShape(shape_text.to_owned()))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let n: usize = shape.iter().product();
     let data = &bytes[start + len..];
     if data.len() != n * dtype.size() {
-        return Err(format!(
-            "{} data bytes for shape {shape:?} of {dtype}",
-            data.len()
-        ));
+        return Err(NpyError::DataLength {
+            bytes: data.len(),
+            shape,
+            dtype,
+        });
     }
     // Little-endian data to host order.
     let host = match dtype {

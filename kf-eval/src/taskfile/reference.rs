@@ -9,6 +9,7 @@ use half::f16;
 use indexmap::IndexMap;
 use ndarray::{ArrayD, ArrayViewD, IxDyn};
 
+use super::error::ReferenceError;
 use super::schema::Dtype;
 use crate::tasks::host::HostBuffer;
 use crate::tasks::spec::Sizes;
@@ -105,25 +106,33 @@ pub struct ReferenceInputs<'a> {
 }
 
 impl<'a> ReferenceInputs<'a> {
-    /// The array named `name`, or an error message naming it.
-    pub fn array(&self, name: &str) -> Result<&ArrayRef<'a>, String> {
+    /// The array named `name`, or an error naming it.
+    pub fn array(&self, name: &str) -> Result<&ArrayRef<'a>, ReferenceError> {
         self.arrays
             .get(name)
-            .ok_or_else(|| format!("no input buffer `{name}`"))
+            .ok_or_else(|| ReferenceError::NoInput {
+                name: name.to_owned(),
+            })
     }
 
-    /// A size, or an error message naming it.
-    pub fn size(&self, name: &str) -> Result<usize, String> {
+    /// A size, or an error naming it.
+    pub fn size(&self, name: &str) -> Result<usize, ReferenceError> {
         self.sizes
             .get(name)
             .and_then(|v| usize::try_from(*v).ok())
-            .ok_or_else(|| format!("no size `{name}`"))
+            .ok_or_else(|| ReferenceError::NoSize {
+                name: name.to_owned(),
+            })
     }
 }
 
-/// A reference in Rust: outputs (and inout buffers) by name, or a message saying why not.
-pub type RustReference =
-    Arc<dyn Fn(&ReferenceInputs<'_>) -> Result<IndexMap<String, ArrayOut>, String> + Send + Sync>;
+/// A reference in Rust: outputs (and inout buffers) by name, or why not (its own reasons as
+/// [`ReferenceError::Failed`]: `Err("message".into())` makes one).
+pub type RustReference = Arc<
+    dyn Fn(&ReferenceInputs<'_>) -> Result<IndexMap<String, ArrayOut>, ReferenceError>
+        + Send
+        + Sync,
+>;
 
 /// Rust references by the names task files give in `[reference] rust = "name"`.
 #[derive(Clone, Default)]
@@ -144,10 +153,26 @@ impl ReferenceRegistry {
     }
 
     /// Adds (or replaces) a reference.
+    ///
+    /// ```
+    /// use indexmap::IndexMap;
+    /// use kf_eval::taskfile::{ArrayOut, ReferenceError, ReferenceRegistry};
+    ///
+    /// let registry = ReferenceRegistry::new().with("negate", |inputs| {
+    ///     let x = inputs.array("X")?.to_f64();
+    ///     if x.is_empty() {
+    ///         return Err(ReferenceError::from("X is empty"));
+    ///     }
+    ///     let mut out = IndexMap::new();
+    ///     out.insert("Y".to_owned(), ArrayOut::F32(x.mapv(|v| -v as f32)));
+    ///     Ok(out)
+    /// });
+    /// assert_eq!(registry.names(), ["negate"]);
+    /// ```
     pub fn with(
         mut self,
         name: impl Into<String>,
-        reference: impl Fn(&ReferenceInputs<'_>) -> Result<IndexMap<String, ArrayOut>, String>
+        reference: impl Fn(&ReferenceInputs<'_>) -> Result<IndexMap<String, ArrayOut>, ReferenceError>
             + Send
             + Sync
             + 'static,
@@ -194,32 +219,33 @@ pub(crate) fn check_output(
     dtype: Dtype,
     shape: &[usize],
     got: Option<&(HostBuffer, Vec<usize>)>,
-) -> Result<(), String> {
+) -> Result<(), ReferenceError> {
     let Some((data, got_shape)) = got else {
-        return Err(format!(
-            "returned no output `{name}` (expected {} of shape {shape:?})",
-            dtype.numpy()
-        ));
+        return Err(ReferenceError::MissingOutput {
+            name: name.to_owned(),
+            dtype,
+            shape: shape.to_vec(),
+        });
     };
     if data.dtype() != dtype {
-        return Err(format!(
-            "output `{name}` is {}, the task file declares {} ({}): convert it, e.g. \
-             .astype(numpy.{})",
-            data.dtype().numpy(),
-            dtype,
-            dtype.numpy(),
-            dtype.numpy()
-        ));
+        return Err(ReferenceError::WrongDtype {
+            name: name.to_owned(),
+            got: data.dtype(),
+            declared: dtype,
+        });
     }
     if got_shape.as_slice() != shape {
-        return Err(format!(
-            "output `{name}` has shape {got_shape:?}, the task file declares {shape:?}"
-        ));
+        return Err(ReferenceError::WrongShape {
+            name: name.to_owned(),
+            got: got_shape.clone(),
+            declared: shape.to_vec(),
+        });
     }
-    if let Some(i) = data.to_f64().iter().position(|v| !v.is_finite()) {
-        return Err(format!(
-            "output `{name}` holds NaN or Inf (first at flat index {i}); a reference must be finite"
-        ));
+    if let Some(index) = data.to_f64().iter().position(|v| !v.is_finite()) {
+        return Err(ReferenceError::NonFinite {
+            name: name.to_owned(),
+            index,
+        });
     }
     Ok(())
 }

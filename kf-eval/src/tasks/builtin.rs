@@ -9,7 +9,9 @@ use ndarray::{Array2, ArrayD, Ix2};
 
 use super::spec::{KernelTask, Sizes};
 use crate::error::EvalError;
-use crate::taskfile::{ArrayOut, FileTask, ReferenceInputs, ReferenceRegistry, TaskBase, TaskFile};
+use crate::taskfile::{
+    ArrayOut, FileTask, ReferenceError, ReferenceInputs, ReferenceRegistry, TaskBase, TaskFile,
+};
 
 /// The names of the built-in tasks.
 pub const BUILTIN_TASKS: [&str; 2] = ["gemm", "softmax"];
@@ -106,15 +108,20 @@ pub fn builtin_references() -> ReferenceRegistry {
         .with("softmax", softmax_reference)
 }
 
-fn matrix(inputs: &ReferenceInputs<'_>, name: &str) -> Result<Array2<f64>, String> {
+fn matrix(inputs: &ReferenceInputs<'_>, name: &str) -> Result<Array2<f64>, ReferenceError> {
     inputs
         .array(name)?
         .to_f64()
         .into_dimensionality::<Ix2>()
-        .map_err(|e| format!("buffer `{name}` is not a matrix: {e}"))
+        .map_err(|source| ReferenceError::NotAMatrix {
+            name: name.to_owned(),
+            source,
+        })
 }
 
-fn gemm_reference(inputs: &ReferenceInputs<'_>) -> Result<IndexMap<String, ArrayOut>, String> {
+fn gemm_reference(
+    inputs: &ReferenceInputs<'_>,
+) -> Result<IndexMap<String, ArrayOut>, ReferenceError> {
     let c = matrix(inputs, "A")?.dot(&matrix(inputs, "B")?);
     let mut out = IndexMap::new();
     out.insert(
@@ -124,7 +131,9 @@ fn gemm_reference(inputs: &ReferenceInputs<'_>) -> Result<IndexMap<String, Array
     Ok(out)
 }
 
-fn softmax_reference(inputs: &ReferenceInputs<'_>) -> Result<IndexMap<String, ArrayOut>, String> {
+fn softmax_reference(
+    inputs: &ReferenceInputs<'_>,
+) -> Result<IndexMap<String, ArrayOut>, ReferenceError> {
     let mut x = matrix(inputs, "X")?;
     for mut row in x.rows_mut() {
         let m = row.fold(f64::NEG_INFINITY, |a, v| a.max(*v));
