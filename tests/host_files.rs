@@ -237,3 +237,61 @@ fn cuda_probes_are_refused_by_the_evaluators_check() {
     }
     assert!(refused >= 2);
 }
+
+#[test]
+fn a_reference_that_reads_a_planted_file_at_import_is_denied() {
+    if !kf_eval::taskfile::python::numpy_or_skip() {
+        return;
+    }
+    let secrets = Secrets::new();
+    let plant = plant(&secrets);
+    // KernelBench's ReLU problem with a third-party NumPy reference whose first line reads the
+    // planted file; the importer runs the reference to fit the output shapes.
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/kernelbench/19_ReLU");
+    let problem = plant.work.join("19_ReLU.py");
+    std::fs::copy(shipped.join("vendor/19_ReLU.py"), &problem).unwrap();
+    std::fs::write(
+        plant.work.join("19_ReLU_ref.py"),
+        format!(
+            "_stolen = open({:?}).read()\n{}",
+            plant.secret.display().to_string(),
+            std::fs::read_to_string(shipped.join("19_ReLU_ref.py")).unwrap()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kf"))
+        .current_dir(&plant.work)
+        .args(["task", "import-kernelbench", "19_ReLU.py", "--out", "task"])
+        .args(["--size", "batch_size=4,dim=64", "--numpy"])
+        .env("KF_PLANTED_API_KEY", &secrets.env_value)
+        .output()
+        .expect("running kf");
+    let all = text(&out);
+    assert!(
+        !out.status.success(),
+        "the import read the planted file:\n{all}"
+    );
+    assert!(
+        all.contains("Permission denied") || all.contains("PermissionError"),
+        "the import failed for another reason:\n{all}"
+    );
+    for secret in secrets.all() {
+        assert!(
+            !all.contains(secret),
+            "a planted secret reached the output:\n{all}"
+        );
+    }
+    // Without the hostile line the same import works (so the denial is the file's).
+    std::fs::copy(
+        shipped.join("19_ReLU_ref.py"),
+        plant.work.join("19_ReLU_ref.py"),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kf"))
+        .current_dir(&plant.work)
+        .args(["task", "import-kernelbench", "19_ReLU.py", "--out", "task"])
+        .args(["--size", "batch_size=4,dim=64", "--numpy"])
+        .output()
+        .expect("running kf");
+    assert!(out.status.success(), "{}", text(&out));
+}

@@ -258,20 +258,22 @@ const SYSTEM_WRITE: [&str; 8] = [
     "/dev/nvidia-uvm",
 ];
 
-/// Confines the calling thread (and every process and thread it starts afterwards) to
-/// `allowed` and the system's fixed paths. Never fails: what could not be enforced is in the
-/// answer.
+/// The ruleset for `allowed` and the system's fixed paths (`own_proc`: the process's own
+/// `/proc/<pid>` entry, when it is known before the rules are made).
 #[cfg(target_os = "linux")]
-pub fn confine_current_thread(allowed: &AllowedPaths) -> Confinement {
+fn ruleset(
+    allowed: &AllowedPaths,
+    own_proc: Option<u32>,
+) -> Result<landlock::RulesetCreated, landlock::RulesetError> {
     use landlock::{
         path_beneath_rules, Access, AccessFs, AccessNet, Ruleset, RulesetAttr, RulesetCreatedAttr,
-        RulesetStatus, Scope, ABI,
+        Scope, ABI,
     };
     let abi = ABI::V6;
     let mut read: Vec<PathBuf> = SYSTEM_READ.iter().map(PathBuf::from).collect();
     read.extend(allowed.read.iter().cloned());
     // The worker's own /proc entry: the runtimes read their maps and status there.
-    read.push(PathBuf::from(format!("/proc/{}", std::process::id())));
+    read.extend(own_proc.map(|pid| PathBuf::from(format!("/proc/{pid}"))));
     let mut write: Vec<PathBuf> = SYSTEM_WRITE.iter().map(PathBuf::from).collect();
     // GPU device nodes: /dev/nvidia0, /dev/nvidiactl, …
     if let Ok(entries) = std::fs::read_dir("/dev") {
@@ -285,30 +287,89 @@ pub fn confine_current_thread(allowed: &AllowedPaths) -> Confinement {
         let _ = std::fs::create_dir_all(dir);
         write.push(dir.clone());
     }
-    let status = Ruleset::default()
-        .handle_access(AccessFs::from_all(abi))
-        .and_then(|r| r.handle_access(AccessNet::from_all(abi)))
-        .and_then(|r| r.scope(Scope::from_all(abi)))
-        .and_then(|r| r.create())
-        .and_then(|r| r.add_rules(path_beneath_rules(&read, AccessFs::from_read(abi))))
-        .and_then(|r| r.add_rules(path_beneath_rules(&write, AccessFs::from_all(abi))))
-        .and_then(|r| r.restrict_self());
-    match status {
+    Ruleset::default()
+        .handle_access(AccessFs::from_all(abi))?
+        .handle_access(AccessNet::from_all(abi))?
+        .scope(Scope::from_all(abi))?
+        .create()?
+        .add_rules(path_beneath_rules(&read, AccessFs::from_read(abi)))?
+        .add_rules(path_beneath_rules(&write, AccessFs::from_all(abi)))
+}
+
+/// What the kernel gives when there is no Landlock.
+const NO_LANDLOCK: &str =
+    "this kernel has no Landlock (Linux 5.13 or later, with the Landlock LSM enabled)";
+
+/// Confines the calling thread (and every process and thread it starts afterwards) to
+/// `allowed` and the system's fixed paths. Never fails: what could not be enforced is in the
+/// answer.
+#[cfg(target_os = "linux")]
+pub fn confine_current_thread(allowed: &AllowedPaths) -> Confinement {
+    use landlock::RulesetStatus;
+    match ruleset(allowed, Some(std::process::id())).and_then(|r| r.restrict_self()) {
         Ok(s) => {
             let kernel_abi = kernel_abi();
             match s.ruleset {
                 RulesetStatus::FullyEnforced => Confinement::Enforced { abi: kernel_abi },
                 RulesetStatus::PartiallyEnforced => Confinement::Partial { abi: kernel_abi },
                 RulesetStatus::NotEnforced => Confinement::NotEnforced {
-                    reason: "this kernel has no Landlock (Linux 5.13 or later, with the \
-                             Landlock LSM enabled)"
-                        .to_owned(),
+                    reason: NO_LANDLOCK.to_owned(),
                 },
             }
         }
         Err(e) => Confinement::NotEnforced {
             reason: format!("Landlock refused the rules: {e}"),
         },
+    }
+}
+
+/// Confines the process `command` starts, from its first instruction, to `allowed` and the
+/// system's fixed paths: for third-party code run outside a worker (a task's Python reference
+/// checked by `kf task check`, the KernelBench importer's Python running a problem file). The
+/// rules are made here; the child applies them between `fork` and `exec` and fails to start
+/// when the kernel refuses them (never unconfined where confinement exists).
+#[cfg(target_os = "linux")]
+pub fn confine_command(command: &mut std::process::Command, allowed: &AllowedPaths) -> Confinement {
+    use std::os::unix::process::CommandExt;
+    let abi = kernel_abi();
+    if abi == 0 {
+        return Confinement::NotEnforced {
+            reason: NO_LANDLOCK.to_owned(),
+        };
+    }
+    let rules = match ruleset(allowed, None) {
+        Ok(r) => r,
+        Err(e) => {
+            return Confinement::NotEnforced {
+                reason: format!("Landlock refused the rules: {e}"),
+            }
+        }
+    };
+    let rules = std::sync::Mutex::new(Some(rules));
+    // SAFETY: the closure runs in the child between fork and exec. It takes the ruleset out of
+    // a mutex no other thread of the child can hold (the child has one thread) and makes the
+    // two system calls of `restrict_self` (prctl and landlock_restrict_self), which allocate
+    // nothing on success; on failure it returns the OS error, which also allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            let taken = rules.lock().ok().and_then(|mut r| r.take());
+            match taken.map(|r| r.restrict_self()) {
+                Some(Err(_)) => Err(std::io::Error::from_raw_os_error(libc::EPERM)),
+                _ => Ok(()),
+            }
+        });
+    }
+    Confinement::Enforced { abi }
+}
+
+/// On other platforms nothing is confined.
+#[cfg(not(target_os = "linux"))]
+pub fn confine_command(
+    _command: &mut std::process::Command,
+    _allowed: &AllowedPaths,
+) -> Confinement {
+    Confinement::NotEnforced {
+        reason: "confinement uses Linux Landlock; this platform has none".to_owned(),
     }
 }
 

@@ -198,11 +198,20 @@ pub(crate) fn ask_helper(
         "sizes": sizes,
     });
     // Three probes of a torch model, each importing the problem: minutes at most.
+    // The problem's folder and the reference's (the only files the helper reads), absolute:
+    // a relative name's parent is the empty path, which names no folder.
+    let folders: Vec<PathBuf> = [Some(problem), reference]
+        .into_iter()
+        .flatten()
+        .filter_map(|p| std::path::absolute(p).ok()?.parent().map(Path::to_path_buf))
+        .collect();
+    let folders: Vec<&Path> = folders.iter().map(PathBuf::as_path).collect();
     let stdout = run_python(
         python,
         HELPER,
         &request.to_string(),
         Duration::from_secs(600),
+        &folders,
     )?;
     let last = stdout.lines().last().unwrap_or_default();
     let answer: HelperAnswer =

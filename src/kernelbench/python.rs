@@ -17,19 +17,23 @@ pub fn default_python() -> PathBuf {
 
 /// Runs `code` (passed with `-c`) with `stdin_text` on its standard input; returns its standard
 /// output. A non-zero exit, a timeout or a failure to start is a [`KernelBenchError::Python`].
+///
+/// The code runs a problem file, which is third-party code: without this process's secrets,
+/// and confined (Linux Landlock, as evaluation workers are: [`kf_eval::confine`]) to the
+/// Python installation, the runtimes and the folders in `reads`.
 pub(crate) fn run_python(
     python: &Path,
     code: &str,
     stdin_text: &str,
     timeout: Duration,
+    reads: &[&Path],
 ) -> Result<String, KernelBenchError> {
     let fail = |message: String| KernelBenchError::Python {
         python: python.display().to_string(),
         message,
     };
-    let mut child = Command::new(python)
-        // The problem file is third-party code: it runs without this process's secrets, as
-        // references do.
+    let mut command = Command::new(python);
+    command
         .env_clear()
         .envs(kf_eval::scrubbed_env())
         .arg("-c")
@@ -38,7 +42,11 @@ pub(crate) fn run_python(
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut allowed = kf_eval::confine::AllowedPaths::for_worker(None);
+    allowed.read.extend(reads.iter().map(|p| p.to_path_buf()));
+    kf_eval::confine::confine_command(&mut command, &allowed);
+    let mut child = command
         .spawn()
         .map_err(|e| fail(format!("cannot start: {e}")))?;
     let mut stdin = child.stdin.take().ok_or_else(|| fail("no stdin".into()))?;
@@ -93,10 +101,10 @@ pub(crate) fn run_python(
 
 /// Whether `import torch` works in `python` (a slow import: up to a minute is allowed).
 pub fn torch_available(python: &Path) -> bool {
-    run_python(python, "import torch", "", Duration::from_secs(120)).is_ok()
+    run_python(python, "import torch", "", Duration::from_secs(120), &[]).is_ok()
 }
 
 /// Whether `import numpy` works in `python`.
 pub fn numpy_available(python: &Path) -> bool {
-    run_python(python, "import numpy", "", Duration::from_secs(60)).is_ok()
+    run_python(python, "import numpy", "", Duration::from_secs(60), &[]).is_ok()
 }

@@ -60,8 +60,11 @@ pub fn torch_cpu_seconds(
     let absolute =
         std::fs::canonicalize(&problem).map_err(|e| KernelBenchError::io(&problem, e))?;
     let adapter_text = torch_adapter(&analysis, &absolute.display().to_string());
-    let adapter =
-        std::env::temp_dir().join(format!("kf-torch-timing-{}-{stem}.py", std::process::id()));
+    // A folder of its own: the confined timer may read it, not the whole of /tmp.
+    let scratch =
+        std::env::temp_dir().join(format!("kf-torch-timing-{}-{stem}", std::process::id()));
+    std::fs::create_dir_all(&scratch).map_err(|e| KernelBenchError::io(&scratch, e))?;
+    let adapter = scratch.join("adapter.py");
     write_atomic(&adapter, &adapter_text)?;
     let sizes_all = task.complete_sizes(sizes)?;
     let shapes = task.buffer_shapes(&sizes_all)?;
@@ -84,13 +87,18 @@ pub fn torch_cpu_seconds(
         "buffers": buffers,
         "sizes": sizes_all,
     });
+    let folders: Vec<&Path> = [Some(scratch.as_path()), absolute.parent()]
+        .into_iter()
+        .flatten()
+        .collect();
     let result = run_python(
         python,
         TIMER,
         &request.to_string(),
         Duration::from_secs(300),
+        &folders,
     );
-    let _ = std::fs::remove_file(&adapter);
+    let _ = std::fs::remove_dir_all(&scratch);
     let stdout = result?;
     let last = stdout.lines().last().unwrap_or_default();
     serde_json::from_str::<serde_json::Value>(last)

@@ -144,8 +144,11 @@ pub(crate) fn run(
     let stdout = std::fs::File::create(work.join("stdout.txt")).map_err(|e| io("stdout", e))?;
     let stderr = std::fs::File::create(work.join("stderr.txt")).map_err(|e| io("stderr", e))?;
     let script = std::path::absolute(call.script).unwrap_or_else(|_| call.script.to_path_buf());
-    let mut child = Command::new(&python)
-        // A reference may be third-party code (a KernelBench problem): no secrets.
+    let mut command = Command::new(&python);
+    // A reference may be third-party code (a KernelBench problem): no secrets, and confined
+    // to its task's folder, the Python installation and its exchange folder (in a worker this
+    // adds to the worker's own confinement; elsewhere, `kf task check` say, it is the only one).
+    command
         .env_clear()
         .envs(crate::scrubbed_env())
         .arg(work.join("driver.py"))
@@ -153,15 +156,18 @@ pub(crate) fn run(
         .arg(work)
         .stdin(Stdio::null())
         .stdout(stdout)
-        .stderr(stderr)
-        .spawn()
-        .map_err(|e| {
-            TaskFileError::Python(format!(
-                "cannot start `{}` ({e}); run scripts/setup.sh (it prepares .runtime/venv with \
+        .stderr(stderr);
+    let mut allowed = crate::confine::AllowedPaths::for_worker(None);
+    allowed.read.extend(script.parent().map(Path::to_path_buf));
+    allowed.write.push(work.to_path_buf());
+    crate::confine::confine_command(&mut command, &allowed);
+    let mut child = command.spawn().map_err(|e| {
+        TaskFileError::Python(format!(
+            "cannot start `{}` ({e}); run scripts/setup.sh (it prepares .runtime/venv with \
                  NumPy) or set {PYTHON_ENV}",
-                python.display()
-            ))
-        })?;
+            python.display()
+        ))
+    })?;
     let started = Instant::now();
     let status = loop {
         match child.try_wait().map_err(|e| io("waiting for python", e))? {
