@@ -46,6 +46,30 @@ fn config() -> EvalConfig {
     config
 }
 
+/// An evaluator of gemm at 32³ in workers under [`limits`].
+fn gemm_evaluator(timeout: TimeoutPolicy) -> IsolatedEvaluator {
+    IsolatedEvaluator::builder(
+        BackendSpec::new("opencl"),
+        "gemm",
+        parse_sizes("M=32,N=32,K=32").unwrap(),
+    )
+    .command(WorkerCommand::test_harness().unwrap())
+    .config(config())
+    .limits(limits())
+    .timeout(timeout)
+    .build()
+}
+
+/// The shipped naive gemm kernel and its default parameters: the evaluation after a probe.
+fn naive_gemm() -> (kf_core::KernelSource, ParamValues) {
+    let naive = kf_eval::kernels::shipped("gemm_naive", kf_core::Language::OpenCl)
+        .unwrap()
+        .kernel_source()
+        .unwrap();
+    let params = Manifest::from_kernel(&naive).unwrap().default_params();
+    (naive, params)
+}
+
 #[test]
 fn the_default_limit_is_a_quarter_of_the_machine() {
     let quarter = kf_eval::default_memory_growth().expect("physical memory is known on Linux");
@@ -127,20 +151,8 @@ fn a_launch_that_asks_for_far_too_much_private_memory_costs_one_evaluation() {
     if kf_backend_opencl::testing::backend_or_skip().is_none() {
         return;
     }
-    let eval = IsolatedEvaluator::builder(
-        BackendSpec::new("opencl"),
-        "gemm",
-        parse_sizes("M=32,N=32,K=32").unwrap(),
-    )
-    .command(WorkerCommand::test_harness().unwrap())
-    .config(config())
-    .limits(limits())
-    .build();
-    let naive = kf_eval::kernels::shipped("gemm_naive", kf_core::Language::OpenCl)
-        .unwrap()
-        .kernel_source()
-        .unwrap();
-    let params = Manifest::from_kernel(&naive).unwrap().default_params();
+    let eval = gemm_evaluator(TimeoutPolicy::default());
+    let (naive, params) = naive_gemm();
     // 2 GiB of private memory per work-item, one work-item per group, written and read so
     // that no compiler may drop it.
     let hog = naive
@@ -171,21 +183,8 @@ fn a_build_that_allocates_far_too_much_costs_one_evaluation() {
     if kf_backend_opencl::testing::backend_or_skip().is_none() {
         return;
     }
-    let eval = IsolatedEvaluator::builder(
-        BackendSpec::new("opencl"),
-        "gemm",
-        parse_sizes("M=32,N=32,K=32").unwrap(),
-    )
-    .command(WorkerCommand::test_harness().unwrap())
-    .config(config())
-    .limits(limits())
-    .timeout(TimeoutPolicy::fixed(Duration::from_secs(120)))
-    .build();
-    let naive = kf_eval::kernels::shipped("gemm_naive", kf_core::Language::OpenCl)
-        .unwrap()
-        .kernel_source()
-        .unwrap();
-    let params = Manifest::from_kernel(&naive).unwrap().default_params();
+    let eval = gemm_evaluator(TimeoutPolicy::fixed(Duration::from_secs(120)));
+    let (naive, params) = naive_gemm();
     // 2^30 statements from 31 lines: the compiler's memory grows until the limit stops it.
     let mut bomb = String::from("#define A0 acc += 1.0f;\n");
     for i in 1..=30 {
