@@ -235,12 +235,18 @@ pub struct DistArgs {
     pub compile_first: bool,
 }
 
+/// Text that is not a whole number of at least 1.
+#[cfg(feature = "dist")]
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not a whole number of at least 1")]
+struct NotAtLeastOne(String);
+
 /// A whole number of at least 1.
 #[cfg(feature = "dist")]
-fn at_least_one(text: &str) -> Result<usize, String> {
+fn at_least_one(text: &str) -> Result<usize, NotAtLeastOne> {
     match text.parse::<usize>() {
         Ok(n) if n >= 1 => Ok(n),
-        _ => Err(format!("`{text}` is not a whole number of at least 1")),
+        _ => Err(NotAtLeastOne(text.to_owned())),
     }
 }
 

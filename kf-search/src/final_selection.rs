@@ -127,13 +127,14 @@ pub fn contenders<'a>(elites: impl IntoIterator<Item = &'a Elite>, n: usize) -> 
 /// Re-times `contenders` for `rounds` rounds (at least one), each round in another order
 /// (rotated by one, so that no kernel always runs first after the previous one's memory
 /// traffic), and chooses the smallest median. `retime` evaluates one elite from scratch and
-/// gives its median time in seconds, or why it is not a correct, timed kernel; a contender is
-/// out after its first failure. `work` turns times into GFLOP/s and GB/s.
+/// gives its median time in seconds, or why it is not a correct, timed kernel (its message is
+/// kept as the contender's [`Contender::out`]); a contender is out after its first failure.
+/// `work` turns times into GFLOP/s and GB/s.
 pub fn select(
     contenders: &[&Elite],
     rounds: u32,
     work: &Work,
-    mut retime: impl FnMut(&Elite) -> Result<f64, String>,
+    mut retime: impl FnMut(&Elite) -> Result<f64, RetimeError>,
 ) -> FinalSelection {
     let rounds = rounds.max(1);
     let mut out: Vec<Contender> = contenders
@@ -158,7 +159,7 @@ pub fn select(
             match retime(contenders[i]) {
                 Ok(s) if s.is_finite() && s > 0.0 => out[i].retimed_s.push(s),
                 Ok(s) => out[i].out = Some(format!("timed at {s} s")),
-                Err(why) => out[i].out = Some(why),
+                Err(why) => out[i].out = Some(why.to_string()),
             }
         }
     }
@@ -180,6 +181,42 @@ pub fn select(
         rounds,
         contenders: out,
         chosen,
+    }
+}
+
+/// Why an elite is not a correct, timed kernel when evaluated again: what a `retime` of
+/// [`select`] returns.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RetimeError {
+    /// The evaluation did not run.
+    #[error(transparent)]
+    Evaluation(#[from] kf_eval::EvalError),
+    /// Not correct now.
+    #[error("{status} ({diagnostics})")]
+    NotCorrect {
+        /// Its status now.
+        status: kf_core::Status,
+        /// The evaluator's diagnostics.
+        diagnostics: String,
+    },
+    /// Correct, but the evaluation has no timing.
+    #[error("correct but not timed")]
+    NotTimed,
+    /// Another reason, from a `retime` of the embedder's (`Err("timeout".into())` makes one).
+    #[error(transparent)]
+    Failed(kf_core::BoxError),
+}
+
+impl From<String> for RetimeError {
+    fn from(why: String) -> Self {
+        RetimeError::Failed(why.into())
+    }
+}
+
+impl From<&str> for RetimeError {
+    fn from(why: &str) -> Self {
+        RetimeError::Failed(why.into())
     }
 }
 

@@ -668,7 +668,7 @@ where
         retimer.shutdown();
     }
     if let Some(reference) = reference {
-        report = report.reference(reference);
+        report = report.reference(reference.map_err(|e| e.to_string()));
     }
     let report = report
         .baseline_gflops(baseline_gflops)
@@ -761,17 +761,15 @@ fn measure_reference(
     work: &kf_core::Work,
     retimer: Option<&IsolatedEvaluator>,
     best: Option<&kf_core::Elite>,
-) -> Option<Result<reference::ReferenceMeasurement, String>> {
+) -> Option<Result<reference::ReferenceMeasurement, reference::ReferenceError>> {
     if !config.reference {
         return None;
     }
     if config.is_distributed() {
-        return Some(Err(
-            "the kernels ran on distributed workers, not on this machine".into(),
-        ));
+        return Some(Err(reference::ReferenceError::Distributed));
     }
     if config.task_file.is_some() {
-        return Some(Err("no reference library is known for task files".into()));
+        return Some(Err(reference::ReferenceError::TaskFile));
     }
     let retime = || {
         retime_elite(retimer?, best?)
@@ -784,8 +782,7 @@ fn measure_reference(
         work,
         reference::SIDE_BY_SIDE_ROUNDS,
         retime,
-    )
-    .map_err(|e| e.to_string());
+    );
     if let Err(why) = &measured {
         tracing::warn!("reference library: {why}");
     }
@@ -794,20 +791,22 @@ fn measure_reference(
 
 /// The best kernel's median seconds from a fresh evaluation by `evaluator` (the full protocol),
 /// or why it is not a correct, timed kernel now.
-fn retime_elite(evaluator: &IsolatedEvaluator, elite: &kf_core::Elite) -> Result<f64, String> {
-    let evaluation = evaluator
-        .evaluate_blocking(&elite.candidate.source, &elite.effective_params())
-        .map_err(|e| e.to_string())?;
+fn retime_elite(
+    evaluator: &IsolatedEvaluator,
+    elite: &kf_core::Elite,
+) -> Result<f64, final_selection::RetimeError> {
+    let evaluation =
+        evaluator.evaluate_blocking(&elite.candidate.source, &elite.effective_params())?;
     if !evaluation.status.is_correct() {
-        return Err(format!(
-            "{} ({})",
-            evaluation.status, evaluation.diagnostics
-        ));
+        return Err(final_selection::RetimeError::NotCorrect {
+            status: evaluation.status,
+            diagnostics: evaluation.diagnostics,
+        });
     }
     evaluation
         .timing
         .map(|t| t.median_s)
-        .ok_or_else(|| "correct but not timed".to_owned())
+        .ok_or(final_selection::RetimeError::NotTimed)
 }
 
 /// The final selection among the fastest elites ([`final_selection`]), when the config asks

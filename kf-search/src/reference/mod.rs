@@ -47,6 +47,12 @@ pub enum ReferenceError {
     /// The measurement failed or did not finish in time.
     #[error("measuring the reference failed: {0}")]
     Failed(String),
+    /// The kernels ran on distributed workers: the library cannot run beside them here.
+    #[error("the kernels ran on distributed workers, not on this machine")]
+    Distributed,
+    /// A task file's operation has no known reference library.
+    #[error("no reference library is known for task files")]
+    TaskFile,
 }
 
 /// One reference measurement.
