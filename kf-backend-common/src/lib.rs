@@ -15,6 +15,11 @@
 //! 5. launches check geometry and arguments with [`launch`]'s helpers, and `flush_caches`
 //!    overwrites a scratch buffer of [`launch::flush_size`] bytes through a [`Flusher`].
 //!
+//! What fails says why in a typed error, each with the message a backend puts in its own:
+//! [`RuntimeConfigError`] (reading a runtime config, preloading), [`CompileInputError`] (a
+//! parameter or flag a compiler cannot carry), [`LaunchCheckError`] (geometry, offsets,
+//! copies), [`CacheWriteError`].
+//!
 //! ```
 //! use kf_backend_common::{BackendOptions, DeviceSelector};
 //! let options = BackendOptions {
