@@ -24,7 +24,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 FUZZ="$ROOT/fuzz"
-TARGETS=(manifest expr llm_reply kt_cache t1 rundir taskfile)
+TARGETS=(manifest expr llm_reply kt_cache t1 rundir taskfile chat_reply chat_stream dist_job dist_result dist_question)
 TIMEOUT=${FUZZ_TIMEOUT:-10}
 RSS_MB=${FUZZ_RSS_MB:-2048}
 # The largest input; each target also ignores longer inputs itself (kf_fuzz::MAX_INPUT).
@@ -108,11 +108,11 @@ fuzz_one() {
 }
 
 summary_header() {
-    printf '%-10s %8s %12s %8s\n' target seconds executions findings
+    printf '%-13s %8s %12s %8s\n' target seconds executions findings
 }
 
 summary_line() {
-    printf '%-10s %8s %12s %8s\n' "$@"
+    printf '%-13s %8s %12s %8s\n' "$@"
 }
 
 [[ $# -ge 1 ]] || usage

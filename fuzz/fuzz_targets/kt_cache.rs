@@ -1,30 +1,5 @@
-//! Kernel Tuner cache files (`kf_tune::KtCache::from_json_str`, including the repair of a
-//! cache left open by a killed run) and what is built from one: its parameters, the replay
-//! space and the replay itself. Bounded to 64 KiB.
+//! Target `kt_cache`: the harness is [`kf_fuzz::parsers::kt_cache`] (its documentation says what
+//! is fuzzed and what an input is), shared with the crate's tests, which run it on the seeds.
 #![no_main]
 
-use kf_fuzz::MAX_INPUT;
-use kf_tune::{KtCache, Replay};
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| {
-    if data.len() > MAX_INPUT {
-        return;
-    }
-    let Ok(text) = std::str::from_utf8(data) else {
-        return;
-    };
-    let Ok(cache) = KtCache::from_json_str(text, "fuzz.json") else {
-        return;
-    };
-    let _ = cache.params();
-    // What is written must read back.
-    let written = cache.to_json_string();
-    if let Err(e) = KtCache::from_json_str(&written, "rewritten.json") {
-        panic!("a cache that was read does not read back after writing: {e}\n{written}");
-    }
-    if let Ok(replay) = Replay::from_cache(cache) {
-        assert!(replay.valid() <= replay.total());
-        let _ = replay.optimum();
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| kf_fuzz::parsers::kt_cache::run(data));

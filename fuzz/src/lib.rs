@@ -1,6 +1,10 @@
-//! Shared pieces of the KernelFoundry-rs fuzz targets (`fuzz_targets/*.rs`): input bounds, the
-//! splitting of one input into several files, and the fixed context (device, sizes, parent
-//! kernel) the parsed inputs are exercised against.
+//! The KernelFoundry-rs fuzz targets: each target's harness (a function of one input, in
+//! [`parsers`] for the parsers of files and model replies, [`chat`] for the chat-completion
+//! wire decoders, [`dist`] for the distributed-evaluation queue's messages; [`TARGETS`] lists
+//! them), which the binaries in `fuzz_targets/` hand to libFuzzer and this crate's tests run
+//! on the committed seeds; and their shared pieces: input bounds, the splitting of one input
+//! into several files, and the fixed context (device, sizes, parent kernel) the parsed inputs
+//! are exercised against.
 //!
 //! Every target returns early on inputs longer than its bound, so that the work per input —
 //! and what it may allocate — is bounded by the input size; libFuzzer's `-timeout` and
@@ -10,6 +14,31 @@
 
 use indexmap::IndexMap;
 use kf_core::DeviceFacts;
+
+pub mod chat;
+pub mod dist;
+pub mod parsers;
+#[cfg(test)]
+mod seeds;
+
+/// A target's harness: runs one input, panics on a finding.
+pub type Harness = fn(&[u8]);
+
+/// Every target by name (as `scripts/fuzz.sh` and `fuzz/corpus/` name them) with its harness.
+pub const TARGETS: &[(&str, Harness)] = &[
+    ("manifest", parsers::manifest::run),
+    ("expr", parsers::expr::run),
+    ("llm_reply", parsers::llm_reply::run),
+    ("kt_cache", parsers::kt_cache::run),
+    ("t1", parsers::t1::run),
+    ("rundir", parsers::rundir::run),
+    ("taskfile", parsers::taskfile::run),
+    ("chat_reply", chat::chat_reply),
+    ("chat_stream", chat::chat_stream),
+    ("dist_job", dist::dist_job),
+    ("dist_result", dist::dist_result),
+    ("dist_question", dist::dist_question),
+];
 
 /// The largest input (bytes) any target accepts; larger inputs are ignored. The script passes
 /// the same value to libFuzzer as `-max_len`.
@@ -62,6 +91,7 @@ pub const PARENT_MANIFEST: &str = include_str!("../../kf-eval/kernels/gemm_tiled
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::{Path, PathBuf};
 
     #[test]
     fn split_keeps_missing_parts_as_none() {
@@ -74,5 +104,121 @@ mod tests {
     #[test]
     fn parent_manifest_parses() {
         kf_manifest::Manifest::parse(PARENT_MANIFEST, "gemm_tiled.toml", None).unwrap();
+    }
+
+    fn corpus() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus")
+    }
+
+    /// The committed seeds of `target`, by file name.
+    fn seeds_of(target: &str) -> Vec<(String, Vec<u8>)> {
+        let mut seeds: Vec<_> = std::fs::read_dir(corpus().join(target))
+            .unwrap_or_else(|e| panic!("fuzz/corpus/{target}: {e}"))
+            .map(|entry| {
+                let path = entry.unwrap().path();
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                (name, std::fs::read(&path).unwrap())
+            })
+            .collect();
+        seeds.sort();
+        seeds
+    }
+
+    /// Every target's harness runs on each of its committed seeds without a finding, as
+    /// libFuzzer starts each run; scripts/fuzz.sh's TARGETS and the binaries are the same list.
+    #[test]
+    fn every_target_passes_its_seeds() {
+        let script = include_str!("../../scripts/fuzz.sh");
+        let line = script
+            .lines()
+            .find(|l| l.starts_with("TARGETS=("))
+            .expect("scripts/fuzz.sh's TARGETS");
+        let listed: Vec<&str> = line["TARGETS=(".len()..line.len() - 1].split(' ').collect();
+        let names: Vec<&str> = TARGETS.iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            listed, names,
+            "scripts/fuzz.sh's TARGETS and kf_fuzz::TARGETS differ"
+        );
+        let manifest = include_str!("../Cargo.toml");
+        for (target, harness) in TARGETS {
+            assert!(
+                manifest.contains(&format!("path = \"fuzz_targets/{target}.rs\"")),
+                "fuzz/Cargo.toml has no binary {target}"
+            );
+            let seeds = seeds_of(target);
+            assert!(!seeds.is_empty(), "fuzz/corpus/{target} holds no seed");
+            for (name, bytes) in seeds {
+                let run = std::panic::catch_unwind(|| harness(&bytes));
+                assert!(run.is_ok(), "{target} fails on its seed {name}");
+            }
+        }
+    }
+
+    /// The wire decoders' seeds are committed as the crates' encoders write them
+    /// (`KF_FUZZ_WRITE_SEEDS=1` writes them again).
+    #[test]
+    fn wire_seeds_are_current() {
+        let write = std::env::var_os("KF_FUZZ_WRITE_SEEDS").is_some();
+        for seed in seeds::all() {
+            let path = corpus().join(seed.target).join(seed.name);
+            if write {
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(&path, &seed.bytes).unwrap();
+            }
+            let committed = std::fs::read(&path).unwrap_or_default();
+            assert!(
+                committed == seed.bytes,
+                "{} is not what fuzz/src/seeds.rs writes (KF_FUZZ_WRITE_SEEDS=1 cargo test \
+                 --manifest-path fuzz/Cargo.toml wire_seeds writes it)",
+                path.display()
+            );
+        }
+    }
+
+    /// The seeds are what they say: replies that decode, a signed job a worker accepts, a
+    /// signed result a search trusts, answers an asker reads.
+    #[test]
+    fn wire_seeds_decode() {
+        let request = chat::request();
+        let reply = std::fs::read(corpus().join("chat_reply/completion.json")).unwrap();
+        let reply = kf_prompt::decode_chat_reply(&reply, &request).unwrap();
+        assert!(reply.content.contains("__kernel") && !reply.usage.estimated);
+        let wire = std::fs::read(corpus().join("chat_stream/openai.sse")).unwrap();
+        let streamed = chat::decode_stream(&wire[2..], &[5, 17], usize::MAX).unwrap();
+        assert_eq!(streamed.finish_reason.as_deref(), Some("stop"));
+        assert!(reply.content.starts_with(&streamed.content));
+        let capped = chat::decode_stream(&wire[2..], &[], 24).unwrap();
+        assert_eq!(capped.content.len(), 24);
+        assert!(capped.hit_token_limit());
+
+        let job = std::fs::read(corpus().join("dist_job/job.bin")).unwrap();
+        let parts = split_parts(&job, 4);
+        let (payload, signer, signature) =
+            (parts[0].unwrap(), parts[1].unwrap(), parts[2].unwrap());
+        let key = dist::signing_key();
+        let signer = std::str::from_utf8(signer).unwrap();
+        let signature = std::str::from_utf8(signature).unwrap();
+        assert_eq!(key.public().verify(signer, payload, signature), Ok(()));
+        let job: kf_dist::JobMessage = kf_dist::decode_message("job", payload).unwrap();
+        let subject = std::str::from_utf8(parts[3].unwrap()).unwrap();
+        assert_eq!(
+            kf_dist::check_job(&job, &dist::kernel(), &dist::profile(), subject),
+            Ok(())
+        );
+
+        let result = std::fs::read(corpus().join("dist_result/result.json")).unwrap();
+        let result: kf_dist::ResultMessage = kf_dist::decode_message("result", &result).unwrap();
+        assert_eq!(result.worker_key, key.id());
+        assert!(result.evaluation.status.is_correct());
+
+        let answered = std::fs::read(corpus().join("dist_question/answered.bin")).unwrap();
+        let answer: kf_dist::AnswerMessage =
+            kf_dist::decode_message("answer", split_parts(&answered, 2)[1].unwrap()).unwrap();
+        assert!(kf_dist::decode_llm_answer(answer.answer).is_ok());
+        let failed = std::fs::read(corpus().join("dist_question/failed.bin")).unwrap();
+        let answer: kf_dist::AnswerMessage =
+            kf_dist::decode_message("answer", split_parts(&failed, 2)[1].unwrap()).unwrap();
+        let failure = kf_dist::decode_llm_answer(answer.answer).unwrap_err();
+        assert_eq!(failure.kind, kf_prompt::FailureKind::BudgetExhausted);
     }
 }

@@ -236,7 +236,13 @@ pub(crate) fn encode<T: Serialize>(what: &str, value: &T) -> Result<Vec<u8>> {
     serde_json::to_vec(value).map_err(|e| DistError::decode(what, e))
 }
 
-pub(crate) fn decode<'a, T: Deserialize<'a>>(what: &str, bytes: &'a [u8]) -> Result<T> {
+/// Decodes a message as the workers and searches do: a payload off the queue (a
+/// [`JobMessage`], [`ResultMessage`], [`RefusalMessage`], [`crate::AskMessage`]) or a signed
+/// message the database holds (a result, a [`crate::AnswerMessage`], a
+/// [`crate::BuildRecord`]), from its JSON. Bytes that are not one are a [`DistError::Decode`]
+/// naming `what`. The message version ([`MESSAGE_VERSION`]) and the signature
+/// ([`crate::TrustedKeys::verify`], over these exact bytes) are the caller's to check.
+pub fn decode<'a, T: Deserialize<'a>>(what: &str, bytes: &'a [u8]) -> Result<T> {
     serde_json::from_slice(bytes).map_err(|e| DistError::decode(what, e))
 }
 

@@ -66,12 +66,12 @@ pub use config::{subject_token, DistConfig, Reuse, DEFAULT_RESULT_TIMEOUT, PRIOR
 pub use error::{DistError, Result};
 pub use evaluator::{DistEvaluator, DistEvaluatorBuilder};
 pub use job::{
-    binary_hash, job_id, kernel_hash, Hash, JobMessage, Profile, RefusalMessage, ResultMessage,
-    COMPILED_BY_HEADER, KIND_HEADER, MESSAGE_VERSION, REFUSAL_KIND, SIGNATURE_HEADER,
-    SIGNER_HEADER,
+    binary_hash, decode as decode_message, job_id, kernel_hash, Hash, JobMessage, Profile,
+    RefusalMessage, ResultMessage, COMPILED_BY_HEADER, KIND_HEADER, MESSAGE_VERSION, REFUSAL_KIND,
+    SIGNATURE_HEADER, SIGNER_HEADER,
 };
 #[cfg(feature = "llm")]
-pub use llm::{LlmAnswerer, QueuedLlm};
+pub use llm::{decode_llm_answer, LlmAnswerer, QueuedLlm};
 pub use security::{
     read_private, Credentials, Refusal, Role, Secret, Security, SecurityFiles, SigningKey,
     TrustedKeys,
@@ -79,6 +79,6 @@ pub use security::{
 pub use status::{ClusterStatus, QueueDepth, WorkerState, WorkerStatus, GONE_AFTER_PERIODS};
 pub use store::{BuildRecord, Store, StoredBuild, StoredResult, WorkerReport};
 pub use worker::{
-    Binary, CompileOutcome, EvaluatorHandler, JobHandler, Worker, WorkerConfig, WorkerRole,
-    WorkerStats,
+    check_job, Binary, CompileOutcome, EvaluatorHandler, JobHandler, Worker, WorkerConfig,
+    WorkerRole, WorkerStats,
 };

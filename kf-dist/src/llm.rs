@@ -47,19 +47,28 @@ impl LlmClient for QueuedLlm {
             .asker
             .ask(&question)
             .await
-            .map_err(|e| LlmFailure::new(FailureKind::Transport, e.to_string()))?
-            // The answer worker's failure, or the queue's (a refused or poison question).
-            .map_err(|text| {
-                serde_json::from_str::<LlmFailure>(&text)
-                    .unwrap_or_else(|_| LlmFailure::new(FailureKind::Server, text))
-            })?;
-        serde_json::from_value::<ChatResponse>(answer).map_err(|e| {
-            LlmFailure::new(
-                FailureKind::Malformed,
-                format!("an answer from the queue: {e}"),
-            )
-        })
+            .map_err(|e| LlmFailure::new(FailureKind::Transport, e.to_string()))?;
+        decode_llm_answer(answer)
     }
+}
+
+/// Decodes an answer worker's answer to an LLM question ([`crate::AnswerMessage::answer`]) as
+/// [`QueuedLlm`] does: the [`ChatResponse`] as JSON, or it is [`FailureKind::Malformed`]; a
+/// failed answer is the [`LlmFailure`] as JSON text (the answer worker's), or any other text (the
+/// queue's: a refused or poison question) as a [`FailureKind::Server`] failure.
+pub fn decode_llm_answer(
+    answer: Result<serde_json::Value, String>,
+) -> Result<ChatResponse, LlmFailure> {
+    let answer = answer.map_err(|text| {
+        serde_json::from_str::<LlmFailure>(&text)
+            .unwrap_or_else(|_| LlmFailure::new(FailureKind::Server, text))
+    })?;
+    serde_json::from_value::<ChatResponse>(answer).map_err(|e| {
+        LlmFailure::new(
+            FailureKind::Malformed,
+            format!("an answer from the queue: {e}"),
+        )
+    })
 }
 
 /// The handler of an LLM answer worker (`kf worker --role answer`): asks its gateway, whose

@@ -605,8 +605,11 @@ impl<T: Clone> HashCache<T> {
 const CACHE_LIMIT: usize = 4096;
 
 /// Whether the kernel and profile fetched by hash are the ones the job names, and the job id
-/// is the hash of the job's content on the device kind of the subject it came on.
-fn consistent(
+/// is the hash of the job's content on the device kind of the subject it came on
+/// (`<namespace>.eval.<device kind>.p<priority>`): what a worker checks, after the job's
+/// signature, before it evaluates a job; [`Refusal::Inconsistent`] says which part does not
+/// match.
+pub fn check_job(
     job: &JobMessage,
     source: &KernelSource,
     profile: &Profile,
@@ -743,7 +746,7 @@ impl<H: JobHandler> Shared<H> {
             }
         };
         // The signature covers the hashes; the content fetched by hash must match them.
-        if let Err(refusal) = consistent(&job, &source, &profile, message.subject.as_str()) {
+        if let Err(refusal) = check_job(&job, &source, &profile, message.subject.as_str()) {
             self.refuse(&message, &job, refusal).await;
             return;
         }

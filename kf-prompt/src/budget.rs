@@ -19,9 +19,10 @@ pub struct Spend {
 }
 
 impl Spend {
-    fn add(&mut self, other: &Spend) {
-        self.requests += other.requests;
-        self.tokens += other.tokens;
+    pub(crate) fn add(&mut self, other: &Spend) {
+        // Saturating: token counts come from the server.
+        self.requests = self.requests.saturating_add(other.requests);
+        self.tokens = self.tokens.saturating_add(other.tokens);
         self.cost_usd += other.cost_usd;
     }
 
@@ -173,6 +174,20 @@ mod tests {
         assert_eq!(t.reserved().tokens, 0);
         assert!(t.reserve(spend(1, 70, 0.0)).is_ok());
         assert!(t.reserve(spend(1, 71, 0.0)).is_err());
+    }
+
+    /// A server that reported `u64::MAX` tokens spent the token budget; nothing overflows.
+    #[test]
+    fn huge_spend_saturates() {
+        let t = BudgetTracker::new(LlmBudget::unlimited().with_tokens(100));
+        t.reserve(spend(1, 10, 0.0))
+            .unwrap()
+            .commit(spend(1, u64::MAX, 0.0));
+        assert_eq!(t.spent().tokens, u64::MAX);
+        assert!(t.reserve(spend(1, u64::MAX, 0.0)).is_err());
+        let unlimited = BudgetTracker::new(LlmBudget::unlimited());
+        unlimited.preload(spend(u64::MAX, u64::MAX, 0.0));
+        assert!(unlimited.reserve(spend(1, 1, 0.0)).is_ok());
     }
 
     #[test]

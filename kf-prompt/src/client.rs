@@ -152,9 +152,9 @@ pub struct TokenUsage {
 }
 
 impl TokenUsage {
-    /// Prompt plus completion tokens.
+    /// Prompt plus completion tokens (at most `u64::MAX`: the counts are the server's word).
     pub fn total(&self) -> u64 {
-        self.prompt_tokens + self.completion_tokens
+        self.prompt_tokens.saturating_add(self.completion_tokens)
     }
 }
 
@@ -256,6 +256,17 @@ impl<C: LlmClient + ?Sized> LlmClient for Box<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the `chat_reply` fuzz target: a server reporting token counts near `u64::MAX`
+    /// made `total` overflow (a panic in debug builds; in release the sum wrapped, and the
+    /// gateway charged the budget almost nothing).
+    #[test]
+    fn usage_from_the_server_saturates() {
+        let request = ChatRequest::new("m", vec![ChatMessage::user("hi")]);
+        let body = br#"{"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":18446744073709551615,"completion_tokens":1}}"#;
+        let reply = crate::decode_chat_reply(body, &request).unwrap();
+        assert_eq!(reply.usage.total(), u64::MAX);
+    }
 
     #[test]
     fn hash_changes_with_every_field() {

@@ -45,7 +45,7 @@ pub struct LlmStats {
 impl LlmStats {
     /// Prompt plus completion tokens of live answers.
     pub fn tokens(&self) -> u64 {
-        self.prompt_tokens + self.completion_tokens
+        self.prompt_tokens.saturating_add(self.completion_tokens)
     }
 }
 
@@ -356,8 +356,11 @@ impl LlmGateway {
                     let mut s = self.stats_mut();
                     s.live_requests += 1;
                     s.attempts += u64::from(response.attempts.max(1));
-                    s.prompt_tokens += response.usage.prompt_tokens;
-                    s.completion_tokens += response.usage.completion_tokens;
+                    // Saturating: the counts are the server's word.
+                    s.prompt_tokens = s.prompt_tokens.saturating_add(response.usage.prompt_tokens);
+                    s.completion_tokens = s
+                        .completion_tokens
+                        .saturating_add(response.usage.completion_tokens);
                     s.cost_usd += cost_usd;
                     s.latency_ms += latency_ms;
                 }

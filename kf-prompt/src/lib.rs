@@ -120,7 +120,10 @@ pub use fingerprint::fingerprint;
 pub use gateway::{Exchange, GatewayBuilder, LlmGateway, LlmStats};
 pub use marker::{extraction_failure, extraction_failure_source, EXTRACTION_ERROR_MARKER};
 pub use mutator::{LlmMutator, LlmMutatorBuilder, LlmMutatorConfig, WhenExhausted, VARIANTS_FILE};
-pub use openai::{ApiKey, OpenAiClient, OpenAiConfig, RetryPolicy};
+pub use openai::{
+    decode_chat_reply, decode_error_reply, ApiKey, ChatStreamDecoder, OpenAiClient, OpenAiConfig,
+    RetryPolicy,
+};
 pub use population::{CreditConfig, CreditEvent, MetaConfig, PromptVariant, VariantReport};
 pub use record::{
     ExchangeKey, ExchangeLog, ExchangeOutcome, ExchangeRecord, RecordMode, EXCHANGES_FILE,

@@ -546,16 +546,8 @@ impl Inner {
                     break;
                 }
             }
-            let text = String::from_utf8_lossy(&bytes);
-            let code = status.as_u16();
-            let kind = match code {
-                408 => FailureKind::Timeout,
-                429 => FailureKind::RateLimited,
-                500..=599 => FailureKind::Server,
-                _ => FailureKind::Rejected,
-            };
             return Err(AttemptError {
-                failure: LlmFailure::new(kind, error_message(&text, code)).with_status(code),
+                failure: decode_error_reply(&bytes, status.as_u16()),
                 retry_after,
             });
         }
@@ -579,8 +571,7 @@ impl Inner {
                 )));
             }
         }
-        let text = String::from_utf8_lossy(&bytes);
-        parse_completion(&text, request).map_err(|failure| AttemptError {
+        decode_chat_reply(&bytes, request).map_err(|failure| AttemptError {
             failure: failure.with_status(status.as_u16()),
             retry_after: None,
         })
@@ -594,70 +585,32 @@ impl Inner {
         reader: &mut ChunkReader<'_>,
         request: &ChatRequest,
     ) -> Result<ChatResponse, AttemptError> {
-        let mut events = SseAssembler::default();
-        let mut raw = 0usize;
-        // Events that carry no text (role, usage, keep-alives) may not grow without bound.
-        let raw_cap = self
-            .max_reply_bytes
-            .saturating_mul(8)
-            .saturating_add(1 << 16);
+        let mut decoder = ChatStreamDecoder::new(self.max_reply_bytes);
         loop {
             let chunk = match reader.next(response).await {
                 Ok(Some(c)) => c,
                 Ok(None) => break,
-                Err(e) if events.content.is_empty() => return Err(e),
+                Err(e) if decoder.content_len() == 0 => return Err(e),
                 Err(mut e) => {
                     // Part of the reply arrived: say how much, so the reason is concrete.
                     e.failure.message = format!(
                         "{} after {} bytes of reply text",
                         e.failure.message,
-                        events.content.len()
+                        decoder.content_len()
                     );
                     return Err(e);
                 }
             };
-            raw += chunk.len();
-            events
+            let complete = decoder
                 .feed(&chunk)
                 .map_err(|f| AttemptError::new(f.kind, f.message))?;
-            if events.content.len() > self.max_reply_bytes {
-                let mut end = self.max_reply_bytes;
-                while !events.content.is_char_boundary(end) {
-                    end -= 1;
-                }
-                events.content.truncate(end);
-                tracing::warn!(
-                    cap = self.max_reply_bytes,
-                    "a streamed reply passed the size cap; it is cut there"
-                );
-                return Ok(events.finish(request, Some("length".into())));
-            }
-            if raw > raw_cap {
-                return Err(AttemptError::new(
-                    FailureKind::Malformed,
-                    format!(
-                        "the stream sent more than {raw_cap} bytes without that much reply text"
-                    ),
-                ));
-            }
-            if events.done {
+            if complete {
                 break;
             }
         }
-        events
-            .flush()
-            .map_err(|f| AttemptError::new(f.kind, f.message))?;
-        if !events.done && events.finish_reason.is_none() {
-            return Err(AttemptError::new(
-                FailureKind::Truncated,
-                format!(
-                    "the stream ended before the reply was complete (no finish reason, no [DONE]) after {} bytes of reply text",
-                    events.content.len()
-                ),
-            ));
-        }
-        let finish = events.finish_reason.take();
-        Ok(events.finish(request, finish))
+        decoder
+            .finish(request)
+            .map_err(|f| AttemptError::new(f.kind, f.message))
     }
 }
 
@@ -737,8 +690,135 @@ impl<'a> ChunkReader<'a> {
     }
 }
 
+/// Decodes a streamed chat completion (server-sent events of `chat.completion.chunk`s) as
+/// [`OpenAiClient`] reads one off the wire, without the network: feed it the body's bytes as
+/// they arrive, split anywhere, then [`finish`](Self::finish) it.
+///
+/// `data:` lines are joined into events; comments (`: keep-alive`), `event:`, `id:` and
+/// `retry:` lines are skipped; `data: [DONE]` ends the reply. The reply text is the events'
+/// `delta.content` (text, or a list of text parts) in order; the model, finish reason and token
+/// usage are the last ones an event gave. Reply text past `max_reply_bytes` is cut there (at a
+/// character boundary) and the reply ends with finish reason `length`; more than eight times
+/// that (plus 64 KiB) of stream without that much reply text is refused as
+/// [`FailureKind::Malformed`].
+///
+/// ```
+/// use kf_prompt::{ChatMessage, ChatRequest, ChatStreamDecoder};
+///
+/// let request = ChatRequest::new("m", vec![ChatMessage::user("hi")]);
+/// let mut decoder = ChatStreamDecoder::new(1 << 20);
+/// assert!(!decoder.feed(b"data: {\"choices\":[{\"delta\":{\"content\":\"he\"}}]}\n\nda").unwrap());
+/// assert!(decoder.feed(b"ta: {\"choices\":[{\"delta\":{\"content\":\"llo\"}}]}\n\ndata: [DONE]\n\n").unwrap());
+/// assert_eq!(decoder.finish(&request).unwrap().content, "hello");
+/// ```
+#[derive(Debug)]
+pub struct ChatStreamDecoder {
+    events: SseAssembler,
+    max_reply_bytes: usize,
+    /// Bytes fed so far.
+    raw: usize,
+    /// Most bytes fed without `max_reply_bytes` of reply text.
+    raw_cap: usize,
+    /// The reply text reached `max_reply_bytes` and was cut there.
+    capped: bool,
+}
+
+impl ChatStreamDecoder {
+    /// A decoder whose reply text is cut at `max_reply_bytes`
+    /// ([`OpenAiConfig::max_reply_bytes`] in the client).
+    pub fn new(max_reply_bytes: usize) -> Self {
+        ChatStreamDecoder {
+            events: SseAssembler::default(),
+            max_reply_bytes,
+            raw: 0,
+            // Events that carry no text (role, usage, keep-alives) may not grow without bound.
+            raw_cap: max_reply_bytes.saturating_mul(8).saturating_add(1 << 16),
+            capped: false,
+        }
+    }
+
+    /// Takes the next bytes of the body. `Ok(true)`: the reply is complete (`[DONE]`, or the
+    /// reply text reached the cap) and nothing further is read; later calls change nothing.
+    /// An event that is not JSON is [`FailureKind::Malformed`], one that carries an `error`
+    /// is [`FailureKind::Server`].
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<bool, LlmFailure> {
+        if self.is_complete() {
+            return Ok(true);
+        }
+        self.raw = self.raw.saturating_add(bytes.len());
+        self.events.feed(bytes)?;
+        if self.cap() {
+            return Ok(true);
+        }
+        if self.raw > self.raw_cap {
+            return Err(LlmFailure::new(
+                FailureKind::Malformed,
+                format!(
+                    "the stream sent more than {} bytes without that much reply text",
+                    self.raw_cap
+                ),
+            ));
+        }
+        Ok(self.events.done)
+    }
+
+    /// Cuts the reply text at the cap when it passed it: true when it did.
+    fn cap(&mut self) -> bool {
+        if self.events.content.len() <= self.max_reply_bytes {
+            return false;
+        }
+        let mut end = self.max_reply_bytes;
+        while !self.events.content.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.events.content.truncate(end);
+        self.capped = true;
+        tracing::warn!(
+            cap = self.max_reply_bytes,
+            "a streamed reply passed the size cap; it is cut there"
+        );
+        true
+    }
+
+    /// Whether the reply is complete: `[DONE]` arrived or the reply text reached the cap.
+    pub fn is_complete(&self) -> bool {
+        self.capped || self.events.done
+    }
+
+    /// Bytes of reply text so far.
+    pub fn content_len(&self) -> usize {
+        self.events.content.len()
+    }
+
+    /// The reply, once the body has ended (or [`feed`](Self::feed) said it is complete): a
+    /// last event without its blank line still counts. A stream that ended with neither a
+    /// finish reason nor `[DONE]` is [`FailureKind::Truncated`]. Without token counts from the
+    /// server the usage is estimated; without a model name the request's is used.
+    pub fn finish(mut self, request: &ChatRequest) -> Result<ChatResponse, LlmFailure> {
+        if self.capped {
+            return Ok(self.events.finish(request, Some("length".into())));
+        }
+        self.events.flush()?;
+        // A last event without its blank line may pass the cap too.
+        if self.cap() {
+            return Ok(self.events.finish(request, Some("length".into())));
+        }
+        if !self.events.done && self.events.finish_reason.is_none() {
+            return Err(LlmFailure::new(
+                FailureKind::Truncated,
+                format!(
+                    "the stream ended before the reply was complete (no finish reason, no [DONE]) after {} bytes of reply text",
+                    self.events.content.len()
+                ),
+            ));
+        }
+        let finish = self.events.finish_reason.take();
+        Ok(self.events.finish(request, finish))
+    }
+}
+
 /// Assembles `chat.completion.chunk` events of a server-sent-event stream into one reply.
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct SseAssembler {
     pending: Vec<u8>,
     data: String,
@@ -765,7 +845,13 @@ impl SseAssembler {
     }
 
     /// Handles what is left when the stream ends (a last event without its blank line).
+    /// After `[DONE]` nothing counts: what came with it in the same chunk is dropped, as a
+    /// later chunk would not have been read.
     fn flush(&mut self) -> Result<(), LlmFailure> {
+        if self.done {
+            self.pending.clear();
+            return Ok(());
+        }
         if !self.pending.is_empty() {
             let rest = String::from_utf8_lossy(&std::mem::take(&mut self.pending)).into_owned();
             self.line(rest.trim_end_matches(['\n', '\r']))?;
@@ -960,6 +1046,38 @@ fn error_message(body: &str, status: u16) -> String {
     } else {
         bounded_message(&format!("HTTP {status}: {message}"))
     }
+}
+
+/// Decodes the body of a chat completion that was not streamed (one JSON object), as
+/// [`OpenAiClient`] reads one: tolerantly (invalid UTF-8 replaced; the content as a string,
+/// null or a list of text parts; usage optional: estimated when absent). A body cut off in the
+/// middle of its JSON is [`FailureKind::Truncated`], one that is not a chat completion
+/// [`FailureKind::Malformed`], one that carries an `error` [`FailureKind::Server`]; the
+/// failure's message is bounded.
+///
+/// ```
+/// use kf_prompt::{decode_chat_reply, ChatMessage, ChatRequest};
+///
+/// let request = ChatRequest::new("m", vec![ChatMessage::user("hi")]);
+/// let body = br#"{"model":"m1","choices":[{"message":{"content":"hello"},"finish_reason":"stop"}]}"#;
+/// assert_eq!(decode_chat_reply(body, &request).unwrap().content, "hello");
+/// ```
+pub fn decode_chat_reply(body: &[u8], request: &ChatRequest) -> Result<ChatResponse, LlmFailure> {
+    parse_completion(&String::from_utf8_lossy(body), request)
+}
+
+/// The failure an HTTP error reply stands for: its kind from the status (408: timeout, 429:
+/// rate limited, 5xx: server, any other: rejected), its message the body's `error.message`
+/// (or `error` as text, or the body itself), bounded, with the status.
+pub fn decode_error_reply(body: &[u8], status: u16) -> LlmFailure {
+    let text = String::from_utf8_lossy(body);
+    let kind = match status {
+        408 => FailureKind::Timeout,
+        429 => FailureKind::RateLimited,
+        500..=599 => FailureKind::Server,
+        _ => FailureKind::Rejected,
+    };
+    LlmFailure::new(kind, error_message(&text, status)).with_status(status)
 }
 
 /// Parses a chat-completion body tolerantly (content as a string, null or a list of text
@@ -1170,6 +1288,68 @@ mod tests {
             assert_eq!(r.model, "m1");
             assert!(!r.usage.estimated);
         }
+    }
+
+    /// Found by the `chat_stream` fuzz target: what a server sent after `[DONE]` in the same
+    /// chunk was read as one more event (several lines run together), so a complete reply
+    /// failed as malformed, or not, depending on where the network split the bytes.
+    #[test]
+    fn nothing_after_done_counts() {
+        let wire = "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: {junk";
+        let done = wire.find("data: [DONE]").unwrap() + "data: [DONE]\n\n".len();
+        for cut in [wire.len(), done, done + 3] {
+            let mut decoder = ChatStreamDecoder::new(1 << 20);
+            assert!(
+                decoder.feed(&wire.as_bytes()[..cut]).unwrap(),
+                "cut at {cut}"
+            );
+            // Later bytes are not read.
+            assert!(decoder.feed(b"data: {junk\n\n").unwrap());
+            let reply = decoder.finish(&req()).unwrap();
+            assert_eq!(reply.content, "hi", "cut at {cut}");
+            assert_eq!(reply.finish_reason, None);
+        }
+    }
+
+    #[test]
+    fn stream_decoder_caps_and_refuses() {
+        let wire = "data: {\"choices\":[{\"delta\":{\"content\":\"héllo\"}}]}\n\n";
+        let mut capped = ChatStreamDecoder::new(2);
+        assert!(capped.feed(wire.as_bytes()).unwrap());
+        let reply = capped.finish(&req()).unwrap();
+        // Cut at a character boundary, with finish reason `length`.
+        assert_eq!(reply.content, "h");
+        assert!(reply.hit_token_limit());
+        let mut chatty = ChatStreamDecoder::new(0);
+        let keep_alives = ": keep-alive\n\n".repeat(5000);
+        let err = chatty.feed(keep_alives.as_bytes()).unwrap_err();
+        assert_eq!(err.kind, FailureKind::Malformed);
+        let cut = ChatStreamDecoder::new(100);
+        assert_eq!(cut.finish(&req()).unwrap_err().kind, FailureKind::Truncated);
+        // Found by the `chat_stream` fuzz target: a last event without its blank line, read
+        // when the stream ended, was not held to the cap.
+        let mut last = ChatStreamDecoder::new(3);
+        let wire = "data: {\"choices\":[{\"delta\":{\"content\":\"hello\"}}]}";
+        assert!(!last.feed(wire.as_bytes()).unwrap());
+        let reply = last.finish(&req()).unwrap();
+        assert_eq!(reply.content, "hel");
+        assert!(reply.hit_token_limit());
+    }
+
+    #[test]
+    fn error_replies_are_typed() {
+        let f = decode_error_reply(br#"{"error":{"message":"slow down"}}"#, 429);
+        assert_eq!(f.kind, FailureKind::RateLimited);
+        assert_eq!(f.status, Some(429));
+        assert_eq!(f.message, "HTTP 429: slow down");
+        assert_eq!(decode_error_reply(b"", 502).kind, FailureKind::Server);
+        assert_eq!(decode_error_reply(b"\xff", 400).kind, FailureKind::Rejected);
+        let r = decode_chat_reply(
+            b"{\"choices\":[{\"message\":{\"content\":\"\xffa\"}}]}",
+            &req(),
+        )
+        .unwrap();
+        assert_eq!(r.content, "\u{fffd}a");
     }
 
     #[test]

@@ -224,9 +224,7 @@ impl ExchangeLog {
                     Ok(record) => {
                         loaded += 1;
                         let s = record.spend();
-                        preloaded.requests += s.requests;
-                        preloaded.tokens += s.tokens;
-                        preloaded.cost_usd += s.cost_usd;
+                        preloaded.add(&s);
                         *scope_costs.entry(record.key.scope.clone()).or_insert(0.0) +=
                             record.cost_usd;
                         index.add(&record);

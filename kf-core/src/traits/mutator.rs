@@ -25,16 +25,19 @@ pub struct Usage {
 }
 
 impl Usage {
-    /// Total tokens.
+    /// Total tokens (at most `u64::MAX`).
     pub fn tokens(&self) -> u64 {
-        self.prompt_tokens + self.completion_tokens
+        self.prompt_tokens.saturating_add(self.completion_tokens)
     }
 
-    /// Adds another usage to this one.
+    /// Adds another usage to this one. Counts saturate at `u64::MAX`: token counts are what a
+    /// model server said.
     pub fn add(&mut self, other: &Usage) {
-        self.requests += other.requests;
-        self.prompt_tokens += other.prompt_tokens;
-        self.completion_tokens += other.completion_tokens;
+        self.requests = self.requests.saturating_add(other.requests);
+        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(other.completion_tokens);
         self.cost_usd += other.cost_usd;
     }
 }
@@ -203,4 +206,27 @@ pub trait Mutator: Send + Sync {
     /// Told what became of one child: its evaluation and what it did for the archive. The
     /// default ignores it.
     fn credit(&self, _child: &Elite, _outcome: &crate::traits::archive::InsertOutcome) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Token counts come from model servers: one that reports `u64::MAX` must not make the
+    /// engine's sums overflow (found by the `chat_reply` fuzz target, in kf-prompt's usage).
+    #[test]
+    fn usage_saturates() {
+        let mut total = Usage {
+            requests: 1,
+            prompt_tokens: u64::MAX,
+            completion_tokens: 1,
+            cost_usd: 0.5,
+        };
+        assert_eq!(total.tokens(), u64::MAX);
+        total.add(&total.clone());
+        assert_eq!(total.prompt_tokens, u64::MAX);
+        assert_eq!(total.completion_tokens, 2);
+        assert_eq!(total.requests, 2);
+        assert_eq!(total.cost_usd, 1.0);
+    }
 }

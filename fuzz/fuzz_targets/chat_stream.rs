@@ -1,0 +1,5 @@
+//! Target `chat_stream`: the harness is [`kf_fuzz::chat::chat_stream`] (its documentation says what is fuzzed
+//! and what an input is), shared with the crate's tests, which run it on the seeds.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| kf_fuzz::chat::chat_stream(data));
