@@ -39,9 +39,12 @@ use crate::error::{FailureKind, LlmFailure, PromptError};
 pub struct ApiKey(String);
 
 impl ApiKey {
-    /// Wraps a key.
+    /// Wraps a key, and registers it with [`kf_core::redact`] so that no text leaving the
+    /// process (a compiler log fed back into a prompt, a record) carries it.
     pub fn new(key: impl Into<String>) -> Self {
-        ApiKey(key.into())
+        let key = key.into();
+        kf_core::redact::register_secret(&key);
+        ApiKey(key)
     }
 
     /// The key itself, for the request header.
@@ -285,10 +288,14 @@ impl fmt::Debug for OpenAiClient {
 impl OpenAiClient {
     /// A client for `config`; starts its runtime.
     pub fn new(config: OpenAiConfig) -> Result<Self, PromptError> {
+        // A URL may carry a user and password: printed without it, kept out of every log.
+        if let Some(password) = kf_core::redact::url_password(&config.base_url) {
+            kf_core::redact::register_secret(password);
+        }
         if !(config.base_url.starts_with("http://") || config.base_url.starts_with("https://")) {
             return Err(PromptError::Config(format!(
                 "base URL `{}` must start with http:// or https://",
-                config.base_url
+                kf_core::redact::redact_url(&config.base_url)
             )));
         }
         for (name, d) in [
@@ -1010,7 +1017,8 @@ fn describe_reqwest(e: &reqwest::Error) -> String {
         out.push_str(&s.to_string());
         source = s.source();
     }
-    bounded_message(&out)
+    // reqwest names the URL, which may hold a password.
+    bounded_message(&kf_core::redact::redact(&out))
 }
 
 fn bounded_message(text: &str) -> String {
