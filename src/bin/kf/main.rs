@@ -4,6 +4,7 @@ mod bench_cmd;
 mod cluster_cmd;
 mod devices_cmd;
 mod eval_cmd;
+mod export_cmd;
 mod llm_args;
 mod report_cmd;
 mod run_cmd;
@@ -61,6 +62,8 @@ enum Command {
     Serve(serve_cmd::ServeArgs),
     /// Re-check a run's best kernel (--all: every elite) on fresh inputs and re-time it.
     Verify(verify_cmd::VerifyArgs),
+    /// Write a Rust crate that calls runs' best kernels, with a per-device, per-size dispatch.
+    Export(export_cmd::ExportArgs),
 }
 
 fn main() -> ExitCode {
@@ -81,6 +84,7 @@ fn main() -> ExitCode {
         Command::Report(args) => report_cmd::run(args),
         Command::Serve(args) => serve_cmd::run(args),
         Command::Verify(args) => verify_cmd::run(args),
+        Command::Export(args) => export_cmd::run(args),
     };
     match result {
         Ok(code) => code,

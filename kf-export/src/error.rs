@@ -1,0 +1,98 @@
+//! The one error type of `kf-export`: what can go wrong reading runs and writing the crate, and
+//! what a generated call refuses at run time.
+
+use std::path::PathBuf;
+
+/// Why an export could not be written, or why a generated call could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExportError {
+    /// A file of a run directory could not be read, or an output file written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A run directory's `report.json` or `run/run.json` is not what a search writes.
+    #[error("{path}: {message}")]
+    BadRun {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// The run has no correct best kernel to export.
+    #[error("{run}: the run has no best kernel (no correct kernel was found)")]
+    NoBestKernel {
+        /// The run directory.
+        run: PathBuf,
+    },
+    /// The run's kernel is for a backend or language this export does not generate yet.
+    #[error("{run}: {what} cannot be exported yet: {why}")]
+    Unsupported {
+        /// The run directory (or the generated crate's configuration name).
+        run: String,
+        /// What was asked for (`a sycl kernel`, `task X`).
+        what: String,
+        /// Why not, and what to do instead.
+        why: String,
+    },
+    /// No run was given.
+    #[error("no run to export: give at least one run directory")]
+    NoRuns,
+    /// A manifest of a run (or embedded in a generated crate) is invalid or does not evaluate.
+    #[error(transparent)]
+    Manifest(#[from] kf_manifest::ManifestError),
+    /// The caller's sizes or buffers do not fit the task's signature.
+    #[error("{task}: {message}")]
+    BadCall {
+        /// The task.
+        task: String,
+        /// What is wrong (a buffer's length, a size out of range).
+        message: String,
+    },
+    /// No exported configuration's manifest constraints hold at the caller's sizes on the
+    /// caller's device.
+    #[error("{task}: no exported configuration can run at {sizes} on {device}: {reasons}")]
+    NoConfiguration {
+        /// The task.
+        task: String,
+        /// The caller's sizes, `M=100,N=100,K=100`.
+        sizes: String,
+        /// The caller's device.
+        device: String,
+        /// Each configuration and the first constraint it breaks.
+        reasons: String,
+    },
+    /// A configuration index out of the table's range.
+    #[error("{task}: there is no configuration {index} (the table has {len})")]
+    NoSuchConfiguration {
+        /// The task.
+        task: String,
+        /// The index asked for.
+        index: usize,
+        /// Configurations in the table.
+        len: usize,
+    },
+    /// The OpenCL backend failed to compile or run the kernel.
+    #[error("{task}: {source}")]
+    Backend {
+        /// The task.
+        task: String,
+        /// The backend's error.
+        #[source]
+        source: kf_backend_opencl::OpenClError,
+    },
+}
+
+impl ExportError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        ExportError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! # kf-export
+//!
+//! Turns the best kernels of KernelFoundry search runs into a small Rust crate a program calls
+//! (`kf export --run DIR [--run DIR2 …] --rust OUT`).
+//!
+//! * [`TunedKernel::load`] reads a run directory: the best kernel's source, manifest and
+//!   parameters (`report.json`, `best_kernel.*`), and the task, sizes, device and backend it
+//!   was tuned for (`run/run.json`).
+//! * [`export_rust`] writes the crate: the sources embedded (`include_str!` of `kernels/`), a
+//!   typed function per task (`gemm(&backend, m, n, k, &a, &b, &mut c)`, `gemm_with` for a
+//!   given configuration, `gemm_choice` for the one a call would take), docs with a table of
+//!   the configurations and which one serves which region, and a test against the task's
+//!   reference at a small size.
+//! * [`runtime`] is what the generated crate calls: [`runtime::Table::choose`] evaluates every
+//!   configuration's manifest constraints at the caller's sizes on the caller's device and
+//!   applies the [`dispatch`] rule (the caller's device first, by name and driver; then the
+//!   nearest tuned sizes by `Σ |ln(caller / tuned)|`; ties to the larger tuned sizes), and
+//!   [`runtime::Table::run`] launches through [`kf_backend_opencl::OpenClBackend`] with the
+//!   launch geometry and `-D` defines evaluated from the manifest at the caller's sizes.
+//!
+//! The generated code launches through `kf-backend-opencl`'s public types rather than
+//! `opencl3` directly: that backend is what compiled and timed the kernel in the search (the
+//! same build options, `-D NAME=value` per parameter plus the manifest's flags), it finds the
+//! OpenCL runtime by itself (`.runtime/opencl.json`, `KF_OPENCL_ICD`, `KF_OPENCL_DEVICE`),
+//! loads the OpenCL library at run time, caches program binaries on disk and reports typed
+//! errors. Only OpenCL C kernels of the built-in `gemm` and `softmax` tasks export for now;
+//! other runs are refused with [`ExportError::Unsupported`], which says why.
+//!
+//! ```
+//! use kf_export::dispatch::{choose, Caller, Candidate};
+//!
+//! // Two gemm runs on the same device, tuned at 64³ and 256³.
+//! let (small, large) = ([("M", 64), ("N", 64), ("K", 64)], [("M", 256), ("N", 256), ("K", 256)]);
+//! let table = [
+//!     Candidate { device: "AMD EPYC", driver: None, sizes: &small, valid: true },
+//!     Candidate { device: "AMD EPYC", driver: None, sizes: &large, valid: true },
+//! ];
+//! let at = |table: &[Candidate<'_>], n: i64| {
+//!     let sizes = [("M", n), ("N", n), ("K", n)];
+//!     choose(table, &Caller { device: "AMD EPYC", driver: "2024.18", sizes: &sizes })
+//! };
+//! assert_eq!(at(&table, 64), Some(0));
+//! assert_eq!(at(&table, 200), Some(1));
+//! // Where the nearer configuration's constraints fail, the other serves.
+//! let mut table = table;
+//! table[1].valid = false;
+//! assert_eq!(at(&table, 200), Some(0));
+//! ```
+
+pub mod dispatch;
+mod error;
+mod generate;
+mod run;
+pub mod runtime;
+pub mod signature;
+
+use std::path::PathBuf;
+
+pub use error::ExportError;
+/// The OpenCL backend the generated crate launches through.
+pub use kf_backend_opencl;
+/// The core types the generated crate names (`DeviceFacts`).
+pub use kf_core;
+pub use run::TunedKernel;
+
+/// What [`export_rust`] writes and where.
+#[derive(Debug, Clone)]
+pub struct RustExport {
+    /// The run directories whose best kernels are exported, in table order.
+    pub runs: Vec<PathBuf>,
+    /// The folder of the generated crate (created; files in it are overwritten).
+    pub out: PathBuf,
+    /// The generated crate's package name.
+    pub crate_name: String,
+    /// A KernelFoundry checkout: the generated crate then depends on its `kf-export` by path
+    /// (otherwise on the published version).
+    pub workspace: Option<PathBuf>,
+    /// A `Cargo.lock` to copy into the crate (the workspace's, so that the crate builds
+    /// offline with the versions already built).
+    pub lockfile: Option<PathBuf>,
+}
+
+impl RustExport {
+    /// An export of `runs` into `out`, as the crate `kf-kernels`, depending on the published
+    /// `kf-export`.
+    pub fn new(runs: Vec<PathBuf>, out: impl Into<PathBuf>) -> Self {
+        RustExport {
+            runs,
+            out: out.into(),
+            crate_name: "kf-kernels".to_owned(),
+            workspace: None,
+            lockfile: None,
+        }
+    }
+}
+
+/// What [`export_rust`] wrote.
+#[derive(Debug, Clone)]
+pub struct Exported {
+    /// The configurations exported, one per run.
+    pub kernels: Vec<TunedKernel>,
+    /// Every file written.
+    pub files: Vec<PathBuf>,
+}
+
+/// Writes the crate of [`RustExport`]: reads every run, checks that each can be exported, and
+/// writes `Cargo.toml`, `src/lib.rs`, `kernels/` and `tests/reference.rs` under `out`.
+///
+/// # Errors
+///
+/// [`ExportError::NoRuns`], the errors of [`TunedKernel::load`], [`ExportError::Unsupported`]
+/// for a run of another backend, language or task, and [`ExportError::Io`] when writing fails.
+pub fn export_rust(export: &RustExport) -> Result<Exported, ExportError> {
+    if export.runs.is_empty() {
+        return Err(ExportError::NoRuns);
+    }
+    let kernels = export
+        .runs
+        .iter()
+        .map(|r| TunedKernel::load(r))
+        .collect::<Result<Vec<_>, _>>()?;
+    let files = generate::write_crate(export, &kernels)?;
+    Ok(Exported { kernels, files })
+}
+
+/// Sizes as `M=64,N=64,K=64`.
+pub(crate) fn sizes_text<'a>(sizes: impl IntoIterator<Item = (&'a str, i64)>) -> String {
+    sizes
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,153 @@
+//! Reading a run directory's best kernel: `report.json` (the best kernel's files and
+//! parameters), `run/run.json` (task, sizes, device, backend), the source and manifest.
+
+use std::path::{Path, PathBuf};
+
+use kf_core::ParamValues;
+use kf_manifest::Manifest;
+use serde_json::Value;
+
+use crate::error::ExportError;
+
+/// The best kernel of one run, with what the export needs to call it.
+#[derive(Debug, Clone)]
+pub struct TunedKernel {
+    /// The run directory it came from.
+    pub run: PathBuf,
+    /// The task (`gemm`).
+    pub task: String,
+    /// The backend it was measured on (`opencl`).
+    pub backend: String,
+    /// The device name as the backend reported it.
+    pub device: String,
+    /// The driver version, when the run recorded it.
+    pub driver: Option<String>,
+    /// The sizes it was tuned at, in the task's order.
+    pub sizes: Vec<(String, i64)>,
+    /// The parameter values it was measured with.
+    pub params: ParamValues,
+    /// The manifest text.
+    pub manifest: String,
+    /// The kernel source text.
+    pub source: String,
+    /// Its throughput in the run, GFLOP/s.
+    pub gflops: Option<f64>,
+}
+
+fn read_json(path: &Path) -> Result<Value, ExportError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ExportError::io(path, e))?;
+    serde_json::from_str(&text).map_err(|e| ExportError::BadRun {
+        path: path.to_path_buf(),
+        message: format!("not JSON: {e}"),
+    })
+}
+
+fn read_text(path: &Path) -> Result<String, ExportError> {
+    std::fs::read_to_string(path).map_err(|e| ExportError::io(path, e))
+}
+
+impl TunedKernel {
+    /// Reads the best kernel of the run in `dir` (a folder `kf search` or an example wrote).
+    ///
+    /// # Errors
+    ///
+    /// [`ExportError::Io`] or [`ExportError::BadRun`] for missing or malformed files,
+    /// [`ExportError::NoBestKernel`] when the run found no correct kernel, and
+    /// [`ExportError::Manifest`] when the best kernel's manifest does not parse or its
+    /// parameters are not among its allowed values.
+    pub fn load(dir: &Path) -> Result<Self, ExportError> {
+        let report_path = dir.join("report.json");
+        let report = read_json(&report_path)?;
+        let bad = |path: &Path, message: &str| ExportError::BadRun {
+            path: path.to_path_buf(),
+            message: message.to_owned(),
+        };
+        let best = match report.get("best_kernel") {
+            Some(Value::Object(b)) => b,
+            _ => {
+                return Err(ExportError::NoBestKernel {
+                    run: dir.to_path_buf(),
+                })
+            }
+        };
+        let text = |key: &str| best.get(key).and_then(Value::as_str).map(str::to_owned);
+        let source_file =
+            text("path").ok_or_else(|| bad(&report_path, "best_kernel.path is missing"))?;
+        let manifest_file = text("manifest_path").ok_or_else(|| {
+            bad(
+                &report_path,
+                "the best kernel has no manifest (best_kernel.manifest_path): its launch geometry is unknown",
+            )
+        })?;
+        // From the parameters file's text, so that they keep the manifest's order.
+        let params_file = text("params_path").unwrap_or_else(|| "best_params.json".to_owned());
+        let params_path = dir.join(&params_file);
+        let params: ParamValues = serde_json::from_str(&read_text(&params_path)?)
+            .map_err(|e| bad(&params_path, &format!("not parameter values: {e}")))?;
+        let gflops = best.get("gflops").and_then(Value::as_f64);
+
+        let run_json_path = dir.join("run").join("run.json");
+        let run_json = read_json(&run_json_path)?;
+        let config = run_json
+            .get("config")
+            .ok_or_else(|| bad(&run_json_path, "`config` is missing"))?;
+        let field = |key: &str| config.get(key).and_then(Value::as_str).map(str::to_owned);
+        let task = field("task").ok_or_else(|| bad(&run_json_path, "config.task is missing"))?;
+        let device = field("device")
+            .or_else(|| {
+                report
+                    .pointer("/extra/device")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
+            .ok_or_else(|| bad(&run_json_path, "config.device is missing"))?;
+        let driver = field("driver");
+        let backend = config
+            .pointer("/backend/kind")
+            .and_then(Value::as_str)
+            .unwrap_or("opencl")
+            .to_owned();
+        let sizes = match config.get("sizes") {
+            Some(Value::Object(map)) => map
+                .iter()
+                .map(|(k, v)| {
+                    v.as_i64().map(|v| (k.clone(), v)).ok_or_else(|| {
+                        bad(
+                            &run_json_path,
+                            &format!("config.sizes.{k} is not an integer"),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+            _ => return Err(bad(&run_json_path, "config.sizes is missing")),
+        };
+        // The task's order (run.json keeps sizes sorted by name).
+        let mut sizes = sizes;
+        if let Some(sig) = crate::signature::builtin(&task) {
+            sizes.sort_by_key(|(n, _)| sig.sizes.iter().position(|s| s == n).unwrap_or(usize::MAX));
+        }
+
+        let source = read_text(&dir.join(&source_file))?;
+        let manifest_path = dir.join(&manifest_file);
+        let manifest = read_text(&manifest_path)?;
+        let parsed = Manifest::parse(&manifest, &manifest_path.display().to_string(), None)?;
+        parsed.resolve_params(&params)?;
+        Ok(TunedKernel {
+            run: dir.to_path_buf(),
+            task,
+            backend,
+            device,
+            driver,
+            sizes,
+            params,
+            manifest,
+            source,
+            gflops,
+        })
+    }
+
+    /// The tuned sizes as `M=64,N=64,K=64`.
+    pub fn sizes_text(&self) -> String {
+        crate::sizes_text(self.sizes.iter().map(|(k, v)| (k.as_str(), *v)))
+    }
+}

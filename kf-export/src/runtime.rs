@@ -1,0 +1,314 @@
+//! What a generated crate calls at run time: its table of tuned configurations, the choice of
+//! one for the caller's device and sizes ([`Table::choose`], the rule of [`crate::dispatch`]),
+//! and the launch through the OpenCL backend ([`Table::run`]): parameters as `-D` defines,
+//! the manifest's compiler flags, launch geometry evaluated from the manifest at the caller's
+//! sizes, constraints checked with an error that names the rule.
+
+use kf_backend_opencl::{OpenClBackend, OpenClBuffer};
+use kf_core::{Backend, CompileOptions, DeviceFacts, KernelArg, NdRange, ParamValues};
+use kf_manifest::Manifest;
+
+use crate::dispatch::{self, Caller, Candidate};
+use crate::error::ExportError;
+use crate::signature::{ArgSig, Signature};
+
+/// One tuned configuration, as a generated crate embeds it.
+#[derive(Debug, Clone, Copy)]
+pub struct Configuration {
+    /// Its name in the generated crate (`gemm_0`).
+    pub name: &'static str,
+    /// The run directory it was exported from.
+    pub run: &'static str,
+    /// The device it was tuned on.
+    pub device: &'static str,
+    /// The driver it was tuned with, when the run recorded it.
+    pub driver: Option<&'static str>,
+    /// The sizes it was tuned at.
+    pub tuned_sizes: &'static [(&'static str, i64)],
+    /// Its parameter values as JSON (`{"TS": 16}`).
+    pub params_json: &'static str,
+    /// The manifest text.
+    pub manifest: &'static str,
+    /// The kernel source.
+    pub source: &'static str,
+    /// Its throughput in the run, GFLOP/s.
+    pub gflops: Option<f64>,
+}
+
+/// Host data of one buffer of a call.
+#[derive(Debug)]
+pub enum HostData<'a> {
+    /// An input, read by the kernel.
+    In(&'a [u8]),
+    /// An output: written to the device first (for in-place kernels), read back after.
+    Out(&'a mut [u8]),
+}
+
+/// A task's signature and its tuned configurations.
+#[derive(Debug, Clone, Copy)]
+pub struct Table {
+    /// The task's kernel signature.
+    pub signature: &'static Signature,
+    /// The tuned configurations.
+    pub configurations: &'static [Configuration],
+}
+
+/// A configuration ready to launch at some sizes.
+struct Prepared {
+    manifest: Manifest,
+    params: ParamValues,
+    range: NdRange,
+}
+
+impl Table {
+    fn bad_call(&self, message: String) -> ExportError {
+        ExportError::BadCall {
+            task: self.signature.task.to_owned(),
+            message,
+        }
+    }
+
+    fn configuration(&self, index: usize) -> Result<&'static Configuration, ExportError> {
+        self.configurations
+            .get(index)
+            .ok_or(ExportError::NoSuchConfiguration {
+                task: self.signature.task.to_owned(),
+                index,
+                len: self.configurations.len(),
+            })
+    }
+
+    /// The caller's sizes by name, in the signature's order; each must be positive and fit
+    /// an OpenCL `int`.
+    fn sizes(&self, values: &[i64]) -> Result<indexmap::IndexMap<String, i64>, ExportError> {
+        if values.len() != self.signature.sizes.len() {
+            return Err(self.bad_call(format!(
+                "{} sizes given, the task has {} ({})",
+                values.len(),
+                self.signature.sizes.len(),
+                self.signature.sizes.join(", ")
+            )));
+        }
+        let mut out = indexmap::IndexMap::new();
+        for (name, v) in self.signature.sizes.iter().zip(values) {
+            if *v <= 0 || *v > i64::from(i32::MAX) {
+                return Err(self.bad_call(format!("{name} = {v} is not a positive OpenCL int")));
+            }
+            out.insert((*name).to_owned(), *v);
+        }
+        Ok(out)
+    }
+
+    /// Whether configuration `index` can run at `sizes` on `device`: its manifest constraints
+    /// hold and its launch geometry evaluates (local dividing global). `Err` carries the first
+    /// rule that fails.
+    fn prepare(
+        &self,
+        index: usize,
+        device: &DeviceFacts,
+        sizes: &indexmap::IndexMap<String, i64>,
+    ) -> Result<Prepared, ExportError> {
+        let c = self.configuration(index)?;
+        let manifest = Manifest::parse(c.manifest, &format!("{}.toml", c.name), None)?;
+        let params: ParamValues =
+            serde_json::from_str(c.params_json).map_err(|e| ExportError::BadCall {
+                task: self.signature.task.to_owned(),
+                message: format!("{}: parameters are not JSON: {e}", c.name),
+            })?;
+        let params = manifest.resolve_params(&params)?;
+        let symbols = manifest.symbols(&params, sizes, device);
+        manifest.check_constraints(&params, &symbols)?;
+        let range = manifest.launch_range(&symbols)?;
+        Ok(Prepared {
+            manifest,
+            params,
+            range,
+        })
+    }
+
+    /// Whether configuration `index` can run at `sizes` (in the signature's order) on
+    /// `device`; the error names the constraint that fails.
+    ///
+    /// # Errors
+    ///
+    /// [`ExportError::Manifest`] naming the failing rule, [`ExportError::BadCall`] for sizes
+    /// that do not fit the signature.
+    pub fn check(
+        &self,
+        index: usize,
+        device: &DeviceFacts,
+        sizes: &[i64],
+    ) -> Result<(), ExportError> {
+        let sizes = self.sizes(sizes)?;
+        self.prepare(index, device, &sizes).map(|_| ())
+    }
+
+    /// The configuration that serves a call at `sizes` (in the signature's order) on `device`:
+    /// among those whose constraints hold, the caller's device's, tuned at the nearest sizes
+    /// ([`crate::dispatch::choose`]).
+    ///
+    /// # Errors
+    ///
+    /// [`ExportError::NoConfiguration`], naming each configuration's failing rule, when none
+    /// can run; [`ExportError::BadCall`] for sizes that do not fit the signature.
+    pub fn choose(&self, device: &DeviceFacts, sizes: &[i64]) -> Result<usize, ExportError> {
+        let named = self.sizes(sizes)?;
+        let mut reasons = Vec::new();
+        let valid: Vec<bool> = (0..self.configurations.len())
+            .map(|i| match self.prepare(i, device, &named) {
+                Ok(_) => true,
+                Err(e) => {
+                    reasons.push(format!("{}: {e}", self.configurations[i].name));
+                    false
+                }
+            })
+            .collect();
+        let call_sizes: Vec<(&str, i64)> = named.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        let candidates: Vec<Candidate<'_>> = self
+            .configurations
+            .iter()
+            .zip(&valid)
+            .map(|(c, valid)| Candidate {
+                device: c.device,
+                driver: c.driver,
+                sizes: c.tuned_sizes,
+                valid: *valid,
+            })
+            .collect();
+        let caller = Caller {
+            device: &device.name,
+            driver: &device.driver_version,
+            sizes: &call_sizes,
+        };
+        dispatch::choose(&candidates, &caller).ok_or_else(|| ExportError::NoConfiguration {
+            task: self.signature.task.to_owned(),
+            sizes: crate::sizes_text(call_sizes.iter().copied()),
+            device: device.name.clone(),
+            reasons: reasons.join("; "),
+        })
+    }
+
+    /// Runs configuration `index` at `sizes` (in the signature's order) on `backend`'s device,
+    /// with one [`HostData`] per buffer of the signature (outputs are read back into theirs).
+    ///
+    /// # Errors
+    ///
+    /// [`ExportError::BadCall`] for buffers of the wrong length or role, the constraint errors
+    /// of [`Table::check`], and [`ExportError::Backend`] when compiling or launching fails.
+    pub fn run(
+        &self,
+        backend: &OpenClBackend,
+        index: usize,
+        sizes: &[i64],
+        data: &mut [HostData<'_>],
+    ) -> Result<(), ExportError> {
+        let sig = self.signature;
+        let named = self.sizes(sizes)?;
+        if data.len() != sig.buffers.len() {
+            return Err(self.bad_call(format!(
+                "{} buffers given, the task has {}",
+                data.len(),
+                sig.buffers.len()
+            )));
+        }
+        let symbols = kf_manifest::Symbols::new().with_sizes(&named);
+        for (i, (b, d)) in sig.buffers.iter().zip(data.iter()).enumerate() {
+            let site = kf_manifest::ExprSite {
+                file: format!("signature of {}", sig.task),
+                field: format!("buffers[{i}]"),
+            };
+            let len = kf_manifest::Expr::parse(b.len, &site)?.eval_i64(&symbols, &site)?;
+            let want = usize::try_from(len).unwrap_or(0) * b.dtype.size();
+            let (got, is_out) = match d {
+                HostData::In(s) => (s.len(), false),
+                HostData::Out(s) => (s.len(), true),
+            };
+            if is_out != b.output {
+                let role = if b.output { "an output" } else { "an input" };
+                return Err(self.bad_call(format!("buffer {} is {role}", b.name)));
+            }
+            if got != want {
+                return Err(self.bad_call(format!(
+                    "buffer {} has {} elements, {} = {len} at {}",
+                    b.name,
+                    got / b.dtype.size(),
+                    b.len,
+                    crate::sizes_text(named.iter().map(|(k, v)| (k.as_str(), *v)))
+                )));
+            }
+        }
+        let prepared = self.prepare(index, backend.device(), &named)?;
+        let c = self.configuration(index)?;
+        let backend_err = |source| ExportError::Backend {
+            task: sig.task.to_owned(),
+            source,
+        };
+        let kernel = prepared.manifest.kernel_source(c.source);
+        let options = CompileOptions {
+            flags: prepared.manifest.compile_flags(&prepared.params)?,
+            arch: None,
+        };
+        let compiled = backend
+            .compile(&kernel, &prepared.params, &options)
+            .map_err(backend_err)?;
+        let mut buffers: Vec<OpenClBuffer> = Vec::with_capacity(data.len());
+        for d in data.iter() {
+            let bytes: &[u8] = match d {
+                HostData::In(s) => s,
+                HostData::Out(s) => s,
+            };
+            let mut buffer = backend.alloc(bytes.len().max(1)).map_err(backend_err)?;
+            if !bytes.is_empty() {
+                backend.write(&mut buffer, bytes).map_err(backend_err)?;
+            }
+            buffers.push(buffer);
+        }
+        let mut args: Vec<KernelArg<'_, OpenClBuffer>> = Vec::with_capacity(sig.args.len());
+        for a in sig.args {
+            args.push(match a {
+                ArgSig::Size(name) => {
+                    // Checked positive and within `int` by `sizes`.
+                    let v = named.get(*name).copied().unwrap_or(0);
+                    KernelArg::I32(i32::try_from(v).unwrap_or(i32::MAX))
+                }
+                ArgSig::Buffer(i) => KernelArg::Buffer {
+                    buffer: &buffers[*i],
+                    offset: 0,
+                },
+            });
+        }
+        backend
+            .launch(&compiled.kernel, &args, &prepared.range)
+            .map_err(backend_err)?;
+        for (d, buffer) in data.iter_mut().zip(&buffers) {
+            if let HostData::Out(s) = d {
+                backend.read(buffer, s).map_err(backend_err)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The bytes of `f32` values, in native order (for [`HostData`]).
+pub fn f32_bytes(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_ne_bytes()).collect()
+}
+
+/// The bytes of `i32` values, in native order (for [`HostData`]).
+pub fn i32_bytes(values: &[i32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_ne_bytes()).collect()
+}
+
+/// Copies native-order bytes back into `f32` values.
+pub fn f32_from_bytes(bytes: &[u8], out: &mut [f32]) {
+    for (v, c) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+        *v = f32::from_ne_bytes([c[0], c[1], c[2], c[3]]);
+    }
+}
+
+/// Copies native-order bytes back into `i32` values.
+pub fn i32_from_bytes(bytes: &[u8], out: &mut [i32]) {
+    for (v, c) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+        *v = i32::from_ne_bytes([c[0], c[1], c[2], c[3]]);
+    }
+}

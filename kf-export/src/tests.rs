@@ -1,0 +1,181 @@
+//! Export without a device: run directories written by hand, the crate's files, the refusals,
+//! and the runtime's choice over real manifest constraints.
+
+use std::path::Path;
+
+use kf_core::DeviceFacts;
+
+use crate::runtime::{Configuration, Table};
+use crate::signature::GEMM;
+use crate::{export_rust, ExportError, RustExport};
+
+const MANIFEST: &str = r#"entry = "gemm"
+language = "opencl"
+source = "best_kernel.cl"
+[params]
+TS = [16, 8, 32]
+[constraints]
+rules = ["M % TS == 0", "N % TS == 0", "TS * TS <= max_work_group_size"]
+[launch]
+global = ["N", "M"]
+local = ["TS", "TS"]
+"#;
+
+const SOURCE: &str = "__kernel void gemm(const int M, const int N, const int K, __global const float* A, __global const float* B, __global float* C) {}\n";
+
+/// A run directory as `kf search` writes it (the files the export reads).
+fn fake_run(dir: &Path, backend: &str, task: &str, n: i64, ts: i64) {
+    std::fs::create_dir_all(dir.join("run")).unwrap();
+    std::fs::write(dir.join("best_kernel.cl"), SOURCE).unwrap();
+    std::fs::write(dir.join("best_kernel.toml"), MANIFEST).unwrap();
+    std::fs::write(dir.join("best_params.json"), format!("{{\"TS\": {ts}}}")).unwrap();
+    let report = serde_json::json!({
+        "best_kernel": {
+            "path": "best_kernel.cl",
+            "manifest_path": "best_kernel.toml",
+            "params_path": "best_params.json",
+            "gflops": 12.5,
+            "params": {"TS": ts},
+        },
+        "extra": {"device": "Test CPU"},
+    });
+    std::fs::write(dir.join("report.json"), report.to_string()).unwrap();
+    let run = serde_json::json!({
+        "config": {
+            "backend": {"kind": backend},
+            "device": "Test CPU",
+            "sizes": {"K": n, "M": n, "N": n},
+            "task": task,
+        }
+    });
+    std::fs::write(dir.join("run/run.json"), run.to_string()).unwrap();
+}
+
+#[test]
+fn two_runs_export_one_table_with_regions_and_a_test() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    fake_run(&a, "opencl", "gemm", 64, 16);
+    fake_run(&b, "opencl", "gemm", 256, 32);
+    let out = tmp.path().join("crate");
+    let done = export_rust(&RustExport::new(vec![a, b], &out)).unwrap();
+    assert_eq!(done.kernels.len(), 2);
+    // Sizes in the task's order, not run.json's.
+    assert_eq!(done.kernels[0].sizes_text(), "M=64,N=64,K=64");
+    let lib = std::fs::read_to_string(out.join("src/lib.rs")).unwrap();
+    assert!(lib.contains("pub fn gemm(backend: &OpenClBackend, m: i64, n: i64, k: i64, a: &[f32], b: &[f32], c: &mut [f32])"), "{lib}");
+    assert!(lib.contains("pub fn gemm_with(") && lib.contains("pub fn gemm_choice("));
+    assert!(
+        lib.contains("- on Test CPU: 1 ≤ n ≤ 127: `gemm_0`; n ≥ 128: `gemm_1`"),
+        "{lib}"
+    );
+    assert!(lib.contains("`M % TS == 0`"), "{lib}");
+    assert!(lib.contains(r#"include_str!("../kernels/gemm_1.cl")"#));
+    assert_eq!(
+        std::fs::read_to_string(out.join("kernels/gemm_0.cl")).unwrap(),
+        SOURCE
+    );
+    let cargo = std::fs::read_to_string(out.join("Cargo.toml")).unwrap();
+    assert!(cargo.contains("name = \"kf-kernels\"") && cargo.contains("[workspace]"));
+    let test = std::fs::read_to_string(out.join("tests/reference.rs")).unwrap();
+    assert!(
+        test.contains("fn reference(m: i64, n: i64, k: i64"),
+        "{test}"
+    );
+}
+
+#[test]
+fn other_backends_tasks_and_empty_runs_are_refused_with_a_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sycl = tmp.path().join("sycl");
+    fake_run(&sycl, "sycl", "gemm", 64, 16);
+    let e = export_rust(&RustExport::new(vec![sycl], tmp.path().join("o1"))).unwrap_err();
+    assert!(matches!(e, ExportError::Unsupported { .. }), "{e}");
+    assert!(e.to_string().contains("kf-backend-opencl"), "{e}");
+
+    let task = tmp.path().join("task");
+    fake_run(&task, "opencl", "scaled_swish", 64, 16);
+    let e = export_rust(&RustExport::new(vec![task], tmp.path().join("o2"))).unwrap_err();
+    assert!(
+        e.to_string().contains("task files are not exported yet"),
+        "{e}"
+    );
+
+    let e = export_rust(&RustExport::new(vec![], tmp.path().join("o3"))).unwrap_err();
+    assert!(matches!(e, ExportError::NoRuns));
+
+    let empty = tmp.path().join("empty");
+    fake_run(&empty, "opencl", "gemm", 64, 16);
+    std::fs::write(empty.join("report.json"), r#"{"best_kernel": null}"#).unwrap();
+    let e = export_rust(&RustExport::new(vec![empty], tmp.path().join("o4"))).unwrap_err();
+    assert!(matches!(e, ExportError::NoBestKernel { .. }), "{e}");
+
+    let bad_param = tmp.path().join("bad");
+    fake_run(&bad_param, "opencl", "gemm", 64, 12);
+    let e = export_rust(&RustExport::new(vec![bad_param], tmp.path().join("o5"))).unwrap_err();
+    assert!(matches!(e, ExportError::Manifest(_)), "{e}");
+}
+
+static CONFIGS: [Configuration; 2] = [
+    Configuration {
+        name: "gemm_0",
+        run: "a",
+        device: "Test CPU",
+        driver: None,
+        tuned_sizes: &[("M", 64), ("N", 64), ("K", 64)],
+        params_json: r#"{"TS": 16}"#,
+        manifest: MANIFEST,
+        source: SOURCE,
+        gflops: None,
+    },
+    Configuration {
+        name: "gemm_1",
+        run: "b",
+        device: "Test CPU",
+        driver: None,
+        tuned_sizes: &[("M", 256), ("N", 256), ("K", 256)],
+        params_json: r#"{"TS": 32}"#,
+        manifest: MANIFEST,
+        source: SOURCE,
+        gflops: None,
+    },
+];
+
+static TABLE: Table = Table {
+    signature: &GEMM,
+    configurations: &CONFIGS,
+};
+
+fn device(max_wg: u64) -> DeviceFacts {
+    let mut d = DeviceFacts::unknown("Test CPU");
+    d.max_work_group_size = max_wg;
+    d
+}
+
+#[test]
+fn the_runtime_choice_evaluates_constraints_at_the_callers_sizes_and_device() {
+    let d = device(1024);
+    assert_eq!(TABLE.choose(&d, &[64, 64, 64]).unwrap(), 0);
+    assert_eq!(TABLE.choose(&d, &[256, 256, 256]).unwrap(), 1);
+    assert_eq!(TABLE.choose(&d, &[96, 96, 96]).unwrap(), 0);
+    assert_eq!(TABLE.choose(&d, &[192, 192, 192]).unwrap(), 1);
+    // 208 is nearer 256, but 208 % 32 != 0: the 64³ configuration serves.
+    assert_eq!(TABLE.choose(&d, &[208, 208, 208]).unwrap(), 0);
+    // A device whose work-groups are too small for TS = 32.
+    assert_eq!(TABLE.choose(&device(256), &[256, 256, 256]).unwrap(), 0);
+    // Nothing fits: the error names each configuration's rule.
+    let e = TABLE.choose(&d, &[100, 100, 100]).unwrap_err().to_string();
+    assert!(
+        e.contains("M=100,N=100,K=100") && e.contains("gemm_0") && e.contains("M % TS == 0"),
+        "{e}"
+    );
+    let e = TABLE
+        .check(1, &d, &[208, 208, 208])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("M % TS == 0"), "{e}");
+    // Sizes that do not fit the signature.
+    assert!(TABLE.choose(&d, &[64, 64]).is_err());
+    assert!(TABLE.choose(&d, &[0, 64, 64]).is_err());
+    assert!(TABLE.choose(&d, &[1 << 40, 64, 64]).is_err());
+}

@@ -1,0 +1,64 @@
+//! `kf export`: the best kernels of one or more runs as a Rust crate with typed calls and a
+//! per-device, per-size dispatch (kf_export does the work; this only parses arguments).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::bail;
+use clap::Args;
+
+/// Arguments of `kf export`.
+#[derive(Args)]
+pub(crate) struct ExportArgs {
+    /// A run directory (`kf search --out`, an example's `--out`); repeat it to export several
+    /// runs of the same task at other sizes or on other devices into one dispatch table.
+    #[arg(long = "run", value_name = "DIR", required = true)]
+    runs: Vec<PathBuf>,
+    /// Write a Rust crate into this folder (created; its files are overwritten).
+    #[arg(long, value_name = "OUT")]
+    rust: Option<PathBuf>,
+    /// A Python module over pyopencl (not available yet).
+    #[arg(long, value_name = "OUT", conflicts_with = "rust")]
+    python: Option<PathBuf>,
+    /// Package name of the generated crate.
+    #[arg(long, default_value = "kf-kernels")]
+    name: String,
+    /// A KernelFoundry checkout for the crate to depend on by path (default: the published
+    /// kf-export); its Cargo.lock is copied in so that the crate builds offline.
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+}
+
+pub(crate) fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
+    if args.python.is_some() {
+        bail!("--python is not available yet: export a Rust crate with --rust OUT");
+    }
+    let Some(out) = args.rust else {
+        bail!("say what to write: --rust OUT");
+    };
+    let mut export = kf_export::RustExport::new(args.runs, out);
+    export.crate_name = args.name;
+    if let Some(ws) = args.workspace {
+        let ws = std::path::absolute(&ws)?;
+        let lock = ws.join("Cargo.lock");
+        export.lockfile = lock.is_file().then_some(lock);
+        export.workspace = Some(ws);
+    }
+    let done = kf_export::export_rust(&export)?;
+    println!(
+        "Exported {} configuration(s) into {} ({} files); `cargo test` there checks them against the reference.",
+        done.kernels.len(),
+        export.out.display(),
+        done.files.len()
+    );
+    for k in &done.kernels {
+        println!(
+            "  {} {} on {} from {}",
+            k.task,
+            k.sizes_text(),
+            k.device,
+            k.run.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

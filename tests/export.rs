@@ -1,0 +1,242 @@
+//! `kf export` end to end (issue 51): two short gemm searches at 64³ and 256³, exported into
+//! one Rust crate, which is then built and tested with `cargo test --offline` in a temporary
+//! folder. Besides the crate's own test (every configuration against the reference), this test
+//! adds one of its own to the crate: the dispatch picks each size's own configuration at the
+//! tuned sizes, the nearer one at sizes between them, a valid one where the nearer one's
+//! constraints fail, and every call's result matches a plain triple loop.
+//!
+//! The crate builds in `KF_EXPORT_TARGET_DIR` (default `target/kf-export-test` of this
+//! workspace, kept between runs so that its dependencies are built once; not the workspace's
+//! own target folder, which the running `cargo test` holds locked). Uses the real `kf` binary
+//! and the OpenCL runtime; skips with a message when the runtime is not installed, unless
+//! `KF_REQUIRE_OPENCL=1`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Instant;
+
+use kernelfoundry::opencl::testing::backend_or_skip;
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn search(out: &Path, n: u32) {
+    let size = format!("M={n},N={n},K={n}");
+    let o = Command::new(env!("CARGO_BIN_EXE_kf"))
+        .args(["search", "--task", "gemm", "--size", &size])
+        .args(["--evaluations", "4", "--no-progress", "--no-reference"])
+        .args(["--final-rounds", "0", "--out"])
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "kf search at {size}: {}", text(&o));
+    assert!(out.join("best_kernel.toml").is_file(), "{}", text(&o));
+}
+
+/// The test this file adds to the generated crate.
+const DISPATCH_TEST: &str = r#"//! Added by the workspace's tests/export.rs: the dispatch rule on real tuned configurations.
+
+use kf_export::dispatch::distance;
+use kf_export::kf_core::Backend as _;
+use kf_kernels::*;
+
+fn data(len: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
+    (0..len)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            0.5 + (s >> 40) as f32 / (1u64 << 24) as f32
+        })
+        .collect()
+}
+
+fn reference(m: usize, n: usize, k: usize, a: &[f32], b: &[f32]) -> Vec<f32> {
+    let mut c = vec![0.0f32; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let mut s = 0.0f64;
+            for p in 0..k {
+                s += f64::from(a[i * k + p]) * f64::from(b[p * n + j]);
+            }
+            c[i * n + j] = s as f32;
+        }
+    }
+    c
+}
+
+/// Calls `gemm` at (m, n, k), checks the result against the triple loop, returns the index.
+fn call(backend: &OpenClBackend, (m, n, k): (i64, i64, i64)) -> usize {
+    let (mu, nu, ku) = (m as usize, n as usize, k as usize);
+    let a = data(mu * ku, 1);
+    let b = data(ku * nu, 2);
+    let mut c = vec![f32::NAN; mu * nu];
+    let index = gemm(backend, m, n, k, &a, &b, &mut c).expect("the dispatched call runs");
+    let want = reference(mu, nu, ku, &a, &b);
+    for (i, (g, w)) in c.iter().zip(&want).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-4 * w.abs().max(1.0),
+            "{} at {m}x{n}x{k}: element {i} is {g}, the reference {w}",
+            GEMM_CONFIGURATIONS[index].name
+        );
+    }
+    println!("{m}x{n}x{k}: {} (result matches the reference)", GEMM_CONFIGURATIONS[index].name);
+    index
+}
+
+#[test]
+fn the_dispatch_picks_own_nearer_and_valid_configurations() {
+    let backend = OpenClBackend::new().expect("the OpenCL runtime");
+    let device = backend.device();
+    assert_eq!(GEMM_CONFIGURATIONS.len(), 2);
+    let tuned = |i: usize| GEMM_CONFIGURATIONS[i].tuned_sizes[0].1;
+    let small = (0..2).find(|&i| tuned(i) == 64).expect("a configuration tuned at 64");
+    let large = (0..2).find(|&i| tuned(i) == 256).expect("a configuration tuned at 256");
+
+    // Each tuned size gets its own configuration.
+    assert_eq!(call(&backend, (64, 64, 64)), small);
+    assert_eq!(call(&backend, (256, 256, 256)), large);
+
+    // Every shape of multiples of 32 up to 320: the choice is the nearer valid configuration
+    // (ties to the larger tuned size), or an error naming the rules when neither is valid.
+    let mut between: Vec<((i64, i64, i64), usize)> = Vec::new();
+    let mut fallback: Option<((i64, i64, i64), usize)> = None;
+    let steps: Vec<i64> = (1..=10).map(|i| i * 32).collect();
+    for &m in &steps {
+        for &n in &steps {
+            for &k in &steps {
+                let sizes = [("M", m), ("N", n), ("K", k)];
+                let valid: Vec<bool> =
+                    (0..2).map(|i| GEMM.check(i, device, &[m, n, k]).is_ok()).collect();
+                let d: Vec<f64> =
+                    (0..2).map(|i| distance(&sizes, GEMM_CONFIGURATIONS[i].tuned_sizes)).collect();
+                let nearer = if (d[small] - d[large]).abs() < 1e-9 || d[large] < d[small] {
+                    large
+                } else {
+                    small
+                };
+                let got = gemm_choice(device, m, n, k);
+                match (valid[small], valid[large]) {
+                    (true, true) => {
+                        assert_eq!(got.unwrap(), nearer, "at {m}x{n}x{k}");
+                        let inside = [m, n, k].iter().all(|v| (64..=256).contains(v));
+                        let tuned_shape = m == n && n == k && (m == 64 || m == 256);
+                        let strict = (d[small] - d[large]).abs() > 1e-9;
+                        if inside
+                            && strict
+                            && !tuned_shape
+                            && !between.iter().any(|(_, i)| *i == nearer)
+                        {
+                            between.push(((m, n, k), nearer));
+                        }
+                    }
+                    (false, false) => {
+                        let e = got.unwrap_err().to_string();
+                        assert!(e.contains("no exported configuration") && e.contains('%'), "{e}");
+                    }
+                    (vs, _) => {
+                        let only = if vs { small } else { large };
+                        assert_eq!(got.unwrap(), only, "at {m}x{n}x{k}");
+                        if only != nearer && fallback.is_none() {
+                            fallback = Some(((m, n, k), only));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // Sizes between the tuned ones, strictly nearer one of them: the nearer configuration runs
+    // and is correct (ties were checked above, without running).
+    assert!(!between.is_empty(), "no shape between 64 and 256 where both configurations hold");
+    for (shape, nearer) in &between {
+        assert_eq!(call(&backend, *shape), *nearer);
+    }
+    // Where the nearer configuration's constraints fail, the valid one runs and is correct.
+    let (shape, only) = fallback.expect(
+        "no shape where the nearer configuration's constraints fail and the other's hold",
+    );
+    assert_eq!(call(&backend, shape), only);
+}
+"#;
+
+#[test]
+fn exported_gemm_runs_build_and_dispatch_by_size() {
+    if backend_or_skip().is_none() {
+        return;
+    }
+    let started = Instant::now();
+    let tmp = tempfile::tempdir().unwrap();
+    let (r64, r256) = (tmp.path().join("r64"), tmp.path().join("r256"));
+    search(&r64, 64);
+    search(&r256, 256);
+    let searched = started.elapsed();
+
+    let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let krate = tmp.path().join("kernels");
+    let o = Command::new(env!("CARGO_BIN_EXE_kf"))
+        .args(["export", "--run"])
+        .arg(&r64)
+        .arg("--run")
+        .arg(&r256)
+        .arg("--rust")
+        .arg(&krate)
+        .arg("--workspace")
+        .arg(&workspace)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "kf export: {}", text(&o));
+    let lib = std::fs::read_to_string(krate.join("src/lib.rs")).unwrap();
+    assert!(lib.contains("pub fn gemm(backend: &OpenClBackend, m: i64, n: i64, k: i64, a: &[f32], b: &[f32], c: &mut [f32])"));
+    assert!(
+        lib.contains("Which configuration serves which region"),
+        "{lib}"
+    );
+    std::fs::write(krate.join("tests/dispatch.rs"), DISPATCH_TEST).unwrap();
+
+    let target = std::env::var_os("KF_EXPORT_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace.join("target").join("kf-export-test"));
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let built = Instant::now();
+    let o = Command::new(cargo)
+        .args([
+            "test",
+            "--offline",
+            "--",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .current_dir(&krate)
+        .env("CARGO_TARGET_DIR", &target)
+        .env("KF_REQUIRE_OPENCL", "1")
+        .output()
+        .unwrap();
+    let out = text(&o);
+    println!("{out}");
+    assert!(
+        o.status.success(),
+        "cargo test of the generated crate: {out}"
+    );
+    for name in [
+        "gemm::every_configuration_matches_the_reference_at_a_small_size",
+        "gemm::the_dispatched_call_matches_the_reference",
+        "the_dispatch_picks_own_nearer_and_valid_configurations",
+        "test result: ok. 2 passed",
+        "test result: ok. 1 passed",
+    ] {
+        assert!(out.contains(name), "missing `{name}`: {out}");
+    }
+    assert!(!out.contains("SKIPPED"), "{out}");
+    println!(
+        "searches {:.1} s, export + cargo test of the crate {:.1} s",
+        searched.as_secs_f64(),
+        built.elapsed().as_secs_f64()
+    );
+}
