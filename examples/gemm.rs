@@ -23,9 +23,9 @@
 
 use anyhow::Context;
 use clap::Parser;
+use kernelfoundry::core::StopHandle;
 use kernelfoundry::eval::tasks::parse_sizes_or_number;
-use kernelfoundry::report::init_logging;
-use kernelfoundry::search::{stop_on_ctrl_c, Search, SearchArgs};
+use kernelfoundry::search::{logging, Search, SearchArgs};
 
 #[derive(Parser)]
 #[command(about = "Evolve fast SGEMM kernels with MAP-Elites")]
@@ -41,7 +41,7 @@ fn main() -> anyhow::Result<()> {
     // Evaluation workers are this program, re-executed: serve first if we are one.
     kernelfoundry::init();
     let args = Args::parse();
-    init_logging(args.search.verbose);
+    logging::init(args.search.verbose);
     let sizes = parse_sizes_or_number(&args.size, |n| format!("M={n},N={n},K={n}"))
         .context("--size is a number or M=…,N=…,K=…")?;
     let config = args
@@ -52,9 +52,14 @@ fn main() -> anyhow::Result<()> {
     // baseline, every template's base variant, structural transformations and parameter moves;
     // on CUDA the baseline and the shipped tiled kernel, parameter moves.
     let out = config.out.clone();
+    // Ctrl-C stops the search after the steps in flight: every completed step is already in
+    // the run directory, and the same command resumes.
+    let stop = StopHandle::new();
+    let on_ctrl_c = stop.clone();
+    ctrlc::set_handler(move || on_ctrl_c.stop()).context("installing the Ctrl-C handler")?;
     let outcome = Search::builder()
         .config(config)
-        .stop_on(stop_on_ctrl_c()?)
+        .stop_on(stop)
         .build()?
         .run()?;
     println!(

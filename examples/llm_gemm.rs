@@ -31,8 +31,7 @@ use kernelfoundry::core::{Language, Status, StopHandle};
 use kernelfoundry::eval::tasks::{builtin_task, parse_sizes_or_number};
 use kernelfoundry::mutate::{MixMutator, ParamMutator, StructuralMutator, TemplateLibrary};
 use kernelfoundry::prompt::{LlmMutator, LlmSettings, OpenAiClient, RenderLimits, WhenExhausted};
-use kernelfoundry::report::init_logging;
-use kernelfoundry::search::{seeds_for, Search, SearchConfig};
+use kernelfoundry::search::{logging, seeds_for, Search, SearchConfig};
 
 #[derive(Parser)]
 #[command(about = "Evolve fast SGEMM kernels with MAP-Elites, an LLM and offline mutators")]
@@ -82,7 +81,7 @@ fn main() -> anyhow::Result<()> {
     // Evaluation workers are this program, re-executed: serve first if we are one.
     kernelfoundry::init();
     let args = Args::parse();
-    init_logging(args.verbose);
+    logging::init(args.verbose);
     let sizes = parse_sizes_or_number(&args.size, |n| format!("M={n},N={n},K={n}"))
         .context("--size is a number or M=…,N=…,K=…")?;
 

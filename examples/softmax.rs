@@ -24,9 +24,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
+use kernelfoundry::core::StopHandle;
 use kernelfoundry::eval::tasks::{builtin_task, parse_sizes_or_number};
-use kernelfoundry::report::init_logging;
-use kernelfoundry::search::{stop_on_ctrl_c, Search, SearchArgs};
+use kernelfoundry::search::{logging, Search, SearchArgs};
 
 #[derive(Parser)]
 #[command(about = "Evolve fast row-wise softmax kernels with MAP-Elites")]
@@ -43,7 +43,7 @@ fn main() -> anyhow::Result<()> {
     // Evaluation workers are this program, re-executed: serve first if we are one.
     kernelfoundry::init();
     let args = Args::parse();
-    init_logging(args.search.verbose);
+    logging::init(args.search.verbose);
     let sizes = parse_sizes_or_number(&args.size, |rows| format!("ROWS={rows},COLS=1024"))
         .context("--size is ROWS=…,COLS=… or a number of rows")?;
     // The task itself, for the work counts below.
@@ -57,9 +57,14 @@ fn main() -> anyhow::Result<()> {
     // baseline, every softmax template's base variant, structural transformations and
     // parameter moves; on CUDA the baseline and parameter moves.
     let out = config.out.clone();
+    // Ctrl-C stops the search after the steps in flight: every completed step is already in
+    // the run directory, and the same command resumes.
+    let stop = StopHandle::new();
+    let on_ctrl_c = stop.clone();
+    ctrlc::set_handler(move || on_ctrl_c.stop()).context("installing the Ctrl-C handler")?;
     let outcome = Search::builder()
         .config(config)
-        .stop_on(stop_on_ctrl_c()?)
+        .stop_on(stop)
         .build()?
         .run()?;
     println!(

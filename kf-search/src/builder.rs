@@ -262,7 +262,10 @@ where
         self
     }
 
-    /// Stops the search when `stop` is triggered (see [`stop_on_ctrl_c`](crate::stop_on_ctrl_c)).
+    /// Stops the search when `stop` is triggered: every completed step is already in the run
+    /// directory, and running the same search again resumes. The library installs no signal
+    /// handler; a program triggers `stop` from its own (`kf` and the examples: Ctrl-C, with
+    /// `ctrlc::set_handler(move || stop.stop())`).
     pub fn stop_on(mut self, stop: StopHandle) -> Self {
         self.stop = Some(stop);
         self

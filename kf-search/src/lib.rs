@@ -10,7 +10,10 @@
 //! evaluator, the budget and the tuning. What is not set is the shipped search ([`defaults`]
 //! holds its numbers, the one place they are set). A run directory under the output folder
 //! records every step, so an interrupted run resumes where it stopped when started again with
-//! the same arguments.
+//! the same arguments. A search stops early when the `StopHandle` given to
+//! [`SearchBuilder::stop_on`] is triggered: `kf` and the examples trigger it on Ctrl-C (the
+//! library installs no signal handler and no logging subscriber; `kf_search::logging`, feature
+//! `logging`, is the programs' set-up).
 //!
 //! # Your own behaviour descriptor
 //!
@@ -67,6 +70,8 @@ pub mod distributed;
 mod evaluator;
 pub mod explorer;
 pub mod final_selection;
+#[cfg(feature = "logging")]
+pub mod logging;
 pub mod novelty;
 mod proposer;
 pub mod reference;
@@ -203,9 +208,6 @@ pub enum SearchError {
         /// What serde_json said.
         source: serde_json::Error,
     },
-    /// The Ctrl-C handler could not be installed.
-    #[error("installing the Ctrl-C handler: {0}")]
-    CtrlC(#[from] ctrlc::Error),
 }
 
 /// The origin note of the task-baseline seed.
@@ -450,15 +452,6 @@ pub fn seeds_for(
         seeds.push(c);
     }
     seeds
-}
-
-/// A stop handle that Ctrl-C triggers: the engine stops, every completed step is already in
-/// the run directory, and running the same command again resumes.
-pub fn stop_on_ctrl_c() -> Result<StopHandle, SearchError> {
-    let stop = StopHandle::new();
-    let on_ctrl_c = stop.clone();
-    ctrlc::set_handler(move || on_ctrl_c.stop())?;
-    Ok(stop)
 }
 
 impl<M, C, L> Search<M, C, L>

@@ -289,7 +289,8 @@ fn llm_replies_a_capable_model_would_write_land_in_the_search() {
         return;
     }
     // The log at default verbosity: one `llm step …` line per LLM child.
-    kf_search::report::init_logging(0);
+    #[cfg(feature = "logging")]
+    kf_search::logging::init(0);
     let next = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&next);
     let server = ChatServer::start(move |req| respond(&counter, req)).expect("the test server");

@@ -9,6 +9,8 @@ use kf_core::{DescriptorSpace, Elite, Language, ParamValues, RunSummary, StopRea
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+#[cfg(feature = "report")]
+use super::error::PlotError;
 use super::error::{names, ReportError};
 use super::files::write_atomic;
 #[cfg(feature = "report")]
@@ -789,11 +791,11 @@ fn write_json(path: &Path, value: &impl Serialize, what: &'static str) -> Result
 #[cfg(feature = "report")]
 fn picture(
     path: &Path,
-    drawn: Result<(plot::Rendered, (u32, u32)), String>,
+    drawn: Result<(plot::Rendered, (u32, u32)), PlotError>,
 ) -> Result<bool, ReportError> {
-    let (rendered, size) = drawn.map_err(|message| ReportError::Plot {
+    let (rendered, size) = drawn.map_err(|source| ReportError::Plot {
         path: path.to_path_buf(),
-        message,
+        source,
     })?;
     let with_text = rendered.has_text();
     let bytes = plot::encode(rendered, size).map_err(|source| ReportError::Png {

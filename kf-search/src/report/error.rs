@@ -54,12 +54,13 @@ pub enum ReportError {
         source: kf_manifest::ManifestError,
     },
     /// A picture could not be drawn.
-    #[error("cannot draw {path}: {message}")]
+    #[cfg(feature = "report")]
+    #[error("cannot draw {path}: {source}")]
     Plot {
         /// The picture.
         path: PathBuf,
         /// What went wrong.
-        message: String,
+        source: PlotError,
     },
     /// A picture could not be encoded as PNG.
     #[cfg(feature = "report")]
@@ -70,4 +71,23 @@ pub enum ReportError {
         /// What the encoder said.
         source: png::EncodingError,
     },
+}
+
+/// What plotters says when a drawing operation on a picture's bitmap fails.
+#[cfg(feature = "report")]
+pub type DrawError = plotters::drawing::DrawingAreaErrorKind<
+    <plotters::backend::BitMapBackend<'static> as plotters::backend::DrawingBackend>::ErrorType,
+>;
+
+/// Why a picture could not be drawn (feature `report`).
+#[cfg(feature = "report")]
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlotError {
+    /// The drawing library refused an operation.
+    #[error(transparent)]
+    Draw(#[from] DrawError),
+    /// The drawing library panicked.
+    #[error("the plotting library panicked")]
+    Panicked,
 }

@@ -4,13 +4,15 @@
 //! While the engine runs:
 //!
 //! * [`ProgressObserver`]: an `indicatif` bar on stderr with evaluations / budget, best GFLOP/s,
-//!   cells filled and ETA. When stderr is not a terminal (CI logs, pipes) it draws nothing and
-//!   logs a short `tracing` info line every few evaluations instead. It also records a
-//!   [`ProgressTrace`] (best GFLOP/s and QD-score after every evaluation) for the curve picture.
+//!   cells filled and ETA (feature `progress`). When stderr is not a terminal (CI logs, pipes),
+//!   or without the feature, it draws nothing and logs a short `tracing` info line every few
+//!   evaluations instead. It also records a [`ProgressTrace`] (best GFLOP/s and QD-score after
+//!   every evaluation) for the curve picture.
 //! * [`LogObserver`]: one `tracing` debug line per evaluation (status, cell, outcome) and an
 //!   info line per new best.
-//! * [`init_logging`]: a `tracing-subscriber` with an `EnvFilter` set from a `-v` count (or
-//!   `RUST_LOG`), whose lines do not tear the progress bar.
+//! * [`BarAwareStderr`]: the writer for a program's `tracing` subscriber, whose lines do not
+//!   tear the progress bar; `kf_search::logging::init` (feature `logging`) installs the shipped
+//!   subscriber with it, filtered by a `-v` count ([`verbosity_filter`]) or `RUST_LOG`.
 //!
 //! At the end, [`Report`] (or the one-call [`write_report`]) writes into an output folder:
 //!
@@ -20,8 +22,8 @@
 //! | `best_kernel.cl` / `.cpp` / `.cu` | the best correct kernel's source (extension by language) |
 //! | `best_kernel.toml` | its manifest, headed by a comment with the parameter values it was measured with |
 //! | `best_params.json` | those parameter values |
-//! | `archive_heatmap.png` | the archive as 2-D projections of the grid, coloured by GFLOP/s |
-//! | `progress.png` | best GFLOP/s and QD-score against evaluations |
+//! | `archive_heatmap.png` | the archive as 2-D projections of the grid, coloured by GFLOP/s (feature `report`) |
+//! | `progress.png` | best GFLOP/s and QD-score against evaluations (feature `report`) |
 //!
 //! Every file is written atomically (a temporary file renamed into place). A picture that cannot
 //! be drawn is a warning in [`ReportOutput::warnings`], never a lost run; without a usable font
@@ -30,9 +32,10 @@
 //! ```no_run
 //! use kf_core::prelude::*;
 //! use kf_core::testing::{synthetic_seed, SyntheticClassifier, SyntheticEvaluator, SyntheticMutator, VecArchive};
-//! use kf_search::report::{init_logging, LogObserver, ProgressObserver, Report};
+//! use kf_search::report::{LogObserver, ProgressObserver, Report};
 //!
-//! init_logging(0);
+//! # #[cfg(feature = "logging")]
+//! kf_search::logging::init(0); // a program's set-up (feature `logging`)
 //! let classifier = SyntheticClassifier::new(4);
 //! let space = classifier.space().clone();
 //! let progress = ProgressObserver::new(&space);
@@ -68,8 +71,10 @@ pub use files::write_atomic;
 #[cfg(feature = "report")]
 pub use plot::{fonts_available, heatmap_size, CURVE_SIZE, HEATMAP_SIZE};
 pub use progress::{
-    init_logging, verbosity_filter, LogObserver, ProgressObserver, ProgressTrace, TracePoint,
+    verbosity_filter, BarAwareStderr, LogObserver, ProgressObserver, ProgressTrace, TracePoint,
 };
 pub use table::CellRow;
 
 pub use error::{names, ReportError};
+#[cfg(feature = "report")]
+pub use error::{DrawError, PlotError};

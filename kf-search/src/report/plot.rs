@@ -15,6 +15,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::FontTransform;
 
+use super::error::PlotError;
 use super::progress::TracePoint;
 use super::table::{correct_gflops, level_name};
 
@@ -168,7 +169,7 @@ impl Pen {
         h: HPos,
         v: VPos,
         bold: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), PlotError> {
         if !self.text || s.is_empty() {
             return Ok(());
         }
@@ -178,8 +179,7 @@ impl Pen {
             (FONT, size).into_font()
         };
         let style = font.color(&color).pos(Pos::new(h, v));
-        area.draw(&Text::new(s.to_owned(), (x, y), style))
-            .map_err(|e| e.to_string())
+        Ok(area.draw(&Text::new(s.to_owned(), (x, y), style))?)
     }
 
     /// The first of `candidates` (longest first) that fits in `max_width` pixels at `size`, or
@@ -205,7 +205,7 @@ impl Pen {
         (x, y): (i32, i32),
         size: f64,
         color: RGBColor,
-    ) -> Result<(), String> {
+    ) -> Result<(), PlotError> {
         if !self.text || s.is_empty() {
             return Ok(());
         }
@@ -214,14 +214,12 @@ impl Pen {
             .transform(FontTransform::Rotate270)
             .color(&color)
             .pos(Pos::new(HPos::Center, VPos::Center));
-        area.draw(&Text::new(s.to_owned(), (x, y), style))
-            .map_err(|e| e.to_string())
+        Ok(area.draw(&Text::new(s.to_owned(), (x, y), style))?)
     }
 }
 
-fn rect(area: &Area<'_>, a: (i32, i32), b: (i32, i32), style: ShapeStyle) -> Result<(), String> {
-    area.draw(&Rectangle::new([a, b], style))
-        .map_err(|e| e.to_string())
+fn rect(area: &Area<'_>, a: (i32, i32), b: (i32, i32), style: ShapeStyle) -> Result<(), PlotError> {
+    Ok(area.draw(&Rectangle::new([a, b], style))?)
 }
 
 /// Viridis, sampled at nine points.
@@ -310,20 +308,20 @@ impl Rendered {
 fn render(
     size: (u32, u32),
     text: bool,
-    draw: &dyn Fn(&Area<'_>, &Pen) -> Result<(), String>,
-) -> Result<Rendered, String> {
-    let attempt = |with_text: bool| -> Result<Vec<u8>, String> {
+    draw: &dyn Fn(&Area<'_>, &Pen) -> Result<(), PlotError>,
+) -> Result<Rendered, PlotError> {
+    let attempt = |with_text: bool| -> Result<Vec<u8>, PlotError> {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let mut buf = vec![255u8; size.0 as usize * size.1 as usize * 3];
             {
                 let area = BitMapBackend::with_buffer(&mut buf, size).into_drawing_area();
-                area.fill(&WHITE).map_err(|e| e.to_string())?;
+                area.fill(&WHITE)?;
                 draw(&area, &Pen { text: with_text })?;
-                area.present().map_err(|e| e.to_string())?;
+                area.present()?;
             }
             Ok(buf)
         }))
-        .unwrap_or_else(|_| Err("the plotting library panicked".to_owned()))
+        .unwrap_or_else(|_| Err(PlotError::Panicked))
     };
     if text {
         match attempt(true) {
@@ -396,7 +394,7 @@ pub(crate) fn draw_heatmap(
     baseline_gflops: Option<f64>,
     title: Option<&str>,
     text: bool,
-) -> Result<(Rendered, (u32, u32)), String> {
+) -> Result<(Rendered, (u32, u32)), PlotError> {
     let size = heatmap_size(space);
     let prefix = title.map_or_else(String::new, |t| format!("{t}: "));
     let shape = space.shape();
@@ -409,7 +407,7 @@ pub(crate) fn draw_heatmap(
         .filter_map(|e| correct_gflops(e))
         .fold(0.0f64, f64::max);
     let filled = elites.len();
-    let draw = |root: &Area<'_>, pen: &Pen| -> Result<(), String> {
+    let draw = |root: &Area<'_>, pen: &Pen| -> Result<(), PlotError> {
         let cells = space.cells();
         // Longest first; the first that fits the picture's width is drawn.
         let captions = if vmax > 0.0 {
@@ -718,7 +716,7 @@ fn panel(
     points: &[(f64, f64)],
     x_max: f64,
     spec: &PanelSpec<'_>,
-) -> Result<(), String> {
+) -> Result<(), PlotError> {
     let y_max = points
         .iter()
         .map(|p| p.1)
@@ -742,9 +740,7 @@ fn panel(
     } else {
         builder.x_label_area_size(8).y_label_area_size(8);
     }
-    let mut chart = builder
-        .build_cartesian_2d(0f64..x_max, 0f64..y_max)
-        .map_err(|e| e.to_string())?;
+    let mut chart = builder.build_cartesian_2d(0f64..x_max, 0f64..y_max)?;
     {
         let mut mesh = chart.configure_mesh();
         mesh.light_line_style(RGBColor(246, 246, 246))
@@ -763,17 +759,15 @@ fn panel(
         } else {
             mesh.x_labels(0).y_labels(0);
         }
-        mesh.draw().map_err(|e| e.to_string())?;
+        mesh.draw()?;
     }
     if let Some((value, label)) = spec.reference {
-        let series = chart
-            .draw_series(DashedLineSeries::new(
-                [(0.0, value), (x_max, value)],
-                8,
-                5,
-                RGBColor(150, 150, 150).stroke_width(2),
-            ))
-            .map_err(|e| e.to_string())?;
+        let series = chart.draw_series(DashedLineSeries::new(
+            [(0.0, value), (x_max, value)],
+            8,
+            5,
+            RGBColor(150, 150, 150).stroke_width(2),
+        ))?;
         if pen.text {
             series.label(label.to_owned()).legend(|(x, y)| {
                 PathElement::new(
@@ -784,9 +778,7 @@ fn panel(
         }
     }
     let color = spec.color;
-    let series = chart
-        .draw_series(LineSeries::new(steps(points), color.stroke_width(2)))
-        .map_err(|e| e.to_string())?;
+    let series = chart.draw_series(LineSeries::new(steps(points), color.stroke_width(2)))?;
     if pen.text {
         series
             .label(spec.y_desc.to_owned())
@@ -797,8 +789,7 @@ fn panel(
             .label_font((FONT, 13))
             .background_style(WHITE.mix(0.85))
             .border_style(RGBColor(190, 190, 190))
-            .draw()
-            .map_err(|e| e.to_string())?;
+            .draw()?;
     }
     if points.is_empty() {
         let (w, h) = area.dim_in_pixel();
@@ -817,7 +808,10 @@ fn panel(
 }
 
 /// Draws the progress curve: best GFLOP/s (or fitness) above, QD-score below.
-pub(crate) fn draw_curve(data: &CurveData, text: bool) -> Result<(Rendered, (u32, u32)), String> {
+pub(crate) fn draw_curve(
+    data: &CurveData,
+    text: bool,
+) -> Result<(Rendered, (u32, u32)), PlotError> {
     let size = CURVE_SIZE;
     let x_max = data
         .best
@@ -825,7 +819,7 @@ pub(crate) fn draw_curve(data: &CurveData, text: bool) -> Result<(Rendered, (u32
         .chain(&data.qd)
         .map(|p| p.0)
         .fold(1.0f64, f64::max);
-    let draw = |root: &Area<'_>, pen: &Pen| -> Result<(), String> {
+    let draw = |root: &Area<'_>, pen: &Pen| -> Result<(), PlotError> {
         let (top, bottom) = root.split_vertically(size.1 / 2);
         let reference = data.baseline.map(|b| (b, "naive seed"));
         let what = if data.best_label == "best GFLOP/s" {

@@ -1,5 +1,5 @@
-//! Seeing a run as it goes: the progress bar, its trace, the logging observer and the logging
-//! set-up.
+//! Seeing a run as it goes: the progress bar (feature `progress`), its trace, the logging
+//! observer and the writer that keeps log lines from tearing the bar.
 
 use std::fmt::Write as _;
 use std::io::{self, IsTerminal, Write};
@@ -7,16 +7,43 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
+#[cfg(feature = "progress")]
+use indicatif::ProgressBar;
 use kf_core::{
     BoxError, Budget, DescriptorSpace, EvaluationReport, InsertOutcome, Observe, RunInfo,
     RunSummary,
 };
 use serde::{Deserialize, Serialize};
-use tracing_subscriber::fmt::MakeWriter;
-use tracing_subscriber::EnvFilter;
 
 use super::table::{finite, level_name};
+
+/// Without the `progress` feature no bar is ever drawn: a type with no values stands in for
+/// indicatif's, so the observer's bookkeeping is the same in both builds.
+#[cfg(not(feature = "progress"))]
+#[derive(Debug, Clone)]
+enum ProgressBar {}
+
+#[cfg(not(feature = "progress"))]
+impl ProgressBar {
+    fn set_position(&self, _: u64) {
+        match *self {}
+    }
+    fn set_message(&self, _: String) {
+        match *self {}
+    }
+    fn finish_with_message(&self, _: String) {
+        match *self {}
+    }
+    fn abandon(&self) {
+        match *self {}
+    }
+    fn is_hidden(&self) -> bool {
+        match *self {}
+    }
+    fn suspend<R>(&self, _: impl FnOnce() -> R) -> R {
+        match *self {}
+    }
+}
 
 /// The progress bar being drawn, if any, so that log lines can step around it, with the id of
 /// the observer that drew it.
@@ -89,7 +116,8 @@ enum Draw {
 
 /// A progress bar on stderr: evaluations / budget, best GFLOP/s, cells filled and ETA.
 ///
-/// When stderr is not a terminal (or after [`without_bar`](Self::without_bar)) nothing is drawn;
+/// When stderr is not a terminal (or after [`without_bar`](Self::without_bar), or in a build
+/// without the `progress` feature) nothing is drawn;
 /// a `tracing` info line is logged every [`log_every`](Self::log_every) evaluations instead, so
 /// CI logs stay short. Either way it records a [`ProgressTrace`]. Add it to the engine with
 /// `ObserverMode::Always` so the trace has every evaluation.
@@ -188,9 +216,18 @@ impl ProgressObserver {
     }
 
     fn start_bar(&mut self) {
-        if self.draw == Draw::Never || !io::stderr().is_terminal() {
-            return;
+        let wanted = self.draw == Draw::Auto && io::stderr().is_terminal();
+        #[cfg(feature = "progress")]
+        if wanted {
+            self.draw_bar();
         }
+        #[cfg(not(feature = "progress"))]
+        let _ = wanted;
+    }
+
+    #[cfg(feature = "progress")]
+    fn draw_bar(&mut self) {
+        use indicatif::{ProgressDrawTarget, ProgressState, ProgressStyle};
         let bar = ProgressBar::with_draw_target(self.total, ProgressDrawTarget::stderr());
         let template = if self.total.is_some() {
             "{spinner:.green} [{elapsed_precise}] {bar:30.cyan/blue} {pos}/{len} candidates · {msg} · {eta_kf}"
@@ -433,9 +470,15 @@ impl Observe for LogObserver {
     }
 }
 
-/// Writes log lines to stderr, hiding the progress bar while a line is written.
+/// Standard error for log lines: while a [`ProgressObserver`] draws its bar, each write hides
+/// the bar, writes, and draws it again, so lines do not tear it (without the `progress`
+/// feature, plain stderr).
+///
+/// A program that installs its own `tracing` subscriber gives it this writer:
+/// `tracing_subscriber::fmt().with_writer(BarAwareStderr::default)` (what
+/// `kf_search::logging::init` does, feature `logging`).
 #[derive(Debug, Clone, Copy, Default)]
-struct BarAwareStderr;
+pub struct BarAwareStderr;
 
 impl Write for BarAwareStderr {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
@@ -452,13 +495,6 @@ impl Write for BarAwareStderr {
     }
 }
 
-impl<'a> MakeWriter<'a> for BarAwareStderr {
-    type Writer = BarAwareStderr;
-    fn make_writer(&'a self) -> Self::Writer {
-        *self
-    }
-}
-
 /// The filter for a `-v` count: 0 → `info`, 1 → `debug` (one line per evaluation), 2 or more
 /// → `trace`.
 pub fn verbosity_filter(verbosity: u8) -> &'static str {
@@ -467,26 +503,6 @@ pub fn verbosity_filter(verbosity: u8) -> &'static str {
         1 => "debug",
         _ => "trace",
     }
-}
-
-/// Installs a global `tracing` subscriber writing to stderr, filtered by `RUST_LOG` when it is
-/// set and valid, else by the verbosity (see [`verbosity_filter`]). Lines do not tear a
-/// [`ProgressObserver`]'s bar. Returns `false` (and changes nothing) when a global subscriber
-/// was already installed.
-pub fn init_logging(verbosity: u8) -> bool {
-    let default = verbosity_filter(verbosity);
-    let filter = std::env::var("RUST_LOG")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-        .and_then(|s| EnvFilter::try_new(s).ok())
-        .unwrap_or_else(|| EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(BarAwareStderr)
-        .with_ansi(io::stderr().is_terminal())
-        .with_target(verbosity >= 2)
-        .try_init()
-        .is_ok()
 }
 
 #[cfg(test)]

@@ -788,7 +788,8 @@ impl Evaluator for Slow {
 #[test]
 #[ignore = "for people: draws a progress bar for a few seconds"]
 fn watch_the_bar() {
-    init_logging(0);
+    #[cfg(feature = "logging")]
+    crate::logging::init(0);
     let classifier = SyntheticClassifier::new(4);
     let space = DescriptorSpace::kernel_default();
     let result = Engine::new(

@@ -41,7 +41,7 @@ struct KernelBenchArgs {
 
 pub(crate) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let BenchCommand::Kernelbench(args) = args.command;
-    kernelfoundry::report::init_logging(args.search.verbose);
+    kernelfoundry::search::logging::init(args.search.verbose);
     let tasks = shipped_tasks(&args.tasks_dir, &args.tasks)?;
     let out = args
         .search

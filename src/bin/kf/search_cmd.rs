@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use kernelfoundry::core::{Candidate, Origin};
+use kernelfoundry::core::{Candidate, Origin, StopHandle};
 use kernelfoundry::manifest::Manifest;
-use kernelfoundry::search::{stop_on_ctrl_c, OfflineMutators, Search, SearchArgs};
+use kernelfoundry::search::{OfflineMutators, Search, SearchArgs};
 
 /// Arguments of `kf search`.
 #[derive(Args)]
@@ -33,7 +33,7 @@ pub(crate) struct SearchCmdArgs {
 }
 
 pub(crate) fn run(args: SearchCmdArgs) -> anyhow::Result<ExitCode> {
-    kernelfoundry::report::init_logging(args.search.verbose);
+    kernelfoundry::search::logging::init(args.search.verbose);
     let task_name = match (&args.task, &args.task_file) {
         (None, None) => Some("gemm"),
         (t, _) => t.as_deref(),
@@ -83,10 +83,15 @@ pub(crate) fn run(args: SearchCmdArgs) -> anyhow::Result<ExitCode> {
         .map(|(d, run)| (&d.dist, run));
     let llm = args.llm.mutator(&config.out, queue)?;
     let out = config.out.clone();
+    // Ctrl-C stops the search after the steps in flight: every completed step is already in
+    // the run directory, and the same command resumes.
+    let stop = StopHandle::new();
+    let on_ctrl_c = stop.clone();
+    ctrlc::set_handler(move || on_ctrl_c.stop()).context("installing the Ctrl-C handler")?;
     let mut builder = Search::builder()
         .config(config)
         .extra_seeds(user_seeds)
-        .stop_on(stop_on_ctrl_c()?);
+        .stop_on(stop);
     if let Some(llm) = &llm {
         builder = builder.also_mutator(llm.clone(), args.llm.llm_weight);
     }

@@ -119,7 +119,7 @@ fn run_answer_worker(
 }
 
 pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
-    kernelfoundry::report::init_logging(args.verbose);
+    kernelfoundry::search::logging::init(args.verbose);
     anyhow::ensure!(
         args.ack_wait.is_finite() && args.ack_wait > 0.0,
         "--ack-wait must be a positive number of seconds"
