@@ -48,7 +48,8 @@ pub struct AnswerMessage {
     pub request: String,
     /// The run that asked.
     pub run: String,
-    /// The answer; `Err`: the worker's handler could not answer (the text says why).
+    /// The answer; `Err`: the worker's handler could not answer (the text says why: the
+    /// message of a [`NoAnswer`], kept as text on the wire).
     pub answer: std::result::Result<serde_json::Value, String>,
     /// Name of the worker.
     pub worker: String,
@@ -56,6 +57,21 @@ pub struct AnswerMessage {
     pub worker_key: String,
     /// Seconds the worker spent.
     pub seconds: f64,
+}
+
+/// An answer saying that the question could not be answered, in the words of the worker that
+/// answered (a budget spent, a model that refused, a question refused or poisoned; an LLM
+/// answer worker writes its `LlmFailure` as JSON here). On the wire it is the text itself
+/// ([`AnswerMessage::answer`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(transparent)]
+#[error("{0}")]
+pub struct NoAnswer(pub String);
+
+impl From<String> for NoAnswer {
+    fn from(why: String) -> Self {
+        NoAnswer(why)
+    }
 }
 
 /// Asks one endpoint's questions for one run, through the queue ([`AnswerMessage`]s come back
@@ -123,13 +139,13 @@ impl Asker {
         })
     }
 
-    /// Asks one question and waits for its answer: `Ok(Err(text))` when the worker's handler
+    /// Asks one question and waits for its answer: `Ok(Err(why))` when the worker's handler
     /// could not answer; `Err` when the question could not be asked, no trusted worker
     /// answered within the result timeout, or the answer failed its signature check.
     pub async fn ask(
         &self,
         question: &serde_json::Value,
-    ) -> Result<std::result::Result<serde_json::Value, String>> {
+    ) -> Result<std::result::Result<serde_json::Value, NoAnswer>> {
         let inner = self.inner.clone();
         let question = question.clone();
         let (tx, rx) = futures::channel::oneshot::channel();
@@ -149,7 +165,7 @@ impl Asker {
 async fn ask_here(
     inner: &AskerInner,
     question: serde_json::Value,
-) -> Result<std::result::Result<serde_json::Value, String>> {
+) -> Result<std::result::Result<serde_json::Value, NoAnswer>> {
     let number = inner.asked.fetch_add(1, Ordering::Relaxed);
     let text = job::encode("question", &question)?;
     let mut request = job::question_id(&inner.run, number, &text).0;
@@ -210,7 +226,7 @@ async fn ask_here(
 async fn stored(
     inner: &AskerInner,
     request: &str,
-) -> Result<Option<std::result::Result<serde_json::Value, String>>> {
+) -> Result<Option<std::result::Result<serde_json::Value, NoAnswer>>> {
     let Some((signed, signature)) = inner.store.answer(request).await? else {
         return Ok(None);
     };
@@ -226,5 +242,5 @@ async fn stored(
             message.request
         )));
     }
-    Ok(Some(message.answer))
+    Ok(Some(message.answer.map_err(NoAnswer)))
 }

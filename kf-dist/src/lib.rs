@@ -61,7 +61,7 @@ mod status;
 mod store;
 mod worker;
 
-pub use ask::{AnswerMessage, AskMessage, Asker};
+pub use ask::{AnswerMessage, AskMessage, Asker, NoAnswer};
 pub use config::{subject_token, DistConfig, Reuse, DEFAULT_RESULT_TIMEOUT, PRIORITIES};
 pub use error::{DistError, Result};
 pub use evaluator::{DistEvaluator, DistEvaluatorBuilder};
@@ -73,8 +73,8 @@ pub use job::{
 #[cfg(feature = "llm")]
 pub use llm::{decode_llm_answer, LlmAnswerer, QueuedLlm};
 pub use security::{
-    read_private, Credentials, Refusal, Role, Secret, Security, SecurityFiles, SigningKey,
-    TrustedKeys,
+    read_private, Credentials, PemError, Refusal, Role, Secret, Security, SecurityFiles,
+    SigningKey, TrustedKeys,
 };
 pub use status::{ClusterStatus, QueueDepth, WorkerState, WorkerStatus, GONE_AFTER_PERIODS};
 pub use store::{BuildRecord, Store, StoredBuild, StoredResult, WorkerReport};

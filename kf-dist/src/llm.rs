@@ -9,7 +9,7 @@
 //! from a gateway of the search's own). A failed answer is never reused by a resumed run: the
 //! question is asked again.
 
-use crate::ask::Asker;
+use crate::ask::{Asker, NoAnswer};
 use crate::job::Profile;
 use crate::worker::JobHandler;
 use kf_core::{async_trait, BoxError, Candidate, Evaluation};
@@ -52,14 +52,16 @@ impl LlmClient for QueuedLlm {
     }
 }
 
-/// Decodes an answer worker's answer to an LLM question ([`crate::AnswerMessage::answer`]) as
-/// [`QueuedLlm`] does: the [`ChatResponse`] as JSON, or it is [`FailureKind::Malformed`]; a
-/// failed answer is the [`LlmFailure`] as JSON text (the answer worker's), or any other text (the
-/// queue's: a refused or poison question) as a [`FailureKind::Server`] failure.
-pub fn decode_llm_answer(
-    answer: Result<serde_json::Value, String>,
+/// Decodes an answer worker's answer to an LLM question ([`crate::Asker::ask`]'s, or
+/// [`crate::AnswerMessage::answer`]) as [`QueuedLlm`] does: the [`ChatResponse`] as JSON, or it
+/// is [`FailureKind::Malformed`]; a failed answer is the [`LlmFailure`] as JSON text (the answer
+/// worker's), or any other text (the queue's: a refused or poison question) as a
+/// [`FailureKind::Server`] failure.
+pub fn decode_llm_answer<E: Into<NoAnswer>>(
+    answer: Result<serde_json::Value, E>,
 ) -> Result<ChatResponse, LlmFailure> {
-    let answer = answer.map_err(|text| {
+    let answer = answer.map_err(|why| {
+        let NoAnswer(text) = why.into();
         serde_json::from_str::<LlmFailure>(&text)
             .unwrap_or_else(|_| LlmFailure::new(FailureKind::Server, text))
     })?;
@@ -100,16 +102,16 @@ impl JobHandler for LlmAnswerer {
         &self,
         endpoint: &str,
         question: &serde_json::Value,
-    ) -> Result<Result<serde_json::Value, String>, BoxError> {
+    ) -> Result<Result<serde_json::Value, NoAnswer>, BoxError> {
         let request: ChatRequest = match serde_json::from_value(question.clone()) {
             Ok(r) => r,
-            Err(e) => return Ok(Err(format!("not a chat request: {e}"))),
+            Err(e) => return Ok(Err(NoAnswer(format!("not a chat request: {e}")))),
         };
         let failure = match self.gateway.ask(endpoint, request).await {
             Ok(exchange) => return Ok(Ok(serde_json::to_value(exchange.response)?)),
             Err(PromptError::Llm(failure)) => failure,
             Err(e) => LlmFailure::new(FailureKind::Rejected, e.to_string()),
         };
-        Ok(Err(serde_json::to_string(&failure)?))
+        Ok(Err(NoAnswer(serde_json::to_string(&failure)?)))
     }
 }

@@ -184,16 +184,20 @@ impl TrustedKeys {
     }
 
     /// Every `PUBLIC KEY` PEM block of a text.
-    pub fn from_pem(text: &str) -> std::result::Result<Self, String> {
+    pub fn from_pem(text: &str) -> std::result::Result<Self, PemError> {
         const END: &str = "-----END PUBLIC KEY-----";
         let mut keys = BTreeMap::new();
         for block in text.split_inclusive(END).filter(|b| b.contains(END)) {
-            let key = ed25519_dalek::VerifyingKey::from_public_key_pem(block.trim())
-                .map_err(|e| format!("not an Ed25519 public key ({e})"))?;
+            let key =
+                ed25519_dalek::VerifyingKey::from_public_key_pem(block.trim()).map_err(|e| {
+                    PemError::NotEd25519 {
+                        reason: e.to_string(),
+                    }
+                })?;
             keys.insert(key_id(&key), key);
         }
         if keys.is_empty() {
-            return Err("holds no PUBLIC KEY block".into());
+            return Err(PemError::NoPublicKey);
         }
         Ok(TrustedKeys { keys })
     }
@@ -219,6 +223,21 @@ impl TrustedKeys {
         key.verify(message, &signature)
             .map_err(|_| Refusal::BadSignature)
     }
+}
+
+/// Why a text holds no trusted keys ([`TrustedKeys::from_pem`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PemError {
+    /// A `PUBLIC KEY` block that is not an Ed25519 key.
+    #[error("not an Ed25519 public key ({reason})")]
+    NotEd25519 {
+        /// What the PEM decoder said.
+        reason: String,
+    },
+    /// No `PUBLIC KEY` block at all.
+    #[error("holds no PUBLIC KEY block")]
+    NoPublicKey,
 }
 
 /// Why a signed message was refused.

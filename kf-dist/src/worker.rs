@@ -91,7 +91,7 @@ pub trait JobHandler: Send + Sync + 'static {
     }
 
     /// Answers a question a search asked `endpoint` through the queue (on an answer worker,
-    /// [`WorkerRole::Answer`]: an LLM worker next to its model server, say). `Ok(Err(text))`
+    /// [`WorkerRole::Answer`]: an LLM worker next to its model server, say). `Ok(Err(why))`
     /// is an answer saying the question could not be answered (a budget spent, a model that
     /// refused); `Err` is a failure of the worker itself: the question is handed back. Default:
     /// this worker answers no questions.
@@ -99,7 +99,7 @@ pub trait JobHandler: Send + Sync + 'static {
         &self,
         endpoint: &str,
         _question: &serde_json::Value,
-    ) -> Result<std::result::Result<serde_json::Value, String>, BoxError> {
+    ) -> Result<std::result::Result<serde_json::Value, crate::NoAnswer>, BoxError> {
         Err(format!("this worker's handler answers no questions (endpoint {endpoint})").into())
     }
 
@@ -860,7 +860,7 @@ impl<H: JobHandler> Shared<H> {
             // Answered with the refusal, so that the asker stops waiting now.
             tracing::warn!(request = %question.request, run = %question.run, "question refused, not answered: {why}");
             self.counters.refused.fetch_add(1, Ordering::Relaxed);
-            let answer = Err(format!("refused by {}: {why}", self.name));
+            let answer = Err(crate::NoAnswer(format!("refused by {}: {why}", self.name)));
             self.store_answer(&message, &question, endpoint, answer, Instant::now())
                 .await;
             let _ = message.ack_with(AckKind::Term).await;
@@ -874,11 +874,11 @@ impl<H: JobHandler> Shared<H> {
         let started = Instant::now();
         let answer = if delivery > self.dist.max_attempts {
             self.counters.poisoned.fetch_add(1, Ordering::Relaxed);
-            Err(format!(
+            Err(crate::NoAnswer(format!(
                 "poison question: its {} deliveries ended without an answer (the workers that \
                  took it crashed or were killed)",
                 delivery - 1
-            ))
+            )))
         } else {
             let heartbeat = self.keep_in_progress(&message);
             let handler = self.handler.clone();
@@ -919,7 +919,7 @@ impl<H: JobHandler> Shared<H> {
         message: &Message,
         question: &crate::AskMessage,
         endpoint: &str,
-        answer: std::result::Result<serde_json::Value, String>,
+        answer: std::result::Result<serde_json::Value, crate::NoAnswer>,
         started: Instant,
     ) -> bool {
         let key = self.dist.security.signing_key.as_ref();
@@ -927,7 +927,7 @@ impl<H: JobHandler> Shared<H> {
             v: job::MESSAGE_VERSION,
             request: question.request.clone(),
             run: question.run.clone(),
-            answer,
+            answer: answer.map_err(|why| why.0),
             worker: self.name.clone(),
             worker_key: key.map(|k| k.id().to_string()).unwrap_or_default(),
             seconds: started.elapsed().as_secs_f64(),

@@ -153,7 +153,7 @@ impl JobHandler for TestHandler {
         &self,
         endpoint: &str,
         question: &serde_json::Value,
-    ) -> Result<Result<serde_json::Value, String>, BoxError> {
+    ) -> Result<Result<serde_json::Value, kf_dist::NoAnswer>, BoxError> {
         let id = question["id"].as_str().unwrap_or("?").to_owned();
         self.log(format!("ask {id}"))?;
         std::thread::sleep(Duration::from_millis(100));
@@ -162,9 +162,9 @@ impl JobHandler for TestHandler {
             .answered
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if n >= ANSWER_BUDGET {
-            return Ok(Err(format!(
+            return Ok(Err(kf_dist::NoAnswer(format!(
                 "{endpoint}: the budget of {ANSWER_BUDGET} answers is spent"
-            )));
+            ))));
         }
         Ok(Ok(
             serde_json::json!({"echo": question, "endpoint": endpoint}),
@@ -1283,14 +1283,14 @@ fn questions_from_two_searches_share_one_answer_worker() {
     let threads: Vec<_> = (0..4)
         .flat_map(|i| [ask(&a, format!("a{i}")), ask(&b, format!("b{i}"))])
         .collect();
-    let answers: Vec<(String, Result<serde_json::Value, String>)> =
+    let answers: Vec<(String, Result<serde_json::Value, kf_dist::NoAnswer>)> =
         threads.into_iter().map(|t| t.join().unwrap()).collect();
     let mut spent = 0;
     for (id, answer) in &answers {
         match answer {
             Ok(v) => assert_eq!(v["echo"]["id"], id.as_str(), "{id} got another's answer"),
             Err(e) => {
-                assert!(e.contains("budget"), "{id}: {e}");
+                assert!(e.0.contains("budget"), "{id}: {e}");
                 spent += 1;
             }
         }
