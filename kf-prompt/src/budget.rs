@@ -83,33 +83,38 @@ impl BudgetTracker {
     /// Reserves `estimate` for a request, or says which limit it would break. The reservation
     /// is released when the returned guard is dropped, or replaced by the actual spend with
     /// [`Reservation::commit`].
-    pub fn reserve(&self, estimate: Spend) -> Result<Reservation, String> {
+    pub fn reserve(&self, estimate: Spend) -> Result<Reservation, BudgetExceeded> {
         let mut state = self.lock();
         let mut total = state.committed;
         total.add(&state.reserved);
         total.add(&estimate);
         if let Some(max) = self.limit.max_requests {
             if total.requests > max {
-                return Err(format!(
-                    "the request budget of {max} is spent ({} sent, {} in flight)",
-                    state.committed.requests, state.reserved.requests
-                ));
+                return Err(BudgetExceeded::Requests {
+                    max,
+                    sent: state.committed.requests,
+                    in_flight: state.reserved.requests,
+                });
             }
         }
         if let Some(max) = self.limit.max_tokens {
             if total.tokens > max {
-                return Err(format!(
-                    "the token budget of {max} cannot cover this request: {} spent, {} reserved by requests in flight, {} needed",
-                    state.committed.tokens, state.reserved.tokens, estimate.tokens
-                ));
+                return Err(BudgetExceeded::Tokens {
+                    max,
+                    spent: state.committed.tokens,
+                    reserved: state.reserved.tokens,
+                    needed: estimate.tokens,
+                });
             }
         }
         if let Some(max) = self.limit.max_cost_usd {
             if total.cost_usd > max {
-                return Err(format!(
-                    "the cost budget of ${max:.4} cannot cover this request: ${:.4} spent, ${:.4} reserved, ${:.4} needed",
-                    state.committed.cost_usd, state.reserved.cost_usd, estimate.cost_usd
-                ));
+                return Err(BudgetExceeded::Cost {
+                    max_usd: max,
+                    spent_usd: state.committed.cost_usd,
+                    reserved_usd: state.reserved.cost_usd,
+                    needed_usd: estimate.cost_usd,
+                });
             }
         }
         state.reserved.add(&estimate);
@@ -119,6 +124,52 @@ impl BudgetTracker {
             done: false,
         })
     }
+}
+
+/// Which limit of the budget a request would break ([`BudgetTracker::reserve`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BudgetExceeded {
+    /// The request budget is spent.
+    #[error("the request budget of {max} is spent ({sent} sent, {in_flight} in flight)")]
+    Requests {
+        /// The limit.
+        max: u64,
+        /// Requests sent.
+        sent: u64,
+        /// Requests in flight.
+        in_flight: u64,
+    },
+    /// The token budget cannot cover the request.
+    #[error(
+        "the token budget of {max} cannot cover this request: {spent} spent, {reserved} reserved \
+         by requests in flight, {needed} needed"
+    )]
+    Tokens {
+        /// The limit.
+        max: u64,
+        /// Tokens spent.
+        spent: u64,
+        /// Tokens reserved by requests in flight.
+        reserved: u64,
+        /// Tokens this request may take.
+        needed: u64,
+    },
+    /// The cost budget cannot cover the request.
+    #[error(
+        "the cost budget of ${max_usd:.4} cannot cover this request: ${spent_usd:.4} spent, \
+         ${reserved_usd:.4} reserved, ${needed_usd:.4} needed"
+    )]
+    Cost {
+        /// The limit in US dollars.
+        max_usd: f64,
+        /// Spent.
+        spent_usd: f64,
+        /// Reserved by requests in flight.
+        reserved_usd: f64,
+        /// What this request may cost.
+        needed_usd: f64,
+    },
 }
 
 /// Budget held for one request in flight.

@@ -80,9 +80,9 @@ impl PromptComponents {
             origin: origin.to_owned(),
             message: e.to_string(),
         })?;
-        Self::from_components(file.component).map_err(|message| PromptError::Components {
+        Self::from_components(file.component).map_err(|e| PromptError::Components {
             origin: origin.to_owned(),
-            message,
+            message: e.to_string(),
         })
     }
 
@@ -96,17 +96,17 @@ impl PromptComponents {
         Self::from_toml_str(&text, &path.display().to_string())
     }
 
-    fn from_components(components: Vec<Component>) -> Result<Self, String> {
+    fn from_components(components: Vec<Component>) -> Result<Self, BadComponents> {
         if components.is_empty() {
-            return Err("no [[component]] given".into());
+            return Err(BadComponents::None);
         }
         let mut seen = std::collections::HashSet::new();
         for c in &components {
             if c.name.trim().is_empty() {
-                return Err("a component has an empty name".into());
+                return Err(BadComponents::EmptyName);
             }
             if !seen.insert(c.name.as_str()) {
-                return Err(format!("component `{}` is defined twice", c.name));
+                return Err(BadComponents::Twice(c.name.clone()));
             }
         }
         Ok(PromptComponents {
@@ -298,6 +298,17 @@ pub fn fill(template: &str, values: &[(&str, &str)]) -> String {
     }
     out.push_str(rest);
     out.trim().to_owned()
+}
+
+/// Why a list of components cannot be used (the message of a [`PromptError::Components`]).
+#[derive(Debug, thiserror::Error)]
+enum BadComponents {
+    #[error("no [[component]] given")]
+    None,
+    #[error("a component has an empty name")]
+    EmptyName,
+    #[error("component `{0}` is defined twice")]
+    Twice(String),
 }
 
 #[cfg(test)]

@@ -325,7 +325,7 @@ impl LlmGateway {
         let reservation = match self.inner.budget.reserve(estimate) {
             Ok(r) => r,
             Err(why) => {
-                let failure = LlmFailure::new(FailureKind::BudgetExhausted, why);
+                let failure = LlmFailure::new(FailureKind::BudgetExhausted, why.to_string());
                 self.record(&ExchangeRecord::new(
                     key,
                     request,

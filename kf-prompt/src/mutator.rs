@@ -526,9 +526,9 @@ fn mix_seed(a: u64, b: u64) -> u64 {
 
 /// The new text of a component from a meta-call's reply: edits of the old text, the first
 /// closed fenced block, or the whole reply (unless it was cut off at the token limit).
-fn meta_text(reply: &str, old: &str, max_chars: usize, cut_off: bool) -> Result<String, String> {
+fn meta_text(reply: &str, old: &str, max_chars: usize, cut_off: bool) -> Result<String, NoSection> {
     if cut_off && !code_blocks(reply).iter().any(|b| b.closed) {
-        return Err("the reply was cut off at the token limit".into());
+        return Err(NoSection::CutOff);
     }
     let edits = parse_edits(reply)?;
     let new = if !edits.is_empty() {
@@ -542,17 +542,32 @@ fn meta_text(reply: &str, old: &str, max_chars: usize, cut_off: bool) -> Result<
         match blocks.iter().find(|b| !b.text.trim().is_empty()) {
             Some(b) => b.text.clone(),
             None if !reply.contains("```") => reply.to_owned(),
-            None => return Err("the reply's code block is empty".into()),
+            None => return Err(NoSection::EmptyBlock),
         }
     };
     let new = new.trim();
     if new.is_empty() {
-        return Err("the reply holds no text".into());
+        return Err(NoSection::NoText);
     }
     if new == old.trim() {
-        return Err("the section is unchanged".into());
+        return Err(NoSection::Unchanged);
     }
     Ok(clip(new, max_chars))
+}
+
+/// Why a meta-call's reply gave no new text for its component.
+#[derive(Debug, thiserror::Error)]
+enum NoSection {
+    #[error("the reply was cut off at the token limit")]
+    CutOff,
+    #[error(transparent)]
+    Edit(#[from] crate::parse::EditError),
+    #[error("the reply's code block is empty")]
+    EmptyBlock,
+    #[error("the reply holds no text")]
+    NoText,
+    #[error("the section is unchanged")]
+    Unchanged,
 }
 
 impl Inner {

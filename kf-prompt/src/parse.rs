@@ -180,7 +180,7 @@ fn marker(line: &str, ch: char, word: Option<&str>) -> bool {
 /// `manifest`, a `.toml` file name) or by the fence around the edit (```` ```toml ````,
 /// ```` ```ini ````); a file label written right above a fence wins over the fence's own
 /// label (`manifest` above ```` ```diff ```` edits the manifest). The default is the kernel.
-pub fn parse_edits(reply: &str) -> Result<Vec<Edit>, String> {
+pub fn parse_edits(reply: &str) -> Result<Vec<Edit>, EditError> {
     enum State {
         Outside,
         Search(Vec<String>),
@@ -228,7 +228,7 @@ pub fn parse_edits(reply: &str) -> Result<Vec<Edit>, String> {
                 if marker(line, '=', None) {
                     State::Replace(s, Vec::new())
                 } else if marker(line, '<', Some("SEARCH")) || marker(line, '>', Some("REPLACE")) {
-                    return Err("an edit has `<<<<<<< SEARCH` but no `=======` divider".into());
+                    return Err(EditError::NoDivider);
                 } else {
                     s.push(line.to_owned());
                     State::Search(s)
@@ -243,7 +243,7 @@ pub fn parse_edits(reply: &str) -> Result<Vec<Edit>, String> {
                     });
                     State::Outside
                 } else if marker(line, '<', Some("SEARCH")) {
-                    return Err("an edit is missing its `>>>>>>> REPLACE` end marker".into());
+                    return Err(EditError::NoEndMarker);
                 } else {
                     r.push(line.to_owned());
                     State::Replace(s, r)
@@ -253,10 +253,8 @@ pub fn parse_edits(reply: &str) -> Result<Vec<Edit>, String> {
     }
     match state {
         State::Outside => Ok(edits),
-        State::Search(_) => Err("the reply ended inside the SEARCH part of an edit".into()),
-        State::Replace(..) => {
-            Err("the reply ended before an edit's `>>>>>>> REPLACE` marker".into())
-        }
+        State::Search(_) => Err(EditError::EndedInSearch),
+        State::Replace(..) => Err(EditError::EndedInReplace),
     }
 }
 
@@ -266,9 +264,9 @@ fn normalise(line: &str) -> String {
 
 /// Applies one edit to `text`: an exact match first, then a line-by-line match that ignores
 /// differences in whitespace (indentation, trailing spaces, blank lines around the SEARCH part).
-pub fn apply_edit(text: &str, search: &str, replace: &str) -> Result<String, String> {
+pub fn apply_edit(text: &str, search: &str, replace: &str) -> Result<String, EditError> {
     if search.trim().is_empty() {
-        return Err("an edit has an empty SEARCH part".into());
+        return Err(EditError::EmptySearch);
     }
     if let Some(at) = text.find(search) {
         let mut out = String::with_capacity(text.len() + replace.len());
@@ -293,10 +291,9 @@ pub fn apply_edit(text: &str, search: &str, replace: &str) -> Result<String, Str
             .find(|l| !l.trim().is_empty())
             .unwrap_or("")
             .trim();
-        return Err(format!(
-            "the SEARCH part starting `{}` does not match the current text, even ignoring whitespace",
-            first.chars().take(80).collect::<String>()
-        ));
+        return Err(EditError::NoMatch {
+            start: first.chars().take(80).collect(),
+        });
     };
     let mut out: Vec<&str> = Vec::with_capacity(lines.len());
     out.extend_from_slice(&lines[..i]);
@@ -310,13 +307,74 @@ pub fn apply_edit(text: &str, search: &str, replace: &str) -> Result<String, Str
 }
 
 /// Applies the edits of one target in order.
-pub fn apply_edits(text: &str, edits: &[Edit], target: EditTarget) -> Result<String, String> {
+pub fn apply_edits(text: &str, edits: &[Edit], target: EditTarget) -> Result<String, EditError> {
     let mut out = text.to_owned();
     for (i, e) in edits.iter().filter(|e| e.target == target).enumerate() {
-        out = apply_edit(&out, &e.search, &e.replace)
-            .map_err(|why| format!("{} edit {}: {why}", target.as_str(), i + 1))?;
+        out = apply_edit(&out, &e.search, &e.replace).map_err(|why| EditError::Edit {
+            target,
+            number: i + 1,
+            source: Box::new(why),
+        })?;
     }
     Ok(out)
+}
+
+/// Why a reply's SEARCH/REPLACE edits could not be read or applied; the message is what the
+/// next prompt tells the model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EditError {
+    /// A SEARCH part without its divider.
+    #[error("an edit has `<<<<<<< SEARCH` but no `=======` divider")]
+    NoDivider,
+    /// A REPLACE part without its end marker.
+    #[error("an edit is missing its `>>>>>>> REPLACE` end marker")]
+    NoEndMarker,
+    /// The reply ended inside a SEARCH part.
+    #[error("the reply ended inside the SEARCH part of an edit")]
+    EndedInSearch,
+    /// The reply ended inside a REPLACE part.
+    #[error("the reply ended before an edit's `>>>>>>> REPLACE` marker")]
+    EndedInReplace,
+    /// A SEARCH part with nothing in it.
+    #[error("an edit has an empty SEARCH part")]
+    EmptySearch,
+    /// A SEARCH part that is not in the text, even ignoring whitespace.
+    #[error(
+        "the SEARCH part starting `{start}` does not match the current text, even ignoring whitespace"
+    )]
+    NoMatch {
+        /// The SEARCH part's first line, up to 80 characters.
+        start: String,
+    },
+    /// Edit `number` (from 1) of `target` did not apply.
+    #[error("{} edit {number}: {source}", target.as_str())]
+    Edit {
+        /// The file it edits.
+        target: EditTarget,
+        /// Its number among that file's edits, from 1.
+        number: usize,
+        /// Why it did not apply.
+        source: Box<EditError>,
+    },
+}
+
+/// Why a model's manifest is no manifest at all ([`lenient_manifest`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LenientManifestError {
+    /// Not TOML.
+    #[error("the manifest is not valid TOML: {message}")]
+    NotToml {
+        /// The TOML parser's message.
+        message: String,
+    },
+    /// The repaired table could not be written back as TOML.
+    #[error("the manifest cannot be written back: {message}")]
+    Unwritable {
+        /// The TOML writer's message.
+        message: String,
+    },
 }
 
 /// A kernel drawn from a reply.
@@ -426,7 +484,7 @@ pub fn draft_from_reply(
                 reason: if cut_off {
                     format!("{why} (the reply was cut off at the token limit)")
                 } else {
-                    why
+                    why.to_string()
                 },
                 edits_failed: true,
             })
@@ -437,7 +495,8 @@ pub fn draft_from_reply(
             reason,
             edits_failed: true,
         };
-        let text = apply_edits(parent_text, &edits, EditTarget::Kernel).map_err(failed)?;
+        let text = apply_edits(parent_text, &edits, EditTarget::Kernel)
+            .map_err(|e| failed(e.to_string()))?;
         let manifest_edits = edits
             .iter()
             .filter(|e| e.target == EditTarget::Manifest)
@@ -448,7 +507,7 @@ pub fn draft_from_reply(
                     "manifest edits were given but the parent has no manifest".into(),
                 ));
             };
-            Some(apply_edits(m, &edits, EditTarget::Manifest).map_err(failed)?)
+            Some(apply_edits(m, &edits, EditTarget::Manifest).map_err(|e| failed(e.to_string()))?)
         } else {
             None
         };
@@ -578,7 +637,7 @@ pub fn lenient_manifest(
     text: &str,
     parent_entry: &str,
     parent_language: &str,
-) -> Result<LenientManifest, String> {
+) -> Result<LenientManifest, LenientManifestError> {
     const TOP: [&str; 8] = [
         "source",
         "entry",
@@ -589,9 +648,11 @@ pub fn lenient_manifest(
         "launch",
         "flags",
     ];
-    let mut table: toml::Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| format!("the manifest is not valid TOML: {}", e.message()))?;
+    let mut table: toml::Table =
+        text.parse()
+            .map_err(|e: toml::de::Error| LenientManifestError::NotToml {
+                message: e.message().to_owned(),
+            })?;
     let mut notes = Vec::new();
     drop_unknown_keys(&mut table, &TOP, "", &mut notes);
     for (section, known) in [
@@ -623,8 +684,9 @@ pub fn lenient_manifest(
             ordered.insert(key.to_owned(), v);
         }
     }
-    let text = toml::to_string(&ordered)
-        .map_err(|e| format!("the manifest cannot be written back: {e}"))?;
+    let text = toml::to_string(&ordered).map_err(|e| LenientManifestError::Unwritable {
+        message: e.to_string(),
+    })?;
     Ok(LenientManifest { text, notes })
 }
 
@@ -802,6 +864,7 @@ mod tests {
         }
         assert!(lenient_manifest("this is = not [toml", "k", "opencl")
             .unwrap_err()
+            .to_string()
             .contains("not valid TOML"));
     }
 
