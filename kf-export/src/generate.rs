@@ -221,7 +221,32 @@ fn lib_rs(groups: &[TaskGroup<'_>]) -> String {
          pub use kf_export::kf_core::DeviceFacts;\n\
          pub use kf_export::ExportError as Error;\n\
          use kf_export::kf_core::Backend as _;\n\
-         use kf_export::runtime::{self, Configuration, HostData, Table};\n",
+         use kf_export::runtime::{self, Configuration, HostData, Table};\n\
+         \n\
+         /// Calls through one backend that keep every kernel they run compiled (the free\n\
+         /// functions compile, or load from the backend's binary cache, on every call).\n\
+         pub struct Kernels<'b> {\n\
+         \x20   backend: &'b OpenClBackend,\n\
+         \x20   cache: runtime::KernelCache,\n\
+         }\n\
+         \n\
+         impl<'b> Kernels<'b> {\n\
+         \x20   /// Nothing compiled yet.\n\
+         \x20   pub fn new(backend: &'b OpenClBackend) -> Self {\n\
+         \x20       Kernels { backend, cache: runtime::KernelCache::new() }\n\
+         \x20   }\n\
+         \n\
+         \x20   /// The backend the calls go through.\n\
+         \x20   pub fn backend(&self) -> &'b OpenClBackend {\n\
+         \x20       self.backend\n\
+         \x20   }\n\
+         }\n\
+         \n\
+         impl std::fmt::Debug for Kernels<'_> {\n\
+         \x20   fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {\n\
+         \x20       f.debug_struct(\"Kernels\").field(\"compiled\", &self.cache.len()).finish()\n\
+         \x20   }\n\
+         }\n",
     );
     for g in groups {
         task_code(&mut out, g);
@@ -270,31 +295,38 @@ fn task_code(out: &mut String, g: &TaskGroup<'_>) {
         .map(|s| format!("{}: i64", ident(s)))
         .collect();
     let size_args: Vec<String> = sig.sizes.iter().map(|s| ident(s)).collect();
+    let buf_ident = |name: &str| {
+        let n = ident(name);
+        if size_args.contains(&n) {
+            format!("{n}_buf")
+        } else {
+            n
+        }
+    };
     let mut buf_params = Vec::new();
     let mut prep = String::new();
     let mut data = Vec::new();
     let mut back = String::new();
     for b in sig.buffers {
-        let name = format!("{}_", ident(b.name))
-            .trim_end_matches('_')
-            .to_owned();
-        let name = if size_args.contains(&name) {
-            format!("{name}_buf")
-        } else {
-            name
-        };
+        let name = buf_ident(b.name);
         let ty = b.dtype.rust();
         if b.output {
             buf_params.push(format!("{name}: &mut [{ty}]"));
             let _ = writeln!(
                 prep,
-                "    let mut {name}_bytes = runtime::{ty}_bytes({name});"
+                "        let mut {name}_bytes = runtime::{ty}_bytes({name});"
             );
             data.push(format!("HostData::Out(&mut {name}_bytes)"));
-            let _ = writeln!(back, "    runtime::{ty}_from_bytes(&{name}_bytes, {name});");
+            let _ = writeln!(
+                back,
+                "        runtime::{ty}_from_bytes(&{name}_bytes, {name});"
+            );
         } else {
             buf_params.push(format!("{name}: &[{ty}]"));
-            let _ = writeln!(prep, "    let {name}_bytes = runtime::{ty}_bytes({name});");
+            let _ = writeln!(
+                prep,
+                "        let {name}_bytes = runtime::{ty}_bytes({name});"
+            );
             data.push(format!("HostData::In(&{name}_bytes)"));
         }
     }
@@ -312,33 +344,31 @@ fn task_code(out: &mut String, g: &TaskGroup<'_>) {
         })
         .collect();
     let sizes_list = size_args.join(", ");
+    let buf_list = sig
+        .buffers
+        .iter()
+        .map(|b| buf_ident(b.name))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let sizes_params = size_params.join(", ");
+    let bufs_params = buf_params.join(", ");
+    let data = data.join(", ");
     let _ = writeln!(
         out,
         "\n/// Runs `{task}` at the sizes {} on `backend`'s device with the configuration the dispatch\n\
          /// rule picks (see the crate docs), and returns its index in [`{upper}_CONFIGURATIONS`].\n\
-         /// Buffers: {}.\n\
+         /// Buffers: {}. Compiles (or loads from the backend's binary cache) on every call;\n\
+         /// [`Kernels`] keeps the kernels compiled.\n\
          ///\n\
          /// # Errors\n\
          ///\n\
          /// No configuration's constraints hold at these sizes (the error names each one's failing\n\
          /// rule), a buffer of the wrong length, or a compile or launch failure.\n\
-         pub fn {task}(backend: &OpenClBackend, {}, {}) -> Result<usize, Error> {{\n\
-         \x20   let index = {task}_choice(backend.device(), {sizes_list})?;\n\
-         \x20   {task}_with(backend, index, {sizes_list}, {})?;\n\
-         \x20   Ok(index)\n\
+         pub fn {task}(backend: &OpenClBackend, {sizes_params}, {bufs_params}) -> Result<usize, Error> {{\n\
+         \x20   Kernels::new(backend).{task}({sizes_list}, {buf_list})\n\
          }}",
         sig.sizes.join(", "),
         buffers_doc.join("; "),
-        size_params.join(", "),
-        buf_params.join(", "),
-        sig.buffers
-            .iter()
-            .map(|b| {
-                let n = ident(b.name);
-                if size_args.contains(&n) { format!("{n}_buf") } else { n }
-            })
-            .collect::<Vec<_>>()
-            .join(", "),
     );
     let _ = writeln!(
         out,
@@ -347,10 +377,9 @@ fn task_code(out: &mut String, g: &TaskGroup<'_>) {
          /// # Errors\n\
          ///\n\
          /// As [`{task}`]'s, when no configuration's constraints hold.\n\
-         pub fn {task}_choice(device: &DeviceFacts, {}) -> Result<usize, Error> {{\n\
+         pub fn {task}_choice(device: &DeviceFacts, {sizes_params}) -> Result<usize, Error> {{\n\
          \x20   {upper}.choose(device, &[{sizes_list}])\n\
          }}",
-        size_params.join(", "),
     );
     let _ = writeln!(
         out,
@@ -360,15 +389,36 @@ fn task_code(out: &mut String, g: &TaskGroup<'_>) {
          ///\n\
          /// Its constraints failing at these sizes (the error names the rule), a buffer of the\n\
          /// wrong length, or a compile or launch failure.\n\
-         pub fn {task}_with(backend: &OpenClBackend, index: usize, {}, {}) -> Result<(), Error> {{\n\
-         {prep}\
-         \x20   {upper}.run(backend, index, &[{sizes_list}], &mut [{}])?;\n\
-         {back}\
-         \x20   Ok(())\n\
+         pub fn {task}_with(backend: &OpenClBackend, index: usize, {sizes_params}, {bufs_params}) -> Result<(), Error> {{\n\
+         \x20   Kernels::new(backend).{task}_with(index, {sizes_list}, {buf_list})\n\
          }}",
-        size_params.join(", "),
-        buf_params.join(", "),
-        data.join(", "),
+    );
+    let _ = writeln!(
+        out,
+        "\nimpl Kernels<'_> {{\n\
+         \x20   /// [`{task}`](fn@{task}), keeping the kernel it runs compiled.\n\
+         \x20   ///\n\
+         \x20   /// # Errors\n\
+         \x20   ///\n\
+         \x20   /// As [`{task}`](fn@{task})'s.\n\
+         \x20   pub fn {task}(&self, {sizes_params}, {bufs_params}) -> Result<usize, Error> {{\n\
+         \x20       let index = {task}_choice(self.backend.device(), {sizes_list})?;\n\
+         \x20       self.{task}_with(index, {sizes_list}, {buf_list})?;\n\
+         \x20       Ok(index)\n\
+         \x20   }}\n\
+         \n\
+         \x20   /// [`{task}_with`](fn@{task}_with), keeping the kernel it runs compiled.\n\
+         \x20   ///\n\
+         \x20   /// # Errors\n\
+         \x20   ///\n\
+         \x20   /// As [`{task}_with`](fn@{task}_with)'s.\n\
+         \x20   pub fn {task}_with(&self, index: usize, {sizes_params}, {bufs_params}) -> Result<(), Error> {{\n\
+         {prep}\
+         \x20       {upper}.run_cached(self.backend, &self.cache, index, &[{sizes_list}], &mut [{data}])?;\n\
+         {back}\
+         \x20       Ok(())\n\
+         \x20   }}\n\
+         }}",
     );
 }
 
@@ -391,15 +441,15 @@ fn reference_fn(task: &str) -> &'static str {
              \x20   c\n\
              }\n\
              \n\
-             fn case(backend: &OpenClBackend, index: Option<usize>, n: i64) -> (Vec<f32>, Vec<f32>, usize) {\n\
+             fn case(kernels: &Kernels<'_>, index: Option<usize>, n: i64) -> (Vec<f32>, Vec<f32>, usize) {\n\
              \x20   let (a, b) = (data((n * n) as usize, 1), data((n * n) as usize, 2));\n\
              \x20   let mut c = vec![f32::NAN; (n * n) as usize];\n\
              \x20   let chosen = match index {\n\
              \x20       Some(i) => {\n\
-             \x20           gemm_with(backend, i, n, n, n, &a, &b, &mut c).expect(\"the configuration runs\");\n\
+             \x20           kernels.gemm_with(i, n, n, n, &a, &b, &mut c).expect(\"the configuration runs\");\n\
              \x20           i\n\
              \x20       }\n\
-             \x20       None => gemm(backend, n, n, n, &a, &b, &mut c).expect(\"the dispatched call runs\"),\n\
+             \x20       None => kernels.gemm(n, n, n, &a, &b, &mut c).expect(\"the dispatched call runs\"),\n\
              \x20   };\n\
              \x20   (c, reference(n, n, n, &a, &b), chosen)\n\
              }\n"
@@ -418,15 +468,15 @@ fn reference_fn(task: &str) -> &'static str {
              \x20   y\n\
              }\n\
              \n\
-             fn case(backend: &OpenClBackend, index: Option<usize>, n: i64) -> (Vec<f32>, Vec<f32>, usize) {\n\
+             fn case(kernels: &Kernels<'_>, index: Option<usize>, n: i64) -> (Vec<f32>, Vec<f32>, usize) {\n\
              \x20   let x = data((n * n) as usize, 3);\n\
              \x20   let mut y = vec![f32::NAN; (n * n) as usize];\n\
              \x20   let chosen = match index {\n\
              \x20       Some(i) => {\n\
-             \x20           softmax_with(backend, i, n, n, &x, &mut y).expect(\"the configuration runs\");\n\
+             \x20           kernels.softmax_with(i, n, n, &x, &mut y).expect(\"the configuration runs\");\n\
              \x20           i\n\
              \x20       }\n\
-             \x20       None => softmax(backend, n, n, &x, &mut y).expect(\"the dispatched call runs\"),\n\
+             \x20       None => kernels.softmax(n, n, &x, &mut y).expect(\"the dispatched call runs\"),\n\
              \x20   };\n\
              \x20   (y, reference(n, n, &x), chosen)\n\
              }\n"
@@ -486,7 +536,7 @@ fn test_rs(crate_ident: &str, groups: &[TaskGroup<'_>]) -> String {
              \x20               eprintln!(\"{{}}: no small size where its constraints hold here\", {upper}_CONFIGURATIONS[index].name);\n\
              \x20               continue;\n\
              \x20           }};\n\
-             \x20           let (got, want, _) = case(&backend, Some(index), n);\n\
+             \x20           let (got, want, _) = case(&Kernels::new(&backend), Some(index), n);\n\
              \x20           close(&got, &want).unwrap_or_else(|e| panic!(\"{{}} at n = {{n}}: {{e}}\", {upper}_CONFIGURATIONS[index].name));\n\
              \x20           ran += 1;\n\
              \x20       }}\n\
@@ -498,8 +548,14 @@ fn test_rs(crate_ident: &str, groups: &[TaskGroup<'_>]) -> String {
              \x20           return;\n\
              \x20       }};\n\
              \x20       let n = SMALL.into_iter().find(|&n| {upper}.choose(backend.device(), &{sizes_of}).is_ok()).expect(\"a small size some configuration serves\");\n\
-             \x20       let (got, want, _) = case(&backend, None, n);\n\
+             \x20       let kernels = Kernels::new(&backend);\n\
+             \x20       let (got, want, first) = case(&kernels, None, n);\n\
              \x20       close(&got, &want).unwrap();\n\
+             \x20       // Again through the same Kernels: the compiled kernel is reused.\n\
+             \x20       let (again, want, second) = case(&kernels, None, n);\n\
+             \x20       close(&again, &want).unwrap();\n\
+             \x20       assert_eq!(first, second);\n\
+             \x20       assert_eq!(format!(\"{{kernels:?}}\"), \"Kernels {{ compiled: 1 }}\");\n\
              \x20   }}\n\
              }}"
         );

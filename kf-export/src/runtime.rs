@@ -4,7 +4,10 @@
 //! the manifest's compiler flags, launch geometry evaluated from the manifest at the caller's
 //! sizes, constraints checked with an error that names the rule.
 
-use kf_backend_opencl::{OpenClBackend, OpenClBuffer};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use kf_backend_opencl::{OpenClBackend, OpenClBuffer, OpenClKernel};
 use kf_core::{Backend, CompileOptions, DeviceFacts, KernelArg, NdRange, ParamValues};
 use kf_manifest::Manifest;
 
@@ -202,6 +205,24 @@ impl Table {
         sizes: &[i64],
         data: &mut [HostData<'_>],
     ) -> Result<(), ExportError> {
+        self.run_cached(backend, &KernelCache::new(), index, sizes, data)
+    }
+
+    /// [`Table::run`] with the compiled kernel kept in `cache` (or taken from it): calls after
+    /// the first skip the build. Use one cache per backend (a kernel belongs to its backend's
+    /// OpenCL context); the generated crate's `Kernels` pairs them.
+    ///
+    /// # Errors
+    ///
+    /// As [`Table::run`]'s.
+    pub fn run_cached(
+        &self,
+        backend: &OpenClBackend,
+        cache: &KernelCache,
+        index: usize,
+        sizes: &[i64],
+        data: &mut [HostData<'_>],
+    ) -> Result<(), ExportError> {
         let sig = self.signature;
         let named = self.sizes(sizes)?;
         if data.len() != sig.buffers.len() {
@@ -243,14 +264,21 @@ impl Table {
             task: sig.task.to_owned(),
             source,
         };
-        let kernel = prepared.manifest.kernel_source(c.source);
-        let options = CompileOptions {
-            flags: prepared.manifest.compile_flags(&prepared.params)?,
-            arch: None,
+        let cached = cache.get(c.name);
+        let kernel = match cached {
+            Some(k) => k,
+            None => {
+                let source = prepared.manifest.kernel_source(c.source);
+                let options = CompileOptions {
+                    flags: prepared.manifest.compile_flags(&prepared.params)?,
+                    arch: None,
+                };
+                let compiled = backend
+                    .compile(&source, &prepared.params, &options)
+                    .map_err(backend_err)?;
+                cache.put(c.name, compiled.kernel)
+            }
         };
-        let compiled = backend
-            .compile(&kernel, &prepared.params, &options)
-            .map_err(backend_err)?;
         let mut buffers: Vec<OpenClBuffer> = Vec::with_capacity(data.len());
         for d in data.iter() {
             let bytes: &[u8] = match d {
@@ -278,7 +306,7 @@ impl Table {
             });
         }
         backend
-            .launch(&compiled.kernel, &args, &prepared.range)
+            .launch(&kernel, &args, &prepared.range)
             .map_err(backend_err)?;
         for (d, buffer) in data.iter_mut().zip(&buffers) {
             if let HostData::Out(s) = d {
@@ -286,6 +314,50 @@ impl Table {
             }
         }
         Ok(())
+    }
+}
+
+/// Compiled kernels by configuration name, for one backend ([`Table::run_cached`]).
+#[derive(Default)]
+pub struct KernelCache {
+    kernels: Mutex<HashMap<&'static str, Arc<OpenClKernel>>>,
+}
+
+impl std::fmt::Debug for KernelCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelCache")
+            .field("kernels", &self.len())
+            .finish()
+    }
+}
+
+impl KernelCache {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Kernels held.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether it holds no kernel.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<&'static str, Arc<OpenClKernel>>> {
+        // A panic elsewhere while holding the lock leaves the map intact.
+        self.kernels.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn get(&self, name: &'static str) -> Option<Arc<OpenClKernel>> {
+        self.lock().get(name).cloned()
+    }
+
+    fn put(&self, name: &'static str, kernel: OpenClKernel) -> Arc<OpenClKernel> {
+        Arc::clone(self.lock().entry(name).or_insert_with(|| Arc::new(kernel)))
     }
 }
 

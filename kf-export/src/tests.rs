@@ -65,6 +65,7 @@ fn two_runs_export_one_table_with_regions_and_a_test() {
     let lib = std::fs::read_to_string(out.join("src/lib.rs")).unwrap();
     assert!(lib.contains("pub fn gemm(backend: &OpenClBackend, m: i64, n: i64, k: i64, a: &[f32], b: &[f32], c: &mut [f32])"), "{lib}");
     assert!(lib.contains("pub fn gemm_with(") && lib.contains("pub fn gemm_choice("));
+    assert!(lib.contains("pub struct Kernels<'b>") && lib.contains("run_cached(self.backend"));
     assert!(
         lib.contains("- on Test CPU: 1 ≤ n ≤ 127: `gemm_0`; n ≥ 128: `gemm_1`"),
         "{lib}"
