@@ -43,6 +43,12 @@ pub enum ExportError {
     /// No run was given.
     #[error("no run to export: give at least one run directory")]
     NoRuns,
+    /// The generated crate's name is not a package name Cargo accepts.
+    #[error("`{name}` is not a crate name: use ASCII letters, digits, `-` and `_`, starting with a letter")]
+    BadCrateName {
+        /// The name given.
+        name: String,
+    },
     /// A manifest of a run (or embedded in a generated crate) is invalid or does not evaluate.
     #[error(transparent)]
     Manifest(#[from] kf_manifest::ManifestError),

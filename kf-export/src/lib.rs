@@ -108,11 +108,19 @@ pub struct Exported {
 ///
 /// # Errors
 ///
-/// [`ExportError::NoRuns`], the errors of [`TunedKernel::load`], [`ExportError::Unsupported`]
+/// [`ExportError::NoRuns`], [`ExportError::BadCrateName`], the errors of [`TunedKernel::load`], [`ExportError::Unsupported`]
 /// for a run of another backend, language or task, and [`ExportError::Io`] when writing fails.
 pub fn export_rust(export: &RustExport) -> Result<Exported, ExportError> {
     if export.runs.is_empty() {
         return Err(ExportError::NoRuns);
+    }
+    let name = &export.crate_name;
+    let valid_name = name.starts_with(|c: char| c.is_ascii_alphabetic())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !valid_name {
+        return Err(ExportError::BadCrateName { name: name.clone() });
     }
     let kernels = export
         .runs

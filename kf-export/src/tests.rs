@@ -86,6 +86,36 @@ fn two_runs_export_one_table_with_regions_and_a_test() {
 }
 
 #[test]
+fn each_task_gets_its_own_typed_function_and_test_module() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (g, sm) = (tmp.path().join("g"), tmp.path().join("sm"));
+    fake_run(&g, "opencl", "gemm", 64, 16);
+    fake_run(&sm, "opencl", "softmax", 64, 16);
+    // A softmax run: its own sizes (the manifest's rules name M and N, which softmax does
+    // not have; the export does not evaluate them, the call would refuse).
+    let run = serde_json::json!({
+        "config": {"backend": {"kind": "opencl"}, "device": "Test CPU",
+                   "sizes": {"COLS": 128, "ROWS": 64}, "task": "softmax"}
+    });
+    std::fs::write(sm.join("run/run.json"), run.to_string()).unwrap();
+    let out = tmp.path().join("crate");
+    let mut export = RustExport::new(vec![sm, g], &out);
+    export.crate_name = "my_kernels".to_owned();
+    let done = export_rust(&export).unwrap();
+    assert_eq!(done.kernels[0].sizes_text(), "ROWS=64,COLS=128");
+    let lib = std::fs::read_to_string(out.join("src/lib.rs")).unwrap();
+    assert!(lib.contains("pub fn softmax(backend: &OpenClBackend, rows: i64, cols: i64, x: &[f32], y: &mut [f32])"), "{lib}");
+    assert!(lib.contains("pub static SOFTMAX: Table") && lib.contains("pub static GEMM: Table"));
+    assert!(lib.contains("along the diagonal ROWS = COLS = n"), "{lib}");
+    let test = std::fs::read_to_string(out.join("tests/reference.rs")).unwrap();
+    assert!(
+        test.contains("use my_kernels::*;")
+            && test.contains("mod softmax {")
+            && test.contains("mod gemm {")
+    );
+}
+
+#[test]
 fn other_backends_tasks_and_empty_runs_are_refused_with_a_reason() {
     let tmp = tempfile::tempdir().unwrap();
     let sycl = tmp.path().join("sycl");
@@ -104,6 +134,12 @@ fn other_backends_tasks_and_empty_runs_are_refused_with_a_reason() {
 
     let e = export_rust(&RustExport::new(vec![], tmp.path().join("o3"))).unwrap_err();
     assert!(matches!(e, ExportError::NoRuns));
+    let ok = tmp.path().join("ok");
+    fake_run(&ok, "opencl", "gemm", 64, 16);
+    let mut named = RustExport::new(vec![ok], tmp.path().join("o6"));
+    named.crate_name = "my kernels".to_owned();
+    let e = export_rust(&named).unwrap_err();
+    assert!(matches!(e, ExportError::BadCrateName { .. }), "{e}");
 
     let empty = tmp.path().join("empty");
     fake_run(&empty, "opencl", "gemm", 64, 16);
