@@ -106,6 +106,9 @@ pub struct AllowedPaths {
 impl AllowedPaths {
     /// What a worker with the compile cache `cache_dir` (the backend's, when it names one)
     /// needs: the runtimes, caches, the private temporary folder and the parent's additions.
+    /// The Python installation (`taskfile::python::installation_dirs`) and the device
+    /// characterisation cache are added by the callers that need them (this module depends on
+    /// neither, so that both can use it).
     pub fn for_worker(cache_dir: Option<&Path>) -> Self {
         let mut read = Vec::new();
         let mut write = Vec::new();
@@ -133,10 +136,6 @@ impl AllowedPaths {
                 read.extend(std::env::split_paths(&value).filter(|p| p.is_absolute()));
             }
         }
-        read.extend(python_installation());
-        // The device's measured roofline (`KF_DEVICE_CACHE` or devices.json beside the compile
-        // caches), which the protocol judges against.
-        read.extend(crate::characterise::cache_path());
         if let Some(base) = std::env::var_os("XDG_CACHE_HOME")
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
@@ -180,44 +179,6 @@ fn runtime_dirs() -> Vec<PathBuf> {
                 out.push(runtime);
             }
         }
-    }
-    out
-}
-
-/// The Python installation references run with: the interpreter's prefix (for a virtual
-/// environment, also the installation it was made from, `home` in `pyvenv.cfg`).
-fn python_installation() -> Vec<PathBuf> {
-    let interpreter = crate::taskfile::python::python_interpreter();
-    let mut out = Vec::new();
-    let resolved = if interpreter.is_absolute() {
-        Some(interpreter.clone())
-    } else {
-        std::env::var_os("PATH").and_then(|path| {
-            std::env::split_paths(&path)
-                .map(|d| d.join(&interpreter))
-                .find(|p| p.is_file())
-        })
-    };
-    let Some(resolved) = resolved else {
-        return out;
-    };
-    // <prefix>/bin/python
-    if let Some(prefix) = resolved.parent().and_then(Path::parent) {
-        out.push(prefix.to_path_buf());
-        if let Ok(cfg) = std::fs::read_to_string(prefix.join("pyvenv.cfg")) {
-            for line in cfg.lines() {
-                if let Some(home) = line
-                    .split_once('=')
-                    .filter(|(k, _)| k.trim() == "home")
-                    .map(|(_, v)| PathBuf::from(v.trim()))
-                {
-                    out.extend(home.parent().map(Path::to_path_buf));
-                }
-            }
-        }
-    }
-    if let Ok(real) = std::fs::canonicalize(&resolved) {
-        out.extend(real.parent().and_then(Path::parent).map(Path::to_path_buf));
     }
     out
 }

@@ -346,9 +346,15 @@ where
     let confinement = if std::env::var(crate::confine::CONFINE_ENV).is_ok_and(|v| v == "0") {
         crate::confine::Confinement::Off
     } else {
-        crate::confine::confine_current_thread(&crate::confine::AllowedPaths::for_worker(
-            spec.cache_dir.as_deref(),
-        ))
+        let mut allowed = crate::confine::AllowedPaths::for_worker(spec.cache_dir.as_deref());
+        // The Python references run with, and the device's measured roofline
+        // (`KF_DEVICE_CACHE` or devices.json beside the compile caches), which the protocol
+        // judges against.
+        allowed
+            .read
+            .extend(crate::taskfile::python::installation_dirs());
+        allowed.read.extend(crate::characterise::cache_path());
+        crate::confine::confine_current_thread(&allowed)
     };
     send(
         &mut out,

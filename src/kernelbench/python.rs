@@ -44,6 +44,9 @@ pub(crate) fn run_python(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut allowed = kf_eval::confine::AllowedPaths::for_worker(None);
+    allowed
+        .read
+        .extend(kf_eval::taskfile::python::installation_dirs());
     allowed.read.extend(reads.iter().map(|p| p.to_path_buf()));
     kf_eval::confine::confine_command(&mut command, &allowed);
     let mut child = command

@@ -93,6 +93,45 @@ pub fn runtime_dir() -> Option<PathBuf> {
     })
 }
 
+/// The folders of the Python installation references run with (what a confined process
+/// needs to start it): the interpreter's prefix (for a virtual
+/// environment, also the installation it was made from, `home` in `pyvenv.cfg`).
+pub fn installation_dirs() -> Vec<PathBuf> {
+    let interpreter = python_interpreter();
+    let mut out = Vec::new();
+    let resolved = if interpreter.is_absolute() {
+        Some(interpreter.clone())
+    } else {
+        std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|d| d.join(&interpreter))
+                .find(|p| p.is_file())
+        })
+    };
+    let Some(resolved) = resolved else {
+        return out;
+    };
+    // <prefix>/bin/python
+    if let Some(prefix) = resolved.parent().and_then(Path::parent) {
+        out.push(prefix.to_path_buf());
+        if let Ok(cfg) = std::fs::read_to_string(prefix.join("pyvenv.cfg")) {
+            for line in cfg.lines() {
+                if let Some(home) = line
+                    .split_once('=')
+                    .filter(|(k, _)| k.trim() == "home")
+                    .map(|(_, v)| PathBuf::from(v.trim()))
+                {
+                    out.extend(home.parent().map(Path::to_path_buf));
+                }
+            }
+        }
+    }
+    if let Ok(real) = std::fs::canonicalize(&resolved) {
+        out.extend(real.parent().and_then(Path::parent).map(Path::to_path_buf));
+    }
+    out
+}
+
 /// One call of a Python reference.
 pub(crate) struct PythonCall<'a> {
     /// The script.
@@ -158,6 +197,7 @@ pub(crate) fn run(
         .stdout(stdout)
         .stderr(stderr);
     let mut allowed = crate::confine::AllowedPaths::for_worker(None);
+    allowed.read.extend(installation_dirs());
     allowed.read.extend(script.parent().map(Path::to_path_buf));
     allowed.write.push(work.to_path_buf());
     crate::confine::confine_command(&mut command, &allowed);
