@@ -277,7 +277,7 @@ pub struct OpenAiClient {
 impl fmt::Debug for OpenAiClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAiClient")
-            .field("url", &self.inner.url)
+            .field("url", &self.inner.describe)
             .field("api_key", &self.inner.key.as_ref().map(|_| "<redacted>"))
             .field("stream", &self.inner.stream)
             .field("retry", &self.inner.retry)
@@ -328,7 +328,9 @@ impl OpenAiClient {
         Ok(OpenAiClient {
             inner: Arc::new(Inner {
                 http,
-                describe: url.clone(),
+                // What the client is called in logs and by `kf search`: its URL without a
+                // password.
+                describe: kf_core::redact::redact_url(&url),
                 url,
                 key: config.api_key,
                 retry: RetryPolicy {
@@ -1197,6 +1199,16 @@ mod tests {
 
     fn req() -> ChatRequest {
         ChatRequest::new("m", vec![ChatMessage::user("hello")])
+    }
+
+    #[test]
+    fn a_url_password_is_neither_described_nor_debugged() {
+        let client =
+            OpenAiClient::new(OpenAiConfig::new("http://kf:pw-7781234@127.0.0.1:9/v1")).unwrap();
+        for shown in [client.describe(), format!("{client:?}")] {
+            assert!(!shown.contains("pw-7781234"), "{shown}");
+            assert!(shown.contains("kf:[redacted]@127.0.0.1:9"), "{shown}");
+        }
     }
 
     #[test]
