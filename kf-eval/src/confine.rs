@@ -105,11 +105,29 @@ pub struct AllowedPaths {
 
 impl AllowedPaths {
     /// What a worker with the compile cache `cache_dir` (the backend's, when it names one)
-    /// needs: the runtimes, caches, the private temporary folder and the parent's additions.
-    /// The Python installation (`taskfile::python::installation_dirs`) and the device
-    /// characterisation cache are added by the callers that need them (this module depends on
-    /// neither, so that both can use it).
+    /// needs: [`AllowedPaths::runtimes`], its private temporary folder (`TMPDIR`, made by the
+    /// parent) and the parent's additions ([`CONFINE_READ_ENV`]). The Python installation
+    /// (`taskfile::python::installation_dirs`) and the device characterisation cache are added
+    /// by the callers that need them (this module depends on neither, so that both can use it).
     pub fn for_worker(cache_dir: Option<&Path>) -> Self {
+        let mut allowed = Self::runtimes(cache_dir);
+        if let Some(tmp) = std::env::var_os("TMPDIR").filter(|v| !v.is_empty()) {
+            allowed.write.push(PathBuf::from(tmp));
+        }
+        if let Some(extra) = std::env::var(CONFINE_READ_ENV)
+            .ok()
+            .and_then(|v| serde_json::from_str::<Vec<PathBuf>>(&v).ok())
+        {
+            allowed.read.extend(extra);
+        }
+        allowed
+    }
+
+    /// The runtimes of `.runtime` and of the runtime variables, the compile caches
+    /// (`cache_dir` among them) and the program itself: what any confined process needs,
+    /// without a temporary folder. A process started outside a worker (a reference under
+    /// `kf task check`) gets this, not the caller's `TMPDIR`, which may be the shared `/tmp`.
+    pub fn runtimes(cache_dir: Option<&Path>) -> Self {
         let mut read = Vec::new();
         let mut write = Vec::new();
         for runtime in runtime_dirs() {
@@ -145,15 +163,6 @@ impl AllowedPaths {
         }
         if let Some(dir) = cache_dir {
             write.push(dir.to_path_buf());
-        }
-        if let Some(tmp) = std::env::var_os("TMPDIR").filter(|v| !v.is_empty()) {
-            write.push(PathBuf::from(tmp));
-        }
-        if let Some(extra) = std::env::var(CONFINE_READ_ENV)
-            .ok()
-            .and_then(|v| serde_json::from_str::<Vec<PathBuf>>(&v).ok())
-        {
-            read.extend(extra);
         }
         // The program itself (a panic's backtrace reads it through /proc/self/exe).
         read.extend(std::env::current_exe().ok());

@@ -43,7 +43,7 @@ pub(crate) fn run_python(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut allowed = kf_eval::confine::AllowedPaths::for_worker(None);
+    let mut allowed = kf_eval::confine::AllowedPaths::runtimes(None);
     allowed
         .read
         .extend(kf_eval::taskfile::python::installation_dirs());
