@@ -23,7 +23,7 @@
 //! | [`backends`] (`kf-search`) | backends by name ([`search::BackendKind`]), device facts, and [`init`] |
 //! | [`report`] (`kf-search`) | progress bar, logging, and the end-of-run report: per-cell table, best kernel files, `report.json`, heatmap and curve PNGs (feature `report`) |
 //! | [`explorer`] (`kf-search`) | the run explorer page; served live with feature `report` |
-//! | [`kernelbench`] | KernelBench problems as task files, and the level-1 benchmark |
+//! | [`kernelbench`] (`kf-kernelbench`) | KernelBench problems as task files (levels 1 and 2), and the KernelBench benchmark |
 //!
 //! # Features
 //!
@@ -57,7 +57,9 @@
 //! ICD loader (`/etc/OpenCL/vendors`). See `opencl`'s runtime notes.
 
 pub mod explorer;
-pub mod kernelbench;
+
+/// KernelBench problems as task files, and the KernelBench benchmark (`kf-kernelbench`).
+pub use kf_kernelbench as kernelbench;
 
 /// The shipped search as an open pipeline ([`search::Search::builder`]).
 pub use kf_search as search;

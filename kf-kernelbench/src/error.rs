@@ -22,6 +22,14 @@ pub enum KernelBenchError {
         /// Why it was refused.
         reason: String,
     },
+    /// `--atol` / `--rtol` is negative or not a number.
+    #[error("--{name} {value} is not a non-negative number")]
+    BadTolerance {
+        /// `atol` or `rtol`.
+        name: &'static str,
+        /// The value given.
+        value: f64,
+    },
     /// No NumPy reference exists and PyTorch is not installed: a template was written.
     #[error(
         "PyTorch is not installed in {python}, so the reference must be a NumPy script: wrote a \
@@ -63,12 +71,24 @@ pub enum KernelBenchError {
         #[source]
         source: std::io::Error,
     },
-    /// A task's search could not run.
+    /// A task's search could not be assembled or run.
     #[error("search: {0}")]
-    Search(String),
+    Search(#[from] kf_search::SearchError),
+    /// A task file could not become a job for the search's workers.
+    #[error("task job: {0}")]
+    Job(#[from] kf_eval::EvalError),
     /// Rendering the task file as TOML failed.
     #[error("rendering the task file: {0}")]
-    Render(String),
+    RenderToml(#[from] toml::ser::Error),
+    /// Rendering the benchmark summary as JSON failed.
+    #[error("rendering the summary: {0}")]
+    RenderJson(#[from] serde_json::Error),
+    /// A task file loaded from text has no folder (its problem file is looked up beside it).
+    #[error("task `{task}` has no folder to find its problem file in")]
+    NoTaskFolder {
+        /// The task's name.
+        task: String,
+    },
 }
 
 impl KernelBenchError {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::error::KernelBenchError;
+use crate::error::KernelBenchError;
 
 /// The Python interpreter for references, the one task files' Python references use:
 /// `KF_PYTHON`, else the runtime virtual environment `scripts/setup.sh` made

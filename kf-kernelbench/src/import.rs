@@ -27,8 +27,8 @@ use kf_eval::taskfile::{
 };
 use serde::Deserialize;
 
-use super::error::KernelBenchError;
-use super::python::{default_python, run_python, torch_available};
+use crate::error::KernelBenchError;
+use crate::python::{default_python, run_python, torch_available};
 
 const HELPER: &str = include_str!("import_helper.py");
 
@@ -60,6 +60,14 @@ impl ReferenceKind {
         match self {
             ReferenceKind::Torch => "torch",
             ReferenceKind::Numpy => "numpy",
+        }
+    }
+
+    /// Words for the import's summary.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ReferenceKind::Torch => "the unchanged problem file with PyTorch on the CPU",
+            ReferenceKind::Numpy => "NumPy",
         }
     }
 }
@@ -102,6 +110,43 @@ pub struct ImportTolerance {
     pub rtol: f64,
 }
 
+impl ImportTolerance {
+    /// A tolerance from the command line's `--atol` / `--rtol`; each must be a finite,
+    /// non-negative number.
+    pub fn new(atol: f64, rtol: f64) -> Result<Self, KernelBenchError> {
+        for (name, value) in [("atol", atol), ("rtol", rtol)] {
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(KernelBenchError::BadTolerance { name, value });
+            }
+        }
+        Ok(ImportTolerance { atol, rtol })
+    }
+}
+
+/// Parses `--size` arguments, `NAME=VALUE` each (empty entries are skipped), in order.
+pub fn parse_size_assignments<S: AsRef<str>>(
+    texts: &[S],
+) -> Result<IndexMap<String, i64>, KernelBenchError> {
+    let mut sizes = IndexMap::new();
+    for text in texts
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|s| !s.trim().is_empty())
+    {
+        let bad = |reason: &str| KernelBenchError::BadSize {
+            name: text.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let (name, value) = text.split_once('=').ok_or_else(|| bad("not NAME=VALUE"))?;
+        let value: i64 = value
+            .trim()
+            .parse()
+            .map_err(|_| bad("the value is not an integer"))?;
+        sizes.insert(name.trim().to_owned(), value);
+    }
+    Ok(sizes)
+}
+
 impl Default for ImportTolerance {
     fn default() -> Self {
         KERNELBENCH_TOLERANCE
@@ -131,6 +176,44 @@ pub struct ImportReport {
     pub spec: TaskSpec,
     /// Sizes that were varied while probing the reference (the others kept their values).
     pub varied_sizes: Vec<String>,
+}
+
+impl ImportReport {
+    /// What `kf task import-kernelbench` prints: the files written, the kernel's arguments,
+    /// each buffer with its role, dtype and shape, the sizes, and what is missing.
+    pub fn describe(&self) -> String {
+        let mut text = format!(
+            "wrote {}\nreference: {} ({})\nkernel arguments: {}\n",
+            self.task_file.display(),
+            self.reference_file.display(),
+            self.reference.describe(),
+            self.spec.args.join(", ")
+        );
+        for b in &self.spec.buffers {
+            let shape: Vec<String> = b.shape.iter().map(|e| e.text()).collect();
+            text.push_str(&format!(
+                "  {:<8} {:<24} {} [{}]\n",
+                format!("{:?}", b.role).to_lowercase(),
+                b.name,
+                b.dtype,
+                shape.join(", ")
+            ));
+        }
+        let sizes: Vec<String> = self
+            .spec
+            .sizes
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        text.push_str(&format!("sizes: {}\n", sizes.join(", ")));
+        if self.spec.baseline.is_none() {
+            text.push_str(
+                "no baseline: write naive.toml (+ its .cl) beside the task file and add \
+                 [baseline] kernel = \"naive.toml\"\n",
+            );
+        }
+        text
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -412,9 +495,7 @@ pub fn import_kernelbench(options: &ImportOptions) -> Result<ImportReport, Kerne
         task_file.display().to_string(),
         TaskBase::Dir(out.clone()),
     )?;
-    let text = spec
-        .to_toml()
-        .map_err(|e| KernelBenchError::Render(e.to_string()))?;
+    let text = spec.to_toml()?;
     let header = format!(
         "# Imported by `kf task import-kernelbench` from the KernelBench problem {}.\n\
          # Reference: {}\n#   ({}).\n\

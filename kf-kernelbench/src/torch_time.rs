@@ -7,9 +7,9 @@ use std::time::Duration;
 use indexmap::IndexMap;
 use kf_eval::taskfile::{BufferRole, TaskFile};
 
-use super::error::KernelBenchError;
-use super::import::{ask_helper, problem_in_task, torch_adapter, write_atomic};
-use super::python::run_python;
+use crate::error::KernelBenchError;
+use crate::import::{ask_helper, problem_in_task, torch_adapter, write_atomic};
+use crate::python::run_python;
 
 /// Loads the adapter, draws inputs of the given shapes and prints the median forward time.
 const TIMER: &str = r#"
@@ -49,7 +49,9 @@ pub fn torch_cpu_seconds(
     let dir = task
         .base
         .dir()
-        .ok_or_else(|| KernelBenchError::Render("the task has no folder".into()))?;
+        .ok_or_else(|| KernelBenchError::NoTaskFolder {
+            task: task.spec.name.clone(),
+        })?;
     let stem = task
         .spec
         .name

@@ -7,17 +7,17 @@ use kf_core::Archive;
 use kf_eval::taskfile::TaskFile;
 use kf_eval::TaskFileJob;
 
-use super::bench::{BenchSummary, TaskResult};
-use super::error::KernelBenchError;
-use super::import::TASK_FILE_NAME;
-use super::python::{default_python, torch_available};
-use super::torch_time::torch_cpu_seconds;
-use crate::search::{Search, SearchConfig};
+use crate::bench::{BenchSummary, TaskResult};
+use crate::error::KernelBenchError;
+use crate::import::TASK_FILE_NAME;
+use crate::python::{default_python, torch_available};
+use crate::torch_time::torch_cpu_seconds;
+use kf_search::{Search, SearchConfig};
 
 /// How to run `kf bench kernelbench`.
 #[derive(Debug, Clone)]
 pub struct BenchOptions {
-    /// The task folders (see [`super::shipped_tasks`]).
+    /// The task folders (see [`crate::shipped_tasks`]).
     pub tasks: Vec<PathBuf>,
     /// The search configuration every task starts from (evaluations, backend, seed, tuning,
     /// wall limit); its task, sizes and output folder are set per task.
@@ -80,8 +80,7 @@ fn bench_task(
     name: &str,
 ) -> Result<TaskResult, KernelBenchError> {
     let file = TaskFile::load(&dir.join(TASK_FILE_NAME))?;
-    let job =
-        TaskFileJob::from_task_file(&file).map_err(|e| KernelBenchError::Search(e.to_string()))?;
+    let job = TaskFileJob::from_task_file(&file)?;
     let mut config = options.search.clone();
     config.task = file.spec.name.clone();
     config.sizes = file.spec.sizes.clone();
@@ -91,8 +90,7 @@ fn bench_task(
     let outcome = Search::builder()
         .config(config.clone())
         .build()
-        .and_then(|search| search.run())
-        .map_err(|e| KernelBenchError::Search(e.to_string()))?;
+        .and_then(|search| search.run())?;
     // The best correct kernel by its speedup over the baseline timed in the same worker.
     let best = Archive::elites(&outcome.archive)
         .into_iter()

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::error::KernelBenchError;
-use super::import::{write_atomic, TASK_FILE_NAME};
+use crate::error::KernelBenchError;
+use crate::import::{write_atomic, TASK_FILE_NAME};
 
 /// What speedups in `fast_p` are measured against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -137,6 +137,14 @@ impl BenchSummary {
         }
     }
 
+    /// Whether some task could not even start its search (an error before any evaluation):
+    /// `kf bench kernelbench` then exits with status 1.
+    pub fn any_task_not_run(&self) -> bool {
+        self.tasks
+            .iter()
+            .any(|t| t.error.is_some() && t.evaluations == 0)
+    }
+
     /// The table printed by `kf bench kernelbench`.
     pub fn table(&self) -> String {
         let ms = |s: Option<f64>| s.map_or("-".to_owned(), |s| format!("{:.3}", s * 1e3));
@@ -184,8 +192,7 @@ impl BenchSummary {
 
     /// Writes the summary as JSON to `path` (temp file + rename).
     pub fn write_json(&self, path: &Path) -> Result<(), KernelBenchError> {
-        let text = serde_json::to_string_pretty(self)
-            .map_err(|e| KernelBenchError::Render(e.to_string()))?;
+        let text = serde_json::to_string_pretty(self)?;
         write_atomic(path, &format!("{text}\n"))
     }
 }
@@ -299,7 +306,7 @@ mod tests {
 
     #[test]
     fn shipped_tasks_are_found_sorted_and_filtered() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/kernelbench");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tasks/kernelbench");
         let all = shipped_tasks(&dir, &[]).unwrap();
         assert!(all.len() >= 12);
         let names: Vec<String> = all
