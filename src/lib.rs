@@ -106,3 +106,9 @@ pub use kf_tune as tune;
 pub use kf_archive;
 
 pub use kf_search::init;
+
+/// The guide's chapter "Embedding in Rust", whose Rust examples CI compiles as doctests of this
+/// crate: the example a reader copies is the one that builds.
+#[cfg(all(doctest, feature = "opencl"))]
+#[doc = include_str!("../docs/guide/07-embedding.md")]
+pub struct GuideEmbeddingInRust;
