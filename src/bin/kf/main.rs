@@ -10,6 +10,7 @@ mod report_cmd;
 mod run_cmd;
 mod search_cmd;
 mod serve_cmd;
+mod setup_cmd;
 mod task_arg;
 mod task_cmd;
 mod task_import;
@@ -64,6 +65,8 @@ enum Command {
     Verify(verify_cmd::VerifyArgs),
     /// Write a Rust crate that calls runs' best kernels, with a per-device, per-size dispatch.
     Export(export_cmd::ExportArgs),
+    /// Install runtimes (Intel CPU OpenCL; --cuda, --sycl, --numpy) into the per-user folder.
+    Setup(setup_cmd::SetupArgs),
 }
 
 fn main() -> ExitCode {
@@ -85,6 +88,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve_cmd::run(args),
         Command::Verify(args) => verify_cmd::run(args),
         Command::Export(args) => export_cmd::run(args),
+        Command::Setup(args) => setup_cmd::run(args),
     };
     match result {
         Ok(code) => code,
