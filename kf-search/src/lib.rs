@@ -63,6 +63,7 @@ mod backend_kind;
 pub mod backends;
 mod budget;
 mod builder;
+pub mod devices;
 #[cfg(feature = "cli")]
 mod cli;
 #[cfg(feature = "dist")]
@@ -70,6 +71,9 @@ pub mod distributed;
 mod evaluator;
 pub mod explorer;
 pub mod final_selection;
+pub mod kernel_eval;
+#[cfg(feature = "llm")]
+pub mod llm;
 #[cfg(feature = "logging")]
 pub mod logging;
 pub mod novelty;
@@ -77,7 +81,10 @@ mod proposer;
 pub mod reference;
 pub mod report;
 mod setup;
+pub mod task;
+pub mod tune;
 mod tuned;
+pub mod verify;
 
 pub use archive::{
     cvt_features, ArchiveKind, ArchiveSpec, SearchArchive, UnknownArchive, WithFacts,
