@@ -32,13 +32,16 @@ pub enum KernelBenchError {
     },
     /// No NumPy reference exists and PyTorch is not installed: a template was written.
     #[error(
-        "PyTorch is not installed in {python}, so the reference must be a NumPy script: wrote a \
+        "PyTorch is not installed in {python}, and the problem's forward() could not be run by \
+         the NumPy stand-in for torch ({why}), so the reference must be a NumPy script: wrote a \
          template to {template}; fill in reference() (and PARAMETERS if the model has weights) \
          and run the import again"
     )]
     ReferenceTemplateWritten {
         /// The Python that was asked.
         python: String,
+        /// Why no reference could be generated.
+        why: String,
         /// Where the template was written.
         template: PathBuf,
     },

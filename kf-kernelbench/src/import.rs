@@ -40,6 +40,14 @@ pub(crate) fn problem_in_task(stem: &str) -> PathBuf {
     Path::new(PROBLEM_FOLDER).join(format!("{stem}.py"))
 }
 const TORCH_ADAPTER: &str = include_str!("torch_adapter.py");
+/// The NumPy stand-in for torch that generated references run problems with.
+const NUMPY_TORCH: &str = include_str!("numpy_torch.py");
+/// The generated NumPy reference (placeholders as in the torch adapter).
+const NUMPY_REFERENCE: &str = include_str!("numpy_reference.py");
+/// The stand-in's file name inside the task folder.
+const NUMPY_TORCH_FILE: &str = "kf_numpy_torch.py";
+/// The generated naive kernel's source beside [`BASELINE_FILE_NAME`].
+const BASELINE_SOURCE_NAME: &str = "naive.cl";
 /// The task file's name inside the output folder.
 pub const TASK_FILE_NAME: &str = "task.toml";
 /// The baseline manifest the importer links when the output folder has one.
@@ -91,6 +99,9 @@ pub struct ImportOptions {
     pub out_dir: PathBuf,
     /// Default sizes to write instead of the problem's (they are meant for large GPUs).
     pub sizes: IndexMap<String, i64>,
+    /// Every size the problem declares above this value is lowered to it, unless `sizes`
+    /// gives it (KernelBench's sizes are meant for large GPUs; `None` keeps them).
+    pub max_size: Option<i64>,
     /// The Python interpreter; `None` for [`default_python`].
     pub python: Option<PathBuf>,
     /// Which reference to use.
@@ -234,6 +245,7 @@ impl HelperBuffer {
             shape: to_exprs(&self.shape),
             role,
             init,
+            accumulates: None,
         }
     }
 }
@@ -259,6 +271,42 @@ pub(crate) struct HelperAnswer {
     description: String,
     #[serde(default)]
     varying: Vec<String>,
+    /// The number of terms each output element sums, when forward() is a scan, a reduction
+    /// over one dimension or a matrix product (the task file's `accumulates`).
+    #[serde(default)]
+    accumulates: Option<String>,
+    /// With a generation request: the naive kernel's source and its global size.
+    #[serde(default)]
+    kernel: Option<String>,
+    #[serde(default)]
+    global: Option<String>,
+    /// With a generation request: each parameter's initial distribution.
+    #[serde(default)]
+    parameter_inits: Vec<ParameterInit>,
+}
+
+/// A model parameter's initial distribution, as the model initialises it.
+#[derive(Debug, Clone, Deserialize)]
+struct ParameterInit {
+    name: String,
+    init: String,
+    /// A magnitude for the second distribution: the largest bound or deviation, at least 0.5.
+    scale: f64,
+}
+
+impl ParameterInit {
+    /// The model's own distribution first, then another of similar magnitude (so that a
+    /// kernel cannot rely on, say, a norm's weight being one).
+    fn inits(&self) -> OneOrMany<String> {
+        let other = if self.init.starts_with("uniform") {
+            format!("normal(0, {})", self.scale)
+        } else if self.init == "ones" {
+            "uniform(0.5, 1.5)".to_owned()
+        } else {
+            format!("uniform(-{0}, {0})", self.scale)
+        };
+        OneOrMany::Many(vec![self.init.clone(), other])
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -280,6 +328,16 @@ pub(crate) fn ask_helper(
         "reference": reference,
         "sizes": sizes,
     });
+    helper_request(python, problem, reference, &request)
+}
+
+/// Runs the helper on `request`, letting it read the folders of `problem` and `reference`.
+fn helper_request(
+    python: &Path,
+    problem: &Path,
+    reference: Option<&Path>,
+    request: &serde_json::Value,
+) -> Result<HelperAnswer, KernelBenchError> {
     // Three probes of a torch model, each importing the problem: minutes at most.
     // The problem's folder and the reference's (the only files the helper reads), absolute:
     // a relative name's parent is the empty path, which names no folder.
@@ -443,6 +501,23 @@ pub fn import_kernelbench(options: &ImportOptions) -> Result<ImportReport, Kerne
         }
     }
 
+    // The sizes the task is written with: the ones given, then the problem's, lowered to
+    // --max-size.
+    let mut sizes = options.sizes.clone();
+    if let Some(max) = options.max_size {
+        if max <= 0 {
+            return Err(KernelBenchError::BadSize {
+                name: "--max-size".into(),
+                reason: format!("{max} is not positive"),
+            });
+        }
+        for (name, value) in &analysis.sizes {
+            if *value > max && !sizes.contains_key(name) {
+                sizes.insert(name.clone(), max);
+            }
+        }
+    }
+
     let out = &options.out_dir;
     let problem_dir = out.join(PROBLEM_FOLDER);
     fs::create_dir_all(&problem_dir).map_err(|e| KernelBenchError::io(&problem_dir, e))?;
@@ -450,6 +525,7 @@ pub fn import_kernelbench(options: &ImportOptions) -> Result<ImportReport, Kerne
     let problem_copy = out.join(&problem_in_out);
 
     let use_torch = options.reference == ReferencePreference::Auto && torch_available(&python);
+    let mut parameter_inits = Vec::new();
     let (kind, reference_file) = if use_torch {
         let adapter = torch_adapter(&analysis, &problem_in_out.to_string_lossy());
         let file = out.join(format!("{stem}_torch_ref.py"));
@@ -460,32 +536,42 @@ pub fn import_kernelbench(options: &ImportOptions) -> Result<ImportReport, Kerne
         let name = format!("{stem}_ref.py");
         let beside = problem.with_file_name(&name);
         let file = out.join(&name);
+        copy_unless_same(problem, &problem_copy)?;
+        let generated_before =
+            fs::read_to_string(&file).is_ok_and(|t| t.contains(NUMPY_TORCH_FILE));
         if beside.is_file() {
             copy_unless_same(&beside, &file)?;
-        } else if !file.is_file() {
-            write_atomic(&file, &numpy_template(&stem, &analysis))?;
-            return Err(KernelBenchError::ReferenceTemplateWritten {
-                python: python.display().to_string(),
-                template: file,
-            });
+        } else if !file.is_file() || generated_before {
+            // No reference of the user's: the problem runs on the NumPy stand-in for torch,
+            // which also writes the naive kernel from forward()'s operations.
+            match generate(&python, &stem, out, &problem_copy, &analysis, &sizes) {
+                Ok(inits) => parameter_inits = inits,
+                Err(e) => {
+                    let why = match e {
+                        KernelBenchError::Problem { message, .. } => message,
+                        other => other.to_string(),
+                    };
+                    write_atomic(&file, &numpy_template(&stem, &analysis))?;
+                    return Err(KernelBenchError::ReferenceTemplateWritten {
+                        python: python.display().to_string(),
+                        why,
+                        template: file,
+                    });
+                }
+            }
         }
-        copy_unless_same(problem, &problem_copy)?;
         (ReferenceKind::Numpy, file)
     };
 
-    let answer = ask_helper(
-        &python,
-        &problem_copy,
-        Some(&reference_file),
-        &options.sizes,
-    )?;
+    let answer = ask_helper(&python, &problem_copy, Some(&reference_file), &sizes)?;
     let spec = build_spec(
         &stem,
         &reference_file,
         out,
         &answer,
-        &options.sizes,
+        &sizes,
         options.tolerance,
+        &parameter_inits,
     )?;
 
     // Validate before writing: a task file that does not load is never left behind.
@@ -534,6 +620,7 @@ fn build_spec(
     answer: &HelperAnswer,
     overrides: &IndexMap<String, i64>,
     tolerance: ImportTolerance,
+    parameter_inits: &[ParameterInit],
 ) -> Result<TaskSpec, KernelBenchError> {
     let mut sizes = answer.sizes.clone();
     for (k, v) in overrides {
@@ -552,18 +639,23 @@ fn build_spec(
             let b = &input.buffer;
             b.decl(BufferRole::Input, input_inits(b.init.as_deref(), b.dtype))
         })
-        .chain(
-            answer
-                .parameters
-                .iter()
-                .map(|p| p.decl(BufferRole::Input, weight_inits())),
-        )
-        .chain(
-            answer
-                .outputs
-                .iter()
-                .map(|o| o.decl(BufferRole::Output, None)),
-        )
+        .chain(answer.parameters.iter().map(|p| {
+            let own = parameter_inits.iter().find(|i| i.name == p.name);
+            p.decl(
+                BufferRole::Input,
+                own.map(ParameterInit::inits).or_else(weight_inits),
+            )
+        }))
+        .chain(answer.outputs.iter().map(|o| {
+            BufferDecl {
+                accumulates: answer
+                    .accumulates
+                    .as_ref()
+                    .filter(|_| o.dtype != Dtype::I32)
+                    .map(|a| ExprText::Text(a.clone())),
+                ..o.decl(BufferRole::Output, None)
+            }
+        }))
         .collect();
     let scalars: Vec<ScalarDecl> = answer
         .scalars
@@ -589,8 +681,8 @@ fn build_spec(
         .unwrap_or_default()
         .to_owned();
     let description = format!(
-        "KernelBench level 1 problem {stem}: {} Kernel arguments: inputs, then outputs, then \
-         sizes as int.",
+        "KernelBench problem {stem}: {} Kernel arguments: inputs (the model's parameters after \
+         get_inputs()' tensors), then outputs, then sizes as int, then scalars as float.",
         if answer.description.is_empty() {
             "(no docstring).".to_owned()
         } else {
@@ -619,6 +711,63 @@ fn build_spec(
         baseline,
         alternative_sizes: Vec::new(),
     })
+}
+
+/// Writes the NumPy reference that runs the problem on the stand-in for torch, the stand-in,
+/// and (unless the folder has one) the naive kernel generated from forward(); returns the
+/// parameters' initial distributions. `Err` says why the problem cannot be run so (an
+/// operation the stand-in lacks, say); the files written are then removed.
+fn generate(
+    python: &Path,
+    stem: &str,
+    out: &Path,
+    problem_copy: &Path,
+    analysis: &HelperAnswer,
+    sizes: &IndexMap<String, i64>,
+) -> Result<Vec<ParameterInit>, KernelBenchError> {
+    let shim = out.join(NUMPY_TORCH_FILE);
+    write_atomic(&shim, NUMPY_TORCH)?;
+    let request = serde_json::json!({
+        "problem": problem_copy,
+        "sizes": sizes,
+        "generate": {"shim": shim},
+    });
+    let answer = match helper_request(python, problem_copy, Some(&shim), &request) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = fs::remove_file(&shim);
+            return Err(e);
+        }
+    };
+    let (Some(kernel), Some(global)) = (answer.kernel, answer.global) else {
+        return Err(KernelBenchError::Python {
+            python: python.display().to_string(),
+            message: "the import helper wrote no kernel".into(),
+        });
+    };
+    let inputs: Vec<&str> = analysis
+        .inputs
+        .iter()
+        .map(|i| i.buffer.name.as_str())
+        .collect();
+    let problem = problem_in_task(stem);
+    let reference = NUMPY_REFERENCE
+        .replace("@PROBLEM@", &py_repr(&problem.to_string_lossy()))
+        .replace("@INPUTS@", &py_list(&inputs))
+        .replace("@TUPLES@", &py_tuples(&analysis.tuples));
+    let write = |path: PathBuf, text: &str| write_atomic(&path, text);
+    write(out.join(format!("{stem}_ref.py")), &reference)?;
+    if !out.join(BASELINE_FILE_NAME).is_file() {
+        write(out.join(BASELINE_SOURCE_NAME), &kernel)?;
+        let manifest = format!(
+            "# The naive kernel `kf task import-kernelbench` generated from the problem's \
+             forward():\n# one work-item per output element.\nsource = \"{BASELINE_SOURCE_NAME}\"\n\
+             entry = \"naive\"\nlanguage = \"opencl\"\n\n[launch]\n\
+             global = [\"(({global}) + 63) / 64 * 64\"]\nlocal = [\"64\"]\n"
+        );
+        write(out.join(BASELINE_FILE_NAME), &manifest)?;
+    }
+    Ok(answer.parameter_inits)
 }
 
 /// The torch reference adapter for a problem file at `problem` (relative to the adapter's

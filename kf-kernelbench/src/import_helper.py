@@ -12,6 +12,7 @@ rule documented in `fit_dim`.
 import ast
 import importlib.util
 import json
+import pathlib
 import sys
 import traceback
 
@@ -30,6 +31,9 @@ TORCH_FACTORIES = {
 # value exceeds this: small constants (kernel_size, stride, a reduced dimension's index) keep
 # their declared value, since changing them changes the problem.
 SMALL_CONSTANT = 16
+# The most input elements the NumPy stand-in for torch runs a problem on (in float64, with
+# direct convolutions): KernelBench's own sizes are meant for large GPUs.
+STAND_IN_ELEMENTS = 1 << 22
 
 
 class ImportFailure(Exception):
@@ -205,7 +209,23 @@ def analyze(path):
     except SyntaxError as e:
         raise ImportFailure(f"{path}: syntax error at line {e.lineno}: {e.msg}")
     sizes, scalars, env, tuples = {}, {}, {}, {}
+    body = []
     for node in tree.body:
+        # `height = width = 128` and `height, width = 128, 128`: one assignment per name.
+        if isinstance(node, ast.Assign) and len(node.targets) > 1 and all(isinstance(t, ast.Name) for t in node.targets):
+            body.extend(ast.Assign(targets=[t], value=node.value) for t in node.targets)
+        elif (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Tuple)
+            and isinstance(node.value, ast.Tuple)
+            and len(node.targets[0].elts) == len(node.value.elts)
+            and all(isinstance(t, ast.Name) for t in node.targets[0].elts)
+        ):
+            body.extend(ast.Assign(targets=[t], value=v) for t, v in zip(node.targets[0].elts, node.value.elts))
+        else:
+            body.append(node)
+    for node in body:
         if (
             isinstance(node, ast.Assign)
             and len(node.targets) == 1
@@ -239,7 +259,8 @@ def analyze(path):
                 continue
             name = node.targets[0].id
             env[name] = value
-            if isinstance(value, int):
+            # Sizes are positive; other ints (`hardtanh_min = -1`) are scalars.
+            if isinstance(value, int) and value > 0:
                 sizes[name] = value
             else:
                 scalars[name] = value
@@ -264,13 +285,101 @@ def analyze(path):
         if isinstance(elt, ast.Name):
             by_variable[elt.id] = spec
     description = ast.get_docstring(model) or ""
+    accumulates = accumulation_length(tree, model, forward, forward_args, inputs, env)
     return {
+        "accumulates": accumulates,
         "sizes": sizes,
         "tuples": tuples,
         "scalars": scalars,
         "inputs": inputs,
         "description": " ".join(description.split()),
     }
+
+
+# ---------------------------------------------------------------- accumulating outputs
+ACCUMULATING = {"cumsum", "sum", "mean"}
+PRODUCTS = {"matmul", "mm", "bmm"}
+
+
+def init_attributes(tree, model, env):
+    """`self.name = parameter` assignments of Model.__init__, valued from get_init_inputs()."""
+    init = next((n for n in model.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+    get_init = find_function(tree, "get_init_inputs")
+    if init is None or get_init is None:
+        return {}
+    params = [a.arg for a in init.args.args[1:]]
+    try:
+        values = [const_eval(e, env) for e in returned_list(get_init, "get_init_inputs()")]
+    except (ImportFailure, ValueError, ZeroDivisionError):
+        return {}
+    by_param = dict(zip(params, values))
+    attrs = {}
+    for node in ast.walk(init):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Attribute)
+            and isinstance(node.targets[0].value, ast.Name)
+            and node.targets[0].value.id == "self"
+            and isinstance(node.value, ast.Name)
+            and node.value.id in by_param
+        ):
+            attrs[node.targets[0].attr] = by_param[node.value.id]
+    return attrs
+
+
+def accumulation_length(tree, model, forward, forward_args, inputs, env):
+    """The number of terms each output element sums, as a size expression, when forward()
+    is a scan or reduction over one dimension of an input (torch.cumsum / sum / mean with a
+    `dim`) or a matrix product (torch.matmul / mm / bmm, `@`): the task file's `accumulates`
+    (the evaluator's accumulation rule). None when forward() is neither, or is not understood."""
+    attrs = init_attributes(tree, model, env)
+    shapes = {spec["name"]: spec["shape"] for spec in inputs}
+
+    def value(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            inner = value(node.operand)
+            return None if inner is None else -inner
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+            return attrs.get(node.attr)
+        if isinstance(node, ast.Name):
+            return env.get(node.id)
+        return None
+
+    def operand(node):
+        """The forward() argument a tensor expression is computed from (the first found)."""
+        return next((n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in shapes), None)
+
+    def dim_of(shape, dim):
+        if not isinstance(dim, int) or not -len(shape) <= dim < len(shape):
+            return None
+        return shape[dim]
+
+    for node in ast.walk(forward):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            name = operand(node.left)
+            return dim_of(shapes[name], -1) if name else None
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        method = node.func.attr
+        is_torch = isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"
+        if method in PRODUCTS and is_torch and node.args:
+            name = operand(node.args[0])
+            return dim_of(shapes[name], -1) if name else None
+        if method in ACCUMULATING:
+            # torch.cumsum(x, dim) or x.cumsum(dim): the tensor, then the dim.
+            tensor = node.args[0] if is_torch and node.args else node.func.value
+            positional = node.args[1:] if is_torch else node.args
+            dim_node = next((k.value for k in node.keywords if k.arg == "dim"), None)
+            if dim_node is None and positional:
+                dim_node = positional[0]
+            name = operand(tensor)
+            if dim_node is None or name is None:
+                return None
+            return dim_of(shapes[name], value(dim_node))
+    return None
 
 
 # ---------------------------------------------------------------- running the reference
@@ -370,6 +479,11 @@ def run_probes(request, analysis):
     for spec in inputs:
         for expr in spec["shape"]:
             used.update(n for n in sizes if n in expr.replace("(", " ").replace(")", " ").split())
+    symbolic = getattr(reference, "symbolic_shapes", None)
+    if symbolic is not None:
+        # The NumPy stand-in for torch knows every shape as an expression over the sizes.
+        final = {**sizes, **request.get("sizes", {})}
+        return {**symbolic(final), "varying": []}
     torch_params = getattr(reference, "torch_parameter_shapes", None)
     varying = [n for n, v in sizes.items() if n in used or v > SMALL_CONSTANT]
     try:
@@ -488,10 +602,52 @@ def fit_shape(what, shapes, settings, varying):
     return shape
 
 
+def generate_kernel(request, analysis):
+    """The naive OpenCL kernel and the parameters' initial distributions, from the problem's
+    forward() run by the NumPy stand-in for torch at the task's sizes."""
+    spec = importlib.util.spec_from_file_location("kf_numpy_torch", request["generate"]["shim"])
+    shim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shim)
+    sizes = {**analysis["sizes"], **request.get("sizes", {})}
+    names = [i["name"] for i in analysis["inputs"]]
+    if any(i["dtype"] != "f32" or "int_bounds" in i for i in analysis["inputs"]):
+        raise ImportFailure("the generated kernel handles f32 inputs only")
+    elements = sum(int(np.prod(eval_shape(i["shape"], sizes))) for i in analysis["inputs"])
+    if elements > STAND_IN_ELEMENTS:
+        raise ImportFailure(
+            f"its inputs have {elements} elements at these sizes, too many to run the stand-in "
+            f"(at most {STAND_IN_ELEMENTS}); give smaller sizes with --size or --max-size"
+        )
+    try:
+        params = shim.parameter_inits(request["problem"], sizes, analysis["tuples"])
+        rng = np.random.default_rng(0)
+        _, model = shim.build(request["problem"], sizes, analysis["tuples"])
+        arrays = {}
+        for p in params:
+            arrays[p["name"]] = rng.standard_normal(eval_shape(p["shape"], sizes))
+        for i in analysis["inputs"]:
+            arrays[i["name"]] = rng.standard_normal(eval_shape(i["shape"], sizes))
+        _, out = shim.run(request["problem"], sizes, analysis["tuples"], names, arrays)
+        source, total = shim.opencl_kernel(
+            out, names + [p["name"] for p in params], list(sizes), list(analysis["scalars"]), "out"
+        )
+    except shim.Unsupported as e:
+        raise ImportFailure(f"forward() uses {e}, which the NumPy stand-in for torch does not implement")
+    except Exception as e:  # noqa: BLE001 - the problem's own code failed on the stand-in
+        frame = traceback.extract_tb(e.__traceback__)[-1]
+        raise ImportFailure(
+            f"the NumPy stand-in for torch failed: {type(e).__name__}: {e} "
+            f"(at {pathlib.Path(frame.filename).name}:{frame.lineno})"
+        )
+    return {"kernel": source, "global": total, "parameter_inits": params}
+
+
 def main():
     request = json.load(sys.stdin)
     try:
         analysis = analyze(request["problem"])
+        if request.get("generate"):
+            analysis.update(generate_kernel(request, analysis))
         if request.get("reference"):
             analysis.update(run_probes(request, analysis))
         # Integer inputs whose bounds are sizes (class labels below num_classes) get the

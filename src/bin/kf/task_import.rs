@@ -21,6 +21,9 @@ pub(crate) struct ImportKernelBenchArgs {
     /// comma-separated (the problems' sizes are meant for large GPUs).
     #[arg(long = "size", value_name = "NAME=VALUE", value_delimiter = ',')]
     sizes: Vec<String>,
+    /// Lower every size of the problem above N to N (those given with --size excepted).
+    #[arg(long, value_name = "N")]
+    max_size: Option<i64>,
     /// Use the NumPy reference `<stem>_ref.py` even when PyTorch is installed.
     #[arg(long)]
     numpy: bool,
@@ -41,6 +44,7 @@ pub(crate) fn run(args: ImportKernelBenchArgs) -> anyhow::Result<ExitCode> {
         problem: args.problem,
         out_dir: args.out,
         sizes: parse_size_assignments(&args.sizes)?,
+        max_size: args.max_size,
         python: args.python,
         reference: if args.numpy {
             ReferencePreference::Numpy
