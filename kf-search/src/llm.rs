@@ -271,8 +271,6 @@ pub use cli::LlmArgs;
 #[cfg(feature = "cli")]
 mod cli {
     use super::{LlmError, LlmOptions};
-    use kf_prompt::LlmMutator;
-    use std::path::Path;
 
     /// Options of the LLM mutator as command-line flags (`kf search --llm`), for programs'
     /// own parsers (`#[command(flatten)]`).
@@ -361,9 +359,9 @@ mod cli {
         #[cfg(feature = "dist")]
         pub fn mutator(
             &self,
-            out: &Path,
+            out: &std::path::Path,
             queue: Option<(&kf_dist::DistConfig, &str)>,
-        ) -> Result<Option<LlmMutator>, LlmError> {
+        ) -> Result<Option<kf_prompt::LlmMutator>, LlmError> {
             let Some(options) = self.options() else {
                 return Ok(None);
             };
