@@ -40,9 +40,10 @@
 //! All are on by default. `default-features = false, features = ["opencl"]` is the search on
 //! the OpenCL backend with none of the heavy dependencies.
 //!
-//! [`init`] must be the first call in the `main` of any program that evaluates kernels in worker
-//! processes ([`eval::IsolatedEvaluator`], which [`search`] uses): each worker is the program
-//! itself, re-executed, and `init()` is where it turns into a worker. A program that forgets it
+//! [`init`] (or [`init_with`], with backend factories of one's own) must be the first call in
+//! the `main` of any program that evaluates kernels in worker processes
+//! ([`eval::IsolatedEvaluator`], which [`search`] uses): each worker is the program itself,
+//! re-executed, and `init()` is where it turns into a worker. A program that forgets it
 //! fails at its first evaluation with an error naming `init()`, having started one extra
 //! process (see [`eval::WorkerCommand::current_exe`] for why workers re-execute the program).
 //!
@@ -105,7 +106,7 @@ pub use kf_tune as tune;
 #[doc(hidden)]
 pub use kf_archive;
 
-pub use kf_search::init;
+pub use kf_search::{init, init_with};
 
 /// The guide's chapter "Embedding in Rust", whose Rust examples CI compiles as doctests of this
 /// crate: the example a reader copies is the one that builds.
