@@ -321,3 +321,62 @@ impl kf_core::BackendError for NeverError {
         NeverError
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A factory whose backend never opens, under a name and a language.
+    struct Closed(&'static str, Language);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("no device here")]
+    struct NoDevice;
+
+    impl BackendFactory for Closed {
+        type Backend = NeverBackend;
+        type Error = NoDevice;
+        fn name(&self) -> &str {
+            self.0
+        }
+        fn language(&self) -> Language {
+            self.1
+        }
+        fn open(&self, _: &BackendSpec) -> Result<NeverBackend, NoDevice> {
+            Err(NoDevice)
+        }
+    }
+
+    #[test]
+    fn a_registry_finds_factories_by_name_and_a_later_one_replaces_its_namesake() {
+        let registry = BackendRegistry::new()
+            .with(Closed("a", Language::OpenCl))
+            .with(Closed("b", Language::Cuda))
+            .with(Closed("a", Language::Sycl));
+        assert_eq!(registry.names(), ["b", "a"]);
+        assert_eq!(
+            registry.get("a").map(|f| f.language()),
+            Some(Language::Sycl)
+        );
+        let merged = BackendRegistry::new()
+            .with(Closed("c", Language::OpenCl))
+            .merged(&registry);
+        assert_eq!(merged.names(), ["c", "b", "a"]);
+        let unknown = registry.require("z").err().expect("no such backend");
+        assert_eq!(
+            unknown.to_string(),
+            "no backend named `z` in this program (registered: b, a)"
+        );
+    }
+
+    #[test]
+    fn a_backend_that_does_not_open_is_named_in_the_error() {
+        let factory = Closed("mine", Language::OpenCl);
+        let err = DynBackendFactory::device_facts(&factory, &BackendSpec::new("mine"))
+            .err()
+            .expect("never opens");
+        assert!(matches!(err, BackendFactoryError::Open { .. }), "{err}");
+        assert_eq!(err.to_string(), "opening the mine backend: no device here");
+        assert!(!DynBackendFactory::reports_registers(&factory));
+    }
+}
