@@ -373,8 +373,7 @@ mod tests {
     fn a_backend_that_does_not_open_is_named_in_the_error() {
         let factory = Closed("mine", Language::OpenCl);
         let err = DynBackendFactory::device_facts(&factory, &BackendSpec::new("mine"))
-            .err()
-            .expect("never opens");
+            .expect_err("never opens");
         assert!(matches!(err, BackendFactoryError::Open { .. }), "{err}");
         assert_eq!(err.to_string(), "opening the mine backend: no device here");
         assert!(!DynBackendFactory::reports_registers(&factory));

@@ -60,7 +60,7 @@ fn the_worker_opens_the_registered_backend_its_spec_names() {
     mine.shutdown();
 
     let other = evaluator("cuda");
-    let err = other.device().err().expect("cuda is not registered here");
+    let err = other.device().expect_err("cuda is not registered here");
     let text = err.to_string();
     assert!(
         text.contains("no backend named `cuda`") && text.contains("my-opencl"),
