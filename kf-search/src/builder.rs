@@ -16,13 +16,14 @@ use kf_tune::strategy::{NamedStrategy, StrategyFactory};
 
 use crate::{
     backends, defaults, offline_search, ArchiveFactory, ArchiveKind, BackendKind,
-    DefaultClassifier, OfflineMutators, Proposer, SchedulerKind, SearchConfig, SearchError,
-    SearchEvaluator, ShippedArchive,
+    DefaultClassifier, EvaluatorFactory, OfflineMutators, Proposer, SchedulerKind, SearchConfig,
+    SearchError, ShippedArchive, ShippedEvaluator,
 };
 
 /// A layer around an evaluator (tower style): it receives the evaluator below it (at the
-/// bottom, the shipped [`SearchEvaluator`]: tuning, then isolated or distributed evaluation) and
-/// returns the one above. Layers stack in the order given to
+/// bottom, the shipped [`SearchEvaluator`](crate::SearchEvaluator): tuning, then isolated or
+/// distributed evaluation; or one's own, [`SearchBuilder::evaluator`]) and returns the one
+/// above. Layers stack in the order given to
 /// [`SearchBuilder::evaluator_layer`] (the first is innermost). Closures
 /// `FnOnce(E) -> E2` are layers; [`Named`] gives one a name; [`NoLayer`] is none.
 ///
@@ -177,7 +178,7 @@ type MutatorFactory<M> =
 /// The shipped search, open: see [`Search::builder`]. Built, it holds its assembled parts
 /// (the configuration, the task, the seeds, the backend, the tuning strategy, the archive's
 /// factory, the classifier); [`run`](Self::run) runs them.
-pub struct Search<M, C, L, A = ShippedArchive> {
+pub struct Search<M, C, L, A = ShippedArchive, B = ShippedEvaluator> {
     pub(crate) config: SearchConfig,
     pub(crate) task: Box<dyn KernelTask>,
     pub(crate) seeds: Vec<Candidate>,
@@ -187,6 +188,7 @@ pub struct Search<M, C, L, A = ShippedArchive> {
     pub(crate) archive: A,
     pub(crate) backend: Arc<dyn DynBackendFactory>,
     pub(crate) strategy: Arc<dyn StrategyFactory>,
+    pub(crate) evaluator: B,
     pub(crate) layer: L,
     pub(crate) stop: Option<StopHandle>,
     pub(crate) observers: Vec<(BoxedObserver, ObserverMode)>,
@@ -228,12 +230,19 @@ struct Common {
 /// configuration the other setters change, whether they come before or after it; setting one
 /// part twice keeps the later. A part given that the search would not use is an error at
 /// [`build`](Self::build), never silently dropped.
-pub struct SearchBuilder<M = MixMutator, C = DefaultClassifier, L = NoLayer, A = ShippedArchive> {
+pub struct SearchBuilder<
+    M = MixMutator,
+    C = DefaultClassifier,
+    L = NoLayer,
+    A = ShippedArchive,
+    B = ShippedEvaluator,
+> {
     common: Common,
     mutator: MutatorFactory<M>,
     classifier: C,
     layer: L,
     archive: A,
+    evaluator: B,
 }
 
 impl Search<MixMutator, DefaultClassifier, NoLayer, ShippedArchive> {
@@ -281,11 +290,12 @@ impl Search<MixMutator, DefaultClassifier, NoLayer, ShippedArchive> {
             classifier: defaults::classifier(),
             layer: NoLayer,
             archive: ShippedArchive::default(),
+            evaluator: ShippedEvaluator,
         }
     }
 }
 
-impl<M, C, L, A> SearchBuilder<M, C, L, A> {
+impl<M, C, L, A, B> SearchBuilder<M, C, L, A, B> {
     /// The builder with the configuration changed by `edit` (in call order, over the
     /// configuration [`config`](Self::config) gives).
     fn edit(mut self, edit: impl FnOnce(&mut SearchConfig) + 'static) -> Self {
@@ -462,7 +472,7 @@ impl<M, C, L, A> SearchBuilder<M, C, L, A> {
     pub fn archive_factory<A2: ArchiveFactory>(
         mut self,
         factory: A2,
-    ) -> SearchBuilder<M, C, L, A2> {
+    ) -> SearchBuilder<M, C, L, A2, B> {
         self.common.archive_settings_dropped |= self.common.archive_settings_given;
         SearchBuilder {
             common: self.common,
@@ -470,6 +480,7 @@ impl<M, C, L, A> SearchBuilder<M, C, L, A> {
             classifier: self.classifier,
             layer: self.layer,
             archive: factory,
+            evaluator: self.evaluator,
         }
     }
 
@@ -486,13 +497,14 @@ impl<M, C, L, A> SearchBuilder<M, C, L, A> {
     pub fn classifier<C2: BehaviorClassifier + 'static>(
         self,
         classifier: C2,
-    ) -> SearchBuilder<M, C2, L, A> {
+    ) -> SearchBuilder<M, C2, L, A, B> {
         SearchBuilder {
             common: self.common,
             mutator: self.mutator,
             classifier,
             layer: self.layer,
             archive: self.archive,
+            evaluator: self.evaluator,
         }
     }
 
@@ -502,7 +514,7 @@ impl<M, C, L, A> SearchBuilder<M, C, L, A> {
     /// given (before or after). To add a mutator to the shipped ones instead, use
     /// [`also_mutator`](Self::also_mutator); the two together are an error at
     /// [`build`](Self::build) ([`SearchError::MutatorsBesideReplaced`]).
-    pub fn mutator<M2: Mutator + 'static>(self, mutator: M2) -> SearchBuilder<M2, C, L, A> {
+    pub fn mutator<M2: Mutator + 'static>(self, mutator: M2) -> SearchBuilder<M2, C, L, A, B> {
         SearchBuilder {
             common: self.common,
             mutator: Box::new(move |input: FactoryInput<'_>| {
@@ -521,6 +533,7 @@ impl<M, C, L, A> SearchBuilder<M, C, L, A> {
             classifier: self.classifier,
             layer: self.layer,
             archive: self.archive,
+            evaluator: self.evaluator,
         }
     }
 
@@ -552,7 +565,7 @@ impl<M, C, L, A> SearchBuilder<M, C, L, A> {
     /// Adds a layer around the evaluator: layers stack in the order added, the first
     /// innermost (right around the shipped evaluator), tower style. Each layer's
     /// [`names`](EvaluatorLayer::names) are in the report.
-    pub fn evaluator_layer<L2>(self, layer: L2) -> SearchBuilder<M, C, Stack<L, L2>, A> {
+    pub fn evaluator_layer<L2>(self, layer: L2) -> SearchBuilder<M, C, Stack<L, L2>, A, B> {
         SearchBuilder {
             common: self.common,
             mutator: self.mutator,
@@ -562,11 +575,31 @@ impl<M, C, L, A> SearchBuilder<M, C, L, A> {
                 outer: layer,
             },
             archive: self.archive,
+            evaluator: self.evaluator,
         }
     }
 }
 
-impl<M, C, L> SearchBuilder<M, C, L, ShippedArchive> {
+impl<M, C, L, A> SearchBuilder<M, C, L, A, ShippedEvaluator> {
+    /// An evaluator of one's own, replacing the shipped one (tuning, isolated or distributed
+    /// workers) at the bottom of the stack; the [layers](Self::evaluator_layer) wrap it. The
+    /// search then has no evaluator of its own to re-time kernels with: no final selection,
+    /// and no re-timed kernel beside the reference library. The factory receives the
+    /// configuration, the backend and the tuning strategy
+    /// ([`EvaluatorInput`](crate::EvaluatorInput)) to use as it sees fit.
+    pub fn evaluator<B2: EvaluatorFactory>(self, factory: B2) -> SearchBuilder<M, C, L, A, B2> {
+        SearchBuilder {
+            common: self.common,
+            mutator: self.mutator,
+            classifier: self.classifier,
+            layer: self.layer,
+            archive: self.archive,
+            evaluator: factory,
+        }
+    }
+}
+
+impl<M, C, L, B> SearchBuilder<M, C, L, ShippedArchive, B> {
     fn shipped_archive(mut self, change: impl FnOnce(&mut ShippedArchive)) -> Self {
         change(&mut self.archive);
         self.common.archive_settings_given = true;
@@ -599,16 +632,17 @@ impl<M, C, L> SearchBuilder<M, C, L, ShippedArchive> {
     }
 }
 
-impl<M, C, L, A> SearchBuilder<M, C, L, A>
+impl<M, C, L, A, B> SearchBuilder<M, C, L, A, B>
 where
     M: Mutator + 'static,
     C: BehaviorClassifier + 'static,
-    L: EvaluatorLayer<SearchEvaluator>,
+    L: EvaluatorLayer<B::Evaluator>,
     A: ArchiveFactory,
+    B: EvaluatorFactory,
 {
     /// Checks the configuration, resolves the task, the backend, the tuning strategy and the
     /// archive, and finds the seeds and mutator.
-    pub fn build(self) -> Result<Search<M, C, L, A>, SearchError> {
+    pub fn build(self) -> Result<Search<M, C, L, A, B>, SearchError> {
         let common = self.common;
         let mut config = common
             .base
@@ -668,6 +702,7 @@ where
             archive,
             backend,
             strategy,
+            evaluator: self.evaluator,
             layer: self.layer,
             stop: common.stop,
             observers: common.observers,
@@ -688,16 +723,19 @@ pub struct PartNames {
     pub classifier: String,
     /// The mutator, or the scheduler of emitters.
     pub mutator: String,
+    /// The evaluator at the bottom of the stack ([`EvaluatorFactory::name`]; `shipped`).
+    pub evaluator: String,
     /// The evaluator's layers, innermost first ([`EvaluatorLayer::names`]).
     pub evaluator_layers: Vec<String>,
 }
 
-impl<M, C, L, A> Search<M, C, L, A>
+impl<M, C, L, A, B> Search<M, C, L, A, B>
 where
     M: Mutator + 'static,
     C: BehaviorClassifier + 'static,
-    L: EvaluatorLayer<SearchEvaluator>,
+    L: EvaluatorLayer<B::Evaluator>,
     A: ArchiveFactory,
+    B: EvaluatorFactory,
 {
     /// The names of the search's parts.
     pub fn part_names(&self) -> PartNames {
@@ -707,6 +745,7 @@ where
             tune_strategy: self.strategy.name(),
             classifier: self.classifier.name().to_owned(),
             mutator: self.proposer.name(),
+            evaluator: self.evaluator.name(),
             evaluator_layers: self.layer.names(),
         }
     }
@@ -747,6 +786,7 @@ impl Observe for BoxedObserver {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::SearchEvaluator;
 
     #[test]
     fn an_unknown_tuning_strategy_is_an_error_not_silently_no_tuning() {
@@ -881,5 +921,69 @@ mod tests {
             .err()
             .expect("refused");
         assert!(islands.to_string().contains("own-grid"), "{islands}");
+    }
+
+    /// Judges every kernel correct, faster the shorter its source: an evaluator of one's own
+    /// (a simulator, say) in place of the shipped one.
+    #[derive(Clone, Default)]
+    struct ByLength(Arc<std::sync::atomic::AtomicU64>);
+
+    #[kf_core::async_trait]
+    impl kf_core::Evaluator for ByLength {
+        type Error = std::convert::Infallible;
+        async fn evaluate(&self, c: &Candidate) -> Result<kf_core::Evaluation, Self::Error> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let seconds = c.source.text.len() as f64 * 1e-6;
+            let timing = kf_core::TimingStats::from_samples(&[seconds]).expect("one sample");
+            let mut e = kf_core::Evaluation::correct(timing, None);
+            e.gflops = Some(1.0 / seconds);
+            e.params = c.params.clone();
+            Ok(e)
+        }
+    }
+
+    impl crate::EvaluatorFactory for ByLength {
+        type Evaluator = ByLength;
+        fn name(&self) -> String {
+            "by-length".into()
+        }
+        fn make(
+            self,
+            input: &crate::EvaluatorInput<'_>,
+        ) -> Result<(ByLength, kf_core::DeviceFacts), SearchError> {
+            Ok((self, input.device()?))
+        }
+    }
+
+    #[test]
+    fn an_evaluator_of_one_s_own_replaces_the_shipped_one() {
+        if !crate::doctest_backend_available() {
+            return;
+        }
+        let out = tempfile::tempdir().expect("a temporary folder");
+        let evaluator = ByLength::default();
+        let evaluations = Arc::clone(&evaluator.0);
+        let search = Search::builder()
+            .task("softmax")
+            .size("ROWS=8,COLS=32")
+            .expect("sizes")
+            .evaluator(evaluator)
+            .evaluator_layer(Named::new("outer", |inner: ByLength| inner))
+            .evaluations(4)
+            .reference(false)
+            .out(out.path())
+            .progress(false)
+            .build()
+            .expect("builds");
+        assert_eq!(search.part_names().evaluator, "by-length");
+        let outcome = search.run().expect("runs");
+        assert_eq!(outcome.summary.evaluations, 4);
+        assert_eq!(evaluations.load(std::sync::atomic::Ordering::Relaxed), 4);
+        let report: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(out.path().join("report.json")).expect("report.json"),
+        )
+        .expect("json");
+        assert_eq!(report["extra"]["parts"]["evaluator"], "by-length");
+        assert_eq!(report["extra"]["parts"]["evaluator_layers"][0], "outer");
     }
 }

@@ -97,7 +97,10 @@ pub use builder::{EvaluatorLayer, Named, NoLayer, PartNames, Search, SearchBuild
 pub use cli::SearchArgs;
 #[cfg(all(feature = "cli", feature = "dist"))]
 pub use cli::{DistArgs, SecurityArgs, ServerArgs, DEFAULT_DATABASE_URL, DEFAULT_NATS_URL};
-pub use evaluator::{RemoteError, RemoteEvaluator, SearchEvalError, SearchEvaluator};
+pub use evaluator::{
+    EvaluatorFactory, EvaluatorInput, RemoteError, RemoteEvaluator, SearchEvalError,
+    SearchEvaluator, ShippedEvaluator,
+};
 pub use novelty::SourceNovelty;
 pub use proposer::{Proposer, SchedulerKind, UnknownScheduler};
 pub use setup::{offline_search, offline_search_with, template_seeds, OfflineMutators};
@@ -481,12 +484,13 @@ pub fn seeds_for(
     seeds
 }
 
-impl<M, C, L, A> Search<M, C, L, A>
+impl<M, C, L, A, B> Search<M, C, L, A, B>
 where
     M: Mutator + 'static,
     C: BehaviorClassifier + 'static,
-    L: EvaluatorLayer<SearchEvaluator>,
+    L: EvaluatorLayer<B::Evaluator>,
     A: ArchiveFactory,
+    B: EvaluatorFactory,
 {
     /// The configuration the search runs with.
     pub fn config(&self) -> &SearchConfig {
@@ -528,14 +532,15 @@ pub fn cell_predictor<C: BehaviorClassifier + 'static>(classifier: &Arc<C>) -> C
 }
 
 /// Runs a built search.
-fn run_built<M, C, L, A>(
-    search: Search<M, C, L, A>,
+fn run_built<M, C, L, A, B>(
+    search: Search<M, C, L, A, B>,
 ) -> Result<SearchOutcome<A::Archive>, SearchError>
 where
     M: Mutator + 'static,
     C: BehaviorClassifier + 'static,
-    L: EvaluatorLayer<SearchEvaluator>,
+    L: EvaluatorLayer<B::Evaluator>,
     A: ArchiveFactory,
+    B: EvaluatorFactory,
 {
     let parts = search.part_names();
     let Search {
@@ -547,6 +552,7 @@ where
         archive: archive_factory,
         backend,
         strategy,
+        evaluator: evaluator_factory,
         layer,
         stop,
         observers,
@@ -556,14 +562,14 @@ where
     let work = task.describe().work;
     let device_count = DeviceEvaluations::with_limit(config.device_evaluations);
     let cells = cell_predictor(&classifier);
-    let (evaluator, device) = local_or_distributed(
+    let (evaluator, device) = evaluator_factory.make(&EvaluatorInput {
         config,
-        &sizes,
-        &device_count,
-        &cells,
-        backend.as_ref(),
-        &strategy,
-    )?;
+        sizes: &sizes,
+        device_evaluations: &device_count,
+        cells: &cells,
+        backend: backend.as_ref(),
+        strategy: &strategy,
+    })?;
     let space = classifier.space().clone();
     // The shipped continuous descriptors when the archive asks for them (a CVT search whose
     // classifier gives none of its own); registers where the backend reports them.
@@ -624,7 +630,11 @@ where
     }
     let trace = progress.trace();
     let baseline = BaselineWatch::default();
-    let evaluator_handle = evaluator::handle(&evaluator);
+    // The shipped evaluator's workers re-time the best kernels after the run; one's own
+    // evaluator has none.
+    let evaluator_handle = (&evaluator as &dyn std::any::Any)
+        .downcast_ref::<SearchEvaluator>()
+        .map(evaluator::handle);
     let evaluator = layer.layer(evaluator);
     // The device-evaluation budget stops the run through the same handle as Ctrl-C.
     let stop = stop.unwrap_or_default();
@@ -668,7 +678,7 @@ where
     };
     // The local workers stay up to re-time the best kernel beside the reference library (a
     // fresh worker would prepare its inputs and baseline again); they stop after it.
-    let (retimer, evaluator_after) = evaluator_handle.into_parts();
+    let (retimer, evaluator_after) = evaluator_handle.map_or((None, None), |h| h.into_parts());
     let result = result?;
     let archive = result.archive;
     #[cfg(feature = "dist")]
@@ -862,7 +872,7 @@ pub fn run_search<M: Mutator + 'static>(
 
 /// The shipped evaluator for `config`: tuning around isolated workers on this machine, or
 /// around distributed workers; and the device it evaluates on.
-fn local_or_distributed(
+pub(crate) fn local_or_distributed(
     config: &SearchConfig,
     sizes: &Sizes,
     count: &DeviceEvaluations,
