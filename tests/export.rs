@@ -1,6 +1,6 @@
-//! `kf export` end to end (issue 51): two short gemm searches at 64³ and 256³, exported into
-//! one Rust crate, which is then built and tested with `cargo test --offline` in a temporary
-//! folder. Besides the crate's own test (every configuration against the reference), this test
+//! `kf export` end to end (issue 51): a short gemm search at two sizes, 64³ and 256³ (`kf
+//! search --size … --size …`: a folder of runs by size), exported into one Rust crate, which
+//! is then built and tested with `cargo test --offline` in a temporary folder. Besides the crate's own test (every configuration against the reference), this test
 //! adds one of its own to the crate: the dispatch picks each size's own configuration at the
 //! tuned sizes, the nearer one at sizes between them, a valid one where the nearer one's
 //! constraints fail, and every call's result matches a plain triple loop.
@@ -25,17 +25,26 @@ fn text(o: &Output) -> String {
     )
 }
 
-fn search(out: &Path, n: u32) {
-    let size = format!("M={n},N={n},K={n}");
+/// One `kf search` at 64³ and 256³ into `out` (a folder of runs by size, `sizes.json`).
+fn search_two_sizes(out: &Path) {
     let o = Command::new(env!("CARGO_BIN_EXE_kf"))
-        .args(["search", "--task", "gemm", "--size", &size])
+        .args(["search", "--task", "gemm"])
+        .args(["--size", "M=64,N=64,K=64", "--size", "M=256,N=256,K=256"])
         .args(["--evaluations", "4", "--no-progress", "--no-reference"])
         .args(["--final-rounds", "0", "--out"])
         .arg(out)
         .output()
         .unwrap();
-    assert!(o.status.success(), "kf search at {size}: {}", text(&o));
-    assert!(out.join("best_kernel.toml").is_file(), "{}", text(&o));
+    assert!(o.status.success(), "kf search at two sizes: {}", text(&o));
+    let index = std::fs::read_to_string(out.join("sizes.json")).unwrap();
+    for sizes in ["M=64,N=64,K=64", "M=256,N=256,K=256"] {
+        assert!(index.contains(sizes), "{index}");
+        assert!(
+            out.join(sizes).join("best_kernel.toml").is_file(),
+            "{}",
+            text(&o)
+        );
+    }
 }
 
 /// The test this file adds to the generated crate.
@@ -262,18 +271,15 @@ fn exported_gemm_runs_build_and_dispatch_by_size() {
     }
     let started = Instant::now();
     let tmp = tempfile::tempdir().unwrap();
-    let (r64, r256) = (tmp.path().join("r64"), tmp.path().join("r256"));
-    search(&r64, 64);
-    search(&r256, 256);
+    let runs = tmp.path().join("runs");
+    search_two_sizes(&runs);
     let searched = started.elapsed();
 
     let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let krate = tmp.path().join("kernels");
     let o = Command::new(env!("CARGO_BIN_EXE_kf"))
         .args(["export", "--run"])
-        .arg(&r64)
-        .arg("--run")
-        .arg(&r256)
+        .arg(&runs)
         .arg("--rust")
         .arg(&krate)
         .arg("--workspace")
@@ -341,9 +347,7 @@ fn exported_gemm_runs_build_and_dispatch_by_size() {
     let module = tmp.path().join("py");
     let o = Command::new(env!("CARGO_BIN_EXE_kf"))
         .args(["export", "--run"])
-        .arg(&r64)
-        .arg("--run")
-        .arg(&r256)
+        .arg(&runs)
         .arg("--python")
         .arg(&module)
         .output()

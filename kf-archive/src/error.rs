@@ -91,6 +91,15 @@ pub enum ArchiveError {
         #[source]
         source: serde_json::Error,
     },
+    /// A size index (`sizes.json`, [`crate::SizeRuns`]) is not one, or names a folder
+    /// outside its own.
+    #[error("{}: {reason}", path.display())]
+    BadSizeIndex {
+        /// The index file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A line of the step log that is not the next record of this run (it does not parse, its
     /// checksum does not match, it belongs to another run, or its step is repeated, missing or
     /// out of order): the log was damaged by something other than a crash mid-write.

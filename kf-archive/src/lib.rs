@@ -49,6 +49,7 @@ mod grid;
 mod islands;
 pub mod noise;
 mod rundir;
+mod size_runs;
 
 pub use cvt::{CvtArchive, CvtConfig, Feature, FeatureSpace, CENTROIDS_FILE, MAX_CENTROIDS};
 pub use elite::EliteArchive;
@@ -59,3 +60,4 @@ pub use grid::{
 };
 pub use islands::{IslandArchive, IslandConfig, MAX_ISLANDS};
 pub use rundir::{read_run, RunDir, RunDirOptions, RunLog, RunMeta, SyncMode};
+pub use size_runs::{SizeRun, SizeRuns, SIZE_RUNS_FILE};

@@ -68,7 +68,8 @@ pub use run::TunedKernel;
 /// What [`export_rust`] writes and where.
 #[derive(Debug, Clone)]
 pub struct RustExport {
-    /// The run directories whose best kernels are exported, in table order.
+    /// The run directories whose best kernels are exported, in table order (a folder of runs
+    /// by size, `sizes.json`, stands for its runs: [`TunedKernel::load_all`]).
     pub runs: Vec<PathBuf>,
     /// The folder of the generated crate (created; files in it are overwritten).
     pub out: PathBuf,
@@ -99,7 +100,7 @@ impl RustExport {
 /// What [`export_rust`] wrote.
 #[derive(Debug, Clone)]
 pub struct Exported {
-    /// The configurations exported, one per run.
+    /// The configurations exported, one per run (and per size of a folder of runs by size).
     pub kernels: Vec<TunedKernel>,
     /// Every file written.
     pub files: Vec<PathBuf>,
@@ -127,8 +128,11 @@ pub fn export_rust(export: &RustExport) -> Result<Exported, ExportError> {
     let kernels = export
         .runs
         .iter()
-        .map(|r| TunedKernel::load(r))
-        .collect::<Result<Vec<_>, _>>()?;
+        .map(|r| TunedKernel::load_all(r))
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>();
     let files = generate::write_crate(export, &kernels)?;
     Ok(Exported { kernels, files })
 }

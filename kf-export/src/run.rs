@@ -146,6 +146,36 @@ impl TunedKernel {
         })
     }
 
+    /// The best kernels of the run in `dir`: its own, or, for a folder of runs at several
+    /// sizes (`kf search --size A --size B`, listed in its `sizes.json`), each size's.
+    ///
+    /// # Errors
+    ///
+    /// [`ExportError::BadRun`] for a folder with neither `report.json` nor `sizes.json`, or an
+    /// unreadable `sizes.json`, and the errors of [`TunedKernel::load`] for each run.
+    pub fn load_all(dir: &Path) -> Result<Vec<Self>, ExportError> {
+        if dir.join("report.json").is_file() {
+            return Self::load(dir).map(|k| vec![k]);
+        }
+        let index = kf_archive::SizeRuns::read(dir).map_err(|e| ExportError::BadRun {
+            path: dir.join(kf_archive::SIZE_RUNS_FILE),
+            message: e.to_string(),
+        })?;
+        match index {
+            Some(runs) if !runs.runs().is_empty() => runs
+                .runs()
+                .iter()
+                .map(|r| Self::load(&dir.join(&r.dir)))
+                .collect(),
+            _ => Err(ExportError::BadRun {
+                path: dir.to_path_buf(),
+                message: "neither a run (report.json) nor a folder of runs by size (sizes.json): \
+                          give the folder a search wrote (its --out)"
+                    .to_owned(),
+            }),
+        }
+    }
+
     /// The tuned sizes as `M=64,N=64,K=64`.
     pub fn sizes_text(&self) -> String {
         crate::sizes_text(self.sizes.iter().map(|(k, v)| (k.as_str(), *v)))

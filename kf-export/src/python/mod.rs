@@ -36,7 +36,8 @@ const RUNTIME: &str = include_str!("runtime.py");
 /// What [`export_python`] writes and where.
 #[derive(Debug, Clone)]
 pub struct PythonExport {
-    /// The run directories whose best kernels are exported, in table order.
+    /// The run directories whose best kernels are exported, in table order (a folder of runs
+    /// by size stands for its runs).
     pub runs: Vec<PathBuf>,
     /// The folder the module and its test are written into (created; files overwritten).
     pub out: PathBuf,
@@ -78,8 +79,11 @@ pub fn export_python(export: &PythonExport) -> Result<Exported, ExportError> {
     let kernels = export
         .runs
         .iter()
-        .map(|r| TunedKernel::load(r))
-        .collect::<Result<Vec<_>, _>>()?;
+        .map(|r| TunedKernel::load_all(r))
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>();
     let groups = group(&kernels)?;
     let module = module_py(&groups)?;
     let test = test_py(name, &groups);

@@ -10,8 +10,9 @@ use clap::Args;
 /// Arguments of `kf export`.
 #[derive(Args)]
 pub(crate) struct ExportArgs {
-    /// A run directory (`kf search --out`, an example's `--out`); repeat it to export several
-    /// runs of the same task at other sizes or on other devices into one dispatch table.
+    /// A run directory (`kf search --out`, an example's `--out`), or the folder of a search at
+    /// several sizes (`kf search --size A --size B`); repeat it to export several runs of the
+    /// same task at other sizes or on other devices into one dispatch table.
     #[arg(long = "run", value_name = "DIR", required = true)]
     runs: Vec<PathBuf>,
     /// Write a Rust crate into this folder (created; its files are overwritten).

@@ -24,8 +24,11 @@ pub(crate) struct SearchCmdArgs {
     #[arg(long = "kernel", value_name = "K.toml")]
     kernels: Vec<PathBuf>,
     /// Problem sizes, such as M=1024,N=1024,K=1024 (missing ones take the task's defaults).
-    #[arg(long, default_value = "")]
-    size: String,
+    /// Repeat it to search at several sizes, one after another: each size's run goes into
+    /// `<out>/<sizes>/` and `<out>/sizes.json` lists them (`kf export --run <out>` exports
+    /// every size's best kernel into one dispatch table).
+    #[arg(long = "size", default_values_t = [String::new()])]
+    sizes: Vec<String>,
     #[command(flatten)]
     search: SearchArgs,
     #[command(flatten)]
@@ -34,12 +37,42 @@ pub(crate) struct SearchCmdArgs {
 
 pub(crate) fn run(args: SearchCmdArgs) -> anyhow::Result<ExitCode> {
     kernelfoundry::search::logging::init(args.search.verbose);
+    // Ctrl-C stops the search after the steps in flight: every completed step is already in
+    // the run directory, and the same command resumes.
+    let stop = StopHandle::new();
+    let on_ctrl_c = stop.clone();
+    ctrlc::set_handler(move || on_ctrl_c.stop()).context("installing the Ctrl-C handler")?;
+    if let [size] = args.sizes.as_slice() {
+        return search_one(&args, size, None, &stop);
+    }
+    let mut runs = kernelfoundry::archive::SizeRuns::default();
+    for size in &args.sizes {
+        search_one(&args, size, Some(&mut runs), &stop)?;
+        if stop.is_stopped() {
+            break;
+        }
+    }
+    println!("\nRuns by size (sizes.json):");
+    for run in runs.runs() {
+        let sizes: Vec<String> = run.sizes.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        println!("  {}: {}", sizes.join(","), run.dir.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One search at `size`; with `runs`, into its size's folder under the output folder, recorded
+/// in `runs` (and `sizes.json`) once its report is written.
+fn search_one(
+    args: &SearchCmdArgs,
+    size: &str,
+    runs: Option<&mut kernelfoundry::archive::SizeRuns>,
+    stop: &StopHandle,
+) -> anyhow::Result<ExitCode> {
     let task_name = match (&args.task, &args.task_file) {
         (None, None) => Some("gemm"),
         (t, _) => t.as_deref(),
     };
-    let chosen =
-        crate::task_arg::ChosenTask::resolve(task_name, args.task_file.as_deref(), &args.size)?;
+    let chosen = crate::task_arg::ChosenTask::resolve(task_name, args.task_file.as_deref(), size)?;
     let task = &chosen.task;
     let sizes = task.sizes();
     // Everything is checked before a run directory exists: the task file and its reference
@@ -56,6 +89,10 @@ pub(crate) fn run(args: SearchCmdArgs) -> anyhow::Result<ExitCode> {
         .search
         .config(&chosen.name(), sizes, Duration::from_secs(540));
     config.task_file = chosen.file.as_ref().map(|(_, job)| job.clone());
+    let parent = config.out.clone();
+    if runs.is_some() {
+        config.out = parent.join(kernelfoundry::eval::tasks::sizes_text(&config.sizes));
+    }
     config.timeout = chosen.timeout(config.timeout);
     // The builder's own seeds, mutators and scheduler (aimed at empty cells), with the user's
     // kernels after its seeds and the LLM beside its mutators.
@@ -83,15 +120,11 @@ pub(crate) fn run(args: SearchCmdArgs) -> anyhow::Result<ExitCode> {
         .map(|(d, run)| (&d.dist, run));
     let llm = args.llm.mutator(&config.out, queue)?;
     let out = config.out.clone();
-    // Ctrl-C stops the search after the steps in flight: every completed step is already in
-    // the run directory, and the same command resumes.
-    let stop = StopHandle::new();
-    let on_ctrl_c = stop.clone();
-    ctrlc::set_handler(move || on_ctrl_c.stop()).context("installing the Ctrl-C handler")?;
+    let run_sizes = config.sizes.clone();
     let mut builder = Search::builder()
         .config(config)
         .extra_seeds(user_seeds)
-        .stop_on(stop);
+        .stop_on(stop.clone());
     if let Some(llm) = &llm {
         builder = builder.also_mutator(llm.clone(), args.llm.llm_weight);
     }
@@ -105,5 +138,8 @@ pub(crate) fn run(args: SearchCmdArgs) -> anyhow::Result<ExitCode> {
         println!("{}", crate::llm_args::stats_line(llm));
     }
     println!("report: {}", out.join("report.json").display());
+    if let Some(runs) = runs {
+        runs.record(&parent, &out, &run_sizes)?;
+    }
     Ok(ExitCode::SUCCESS)
 }
