@@ -29,9 +29,7 @@ fn fresh() -> EliteArchive {
 }
 
 /// The engine every test runs: the synthetic parts, seed [`SEED`], three in flight.
-fn engine(
-    evaluations: u64,
-) -> Engine<SyntheticMutator, SyntheticEvaluator, SyntheticClassifier, EliteArchive> {
+fn engine(evaluations: u64) -> Engine<SyntheticEvaluator, SyntheticClassifier, EliteArchive> {
     Engine::new(
         SyntheticMutator::new(0.1),
         SyntheticEvaluator::new(),

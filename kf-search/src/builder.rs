@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kf_archive::{CvtConfig, FeatureSpace, GridConfig, IslandConfig, MAX_ISLANDS};
+use kf_core::emitter::Scheduler;
 use kf_core::{
     BehaviorClassifier, BoxError, BoxMutator, Candidate, EvaluationReport, Evaluator, Language,
     Mutator, Observe, ObserverMode, RunInfo, RunSummary, StopHandle,
@@ -15,7 +16,7 @@ use kf_mutate::{CellPredictor, MixMutator};
 
 use crate::{
     backends, defaults, offline_search, ArchiveKind, BackendKind, DefaultClassifier,
-    OfflineMutators, Proposer, SchedulerKind, SearchConfig, SearchError, SearchEvaluator,
+    OfflineMutators, SchedulerKind, SearchConfig, SearchError, SearchEvaluator,
 };
 
 /// A layer around the search's evaluator (tower style): it receives the shipped evaluator
@@ -67,16 +68,19 @@ struct FactoryInput<'a> {
     extra_mutators: Vec<(BoxMutator, f64)>,
 }
 
-/// How the builder finds the proposer and the seeds (those given, else its own).
-type MutatorFactory<M> =
-    Box<dyn FnOnce(FactoryInput<'_>) -> Result<(Vec<Candidate>, Proposer<M>), SearchError>>;
+/// How the builder finds the proposer (a single mutator is a scheduler of one) and the seeds
+/// (those given, else its own).
+type MutatorFactory =
+    Box<dyn FnOnce(FactoryInput<'_>) -> Result<(Vec<Candidate>, Scheduler), SearchError>>;
 
 /// The shipped search, open: see [`Search::builder`].
 pub struct Search<M, C, L> {
     pub(crate) config: SearchConfig,
     pub(crate) task: Box<dyn KernelTask>,
     pub(crate) seeds: Vec<Candidate>,
-    pub(crate) proposer: Proposer<M>,
+    pub(crate) proposer: Scheduler,
+    /// The mutator type the builder was given (the proposer holds it, boxed).
+    pub(crate) mutator_type: std::marker::PhantomData<fn() -> M>,
     /// Shared with the cell predictor of the default mutator and of tuning.
     pub(crate) classifier: Arc<C>,
     pub(crate) archive: ArchiveSettings,
@@ -89,7 +93,8 @@ pub struct Search<M, C, L> {
 pub struct SearchBuilder<M = MixMutator, C = DefaultClassifier, L = NoLayer> {
     config: SearchConfig,
     out_set: bool,
-    mutator: MutatorFactory<M>,
+    mutator: MutatorFactory,
+    mutator_type: std::marker::PhantomData<fn() -> M>,
     seeds: Option<Vec<Candidate>>,
     extra_seeds: Vec<Candidate>,
     extra_mutators: Vec<(BoxMutator, f64)>,
@@ -122,13 +127,12 @@ impl Search<MixMutator, DefaultClassifier, NoLayer> {
                 seeds.extend(input.extra_seeds);
                 parts.extra.extend(input.extra_mutators);
                 let proposer = match input.scheduler {
-                    SchedulerKind::Mix => Proposer::Mutator(parts.mix()),
-                    SchedulerKind::Bandit => {
-                        Proposer::Emitters(parts.emitters(SchedulerKind::policy())?)
-                    }
+                    SchedulerKind::Mix => Scheduler::single(parts.mix()),
+                    SchedulerKind::Bandit => parts.emitters(SchedulerKind::policy())?,
                 };
                 Ok((seeds, proposer))
             }),
+            mutator_type: std::marker::PhantomData,
             seeds: None,
             extra_seeds: Vec::new(),
             extra_mutators: Vec::new(),
@@ -339,6 +343,7 @@ where
             config: self.config,
             out_set: self.out_set,
             mutator: self.mutator,
+            mutator_type: std::marker::PhantomData,
             seeds: self.seeds,
             extra_seeds: self.extra_seeds,
             extra_mutators: self.extra_mutators,
@@ -365,8 +370,9 @@ where
                     None => offline_search(input.task, input.language)?.0,
                 };
                 seeds.extend(input.extra_seeds);
-                Ok((seeds, Proposer::Mutator(mutator)))
+                Ok((seeds, Scheduler::single(mutator)))
             }),
+            mutator_type: std::marker::PhantomData,
             seeds: self.seeds,
             extra_seeds: self.extra_seeds,
             extra_mutators: self.extra_mutators,
@@ -408,6 +414,7 @@ where
             config: self.config,
             out_set: self.out_set,
             mutator: self.mutator,
+            mutator_type: std::marker::PhantomData,
             seeds: self.seeds,
             extra_seeds: self.extra_seeds,
             extra_mutators: self.extra_mutators,
@@ -464,6 +471,7 @@ where
             task,
             seeds,
             proposer,
+            mutator_type: std::marker::PhantomData,
             classifier,
             archive: self.archive,
             layer: self.layer,
