@@ -48,10 +48,10 @@ pub(super) struct StepHeader {
 
 /// What [`RunState::launch`] decided.
 pub(super) enum Launch {
-    /// A step to propose and evaluate.
-    Live(LiveStep),
+    /// A step to propose and evaluate (boxed: it carries the parent and its context).
+    Live(Box<LiveStep>),
     /// A recorded step, complete as it is.
-    Replay(StepDone),
+    Replay(Box<StepDone>),
     /// Nothing can be launched until a step in flight completes (the budget is reserved by
     /// steps in flight, or the seeds in flight have not filled the archive yet).
     Wait,
@@ -120,13 +120,13 @@ fn unwrap_dyn(error: DynError) -> BoxError {
 impl LiveStep {
     /// Runs the mutation (none for a seed), drops what the novelty filter rejects and numbers
     /// the children with the step's ids.
-    pub(super) async fn propose(self) -> Proposed {
+    pub(super) async fn propose(self: Box<Self>) -> Proposed {
         let LiveStep {
             header,
             work,
             filter,
             scheduler,
-        } = self;
+        } = *self;
         let mutation = match work {
             Work::Seed(seed) => Ok(Mutation::free(vec![Offspring::new(
                 seed.source,
@@ -423,22 +423,22 @@ where
             Some(record) => {
                 let emitter = header.emitter.and_then(|i| self.scheduler.recorded_name(i));
                 check_replay(&record, header.parent, emitter, step)?;
-                Launch::Replay(StepDone {
+                Launch::Replay(Box::new(StepDone {
                     header,
                     outcome: StepOutcome::Replayed(record),
-                })
+                }))
             }
             None => {
                 let filter = match work {
                     Work::Mutate { .. } => self.filter(),
                     Work::Seed(_) => None,
                 };
-                Launch::Live(LiveStep {
+                Launch::Live(Box::new(LiveStep {
                     header,
                     work,
                     filter,
                     scheduler: Arc::clone(&self.scheduler),
-                })
+                }))
             }
         };
         self.next_step += 1;

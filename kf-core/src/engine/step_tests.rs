@@ -277,8 +277,7 @@ fn failing_run(proposer: impl Into<Scheduler>) -> CoreError {
             ..c
         })
         .run_blocking()
-        .err()
-        .expect("a mutator that always fails ends the run")
+        .expect_err("a mutator that always fails ends the run")
 }
 
 #[test]

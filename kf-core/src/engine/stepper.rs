@@ -180,7 +180,7 @@ where
             match self.state.launch()? {
                 Launch::Stop(reason) => return Ok(Ask::Done(reason)),
                 Launch::Wait => return Ok(Ask::Wait),
-                Launch::Replay(done) => self.push_ready(done)?,
+                Launch::Replay(done) => self.push_ready(*done)?,
                 Launch::Live(live) => {
                     let proposed = live.propose().await;
                     if proposed.candidates.is_empty() {
@@ -205,6 +205,28 @@ where
                 }
             }
         }
+    }
+
+    /// [`Stepper::ask`] on the current thread with `futures`' executor.
+    pub fn ask_blocking(&mut self) -> Result<Ask, CoreError> {
+        futures::executor::block_on(self.ask())
+    }
+
+    /// One whole step: asks, evaluates the children with the engine's evaluator, tells. Gives
+    /// the number of the step told, or `None` when no step can be asked now (see
+    /// [`Ask::Wait`] and [`Ask::Done`]; [`Stepper::stop_reason`] says whether the run is over).
+    pub async fn step(&mut self) -> Result<Option<u64>, CoreError> {
+        let Ask::Evaluate(proposal) = self.ask().await? else {
+            return Ok(None);
+        };
+        let evaluations = evaluate(&self.evaluator, proposal.candidates()).await;
+        self.tell(proposal.id(), evaluations)?;
+        Ok(Some(proposal.step()))
+    }
+
+    /// [`Stepper::step`] on the current thread with `futures`' executor.
+    pub fn step_blocking(&mut self) -> Result<Option<u64>, CoreError> {
+        futures::executor::block_on(self.step())
     }
 
     /// The evaluations of an asked step's candidates, one per candidate in order. The step is
@@ -301,7 +323,7 @@ where
                             .boxed(),
                         ),
                         Launch::Replay(done) => {
-                            in_flight.push_back(futures::future::ready(done).boxed())
+                            in_flight.push_back(futures::future::ready(*done).boxed())
                         }
                         Launch::Wait | Launch::Stop(_) => break,
                     }
@@ -319,6 +341,11 @@ where
         }
         let reason = self.state.stop_reason.unwrap_or(StopReason::Evaluations);
         self.state.finish(reason)
+    }
+
+    /// [`Stepper::run`] on the current thread with `futures`' executor.
+    pub fn run_blocking(self) -> Result<RunResult<A>, CoreError> {
+        futures::executor::block_on(self.run())
     }
 
     /// Ends the run where it is: the checkpoint's [`finish`](crate::Checkpoint::finish), the
