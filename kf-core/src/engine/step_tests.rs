@@ -357,3 +357,13 @@ fn the_cost_budget_counts_what_mutations_report() {
     // The seed, then four mutations of 1.5.
     assert_eq!(result.summary.evaluations, 5);
 }
+
+/// Any executor may drive a run or a step (the parts here are `Send`).
+#[test]
+fn runs_and_steps_are_send_futures() {
+    fn send<T: Send>(_: T) {}
+    send(engine(bandit()).run());
+    let mut stepper = engine(gaussian()).start().unwrap();
+    send(stepper.ask());
+    send(stepper.step());
+}
