@@ -9,7 +9,12 @@
 //!    one (or `.runtime/sycl.json`), or an installation prefix with `include/sycl/sycl.hpp` and
 //!    `lib/libsycl.so` (a oneAPI compiler directory, a wheel's virtual environment);
 //! 3. `.runtime/sycl.json`, walking up from this crate (the KernelFoundry-rs checkout);
-//! 4. `$CMPLR_ROOT` (set by oneAPI's `setvars.sh`).
+//! 4. the per-user folder's `sycl.json` (`$XDG_DATA_HOME/kernelfoundry/sycl.json`, written by
+//!    `kf setup --sycl`): SYCL needs its runtime when this crate is *built*, so a `kf`
+//!    installed with `cargo install` gets the SYCL backend by `kf setup --sycl` followed by
+//!    `cargo install` again (a fresh build runs this script; a later `kf setup --sycl` that
+//!    rewrites the file also makes cargo run it again);
+//! 5. `$CMPLR_ROOT` (set by oneAPI's `setvars.sh`).
 //!
 //! The shim is a shared library in `OUT_DIR`, linked with `-lsycl` and an rpath to the
 //! runtime's `lib` directory, and `dlopen`ed by the crate at run time (see `src/ffi.rs` for why
@@ -122,6 +127,20 @@ fn find_runtime() -> Result<Runtime, String> {
             watched = true;
         }
     }
+    if let Some(config) = user_runtime_dir()
+        .map(|dir| dir.join("sycl.json"))
+        .filter(|c| c.is_file())
+    {
+        // Watched only when present: a missing watched file would make cargo run this script
+        // on every build.
+        println!("cargo:rerun-if-changed={}", config.display());
+        return runtime_at(&config, &config.display().to_string()).ok_or_else(|| {
+            format!(
+                "{} names a SYCL runtime that is gone or incomplete; run kf setup --sycl again",
+                config.display()
+            )
+        });
+    }
     if let Some(root) = env::var_os("CMPLR_ROOT").filter(|v| !v.is_empty()) {
         let root = PathBuf::from(root);
         if let Some(rt) = runtime_at(&root, &format!("CMPLR_ROOT={}", root.display())) {
@@ -130,9 +149,25 @@ fn find_runtime() -> Result<Runtime, String> {
     }
     Err(
         "no SYCL runtime was found when kf-backend-sycl was built (looked for \
-         .runtime/sycl.json above the crate, KF_SYCL_RUNTIME and CMPLR_ROOT)"
+         .runtime/sycl.json above the crate, the per-user folder's sycl.json of kf setup \
+         --sycl, KF_SYCL_RUNTIME and CMPLR_ROOT)"
             .into(),
     )
+}
+
+/// The per-user folder `kf setup` installs into: `kf_backend_common::runtime::user_runtime_dir`
+/// (a build script cannot call the crate's dependencies; the rule is the XDG one).
+fn user_runtime_dir() -> Option<PathBuf> {
+    env::var_os("XDG_DATA_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".local").join("share"))
+        })
+        .map(|base| base.join("kernelfoundry"))
 }
 
 /// A runtime described by `path`: a `sycl.json`, a directory holding one, or a prefix.

@@ -65,10 +65,50 @@ WANT_TORCH=0
 WANT_NUMPY=0
 WANT_BROWSER=0
 
-OPENCL_PACKAGES=(intel-opencl-rt intel-cmplr-lib-rt)
-# The minor version must match kf-backend-cuda's cudarc feature (cuda-12090).
-CUDA_SERIES="12.9"
-CUDA_PACKAGES=("nvidia-cuda-nvrtc-cu12==$CUDA_SERIES.*" "nvidia-cuda-runtime-cu12==$CUDA_SERIES.*")
+# What to install: kf-setup/runtimes.toml, the one description this script and `kf setup`
+# (which installs the same packages into the per-user folder) both read. Read with Python's
+# tomllib (3.11+), or, on an older Python, a reader of the file's plain subset (a
+# [runtime.NAME] table whose `packages` array holds one quoted requirement a line).
+RUNTIMES_TOML="$ROOT/kf-setup/runtimes.toml"
+
+# described_packages NAME: the pip requirements of runtime NAME, one a line.
+described_packages() {
+    "$PYTHON" - "$RUNTIMES_TOML" "$1" <<'PY' || die "cannot read runtime '$1' from $RUNTIMES_TOML"
+import re, sys
+path, name = sys.argv[1:3]
+text = open(path, encoding="utf-8").read()
+try:
+    import tomllib
+    packages = tomllib.loads(text)["runtime"][name]["packages"]
+except ImportError:
+    table = re.search(r"^\[runtime\." + re.escape(name) + r"\]\s*$(.*?)(?=^\[|\Z)", text, re.M | re.S)
+    array = table and re.search(r"^packages\s*=\s*\[(.*?)\]", table.group(1), re.M | re.S)
+    if not array:
+        sys.exit(f"no [runtime.{name}] with packages in {path}")
+    packages = re.findall(r'"([^"]+)"', re.sub(r"#[^\n]*", "", array.group(1)))
+print("\n".join(packages))
+PY
+}
+
+# package_names REQUIREMENT...: the distribution names, without `==VERSION`.
+package_names() {
+    local r
+    for r in "$@"; do printf '%s\n' "${r%%==*}"; done
+}
+
+mapfile -t OPENCL_PACKAGES < <(described_packages opencl)
+mapfile -t CUDA_PACKAGES < <(described_packages cuda)
+mapfile -t SYCL_PACKAGES < <(described_packages sycl)
+mapfile -t NUMPY_PACKAGES < <(described_packages numpy)
+[ "${#OPENCL_PACKAGES[@]}" -gt 0 ] && [ "${#CUDA_PACKAGES[@]}" -gt 0 ] &&
+    [ "${#SYCL_PACKAGES[@]}" -gt 0 ] && [ "${#NUMPY_PACKAGES[@]}" -gt 0 ] ||
+    die "cannot read the runtimes from $RUNTIMES_TOML"
+mapfile -t OPENCL_NAMES < <(package_names "${OPENCL_PACKAGES[@]}")
+mapfile -t NUMPY_NAMES < <(package_names "${NUMPY_PACKAGES[@]}")
+# The CUDA series (12.9) of the NVRTC requirement (nvidia-cuda-nvrtc-cu12==12.9.*); it must
+# match kf-backend-cuda's cudarc feature (cuda-12090).
+CUDA_SERIES="${CUDA_PACKAGES[0]#*==}"
+CUDA_SERIES="${CUDA_SERIES%.\*}"
 
 pocl_hint() {
     cat >&2 <<'EOF'
@@ -154,8 +194,8 @@ pip_install() {
 setup_numpy() {
     ensure_venv
     if [ "$PROBE_ONLY" -eq 0 ]; then
-        if [ "$UPGRADE" -eq 1 ] || ! venv_has numpy; then
-            PIP_SIZE="about 20 MB" pip_install numpy || return 1
+        if [ "$UPGRADE" -eq 1 ] || ! venv_has "${NUMPY_NAMES[@]}"; then
+            PIP_SIZE="about 20 MB" pip_install "${NUMPY_PACKAGES[@]}" || return 1
         else
             log "numpy already installed (--upgrade to update)"
         fi
@@ -178,7 +218,7 @@ find_lib() { # find_lib NAME: absolute path of the first file NAME under the ven
 setup_opencl() {
     ensure_venv
     if [ "$PROBE_ONLY" -eq 0 ]; then
-        if [ "$UPGRADE" -eq 1 ] || ! venv_has "${OPENCL_PACKAGES[@]}"; then
+        if [ "$UPGRADE" -eq 1 ] || ! venv_has "${OPENCL_NAMES[@]}"; then
             pip_install "${OPENCL_PACKAGES[@]}" || {
                 pocl_hint
                 return 1
@@ -424,17 +464,14 @@ setup_sycl() {
     if [ "$PROBE_ONLY" -eq 0 ]; then
         if [ "$UPGRADE" -eq 1 ]; then
             # Together, so that intel-sycl-rt and the OpenCL runtime keep one compiler runtime.
-            PIP_SIZE="about 210 MB more" pip_install "$SYCL_PACKAGE" "${OPENCL_PACKAGES[@]}" || {
+            PIP_SIZE="about 210 MB more" pip_install "${SYCL_PACKAGES[@]}" "${OPENCL_PACKAGES[@]}" || {
                 sycl_hint
                 return 1
             }
         elif ! venv_has "$SYCL_PACKAGE"; then
-            # intel-sycl-rt requires intel-cmplr-lib-rt of its own version: pin it to the one
-            # installed, so that pip leaves the OpenCL runtime's libraries alone.
-            local want="$SYCL_PACKAGE" cmplr
-            cmplr="$("$VPY" -m pip show intel-cmplr-lib-rt 2>/dev/null | sed -n 's/^Version: //p')"
-            [ -n "$cmplr" ] && want="$SYCL_PACKAGE==$cmplr"
-            PIP_SIZE="about 210 MB download, 0.7 GB installed" pip_install "$want" || {
+            # The description pins intel-sycl-rt and the compiler runtime it shares with the
+            # OpenCL runtime to one release, so pip leaves the OpenCL runtime's libraries alone.
+            PIP_SIZE="about 210 MB download, 0.7 GB installed" pip_install "${SYCL_PACKAGES[@]}" || {
                 sycl_hint
                 return 1
             }

@@ -23,7 +23,7 @@
 //! | [`backends`] (`kf-search`) | backends by name ([`search::BackendKind`]), device facts, and [`init`] |
 //! | [`report`] (`kf-search`) | progress bar, logging, and the end-of-run report: per-cell table, best kernel files, `report.json`, heatmap and curve PNGs (feature `report`) |
 //! | [`explorer`] (`kf-search`) | the run explorer page; served live with feature `report` |
-//! | [`kernelbench`] | KernelBench problems as task files, and the level-1 benchmark |
+//! | [`kernelbench`] (`kf-kernelbench`) | KernelBench problems as task files (levels 1 and 2), and the KernelBench benchmark |
 //!
 //! # Features
 //!
@@ -40,9 +40,10 @@
 //! All are on by default. `default-features = false, features = ["opencl"]` is the search on
 //! the OpenCL backend with none of the heavy dependencies.
 //!
-//! [`init`] must be the first call in the `main` of any program that evaluates kernels in worker
-//! processes ([`eval::IsolatedEvaluator`], which [`search`] uses): each worker is the program
-//! itself, re-executed, and `init()` is where it turns into a worker. A program that forgets it
+//! [`init`] (or [`init_with`], with backend factories of one's own) must be the first call in
+//! the `main` of any program that evaluates kernels in worker processes
+//! ([`eval::IsolatedEvaluator`], which [`search`] uses): each worker is the program itself,
+//! re-executed, and `init()` is where it turns into a worker. A program that forgets it
 //! fails at its first evaluation with an error naming `init()`, having started one extra
 //! process (see [`eval::WorkerCommand::current_exe`] for why workers re-execute the program).
 //!
@@ -57,7 +58,9 @@
 //! ICD loader (`/etc/OpenCL/vendors`). See `opencl`'s runtime notes.
 
 pub mod explorer;
-pub mod kernelbench;
+
+/// KernelBench problems as task files, and the KernelBench benchmark (`kf-kernelbench`).
+pub use kf_kernelbench as kernelbench;
 
 /// The shipped search as an open pipeline ([`search::Search::builder`]).
 pub use kf_search as search;
@@ -103,4 +106,10 @@ pub use kf_tune as tune;
 #[doc(hidden)]
 pub use kf_archive;
 
-pub use kf_search::init;
+pub use kf_search::{init, init_with};
+
+/// The guide's chapter "Embedding in Rust", whose Rust examples CI compiles as doctests of this
+/// crate: the example a reader copies is the one that builds.
+#[cfg(all(doctest, feature = "opencl"))]
+#[doc = include_str!("../docs/guide/07-embedding.md")]
+pub struct GuideEmbeddingInRust;

@@ -456,6 +456,34 @@ fn the_page_of_a_real_gemm_run() {
     );
     assert!(detail.contains("memory_access"), "{detail}");
 
+    // The report's best kernel carries the export note with the commands for this run; any
+    // other candidate points at it.
+    let export = data
+        .export
+        .clone()
+        .expect("report.json names the best kernel");
+    assert!(export.unsupported.is_none());
+    page.eval(&format!("kfExplorer.select({})", export.candidate));
+    let note = page.eval("document.getElementById('d-export').textContent");
+    let note = note.as_str().unwrap();
+    assert!(
+        note.contains(&format!(
+            "kf export --run {} --rust kf-kernels",
+            out.display()
+        )) && note.contains("--python kf_kernels"),
+        "{note}"
+    );
+    if let Some(other) = data.candidates.iter().find(|c| c.id != export.candidate) {
+        page.eval(&format!("kfExplorer.select({})", other.id));
+        let note = page.eval("document.getElementById('d-export').textContent");
+        assert!(
+            note.as_str()
+                .unwrap()
+                .contains(&format!("#{}", export.candidate)),
+            "{note}"
+        );
+    }
+
     // Sources not inlined (limit 0) are explained, not broken: the elites' still are.
     kernelfoundry::explorer::write_report_with(&out, None, 0).unwrap();
     let (small, _) = RunData::read(&RunFiles::locate(&out).unwrap(), None, 0).unwrap();

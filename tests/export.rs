@@ -107,6 +107,8 @@ fn the_dispatch_picks_own_nearer_and_valid_configurations() {
     // (ties to the larger tuned size), or an error naming the rules when neither is valid.
     let mut between: Vec<((i64, i64, i64), usize)> = Vec::new();
     let mut fallback: Option<((i64, i64, i64), usize)> = None;
+    // Every decision, for the Python export's test to make the same ones.
+    let mut choices: Vec<String> = Vec::new();
     let steps: Vec<i64> = (1..=10).map(|i| i * 32).collect();
     for &m in &steps {
         for &n in &steps {
@@ -122,6 +124,10 @@ fn the_dispatch_picks_own_nearer_and_valid_configurations() {
                     small
                 };
                 let got = gemm_choice(device, m, n, k);
+                choices.push(format!(
+                    "{m} {n} {k} {}",
+                    got.as_ref().map_or("none".to_owned(), |i| i.to_string())
+                ));
                 match (valid[small], valid[large]) {
                     (true, true) => {
                         assert_eq!(got.unwrap(), nearer, "at {m}x{n}x{k}");
@@ -162,8 +168,92 @@ fn the_dispatch_picks_own_nearer_and_valid_configurations() {
         "no shape where the nearer configuration's constraints fail and the other's hold",
     );
     assert_eq!(call(&backend, shape), only);
+    if let Some(path) = std::env::var_os("KF_EXPORT_CHOICES") {
+        std::fs::write(path, choices.join("\n") + "\n").expect("the choices file");
+    }
 }
 "#;
+
+/// The pytest test this file adds beside the generated Python module: the module makes the
+/// same dispatch decision as the Rust crate on every shape the Rust test tried, and the calls
+/// at the tuned sizes, between them and where only one configuration is valid match NumPy.
+const PY_DISPATCH_TEST: &str = r#"# Added by the workspace's tests/export.rs.
+import os
+
+import numpy as np
+import pytest
+
+import kf_kernels as m
+
+KERNELS = m.Kernels()
+
+
+def decisions():
+    with open(os.environ["KF_EXPORT_CHOICES"]) as f:
+        for line in f:
+            mm, nn, kk, got = line.split()
+            yield (int(mm), int(nn), int(kk)), (None if got == "none" else int(got))
+
+
+def call(shape):
+    mm, nn, kk = shape
+    rng = np.random.default_rng(mm * 1000003 + nn * 1009 + kk)
+    a = rng.uniform(0.5, 1.5, (mm, kk)).astype(np.float32)
+    b = rng.uniform(0.5, 1.5, (kk, nn)).astype(np.float32)
+    c = m.gemm(mm, nn, kk, a, b, kernels=KERNELS).reshape(mm, nn)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_module_decides_as_the_rust_crate_does():
+    seen = 0
+    used = set()
+    for shape, rust in decisions():
+        if rust is None:
+            with pytest.raises(m.NoConfiguration):
+                m.gemm_choice(*shape, kernels=KERNELS)
+        else:
+            assert m.gemm_choice(*shape, kernels=KERNELS) == rust, shape
+            used.add(rust)
+        seen += 1
+    assert seen == 1000
+    assert used == {0, 1}
+
+
+def test_calls_match_numpy_at_tuned_between_and_fallback_shapes():
+    tuned = {c: m._GEMM.configurations[c].tuned_sizes["M"] for c in range(2)}
+    shapes = [(64, 64, 64), (256, 256, 256)]
+    for shape, rust in decisions():
+        if rust is not None and shape not in shapes and len(shapes) < 8:
+            shapes.append(shape)
+    for shape in shapes:
+        call(shape)
+    assert m.gemm_choice(64, 64, 64, kernels=KERNELS) == [c for c, t in tuned.items() if t == 64][0]
+"#;
+
+/// A Python with pyopencl, pytest and NumPy: `KF_EXPORT_PYTHON`, else the project's venv.
+fn python_with_pyopencl() -> Option<PathBuf> {
+    let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let python = std::env::var_os("KF_EXPORT_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace.join(".runtime/venv/bin/python"));
+    let ok = Command::new(&python)
+        .args(["-c", "import pyopencl, pytest, numpy"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if ok {
+        Some(python)
+    } else {
+        kernelfoundry::core::testing::skip::skip(
+            "pyopencl",
+            format!(
+                "{} cannot import pyopencl, pytest and NumPy (scripts/setup.sh --pyopencl installs them)",
+                python.display()
+            ),
+        );
+        None
+    }
+}
 
 #[test]
 fn exported_gemm_runs_build_and_dispatch_by_size() {
@@ -198,6 +288,7 @@ fn exported_gemm_runs_build_and_dispatch_by_size() {
         "{lib}"
     );
     std::fs::write(krate.join("tests/dispatch.rs"), DISPATCH_TEST).unwrap();
+    let choices = tmp.path().join("choices.txt");
 
     let target = std::env::var_os("KF_EXPORT_TARGET_DIR")
         .map(PathBuf::from)
@@ -216,6 +307,7 @@ fn exported_gemm_runs_build_and_dispatch_by_size() {
         .current_dir(&krate)
         .env("CARGO_TARGET_DIR", &target)
         .env("KF_REQUIRE_OPENCL", "1")
+        .env("KF_EXPORT_CHOICES", &choices)
         .output()
         .unwrap();
     let out = text(&o);
@@ -224,6 +316,7 @@ fn exported_gemm_runs_build_and_dispatch_by_size() {
         o.status.success(),
         "cargo test of the generated crate: {out}"
     );
+    let crate_tested = built.elapsed();
     for name in [
         "gemm::every_configuration_matches_the_reference_at_a_small_size",
         "gemm::the_dispatched_call_matches_the_reference",
@@ -237,6 +330,50 @@ fn exported_gemm_runs_build_and_dispatch_by_size() {
     println!(
         "searches {:.1} s, export + cargo test of the crate {:.1} s",
         searched.as_secs_f64(),
-        built.elapsed().as_secs_f64()
+        crate_tested.as_secs_f64()
+    );
+
+    // The same runs as a Python module, tested with pytest against NumPy and against the
+    // Rust crate's decisions.
+    let Some(python) = python_with_pyopencl() else {
+        return;
+    };
+    let module = tmp.path().join("py");
+    let o = Command::new(env!("CARGO_BIN_EXE_kf"))
+        .args(["export", "--run"])
+        .arg(&r64)
+        .arg("--run")
+        .arg(&r256)
+        .arg("--python")
+        .arg(&module)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "kf export --python: {}", text(&o));
+    let source = std::fs::read_to_string(module.join("kf_kernels.py")).unwrap();
+    assert!(
+        source.contains("def gemm(m, n, k, a, b, *, kernels=None):"),
+        "{source}"
+    );
+    assert!(source.contains("Which configuration serves which region"));
+    std::fs::write(module.join("test_dispatch.py"), PY_DISPATCH_TEST).unwrap();
+    let backend = backend_or_skip().expect("the OpenCL runtime");
+    let pytested = Instant::now();
+    let o = Command::new(&python)
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+        .current_dir(&module)
+        .envs(backend.runtime().set_vars.iter().map(|(k, v)| (k, v)))
+        .env("PYOPENCL_CTX", "0")
+        .env("KF_EXPORT_CHOICES", &choices)
+        .output()
+        .unwrap();
+    let out = text(&o);
+    println!("{out}");
+    assert!(o.status.success(), "pytest of the Python module: {out}");
+    // Every configuration, the dispatched call and the wrong length, plus this file's two.
+    assert!(out.contains("6 passed"), "{out}");
+    assert!(!out.contains("skipped"), "{out}");
+    println!(
+        "kf export --python + pytest {:.1} s",
+        pytested.elapsed().as_secs_f64()
     );
 }

@@ -3,10 +3,15 @@
 //! vendored unchanged under `tests/data/kernelbench_unseen/vendor/`) imported by the documented command with a
 //! NumPy reference, at 16,384 elements per row. The obvious kernel (one work-item per row, a
 //! sequential f32 sum) is `correct` on every input set (uniform(0, 1), normal, uniform(-3, 3):
-//! the last two cross zero, where an f32 prefix's error exceeds the old 1e-4 tolerance; the
-//! control imports with the old `--atol 1e-4 --rtol 1e-3` and sees it rejected), and a kernel
-//! that computes the exclusive scan where the inclusive one is asked (and the other way round)
-//! is `wrong_values`.
+//! the last two cross zero, where an f32 prefix's error exceeds the old 1e-4 tolerance), and a
+//! kernel that computes the exclusive scan where the inclusive one is asked (and the other way
+//! round) is `wrong_values`.
+//!
+//! The evaluator's accumulation rule (`kf_eval::verify::accumulation_allowance`): the importer
+//! declares the scanned length (`accumulates = "input_shape_0"`), so even under the old strict
+//! `--atol 1e-4 --rtol 1e-3` the honest scan is `correct` (its rounding is within
+//! `γ_n · Σ|x_i|`) and the wrong scan is not; the control removes the declaration and sees the
+//! honest scan rejected, so the test is about the rule.
 //!
 //! Skips (printing `SKIPPED: …`) without OpenCL or NumPy unless `KF_REQUIRE_OPENCL=1` /
 //! `KF_REQUIRE_PYTHON=1`.
@@ -137,6 +142,10 @@ fn honest_scans_are_correct_and_the_wrong_scan_is_not() {
             written.contains("atol = 0.01") && written.contains("rtol = 0.01"),
             "KernelBench's tolerance by default: {written}"
         );
+        assert!(
+            written.contains("accumulates = \"input_shape_0\""),
+            "the scanned length is declared: {written}"
+        );
         let honest = write_kernel(tmp.path(), "honest", &scan_kernel(reverse, exclusive));
         // Several evaluations: each draws fresh input sets of all three distributions.
         for _ in 0..2 {
@@ -146,8 +155,8 @@ fn honest_scans_are_correct_and_the_wrong_scan_is_not() {
         let wrong = write_kernel(tmp.path(), "wrong", &scan_kernel(reverse, !exclusive));
         let (status, said) = eval(&task, &wrong);
         assert_eq!(status, "wrong_values", "{stem}, the other scan: {said}");
-        // The control: under the importer's old tolerance the same honest scan is rejected
-        // (the normal and uniform(-3, 3) rows cross zero), so the test is about the tolerance.
+        // Under the old strict tolerance the accumulation rule alone accepts the honest scan
+        // (the normal and uniform(-3, 3) rows cross zero) and still rejects the wrong one.
         let strict = import(
             tmp.path(),
             stem,
@@ -155,6 +164,25 @@ fn honest_scans_are_correct_and_the_wrong_scan_is_not() {
             &["--atol", "1e-4", "--rtol", "1e-3"],
         );
         let (status, said) = eval(&strict, &honest);
-        assert_eq!(status, "wrong_values", "{stem} under 1e-4: {said}");
+        assert_eq!(status, "correct", "{stem} under 1e-4 with the rule: {said}");
+        let (status, said) = eval(&strict, &wrong);
+        assert_eq!(
+            status, "wrong_values",
+            "{stem}, the other scan, strict: {said}"
+        );
+        // The control: without the declaration, the same honest scan is rejected.
+        let text = std::fs::read_to_string(&strict).unwrap();
+        let undeclared: String = text
+            .lines()
+            .filter(|l| !l.starts_with("accumulates"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_ne!(undeclared, text);
+        std::fs::write(&strict, undeclared).unwrap();
+        let (status, said) = eval(&strict, &honest);
+        assert_eq!(
+            status, "wrong_values",
+            "{stem} under 1e-4 without the rule: {said}"
+        );
     }
 }

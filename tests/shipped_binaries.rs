@@ -35,7 +35,7 @@ fn profile(backend: BackendKind) -> Profile {
     let p = TaskProfile {
         task: "gemm".into(),
         sizes: parse_sizes("M=64,N=64,K=64").unwrap(),
-        backend,
+        backend: backend.to_string(),
         eval: EvalConfig::default(),
         timeout: TimeoutPolicy::default().into(),
     };

@@ -1,5 +1,6 @@
-//! Finding a runtime's configuration (`.runtime/<name>.json`, written by `scripts/setup.sh`)
-//! and preparing the process for it: the pieces every backend's `runtime` module shares.
+//! Finding a runtime's configuration (`<name>.json`, written by `scripts/setup.sh` into a
+//! checkout's `.runtime` folder or by `kf setup` into the per-user folder, see
+//! [`discover_config`] for the search order) and preparing the process for it: the pieces every backend's `runtime` module shares.
 //!
 //! Each backend keeps its own `prepare` (which variables it reads, what its JSON holds, what it
 //! sets); this module gives them the discovery walk, the JSON reading, environment updates
@@ -63,32 +64,99 @@ impl std::error::Error for RuntimeConfigError {
     }
 }
 
-/// Walks up from the current directory, the executable's directory and `source_dir` (the
-/// calling crate's `CARGO_MANIFEST_DIR`, so that `cargo test` and `cargo run` in the checkout
-/// find what `scripts/setup.sh` installed), looking for `.runtime/<file_name>`.
+/// The name of the folder, under the platform's per-user data directory, that `kf setup`
+/// installs runtimes into.
+pub const USER_RUNTIME_FOLDER: &str = "kernelfoundry";
+
+/// The per-user runtime folder `kf setup` installs into and every backend looks in:
+/// `$XDG_DATA_HOME/kernelfoundry`, or `~/.local/share/kernelfoundry` when `XDG_DATA_HOME` is
+/// unset or empty (the XDG base-directory rule, written out as [`crate::cache`] does for the
+/// compile cache, so that the backends need no directory crate). `None` without a home.
+///
+/// It has the layout of a checkout's `.runtime` folder: `opencl.json`, `cuda.json`,
+/// `sycl.json` and `venv/` directly inside it.
+///
+/// ```
+/// let dir = kf_backend_common::runtime::user_runtime_dir();
+/// assert!(dir.map_or(true, |d| d.ends_with("kernelfoundry")));
+/// ```
+pub fn user_runtime_dir() -> Option<PathBuf> {
+    let base = env::var_os("XDG_DATA_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".local").join("share"))
+        })?;
+    Some(base.join(USER_RUNTIME_FOLDER))
+}
+
+/// Finds a runtime's configuration file `<file_name>` (`opencl.json`, …) with no variable
+/// set by hand. Each backend checks its own variable (`KF_OPENCL_ICD`, …) first; then, in
+/// this order:
+///
+/// 1. **a checkout's `.runtime/<file_name>`**, walking up from the current directory and from
+///    the running executable's directory (what `scripts/setup.sh` installs into a clone, so
+///    `cargo run` and `cargo test` there use it);
+/// 2. **the per-user folder** [`user_runtime_dir`] (what `kf setup` installs, for a `kf`
+///    installed with `cargo install` and run anywhere);
+/// 3. **`.runtime/<file_name>` above `source_dir`**, the calling crate's `CARGO_MANIFEST_DIR`:
+///    the checkout the binary was built from, for a binary run outside it (a test binary in a
+///    target folder elsewhere). Last, so that an installed binary prefers what `kf setup`
+///    installed for this user over the clone it happened to be built in.
+///
+/// A configuration file is written last, after the runtime it names is complete (by both
+/// `scripts/setup.sh` and `kf setup`), so a file found here never names a half-installed
+/// runtime.
 ///
 /// ```
 /// let found = kf_backend_common::runtime::discover_config("no-such-runtime.json", env!("CARGO_MANIFEST_DIR"));
 /// assert!(found.is_none());
 /// ```
 pub fn discover_config(file_name: &str, source_dir: &str) -> Option<PathBuf> {
-    let mut starts: Vec<PathBuf> = Vec::new();
+    let mut clone_starts: Vec<PathBuf> = Vec::new();
     if let Ok(dir) = env::current_dir() {
-        starts.push(dir);
+        clone_starts.push(dir);
     }
     if let Some(dir) = env::current_exe()
         .ok()
         .and_then(|e| e.parent().map(Path::to_path_buf))
     {
-        starts.push(dir);
+        clone_starts.push(dir);
     }
-    starts.push(PathBuf::from(source_dir));
-    starts.iter().find_map(|start| {
+    discover_config_from(
+        file_name,
+        &clone_starts,
+        user_runtime_dir().as_deref(),
+        Path::new(source_dir),
+    )
+}
+
+/// [`discover_config`] with its starting points given: the walk-up starts of step 1, the
+/// per-user folder of step 2 and the source directory of step 3.
+pub fn discover_config_from(
+    file_name: &str,
+    clone_starts: &[PathBuf],
+    user_dir: Option<&Path>,
+    source_dir: &Path,
+) -> Option<PathBuf> {
+    let walk_up = |start: &Path| {
         start
             .ancestors()
             .map(|dir| dir.join(".runtime").join(file_name))
             .find(|candidate| candidate.is_file())
-    })
+    };
+    clone_starts
+        .iter()
+        .find_map(|start| walk_up(start))
+        .or_else(|| {
+            user_dir
+                .map(|dir| dir.join(file_name))
+                .filter(|candidate| candidate.is_file())
+        })
+        .or_else(|| walk_up(source_dir))
 }
 
 /// `dir/<file_name>`, else `dir/.runtime/<file_name>`, when either is a file (a directory
@@ -237,6 +305,59 @@ mod tests {
             notes[0].ends_with("; run scripts/setup.sh --x again"),
             "{notes:?}"
         );
+    }
+
+    #[test]
+    fn search_order_is_clone_then_user_folder_then_source_checkout() {
+        let root = tempfile::tempdir().unwrap();
+        let make = |dir: &Path| {
+            fs::create_dir_all(dir).unwrap();
+            fs::write(dir.join("x.json"), "{}").unwrap();
+            dir.join("x.json")
+        };
+        let clone_config = make(&root.path().join("clone/.runtime"));
+        let user_config = make(&root.path().join("user/kernelfoundry"));
+        let source_config = make(&root.path().join("source/.runtime"));
+        let clone_cwd = root.path().join("clone/sub");
+        let elsewhere = root.path().join("elsewhere");
+        fs::create_dir_all(&clone_cwd).unwrap();
+        fs::create_dir_all(&elsewhere).unwrap();
+        let user = root.path().join("user/kernelfoundry");
+        let source = root.path().join("source/crate");
+        // Run from a clone: its .runtime wins over the per-user folder.
+        let found = discover_config_from(
+            "x.json",
+            std::slice::from_ref(&clone_cwd),
+            Some(&user),
+            &source,
+        );
+        assert_eq!(found, Some(clone_config));
+        // Run elsewhere: the per-user folder wins over the checkout the binary was built in.
+        let found = discover_config_from(
+            "x.json",
+            std::slice::from_ref(&elsewhere),
+            Some(&user),
+            &source,
+        );
+        assert_eq!(found, Some(user_config.clone()));
+        // No per-user install (or no home): the source checkout, last.
+        let empty_user = root.path().join("nobody/kernelfoundry");
+        let found = discover_config_from(
+            "x.json",
+            std::slice::from_ref(&elsewhere),
+            Some(&empty_user),
+            &source,
+        );
+        assert_eq!(found, Some(source_config));
+        let found = discover_config_from(
+            "x.json",
+            std::slice::from_ref(&elsewhere),
+            None,
+            &elsewhere.join("x"),
+        );
+        assert_eq!(found, None);
+        // The per-user folder holds the file directly, not under .runtime/.
+        assert_eq!(user_config.parent(), Some(user.as_path()));
     }
 
     #[test]

@@ -12,10 +12,11 @@
 //!      holding `.runtime/cuda.json`);
 //!    * an NVRTC library (`libnvrtc.so.12`), or a directory holding one (`lib64/` of a CUDA
 //!      toolkit); a sibling `include/` with `cuda_fp16.h` is used for headers.
-//! 2. **`.runtime/cuda.json` is found** by walking up from the current directory, from the
-//!    directory of the running executable, and from this crate's source directory (so that
-//!    `cargo test` and `cargo run` in the KernelFoundry-rs checkout find what
-//!    `scripts/setup.sh --cuda` installed).
+//! 2. **A `cuda.json` is found** (`kf_backend_common::runtime::discover_config`): a
+//!    checkout's `.runtime/cuda.json` above the current directory or the running executable
+//!    (what `scripts/setup.sh --cuda` installed), else the per-user folder's
+//!    (`$XDG_DATA_HOME/kernelfoundry/cuda.json`, what `kf setup --cuda` installed), else the
+//!    one above this crate's source directory.
 //! 3. **A CUDA toolkit**: `$CUDA_HOME`, `$CUDA_PATH`, then `/usr/local/cuda`, when it holds
 //!    `lib64/libnvrtc.so.12`.
 //! 4. Otherwise nothing is preloaded and `cudarc` searches the system (`LD_LIBRARY_PATH`, the
@@ -39,8 +40,8 @@ use serde::Deserialize;
 pub const KF_CUDA_NVRTC: &str = "KF_CUDA_NVRTC";
 
 /// The sentence every "no NVRTC" error ends with.
-pub const HOW_TO_GET_NVRTC: &str = "To get NVRTC: run `scripts/setup.sh --cuda` in the \
-KernelFoundry-rs checkout (NVRTC 12.9 and the CUDA headers from PyPI into .runtime/, about 95 MB, \
+pub const HOW_TO_GET_NVRTC: &str = "To get NVRTC: run `kf setup --cuda` (into the per-user \
+folder) or `scripts/setup.sh --cuda` in the KernelFoundry-rs checkout (NVRTC 12.9 and the CUDA headers from PyPI into .runtime/, about 95 MB, \
 no root and no GPU needed), or install a CUDA 12 toolkit (found in $CUDA_HOME or /usr/local/cuda), \
 or set KF_CUDA_NVRTC to libnvrtc.so.12 or to a cuda.json written by scripts/setup.sh.";
 
@@ -165,8 +166,8 @@ fn prepare_now() -> RuntimeInfo {
     info
 }
 
-/// Walks up from the current directory, the executable's directory and this crate's source
-/// directory, looking for `.runtime/cuda.json`.
+/// Finds a `cuda.json` in the order of the module docs' step 2 (a checkout's `.runtime`, the
+/// per-user folder, the source checkout).
 pub fn discover_config() -> Option<PathBuf> {
     common::discover_config("cuda.json", env!("CARGO_MANIFEST_DIR"))
 }

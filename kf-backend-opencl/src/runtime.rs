@@ -12,10 +12,11 @@
 //!    * an `.icd` file, or an OpenCL driver library (`libintelocl.so`, `libpocl.so.2`): it is
 //!      added with `OCL_ICD_FILENAMES` and loaded through the system ICD loader, or directly
 //!      when there is none.
-//! 3. **`.runtime/opencl.json` is found** by walking up from the current directory, from the
-//!    directory of the running executable, and from this crate's source directory (so that
-//!    `cargo test` and `cargo run` in the KernelFoundry-rs checkout find what
-//!    `scripts/setup.sh` installed).
+//! 3. **An `opencl.json` is found** (`kf_backend_common::runtime::discover_config`): a
+//!    checkout's `.runtime/opencl.json` above the current directory or the running executable
+//!    (what `scripts/setup.sh` installed), else the per-user folder's
+//!    (`$XDG_DATA_HOME/kernelfoundry/opencl.json`, what `kf setup` installed), else the one
+//!    above this crate's source directory.
 //! 4. Otherwise the system's `libOpenCL.so.1` and `/etc/OpenCL/vendors` are used as they are.
 //!
 //! Applying an `opencl.json` means: `dlopen` the support libraries it lists under `preload`
@@ -48,9 +49,9 @@ pub const KF_OPENCL_ICD: &str = "KF_OPENCL_ICD";
 pub const OPENCL_DYLIB_PATH: &str = "OPENCL_DYLIB_PATH";
 
 /// The sentence every "no runtime" error ends with.
-pub const HOW_TO_GET_A_RUNTIME: &str = "To get an OpenCL runtime: run scripts/setup.sh in the \
-KernelFoundry-rs checkout (Intel CPU OpenCL runtime from PyPI into .runtime/, no root needed), \
-or install PoCL (sudo apt-get install pocl-opencl-icd ocl-icd-libopencl1), or set KF_OPENCL_ICD \
+pub const HOW_TO_GET_A_RUNTIME: &str = "To get an OpenCL runtime: run `kf setup` (Intel CPU \
+OpenCL runtime from PyPI into the per-user folder, no root needed), or scripts/setup.sh in the \
+KernelFoundry-rs checkout (the same into .runtime/), or install PoCL (sudo apt-get install pocl-opencl-icd ocl-icd-libopencl1), or set KF_OPENCL_ICD \
 to an OpenCL driver library, an .icd file, or an opencl.json written by scripts/setup.sh.";
 
 /// Where the runtime configuration came from.
@@ -165,8 +166,8 @@ fn prepare_now() -> RuntimeInfo {
     info
 }
 
-/// Walks up from the current directory, the executable's directory and this crate's source
-/// directory, looking for `.runtime/opencl.json`.
+/// Finds an `opencl.json` in the order of the module docs' step 3 (a checkout's `.runtime`,
+/// the per-user folder, the source checkout).
 pub fn discover_config() -> Option<PathBuf> {
     common::discover_config("opencl.json", env!("CARGO_MANIFEST_DIR"))
 }

@@ -10,9 +10,9 @@
 //! 1. picks the shim: `KF_SYCL_SHIM` (a path, for binaries moved away from their build
 //!    directory) or the one the build script compiled;
 //! 2. picks the runtime description (`sycl.json`): `KF_SYCL_RUNTIME` (a `sycl.json` or a
-//!    directory holding one), the one the shim was built against, or `.runtime/sycl.json`
-//!    found by walking up from the current directory, the executable's directory and this
-//!    crate's source directory;
+//!    directory holding one), the one the shim was built against, or one found as every
+//!    backend finds its runtime ([`discover_config`]: a checkout's `.runtime`, the per-user
+//!    folder of `kf setup --sycl`, the source checkout);
 //! 3. applies it: unless `OCL_ICD_VENDORS` or `OCL_ICD_FILENAMES` is set, sets
 //!    `OCL_ICD_VENDORS` to the OpenCL vendors directory `scripts/setup.sh` wrote (the SYCL
 //!    runtime reaches Intel's CPU device through its OpenCL adapter, whose ICD loader reads
@@ -40,7 +40,8 @@ pub const KF_SYCL_RUNTIME: &str = "KF_SYCL_RUNTIME";
 pub const KF_SYCL_SHIM: &str = "KF_SYCL_SHIM";
 
 /// The sentence every "runtime not available" error ends with.
-pub const HOW_TO_GET_A_RUNTIME: &str = "To install it: run `scripts/setup.sh --sycl` in the \
+pub const HOW_TO_GET_A_RUNTIME: &str = "To install it: run `kf setup --sycl` (into the \
+per-user folder) and build, or `cargo install`, kf again; or `scripts/setup.sh --sycl` in the \
 KernelFoundry-rs checkout (intel-sycl-rt and the Intel CPU OpenCL runtime from PyPI into \
 .runtime/, no root needed; a C++17 compiler such as g++ builds the shim), then build again \
 (cargo rebuilds kf-backend-sycl by itself). Elsewhere, set KF_SYCL_RUNTIME when building to a \
@@ -167,8 +168,9 @@ fn prepare_now() -> RuntimeInfo {
     info
 }
 
-/// Walks up from the current directory, the executable's directory and this crate's source
-/// directory, looking for `.runtime/sycl.json`.
+/// Finds a `sycl.json` as every backend does (`kf_backend_common::runtime::discover_config`:
+/// a checkout's `.runtime` above the current directory or the executable, the per-user
+/// folder of `kf setup --sycl`, the source checkout).
 pub fn discover_config() -> Option<PathBuf> {
     common::discover_config("sycl.json", env!("CARGO_MANIFEST_DIR"))
 }

@@ -290,6 +290,10 @@ impl BehaviorClassifier for StaticClassifier {
         &self.space
     }
 
+    fn name(&self) -> &str {
+        "static"
+    }
+
     fn classify(
         &self,
         candidate: &Candidate,

@@ -137,6 +137,15 @@ impl<C: BehaviorClassifier> BehaviorClassifier for CompilerFactsClassifier<C> {
         self.inner.space()
     }
 
+    /// `static+compiler-facts` over the shipped static classifier, else `compiler-facts`.
+    fn name(&self) -> &str {
+        if self.inner.name() == "static" {
+            "static+compiler-facts"
+        } else {
+            "compiler-facts"
+        }
+    }
+
     fn classify(
         &self,
         candidate: &Candidate,

@@ -47,6 +47,30 @@
 //!
 //! The servers for tests and single-machine clusters come from `scripts/dist-servers.sh`
 //! (nats-server from PyPI, PostgreSQL from Debian, both with TLS and the roles' credentials).
+//!
+//! # Example
+//!
+//! The configuration a search and its workers share, and the evaluator a search gives the
+//! engine (connecting needs the servers: `scripts/dist-servers.sh start` in the repository):
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use kf_dist::{DistConfig, DistEvaluator};
+//!
+//! let config = DistConfig::new("tls://127.0.0.1:14222", "postgres://127.0.0.1:15432/kf")
+//!     .ack_wait(Duration::from_secs(30))
+//!     .max_attempts(3);
+//! config.validate()?;
+//! // Jobs of run "my-run" for workers of device kind "opencl-AMD EPYC", each evaluated under
+//! // the profile (task, sizes, protocol) that the workers' handler reads.
+//! let builder = DistEvaluator::builder(config, "my-run", "opencl-AMD EPYC", serde_json::json!({}));
+//! # let _ = builder;
+//! # Ok::<(), kf_dist::DistError>(())
+//! ```
+//!
+//! Features: `llm` adds LLM calls through the queue (`QueuedLlm`, `LlmAnswerer`). The guide's
+//! chapter "From one machine to a cluster" (`docs/guide/06-cluster.md` in the repository) covers
+//! the servers, security, roles and deployment.
 
 mod ask;
 mod config;

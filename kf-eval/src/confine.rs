@@ -170,7 +170,8 @@ impl AllowedPaths {
     }
 }
 
-/// Every `.runtime` folder above the current directory, the executable and this crate.
+/// Every `.runtime` folder above the current directory, the executable and this crate, and
+/// the per-user folder of `kf setup` (the same layout), where they exist.
 fn runtime_dirs() -> Vec<PathBuf> {
     let mut starts: Vec<PathBuf> = Vec::new();
     starts.extend(std::env::current_dir().ok());
@@ -189,6 +190,7 @@ fn runtime_dirs() -> Vec<PathBuf> {
             }
         }
     }
+    out.extend(kf_backend_common::runtime::user_runtime_dir().filter(|d| d.is_dir()));
     out
 }
 

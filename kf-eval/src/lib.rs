@@ -24,7 +24,25 @@
 //! * [`verify`]: the output checks on their own.
 //! * [`kernels`]: the kernels this crate ships (baselines, a tiled GEMM) as manifest and source
 //!   text.
+//!
+//! # Example
+//!
+//! A built-in task at a small size, as `kf eval --task gemm --size M=256,N=256,K=256` makes it;
+//! [`KernelEvaluator`] and [`IsolatedEvaluator`] then judge kernels for it on a backend.
+//!
+//! ```
+//! use kf_eval::tasks::{builtin_task, parse_sizes};
+//!
+//! let task = builtin_task("gemm", &parse_sizes("M=256,N=256,K=256")?)?;
+//! assert_eq!(task.name(), "gemm");
+//! # Ok::<(), kf_eval::EvalError>(())
+//! ```
+//!
+//! The guide's chapter "How evaluation works, and why it cannot be fooled"
+//! (`docs/guide/08-evaluation.md` in the repository) describes the protocol for users; task
+//! files are in its chapter "Your own operator".
 
+mod backend_factory;
 pub mod characterise;
 pub mod confine;
 mod early_stop;
@@ -40,6 +58,9 @@ pub mod tasks;
 pub mod verify;
 pub mod worker;
 
+pub use backend_factory::{
+    BackendFactory, BackendFactoryError, BackendRegistry, DynBackendFactory,
+};
 pub use early_stop::{
     measures_baseline, EarlyStop, EARLY_STOP_ALPHA, EARLY_STOP_MIN_RATIO, EARLY_STOP_TRIALS,
 };

@@ -20,7 +20,10 @@ use crate::early_stop::{measures_baseline, EarlyStop};
 use crate::error::EvalError;
 use crate::profile::{charge_transfer, since, take_transfer_seconds, EvalProfile};
 use crate::tasks::{sizes_text, ArgSpec, BufferSpec, HostBuffer, KernelTask, Role, Sizes};
-use crate::verify::{compare_buffers, guard_violation, tolerance_for, Verdict, GUARD_BYTE};
+use crate::verify::{
+    accumulation_allowance, compare_buffers_with, guard_violation, tolerance_for, Verdict,
+    GUARD_BYTE,
+};
 
 /// How candidates are timed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -263,6 +266,9 @@ struct Prepared<'t, B> {
     buffers: Vec<Guarded<B>>,
     data: Arc<Vec<HostBuffer>>,
     reference: Arc<Vec<HostBuffer>>,
+    /// Per buffer, the accumulation rule's extra absolute tolerance per element (empty when
+    /// the task declares no accumulating output).
+    allowance: Arc<Allowances>,
     /// Whether the data and reference were drawn for this evaluation (not reused).
     fresh: bool,
 }
@@ -271,7 +277,22 @@ struct Prepared<'t, B> {
 struct CachedInputs {
     data: Arc<Vec<HostBuffer>>,
     reference: Arc<Vec<HostBuffer>>,
+    allowance: Arc<Allowances>,
     uses: u32,
+}
+
+/// Per buffer, the extra absolute tolerance of each element (`None`: none).
+type Allowances = Vec<Option<Vec<f64>>>;
+
+/// The accumulation rule's allowances of `task` on `data` ([`accumulation_allowance`]).
+fn allowances(task: &dyn KernelTask, data: &[HostBuffer]) -> Result<Allowances, EvalError> {
+    let specs = task.buffers();
+    Ok(task
+        .accumulations(data)?
+        .into_iter()
+        .zip(&specs)
+        .map(|(acc, spec)| acc.map(|a| accumulation_allowance(spec.dtype, &a)))
+        .collect())
 }
 
 /// What went wrong in one checked launch.
@@ -411,6 +432,7 @@ fn check_after_launch<B: Backend>(
     task: &dyn KernelTask,
     data: &[HostBuffer],
     reference: &[HostBuffer],
+    allowance: &[Option<Vec<f64>>],
     buffers: &[Guarded<B::Buffer>],
     tolerance: &kf_core::Tolerance,
 ) -> Result<CorrectnessReport, Failure> {
@@ -463,7 +485,8 @@ fn check_after_launch<B: Backend>(
                     continue;
                 };
                 let tolerance = &tolerance_for(spec.dtype, tolerance);
-                match compare_buffers(&out, expected, tolerance) {
+                let extra = allowance.get(i).and_then(Option::as_deref);
+                match compare_buffers_with(&out, expected, tolerance, extra) {
                     Verdict::Close(r) => {
                         if worst.is_none_or(|w| r.fraction_within < w.fraction_within) {
                             worst = Some(r);
@@ -1014,10 +1037,15 @@ impl<B: Backend> KernelEvaluator<B> {
     ) -> Result<Prepared<'t, B::Buffer>, EvalError> {
         let key = format!("{}:{}:{variant}", task.name(), sizes_text(&task.sizes()));
         let reuse = self.config.reuse_inputs;
-        let (data, reference, fresh) = match self.inputs.get_mut(&key) {
+        let (data, reference, allowance, fresh) = match self.inputs.get_mut(&key) {
             Some(c) if c.uses < reuse => {
                 c.uses += 1;
-                (Arc::clone(&c.data), Arc::clone(&c.reference), false)
+                (
+                    Arc::clone(&c.data),
+                    Arc::clone(&c.reference),
+                    Arc::clone(&c.allowance),
+                    false,
+                )
             }
             _ => {
                 let data = task.generate(rng, variant);
@@ -1025,16 +1053,18 @@ impl<B: Backend> KernelEvaluator<B> {
                     Some(r) => r,
                     None => task.reference(&data)?,
                 };
+                let allowance = Arc::new(allowances(task, &data)?);
                 let (data, reference) = (Arc::new(data), Arc::new(reference));
                 if reuse > 0 {
                     let cached = CachedInputs {
                         data: Arc::clone(&data),
                         reference: Arc::clone(&reference),
+                        allowance: Arc::clone(&allowance),
                         uses: 1,
                     };
                     self.inputs.insert(key, cached);
                 }
-                (data, reference, true)
+                (data, reference, allowance, true)
             }
         };
         let buffers = task
@@ -1049,6 +1079,7 @@ impl<B: Backend> KernelEvaluator<B> {
             buffers,
             data,
             reference,
+            allowance,
             fresh,
         })
     }
@@ -1159,6 +1190,7 @@ impl<B: Backend> KernelEvaluator<B> {
             p.task,
             &p.data,
             &p.reference,
+            &p.allowance,
             &p.buffers,
             &tolerance,
         )
@@ -1388,15 +1420,22 @@ impl<B: Backend> KernelEvaluator<B> {
         // launches, or keeps state between them, is caught here.
         let tolerance = p.task.describe().tolerance;
         for (c, bufs) in sets.iter().enumerate().take(trial.min(copies)) {
-            check_after_launch(backend, p.task, &p.data, &p.reference, bufs, &tolerance).map_err(
-                |mut f| {
-                    f.message = format!(
-                        "the output of timed launch on copy {c} is wrong: {}",
-                        f.message
-                    );
-                    f
-                },
-            )?;
+            check_after_launch(
+                backend,
+                p.task,
+                &p.data,
+                &p.reference,
+                &p.allowance,
+                bufs,
+                &tolerance,
+            )
+            .map_err(|mut f| {
+                f.message = format!(
+                    "the output of timed launch on copy {c} is wrong: {}",
+                    f.message
+                );
+                f
+            })?;
         }
         p.buffers = sets.swap_remove(0);
         let baseline_stats = baseline_key

@@ -4,6 +4,7 @@ use kf_core::{CorrectnessReport, Tolerance};
 
 use crate::element::Dtype;
 use crate::tasks::host::HostBuffer;
+pub use crate::tasks::Accumulation;
 
 pub use crate::element::POISON_BITS;
 
@@ -83,6 +84,50 @@ pub const F16_ATOL: f64 = 1.0 / 1024.0;
 /// The floor of `rtol` for f16 buffers: 2^-8.
 pub const F16_RTOL: f64 = 1.0 / 256.0;
 
+/// The unit roundoff of f32 arithmetic, `u = 2^-24`.
+pub const F32_UNIT_ROUNDOFF: f64 = 1.0 / 16_777_216.0;
+/// The unit roundoff of f16 arithmetic, `u = 2^-11`.
+pub const F16_UNIT_ROUNDOFF: f64 = 1.0 / 2048.0;
+
+/// Higham's `γ_k = k·u / (1 − k·u)` for `k` floating-point operations of unit roundoff `u`;
+/// infinite once `k·u ≥ 1` (no bound is possible there).
+pub fn gamma(k: u64, unit_roundoff: f64) -> f64 {
+    let ku = k as f64 * unit_roundoff;
+    if ku >= 1.0 {
+        f64::INFINITY
+    } else {
+        ku / (1.0 - ku)
+    }
+}
+
+/// The accumulation rule: the extra absolute error allowed, per element, in an output that
+/// sums `n = acc.length` terms.
+///
+/// A sum of `n` floating-point terms computed in **any** order (sequentially, pairwise, in a
+/// tree of work-group partial sums, with or without fused multiply-adds) satisfies
+/// `|ŝ − s| ≤ γ_{n−1} · Σ|x_i|` (Higham, *Accuracy and Stability of Numerical Algorithms*,
+/// §4.2; a dot product of length `n`, products included, within `γ_n · Σ|a_i b_i|`, §3.1), `u`
+/// being the unit roundoff of the accumulation: 2^-24 for f32 outputs, 2^-11 for f16 ones (a
+/// kernel may accumulate in half). So an element may differ from the reference by
+/// `atol + rtol·|ref|` (the task's element-wise rule) **plus** `γ_n · Σ|x_i|` (`γ_n`, which
+/// covers sums and dot products alike), with `Σ|x_i|` from [`Accumulation`]. The
+/// bound is the worst case, so an honest kernel is never rejected whatever its summation
+/// order; it grows with the length and with the terms' magnitudes, not with the result's, so
+/// it stays tight where the result is not small by cancellation (a scan's first elements) and
+/// allows what rounding can really do where it is (a prefix crossing zero). A kernel that
+/// drops or adds a term is still caught wherever that term exceeds the allowance: an exclusive
+/// scan where the inclusive one is asked fails at each row's first element, whose allowance is
+/// `γ_n·|x_0|`. i32 outputs get no allowance (they are exact).
+pub fn accumulation_allowance(dtype: Dtype, acc: &Accumulation) -> Vec<f64> {
+    let u = match dtype {
+        Dtype::F32 => F32_UNIT_ROUNDOFF,
+        Dtype::F16 => F16_UNIT_ROUNDOFF,
+        Dtype::I32 => return vec![0.0; acc.magnitude.len()],
+    };
+    let g = gamma(acc.length.max(1), u);
+    acc.magnitude.iter().map(|m| g * m.abs()).collect()
+}
+
 /// Compares an f32 output with its reference under both rules of [`Tolerance`].
 pub fn compare(out: &[f32], reference: &[f32], tol: &Tolerance) -> Verdict {
     compare_buffers(
@@ -95,7 +140,20 @@ pub fn compare(out: &[f32], reference: &[f32], tol: &Tolerance) -> Verdict {
 /// Compares an output of any dtype with its reference, in f64 after conversion, under both
 /// rules of `tol` (pass [`tolerance_for`] the buffer's dtype first).
 pub fn compare_buffers(out: &HostBuffer, reference: &HostBuffer, tol: &Tolerance) -> Verdict {
+    compare_buffers_with(out, reference, tol, None)
+}
+
+/// [`compare_buffers`] with an extra absolute allowance per element (the accumulation rule,
+/// [`accumulation_allowance`]) added to the element-wise rule and to the aggregate rule's
+/// "within" test; `None` or a short slice adds nothing where it has no entry.
+pub fn compare_buffers_with(
+    out: &HostBuffer,
+    reference: &HostBuffer,
+    tol: &Tolerance,
+    allowance: Option<&[f64]>,
+) -> Verdict {
     debug_assert_eq!(out.len(), reference.len());
+    let extra = |i: usize| allowance.and_then(|a| a.get(i)).copied().unwrap_or(0.0);
     let poisoned = out.poisoned(Some(reference));
     let out = out.to_f64();
     let reference = reference.to_f64();
@@ -139,10 +197,11 @@ pub fn compare_buffers(out: &HostBuffer, reference: &HostBuffer, tol: &Tolerance
         if r != 0.0 || o != 0.0 {
             max_rel = max_rel.max(rel);
         }
-        if abs > tol.atol + tol.rtol * r.abs() {
+        let allowed = extra(i);
+        if abs > tol.atol + tol.rtol * r.abs() + allowed {
             first_mismatch.get_or_insert(i as u64);
         }
-        if abs <= tol.relative_threshold * r.abs() || abs <= tol.atol {
+        if abs <= tol.relative_threshold * r.abs() || abs <= tol.atol + allowed {
             within += 1;
         }
         dot += o * r;
@@ -273,6 +332,59 @@ mod tests {
             compare_buffers(&pi, &ri, &ti),
             Verdict::Unwritten { count: 3, .. }
         ));
+    }
+
+    #[test]
+    fn the_accumulation_rule_allows_rounding_of_long_sums_but_not_a_missing_term() {
+        // An f32 running sum over 16,384 terms of both signs: its prefix crosses zero, where
+        // the plain rule (relative to the tiny result) rejects honest rounding.
+        let n = 16_384usize;
+        let x: Vec<f64> = (0..n)
+            .map(|i| ((i as f64 * 0.618_033_988_75).fract() - 0.5) * 6.0)
+            .collect();
+        let (mut acc32, mut exact, mut magnitude) = (0.0f32, 0.0f64, 0.0f64);
+        let (mut honest, mut reference, mut mags) = (vec![], vec![], vec![]);
+        for v in &x {
+            acc32 += *v as f32;
+            exact += v;
+            magnitude += v.abs();
+            honest.push(acc32);
+            reference.push(exact as f32);
+            mags.push(magnitude);
+        }
+        let strict = Tolerance {
+            atol: 1e-6,
+            rtol: 1e-6,
+            ..Tolerance::fp32()
+        };
+        let (o, r) = (HostBuffer::F32(honest), HostBuffer::F32(reference.clone()));
+        assert!(matches!(
+            compare_buffers(&o, &r, &strict),
+            Verdict::Mismatch(_)
+        ));
+        let acc = Accumulation {
+            length: n as u64,
+            magnitude: mags,
+        };
+        let allowance = accumulation_allowance(Dtype::F32, &acc);
+        assert!(matches!(
+            compare_buffers_with(&o, &r, &strict, Some(&allowance)),
+            Verdict::Close(_)
+        ));
+        // The exclusive scan (every element one term short) is still a mismatch, first at 0.
+        let mut exclusive = vec![0.0f32];
+        exclusive.extend_from_slice(&reference[..n - 1]);
+        match compare_buffers_with(&HostBuffer::F32(exclusive), &r, &strict, Some(&allowance)) {
+            Verdict::Mismatch(rep) => assert_eq!(rep.first_mismatch, Some(0)),
+            v => panic!("{v:?}"),
+        }
+        assert_eq!(gamma(0, F32_UNIT_ROUNDOFF), 0.0);
+        assert!(gamma(1 << 24, F32_UNIT_ROUNDOFF).is_infinite());
+        let g = gamma(1024, F32_UNIT_ROUNDOFF);
+        assert!(
+            g > 1024.0 / 16_777_216.0 && g < 1.001 * 1024.0 / 16_777_216.0,
+            "{g}"
+        );
     }
 
     #[test]

@@ -203,3 +203,26 @@ fn without_work_the_bytes_are_each_buffer_once() {
         kf_eval::taskfile::FileTask::new(load(GOOD).unwrap(), &Default::default()).unwrap();
     assert_eq!(declared.describe().work.flops, 4.0 * 512.0 * 384.0);
 }
+
+#[test]
+fn accumulates_is_an_expression_on_float_outputs_only() {
+    let on_output = GOOD.replace(
+        "shape = [\"ROWS\", \"COLS\"]\nrole = \"output\"",
+        "shape = [\"ROWS\", \"COLS\"]\nrole = \"output\"\naccumulates = \"COLS + 1\"",
+    );
+    let task = load(&on_output).unwrap();
+    let lengths = task.accumulation_lengths(&task.spec.sizes).unwrap();
+    assert_eq!(lengths, vec![None, None, Some(385)]);
+    let on_input = GOOD.replace(
+        "role = \"input\"\ninit = \"normal\"",
+        "role = \"input\"\ninit = \"normal\"\naccumulates = \"COLS\"",
+    );
+    let err = load(&on_input).unwrap_err().to_string();
+    assert!(
+        err.contains("buffer[0].accumulates") && err.contains("outputs"),
+        "{err}"
+    );
+    let unknown = on_output.replace("COLS + 1", "WIDTH");
+    let err = load(&unknown).unwrap_err().to_string();
+    assert!(err.contains("`WIDTH`"), "{err}");
+}

@@ -49,6 +49,12 @@ pub enum ExportError {
         /// The name given.
         name: String,
     },
+    /// The generated Python module's name is not a Python identifier.
+    #[error("`{name}` is not a Python module name: use ASCII letters, digits and `_`, not starting with a digit, and no keyword")]
+    BadModuleName {
+        /// The name given.
+        name: String,
+    },
     /// A manifest of a run (or embedded in a generated crate) is invalid or does not evaluate.
     #[error(transparent)]
     Manifest(#[from] kf_manifest::ManifestError),

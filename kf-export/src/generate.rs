@@ -39,7 +39,7 @@ fn ident(name: &str) -> String {
     s
 }
 
-fn write(path: &Path, text: &str) -> Result<(), ExportError> {
+pub(crate) fn write(path: &Path, text: &str) -> Result<(), ExportError> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(|e| ExportError::io(parent, e))?;
     }
@@ -47,12 +47,12 @@ fn write(path: &Path, text: &str) -> Result<(), ExportError> {
 }
 
 /// One task's configurations, in the order of the runs given.
-struct TaskGroup<'a> {
-    signature: &'static Signature,
-    kernels: Vec<(String, &'a TunedKernel)>,
+pub(crate) struct TaskGroup<'a> {
+    pub(crate) signature: &'static Signature,
+    pub(crate) kernels: Vec<(String, &'a TunedKernel)>,
 }
 
-fn group(kernels: &[TunedKernel]) -> Result<Vec<TaskGroup<'_>>, ExportError> {
+pub(crate) fn group(kernels: &[TunedKernel]) -> Result<Vec<TaskGroup<'_>>, ExportError> {
     let mut groups: BTreeMap<String, TaskGroup<'_>> = BTreeMap::new();
     for k in kernels {
         let unsupported = |what: String, why: &str| ExportError::Unsupported {
@@ -115,7 +115,44 @@ fn cargo_toml(export: &RustExport) -> String {
     )
 }
 
-fn region_docs(out: &mut String, g: &TaskGroup<'_>) {
+/// Documentation lines of a task group (no comment markers): the table of configurations and
+/// which configuration serves which region along the diagonal. The Rust crate's front page
+/// and the Python module's docstring print them.
+pub(crate) fn group_doc_lines(g: &TaskGroup<'_>) -> Vec<String> {
+    let mut lines = vec![
+        "| configuration | tuned at | device | GFLOP/s there | parameters | constraints | run |"
+            .to_owned(),
+        "|---|---|---|---|---|---|---|".to_owned(),
+    ];
+    for (name, k) in &g.kernels {
+        let rules = Manifest::parse(&k.manifest, "m.toml", None)
+            .map(|m| {
+                m.constraints
+                    .iter()
+                    .map(|c| format!("`{}`", c.text()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default();
+        lines.push(format!(
+            "| `{name}` | {} | {} | {} | {} | {} | `{}` |",
+            k.sizes_text(),
+            k.device,
+            k.gflops.map_or("-".to_owned(), |g| format!("{g:.1}")),
+            k.params,
+            if rules.is_empty() {
+                "none".to_owned()
+            } else {
+                rules
+            },
+            k.run.display()
+        ));
+    }
+    lines.extend(region_lines(g));
+    lines
+}
+
+fn region_lines(g: &TaskGroup<'_>) -> Vec<String> {
     let sizes: Vec<Vec<(&str, i64)>> = g
         .kernels
         .iter()
@@ -135,17 +172,19 @@ fn region_docs(out: &mut String, g: &TaskGroup<'_>) {
     let largest = sizes.iter().flatten().map(|(_, v)| *v).max().unwrap_or(1);
     let limit = (largest.saturating_mul(4)).clamp(16, 1 << 16);
     let mut devices: Vec<&str> = g.kernels.iter().map(|(_, k)| k.device.as_str()).collect();
-    devices.dedup();
     devices.sort_unstable();
     devices.dedup();
     let axis = g.signature.sizes.join(" = ");
-    let _ = writeln!(
-        out,
-        "//!\n//! Which configuration serves which region, along the diagonal {axis} = n (where every \
-         configuration's constraints hold; one whose constraints fail at the caller's sizes is \
-         passed over for the next by the same rule, and a call no configuration can serve is an \
-         error naming each one's failing rule):\n//!"
-    );
+    let mut lines = vec![
+        String::new(),
+        format!(
+            "Which configuration serves which region, along the diagonal {axis} = n (where every \
+             configuration's constraints hold; one whose constraints fail at the caller's sizes is \
+             passed over for the next by the same rule, and a call no configuration can serve is an \
+             error naming each one's failing rule):"
+        ),
+        String::new(),
+    ];
     let mut describe = |label: &str, device: &str| {
         let regions = diagonal_regions(&candidates, device, "", g.signature.sizes, limit);
         let parts: Vec<String> = regions
@@ -159,12 +198,13 @@ fn region_docs(out: &mut String, g: &TaskGroup<'_>) {
                 }
             })
             .collect();
-        let _ = writeln!(out, "//! - {label}: {}", parts.join("; "));
+        lines.push(format!("- {label}: {}", parts.join("; ")));
     };
     for d in &devices {
         describe(&format!("on {d}"), d);
     }
     describe("on any other device", "\u{0}no such device");
+    lines
 }
 
 fn lib_rs(groups: &[TaskGroup<'_>]) -> String {
@@ -184,36 +224,9 @@ fn lib_rs(groups: &[TaskGroup<'_>]) -> String {
     for g in groups {
         let task = g.signature.task;
         let _ = writeln!(out, "//!\n//! ## `{task}`\n//!");
-        let _ = writeln!(
-            out,
-            "//! | configuration | tuned at | device | GFLOP/s there | parameters | constraints | run |\n//! |---|---|---|---|---|---|---|"
-        );
-        for (name, k) in &g.kernels {
-            let rules = Manifest::parse(&k.manifest, "m.toml", None)
-                .map(|m| {
-                    m.constraints
-                        .iter()
-                        .map(|c| format!("`{}`", c.text()))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                })
-                .unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "//! | `{name}` | {} | {} | {} | {} | {} | `{}` |",
-                k.sizes_text(),
-                k.device,
-                k.gflops.map_or("-".to_owned(), |g| format!("{g:.1}")),
-                k.params,
-                if rules.is_empty() {
-                    "none".to_owned()
-                } else {
-                    rules
-                },
-                k.run.display()
-            );
+        for line in group_doc_lines(g) {
+            let _ = writeln!(out, "//!{}{line}", if line.is_empty() { "" } else { " " });
         }
-        region_docs(&mut out, g);
     }
     out.push_str(
         "\n#![allow(clippy::too_many_arguments)]\n\n\

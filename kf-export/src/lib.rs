@@ -50,6 +50,7 @@
 pub mod dispatch;
 mod error;
 mod generate;
+mod python;
 mod run;
 pub mod runtime;
 pub mod signature;
@@ -61,6 +62,7 @@ pub use error::ExportError;
 pub use kf_backend_opencl;
 /// The core types the generated crate names (`DeviceFacts`).
 pub use kf_core;
+pub use python::{export_python, PythonExport};
 pub use run::TunedKernel;
 
 /// What [`export_rust`] writes and where.

@@ -28,7 +28,7 @@
 //!   edits applied with whitespace-tolerant matching (with a follow-up asking for a full
 //!   rewrite when they do not apply). A reply with nothing usable becomes a child marked with
 //!   [`extraction_failure_source`], which `kf-eval` ranks as `extraction_error` with the reason.
-//!   The reply format (also in the README):
+//!   The reply format (also in the guide's chapter "An LLM in the search"):
 //!
 //!   ````text
 //!   One sentence on the change.

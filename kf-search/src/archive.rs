@@ -1,5 +1,7 @@
-//! The search's archive: the default grid, a CVT archive over continuous descriptors, or
-//! islands of either ([`ArchiveKind`], `--archive grid|cvt`, `--islands N`).
+//! The search's archive, made by an [`ArchiveFactory`]: the shipped one ([`ShippedArchive`])
+//! makes the default grid, a CVT archive over continuous descriptors, or islands of either
+//! ([`ArchiveKind`], `--archive grid|cvt`, `--islands N`); an embedder's makes any
+//! [`Archive`] ([`crate::SearchBuilder::archive_factory`]).
 
 use std::fmt;
 use std::path::Path;
@@ -153,6 +155,10 @@ impl<C: BehaviorClassifier> BehaviorClassifier for WithFacts<C> {
         self.inner.space()
     }
 
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
     fn classify(&self, c: &Candidate, e: &Evaluation) -> Result<Descriptor, C::Error> {
         let mut d = self.inner.classify(c, e)?;
         if self.enabled && d.features.is_empty() {
@@ -282,6 +288,201 @@ impl SearchArchive {
             SearchArchive::GridIslands(i) => i.union().best().map(|o| o.payload),
             SearchArchive::CvtIslands(i) => i.union().best(),
         }
+    }
+}
+
+/// What the search tells an [`ArchiveFactory`] when it makes a run's archive.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct ArchiveInput<'a> {
+    /// The classifier's descriptor space.
+    pub space: &'a DescriptorSpace,
+    /// The run directory (an archive may keep files there that a resumed run must find again,
+    /// as the CVT archive keeps its centroids).
+    pub run_dir: &'a Path,
+    /// Whether the backend reports registers per thread.
+    pub registers: bool,
+}
+
+/// Makes the archive a search keeps its elites in: grid, CVT and islands are the shipped
+/// factory's ([`ShippedArchive`]); any [`Archive`] that serialises (the run directory keeps
+/// snapshots of it) can be made by one's own.
+///
+/// Its [`name`](Self::name) and [`record`](Self::record) go into the run directory: a resumed
+/// or extended run refuses another archive.
+///
+/// # Example
+///
+/// The shipped grid under a name of one's own:
+///
+/// ```
+/// use kf_archive::{ArchiveError, EliteArchive};
+/// use kf_search::{ArchiveFactory, ArchiveInput};
+///
+/// struct MyGrid;
+///
+/// impl ArchiveFactory for MyGrid {
+///     type Archive = EliteArchive;
+///     fn name(&self) -> String {
+///         "my-grid".into()
+///     }
+///     fn build(self, input: &ArchiveInput<'_>) -> Result<EliteArchive, ArchiveError> {
+///         EliteArchive::with_config(input.space.clone(), kf_search::defaults::grid())
+///     }
+/// }
+/// assert_eq!(MyGrid.record()["name"], "my-grid");
+/// ```
+pub trait ArchiveFactory {
+    /// The archive it makes.
+    type Archive: Archive + serde::Serialize + Send + 'static;
+
+    /// The stable name, recorded in the run directory and the report.
+    fn name(&self) -> String;
+
+    /// What the run directory records of the archive, which a resumed run may not change
+    /// (default: the name). `null`: nothing (the shipped single grid, so run directories from
+    /// before other archives resume).
+    fn record(&self) -> serde_json::Value {
+        serde_json::json!({ "name": self.name() })
+    }
+
+    /// Takes the kind and number of islands the search's configuration asks for
+    /// ([`crate::SearchConfig::archive`], [`crate::SearchConfig::islands`]: `--archive`,
+    /// `--islands`). A factory that makes its own archive refuses anything but the defaults,
+    /// so that they are never silently ignored.
+    fn configured(self, kind: ArchiveKind, islands: usize) -> Result<Self, ArchiveError>
+    where
+        Self: Sized,
+    {
+        if kind != ArchiveKind::Grid || islands != 1 {
+            return Err(ArchiveError::InvalidConfig(format!(
+                "--archive {kind} --islands {islands} choose among the shipped archives; this \
+                 search's archive is {}",
+                self.name()
+            )));
+        }
+        Ok(self)
+    }
+
+    /// Whether the search adds the shipped continuous descriptors ([`cvt_features`]) to every
+    /// descriptor (default: no).
+    fn continuous_descriptors(&self) -> bool {
+        false
+    }
+
+    /// A fresh archive.
+    fn build(self, input: &ArchiveInput<'_>) -> Result<Self::Archive, ArchiveError>;
+}
+
+/// The shipped archive's settings: one grid (the default), a CVT archive, or islands of
+/// either. Its kind and islands come from the search's configuration (`--archive`,
+/// `--islands`); the rest from [`crate::SearchBuilder::archive`],
+/// [`cvt`](crate::SearchBuilder::cvt), [`island_config`](crate::SearchBuilder::island_config)
+/// and [`cvt_features`](crate::SearchBuilder::cvt_features).
+#[derive(Debug, Clone)]
+pub struct ShippedArchive {
+    /// Grid or CVT.
+    pub kind: ArchiveKind,
+    /// Islands (1: a single archive).
+    pub islands: usize,
+    /// The grid's settings (also the CVT's selection, QD offset and hints).
+    pub grid: GridConfig,
+    /// The CVT's centroids and their seed.
+    pub cvt: CvtConfig,
+    /// Migration and reseeding, when there are several islands.
+    pub island: IslandConfig,
+    /// The continuous descriptors of a CVT search when the classifier gives its own; `None`:
+    /// the shipped [`cvt_features`], which the search adds to every descriptor.
+    pub features: Option<FeatureSpace>,
+}
+
+impl Default for ShippedArchive {
+    fn default() -> Self {
+        ShippedArchive {
+            kind: crate::defaults::ARCHIVE,
+            islands: crate::defaults::ISLANDS,
+            grid: crate::defaults::grid(),
+            cvt: crate::defaults::cvt(),
+            island: crate::defaults::islands(),
+            features: None,
+        }
+    }
+}
+
+impl ShippedArchive {
+    fn spec(&self) -> ArchiveSpec {
+        ArchiveSpec {
+            kind: self.kind,
+            islands: self.islands,
+            grid: self.grid,
+            cvt: self.cvt,
+            island: self.island,
+        }
+    }
+}
+
+impl ArchiveFactory for ShippedArchive {
+    type Archive = SearchArchive;
+
+    /// `grid`, `cvt`, `grid-islands` or `cvt-islands`.
+    fn name(&self) -> String {
+        if self.islands > 1 {
+            format!("{}-islands", self.kind)
+        } else {
+            self.kind.to_string()
+        }
+    }
+
+    /// Nothing for the single grid (so run directories from before CVT and islands resume
+    /// unchanged), else the kind, the islands and their settings.
+    fn record(&self) -> serde_json::Value {
+        if self.kind == ArchiveKind::Grid && self.islands == 1 {
+            return serde_json::Value::Null;
+        }
+        let mut meta = serde_json::json!({ "kind": self.kind, "islands": self.islands });
+        if let Some(map) = meta.as_object_mut() {
+            if self.kind == ArchiveKind::Cvt {
+                map.insert("centroids".into(), self.cvt.centroids.into());
+                map.insert("cvt_seed".into(), self.cvt.seed.into());
+            }
+            if self.islands > 1 {
+                let i = self.island;
+                map.insert(
+                    "migration".into(),
+                    serde_json::json!([
+                        i.migration_interval,
+                        i.migrants,
+                        i.stagnation,
+                        i.reseed_elites
+                    ]),
+                );
+            }
+        }
+        meta
+    }
+
+    fn configured(mut self, kind: ArchiveKind, islands: usize) -> Result<Self, ArchiveError> {
+        if islands == 0 || islands > kf_archive::MAX_ISLANDS {
+            return Err(ArchiveError::InvalidConfig(format!(
+                "--islands must be 1 to {}, got {islands}",
+                kf_archive::MAX_ISLANDS
+            )));
+        }
+        self.kind = kind;
+        self.islands = islands;
+        Ok(self)
+    }
+
+    fn continuous_descriptors(&self) -> bool {
+        self.kind == ArchiveKind::Cvt && self.features.is_none()
+    }
+
+    fn build(self, input: &ArchiveInput<'_>) -> Result<SearchArchive, ArchiveError> {
+        let features = match &self.features {
+            Some(f) => f.clone(),
+            None => cvt_features(input.space, input.registers)?,
+        };
+        SearchArchive::build(&self.spec(), input.space.clone(), features, input.run_dir)
     }
 }
 

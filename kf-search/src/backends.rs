@@ -1,6 +1,10 @@
-//! Backends by name ([`BackendKind`]), for command lines and evaluation workers. A backend is
-//! in a build when its cargo feature (`opencl`, `cuda`, `sycl`) is on; naming one that is not
-//! is a [`BackendError::NotBuilt`].
+//! The shipped backends as [`BackendFactory`]s ([`OpenClFactory`], [`CudaFactory`],
+//! [`SyclFactory`]; [`shipped`] registers those of this build), and their names
+//! ([`BackendKind`]) for command lines. A backend is in a build when its cargo feature
+//! (`opencl`, `cuda`, `sycl`) is on; naming one that is not is a [`BackendError::NotBuilt`].
+//!
+//! The search takes any [`BackendFactory`] ([`crate::SearchBuilder::backend_factory`]); a
+//! program whose workers must open a backend of its own registers it with [`init_with`].
 //!
 //! | name | backend | without its hardware |
 //! |---|---|---|
@@ -14,8 +18,9 @@ use kf_backend_cuda::{CudaBackend, DeviceSelector as CudaDeviceSelector};
 use kf_backend_opencl::{DeviceSelector, OpenClBackend};
 #[cfg(feature = "sycl")]
 use kf_backend_sycl::{DeviceSelector as SyclDeviceSelector, SyclBackend};
-use kf_eval::worker::{serve_if_requested, WORKER_ENV};
-use kf_eval::{BackendSpec, TaskRegistry};
+use std::sync::Arc;
+
+use kf_eval::{BackendFactory, BackendRegistry, BackendSpec, DynBackendFactory, TaskRegistry};
 
 pub use crate::backend_kind::{BackendError, BackendKind};
 
@@ -111,82 +116,121 @@ pub fn check(spec: &BackendSpec) -> Result<BackendKind, BackendError> {
 
 /// Serves as an evaluation worker when this process was started as one, and returns at once
 /// otherwise. Call it first thing in `main` of every program that uses
-/// [`kf_eval::IsolatedEvaluator`] (the `kf` binary and the examples do).
-///
-/// The worker's backend type is chosen from the spec's `kind` before serving (each backend
-/// has its own kernel and buffer types); an unreadable spec falls through to the first backend
-/// of this build, which reports it.
+/// [`kf_eval::IsolatedEvaluator`] (the `kf` binary and the examples do). The worker opens the
+/// backend its spec names among the [`shipped`] ones; [`init_with`] adds one's own.
 pub fn init() {
-    let Ok(spec) = std::env::var(WORKER_ENV) else {
-        return;
-    };
-    let kind = serde_json::from_str::<BackendSpec>(&spec)
-        .ok()
-        .and_then(|spec| BackendKind::of(&spec).ok())
-        .filter(|k| k.is_built())
-        .or_else(|| BackendKind::ALL.into_iter().find(|k| k.is_built()));
-    let tasks = TaskRegistry::builtin();
-    match kind {
-        #[cfg(feature = "cuda")]
-        Some(BackendKind::Cuda) => serve_if_requested(
-            |spec: &BackendSpec| {
-                check(spec).map_err(|e| e.to_string())?;
-                open_cuda(spec).map_err(|e| e.to_string())
-            },
-            &tasks,
-        ),
-        #[cfg(feature = "sycl")]
-        Some(BackendKind::Sycl) => serve_if_requested(
-            |spec: &BackendSpec| {
-                check(spec).map_err(|e| e.to_string())?;
-                open_sycl(spec).map_err(|e| e.to_string())
-            },
-            &tasks,
-        ),
-        #[cfg(feature = "opencl")]
-        Some(BackendKind::OpenCl) => serve_if_requested(
-            |spec: &BackendSpec| {
-                check(spec).map_err(|e| e.to_string())?;
-                open_opencl(spec).map_err(|e| e.to_string())
-            },
-            &tasks,
-        ),
-        _ => {
-            // A worker of a build with no backend: nothing can be served.
-            eprintln!("kf-eval worker: this build has no backend (enable opencl, cuda or sycl)");
-            std::process::exit(2);
-        }
+    init_with(&BackendRegistry::new());
+}
+
+/// [`init`] with the backend factories of `registry` besides the [`shipped`] ones (a factory of
+/// a shipped name replaces it): the evaluation workers of a program that searches with a
+/// backend of its own ([`crate::SearchBuilder::backend_factory`]) open it by its name.
+pub fn init_with(registry: &BackendRegistry) {
+    shipped()
+        .merged(registry)
+        .serve_if_requested(&TaskRegistry::builtin());
+}
+
+/// The factories of the backends this build has ([`BackendKind::is_built`]).
+pub fn shipped() -> BackendRegistry {
+    BackendKind::ALL
+        .into_iter()
+        .filter_map(|k| k.factory().ok())
+        .fold(BackendRegistry::new(), BackendRegistry::with_shared)
+}
+
+/// Opens the OpenCL backend ([`open_opencl`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenClFactory;
+
+#[cfg(feature = "opencl")]
+impl BackendFactory for OpenClFactory {
+    type Backend = OpenClBackend;
+    type Error = BackendError;
+
+    fn name(&self) -> &str {
+        BackendKind::OpenCl.name()
+    }
+
+    fn language(&self) -> kf_core::Language {
+        BackendKind::OpenCl.language()
+    }
+
+    fn open(&self, spec: &BackendSpec) -> Result<OpenClBackend, BackendError> {
+        open_opencl(spec)
     }
 }
 
-/// Evaluates `$body` with `$backend` bound to the backend `spec` selects, opened in this
-/// process; a backend this build lacks is [`BackendError::NotBuilt`]. One dispatch for every
-/// in-process use of a backend (each backend is its own type).
-macro_rules! with_opened_backend {
-    ($spec:expr, |$backend:ident| $body:expr) => {
-        match check($spec)? {
-            #[cfg(feature = "cuda")]
-            BackendKind::Cuda => {
-                let $backend = open_cuda($spec)?;
-                $body
-            }
-            #[cfg(feature = "sycl")]
-            BackendKind::Sycl => {
-                let $backend = open_sycl($spec)?;
-                $body
-            }
+/// Opens the CUDA backend ([`open_cuda`]); it reports registers.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CudaFactory;
+
+#[cfg(feature = "cuda")]
+impl BackendFactory for CudaFactory {
+    type Backend = CudaBackend;
+    type Error = BackendError;
+
+    fn name(&self) -> &str {
+        BackendKind::Cuda.name()
+    }
+
+    fn language(&self) -> kf_core::Language {
+        BackendKind::Cuda.language()
+    }
+
+    fn reports_registers(&self) -> bool {
+        true
+    }
+
+    fn open(&self, spec: &BackendSpec) -> Result<CudaBackend, BackendError> {
+        open_cuda(spec)
+    }
+}
+
+/// Opens the SYCL backend ([`open_sycl`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SyclFactory;
+
+#[cfg(feature = "sycl")]
+impl BackendFactory for SyclFactory {
+    type Backend = SyclBackend;
+    type Error = BackendError;
+
+    fn name(&self) -> &str {
+        BackendKind::Sycl.name()
+    }
+
+    fn language(&self) -> kf_core::Language {
+        BackendKind::Sycl.language()
+    }
+
+    fn open(&self, spec: &BackendSpec) -> Result<SyclBackend, BackendError> {
+        open_sycl(spec)
+    }
+}
+
+impl BackendKind {
+    /// The factory of this backend, when this build has it.
+    pub fn factory(self) -> Result<Arc<dyn DynBackendFactory>, BackendError> {
+        match self {
             #[cfg(feature = "opencl")]
-            BackendKind::OpenCl => {
-                let $backend = open_opencl($spec)?;
-                $body
-            }
+            BackendKind::OpenCl => Ok(Arc::new(OpenClFactory)),
+            #[cfg(feature = "cuda")]
+            BackendKind::Cuda => Ok(Arc::new(CudaFactory)),
+            #[cfg(feature = "sycl")]
+            BackendKind::Sycl => Ok(Arc::new(SyclFactory)),
             #[allow(unreachable_patterns)]
             kind => Err(BackendError::NotBuilt {
                 kind,
                 built: built().join(", "),
             }),
         }
-    };
+    }
+}
+
+/// The shipped factory `spec` names, checked to be in this build.
+pub fn factory_for(spec: &BackendSpec) -> Result<Arc<dyn DynBackendFactory>, BackendError> {
+    check(spec)?.factory()
 }
 
 /// The measured roofline of the device `spec` selects: the cached characterisation
@@ -198,20 +242,39 @@ macro_rules! with_opened_backend {
 pub fn characterise_device(
     spec: &BackendSpec,
 ) -> Result<(kf_eval::characterise::Characterisation, bool), BackendError> {
-    #[allow(unused_imports)]
-    use kf_eval::characterise::{characterise, CharacteriseOptions};
-    with_opened_backend!(spec, |backend| characterise(
-        &backend,
-        &CharacteriseOptions::default(),
-        false
-    )
-    .map_err(|e| BackendError::Characterise(e.to_string())))
+    characterise_with(factory_for(spec)?.as_ref(), spec)
+}
+
+/// [`characterise_device`] through any factory.
+pub fn characterise_with(
+    factory: &dyn DynBackendFactory,
+    spec: &BackendSpec,
+) -> Result<(kf_eval::characterise::Characterisation, bool), BackendError> {
+    factory
+        .characterise(spec, &kf_eval::characterise::CharacteriseOptions::default())
+        .map_err(factory_error)
+}
+
+/// A factory's error as the search's: the backend's own message, as before factories.
+fn factory_error(e: kf_eval::BackendFactoryError) -> BackendError {
+    use kf_eval::BackendFactoryError;
+    match e {
+        BackendFactoryError::Characterise(e) => BackendError::Characterise(e.to_string()),
+        BackendFactoryError::Open { source, .. } => BackendError::Open(source.to_string()),
+        other => BackendError::Open(other.to_string()),
+    }
 }
 
 /// The facts of the device `spec` selects, from a backend opened in this process (the device a
 /// distributed worker registers, and what a search tells its mutators and tuner).
 pub fn device_facts(spec: &BackendSpec) -> Result<kf_core::DeviceFacts, BackendError> {
-    #[allow(unused_imports)]
-    use kf_core::Backend;
-    with_opened_backend!(spec, |backend| Ok(backend.device().clone()))
+    device_facts_with(factory_for(spec)?.as_ref(), spec)
+}
+
+/// [`device_facts`] through any factory.
+pub fn device_facts_with(
+    factory: &dyn DynBackendFactory,
+    spec: &BackendSpec,
+) -> Result<kf_core::DeviceFacts, BackendError> {
+    factory.device_facts(spec).map_err(factory_error)
 }

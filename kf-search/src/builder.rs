@@ -4,53 +4,156 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kf_archive::{CvtConfig, FeatureSpace, GridConfig, IslandConfig, MAX_ISLANDS};
+use kf_archive::{CvtConfig, FeatureSpace, GridConfig, IslandConfig};
 use kf_core::emitter::Scheduler;
 use kf_core::{
     BehaviorClassifier, BoxError, BoxMutator, Candidate, EvaluationReport, Evaluator, Language,
     Mutator, Observe, ObserverMode, RunInfo, RunSummary, StopHandle,
 };
 use kf_eval::tasks::{builtin_task, KernelTask, Sizes};
-use kf_eval::WorkerCommand;
+use kf_eval::{BackendFactory, BackendSpec, DynBackendFactory, WorkerCommand};
 use kf_mutate::{CellPredictor, MixMutator};
+use kf_tune::strategy::{NamedStrategy, StrategyFactory};
 
 use crate::{
-    backends, defaults, offline_search, ArchiveKind, BackendKind, DefaultClassifier,
-    OfflineMutators, SchedulerKind, SearchConfig, SearchError, SearchEvaluator,
+    backends, defaults, offline_search, ArchiveFactory, ArchiveKind, BackendKind,
+    DefaultClassifier, OfflineMutators, SchedulerKind, SearchConfig, SearchError,
+    SearchEvaluator, ShippedArchive,
 };
 
-/// A layer around the search's evaluator (tower style): it receives the shipped evaluator
-/// (tuning, then isolated or distributed evaluation) and returns the one the engine uses.
-/// Closures `FnOnce(SearchEvaluator) -> E` are layers; [`NoLayer`] is the default.
-pub trait EvaluatorLayer {
-    /// The evaluator the engine gets.
+/// A layer around an evaluator (tower style): it receives the evaluator below it (at the
+/// bottom, the shipped [`SearchEvaluator`]: tuning, then isolated or distributed evaluation) and
+/// returns the one above. Layers stack in the order given to
+/// [`SearchBuilder::evaluator_layer`] (the first is innermost). Closures
+/// `FnOnce(E) -> E2` are layers; [`Named`] gives one a name; [`NoLayer`] is none.
+///
+/// # Example
+///
+/// A layer of one's own that counts evaluations:
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use std::sync::Arc;
+/// use kf_core::{async_trait, Candidate, Evaluation, Evaluator};
+/// use kf_search::EvaluatorLayer;
+///
+/// struct Counted<E>(E, Arc<AtomicU64>);
+///
+/// #[async_trait]
+/// impl<E: Evaluator> Evaluator for Counted<E> {
+///     type Error = E::Error;
+///     async fn evaluate(&self, c: &Candidate) -> Result<Evaluation, E::Error> {
+///         self.1.fetch_add(1, Ordering::Relaxed);
+///         self.0.evaluate(c).await
+///     }
+/// }
+///
+/// struct Counting(Arc<AtomicU64>);
+///
+/// impl<E: Evaluator + 'static> EvaluatorLayer<E> for Counting {
+///     type Evaluator = Counted<E>;
+///     fn layer(self, inner: E) -> Counted<E> {
+///         Counted(inner, self.0)
+///     }
+///     fn names(&self) -> Vec<String> {
+///         vec!["counting".into()]
+///     }
+/// }
+/// # let _ = Counting(Arc::default());
+/// ```
+pub trait EvaluatorLayer<E> {
+    /// The evaluator above the layer.
     type Evaluator: Evaluator + 'static;
 
     /// Wraps `inner`.
-    fn layer(self, inner: SearchEvaluator) -> Self::Evaluator;
-}
+    fn layer(self, inner: E) -> Self::Evaluator;
 
-/// The shipped evaluator, unwrapped.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoLayer;
-
-impl EvaluatorLayer for NoLayer {
-    type Evaluator = SearchEvaluator;
-
-    fn layer(self, inner: SearchEvaluator) -> SearchEvaluator {
-        inner
+    /// The layers' stable names, innermost first, as the report records them (default: one
+    /// layer named `layer`).
+    fn names(&self) -> Vec<String> {
+        vec!["layer".to_owned()]
     }
 }
 
-impl<F, E> EvaluatorLayer for F
-where
-    F: FnOnce(SearchEvaluator) -> E,
-    E: Evaluator + 'static,
-{
+/// No layer: the evaluator below, unwrapped.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoLayer;
+
+impl<E: Evaluator + 'static> EvaluatorLayer<E> for NoLayer {
     type Evaluator = E;
 
-    fn layer(self, inner: SearchEvaluator) -> E {
+    fn layer(self, inner: E) -> E {
+        inner
+    }
+
+    fn names(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+impl<F, E, E2> EvaluatorLayer<E> for F
+where
+    F: FnOnce(E) -> E2,
+    E2: Evaluator + 'static,
+{
+    type Evaluator = E2;
+
+    fn layer(self, inner: E) -> E2 {
         self(inner)
+    }
+}
+
+/// Two layers: `inner` wraps the evaluator below, `outer` wraps that.
+#[derive(Debug, Clone, Copy)]
+pub struct Stack<Inner, Outer> {
+    inner: Inner,
+    outer: Outer,
+}
+
+impl<E, I, O> EvaluatorLayer<E> for Stack<I, O>
+where
+    I: EvaluatorLayer<E>,
+    O: EvaluatorLayer<I::Evaluator>,
+{
+    type Evaluator = O::Evaluator;
+
+    fn layer(self, inner: E) -> O::Evaluator {
+        self.outer.layer(self.inner.layer(inner))
+    }
+
+    fn names(&self) -> Vec<String> {
+        let mut names = self.inner.names();
+        names.extend(self.outer.names());
+        names
+    }
+}
+
+/// A layer (a closure, say) under a name of one's own.
+#[derive(Debug, Clone)]
+pub struct Named<L> {
+    name: String,
+    layer: L,
+}
+
+impl<L> Named<L> {
+    /// `layer`, recorded as `name`.
+    pub fn new(name: impl Into<String>, layer: L) -> Self {
+        Named {
+            name: name.into(),
+            layer,
+        }
+    }
+}
+
+impl<E, L: EvaluatorLayer<E>> EvaluatorLayer<E> for Named<L> {
+    type Evaluator = L::Evaluator;
+
+    fn layer(self, inner: E) -> L::Evaluator {
+        self.layer.layer(inner)
+    }
+
+    fn names(&self) -> Vec<String> {
+        vec![self.name.clone()]
     }
 }
 
@@ -73,8 +176,10 @@ struct FactoryInput<'a> {
 type MutatorFactory =
     Box<dyn FnOnce(FactoryInput<'_>) -> Result<(Vec<Candidate>, Scheduler), SearchError>>;
 
-/// The shipped search, open: see [`Search::builder`].
-pub struct Search<M, C, L> {
+/// The shipped search, open: see [`Search::builder`]. Built, it holds its assembled parts
+/// (the configuration, the task, the seeds, the backend, the tuning strategy, the archive's
+/// factory, the classifier); [`run`](Self::run) runs them.
+pub struct Search<M, C, L, A = ShippedArchive> {
     pub(crate) config: SearchConfig,
     pub(crate) task: Box<dyn KernelTask>,
     pub(crate) seeds: Vec<Candidate>,
@@ -83,40 +188,86 @@ pub struct Search<M, C, L> {
     pub(crate) mutator_type: std::marker::PhantomData<fn() -> M>,
     /// Shared with the cell predictor of the default mutator and of tuning.
     pub(crate) classifier: Arc<C>,
-    pub(crate) archive: ArchiveSettings,
+    pub(crate) archive: A,
+    pub(crate) backend: Arc<dyn DynBackendFactory>,
+    pub(crate) strategy: Arc<dyn StrategyFactory>,
     pub(crate) layer: L,
     pub(crate) stop: Option<StopHandle>,
     pub(crate) observers: Vec<(BoxedObserver, ObserverMode)>,
 }
 
-/// Builds a [`Search`]; every part not set is the shipped search's ([`defaults`]).
-pub struct SearchBuilder<M = MixMutator, C = DefaultClassifier, L = NoLayer> {
-    config: SearchConfig,
-    out_set: bool,
-    mutator: MutatorFactory,
-    mutator_type: std::marker::PhantomData<fn() -> M>,
+/// A change to the configuration, applied in the order set over the configuration given
+/// with [`SearchBuilder::config`] (or the shipped one), whenever that was given.
+type ConfigEdit = Box<dyn FnOnce(&mut SearchConfig)>;
+
+/// The backend a builder was given.
+enum BackendChoice {
+    /// A shipped backend by name, checked to be in this build at [`SearchBuilder::build`].
+    Named,
+    /// A factory (one's own, or a shipped one).
+    Factory(Arc<dyn DynBackendFactory>),
+}
+
+/// What a builder holds that does not depend on the types of its parts.
+struct Common {
+    base: Option<SearchConfig>,
+    edits: Vec<ConfigEdit>,
+    out_given: bool,
+    backend: BackendChoice,
+    strategy: Option<Arc<dyn StrategyFactory>>,
     seeds: Option<Vec<Candidate>>,
     extra_seeds: Vec<Candidate>,
     extra_mutators: Vec<(BoxMutator, f64)>,
-    classifier: C,
-    archive: ArchiveSettings,
-    layer: L,
+    /// The shipped archive's settings were given.
+    archive_settings_given: bool,
+    /// ... and then another archive replaced the shipped one.
+    archive_settings_dropped: bool,
     stop: Option<StopHandle>,
     observers: Vec<(BoxedObserver, ObserverMode)>,
 }
 
-impl Search<MixMutator, DefaultClassifier, NoLayer> {
+/// Builds a [`Search`]; every part not set is the shipped search's ([`defaults`]).
+///
+/// The setters do not depend on their order: [`config`](Self::config) gives the
+/// configuration the other setters change, whether they come before or after it; setting one
+/// part twice keeps the later. A part given that the search would not use is an error at
+/// [`build`](Self::build), never silently dropped.
+pub struct SearchBuilder<M = MixMutator, C = DefaultClassifier, L = NoLayer, A = ShippedArchive> {
+    common: Common,
+    mutator: MutatorFactory,
+    /// The mutator type given (the factory holds it, boxed).
+    mutator_type: std::marker::PhantomData<fn() -> M>,
+    classifier: C,
+    layer: L,
+    archive: A,
+}
+
+impl Search<MixMutator, DefaultClassifier, NoLayer, ShippedArchive> {
     /// A builder with the shipped search's settings: the offline mutators and seeds of
     /// [`offline_search`] under a bandit scheduler of emitters ([`defaults::SCHEDULER`]), the
-    /// [default classifier](defaults::classifier), the
-    /// [default grid](defaults::grid), tuning in the search ([`defaults::TUNE_BUDGET`]
-    /// configurations per new kernel), isolated evaluation workers, the [`defaults`] budget.
-    /// Name the task with [`SearchBuilder::task`] (or give a config with
+    /// [default classifier](defaults::classifier), the [default grid](defaults::grid)
+    /// ([`ShippedArchive`]), the OpenCL backend, tuning in the search
+    /// ([`defaults::TUNE_BUDGET`] configurations per new kernel, the
+    /// [`defaults::TUNE_STRATEGY`] strategy), isolated evaluation workers, the [`defaults`]
+    /// budget. Name the task with [`SearchBuilder::task`] (or give a config with
     /// [`SearchBuilder::config`]).
     pub fn builder() -> SearchBuilder {
         SearchBuilder {
-            config: SearchConfig::new("", Sizes::new()),
-            out_set: false,
+            mutator_type: std::marker::PhantomData,
+            common: Common {
+                base: None,
+                edits: Vec::new(),
+                out_given: false,
+                backend: BackendChoice::Named,
+                strategy: None,
+                seeds: None,
+                extra_seeds: Vec::new(),
+                extra_mutators: Vec::new(),
+                archive_settings_given: false,
+                archive_settings_dropped: false,
+                stop: None,
+                observers: Vec::new(),
+            },
             mutator: Box::new(|input: FactoryInput<'_>| {
                 let mut parts = OfflineMutators::for_task(
                     input.task,
@@ -132,46 +283,36 @@ impl Search<MixMutator, DefaultClassifier, NoLayer> {
                 };
                 Ok((seeds, proposer))
             }),
-            mutator_type: std::marker::PhantomData,
-            seeds: None,
-            extra_seeds: Vec::new(),
-            extra_mutators: Vec::new(),
             classifier: defaults::classifier(),
-            archive: ArchiveSettings::default(),
             layer: NoLayer,
-            stop: None,
-            observers: Vec::new(),
+            archive: ShippedArchive::default(),
         }
     }
 }
 
-impl<M, C, L> SearchBuilder<M, C, L>
-where
-    M: Mutator + 'static,
-    C: BehaviorClassifier + 'static,
-    L: EvaluatorLayer,
-{
-    /// The built-in task to search (`gemm`, `softmax`); the output folder becomes
-    /// `runs/<task>` unless [`out`](Self::out) is set.
-    pub fn task(mut self, name: impl Into<String>) -> Self {
-        self.config.task = name.into();
-        if !self.out_set {
-            self.config.out = PathBuf::from("runs").join(&self.config.task);
-        }
+impl<M, C, L, A> SearchBuilder<M, C, L, A> {
+    /// The builder with the configuration changed by `edit` (in call order, over the
+    /// configuration [`config`](Self::config) gives).
+    fn edit(mut self, edit: impl FnOnce(&mut SearchConfig) + 'static) -> Self {
+        self.common.edits.push(Box::new(edit));
         self
+    }
+
+    /// The built-in task to search (`gemm`, `softmax`); the output folder is `runs/<task>`
+    /// unless [`out`](Self::out) or [`config`](Self::config) gives one.
+    pub fn task(self, name: impl Into<String>) -> Self {
+        let name = name.into();
+        self.edit(move |c| c.task = name)
     }
 
     /// A task file to search on instead of a built-in task, under the task's `name`.
-    pub fn task_file(mut self, name: impl Into<String>, job: kf_eval::TaskFileJob) -> Self {
-        self = self.task(name);
-        self.config.task_file = Some(job);
-        self
+    pub fn task_file(self, name: impl Into<String>, job: kf_eval::TaskFileJob) -> Self {
+        self.task(name).edit(move |c| c.task_file = Some(job))
     }
 
     /// Problem sizes (missing ones take the task's defaults).
-    pub fn sizes(mut self, sizes: Sizes) -> Self {
-        self.config.sizes = sizes;
-        self
+    pub fn sizes(self, sizes: Sizes) -> Self {
+        self.edit(move |c| c.sizes = sizes)
     }
 
     /// Problem sizes as text, such as `ROWS=64,COLS=256`.
@@ -180,90 +321,114 @@ where
         Ok(self.sizes(sizes))
     }
 
-    /// The whole configuration at once (as `SearchArgs::config` makes it), replacing what
-    /// was set before.
+    /// The whole configuration at once (as `SearchArgs::config` makes it). The other setters
+    /// change it, whether called before or after this.
     pub fn config(mut self, config: SearchConfig) -> Self {
-        self.config = config;
-        self.out_set = true;
+        self.common.base = Some(config);
+        self.common.out_given = true;
         self
     }
 
-    /// The backend and device (`None`: the backend's default device).
+    /// A shipped backend by name, and its device (`None`: the backend's default device).
     pub fn backend(mut self, kind: BackendKind, device: Option<String>) -> Self {
-        self.config.backend = kind.spec(device);
-        self
+        self.common.backend = BackendChoice::Named;
+        self.edit(move |c| c.backend = kind.spec(device))
+    }
+
+    /// A backend of one's own (or a shipped one: [`crate::backends::OpenClFactory`], …), and
+    /// its device (`None`: the backend's default device). The evaluation workers open it by its
+    /// [`name`](BackendFactory::name): register the same factory with
+    /// [`init_with`](crate::backends::init_with) first thing in `main`.
+    pub fn backend_factory(self, factory: impl BackendFactory, device: Option<String>) -> Self {
+        self.backend_factory_shared(Arc::new(factory), device)
+    }
+
+    /// [`backend_factory`](Self::backend_factory) with a shared factory.
+    pub fn backend_factory_shared(
+        mut self,
+        factory: Arc<dyn DynBackendFactory>,
+        device: Option<String>,
+    ) -> Self {
+        let spec = BackendSpec {
+            kind: factory.name().to_owned(),
+            device,
+            cache_dir: None,
+        };
+        self.common.backend = BackendChoice::Factory(factory);
+        self.edit(move |c| c.backend = spec)
     }
 
     /// Candidates evaluated at most, seeds included (default [`defaults::EVALUATIONS`]).
-    pub fn evaluations(mut self, n: u64) -> Self {
-        self.config.evaluations = n;
-        self
+    pub fn evaluations(self, n: u64) -> Self {
+        self.edit(move |c| c.evaluations = n)
     }
 
     /// Wall-clock limit (default [`defaults::WALL`]); `None`: none.
-    pub fn wall(mut self, wall: Option<Duration>) -> Self {
-        self.config.wall = wall;
-        self
+    pub fn wall(self, wall: Option<Duration>) -> Self {
+        self.edit(move |c| c.wall = wall)
     }
 
     /// Run seed: the same seed gives the same search (default [`defaults::SEED`]).
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.config.seed = seed;
-        self
+    pub fn seed(self, seed: u64) -> Self {
+        self.edit(move |c| c.seed = seed)
     }
 
     /// Output folder: report, pictures, best kernel, run directory (default `runs/<task>`).
     pub fn out(mut self, out: impl AsRef<Path>) -> Self {
-        self.config.out = out.as_ref().to_path_buf();
-        self.out_set = true;
-        self
+        let out = out.as_ref().to_path_buf();
+        self.common.out_given = true;
+        self.edit(move |c| c.out = out)
     }
 
     /// Configurations tuned per new kernel, 1 = no tuning (default [`defaults::TUNE_BUDGET`]).
-    pub fn tune_budget(mut self, budget: usize) -> Self {
-        self.config.tune_budget = budget;
-        self
+    pub fn tune_budget(self, budget: usize) -> Self {
+        self.edit(move |c| c.tune_budget = budget)
     }
 
-    /// The kf-tune strategy of the per-kernel tuning (default [`defaults::TUNE_STRATEGY`]).
+    /// A built-in kf-tune strategy by name for the per-kernel tuning (default
+    /// [`defaults::TUNE_STRATEGY`]; see [`kf_tune::strategy::by_name`]).
     pub fn tune_strategy(mut self, strategy: impl Into<String>) -> Self {
-        self.config.tune_strategy = strategy.into();
-        self
+        let strategy = strategy.into();
+        self.common.strategy = None;
+        self.edit(move |c| c.tune_strategy = strategy)
+    }
+
+    /// A tuning strategy of one's own: each new kernel is tuned by a fresh strategy from
+    /// `factory`; its [`name`](StrategyFactory::name) is recorded as the run's tuning strategy.
+    pub fn tune_strategy_factory(mut self, factory: impl StrategyFactory + 'static) -> Self {
+        let name = factory.name();
+        self.common.strategy = Some(Arc::new(factory));
+        self.edit(move |c| c.tune_strategy = name)
     }
 
     /// At most `n` device evaluations (every configuration compiled and timed, tuning
     /// included); `None`: only the candidate budget and the wall time.
-    pub fn device_evaluations(mut self, n: Option<u64>) -> Self {
-        self.config.device_evaluations = n;
-        self
+    pub fn device_evaluations(self, n: Option<u64>) -> Self {
+        self.edit(move |c| c.device_evaluations = n)
     }
 
     /// Whether to measure the reference library after the search (default true; see
     /// [`SearchConfig::reference`]).
-    pub fn reference(mut self, measure: bool) -> Self {
-        self.config.reference = measure;
-        self
+    pub fn reference(self, measure: bool) -> Self {
+        self.edit(move |c| c.reference = measure)
     }
 
     /// Rounds of the final selection among the fastest elites (default
     /// [`crate::defaults::FINAL_ROUNDS`]; 0: the fastest by its search measurement is the best
     /// kernel; see [`SearchConfig::final_rounds`]).
-    pub fn final_rounds(mut self, rounds: u32) -> Self {
-        self.config.final_rounds = rounds;
-        self
+    pub fn final_rounds(self, rounds: u32) -> Self {
+        self.edit(move |c| c.final_rounds = rounds)
     }
 
     /// Whether to show a progress bar on a terminal (default true).
-    pub fn progress(mut self, show: bool) -> Self {
-        self.config.progress = show;
-        self
+    pub fn progress(self, show: bool) -> Self {
+        self.edit(move |c| c.progress = show)
     }
 
     /// How to start evaluation workers (default: re-execute this program, whose `main` calls
     /// [`crate::init`] first).
-    pub fn worker(mut self, command: WorkerCommand) -> Self {
-        self.config.worker = Some(command);
-        self
+    pub fn worker(self, command: WorkerCommand) -> Self {
+        self.edit(move |c| c.worker = Some(command))
     }
 
     /// Stops the search when `stop` is triggered: every completed step is already in the run
@@ -271,87 +436,70 @@ where
     /// handler; a program triggers `stop` from its own (`kf` and the examples: Ctrl-C, with
     /// `ctrlc::set_handler(move || stop.stop())`).
     pub fn stop_on(mut self, stop: StopHandle) -> Self {
-        self.stop = Some(stop);
+        self.common.stop = Some(stop);
         self
     }
 
     /// Adds an observer of the engine's events, after the shipped ones (progress, log lines,
     /// the baseline's throughput); `mode` says which evaluations it sees.
     pub fn observer(mut self, observer: impl Observe + 'static, mode: ObserverMode) -> Self {
-        self.observers
+        self.common
+            .observers
             .push((BoxedObserver(Box::new(observer)), mode));
         self
     }
 
-    /// The archive's settings (default [`defaults::grid`]); with a CVT archive, its
-    /// selection, QD offset and hints.
-    pub fn archive(mut self, grid: GridConfig) -> Self {
-        self.archive.grid = grid;
-        self
+    /// The kind of shipped archive (default [`defaults::ARCHIVE`], `--archive`); another
+    /// archive ([`archive_factory`](Self::archive_factory)) refuses any but the default.
+    pub fn archive_kind(self, kind: ArchiveKind) -> Self {
+        self.edit(move |c| c.archive = kind)
     }
 
-    /// The kind of archive (default [`defaults::ARCHIVE`], `--archive`).
-    pub fn archive_kind(mut self, kind: ArchiveKind) -> Self {
-        self.config.archive = kind;
-        self
-    }
-
-    /// Archives evolving as islands with migration (default [`defaults::ISLANDS`],
+    /// Shipped archives evolving as islands with migration (default [`defaults::ISLANDS`],
     /// `--islands`); at least 1.
-    pub fn islands(mut self, n: usize) -> Self {
-        self.config.islands = n;
-        self
+    pub fn islands(self, n: usize) -> Self {
+        self.edit(move |c| c.islands = n)
     }
 
-    /// The CVT archive's centroids (default [`defaults::cvt`]); its `grid` field is replaced
-    /// by [`archive`](Self::archive)'s settings.
-    pub fn cvt(mut self, cvt: CvtConfig) -> Self {
-        self.archive.cvt = cvt;
-        self
-    }
-
-    /// Migration and reseeding of the islands (default [`defaults::islands`]); the number of
-    /// islands is [`islands`](Self::islands)'.
-    pub fn island_config(mut self, island: IslandConfig) -> Self {
-        self.archive.island = island;
-        self
-    }
-
-    /// The continuous descriptors a CVT search places kernels by, when the classifier gives
-    /// its own [`features`](kf_core::Descriptor::features) (default: the shipped
-    /// [`cvt_features`](crate::cvt_features), which the search adds to every descriptor).
-    pub fn cvt_features(mut self, features: FeatureSpace) -> Self {
-        self.archive.features = Some(features);
-        self
+    /// An archive of one's own, made by `factory` when the search starts (replacing the
+    /// shipped grid, CVT and islands; having set their settings too is an error at
+    /// [`build`](Self::build)).
+    pub fn archive_factory<A2: ArchiveFactory>(
+        mut self,
+        factory: A2,
+    ) -> SearchBuilder<M, C, L, A2> {
+        self.common.archive_settings_dropped |= self.common.archive_settings_given;
+        SearchBuilder {
+            common: self.common,
+            mutator_type: std::marker::PhantomData,
+            mutator: self.mutator,
+            classifier: self.classifier,
+            layer: self.layer,
+            archive: factory,
+        }
     }
 
     /// The seeds (default: those of [`offline_search`] for the task and backend). The first
     /// should be the task baseline (see [`seeds_for`](crate::seeds_for)): its throughput is the report's
     /// baseline.
     pub fn seeds(mut self, seeds: Vec<Candidate>) -> Self {
-        self.seeds = Some(seeds);
+        self.common.seeds = Some(seeds);
         self
     }
 
     /// The behaviour classifier: which cell of the archive each kernel goes to (default
-    /// [`defaults::classifier`]).
+    /// [`defaults::classifier`]); its [`name`](BehaviorClassifier::name) is in the report.
     pub fn classifier<C2: BehaviorClassifier + 'static>(
         self,
         classifier: C2,
-    ) -> SearchBuilder<M, C2, L> {
+    ) -> SearchBuilder<M, C2, L, A> {
         SearchBuilder {
-            config: self.config,
-            out_set: self.out_set,
-            mutator: self.mutator,
+            common: self.common,
             mutator_type: std::marker::PhantomData,
-            seeds: self.seeds,
-            extra_seeds: self.extra_seeds,
-            extra_mutators: self.extra_mutators,
+            mutator: self.mutator,
             classifier,
-            archive: self.archive,
             layer: self.layer,
-            stop: self.stop,
-            observers: self.observers,
+            archive: self.archive,
         }
     }
 
@@ -359,12 +507,18 @@ where
     /// for the task and backend under [`SchedulerKind::Bandit`]); the archive selects each
     /// step's parent. The seeds stay the offline search's unless [`seeds`](Self::seeds) are
     /// given (before or after). To add a mutator to the shipped ones instead, use
-    /// [`also_mutator`](Self::also_mutator).
-    pub fn mutator<M2: Mutator + 'static>(self, mutator: M2) -> SearchBuilder<M2, C, L> {
+    /// [`also_mutator`](Self::also_mutator); the two together are an error at
+    /// [`build`](Self::build) ([`SearchError::MutatorsBesideReplaced`]).
+    pub fn mutator<M2: Mutator + 'static>(self, mutator: M2) -> SearchBuilder<M2, C, L, A> {
         SearchBuilder {
-            config: self.config,
-            out_set: self.out_set,
+            common: self.common,
+            mutator_type: std::marker::PhantomData,
             mutator: Box::new(move |input: FactoryInput<'_>| {
+                if !input.extra_mutators.is_empty() {
+                    return Err(SearchError::MutatorsBesideReplaced {
+                        added: input.extra_mutators.len(),
+                    });
+                }
                 let mut seeds = match input.seeds {
                     Some(seeds) => seeds,
                     None => offline_search(input.task, input.language)?.0,
@@ -372,82 +526,130 @@ where
                 seeds.extend(input.extra_seeds);
                 Ok((seeds, Scheduler::single(mutator)))
             }),
-            mutator_type: std::marker::PhantomData,
-            seeds: self.seeds,
-            extra_seeds: self.extra_seeds,
-            extra_mutators: self.extra_mutators,
             classifier: self.classifier,
-            archive: self.archive,
             layer: self.layer,
-            stop: self.stop,
-            observers: self.observers,
+            archive: self.archive,
         }
     }
 
     /// Adds a mutator beside the shipped ones (an LLM mutator, say): with weight `weight` in the
     /// fixed mix ([`SchedulerKind::Mix`]), or as an emitter of its own whose parents the
-    /// archive selects ([`SchedulerKind::Bandit`]). Ignored after [`mutator`](Self::mutator),
-    /// which replaces the shipped mutators.
+    /// archive selects ([`SchedulerKind::Bandit`]). With [`mutator`](Self::mutator), which
+    /// replaces the shipped mutators, it is an error at [`build`](Self::build) (in either
+    /// order): mix the mutators into the one given instead.
     pub fn also_mutator<M2: Mutator + 'static>(mut self, mutator: M2, weight: f64) -> Self {
-        self.extra_mutators.push((BoxMutator::new(mutator), weight));
+        self.common
+            .extra_mutators
+            .push((BoxMutator::new(mutator), weight));
         self
     }
 
     /// Seeds added after the search's own (the offline search's, or those of
     /// [`seeds`](Self::seeds)): kernels of one's own to start from.
     pub fn extra_seeds(mut self, seeds: Vec<Candidate>) -> Self {
-        self.extra_seeds.extend(seeds);
+        self.common.extra_seeds.extend(seeds);
         self
     }
 
     /// How each step's parent and mutator are picked (default [`defaults::SCHEDULER`],
     /// `--scheduler`).
-    pub fn scheduler(mut self, kind: SchedulerKind) -> Self {
-        self.config.scheduler = kind;
+    pub fn scheduler(self, kind: SchedulerKind) -> Self {
+        self.edit(move |c| c.scheduler = kind)
+    }
+
+    /// Adds a layer around the evaluator: layers stack in the order added, the first
+    /// innermost (right around the shipped evaluator), tower style. Each layer's
+    /// [`names`](EvaluatorLayer::names) are in the report.
+    pub fn evaluator_layer<L2>(self, layer: L2) -> SearchBuilder<M, C, Stack<L, L2>, A> {
+        SearchBuilder {
+            common: self.common,
+            mutator_type: std::marker::PhantomData,
+            mutator: self.mutator,
+            classifier: self.classifier,
+            layer: Stack {
+                inner: self.layer,
+                outer: layer,
+            },
+            archive: self.archive,
+        }
+    }
+}
+
+impl<M, C, L> SearchBuilder<M, C, L, ShippedArchive> {
+    fn shipped_archive(mut self, change: impl FnOnce(&mut ShippedArchive)) -> Self {
+        change(&mut self.archive);
+        self.common.archive_settings_given = true;
         self
     }
 
-    /// A layer around the shipped evaluator (replacing any layer set before; compose inside
-    /// the closure).
-    pub fn evaluator_layer<L2: EvaluatorLayer>(self, layer: L2) -> SearchBuilder<M, C, L2> {
-        SearchBuilder {
-            config: self.config,
-            out_set: self.out_set,
-            mutator: self.mutator,
-            mutator_type: std::marker::PhantomData,
-            seeds: self.seeds,
-            extra_seeds: self.extra_seeds,
-            extra_mutators: self.extra_mutators,
-            classifier: self.classifier,
-            archive: self.archive,
-            layer,
-            stop: self.stop,
-            observers: self.observers,
-        }
+    /// The shipped archive's grid settings (default [`defaults::grid`]); with a CVT archive,
+    /// its selection, QD offset and hints.
+    pub fn archive(self, grid: GridConfig) -> Self {
+        self.shipped_archive(|a| a.grid = grid)
     }
 
-    /// Checks the configuration, resolves the task and finds the seeds and mutator.
-    pub fn build(self) -> Result<Search<M, C, L>, SearchError> {
-        let config = self.config;
+    /// The CVT archive's centroids (default [`defaults::cvt`]); its `grid` field is replaced
+    /// by [`archive`](Self::archive)'s settings.
+    pub fn cvt(self, cvt: CvtConfig) -> Self {
+        self.shipped_archive(|a| a.cvt = cvt)
+    }
+
+    /// Migration and reseeding of the islands (default [`defaults::islands`]); the number of
+    /// islands is [`islands`](Self::islands)'.
+    pub fn island_config(self, island: IslandConfig) -> Self {
+        self.shipped_archive(|a| a.island = island)
+    }
+
+    /// The continuous descriptors a CVT search places kernels by, when the classifier gives
+    /// its own [`features`](kf_core::Descriptor::features) (default: the shipped
+    /// [`cvt_features`](crate::cvt_features), which the search adds to every descriptor).
+    pub fn cvt_features(self, features: FeatureSpace) -> Self {
+        self.shipped_archive(|a| a.features = Some(features))
+    }
+}
+
+impl<M, C, L, A> SearchBuilder<M, C, L, A>
+where
+    M: Mutator + 'static,
+    C: BehaviorClassifier + 'static,
+    L: EvaluatorLayer<SearchEvaluator>,
+    A: ArchiveFactory,
+{
+    /// Checks the configuration, resolves the task, the backend, the tuning strategy and the
+    /// archive, and finds the seeds and mutator.
+    pub fn build(self) -> Result<Search<M, C, L, A>, SearchError> {
+        let common = self.common;
+        let mut config = common
+            .base
+            .unwrap_or_else(|| SearchConfig::new("", Sizes::new()));
+        for edit in common.edits {
+            edit(&mut config);
+        }
+        if !common.out_given {
+            config.out = PathBuf::from("runs").join(&config.task);
+        }
         if config.task.is_empty() {
             return Err(SearchError::NoTask);
         }
-        let kind = backends::check(&config.backend)?;
+        let backend = match common.backend {
+            BackendChoice::Factory(f) => f,
+            BackendChoice::Named => backends::factory_for(&config.backend)?,
+        };
         if config.evaluations == 0 || config.device_evaluations == Some(0) {
             return Err(SearchError::NoEvaluations);
         }
-        if config.islands == 0 || config.islands > MAX_ISLANDS {
-            return Err(SearchError::Archive(
-                kf_archive::ArchiveError::InvalidConfig(format!(
-                    "--islands must be 1 to {MAX_ISLANDS}, got {}",
-                    config.islands
-                )),
-            ));
+        if common.archive_settings_dropped {
+            return Err(SearchError::ArchiveSettingsUnused);
         }
-        // An unknown strategy would otherwise mean "no tuning" for every kernel, silently.
-        if config.tune_budget > 1 {
-            kf_tune::strategy::by_name(&config.tune_strategy)?;
-        }
+        let archive = self.archive.configured(config.archive, config.islands)?;
+        let strategy: Arc<dyn StrategyFactory> = match common.strategy {
+            Some(s) => s,
+            // An unknown strategy would otherwise mean "no tuning" for every kernel, silently.
+            None if config.tune_budget > 1 => {
+                Arc::new(NamedStrategy::new(config.tune_strategy.clone())?)
+            }
+            None => Arc::new(NamedStrategy::unchecked(config.tune_strategy.clone())),
+        };
         let task: Box<dyn KernelTask> = match &config.task_file {
             Some(job) => Box::new(job.build(&config.sizes, &kf_eval::tasks::builtin_references())?),
             None => builtin_task(&config.task, &config.sizes)?,
@@ -459,12 +661,12 @@ where
         let cells = crate::cell_predictor(&classifier);
         let (seeds, proposer) = (self.mutator)(FactoryInput {
             task: task.as_ref(),
-            language: kind.language(),
-            seeds: self.seeds,
-            extra_seeds: self.extra_seeds,
+            language: backend.language(),
+            seeds: common.seeds,
+            extra_seeds: common.extra_seeds,
             cells: &cells,
             scheduler: config.scheduler,
-            extra_mutators: self.extra_mutators,
+            extra_mutators: common.extra_mutators,
         })?;
         Ok(Search {
             config,
@@ -473,33 +675,65 @@ where
             proposer,
             mutator_type: std::marker::PhantomData,
             classifier,
-            archive: self.archive,
+            archive,
+            backend,
+            strategy,
             layer: self.layer,
-            stop: self.stop,
-            observers: self.observers,
+            stop: common.stop,
+            observers: common.observers,
         })
     }
 }
 
-/// The archive settings the builder holds besides the kind and the number of islands (which
-/// are in the [`SearchConfig`]).
-#[derive(Debug, Clone)]
-pub(crate) struct ArchiveSettings {
-    pub(crate) grid: GridConfig,
-    pub(crate) cvt: CvtConfig,
-    pub(crate) island: IslandConfig,
-    /// The classifier's own continuous descriptors, when it gives them.
-    pub(crate) features: Option<FeatureSpace>,
+/// The names of a search's parts, as the report records them (`parts` in `report.json`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PartNames {
+    /// The backend ([`BackendFactory::name`]).
+    pub backend: String,
+    /// The archive ([`ArchiveFactory::name`]).
+    pub archive: String,
+    /// The tuning strategy ([`StrategyFactory::name`]).
+    pub tune_strategy: String,
+    /// The classifier ([`BehaviorClassifier::name`]).
+    pub classifier: String,
+    /// The mutator, or the scheduler of emitters.
+    pub mutator: String,
+    /// The evaluator's layers, innermost first ([`EvaluatorLayer::names`]).
+    pub evaluator_layers: Vec<String>,
 }
 
-impl Default for ArchiveSettings {
-    fn default() -> Self {
-        ArchiveSettings {
-            grid: defaults::grid(),
-            cvt: defaults::cvt(),
-            island: defaults::islands(),
-            features: None,
+impl<M, C, L, A> Search<M, C, L, A>
+where
+    M: Mutator + 'static,
+    C: BehaviorClassifier + 'static,
+    L: EvaluatorLayer<SearchEvaluator>,
+    A: ArchiveFactory,
+{
+    /// The names of the search's parts.
+    pub fn part_names(&self) -> PartNames {
+        PartNames {
+            backend: self.backend.name().to_owned(),
+            archive: self.archive.name(),
+            tune_strategy: self.strategy.name(),
+            classifier: self.classifier.name().to_owned(),
+            mutator: self.proposer.name(),
+            evaluator_layers: self.layer.names(),
         }
+    }
+
+    /// The backend's factory.
+    pub fn backend(&self) -> &Arc<dyn DynBackendFactory> {
+        &self.backend
+    }
+
+    /// The tuning strategy's factory.
+    pub fn tune_strategy(&self) -> &Arc<dyn StrategyFactory> {
+        &self.strategy
+    }
+
+    /// The archive's factory.
+    pub fn archive(&self) -> &A {
+        &self.archive
     }
 }
 
@@ -553,5 +787,109 @@ mod tests {
             "{err}"
         );
         assert!(err.to_string().contains("--islands"), "{err}");
+    }
+
+    #[test]
+    fn config_given_after_other_setters_keeps_them() {
+        let search = Search::builder()
+            .task("gemm")
+            .evaluations(7)
+            .tune_budget(1)
+            .config(SearchConfig::new("softmax", Sizes::new()))
+            .seed(9)
+            .build()
+            .expect("builds");
+        let c = search.config();
+        assert_eq!((c.task.as_str(), c.evaluations, c.seed), ("gemm", 7, 9));
+        assert_eq!(c.tune_budget, 1);
+        assert_eq!(
+            c.out,
+            PathBuf::from("runs/softmax"),
+            "the config's own folder"
+        );
+        let plain = Search::builder().task("gemm").build().expect("builds");
+        assert_eq!(plain.config().out, PathBuf::from("runs/gemm"));
+    }
+
+    #[test]
+    fn a_mutator_beside_a_replaced_one_is_an_error_in_either_order() {
+        let m = || kf_core::testing::UniformMutator::new(3);
+        let after = Search::builder()
+            .task("gemm")
+            .mutator(m())
+            .also_mutator(m(), 1.0)
+            .build()
+            .err()
+            .expect("refused");
+        assert!(
+            matches!(after, SearchError::MutatorsBesideReplaced { added: 1 }),
+            "{after}"
+        );
+        let before = Search::builder()
+            .task("gemm")
+            .also_mutator(m(), 1.0)
+            .mutator(m())
+            .build()
+            .err()
+            .expect("refused");
+        assert!(
+            matches!(before, SearchError::MutatorsBesideReplaced { .. }),
+            "{before}"
+        );
+    }
+
+    /// The shipped grid under another name: an archive factory of one's own.
+    struct OwnGrid;
+
+    impl ArchiveFactory for OwnGrid {
+        type Archive = kf_archive::EliteArchive;
+        fn name(&self) -> String {
+            "own-grid".into()
+        }
+        fn build(
+            self,
+            input: &crate::ArchiveInput<'_>,
+        ) -> Result<kf_archive::EliteArchive, kf_archive::ArchiveError> {
+            kf_archive::EliteArchive::with_config(input.space.clone(), defaults::grid())
+        }
+    }
+
+    #[test]
+    fn parts_of_one_s_own_are_named_and_unused_settings_refused() {
+        let layered = |inner: SearchEvaluator| inner;
+        let search = Search::builder()
+            .task("gemm")
+            .archive_factory(OwnGrid)
+            .tune_strategy_factory(kf_tune::strategy::StrategyName::Random)
+            .evaluator_layer(Named::new("first", layered))
+            .evaluator_layer(|inner| inner)
+            .build()
+            .expect("builds");
+        let names = search.part_names();
+        assert_eq!(names.archive, "own-grid");
+        assert_eq!(names.tune_strategy, "random");
+        assert_eq!(names.backend, "opencl");
+        assert_eq!(names.classifier, "static+compiler-facts");
+        assert_eq!(names.evaluator_layers, ["first", "layer"]);
+        assert_eq!(search.config().tune_strategy, "random");
+        let settings = Search::builder()
+            .task("gemm")
+            .archive(defaults::grid())
+            .archive_factory(OwnGrid)
+            .build()
+            .err()
+            .expect("refused");
+        assert!(
+            matches!(settings, SearchError::ArchiveSettingsUnused),
+            "{settings}"
+        );
+        let islands = Search::builder()
+            .task("gemm")
+            .islands(2)
+            .archive_factory(OwnGrid)
+            .build()
+            .err()
+            .expect("refused");
+        assert!(islands.to_string().contains("own-grid"), "{islands}");
     }
 }

@@ -26,16 +26,15 @@ use kf_eval::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::BackendKind;
-
-/// The queue name of a device: backend and device name as one subject token, for example
-/// `opencl-intel-r--xeon-r--platinum-8480c`. Workers and searches that agree on it share jobs.
-pub fn device_kind(backend: BackendKind, device: &DeviceFacts) -> String {
+/// The queue name of a device: backend (a [`crate::BackendKind`] or any backend factory's name)
+/// and device name as one subject token, for example `opencl-intel-r--xeon-r--platinum-8480c`.
+/// Workers and searches that agree on it share jobs.
+pub fn device_kind(backend: impl std::fmt::Display, device: &DeviceFacts) -> String {
     device_kind_named(backend, &device.name)
 }
 
 /// [`device_kind`] from a device name alone (as the backends' device lists give it).
-pub fn device_kind_named(backend: BackendKind, device_name: &str) -> String {
+pub fn device_kind_named(backend: impl std::fmt::Display, device_name: &str) -> String {
     kf_dist::subject_token(&format!("{backend}-{device_name}"))
 }
 
@@ -48,8 +47,9 @@ pub struct TaskProfile {
     pub task: String,
     /// Problem sizes.
     pub sizes: Sizes,
-    /// Backend kind (`opencl`, `sycl`, `cuda`); the device is the worker's.
-    pub backend: BackendKind,
+    /// The backend's name (`opencl`, `sycl`, `cuda`, or a backend factory's of one's own); the
+    /// device is the worker's.
+    pub backend: String,
     /// The evaluation protocol.
     pub eval: EvalConfig,
     /// Hard limits per evaluation.
@@ -139,7 +139,7 @@ impl TaskHandler {
         }
         let p: TaskProfile = serde_json::from_value(profile.value.clone())
             .map_err(|e| format!("not a task profile: {e}"))?;
-        if p.backend.name() != self.backend.kind {
+        if p.backend != self.backend.kind {
             return Err(format!(
                 "the job is for the {} backend; this worker runs {}",
                 p.backend, self.backend.kind
@@ -257,5 +257,138 @@ impl JobHandler for TaskHandler {
 
     fn environment(&self) -> serde_json::Value {
         self.environment.clone()
+    }
+}
+
+/// A distributed evaluation worker on this machine's device: what `kf worker` runs, as a
+/// library call, so that a worker program built with one's own backend factories serves the
+/// jobs of searches that use them. Its evaluations run in isolated worker processes of this
+/// program (`main` calls [`crate::init_with`] with the same factories first).
+///
+/// ```no_run
+/// use kf_search::distributed::EvaluationWorker;
+///
+/// kf_search::init(); // first: evaluation processes are this program, re-executed
+/// let dist = kf_dist::DistConfig::new("nats://127.0.0.1:4222", "postgres://kf@127.0.0.1/kf");
+/// let worker = EvaluationWorker::new(
+///     &kf_search::backends::shipped(),
+///     kf_eval::BackendSpec::new("opencl"),
+///     dist,
+///     None,
+///     |kind| kf_dist::WorkerConfig::new(kind),
+/// )?;
+/// println!("serving {} on {}", worker.device_kind(), worker.device().name);
+/// let stats = worker.run_blocking(futures::future::pending())?;
+/// # Ok::<(), kf_search::SearchError>(())
+/// ```
+pub struct EvaluationWorker {
+    dist: kf_dist::DistConfig,
+    config: kf_dist::WorkerConfig,
+    kind: String,
+    facts: DeviceFacts,
+    handler: std::sync::Arc<TaskHandler>,
+}
+
+impl EvaluationWorker {
+    /// Opens the backend `spec` names among `backends` (to learn its device), and prepares a
+    /// worker for the queue `device_kind` (default: [`device_kind`] of the backend and
+    /// device, as searches name it). `config` makes the worker's settings (name, jobs at once,
+    /// role) for that queue name; the device's facts are added to them.
+    pub fn new(
+        backends: &kf_eval::BackendRegistry,
+        spec: BackendSpec,
+        dist: kf_dist::DistConfig,
+        device_kind: Option<String>,
+        config: impl FnOnce(&str) -> kf_dist::WorkerConfig,
+    ) -> Result<Self, crate::SearchError> {
+        let factory = backends
+            .require(&spec.kind)
+            .map_err(|e| crate::SearchError::Backend(crate::BackendError::Open(e.to_string())))?;
+        let facts = crate::backends::device_facts_with(factory.as_ref(), &spec)?;
+        let kind = device_kind.unwrap_or_else(|| self::device_kind(&spec.kind, &facts));
+        let mut config = config(&kind);
+        config.device =
+            Some(
+                serde_json::to_value(&facts).map_err(|source| crate::SearchError::Json {
+                    what: "the device facts",
+                    source,
+                })?,
+            );
+        let handler = TaskHandler::new(spec, WorkerCommand::current_exe()?).device(&facts);
+        Ok(EvaluationWorker {
+            dist,
+            config,
+            kind,
+            facts,
+            handler: std::sync::Arc::new(handler),
+        })
+    }
+
+    /// The queue name it serves.
+    pub fn device_kind(&self) -> &str {
+        &self.kind
+    }
+
+    /// The device it evaluates on.
+    pub fn device(&self) -> &DeviceFacts {
+        &self.facts
+    }
+
+    /// Its settings.
+    pub fn config(&self) -> &kf_dist::WorkerConfig {
+        &self.config
+    }
+
+    /// Serves jobs until `stop` completes (then finishes the jobs in hand), and stops its
+    /// evaluation processes. The library installs no signal handler: `kf worker` completes
+    /// `stop` on Ctrl-C.
+    pub fn run_blocking(
+        self,
+        stop: impl std::future::Future<Output = ()> + Send,
+    ) -> Result<kf_dist::WorkerStats, crate::SearchError> {
+        let worker = kf_dist::Worker::new(
+            self.dist,
+            self.config,
+            SharedHandler(std::sync::Arc::clone(&self.handler)),
+        );
+        let stats = worker.run_blocking(stop);
+        self.handler.shutdown();
+        Ok(stats?)
+    }
+}
+
+/// The handler, shared with [`EvaluationWorker`] so that its evaluation processes can be
+/// stopped at the end.
+struct SharedHandler(std::sync::Arc<TaskHandler>);
+
+#[async_trait]
+impl JobHandler for SharedHandler {
+    async fn evaluate(
+        &self,
+        profile: &Profile,
+        candidate: &Candidate,
+    ) -> Result<Evaluation, BoxError> {
+        self.0.evaluate(profile, candidate).await
+    }
+
+    async fn compile(
+        &self,
+        profile: &Profile,
+        candidate: &Candidate,
+    ) -> Result<CompileOutcome, BoxError> {
+        self.0.compile(profile, candidate).await
+    }
+
+    async fn evaluate_built(
+        &self,
+        profile: &Profile,
+        candidate: &Candidate,
+        binary: &Binary,
+    ) -> Result<Evaluation, BoxError> {
+        self.0.evaluate_built(profile, candidate, binary).await
+    }
+
+    fn environment(&self) -> serde_json::Value {
+        self.0.environment()
     }
 }

@@ -65,11 +65,15 @@ mod budget;
 mod builder;
 #[cfg(feature = "cli")]
 mod cli;
+pub mod devices;
 #[cfg(feature = "dist")]
 pub mod distributed;
 mod evaluator;
 pub mod explorer;
 pub mod final_selection;
+pub mod kernel_eval;
+#[cfg(feature = "llm")]
+pub mod llm;
 #[cfg(feature = "logging")]
 pub mod logging;
 pub mod novelty;
@@ -77,14 +81,18 @@ mod proposer;
 pub mod reference;
 pub mod report;
 mod setup;
+pub mod task;
+pub mod tune;
 mod tuned;
+pub mod verify;
 
 pub use archive::{
-    cvt_features, ArchiveKind, ArchiveSpec, SearchArchive, UnknownArchive, WithFacts,
+    cvt_features, ArchiveFactory, ArchiveInput, ArchiveKind, ArchiveSpec, SearchArchive,
+    ShippedArchive, UnknownArchive, WithFacts,
 };
-pub use backends::{init, BackendError, BackendKind};
+pub use backends::{init, init_with, BackendError, BackendKind};
 pub use budget::{DeviceEvaluationCounter, DeviceEvaluations};
-pub use builder::{EvaluatorLayer, NoLayer, Search, SearchBuilder};
+pub use builder::{EvaluatorLayer, Named, NoLayer, PartNames, Search, SearchBuilder, Stack};
 #[cfg(feature = "cli")]
 pub use cli::SearchArgs;
 #[cfg(all(feature = "cli", feature = "dist"))]
@@ -149,6 +157,24 @@ pub enum SearchError {
     /// The per-kernel tuning strategy is unknown ([`SearchBuilder::tune_strategy`]).
     #[error("tuning inside the search: {0}")]
     TuneStrategy(#[from] kf_tune::TuneError),
+    /// Mutators were added beside the shipped ones ([`SearchBuilder::also_mutator`]) to a search
+    /// whose mutator replaces them ([`SearchBuilder::mutator`]).
+    #[error(
+        "{added} mutator(s) were added beside the shipped ones (also_mutator), but the search's \
+         mutator replaces them (mutator): mix them into the mutator given instead"
+    )]
+    MutatorsBesideReplaced {
+        /// Mutators added.
+        added: usize,
+    },
+    /// The shipped archive's settings were given ([`SearchBuilder::archive`],
+    /// [`SearchBuilder::cvt`], …) to a search whose archive is another
+    /// ([`SearchBuilder::archive_factory`]).
+    #[error(
+        "the shipped archive's settings were given, but the search's archive is one of its \
+         own (archive_factory): set them on that archive instead"
+    )]
+    ArchiveSettingsUnused,
     /// No task was named ([`SearchBuilder::task`]).
     #[error("no task: name a built-in task or give a task file")]
     NoTask,
@@ -371,11 +397,12 @@ pub fn search_eval_config() -> EvalConfig {
     c
 }
 
-/// What a search produced.
+/// What a search produced; `Ar` is the archive's type (the shipped [`SearchArchive`] unless
+/// the search was given another with [`SearchBuilder::archive_factory`]).
 #[derive(Debug)]
-pub struct SearchOutcome {
+pub struct SearchOutcome<Ar = SearchArchive> {
     /// The archive (a grid unless `--archive` or `--islands` said otherwise).
-    pub archive: SearchArchive,
+    pub archive: Ar,
     /// The engine's summary.
     pub summary: RunSummary,
     /// The report files.
@@ -391,7 +418,7 @@ pub struct SearchOutcome {
     pub extended_from: Option<u64>,
 }
 
-impl SearchOutcome {
+impl<Ar> SearchOutcome<Ar> {
     /// One line: evaluations, wall time, why the run stopped, cells filled.
     pub fn run_line(&self) -> String {
         let s = &self.summary;
@@ -454,11 +481,12 @@ pub fn seeds_for(
     seeds
 }
 
-impl<M, C, L> Search<M, C, L>
+impl<M, C, L, A> Search<M, C, L, A>
 where
     M: Mutator + 'static,
     C: BehaviorClassifier + 'static,
-    L: EvaluatorLayer,
+    L: EvaluatorLayer<SearchEvaluator>,
+    A: ArchiveFactory,
 {
     /// The configuration the search runs with.
     pub fn config(&self) -> &SearchConfig {
@@ -470,8 +498,14 @@ where
         &self.seeds
     }
 
-    /// Runs the search (call [`crate::init`] first in `main`).
-    pub fn run(self) -> Result<SearchOutcome, SearchError> {
+    /// Runs the search (call [`crate::init`] first in `main`; [`crate::init_with`] with a
+    /// backend of one's own).
+    pub fn run(self) -> Result<SearchOutcome<A::Archive>, SearchError> {
+        run_built(self)
+    }
+
+    /// [`run`](Self::run), named for what it is: it blocks until the search is over.
+    pub fn run_blocking(self) -> Result<SearchOutcome<A::Archive>, SearchError> {
         run_built(self)
     }
 }
@@ -494,12 +528,16 @@ pub fn cell_predictor<C: BehaviorClassifier + 'static>(classifier: &Arc<C>) -> C
 }
 
 /// Runs a built search.
-fn run_built<M, C, L>(search: Search<M, C, L>) -> Result<SearchOutcome, SearchError>
+fn run_built<M, C, L, A>(
+    search: Search<M, C, L, A>,
+) -> Result<SearchOutcome<A::Archive>, SearchError>
 where
     M: Mutator + 'static,
     C: BehaviorClassifier + 'static,
-    L: EvaluatorLayer,
+    L: EvaluatorLayer<SearchEvaluator>,
+    A: ArchiveFactory,
 {
+    let parts = search.part_names();
     let Search {
         config,
         task,
@@ -507,7 +545,9 @@ where
         proposer,
         mutator_type: _,
         classifier,
-        archive: settings,
+        archive: archive_factory,
+        backend,
+        strategy,
         layer,
         stop,
         observers,
@@ -517,18 +557,23 @@ where
     let work = task.describe().work;
     let device_count = DeviceEvaluations::with_limit(config.device_evaluations);
     let cells = cell_predictor(&classifier);
-    let (evaluator, device) = local_or_distributed(config, &sizes, &device_count, &cells)?;
+    let (evaluator, device) = local_or_distributed(
+        config,
+        &sizes,
+        &device_count,
+        &cells,
+        backend.as_ref(),
+        &strategy,
+    )?;
     let space = classifier.space().clone();
-    let kind = config.backend_kind()?;
-    let cvt = config.archive == ArchiveKind::Cvt;
-    // The shipped continuous descriptors, unless the classifier gives its own; registers
-    // where the backend reports them.
-    let registers = kind == BackendKind::Cuda;
-    let features = match &settings.features {
-        Some(f) => f.clone(),
-        None => cvt_features(&space, registers)?,
-    };
-    let classifier = WithFacts::new(classifier, cvt && settings.features.is_none(), registers);
+    // The shipped continuous descriptors when the archive asks for them (a CVT search whose
+    // classifier gives none of its own); registers where the backend reports them.
+    let registers = backend.reports_registers();
+    let classifier = WithFacts::new(
+        classifier,
+        archive_factory.continuous_descriptors(),
+        registers,
+    );
     let mut budget = Budget::evaluations(config.evaluations);
     if let Some(w) = config.wall {
         budget = budget.with_wall(w);
@@ -541,7 +586,7 @@ where
         "tune_budget": config.tune_budget, "tune_strategy": config.tune_strategy,
         "mutator": proposer.name(),
     });
-    let archive_meta = archive_meta(config, &settings);
+    let archive_meta = archive_factory.record();
     if let (false, Some(map)) = (archive_meta.is_null(), run_config.as_object_mut()) {
         map.insert("archive".into(), archive_meta);
     }
@@ -554,14 +599,11 @@ where
             ..RunDirOptions::default()
         },
     )?;
-    let spec = ArchiveSpec {
-        kind: config.archive,
-        islands: config.islands,
-        grid: settings.grid,
-        cvt: settings.cvt,
-        island: settings.island,
-    };
-    let archive = SearchArchive::build(&spec, space.clone(), features, run_dir.path())?;
+    let archive = archive_factory.build(&ArchiveInput {
+        space: &space,
+        run_dir: run_dir.path(),
+        registers,
+    })?;
     let recorded_evaluations: u64 = run_dir
         .read_records()?
         .iter()
@@ -658,6 +700,7 @@ where
         .extra("seed", config.seed)
         .extra("extended_from_evaluations", extended_from)
         .extra("emitters", scheduler.map(|s| s.stats()))
+        .extra("parts", &parts)
         .write_and_print(&config.out)?;
     // The run explorer next to report.json and the pictures; a page that cannot be written
     // is a warning, never a lost run.
@@ -686,35 +729,6 @@ where
         device_evaluations: device_count.spent(),
         extended_from,
     })
-}
-
-/// What the run directory records of the archive: nothing for the shipped single grid (so run
-/// directories from before CVT and islands resume unchanged), else the kind, the islands and
-/// their settings, which a resumed run may not change.
-fn archive_meta(config: &SearchConfig, settings: &builder::ArchiveSettings) -> serde_json::Value {
-    if config.archive == ArchiveKind::Grid && config.islands == 1 {
-        return serde_json::Value::Null;
-    }
-    let mut meta = serde_json::json!({ "kind": config.archive, "islands": config.islands });
-    if let Some(map) = meta.as_object_mut() {
-        if config.archive == ArchiveKind::Cvt {
-            map.insert("centroids".into(), settings.cvt.centroids.into());
-            map.insert("cvt_seed".into(), settings.cvt.seed.into());
-        }
-        if config.islands > 1 {
-            let i = settings.island;
-            map.insert(
-                "migration".into(),
-                serde_json::json!([
-                    i.migration_interval,
-                    i.migrants,
-                    i.stagnation,
-                    i.reseed_elites
-                ]),
-            );
-        }
-    }
-    meta
 }
 
 /// The run directory's record of the budget (which may change when a run is extended); the
@@ -840,20 +854,22 @@ fn local_or_distributed(
     sizes: &Sizes,
     count: &DeviceEvaluations,
     cells: &CellPredictor,
+    backend: &dyn kf_eval::DynBackendFactory,
+    strategy: &Arc<dyn kf_tune::strategy::StrategyFactory>,
 ) -> Result<(SearchEvaluator, kf_core::DeviceFacts), SearchError> {
     #[cfg(feature = "dist")]
     if let Some(d) = &config.distributed {
-        let (dist, device) = connect_distributed(config, d, sizes)?;
+        let (dist, device) = connect_distributed(config, d, sizes, backend)?;
         // Tuning stays here: each configuration is one job, cached by its own id (so close
         // calls are not measured again: the same configuration is answered from its result),
         // and a step's configurations go out together, over as many workers.
-        let tuned = TunedEvaluator::new(
+        let tuned = TunedEvaluator::with_strategy_factory(
             dist,
             config.tune_budget,
-            config.tune_strategy.clone(),
+            Arc::clone(strategy),
             sizes.clone(),
             device.clone(),
-        )?
+        )
         .counting(count.clone())
         .keeping_cell(cells.clone())
         .fanning_out(d.fan_out);
@@ -865,7 +881,7 @@ fn local_or_distributed(
     };
     if config.characterise {
         // Before the workers start: each reads the cache when it opens its evaluator.
-        match crate::backends::characterise_device(&config.backend) {
+        match crate::backends::characterise_with(backend, &config.backend) {
             Ok((c, cached)) => tracing::info!(
                 "roofline of {}{}: {:.1} GFLOP/s, {:.1} GB/s sustained",
                 c.device,
@@ -893,13 +909,13 @@ fn local_or_distributed(
         .timeout(config.timeout)
         .build();
     let device = isolated.device()?;
-    let tuned = TunedEvaluator::new(
+    let tuned = TunedEvaluator::with_strategy_factory(
         isolated,
         config.tune_budget,
-        config.tune_strategy.clone(),
+        Arc::clone(strategy),
         sizes.clone(),
         device.clone(),
-    )?
+    )
     .counting(count.clone())
     .keeping_cell(cells.clone())
     .remeasuring_close_calls(CLOSE_CALL_MARGIN);
@@ -914,10 +930,11 @@ fn connect_distributed(
     config: &SearchConfig,
     d: &Distributed,
     sizes: &Sizes,
+    factory: &dyn kf_eval::DynBackendFactory,
 ) -> Result<(kf_dist::DistEvaluator, kf_core::DeviceFacts), SearchError> {
     use crate::distributed::{device_kind, TaskProfile};
-    let backend = config.backend_kind()?;
-    let local = crate::backends::device_facts(&config.backend);
+    let backend = factory.name();
+    let local = crate::backends::device_facts_with(factory, &config.backend);
     let kind = match (&d.device_kind, &local) {
         (Some(k), _) => k.clone(),
         (None, Ok(facts)) => device_kind(backend, facts),
@@ -935,7 +952,7 @@ fn connect_distributed(
     let profile = TaskProfile {
         task: config.task.clone(),
         sizes: sizes.clone(),
-        backend,
+        backend: backend.to_owned(),
         eval: config.eval.clone(),
         timeout: config.timeout.into(),
     };

@@ -12,10 +12,12 @@ use kf_core::{
 };
 use kf_manifest::Manifest;
 use kf_mutate::CellPredictor;
-use kf_tune::{outcome_of, strategy, AsyncObjective, CacheKey, Outcome, ResultCache, Space, Tuner};
+use kf_tune::strategy::{NamedStrategy, StrategyFactory};
+use kf_tune::{outcome_of, AsyncObjective, CacheKey, Outcome, ResultCache, Space, Tuner};
 
 /// Wraps an evaluator: each candidate is evaluated with its own parameters, then its manifest's
-/// space is searched with up to `budget - 1` more configurations by a kf-tune strategy; the
+/// space is searched with up to `budget - 1` more configurations by a fresh kf-tune strategy
+/// from a [`StrategyFactory`]; the
 /// best evaluation (by [`Fitness`]) is returned, with the parameters it was measured with.
 ///
 /// Tuning is seeded from the candidate's content hash and parameters, so a candidate is tuned
@@ -24,7 +26,7 @@ use kf_tune::{outcome_of, strategy, AsyncObjective, CacheKey, Outcome, ResultCac
 pub struct TunedEvaluator<E> {
     inner: E,
     budget: usize,
-    strategy: String,
+    strategy: Arc<dyn StrategyFactory>,
     sizes: IndexMap<String, i64>,
     device: Arc<DeviceFacts>,
     count: DeviceEvaluations,
@@ -55,13 +57,35 @@ impl<E: Evaluator + Clone + 'static> TunedEvaluator<E> {
         device: DeviceFacts,
     ) -> Result<Self, kf_tune::TuneError> {
         let strategy = strategy.into();
-        let budget = budget.max(1);
-        if budget > 1 {
-            strategy::by_name(&strategy)?;
-        }
-        Ok(TunedEvaluator {
+        let strategy = if budget > 1 {
+            NamedStrategy::new(strategy)?
+        } else {
+            NamedStrategy::unchecked(strategy)
+        };
+        Ok(Self::with_strategy_factory(
             inner,
             budget,
+            Arc::new(strategy),
+            sizes,
+            device,
+        ))
+    }
+
+    /// Tunes with `budget` configurations per candidate (1 = no tuning), each candidate with a
+    /// fresh strategy from `strategy` (one's own, or a built-in one by name:
+    /// [`NamedStrategy`], [`kf_tune::strategy::StrategyName`]), for a task at `sizes` on
+    /// `device`. A strategy the factory cannot make leaves the candidate untuned (and says so
+    /// in the log).
+    pub fn with_strategy_factory(
+        inner: E,
+        budget: usize,
+        strategy: Arc<dyn StrategyFactory>,
+        sizes: IndexMap<String, i64>,
+        device: DeviceFacts,
+    ) -> Self {
+        TunedEvaluator {
+            inner,
+            budget: budget.max(1),
             strategy,
             sizes,
             device: Arc::new(device),
@@ -69,7 +93,12 @@ impl<E: Evaluator + Clone + 'static> TunedEvaluator<E> {
             cell: None,
             close_call: None,
             fan_out: 1,
-        })
+        }
+    }
+
+    /// The name of the tuning strategy ([`StrategyFactory::name`]).
+    pub fn strategy_name(&self) -> String {
+        self.strategy.name()
     }
 
     /// Counts every configuration it sends to the device into `count`, and tunes within its
@@ -316,10 +345,14 @@ impl<E: Evaluator + Clone + 'static> Evaluator for TunedEvaluator<E> {
         );
         let mut cache = ResultCache::in_memory();
         let _ = cache.insert(&key, &own, &outcome_of(&first));
-        // The name was checked in `new`; a strategy that cannot be built leaves the candidate
-        // untuned rather than failing its evaluation.
-        let Ok(mut strategy) = strategy::by_name(&self.strategy) else {
-            return Ok(first);
+        // A strategy that cannot be built leaves the candidate untuned rather than failing its
+        // evaluation (a name given to `new` was checked there).
+        let mut strategy = match self.strategy.build() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("tuning strategy {}: {e}; not tuned", self.strategy.name());
+                return Ok(first);
+            }
         };
         let mut objective = Collect {
             inner: &self.inner,

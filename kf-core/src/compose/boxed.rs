@@ -221,6 +221,7 @@ impl Evaluator for BoxEvaluator {
 /// Object-safe view of a [`BehaviorClassifier`] with its error boxed.
 trait DynClassifier: Send + Sync {
     fn dyn_space(&self) -> &DescriptorSpace;
+    fn dyn_name(&self) -> &str;
     fn dyn_classify(
         &self,
         candidate: &Candidate,
@@ -231,6 +232,10 @@ trait DynClassifier: Send + Sync {
 impl<C: BehaviorClassifier> DynClassifier for C {
     fn dyn_space(&self) -> &DescriptorSpace {
         self.space()
+    }
+
+    fn dyn_name(&self) -> &str {
+        self.name()
     }
 
     fn dyn_classify(
@@ -275,6 +280,10 @@ impl BehaviorClassifier for BoxClassifier {
 
     fn space(&self) -> &DescriptorSpace {
         self.0.dyn_space()
+    }
+
+    fn name(&self) -> &str {
+        self.0.dyn_name()
     }
 
     fn classify(

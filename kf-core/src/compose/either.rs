@@ -177,6 +177,13 @@ impl<A: BehaviorClassifier, B: BehaviorClassifier> BehaviorClassifier for Either
         }
     }
 
+    fn name(&self) -> &str {
+        match self {
+            Either::Left(a) => a.name(),
+            Either::Right(b) => b.name(),
+        }
+    }
+
     fn classify(
         &self,
         candidate: &Candidate,

@@ -42,6 +42,11 @@ pub trait BehaviorClassifier: Send + Sync {
     /// The space this classifier's descriptors live in.
     fn space(&self) -> &DescriptorSpace;
 
+    /// A stable name, recorded in reports (default `classifier`).
+    fn name(&self) -> &str {
+        "classifier"
+    }
+
     /// The cell of one evaluated candidate.
     fn classify(
         &self,
@@ -57,6 +62,10 @@ impl<C: BehaviorClassifier + ?Sized> BehaviorClassifier for std::sync::Arc<C> {
 
     fn space(&self) -> &DescriptorSpace {
         (**self).space()
+    }
+
+    fn name(&self) -> &str {
+        (**self).name()
     }
 
     fn classify(

@@ -19,7 +19,7 @@ use super::schema::{BufferRole, Dtype, ScalarValue};
 use crate::element::Role;
 use crate::error::EvalError;
 use crate::tasks::host::HostBuffer;
-use crate::tasks::spec::{sizes_text, ArgSpec, BufferSpec, KernelTask, Sizes};
+use crate::tasks::spec::{sizes_text, Accumulation, ArgSpec, BufferSpec, KernelTask, Sizes};
 
 /// Default seconds a Python reference may take per input set.
 pub const DEFAULT_REFERENCE_TIMEOUT_S: f64 = 120.0;
@@ -529,6 +529,38 @@ impl KernelTask for FileTask {
 
     fn reference(&self, data: &[HostBuffer]) -> Result<Vec<HostBuffer>, EvalError> {
         Ok(self.run_reference(data)?.0)
+    }
+
+    /// For outputs declared `accumulates = "n"`: `n` at this task's sizes, and `Σ|term|` per
+    /// element as the reference computes it on the float inputs' absolute values (integer
+    /// inputs, such as indices, unchanged); see [`crate::verify::accumulation_allowance`].
+    fn accumulations(&self, data: &[HostBuffer]) -> Result<Vec<Option<Accumulation>>, EvalError> {
+        let lengths = self.file.accumulation_lengths(&self.sizes)?;
+        if lengths.iter().all(Option::is_none) {
+            return Ok(Vec::new());
+        }
+        let absolute: Vec<HostBuffer> = data
+            .iter()
+            .map(|b| match b {
+                HostBuffer::I32(_) => b.clone(),
+                _ if b.is_empty() => b.clone(),
+                _ => {
+                    let values: Vec<f64> = b.to_f64().iter().map(|v| v.abs()).collect();
+                    HostBuffer::from_f64(b.dtype(), &values)
+                }
+            })
+            .collect();
+        let (magnitudes, _) = self.run_reference(&absolute)?;
+        Ok(lengths
+            .into_iter()
+            .zip(magnitudes)
+            .map(|(length, m)| {
+                length.map(|length| Accumulation {
+                    length,
+                    magnitude: m.to_f64(),
+                })
+            })
+            .collect())
     }
 
     fn baseline(&self, language: Language) -> Option<KernelSource> {

@@ -46,6 +46,8 @@ pub struct TaskFile {
     pub base: TaskBase,
     pub(crate) shapes: Vec<Vec<Expr>>,
     pub(crate) inits: Vec<Vec<Init>>,
+    /// Per buffer, its `accumulates` expression.
+    pub(crate) accumulates: Vec<Option<Expr>>,
     pub(crate) flops: Option<Expr>,
     pub(crate) bytes: Option<Expr>,
     pub(crate) alternatives: Vec<Vec<(String, Expr)>>,
@@ -160,6 +162,7 @@ impl TaskFile {
         }
         let mut shapes = Vec::new();
         let mut inits = Vec::new();
+        let mut accumulates = Vec::new();
         for (i, b) in spec.buffers.iter().enumerate() {
             declare(&b.name, format!("buffer[{i}].name"))?;
             if b.shape.is_empty() {
@@ -188,6 +191,39 @@ impl TaskFile {
                 dims.push(expr);
             }
             shapes.push(dims);
+            accumulates.push(match &b.accumulates {
+                None => None,
+                Some(text) => {
+                    let field = format!("buffer[{i}].accumulates (buffer `{}`)", b.name);
+                    if b.role == BufferRole::Input || b.dtype == Dtype::I32 {
+                        return Err(bad(
+                            &field,
+                            "only float outputs accumulate (the rule widens their tolerance)"
+                                .into(),
+                        ));
+                    }
+                    if spec.reference.python.is_none() && spec.reference.rust.is_none() {
+                        return Err(bad(
+                            &field,
+                            "needs a Python or Rust reference (run on the inputs' absolute \
+                             values for the terms' magnitudes)"
+                                .into(),
+                        ));
+                    }
+                    let site = ExprSite {
+                        file: file.clone(),
+                        field: field.clone(),
+                    };
+                    let expr = Expr::parse(&text.text(), &site)?;
+                    if let Some(v) = expr.variables().find(|v| !spec.sizes.contains_key(*v)) {
+                        return Err(bad(
+                            &field,
+                            format!("`{}` uses `{v}`, which is not a size", expr.text()),
+                        ));
+                    }
+                    Some(expr)
+                }
+            });
             let texts = b.init.as_ref().map(|i| i.to_vec()).unwrap_or_default();
             if texts.is_empty() && b.init.is_some() {
                 return Err(bad(&format!("buffer[{i}].init"), "is an empty list".into()));
@@ -334,6 +370,7 @@ impl TaskFile {
             base,
             shapes,
             inits,
+            accumulates,
             flops,
             bytes,
             alternatives,
@@ -569,6 +606,26 @@ impl TaskFile {
                 .position(|b| b.name == name)
                 .map(ArgKind::Buffer)
         }
+    }
+
+    /// Per buffer, the number of terms each element accumulates at `sizes` (its
+    /// `accumulates` field; `None` where absent).
+    pub fn accumulation_lengths(&self, sizes: &Sizes) -> Result<Vec<Option<u64>>, TaskFileError> {
+        let symbols = Symbols::new().with_sizes(sizes);
+        self.accumulates
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let Some(e) = e else { return Ok(None) };
+                let site = ExprSite {
+                    file: self.file.clone(),
+                    field: format!("buffer[{i}].accumulates"),
+                };
+                Ok(Some(
+                    u64::try_from(e.eval_i64(&symbols, &site)?.max(1)).unwrap_or(1),
+                ))
+            })
+            .collect()
     }
 
     /// The input distributions of buffer `i`.

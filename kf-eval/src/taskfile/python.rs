@@ -19,9 +19,8 @@ const DRIVER: &str = include_str!("driver.py");
 /// Environment variable naming the Python interpreter for references.
 pub const PYTHON_ENV: &str = "KF_PYTHON";
 
-/// The interpreter: `KF_PYTHON`, else `.runtime/venv/bin/python` found by walking up from the
-/// current directory, the executable's directory and this crate's source directory, else
-/// `python3` on the `PATH`.
+/// The interpreter: `KF_PYTHON`, else `venv/bin/python` of the [`runtime_dir`] (a checkout's
+/// `.runtime`, or the per-user folder of `kf setup --numpy`), else `python3` on the `PATH`.
 pub fn python_interpreter() -> PathBuf {
     if let Some(p) = std::env::var_os(PYTHON_ENV).filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
@@ -72,8 +71,10 @@ pub fn numpy_or_skip() -> bool {
     ok
 }
 
-/// The `.runtime` folder of a checkout, when one is found above the current directory, the
-/// executable or this crate.
+/// The runtime folder holding the `venv`, in the order every backend finds its runtime
+/// (`kf_backend_common::runtime::discover_config`): a checkout's `.runtime` above the current
+/// directory or the executable (`scripts/setup.sh`), the per-user folder (`kf setup
+/// --numpy`), then the `.runtime` above this crate.
 pub fn runtime_dir() -> Option<PathBuf> {
     let mut starts: Vec<PathBuf> = Vec::new();
     if let Ok(dir) = std::env::current_dir() {
@@ -85,12 +86,18 @@ pub fn runtime_dir() -> Option<PathBuf> {
     {
         starts.push(dir);
     }
-    starts.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")));
-    starts.iter().find_map(|s| {
+    let clone = |s: &PathBuf| {
         s.ancestors()
             .map(|d| d.join(".runtime"))
             .find(|d| d.join("venv").is_dir())
-    })
+    };
+    starts
+        .iter()
+        .find_map(clone)
+        .or_else(|| {
+            kf_backend_common::runtime::user_runtime_dir().filter(|d| d.join("venv").is_dir())
+        })
+        .or_else(|| clone(&PathBuf::from(env!("CARGO_MANIFEST_DIR"))))
 }
 
 /// The folders of the Python installation references run with (what a confined process

@@ -112,6 +112,14 @@ pub struct BufferDecl {
     /// for i32.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init: Option<OneOrMany<String>>,
+    /// For an output whose every element sums many terms (a reduction, a scan, a matrix or
+    /// convolution product): the most terms one element sums, an expression over the sizes
+    /// (`accumulates = "n"`). The element-wise rule then also allows `γ_n · Σ|term|` per
+    /// element (the accumulation rule, `kf_eval::verify::accumulation_allowance`), `Σ|term|`
+    /// being the reference run on the inputs' absolute values. Outputs only; needs a Python
+    /// or Rust reference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accumulates: Option<ExprText>,
 }
 
 /// A scalar's value in a task file.

@@ -11,5 +11,6 @@ pub use builtin::{
 };
 pub use host::{HostBuffer, POISON_F16_BITS, POISON_I32};
 pub use spec::{
-    parse_sizes, parse_sizes_or_number, sizes_text, ArgSpec, BufferSpec, KernelTask, Sizes,
+    parse_sizes, parse_sizes_or_number, sizes_text, Accumulation, ArgSpec, BufferSpec, KernelTask,
+    Sizes,
 };

@@ -13,6 +13,20 @@ use crate::error::EvalError;
 /// Problem sizes by name.
 pub type Sizes = IndexMap<String, i64>;
 
+/// An output whose every element is a sum of many terms (a reduction, a scan, a dot product
+/// of a matrix product or a convolution), for the accumulation rule of
+/// [`crate::verify::accumulation_allowance`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Accumulation {
+    /// The most terms one element sums (`n`): the reduced or scanned length, the inner
+    /// dimension of a product.
+    pub length: u64,
+    /// Per element, `Σ|term_i|`: the reference evaluated on the inputs' absolute values, which
+    /// is exactly that sum for any computation that adds products of inputs with non-negative
+    /// coefficients (sums, means, scans, matrix products, convolutions).
+    pub magnitude: Vec<f64>,
+}
+
 /// One buffer of a task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BufferSpec {
@@ -104,6 +118,14 @@ pub trait KernelTask: Send + Sync {
     /// task (a Python reference that raised), never of a kernel: the evaluation stops with it.
     /// Tasks with a [`KernelTask::reference_kernel`] return empty outputs here.
     fn reference(&self, data: &[HostBuffer]) -> Result<Vec<HostBuffer>, EvalError>;
+
+    /// The outputs that accumulate many terms, for the verifier's accumulation rule
+    /// ([`crate::verify::accumulation_allowance`]): one entry per buffer (`None` where the
+    /// plain element-wise rule applies), or an empty vector when no output is declared so
+    /// (the default). Called once per input set, after [`KernelTask::reference`].
+    fn accumulations(&self, _data: &[HostBuffer]) -> Result<Vec<Option<Accumulation>>, EvalError> {
+        Ok(Vec::new())
+    }
 
     /// The baseline kernel (with its manifest) in `language`, if the task has one.
     fn baseline(&self, language: Language) -> Option<KernelSource>;

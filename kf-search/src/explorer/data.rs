@@ -214,6 +214,63 @@ pub struct RunData {
     pub partial_tail: bool,
     /// Whether the page is served live by `kf serve`.
     pub live: bool,
+    /// How to call the run's best kernel from a program (`kf export`), once `report.json`
+    /// names one.
+    pub export: Option<ExportNote>,
+}
+
+/// The explorer's "export" note: the `kf export` commands for the run's best kernel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExportNote {
+    /// The candidate `report.json` names as the best kernel (the one `kf export` exports).
+    pub candidate: u64,
+    /// The commands, with the run's folder as the page was written from it.
+    pub commands: Vec<String>,
+    /// Why the best kernel does not export, when it does not (kf export writes OpenCL C
+    /// kernels run through the OpenCL backend).
+    pub unsupported: Option<String>,
+}
+
+/// `path` as one shell word.
+fn shell_word(path: &Path) -> String {
+    let text = path.display().to_string();
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+,:=@".contains(c));
+    if plain {
+        text
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+/// The export note of the run in `out`, from its `report.json` and `run.json` configuration.
+fn export_note(out: &Path, report: &Value, config: &Value) -> Option<ExportNote> {
+    let best = report.get("best_kernel")?;
+    let candidate = best.get("candidate")?.as_u64()?;
+    let language = best
+        .get("language")
+        .and_then(Value::as_str)
+        .unwrap_or("opencl");
+    let backend = config
+        .pointer("/backend/kind")
+        .and_then(Value::as_str)
+        .unwrap_or("opencl");
+    let unsupported = (language != "opencl" || backend != "opencl").then(|| {
+        format!(
+            "kf export writes host code for OpenCL C kernels on the OpenCL backend; this run's best kernel is {language} on {backend}"
+        )
+    });
+    let run = shell_word(out);
+    Some(ExportNote {
+        candidate,
+        commands: vec![
+            format!("kf export --run {run} --rust kf-kernels"),
+            format!("kf export --run {run} --python kf_kernels"),
+        ],
+        unsupported,
+    })
 }
 
 /// All source texts of a run by hash (what `kf serve` hands out on demand).
@@ -258,6 +315,7 @@ impl RunData {
         data.seed = log.meta.seed;
         data.config = log.meta.config.clone();
         data.budget = log.meta.budget.clone();
+        data.export = export_note(&files.out, &report, &data.config);
         data.partial_tail = log.partial_tail;
         data.exchanges = exchanges;
         data.title = report
@@ -442,6 +500,7 @@ impl RunData {
             headline: headline(report),
             sources: BTreeMap::new(),
             sources_complete: false,
+            export: None,
             source_bytes: 0,
             exchanges: BTreeMap::new(),
             partial_tail: false,
@@ -535,4 +594,36 @@ fn read_exchanges(path: &Path) -> Result<BTreeMap<u64, Vec<Value>>, ExplorerErro
         }
     }
     Ok(by_step)
+}
+
+#[cfg(test)]
+mod export_note_tests {
+    use super::*;
+
+    #[test]
+    fn the_note_names_the_reports_best_kernel_with_a_quoted_folder() {
+        let report = serde_json::json!({"best_kernel": {"candidate": 7, "language": "opencl"}});
+        let config = serde_json::json!({"backend": {"kind": "opencl"}});
+        let note = export_note(Path::new("/tmp/it's a run"), &report, &config).unwrap();
+        assert_eq!(note.candidate, 7);
+        assert_eq!(
+            note.commands[0],
+            "kf export --run '/tmp/it'\\''s a run' --rust kf-kernels"
+        );
+        assert!(note.unsupported.is_none());
+        let plain = export_note(Path::new("runs/gemm-1"), &report, &config).unwrap();
+        assert_eq!(
+            plain.commands[1],
+            "kf export --run runs/gemm-1 --python kf_kernels"
+        );
+    }
+
+    #[test]
+    fn a_sycl_best_kernel_says_why_it_does_not_export_and_no_report_no_note() {
+        let report = serde_json::json!({"best_kernel": {"candidate": 3, "language": "sycl"}});
+        let config = serde_json::json!({"backend": {"kind": "sycl"}});
+        let note = export_note(Path::new("r"), &report, &config).unwrap();
+        assert!(note.unsupported.unwrap().contains("sycl on sycl"));
+        assert!(export_note(Path::new("r"), &Value::Null, &config).is_none());
+    }
 }

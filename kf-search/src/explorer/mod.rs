@@ -24,7 +24,7 @@ mod page;
 use std::path::{Path, PathBuf};
 
 pub use data::{
-    source_index, CandidateRow, CurvePoint, RunData, RunFiles, SourceIndex, StepError,
+    source_index, CandidateRow, CurvePoint, ExportNote, RunData, RunFiles, SourceIndex, StepError,
     DEFAULT_INLINE_LIMIT,
 };
 pub use error::ExplorerError;

@@ -65,15 +65,9 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     })?;
     print!("{}", summary.table());
     println!("JSON: {}", out.join("kernelbench.json").display());
-    Ok(
-        if summary
-            .tasks
-            .iter()
-            .any(|t| t.error.is_some() && t.evaluations == 0)
-        {
-            ExitCode::from(1)
-        } else {
-            ExitCode::SUCCESS
-        },
-    )
+    Ok(if summary.any_task_not_run() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

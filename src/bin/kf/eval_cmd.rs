@@ -1,15 +1,10 @@
-//! `kf eval`.
+//! `kf eval`: one kernel, evaluated once (`kernelfoundry::search::kernel_eval`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use anyhow::bail;
 use clap::Args;
-use kernelfoundry::core::{Evaluation, ParamValue, ParamValues};
-use kernelfoundry::eval::{EvalConfig, TimeoutPolicy, WorkerCommand};
-use kernelfoundry::manifest::Manifest;
-use serde_json::json;
+use kernelfoundry::search::kernel_eval::{evaluate_kernel, KernelEvalRequest};
 
 /// Arguments of `kf eval`.
 #[derive(Args)]
@@ -46,118 +41,34 @@ pub(crate) struct EvalArgs {
     input_sets: u32,
 }
 
-/// Parses `NAME=value` into a typed parameter value.
-pub(crate) fn parse_param(text: &str) -> anyhow::Result<(String, ParamValue)> {
-    let Some((name, value)) = text.split_once('=') else {
-        bail!("--param `{text}` is not NAME=value");
-    };
-    let value = value.trim();
-    let parsed = if let Ok(i) = value.parse::<i64>() {
-        ParamValue::Int(i)
-    } else if let Ok(f) = value.parse::<f64>() {
-        ParamValue::Float(f)
-    } else if let Ok(b) = value.parse::<bool>() {
-        ParamValue::Bool(b)
-    } else {
-        ParamValue::Text(value.to_owned())
-    };
-    Ok((name.trim().to_owned(), parsed))
-}
-
-fn summary(e: &Evaluation) -> String {
-    let mut out = format!("status: {}\nparams: {}\n", e.status, e.params);
-    if let Some(t) = e.timing {
-        out.push_str(&format!(
-            "time: median {:.4} ms (min {:.4}, spread {:.1}%, {} trials)\n",
-            t.median_s * 1e3,
-            t.min_s * 1e3,
-            100.0 * t.relative_spread(),
-            t.trials
-        ));
-    }
-    if let Some(g) = e.gflops {
-        out.push_str(&format!("throughput: {g:.2} GFLOP/s\n"));
-    }
-    if let Some(s) = e.speedup {
-        out.push_str(&format!("speedup over the task baseline: {s:.2}x\n"));
-    }
-    out.push_str(&format!("diagnostics: {}\n", e.diagnostics));
-    out
-}
-
 pub(crate) fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
-    let chosen = crate::task_arg::ChosenTask::resolve(
-        args.task.as_deref(),
-        args.task_file.as_deref(),
-        &args.size,
-    )?;
-    let task = &chosen.task;
-    let spec = args.backend.spec(args.device.clone());
-    kernelfoundry::backends::check(&spec)?;
-    let (manifest, source) = match Manifest::load(&args.kernel) {
-        Ok(loaded) => loaded,
+    let request = KernelEvalRequest {
+        task: args.task,
+        task_file: args.task_file,
+        size: args.size,
+        kernel: args.kernel,
+        params: args.params,
+        backend: args.backend,
+        device: args.device,
+        timeout: args.timeout,
+        input_sets: args.input_sets,
+    };
+    let outcome = match evaluate_kernel(&request) {
+        Ok(outcome) => outcome,
         Err(e) => {
-            if args.json {
-                println!(
-                    "{}",
-                    json!({"status": "invalid_manifest", "error": e.to_string(), "kernel": args.kernel})
-                );
+            if let Some(json) = e
+                .invalid_manifest_json(&request.kernel)
+                .filter(|_| args.json)
+            {
+                println!("{json}");
             }
             return Err(e.into());
         }
     };
-    let mut overrides = ParamValues::new();
-    for p in &args.params {
-        let (name, value) = parse_param(p)?;
-        overrides.set(name, value);
-    }
-    // Unknown or disallowed parameters are the user's mistake, not the kernel's: say so.
-    let params = manifest.resolve_params(&overrides)?;
-    if args.input_sets < 3 {
-        bail!("--input-sets must be at least 3");
-    }
-    let config = EvalConfig {
-        input_sets: args.input_sets,
-        ..EvalConfig::default()
-    };
-    let timeout = match args.timeout {
-        Some(s) if s.is_finite() && s > 0.0 => TimeoutPolicy::fixed(Duration::from_secs_f64(s)),
-        Some(s) => bail!("--timeout {s} is not a positive number of seconds"),
-        None => TimeoutPolicy::default(),
-    };
-    let evaluator = chosen
-        .evaluator(spec)
-        .command(WorkerCommand::current_exe()?)
-        .config(config)
-        .timeout(chosen.timeout(timeout))
-        .build();
-    let device = evaluator.device()?;
-    let evaluation = evaluator.evaluate_blocking(&source, &params)?;
-    evaluator.shutdown();
     if args.json {
-        let mut value = serde_json::to_value(&evaluation)?;
-        if let Some(obj) = value.as_object_mut() {
-            obj.insert("task".into(), json!(chosen.name()));
-            if let Some((path, _)) = &chosen.file {
-                obj.insert("task_file".into(), json!(path));
-            }
-            obj.insert("sizes".into(), json!(task.sizes()));
-            obj.insert("kernel".into(), json!(args.kernel));
-            obj.insert("device".into(), json!(device.name));
-            obj.insert("backend".into(), json!(args.backend));
-            if let Some(t) = evaluation.timing {
-                obj.insert("median_ms".into(), json!(t.median_s * 1e3));
-            }
-        }
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        println!("{}", serde_json::to_string_pretty(&outcome.to_json()?)?);
     } else {
-        println!(
-            "kernel: {} on {} ({})",
-            args.kernel.display(),
-            device.name,
-            args.backend
-        );
-        print!("{}", summary(&evaluation));
+        print!("{}", outcome.render_text());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -17,10 +17,12 @@ pub(crate) struct ExportArgs {
     /// Write a Rust crate into this folder (created; its files are overwritten).
     #[arg(long, value_name = "OUT")]
     rust: Option<PathBuf>,
-    /// A Python module over pyopencl (not available yet).
-    #[arg(long, value_name = "OUT", conflicts_with = "rust")]
+    /// Write a Python module over pyopencl into this folder (`<name>.py` and its pytest
+    /// test `test_<name>.py`; NumPy arrays in, NumPy arrays out).
+    #[arg(long, value_name = "OUT")]
     python: Option<PathBuf>,
-    /// Package name of the generated crate.
+    /// Package name of the generated crate (the Python module's name is the same with `_`
+    /// for `-`).
     #[arg(long, default_value = "kf-kernels")]
     name: String,
     /// A KernelFoundry checkout for the crate to depend on by path (default: the published
@@ -30,11 +32,23 @@ pub(crate) struct ExportArgs {
 }
 
 pub(crate) fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
-    if args.python.is_some() {
-        bail!("--python is not available yet: export a Rust crate with --rust OUT");
+    if args.rust.is_none() && args.python.is_none() {
+        bail!("say what to write: --rust OUT and/or --python OUT");
+    }
+    if let Some(out) = args.python {
+        let mut export = kf_export::PythonExport::new(args.runs.clone(), out);
+        export.module = args.name.replace('-', "_");
+        let done = kf_export::export_python(&export)?;
+        println!(
+            "Exported {} configuration(s) into {} ({} files); `pytest` there checks them against NumPy.",
+            done.kernels.len(),
+            export.out.display(),
+            done.files.len()
+        );
+        list(&done.kernels);
     }
     let Some(out) = args.rust else {
-        bail!("say what to write: --rust OUT");
+        return Ok(ExitCode::SUCCESS);
     };
     let mut export = kf_export::RustExport::new(args.runs, out);
     export.crate_name = args.name;
@@ -51,7 +65,12 @@ pub(crate) fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
         export.out.display(),
         done.files.len()
     );
-    for k in &done.kernels {
+    list(&done.kernels);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn list(kernels: &[kf_export::TunedKernel]) {
+    for k in kernels {
         println!(
             "  {} {} on {} from {}",
             k.task,
@@ -60,5 +79,4 @@ pub(crate) fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
             k.run.display()
         );
     }
-    Ok(ExitCode::SUCCESS)
 }

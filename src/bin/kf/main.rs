@@ -10,12 +10,11 @@ mod report_cmd;
 mod run_cmd;
 mod search_cmd;
 mod serve_cmd;
+mod setup_cmd;
 mod task_arg;
 mod task_cmd;
 mod task_import;
 mod tune_cmd;
-mod tune_objective;
-mod tune_profile;
 mod verify_cmd;
 mod worker_cmd;
 
@@ -64,6 +63,8 @@ enum Command {
     Verify(verify_cmd::VerifyArgs),
     /// Write a Rust crate that calls runs' best kernels, with a per-device, per-size dispatch.
     Export(export_cmd::ExportArgs),
+    /// Install runtimes (Intel CPU OpenCL; --cuda, --sycl, --numpy) into the per-user folder.
+    Setup(setup_cmd::SetupArgs),
 }
 
 fn main() -> ExitCode {
@@ -77,14 +78,14 @@ fn main() -> ExitCode {
         Command::Task(args) => task_cmd::run(args),
         Command::Worker(args) => worker_cmd::run(args),
         Command::Cluster(args) => cluster_cmd::run(args),
-        Command::Devices(args) if args.characterise => devices_cmd::run(args),
-        Command::Devices(_) => devices(),
+        Command::Devices(args) => devices_cmd::run(args),
         Command::Run(args) => run_cmd::run(args),
         Command::Bench(args) => bench_cmd::run(args),
         Command::Report(args) => report_cmd::run(args),
         Command::Serve(args) => serve_cmd::run(args),
         Command::Verify(args) => verify_cmd::run(args),
         Command::Export(args) => export_cmd::run(args),
+        Command::Setup(args) => setup_cmd::run(args),
     };
     match result {
         Ok(code) => code,
@@ -94,65 +95,4 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
-}
-
-fn devices() -> anyhow::Result<ExitCode> {
-    // A closed pipe (`kf devices | head -1`) ends the listing quietly.
-    match list_devices(&mut std::io::stdout().lock()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
-        other => Ok(other?),
-    }
-}
-
-fn list_devices(out: &mut impl std::io::Write) -> std::io::Result<ExitCode> {
-    use kernelfoundry::distributed::device_kind_named as kind;
-    use kernelfoundry::search::BackendKind;
-    let mut found = 0;
-    match kernelfoundry::opencl::list_devices() {
-        Ok(list) => {
-            for d in list {
-                writeln!(
-                    out,
-                    "opencl  {d}  [queue: {}]",
-                    kind(BackendKind::OpenCl, &d.name)
-                )?;
-                found += 1;
-            }
-        }
-        Err(e) => writeln!(out, "opencl  not available: {e}")?,
-    }
-    match kernelfoundry::sycl::list_devices() {
-        Ok(list) => {
-            for d in list {
-                writeln!(
-                    out,
-                    "sycl    {d}  [queue: {}]",
-                    kind(BackendKind::Sycl, &d.name)
-                )?;
-                found += 1;
-            }
-        }
-        Err(e) => writeln!(out, "sycl    not available: {e}")?,
-    }
-    match kernelfoundry::cuda::list_devices() {
-        Ok(list) if list.is_empty() => {
-            writeln!(out, "cuda    no GPU (kernels compile with NVRTC only)")?
-        }
-        Ok(list) => {
-            for d in list {
-                writeln!(
-                    out,
-                    "cuda    {d}  [queue: {}]",
-                    kind(BackendKind::Cuda, &d.name)
-                )?;
-                found += 1;
-            }
-        }
-        Err(e) => writeln!(out, "cuda    not available: {e}")?,
-    }
-    Ok(if found > 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
 }

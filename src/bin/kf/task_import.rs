@@ -3,11 +3,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{bail, Context};
 use clap::Args;
-use indexmap::IndexMap;
 use kernelfoundry::kernelbench::{
-    import_kernelbench, ImportOptions, ImportTolerance, KernelBenchError, ReferenceKind,
+    import_kernelbench, parse_size_assignments, ImportOptions, ImportTolerance, KernelBenchError,
     ReferencePreference, KERNELBENCH_TOLERANCE,
 };
 
@@ -23,6 +21,9 @@ pub(crate) struct ImportKernelBenchArgs {
     /// comma-separated (the problems' sizes are meant for large GPUs).
     #[arg(long = "size", value_name = "NAME=VALUE", value_delimiter = ',')]
     sizes: Vec<String>,
+    /// Lower every size of the problem above N to N (those given with --size excepted).
+    #[arg(long, value_name = "N")]
+    max_size: Option<i64>,
     /// Use the NumPy reference `<stem>_ref.py` even when PyTorch is installed.
     #[arg(long)]
     numpy: bool,
@@ -39,72 +40,22 @@ pub(crate) struct ImportKernelBenchArgs {
 }
 
 pub(crate) fn run(args: ImportKernelBenchArgs) -> anyhow::Result<ExitCode> {
-    let mut sizes = IndexMap::new();
-    for text in args.sizes.iter().filter(|s| !s.trim().is_empty()) {
-        let Some((name, value)) = text.split_once('=') else {
-            bail!("--size `{text}` is not NAME=VALUE");
-        };
-        let value: i64 = value
-            .trim()
-            .parse()
-            .with_context(|| format!("--size `{text}`: not an integer"))?;
-        sizes.insert(name.trim().to_owned(), value);
-    }
     let options = ImportOptions {
         problem: args.problem,
         out_dir: args.out,
-        sizes,
+        sizes: parse_size_assignments(&args.sizes)?,
+        max_size: args.max_size,
         python: args.python,
         reference: if args.numpy {
             ReferencePreference::Numpy
         } else {
             ReferencePreference::Auto
         },
-        tolerance: ImportTolerance {
-            atol: args.atol,
-            rtol: args.rtol,
-        },
+        tolerance: ImportTolerance::new(args.atol, args.rtol)?,
     };
-    for (name, value) in [("--atol", args.atol), ("--rtol", args.rtol)] {
-        if !(value.is_finite() && value >= 0.0) {
-            bail!("{name} {value} is not a non-negative number");
-        }
-    }
     match import_kernelbench(&options) {
         Ok(report) => {
-            println!("wrote {}", report.task_file.display());
-            println!(
-                "reference: {} ({})",
-                report.reference_file.display(),
-                match report.reference {
-                    ReferenceKind::Torch => "the unchanged problem file with PyTorch on the CPU",
-                    ReferenceKind::Numpy => "NumPy",
-                }
-            );
-            println!("kernel arguments: {}", report.spec.args.join(", "));
-            for b in &report.spec.buffers {
-                let shape: Vec<String> = b.shape.iter().map(|e| e.text()).collect();
-                println!(
-                    "  {:<8} {:<24} {} [{}]",
-                    format!("{:?}", b.role).to_lowercase(),
-                    b.name,
-                    b.dtype,
-                    shape.join(", ")
-                );
-            }
-            let sizes: Vec<String> = report
-                .spec
-                .sizes
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
-            println!("sizes: {}", sizes.join(", "));
-            if report.spec.baseline.is_none() {
-                println!(
-                    "no baseline: write naive.toml (+ its .cl) beside the task file and add \
-                     [baseline] kernel = \"naive.toml\""
-                );
-            }
+            print!("{}", report.describe());
             Ok(ExitCode::SUCCESS)
         }
         Err(e @ KernelBenchError::ReferenceTemplateWritten { .. }) => {

@@ -1,13 +1,11 @@
 //! `kf worker`: evaluates distributed searches' jobs on this machine's device.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
 use kernelfoundry::dist::{Worker, WorkerConfig, WorkerRole};
-use kernelfoundry::distributed::{device_kind, TaskHandler};
-use kernelfoundry::eval::WorkerCommand;
+use kernelfoundry::distributed::EvaluationWorker;
 use kernelfoundry::search::ServerArgs;
 
 /// Arguments of `kf worker`.
@@ -138,33 +136,37 @@ pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     );
     let mut spec = args.backend.spec(args.device.clone());
     spec.cache_dir = args.cache_dir.clone();
-    let facts = kernelfoundry::backends::device_facts(&spec)?;
-    let kind = args
-        .device_kind
-        .clone()
-        .unwrap_or_else(|| device_kind(args.backend, &facts));
     let dist = args
         .servers
         .dist_config(kernelfoundry::dist::Role::Worker)
         .ack_wait(std::time::Duration::from_secs_f64(args.ack_wait))
         .max_attempts(args.max_attempts);
-    let mut config = WorkerConfig::new(kind.clone());
-    if let Some(name) = &args.name {
-        config.name = name.clone();
-    }
-    config.jobs = args.jobs;
-    config.role = args.role;
-    config.device = Some(serde_json::to_value(&facts)?);
+    let worker = EvaluationWorker::new(
+        &kernelfoundry::backends::shipped(),
+        spec,
+        dist,
+        args.device_kind.clone(),
+        |kind| {
+            let mut config = WorkerConfig::new(kind);
+            if let Some(name) = &args.name {
+                config.name = name.clone();
+            }
+            config.jobs = args.jobs;
+            config.role = args.role;
+            config
+        },
+    )?;
+    let config = worker.config();
     eprintln!(
-        "kf worker {} ({} role): device {} ({kind}), {} job(s) at a time, NATS {}, database {}",
+        "kf worker {} ({} role): device {} ({}), {} job(s) at a time, NATS {}, database {}",
         config.name,
         config.role,
-        facts.name,
+        worker.device().name,
+        worker.device_kind(),
         config.jobs,
         redact(&args.servers.nats_url()),
         redact(&args.servers.database_url())
     );
-    let handler = Arc::new(TaskHandler::new(spec, WorkerCommand::current_exe()?).device(&facts));
     // Ctrl-C: stop taking jobs, finish the ones in hand.
     let (tx, stop) = futures::channel::oneshot::channel::<()>();
     let tx = std::sync::Mutex::new(Some(tx));
@@ -173,11 +175,9 @@ pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
             let _ = tx.send(());
         }
     })?;
-    let worker = Worker::new(dist, config, SharedHandler(handler.clone()));
     let stats = worker.run_blocking(async move {
         let _ = stop.await;
     })?;
-    handler.shutdown();
     eprintln!(
         "kf worker: {} evaluated, {} compiled and passed on, {} already answered, {} recorded as \
          poison, {} handed back, {} refused (unsigned, untrusted or altered)",
@@ -202,40 +202,5 @@ fn redact(url: &str) -> String {
             }
         }
         _ => url.to_string(),
-    }
-}
-
-/// The handler, shared with `main` so that its evaluation processes can be stopped at the end.
-struct SharedHandler(Arc<TaskHandler>);
-
-#[kernelfoundry::core::async_trait]
-impl kernelfoundry::dist::JobHandler for SharedHandler {
-    async fn evaluate(
-        &self,
-        profile: &kernelfoundry::dist::Profile,
-        candidate: &kernelfoundry::core::Candidate,
-    ) -> Result<kernelfoundry::core::Evaluation, kernelfoundry::core::BoxError> {
-        self.0.evaluate(profile, candidate).await
-    }
-
-    async fn compile(
-        &self,
-        profile: &kernelfoundry::dist::Profile,
-        candidate: &kernelfoundry::core::Candidate,
-    ) -> Result<kernelfoundry::dist::CompileOutcome, kernelfoundry::core::BoxError> {
-        self.0.compile(profile, candidate).await
-    }
-
-    async fn evaluate_built(
-        &self,
-        profile: &kernelfoundry::dist::Profile,
-        candidate: &kernelfoundry::core::Candidate,
-        binary: &kernelfoundry::dist::Binary,
-    ) -> Result<kernelfoundry::core::Evaluation, kernelfoundry::core::BoxError> {
-        self.0.evaluate_built(profile, candidate, binary).await
-    }
-
-    fn environment(&self) -> serde_json::Value {
-        kernelfoundry::dist::JobHandler::environment(&*self.0)
     }
 }

@@ -1,0 +1,120 @@
+//! Running the benchmark: the shipped search on each shipped task, then [`BenchSummary`].
+
+use std::path::{Path, PathBuf};
+
+use indexmap::IndexMap;
+use kf_core::Archive;
+use kf_eval::taskfile::TaskFile;
+use kf_eval::TaskFileJob;
+
+use crate::bench::{BenchSummary, TaskResult};
+use crate::error::KernelBenchError;
+use crate::import::TASK_FILE_NAME;
+use crate::python::{default_python, torch_available};
+use crate::torch_time::torch_cpu_seconds;
+use kf_search::{Search, SearchConfig};
+
+/// How to run `kf bench kernelbench`.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// The task folders (see [`crate::shipped_tasks`]).
+    pub tasks: Vec<PathBuf>,
+    /// The search configuration every task starts from (evaluations, backend, seed, tuning,
+    /// wall limit); its task, sizes and output folder are set per task.
+    pub search: SearchConfig,
+    /// Where each task's run goes (`<out>/<task>/`) and `kernelbench.json`.
+    pub out: PathBuf,
+    /// Time the unchanged problem files with PyTorch on the CPU when torch imports.
+    pub torch: bool,
+}
+
+/// Runs the search on every task (a failing task is recorded, not fatal), writes
+/// `<out>/kernelbench.json` and returns the summary.
+pub fn run_bench(options: &BenchOptions) -> Result<BenchSummary, KernelBenchError> {
+    let python = default_python();
+    let with_torch = options.torch && torch_available(&python);
+    let mut results = Vec::new();
+    for dir in &options.tasks {
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let result = match bench_task(options, dir, &name) {
+            Ok(r) => r,
+            Err(e) => failed(&name, e.to_string()),
+        };
+        let torch_s = if with_torch && result.correct {
+            // A torch failure leaves the task without a torch time (then fast_p falls back to
+            // the naive baselines for every task, and the table says so).
+            TaskFile::load(&dir.join(TASK_FILE_NAME))
+                .ok()
+                .and_then(|t| torch_cpu_seconds(&python, &t, &IndexMap::new()).ok())
+        } else {
+            None
+        };
+        results.push(TaskResult { torch_s, ..result });
+    }
+    let summary = BenchSummary::new(results);
+    std::fs::create_dir_all(&options.out).map_err(|e| KernelBenchError::io(&options.out, e))?;
+    summary.write_json(&options.out.join("kernelbench.json"))?;
+    Ok(summary)
+}
+
+fn failed(name: &str, error: String) -> TaskResult {
+    TaskResult {
+        task: name.to_owned(),
+        correct: false,
+        evaluations: 0,
+        baseline_s: None,
+        best_s: None,
+        torch_s: None,
+        roofline_fraction: None,
+        best_kernel: None,
+        error: Some(error),
+    }
+}
+
+fn bench_task(
+    options: &BenchOptions,
+    dir: &Path,
+    name: &str,
+) -> Result<TaskResult, KernelBenchError> {
+    let file = TaskFile::load(&dir.join(TASK_FILE_NAME))?;
+    let job = TaskFileJob::from_task_file(&file)?;
+    let mut config = options.search.clone();
+    config.task = file.spec.name.clone();
+    config.sizes = file.spec.sizes.clone();
+    config.task_file = Some(job);
+    config.out = options.out.join(name);
+    // The shipped search as `kf search` runs it: its seeds, mutators and scheduler.
+    let outcome = Search::builder()
+        .config(config.clone())
+        .build()
+        .and_then(|search| search.run())?;
+    // The best correct kernel by its speedup over the baseline timed in the same worker.
+    let best = Archive::elites(&outcome.archive)
+        .into_iter()
+        .filter(|e| e.evaluation.status.is_correct())
+        .filter(|e| e.evaluation.speedup.is_some())
+        .max_by(|a, b| {
+            let (a, b) = (a.evaluation.speedup, b.evaluation.speedup);
+            a.partial_cmp(&b).unwrap_or(std::cmp::Ordering::Equal)
+        });
+    let mut result = failed(name, "no correct kernel was found".into());
+    result.evaluations = outcome.summary.evaluations;
+    if let Some(best) = best {
+        let e = &best.evaluation;
+        result.correct = true;
+        result.error = None;
+        result.best_s = e.timing.as_ref().map(|t| t.median_s);
+        result.roofline_fraction = e.roofline_fraction;
+        result.baseline_s = match (e.baseline.as_ref(), e.speedup, result.best_s) {
+            (Some(b), _, _) => Some(b.median_s),
+            // The speedup came from the worker's rolling baseline window.
+            (None, Some(s), Some(t)) => Some(s * t),
+            _ => None,
+        };
+        result.best_kernel = Some(config.out.clone());
+    }
+    Ok(result)
+}

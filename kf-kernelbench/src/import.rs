@@ -1,0 +1,818 @@
+//! `kf task import-kernelbench`: a KernelBench problem file becomes a task file.
+//!
+//! The problem is parsed (Python `ast`, no torch needed) for its module-level constants (int
+//! constants become task sizes, float constants scalars, int tuples such as
+//! `input_shape = (4096,)` one size per element), the tensors of `get_inputs()` (their shapes as
+//! expressions over the sizes, their distributions) and the names of `forward()`'s arguments.
+//! The reference is then run at three small probe settings of the sizes to learn the outputs'
+//! shapes and dtypes (and, with torch, the model's parameters, which become input buffers); each
+//! dimension is fitted to an expression over the sizes by the rule in `import_helper.py`
+//! (`fit_dim`), or the import fails asking for the shape by hand.
+//!
+//! The reference is the unchanged problem file run with PyTorch on the CPU when torch imports
+//! in the Python used; otherwise a NumPy script `<stem>_ref.py` beside the problem (or already
+//! in the output folder), for which a template is written when there is none.
+//!
+//! The problem file travels unchanged with the task, in the task folder's `vendor/` (it is
+//! third-party code: KernelBench, MIT), beside the project's own task file and reference.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use indexmap::IndexMap;
+use kf_eval::taskfile::{
+    BaselineSpec, BufferDecl, BufferRole, Dtype, ExprText, OneOrMany, ReferenceSpec, ScalarDecl,
+    ScalarValue, TaskBase, TaskFile, TaskSpec, ToleranceSpec,
+};
+use serde::Deserialize;
+
+use crate::error::KernelBenchError;
+use crate::python::{default_python, run_python, torch_available};
+
+const HELPER: &str = include_str!("import_helper.py");
+
+/// The folder inside a task folder that holds the unchanged KernelBench problem file.
+pub(crate) const PROBLEM_FOLDER: &str = "vendor";
+
+/// Where a task folder keeps the problem file `<stem>.py`, relative to the folder.
+pub(crate) fn problem_in_task(stem: &str) -> PathBuf {
+    Path::new(PROBLEM_FOLDER).join(format!("{stem}.py"))
+}
+const TORCH_ADAPTER: &str = include_str!("torch_adapter.py");
+/// The NumPy stand-in for torch that generated references run problems with.
+const NUMPY_TORCH: &str = include_str!("numpy_torch.py");
+/// The generated NumPy reference (placeholders as in the torch adapter).
+const NUMPY_REFERENCE: &str = include_str!("numpy_reference.py");
+/// The stand-in's file name inside the task folder.
+const NUMPY_TORCH_FILE: &str = "kf_numpy_torch.py";
+/// The generated naive kernel's source beside [`BASELINE_FILE_NAME`].
+const BASELINE_SOURCE_NAME: &str = "naive.cl";
+/// The task file's name inside the output folder.
+pub const TASK_FILE_NAME: &str = "task.toml";
+/// The baseline manifest the importer links when the output folder has one.
+pub const BASELINE_FILE_NAME: &str = "naive.toml";
+
+/// Which reference the task file uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReferenceKind {
+    /// The unchanged problem file, run with PyTorch on the CPU.
+    Torch,
+    /// A NumPy script `<stem>_ref.py` written by the user.
+    Numpy,
+}
+
+impl ReferenceKind {
+    /// `torch` or `numpy`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReferenceKind::Torch => "torch",
+            ReferenceKind::Numpy => "numpy",
+        }
+    }
+
+    /// Words for the import's summary.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ReferenceKind::Torch => "the unchanged problem file with PyTorch on the CPU",
+            ReferenceKind::Numpy => "NumPy",
+        }
+    }
+}
+
+/// Which reference to prefer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ReferencePreference {
+    /// PyTorch when it imports, else NumPy.
+    #[default]
+    Auto,
+    /// NumPy even when torch is installed.
+    Numpy,
+}
+
+/// What to import and where.
+#[derive(Debug, Clone)]
+pub struct ImportOptions {
+    /// The KernelBench problem file (`19_ReLU.py`).
+    pub problem: PathBuf,
+    /// The folder that receives the task file, a copy of the problem and the reference.
+    pub out_dir: PathBuf,
+    /// Default sizes to write instead of the problem's (they are meant for large GPUs).
+    pub sizes: IndexMap<String, i64>,
+    /// Every size the problem declares above this value is lowered to it, unless `sizes`
+    /// gives it (KernelBench's sizes are meant for large GPUs; `None` keeps them).
+    pub max_size: Option<i64>,
+    /// The Python interpreter; `None` for [`default_python`].
+    pub python: Option<PathBuf>,
+    /// Which reference to use.
+    pub reference: ReferencePreference,
+    /// The element-wise tolerance written into the task file, `|out - ref| <= atol + rtol *
+    /// |ref|`; [`KERNELBENCH_TOLERANCE`] (KernelBench's own check) unless the importer is told
+    /// otherwise.
+    pub tolerance: ImportTolerance,
+}
+
+/// The element-wise tolerance of an imported task.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ImportTolerance {
+    /// Absolute tolerance.
+    pub atol: f64,
+    /// Relative tolerance.
+    pub rtol: f64,
+}
+
+impl ImportTolerance {
+    /// A tolerance from the command line's `--atol` / `--rtol`; each must be a finite,
+    /// non-negative number.
+    pub fn new(atol: f64, rtol: f64) -> Result<Self, KernelBenchError> {
+        for (name, value) in [("atol", atol), ("rtol", rtol)] {
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(KernelBenchError::BadTolerance { name, value });
+            }
+        }
+        Ok(ImportTolerance { atol, rtol })
+    }
+}
+
+/// Parses `--size` arguments, `NAME=VALUE` each (empty entries are skipped), in order.
+pub fn parse_size_assignments<S: AsRef<str>>(
+    texts: &[S],
+) -> Result<IndexMap<String, i64>, KernelBenchError> {
+    let mut sizes = IndexMap::new();
+    for text in texts
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|s| !s.trim().is_empty())
+    {
+        let bad = |reason: &str| KernelBenchError::BadSize {
+            name: text.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let (name, value) = text.split_once('=').ok_or_else(|| bad("not NAME=VALUE"))?;
+        let value: i64 = value
+            .trim()
+            .parse()
+            .map_err(|_| bad("the value is not an integer"))?;
+        sizes.insert(name.trim().to_owned(), value);
+    }
+    Ok(sizes)
+}
+
+impl Default for ImportTolerance {
+    fn default() -> Self {
+        KERNELBENCH_TOLERANCE
+    }
+}
+
+/// KernelBench's own correctness check: `torch.allclose(out, ref, atol=1e-02, rtol=1e-02)`.
+/// Imported problems are judged by it by default, so that a kernel KernelBench accepts (an
+/// honest f32 cumulative sum over long rows, whose error near a zero crossing of the prefix
+/// exceeds 1e-4) is accepted here too; the aggregate rules (99% of elements within 1%, cosine
+/// similarity) still apply on top.
+pub const KERNELBENCH_TOLERANCE: ImportTolerance = ImportTolerance {
+    atol: 1e-2,
+    rtol: 1e-2,
+};
+
+/// What the import wrote.
+#[derive(Debug, Clone)]
+pub struct ImportReport {
+    /// The task file.
+    pub task_file: PathBuf,
+    /// The reference used.
+    pub reference: ReferenceKind,
+    /// The reference script inside the output folder.
+    pub reference_file: PathBuf,
+    /// The task as written.
+    pub spec: TaskSpec,
+    /// Sizes that were varied while probing the reference (the others kept their values).
+    pub varied_sizes: Vec<String>,
+}
+
+impl ImportReport {
+    /// What `kf task import-kernelbench` prints: the files written, the kernel's arguments,
+    /// each buffer with its role, dtype and shape, the sizes, and what is missing.
+    pub fn describe(&self) -> String {
+        let mut text = format!(
+            "wrote {}\nreference: {} ({})\nkernel arguments: {}\n",
+            self.task_file.display(),
+            self.reference_file.display(),
+            self.reference.describe(),
+            self.spec.args.join(", ")
+        );
+        for b in &self.spec.buffers {
+            let shape: Vec<String> = b.shape.iter().map(|e| e.text()).collect();
+            text.push_str(&format!(
+                "  {:<8} {:<24} {} [{}]\n",
+                format!("{:?}", b.role).to_lowercase(),
+                b.name,
+                b.dtype,
+                shape.join(", ")
+            ));
+        }
+        let sizes: Vec<String> = self
+            .spec
+            .sizes
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        text.push_str(&format!("sizes: {}\n", sizes.join(", ")));
+        if self.spec.baseline.is_none() {
+            text.push_str(
+                "no baseline: write naive.toml (+ its .cl) beside the task file and add \
+                 [baseline] kernel = \"naive.toml\"\n",
+            );
+        }
+        text
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct HelperBuffer {
+    name: String,
+    dtype: Dtype,
+    shape: Vec<String>,
+    #[serde(default)]
+    init: Option<String>,
+}
+
+impl HelperBuffer {
+    /// The task file's declaration of this buffer in `role`, drawn from `init`.
+    fn decl(&self, role: BufferRole, init: Option<OneOrMany<String>>) -> BufferDecl {
+        BufferDecl {
+            name: self.name.clone(),
+            dtype: self.dtype,
+            shape: to_exprs(&self.shape),
+            role,
+            init,
+            accumulates: None,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct HelperAnswer {
+    ok: bool,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    sizes: IndexMap<String, i64>,
+    #[serde(default)]
+    tuples: IndexMap<String, Vec<String>>,
+    #[serde(default)]
+    scalars: IndexMap<String, f64>,
+    #[serde(default)]
+    inputs: Vec<HelperInput>,
+    #[serde(default)]
+    parameters: Vec<HelperBuffer>,
+    #[serde(default)]
+    outputs: Vec<HelperBuffer>,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    varying: Vec<String>,
+    /// The number of terms each output element sums, when forward() is a scan, a reduction
+    /// over one dimension or a matrix product (the task file's `accumulates`).
+    #[serde(default)]
+    accumulates: Option<String>,
+    /// With a generation request: the naive kernel's source and its global size.
+    #[serde(default)]
+    kernel: Option<String>,
+    #[serde(default)]
+    global: Option<String>,
+    /// With a generation request: each parameter's initial distribution.
+    #[serde(default)]
+    parameter_inits: Vec<ParameterInit>,
+}
+
+/// A model parameter's initial distribution, as the model initialises it.
+#[derive(Debug, Clone, Deserialize)]
+struct ParameterInit {
+    name: String,
+    init: String,
+    /// A magnitude for the second distribution: the largest bound or deviation, at least 0.5.
+    scale: f64,
+}
+
+impl ParameterInit {
+    /// The model's own distribution first, then another of similar magnitude (so that a
+    /// kernel cannot rely on, say, a norm's weight being one).
+    fn inits(&self) -> OneOrMany<String> {
+        let other = if self.init.starts_with("uniform") {
+            format!("normal(0, {})", self.scale)
+        } else if self.init == "ones" {
+            "uniform(0.5, 1.5)".to_owned()
+        } else {
+            format!("uniform(-{0}, {0})", self.scale)
+        };
+        OneOrMany::Many(vec![self.init.clone(), other])
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct HelperInput {
+    #[serde(flatten)]
+    buffer: HelperBuffer,
+    #[serde(default)]
+    bool: bool,
+}
+
+pub(crate) fn ask_helper(
+    python: &Path,
+    problem: &Path,
+    reference: Option<&Path>,
+    sizes: &IndexMap<String, i64>,
+) -> Result<HelperAnswer, KernelBenchError> {
+    let request = serde_json::json!({
+        "problem": problem,
+        "reference": reference,
+        "sizes": sizes,
+    });
+    helper_request(python, problem, reference, &request)
+}
+
+/// Runs the helper on `request`, letting it read the folders of `problem` and `reference`.
+fn helper_request(
+    python: &Path,
+    problem: &Path,
+    reference: Option<&Path>,
+    request: &serde_json::Value,
+) -> Result<HelperAnswer, KernelBenchError> {
+    // Three probes of a torch model, each importing the problem: minutes at most.
+    // The problem's folder and the reference's (the only files the helper reads), absolute:
+    // a relative name's parent is the empty path, which names no folder.
+    let folders: Vec<PathBuf> = [Some(problem), reference]
+        .into_iter()
+        .flatten()
+        .filter_map(|p| std::path::absolute(p).ok()?.parent().map(Path::to_path_buf))
+        .collect();
+    let folders: Vec<&Path> = folders.iter().map(PathBuf::as_path).collect();
+    let stdout = run_python(
+        python,
+        HELPER,
+        &request.to_string(),
+        Duration::from_secs(600),
+        &folders,
+    )?;
+    let last = stdout.lines().last().unwrap_or_default();
+    let answer: HelperAnswer =
+        serde_json::from_str(last).map_err(|e| KernelBenchError::Python {
+            python: python.display().to_string(),
+            message: format!("unreadable answer from the import helper ({e}): {last}"),
+        })?;
+    if !answer.ok {
+        return Err(KernelBenchError::Problem {
+            problem: problem.to_path_buf(),
+            message: answer.error.unwrap_or_else(|| "failed".into()),
+        });
+    }
+    Ok(answer)
+}
+
+/// Writes `text` to `path` through a temporary file in the same folder and a rename.
+pub(crate) fn write_atomic(path: &Path, text: &str) -> Result<(), KernelBenchError> {
+    let tmp = path.with_extension(format!(
+        "{}.tmp{}",
+        path.extension().and_then(|e| e.to_str()).unwrap_or(""),
+        std::process::id()
+    ));
+    fs::write(&tmp, text).map_err(|e| KernelBenchError::io(&tmp, e))?;
+    fs::rename(&tmp, path).map_err(|e| KernelBenchError::io(path, e))
+}
+
+fn copy_unless_same(from: &Path, to: &Path) -> Result<(), KernelBenchError> {
+    let same = match (fs::canonicalize(from), fs::canonicalize(to)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if !same {
+        let text = fs::read_to_string(from).map_err(|e| KernelBenchError::io(from, e))?;
+        write_atomic(to, &text)?;
+    }
+    Ok(())
+}
+
+fn numpy_template(stem: &str, answer: &HelperAnswer) -> String {
+    let mut inputs = String::new();
+    for i in &answer.inputs {
+        inputs.push_str(&format!(
+            "#   inputs[{:?}]: {} of shape ({})\n",
+            i.buffer.name,
+            i.buffer.dtype.numpy(),
+            i.buffer.shape.join(", ")
+        ));
+    }
+    let sizes = answer
+        .sizes
+        .keys()
+        .map(|k| format!("{k:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        r#""""NumPy reference for the KernelBench problem {stem}.py (PyTorch is not installed here).
+
+Write reference() so that it computes what the problem's Model.forward computes:
+{inputs}#   sizes: {{{sizes}}} (the task's sizes, ints)
+Return a dict of output arrays: {{"out": array}} (several outputs: "out0", "out1", ...).
+Model weights (nn.Conv2d, nn.LayerNorm, ...) are inputs of the task: declare each one in
+PARAMETERS as name -> shape expressions over the sizes, e.g. {{"conv1d_weight": ["out_channels",
+"in_channels", "kernel_size"]}}, and read it from inputs[name].
+"""
+import numpy as np
+
+PARAMETERS = {{}}
+
+
+def reference(inputs, sizes, scalars):
+    raise NotImplementedError("write the NumPy reference for {stem}.py")
+"#
+    )
+}
+
+fn to_exprs(shape: &[String]) -> Vec<ExprText> {
+    shape
+        .iter()
+        .map(|s| match s.parse::<i64>() {
+            Ok(i) => ExprText::Int(i),
+            Err(_) => ExprText::Text(s.clone()),
+        })
+        .collect()
+}
+
+/// The distributions of one input across the evaluator's input sets: the problem's own first,
+/// then others, so that a kernel cannot depend on, say, positive inputs (robust-kbench's point).
+fn input_inits(init: Option<&str>, dtype: Dtype) -> Option<OneOrMany<String>> {
+    let own = init?;
+    if dtype == Dtype::I32 || own.starts_with("int(") {
+        return Some(OneOrMany::One(own.to_owned()));
+    }
+    let mut all = vec![own.to_owned()];
+    for other in ["normal", "uniform(-3, 3)"] {
+        if other != own {
+            all.push(other.to_owned());
+        }
+    }
+    Some(OneOrMany::Many(all))
+}
+
+/// Imports a KernelBench problem: writes `<out>/task.toml`, a copy of the problem file and the
+/// reference script; see the module documentation.
+pub fn import_kernelbench(options: &ImportOptions) -> Result<ImportReport, KernelBenchError> {
+    let problem = &options.problem;
+    let bad_path = |reason: &str| KernelBenchError::BadProblemPath {
+        path: problem.clone(),
+        reason: reason.to_owned(),
+    };
+    if problem.extension().and_then(|e| e.to_str()) != Some("py") {
+        return Err(bad_path("not a .py file"));
+    }
+    if !problem.is_file() {
+        return Err(bad_path("no such file"));
+    }
+    let stem = problem
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .ok_or_else(|| bad_path("the file name is not UTF-8"))?
+        .to_owned();
+    let python = options.python.clone().unwrap_or_else(default_python);
+
+    // First the problem alone: sizes and inputs (also checks the sizes given).
+    let analysis = ask_helper(&python, problem, None, &IndexMap::new())?;
+    for (name, value) in &options.sizes {
+        if !analysis.sizes.contains_key(name) {
+            return Err(KernelBenchError::BadSize {
+                name: name.clone(),
+                reason: format!(
+                    "not a size of {stem}.py (its sizes: {})",
+                    analysis
+                        .sizes
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        }
+        if *value <= 0 {
+            return Err(KernelBenchError::BadSize {
+                name: name.clone(),
+                reason: format!("{value} is not positive"),
+            });
+        }
+    }
+
+    // The sizes the task is written with: the ones given, then the problem's, lowered to
+    // --max-size.
+    let mut sizes = options.sizes.clone();
+    if let Some(max) = options.max_size {
+        if max <= 0 {
+            return Err(KernelBenchError::BadSize {
+                name: "--max-size".into(),
+                reason: format!("{max} is not positive"),
+            });
+        }
+        for (name, value) in &analysis.sizes {
+            if *value > max && !sizes.contains_key(name) {
+                sizes.insert(name.clone(), max);
+            }
+        }
+    }
+
+    let out = &options.out_dir;
+    let problem_dir = out.join(PROBLEM_FOLDER);
+    fs::create_dir_all(&problem_dir).map_err(|e| KernelBenchError::io(&problem_dir, e))?;
+    let problem_in_out = problem_in_task(&stem);
+    let problem_copy = out.join(&problem_in_out);
+
+    let use_torch = options.reference == ReferencePreference::Auto && torch_available(&python);
+    let mut parameter_inits = Vec::new();
+    let (kind, reference_file) = if use_torch {
+        let adapter = torch_adapter(&analysis, &problem_in_out.to_string_lossy());
+        let file = out.join(format!("{stem}_torch_ref.py"));
+        copy_unless_same(problem, &problem_copy)?;
+        write_atomic(&file, &adapter)?;
+        (ReferenceKind::Torch, file)
+    } else {
+        let name = format!("{stem}_ref.py");
+        let beside = problem.with_file_name(&name);
+        let file = out.join(&name);
+        copy_unless_same(problem, &problem_copy)?;
+        let generated_before =
+            fs::read_to_string(&file).is_ok_and(|t| t.contains(NUMPY_TORCH_FILE));
+        if beside.is_file() {
+            copy_unless_same(&beside, &file)?;
+        } else if !file.is_file() || generated_before {
+            // No reference of the user's: the problem runs on the NumPy stand-in for torch,
+            // which also writes the naive kernel from forward()'s operations.
+            match generate(&python, &stem, out, &problem_copy, &analysis, &sizes) {
+                Ok(inits) => parameter_inits = inits,
+                Err(e) => {
+                    let why = match e {
+                        KernelBenchError::Problem { message, .. } => message,
+                        other => other.to_string(),
+                    };
+                    write_atomic(&file, &numpy_template(&stem, &analysis))?;
+                    return Err(KernelBenchError::ReferenceTemplateWritten {
+                        python: python.display().to_string(),
+                        why,
+                        template: file,
+                    });
+                }
+            }
+        }
+        (ReferenceKind::Numpy, file)
+    };
+
+    let answer = ask_helper(&python, &problem_copy, Some(&reference_file), &sizes)?;
+    let spec = build_spec(
+        &stem,
+        &reference_file,
+        out,
+        &answer,
+        &sizes,
+        options.tolerance,
+        &parameter_inits,
+    )?;
+
+    // Validate before writing: a task file that does not load is never left behind.
+    let task_file = out.join(TASK_FILE_NAME);
+    TaskFile::from_spec(
+        spec.clone(),
+        task_file.display().to_string(),
+        TaskBase::Dir(out.clone()),
+    )?;
+    let text = spec.to_toml()?;
+    let header = format!(
+        "# Imported by `kf task import-kernelbench` from the KernelBench problem {}.\n\
+         # Reference: {}\n#   ({}).\n\
+         # Kernel arguments: the inputs (get_inputs() order, then the model's parameters),\n\
+         # the outputs, then the sizes (int) and scalars.\n\
+         # Output shapes were fitted from probe runs; sizes varied while probing: {}.\n\n",
+        problem_in_out.display(),
+        reference_file
+            .file_name()
+            .and_then(|f| f.to_str())
+            .unwrap_or_default(),
+        match kind {
+            ReferenceKind::Torch => "the unchanged problem file run with PyTorch on the CPU",
+            ReferenceKind::Numpy => "a NumPy script, PyTorch not being installed",
+        },
+        if answer.varying.is_empty() {
+            "none".to_owned()
+        } else {
+            answer.varying.join(", ")
+        }
+    );
+    write_atomic(&task_file, &format!("{header}{text}"))?;
+    Ok(ImportReport {
+        task_file,
+        reference: kind,
+        reference_file,
+        spec,
+        varied_sizes: answer.varying,
+    })
+}
+
+fn build_spec(
+    stem: &str,
+    reference_file: &Path,
+    out: &Path,
+    answer: &HelperAnswer,
+    overrides: &IndexMap<String, i64>,
+    tolerance: ImportTolerance,
+    parameter_inits: &[ParameterInit],
+) -> Result<TaskSpec, KernelBenchError> {
+    let mut sizes = answer.sizes.clone();
+    for (k, v) in overrides {
+        sizes.insert(k.clone(), *v);
+    }
+    let weight_inits = || {
+        Some(OneOrMany::Many(vec![
+            "normal(0, 0.5)".into(),
+            "uniform(-1, 1)".into(),
+        ]))
+    };
+    let buffers: Vec<BufferDecl> = answer
+        .inputs
+        .iter()
+        .map(|input| {
+            let b = &input.buffer;
+            b.decl(BufferRole::Input, input_inits(b.init.as_deref(), b.dtype))
+        })
+        .chain(answer.parameters.iter().map(|p| {
+            let own = parameter_inits.iter().find(|i| i.name == p.name);
+            p.decl(
+                BufferRole::Input,
+                own.map(ParameterInit::inits).or_else(weight_inits),
+            )
+        }))
+        .chain(answer.outputs.iter().map(|o| {
+            BufferDecl {
+                accumulates: answer
+                    .accumulates
+                    .as_ref()
+                    .filter(|_| o.dtype != Dtype::I32)
+                    .map(|a| ExprText::Text(a.clone())),
+                ..o.decl(BufferRole::Output, None)
+            }
+        }))
+        .collect();
+    let scalars: Vec<ScalarDecl> = answer
+        .scalars
+        .iter()
+        .map(|(name, value)| ScalarDecl {
+            name: name.clone(),
+            dtype: Dtype::F32,
+            value: ScalarValue::Float(*value),
+        })
+        .collect();
+    let mut args: Vec<String> = buffers.iter().map(|b| b.name.clone()).collect();
+    args.extend(sizes.keys().cloned());
+    args.extend(scalars.iter().map(|s| s.name.clone()));
+    let baseline = out
+        .join(BASELINE_FILE_NAME)
+        .is_file()
+        .then(|| BaselineSpec {
+            kernel: OneOrMany::One(BASELINE_FILE_NAME.into()),
+        });
+    let reference_name = reference_file
+        .file_name()
+        .and_then(|f| f.to_str())
+        .unwrap_or_default()
+        .to_owned();
+    let description = format!(
+        "KernelBench problem {stem}: {} Kernel arguments: inputs (the model's parameters after \
+         get_inputs()' tensors), then outputs, then sizes as int, then scalars as float.",
+        if answer.description.is_empty() {
+            "(no docstring).".to_owned()
+        } else {
+            answer.description.clone()
+        }
+    );
+    Ok(TaskSpec {
+        name: format!("kb_{stem}"),
+        description,
+        args,
+        sizes,
+        buffers,
+        scalars,
+        reference: ReferenceSpec {
+            python: Some(reference_name),
+            kernel: None,
+            rust: None,
+            timeout_s: None,
+        },
+        tolerance: Some(ToleranceSpec {
+            atol: Some(tolerance.atol),
+            rtol: Some(tolerance.rtol),
+            ..ToleranceSpec::default()
+        }),
+        work: None,
+        baseline,
+        alternative_sizes: Vec::new(),
+    })
+}
+
+/// Writes the NumPy reference that runs the problem on the stand-in for torch, the stand-in,
+/// and (unless the folder has one) the naive kernel generated from forward(); returns the
+/// parameters' initial distributions. `Err` says why the problem cannot be run so (an
+/// operation the stand-in lacks, say); the files written are then removed.
+fn generate(
+    python: &Path,
+    stem: &str,
+    out: &Path,
+    problem_copy: &Path,
+    analysis: &HelperAnswer,
+    sizes: &IndexMap<String, i64>,
+) -> Result<Vec<ParameterInit>, KernelBenchError> {
+    let shim = out.join(NUMPY_TORCH_FILE);
+    write_atomic(&shim, NUMPY_TORCH)?;
+    let request = serde_json::json!({
+        "problem": problem_copy,
+        "sizes": sizes,
+        "generate": {"shim": shim},
+    });
+    let answer = match helper_request(python, problem_copy, Some(&shim), &request) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = fs::remove_file(&shim);
+            return Err(e);
+        }
+    };
+    let (Some(kernel), Some(global)) = (answer.kernel, answer.global) else {
+        return Err(KernelBenchError::Python {
+            python: python.display().to_string(),
+            message: "the import helper wrote no kernel".into(),
+        });
+    };
+    let inputs: Vec<&str> = analysis
+        .inputs
+        .iter()
+        .map(|i| i.buffer.name.as_str())
+        .collect();
+    let problem = problem_in_task(stem);
+    let reference = NUMPY_REFERENCE
+        .replace("@PROBLEM@", &py_repr(&problem.to_string_lossy()))
+        .replace("@INPUTS@", &py_list(&inputs))
+        .replace("@TUPLES@", &py_tuples(&analysis.tuples));
+    let write = |path: PathBuf, text: &str| write_atomic(&path, text);
+    write(out.join(format!("{stem}_ref.py")), &reference)?;
+    if !out.join(BASELINE_FILE_NAME).is_file() {
+        write(out.join(BASELINE_SOURCE_NAME), &kernel)?;
+        let manifest = format!(
+            "# The naive kernel `kf task import-kernelbench` generated from the problem's \
+             forward():\n# one work-item per output element.\nsource = \"{BASELINE_SOURCE_NAME}\"\n\
+             entry = \"naive\"\nlanguage = \"opencl\"\n\n[launch]\n\
+             global = [\"(({global}) + 63) / 64 * 64\"]\nlocal = [\"64\"]\n"
+        );
+        write(out.join(BASELINE_FILE_NAME), &manifest)?;
+    }
+    Ok(answer.parameter_inits)
+}
+
+/// The torch reference adapter for a problem file at `problem` (relative to the adapter's
+/// folder, or absolute).
+pub(crate) fn torch_adapter(analysis: &HelperAnswer, problem: &str) -> String {
+    let inputs: Vec<&str> = analysis
+        .inputs
+        .iter()
+        .map(|i| i.buffer.name.as_str())
+        .collect();
+    let bools: Vec<&str> = analysis
+        .inputs
+        .iter()
+        .filter(|i| i.bool)
+        .map(|i| i.buffer.name.as_str())
+        .collect();
+    TORCH_ADAPTER
+        .replace("@PROBLEM@", &py_repr(problem))
+        .replace("@INPUTS@", &py_list(&inputs))
+        .replace("@TUPLES@", &py_tuples(&analysis.tuples))
+        .replace("@BOOL_INPUTS@", &py_list(&bools))
+}
+
+fn py_repr(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| format!("{s:?}"))
+}
+
+fn py_list(items: &[&str]) -> String {
+    format!(
+        "[{}]",
+        items
+            .iter()
+            .map(|s| py_repr(s))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+fn py_tuples(tuples: &IndexMap<String, Vec<String>>) -> String {
+    let entries: Vec<String> = tuples
+        .iter()
+        .map(|(k, v)| {
+            let v: Vec<&str> = v.iter().map(String::as_str).collect();
+            format!("{}: {}", py_repr(k), py_list(&v))
+        })
+        .collect();
+    format!("{{{}}}", entries.join(", "))
+}

@@ -1,0 +1,668 @@
+"""KernelBench problem analysis for `kf task import-kernelbench` (run by kf in a subprocess).
+
+Reads a JSON request on stdin, prints one JSON object on stdout:
+  {"ok": true, ...} or {"ok": false, "error": "..."}.
+
+The problem file is parsed with `ast` (it imports torch, which may be absent); the reference
+(the unchanged problem run with torch, or the user's NumPy `<stem>_ref.py`) is run at three small
+"probe" size settings to learn the shapes and dtypes of the outputs (and, with torch, of the
+model's parameters). Each observed dimension is fitted to an expression over the sizes by the
+rule documented in `fit_dim`.
+"""
+import ast
+import importlib.util
+import json
+import pathlib
+import sys
+import traceback
+
+import numpy as np
+
+TORCH_FACTORIES = {
+    "rand": "uniform(0, 1)",
+    "randn": "normal",
+    "ones": "uniform(0, 1)",
+    "zeros": "uniform(0, 1)",
+    "empty": "uniform(0, 1)",
+    "rand_like": "uniform(0, 1)",
+    "randint": None,
+}
+# A size varies across probes when it appears in a get_inputs() shape, or when its declared
+# value exceeds this: small constants (kernel_size, stride, a reduced dimension's index) keep
+# their declared value, since changing them changes the problem.
+SMALL_CONSTANT = 16
+# The most input elements the NumPy stand-in for torch runs a problem on (in float64, with
+# direct convolutions): KernelBench's own sizes are meant for large GPUs.
+STAND_IN_ELEMENTS = 1 << 22
+
+
+class ImportFailure(Exception):
+    """A problem the user must fix; the message is shown as is."""
+
+
+# ---------------------------------------------------------------- constants and expressions
+def const_eval(node, env):
+    """Evaluates constant arithmetic over already-known module constants."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(
+        node.value, bool
+    ):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in env:
+        return env[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -const_eval(node.operand, env)
+    if isinstance(node, ast.BinOp):
+        a, b = const_eval(node.left, env), const_eval(node.right, env)
+        ops = {
+            ast.Add: lambda: a + b,
+            ast.Sub: lambda: a - b,
+            ast.Mult: lambda: a * b,
+            ast.FloorDiv: lambda: a // b,
+            ast.Div: lambda: a / b,
+            ast.Pow: lambda: a**b,
+            ast.Mod: lambda: a % b,
+        }
+        for kind, fn in ops.items():
+            if isinstance(node.op, kind):
+                return fn()
+    raise ValueError("not a constant expression")
+
+
+def shape_exprs(nodes, sizes, tuples, where):
+    """Shape arguments as expressions; `*name` expands a module-level tuple constant."""
+    out = []
+    for node in nodes:
+        if isinstance(node, ast.Starred) and isinstance(node.value, ast.Name) and node.value.id in tuples:
+            out.extend(tuples[node.value.id])
+        else:
+            out.append(shape_expr(node, sizes, where))
+    return out
+
+
+def shape_expr(node, sizes, where):
+    """Converts a shape argument to an expression over sizes in kf's syntax (`/` on integers
+    is integer division there, like Python's `//`)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return str(node.value)
+    if isinstance(node, ast.Name):
+        if node.id not in sizes:
+            raise ImportFailure(f"{where}: shape uses `{node.id}`, which is not a module-level int constant")
+        return node.id
+    if isinstance(node, ast.BinOp):
+        ops = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "/"}
+        for kind, sym in ops.items():
+            if isinstance(node.op, kind):
+                left = shape_expr(node.left, sizes, where)
+                right = shape_expr(node.right, sizes, where)
+                return f"({left} {sym} {right})"
+    raise ImportFailure(f"{where}: cannot read the shape expression `{ast.unparse(node)}`")
+
+
+def eval_shape(exprs, sizes):
+    """Evaluates kf shape expressions in Python (integer division)."""
+    return tuple(int(eval(e.replace("/", "//"), {"__builtins__": {}}, dict(sizes))) for e in exprs)
+
+
+# ---------------------------------------------------------------- the problem file
+def find_function(tree, name):
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return node
+    return None
+
+
+def returned_list(func, where):
+    for node in ast.walk(func):
+        if isinstance(node, ast.Return) and isinstance(node.value, (ast.List, ast.Tuple)):
+            return node.value.elts
+    raise ImportFailure(f"{where} does not return a list literal")
+
+
+def torch_call(node):
+    """(factory name, call) when node is torch.<factory>(...)."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "torch"
+        and node.func.attr in TORCH_FACTORIES
+    ):
+        return node.func.attr, node
+    return None
+
+
+def dtype_of(call):
+    for kw in call.keywords:
+        if kw.arg == "dtype":
+            text = ast.unparse(kw.value)
+            if text in ("torch.float16", "torch.half"):
+                return "f16"
+            if text in ("torch.int32", "torch.int", "torch.int64", "torch.long"):
+                return "i32"
+            if text in ("torch.float32", "torch.float"):
+                return "f32"
+            raise ImportFailure(f"get_inputs(): dtype {text} is not supported (f32, f16, i32)")
+    return None
+
+
+CASTS = {"float": "f32", "half": "f16", "int": "i32", "long": "i32", "bool": "bool"}
+
+
+def input_spec(elt, assigned, sizes, tuples, specs, forward_args, index):
+    """One get_inputs() element as {name, dtype, shape, init | int_bounds, bool}."""
+    name = forward_args[index] if index < len(forward_args) else f"in{index}"
+    node = elt
+    if isinstance(elt, ast.Name) and elt.id in assigned:
+        node = assigned[elt.id]
+    # The tensor factory may be wrapped: `torch.rand(...) * scale`, `torch.randint(...).float()`.
+    found = next((f for f in map(torch_call, ast.walk(node)) if f is not None), None)
+    cast = next(
+        (
+            CASTS[n.func.attr]
+            for n in ast.walk(node)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in CASTS and not n.args
+        ),
+        None,
+    )
+    where = f"get_inputs() element {index} (`{ast.unparse(elt)}`)"
+    if found is None:
+        raise ImportFailure(f"{where}: only torch.rand/randn/randint/ones/zeros/empty tensors are understood")
+    factory, call = found
+    args = list(call.args)
+    spec = {"name": name, "bool": cast == "bool"}
+    if factory == "randint":
+        # torch.randint(low, high, size) or torch.randint(high, size); the bounds may be sizes.
+        if len(args) == 3:
+            lo, hi, shape_node = args
+        elif len(args) == 2:
+            lo, (hi, shape_node) = ast.Constant(0), args
+        else:
+            raise ImportFailure(f"{where}: torch.randint needs (low, high, size)")
+        shape_nodes = shape_node.elts if isinstance(shape_node, (ast.Tuple, ast.List)) else [shape_node]
+        bounds = [shape_expr(lo, sizes, where), f"{shape_expr(hi, sizes, where)} - 1"]
+        spec.update(dtype="i32" if cast in (None, "bool") else cast, int_bounds=bounds)
+    else:
+        shape_nodes = args[0].elts if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)) else args
+        dtype = "f32" if cast == "bool" else cast
+        spec.update(dtype=dtype or dtype_of(call) or "f32", init=TORCH_FACTORIES[factory])
+    if (
+        len(shape_nodes) == 1
+        and isinstance(shape_nodes[0], ast.Attribute)
+        and shape_nodes[0].attr == "shape"
+        and isinstance(shape_nodes[0].value, ast.Name)
+        and shape_nodes[0].value.id in specs
+    ):
+        # `torch.randint(0, 2, x.shape)`: the shape of an earlier input.
+        shape = list(specs[shape_nodes[0].value.id]["shape"])
+    else:
+        shape = shape_exprs(shape_nodes, sizes, tuples, where)
+    if not shape:
+        raise ImportFailure(f"{where}: a scalar input is not supported")
+    spec["shape"] = shape
+    return spec
+
+
+def analyze(path):
+    source = open(path, encoding="utf-8").read()
+    try:
+        tree = ast.parse(source, filename=path)
+    except SyntaxError as e:
+        raise ImportFailure(f"{path}: syntax error at line {e.lineno}: {e.msg}")
+    sizes, scalars, env, tuples = {}, {}, {}, {}
+    body = []
+    for node in tree.body:
+        # `height = width = 128` and `height, width = 128, 128`: one assignment per name.
+        if isinstance(node, ast.Assign) and len(node.targets) > 1 and all(isinstance(t, ast.Name) for t in node.targets):
+            body.extend(ast.Assign(targets=[t], value=node.value) for t in node.targets)
+        elif (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Tuple)
+            and isinstance(node.value, ast.Tuple)
+            and len(node.targets[0].elts) == len(node.value.elts)
+            and all(isinstance(t, ast.Name) for t in node.targets[0].elts)
+        ):
+            body.extend(ast.Assign(targets=[t], value=v) for t, v in zip(node.targets[0].elts, node.value.elts))
+        else:
+            body.append(node)
+    for node in body:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Tuple)
+        ):
+            # `input_shape = (num_classes,)` or `(4096,)`: each element is a size expression;
+            # a literal element becomes a size of its own, `<name>_<i>`.
+            name, elements = node.targets[0].id, []
+            for i, elt in enumerate(node.value.elts):
+                if isinstance(elt, ast.Name) and elt.id in sizes:
+                    elements.append(elt.id)
+                    continue
+                try:
+                    value = const_eval(elt, env)
+                except (ValueError, ZeroDivisionError):
+                    elements = None
+                    break
+                if not isinstance(value, int):
+                    elements = None
+                    break
+                sizes[f"{name}_{i}"] = env[f"{name}_{i}"] = value
+                elements.append(f"{name}_{i}")
+            if elements is not None:
+                tuples[name] = elements
+            continue
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                value = const_eval(node.value, env)
+            except (ValueError, ZeroDivisionError):
+                continue
+            name = node.targets[0].id
+            env[name] = value
+            # Sizes are positive; other ints (`hardtanh_min = -1`) are scalars.
+            if isinstance(value, int) and value > 0:
+                sizes[name] = value
+            else:
+                scalars[name] = value
+    model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
+    if model is None:
+        raise ImportFailure(f"{path}: no `class Model`")
+    forward = next((n for n in model.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None)
+    if forward is None:
+        raise ImportFailure(f"{path}: Model has no forward()")
+    forward_args = [a.arg for a in forward.args.args[1:]]
+    get_inputs = find_function(tree, "get_inputs")
+    if get_inputs is None or find_function(tree, "get_init_inputs") is None:
+        raise ImportFailure(f"{path}: get_inputs() and get_init_inputs() are both required")
+    assigned = {}
+    for node in ast.walk(get_inputs):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            assigned[node.targets[0].id] = node.value
+    inputs, by_variable = [], {}
+    for i, elt in enumerate(returned_list(get_inputs, "get_inputs()")):
+        spec = input_spec(elt, assigned, sizes, tuples, by_variable, forward_args, i)
+        inputs.append(spec)
+        if isinstance(elt, ast.Name):
+            by_variable[elt.id] = spec
+    description = ast.get_docstring(model) or ""
+    accumulates = accumulation_length(tree, model, forward, forward_args, inputs, env)
+    return {
+        "accumulates": accumulates,
+        "sizes": sizes,
+        "tuples": tuples,
+        "scalars": scalars,
+        "inputs": inputs,
+        "description": " ".join(description.split()),
+    }
+
+
+# ---------------------------------------------------------------- accumulating outputs
+ACCUMULATING = {"cumsum", "sum", "mean"}
+PRODUCTS = {"matmul", "mm", "bmm"}
+
+
+def init_attributes(tree, model, env):
+    """`self.name = parameter` assignments of Model.__init__, valued from get_init_inputs()."""
+    init = next((n for n in model.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+    get_init = find_function(tree, "get_init_inputs")
+    if init is None or get_init is None:
+        return {}
+    params = [a.arg for a in init.args.args[1:]]
+    try:
+        values = [const_eval(e, env) for e in returned_list(get_init, "get_init_inputs()")]
+    except (ImportFailure, ValueError, ZeroDivisionError):
+        return {}
+    by_param = dict(zip(params, values))
+    attrs = {}
+    for node in ast.walk(init):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Attribute)
+            and isinstance(node.targets[0].value, ast.Name)
+            and node.targets[0].value.id == "self"
+            and isinstance(node.value, ast.Name)
+            and node.value.id in by_param
+        ):
+            attrs[node.targets[0].attr] = by_param[node.value.id]
+    return attrs
+
+
+def accumulation_length(tree, model, forward, forward_args, inputs, env):
+    """The number of terms each output element sums, as a size expression, when forward()
+    is a scan or reduction over one dimension of an input (torch.cumsum / sum / mean with a
+    `dim`) or a matrix product (torch.matmul / mm / bmm, `@`): the task file's `accumulates`
+    (the evaluator's accumulation rule). None when forward() is neither, or is not understood."""
+    attrs = init_attributes(tree, model, env)
+    shapes = {spec["name"]: spec["shape"] for spec in inputs}
+
+    def value(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            inner = value(node.operand)
+            return None if inner is None else -inner
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+            return attrs.get(node.attr)
+        if isinstance(node, ast.Name):
+            return env.get(node.id)
+        return None
+
+    def operand(node):
+        """The forward() argument a tensor expression is computed from (the first found)."""
+        return next((n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in shapes), None)
+
+    def dim_of(shape, dim):
+        if not isinstance(dim, int) or not -len(shape) <= dim < len(shape):
+            return None
+        return shape[dim]
+
+    for node in ast.walk(forward):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            name = operand(node.left)
+            return dim_of(shapes[name], -1) if name else None
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        method = node.func.attr
+        is_torch = isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"
+        if method in PRODUCTS and is_torch and node.args:
+            name = operand(node.args[0])
+            return dim_of(shapes[name], -1) if name else None
+        if method in ACCUMULATING:
+            # torch.cumsum(x, dim) or x.cumsum(dim): the tensor, then the dim.
+            tensor = node.args[0] if is_torch and node.args else node.func.value
+            positional = node.args[1:] if is_torch else node.args
+            dim_node = next((k.value for k in node.keywords if k.arg == "dim"), None)
+            if dim_node is None and positional:
+                dim_node = positional[0]
+            name = operand(tensor)
+            if dim_node is None or name is None:
+                return None
+            return dim_of(shapes[name], value(dim_node))
+    return None
+
+
+# ---------------------------------------------------------------- running the reference
+def load_module(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportFailure(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as e:
+        raise ImportFailure(f"{path}: syntax error at line {e.lineno}: {e.msg}")
+    return module
+
+
+def make_input(spec, shape, rng, sizes):
+    if "int_bounds" in spec:
+        lo, hi = eval_shape(spec["int_bounds"], sizes)
+        return rng.integers(lo, hi + 1, size=shape).astype(np.int32 if spec["dtype"] == "i32" else np.float32)
+    dtype = np.float16 if spec["dtype"] == "f16" else np.float32
+    if spec["init"] == "normal":
+        return rng.standard_normal(shape).astype(dtype)
+    return rng.random(shape).astype(dtype)
+
+
+def probe_sizes(sizes, varying, tie_equal=False):
+    """Three settings: varying sizes get small distinct values, the others keep theirs. With
+    tie_equal, sizes whose declared values are equal get equal values too (some problems only
+    work while two sizes agree, e.g. a (batch,) vector broadcast against (batch, n) rows)."""
+    settings = []
+    for base, step in ((12, 2), (20, 3), (17, 5)):
+        setting, first_of_value = dict(sizes), {}
+        for i, name in enumerate(varying):
+            first = first_of_value.setdefault(sizes[name], name) if tie_equal else name
+            setting[name] = setting[first] if first != name else base + step * i
+        settings.append(setting)
+    return settings
+
+
+def observe(request, analysis, reference, settings, parameters):
+    """Runs the reference at each setting; the shapes and dtypes it saw, and the parameters."""
+    torch_params = getattr(reference, "torch_parameter_shapes", None)
+    inputs = analysis["inputs"]
+    rng = np.random.default_rng(1)
+    observed = []
+    for setting in settings:
+        arrays = {}
+        if torch_params is not None:
+            # The torch adapter reports the model's parameters at these sizes.
+            parameters = [
+                {"name": n, "dtype": "f32", "shape": list(s), "init": "normal"}
+                for n, s in torch_params(setting).items()
+            ]
+        for spec in inputs:
+            arrays[spec["name"]] = make_input(spec, eval_shape(spec["shape"], setting), rng, setting)
+        for spec in parameters:
+            shape = spec["shape"]
+            shape = shape if torch_params is not None else eval_shape(shape, setting)
+            arrays[spec["name"]] = make_input(spec, tuple(shape), rng, setting)
+        try:
+            result = reference.reference(arrays, dict(setting), dict(analysis["scalars"]))
+        except Exception as e:  # noqa: BLE001 - a reference failure is reported to the user
+            raise ImportFailure(
+                f"{request['reference']}: reference() raised at probe sizes {setting}: "
+                f"{type(e).__name__}: {e}"
+            )
+        if not isinstance(result, dict) or not result:
+            raise ImportFailure(f"{request['reference']}: reference() must return a non-empty dict")
+        outputs = {}
+        for name, value in result.items():
+            value = np.asarray(value)
+            if value.dtype.kind == "f":
+                dtype = "f16" if value.dtype == np.float16 else "f32"
+            elif value.dtype.kind in "iu":
+                dtype = "i32"
+            else:
+                raise ImportFailure(f"output {name}: dtype {value.dtype} is not supported (f32, f16, i32)")
+            outputs[name] = {"dtype": dtype, "shape": list(value.shape) or [1]}
+        observed.append(
+            {
+                "outputs": outputs,
+                "parameters": {p["name"]: list(arrays[p["name"]].shape) for p in parameters},
+            }
+        )
+    return observed, parameters
+
+
+def run_probes(request, analysis):
+    sizes, inputs = analysis["sizes"], analysis["inputs"]
+    reference = load_module(request["reference"], "kf_kernelbench_reference")
+    if not hasattr(reference, "reference"):
+        raise ImportFailure(f"{request['reference']}: defines no reference(inputs, sizes, scalars)")
+    parameters = []
+    for name, shape in getattr(reference, "PARAMETERS", {}).items():
+        parameters.append({"name": name, "dtype": "f32", "shape": [str(s) for s in shape], "init": "normal"})
+    used = set()
+    for spec in inputs:
+        for expr in spec["shape"]:
+            used.update(n for n in sizes if n in expr.replace("(", " ").replace(")", " ").split())
+    symbolic = getattr(reference, "symbolic_shapes", None)
+    if symbolic is not None:
+        # The NumPy stand-in for torch knows every shape as an expression over the sizes.
+        final = {**sizes, **request.get("sizes", {})}
+        return {**symbolic(final), "varying": []}
+    torch_params = getattr(reference, "torch_parameter_shapes", None)
+    varying = [n for n, v in sizes.items() if n in used or v > SMALL_CONSTANT]
+    try:
+        settings = probe_sizes(sizes, varying)
+        observed, parameters = observe(request, analysis, reference, settings, parameters)
+    except ImportFailure as first_failure:
+        settings = probe_sizes(sizes, varying, tie_equal=True)
+        if settings == probe_sizes(sizes, varying):
+            raise
+        try:
+            observed, parameters = observe(request, analysis, reference, settings, parameters)
+        except ImportFailure:
+            raise first_failure from None
+    names = list(observed[0]["outputs"])
+    outputs = []
+    for name in names:
+        shapes = [o["outputs"][name]["shape"] for o in observed]
+        outputs.append(
+            {
+                "name": name,
+                "dtype": observed[0]["outputs"][name]["dtype"],
+                "shape": fit_shape(f"output `{name}`", shapes, settings, varying),
+            }
+        )
+    fitted_parameters = []
+    for p in parameters:
+        shape = p["shape"]
+        if torch_params is not None:
+            shapes = [o["parameters"][p["name"]] for o in observed]
+            shape = fit_shape(f"parameter `{p['name']}`", shapes, settings, varying)
+        fitted_parameters.append({**p, "shape": shape})
+    return {"outputs": outputs, "parameters": fitted_parameters, "varying": varying}
+
+
+# ---------------------------------------------------------------- fitting shapes
+def conv_candidates(s, names):
+    """Output-length formulas of convolutions and pools over spatial size s, written with the
+    problem's own size names (absent ones take PyTorch's defaults)."""
+    k = "kernel_size" if "kernel_size" in names else None
+    if k is None:
+        return []
+    st = "stride" if "stride" in names else None
+    pad = "padding" if "padding" in names else None
+    dil = "dilation" if "dilation" in names else None
+    span = f"{dil} * ({k} - 1) + 1" if dil else k
+    padded = f"{s} + 2 * {pad}" if pad else s
+    forward = f"({padded} - ({span})) / {st} + 1" if st else f"{padded} - ({span}) + 1"
+    pool = f"({padded} - ({span})) / {k} + 1"
+    transposed = (f"({s} - 1) * {st}" if st else f"{s} - 1") + f" + {span}" + (f" - 2 * {pad}" if pad else "")
+    if "output_padding" in names:
+        transposed += " + output_padding"
+    return [forward, transposed, pool]
+
+
+def fit_dim(values, settings, varying):
+    """The rule, first match wins, checked against all three probes:
+    1. a varying size equal to the dimension in every probe (declaration order);
+    2. a dimension that never changes: `1`, else a non-varying size with that value
+       (declaration order), else the literal;
+    3. the product of two varying sizes;
+    4. a convolution/pool/transposed-convolution length formula over a varying size with the
+       problem's kernel_size / stride / padding / dilation names;
+    5. `S * c`, `S / c`, `S + c`, `S - c` for a varying size S and an integer literal c.
+    None when nothing fits."""
+    names = list(settings[0])
+    for s in varying:
+        if all(st[s] == v for st, v in zip(settings, values)):
+            return s
+    if len(set(values)) == 1:
+        v = values[0]
+        if v == 1:
+            return "1"
+        for s in names:
+            if s not in varying and settings[0][s] == v:
+                return s
+        return str(v)
+    for i, a in enumerate(varying):
+        for b in varying[i:]:
+            if all(st[a] * st[b] == v for st, v in zip(settings, values)):
+                return f"{a} * {b}"
+    for s in varying:
+        for expr in conv_candidates(s, names):
+            if all(eval_shape([expr], st)[0] == v for st, v in zip(settings, values)):
+                return expr
+    for s in varying:
+        first, v0 = settings[0][s], values[0]
+        candidates = []
+        if v0 % first == 0:
+            candidates.append(f"{s} * {v0 // first}")
+        if v0 and first % v0 == 0:
+            candidates.append(f"{s} / {first // v0}")
+        candidates.append(f"{s} + {v0 - first}" if v0 >= first else f"{s} - {first - v0}")
+        for expr in candidates:
+            if all(eval_shape([expr], st)[0] == v for st, v in zip(settings, values)):
+                return expr
+    return None
+
+
+def fit_shape(what, shapes, settings, varying):
+    ranks = {len(s) for s in shapes}
+    if len(ranks) != 1:
+        raise ImportFailure(f"{what}: its rank changes with the sizes ({shapes}); write its shape into the task file")
+    shape = []
+    for d in range(len(shapes[0])):
+        values = [s[d] for s in shapes]
+        expr = fit_dim(values, settings, varying)
+        if expr is None:
+            observed = "; ".join(
+                f"{v} at {{{', '.join(f'{n}={st[n]}' for n in varying)}}}" for v, st in zip(values, settings)
+            )
+            raise ImportFailure(
+                f"{what}: cannot express dimension {d} as a size expression (observed {observed}); "
+                "write its shape into the task file by hand"
+            )
+        shape.append(expr)
+    return shape
+
+
+def generate_kernel(request, analysis):
+    """The naive OpenCL kernel and the parameters' initial distributions, from the problem's
+    forward() run by the NumPy stand-in for torch at the task's sizes."""
+    spec = importlib.util.spec_from_file_location("kf_numpy_torch", request["generate"]["shim"])
+    shim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shim)
+    sizes = {**analysis["sizes"], **request.get("sizes", {})}
+    names = [i["name"] for i in analysis["inputs"]]
+    if any(i["dtype"] != "f32" or "int_bounds" in i for i in analysis["inputs"]):
+        raise ImportFailure("the generated kernel handles f32 inputs only")
+    elements = sum(int(np.prod(eval_shape(i["shape"], sizes))) for i in analysis["inputs"])
+    if elements > STAND_IN_ELEMENTS:
+        raise ImportFailure(
+            f"its inputs have {elements} elements at these sizes, too many to run the stand-in "
+            f"(at most {STAND_IN_ELEMENTS}); give smaller sizes with --size or --max-size"
+        )
+    try:
+        params = shim.parameter_inits(request["problem"], sizes, analysis["tuples"])
+        rng = np.random.default_rng(0)
+        _, model = shim.build(request["problem"], sizes, analysis["tuples"])
+        arrays = {}
+        for p in params:
+            arrays[p["name"]] = rng.standard_normal(eval_shape(p["shape"], sizes))
+        for i in analysis["inputs"]:
+            arrays[i["name"]] = rng.standard_normal(eval_shape(i["shape"], sizes))
+        _, out = shim.run(request["problem"], sizes, analysis["tuples"], names, arrays)
+        source, total = shim.opencl_kernel(
+            out, names + [p["name"] for p in params], list(sizes), list(analysis["scalars"]), "out"
+        )
+    except shim.Unsupported as e:
+        raise ImportFailure(f"forward() uses {e}, which the NumPy stand-in for torch does not implement")
+    except Exception as e:  # noqa: BLE001 - the problem's own code failed on the stand-in
+        frame = traceback.extract_tb(e.__traceback__)[-1]
+        raise ImportFailure(
+            f"the NumPy stand-in for torch failed: {type(e).__name__}: {e} "
+            f"(at {pathlib.Path(frame.filename).name}:{frame.lineno})"
+        )
+    return {"kernel": source, "global": total, "parameter_inits": params}
+
+
+def main():
+    request = json.load(sys.stdin)
+    try:
+        analysis = analyze(request["problem"])
+        if request.get("generate"):
+            analysis.update(generate_kernel(request, analysis))
+        if request.get("reference"):
+            analysis.update(run_probes(request, analysis))
+        # Integer inputs whose bounds are sizes (class labels below num_classes) get the
+        # bounds at the task's default sizes.
+        final = {**analysis["sizes"], **request.get("sizes", {})}
+        for spec in analysis["inputs"]:
+            if "int_bounds" in spec:
+                lo, hi = eval_shape(spec.pop("int_bounds"), final)
+                spec["init"] = f"int({lo}, {hi})"
+        print(json.dumps({"ok": True, **analysis}))
+    except ImportFailure as e:
+        print(json.dumps({"ok": False, "error": str(e)}))
+    except Exception:  # noqa: BLE001 - any other failure is a bug report, with its trace
+        print(json.dumps({"ok": False, "error": "import helper failed:\n" + traceback.format_exc()}))
+
+
+if __name__ == "__main__":
+    main()

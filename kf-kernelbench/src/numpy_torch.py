@@ -1,0 +1,1468 @@
+"""A small stand-in for PyTorch on NumPy, for KernelBench problems when torch is not installed
+(written by `kf task import-kernelbench` beside the reference it serves).
+
+It runs a problem's `Model` unchanged: `import torch` / `torch.nn` / `torch.nn.functional` in the
+problem resolve to this module while it loads. Tensors compute in float64 NumPy (the reference
+is rounded to the task's dtype once, at the end) and record the operations they went through, so
+that the same run also yields the operation sequence from which `opencl_kernel` writes the naive
+kernel (one work-item per output element). Sizes are `SymInt`s: ints that remember their
+expression over the task's sizes, so every shape, the generated kernel's index arithmetic
+included, is an expression over the sizes.
+
+What is implemented is what KernelBench's level-2 problems use: nn.Linear, nn.Conv1d/2d/3d,
+nn.ConvTranspose1d/2d/3d (groups 1), batch/group/layer/instance norm (training-mode statistics,
+as KernelBench leaves models in training mode), max/avg pooling, element-wise activations,
+reductions, softmax and reshapes. Anything else raises `Unsupported` naming it. Parameters are
+initialised as PyTorch does: nn.Linear and convolutions kaiming-uniform, which for both weight
+and bias is uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)); norms' weights ones and biases zeros;
+nn.Parameter(torch.randn(...) * c) normal(0, |c|).
+"""
+import contextlib
+import importlib.util
+import math
+import sys
+import types
+
+import numpy as np
+
+
+class Unsupported(Exception):
+    """A construct this stand-in does not implement; the message names it."""
+
+
+# ---------------------------------------------------------------- symbolic sizes
+class SymInt(int):
+    """An int that remembers its expression over the task's sizes (kf's syntax: `/` on
+    integers is integer division)."""
+
+    def __new__(cls, value, expr=None):
+        obj = int.__new__(cls, value)
+        obj.expr = expr if expr is not None else str(int(value))
+        return obj
+
+    def _op(self, other, sym, fn, reverse=False):
+        if isinstance(other, float):
+            return fn(int(self), other) if not reverse else fn(other, int(self))
+        if not isinstance(other, int):
+            return NotImplemented
+        a, b = expr_of(self), expr_of(other)
+        value = fn(int(self), int(other)) if not reverse else fn(int(other), int(self))
+        text = f"({a} {sym} {b})" if not reverse else f"({b} {sym} {a})"
+        return SymInt(value, text)
+
+    def __add__(self, o):
+        return self._op(o, "+", lambda a, b: a + b)
+
+    def __radd__(self, o):
+        return self._op(o, "+", lambda a, b: a + b, True)
+
+    def __sub__(self, o):
+        return self._op(o, "-", lambda a, b: a - b)
+
+    def __rsub__(self, o):
+        return self._op(o, "-", lambda a, b: a - b, True)
+
+    def __mul__(self, o):
+        return self._op(o, "*", lambda a, b: a * b)
+
+    def __rmul__(self, o):
+        return self._op(o, "*", lambda a, b: a * b, True)
+
+    def __floordiv__(self, o):
+        return self._op(o, "/", lambda a, b: a // b)
+
+    def __rfloordiv__(self, o):
+        return self._op(o, "/", lambda a, b: a // b, True)
+
+    def __neg__(self):
+        return SymInt(-int(self), f"(0 - {self.expr})")
+
+
+def expr_of(value):
+    return value.expr if isinstance(value, SymInt) else str(int(value))
+
+
+def sym(value):
+    return value if isinstance(value, SymInt) else SymInt(int(value))
+
+
+def prod(dims):
+    out = SymInt(1)
+    for d in dims:
+        out = out * sym(d) if int(out) != 1 or out.expr != "1" else sym(d)
+    return out
+
+
+# ---------------------------------------------------------------- the trace
+TRACE = []  # nodes: {"op", "inputs", "attrs", "shape"}
+LEAVES = {}  # buffer name -> node id
+_rng = np.random.default_rng(0)
+
+
+def record(op, inputs, shape, **attrs):
+    TRACE.append({"op": op, "inputs": [t.node for t in inputs], "attrs": attrs, "shape": list(shape)})
+    return len(TRACE) - 1
+
+
+class Tensor:
+    """A float64 array, its symbolic shape, the trace node that computes it, and (for tensors
+    made by factories, before they become parameters) its initial distribution."""
+
+    def __init__(self, data, shape, node=None, init=None):
+        self.data = np.asarray(data, dtype=np.float64)
+        self.sym_shape = tuple(sym(d) for d in shape)
+        self.node = node
+        self.init = init
+        if tuple(int(d) for d in self.sym_shape) != self.data.shape:
+            raise AssertionError(f"shape {self.sym_shape} vs data {self.data.shape}")
+
+    # shape queries ------------------------------------------------
+    @property
+    def shape(self):
+        return self.sym_shape
+
+    def size(self, dim=None):
+        return self.sym_shape if dim is None else self.sym_shape[dim]
+
+    def dim(self):
+        return len(self.sym_shape)
+
+    @property
+    def ndim(self):
+        return len(self.sym_shape)
+
+    @property
+    def T(self):
+        return permute(self, list(range(self.ndim))[::-1])
+
+    @property
+    def device(self):
+        return "cpu"
+
+    @property
+    def dtype(self):
+        return float32
+
+    def to(self, *args, **kwargs):
+        return self
+
+    def contiguous(self):
+        return self
+
+    def float(self):
+        return self
+
+    def detach(self):
+        return self
+
+    def numpy(self):
+        return self.data
+
+    # arithmetic ---------------------------------------------------
+    def __add__(self, o):
+        return binary("add", self, o)
+
+    def __radd__(self, o):
+        return binary("add", o, self)
+
+    def __sub__(self, o):
+        return binary("sub", self, o)
+
+    def __rsub__(self, o):
+        return binary("sub", o, self)
+
+    def __mul__(self, o):
+        if self.node is None and self.init is not None and isinstance(o, (int, float)):
+            return Tensor(self.data * o, self.sym_shape, init=scaled_init(self.init, o))
+        return binary("mul", self, o)
+
+    def __rmul__(self, o):
+        return self.__mul__(o)
+
+    def __truediv__(self, o):
+        return binary("div", self, o)
+
+    def __rtruediv__(self, o):
+        return binary("div", o, self)
+
+    def __neg__(self):
+        return unary("neg", self)
+
+    def __pow__(self, o):
+        if not isinstance(o, (int, float)):
+            raise Unsupported("tensor ** tensor")
+        return unary("pow", self, exponent=float(o))
+
+    def __getitem__(self, index):
+        raise Unsupported("tensor indexing")
+
+    # methods ------------------------------------------------------
+    def view(self, *shape):
+        return reshape(self, *shape)
+
+    reshape = view
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        return flatten(self, start_dim, end_dim)
+
+    def squeeze(self, dim=None):
+        return squeeze(self, dim)
+
+    def unsqueeze(self, dim):
+        return unsqueeze(self, dim)
+
+    def permute(self, *dims):
+        return permute(self, list(dims[0]) if len(dims) == 1 and isinstance(dims[0], (list, tuple)) else list(dims))
+
+    def transpose(self, a, b):
+        return transpose(self, a, b)
+
+    def sum(self, dim=None, keepdim=False):
+        return reduce("sum", self, dim, keepdim)
+
+    def mean(self, dim=None, keepdim=False):
+        return reduce("mean", self, dim, keepdim)
+
+    def max(self, dim=None, keepdim=False):
+        return max_(self, dim, keepdim)
+
+    def min(self, dim=None, keepdim=False):
+        return min_(self, dim, keepdim)
+
+    def amax(self, dim=None, keepdim=False):
+        return reduce("max", self, dim, keepdim)
+
+    def logsumexp(self, dim, keepdim=False):
+        return reduce("logsumexp", self, dim, keepdim)
+
+    def softmax(self, dim):
+        return softmax(self, dim)
+
+    def clamp(self, min=None, max=None):
+        return clamp(self, min, max)
+
+    def clamp_min(self, m):
+        return clamp(self, m, None)
+
+    def clamp_max(self, m):
+        return clamp(self, None, m)
+
+    def relu(self):
+        return relu(self)
+
+    def sigmoid(self):
+        return sigmoid(self)
+
+    def tanh(self):
+        return tanh(self)
+
+    def exp(self):
+        return exp(self)
+
+    def abs(self):
+        return t_abs(self)
+
+
+class ReductionResult(tuple):
+    """torch.max(x, dim)'s (values, indices); only the values are supported."""
+
+    @property
+    def values(self):
+        return self[0]
+
+
+def scaled_init(init, c):
+    kind, a, b = init
+    if kind == "normal":
+        return ("normal", a * c, b * abs(c))
+    if kind == "uniform":
+        lo, hi = sorted((a * c, b * c))
+        return ("uniform", lo, hi)
+    return ("normal", 0.0, 1.0)
+
+
+def to_tensor(value, like):
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, (int, float)):
+        return None
+    raise Unsupported(f"operand of type {type(value).__name__}")
+
+
+def broadcast(a, b):
+    ra, rb = len(a), len(b)
+    out = []
+    for i in range(max(ra, rb)):
+        da = a[ra - max(ra, rb) + i] if ra - max(ra, rb) + i >= 0 else None
+        db = b[rb - max(ra, rb) + i] if rb - max(ra, rb) + i >= 0 else None
+        if da is None or int(da) == 1 and db is not None:
+            out.append(db)
+        else:
+            out.append(da)
+    return out
+
+
+def unary(op, x, **attrs):
+    fn = UNARY_NUMPY[op]
+    data = fn(x.data, **attrs)
+    return Tensor(data, x.sym_shape, record(op, [x], x.sym_shape, **attrs))
+
+
+def binary(op, a, b):
+    ta, tb = to_tensor(a, b), to_tensor(b, a)
+    va = ta.data if ta is not None else float(a)
+    vb = tb.data if tb is not None else float(b)
+    data = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}[op](va, vb)
+    if ta is None and tb is None:
+        raise Unsupported("scalar arithmetic outside tensors")
+    if ta is None:
+        return Tensor(data, tb.sym_shape, record(op, [tb], tb.sym_shape, scalar=float(a), scalar_first=True))
+    if tb is None:
+        return Tensor(data, ta.sym_shape, record(op, [ta], ta.sym_shape, scalar=float(b), scalar_first=False))
+    shape = broadcast(ta.sym_shape, tb.sym_shape)
+    return Tensor(data, shape, record(op, [ta, tb], shape))
+
+
+def _erf(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
+def _softplus(x, beta=1.0, threshold=20.0):
+    return np.where(x * beta > threshold, x, np.log1p(np.exp(np.minimum(x * beta, threshold))) / beta)
+
+
+UNARY_NUMPY = {
+    "neg": lambda x: -x,
+    "relu": lambda x: np.maximum(x, 0.0),
+    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "tanh": np.tanh,
+    "exp": np.exp,
+    "log": np.log,
+    "abs": np.abs,
+    "gelu": lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))),
+    "gelu_tanh": lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3))),
+    "silu": lambda x: x / (1.0 + np.exp(-x)),
+    "mish": lambda x: x * np.tanh(_softplus(x)),
+    "softplus": lambda x, beta=1.0, threshold=20.0: _softplus(x, beta, threshold),
+    "hardswish": lambda x: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0,
+    "hardsigmoid": lambda x: np.clip(x + 3.0, 0.0, 6.0) / 6.0,
+    "leaky_relu": lambda x, slope=0.01: np.where(x >= 0, x, x * slope),
+    "elu": lambda x, alpha=1.0: np.where(x > 0, x, alpha * (np.exp(x) - 1.0)),
+    "clamp": lambda x, lo=None, hi=None: np.clip(x, -np.inf if lo is None else lo, np.inf if hi is None else hi),
+    "pow": lambda x, exponent=1.0: np.power(x, exponent),
+}
+
+# C for each unary operation over `v` (float); attributes are literals.
+UNARY_C = {
+    "neg": "-v",
+    "relu": "fmax(v, 0.0f)",
+    "sigmoid": "1.0f / (1.0f + exp(-v))",
+    "tanh": "tanh(v)",
+    "exp": "exp(v)",
+    "log": "log(v)",
+    "abs": "fabs(v)",
+    "gelu": "0.5f * v * (1.0f + erf(v * 0.70710678118654752f))",
+    "gelu_tanh": "0.5f * v * (1.0f + tanh(0.79788456080286536f * (v + 0.044715f * v * v * v)))",
+    "silu": "v / (1.0f + exp(-v))",
+    "mish": "v * tanh(v > 20.0f ? v : log1p(exp(v)))",
+    "softplus": "(v * {beta} > {threshold} ? v : log1p(exp(v * {beta})) / {beta})",
+    "hardswish": "v * fmin(fmax(v + 3.0f, 0.0f), 6.0f) / 6.0f",
+    "hardsigmoid": "fmin(fmax(v + 3.0f, 0.0f), 6.0f) / 6.0f",
+    "leaky_relu": "(v >= 0.0f ? v : v * {slope})",
+    "elu": "(v > 0.0f ? v : {alpha} * (exp(v) - 1.0f))",
+    "clamp": "fmin(fmax(v, {lo}), {hi})",
+    "pow": "pow(v, {exponent})",
+}
+
+
+def norm_dim(dim, rank):
+    return dim + rank if dim < 0 else dim
+
+
+def dims_list(dim, rank):
+    if dim is None:
+        return list(range(rank))
+    if isinstance(dim, (list, tuple)):
+        return sorted(norm_dim(int(d), rank) for d in dim)
+    return [norm_dim(int(dim), rank)]
+
+
+def reduce(kind, x, dim, keepdim):
+    dims = dims_list(dim, x.ndim)
+    axis = tuple(dims)
+    d = x.data
+    if kind == "sum":
+        data = d.sum(axis=axis, keepdims=True)
+    elif kind == "mean":
+        data = d.mean(axis=axis, keepdims=True)
+    elif kind == "max":
+        data = d.max(axis=axis, keepdims=True)
+    elif kind == "min":
+        data = d.min(axis=axis, keepdims=True)
+    elif kind == "logsumexp":
+        m = d.max(axis=axis, keepdims=True)
+        data = m + np.log(np.exp(d - m).sum(axis=axis, keepdims=True))
+    else:
+        raise Unsupported(f"reduction {kind}")
+    kept = [SymInt(1) if i in dims else s for i, s in enumerate(x.sym_shape)]
+    t = Tensor(data, kept, record("reduce", [x], kept, kind=kind, dims=dims))
+    return squeeze_dims(t, dims) if not keepdim else t
+
+
+def max_(x, dim=None, keepdim=False, other=None):
+    if isinstance(dim, (Tensor, int, float)) and not isinstance(dim, bool) and isinstance(dim, Tensor):
+        raise Unsupported("elementwise torch.max of two tensors")
+    if dim is None:
+        return reduce("max", x, None, False)
+    return ReductionResult((reduce("max", x, dim, keepdim), None))
+
+
+def min_(x, dim=None, keepdim=False):
+    if dim is None:
+        return reduce("min", x, None, False)
+    return ReductionResult((reduce("min", x, dim, keepdim), None))
+
+
+def squeeze_dims(x, dims):
+    shape = [s for i, s in enumerate(x.sym_shape) if i not in dims]
+    return Tensor(x.data.reshape([int(s) for s in shape]), shape, record("reshape", [x], shape))
+
+
+def reshape(x, *shape):
+    if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
+        shape = tuple(shape[0])
+    total = prod(x.sym_shape)
+    known = [s for s in shape if int(s) != -1]
+    if len(known) != len(shape):
+        rest = total // prod(known)
+        shape = [rest if int(s) == -1 else s for s in shape]
+    shape = [sym(s) for s in shape]
+    return Tensor(x.data.reshape([int(s) for s in shape]), shape, record("reshape", [x], shape))
+
+
+def flatten(x, start_dim=1, end_dim=-1):
+    s, e = norm_dim(start_dim, x.ndim), norm_dim(end_dim, x.ndim)
+    shape = list(x.sym_shape[:s]) + [prod(x.sym_shape[s : e + 1])] + list(x.sym_shape[e + 1 :])
+    return reshape(x, shape)
+
+
+def squeeze(x, dim=None):
+    dims = [i for i, s in enumerate(x.sym_shape) if int(s) == 1] if dim is None else [norm_dim(dim, x.ndim)]
+    dims = [d for d in dims if int(x.sym_shape[d]) == 1]
+    return squeeze_dims(x, dims)
+
+
+def unsqueeze(x, dim):
+    dim = norm_dim(dim, x.ndim + 1)
+    shape = list(x.sym_shape[:dim]) + [SymInt(1)] + list(x.sym_shape[dim:])
+    return reshape(x, shape)
+
+
+def permute(x, dims):
+    dims = [norm_dim(d, x.ndim) for d in dims]
+    shape = [x.sym_shape[d] for d in dims]
+    return Tensor(np.transpose(x.data, dims), shape, record("permute", [x], shape, dims=dims))
+
+
+def transpose(x, a, b):
+    dims = list(range(x.ndim))
+    a, b = norm_dim(a, x.ndim), norm_dim(b, x.ndim)
+    dims[a], dims[b] = dims[b], dims[a]
+    return permute(x, dims)
+
+
+def matmul(a, b):
+    if b.ndim == 2:
+        shape = list(a.sym_shape[:-1]) + [b.sym_shape[1]]
+    elif a.ndim == b.ndim:
+        shape = list(a.sym_shape[:-1]) + [b.sym_shape[-1]]
+    else:
+        raise Unsupported("matmul of these ranks")
+    return Tensor(np.matmul(a.data, b.data), shape, record("matmul", [a, b], shape))
+
+
+def linear(x, weight, bias=None):
+    y = matmul(x, weight.T)
+    return y + bias if bias is not None else y
+
+
+def softmax(x, dim=-1, dtype=None):
+    dim = norm_dim(dim, x.ndim)
+    m = x.data.max(axis=dim, keepdims=True)
+    e = np.exp(x.data - m)
+    return Tensor(e / e.sum(axis=dim, keepdims=True), x.sym_shape, record("softmax", [x], x.sym_shape, dim=dim, log=False))
+
+
+def log_softmax(x, dim=-1, dtype=None):
+    dim = norm_dim(dim, x.ndim)
+    m = x.data.max(axis=dim, keepdims=True)
+    lse = m + np.log(np.exp(x.data - m).sum(axis=dim, keepdims=True))
+    return Tensor(x.data - lse, x.sym_shape, record("softmax", [x], x.sym_shape, dim=dim, log=True))
+
+
+def clamp(x, min=None, max=None):
+    lo = None if min is None else float(min)
+    hi = None if max is None else float(max)
+    return unary("clamp", x, lo=lo, hi=hi)
+
+
+def conv(x, weight, bias, stride, padding, dilation, groups, transposed=False, output_padding=0):
+    nd = x.ndim - 2
+    tup = lambda v: [int(i) for i in v] if isinstance(v, (list, tuple)) else [int(v)] * nd
+    stride, padding, dilation, output_padding = tup(stride), tup(padding), tup(dilation), tup(output_padding)
+    if isinstance(padding, str):
+        raise Unsupported("string padding")
+    n, cin = x.sym_shape[0], x.sym_shape[1]
+    ks = [weight.sym_shape[2 + i] for i in range(nd)]
+    spatial_in = x.sym_shape[2:]
+    if transposed:
+        if groups != 1:
+            raise Unsupported("grouped transposed convolution")
+        cout = weight.sym_shape[1]
+        spatial = [
+            (s - 1) * stride[i] - 2 * padding[i] + dilation[i] * (ks[i] - 1) + output_padding[i] + 1
+            for i, s in enumerate(spatial_in)
+        ]
+    else:
+        cout = weight.sym_shape[0]
+        spatial = [
+            (s + 2 * padding[i] - dilation[i] * (ks[i] - 1) - 1) // stride[i] + 1 for i, s in enumerate(spatial_in)
+        ]
+    shape = [n, cout] + spatial
+    data = conv_numpy(x.data, weight.data, stride, padding, dilation, groups, transposed, [int(s) for s in spatial])
+    if bias is not None:
+        data = data + bias.data.reshape([1, -1] + [1] * nd)
+    inputs = [x, weight] + ([bias] if bias is not None else [])
+    attrs = dict(stride=stride, padding=padding, dilation=dilation, groups=int(groups), transposed=transposed, bias=bias is not None)
+    return Tensor(data, shape, record("conv", inputs, shape, **attrs))
+
+
+def conv_numpy(x, w, stride, padding, dilation, groups, transposed, spatial):
+    """Direct convolution by kernel offsets (einsum per offset), any number of spatial dims."""
+    nd = x.ndim - 2
+    n = x.shape[0]
+    ks = w.shape[2:]
+    if transposed:
+        cout = w.shape[1]
+        out = np.zeros([n, cout] + spatial)
+        for k in np.ndindex(*ks):
+            for idx in np.ndindex(*x.shape[2:]):
+                pos = [idx[i] * stride[i] - padding[i] + k[i] * dilation[i] for i in range(nd)]
+                if all(0 <= pos[i] < spatial[i] for i in range(nd)):
+                    out[(slice(None), slice(None)) + tuple(pos)] += x[(slice(None), slice(None)) + idx] @ w[(slice(None), slice(None)) + k]
+        return out
+    cout = w.shape[0]
+    cin_g = w.shape[1]
+    cout_g = cout // groups
+    pad = np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in padding])
+    out = np.zeros([n, cout] + spatial)
+    for g in range(groups):
+        xs = pad[:, g * cin_g : (g + 1) * cin_g]
+        ws = w[g * cout_g : (g + 1) * cout_g]
+        for k in np.ndindex(*ks):
+            sl = tuple(
+                slice(k[i] * dilation[i], k[i] * dilation[i] + (spatial[i] - 1) * stride[i] + 1, stride[i])
+                for i in range(nd)
+            )
+            patch = xs[(slice(None), slice(None)) + sl]
+            out[:, g * cout_g : (g + 1) * cout_g] += np.einsum("nc...,oc->no...", patch, ws[(slice(None), slice(None)) + k])
+    return out
+
+
+def pool(kind, x, kernel_size, stride=None, padding=0, nd=2):
+    tup = lambda v: [int(i) for i in v] if isinstance(v, (list, tuple)) else [int(v)] * nd
+    ks = tup(kernel_size)
+    st = tup(stride if stride is not None else kernel_size)
+    pad = tup(padding)
+    if any(pad):
+        raise Unsupported("padded pooling")
+    lead = x.ndim - nd
+    spatial = [(s - ks[i]) // st[i] + 1 for i, s in enumerate(x.sym_shape[lead:])]
+    shape = list(x.sym_shape[:lead]) + spatial
+    sp = [int(s) for s in spatial]
+    acc = None
+    for k in np.ndindex(*ks):
+        sl = tuple(slice(k[i], k[i] + (sp[i] - 1) * st[i] + 1, st[i]) for i in range(nd))
+        part = x.data[(Ellipsis,) + sl]
+        acc = part if acc is None else (np.maximum(acc, part) if kind == "max" else acc + part)
+    data = acc if kind == "max" else acc / float(np.prod(ks))
+    return Tensor(data, shape, record("pool", [x], shape, kind=kind, kernel=ks, stride=st, nd=nd))
+
+
+def normalize(kind, x, weight, bias, eps, groups=1, normalized=1):
+    """Training-mode normalisation: batch (per channel over batch and space), group (per
+    sample and channel group), instance (per sample and channel), layer (over the last
+    `normalized` dims)."""
+    d = x.data
+    rank = x.ndim
+    if kind == "batch":
+        axes = tuple(i for i in range(rank) if i != 1)
+        mean = d.mean(axis=axes, keepdims=True)
+        var = d.var(axis=axes, keepdims=True)
+        y = (d - mean) / np.sqrt(var + eps)
+    elif kind == "instance":
+        axes = tuple(range(2, rank))
+        y = (d - d.mean(axis=axes, keepdims=True)) / np.sqrt(d.var(axis=axes, keepdims=True) + eps)
+    elif kind == "group":
+        shp = d.shape
+        g = d.reshape(shp[0], groups, -1)
+        y = ((g - g.mean(axis=2, keepdims=True)) / np.sqrt(g.var(axis=2, keepdims=True) + eps)).reshape(shp)
+    elif kind == "layer":
+        axes = tuple(range(rank - normalized, rank))
+        y = (d - d.mean(axis=axes, keepdims=True)) / np.sqrt(d.var(axis=axes, keepdims=True) + eps)
+    else:
+        raise Unsupported(f"{kind} norm")
+    affine_shape = [1, -1] + [1] * (rank - 2) if kind != "layer" else list(d.shape[rank - normalized :])
+    if weight is not None:
+        y = y * weight.data.reshape(affine_shape)
+    if bias is not None:
+        y = y + bias.data.reshape(affine_shape)
+    inputs = [x] + [t for t in (weight, bias) if t is not None]
+    attrs = dict(kind=kind, eps=float(eps), groups=int(groups), normalized=int(normalized), weight=weight is not None, bias=bias is not None)
+    return Tensor(y, x.sym_shape, record("norm", inputs, x.sym_shape, **attrs))
+
+
+# ---------------------------------------------------------------- factories and dtypes
+float32 = "float32"
+float16 = "float16"
+int64 = int32 = "int"
+
+
+def _shape_args(args):
+    if len(args) == 1 and isinstance(args[0], (list, tuple)):
+        return tuple(args[0])
+    return tuple(args)
+
+
+def _factory(init, fill):
+    def make(*shape, **kwargs):
+        shape = _shape_args(shape)
+        return Tensor(fill([int(s) for s in shape]), shape, init=init)
+
+    return make
+
+
+randn = _factory(("normal", 0.0, 1.0), lambda s: _rng.standard_normal(s))
+rand = _factory(("uniform", 0.0, 1.0), lambda s: _rng.random(s))
+zeros = _factory(("zeros", 0.0, 0.0), np.zeros)
+ones = _factory(("ones", 1.0, 1.0), np.ones)
+empty = zeros
+
+
+def tensor(value, **kwargs):
+    raise Unsupported("torch.tensor constants")
+
+
+def manual_seed(seed):
+    return None
+
+
+@contextlib.contextmanager
+def no_grad():
+    yield
+
+
+# ---------------------------------------------------------------- torch functions
+def relu(x):
+    return unary("relu", x)
+
+
+def sigmoid(x):
+    return unary("sigmoid", x)
+
+
+def tanh(x):
+    return unary("tanh", x)
+
+
+def exp(x):
+    return unary("exp", x)
+
+
+def log(x):
+    return unary("log", x)
+
+
+def t_abs(x):  # noqa: A001 - torch.abs
+    return unary("abs", x)
+
+
+def gelu(x, approximate="none"):
+    return unary("gelu_tanh" if approximate == "tanh" else "gelu", x)
+
+
+def silu(x):
+    return unary("silu", x)
+
+
+def mish(x):
+    return unary("mish", x)
+
+
+def softplus(x, beta=1.0, threshold=20.0):
+    return unary("softplus", x, beta=float(beta), threshold=float(threshold))
+
+
+def hardswish(x):
+    return unary("hardswish", x)
+
+
+def hardsigmoid(x):
+    return unary("hardsigmoid", x)
+
+
+def leaky_relu(x, negative_slope=0.01):
+    return unary("leaky_relu", x, slope=float(negative_slope))
+
+
+def elu(x, alpha=1.0):
+    return unary("elu", x, alpha=float(alpha))
+
+
+def hardtanh(x, min_val=-1.0, max_val=1.0):
+    return clamp(x, min_val, max_val)
+
+
+def t_sum(x, dim=None, keepdim=False):  # noqa: A001 - torch.sum
+    return reduce("sum", x, dim, keepdim)
+
+
+def mean(x, dim=None, keepdim=False):
+    return reduce("mean", x, dim, keepdim)
+
+
+def amax(x, dim=None, keepdim=False):
+    return reduce("max", x, dim, keepdim)
+
+
+def logsumexp(x, dim, keepdim=False):
+    return reduce("logsumexp", x, dim, keepdim)
+
+
+def t_max(x, dim=None, keepdim=False):  # noqa: A001 - torch.max
+    if isinstance(dim, Tensor):
+        raise Unsupported("elementwise torch.max of two tensors")
+    return max_(x, dim, keepdim)
+
+
+def t_min(x, dim=None, keepdim=False):  # noqa: A001 - torch.min
+    if isinstance(dim, Tensor):
+        raise Unsupported("elementwise torch.min of two tensors")
+    return min_(x, dim, keepdim)
+
+
+def bmm(a, b):
+    return matmul(a, b)
+
+
+mm = matmul
+
+
+def add(a, b):
+    return binary("add", a, b)
+
+
+def mul(a, b):
+    return binary("mul", a, b)
+
+
+def sub(a, b):
+    return binary("sub", a, b)
+
+
+def div(a, b):
+    return binary("div", a, b)
+
+
+def where(*args, **kwargs):
+    raise Unsupported("torch.where")
+
+
+def cat(*args, **kwargs):
+    raise Unsupported("torch.cat")
+
+
+def adaptive_avg_pool(x, output_size, nd):
+    sizes = output_size if isinstance(output_size, (list, tuple)) else [output_size] * nd
+    if any(int(s) != 1 for s in sizes):
+        raise Unsupported("adaptive pooling to a size other than 1")
+    return reduce("mean", x, list(range(x.ndim - nd, x.ndim)), True)
+
+
+# ---------------------------------------------------------------- nn
+class Module:
+    def __init__(self, *args, **kwargs):
+        object.__setattr__(self, "_parameters", {})
+        object.__setattr__(self, "_modules", {})
+        object.__setattr__(self, "training", True)
+
+    def __setattr__(self, name, value):
+        if "_parameters" not in self.__dict__:
+            Module.__init__(self)
+        if isinstance(value, Parameter):
+            self._parameters[name] = value
+        elif isinstance(value, Module):
+            self._modules[name] = value
+        object.__setattr__(self, name, value)
+
+    def named_parameters(self, prefix=""):
+        for name, p in self._parameters.items():
+            if p is not None:
+                yield prefix + name, p
+        for name, m in self._modules.items():
+            yield from m.named_parameters(prefix + name + ".")
+
+    def parameters(self):
+        return [p for _, p in self.named_parameters()]
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    def eval(self):
+        object.__setattr__(self, "training", False)
+        return self
+
+    def train(self, mode=True):
+        object.__setattr__(self, "training", mode)
+        return self
+
+
+class Parameter(Tensor):
+    def __init__(self, tensor, requires_grad=True):
+        super().__init__(tensor.data, tensor.sym_shape, None, tensor.init or ("normal", 0.0, 1.0))
+
+
+def _kaiming_params(module, weight_shape, fan_in, bias, out):
+    bound = 1.0 / math.sqrt(int(fan_in))
+    module.weight = Parameter(Tensor(_rng.uniform(-bound, bound, [int(s) for s in weight_shape]), weight_shape, init=("uniform", -bound, bound)))
+    module.bias = (
+        Parameter(Tensor(_rng.uniform(-bound, bound, [int(out)]), [out], init=("uniform", -bound, bound))) if bias else None
+    )
+    if not bias:
+        module._parameters["bias"] = None
+
+
+class Linear(Module):
+    def __init__(self, in_features, out_features, bias=True, **kwargs):
+        super().__init__()
+        _kaiming_params(self, (out_features, in_features), in_features, bias, out_features)
+
+    def forward(self, x):
+        return linear(x, self.weight, self.bias)
+
+
+def _conv_class(nd, transposed):
+    class Conv(Module):
+        def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, *rest, **kwargs):
+            super().__init__()
+            if rest:
+                raise Unsupported("positional convolution arguments after padding")
+            ks = list(kernel_size) if isinstance(kernel_size, (list, tuple)) else [kernel_size] * nd
+            self.groups = int(kwargs.get("groups", 1))
+            self.stride, self.padding = stride, padding
+            self.dilation = kwargs.get("dilation", 1)
+            self.output_padding = kwargs.get("output_padding", 0)
+            if transposed:
+                shape = [in_channels, out_channels // self.groups] + ks
+                fan_in = sym(out_channels // self.groups) * prod(ks)
+            else:
+                shape = [out_channels, in_channels // self.groups] + ks
+                fan_in = sym(in_channels // self.groups) * prod(ks)
+            _kaiming_params(self, shape, fan_in, kwargs.get("bias", True), out_channels)
+
+        def forward(self, x):
+            return conv(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups, transposed, self.output_padding)
+
+    return Conv
+
+
+Conv1d, Conv2d, Conv3d = (_conv_class(n, False) for n in (1, 2, 3))
+ConvTranspose1d, ConvTranspose2d, ConvTranspose3d = (_conv_class(n, True) for n in (1, 2, 3))
+
+
+def _affine(module, shape, affine):
+    if affine:
+        module.weight = Parameter(Tensor(np.ones([int(s) for s in shape]), shape, init=("ones", 1.0, 1.0)))
+        module.bias = Parameter(Tensor(np.zeros([int(s) for s in shape]), shape, init=("zeros", 0.0, 0.0)))
+    else:
+        object.__setattr__(module, "weight", None)
+        object.__setattr__(module, "bias", None)
+
+
+class _BatchNorm(Module):
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, **kwargs):
+        super().__init__()
+        self.eps = eps
+        _affine(self, [num_features], affine)
+
+    def forward(self, x):
+        if not self.training:
+            raise Unsupported("batch norm in eval mode (running statistics)")
+        return normalize("batch", x, self.weight, self.bias, self.eps)
+
+
+BatchNorm1d = BatchNorm2d = BatchNorm3d = _BatchNorm
+
+
+class GroupNorm(Module):
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True):
+        super().__init__()
+        self.num_groups, self.eps = num_groups, eps
+        _affine(self, [num_channels], affine)
+
+    def forward(self, x):
+        return normalize("group", x, self.weight, self.bias, self.eps, groups=self.num_groups)
+
+
+class _InstanceNorm(Module):
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, **kwargs):
+        super().__init__()
+        self.eps = eps
+        _affine(self, [num_features], affine)
+
+    def forward(self, x):
+        return normalize("instance", x, self.weight, self.bias, self.eps)
+
+
+InstanceNorm1d = InstanceNorm2d = InstanceNorm3d = _InstanceNorm
+
+
+class LayerNorm(Module):
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, **kwargs):
+        super().__init__()
+        shape = list(normalized_shape) if isinstance(normalized_shape, (list, tuple)) else [normalized_shape]
+        self.eps, self.n = eps, len(shape)
+        _affine(self, shape, elementwise_affine)
+
+    def forward(self, x):
+        return normalize("layer", x, self.weight, self.bias, self.eps, normalized=self.n)
+
+
+def _pool_class(kind, nd):
+    class Pool(Module):
+        def __init__(self, kernel_size, stride=None, padding=0, **kwargs):
+            super().__init__()
+            self.args = (kernel_size, stride, padding)
+
+        def forward(self, x):
+            return pool(kind, x, *self.args, nd=nd)
+
+    return Pool
+
+
+MaxPool1d, MaxPool2d, MaxPool3d = (_pool_class("max", n) for n in (1, 2, 3))
+AvgPool1d, AvgPool2d, AvgPool3d = (_pool_class("avg", n) for n in (1, 2, 3))
+
+
+def _adaptive_class(nd):
+    class Adaptive(Module):
+        def __init__(self, output_size):
+            super().__init__()
+            self.output_size = output_size
+
+        def forward(self, x):
+            return adaptive_avg_pool(x, self.output_size, nd)
+
+    return Adaptive
+
+
+AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d = (_adaptive_class(n) for n in (1, 2, 3))
+
+
+def _activation(fn, **defaults):
+    class Activation(Module):
+        def __init__(self, *args, **kwargs):
+            super().__init__()
+            names = list(defaults)
+            self.kw = dict(defaults)
+            self.kw.update(dict(zip(names, args)))
+            self.kw.update({k: v for k, v in kwargs.items() if k in defaults})
+
+        def forward(self, x):
+            return fn(x, **self.kw)
+
+    return Activation
+
+
+ReLU = _activation(relu)
+Sigmoid = _activation(sigmoid)
+Tanh = _activation(tanh)
+GELU = _activation(gelu, approximate="none")
+SiLU = _activation(silu)
+Mish = _activation(mish)
+Softplus = _activation(softplus, beta=1.0, threshold=20.0)
+Hardswish = _activation(hardswish)
+Hardsigmoid = _activation(hardsigmoid)
+LeakyReLU = _activation(leaky_relu, negative_slope=0.01)
+ELU = _activation(elu, alpha=1.0)
+Hardtanh = _activation(hardtanh, min_val=-1.0, max_val=1.0)
+Softmax = _activation(softmax, dim=None)
+LogSoftmax = _activation(log_softmax, dim=None)
+Identity = _activation(lambda x: x)
+
+
+class Dropout(Module):
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__()
+        self.p = float(p)
+
+    def forward(self, x):
+        if self.p > 0.0 and self.training:
+            raise Unsupported(f"dropout with p={self.p} in training mode (random: no reference can match)")
+        return x
+
+
+class Sequential(Module):
+    def __init__(self, *modules):
+        super().__init__()
+        for i, m in enumerate(modules):
+            setattr(self, str(i), m)
+
+    def forward(self, x):
+        for m in self._modules.values():
+            x = m(x)
+        return x
+
+
+def _functional():
+    f = types.ModuleType("torch.nn.functional")
+    for name in (
+        "relu sigmoid tanh gelu silu mish softplus hardswish hardsigmoid leaky_relu elu hardtanh "
+        "softmax log_softmax linear"
+    ).split():
+        setattr(f, name, globals()[name])
+    f.max_pool2d = lambda x, kernel_size, stride=None, padding=0, **k: pool("max", x, kernel_size, stride, padding, nd=2)
+    f.avg_pool2d = lambda x, kernel_size, stride=None, padding=0, **k: pool("avg", x, kernel_size, stride, padding, nd=2)
+    f.max_pool3d = lambda x, kernel_size, stride=None, padding=0, **k: pool("max", x, kernel_size, stride, padding, nd=3)
+    f.avg_pool3d = lambda x, kernel_size, stride=None, padding=0, **k: pool("avg", x, kernel_size, stride, padding, nd=3)
+    f.adaptive_avg_pool2d = lambda x, output_size: adaptive_avg_pool(x, output_size, 2)
+    f.adaptive_avg_pool3d = lambda x, output_size: adaptive_avg_pool(x, output_size, 3)
+    f.group_norm = lambda x, num_groups, weight=None, bias=None, eps=1e-5: normalize("group", x, weight, bias, eps, groups=num_groups)
+    f.dropout = lambda x, p=0.5, training=True, **k: Dropout(p)(x) if training else x
+
+    def fail(name):
+        def call(*a, **k):
+            raise Unsupported(f"torch.nn.functional.{name}")
+
+        return call
+
+    f.__getattr__ = fail
+    return f
+
+
+def _modules():
+    names = dict(globals())
+    torch_module = types.ModuleType("torch")
+    for name, value in names.items():
+        if not name.startswith("_"):
+            setattr(torch_module, name, value)
+    nn = types.ModuleType("torch.nn")
+    for name, value in names.items():
+        if isinstance(value, type) and issubclass(value, Module) or name in ("Parameter", "Module"):
+            setattr(nn, name, value)
+    functional = _functional()
+    nn.functional = functional
+    torch_module.nn = nn
+    torch_module.Tensor = Tensor
+
+    def missing(kind):
+        def lookup(name):
+            raise Unsupported(f"{kind}.{name}")
+
+        return lookup
+
+    for name in ("sum", "max", "min", "abs"):
+        setattr(torch_module, name, globals()["t_" + name])
+    torch_module.float = float32
+    torch_module.long = int64
+    torch_module.__getattr__ = missing("torch")
+    nn.__getattr__ = missing("torch.nn")
+    return {"torch": torch_module, "torch.nn": nn, "torch.nn.functional": functional}
+
+
+# ---------------------------------------------------------------- running a problem
+def load_problem(path, sizes, tuples):
+    """The problem module with its sizes set as SymInts (tuples element-wise) before
+    get_init_inputs() / get_inputs() read them."""
+    saved = {k: sys.modules.get(k) for k in ("torch", "torch.nn", "torch.nn.functional")}
+    sys.modules.update(_modules())
+    try:
+        spec = importlib.util.spec_from_file_location("kf_kernelbench_problem_np", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+    env = {k: int(v) for k, v in sizes.items()}
+    for name, value in sizes.items():
+        if hasattr(module, name):
+            setattr(module, name, SymInt(int(value), name))
+    for name, elements in tuples.items():
+        setattr(
+            module,
+            name,
+            tuple(SymInt(int(eval(e.replace("/", "//"), {"__builtins__": {}}, env)), e) for e in elements),
+        )
+    return module
+
+
+def buffer_name(parameter):
+    return parameter.replace(".", "_")
+
+
+def build(path, sizes, tuples):
+    """The model at `sizes` (fresh trace)."""
+    del TRACE[:]
+    LEAVES.clear()
+    module = load_problem(path, sizes, tuples)
+    return module, module.Model(*module.get_init_inputs())
+
+
+def run(path, sizes, tuples, input_names, inputs):
+    """Runs forward() on `inputs` (name -> array, parameters included) and returns the model,
+    the output Tensor and the trace's leaf nodes by buffer name."""
+    module, model = build(path, sizes, tuples)
+    for name, p in model.named_parameters():
+        data = np.asarray(inputs[buffer_name(name)], dtype=np.float64)
+        p.data = data.reshape(p.data.shape)
+        p.node = record("buffer", [], p.sym_shape, name=buffer_name(name))
+        LEAVES[buffer_name(name)] = p.node
+    args = []
+    shapes = module_input_shapes(module, input_names, inputs)
+    for name, shape in zip(input_names, shapes):
+        node = record("buffer", [], shape, name=name)
+        LEAVES[name] = node
+        args.append(Tensor(np.asarray(inputs[name], dtype=np.float64), shape, node))
+    result = model.forward(*args)
+    if isinstance(result, (tuple, list)):
+        raise Unsupported("several outputs")
+    if not isinstance(result, Tensor):
+        raise Unsupported(f"forward() returned {type(result).__name__}")
+    return model, result
+
+
+def module_input_shapes(module, input_names, inputs):
+    """The symbolic shapes of get_inputs()'s tensors (their factories see SymInt sizes)."""
+    made = module.get_inputs()
+    if len(made) != len(input_names):
+        raise Unsupported("get_inputs() and forward() disagree on the number of inputs")
+    shapes = []
+    for name, t in zip(input_names, made):
+        if not isinstance(t, Tensor):
+            raise Unsupported(f"input {name} is not a float tensor")
+        shapes.append(t.sym_shape)
+    return shapes
+
+
+def parameter_inits(path, sizes, tuples):
+    """Each parameter's buffer name, symbolic shape and initial distribution (as task-file
+    `init` text) at `sizes`."""
+    _, model = build(path, sizes, tuples)
+    out = []
+    for name, p in model.named_parameters():
+        kind, a, b = p.init
+        if kind == "normal":
+            text = "normal" if (a, b) == (0.0, 1.0) else f"normal({a!r}, {b!r})"
+        elif kind == "uniform":
+            text = f"uniform({a!r}, {b!r})"
+        else:
+            text = kind
+        out.append({"name": buffer_name(name), "shape": [d.expr for d in p.sym_shape], "init": text, "scale": max(abs(a), abs(b), 0.5)})
+    return out
+
+
+# ---------------------------------------------------------------- the naive OpenCL kernel
+def c_float(v):
+    text = repr(float(v))
+    if "inf" in text:
+        return "INFINITY" if v > 0 else "-INFINITY"
+    return text + "f" if "e" in text or "." in text else text + ".0f"
+
+
+def c_dims(shape):
+    return ["(long)(" + expr_of(d) + ")" for d in shape]
+
+
+def linear_index(dims, idx):
+    """Row-major offset of `idx` (C expressions) in a tensor of `dims` (C expressions)."""
+    text = idx[0] if idx else "0"
+    for d, i in zip(dims[1:], idx[1:]):
+        text = f"({text}) * {d} + {i}"
+    return text
+
+
+def opencl_kernel(output, buffer_names, size_names, scalar_names, output_name):
+    """OpenCL C for `output`'s trace: a function per node computing one element from its
+    inputs' functions (recomputing shared subexpressions: the kernel is a correct, slow
+    baseline), and a kernel with one work-item per output element."""
+    params = ", ".join(
+        [f"__global const float* restrict {n}" for n in buffer_names] + [f"const int {n}" for n in size_names]
+    )
+    args = ", ".join(buffer_names + size_names)
+    needed = sorted(reachable(output.node))
+    funcs = []
+    for k in needed:
+        node = TRACE[k]
+        rank = len(node["shape"])
+        idx_params = ", ".join(f"long i{d}" for d in range(rank))
+        body = node_body(k, node, args)
+        funcs.append(f"static float n{k}({params}{', ' if rank else ''}{idx_params}) {{\n{body}\n}}\n")
+    dims = c_dims(output.sym_shape)
+    rank = len(dims)
+    if rank == 0:
+        raise Unsupported("a 0-dimensional output")
+    decompose = []
+    rest = "gid"
+    for d in range(rank - 1, -1, -1):
+        decompose.append(f"    const long i{d} = {rest} % {dims[d]};")
+        rest = f"({rest} / {dims[d]})"
+    decompose.reverse()
+    call = ", ".join([args] + [f"i{d}" for d in range(rank)])
+    total = " * ".join(dims)
+    kernel = (
+        f"__kernel void naive({', '.join([f'__global const float* restrict {n}' for n in buffer_names] + [f'__global float* restrict {output_name}'] + [f'const int {n}' for n in size_names] + [f'const float {n}' for n in scalar_names])}) {{\n"
+        f"    const long gid = get_global_id(0);\n"
+        f"    if (gid >= {total}) {{\n        return;\n    }}\n"
+        + "\n".join(decompose)
+        + f"\n    {output_name}[gid] = n{output.node}({call});\n}}\n"
+    )
+    header = "// Generated by kf task import-kernelbench from the problem's forward(): one work-item per\n// output element, each operation a function of the element's index (a correct, slow baseline).\n"
+    return header + "\n".join(funcs) + "\n" + kernel, " * ".join(expr_of(d) for d in output.sym_shape)
+
+
+def reachable(root):
+    seen, stack = set(), [root]
+    while stack:
+        k = stack.pop()
+        if k in seen:
+            continue
+        seen.add(k)
+        stack.extend(TRACE[k]["inputs"])
+    return seen
+
+
+def call(k, args, idx):
+    inner = ", ".join([args] + list(idx)) if idx else args
+    return f"n{k}({inner})"
+
+
+def node_body(k, node, args):
+    op, a, shape = node["op"], node["attrs"], node["shape"]
+    ins = node["inputs"]
+    rank = len(shape)
+    idx = [f"i{d}" for d in range(rank)]
+    if op == "buffer":
+        return f"    return {a['name']}[{linear_index(c_dims(shape), idx)}];"
+    if op in UNARY_C:
+        attrs = {key: c_float(v) if v is not None else ("-INFINITY" if key == "lo" else "INFINITY") for key, v in a.items()}
+        return f"    const float v = {call(ins[0], args, idx)};\n    return {UNARY_C[op].format(**attrs)};"
+    if op in ("add", "sub", "mul", "div"):
+        sym_op = {"add": "+", "sub": "-", "mul": "*", "div": "/"}[op]
+        if len(ins) == 1:
+            v = call(ins[0], args, idx)
+            c = c_float(a["scalar"])
+            return f"    return {c} {sym_op} {v};" if a["scalar_first"] else f"    return {v} {sym_op} {c};"
+        operands = [call(i, args, broadcast_index(TRACE[i]["shape"], shape, idx)) for i in ins]
+        return f"    return {operands[0]} {sym_op} {operands[1]};"
+    if op == "reshape":
+        src = TRACE[ins[0]]["shape"]
+        flat = linear_index(c_dims(shape), idx)
+        lines = [f"    long rest = {flat};"]
+        src_dims = c_dims(src)
+        for d in range(len(src) - 1, -1, -1):
+            lines.append(f"    const long j{d} = rest % {src_dims[d]};")
+            lines.append(f"    rest /= {src_dims[d]};")
+        lines.append(f"    return {call(ins[0], args, [f'j{d}' for d in range(len(src))])};")
+        return "\n".join(lines)
+    if op == "permute":
+        src_idx = [None] * rank
+        for out_d, src_d in enumerate(a["dims"]):
+            src_idx[src_d] = idx[out_d]
+        return f"    return {call(ins[0], args, src_idx)};"
+    if op == "reduce":
+        return reduce_body(ins[0], a, shape, args, idx)
+    if op == "softmax":
+        return softmax_body(ins[0], a, shape, args, idx)
+    if op == "matmul":
+        a_shape, b_shape = TRACE[ins[0]]["shape"], TRACE[ins[1]]["shape"]
+        kdim = c_dims(a_shape)[-1]
+        a_idx = idx[: len(a_shape) - 1] + ["k"]
+        if len(b_shape) == 2:
+            b_idx = ["k", idx[-1]]
+        else:
+            b_idx = idx[: len(b_shape) - 2] + ["k", idx[-1]]
+        return (
+            f"    float acc = 0.0f;\n    for (long k = 0; k < {kdim}; ++k) {{\n"
+            f"        acc += {call(ins[0], args, a_idx)} * {call(ins[1], args, b_idx)};\n    }}\n    return acc;"
+        )
+    if op == "conv":
+        return conv_body(ins, a, shape, args, idx)
+    if op == "pool":
+        return pool_body(ins[0], a, shape, args, idx)
+    if op == "norm":
+        return norm_body(ins, a, shape, args, idx)
+    raise Unsupported(f"no kernel code for `{op}`")
+
+
+def broadcast_index(src, out, idx):
+    offset = len(out) - len(src)
+    return ["0" if int(src[d]) == 1 and int(out[d + offset]) != 1 else idx[d + offset] for d in range(len(src))]
+
+
+def loops(names, bounds, body, indent=1):
+    pad = "    " * indent
+    opening = "".join(f"{pad}{'    ' * n}for (long {v} = 0; {v} < {b}; ++{v}) {{\n" for n, (v, b) in enumerate(zip(names, bounds)))
+    inner = "".join(f"{pad}{'    ' * len(names)}{line}\n" for line in body.split("\n"))
+    closing = "".join(f"{pad}{'    ' * n}}}\n" for n in range(len(names) - 1, -1, -1))
+    return opening + inner + closing
+
+
+def reduce_body(src_node, a, shape, args, idx):
+    src = TRACE[src_node]["shape"]
+    dims = a["dims"]
+    src_dims = c_dims(src)
+    names = [f"r{d}" for d in dims]
+    src_idx = [f"r{d}" if d in dims else idx[d] for d in range(len(src))]
+    value = call(src_node, args, src_idx)
+    bounds = [src_dims[d] for d in dims]
+    count = " * ".join(bounds) or "1"
+    kind = a["kind"]
+    if kind in ("sum", "mean"):
+        text = "    float acc = 0.0f;\n" + loops(names, bounds, f"acc += {value};")
+        return text + ("    return acc;" if kind == "sum" else f"    return acc / (float)({count});")
+    if kind in ("max", "min"):
+        init, fn = ("-INFINITY", "fmax") if kind == "max" else ("INFINITY", "fmin")
+        return f"    float acc = {init};\n" + loops(names, bounds, f"acc = {fn}(acc, {value});") + "    return acc;"
+    if kind == "logsumexp":
+        return (
+            "    float m = -INFINITY;\n"
+            + loops(names, bounds, f"m = fmax(m, {value});")
+            + "    float acc = 0.0f;\n"
+            + loops(names, bounds, f"acc += exp({value} - m);")
+            + "    return m + log(acc);"
+        )
+    raise Unsupported(f"reduction {kind}")
+
+
+def softmax_body(src_node, a, shape, args, idx):
+    d = a["dim"]
+    bound = c_dims(shape)[d]
+    other = list(idx)
+    other[d] = "r"
+    value = call(src_node, args, other)
+    own = call(src_node, args, idx)
+    text = (
+        f"    float m = -INFINITY;\n    for (long r = 0; r < {bound}; ++r) {{\n        m = fmax(m, {value});\n    }}\n"
+        f"    float acc = 0.0f;\n    for (long r = 0; r < {bound}; ++r) {{\n        acc += exp({value} - m);\n    }}\n"
+    )
+    return text + (f"    return {own} - m - log(acc);" if a["log"] else f"    return exp({own} - m) / acc;")
+
+
+def conv_body(ins, a, shape, args, idx):
+    x_shape, w_shape = TRACE[ins[0]]["shape"], TRACE[ins[1]]["shape"]
+    nd = len(shape) - 2
+    xd, wd = c_dims(x_shape), c_dims(w_shape)
+    st, pad, dil = a["stride"], a["padding"], a["dilation"]
+    lines = ["    float acc = 0.0f;"]
+    ks = [f"k{i}" for i in range(nd)]
+    if a["transposed"]:
+        cond, pos = [], []
+        for i in range(nd):
+            lines.append(f"    (void)0;")
+        body_lines = []
+        for i in range(nd):
+            body_lines.append(f"const long t{i} = i{i + 2} + {pad[i]} - k{i} * {dil[i]};")
+            cond.append(f"t{i} >= 0 && t{i} % {st[i]} == 0 && t{i} / {st[i]} < {xd[i + 2]}")
+            pos.append(f"t{i} / {st[i]}")
+        x_val = call(ins[0], args, ["i0", "c"] + pos)
+        w_val = call(ins[1], args, ["c", "i1"] + ks)
+        body_lines.append(f"if ({' && '.join(cond)}) {{\n    acc += {x_val} * {w_val};\n}}")
+        lines.append(loops(["c"] + ks, [xd[1]] + wd[2:], "\n".join(body_lines)).rstrip("\n"))
+    else:
+        groups = a["groups"]
+        cin_g = wd[1]
+        cout_g = f"({wd[0]} / {groups})"
+        lines.append(f"    const long g = i1 / {cout_g};")
+        cond, pos = [], []
+        body_lines = []
+        for i in range(nd):
+            body_lines.append(f"const long p{i} = i{i + 2} * {st[i]} - {pad[i]} + k{i} * {dil[i]};")
+            cond.append(f"p{i} >= 0 && p{i} < {xd[i + 2]}")
+            pos.append(f"p{i}")
+        x_val = call(ins[0], args, ["i0", f"g * {cin_g} + c"] + pos)
+        w_val = call(ins[1], args, ["i1", "c"] + ks)
+        body_lines.append(f"if ({' && '.join(cond)}) {{\n    acc += {x_val} * {w_val};\n}}")
+        lines.append(loops(["c"] + ks, [cin_g] + wd[2:], "\n".join(body_lines)).rstrip("\n"))
+    if a["bias"]:
+        lines.append(f"    acc += {call(ins[2], args, ['i1'])};")
+    lines.append("    return acc;")
+    return "\n".join(l for l in lines if l.strip() != "(void)0;")
+
+
+def pool_body(src_node, a, shape, args, idx):
+    nd = a["nd"]
+    lead = len(shape) - nd
+    ks, st = a["kernel"], a["stride"]
+    src_idx = idx[:lead] + [f"i{lead + i} * {st[i]} + k{i}" for i in range(nd)]
+    value = call(src_node, args, src_idx)
+    names = [f"k{i}" for i in range(nd)]
+    bounds = [str(k) for k in ks]
+    if a["kind"] == "max":
+        return "    float acc = -INFINITY;\n" + loops(names, bounds, f"acc = fmax(acc, {value});") + "    return acc;"
+    count = 1
+    for k in ks:
+        count *= k
+    return "    float acc = 0.0f;\n" + loops(names, bounds, f"acc += {value};") + f"    return acc / {c_float(count)};"
+
+
+def norm_body(ins, a, shape, args, idx):
+    kind = a["kind"]
+    dims = c_dims(shape)
+    rank = len(shape)
+    src = ins[0]
+    if kind == "batch":
+        red = [d for d in range(rank) if d != 1]
+        names = [f"r{d}" for d in red]
+        src_idx = [f"r{d}" if d in red else idx[d] for d in range(rank)]
+        bounds = [dims[d] for d in red]
+        channel = "i1"
+    elif kind == "instance":
+        red = list(range(2, rank))
+        names = [f"r{d}" for d in red]
+        src_idx = idx[:2] + [f"r{d}" for d in red]
+        bounds = [dims[d] for d in red]
+        channel = "i1"
+    elif kind == "layer":
+        red = list(range(rank - a["normalized"], rank))
+        names = [f"r{d}" for d in red]
+        src_idx = [f"r{d}" if d in red else idx[d] for d in range(rank)]
+        bounds = [dims[d] for d in red]
+        channel = None
+    else:  # group: channels of this element's group, and all of space
+        per = f"({dims[1]} / {a['groups']})"
+        names = ["rc"] + [f"r{d}" for d in range(2, rank)]
+        src_idx = ["i0", f"(i1 / {per}) * {per} + rc"] + [f"r{d}" for d in range(2, rank)]
+        bounds = [per] + [dims[d] for d in range(2, rank)]
+        channel = "i1"
+    count = " * ".join(bounds) or "1"
+    value = call(src, args, src_idx)
+    text = (
+        "    float mean = 0.0f;\n" + loops(names, bounds, f"mean += {value};") + f"    mean /= (float)({count});\n"
+        "    float var = 0.0f;\n" + loops(names, bounds, f"const float d = {value} - mean;\nvar += d * d;")
+        + f"    var /= (float)({count});\n"
+        + f"    float y = ({call(src, args, idx)} - mean) / sqrt(var + {c_float(a['eps'])});\n"
+    )
+    k = 1
+    if kind == "layer":
+        affine_idx = idx[rank - a["normalized"] :]
+    else:
+        affine_idx = [channel]
+    if a["weight"]:
+        text += f"    y *= {call(ins[k], args, affine_idx)};\n"
+        k += 1
+    if a["bias"]:
+        text += f"    y += {call(ins[k], args, affine_idx)};\n"
+    return text + "    return y;"

@@ -1,0 +1,268 @@
+//! The task a command judges kernels against: a built-in task by name or a task file
+//! ([`ChosenTask`]), and the check of a task file (`kf task check`, [`check_task_file`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kf_eval::taskfile::{FileTask, TaskFile, TaskFileError};
+use kf_eval::tasks::{
+    builtin_references, builtin_task, parse_sizes, sizes_text, KernelTask, Sizes,
+};
+use kf_eval::{
+    BackendSpec, EvalConfig, EvalError, IsolatedEvaluator, IsolatedEvaluatorBuilder, TaskFileJob,
+    TimeoutPolicy,
+};
+
+/// Why a task could not be chosen or checked.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TaskChoiceError {
+    /// Both a built-in task and a task file were named.
+    #[error("give either --task or --task-file, not both")]
+    Both,
+    /// Neither was named.
+    #[error("give --task NAME (gemm, softmax) or --task-file T.toml")]
+    Neither,
+    /// The sizes do not parse.
+    #[error("--size")]
+    Sizes(#[source] EvalError),
+    /// The built-in task is unknown, or its sizes are wrong.
+    #[error(transparent)]
+    Eval(#[from] EvalError),
+    /// The task file is invalid.
+    #[error(transparent)]
+    TaskFile(Box<TaskFileError>),
+    /// The task file's reference failed on its first input set.
+    #[error("checking the reference of {}", path.display())]
+    Reference {
+        /// The task file.
+        path: PathBuf,
+        /// What went wrong.
+        source: Box<TaskFileError>,
+    },
+}
+
+impl From<TaskFileError> for TaskChoiceError {
+    fn from(e: TaskFileError) -> Self {
+        TaskChoiceError::TaskFile(Box::new(e))
+    }
+}
+
+/// A resolved task: built here (for sizes, work and descriptions) and, for task files, the
+/// job that lets evaluation workers rebuild it.
+pub struct ChosenTask {
+    /// The task at the chosen sizes.
+    pub task: Box<dyn KernelTask>,
+    /// The task file, when the task came from one.
+    pub file: Option<(PathBuf, TaskFileJob)>,
+    /// Seconds the task file's reference took on one input set (measured when resolving).
+    pub reference_s: f64,
+}
+
+impl std::fmt::Debug for ChosenTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChosenTask")
+            .field("task", &self.task.name())
+            .field("file", &self.file.as_ref().map(|(path, _)| path))
+            .field("reference_s", &self.reference_s)
+            .finish()
+    }
+}
+
+impl ChosenTask {
+    /// `--task` or `--task-file` (exactly one), at `--size`. A task file's reference runs once
+    /// here, uncached, before anything else happens: a broken reference stops the command
+    /// before any evaluation or output file, and its time sizes the evaluation timeout.
+    pub fn resolve(
+        task: Option<&str>,
+        task_file: Option<&Path>,
+        size: &str,
+    ) -> Result<Self, TaskChoiceError> {
+        let sizes: Sizes = parse_sizes(size).map_err(TaskChoiceError::Sizes)?;
+        match (task, task_file) {
+            (Some(_), Some(_)) => Err(TaskChoiceError::Both),
+            (None, None) => Err(TaskChoiceError::Neither),
+            (Some(name), None) => Ok(ChosenTask::builtin(builtin_task(name, &sizes)?)),
+            (None, Some(path)) => {
+                let file = TaskFile::load(path)?;
+                let job = TaskFileJob::from_task_file(&file)?;
+                let task = FileTask::with_references(
+                    Arc::new(file),
+                    &sizes,
+                    Arc::new(builtin_references()),
+                )?;
+                let uncached = task.clone().with_cache_dir(None);
+                let reference_s = if task.file().spec.reference.kernel.is_none() {
+                    let (_, took) =
+                        uncached
+                            .run_reference(&uncached.inputs(0, 0))
+                            .map_err(|source| TaskChoiceError::Reference {
+                                path: path.to_path_buf(),
+                                source: Box::new(source),
+                            })?;
+                    took.as_secs_f64()
+                } else {
+                    0.0
+                };
+                Ok(ChosenTask {
+                    task: Box::new(task),
+                    file: Some((path.to_path_buf(), job)),
+                    reference_s,
+                })
+            }
+        }
+    }
+
+    /// A built-in task (no task file, no reference to make room for).
+    pub fn builtin(task: Box<dyn KernelTask>) -> Self {
+        ChosenTask {
+            task,
+            file: None,
+            reference_s: 0.0,
+        }
+    }
+
+    /// The task's name.
+    pub fn name(&self) -> String {
+        self.task.name().to_owned()
+    }
+
+    /// `base` with room for the reference: a worker computes it for every fresh input set
+    /// (and the baseline's), which must not count against the kernel.
+    pub fn timeout(&self, base: TimeoutPolicy) -> TimeoutPolicy {
+        if self.reference_s <= 0.0 || base.per_launch_factor == 0.0 {
+            return base;
+        }
+        let extra = Duration::from_secs_f64(8.0 * self.reference_s + 5.0);
+        TimeoutPolicy {
+            max: base.max + extra,
+            min: base.min + extra,
+            allowance: base.allowance + extra,
+            ..base
+        }
+    }
+
+    /// The evaluation protocol for this task: task files reuse an input set (and its
+    /// reference) for up to 8 evaluations in a warm worker, as the search does, so that a
+    /// Python reference does not run three times per evaluation.
+    pub fn eval_config(&self, base: EvalConfig) -> EvalConfig {
+        match &self.file {
+            Some(_) if base.reuse_inputs == 0 => EvalConfig {
+                reuse_inputs: 8,
+                ..base
+            },
+            _ => base,
+        }
+    }
+
+    /// An isolated evaluator's builder for this task at its sizes.
+    pub fn evaluator(&self, spec: BackendSpec) -> IsolatedEvaluatorBuilder {
+        let builder = IsolatedEvaluator::builder(spec, self.name(), self.task.sizes());
+        match &self.file {
+            Some((_, job)) => builder.task_file(job.clone()),
+            None => builder,
+        }
+    }
+}
+
+/// `kf task check`: validates the task file at `path` (at `size`), hands `out` one line at a
+/// time what it declares (sizes, signature, buffers, scalars, work, baseline), then runs its
+/// reference once, uncached, on the input set of `seed` and reports the outputs' ranges. A
+/// kernel reference is not run (it runs on an evaluator's backend).
+pub fn check_task_file(
+    path: &Path,
+    size: &str,
+    seed: u64,
+    mut out: impl FnMut(&str),
+) -> Result<(), TaskChoiceError> {
+    let sizes = parse_sizes(size).map_err(TaskChoiceError::Sizes)?;
+    let file = TaskFile::load(path)?;
+    // The reference really runs: no cache.
+    let task = FileTask::new(file, &sizes)?.with_cache_dir(None);
+    let spec = &task.file().spec;
+    out(&format!("task {} ({}): valid", spec.name, path.display()));
+    out(&format!("sizes: {}", sizes_text(&task.sizes())));
+    out(&format!("signature: {}{}", spec.name, task.signature()));
+    for (b, shape) in spec.buffers.iter().zip(task.shapes()) {
+        out(&format!(
+            "  buffer {:<10} {} {:?} {:?}",
+            b.name, b.dtype, shape, b.role
+        ));
+    }
+    for s in &spec.scalars {
+        out(&format!(
+            "  scalar {:<10} {} = {}",
+            s.name,
+            s.dtype,
+            s.value.as_f64()
+        ));
+    }
+    let work = task.describe().work;
+    out(&format!(
+        "work: {:.3e} flops, {:.3e} bytes",
+        work.flops, work.bytes
+    ));
+    let alternatives: Vec<String> = task.alternative_sizes().iter().map(sizes_text).collect();
+    out(&format!("alternative sizes: {}", alternatives.join("; ")));
+    let baselines = spec
+        .baseline
+        .as_ref()
+        .map(|b| b.kernel.to_vec().join(", "))
+        .unwrap_or_else(|| "none".into());
+    out(&format!("baseline: {baselines}"));
+    let r = &spec.reference;
+    if let Some(k) = &r.kernel {
+        out(&format!(
+            "reference: trusted kernel {k} (runs on the evaluator's backend; not run here)"
+        ));
+        return Ok(());
+    }
+    let data = task.inputs(seed, 0);
+    let (outputs, took) = task.run_reference(&data)?;
+    let which = r.python.as_deref().or(r.rust.as_deref()).unwrap_or("-");
+    out(&format!(
+        "reference {which}: ran in {:.3} s on input set 0 (seed {seed})",
+        took.as_secs_f64()
+    ));
+    for ((b, shape), output) in spec.buffers.iter().zip(task.shapes()).zip(&outputs) {
+        if output.is_empty() {
+            continue;
+        }
+        let (lo, hi) = output
+            .to_f64()
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), x| {
+                (l.min(*x), h.max(*x))
+            });
+        out(&format!(
+            "  output {:<10} {} {:?}: finite, range [{lo:.4}, {hi:.4}]",
+            b.name, b.dtype, shape
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_is_named_once() {
+        assert!(matches!(
+            ChosenTask::resolve(Some("gemm"), Some(Path::new("t.toml")), ""),
+            Err(TaskChoiceError::Both)
+        ));
+        assert!(matches!(
+            ChosenTask::resolve(None, None, ""),
+            Err(TaskChoiceError::Neither)
+        ));
+        let e = ChosenTask::resolve(Some("gemm"), None, "M=").unwrap_err();
+        assert!(matches!(e, TaskChoiceError::Sizes(_)), "{e}");
+        let chosen = ChosenTask::resolve(Some("gemm"), None, "M=64,N=64,K=64").unwrap();
+        assert_eq!(chosen.name(), "gemm");
+        let base = TimeoutPolicy::default();
+        assert_eq!(chosen.timeout(base).max, base.max);
+        assert_eq!(chosen.eval_config(EvalConfig::default()).reuse_inputs, 0);
+    }
+}

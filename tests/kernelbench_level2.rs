@@ -1,0 +1,110 @@
+//! KernelBench level 2 without PyTorch (issue 49): three problems (a GEMM with a reduction, a
+//! GEMM with group norm, a convolution with a bias), vendored unchanged under
+//! `tests/data/kernelbench_level2/vendor/`, imported by the documented command at small sizes
+//! (`--max-size 8`). The importer writes a NumPy reference (the problem run on its stand-in for
+//! torch), the model's weights as input buffers with the model's own initialisation, and a naive
+//! kernel generated from forward(); the naive kernel is `correct` on every input set, and the
+//! same kernel with one operation dropped (the bias) is not, so the reference is not the
+//! kernel's echo.
+//!
+//! Skips (printing `SKIPPED: …`) without OpenCL or NumPy unless `KF_REQUIRE_OPENCL=1` /
+//! `KF_REQUIRE_PYTHON=1`.
+
+use std::path::{Path, PathBuf};
+
+use kernelfoundry::opencl::testing::backend_or_skip;
+
+mod common;
+use common::{kf, text};
+
+fn import(dir: &Path, stem: &str) -> PathBuf {
+    let vendored = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/kernelbench_level2/vendor")
+        .join(format!("{stem}.py"));
+    let problem = dir.join(format!("{stem}.py"));
+    std::fs::copy(&vendored, &problem).unwrap();
+    let out = dir.join(stem);
+    let run = kf(&[
+        "task",
+        "import-kernelbench",
+        problem.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--max-size",
+        "8",
+        "--numpy",
+    ]);
+    assert!(run.status.success(), "{stem}: {}", text(&run));
+    out
+}
+
+fn eval(task: &Path, kernel: &Path) -> (String, String) {
+    let run = kf(&[
+        "eval",
+        "--task-file",
+        task.join("task.toml").to_str().unwrap(),
+        "--kernel",
+        kernel.to_str().unwrap(),
+        "--json",
+    ]);
+    let json: serde_json::Value =
+        serde_json::from_slice(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&run)));
+    (
+        json["status"].as_str().unwrap_or_default().to_owned(),
+        json["diagnostics"].as_str().unwrap_or_default().to_owned(),
+    )
+}
+
+#[test]
+fn level2_problems_import_and_their_naive_kernels_are_correct() {
+    if backend_or_skip().is_none() || !kf_eval::taskfile::python::numpy_or_skip() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    for (stem, weights) in [
+        ("14_Gemm_Divide_Sum_Scaling", &["weight"][..]),
+        (
+            "30_Gemm_GroupNorm_Hardtanh",
+            &["gemm_weight", "group_norm_weight"][..],
+        ),
+        (
+            "1_Conv2D_ReLU_BiasAdd",
+            &["conv_weight", "conv_bias", "bias"][..],
+        ),
+    ] {
+        let task = import(tmp.path(), stem);
+        let written = std::fs::read_to_string(task.join("task.toml")).unwrap();
+        for w in weights {
+            assert!(
+                written.contains(&format!("name = \"{w}\"")),
+                "{stem}: {w}: {written}"
+            );
+        }
+        assert!(
+            written.contains("[baseline]") && task.join("naive.cl").is_file(),
+            "{stem}: the generated naive kernel is the baseline: {written}"
+        );
+        let (status, said) = eval(&task, &task.join("naive.toml"));
+        assert_eq!(status, "correct", "{stem}: {said}");
+    }
+    // nn.Linear's weights are kaiming-uniform: uniform(-1/sqrt(in_features), ...) at the
+    // task's in_features (8), the model's own distribution first.
+    let gemm =
+        std::fs::read_to_string(tmp.path().join("30_Gemm_GroupNorm_Hardtanh/task.toml")).unwrap();
+    assert!(
+        gemm.contains("uniform(-0.35355339059327373, 0.35355339059327373)"),
+        "{gemm}"
+    );
+    // The convolution without its trailing bias add is wrong.
+    let conv = tmp.path().join("1_Conv2D_ReLU_BiasAdd");
+    let source = std::fs::read_to_string(conv.join("naive.cl")).unwrap();
+    let add = source
+        .lines()
+        .find(|l| l.contains(" + n") && l.trim_start().starts_with("return"))
+        .unwrap_or_else(|| panic!("no bias add in {source}"))
+        .to_owned();
+    let without = add.split(" + ").next().unwrap().to_owned() + ";";
+    std::fs::write(conv.join("naive.cl"), source.replace(&add, &without)).unwrap();
+    let (status, said) = eval(&conv, &conv.join("naive.toml"));
+    assert_eq!(status, "wrong_values", "without the bias: {said}");
+}
