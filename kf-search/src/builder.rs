@@ -17,8 +17,8 @@ use kf_tune::strategy::{NamedStrategy, StrategyFactory};
 
 use crate::{
     backends, defaults, offline_search, ArchiveFactory, ArchiveKind, BackendKind,
-    DefaultClassifier, OfflineMutators, SchedulerKind, SearchConfig, SearchError,
-    SearchEvaluator, ShippedArchive,
+    DefaultClassifier, OfflineMutators, SchedulerKind, SearchConfig, SearchError, SearchEvaluator,
+    ShippedArchive,
 };
 
 /// A layer around an evaluator (tower style): it receives the evaluator below it (at the
