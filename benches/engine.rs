@@ -58,7 +58,7 @@ impl BehaviorClassifier for IdClassifier {
     }
 }
 
-fn engine(in_flight: usize) -> Engine<NoopMutator, NoopEvaluator, IdClassifier, EliteArchive> {
+fn engine(in_flight: usize) -> Engine<NoopEvaluator, IdClassifier, EliteArchive> {
     let space = DescriptorSpace::kernel_default();
     let timing = TimingStats::from_samples(&[1e-3]).expect("valid sample");
     let archive = EliteArchive::new(space.clone()).expect("valid space");

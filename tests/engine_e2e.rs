@@ -14,7 +14,7 @@ fn archive(config: GridConfig) -> EliteArchive {
     EliteArchive::with_config(SyntheticClassifier::new(LEVELS).space().clone(), config).unwrap()
 }
 
-fn run<M: Mutator>(
+fn run<M: Mutator + 'static>(
     mutator: M,
     seed: u64,
     evaluations: u64,

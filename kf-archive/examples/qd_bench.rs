@@ -220,7 +220,7 @@ fn run<A: Archive + 'static>(
         }
         Ok(())
     };
-    let result = Engine::scheduled(
+    let result = Engine::new(
         scheduler,
         SyntheticEvaluator::with_levels(LEVELS),
         classifier,

@@ -56,7 +56,7 @@ fn run(
 ) -> (Islands, RunSummary) {
     let classifier = SyntheticClassifier::new(4).with_features();
     let scheduler = Scheduler::bandit(synthetic_emitters()).unwrap();
-    let mut engine = Engine::scheduled(
+    let mut engine = Engine::new(
         scheduler,
         SyntheticEvaluator::new(),
         classifier,

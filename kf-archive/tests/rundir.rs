@@ -29,9 +29,7 @@ fn fresh() -> EliteArchive {
 }
 
 /// The engine every test runs: the synthetic parts, seed [`SEED`], three in flight.
-fn engine(
-    evaluations: u64,
-) -> Engine<SyntheticMutator, SyntheticEvaluator, SyntheticClassifier, EliteArchive> {
+fn engine(evaluations: u64) -> Engine<SyntheticEvaluator, SyntheticClassifier, EliteArchive> {
     Engine::new(
         SyntheticMutator::new(0.1),
         SyntheticEvaluator::new(),
@@ -565,4 +563,35 @@ fn a_snapshot_of_another_space_is_refused_before_it_is_built() {
         Err(ArchiveError::InvalidSnapshot(what)) => assert!(what.contains("space"), "{what}"),
         other => panic!("expected InvalidSnapshot, got {other:?}"),
     }
+}
+
+/// A search driven step by step and stopped after 30 steps resumes from its run directory to
+/// the archive of an uninterrupted run (one step at a time is `max_in_flight(1)`).
+#[test]
+fn a_search_stopped_after_n_steps_resumes_from_its_run_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let uninterrupted = engine(120).max_in_flight(1).run_blocking().unwrap();
+    let dir = RunDir::open(tmp.path(), meta()).unwrap();
+    let mut stepper = engine(120)
+        .max_in_flight(1)
+        .checkpoint(dir)
+        .start()
+        .unwrap();
+    for expected in 0..30 {
+        assert_eq!(stepper.step_blocking().unwrap(), Some(expected));
+    }
+    drop(stepper); // as a program that stops here would
+    let dir = RunDir::open(tmp.path(), meta()).unwrap();
+    assert_eq!(
+        dir.len(),
+        30,
+        "one record per step told"
+    );
+    let resumed = engine(120)
+        .max_in_flight(1)
+        .checkpoint(dir)
+        .run_blocking()
+        .unwrap();
+    assert_eq!(resumed.summary.replayed_steps, 30);
+    assert_eq!(resumed.archive, uninterrupted.archive);
 }

@@ -39,7 +39,7 @@ fn run(
 ) -> (EliteArchive, RunSummary, Vec<EmitterStats>) {
     let classifier = SyntheticClassifier::new(4);
     let archive = EliteArchive::new(classifier.space().clone()).unwrap();
-    let mut engine = Engine::scheduled(scheduler(), SyntheticEvaluator::new(), classifier, archive)
+    let mut engine = Engine::new(scheduler(), SyntheticEvaluator::new(), classifier, archive)
         .seeds(vec![synthetic_seed(6)])
         .seed(SEED)
         .budget(Budget::evaluations(EVALUATIONS))
@@ -48,7 +48,7 @@ fn run(
     if let Some(dir) = dir {
         engine = engine.checkpoint(dir);
     }
-    let handle = engine.scheduler().unwrap();
+    let handle = engine.scheduler();
     let result = engine.run_blocking().unwrap();
     (result.archive, result.summary, handle.stats())
 }

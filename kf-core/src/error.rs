@@ -47,8 +47,41 @@ pub enum CoreError {
     TooManyFailures {
         /// How many failed in a row.
         count: u32,
-        /// The last failure.
-        last: String,
+        /// The last failure, with the failing part's own error as its source.
+        #[source]
+        last: StepFailure,
+    },
+    /// [`Stepper::tell`](crate::engine::Stepper::tell) named a step that is not waiting for
+    /// its evaluations: never asked, or already told.
+    #[error("step {step} is not waiting for evaluations (never asked, or already told)")]
+    UnknownStep {
+        /// The step named.
+        step: u64,
+    },
+    /// [`Stepper::tell`](crate::engine::Stepper::tell) was given the id of a step another
+    /// stepper asked.
+    #[error("step {step} was asked by another run")]
+    ForeignStep {
+        /// The step named.
+        step: u64,
+    },
+    /// [`Stepper::tell`](crate::engine::Stepper::tell) was given a number of evaluations other
+    /// than the step's number of candidates.
+    #[error("step {step} has {expected} candidates, but {got} evaluations were told")]
+    EvaluationCount {
+        /// The step.
+        step: u64,
+        /// Its candidates.
+        expected: usize,
+        /// The evaluations told.
+        got: usize,
+    },
+    /// [`Stepper::run`](crate::engine::Stepper::run) was called while steps asked with
+    /// [`Stepper::ask`](crate::engine::Stepper::ask) still wait for their evaluations.
+    #[error("steps {steps:?} were asked but not told; tell them before running to the end")]
+    StepsOutstanding {
+        /// The steps waiting.
+        steps: Vec<u64>,
     },
     /// A run directory's records do not match what this configuration does at the same step
     /// (a different seed, mutator or archive configuration).
@@ -68,4 +101,45 @@ pub enum CoreError {
     /// An observer failed.
     #[error("observer: {0}")]
     Observer(#[source] BoxError),
+}
+
+/// Why one engine step failed: the part that failed, with its own error kept whole as the
+/// source (so a caller can downcast it), or the message a run directory recorded for a replayed
+/// step. Its display is what the step's record says.
+///
+/// ```
+/// use kf_core::StepFailure;
+///
+/// let failure = StepFailure::Mutator {
+///     mutator: "llm".into(),
+///     source: Box::new(std::io::Error::other("server unreachable")),
+/// };
+/// assert_eq!(failure.to_string(), "mutator `llm`: server unreachable");
+/// let source = std::error::Error::source(&failure).unwrap();
+/// assert!(source.downcast_ref::<std::io::Error>().is_some());
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StepFailure {
+    /// The mutator failed before proposing children.
+    #[error("mutator `{mutator}`: {source}")]
+    Mutator {
+        /// The failing mutator's name.
+        mutator: String,
+        /// Its error.
+        #[source]
+        source: BoxError,
+    },
+    /// The evaluator failed on a child.
+    #[error("evaluator: {0}")]
+    Evaluator(#[source] BoxError),
+    /// The classifier failed on a child.
+    #[error("classifier: {0}")]
+    Classifier(#[source] BoxError),
+    /// The archive refused a child.
+    #[error("archive: {0}")]
+    Archive(#[source] BoxError),
+    /// A failure replayed from a run directory, which keeps only its message.
+    #[error("{0}")]
+    Recorded(String),
 }

@@ -12,10 +12,12 @@
 //! * [`compose`]: boxed forms of the traits ([`BoxMutator`], [`BoxEvaluator`],
 //!   [`BoxClassifier`]), [`Either`] of two implementations, and function adapters.
 //! * The [`Engine`]: a consuming builder that runs the MAP-Elites loop with a bounded number of
-//!   steps in flight. It depends on `futures` only and owns no async runtime.
+//!   steps in flight, or hands it out step by step ([`Engine::start`]: a [`Stepper`] whose
+//!   `ask` gives the next children and whose `tell` takes their evaluations). It depends on
+//!   `futures` only and owns no async runtime.
 //! * [`emitter`]: parent selection and the choice of mutator out of the archive: emitters, and
 //!   a [`Scheduler`](emitter::Scheduler) that picks them with a bandit credited by archive
-//!   improvement ([`Engine::scheduled`]).
+//!   improvement. [`Engine::new`] takes a scheduler or a single mutator (a scheduler of one).
 //! * [`novelty`]: children that repeat an evaluated kernel are dropped before evaluation
 //!   ([`Engine::novelty`]).
 //! * [`testing`]: a synthetic problem with a known optimum per cell, for tests and examples.
@@ -86,9 +88,10 @@ pub use compose::{BoxClassifier, BoxEvaluator, BoxMutator, DynError, Either};
 pub use descriptor::{Descriptor, DescriptorSpace, Dimension};
 pub use device::{DeviceFacts, DeviceKind};
 pub use engine::{
-    Budget, Engine, EngineConfig, HistoryPoint, RunResult, RunSummary, StopHandle, StopReason,
+    Ask, Budget, Engine, EngineConfig, HistoryPoint, Proposal, RunResult, RunSummary, StepId,
+    Stepper, StopHandle, StopReason,
 };
-pub use error::{BoxError, CoreError};
+pub use error::{BoxError, CoreError, StepFailure};
 pub use evaluation::{CompilerFacts, CorrectnessReport, Evaluation, Status, TimingStats};
 pub use fitness::Fitness;
 pub use kernel::{KernelSource, Language, ParamValue, ParamValues};

@@ -1,11 +1,68 @@
 //! The spend tracker behind [`crate::LlmBudget`]: committed spend plus reservations of the
-//! requests in flight, checked before anything is sent.
+//! requests in flight, checked before anything is sent; and [`CostUnit`], how LLM spend
+//! becomes the opaque cost the engine's budget counts.
 
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
+use kf_core::Usage;
+
 use crate::config::LlmBudget;
+
+/// How an LLM mutation's spend becomes the opaque cost it reports to the engine
+/// ([`Usage::cost`]), which [`kf_core::Budget::with_cost`] limits: the engine knows nothing of
+/// tokens or dollars, the LLM mutator converts ([`LlmMutatorConfig::cost_unit`](crate::LlmMutatorConfig::cost_unit)).
+///
+/// ```
+/// use kf_core::{Budget, Usage};
+/// use kf_prompt::{CostUnit, LlmBudget};
+///
+/// let usage = Usage { requests: 2, prompt_tokens: 300, completion_tokens: 100, cost_usd: 0.02, ..Usage::default() };
+/// assert_eq!(CostUnit::Dollars.cost(&usage), 0.02);
+/// assert_eq!(CostUnit::Tokens.cost(&usage), 400.0);
+/// // Stop the search after 50,000 LLM tokens (the mutator reporting tokens):
+/// let llm = LlmBudget::unlimited().with_tokens(50_000);
+/// let budget = CostUnit::Tokens.limit(Budget::evaluations(1_000), &llm);
+/// assert_eq!(budget.max_cost, Some(50_000.0));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CostUnit {
+    /// US dollars at the models' prices.
+    #[default]
+    Dollars,
+    /// Prompt plus completion tokens.
+    Tokens,
+    /// Requests.
+    Requests,
+}
+
+impl CostUnit {
+    /// The cost of `usage` in this unit.
+    pub fn cost(self, usage: &Usage) -> f64 {
+        match self {
+            CostUnit::Dollars => usage.cost_usd,
+            CostUnit::Tokens => usage.tokens() as f64,
+            CostUnit::Requests => usage.requests as f64,
+        }
+    }
+
+    /// `budget` with the limit of `llm` in this unit as its cost limit (unchanged when `llm`
+    /// has no limit in this unit): how a search stops once the LLM spent that much.
+    pub fn limit(self, budget: kf_core::Budget, llm: &LlmBudget) -> kf_core::Budget {
+        let limit = match self {
+            CostUnit::Dollars => llm.max_cost_usd,
+            CostUnit::Tokens => llm.max_tokens.map(|t| t as f64),
+            CostUnit::Requests => llm.max_requests.map(|r| r as f64),
+        };
+        match limit {
+            Some(limit) => budget.with_cost(limit),
+            None => budget,
+        }
+    }
+}
 
 /// Requests, tokens and dollars.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -239,6 +296,26 @@ mod tests {
         let unlimited = BudgetTracker::new(LlmBudget::unlimited());
         unlimited.preload(spend(u64::MAX, u64::MAX, 0.0));
         assert!(unlimited.reserve(spend(1, 1, 0.0)).is_ok());
+    }
+
+    #[test]
+    fn cost_units_convert_spend_and_limits() {
+        let usage = Usage {
+            requests: 3,
+            prompt_tokens: 10,
+            completion_tokens: 5,
+            cost_usd: 0.25,
+            ..Usage::default()
+        };
+        assert_eq!(CostUnit::default(), CostUnit::Dollars);
+        assert_eq!(CostUnit::Dollars.cost(&usage), 0.25);
+        assert_eq!(CostUnit::Tokens.cost(&usage), 15.0);
+        assert_eq!(CostUnit::Requests.cost(&usage), 3.0);
+        let llm = LlmBudget::requests(7).with_cost_usd(1.5);
+        let base = kf_core::Budget::evaluations(10);
+        assert_eq!(CostUnit::Dollars.limit(base, &llm).max_cost, Some(1.5));
+        assert_eq!(CostUnit::Requests.limit(base, &llm).max_cost, Some(7.0));
+        assert_eq!(CostUnit::Tokens.limit(base, &llm), base, "no token limit");
     }
 
     #[test]

@@ -108,7 +108,7 @@ pub mod testing;
 
 pub use async_trait::async_trait;
 pub use bandit::{choose_arm, weighted_index, ArmStats, BanditPolicy};
-pub use budget::{BudgetExceeded, BudgetTracker, Reservation, Spend};
+pub use budget::{BudgetExceeded, BudgetTracker, CostUnit, Reservation, Spend};
 pub use client::{ChatMessage, ChatRequest, ChatResponse, LlmClient, Role, TokenUsage};
 pub use components::{
     fill, Component, PromptComponents, PromptTemplates, DEFAULT_COMPONENTS_TOML,

@@ -19,6 +19,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::bandit::{choose_arm, weighted_index, ArmStats, BanditPolicy};
+use crate::budget::CostUnit;
 use crate::client::{ChatMessage, ChatRequest, LlmClient};
 use crate::components::{fill, PromptComponents, PromptTemplates};
 use crate::config::{LlmBudget, LlmSettings, ModelPolicy, ModelSpec};
@@ -83,6 +84,10 @@ pub struct LlmMutatorConfig {
     /// What to do when the budget refuses a request.
     #[serde(default)]
     pub when_exhausted: WhenExhausted,
+    /// What a mutation reports as its cost to the engine ([`kf_core::Usage::cost`], which
+    /// [`kf_core::Budget::with_cost`] limits): dollars by default.
+    #[serde(default)]
+    pub cost_unit: CostUnit,
 }
 
 impl Default for LlmMutatorConfig {
@@ -99,6 +104,7 @@ impl Default for LlmMutatorConfig {
             credit: CreditConfig::default(),
             seed: 0,
             when_exhausted: WhenExhausted::Fail,
+            cost_unit: CostUnit::Dollars,
         }
     }
 }
@@ -497,7 +503,10 @@ impl Mutator for LlmMutator {
     }
 
     async fn mutate(&self, parent: &Elite, ctx: &MutationContext) -> Result<Mutation, PromptError> {
-        Arc::clone(&self.inner).mutate(parent, ctx).await
+        let mut mutation = Arc::clone(&self.inner).mutate(parent, ctx).await?;
+        // The engine counts an opaque cost; this mutator's spend in the configured unit.
+        mutation.usage.cost = self.inner.config.cost_unit.cost(&mutation.usage);
+        Ok(mutation)
     }
 
     fn credit(&self, child: &Elite, outcome: &InsertOutcome) {
@@ -511,6 +520,8 @@ fn exchange_usage(x: &Exchange) -> Usage {
         prompt_tokens: x.response.usage.prompt_tokens,
         completion_tokens: x.response.usage.completion_tokens,
         cost_usd: x.cost_usd,
+        // Set once for the whole mutation (see `LlmMutator::mutate`).
+        cost: 0.0,
     }
 }
 

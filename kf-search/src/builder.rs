@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kf_archive::{CvtConfig, FeatureSpace, GridConfig, IslandConfig};
+use kf_core::emitter::Scheduler;
 use kf_core::{
     BehaviorClassifier, BoxError, BoxMutator, Candidate, EvaluationReport, Evaluator, Language,
     Mutator, Observe, ObserverMode, RunInfo, RunSummary, StopHandle,
@@ -16,8 +17,8 @@ use kf_tune::strategy::{NamedStrategy, StrategyFactory};
 
 use crate::{
     backends, defaults, offline_search, ArchiveFactory, ArchiveKind, BackendKind,
-    DefaultClassifier, EvaluatorFactory, OfflineMutators, Proposer, SchedulerKind, SearchConfig,
-    SearchError, ShippedArchive, ShippedEvaluator,
+    DefaultClassifier, EvaluatorFactory, OfflineMutators, SchedulerKind, SearchConfig, SearchError,
+    ShippedArchive, ShippedEvaluator,
 };
 
 /// A layer around an evaluator (tower style): it receives the evaluator below it (at the
@@ -171,9 +172,10 @@ struct FactoryInput<'a> {
     extra_mutators: Vec<(BoxMutator, f64)>,
 }
 
-/// How the builder finds the proposer and the seeds (those given, else its own).
-type MutatorFactory<M> =
-    Box<dyn FnOnce(FactoryInput<'_>) -> Result<(Vec<Candidate>, Proposer<M>), SearchError>>;
+/// How the builder finds the proposer (a single mutator is a scheduler of one) and the seeds
+/// (those given, else its own).
+type MutatorFactory =
+    Box<dyn FnOnce(FactoryInput<'_>) -> Result<(Vec<Candidate>, Scheduler), SearchError>>;
 
 /// The shipped search, open: see [`Search::builder`]. Built, it holds its assembled parts
 /// (the configuration, the task, the seeds, the backend, the tuning strategy, the archive's
@@ -182,7 +184,9 @@ pub struct Search<M, C, L, A = ShippedArchive, B = ShippedEvaluator> {
     pub(crate) config: SearchConfig,
     pub(crate) task: Box<dyn KernelTask>,
     pub(crate) seeds: Vec<Candidate>,
-    pub(crate) proposer: Proposer<M>,
+    pub(crate) proposer: Scheduler,
+    /// The mutator type the builder was given (the proposer holds it, boxed).
+    pub(crate) mutator_type: std::marker::PhantomData<fn() -> M>,
     /// Shared with the cell predictor of the default mutator and of tuning.
     pub(crate) classifier: Arc<C>,
     pub(crate) archive: A,
@@ -238,7 +242,9 @@ pub struct SearchBuilder<
     B = ShippedEvaluator,
 > {
     common: Common,
-    mutator: MutatorFactory<M>,
+    mutator: MutatorFactory,
+    /// The mutator type given (the factory holds it, boxed).
+    mutator_type: std::marker::PhantomData<fn() -> M>,
     classifier: C,
     layer: L,
     archive: A,
@@ -256,6 +262,7 @@ impl Search<MixMutator, DefaultClassifier, NoLayer, ShippedArchive> {
     /// [`SearchBuilder::config`]).
     pub fn builder() -> SearchBuilder {
         SearchBuilder {
+            mutator_type: std::marker::PhantomData,
             common: Common {
                 base: None,
                 edits: Vec::new(),
@@ -280,10 +287,8 @@ impl Search<MixMutator, DefaultClassifier, NoLayer, ShippedArchive> {
                 seeds.extend(input.extra_seeds);
                 parts.extra.extend(input.extra_mutators);
                 let proposer = match input.scheduler {
-                    SchedulerKind::Mix => Proposer::Mutator(parts.mix()),
-                    SchedulerKind::Bandit => {
-                        Proposer::Emitters(parts.emitters(SchedulerKind::policy())?)
-                    }
+                    SchedulerKind::Mix => Scheduler::single(parts.mix()),
+                    SchedulerKind::Bandit => parts.emitters(SchedulerKind::policy())?,
                 };
                 Ok((seeds, proposer))
             }),
@@ -476,6 +481,7 @@ impl<M, C, L, A, B> SearchBuilder<M, C, L, A, B> {
         self.common.archive_settings_dropped |= self.common.archive_settings_given;
         SearchBuilder {
             common: self.common,
+            mutator_type: std::marker::PhantomData,
             mutator: self.mutator,
             classifier: self.classifier,
             layer: self.layer,
@@ -500,6 +506,7 @@ impl<M, C, L, A, B> SearchBuilder<M, C, L, A, B> {
     ) -> SearchBuilder<M, C2, L, A, B> {
         SearchBuilder {
             common: self.common,
+            mutator_type: std::marker::PhantomData,
             mutator: self.mutator,
             classifier,
             layer: self.layer,
@@ -517,6 +524,7 @@ impl<M, C, L, A, B> SearchBuilder<M, C, L, A, B> {
     pub fn mutator<M2: Mutator + 'static>(self, mutator: M2) -> SearchBuilder<M2, C, L, A, B> {
         SearchBuilder {
             common: self.common,
+            mutator_type: std::marker::PhantomData,
             mutator: Box::new(move |input: FactoryInput<'_>| {
                 if !input.extra_mutators.is_empty() {
                     return Err(SearchError::MutatorsBesideReplaced {
@@ -528,7 +536,7 @@ impl<M, C, L, A, B> SearchBuilder<M, C, L, A, B> {
                     None => offline_search(input.task, input.language)?.0,
                 };
                 seeds.extend(input.extra_seeds);
-                Ok((seeds, Proposer::Mutator(mutator)))
+                Ok((seeds, Scheduler::single(mutator)))
             }),
             classifier: self.classifier,
             layer: self.layer,
@@ -568,6 +576,7 @@ impl<M, C, L, A, B> SearchBuilder<M, C, L, A, B> {
     pub fn evaluator_layer<L2>(self, layer: L2) -> SearchBuilder<M, C, Stack<L, L2>, A, B> {
         SearchBuilder {
             common: self.common,
+            mutator_type: std::marker::PhantomData,
             mutator: self.mutator,
             classifier: self.classifier,
             layer: Stack {
@@ -590,6 +599,7 @@ impl<M, C, L, A> SearchBuilder<M, C, L, A, ShippedEvaluator> {
     pub fn evaluator<B2: EvaluatorFactory>(self, factory: B2) -> SearchBuilder<M, C, L, A, B2> {
         SearchBuilder {
             common: self.common,
+            mutator_type: std::marker::PhantomData,
             mutator: self.mutator,
             classifier: self.classifier,
             layer: self.layer,
@@ -698,6 +708,7 @@ where
             task,
             seeds,
             proposer,
+            mutator_type: std::marker::PhantomData,
             classifier,
             archive,
             backend,

@@ -102,7 +102,7 @@ pub use evaluator::{
     SearchEvaluator, ShippedEvaluator,
 };
 pub use novelty::SourceNovelty;
-pub use proposer::{Proposer, SchedulerKind, UnknownScheduler};
+pub use proposer::{SchedulerKind, UnknownScheduler};
 pub use setup::{offline_search, offline_search_with, template_seeds, OfflineMutators};
 pub use tuned::{TunedEvaluator, CLOSE_CALL_MARGIN};
 
@@ -548,6 +548,7 @@ where
         task,
         seeds,
         proposer,
+        mutator_type: _,
         classifier,
         archive: archive_factory,
         backend,
@@ -638,44 +639,30 @@ where
     let evaluator = layer.layer(evaluator);
     // The device-evaluation budget stops the run through the same handle as Ctrl-C.
     let stop = stop.unwrap_or_default();
-    // One configuration for both kinds of engine (a plain mutator, or emitters under a
-    // scheduler), which differ in type.
-    macro_rules! configured {
-        ($engine:expr) => {{
-            let mut engine = $engine
-                .task(task.describe())
-                .device(device.clone())
-                .seeds(seeds)
-                .seed(config.seed)
-                .budget(budget)
-                .max_in_flight(config.in_flight.max(1))
-                .checkpoint(run_dir)
-                .novelty(SourceNovelty, novelty::shipped_config())
-                .add_observer(progress, ObserverMode::Always)
-                .add_observer(LogObserver::new(&space), ObserverMode::Always)
-                .add_observer(baseline.clone(), ObserverMode::Always);
-            for (observer, mode) in observers {
-                engine = engine.add_observer(observer, mode);
-            }
-            engine
-                .add_observer(
-                    DeviceEvaluationCounter::new(device_count.clone(), stop.clone()),
-                    ObserverMode::Always,
-                )
-                .stop_on(stop)
-        }};
+    let mut engine = Engine::new(proposer, evaluator, classifier, archive)
+        .task(task.describe())
+        .device(device.clone())
+        .seeds(seeds)
+        .seed(config.seed)
+        .budget(budget)
+        .max_in_flight(config.in_flight.max(1))
+        .checkpoint(run_dir)
+        .novelty(SourceNovelty, novelty::shipped_config())
+        .add_observer(progress, ObserverMode::Always)
+        .add_observer(LogObserver::new(&space), ObserverMode::Always)
+        .add_observer(baseline.clone(), ObserverMode::Always);
+    for (observer, mode) in observers {
+        engine = engine.add_observer(observer, mode);
     }
-    let mut scheduler = None;
-    let result = match proposer {
-        Proposer::Mutator(mutator) => {
-            configured!(Engine::new(mutator, evaluator, classifier, archive)).run_blocking()
-        }
-        Proposer::Emitters(emitters) => {
-            let engine = Engine::scheduled(emitters, evaluator, classifier, archive);
-            scheduler = engine.scheduler();
-            configured!(engine).run_blocking()
-        }
-    };
+    let engine = engine
+        .add_observer(
+            DeviceEvaluationCounter::new(device_count.clone(), stop.clone()),
+            ObserverMode::Always,
+        )
+        .stop_on(stop);
+    // Emitter statistics for the report; none for a single mutator (`--scheduler mix`).
+    let scheduler = Some(engine.scheduler()).filter(|s| !s.is_single());
+    let result = engine.run_blocking();
     // The local workers stay up to re-time the best kernel beside the reference library (a
     // fresh worker would prepare its inputs and baseline again); they stop after it.
     let (retimer, evaluator_after) = evaluator_handle.map_or((None, None), |h| h.into_parts());

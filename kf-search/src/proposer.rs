@@ -1,10 +1,11 @@
-//! Who proposes each step's children: one mutator whose parents the archive selects, or
-//! emitters picked by a scheduler (`--scheduler mix|bandit`).
+//! How the shipped search proposes each step's children (`--scheduler mix|bandit`): one
+//! mutator whose parents the archive selects, or emitters picked by a bandit. Either is a
+//! [`kf_core::emitter::Scheduler`].
 
 use std::fmt;
 use std::str::FromStr;
 
-use kf_core::emitter::{Scheduler, SchedulerPolicy};
+use kf_core::emitter::SchedulerPolicy;
 
 /// How the shipped search picks each step's parent and mutator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -63,37 +64,6 @@ impl FromStr for SchedulerKind {
             .into_iter()
             .find(|k| k.name() == s)
             .ok_or_else(|| UnknownScheduler(s.to_owned()))
-    }
-}
-
-/// What proposes the children of a search's steps.
-pub enum Proposer<M> {
-    /// One mutator; the archive selects each step's parent.
-    Mutator(M),
-    /// Emitters, one per step, chosen by the scheduler (which also picks the parent).
-    Emitters(Scheduler),
-}
-
-impl<M: kf_core::Mutator> Proposer<M> {
-    /// What the run directory records: the mutator's name, or `scheduler:` and the emitters'
-    /// names.
-    pub fn name(&self) -> String {
-        match self {
-            Proposer::Mutator(m) => m.name().to_owned(),
-            Proposer::Emitters(s) => {
-                let names: Vec<&str> = s.emitters().iter().map(|e| e.name()).collect();
-                format!("scheduler:{}", names.join(","))
-            }
-        }
-    }
-}
-
-impl<M> fmt::Debug for Proposer<M> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Proposer::Mutator(_) => f.write_str("Proposer::Mutator"),
-            Proposer::Emitters(s) => f.debug_tuple("Proposer::Emitters").field(s).finish(),
-        }
     }
 }
 

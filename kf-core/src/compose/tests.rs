@@ -279,7 +279,11 @@ fn fn_adapters_call_their_functions() {
 
 #[test]
 fn boxed_and_either_runs_equal_the_plain_run() {
-    fn run<M: Mutator, E: Evaluator, C: BehaviorClassifier>(m: M, e: E, c: C) -> crate::RunSummary {
+    fn run<M: Mutator + 'static, E: Evaluator, C: BehaviorClassifier>(
+        m: M,
+        e: E,
+        c: C,
+    ) -> crate::RunSummary {
         let archive = VecArchive::new(c.space().clone());
         Engine::new(m, e, c, archive)
             .seeds(vec![synthetic_seed(6)])

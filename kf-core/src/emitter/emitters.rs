@@ -101,11 +101,11 @@ pub enum ParentChoice {
 /// .unwrap();
 /// let classifier = SyntheticClassifier::new(4);
 /// let archive = VecArchive::new(classifier.space().clone());
-/// let engine = Engine::scheduled(scheduler, SyntheticEvaluator::new(), classifier, archive)
+/// let engine = Engine::new(scheduler, SyntheticEvaluator::new(), classifier, archive)
 ///     .seeds(vec![synthetic_seed(4)])
 ///     .seed(3)
 ///     .budget(Budget::evaluations(100));
-/// let scheduler = engine.scheduler().unwrap();
+/// let scheduler = engine.scheduler();
 /// let result = engine.run_blocking().unwrap();
 /// assert_eq!(result.summary.evaluations, 100);
 /// let stats = scheduler.stats();

@@ -4,7 +4,8 @@
 //! emitter of each step with a bandit credited by what its children did for the archive (a new
 //! cell, an improved elite, QD-score gained per device-second), or by fixed weights.
 //!
-//! Run an engine over a scheduler with [`Engine::scheduled`](crate::Engine::scheduled). The
+//! Run an engine over a scheduler with [`Engine::new`](crate::Engine::new) (a plain mutator is
+//! a scheduler of one emitter, [`Scheduler::single`]). The
 //! scheduler's state is a function of the judged children in step order, so a seeded run is
 //! reproducible, and a resumed run rebuilds it exactly by replaying the recorded steps (each
 //! [`StepRecord`](crate::StepRecord) names its emitter, and a resume that would choose another
@@ -14,9 +15,7 @@ mod emitters;
 mod scheduler;
 
 pub use emitters::{ArchiveView, Emitter, ParentChoice, Selection, SelectionEmitter};
-pub use scheduler::{
-    device_seconds, EmitterCredit, EmitterStats, ScheduledMutator, Scheduler, SchedulerPolicy,
-};
+pub use scheduler::{device_seconds, EmitterCredit, EmitterStats, Scheduler, SchedulerPolicy};
 
 #[cfg(test)]
 pub(crate) mod tests;

@@ -1,18 +1,16 @@
 //! The scheduler: which emitter runs each step, learned from archive improvement.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
-use async_trait::async_trait;
 use rand::{Rng, RngCore};
 use serde::{Deserialize, Serialize};
 
-use super::emitters::{ArchiveView, Emitter, ParentChoice};
-use crate::compose::DynError;
+use super::emitters::{ArchiveView, Emitter, ParentChoice, SelectionEmitter};
+use crate::compose::BoxMutator;
 use crate::error::CoreError;
 use crate::evaluation::Evaluation;
 use crate::traits::archive::{Archive, Elite, InsertOutcome};
-use crate::traits::mutator::{Mutation, MutationContext, Mutator, Needs};
+use crate::traits::mutator::{Mutator, Needs};
 
 /// Device time charged to a child whose evaluation reports none (a compile error, say), so that
 /// a rate per device-second stays finite.
@@ -124,8 +122,6 @@ impl EmitterStats {
 #[derive(Debug, Default)]
 pub(super) struct State {
     arms: Vec<EmitterStats>,
-    /// The emitter of each step in flight.
-    pending: BTreeMap<u64, usize>,
     /// QD-score gained and device time over all credited children: the reference rate a
     /// child's rate is compared with.
     total_gain: f64,
@@ -138,9 +134,16 @@ pub(super) struct State {
 /// half for the QD-score gained per device-second, as `r / (r + r̄)` against the run's mean
 /// rate `r̄` so far (unit-free: a fast kernel's microseconds and a slow one's seconds weigh
 /// alike). See [`Emitter`] for an example.
+///
+/// A single mutator is a scheduler too ([`Scheduler::single`], or `From` any [`Mutator`]): one
+/// emitter whose parents the archive selects, which is what
+/// [`Engine::new`](crate::Engine::new) makes of a mutator.
 pub struct Scheduler {
     emitters: Vec<Box<dyn Emitter>>,
     policy: SchedulerPolicy,
+    /// Made from one mutator: its steps name no emitter, and it draws nothing from the run's
+    /// random stream to choose one.
+    single: bool,
     state: Mutex<State>,
 }
 
@@ -152,6 +155,7 @@ impl std::fmt::Debug for Scheduler {
                 &self.emitters.iter().map(|e| e.name()).collect::<Vec<_>>(),
             )
             .field("policy", &self.policy)
+            .field("single", &self.single)
             .finish()
     }
 }
@@ -213,11 +217,65 @@ impl Scheduler {
         Ok(Scheduler {
             emitters,
             policy,
+            single: false,
             state: Mutex::new(State {
                 arms,
                 ..State::default()
             }),
         })
+    }
+
+    /// One mutator whose parents the archive selects ([`Archive::select_parent`]): the
+    /// scheduler an engine over a plain mutator runs. Its steps record no emitter, its name is
+    /// the mutator's, and choosing its one emitter draws nothing from the run's random stream,
+    /// so a run is what it was when engines took a mutator directly (and resumes the same run
+    /// directories).
+    ///
+    /// ```
+    /// use kf_core::emitter::Scheduler;
+    /// use kf_core::testing::SyntheticMutator;
+    ///
+    /// let scheduler = Scheduler::single(SyntheticMutator::new(0.1));
+    /// assert!(scheduler.is_single());
+    /// assert_eq!(scheduler.name(), "synthetic-gaussian");
+    /// ```
+    pub fn single(mutator: impl Mutator + 'static) -> Self {
+        let emitter = SelectionEmitter::archive(BoxMutator::new(mutator));
+        let arms = vec![EmitterStats {
+            name: emitter.name().to_owned(),
+            ..EmitterStats::default()
+        }];
+        Scheduler {
+            emitters: vec![Box::new(emitter)],
+            policy: SchedulerPolicy::Fixed { weights: vec![1.0] },
+            single: true,
+            state: Mutex::new(State {
+                arms,
+                ..State::default()
+            }),
+        }
+    }
+
+    /// Whether this is one mutator ([`Scheduler::single`]) rather than emitters.
+    pub fn is_single(&self) -> bool {
+        self.single
+    }
+
+    /// The name a run directory records for what proposes the children: the mutator's name
+    /// for [`Scheduler::single`], else `scheduler:` and the emitters' names.
+    pub fn name(&self) -> String {
+        if self.single {
+            return self.emitters[0].mutator().name().to_owned();
+        }
+        let names: Vec<&str> = self.emitters.iter().map(|e| e.name()).collect();
+        format!("scheduler:{}", names.join(","))
+    }
+
+    /// What the emitters' mutators need, together.
+    pub fn needs(&self) -> Needs {
+        self.emitters
+            .iter()
+            .fold(Needs::NOTHING, |n, e| n.union(e.mutator().needs()))
     }
 
     /// A scheduler with the default bandit ([`SchedulerPolicy::default`]).
@@ -282,13 +340,18 @@ impl Scheduler {
         }
     }
 
-    /// Chooses the emitter of `step` and its parent; `None` when the archive is empty.
+    /// Chooses the emitter of a step and its parent; `None` when the archive is empty.
     pub(crate) fn choose<A: Archive>(
         &self,
-        step: u64,
         archive: &mut A,
         rng: &mut dyn RngCore,
     ) -> Option<(usize, Elite)> {
+        if self.single {
+            // The archive's choice, with nothing else drawn (see `Scheduler::single`).
+            let parent = archive.select_parent(rng)?.clone();
+            self.lock().arms[0].steps += 1;
+            return Some((0, parent));
+        }
         if archive.elites().is_empty() {
             return None;
         }
@@ -310,18 +373,17 @@ impl Scheduler {
             None => archive.select_parent(rng)?.clone(),
         };
         state.arms[index].steps += 1;
-        state.pending.insert(step, index);
         Some((index, parent))
     }
 
-    /// The emitter's name.
-    pub(crate) fn name_of(&self, index: usize) -> &str {
-        self.emitters[index].name()
+    /// The name a step of emitter `index` records: none for [`Scheduler::single`].
+    pub(crate) fn recorded_name(&self, index: usize) -> Option<&str> {
+        (!self.single).then(|| self.emitters[index].name())
     }
 
-    /// Forgets the emitter of a completed step.
-    pub(crate) fn finish_step(&self, step: u64) {
-        self.lock().pending.remove(&step);
+    /// The mutator of emitter `index`.
+    pub(crate) fn mutator(&self, index: usize) -> &BoxMutator {
+        self.emitters[index].mutator()
     }
 
     /// Credits emitter `index` with one child (its mutator too, when the child was judged).
@@ -373,52 +435,12 @@ impl Scheduler {
         arm.qd_gain += gain;
         arm.device_seconds += device;
     }
-
-    fn pending(&self, step: u64) -> Option<usize> {
-        self.lock().pending.get(&step).copied()
-    }
 }
 
-/// The engine's mutator when a [`Scheduler`] drives it: each step's mutation is that of the
-/// emitter the scheduler chose for the step. Made by [`Engine::scheduled`](crate::Engine::scheduled).
-#[derive(Debug, Clone)]
-pub struct ScheduledMutator {
-    scheduler: Arc<Scheduler>,
-}
-
-impl ScheduledMutator {
-    pub(crate) fn new(scheduler: Arc<Scheduler>) -> Self {
-        ScheduledMutator { scheduler }
+/// Any mutator is a scheduler of one ([`Scheduler::single`]), so that
+/// [`Engine::new`](crate::Engine::new) takes either.
+impl<M: Mutator + 'static> From<M> for Scheduler {
+    fn from(mutator: M) -> Self {
+        Scheduler::single(mutator)
     }
-}
-
-#[async_trait]
-impl Mutator for ScheduledMutator {
-    type Error = DynError;
-
-    fn name(&self) -> &str {
-        "scheduler"
-    }
-
-    /// Whatever any emitter's mutator needs.
-    fn needs(&self) -> Needs {
-        self.scheduler
-            .emitters
-            .iter()
-            .fold(Needs::NOTHING, |n, e| n.union(e.mutator().needs()))
-    }
-
-    async fn mutate(&self, parent: &Elite, ctx: &MutationContext) -> Result<Mutation, DynError> {
-        let Some(index) = self.scheduler.pending(ctx.step) else {
-            // The engine chooses an emitter for every step it launches; a step without one
-            // was not launched by a scheduled engine.
-            return Ok(Mutation::default());
-        };
-        self.scheduler.emitters[index]
-            .mutator()
-            .mutate(parent, ctx)
-            .await
-    }
-
-    // Credit goes through the scheduler, which knows each child's emitter.
 }

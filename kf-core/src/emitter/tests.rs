@@ -30,13 +30,13 @@ fn run(
     let archive = VecArchive::new(classifier.space().clone());
     let scheduler = Scheduler::new(synthetic_emitters(), policy)?;
     let checkpoint = Shared::holding(recorded);
-    let engine = Engine::scheduled(scheduler, SyntheticEvaluator::new(), classifier, archive)
+    let engine = Engine::new(scheduler, SyntheticEvaluator::new(), classifier, archive)
         .seeds(vec![synthetic_seed(5)])
         .seed(seed)
         .budget(Budget::evaluations(evaluations))
         .max_in_flight(in_flight)
         .checkpoint(checkpoint.clone());
-    let handle = engine.scheduler().expect("a scheduled engine");
+    let handle = engine.scheduler();
     let result = engine.run_blocking()?;
     let records = checkpoint.records();
     Ok(Outcome {
@@ -118,11 +118,11 @@ fn the_bandit_learns_to_avoid_an_emitter_that_proposes_nothing() {
         ))),
     ];
     let scheduler = Scheduler::bandit(emitters).unwrap();
-    let engine = Engine::scheduled(scheduler, SyntheticEvaluator::new(), classifier, archive)
+    let engine = Engine::new(scheduler, SyntheticEvaluator::new(), classifier, archive)
         .seeds(vec![synthetic_seed(3)])
         .seed(1)
         .budget(Budget::evaluations(200));
-    let handle = engine.scheduler().unwrap();
+    let handle = engine.scheduler();
     let result = engine.run_blocking().unwrap();
     assert_eq!(result.summary.evaluations, 200);
     let stats = handle.stats();

@@ -8,16 +8,19 @@ use serde::{Deserialize, Serialize};
 
 /// Limits on a run. The engine stops launching steps when any is reached. The evaluation limit
 /// is exact: no more candidates are evaluated than it allows.
+///
+/// The cost is opaque to the engine: it sums the [`Usage::cost`](crate::Usage::cost) each
+/// mutation reports, in whatever unit the mutators agree on (kf-prompt's LLM mutator reports
+/// US dollars by default, or tokens or requests: `kf_prompt::CostUnit`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Budget {
     /// Candidates evaluated (seeds included).
     pub max_evaluations: Option<u64>,
     /// Wall-clock time; steps in flight when it is reached still finish.
     pub max_wall: Option<Duration>,
-    /// Mutator spend in US dollars.
-    pub max_cost_usd: Option<f64>,
-    /// Mutator tokens.
-    pub max_tokens: Option<u64>,
+    /// The mutators' summed cost ([`Usage::cost`](crate::Usage::cost)), in their unit.
+    #[serde(default)]
+    pub max_cost: Option<f64>,
 }
 
 impl Budget {
@@ -35,24 +38,26 @@ impl Budget {
         self
     }
 
-    /// Adds a cost limit.
-    pub fn with_cost_usd(mut self, usd: f64) -> Self {
-        self.max_cost_usd = Some(usd);
+    /// Adds a limit on the mutators' summed cost ([`Usage::cost`](crate::Usage::cost)).
+    pub fn with_cost(mut self, cost: f64) -> Self {
+        self.max_cost = Some(cost);
         self
     }
 
-    /// Adds a token limit.
-    pub fn with_tokens(mut self, tokens: u64) -> Self {
-        self.max_tokens = Some(tokens);
-        self
+    /// Adds a cost limit in US dollars: the opaque cost limit, for mutators that report
+    /// dollars as their cost (kf-prompt's LLM mutator does by default).
+    #[deprecated(
+        since = "0.1.0",
+        note = "use `Budget::with_cost`: the engine's cost is opaque, and kf-prompt's LLM \
+                mutator reports dollars in it unless told otherwise (`kf_prompt::CostUnit`)"
+    )]
+    pub fn with_cost_usd(self, usd: f64) -> Self {
+        self.with_cost(usd)
     }
 
     /// True when no limit is set (the engine refuses to run forever).
     pub fn is_unbounded(&self) -> bool {
-        self.max_evaluations.is_none()
-            && self.max_wall.is_none()
-            && self.max_cost_usd.is_none()
-            && self.max_tokens.is_none()
+        self.max_evaluations.is_none() && self.max_wall.is_none() && self.max_cost.is_none()
     }
 }
 
@@ -64,10 +69,8 @@ pub enum StopReason {
     Evaluations,
     /// The wall-clock budget was spent.
     WallTime,
-    /// The cost budget was spent.
+    /// The cost budget ([`Budget::max_cost`]) was spent.
     Cost,
-    /// The token budget was spent.
-    Tokens,
     /// A [`StopHandle`] asked the run to stop; steps in flight were abandoned.
     Stopped,
     /// The mutators proposed no child for

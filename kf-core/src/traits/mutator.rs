@@ -10,8 +10,10 @@ use crate::device::DeviceFacts;
 use crate::task::Task;
 use crate::traits::archive::{ArchiveHints, Elite};
 
-/// Tokens, requests and money spent by a mutation (zero for offline mutators); the engine sums
-/// them against its cost budget.
+/// What a mutation cost (zero for offline mutators). The engine sums usages; its budget limits
+/// only the opaque [`Usage::cost`] ([`Budget::max_cost`](crate::Budget::max_cost)). The request
+/// and token counts and the dollars are records for reports (kf-prompt's LLM mutator fills
+/// them, and converts what it spent into `cost`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     /// Requests made.
@@ -22,6 +24,14 @@ pub struct Usage {
     pub completion_tokens: u64,
     /// Cost in US dollars.
     pub cost_usd: f64,
+    /// The cost the engine's budget counts, in the mutators' own unit (see
+    /// [`Budget::max_cost`](crate::Budget::max_cost)).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cost: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 impl Usage {
@@ -39,6 +49,7 @@ impl Usage {
             .completion_tokens
             .saturating_add(other.completion_tokens);
         self.cost_usd += other.cost_usd;
+        self.cost += other.cost;
     }
 }
 
@@ -221,6 +232,7 @@ mod tests {
             prompt_tokens: u64::MAX,
             completion_tokens: 1,
             cost_usd: 0.5,
+            cost: 0.25,
         };
         assert_eq!(total.tokens(), u64::MAX);
         total.add(&total.clone());
@@ -228,5 +240,6 @@ mod tests {
         assert_eq!(total.completion_tokens, 2);
         assert_eq!(total.requests, 2);
         assert_eq!(total.cost_usd, 1.0);
+        assert_eq!(total.cost, 0.5);
     }
 }
