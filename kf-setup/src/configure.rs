@@ -152,6 +152,14 @@ pub(crate) fn sycl(layout: &Layout<'_>, version: &str) -> Result<Value, SetupErr
     layout.find("include/sycl/sycl.hpp", "sycl/sycl.hpp")?;
     layout.find("lib/libsycl.so", "libsycl.so")?;
     let vendors = layout.root.join("opencl").join(OPENCL_VENDORS);
+    // SYCL's OpenCL adapter (its CPU device) opens `libOpenCL.so.1` by name, found beside it
+    // in pip's shared venv; here the ICD loader is the OpenCL runtime's, in its own prefix.
+    let loader = layout.root.join("opencl/lib/libOpenCL.so.1");
+    let link = layout.staged.join("lib/libOpenCL.so.1");
+    #[cfg(unix)]
+    if loader.is_file() && !link.exists() {
+        std::os::unix::fs::symlink(&loader, &link).map_err(io_at(&link))?;
+    }
     let mut m = layout.head();
     m.insert("runtime".into(), json!("intel-sycl-rt"));
     m.insert("version".into(), json!(version));
