@@ -14,12 +14,11 @@
 mod archive;
 mod backend;
 mod classifier;
+mod counters;
 mod layer;
 mod mutator;
 mod report;
 mod tuning;
-
-use std::sync::atomic::Ordering;
 
 use anyhow::{ensure, Context};
 use kernelfoundry::core::prelude::*;
@@ -32,12 +31,9 @@ fn main() -> anyhow::Result<()> {
     // First: evaluation workers are this program, re-executed; they open our backend by name.
     kernelfoundry::init_with(&BackendRegistry::new().with(backend::CountingOpenCl));
 
-    let mut args = std::env::args().skip(1);
-    let n: i64 = args.next().map_or(Ok(256), |a| a.parse()).context("size")?;
-    let evaluations: u64 = args
-        .next()
-        .map_or(Ok(16), |a| a.parse())
-        .context("budget")?;
+    let mut args = std::env::args().skip(1).map(|a| a.parse::<u64>());
+    let n = args.next().unwrap_or(Ok(256)).context("size: a number")?;
+    let evaluations = args.next().unwrap_or(Ok(16)).context("budget: a number")?;
     let sizes = parse_sizes(&format!("M={n},N={n},K={n}"))?;
     let task = builtin_task("gemm", &sizes)?;
     println!("gemm {n}x{n}x{n}");
@@ -60,22 +56,7 @@ fn main() -> anyhow::Result<()> {
     std::fs::create_dir_all(&out)?;
     let launch_log = out.join("launches.log");
     std::env::set_var(backend::LAUNCH_LOG_ENV, &launch_log);
-
-    // Our parts' counters, read after the search.
-    let archive = archive::LoggingGridFactory::default();
-    let offered = archive.offered.clone();
-    let strategy = tuning::BestNeighbourFactory::default();
-    let tuned = strategy.made.clone();
-    let layer = layer::CountingLayer::default();
-    let layered = layer.evaluations.clone();
-    let new_best = |r: &EvaluationReport<'_>| -> Result<(), BoxError> {
-        let speedup = r.evaluation.and_then(|e| e.speedup).unwrap_or(0.0);
-        println!(
-            "new best: {} {speedup:.2}x by {}",
-            r.candidate.id, r.candidate.origin.mutator
-        );
-        Ok(())
-    };
+    let (archive, strategy, layer, counters) = counters::parts(launch_log);
 
     // The shipped search (evaluator in worker processes, tuning, report) with our parts.
     let outcome = Search::builder()
@@ -89,7 +70,7 @@ fn main() -> anyhow::Result<()> {
         .tune_budget(2)
         .tune_strategy_factory(strategy)
         .evaluator_layer(layer)
-        .observer(new_best, ObserverMode::NewBest)
+        .observer(report::print_new_best, ObserverMode::NewBest)
         .seed(25)
         .evaluations(evaluations)
         .wall(None)
@@ -97,44 +78,24 @@ fn main() -> anyhow::Result<()> {
         .progress(false)
         .build()?
         .run();
+    // Checked before the temporary folder goes.
     let checked = outcome.map_err(anyhow::Error::from).and_then(|outcome| {
         let parts = report::check_output(&out, &report::OUR_PARTS)?;
-        Ok((outcome, parts, backend::launches(&launch_log)))
+        Ok((outcome, parts, counters.read()))
     });
     let _ = std::fs::remove_dir_all(&out);
-    let (result, parts, launches) = checked?;
+    let (result, parts, counts) = checked?;
 
     println!("report.json names the parts: {parts}");
     let metrics = result.archive.metrics();
+    let (evaluated, filled) = (result.summary.evaluations, metrics.filled);
     println!(
-        "{} evaluations, {}/{} cells filled",
-        result.summary.evaluations, metrics.filled, metrics.cells
+        "{evaluated} evaluations, {filled}/{} cells filled",
+        metrics.cells
     );
-    let counters = [
-        ("kernel launches by the counting backend", launches),
-        (
-            "insertions logged by the archive",
-            offered.load(Ordering::Relaxed),
-        ),
-        (
-            "kernels tuned by best-neighbour",
-            tuned.load(Ordering::Relaxed),
-        ),
-        (
-            "evaluations through the counting layer",
-            layered.load(Ordering::Relaxed),
-        ),
-    ];
-    for (what, n) in counters {
-        println!("{what}: {n}");
-        ensure!(n > 0, "no {what}: the part was not used");
-    }
+    counters::check(&counts)?;
     let best = report::print_elites(&result.archive, &space).context("no correct kernel")?;
-    ensure!(
-        metrics.filled >= 2,
-        "the search filled only {} cell",
-        metrics.filled
-    );
+    ensure!(filled >= 2, "the search filled only {filled} cell");
     println!("best correct kernel: {best:.1} GFLOP/s");
     Ok(())
 }

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use anyhow::{ensure, Context};
-use kernelfoundry::core::{Archive, DescriptorSpace};
+use kernelfoundry::core::{Archive, BoxError, DescriptorSpace, EvaluationReport};
 
 /// The parts of our own, by their place in `report.json`'s `parts` and their names.
 pub const OUR_PARTS: [(&str, &str); 5] = [
@@ -55,4 +55,12 @@ pub fn print_elites(archive: &impl Archive, space: &DescriptorSpace) -> Option<f
         }
     }
     best
+}
+
+/// An observer: prints every new best as it happens.
+pub fn print_new_best(r: &EvaluationReport<'_>) -> Result<(), BoxError> {
+    let speedup = r.evaluation.and_then(|e| e.speedup).unwrap_or(0.0);
+    let (id, by) = (r.candidate.id, &r.candidate.origin.mutator);
+    println!("new best: {id} {speedup:.2}x by {by}");
+    Ok(())
 }
