@@ -997,4 +997,51 @@ mod tests {
         assert_eq!(report["extra"]["parts"]["evaluator"], "by-length");
         assert_eq!(report["extra"]["parts"]["evaluator_layers"][0], "outer");
     }
+
+    /// A resumed run refuses another archive, tuning strategy or backend: the run directory
+    /// records their names.
+    #[test]
+    fn a_resumed_run_refuses_parts_of_other_names() {
+        if !crate::doctest_backend_available() {
+            return;
+        }
+        let out = tempfile::tempdir().expect("a temporary folder");
+        let search = || {
+            Search::builder()
+                .task("softmax")
+                .size("ROWS=8,COLS=32")
+                .expect("sizes")
+                .evaluator(ByLength::default())
+                .evaluations(3)
+                .reference(false)
+                .out(out.path())
+                .progress(false)
+        };
+        let first = search().archive_factory(OwnGrid).build().expect("builds");
+        first.run().expect("runs");
+        let again = search().archive_factory(OwnGrid).build().expect("builds");
+        assert_eq!(again.run().expect("resumes").summary.evaluations, 3);
+        let mismatch = |r: Result<_, SearchError>| {
+            matches!(
+                r,
+                Err(SearchError::Archive(
+                    kf_archive::ArchiveError::MetaMismatch { .. }
+                ))
+            )
+        };
+        let shipped = search().build().expect("builds").run();
+        assert!(
+            mismatch(shipped.map(|_| ())),
+            "the shipped grid is another archive"
+        );
+        let strategy = search()
+            .archive_factory(OwnGrid)
+            .tune_strategy_factory(kf_tune::strategy::FnStrategy::new("mine", || {
+                kf_tune::strategy::StrategyName::Random.build()
+            }))
+            .build()
+            .expect("builds")
+            .run();
+        assert!(mismatch(strategy.map(|_| ())), "another tuning strategy");
+    }
 }
