@@ -710,6 +710,7 @@ fn build_spec(
         work: None,
         baseline,
         alternative_sizes: Vec::new(),
+        family: None,
     })
 }
 

@@ -34,6 +34,19 @@ pub enum TaskFileError {
         /// What is wrong.
         message: String,
     },
+    /// The `[family]` table names a buffer the task does not declare, or one whose role or
+    /// dtype the family cannot use.
+    #[error("{file}: {field}: buffer `{buffer}` {problem}")]
+    FamilyBuffer {
+        /// The task file.
+        file: String,
+        /// The family's field, such as `family.c`.
+        field: String,
+        /// The buffer named.
+        buffer: String,
+        /// What is wrong with it.
+        problem: String,
+    },
     /// An expression (shape, work) does not parse or evaluate; the message names the file,
     /// the field and the expression.
     #[error(transparent)]

@@ -398,6 +398,10 @@ impl KernelTask for FileTask {
         &self.file.spec.name
     }
 
+    fn family(&self) -> Option<super::FamilySpec> {
+        self.file.spec.family.clone()
+    }
+
     fn sizes(&self) -> Sizes {
         self.sizes.clone()
     }

@@ -344,6 +344,9 @@ impl TaskFile {
             }
             alternatives.push(table);
         }
+        if let Some(family) = &spec.family {
+            family.validate(&spec, &file)?;
+        }
         // Reference and baseline files.
         let r = &spec.reference;
         let given = [&r.python, &r.kernel, &r.rust]

@@ -55,6 +55,7 @@
 //! ```
 
 pub(crate) mod error;
+mod family;
 mod file_task;
 mod init;
 mod load;
@@ -64,6 +65,7 @@ mod reference;
 pub mod schema;
 
 pub use error::{InitError, ReferenceError, TaskFileError};
+pub use family::{FamilySpec, MapFamily, MatmulFamily, RowFamily};
 pub use file_task::{FileTask, DEFAULT_REFERENCE_TIMEOUT_S};
 pub use init::Init;
 pub use load::{ArgKind, TaskBase, TaskFile, MAX_BUFFER_BYTES, MAX_ELEMENTS};

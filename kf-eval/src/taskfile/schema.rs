@@ -253,6 +253,10 @@ pub struct TaskSpec {
     /// keep their current values. Without any, the evaluator halves each size in turn.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub alternative_sizes: Vec<IndexMap<String, ExprText>>,
+    /// The operator family (`[family]`: a matrix product, a row reduction…), so that a
+    /// search seeds the family's fast structures; see [`crate::taskfile::FamilySpec`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<super::family::FamilySpec>,
 }
 
 impl TaskSpec {

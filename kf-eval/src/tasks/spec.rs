@@ -136,6 +136,12 @@ pub trait KernelTask: Send + Sync {
     fn reference_kernel(&self, _language: Language) -> Option<KernelSource> {
         None
     }
+
+    /// The operator family the task declares (a task file's `[family]`), for searches that
+    /// seed a family's fast structures; `None` (the default) for a task that declares none.
+    fn family(&self) -> Option<crate::taskfile::FamilySpec> {
+        None
+    }
 }
 
 /// Parses `M=256,N=192,K=128`.
