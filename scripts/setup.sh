@@ -50,7 +50,8 @@
 #                                         and the CUDA headers, read by kf-backend-cuda
 #
 # The default path needs no root: everything lives under the runtime dir. It needs PyPI access
-# and about 0.9 GB of disk.
+# and about 0.9 GB of disk. Which packages, at which versions: kf-setup/runtimes.toml, which
+# `kf setup` reads too (it installs the same into the per-user folder, for an installed kf).
 set -euo pipefail
 
 LOG_TAG=setup
