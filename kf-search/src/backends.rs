@@ -139,7 +139,7 @@ pub fn shipped() -> BackendRegistry {
         .fold(BackendRegistry::new(), BackendRegistry::with_shared)
 }
 
-/// Opens the OpenCL backend ([`open_opencl`]).
+/// Opens the OpenCL backend (`open_opencl`, feature `opencl`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OpenClFactory;
 
@@ -161,7 +161,7 @@ impl BackendFactory for OpenClFactory {
     }
 }
 
-/// Opens the CUDA backend ([`open_cuda`]); it reports registers.
+/// Opens the CUDA backend (`open_cuda`, feature `cuda`); it reports registers.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CudaFactory;
 
@@ -187,7 +187,7 @@ impl BackendFactory for CudaFactory {
     }
 }
 
-/// Opens the SYCL backend ([`open_sycl`]).
+/// Opens the SYCL backend (`open_sycl`, feature `sycl`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SyclFactory;
 
