@@ -42,6 +42,7 @@
 //! # let _ = mutator;
 //! ```
 
+mod binding;
 mod cuda;
 mod error;
 mod languages;
@@ -55,6 +56,7 @@ mod structural;
 mod sub_groups;
 mod template;
 
+pub use binding::TaskBinding;
 pub use cuda::{
     CUDA_GEMM_BLOCKED_CU, CUDA_GEMM_BLOCKED_TOML, CUDA_SOFTMAX_GROUP_CU, CUDA_SOFTMAX_GROUP_TOML,
 };
