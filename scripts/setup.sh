@@ -20,6 +20,8 @@
 #                                 # without it the KernelBench tasks use their NumPy references.
 #   scripts/setup.sh --numpy      # only NumPy in the venv, for task files' Python references
 #                                 # (every other mode installs it as well; about 20 MB)
+#   scripts/setup.sh --pyopencl   # pyopencl and pytest in the venv, for the Python modules
+#                                 # `kf export --python` writes and their tests (a few MB)
 #   scripts/setup.sh --browser    # Debian's chromium for the run explorer's browser tests
 #                                 # (apt-get, needs root/sudo; nothing when one is installed)
 #
@@ -64,6 +66,7 @@ WANT_SYCL=0
 WANT_CUDA=0
 WANT_TORCH=0
 WANT_NUMPY=0
+WANT_PYOPENCL=0
 WANT_BROWSER=0
 
 # What to install: kf-setup/runtimes.toml, the one description this script and `kf setup`
@@ -101,11 +104,13 @@ mapfile -t OPENCL_PACKAGES < <(described_packages opencl)
 mapfile -t CUDA_PACKAGES < <(described_packages cuda)
 mapfile -t SYCL_PACKAGES < <(described_packages sycl)
 mapfile -t NUMPY_PACKAGES < <(described_packages numpy)
+mapfile -t PYOPENCL_PACKAGES < <(described_packages pyopencl)
 [ "${#OPENCL_PACKAGES[@]}" -gt 0 ] && [ "${#CUDA_PACKAGES[@]}" -gt 0 ] &&
     [ "${#SYCL_PACKAGES[@]}" -gt 0 ] && [ "${#NUMPY_PACKAGES[@]}" -gt 0 ] ||
     die "cannot read the runtimes from $RUNTIMES_TOML"
 mapfile -t OPENCL_NAMES < <(package_names "${OPENCL_PACKAGES[@]}")
 mapfile -t NUMPY_NAMES < <(package_names "${NUMPY_PACKAGES[@]}")
+mapfile -t PYOPENCL_NAMES < <(package_names "${PYOPENCL_PACKAGES[@]}")
 # The CUDA series (12.9) of the NVRTC requirement (nvidia-cuda-nvrtc-cu12==12.9.*); it must
 # match kf-backend-cuda's cudarc feature (cuda-12090).
 CUDA_SERIES="${CUDA_PACKAGES[0]#*==}"
@@ -128,6 +133,7 @@ parse_args() {
         --cuda) WANT_CUDA=1 ;;
         --torch) WANT_TORCH=1 ;;
         --numpy) WANT_NUMPY=1 ;;
+        --pyopencl) WANT_PYOPENCL=1 ;;
         --browser) WANT_BROWSER=1 ;;
         --runtime-dir)
             need_value $# --runtime-dir
@@ -147,7 +153,7 @@ parse_args() {
         esac
         shift
     done
-    if [ $((WANT_OPENCL + WANT_POCL + WANT_SYCL + WANT_CUDA + WANT_TORCH + WANT_NUMPY + WANT_BROWSER)) -eq 0 ]; then
+    if [ $((WANT_OPENCL + WANT_POCL + WANT_SYCL + WANT_CUDA + WANT_TORCH + WANT_NUMPY + WANT_PYOPENCL + WANT_BROWSER)) -eq 0 ]; then
         WANT_OPENCL=1
     fi
     mkdir -p "$RUNTIME"
@@ -187,6 +193,25 @@ pip_install() {
         warn "pip install $* failed (see $RUNTIME/pip.log): no PyPI access, no wheel for this platform ($(uname -m)), or disk full"
         return 1
     fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# pyopencl and pytest: the Python modules `kf export --python` writes, and their tests.
+
+setup_pyopencl() {
+    ensure_venv
+    if [ "$PROBE_ONLY" -eq 0 ]; then
+        if [ "$UPGRADE" -eq 1 ] || ! venv_has "${PYOPENCL_NAMES[@]}"; then
+            PIP_SIZE="a few MB" pip_install "${PYOPENCL_PACKAGES[@]}" || return 1
+        else
+            log "pyopencl and pytest already installed (--upgrade to update)"
+        fi
+    fi
+    "$VPY" -c 'import pyopencl, pytest, sys; print(f"[setup] pyopencl {pyopencl.VERSION_TEXT} and pytest {pytest.__version__} in {sys.prefix}", file=sys.stderr)' ||
+        {
+            warn "pyopencl or pytest does not import in $VENV"
+            return 1
+        }
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -859,6 +884,7 @@ main() {
     if [ "$WANT_TORCH" -eq 1 ]; then setup_torch || status=1; fi
     # Always: task files' Python references need NumPy in the same venv.
     setup_numpy || status=1
+    if [ "$WANT_PYOPENCL" -eq 1 ]; then setup_pyopencl || status=1; fi
     [ "$status" -eq 0 ] && log "done; shells may 'source $RUNTIME/env.sh'"
     return "$status"
 }

@@ -232,7 +232,7 @@ mod tests {
     fn the_shipped_description_parses_and_names_what_the_backends_need() {
         let d = Description::embedded().unwrap();
         let names: Vec<&str> = d.runtimes().map(|r| r.name.as_str()).collect();
-        assert_eq!(names, ["opencl", "cuda", "sycl", "numpy"]);
+        assert_eq!(names, ["opencl", "cuda", "sycl", "numpy", "pyopencl"]);
         let opencl = d.runtime("opencl").unwrap();
         assert!(opencl
             .packages
