@@ -125,12 +125,21 @@ impl OfflineMutators {
                 extra: Vec::new(),
             }
         } else {
-            // A task file: parameter moves over the seeds' manifest params.
+            // A task file: parameter moves over the seeds' manifest params, and in OpenCL C
+            // source-level transformations of its kernels (kf-transform) as structural moves.
+            let transform = match cells {
+                Some(cells) => kf_transform::TransformMutator::new().predicting_cells(cells),
+                None => kf_transform::TransformMutator::new(),
+            };
+            let extra = match language {
+                Language::OpenCl => vec![(BoxMutator::new(transform), STRUCTURAL_WEIGHT)],
+                _ => Vec::new(),
+            };
             OfflineMutators {
                 seeds: seeds_for(task, language, Vec::new()),
                 structural: None,
                 params: ParamMutator::new(),
-                extra: Vec::new(),
+                extra,
             }
         };
         if parts.seeds.is_empty() && templated {

@@ -1,0 +1,177 @@
+//! Work per work-item coarsening: each work-item runs the kernel's body for `COARSEN`
+//! consecutive (blocked) or global-size-strided (strided) indices of dimension 0, the launch's
+//! global size divided by `COARSEN` and rounded up to the work-group size, and a guard for the
+//! tail past the original global size.
+
+use kf_manifest::Manifest;
+
+use crate::child::{default_block, NewParam, Rewrite};
+use crate::parse::{
+    apply_edits, callee, descendants, inside_loop_below, words, Parsed, GROUP_FUNCTIONS,
+};
+
+/// The tunable: how many indices one work-item handles.
+pub(crate) const COARSEN: &str = "COARSEN";
+/// Its values, and the one a child starts at.
+const VALUES: [i64; 4] = [2, 4, 8, 16];
+const START: i64 = 4;
+/// Names the rewrite introduces; a kernel already using one is left alone.
+const INTRODUCED: [&str; 4] = [COARSEN, "kf_gid", "kf_c", "kf_g0"];
+
+/// Coarsens `text`'s kernel `entry` (see the module docs), or `None` where that is not
+/// provably the same computation: the kernel synchronises or asks for its group, local or
+/// global size, uses local memory, returns from inside a loop, or its original global size
+/// cannot be written in C from its parameters and its scalar arguments.
+pub(crate) fn coarsen(text: &str, manifest: &Manifest, strided: bool) -> Option<Rewrite> {
+    let parsed = Parsed::opencl(text).ok()?;
+    let kernel = parsed.function(&manifest.entry)?;
+    if words(text).any(|w| INTRODUCED.contains(&w)) {
+        return None;
+    }
+    let body = kernel.child_by_field_name("body")?;
+    let kernel_words: Vec<&str> = words(parsed.text_of(kernel)).collect();
+    if kernel_words
+        .iter()
+        .any(|w| matches!(*w, "__local" | "local" | "goto"))
+    {
+        return None;
+    }
+    // Helper functions must not ask for work-item indices: their meaning would change.
+    for helper in parsed.other_functions(&manifest.entry) {
+        if words(parsed.text_of(helper)).any(|w| w.starts_with("get_") && w.ends_with("_id")) {
+            return None;
+        }
+    }
+    let params = parsed.params(kernel)?;
+    let mut edits = Vec::new();
+    let mut replaced = 0;
+    for node in descendants(body) {
+        match node.kind() {
+            "call_expression" => {
+                let name = callee(&parsed, node)?;
+                if GROUP_FUNCTIONS.contains(&name)
+                    || name.starts_with("work_group_")
+                    || name.starts_with("sub_group_")
+                {
+                    return None;
+                }
+                if name == "get_global_id" {
+                    let args = node.child_by_field_name("arguments")?;
+                    let arg = args.named_child(0)?;
+                    match parsed.text_of(arg).trim() {
+                        "0" => {
+                            edits.push((node.byte_range(), "kf_gid".to_owned()));
+                            replaced += 1;
+                        }
+                        a if a.chars().all(|c| c.is_ascii_digit()) => {}
+                        _ => return None,
+                    }
+                }
+            }
+            "return_statement" => {
+                if inside_loop_below(node, body) {
+                    return None;
+                }
+                edits.push((node.byte_range(), "continue;".to_owned()));
+            }
+            _ => {}
+        }
+    }
+    if replaced == 0 {
+        return None;
+    }
+    let g0 = manifest.global.first()?.text().to_owned();
+    let g0_c = expression_in_c(&g0, manifest, &params)?;
+    let index = if strided {
+        "get_global_id(0) + (size_t)kf_c * get_global_size(0)"
+    } else {
+        "get_global_id(0) * COARSEN + (size_t)kf_c"
+    };
+    let open = body.start_byte();
+    let close = body.end_byte() - 1;
+    edits.push((
+        open..open + 1,
+        format!(
+            "{{\n    const long kf_g0 = {g0_c};\n    for (int kf_c = 0; kf_c < COARSEN; ++kf_c) {{\n    const size_t kf_gid = {index};\n    if (kf_gid >= (size_t)kf_g0) break;\n    {{"
+        ),
+    ));
+    edits.push((close..close + 1, "}\n    }\n}".to_owned()));
+    let rewritten = apply_edits(text, edits);
+    let local0 = manifest
+        .local
+        .as_ref()
+        .and_then(|l| l.first())
+        .map(|e| e.text().to_owned());
+    let divided = format!("(({g0}) + {COARSEN} - 1) / {COARSEN}");
+    let global0 = match local0 {
+        Some(l) => format!("(({divided}) + ({l}) - 1) / ({l}) * ({l})"),
+        None => divided,
+    };
+    let mut global: Vec<String> = manifest
+        .global
+        .iter()
+        .map(|e| e.text().to_owned())
+        .collect();
+    global[0] = global0;
+    let kind = if strided { "strided" } else { "blocked" };
+    Some(Rewrite {
+        text: format!("{}{rewritten}", default_block(COARSEN, START)),
+        params: vec![NewParam {
+            name: COARSEN.to_owned(),
+            values: VALUES.to_vec(),
+            start: START,
+        }],
+        global: Some(global),
+        note: format!(
+            "{kind} coarsening: COARSEN indices of dimension 0 per work-item, global size divided"
+        ),
+    })
+}
+
+/// A launch-size expression of the manifest written in C over the kernel's scalar arguments
+/// and the manifest's parameters (defines), each widened to `long`; `None` where it uses
+/// another name, a function or an operator C reads otherwise (`^` is a power in manifests).
+pub(crate) fn expression_in_c(
+    expr: &str,
+    manifest: &Manifest,
+    params: &[crate::parse::KernelParam],
+) -> Option<String> {
+    let mut out = String::from("(");
+    let mut chars = expr.chars().peekable();
+    while let Some(&c) = chars.peek() {
+        if c.is_ascii_alphabetic() || c == '_' {
+            let mut name = String::new();
+            while let Some(&c) = chars.peek() {
+                if c.is_ascii_alphanumeric() || c == '_' {
+                    name.push(c);
+                    chars.next();
+                } else {
+                    break;
+                }
+            }
+            let scalar_arg = params.iter().any(|p| !p.pointer && p.name == name);
+            if !(scalar_arg || manifest.params.contains_key(&name)) {
+                return None;
+            }
+            out.push_str(&format!("(long)({name})"));
+        } else if c.is_ascii_digit() {
+            while let Some(&c) = chars.peek() {
+                if c.is_ascii_digit() {
+                    out.push(c);
+                    chars.next();
+                } else if c.is_ascii_alphanumeric() || c == '.' {
+                    return None;
+                } else {
+                    break;
+                }
+            }
+        } else if "+-*/%() \t".contains(c) {
+            out.push(c);
+            chars.next();
+        } else {
+            return None;
+        }
+    }
+    out.push(')');
+    Some(out)
+}

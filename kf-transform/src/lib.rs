@@ -1,0 +1,51 @@
+//! # kf-transform
+//!
+//! Source-level transformations of kernels nobody templated: a user's own OpenCL C kernel,
+//! with its manifest, is rewritten into children that a search evaluates (the evaluator
+//! checks every child's outputs against the reference anyway). Each transformation exposes
+//! its choices as tunables in the child's manifest `[params]`, so the tuner and the parameter
+//! moves follow, and writes the launch geometry where the work per work-item changes.
+//!
+//! * [`Transformation::CoarsenBlocked`] / [`Transformation::CoarsenStrided`]: each work-item
+//!   runs the kernel body for `COARSEN` indices of dimension 0 (consecutive, or one global
+//!   size apart), the global size divided by `COARSEN` (rounded up to the work-group size)
+//!   and a guard for the tail past the original global size. Applied only where provably the
+//!   same computation: no barrier, local memory or group/local/global-size query, no `return`
+//!   inside a loop (a top-level `return` becomes `continue`), and an original global size that
+//!   can be written in C from the manifest's parameters and the kernel's scalar arguments.
+//! * [`Transformation::Unroll`]: `#pragma unroll UNROLL` on the innermost counted loops.
+//! * [`Transformation::Qualify`]: `const` on the pointees the kernel provably only reads,
+//!   `restrict` (tunable `RESTRICT`) on its `__global` pointers.
+//!
+//! [`TransformMutator`] offers them to a search (`kf search` on a task file uses it beside the
+//! parameter moves).
+//!
+//! Not (yet) done of issue 48's list: hoisting of loop-invariant loads, `vload4` on provably
+//! contiguous accesses, row loops turned into work-group reductions, local-memory staging;
+//! CUDA and SYCL kernels are left alone (children only for OpenCL C).
+//!
+//! ## The parser
+//!
+//! [tree-sitter](https://tree-sitter.github.io) with its maintained C grammar
+//! (`tree-sitter-c`). It was chosen over `lang-c` because it is error-tolerant and needs no
+//! preprocessed input (a kernel's `#define`s, `#pragma`s and `-D` tunables stay as they are),
+//! and because every node carries its byte range, so a rewrite edits the user's own text
+//! surgically instead of printing a tree back. OpenCL C's qualifiers the C grammar does not
+//! know (`__kernel`, `__global`, `__local`, `__constant`, …) are blanked out before parsing,
+//! replaced by as many spaces, so byte ranges stay those of the original; vector types such as
+//! `float4` parse as type names and work-item functions as calls. A kernel whose definition
+//! still has a parse error is left alone.
+
+mod child;
+mod coarsen;
+mod error;
+mod mutator;
+mod parse;
+mod qualify;
+mod transformation;
+mod unroll;
+
+pub use child::{applied, NewParam, Transformed};
+pub use error::TransformError;
+pub use mutator::TransformMutator;
+pub use transformation::Transformation;

@@ -1,0 +1,108 @@
+//! [`Transformation`]: the rewrites this crate offers, in order of value.
+
+use std::fmt;
+
+use kf_core::{KernelSource, Language, ParamValues};
+use kf_manifest::Manifest;
+
+use crate::child::{applied, child, Transformed};
+use crate::error::TransformError;
+
+/// A source-level transformation of an OpenCL C kernel with a manifest.
+///
+/// ```
+/// use kf_core::{KernelSource, Language, ParamValues};
+/// use kf_transform::Transformation;
+///
+/// let manifest = "entry = \"scale\"\nlanguage = \"opencl\"\n[params]\nWG = [64]\n[launch]\nglobal = [\"((n + WG - 1) / WG) * WG\"]\nlocal = [\"WG\"]\n";
+/// let source = KernelSource::new(
+///     Language::OpenCl,
+///     "scale",
+///     "__kernel void scale(__global const float* x, __global float* y, const int n) {\n    const int i = get_global_id(0);\n    if (i >= n) return;\n    y[i] = 2.0f * x[i];\n}\n",
+/// )
+/// .with_manifest(manifest);
+/// let params = ParamValues::new().with("WG", 64i64);
+/// let child = Transformation::CoarsenBlocked
+///     .apply(&source, &params)
+///     .unwrap()
+///     .expect("an elementwise kernel coarsens");
+/// assert!(child.source.text.contains("kf_c < COARSEN"));
+/// assert_eq!(child.params.get("COARSEN").and_then(|v| v.as_i64()), Some(4));
+/// assert!(child.source.manifest.unwrap().contains("/ COARSEN"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Transformation {
+    /// Each work-item handles `COARSEN` consecutive indices of dimension 0; the global size
+    /// is divided by `COARSEN`.
+    CoarsenBlocked,
+    /// Each work-item handles `COARSEN` indices of dimension 0 one global size apart; the
+    /// global size is divided by `COARSEN`.
+    CoarsenStrided,
+    /// `#pragma unroll UNROLL` on the innermost counted loops.
+    Unroll,
+    /// `const` on the pointees the kernel only reads, `restrict` (tunable `RESTRICT`) on its
+    /// global pointers.
+    Qualify,
+}
+
+impl Transformation {
+    /// Every transformation, in order of value.
+    pub const ALL: [Transformation; 4] = [
+        Transformation::CoarsenBlocked,
+        Transformation::CoarsenStrided,
+        Transformation::Unroll,
+        Transformation::Qualify,
+    ];
+
+    /// The name recorded in a child's manifest and origin note.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transformation::CoarsenBlocked => "coarsen-blocked",
+            Transformation::CoarsenStrided => "coarsen-strided",
+            Transformation::Unroll => "unroll",
+            Transformation::Qualify => "qualify",
+        }
+    }
+
+    /// Whether a kernel made by `other` already has what this one adds (one coarsening per
+    /// kernel).
+    fn excluded_by(self, other: &str) -> bool {
+        let coarsening = |name: &str| name.starts_with("coarsen-");
+        other == self.name() || (coarsening(self.name()) && coarsening(other))
+    }
+
+    /// The child of `kernel` (an OpenCL C kernel carrying its manifest, measured at
+    /// `params`), or `None` where this transformation does not apply: another language, no
+    /// manifest, a kernel it cannot prove the rewrite correct for, or one it was applied to.
+    pub fn apply(
+        self,
+        kernel: &KernelSource,
+        params: &ParamValues,
+    ) -> Result<Option<Transformed>, TransformError> {
+        if kernel.language != Language::OpenCl || kernel.manifest.is_none() {
+            return Ok(None);
+        }
+        if applied(kernel).iter().any(|a| self.excluded_by(a)) {
+            return Ok(None);
+        }
+        let manifest = Manifest::from_kernel(kernel)?;
+        let text = &kernel.text;
+        let rewrite = match self {
+            Transformation::CoarsenBlocked => crate::coarsen::coarsen(text, &manifest, false),
+            Transformation::CoarsenStrided => crate::coarsen::coarsen(text, &manifest, true),
+            Transformation::Unroll => crate::unroll::unroll(text, &manifest),
+            Transformation::Qualify => crate::qualify::qualify(text, &manifest),
+        };
+        match rewrite {
+            Some(r) => Ok(Some(child(kernel, &manifest, params, self.name(), r)?)),
+            None => Ok(None),
+        }
+    }
+}
+
+impl fmt::Display for Transformation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
