@@ -1,0 +1,273 @@
+//! kf-transform on real kernels with the real OpenCL runtime (issue 48): each transformation's
+//! child of a naive elementwise-per-row kernel (the shipped scaled_swish example), a row
+//! reduction (KernelBench 47, sum over a dimension, as shipped), an elementwise kernel that
+//! strides by the global size (KernelBench 19, ReLU) and a per-row sequential scan is evaluated
+//! by `kf eval` against the task's NumPy reference at sizes with a tail, at the largest value of
+//! each tunable it added; and a short `kf search` on a task file without
+//! templates makes structural moves through `TransformMutator`.
+//!
+//! Skips (printing `SKIPPED: …`) only when a runtime is missing and `KF_REQUIRE_OPENCL` /
+//! `KF_REQUIRE_PYTHON` is not `1`.
+
+use std::path::{Path, PathBuf};
+
+use kernelfoundry::eval::taskfile::python::numpy_or_skip;
+use kernelfoundry::opencl::testing::backend_or_skip;
+use kf_core::{KernelSource, ParamValues};
+use kf_transform::Transformation;
+
+mod common;
+use common::{kf, text};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A kernel loaded from a manifest file, with its first parameter values.
+fn load(manifest: &Path) -> (KernelSource, ParamValues) {
+    let (m, source) = kf_manifest::Manifest::load(manifest).unwrap();
+    (source, m.default_params())
+}
+
+/// A per-row inclusive scan task file (one work-item per row, as a user writes it first),
+/// with its NumPy reference, in `dir`.
+fn scan_task(dir: &Path) -> PathBuf {
+    std::fs::write(
+        dir.join("scan.toml"),
+        r#"name = "row_scan"
+description = "out[r][i] = sum of x[r][0..=i]"
+args = ["x", "out", "rows", "n"]
+[sizes]
+rows = 37
+n = 300
+[[buffer]]
+name = "x"
+dtype = "f32"
+shape = ["rows", "n"]
+role = "input"
+init = ["uniform(-1, 1)"]
+[[buffer]]
+name = "out"
+dtype = "f32"
+shape = ["rows", "n"]
+role = "output"
+[reference]
+python = "scan_ref.py"
+[tolerance]
+atol = 1e-3
+rtol = 1e-3
+[baseline]
+kernel = "scan_naive.toml"
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("scan_ref.py"),
+        "import numpy as np\n\ndef reference(inputs, sizes, scalars):\n    x = inputs[\"x\"].astype(np.float64)\n    return {\"out\": np.cumsum(x, axis=1).astype(np.float32)}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("scan_naive.cl"),
+        "// One work-item per row, a sequential scan.\n__kernel void scan(__global float* x, __global float* out, const int rows, const int n) {\n    const int r = get_global_id(0);\n    if (r >= rows) {\n        return;\n    }\n    float acc = 0.0f;\n    for (int i = 0; i < n; ++i) {\n        acc += x[r * n + i];\n        out[r * n + i] = acc;\n    }\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("scan_naive.toml"),
+        "source = \"scan_naive.cl\"\nentry = \"scan\"\nlanguage = \"opencl\"\n[params]\nWG = [8, 32]\n[launch]\nglobal = [\"((rows + WG - 1) / WG) * WG\"]\nlocal = [\"WG\"]\n",
+    )
+    .unwrap();
+    dir.join("scan.toml")
+}
+
+/// Writes `child` as `<name>.cl` / `<name>.toml` in `dir`; the manifest path.
+fn write(dir: &Path, name: &str, child: &KernelSource) -> PathBuf {
+    std::fs::write(dir.join(format!("{name}.cl")), child.text.as_bytes()).unwrap();
+    let manifest = format!(
+        "source = \"{name}.cl\"\n{}",
+        child.manifest.as_deref().unwrap()
+    );
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, manifest).unwrap();
+    path
+}
+
+/// `kf eval` of `kernel` at `params` on `task` at `sizes`: its status.
+fn eval(task: &Path, kernel: &Path, sizes: &str, params: &ParamValues) -> String {
+    let mut args = vec![
+        "eval".to_owned(),
+        "--task-file".into(),
+        task.to_str().unwrap().into(),
+        "--kernel".into(),
+        kernel.to_str().unwrap().into(),
+        "--size".into(),
+        sizes.into(),
+        "--json".into(),
+    ];
+    for (name, value) in params.iter() {
+        args.push("--param".into());
+        args.push(format!("{name}={value}"));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = kf(&args);
+    let json: serde_json::Value =
+        serde_json::from_slice(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&run)));
+    format!(
+        "{} {}",
+        json["status"].as_str().unwrap_or_default(),
+        json["diagnostics"].as_str().unwrap_or_default()
+    )
+}
+
+/// Every transformation that applies to each kernel gives a child that compiles and matches
+/// the reference at the largest values of its tunables; the ones expected to apply
+/// do.
+#[test]
+fn every_child_of_real_kernels_matches_the_reference() {
+    if !(backend_or_skip().is_some() && numpy_or_skip()) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let scan = scan_task(tmp.path());
+    let kb = root().join("tasks/kernelbench");
+    let cases: Vec<(PathBuf, PathBuf, &str, &[Transformation])> = vec![
+        (
+            root().join("tasks/examples/scaled_swish/scaled_swish.toml"),
+            root().join("tasks/examples/scaled_swish/scaled_swish_naive.toml"),
+            "ROWS=75,COLS=33",
+            &[
+                Transformation::CoarsenBlocked,
+                Transformation::CoarsenStrided,
+                Transformation::Unroll,
+                Transformation::Qualify,
+            ],
+        ),
+        (
+            kb.join("47_Sum_reduction_over_a_dimension/task.toml"),
+            kb.join("47_Sum_reduction_over_a_dimension/naive.toml"),
+            "batch_size=3,dim1=40,dim2=51,reduce_dim=1",
+            &[
+                Transformation::CoarsenBlocked,
+                Transformation::CoarsenStrided,
+                Transformation::Unroll,
+                Transformation::Qualify,
+            ],
+        ),
+        (
+            kb.join("19_ReLU/task.toml"),
+            kb.join("19_ReLU/naive.toml"),
+            "batch_size=3,dim=1001",
+            // It asks for the global size: no coarsening.
+            &[Transformation::Unroll, Transformation::Qualify],
+        ),
+        (
+            scan.clone(),
+            tmp.path().join("scan_naive.toml"),
+            "rows=37,n=300",
+            &[
+                Transformation::CoarsenBlocked,
+                Transformation::CoarsenStrided,
+                Transformation::Unroll,
+                Transformation::Qualify,
+            ],
+        ),
+    ];
+    for (i, (task, kernel, sizes, expected)) in cases.iter().enumerate() {
+        let (source, params) = load(kernel);
+        let mut applied = Vec::new();
+        for t in Transformation::ALL {
+            let Some(child) = t.apply(&source, &params).unwrap() else {
+                continue;
+            };
+            applied.push(t);
+            let path = write(tmp.path(), &format!("case{i}_{t}"), &child.source);
+            // The largest value of each added tunable (the longest tail past the original
+            // global size for a coarsening); the search evaluates the start values.
+            let mut largest = child.params.clone();
+            for p in &child.added {
+                largest.set(p.name.clone(), *p.values.iter().max().unwrap());
+            }
+            let status = eval(task, &path, sizes, &largest);
+            assert!(
+                status.starts_with("correct"),
+                "{t} of {}: {status}\n{}",
+                kernel.display(),
+                child.source.text
+            );
+        }
+        assert_eq!(applied, *expected, "{}", kernel.display());
+    }
+    // Twice transformed: unroll on top of a coarsening, still correct; a second coarsening
+    // is not offered.
+    let (source, params) = load(&tmp.path().join("scan_naive.toml"));
+    let coarse = Transformation::CoarsenBlocked
+        .apply(&source, &params)
+        .unwrap()
+        .unwrap();
+    assert!(Transformation::CoarsenStrided
+        .apply(&coarse.source, &coarse.params)
+        .unwrap()
+        .is_none());
+    let both = Transformation::Unroll
+        .apply(&coarse.source, &coarse.params)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        kf_transform::applied(&both.source),
+        ["coarsen-blocked", "unroll"]
+    );
+    let path = write(tmp.path(), "scan_both", &both.source);
+    let status = eval(&scan, &path, "rows=37,n=300", &both.params);
+    assert!(status.starts_with("correct"), "{status}");
+}
+
+/// A search on a task file without templates makes structural moves: children of the
+/// `transform` mutator are evaluated, and correct ones among them.
+#[test]
+fn a_task_file_search_makes_structural_moves() {
+    if !(backend_or_skip().is_some() && numpy_or_skip()) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let task = scan_task(tmp.path());
+    let run = tmp.path().join("search");
+    let out = kf(&[
+        "search",
+        "--task-file",
+        task.to_str().unwrap(),
+        "--evaluations",
+        "10",
+        "--tune-budget",
+        "2",
+        "--size",
+        "rows=64,n=200",
+        "--seed",
+        "3",
+        "--out",
+        run.to_str().unwrap(),
+        "--no-progress",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let recorded = kernelfoundry::archive::read_run(run.join("run")).unwrap();
+    let transformed: Vec<_> = recorded
+        .records
+        .iter()
+        .flat_map(|r| r.children.iter())
+        .filter_map(|c| match c {
+            kernelfoundry::core::ChildRecord::Judged { elite, .. } => Some(elite),
+            _ => None,
+        })
+        .filter(|e| e.candidate.origin.mutator == "transform")
+        .collect();
+    assert!(
+        transformed.len() >= 2,
+        "{} transformed children in {} steps",
+        transformed.len(),
+        recorded.records.len()
+    );
+    assert!(
+        transformed
+            .iter()
+            .any(|e| e.evaluation.status == kernelfoundry::core::Status::Correct),
+        "no transformed child was correct"
+    );
+}
