@@ -20,6 +20,31 @@ pub(crate) struct Untranslatable {
     pub what: String,
 }
 
+/// The construct of an expression that has no Python translation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum Construct {
+    #[error("a string constant")]
+    StringConstant,
+    #[error("a tuple constant")]
+    TupleConstant,
+    #[error("an empty value `()`")]
+    EmptyValue,
+    #[error("an empty expression")]
+    Empty,
+    #[error("several expressions")]
+    Several,
+    #[error("a tuple")]
+    Tuple,
+    #[error("`{0}` lacks an operand")]
+    MissingOperand(String),
+    #[error("`{0}` without arguments")]
+    NoArguments(String),
+    #[error("the function `{0}`")]
+    Function(String),
+    #[error("the operator `{0}`")]
+    Operator(String),
+}
+
 /// `text` as a Python expression over `s` (sizes and device facts by name), with `params`
 /// substituted as literals.
 pub(crate) fn to_python(text: &str, params: &ParamValues) -> Result<String, Untranslatable> {
@@ -29,7 +54,7 @@ pub(crate) fn to_python(text: &str, params: &ParamValues) -> Result<String, Untr
     };
     let node = build_operator_tree::<DefaultNumericTypes>(text)
         .map_err(|e| fail(format!("it does not parse: {e}")))?;
-    emit(&node, params).map_err(fail)
+    emit(&node, params).map_err(|c| fail(c.to_string()))
 }
 
 /// A Python literal for a parameter value.
@@ -63,14 +88,14 @@ fn float_literal(f: f64) -> String {
     }
 }
 
-fn value_literal(value: &Value<DefaultNumericTypes>) -> Result<String, String> {
+fn value_literal(value: &Value<DefaultNumericTypes>) -> Result<String, Construct> {
     Ok(match value {
         Value::Int(i) => i.to_string(),
         Value::Float(f) => float_literal(*f),
         Value::Boolean(b) => if *b { "True" } else { "False" }.to_owned(),
-        Value::String(_) => return Err("a string constant".to_owned()),
-        Value::Tuple(_) => return Err("a tuple constant".to_owned()),
-        Value::Empty => return Err("an empty value `()`".to_owned()),
+        Value::String(_) => return Err(Construct::StringConstant),
+        Value::Tuple(_) => return Err(Construct::TupleConstant),
+        Value::Empty => return Err(Construct::EmptyValue),
     })
 }
 
@@ -87,21 +112,22 @@ fn call_args(node: &Node<DefaultNumericTypes>) -> Vec<&Node<DefaultNumericTypes>
     }
 }
 
-fn emit(node: &Node<DefaultNumericTypes>, params: &ParamValues) -> Result<String, String> {
+fn emit(node: &Node<DefaultNumericTypes>, params: &ParamValues) -> Result<String, Construct> {
     let kids = node.children();
-    let arg = |i: usize| -> Result<String, String> {
+    let arg = |i: usize| -> Result<String, Construct> {
         kids.get(i)
-            .ok_or_else(|| format!("`{}` lacks an operand", node.operator()))
+            .ok_or_else(|| Construct::MissingOperand(node.operator().to_string()))
             .and_then(|k| emit(k, params))
     };
     let binary =
-        |op: &str| -> Result<String, String> { Ok(format!("({} {op} {})", arg(0)?, arg(1)?)) };
-    let call = |f: &str| -> Result<String, String> { Ok(format!("{f}({}, {})", arg(0)?, arg(1)?)) };
+        |op: &str| -> Result<String, Construct> { Ok(format!("({} {op} {})", arg(0)?, arg(1)?)) };
+    let call =
+        |f: &str| -> Result<String, Construct> { Ok(format!("{f}({}, {})", arg(0)?, arg(1)?)) };
     match node.operator() {
         Operator::RootNode => match kids.len() {
             1 => Ok(format!("({})", arg(0)?)),
-            0 => Err("an empty expression".to_owned()),
-            _ => Err("several expressions".to_owned()),
+            0 => Err(Construct::Empty),
+            _ => Err(Construct::Several),
         },
         Operator::Add => binary("+"),
         Operator::Sub => binary("-"),
@@ -127,7 +153,7 @@ fn emit(node: &Node<DefaultNumericTypes>, params: &ParamValues) -> Result<String
         Operator::FunctionIdentifier { identifier } => {
             let inner = kids
                 .first()
-                .ok_or_else(|| format!("`{identifier}` without arguments"))?;
+                .ok_or_else(|| Construct::NoArguments(identifier.clone()))?;
             let args = call_args(inner)
                 .into_iter()
                 .map(|a| emit(a, params))
@@ -140,12 +166,12 @@ fn emit(node: &Node<DefaultNumericTypes>, params: &ParamValues) -> Result<String
                 "ceil" => "_ceil",
                 "round" => "_round",
                 "math::abs" => "abs",
-                other => return Err(format!("the function `{other}`")),
+                other => return Err(Construct::Function(other.to_owned())),
             };
             Ok(format!("{runtime}({})", args.join(", ")))
         }
-        Operator::Tuple => Err("a tuple".to_owned()),
-        other => Err(format!("the operator `{other}`")),
+        Operator::Tuple => Err(Construct::Tuple),
+        other => Err(Construct::Operator(other.to_string())),
     }
 }
 
