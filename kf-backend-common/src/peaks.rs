@@ -66,11 +66,20 @@ pub fn apply_given_peaks(f: &mut DeviceFacts, peaks: Option<(f64, f64)>) {
 
 /// For a CPU device: the host's largest cache when larger than `device_cache` (the flush size
 /// follows it), and the host's clock when the runtime reported none (noted under
-/// `max_clock_source`). Returns the cache size to flush. Other kinds are left as they are.
+/// `max_clock_source`), and the host's cache levels (`l1/l2/l3_cache_bytes`, from sysfs).
+/// Returns the cache size to flush. Other kinds are left as they are, except that a GPU's
+/// `l2_cache_bytes` defaults to `device_cache` (the runtime's global-memory cache is its L2).
 pub fn cpu_host_facts(f: &mut DeviceFacts, device_cache: u64) -> u64 {
+    if f.global_mem_cache_bytes == 0 {
+        f.global_mem_cache_bytes = device_cache;
+    }
     if f.kind != DeviceKind::Cpu {
+        if f.kind == DeviceKind::Gpu && f.l2_cache_bytes == 0 {
+            f.l2_cache_bytes = device_cache;
+        }
         return device_cache;
     }
+    kf_core::CpuCaches::from_sysfs(std::path::Path::new(kf_core::CpuCaches::SYSFS_DIR)).fill(f);
     let cache_bytes = device_cache.max(host::largest_cache_bytes().unwrap_or(0));
     if f.max_clock_mhz == 0 {
         if let Some(mhz) = host::max_mhz() {

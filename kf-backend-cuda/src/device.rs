@@ -338,6 +338,8 @@ pub(crate) fn facts_from_driver(
         l2_bytes: attr(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE).unwrap_or(0),
     };
     let mut f = DeviceFacts::unknown(name);
+    f.l2_cache_bytes = limits.l2_bytes;
+    f.global_mem_cache_bytes = f.l2_cache_bytes;
     f.vendor = "NVIDIA Corporation".into();
     f.driver_version = format!(
         "CUDA {}.{}",

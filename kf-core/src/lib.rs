@@ -86,7 +86,7 @@ pub use candidate::{
 pub use checkpoint::{Checkpoint, ChildRecord, StepRecord};
 pub use compose::{BoxClassifier, BoxEvaluator, BoxMutator, DynError, Either};
 pub use descriptor::{Descriptor, DescriptorSpace, Dimension};
-pub use device::{DeviceFacts, DeviceKind};
+pub use device::{CpuCaches, DeviceFacts, DeviceKind};
 pub use engine::{
     Ask, Budget, Engine, EngineConfig, HistoryPoint, Proposal, RunResult, RunSummary, StepId,
     Stepper, StopHandle, StopReason,

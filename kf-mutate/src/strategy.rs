@@ -348,7 +348,8 @@ impl StrategyLibrary {
     /// names of the shipped GEMM templates: `VW` (vector width), `LOCAL_A` / `LOCAL_B`
     /// (local-memory tiles), `PAD`, `DOUBLE_BUFFER`, `PREFETCH`, `SUBGROUP`, `TM` / `TN`
     /// (register block), `WG0` / `WG1` (work-group shape), `TK` (K tile), `UNROLL`, `KS`
-    /// (K split). A strategy whose names a template lacks does not apply to it, so the
+    /// (K split), `KC` / `RB` (cache blocking: outer K block, row blocks per group) and
+    /// `PACK_B` (a packed B panel in local memory). A strategy whose names a template lacks does not apply to it, so the
     /// library is safe to use with any template.
     pub fn dense_linear_algebra() -> Self {
         let s = MutationStrategy::new;
@@ -463,6 +464,24 @@ impl StrategyLibrary {
             .with(
                 s("k-tile", "change the K tile (cache blocking)")
                     .change("TK", Change::OneOf(vec![64, 128, 256])),
+            )
+            .with(
+                s("cache-blocking", "block the K loop for the caches (KC rows of B at a time) and let each work-group walk several row blocks under the same B panel")
+                    .requires("defined(KC) && defined(RB)")
+                    .change("KC", Change::OneOf(vec![128, 256, 512]))
+                    .change("RB", Change::OneOf(vec![2, 4, 8]))
+                    .targets(MEMORY, 2),
+            )
+            .with(
+                s("pack-b-panel", "copy each KC x BN panel of B once into a contiguous local-memory layout and reuse it for the group's row blocks")
+                    .requires("defined(PACK_B) && !PACK_B && !SUBGROUP")
+                    .change("PACK_B", Change::Set(1))
+                    .change("LOCAL_B", Change::Set(0))
+                    .change("DOUBLE_BUFFER", Change::Set(0))
+                    .change("KC", Change::OneOf(vec![128, 256]))
+                    .change("RB", Change::OneOf(vec![2, 4]))
+                    .targets(MEMORY, 2)
+                    .targets(COORDINATION, 1),
             )
             .with(
                 s("split-k", "split the K loop across the work-items of a group and reduce the partial sums in local memory")

@@ -757,6 +757,7 @@ impl TemplateLibrary {
             "DOUBLE_BUFFER",
             "PREFETCH",
             "SUBGROUP",
+            "PACK_B",
         ]
         .into_iter()
         .chain(blocked_rendering.extra_switches.iter().copied());

@@ -24,7 +24,9 @@
 //!             whose result sycl::select_from_group hands from lane 0 to the others
 //!   PREFETCH  prefetch the row the next work-group will read (sycl_ext_oneapi_prefetch)
 //! Tunables: WG (work-items per row), RPG (rows per work-group), SG (sub-group size),
-//! CHUNKS (vectors per work-item kept in registers).
+//! CHUNKS (vectors per work-item kept in registers), STREAM (1: the last sweep writes Y with
+//! non-temporal stores, which skip the read-for-ownership of Y's cache lines: 8 bytes of
+//! traffic per element instead of 12 when the rows do not stay in cache).
 // Row-wise softmax (SYCL): WG work-items per row, RPG rows per work-group.
 #include <sycl/sycl.hpp>
 
@@ -102,6 +104,28 @@ static inline float hsum(floatv v) {
 #define HMAX(v) hmax(v)
 #define HSUM(v) hsum(v)
 #endif
+
+#ifndef STREAM
+#define STREAM 0
+#endif
+// The row's last sweep: with STREAM, a non-temporal store of vector i, through the
+// compiler's own vector type for VW > 1 (rows start at multiples of COLS, COLS % VW == 0, so
+// a vector stays aligned). STREAM is a compile-time constant: the compiler keeps one store.
+#if VW == 1
+#define NT_STORE(v, i, p) __builtin_nontemporal_store((v), (p) + (i))
+#else
+typedef float nt_floatv __attribute__((ext_vector_type(VW)));
+#define NT_STORE(v, i, p) \
+    __builtin_nontemporal_store(sycl::bit_cast<nt_floatv>(v), reinterpret_cast<nt_floatv*>(p) + (i))
+#endif
+#define VSTORE_OUT(v, i, p)                                                    \
+    do {                                                                       \
+        if (STREAM) {                                                          \
+            NT_STORE(v, i, p);                                                 \
+        } else {                                                               \
+            VSTORE(v, i, p);                                                   \
+        }                                                                      \
+    } while (0)
 
 #if REDUCE != 0
 // The maximum and the sum over one sub-group, in every lane.
@@ -272,7 +296,7 @@ void softmax(const int ROWS, const int COLS,
         for (int k = 0; k < CHUNKS; ++k) {
             const int i = l + k * WG;
             if (i < n) {
-                VSTORE(v[k] * inv, i, y);
+                VSTORE_OUT(v[k] * inv, i, y);
             }
         }
     }
@@ -293,7 +317,7 @@ void softmax(const int ROWS, const int COLS,
     const float inv = 1.0f / row_sum(mi == NEG_INF ? 0.0f : si * sycl::exp(mi - mx), red, l);
     if (live) {
         for (int i = l; i < n; i += WG) {
-            VSTORE(sycl::exp(VLOAD(i, x) - mx) * inv, i, y);
+            VSTORE_OUT(sycl::exp(VLOAD(i, x) - mx) * inv, i, y);
         }
     }
 #else
@@ -310,7 +334,7 @@ void softmax(const int ROWS, const int COLS,
     const float inv = 1.0f / row_sum(HSUM(sv), red, l);
     if (live) {
         for (int i = l; i < n; i += WG) {
-            VSTORE(sycl::exp(VLOAD(i, x) - mx) * inv, i, y);
+            VSTORE_OUT(sycl::exp(VLOAD(i, x) - mx) * inv, i, y);
         }
     }
 #else
@@ -325,7 +349,7 @@ void softmax(const int ROWS, const int COLS,
     const float inv = 1.0f / row_sum(HSUM(sv), red, l);
     if (live) {
         for (int i = l; i < n; i += WG) {
-            VSTORE(VLOAD(i, y) * inv, i, y);
+            VSTORE_OUT(VLOAD(i, y) * inv, i, y);
         }
     }
 #endif

@@ -10,7 +10,9 @@
 //!            Y scaled in place)
 //!         2: online softmax (running maximum and a running sum rescaled by exp(m - m_new)
 //!            in one sweep; normalise in a second sweep)
-//! Tunables: WG (rows per work-group).
+//! Tunables: WG (rows per work-group), STREAM (1: the last sweep writes Y with non-temporal
+//! stores, which skip the read-for-ownership of Y's cache lines: 8 bytes of traffic per
+//! element instead of 12 when the rows do not stay in cache).
 // Row-wise softmax (SYCL): one work-item per row.
 #include <sycl/sycl.hpp>
 
@@ -21,6 +23,9 @@
 #endif
 #ifndef ALGO
 #define ALGO 0
+#endif
+#ifndef STREAM
+#define STREAM 0
 #endif
 
 namespace syclexp = sycl::ext::oneapi::experimental;
@@ -68,6 +73,25 @@ static inline float hsum(floatv v) {
 #define HSUM(v) hsum(v)
 #endif
 
+// The row's last sweep: with STREAM, a non-temporal store of vector i, through the
+// compiler's own vector type for VW > 1 (rows start at multiples of COLS, COLS % VW == 0, so
+// a vector stays aligned). STREAM is a compile-time constant: the compiler keeps one store.
+#if VW == 1
+#define NT_STORE(v, i, p) __builtin_nontemporal_store((v), (p) + (i))
+#else
+typedef float nt_floatv __attribute__((ext_vector_type(VW)));
+#define NT_STORE(v, i, p) \
+    __builtin_nontemporal_store(sycl::bit_cast<nt_floatv>(v), reinterpret_cast<nt_floatv*>(p) + (i))
+#endif
+#define VSTORE_OUT(v, i, p)                                                    \
+    do {                                                                       \
+        if (STREAM) {                                                          \
+            NT_STORE(v, i, p);                                                 \
+        } else {                                                               \
+            VSTORE(v, i, p);                                                   \
+        }                                                                      \
+    } while (0)
+
 extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
 void softmax(const int ROWS, const int COLS,
              const float* X,
@@ -92,7 +116,7 @@ void softmax(const int ROWS, const int COLS,
     const float mx = HMAX(m);
     const float inv = 1.0f / HSUM(s * sycl::exp(m - mx));
     for (int i = 0; i < n; ++i) {
-        VSTORE(sycl::exp(VLOAD(i, x) - mx) * inv, i, y);
+        VSTORE_OUT(sycl::exp(VLOAD(i, x) - mx) * inv, i, y);
     }
 #else
     floatv mv = floatv(NEG_INF);
@@ -107,7 +131,7 @@ void softmax(const int ROWS, const int COLS,
     }
     const float inv = 1.0f / HSUM(sv);
     for (int i = 0; i < n; ++i) {
-        VSTORE(sycl::exp(VLOAD(i, x) - mx) * inv, i, y);
+        VSTORE_OUT(sycl::exp(VLOAD(i, x) - mx) * inv, i, y);
     }
 #else
     for (int i = 0; i < n; ++i) {
@@ -117,7 +141,7 @@ void softmax(const int ROWS, const int COLS,
     }
     const float inv = 1.0f / HSUM(sv);
     for (int i = 0; i < n; ++i) {
-        VSTORE(VLOAD(i, y) * inv, i, y);
+        VSTORE_OUT(VLOAD(i, y) * inv, i, y);
     }
 #endif
 #endif
