@@ -582,11 +582,7 @@ fn a_search_stopped_after_n_steps_resumes_from_its_run_directory() {
     }
     drop(stepper); // as a program that stops here would
     let dir = RunDir::open(tmp.path(), meta()).unwrap();
-    assert_eq!(
-        dir.len(),
-        30,
-        "one record per step told"
-    );
+    assert_eq!(dir.len(), 30, "one record per step told");
     let resumed = engine(120)
         .max_in_flight(1)
         .checkpoint(dir)
