@@ -555,3 +555,236 @@ fn host_file_probes_reach_no_database_row() {
     }
     assert!(!said.contains(&file_secret) && !said.contains(&env_secret));
 }
+
+/// What a run directory says about a search, timings and error figures left out: every
+/// evaluation's kernel, parameters, status, number of input sets checked and cell, in the order of the kernels' text, and the
+/// final archive's cells with their elites' kernels, parameters and statuses.
+fn search_outcome(out: &std::path::Path) -> (Vec<String>, Vec<String>) {
+    let steps = std::fs::read_to_string(out.join("run/steps.jsonl")).unwrap();
+    let mut evaluations = Vec::new();
+    for line in steps.lines() {
+        let step: serde_json::Value = serde_json::from_str(line).unwrap();
+        for child in step["record"]["children"].as_array().unwrap() {
+            let elite = &child["elite"];
+            let evaluation = &elite["evaluation"];
+            // The verdict, not its error figures: every evaluation draws fresh input sets
+            // (so the largest errors differ between two runs in one process too), and the
+            // worker's name and the timings may differ.
+            evaluations.push(
+                serde_json::json!({
+                    "kernel": elite["candidate"]["source"]["text"],
+                    "params": elite["candidate"]["params"],
+                    "status": evaluation["status"],
+                    "input_sets": evaluation["correctness"]["input_sets"],
+                    "cell": elite["descriptor"]["coords"],
+                })
+                .to_string(),
+            );
+        }
+    }
+    evaluations.sort();
+    let snapshot: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run/snapshot.json")).unwrap())
+            .unwrap();
+    let mut cells: Vec<String> = snapshot["archive"]["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "coords": c["coords"],
+                "kernel": c["payload"]["candidate"]["source"]["text"],
+                "params": c["payload"]["candidate"]["params"],
+                "status": c["payload"]["evaluation"]["status"],
+            })
+            .to_string()
+        })
+        .collect();
+    cells.sort();
+    (evaluations, cells)
+}
+
+/// Issue 49: `kf search --task-file … --distributed` with two `kf worker`s. The task file, its
+/// Python reference and its kernels travel with the jobs (inside the signed profile); each
+/// worker writes them into a folder of its own and runs the reference confined. The search
+/// judges every kernel as the same search in one process does (same statuses, verdicts and
+/// cells, the same archive; timings aside). Then the reference script stored in the database
+/// is altered: a fresh worker refuses the job before evaluating anything, the refusal (in
+/// `kf_refusals` and the worker's log) names the script and says it does not match its
+/// signed hash, and no result is stored.
+#[test]
+fn a_task_file_search_on_workers_gives_the_in_process_archive() {
+    let Some(Cluster {
+        servers,
+        nats,
+        db,
+        out,
+    }) = cluster(
+        "a_task_file_search_on_workers_gives_the_in_process_archive",
+        "facade_task_file",
+    )
+    else {
+        return;
+    };
+    if !kf_eval::taskfile::python::numpy_or_skip() {
+        return;
+    }
+    let kf = env!("CARGO_BIN_EXE_kf");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/examples/scaled_swish");
+    let server_args = server_args(&servers, &nats, &db);
+    // Shipped tasks go into a folder of the test's own.
+    let worker_args = |name: &str| {
+        (
+            name.to_string(),
+            vec![
+                "--task-dir".to_string(),
+                out.path()
+                    .join(format!("{name}-tasks"))
+                    .display()
+                    .to_string(),
+            ],
+        )
+    };
+    let named: Vec<(String, Vec<String>)> = ["wa", "wb"].iter().map(|n| worker_args(n)).collect();
+    let with_args: Vec<(&str, Vec<String>)> =
+        named.iter().map(|(n, a)| (n.as_str(), a.clone())).collect();
+    let workers = start_workers_with(&with_args, &server_args, out.path());
+    // The task's naive baseline and two kernels of the example (one fast, one that writes
+    // half the output): the seeds are the whole budget, so the archive does not depend on
+    // which kernel timed faster by a hair.
+    let search = |target: &str, distributed: bool| {
+        let mut c = Command::new(kf);
+        c.arg("search")
+            .arg("--task-file")
+            .arg(dir.join("scaled_swish.toml"))
+            .arg("--kernel")
+            .arg(dir.join("scaled_swish_fast.toml"))
+            .arg("--kernel")
+            .arg(dir.join("scaled_swish_halfwork.toml"))
+            .args(["--size", "ROWS=64,COLS=48", "--evaluations", "3"])
+            .args(["--tune-budget", "1", "--seed", "3", "--time", "240"])
+            .arg("--no-progress")
+            .arg("--out")
+            .arg(out.path().join(target));
+        if distributed {
+            c.args(["--distributed", "--in-flight", "2"])
+                .args(&server_args);
+        }
+        c
+    };
+    let local = search("local", false).output().unwrap();
+    assert!(
+        local.status.success(),
+        "in-process search failed:\n{}",
+        String::from_utf8_lossy(&local.stderr)
+    );
+    let distributed = search("dist", true).output().unwrap();
+    assert!(
+        distributed.status.success(),
+        "distributed search failed:\n{}\n{}",
+        String::from_utf8_lossy(&distributed.stdout),
+        String::from_utf8_lossy(&distributed.stderr)
+    );
+    let (local_evaluations, local_cells) = search_outcome(&out.path().join("local"));
+    let (dist_evaluations, dist_cells) = search_outcome(&out.path().join("dist"));
+    assert_eq!(local_evaluations.len(), 3, "{local_evaluations:?}");
+    assert!(
+        local_evaluations.iter().any(|e| e.contains("\"correct\"")),
+        "{local_evaluations:?}"
+    );
+    assert!(
+        local_evaluations.iter().any(|e| !e.contains("\"correct\"")),
+        "the half-work kernel is judged wrong: {local_evaluations:?}"
+    );
+    assert_eq!(dist_evaluations, local_evaluations, "evaluations differ");
+    assert_eq!(dist_cells, local_cells, "archives differ");
+    // The workers evaluated every job against the shipped files, in folders named by hash.
+    assert_eq!(db.count("SELECT count(*) FROM kf_results"), 3);
+    assert_eq!(db.count("SELECT count(*) FROM kf_refusals"), 0);
+    let shipped: Vec<std::path::PathBuf> = ["wa", "wb"]
+        .iter()
+        .flat_map(|w| std::fs::read_dir(out.path().join(format!("{w}-tasks"))).into_iter())
+        .flatten()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(!shipped.is_empty(), "no worker wrote the shipped task");
+    for folder in &shipped {
+        assert_eq!(
+            std::fs::read(folder.join("scaled_swish_ref.py")).unwrap(),
+            std::fs::read(dir.join("scaled_swish_ref.py")).unwrap()
+        );
+    }
+    drop(workers);
+
+    // A second search of the task (its profile is its own: the time limits scale with this
+    // machine's measured compile time). While its jobs wait for a worker, the reference script
+    // as the database holds it is altered; its signed hash is not.
+    let first_profile = db.rows("SELECT hash FROM kf_profiles");
+    assert_eq!(first_profile.len(), 1);
+    let log = out.path().join("altered-search.log");
+    let mut altered_search = search("altered", true);
+    altered_search
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap());
+    let mut altered_search = Workers(vec![altered_search.spawn().unwrap()]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while db.count("SELECT count(*) FROM kf_profiles") < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the second search recorded no profile: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let altered = db.count(&format!(
+        "WITH u AS (UPDATE kf_profiles SET profile = jsonb_set(profile, \
+         '{{task_file,files,scaled_swish_ref.py,text}}', \
+         to_jsonb((profile #>> '{{task_file,files,scaled_swish_ref.py,text}}') || \
+         E'\\nimport os\\n')) WHERE hash <> '{}' RETURNING 1) SELECT count(*) FROM u",
+        first_profile[0][0]
+    ));
+    assert_eq!(altered, 1);
+    let fresh = [worker_args("wc")];
+    let fresh: Vec<(&str, Vec<String>)> =
+        fresh.iter().map(|(n, a)| (n.as_str(), a.clone())).collect();
+    let workers = start_workers_with(&fresh, &server_args, out.path());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while db.count("SELECT count(*) FROM kf_refusals") == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no refusal recorded; the search said: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let reasons = db.rows("SELECT reason FROM kf_refusals");
+    assert!(
+        reasons
+            .iter()
+            .all(|r| r[0].contains("`scaled_swish_ref.py`")
+                && r[0].contains("does not match its signed hash")),
+        "{reasons:?}"
+    );
+    assert_eq!(
+        db.count("SELECT count(*) FROM kf_results"),
+        3,
+        "nothing was evaluated against the altered reference"
+    );
+    altered_search.0[0].kill().ok();
+    altered_search.0[0].wait().ok();
+    drop(workers);
+    let worker_log = std::fs::read_to_string(out.path().join("wc.log")).unwrap();
+    assert!(
+        worker_log.contains("job refused, not evaluated")
+            && worker_log.contains("scaled_swish_ref.py"),
+        "{worker_log}"
+    );
+    assert!(
+        !out.path()
+            .join("wc-tasks")
+            .read_dir()
+            .is_ok_and(|mut d| d
+                .any(|e| e.is_ok_and(|e| !e.file_name().to_string_lossy().starts_with('.')))),
+        "the altered task was written out"
+    );
+}

@@ -38,6 +38,7 @@ fn profile(backend: BackendKind) -> Profile {
         backend: backend.to_string(),
         eval: EvalConfig::default(),
         timeout: TimeoutPolicy::default().into(),
+        task_file: None,
     };
     Profile::new(&p).unwrap()
 }

@@ -103,6 +103,17 @@ pub trait JobHandler: Send + Sync + 'static {
         Err(format!("this worker's handler answers no questions (endpoint {endpoint})").into())
     }
 
+    /// Checks what the profile carries beyond its hash before anything is evaluated under it:
+    /// a profile that ships files (a task file, its reference script and kernels) carries
+    /// their hashes, and `Err` refuses the job unevaluated ([`Refusal`], recorded in
+    /// `kf_refusals` and reported to the search as a failed job) when they do not match.
+    /// Called on every job, after the signature check and before the content check
+    /// ([`check_job`]), so that a refusal names the file that was altered. Default: nothing
+    /// to check.
+    fn check_profile(&self, _profile: &Profile) -> Result<(), Refusal> {
+        Ok(())
+    }
+
     /// What besides the job decides its result on this worker: the driver version and the
     /// evaluator's version. Stored (hashed) with every result; a search reuses a stored
     /// result only when it was measured in the environment of the device kind's most recently
@@ -745,8 +756,13 @@ impl<H: JobHandler> Shared<H> {
                 return;
             }
         };
-        // The signature covers the hashes; the content fetched by hash must match them.
-        if let Err(refusal) = check_job(&job, &source, &profile, message.subject.as_str()) {
+        // Files the profile ships must be the ones the search hashed (the refusal names the
+        // file); then the content fetched by hash must match the hashes the signature covers.
+        let checked = self
+            .handler
+            .check_profile(&profile)
+            .and_then(|()| check_job(&job, &source, &profile, message.subject.as_str()));
+        if let Err(refusal) = checked {
             self.refuse(&message, &job, refusal).await;
             return;
         }

@@ -689,9 +689,6 @@ where
             Some(job) => Box::new(job.build(&config.sizes, &kf_eval::tasks::builtin_references())?),
             None => builtin_task(&config.task, &config.sizes)?,
         };
-        if config.task_file.is_some() && config.is_distributed() {
-            return Err(SearchError::TaskFileDistributed);
-        }
         let classifier = Arc::new(self.classifier);
         let cells = crate::cell_predictor(&classifier);
         let (seeds, proposer) = (self.mutator)(FactoryInput {

@@ -184,11 +184,17 @@ pub enum SearchError {
     /// An evaluation budget of zero.
     #[error("the evaluation budget must be at least 1")]
     NoEvaluations,
-    /// Task files are not sent to distributed workers.
+    /// No longer returned: task files travel with distributed jobs
+    /// ([`distributed::TaskBundle`]). Kept so that code matching it still compiles.
     #[error(
         "task files are evaluated on this machine: distributed workers do not receive task files yet"
     )]
     TaskFileDistributed,
+    /// A task file could not be shipped with distributed jobs (a file outside its folder, too
+    /// large, unreadable).
+    #[cfg(feature = "dist")]
+    #[error(transparent)]
+    TaskBundle(#[from] distributed::TaskBundleError),
     /// The run directory already holds more evaluations than the budget.
     #[error(
         "the run directory {} already holds {recorded} evaluations; ask for at least that many to \
@@ -965,6 +971,12 @@ fn connect_distributed(
         backend: backend.to_owned(),
         eval: config.eval.clone(),
         timeout: config.timeout.into(),
+        // The task file, its reference and kernels go with the jobs, hashed and signed.
+        task_file: config
+            .task_file
+            .as_ref()
+            .map(crate::distributed::TaskBundle::from_job)
+            .transpose()?,
     };
     let profile = serde_json::to_value(&profile).map_err(|source| SearchError::Json {
         what: "the task profile",

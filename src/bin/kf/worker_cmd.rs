@@ -34,6 +34,10 @@ pub(crate) struct WorkerArgs {
     /// that what it runs is what it was sent or what it built.
     #[arg(long)]
     cache_dir: Option<std::path::PathBuf>,
+    /// Where the task files that searches ship with their jobs are written, one folder per
+    /// task's content hash (default: `shipped-tasks/` in the runtime folder).
+    #[arg(long)]
+    task_dir: Option<std::path::PathBuf>,
     /// Name in results and logs (default: host and process id).
     #[arg(long)]
     name: Option<String>,
@@ -156,6 +160,10 @@ pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
             config
         },
     )?;
+    let worker = match &args.task_dir {
+        Some(dir) => worker.task_dir(dir),
+        None => worker,
+    };
     let config = worker.config();
     eprintln!(
         "kf worker {} ({} role): device {} ({}), {} job(s) at a time, NATS {}, database {}",

@@ -11,7 +11,19 @@
 //! ones the binary was built for (the cache key covers them) and compiles the kernel itself
 //! otherwise.
 //!
+//! A search on a task file ships the task with its jobs: the task file, its reference script
+//! (and the Python modules beside it) and its kernels travel as a [`TaskBundle`] inside the
+//! profile, which every signed job names by hash. A worker refuses a job whose bundle does not
+//! hash to what was signed ([`TaskHandler::check_profile`]), writes the files into a private
+//! folder named by the bundle's hash ([`TaskHandler::task_dir`]) and evaluates against it in
+//! its confined evaluation processes, which may read that folder (the Python reference runs
+//! there, confined as on the search's machine).
+//!
 //! The queue, the database and the fault handling are [`kf_dist`]'s.
+
+mod bundle;
+
+pub use bundle::{BundledFile, TaskBundle, TaskBundleError, MAX_BUNDLE_BYTES, MAX_BUNDLE_FILES};
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -19,7 +31,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use kf_core::{async_trait, BoxError, Candidate, DeviceFacts, Evaluation, Evaluator};
-use kf_dist::{Binary, CompileOutcome, Hash, JobHandler, Profile};
+use kf_dist::{Binary, CompileOutcome, Hash, JobHandler, Profile, Refusal};
 use kf_eval::tasks::Sizes;
 use kf_eval::{
     BackendSpec, CompileCheck, EvalConfig, IsolatedEvaluator, TimeoutPolicy, WorkerCommand,
@@ -54,6 +66,11 @@ pub struct TaskProfile {
     pub eval: EvalConfig,
     /// Hard limits per evaluation.
     pub timeout: TimeoutSpec,
+    /// The task file and its files, for a search on a task file (`task` is then its name).
+    /// Absent from the profiles of built-in tasks, whose JSON (and so whose hash and stored
+    /// results) stays what it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_file: Option<TaskBundle>,
 }
 
 /// [`TimeoutPolicy`] in seconds, as it travels.
@@ -102,6 +119,8 @@ pub struct TaskHandler {
     command: WorkerCommand,
     evaluators: Mutex<Vec<(Hash, IsolatedEvaluator)>>,
     environment: serde_json::Value,
+    /// Where shipped task files are written, one folder per bundle hash.
+    task_dir: Option<PathBuf>,
 }
 
 impl TaskHandler {
@@ -114,6 +133,43 @@ impl TaskHandler {
             command,
             evaluators: Mutex::new(Vec::new()),
             environment: serde_json::json!({"evaluator": env!("CARGO_PKG_VERSION")}),
+            task_dir: None,
+        }
+    }
+
+    /// The folder shipped task files are written into, one sub-folder per bundle hash (made
+    /// owner-only). Default: [`default_task_dir`]. Keep it out of the folders evaluation
+    /// processes may write (compile caches, temporary folders): they may only read the one
+    /// task folder they evaluate against.
+    pub fn task_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.task_dir = Some(dir.into());
+        self
+    }
+
+    /// The folder shipped tasks go into.
+    fn shipped_task_root(&self) -> Result<PathBuf, BoxError> {
+        if let Some(dir) = &self.task_dir {
+            return Ok(dir.clone());
+        }
+        default_task_dir().ok_or_else(|| {
+            "no folder for shipped task files: no runtime folder, $XDG_CACHE_HOME or $HOME \
+             (give the worker a --cache-dir)"
+                .into()
+        })
+    }
+
+    /// Refuses a task-file profile whose files do not hash to what the search signed (see
+    /// [`TaskBundle::verify`]): what a worker checks before it evaluates a job. A profile that
+    /// is not a task profile passes (its evaluation says what is wrong with it).
+    pub fn check_profile(profile: &Profile) -> Result<(), Refusal> {
+        let Ok(p) = serde_json::from_value::<TaskProfile>(profile.value.clone()) else {
+            return Ok(());
+        };
+        match &p.task_file {
+            Some(bundle) => bundle
+                .verify()
+                .map_err(|e| Refusal::Inconsistent(e.to_string())),
+            None => Ok(()),
         }
     }
 
@@ -146,11 +202,17 @@ impl TaskHandler {
             )
             .into());
         }
-        let evaluator = IsolatedEvaluator::builder(self.backend.clone(), p.task, p.sizes)
+        let mut builder = IsolatedEvaluator::builder(self.backend.clone(), p.task, p.sizes)
             .command(self.command.clone())
             .config(p.eval)
-            .timeout(p.timeout.policy())
-            .build();
+            .timeout(p.timeout.policy());
+        if let Some(bundle) = &p.task_file {
+            // Checked again here (a compile worker's and an execute worker's path both come
+            // through): nothing is evaluated against files that are not the signed ones.
+            let job = bundle.materialise(&self.shipped_task_root()?)?;
+            builder = builder.task_file(job);
+        }
+        let evaluator = builder.build();
         if cache.len() >= WARM_PROFILES {
             let (_, old) = cache.remove(0);
             old.shutdown();
@@ -167,6 +229,21 @@ impl TaskHandler {
             }
         }
     }
+}
+
+/// The default folder of shipped task files: `shipped-tasks/` in the runtime folder (a
+/// checkout's `.runtime`, or the per-user one of `kf setup`), else in
+/// `$XDG_CACHE_HOME/kernelfoundry` (`~/.cache/kernelfoundry`). Evaluation processes may not
+/// write there, and read only the task folder they evaluate against.
+pub fn default_task_dir() -> Option<PathBuf> {
+    if let Some(runtime) = kf_eval::taskfile::python::runtime_dir() {
+        return Some(runtime.join("shipped-tasks"));
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(cache.join("kernelfoundry").join("shipped-tasks"))
 }
 
 /// Writes `bytes` as `dir/name` atomically (a temporary file renamed into place), so that an
@@ -255,6 +332,10 @@ impl JobHandler for TaskHandler {
         self.evaluate(profile, candidate).await
     }
 
+    fn check_profile(&self, profile: &Profile) -> Result<(), Refusal> {
+        TaskHandler::check_profile(profile)
+    }
+
     fn environment(&self) -> serde_json::Value {
         self.environment.clone()
     }
@@ -324,6 +405,27 @@ impl EvaluationWorker {
         })
     }
 
+    /// Where the task files searches ship with their jobs are written (see
+    /// [`TaskHandler::task_dir`]).
+    pub fn task_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        let dir = dir.into();
+        match std::sync::Arc::get_mut(&mut self.handler) {
+            Some(handler) => handler.task_dir = Some(dir),
+            // Not shared before the worker runs; should it be, a new handler takes the folder.
+            None => {
+                let handler = TaskHandler {
+                    backend: self.handler.backend.clone(),
+                    command: self.handler.command.clone(),
+                    evaluators: Mutex::new(Vec::new()),
+                    environment: self.handler.environment.clone(),
+                    task_dir: Some(dir),
+                };
+                self.handler = std::sync::Arc::new(handler);
+            }
+        }
+        self
+    }
+
     /// The queue name it serves.
     pub fn device_kind(&self) -> &str {
         &self.kind
@@ -386,6 +488,10 @@ impl JobHandler for SharedHandler {
         binary: &Binary,
     ) -> Result<Evaluation, BoxError> {
         self.0.evaluate_built(profile, candidate, binary).await
+    }
+
+    fn check_profile(&self, profile: &Profile) -> Result<(), Refusal> {
+        self.0.check_profile(profile)
     }
 
     fn environment(&self) -> serde_json::Value {
