@@ -21,8 +21,9 @@
 //! | `distributed` (`kf-search`, feature `dist`) | a distributed search's evaluator and device names, as `kf search --distributed` uses them |
 //! | [`search`] (`kf-search`) | the whole search as the examples run it, open through [`search::Search::builder`] |
 //! | [`backends`] (`kf-search`) | backends by name ([`search::BackendKind`]), device facts, and [`init`] |
-//! | [`report`] (`kf-search`) | progress bar, logging, and the end-of-run report: per-cell table, best kernel files, `report.json`, heatmap and curve PNGs (feature `report`) |
-//! | [`explorer`] (`kf-search`) | the run explorer page; served live with feature `report` |
+//! | [`report`] (`kf-report`) | progress bar, logging, and the end-of-run report: per-cell table, best kernel files, `report.json`, heatmap and curve PNGs (feature `report`) |
+//! | [`explorer`] (`kf-report`) | the run explorer page; served live with feature `report` |
+//! | [`post_run`] (`kf-report`) | post-run hooks: the final selection, the reference comparison, the report files and the explorer page as the shipped search runs them, and one's own ([`search::SearchBuilder::post_run`]) |
 //! | [`kernelbench`] (`kf-kernelbench`) | KernelBench problems as task files (levels 1 and 2), and the KernelBench benchmark |
 //!
 //! # Features
@@ -70,7 +71,9 @@ pub use kf_search::backends;
 #[cfg(feature = "dist")]
 pub use kf_search::distributed;
 /// Progress bar, logging and the end-of-run report.
-pub use kf_search::report;
+pub use kf_report::report;
+/// Post-run hooks: the shipped search's end, and one's own.
+pub use kf_report::post_run;
 
 /// Quality-diversity archives: the grid archive, parent selection, QD metrics, run directories.
 pub use kf_archive as archive;

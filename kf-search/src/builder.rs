@@ -196,6 +196,8 @@ pub struct Search<M, C, L, A = ShippedArchive, B = ShippedEvaluator> {
     pub(crate) layer: L,
     pub(crate) stop: Option<StopHandle>,
     pub(crate) observers: Vec<(BoxedObserver, ObserverMode)>,
+    /// Post-run hooks of one's own, after the shipped ones.
+    pub(crate) post_run: Vec<Box<dyn kf_report::PostRun>>,
 }
 
 /// A change to the configuration, applied in the order set over the configuration given
@@ -226,6 +228,7 @@ struct Common {
     archive_settings_dropped: bool,
     stop: Option<StopHandle>,
     observers: Vec<(BoxedObserver, ObserverMode)>,
+    post_run: Vec<Box<dyn kf_report::PostRun>>,
 }
 
 /// Builds a [`Search`]; every part not set is the shipped search's ([`defaults`]).
@@ -276,6 +279,7 @@ impl Search<MixMutator, DefaultClassifier, NoLayer, ShippedArchive> {
                 archive_settings_dropped: false,
                 stop: None,
                 observers: Vec::new(),
+                post_run: Vec::new(),
             },
             mutator: Box::new(|input: FactoryInput<'_>| {
                 let mut parts = OfflineMutators::for_task(
@@ -456,6 +460,15 @@ impl<M, C, L, A, B> SearchBuilder<M, C, L, A, B> {
         self.common
             .observers
             .push((BoxedObserver(Box::new(observer)), mode));
+        self
+    }
+
+    /// Adds a hook that runs once the engine has stopped, after the shipped ones (the final
+    /// selection, the reference comparison, the report files and the explorer page,
+    /// [`kf_report::post_run::shipped`]): it sees the finished run, the report as written and
+    /// the run's own evaluator for re-timing ([`crate::FinishedRun`]).
+    pub fn post_run(mut self, hook: impl crate::PostRun + 'static) -> Self {
+        self.common.post_run.push(Box::new(hook));
         self
     }
 
@@ -714,6 +727,7 @@ where
             layer: self.layer,
             stop: common.stop,
             observers: common.observers,
+            post_run: common.post_run,
         })
     }
 }

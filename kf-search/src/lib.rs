@@ -69,8 +69,6 @@ pub mod devices;
 #[cfg(feature = "dist")]
 pub mod distributed;
 mod evaluator;
-pub mod explorer;
-pub mod final_selection;
 pub mod kernel_eval;
 #[cfg(feature = "llm")]
 pub mod llm;
@@ -78,13 +76,17 @@ pub mod llm;
 pub mod logging;
 pub mod novelty;
 mod proposer;
-pub mod reference;
-pub mod report;
 mod setup;
 pub mod task;
 pub mod tune;
 mod tuned;
 pub mod verify;
+
+// The presentation lives in kf-report (issue 46); these paths stay for code written against
+// them.
+pub use kf_report::{explorer, final_selection, reference, report};
+/// Post-run hooks ([`SearchBuilder::post_run`]): kf-report's.
+pub use kf_report::{FinishedRun, PostRun, Retime};
 
 pub use archive::{
     cvt_features, ArchiveFactory, ArchiveInput, ArchiveKind, ArchiveSpec, SearchArchive,
@@ -127,6 +129,7 @@ use kf_mutate::CellPredictor;
 use serde::Serialize;
 
 use crate::report::{LogObserver, ProgressObserver, Report, ReportOutput};
+use kf_report::post_run;
 
 /// Why a search could not run.
 #[derive(Debug, thiserror::Error)]
@@ -147,6 +150,10 @@ pub enum SearchError {
     /// The report could not be written.
     #[error(transparent)]
     Report(#[from] crate::report::ReportError),
+    /// A post-run hook failed ([`SearchBuilder::post_run`]; the report files' own failure is
+    /// [`SearchError::Report`]).
+    #[error(transparent)]
+    PostRun(kf_report::Error),
     /// Distributed evaluation failed to start.
     #[cfg(feature = "dist")]
     #[error(transparent)]
@@ -243,6 +250,15 @@ pub enum SearchError {
         /// What serde_json said.
         source: serde_json::Error,
     },
+}
+
+impl From<kf_report::Error> for SearchError {
+    fn from(e: kf_report::Error) -> Self {
+        match e {
+            kf_report::Error::Report(e) => SearchError::Report(e),
+            other => SearchError::PostRun(other),
+        }
+    }
 }
 
 /// The origin note of the task-baseline seed.
@@ -563,6 +579,7 @@ where
         layer,
         stop,
         observers,
+        post_run: post_run_hooks,
     } = search;
     let config = &config;
     let sizes = task.sizes();
@@ -693,22 +710,8 @@ where
     let summary = result.summary;
     let elites = Archive::elites(&archive);
     let baseline_gflops = baseline.gflops();
-    let mut report = Report::new(&space, &summary, elites.iter().copied())
-        .device_evaluations(device_count.spent(), device_count.limit());
-    if let Some(selection) = retimer
-        .as_ref()
-        .and_then(|r| select_final(config, &work, r, &elites))
-    {
-        report = report.final_selection(selection);
-    }
-    let reference = measure_reference(config, &sizes, &work, retimer.as_ref(), report.best());
-    if let Some(retimer) = &retimer {
-        retimer.shutdown();
-    }
-    if let Some(reference) = reference {
-        report = report.reference(reference.map_err(|e| e.to_string()));
-    }
-    let report = report
+    let report = Report::new(&space, &summary, elites.iter().copied())
+        .device_evaluations(device_count.spent(), device_count.limit())
         .baseline_gflops(baseline_gflops)
         .trace(trace.points())
         .title(format!("{} {}", config.task, sizes_text(&sizes)))
@@ -716,21 +719,34 @@ where
         .extra("seed", config.seed)
         .extra("extended_from_evaluations", extended_from)
         .extra("emitters", scheduler.map(|s| s.stats()))
-        .extra("parts", &parts)
-        .write_and_print(&config.out)?;
-    // The run explorer next to report.json and the pictures; a page that cannot be written
-    // is a warning, never a lost run.
-    match crate::explorer::write_report_with(
-        &config.out,
-        Some(space.dimensions.clone()),
-        crate::explorer::DEFAULT_INLINE_LIMIT,
-    ) {
-        Ok(path) => {
-            use std::io::Write;
-            let _ = writeln!(std::io::stdout(), "Explorer: {}", path.display());
-        }
-        Err(e) => tracing::warn!("could not write the run explorer page: {e}"),
+        .extra("parts", &parts);
+    // The presentation is kf-report's post-run hooks: the final selection and the reference
+    // comparison (re-timing on the local workers, which stay up for them: a fresh worker would
+    // prepare its inputs and baseline again), the report files and the explorer page; then the
+    // builder's own hooks.
+    let mut finished = FinishedRun {
+        task: &config.task,
+        task_file: config.task_file.is_some(),
+        sizes: &sizes,
+        work: &work,
+        out: &config.out,
+        distributed: config.is_distributed(),
+        device: &device,
+        space: &space,
+        summary: &summary,
+        elites: &elites,
+        retimer: retimer.as_ref().map(|r| r as &dyn Retime),
+        report,
+        output: None,
+    };
+    let mut hooks = post_run::shipped(config.final_rounds, config.reference);
+    hooks.extend(post_run_hooks);
+    let hooks_ran = finished.run_hooks(&mut hooks);
+    if let Some(retimer) = &retimer {
+        retimer.shutdown();
     }
+    hooks_ran?;
+    let report = finished.into_output()?;
     let best_gflops = elites
         .iter()
         .filter(|e| e.evaluation.status.is_correct())
@@ -759,88 +775,6 @@ fn run_budget(config: &SearchConfig) -> serde_json::Value {
         map.insert("device_evaluations".into(), limit.into());
     }
     budget
-}
-
-/// The reference library at the task's size and the search's best kernel, measured side by
-/// side now that the search is over ([`reference::measure_side_by_side`]: the kernel re-timed by
-/// the run's own evaluator, then the library, twice); `None` when the search was asked not to,
-/// `Err` with the reason when there is no reference to measure.
-fn measure_reference(
-    config: &SearchConfig,
-    sizes: &Sizes,
-    work: &kf_core::Work,
-    retimer: Option<&IsolatedEvaluator>,
-    best: Option<&kf_core::Elite>,
-) -> Option<Result<reference::ReferenceMeasurement, reference::ReferenceError>> {
-    if !config.reference {
-        return None;
-    }
-    if config.is_distributed() {
-        return Some(Err(reference::ReferenceError::Distributed));
-    }
-    if config.task_file.is_some() {
-        return Some(Err(reference::ReferenceError::TaskFile));
-    }
-    let retime = || {
-        retime_elite(retimer?, best?)
-            .map_err(|e| tracing::warn!("re-timing the best kernel beside the reference: {e}"))
-            .ok()
-    };
-    let measured = reference::measure_side_by_side(
-        &config.task,
-        sizes,
-        work,
-        reference::SIDE_BY_SIDE_ROUNDS,
-        retime,
-    );
-    if let Err(why) = &measured {
-        tracing::warn!("reference library: {why}");
-    }
-    Some(measured)
-}
-
-/// The best kernel's median seconds from a fresh evaluation by `evaluator` (the full protocol),
-/// or why it is not a correct, timed kernel now.
-fn retime_elite(
-    evaluator: &IsolatedEvaluator,
-    elite: &kf_core::Elite,
-) -> Result<f64, final_selection::RetimeError> {
-    let evaluation =
-        evaluator.evaluate_blocking(&elite.candidate.source, &elite.effective_params())?;
-    if !evaluation.status.is_correct() {
-        return Err(final_selection::RetimeError::NotCorrect {
-            status: evaluation.status,
-            diagnostics: evaluation.diagnostics,
-        });
-    }
-    evaluation
-        .timing
-        .map(|t| t.median_s)
-        .ok_or(final_selection::RetimeError::NotTimed)
-}
-
-/// The final selection among the fastest elites ([`final_selection`]), when the config asks
-/// for rounds and there are at least two elites to choose between.
-fn select_final(
-    config: &SearchConfig,
-    work: &kf_core::Work,
-    retimer: &IsolatedEvaluator,
-    elites: &[&kf_core::Elite],
-) -> Option<final_selection::FinalSelection> {
-    if config.final_rounds == 0 {
-        return None;
-    }
-    let contenders =
-        final_selection::contenders(elites.iter().copied(), final_selection::CONTENDERS);
-    if contenders.len() < 2 {
-        return None;
-    }
-    let selection = final_selection::select(&contenders, config.final_rounds, work, |e| {
-        retime_elite(retimer, e)
-            .inspect_err(|why| tracing::warn!("final selection: {} is out: {why}", e.candidate.id))
-    });
-    tracing::info!("{}", selection.describe());
-    Some(selection)
 }
 
 /// Runs the shipped search with `mutator` from `seeds` (the first seed should be the task

@@ -9,11 +9,11 @@ use kf_core::{DescriptorSpace, Elite, Language, ParamValues, RunSummary, StopRea
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-#[cfg(feature = "report")]
+#[cfg(feature = "plot")]
 use super::error::PlotError;
 use super::error::{names, ReportError};
 use super::files::write_atomic;
-#[cfg(feature = "report")]
+#[cfg(feature = "plot")]
 use super::plot::{self, CurveData};
 use super::progress::TracePoint;
 use super::table::{self, correct_gflops, finite, measured_params, CellRow};
@@ -644,7 +644,7 @@ impl<'a> Report<'a> {
         }
 
         // The pictures need the `report` feature (plotters); without it they are not drawn.
-        #[cfg(feature = "report")]
+        #[cfg(feature = "plot")]
         if self.pictures {
             let text = plot::fonts_available();
             out.pictures_have_text = text;
@@ -788,7 +788,7 @@ fn write_json(path: &Path, value: &impl Serialize, what: &'static str) -> Result
 }
 
 /// Encodes and writes a drawn picture; returns whether it has text.
-#[cfg(feature = "report")]
+#[cfg(feature = "plot")]
 fn picture(
     path: &Path,
     drawn: Result<(plot::Rendered, (u32, u32)), PlotError>,

@@ -12,9 +12,9 @@
 //! into the run directory (`kf report` writes `report.html` next to it, in the folder named).
 //!
 //! ```no_run
-//! let path = kf_search::explorer::write_report("runs/gemm")?;
+//! let path = kf_report::explorer::write_report("runs/gemm")?;
 //! println!("open {}", path.display());
-//! # Ok::<(), kf_search::explorer::ExplorerError>(())
+//! # Ok::<(), kf_report::explorer::ExplorerError>(())
 //! ```
 
 mod data;

@@ -784,12 +784,13 @@ impl Evaluator for Slow {
 }
 
 /// Run by hand in a terminal to watch the bar and the logs:
-/// `cargo test -p kf-search --lib report::tests::watch_the_bar -- --ignored --nocapture`.
+/// `cargo test -p kf-report --lib report::tests::watch_the_bar -- --ignored --nocapture`.
 #[test]
 #[ignore = "for people: draws a progress bar for a few seconds"]
 fn watch_the_bar() {
-    #[cfg(feature = "logging")]
-    crate::logging::init(0);
+    let _ = tracing_subscriber::fmt()
+        .with_writer(BarAwareStderr::default)
+        .try_init();
     let classifier = SyntheticClassifier::new(4);
     let space = DescriptorSpace::kernel_default();
     let result = Engine::new(

@@ -11,8 +11,8 @@
 //! * [`LogObserver`]: one `tracing` debug line per evaluation (status, cell, outcome) and an
 //!   info line per new best.
 //! * [`BarAwareStderr`]: the writer for a program's `tracing` subscriber, whose lines do not
-//!   tear the progress bar; `kf_search::logging::init` (feature `logging`) installs the shipped
-//!   subscriber with it, filtered by a `-v` count ([`verbosity_filter`]) or `RUST_LOG`.
+//!   tear the progress bar; `kf_search::logging::init` (kf-search's feature `logging`) installs
+//!   the shipped subscriber with it, filtered by a `-v` count ([`verbosity_filter`]) or `RUST_LOG`.
 //!
 //! At the end, [`Report`] (or the one-call [`write_report`]) writes into an output folder:
 //!
@@ -32,10 +32,9 @@
 //! ```no_run
 //! use kf_core::prelude::*;
 //! use kf_core::testing::{synthetic_seed, SyntheticClassifier, SyntheticEvaluator, SyntheticMutator, VecArchive};
-//! use kf_search::report::{LogObserver, ProgressObserver, Report};
+//! use kf_report::report::{LogObserver, ProgressObserver, Report};
 //!
-//! # #[cfg(feature = "logging")]
-//! kf_search::logging::init(0); // a program's set-up (feature `logging`)
+//! // A program sets up its own logging first (`kf_search::logging::init`, for one).
 //! let classifier = SyntheticClassifier::new(4);
 //! let space = classifier.space().clone();
 //! let progress = ProgressObserver::new(&space);
@@ -58,17 +57,17 @@
 mod build;
 mod error;
 mod files;
-#[cfg(feature = "report")]
+#[cfg(feature = "plot")]
 mod plot;
 mod progress;
 mod table;
 
-#[cfg(all(test, feature = "report"))]
+#[cfg(all(test, feature = "plot"))]
 mod tests;
 
 pub use build::{write_report, BestKernelJson, Report, ReportJson, ReportOutput};
 pub use files::write_atomic;
-#[cfg(feature = "report")]
+#[cfg(feature = "plot")]
 pub use plot::{fonts_available, heatmap_size, CURVE_SIZE, HEATMAP_SIZE};
 pub use progress::{
     verbosity_filter, BarAwareStderr, LogObserver, ProgressObserver, ProgressTrace, TracePoint,
@@ -76,5 +75,5 @@ pub use progress::{
 pub use table::CellRow;
 
 pub use error::{names, ReportError};
-#[cfg(feature = "report")]
+#[cfg(feature = "plot")]
 pub use error::{DrawError, PlotError};

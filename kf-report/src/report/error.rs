@@ -54,7 +54,7 @@ pub enum ReportError {
         source: kf_manifest::ManifestError,
     },
     /// A picture could not be drawn.
-    #[cfg(feature = "report")]
+    #[cfg(feature = "plot")]
     #[error("cannot draw {path}: {source}")]
     Plot {
         /// The picture.
@@ -63,7 +63,7 @@ pub enum ReportError {
         source: PlotError,
     },
     /// A picture could not be encoded as PNG.
-    #[cfg(feature = "report")]
+    #[cfg(feature = "plot")]
     #[error("cannot encode {path} as PNG: {source}")]
     Png {
         /// The picture.
@@ -74,13 +74,13 @@ pub enum ReportError {
 }
 
 /// What plotters says when a drawing operation on a picture's bitmap fails.
-#[cfg(feature = "report")]
+#[cfg(feature = "plot")]
 pub type DrawError = plotters::drawing::DrawingAreaErrorKind<
     <plotters::backend::BitMapBackend<'static> as plotters::backend::DrawingBackend>::ErrorType,
 >;
 
 /// Why a picture could not be drawn (feature `report`).
-#[cfg(feature = "report")]
+#[cfg(feature = "plot")]
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PlotError {
