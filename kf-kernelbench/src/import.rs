@@ -22,8 +22,8 @@ use std::time::Duration;
 
 use indexmap::IndexMap;
 use kf_eval::taskfile::{
-    BaselineSpec, BufferDecl, BufferRole, Dtype, ExprText, OneOrMany, ReferenceSpec, ScalarDecl,
-    ScalarValue, TaskBase, TaskFile, TaskSpec, ToleranceSpec,
+    BaselineSpec, BufferDecl, BufferRole, Dtype, ExprText, FamilySpec, OneOrMany, ReferenceSpec,
+    ScalarDecl, ScalarValue, TaskBase, TaskFile, TaskSpec, ToleranceSpec,
 };
 use serde::Deserialize;
 
@@ -275,6 +275,10 @@ pub(crate) struct HelperAnswer {
     /// over one dimension or a matrix product (the task file's `accumulates`).
     #[serde(default)]
     accumulates: Option<String>,
+    /// The operator family forward() was recognised as (the task file's `[family]`), its
+    /// output named `$out` (the importer names the outputs).
+    #[serde(default)]
+    family: Option<serde_json::Value>,
     /// With a generation request: the naive kernel's source and its global size.
     #[serde(default)]
     kernel: Option<String>,
@@ -689,29 +693,51 @@ fn build_spec(
             answer.description.clone()
         }
     );
-    Ok(TaskSpec {
-        name: format!("kb_{stem}"),
-        description,
-        args,
-        sizes,
-        buffers,
-        scalars,
-        reference: ReferenceSpec {
-            python: Some(reference_name),
-            kernel: None,
-            rust: None,
-            timeout_s: None,
+    Ok(with_family(
+        TaskSpec {
+            name: format!("kb_{stem}"),
+            description,
+            args,
+            sizes,
+            buffers,
+            scalars,
+            reference: ReferenceSpec {
+                python: Some(reference_name),
+                kernel: None,
+                rust: None,
+                timeout_s: None,
+            },
+            tolerance: Some(ToleranceSpec {
+                atol: Some(tolerance.atol),
+                rtol: Some(tolerance.rtol),
+                ..ToleranceSpec::default()
+            }),
+            work: None,
+            baseline,
+            alternative_sizes: Vec::new(),
+            family: None,
         },
-        tolerance: Some(ToleranceSpec {
-            atol: Some(tolerance.atol),
-            rtol: Some(tolerance.rtol),
-            ..ToleranceSpec::default()
-        }),
-        work: None,
-        baseline,
-        alternative_sizes: Vec::new(),
-        family: None,
-    })
+        answer,
+    ))
+}
+
+/// `spec` with the family the helper recognised, its output placeholder replaced by the task's
+/// single output; a family the task's buffers do not support is left out (the search then
+/// keeps the parameter moves).
+fn with_family(mut spec: TaskSpec, answer: &HelperAnswer) -> TaskSpec {
+    let (Some(family), [output]) = (&answer.family, &answer.outputs[..]) else {
+        return spec;
+    };
+    let text = family
+        .to_string()
+        .replace("\"$out\"", &format!("{:?}", output.name));
+    let Ok(family) = serde_json::from_str::<FamilySpec>(&text) else {
+        return spec;
+    };
+    if family.validate(&spec, &spec.name).is_ok() {
+        spec.family = Some(family);
+    }
+    spec
 }
 
 /// Writes the NumPy reference that runs the problem on the stand-in for torch, the stand-in,

@@ -288,6 +288,7 @@ def analyze(path):
     accumulates = accumulation_length(tree, model, forward, forward_args, inputs, env)
     return {
         "accumulates": accumulates,
+        "family": recognise_family(forward, inputs, env),
         "sizes": sizes,
         "tuples": tuples,
         "scalars": scalars,
@@ -379,6 +380,131 @@ def accumulation_length(tree, model, forward, forward_args, inputs, env):
             if dim_node is None or name is None:
                 return None
             return dim_of(shapes[name], value(dim_node))
+    return None
+
+
+# ---------------------------------------------------------------- operator families
+# Element-wise operations (torch.<op>, torch.nn.functional.<op>, x.<op>()): a forward() made of
+# these and arithmetic on one tensor is a map.
+ELEMENTWISE = {
+    "relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu", "mish", "sigmoid",
+    "tanh", "hardtanh", "hardsigmoid", "hardswish", "softplus", "softsign", "logsigmoid",
+    "tanhshrink", "softshrink", "hardshrink", "threshold", "exp", "log", "abs", "sqrt", "rsqrt",
+    "pow", "clamp", "neg", "erf", "sin", "cos", "square", "reciprocal", "sign",
+}
+ROW_NORMS = {"softmax": "softmax", "log_softmax": "log_softmax"}
+ROW_REDUCTIONS = {"sum", "mean", "max", "min", "amax", "amin", "argmax", "argmin", "prod"}
+
+
+def call_name(node):
+    """`relu` for torch.relu(x), F.relu(x), torch.nn.functional.relu(x) and x.relu()."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return node.func.attr
+    return None
+
+
+def recognise_family(forward, inputs, env):
+    """The operator family of a forward() that returns one expression over its inputs: a
+    matrix product (torch.matmul / mm, `@`, with `.T` transposes), a softmax over the last
+    dimension (row_norm), a reduction or cumsum over the last dimension (row_reduce, scan), or
+    an element-wise map of one tensor. The output's name is left to the importer (`$out`).
+    None when forward() is none of these or is not understood."""
+    returns = [n for n in forward.body if isinstance(n, ast.Return)]
+    if len(returns) != 1 or returns[0].value is None:
+        return None
+    expr = returns[0].value
+    # Dimensions as size expressions; literal ones as integers (a matrix-vector product's 1).
+    shapes = {
+        spec["name"]: [int(d) if str(d).isdigit() else str(d) for d in spec["shape"]] for spec in inputs
+    }
+    float_inputs = [spec["name"] for spec in inputs if spec.get("dtype", "f32") == "f32"]
+
+    def factor(node):
+        """(input name, transposed) for `A`, `A.T`, `A.t()`, `A.transpose(0, 1)`."""
+        if isinstance(node, ast.Name) and node.id in shapes:
+            return node.id, False
+        if isinstance(node, ast.Attribute) and node.attr in ("T", "mT") and isinstance(node.value, ast.Name):
+            return (node.value.id, True) if node.value.id in shapes else None
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("t", "transpose")
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in shapes
+        ):
+            return node.func.value.id, True
+        return None
+
+    def matmul(a_node, b_node):
+        a, b = factor(a_node), factor(b_node)
+        if a is None or b is None:
+            return None
+        (a, ta), (b, tb) = a, b
+        sa, sb = shapes[a], shapes[b]
+        if len(sa) != 2 or len(sb) not in (1, 2):
+            return None
+        m, k = (sa[1], sa[0]) if ta else (sa[0], sa[1])
+        if len(sb) == 1:
+            n = 1
+        else:
+            n = sb[0] if tb else sb[1]
+        return {"kind": "matmul", "a": a, "b": b, "c": "$out", "m": m, "n": n, "k": k,
+                "transpose_a": ta, "transpose_b": tb}
+
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.MatMult):
+        return matmul(expr.left, expr.right)
+    name = call_name(expr)
+    if name in ("matmul", "mm") and len(expr.args) == 2:
+        return matmul(expr.args[0], expr.args[1])
+
+    def last_dim(node, shape):
+        """Whether the `dim` of a call is the last dimension of `shape`."""
+        dim = next((k.value for k in node.keywords if k.arg == "dim"), None)
+        is_method = not (isinstance(node.func.value, ast.Name) and node.func.value.id in ("torch", "F"))
+        positional = node.args if is_method else node.args[1:]
+        if dim is None and positional:
+            dim = positional[0]
+        try:
+            d = const_eval(dim, env) if dim is not None else None
+        except (ValueError, ZeroDivisionError):
+            return False
+        return isinstance(d, int) and d in (-1, len(shape) - 1)
+
+    def tensor_of(node):
+        is_method = not (isinstance(node.func.value, ast.Name) and node.func.value.id in ("torch", "F", "nn"))
+        if is_method:
+            target = node.func.value
+        else:
+            target = node.args[0] if node.args else None
+        return target.id if isinstance(target, ast.Name) and target.id in shapes else None
+
+    def rows(shape):
+        leading = [str(d) if str(d).isidentifier() or isinstance(d, int) else f"({d})" for d in shape[:-1]]
+        return {"rows": " * ".join(leading) if leading else 1, "length": shape[-1]}
+
+    if name is not None:
+        x = tensor_of(expr)
+        if x is not None and x in float_inputs:
+            shape = shapes[x]
+            if name in ROW_NORMS and last_dim(expr, shape):
+                return {"kind": "row_norm", "input": x, "output": "$out", **rows(shape), "op": ROW_NORMS[name]}
+            keepdim = any(k.arg == "keepdim" for k in expr.keywords)
+            if name in ROW_REDUCTIONS and last_dim(expr, shape) and not keepdim:
+                return {"kind": "row_reduce", "input": x, "output": "$out", **rows(shape), "op": name}
+            if name == "cumsum" and last_dim(expr, shape):
+                return {"kind": "scan", "input": x, "output": "$out", **rows(shape), "op": "cumsum"}
+
+    # A map: every call element-wise, every tensor the same single input.
+    names = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name) and n.id in shapes}
+    calls = [call_name(n) for n in ast.walk(expr) if isinstance(n, ast.Call)]
+    if len(names) == 1 and len(inputs) == 1 and calls and all(c in ELEMENTWISE for c in calls):
+        (x,) = names
+        if x in float_inputs:
+            family = {"kind": "map", "input": x, "output": "$out"}
+            # The operation's name where the whole expression is one call (relu(x)).
+            if call_name(expr):
+                family["op"] = call_name(expr)
+            return family
     return None
 
 

@@ -10,6 +10,8 @@ use kf_mutate::{
 
 use super::{seeds_for, SearchError};
 
+mod families;
+
 /// Seeds and mutator for `task` in `language`, with no LLM:
 ///
 /// - OpenCL C for a task without templates (a task file): the task's baseline; parameter
@@ -79,24 +81,26 @@ impl OfflineMutators {
         cells: Option<CellPredictor>,
     ) -> Result<Self, SearchError> {
         let name = task.name().to_string();
-        let templated = matches!(name.as_str(), "gemm" | "softmax");
+        // The built-in tasks have their templates; a task file that declares an operator
+        // family gets the family's templates bound to its interface.
+        let templates = match name.as_str() {
+            "softmax" => Some((
+                TemplateLibrary::softmax_for(language)?,
+                StructuralMutator::softmax_for(language)?,
+            )),
+            "gemm" => Some((
+                TemplateLibrary::builtin_for(language)?,
+                StructuralMutator::builtin_for(language)?,
+            )),
+            _ => families::family_templates(task, language)?,
+        };
+        let templated = templates.is_some();
         // Every language has renderings of the templates (CUDA its own GPU ones: see
         // `TemplateLibrary::cuda`); a task file gets parameter moves over its seeds.
-        let parts = if templated {
-            let (library, structural) = match name.as_str() {
-                "softmax" => (
-                    TemplateLibrary::softmax_for(language),
-                    StructuralMutator::softmax_for(language),
-                ),
-                _ => (
-                    TemplateLibrary::builtin_for(language),
-                    StructuralMutator::builtin_for(language),
-                ),
-            };
-            let library = library?;
+        let parts = if let Some((library, structural)) = templates {
             let structural = match cells {
-                Some(cells) => structural?.predicting_cells(cells),
-                None => structural?,
+                Some(cells) => structural.predicting_cells(cells),
+                None => structural,
             };
             // Each template's seeds, fitted to the task's sizes (a start's K tile may be
             // deeper than a small problem's K).
@@ -104,6 +108,16 @@ impl OfflineMutators {
             let mut extra = Vec::new();
             for template in library.for_task(&name) {
                 extra.extend(template.seeds_at(&sizes)?);
+            }
+            if !matches!(name.as_str(), "gemm" | "softmax") {
+                // A family's templates meet shapes they were not written for (a
+                // matrix-vector product's one column): seeds no parameter values fit are left
+                // out rather than spent on a launch that cannot happen.
+                extra.retain(|(source, params)| {
+                    kf_manifest::Manifest::from_kernel(source).is_ok_and(|manifest| {
+                        kf_mutate::Feasibility::new(&manifest, &sizes, None).is_feasible(params)
+                    })
+                });
             }
             if language == Language::Cuda && name == "gemm" {
                 // The shipped shared-memory tiled GEMM: a GPU starting point the scalar

@@ -1,0 +1,198 @@
+//! Operator families on the shipped KernelBench tasks: a matrix-product task file (its
+//! `[family] kind = "matmul"`) is searched with the GEMM templates bound to its interface, and
+//! the softmax task with the softmax templates. Every seed is correct at a small size, and a
+//! short search on 1_Square_matrix_multiplication_ keeps structural children and beats the
+//! naive kernel.
+//!
+//! Skips (printing `SKIPPED: …`) only when the OpenCL runtime or Python/NumPy is missing and
+//! `KF_REQUIRE_OPENCL` / `KF_REQUIRE_PYTHON` is not `1`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use kernelfoundry::core::prelude::*;
+use kernelfoundry::eval::taskfile::{python::numpy_or_skip, FileTask, TaskFile};
+use kernelfoundry::eval::tasks::{parse_sizes, KernelTask};
+use kernelfoundry::eval::{EvalConfig, KernelEvaluator, TaskFileJob, WorkerCommand};
+use kernelfoundry::opencl::testing::backend_or_skip;
+use kernelfoundry::search::{offline_search, run_search, SearchConfig};
+
+kernelfoundry::eval::worker_test_entry!(|spec: &kernelfoundry::eval::BackendSpec| {
+    kernelfoundry::backends::open_opencl(spec).map_err(|e| e.to_string())
+});
+
+fn task(name: &str, sizes: &str, cache: &Path) -> FileTask {
+    let path: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tasks/kernelbench")
+        .join(name)
+        .join("task.toml");
+    let file = TaskFile::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    FileTask::new(file, &parse_sizes(sizes).unwrap())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .with_cache_dir(Some(cache.to_path_buf()))
+}
+
+fn config() -> EvalConfig {
+    let mut c = EvalConfig::default();
+    c.timing.min_trials = 2;
+    c.timing.min_seconds = 0.0;
+    c.timing.max_trials = 3;
+    c.data_seed = Some(5);
+    c
+}
+
+/// The matrix product and softmax tasks get their family's templates as seeds (the naive
+/// kernel first, then the bound templates' base variants and starts) and a structural mutator;
+/// every seed computes the task correctly. A task of a family without templates (a map) gets no
+/// template structural mutator.
+#[test]
+fn family_tasks_are_seeded_with_bound_templates_that_are_correct() {
+    let (Some(backend), true) = (backend_or_skip(), numpy_or_skip()) else {
+        return;
+    };
+    let cache = tempfile::tempdir().unwrap();
+    let mut ev = KernelEvaluator::new(backend, config());
+    for (name, sizes, marker) in [
+        ("1_Square_matrix_multiplication_", "N=128", "gemm_blocked"),
+        (
+            "4_Matrix_vector_multiplication_",
+            "M=64,K=256",
+            "gemm_blocked",
+        ),
+        ("23_Softmax", "batch_size=32,dim=256", "softmax_row"),
+    ] {
+        let t = task(name, sizes, cache.path());
+        let (seeds, mix) = offline_search(&t, Language::OpenCl).unwrap();
+        assert!(mix.names().contains(&"structural"), "{name}");
+        assert!(seeds.len() >= 3, "{name}: {} seeds", seeds.len());
+        assert!(
+            seeds.iter().skip(1).any(|s| s.source.text.contains(marker)),
+            "{name}: no {marker} seed"
+        );
+        for seed in &seeds {
+            let e = ev.evaluate(&t, &seed.source, &seed.params).unwrap();
+            assert_eq!(
+                e.status,
+                Status::Correct,
+                "{name} {}: {}",
+                seed.params,
+                e.diagnostics
+            );
+        }
+    }
+    let relu = task("19_ReLU", "batch_size=4,dim=256", cache.path());
+    assert_eq!(relu.family().map(|f| f.kind()), Some("map"));
+    let (_, mix) = offline_search(&relu, Language::OpenCl).unwrap();
+    assert!(!mix.names().contains(&"structural"), "{:?}", mix.names());
+}
+
+/// A short search on the square matrix product: structural children of the bound GEMM
+/// templates reach the archive, and the best kernel is faster than the naive one.
+#[test]
+fn a_short_matmul_search_uses_the_gemm_templates() {
+    let (Some(_), true) = (backend_or_skip(), numpy_or_skip()) else {
+        return;
+    };
+    let cache = tempfile::tempdir().unwrap();
+    let t = task("1_Square_matrix_multiplication_", "N=128", cache.path());
+    let out = tempfile::tempdir().unwrap();
+    let mut config = SearchConfig::new(t.name(), t.sizes());
+    config.evaluations = 6;
+    config.tune_budget = 1;
+    config.wall = Some(Duration::from_secs(240));
+    config.out = out.path().join("mm");
+    config.progress = false;
+    config.worker = Some(WorkerCommand::test_harness().unwrap());
+    config.task_file = Some(TaskFileJob::from_task_file(t.file()).unwrap());
+    let (seeds, mix) = offline_search(&t, Language::OpenCl).unwrap();
+    let outcome = run_search(&config, mix, seeds, None).unwrap();
+    // The task file declares no flops: compare fitness (throughput) with the naive seed's.
+    let elites = Archive::elites(&outcome.archive);
+    let naive = t.baseline(Language::OpenCl).unwrap();
+    let fitness = |e: &&Elite| e.fitness.value();
+    let base = elites
+        .iter()
+        .find(|e| e.candidate.source.text == naive.text)
+        .map(fitness)
+        .expect("the naive seed is in the archive");
+    let best = elites.iter().map(fitness).fold(f64::MIN, f64::max);
+    assert!(best > 2.0 * base, "best {best} against naive {base}");
+    assert!(
+        elites
+            .iter()
+            .any(|e| e.candidate.source.text.contains("Bound to the task")),
+        "no bound template in the archive"
+    );
+}
+
+/// The importer recognises the family of the shipped problems from the PyTorch operations
+/// forward() calls, and writes what the shipped task files declare: `torch.matmul(A.T, B)` a
+/// matrix product with A transposed, a matrix-vector product with `n = 1`, a softmax over the
+/// last dimension a row normalisation, ReLU a map; a convolution no family.
+#[test]
+fn the_importer_recognises_the_shipped_problems_families() {
+    let python = kernelfoundry::kernelbench::default_python();
+    if !kernelfoundry::kernelbench::numpy_available(&python) {
+        kernelfoundry::core::testing::skip::skip(
+            "PYTHON",
+            format_args!("no Python with NumPy at {}", python.display()),
+        );
+        return;
+    }
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/kernelbench");
+    for (stem, small, kind) in [
+        ("1_Square_matrix_multiplication_", "N=32", Some("matmul")),
+        (
+            "16_Matmul_with_transposed_A",
+            "M=16,K=32,N=24",
+            Some("matmul"),
+        ),
+        (
+            "4_Matrix_vector_multiplication_",
+            "M=16,K=32",
+            Some("matmul"),
+        ),
+        ("23_Softmax", "batch_size=4,dim=32", Some("row_norm")),
+        ("19_ReLU", "batch_size=4,dim=32", Some("map")),
+        (
+            "76_conv_standard_1D_dilated_strided__",
+            "batch_size=2,in_channels=3,out_channels=5,length=64",
+            None,
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let problem = dir.path().join(format!("{stem}.py"));
+        std::fs::copy(
+            shipped.join(stem).join(format!("vendor/{stem}.py")),
+            &problem,
+        )
+        .unwrap();
+        std::fs::copy(
+            shipped.join(stem).join(format!("{stem}_ref.py")),
+            dir.path().join(format!("{stem}_ref.py")),
+        )
+        .unwrap();
+        let options = kernelfoundry::kernelbench::ImportOptions {
+            problem,
+            out_dir: dir.path().join("task"),
+            sizes: parse_sizes(small).unwrap(),
+            max_size: None,
+            python: Some(python.clone()),
+            reference: kernelfoundry::kernelbench::ReferencePreference::Numpy,
+            tolerance: Default::default(),
+        };
+        let report = kernelfoundry::kernelbench::import_kernelbench(&options)
+            .unwrap_or_else(|e| panic!("{stem}: {e}"));
+        let imported = TaskFile::load(&report.task_file).unwrap();
+        let family = imported.spec.family.clone();
+        assert_eq!(family.as_ref().map(|f| f.kind()), kind, "{stem}");
+        if kind.is_some() {
+            // What the shipped task file declares, buffers and sizes (a map's op aside).
+            let declared = TaskFile::load(&shipped.join(stem).join("task.toml"))
+                .unwrap()
+                .spec
+                .family;
+            assert_eq!(family, declared, "{stem}");
+        }
+    }
+}
