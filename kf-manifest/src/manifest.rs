@@ -26,6 +26,8 @@ struct RawManifest {
     launch: RawLaunch,
     #[serde(default)]
     flags: Vec<RawFlagRule>,
+    #[serde(default)]
+    tags: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -140,6 +142,9 @@ pub struct Manifest {
     /// Compiler flags asked for, each a floating-point mode of
     /// [`allowed_flags`](crate::allowed_flags); see [`Manifest::compile_flags`].
     pub flags: Vec<FlagRule>,
+    /// What the kernel is (`tags = ["matmul"]`): tuning rule priors select by them
+    /// (`kf_tune::RulePrior`).
+    pub tags: Vec<String>,
     /// The manifest text as written.
     pub text: Arc<str>,
 }
@@ -254,6 +259,7 @@ impl Manifest {
             global,
             local,
             flags,
+            tags: raw.tags,
             text: Arc::from(text),
         })
     }

@@ -51,6 +51,8 @@ pub struct TaskBinding {
     /// Per template kernel parameter, its value: an expression over the task's argument names
     /// (sizes, scalars, buffers).
     pub bind: IndexMap<String, String>,
+    /// Tags the bound manifests carry (the family, `matmul`), for tuning rule priors.
+    pub tags: Vec<String>,
 }
 
 impl TaskBinding {
@@ -61,7 +63,14 @@ impl TaskBinding {
             entry: entry.into(),
             params: Vec::new(),
             bind: IndexMap::new(),
+            tags: Vec::new(),
         }
+    }
+
+    /// Adds a tag to the bound manifests (`matmul`: tuning rule priors select by it).
+    pub fn tag(mut self, tag: impl Into<String>) -> Self {
+        self.tags.push(tag.into());
+        self
     }
 
     /// Appends a parameter of the task's kernel.
@@ -107,7 +116,7 @@ impl Template {
                 self.manifest().language
             )));
         }
-        let text = bind_kernel_text(self.text(), &self.manifest().entry, binding).map_err(fail)?;
+        let text = bind_kernel_text(self.name(), self.text(), &self.manifest().entry, binding)?;
         let manifest = bind_manifest(self.manifest(), binding)?;
         let mut bound = Template::new(
             self.name(),
@@ -142,24 +151,33 @@ impl TemplateLibrary {
 
 /// The template text with its kernel's parameter list replaced by the task's and a prologue
 /// that declares each template parameter bound to its expression.
-fn bind_kernel_text(text: &str, entry: &str, binding: &TaskBinding) -> Result<String, String> {
+fn bind_kernel_text(
+    template: &str,
+    text: &str,
+    entry: &str,
+    binding: &TaskBinding,
+) -> Result<String, MutateError> {
+    let fail = |message: String| MutateError::Template {
+        template: template.to_owned(),
+        message,
+    };
     let opening = format!("void {entry}(");
     let starts: Vec<usize> = text.match_indices(&opening).map(|(i, _)| i).collect();
     let [start] = starts[..] else {
-        return Err(format!(
+        return Err(fail(format!(
             "expected one `{opening}` in the template text, found {}",
             starts.len()
-        ));
+        )));
     };
     let params_start = start + opening.len();
     let params_len = text[params_start..]
         .find(')')
-        .ok_or_else(|| format!("`{opening}` has no closing parenthesis"))?;
+        .ok_or_else(|| fail(format!("`{opening}` has no closing parenthesis")))?;
     let params_end = params_start + params_len;
     let body_open = text[params_end..]
         .find('{')
         .map(|i| params_end + i)
-        .ok_or_else(|| format!("`{opening}…)` has no body"))?;
+        .ok_or_else(|| fail(format!("`{opening}…)` has no body")))?;
     let mut prologue = String::new();
     let mut bound = 0;
     for param in text[params_start..params_end].split(',') {
@@ -171,7 +189,7 @@ fn bind_kernel_text(text: &str, entry: &str, binding: &TaskBinding) -> Result<St
         let expr = binding
             .bind
             .get(name)
-            .ok_or_else(|| format!("the kernel parameter `{name}` is not bound"))?;
+            .ok_or_else(|| fail(format!("the kernel parameter `{name}` is not bound")))?;
         prologue.push_str(&format!(
             "    {decl} {name} = ({});\n",
             binding.in_kernel(expr)
@@ -179,10 +197,10 @@ fn bind_kernel_text(text: &str, entry: &str, binding: &TaskBinding) -> Result<St
         bound += 1;
     }
     if bound != binding.bind.len() {
-        return Err(format!(
+        return Err(fail(format!(
             "{} bindings for the kernel's {bound} parameters",
             binding.bind.len()
-        ));
+        )));
     }
     let params = binding
         .params
@@ -209,6 +227,17 @@ fn bind_manifest(
     let mut table: toml::Table = manifest.text.parse().map_err(serialize)?;
     table.insert("entry".into(), binding.entry.clone().into());
     table.remove("source");
+    if !binding.tags.is_empty() {
+        let mut tags: Vec<String> = manifest.tags.clone();
+        tags.extend(
+            binding
+                .tags
+                .iter()
+                .filter(|t| !manifest.tags.contains(t))
+                .cloned(),
+        );
+        table.insert("tags".into(), tags.into());
+    }
     let rewrite = |value: &mut toml::Value| {
         if let toml::Value::String(s) = value {
             *s = binding.in_manifest(s);
@@ -254,6 +283,7 @@ mod tests {
             .bind("M", "N")
             .bind("N", "N")
             .bind("K", "N")
+            .tag("matmul")
     }
 
     /// The bound GEMM templates keep their switches, base and starts; their manifests use the
@@ -282,6 +312,9 @@ mod tests {
             );
             let seeds = template.seeds().unwrap();
             assert!(seeds[0].0.text.contains("__global float* kf_out"));
+            // The family's tag travels into every variant's manifest.
+            let variant = kf_manifest::Manifest::from_kernel(&seeds[0].0).unwrap();
+            assert_eq!(variant.tags, ["matmul"]);
         }
     }
 

@@ -177,6 +177,8 @@ struct OutManifest<'a> {
     launch: OutLaunch,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     flags: Vec<OutFlagRule>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    tags: &'a [String],
 }
 
 #[derive(Serialize)]
@@ -625,6 +627,7 @@ impl Template {
                 local: self.manifest.local.as_deref().map(launch),
             },
             flags,
+            tags: &self.manifest.tags,
         };
         let body = toml::to_string(&out).map_err(|e| MutateError::Serialize(e.to_string()))?;
         let manifest_text = format!(

@@ -362,9 +362,12 @@ impl<E: Evaluator + Clone + 'static> Evaluator for TunedEvaluator<E> {
             calls: 0,
             count: &self.count,
         };
-        let tuner = Tuner::new(&space, tune_budget)
+        let mut tuner = Tuner::new(&space, tune_budget)
             .seed(tuning_seed(&candidate.source, &own))
             .fan_out(self.fan_out);
+        if let Some(weights) = rule_prior(&manifest, &space, &self.sizes, &self.device) {
+            tuner = tuner.prior(weights);
+        }
         // A tuning failure (the evaluator itself broke) leaves the first evaluation standing;
         // the engine hears of evaluator errors through the untuned path.
         let _ = tuner
@@ -404,6 +407,31 @@ impl<E: Evaluator + Clone + 'static> Evaluator for TunedEvaluator<E> {
         best.tuning_evaluations = calls;
         Ok(best)
     }
+}
+
+/// The weights of the shipped rule priors ([`kf_tune::RulePrior::family_rules`]) for a kernel
+/// whose manifest carries tags (`tags = ["matmul"]`; the family templates bound to a task carry
+/// their family's), or `None` where no rule applies: the tuner then runs without a prior.
+pub(crate) fn rule_prior(
+    manifest: &Manifest,
+    space: &Space,
+    sizes: &IndexMap<String, i64>,
+    device: &DeviceFacts,
+) -> Option<Vec<Vec<f64>>> {
+    if manifest.tags.is_empty() {
+        return None;
+    }
+    let mut context = kf_tune::prior::PriorContext::tagged(manifest.tags.iter().cloned())
+        .with_device(device.clone());
+    for (name, value) in sizes {
+        context = context.with_size(name.clone(), *value);
+    }
+    kf_tune::prior::RulePrior::family_rules()
+        .applied(space, &context)
+        .unwrap_or_else(|e| {
+            tracing::warn!("rule prior: {e}; tuning without it");
+            None
+        })
 }
 
 #[cfg(test)]

@@ -375,11 +375,15 @@ pub fn tune_live(
     }
     let mut s = strategy::by_name(&options.strategy)?;
     let loop_started = Instant::now();
-    let result = Tuner::new(&space, options.budget)
+    let mut tuner = Tuner::new(&space, options.budget)
         .seed(options.seed)
         .fan_out(width)
-        .start_with(start.clone())
-        .run_cached(s.as_mut(), &mut objective, &mut results, &key);
+        .start_with(start.clone());
+    // A tagged manifest (`tags = ["matmul"]`) brings the shipped rule priors.
+    if let Some(weights) = crate::tuned::rule_prior(&manifest, &space, &sizes, &device) {
+        tuner = tuner.prior(weights);
+    }
+    let result = tuner.run_cached(s.as_mut(), &mut objective, &mut results, &key);
     if let Some(pool) = &compilers {
         pool.shutdown();
     }
