@@ -76,6 +76,7 @@ pub mod llm;
 pub mod logging;
 pub mod novelty;
 mod proposer;
+mod search_run;
 mod setup;
 pub mod task;
 pub mod tune;
@@ -105,6 +106,7 @@ pub use evaluator::{
 };
 pub use novelty::SourceNovelty;
 pub use proposer::{SchedulerKind, UnknownScheduler};
+pub use search_run::{SearchRun, SearchStepper};
 pub use setup::{offline_search, offline_search_with, template_seeds, OfflineMutators};
 pub use tuned::{TunedEvaluator, CLOSE_CALL_MARGIN};
 
@@ -527,12 +529,20 @@ where
     /// Runs the search (call [`crate::init`] first in `main`; [`crate::init_with`] with a
     /// backend of one's own).
     pub fn run(self) -> Result<SearchOutcome<A::Archive>, SearchError> {
-        run_built(self)
+        self.start()?.run()
     }
 
     /// [`run`](Self::run), named for what it is: it blocks until the search is over.
     pub fn run_blocking(self) -> Result<SearchOutcome<A::Archive>, SearchError> {
-        run_built(self)
+        self.start()?.run()
+    }
+
+    /// Starts the search and hands it over to be driven step by step ([`SearchRun`]): the
+    /// evaluator (and its workers), the run directory (resumed when it holds steps), the archive
+    /// and the observers are set up as [`run`](Self::run) sets them up; `run` is `start` and
+    /// then [`SearchRun::run`]. Call [`crate::init`] first in `main`.
+    pub fn start(self) -> Result<SearchRun<C, L, A, B>, SearchError> {
+        start_built(self)
     }
 }
 
@@ -553,10 +563,10 @@ pub fn cell_predictor<C: BehaviorClassifier + 'static>(classifier: &Arc<C>) -> C
     })
 }
 
-/// Runs a built search.
-fn run_built<M, C, L, A, B>(
+/// Starts a built search: everything the run needs up to its first step.
+fn start_built<M, C, L, A, B>(
     search: Search<M, C, L, A, B>,
-) -> Result<SearchOutcome<A::Archive>, SearchError>
+) -> Result<SearchRun<C, L, A, B>, SearchError>
 where
     M: Mutator + 'static,
     C: BehaviorClassifier + 'static,
@@ -685,7 +695,66 @@ where
         .stop_on(stop);
     // Emitter statistics for the report; none for a single mutator (`--scheduler mix`).
     let scheduler = Some(engine.scheduler()).filter(|s| !s.is_single());
-    let result = engine.run_blocking();
+    let after = AfterRun {
+        config: config.clone(),
+        sizes,
+        work,
+        device_count,
+        space,
+        trace,
+        baseline,
+        evaluator_handle,
+        scheduler,
+        extended_from,
+        device,
+        parts,
+        post_run: post_run_hooks,
+    };
+    Ok(SearchRun::new(engine.start()?, after))
+}
+
+/// What the end of a search needs from its start: the report, final selection, reference
+/// measurement and explorer are made from it and the engine's result.
+pub(crate) struct AfterRun {
+    config: SearchConfig,
+    sizes: Sizes,
+    work: kf_core::Work,
+    device_count: DeviceEvaluations,
+    space: kf_core::DescriptorSpace,
+    trace: crate::report::ProgressTrace,
+    baseline: BaselineWatch,
+    evaluator_handle: Option<evaluator::EvaluatorHandle>,
+    scheduler: Option<Arc<kf_core::emitter::Scheduler>>,
+    extended_from: Option<u64>,
+    device: kf_core::DeviceFacts,
+    parts: PartNames,
+    /// The builder's post-run hooks, run after the shipped ones.
+    post_run: Vec<Box<dyn PostRun>>,
+}
+
+/// Ends a search whose engine gave `result`: shuts the evaluator down, stores the distributed
+/// snapshot, does the final selection and the reference measurement, writes the report and the
+/// explorer.
+pub(crate) fn conclude<Ar: Archive + Serialize>(
+    after: AfterRun,
+    result: Result<kf_core::RunResult<Ar>, kf_core::CoreError>,
+) -> Result<SearchOutcome<Ar>, SearchError> {
+    let AfterRun {
+        config,
+        sizes,
+        work,
+        device_count,
+        space,
+        trace,
+        baseline,
+        evaluator_handle,
+        scheduler,
+        extended_from,
+        device,
+        parts,
+        post_run: post_run_hooks,
+    } = after;
+    let config = &config;
     // The local workers stay up to re-time the best kernel beside the reference library (a
     // fresh worker would prepare its inputs and baseline again); they stop after it.
     let (retimer, evaluator_after) = evaluator_handle.map_or((None, None), |h| h.into_parts());

@@ -18,6 +18,7 @@ mod counters;
 mod layer;
 mod mutator;
 mod report;
+mod stepwise;
 mod tuning;
 
 use anyhow::{ensure, Context};
@@ -81,10 +82,15 @@ fn main() -> anyhow::Result<()> {
     // Checked before the temporary folder goes.
     let checked = outcome.map_err(anyhow::Error::from).and_then(|outcome| {
         let parts = report::check_output(&out, &report::OUR_PARTS)?;
-        Ok((outcome, parts, counters.read()))
+        let counts = counters.read();
+        // A second search, step by step: 3 steps, stopped, resumed to 6 evaluations.
+        let resumed = stepwise::stop_and_resume(&out.join("stepwise"), 3, 6)?;
+        Ok((outcome, parts, counts, resumed))
     });
     let _ = std::fs::remove_dir_all(&out);
-    let (result, parts, counts) = checked?;
+    let (result, parts, counts, resumed) = checked?;
+    let (before, after) = (resumed.before, resumed.after);
+    println!("stepwise search: stopped after {before} evaluations, resumed for {after} more");
 
     println!("report.json names the parts: {parts}");
     let metrics = result.archive.metrics();
