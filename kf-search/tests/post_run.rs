@@ -1,0 +1,127 @@
+//! Post-run hooks of one's own on the shipped search (issue 46): a hook added with
+//! `SearchBuilder::post_run` runs after the shipped ones (the report is written by then) while
+//! the run's own evaluation workers are still up, so it can re-time a kernel with them; a hook's
+//! failure ends the search with `SearchError::PostRun`, naming the hook, after the shipped
+//! report was written. The second search replays the first one's run directory (no new
+//! evaluations). Skips (printing `SKIPPED: …`) without an OpenCL runtime unless
+//! `KF_REQUIRE_OPENCL=1`.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kf_eval::tasks::parse_sizes;
+use kf_eval::WorkerCommand;
+use kf_search::{FinishedRun, PostRun, Search, SearchConfig, SearchError};
+
+kf_eval::worker_test_entry!(|spec: &kf_eval::BackendSpec| {
+    kf_search::backends::open_opencl(spec).map_err(|e| e.to_string())
+});
+
+/// What the hook saw of the finished run.
+#[derive(Debug, Default)]
+struct Seen {
+    report_json_written: bool,
+    elites: usize,
+    best_retimed_s: Option<f64>,
+}
+
+/// Records what it sees, and re-times the best kernel with the run's own evaluator.
+struct Inspect(Arc<Mutex<Seen>>);
+
+impl PostRun for Inspect {
+    fn name(&self) -> &str {
+        "inspect"
+    }
+
+    fn after_run(&mut self, run: &mut FinishedRun<'_>) -> Result<(), kf_report::Error> {
+        let mut seen = self.0.lock().unwrap();
+        seen.report_json_written = run.output.as_ref().is_some_and(|o| o.report_json.is_file());
+        seen.elites = run.elites.len();
+        if let (Some(retimer), Some(best)) = (run.retimer, run.report.best()) {
+            seen.best_retimed_s = Some(retimer.retime(best)?);
+        }
+        Ok(())
+    }
+}
+
+/// Fails, as a hook of one's own may.
+struct Fails;
+
+impl PostRun for Fails {
+    fn name(&self) -> &str {
+        "fails"
+    }
+
+    fn after_run(&mut self, _: &mut FinishedRun<'_>) -> Result<(), kf_report::Error> {
+        Err(kf_report::Error::Hook {
+            hook: self.name().into(),
+            source: "the publishing server is down".into(),
+        })
+    }
+}
+
+fn config(out: &Path) -> SearchConfig {
+    let mut config = SearchConfig::new("softmax", parse_sizes("ROWS=64,COLS=256").unwrap());
+    config.evaluations = 5;
+    config.tune_budget = 1;
+    config.wall = Some(Duration::from_secs(300));
+    config.out = out.to_path_buf();
+    config.reference = false;
+    config.final_rounds = 0;
+    config.progress = false;
+    config.worker = Some(WorkerCommand::test_harness().unwrap());
+    config.eval.timing.min_trials = 3;
+    config.eval.timing.min_seconds = 0.002;
+    config.eval.timing.max_seconds = 0.1;
+    config
+}
+
+#[test]
+fn hooks_of_ones_own_run_after_the_report_with_the_workers_up() {
+    if kf_backend_opencl::testing::backend_or_skip().is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("softmax");
+
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let outcome = Search::builder()
+        .config(config(&out))
+        .post_run(Inspect(Arc::clone(&seen)))
+        .build()
+        .unwrap()
+        .run()
+        .unwrap();
+    let seen = seen.lock().unwrap();
+    assert!(seen.report_json_written, "the shipped report comes first");
+    assert!(seen.elites >= 1);
+    assert_eq!(
+        seen.elites,
+        kf_core::Archive::elites(&outcome.archive).len()
+    );
+    let retimed = seen
+        .best_retimed_s
+        .expect("a correct kernel, re-timed by the hook");
+    assert!(retimed.is_finite() && retimed > 0.0, "{retimed}");
+    assert!(out.join("report.html").is_file());
+
+    // The same search again replays the run directory; a failing hook ends it, by name.
+    std::fs::remove_file(out.join("report.json")).unwrap();
+    let failed = Search::builder()
+        .config(config(&out))
+        .post_run(Fails)
+        .build()
+        .unwrap()
+        .run();
+    match failed {
+        Err(e @ SearchError::PostRun(_)) => {
+            assert!(e.to_string().contains("`fails`"), "{e}")
+        }
+        other => panic!("expected a post-run hook's error, got {other:?}"),
+    }
+    assert!(
+        out.join("report.json").is_file(),
+        "the shipped hooks ran first"
+    );
+}
