@@ -2,7 +2,8 @@
 //! (`Search::builder`) with the embedder's own backend (opened by this program's isolated
 //! evaluation workers), archive, tuning strategy, classifier, mutator, evaluator layer and
 //! observer. A gemm search writes the usual run directory, `report.json` (naming the parts)
-//! and `report.html`.
+//! and `report.html`. Then a second, small search is driven step by step (`Search::start`,
+//! `ask`/`tell`), stopped after 3 steps and resumed from its run directory to the end.
 //!
 //! ```sh
 //! CARGO_TARGET_DIR=target cargo run --manifest-path examples/embedder/Cargo.toml -- 128 12
