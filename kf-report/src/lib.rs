@@ -4,7 +4,7 @@
 //!   at the end, the per-cell table, `report.json`, the best kernel's files and two pictures
 //!   (feature `plot`).
 //! * [`explorer`]: the run explorer, one self-contained `report.html` per run directory.
-//! * [`reference`]: the reference library (NumPy's OpenBLAS, …) measured beside the best
+//! * [`reference`](mod@reference): the reference library (NumPy's OpenBLAS, …) measured beside the best
 //!   kernel, for the report's `reference_ratio`.
 //! * [`final_selection`]: the fastest elites re-timed in alternating rounds, so the best kernel
 //!   named is not the winner of one lucky measurement.
