@@ -179,7 +179,10 @@ impl Description {
     pub fn parse(text: &str) -> Result<Self, DescriptionError> {
         let file: FileToml = toml::from_str(text)?;
         if file.schema != SCHEMA {
-            return Err(DescriptionError::Schema(file.schema));
+            return Err(DescriptionError::Schema {
+                found: file.schema,
+                expected: SCHEMA,
+            });
         }
         let mut runtimes = IndexMap::new();
         for (name, raw) in &file.runtime {
@@ -286,7 +289,7 @@ mod tests {
         let schema = "schema = 2\n[runtime.a]\nsummary = \"a\"\npackages = [\"x\"]\n";
         assert!(matches!(
             Description::parse(schema),
-            Err(DescriptionError::Schema(2))
+            Err(DescriptionError::Schema { found: 2, .. })
         ));
         let empty = "schema = 1\n[runtime.a]\nsummary = \"a\"\npackages = []\n";
         assert!(matches!(

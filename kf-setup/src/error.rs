@@ -10,8 +10,13 @@ pub enum DescriptionError {
     #[error("not a runtime description: {0}")]
     Toml(#[from] toml::de::Error),
     /// A `schema` this version does not read.
-    #[error("schema {0} is not the one this version reads ({expected})", expected = crate::description::SCHEMA)]
-    Schema(u32),
+    #[error("schema {found} is not the one this version reads ({expected})")]
+    Schema {
+        /// The file's schema.
+        found: u32,
+        /// The schema this version reads.
+        expected: u32,
+    },
     /// A package that is not `name`, `name==version` or `name==X.Y.*`.
     #[error("'{0}' is not a requirement this file allows (name, name==version or name==X.Y.*)")]
     BadRequirement(String),
