@@ -217,7 +217,7 @@ fn param_mutator_works_for_softmax_and_skips_kernels_without_manifest() {
 fn check_text_matches_structure(template: &str, s: &Structure, text: &str) {
     let code = strip_comments(text);
     let on = |name: &str| s.get(name).unwrap_or(0) != 0;
-    let local = on("LOCAL_A") || on("LOCAL_B") || template == "gemm_ksplit";
+    let local = on("LOCAL_A") || on("LOCAL_B") || on("PACK_B") || template == "gemm_ksplit";
     assert_eq!(
         code.contains("__local"),
         local,
@@ -247,6 +247,11 @@ fn check_text_matches_structure(template: &str, s: &Structure, text: &str) {
         code.contains("Bs[2]"),
         on("DOUBLE_BUFFER"),
         "double buffer for {s}"
+    );
+    assert_eq!(
+        code.contains("__local float Bp["),
+        on("PACK_B"),
+        "packed B panel for {s}"
     );
     assert!(
         !code.contains("#if "),
