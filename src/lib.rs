@@ -63,6 +63,10 @@ pub mod explorer;
 /// KernelBench problems as task files, and the KernelBench benchmark (`kf-kernelbench`).
 pub use kf_kernelbench as kernelbench;
 
+/// Post-run hooks: the shipped search's end, and one's own.
+pub use kf_report::post_run;
+/// Progress bar, logging and the end-of-run report.
+pub use kf_report::report;
 /// The shipped search as an open pipeline ([`search::Search::builder`]).
 pub use kf_search as search;
 /// Backends by name, device facts, and [`init`].
@@ -70,10 +74,6 @@ pub use kf_search::backends;
 /// A distributed search's evaluator and device names.
 #[cfg(feature = "dist")]
 pub use kf_search::distributed;
-/// Progress bar, logging and the end-of-run report.
-pub use kf_report::report;
-/// Post-run hooks: the shipped search's end, and one's own.
-pub use kf_report::post_run;
 
 /// Quality-diversity archives: the grid archive, parent selection, QD metrics, run directories.
 pub use kf_archive as archive;
