@@ -18,121 +18,14 @@
 //! Row families (`row_reduce`, `row_norm`, `scan`) name their `input`, `output`, the number
 //! of `rows` and the row `length` (and, optionally, the `op`: `softmax`, `layer_norm`, `sum`…);
 //! `map` names its `input` and `output`.
-
-use serde::{Deserialize, Serialize};
+//!
+//! The types are in [`super::schema`] with the rest of the file's shape; this module checks a
+//! family against its task.
 
 use super::error::TaskFileError;
-use super::schema::{BufferRole, Dtype, ExprText, TaskSpec};
-
-/// The operator family a task belongs to (the `[family]` table of a task file).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum FamilySpec {
-    /// A matrix product `c[m][n] = Σ_k a[m][k] · b[k][n]` (transposes, matrix-vector with
-    /// `n = 1`).
-    Matmul(MatmulFamily),
-    /// One value per row: a sum, a mean, a maximum, an argmax over the last dimension.
-    RowReduce(RowFamily),
-    /// A row normalisation: softmax, log-softmax, layer norm, RMS norm, L1/L2 norm.
-    RowNorm(RowFamily),
-    /// A prefix scan along each row.
-    Scan(RowFamily),
-    /// An element-wise map.
-    Map(MapFamily),
-}
-
-/// The buffers and sizes of a matrix product.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MatmulFamily {
-    /// The left factor (`M × K`, or `K × M` with `transpose_a`).
-    pub a: String,
-    /// The right factor (`K × N`, or `N × K` with `transpose_b`).
-    pub b: String,
-    /// The product (`M × N`, row-major).
-    pub c: String,
-    /// Rows of the product: an integer expression over the sizes.
-    pub m: ExprText,
-    /// Columns of the product (`1` for a matrix-vector product).
-    pub n: ExprText,
-    /// The inner dimension.
-    pub k: ExprText,
-    /// A is stored transposed (`K × M`).
-    #[serde(default)]
-    pub transpose_a: bool,
-    /// B is stored transposed (`N × K`).
-    #[serde(default)]
-    pub transpose_b: bool,
-}
-
-/// The buffers and sizes of a row family: `rows` rows of `length` contiguous elements.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RowFamily {
-    /// The rows read.
-    pub input: String,
-    /// The result (one value per row for a reduction, a row per row otherwise).
-    pub output: String,
-    /// How many rows: an integer expression over the sizes.
-    pub rows: ExprText,
-    /// Elements per row.
-    pub length: ExprText,
-    /// The operation, for the templates that implement one (`softmax`, `log_softmax`,
-    /// `layer_norm`, `rms_norm`, `l1_norm`, `sum`, `mean`, `max`, `argmax`, `cumsum`…).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub op: Option<String>,
-}
-
-/// The buffers of an element-wise map.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MapFamily {
-    /// The buffer read.
-    pub input: String,
-    /// The buffer written, element for element.
-    pub output: String,
-    /// The operation (`relu`, `sigmoid`, `gelu`…), informative.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub op: Option<String>,
-}
+use super::schema::{BufferRole, Dtype, FamilySpec, TaskSpec};
 
 impl FamilySpec {
-    /// The family's name as written in `kind` (`matmul`, `row_reduce`, …); rule priors select
-    /// by it.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            FamilySpec::Matmul(_) => "matmul",
-            FamilySpec::RowReduce(_) => "row_reduce",
-            FamilySpec::RowNorm(_) => "row_norm",
-            FamilySpec::Scan(_) => "scan",
-            FamilySpec::Map(_) => "map",
-        }
-    }
-
-    /// The buffers the family names, with their field and whether the kernel writes them.
-    fn buffers(&self) -> Vec<(&'static str, &str, bool)> {
-        match self {
-            FamilySpec::Matmul(m) => {
-                vec![("a", &m.a, false), ("b", &m.b, false), ("c", &m.c, true)]
-            }
-            FamilySpec::RowReduce(r) | FamilySpec::RowNorm(r) | FamilySpec::Scan(r) => {
-                vec![("input", &r.input, false), ("output", &r.output, true)]
-            }
-            FamilySpec::Map(m) => vec![("input", &m.input, false), ("output", &m.output, true)],
-        }
-    }
-
-    /// The size expressions the family names, with their field.
-    fn sizes(&self) -> Vec<(&'static str, &ExprText)> {
-        match self {
-            FamilySpec::Matmul(m) => vec![("m", &m.m), ("n", &m.n), ("k", &m.k)],
-            FamilySpec::RowReduce(r) | FamilySpec::RowNorm(r) | FamilySpec::Scan(r) => {
-                vec![("rows", &r.rows), ("length", &r.length)]
-            }
-            FamilySpec::Map(_) => Vec::new(),
-        }
-    }
-
     /// Checks the family against the task: every named buffer is an f32 buffer of the task
     /// (read buffers inputs, written ones outputs), every size expression is an integer
     /// expression over the task's sizes.
@@ -205,8 +98,9 @@ impl FamilySpec {
 
 #[cfg(test)]
 mod tests {
+    use super::super::load::{TaskBase, TaskFile};
+    use super::super::schema::ExprText;
     use super::*;
-    use crate::taskfile::{TaskBase, TaskFile};
 
     const MATMUL: &str = r#"
 name = "mm"

@@ -398,7 +398,7 @@ impl KernelTask for FileTask {
         &self.file.spec.name
     }
 
-    fn family(&self) -> Option<super::FamilySpec> {
+    fn family(&self) -> Option<super::schema::FamilySpec> {
         self.file.spec.family.clone()
     }
 

@@ -65,7 +65,6 @@ mod reference;
 pub mod schema;
 
 pub use error::{InitError, ReferenceError, TaskFileError};
-pub use family::{FamilySpec, MapFamily, MatmulFamily, RowFamily};
 pub use file_task::{FileTask, DEFAULT_REFERENCE_TIMEOUT_S};
 pub use init::Init;
 pub use load::{ArgKind, TaskBase, TaskFile, MAX_BUFFER_BYTES, MAX_ELEMENTS};
@@ -73,6 +72,7 @@ pub use reference::{
     reference_cache_dir, ArrayOut, ArrayRef, ReferenceInputs, ReferenceRegistry, RustReference,
 };
 pub use schema::{
-    BaselineSpec, BufferDecl, BufferRole, Dtype, ExprText, OneOrMany, ReferenceSpec, ScalarDecl,
-    ScalarValue, TaskSpec, ToleranceSpec, WorkSpec,
+    BaselineSpec, BufferDecl, BufferRole, Dtype, ExprText, FamilySpec, MapFamily, MatmulFamily,
+    OneOrMany, ReferenceSpec, RowFamily, ScalarDecl, ScalarValue, TaskSpec, ToleranceSpec,
+    WorkSpec,
 };

@@ -139,7 +139,7 @@ pub trait KernelTask: Send + Sync {
 
     /// The operator family the task declares (a task file's `[family]`), for searches that
     /// seed a family's fast structures; `None` (the default) for a task that declares none.
-    fn family(&self) -> Option<crate::taskfile::FamilySpec> {
+    fn family(&self) -> Option<crate::taskfile::schema::FamilySpec> {
         None
     }
 }
