@@ -1,6 +1,7 @@
 //! Operator families on the shipped KernelBench tasks: a matrix-product task file (its
-//! `[family] kind = "matmul"`) is searched with the GEMM templates bound to its interface, and
-//! the softmax task with the softmax templates. Every seed is correct at a small size, and a
+//! `[family] kind = "matmul"`) is searched with the GEMM templates bound to its interface (a
+//! transposed factor with the strided GEMM template), and the softmax task with the softmax
+//! templates. Every seed is correct at a small size, and a
 //! short search on 1_Square_matrix_multiplication_ keeps structural children and beats the
 //! naive kernel.
 //!

@@ -137,7 +137,27 @@ impl Template {
     }
 }
 
+/// The strided GEMM template's source (`templates/family/gemm_strided.cl`).
+const GEMM_STRIDED_CL: &str = include_str!("../templates/family/gemm_strided.cl");
+/// Its manifest.
+const GEMM_STRIDED_TOML: &str = include_str!("../templates/family/gemm_strided.toml");
+
 impl TemplateLibrary {
+    /// `gemm_strided` (OpenCL C), for the task `gemm_strided`: a register-blocked SGEMM whose
+    /// factors are read through strides (`SAM`, `SAK`, `SBK`, `SBN` kernel parameters), so
+    /// that a binding serves matrix products with a transposed factor; switch `LOCAL_A`
+    /// (a local-memory tile of A). Bind it with [`TemplateLibrary::bound_to`].
+    pub fn strided_gemm() -> Result<TemplateLibrary, MutateError> {
+        let template = Template::new(
+            "gemm_strided",
+            "gemm_strided",
+            GEMM_STRIDED_CL,
+            GEMM_STRIDED_TOML,
+            ["LOCAL_A"],
+        )?;
+        Ok(TemplateLibrary::new().with(template))
+    }
+
     /// Every template of this library bound to the task of `binding` ([`Template::bound_to`]);
     /// the bound templates keep their names, so variants are identified as before.
     pub fn bound_to(&self, binding: &TaskBinding) -> Result<TemplateLibrary, MutateError> {

@@ -28,10 +28,16 @@ pub(super) fn family_templates(
         return Ok(None);
     };
     let (structural, binding) = match &family {
-        FamilySpec::Matmul(m) => match matmul_binding(task.name(), signature, m) {
-            Some(b) => (StructuralMutator::builtin_for(language)?, b),
-            None => return Ok(None),
-        },
+        FamilySpec::Matmul(m) if m.transpose_a || m.transpose_b => {
+            let gemm = StructuralMutator::builtin_for(language)?;
+            let strided =
+                StructuralMutator::new(TemplateLibrary::strided_gemm()?, gemm.strategies().clone());
+            (strided, strided_binding(task.name(), signature, m))
+        }
+        FamilySpec::Matmul(m) => (
+            StructuralMutator::builtin_for(language)?,
+            matmul_binding(task.name(), signature, m),
+        ),
         FamilySpec::RowNorm(r) if r.op.as_deref() == Some("softmax") => (
             StructuralMutator::softmax_for(language)?,
             softmax_binding(task.name(), signature, r),
@@ -74,12 +80,9 @@ fn signature(task: &dyn KernelTask) -> Option<TaskBinding> {
     Some(binding)
 }
 
-/// The GEMM templates' parameters (`M N K A B C`) bound to a matrix product; `None` for a
-/// transposed factor (the GEMM templates read both factors row-major).
-fn matmul_binding(task: &str, signature: TaskBinding, m: &MatmulFamily) -> Option<TaskBinding> {
-    if m.transpose_a || m.transpose_b {
-        return None;
-    }
+/// The GEMM templates' parameters (`M N K A B C`) bound to a matrix product with row-major
+/// factors.
+fn matmul_binding(task: &str, signature: TaskBinding, m: &MatmulFamily) -> TaskBinding {
     let mut binding = signature
         .bind("M", m.m.text())
         .bind("N", m.n.text())
@@ -88,7 +91,36 @@ fn matmul_binding(task: &str, signature: TaskBinding, m: &MatmulFamily) -> Optio
         .bind("B", m.b.clone())
         .bind("C", m.c.clone());
     binding.entry = format!("{}_gemm", entry_stem(task));
-    Some(binding)
+    binding
+}
+
+/// The strided GEMM template's parameters bound to a matrix product with a transposed factor:
+/// A stored `K × M` is read with strides (1, M), B stored `N × K` with (1, K).
+fn strided_binding(task: &str, signature: TaskBinding, m: &MatmulFamily) -> TaskBinding {
+    let (mm, n, k) = (m.m.text(), m.n.text(), m.k.text());
+    let (sam, sak) = if m.transpose_a {
+        ("1".to_owned(), format!("({mm})"))
+    } else {
+        (format!("({k})"), "1".to_owned())
+    };
+    let (sbk, sbn) = if m.transpose_b {
+        ("1".to_owned(), format!("({k})"))
+    } else {
+        (format!("({n})"), "1".to_owned())
+    };
+    let mut binding = signature
+        .bind("M", mm)
+        .bind("N", n)
+        .bind("K", k)
+        .bind("SAM", sam)
+        .bind("SAK", sak)
+        .bind("SBK", sbk)
+        .bind("SBN", sbn)
+        .bind("A", m.a.clone())
+        .bind("B", m.b.clone())
+        .bind("C", m.c.clone());
+    binding.entry = format!("{}_gemm", entry_stem(task));
+    binding
 }
 
 /// The softmax templates' parameters (`ROWS COLS X Y`) bound to a row softmax.

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The matrix-product family against the built-in GEMM search: the KernelBench task
+# 1_Square_matrix_multiplication_ (a task file whose [family] binds the GEMM templates to its
+# interface) at N = SIZE and the built-in gemm task at SIZE³, with the same number of candidates,
+# one after the other; prints each run's best GFLOP/s, their ratio, and the machine's load and
+# processor before and after each run.
+#
+#   scripts/bench-matmul-family.sh [--size 1024] [--evaluations 30] [--out target/bench-matmul-family]
+#       [-- EXTRA kf search ARGUMENTS]
+#
+# Needs the release kf binary (built here if missing) and the OpenCL runtime with NumPy
+# (scripts/setup.sh). Run folders go under --out (git-ignored).
+set -euo pipefail
+LOG_TAG=bench-matmul-family
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$ROOT"
+
+size=1024 evaluations=30 out=target/bench-matmul-family extra=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --size | --evaluations | --out) need_value $# "$1" ;;
+    esac
+    case "$1" in
+        --size) size=$2; shift 2 ;;
+        --evaluations) evaluations=$2; shift 2 ;;
+        --out) out=$2; shift 2 ;;
+        --) shift; extra=("$@"); break ;;
+        *) help_or_unknown "$1" ;;
+    esac
+done
+
+[ -x target/release/kf ] || cargo build --release -q --bin kf >&2
+model="$(LC_ALL=C lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -n1)"
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+best() {
+    python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print(r.get("best_gflops") or 0, r.get("evaluations"))' "$1/report.json"
+}
+mkdir -p "$out"
+rm -rf "$out/kernelbench" "$out/gemm"
+
+echo "machine: $model; load before the task-file run: $(load)" >&2
+target/release/kf search --task-file tasks/kernelbench/1_Square_matrix_multiplication_/task.toml \
+    --size "N=$size" --evaluations "$evaluations" --out "$out/kernelbench" "${extra[@]}" >&2
+kb_load="$(load)"
+echo "load before the gemm run: $kb_load" >&2
+target/release/kf search --task gemm --size "M=$size,N=$size,K=$size" \
+    --evaluations "$evaluations" --out "$out/gemm" "${extra[@]}" >&2
+gemm_load="$(load)"
+
+read -r kb_gflops kb_evals <<<"$(best "$out/kernelbench")"
+read -r gemm_gflops gemm_evals <<<"$(best "$out/gemm")"
+echo "| run | candidates | best GFLOP/s | load after |"
+echo "|---|---|---|---|"
+echo "| 1_Square_matrix_multiplication_ N=$size (task file, family matmul) | $kb_evals | $kb_gflops | $kb_load |"
+echo "| gemm example $size³ (built-in task) | $gemm_evals | $gemm_gflops | $gemm_load |"
+python3 -c 'import sys; kb, g = map(float, sys.argv[1:]); print(f"ratio task file / gemm = {kb / g:.2f}" if g > 0 else "gemm found no kernel")' "$kb_gflops" "$gemm_gflops"
+echo "processor: $model"
