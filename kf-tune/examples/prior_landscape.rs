@@ -49,7 +49,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for name in &strategies {
         for fraction in &budgets {
             let budget = ((replay.valid() as f64) * fraction).round().max(1.0) as usize;
-            let mut cell = |prior: bool| -> Result<(f64, f64), Box<dyn std::error::Error>> {
+            let cell = |prior: bool| -> Result<(f64, f64), Box<dyn std::error::Error>> {
                 let mut scores = Vec::new();
                 for seed in 0..seeds {
                     let mut s = strategy::by_name(name)?;
