@@ -193,8 +193,8 @@ pub enum SearchError {
     /// An evaluation budget of zero.
     #[error("the evaluation budget must be at least 1")]
     NoEvaluations,
-    /// No longer returned: task files travel with distributed jobs
-    /// ([`distributed::TaskBundle`]). Kept so that code matching it still compiles.
+    /// No longer returned: task files travel with distributed jobs (`distributed::TaskBundle`,
+    /// feature `dist`). Kept so that code matching it still compiles.
     #[error(
         "task files are evaluated on this machine: distributed workers do not receive task files yet"
     )]
