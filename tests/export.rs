@@ -177,6 +177,10 @@ fn the_dispatch_picks_own_nearer_and_valid_configurations() {
         "no shape where the nearer configuration's constraints fail and the other's hold",
     );
     assert_eq!(call(&backend, shape), only);
+    if let Some(path) = std::env::var_os("KF_EXPORT_FACTS") {
+        let facts: Vec<String> = device.symbols().iter().map(|(k, v)| format!("{k} {v}")).collect();
+        std::fs::write(path, facts.join("\n") + "\n").expect("the facts file");
+    }
     if let Some(path) = std::env::var_os("KF_EXPORT_CHOICES") {
         std::fs::write(path, choices.join("\n") + "\n").expect("the choices file");
     }
@@ -227,6 +231,17 @@ def test_the_module_decides_as_the_rust_crate_does():
         seen += 1
     assert seen == 1000
     assert used == {0, 1}
+
+
+def test_the_device_facts_are_the_rust_backends():
+    with open(os.environ["KF_EXPORT_FACTS"]) as f:
+        rust = {name: int(value) for name, value in (line.split() for line in f if line.strip())}
+    ours = m.device_facts(KERNELS.device)
+    for name, value in rust.items():
+        # Read from the host when each side opens the device; "cpu MHz" moves meanwhile.
+        if name == "max_clock_mhz":
+            continue
+        assert ours.get(name) == value, (name, ours.get(name), value)
 
 
 def test_calls_match_numpy_at_tuned_between_and_fallback_shapes():
@@ -295,6 +310,7 @@ fn exported_gemm_runs_build_and_dispatch_by_size() {
     );
     std::fs::write(krate.join("tests/dispatch.rs"), DISPATCH_TEST).unwrap();
     let choices = tmp.path().join("choices.txt");
+    let facts = tmp.path().join("facts.txt");
 
     let target = std::env::var_os("KF_EXPORT_TARGET_DIR")
         .map(PathBuf::from)
@@ -314,6 +330,7 @@ fn exported_gemm_runs_build_and_dispatch_by_size() {
         .env("CARGO_TARGET_DIR", &target)
         .env("KF_REQUIRE_OPENCL", "1")
         .env("KF_EXPORT_CHOICES", &choices)
+        .env("KF_EXPORT_FACTS", &facts)
         .output()
         .unwrap();
     let out = text(&o);
@@ -368,13 +385,14 @@ fn exported_gemm_runs_build_and_dispatch_by_size() {
         .envs(backend.runtime().set_vars.iter().map(|(k, v)| (k, v)))
         .env("PYOPENCL_CTX", "0")
         .env("KF_EXPORT_CHOICES", &choices)
+        .env("KF_EXPORT_FACTS", &facts)
         .output()
         .unwrap();
     let out = text(&o);
     println!("{out}");
     assert!(o.status.success(), "pytest of the Python module: {out}");
-    // Every configuration, the dispatched call and the wrong length, plus this file's two.
-    assert!(out.contains("6 passed"), "{out}");
+    // Every configuration, the dispatched call and the wrong length, plus this file's three.
+    assert!(out.contains("7 passed"), "{out}");
     assert!(!out.contains("skipped"), "{out}");
     println!(
         "kf export --python + pytest {:.1} s",

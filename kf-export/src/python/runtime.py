@@ -77,30 +77,143 @@ def _round(x):
 
 
 # `CL_DEVICE_SUB_GROUP_SIZES_INTEL` (cl_intel_required_subgroup_size), as kf-backend-opencl
-# reads it.
+# reads it. pyopencl does not know this query, so it goes to clGetDeviceInfo through the OpenCL
+# library pyopencl itself loaded (any ICD loader dispatches a device handle to its driver).
 _SUB_GROUP_SIZES_INTEL = 0x4108
 
 
-def _sub_group_size(device):
+def _opencl_library():
+    import ctypes
+    import ctypes.util
+
+    paths = []
     try:
-        sizes = device.get_info(_SUB_GROUP_SIZES_INTEL)
-        return int(max(sizes)) if len(sizes) else 1
-    except Exception:  # the extension is absent: kf-backend-opencl then says 1 as well
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split()[-1] if len(line.split()) >= 6 else ""
+                if "libOpenCL" in path and path not in paths:
+                    paths.append(path)
+    except OSError:
+        pass
+    found = ctypes.util.find_library("OpenCL")
+    if found:
+        paths.append(found)
+    for path in paths:
+        try:
+            return ctypes.CDLL(path)
+        except OSError:
+            continue
+    return None
+
+
+def _sub_group_size(device):
+    """The largest of the device's sub-group sizes; 1 when it reports none (as kf-backend-opencl)."""
+    import ctypes
+
+    lib = _opencl_library()
+    if lib is None:
         return 1
+    get_info = lib.clGetDeviceInfo
+    get_info.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_size_t, ctypes.c_void_p,
+                         ctypes.POINTER(ctypes.c_size_t)]
+    get_info.restype = ctypes.c_int32
+    size = ctypes.c_size_t(0)
+    handle = ctypes.c_void_p(device.int_ptr)
+    if get_info(handle, _SUB_GROUP_SIZES_INTEL, 0, None, ctypes.byref(size)) != 0 or not size.value:
+        return 1
+    count = size.value // ctypes.sizeof(ctypes.c_size_t)
+    sizes = (ctypes.c_size_t * count)()
+    if get_info(handle, _SUB_GROUP_SIZES_INTEL, size.value, sizes, None) != 0:
+        return 1
+    return int(max(sizes)) if count else 1
+
+
+def _cache_size(text):
+    """A sysfs cache size (`48K`, `2M`, `1G` or plain bytes) in bytes, as kf_core parses it."""
+    text = text.strip()
+    shift = {"K": 10, "k": 10, "M": 20, "m": 20, "G": 30, "g": 30}.get(text[-1:], 0)
+    number = text[:-1] if shift else text
+    return int(number) << shift if number.isdigit() else None
+
+
+def _cpu_caches(root="/sys/devices/system/cpu/cpu0/cache"):
+    """CPU 0's data and unified caches by level (kf_core::CpuCaches::from_sysfs)."""
+    import os
+
+    levels = {1: 0, 2: 0, 3: 0}
+    try:
+        entries = os.listdir(root)
+    except OSError:
+        return levels
+    for entry in entries:
+        if not entry.startswith("index"):
+            continue
+
+        def read(name):
+            try:
+                with open(os.path.join(root, entry, name)) as f:
+                    return f.read()
+            except OSError:
+                return None
+
+        if (read("type") or "").strip() == "Instruction":
+            continue
+        level, size = read("level"), read("size")
+        level = int(level.strip()) if level and level.strip().isdigit() else None
+        size = _cache_size(size) if size else None
+        if level in levels and size is not None:
+            levels[level] = max(levels[level], size)
+    return levels
+
+
+def _host_max_mhz():
+    """The host's clock when the runtime reports none (kf-backend-common's host::max_mhz)."""
+    cpufreq = None
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq") as f:
+            cpufreq = int(f.read().strip()) // 1000
+    except (OSError, ValueError):
+        pass
+    cpuinfo = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            values = [float(line.split(":", 1)[1]) for line in f if line.startswith("cpu MHz")]
+        cpuinfo = int(round(max(values))) if values else None
+    except (OSError, ValueError):
+        pass
+    if cpufreq is not None and cpuinfo is not None:
+        return max(cpufreq, cpuinfo)
+    value = cpufreq if cpufreq is not None else cpuinfo
+    return value if value else 0
 
 
 def device_facts(device):
-    """The device facts by the names manifest expressions use (kf_core::DeviceFacts::symbols)."""
+    """The device facts by the names manifest expressions use (kf_core::DeviceFacts::symbols),
+    found as kf-backend-opencl finds them (a CPU device's cache levels from sysfs, its clock
+    from the host when the runtime reports none)."""
     items = list(device.max_work_item_sizes) + [1, 1, 1]
+    is_cpu = bool(device.type & cl.device_type.CPU)
+    is_gpu = bool(device.type & cl.device_type.GPU)
+    global_cache = int(device.global_mem_cache_size)
+    caches = _cpu_caches() if is_cpu else {1: 0, 2: 0, 3: 0}
+    if is_gpu and caches[2] == 0:
+        caches[2] = global_cache
+    clock = int(device.max_clock_frequency)
+    if clock == 0 and is_cpu:
+        clock = _host_max_mhz()
     return {
         "compute_units": int(device.max_compute_units),
         "max_work_group_size": int(device.max_work_group_size),
         "local_mem_bytes": int(device.local_mem_size),
         "local_mem_size": int(device.local_mem_size),
         "global_mem_bytes": int(device.global_mem_size),
-        "max_clock_mhz": int(device.max_clock_frequency),
+        "max_clock_mhz": clock,
         "preferred_vector_width": int(device.preferred_vector_width_float),
         "sub_group_size": _sub_group_size(device),
+        "global_mem_cache_bytes": global_cache,
+        "l1_cache_bytes": caches[1],
+        "l2_cache_bytes": caches[2],
+        "l3_cache_bytes": caches[3],
         "max_work_item_size_0": int(items[0]),
         "max_work_item_size_1": int(items[1]),
         "max_work_item_size_2": int(items[2]),
