@@ -22,8 +22,9 @@ pub struct EngineConfig {
     /// Steps that may fail in a row (mutator or evaluator errors) before the run aborts.
     pub max_consecutive_failures: u32,
     /// Steps in a row that may propose no child at all before the run ends with
-    /// [`StopReason::Stalled`]: the mutators have nothing left to offer the archive's parents
-    /// (a parameter move on a kernel without parameters, say), and going on would only write
+    /// [`StopReason::Stalled`](super::budget::StopReason::Stalled): the mutators have nothing
+    /// left to offer the archive's parents (a parameter move on a kernel without parameters,
+    /// say), and going on would only write
     /// empty steps until the wall-clock budget runs out. Parents are drawn at random, so a
     /// few empty steps in a row are normal; this many are not.
     pub max_idle_steps: u32,
