@@ -123,6 +123,53 @@ pub trait JobHandler: Send + Sync + 'static {
     }
 }
 
+/// A shared handler serves as the handler itself, so that its owner can keep a handle (to
+/// stop the handler's evaluation processes once the worker is done, say). Every method is
+/// forwarded, the defaulted ones included, so that an override on `H` is never lost.
+#[async_trait]
+impl<H: JobHandler + ?Sized> JobHandler for std::sync::Arc<H> {
+    async fn evaluate(
+        &self,
+        profile: &Profile,
+        candidate: &Candidate,
+    ) -> Result<Evaluation, BoxError> {
+        (**self).evaluate(profile, candidate).await
+    }
+
+    async fn compile(
+        &self,
+        profile: &Profile,
+        candidate: &Candidate,
+    ) -> Result<CompileOutcome, BoxError> {
+        (**self).compile(profile, candidate).await
+    }
+
+    async fn evaluate_built(
+        &self,
+        profile: &Profile,
+        candidate: &Candidate,
+        binary: &Binary,
+    ) -> Result<Evaluation, BoxError> {
+        (**self).evaluate_built(profile, candidate, binary).await
+    }
+
+    async fn answer(
+        &self,
+        endpoint: &str,
+        question: &serde_json::Value,
+    ) -> Result<std::result::Result<serde_json::Value, crate::NoAnswer>, BoxError> {
+        (**self).answer(endpoint, question).await
+    }
+
+    fn check_profile(&self, profile: &Profile) -> Result<(), Refusal> {
+        (**self).check_profile(profile)
+    }
+
+    fn environment(&self) -> serde_json::Value {
+        (**self).environment()
+    }
+}
+
 /// A [`JobHandler`] that evaluates every job with one [`Evaluator`], ignoring the profile.
 #[derive(Debug, Clone)]
 pub struct EvaluatorHandler<E>(pub E);
@@ -1333,5 +1380,61 @@ impl<H: JobHandler> Shared<H> {
         let p = self.store.profile(hash).await?;
         self.profiles.put(hash, &p);
         Ok(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Overrides the defaulted methods, so that a forwarder that skipped one would show it.
+    struct Answering;
+
+    #[async_trait]
+    impl JobHandler for Answering {
+        async fn evaluate(&self, _: &Profile, _: &Candidate) -> Result<Evaluation, BoxError> {
+            Err("not evaluated here".into())
+        }
+
+        async fn answer(
+            &self,
+            endpoint: &str,
+            question: &serde_json::Value,
+        ) -> Result<std::result::Result<serde_json::Value, crate::NoAnswer>, BoxError> {
+            Ok(Ok(
+                serde_json::json!({ "endpoint": endpoint, "echo": question }),
+            ))
+        }
+
+        fn check_profile(&self, profile: &Profile) -> Result<(), Refusal> {
+            match profile.value.get("refuse") {
+                Some(_) => Err(Refusal::Inconsistent("refused by the test handler".into())),
+                None => Ok(()),
+            }
+        }
+
+        fn environment(&self) -> serde_json::Value {
+            serde_json::json!({ "driver": "test" })
+        }
+    }
+
+    #[test]
+    fn a_shared_handler_forwards_every_overridden_method() {
+        let shared: Arc<Answering> = Arc::new(Answering);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a current-thread runtime");
+        let question = serde_json::json!({ "q": 1 });
+        let answer = runtime
+            .block_on(JobHandler::answer(&shared, "llm", &question))
+            .expect("the worker itself did not fail")
+            .expect("the question was answered");
+        assert_eq!(answer["endpoint"], "llm");
+        assert_eq!(answer["echo"], question);
+        assert_eq!(JobHandler::environment(&shared)["driver"], "test");
+        let refused = Profile::from_value(serde_json::json!({ "refuse": true }));
+        assert!(JobHandler::check_profile(&shared, &refused).is_err());
+        let accepted = Profile::from_value(serde_json::json!({}));
+        assert!(JobHandler::check_profile(&shared, &accepted).is_ok());
     }
 }

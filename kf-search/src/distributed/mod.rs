@@ -448,53 +448,10 @@ impl EvaluationWorker {
         self,
         stop: impl std::future::Future<Output = ()> + Send,
     ) -> Result<kf_dist::WorkerStats, crate::SearchError> {
-        let worker = kf_dist::Worker::new(
-            self.dist,
-            self.config,
-            SharedHandler(std::sync::Arc::clone(&self.handler)),
-        );
+        let worker =
+            kf_dist::Worker::new(self.dist, self.config, std::sync::Arc::clone(&self.handler));
         let stats = worker.run_blocking(stop);
         self.handler.shutdown();
         Ok(stats?)
-    }
-}
-
-/// The handler, shared with [`EvaluationWorker`] so that its evaluation processes can be
-/// stopped at the end.
-struct SharedHandler(std::sync::Arc<TaskHandler>);
-
-#[async_trait]
-impl JobHandler for SharedHandler {
-    async fn evaluate(
-        &self,
-        profile: &Profile,
-        candidate: &Candidate,
-    ) -> Result<Evaluation, BoxError> {
-        self.0.evaluate(profile, candidate).await
-    }
-
-    async fn compile(
-        &self,
-        profile: &Profile,
-        candidate: &Candidate,
-    ) -> Result<CompileOutcome, BoxError> {
-        self.0.compile(profile, candidate).await
-    }
-
-    async fn evaluate_built(
-        &self,
-        profile: &Profile,
-        candidate: &Candidate,
-        binary: &Binary,
-    ) -> Result<Evaluation, BoxError> {
-        self.0.evaluate_built(profile, candidate, binary).await
-    }
-
-    fn check_profile(&self, profile: &Profile) -> Result<(), Refusal> {
-        self.0.check_profile(profile)
-    }
-
-    fn environment(&self) -> serde_json::Value {
-        self.0.environment()
     }
 }
