@@ -1,6 +1,7 @@
 //! kf-transform on real kernels with the real OpenCL runtime (issue 48): each transformation's
 //! child of a naive elementwise-per-row kernel (the shipped scaled_swish example), a row
-//! reduction (KernelBench 47, sum over a dimension, as shipped), an elementwise kernel that
+//! reduction (KernelBench 47, sum over a dimension, as shipped), a per-row softmax through row
+//! pointers (KernelBench 23, as shipped), an elementwise kernel that
 //! strides by the global size (KernelBench 19, ReLU) and a per-row sequential scan is evaluated
 //! by `kf eval` against the task's NumPy reference at sizes with a tail, at the largest value of
 //! each tunable it added; and a short `kf search` on a task file without
@@ -135,6 +136,7 @@ fn every_child_of_real_kernels_matches_the_reference() {
             root().join("tasks/examples/scaled_swish/scaled_swish_naive.toml"),
             "ROWS=75,COLS=33",
             &[
+                Transformation::GroupReduce,
                 Transformation::CoarsenBlocked,
                 Transformation::CoarsenStrided,
                 Transformation::Unroll,
@@ -146,6 +148,20 @@ fn every_child_of_real_kernels_matches_the_reference() {
             kb.join("47_Sum_reduction_over_a_dimension/naive.toml"),
             "batch_size=3,dim1=40,dim2=51,reduce_dim=1",
             &[
+                Transformation::GroupReduce,
+                Transformation::CoarsenBlocked,
+                Transformation::CoarsenStrided,
+                Transformation::Unroll,
+                Transformation::Qualify,
+            ],
+        ),
+        (
+            // Row pointers; a row length that is no multiple of any REDUCE_WG.
+            kb.join("23_Softmax/task.toml"),
+            kb.join("23_Softmax/naive.toml"),
+            "batch_size=5,dim=1003",
+            &[
+                Transformation::GroupReduce,
                 Transformation::CoarsenBlocked,
                 Transformation::CoarsenStrided,
                 Transformation::Unroll,

@@ -29,6 +29,8 @@ pub(crate) struct Rewrite {
     pub(crate) params: Vec<NewParam>,
     /// New launch global sizes, where the work per work-item changed.
     pub(crate) global: Option<Vec<String>>,
+    /// New launch local sizes, where the work-group's shape changed.
+    pub(crate) local: Option<Vec<String>>,
     /// What was done, for the child's origin note.
     pub(crate) note: String,
 }
@@ -101,6 +103,14 @@ pub(crate) fn child(
             launch.insert(
                 "global".into(),
                 toml::Value::Array(global.iter().cloned().map(toml::Value::String).collect()),
+            );
+        }
+    }
+    if let Some(local) = &rewrite.local {
+        if let Some(toml::Value::Table(launch)) = table.get_mut("launch") {
+            launch.insert(
+                "local".into(),
+                toml::Value::Array(local.iter().cloned().map(toml::Value::String).collect()),
             );
         }
     }

@@ -122,6 +122,7 @@ pub(crate) fn coarsen(text: &str, manifest: &Manifest, strided: bool) -> Option<
             start: START,
         }],
         global: Some(global),
+        local: None,
         note: format!(
             "{kind} coarsening: COARSEN indices of dimension 0 per work-item, global size divided"
         ),

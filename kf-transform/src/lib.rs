@@ -6,6 +6,12 @@
 //! its choices as tunables in the child's manifest `[params]`, so the tuner and the parameter
 //! moves follow, and writes the launch geometry where the work per work-item changes.
 //!
+//! * [`Transformation::GroupReduce`]: a kernel in which one work-item handles one row (an
+//!   output with a loop over what it reduces, or a row it normalises) becomes one in which a
+//!   work-group of `REDUCE_WG` work-items does: recognisable reduction loops (`acc += f(…)`,
+//!   `acc = fmax(acc, …)`, …) are split among them and combined in local memory, loops with
+//!   independent iterations are split, the rest runs in every work-item (stores in the first
+//!   only); the launch gets one group per former work-item.
 //! * [`Transformation::CoarsenBlocked`] / [`Transformation::CoarsenStrided`]: each work-item
 //!   runs the kernel body for `COARSEN` indices of dimension 0 (consecutive, or one global
 //!   size apart), the global size divided by `COARSEN` (rounded up to the work-group size)
@@ -20,8 +26,11 @@
 //! [`TransformMutator`] offers them to a search (`kf search` on a task file uses it beside the
 //! parameter moves).
 //!
+//! `cargo run -p kf-transform --example transform -- KERNEL.toml OUT_DIR` writes a kernel's
+//! children, for `kf eval`.
+//!
 //! Not (yet) done of issue 48's list: hoisting of loop-invariant loads, `vload4` on provably
-//! contiguous accesses, row loops turned into work-group reductions, local-memory staging;
+//! contiguous accesses, local-memory staging, sub-group reductions;
 //! CUDA and SYCL kernels are left alone (children only for OpenCL C).
 //!
 //! ## The parser
@@ -39,6 +48,7 @@
 mod child;
 mod coarsen;
 mod error;
+mod group;
 mod mutator;
 mod parse;
 mod qualify;

@@ -63,6 +63,7 @@ pub(crate) fn qualify(text: &str, manifest: &Manifest) -> Option<Rewrite> {
         text: format!("{header}{}", apply_edits(text, edits)),
         params,
         global: None,
+        local: None,
         note,
     })
 }

@@ -33,6 +33,10 @@ use crate::error::TransformError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Transformation {
+    /// One work-group of `REDUCE_WG` work-items per former work-item (a row): the row's
+    /// reduction loops and independent loops split among them, reductions combined in local
+    /// memory; the global size multiplied by `REDUCE_WG`.
+    GroupReduce,
     /// Each work-item handles `COARSEN` consecutive indices of dimension 0; the global size
     /// is divided by `COARSEN`.
     CoarsenBlocked,
@@ -48,7 +52,8 @@ pub enum Transformation {
 
 impl Transformation {
     /// Every transformation, in order of value.
-    pub const ALL: [Transformation; 4] = [
+    pub const ALL: [Transformation; 5] = [
+        Transformation::GroupReduce,
         Transformation::CoarsenBlocked,
         Transformation::CoarsenStrided,
         Transformation::Unroll,
@@ -58,6 +63,7 @@ impl Transformation {
     /// The name recorded in a child's manifest and origin note.
     pub fn name(self) -> &'static str {
         match self {
+            Transformation::GroupReduce => "group-reduce",
             Transformation::CoarsenBlocked => "coarsen-blocked",
             Transformation::CoarsenStrided => "coarsen-strided",
             Transformation::Unroll => "unroll",
@@ -89,6 +95,7 @@ impl Transformation {
         let manifest = Manifest::from_kernel(kernel)?;
         let text = &kernel.text;
         let rewrite = match self {
+            Transformation::GroupReduce => crate::group::group_reduce(text, &manifest),
             Transformation::CoarsenBlocked => crate::coarsen::coarsen(text, &manifest, false),
             Transformation::CoarsenStrided => crate::coarsen::coarsen(text, &manifest, true),
             Transformation::Unroll => crate::unroll::unroll(text, &manifest),

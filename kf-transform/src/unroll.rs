@@ -61,6 +61,7 @@ pub(crate) fn unroll(text: &str, manifest: &Manifest) -> Option<Rewrite> {
             start: START,
         }],
         global: None,
+        local: None,
         note: format!("#pragma unroll UNROLL on {loops} innermost counted loop(s)"),
     })
 }
