@@ -399,3 +399,210 @@ fn exported_gemm_runs_build_and_dispatch_by_size() {
         pytested.elapsed().as_secs_f64()
     );
 }
+
+/// The test this file adds to the crate exported from the scaled-swish runs: each tuned size
+/// gets its own configuration, sizes between them the nearer one, and a call with a scalar
+/// other than the task file's value computes the task's formula with it.
+const SWISH_DISPATCH_TEST: &str = r#"//! Added by the workspace's tests/export.rs.
+
+use kf_export::kf_core::Backend as _;
+use kf_kernels::*;
+
+#[test]
+fn each_size_gets_its_own_configuration_and_the_scalar_is_passed() {
+    let backend = OpenClBackend::new().expect("the OpenCL runtime");
+    let device = backend.device();
+    assert_eq!(SCALED_SWISH_CONFIGURATIONS.len(), 2);
+    assert_eq!(SCALED_SWISH_ALPHA, 1.5);
+    let tuned = |i: usize| SCALED_SWISH_CONFIGURATIONS[i].tuned_sizes[0];
+    let small = (0..2).find(|&i| tuned(i) == ("ROWS", 64)).expect("a configuration tuned at 64");
+    let large = (0..2).find(|&i| tuned(i) == ("ROWS", 256)).expect("a configuration tuned at 256");
+    let mut choices = Vec::new();
+    for ((rows, cols), want) in [((64, 64), small), ((256, 256), large), ((100, 90), small), ((200, 180), large)] {
+        let got = scaled_swish_choice(device, rows, cols).expect("a configuration serves");
+        assert_eq!(got, want, "at ROWS={rows},COLS={cols}");
+        choices.push(format!("{rows} {cols} {got}"));
+    }
+    // alpha = 0.75, not the task's 1.5: the kernel must take it from the argument.
+    let (rows, cols, alpha) = (200usize, 180usize, 0.75f32);
+    let x: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919) % 2001) as f32 / 100.0 - 10.0).collect();
+    let bias: Vec<f32> = (0..cols).map(|c| c as f32 / 90.0 - 1.0).collect();
+    let mut y = vec![f32::NAN; rows * cols];
+    let index = scaled_swish(&backend, rows as i64, cols as i64, alpha, &x, &bias, &mut y).expect("the call runs");
+    assert_eq!(index, large);
+    for (i, (got, v)) in y.iter().zip(&x).enumerate() {
+        let v = f64::from(*v);
+        let want = v / (1.0 + (-f64::from(alpha) * v).exp()) + f64::from(bias[i % cols]);
+        assert!((f64::from(*got) - want).abs() <= 1e-4 + 1e-4 * want.abs(), "element {i}: {got}, want {want}");
+    }
+    std::fs::write(std::env::var_os("KF_EXPORT_CHOICES").expect("KF_EXPORT_CHOICES"), choices.join("\n") + "\n").expect("the choices file");
+}
+"#;
+
+/// The pytest test this file adds beside the module exported from the scaled-swish runs: the
+/// same decisions as the Rust crate, and the scalar passed through.
+const SWISH_PY_TEST: &str = r#"# Added by the workspace's tests/export.rs.
+import os
+
+import numpy as np
+
+import kf_kernels as m
+
+KERNELS = m.Kernels()
+
+
+def test_the_module_decides_as_the_rust_crate_and_passes_the_scalar():
+    with open(os.environ["KF_EXPORT_CHOICES"]) as f:
+        decisions = [tuple(int(v) for v in line.split()) for line in f if line.strip()]
+    assert len(decisions) == 4
+    for rows, cols, rust in decisions:
+        assert m.scaled_swish_choice(rows, cols, kernels=KERNELS) == rust, (rows, cols)
+    assert m.SCALED_SWISH_ALPHA == 1.5
+    rows, cols, alpha = 200, 180, 0.75
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-10, 10, (rows, cols)).astype(np.float32)
+    bias = rng.uniform(-1, 1, cols).astype(np.float32)
+    y = m.scaled_swish(rows, cols, alpha, x, bias, kernels=KERNELS).reshape(rows, cols)
+    x64 = x.astype(np.float64)
+    want = x64 / (1.0 + np.exp(-alpha * x64)) + bias.astype(np.float64)
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+"#;
+
+/// `kf search --task-file` on the scaled-swish example at two sizes, exported as a Rust crate
+/// and as a Python module: the crate's generated test (every configuration and the dispatched
+/// call against the reference outputs `kf export` stored, computed by the task's Python
+/// reference on inputs from its `init` distributions), this file's dispatch test, and the
+/// module's pytest run.
+#[test]
+fn exported_task_file_runs_build_check_the_stored_reference_and_dispatch_by_size() {
+    if backend_or_skip().is_none() || !kernelfoundry::eval::taskfile::python::numpy_or_skip() {
+        return;
+    }
+    let started = Instant::now();
+    let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    let task = workspace.join("tasks/examples/scaled_swish/scaled_swish.toml");
+    let o = Command::new(env!("CARGO_BIN_EXE_kf"))
+        .args(["search", "--task-file"])
+        .arg(&task)
+        .args(["--size", "ROWS=64,COLS=64", "--size", "ROWS=256,COLS=256"])
+        .args(["--evaluations", "4", "--no-progress", "--no-reference"])
+        .args(["--final-rounds", "0", "--out"])
+        .arg(&runs)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "kf search --task-file: {}", text(&o));
+    for sizes in ["ROWS=64,COLS=64", "ROWS=256,COLS=256"] {
+        // The run keeps a copy of its task file and the reference script it names.
+        let copy = runs.join(sizes).join("task");
+        assert!(copy.join("task.toml").is_file() && copy.join("scaled_swish_ref.py").is_file());
+    }
+    let searched = started.elapsed();
+
+    let exported = Instant::now();
+    let krate = tmp.path().join("kernels");
+    let o = Command::new(env!("CARGO_BIN_EXE_kf"))
+        .args(["export", "--run"])
+        .arg(&runs)
+        .arg("--rust")
+        .arg(&krate)
+        .arg("--workspace")
+        .arg(&workspace)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "kf export: {}", text(&o));
+    let lib = std::fs::read_to_string(krate.join("src/lib.rs")).unwrap();
+    assert!(lib.contains("pub fn scaled_swish(backend: &OpenClBackend, rows: i64, cols: i64, alpha: f32, x: &[f32], bias: &[f32], y: &mut [f32])"), "{lib}");
+    let index = std::fs::read_to_string(krate.join("reference/scaled_swish/index.json")).unwrap();
+    assert!(index.contains("python scaled_swish_ref.py"), "{index}");
+    std::fs::write(krate.join("tests/dispatch.rs"), SWISH_DISPATCH_TEST).unwrap();
+    let export_s = exported.elapsed();
+
+    let choices = tmp.path().join("choices.txt");
+    let target = std::env::var_os("KF_EXPORT_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace.join("target").join("kf-export-test"));
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let built = Instant::now();
+    let o = Command::new(cargo)
+        .args([
+            "test",
+            "--offline",
+            "--",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .current_dir(&krate)
+        .env("CARGO_TARGET_DIR", &target)
+        .env("KF_REQUIRE_OPENCL", "1")
+        .env("KF_EXPORT_CHOICES", &choices)
+        .output()
+        .unwrap();
+    let out = text(&o);
+    println!("{out}");
+    assert!(
+        o.status.success(),
+        "cargo test of the generated crate: {out}"
+    );
+    for name in [
+        "scaled_swish::every_configuration_matches_the_reference_at_a_small_size ... ",
+        "scaled_swish::the_dispatched_call_matches_the_reference ... ",
+        "each_size_gets_its_own_configuration_and_the_scalar_is_passed",
+        "case 0 (ROWS=32,COLS=17)",
+        "matches the reference at case",
+        "test result: ok. 2 passed",
+        "test result: ok. 1 passed",
+    ] {
+        assert!(out.contains(name), "missing `{name}`: {out}");
+    }
+    assert!(
+        !out.contains("SKIPPED") && !out.contains("no stored case"),
+        "{out}"
+    );
+    let crate_tested = built.elapsed();
+
+    let Some(python) = python_with_pyopencl() else {
+        return;
+    };
+    let pytested = Instant::now();
+    let module = tmp.path().join("py");
+    let o = Command::new(env!("CARGO_BIN_EXE_kf"))
+        .args(["export", "--run"])
+        .arg(&runs)
+        .arg("--python")
+        .arg(&module)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "kf export --python: {}", text(&o));
+    let source = std::fs::read_to_string(module.join("kf_kernels.py")).unwrap();
+    assert!(
+        source.contains("def scaled_swish(rows, cols, alpha, x, bias, *, kernels=None):"),
+        "{source}"
+    );
+    assert!(module.join("reference/scaled_swish/index.json").is_file());
+    std::fs::write(module.join("test_dispatch.py"), SWISH_PY_TEST).unwrap();
+    let backend = backend_or_skip().expect("the OpenCL runtime");
+    let o = Command::new(&python)
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+        .current_dir(&module)
+        .envs(backend.runtime().set_vars.iter().map(|(k, v)| (k, v)))
+        .env("PYOPENCL_CTX", "0")
+        .env("KF_EXPORT_CHOICES", &choices)
+        .output()
+        .unwrap();
+    let out = text(&o);
+    println!("{out}");
+    assert!(o.status.success(), "pytest of the Python module: {out}");
+    // Each configuration, the dispatched call, the wrong length, and this file's test.
+    assert!(out.contains("5 passed"), "{out}");
+    assert!(!out.contains("skipped"), "{out}");
+    println!(
+        "search {:.1} s, export {:.1} s, cargo test of the crate {:.1} s, Python export + pytest {:.1} s",
+        searched.as_secs_f64(),
+        export_s.as_secs_f64(),
+        crate_tested.as_secs_f64(),
+        pytested.elapsed().as_secs_f64()
+    );
+}

@@ -89,6 +89,23 @@ pub enum ExportError {
         /// Configurations in the table.
         len: usize,
     },
+    /// A task-file run's task file is invalid, or its reference failed at export time.
+    #[error(transparent)]
+    TaskFile(Box<kf_eval::taskfile::TaskFileError>),
+    /// The evaluator's task code failed (the accumulation rule's reference run).
+    #[error(transparent)]
+    Eval(Box<kf_eval::EvalError>),
+    /// A stored reference case does not hold what a generated test reads, or a kernel's output
+    /// does not match it.
+    #[error("{task}, reference {case}: {message}")]
+    Reference {
+        /// The task.
+        task: String,
+        /// The case (`case 0 (ROWS=32,COLS=32)`).
+        case: String,
+        /// What is wrong.
+        message: String,
+    },
     /// The OpenCL backend failed to compile or run the kernel.
     #[error("{task}: {source}")]
     Backend {

@@ -23,8 +23,18 @@
 //! same build options, `-D NAME=value` per parameter plus the manifest's flags), it finds the
 //! OpenCL runtime by itself (`.runtime/opencl.json`, `KF_OPENCL_ICD`, `KF_OPENCL_DEVICE`),
 //! loads the OpenCL library at run time, caches program binaries on disk and reports typed
-//! errors. Only OpenCL C kernels of the built-in `gemm` and `softmax` tasks export for now;
-//! other runs are refused with [`ExportError::Unsupported`], which says why.
+//! errors. OpenCL C kernels export; other runs are refused with [`ExportError::Unsupported`],
+//! which says why.
+//!
+//! Runs of task files (`kf search --task-file`) export too: the search keeps a copy of its task
+//! file in the output folder ([`TASK_COPY`]), from which the export reads the signature
+//! ([`signature::Signature::from_task_file`]: sizes, then scalars as typed arguments, then
+//! buffers, `f32`, `f16` and `i32`, inputs, outputs and in-place buffers) and draws the
+//! reference cases the generated tests check against: inputs from the task's `init`
+//! distributions at small sizes derived from the tuned ones, and what the task's reference
+//! (Python or a built-in Rust one, run through the evaluator's own code path) computes for
+//! them, stored as `reference/<task>/` beside the generated code ([`mod@reference`]) and compared
+//! under the task's `[tolerance]` and accumulation rule.
 //!
 //! ```
 //! use kf_export::dispatch::{choose, Caller, Candidate};
@@ -47,23 +57,29 @@
 //! assert_eq!(at(&table, 200), Some(0));
 //! ```
 
+mod cases;
 pub mod dispatch;
 mod error;
 mod generate;
+mod group;
 mod python;
+pub mod reference;
 mod run;
 pub mod runtime;
 pub mod signature;
+mod test_code;
 
 use std::path::PathBuf;
 
 pub use error::ExportError;
+/// The f16 type of task files' f16 buffers (the generated crate re-exports it).
+pub use half;
 /// The OpenCL backend the generated crate launches through.
 pub use kf_backend_opencl;
 /// The core types the generated crate names (`DeviceFacts`).
 pub use kf_core;
 pub use python::{export_python, PythonExport};
-pub use run::TunedKernel;
+pub use run::{TunedKernel, TASK_COPY};
 
 /// What [`export_rust`] writes and where.
 #[derive(Debug, Clone)]

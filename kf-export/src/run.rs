@@ -4,10 +4,16 @@
 use std::path::{Path, PathBuf};
 
 use kf_core::ParamValues;
+use kf_eval::taskfile::TaskFile;
 use kf_manifest::Manifest;
 use serde_json::Value;
 
 use crate::error::ExportError;
+use crate::signature::{builtin, Signature};
+
+/// Where `kf search --task-file` keeps its copy of the task file in the output folder
+/// (`kf_search::task::TASK_COPY_DIR` / `TASK_COPY_FILE`), with the files it names beside it.
+pub const TASK_COPY: &str = "task/task.toml";
 
 /// The best kernel of one run, with what the export needs to call it.
 #[derive(Debug, Clone)]
@@ -16,6 +22,10 @@ pub struct TunedKernel {
     pub run: PathBuf,
     /// The task (`gemm`).
     pub task: String,
+    /// The task's kernel signature.
+    pub signature: Signature,
+    /// The task file, for a run of one (read from the run's copy, [`TASK_COPY`]).
+    pub task_file: Option<TaskFile>,
     /// The backend it was measured on (`opencl`).
     pub backend: String,
     /// The device name as the backend reported it.
@@ -121,11 +131,33 @@ impl TunedKernel {
                 .collect::<Result<Vec<_>, _>>()?,
             _ => return Err(bad(&run_json_path, "config.sizes is missing")),
         };
+        // A run of a task file holds a copy of it; otherwise the task is a built-in one.
+        let copy = dir.join(TASK_COPY);
+        let (signature, task_file) = if copy.is_file() {
+            let file = TaskFile::load(&copy).map_err(|e| ExportError::TaskFile(Box::new(e)))?;
+            (Signature::from_task_file(&file)?, Some(file))
+        } else if let Some(sig) = builtin(&task) {
+            (sig.clone(), None)
+        } else {
+            return Err(ExportError::Unsupported {
+                run: dir.display().to_string(),
+                what: format!("task `{task}`"),
+                why: format!(
+                    "it is not a built-in task (gemm, softmax) and the run holds no copy of its \
+                     task file ({TASK_COPY}, which `kf search --task-file` writes beside its \
+                     report; runs from before that have none): search the task file again"
+                ),
+            });
+        };
         // The task's order (run.json keeps sizes sorted by name).
         let mut sizes = sizes;
-        if let Some(sig) = crate::signature::builtin(&task) {
-            sizes.sort_by_key(|(n, _)| sig.sizes.iter().position(|s| s == n).unwrap_or(usize::MAX));
-        }
+        sizes.sort_by_key(|(n, _)| {
+            signature
+                .sizes
+                .iter()
+                .position(|s| s == n)
+                .unwrap_or(usize::MAX)
+        });
 
         let source = read_text(&dir.join(&source_file))?;
         let manifest_path = dir.join(&manifest_file);
@@ -135,6 +167,8 @@ impl TunedKernel {
         Ok(TunedKernel {
             run: dir.to_path_buf(),
             task,
+            signature,
+            task_file,
             backend,
             device,
             driver,

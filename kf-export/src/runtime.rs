@@ -13,7 +13,7 @@ use kf_manifest::Manifest;
 
 use crate::dispatch::{self, Caller, Candidate};
 use crate::error::ExportError;
-use crate::signature::{ArgSig, Signature};
+use crate::signature::{ArgSig, Dtype, Signature};
 
 /// One tuned configuration, as a generated crate embeds it.
 #[derive(Debug, Clone, Copy)]
@@ -47,6 +47,92 @@ pub enum HostData<'a> {
     Out(&'a mut [u8]),
 }
 
+/// The value of one scalar argument of a call, in [`Signature::scalars`] order.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ScalarArg {
+    /// A `float` argument.
+    F32(f32),
+    /// An `int` argument.
+    I32(i32),
+}
+
+impl ScalarArg {
+    fn dtype(self) -> Dtype {
+        match self {
+            ScalarArg::F32(_) => Dtype::F32,
+            ScalarArg::I32(_) => Dtype::I32,
+        }
+    }
+}
+
+impl From<f32> for ScalarArg {
+    fn from(v: f32) -> Self {
+        ScalarArg::F32(v)
+    }
+}
+
+impl From<i32> for ScalarArg {
+    fn from(v: i32) -> Self {
+        ScalarArg::I32(v)
+    }
+}
+
+/// An element type a generated function passes: its [`Dtype`] and its bytes.
+pub trait Element: Copy + Send + Sync + 'static {
+    /// The signature's name for it.
+    const DTYPE: Dtype;
+    /// Appends the value's native-order bytes.
+    fn put(self, out: &mut Vec<u8>);
+    /// The value of `DTYPE.size()` native-order bytes.
+    fn take(bytes: &[u8]) -> Self;
+}
+
+impl Element for f32 {
+    const DTYPE: Dtype = Dtype::F32;
+    fn put(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_ne_bytes());
+    }
+    fn take(b: &[u8]) -> Self {
+        f32::from_ne_bytes([b[0], b[1], b[2], b[3]])
+    }
+}
+
+impl Element for i32 {
+    const DTYPE: Dtype = Dtype::I32;
+    fn put(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_ne_bytes());
+    }
+    fn take(b: &[u8]) -> Self {
+        i32::from_ne_bytes([b[0], b[1], b[2], b[3]])
+    }
+}
+
+impl Element for half::f16 {
+    const DTYPE: Dtype = Dtype::F16;
+    fn put(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_ne_bytes());
+    }
+    fn take(b: &[u8]) -> Self {
+        half::f16::from_ne_bytes([b[0], b[1]])
+    }
+}
+
+/// The native-order bytes of `values` (for [`HostData`]).
+pub fn to_bytes<T: Element>(values: &[T]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(values.len() * T::DTYPE.size());
+    for v in values {
+        v.put(&mut out);
+    }
+    out
+}
+
+/// Copies native-order bytes back into `out`.
+pub fn from_bytes<T: Element>(bytes: &[u8], out: &mut [T]) {
+    for (v, c) in out.iter_mut().zip(bytes.chunks_exact(T::DTYPE.size())) {
+        *v = T::take(c);
+    }
+}
+
 /// A task's signature and its tuned configurations.
 #[derive(Debug, Clone, Copy)]
 pub struct Table {
@@ -66,7 +152,7 @@ struct Prepared {
 impl Table {
     fn bad_call(&self, message: String) -> ExportError {
         ExportError::BadCall {
-            task: self.signature.task.to_owned(),
+            task: self.signature.task.to_string(),
             message,
         }
     }
@@ -74,8 +160,8 @@ impl Table {
     fn configuration(&self, index: usize) -> Result<&'static Configuration, ExportError> {
         self.configurations
             .get(index)
-            .ok_or(ExportError::NoSuchConfiguration {
-                task: self.signature.task.to_owned(),
+            .ok_or_else(|| ExportError::NoSuchConfiguration {
+                task: self.signature.task.to_string(),
                 index,
                 len: self.configurations.len(),
             })
@@ -89,7 +175,7 @@ impl Table {
                 "{} sizes given, the task has {} ({})",
                 values.len(),
                 self.signature.sizes.len(),
-                self.signature.sizes.join(", ")
+                self.signature.size_names().join(", ")
             )));
         }
         let mut out = indexmap::IndexMap::new();
@@ -97,7 +183,7 @@ impl Table {
             if *v <= 0 || *v > i64::from(i32::MAX) {
                 return Err(self.bad_call(format!("{name} = {v} is not a positive OpenCL int")));
             }
-            out.insert((*name).to_owned(), *v);
+            out.insert(name.to_string(), *v);
         }
         Ok(out)
     }
@@ -115,7 +201,7 @@ impl Table {
         let manifest = Manifest::parse(c.manifest, &format!("{}.toml", c.name), None)?;
         let params: ParamValues =
             serde_json::from_str(c.params_json).map_err(|e| ExportError::BadCall {
-                task: self.signature.task.to_owned(),
+                task: self.signature.task.to_string(),
                 message: format!("{}: parameters are not JSON: {e}", c.name),
             })?;
         let params = manifest.resolve_params(&params)?;
@@ -184,7 +270,7 @@ impl Table {
             sizes: &call_sizes,
         };
         dispatch::choose(&candidates, &caller).ok_or_else(|| ExportError::NoConfiguration {
-            task: self.signature.task.to_owned(),
+            task: self.signature.task.to_string(),
             sizes: crate::sizes_text(call_sizes.iter().copied()),
             device: device.name.clone(),
             reasons: reasons.join("; "),
@@ -210,7 +296,8 @@ impl Table {
 
     /// [`Table::run`] with the compiled kernel kept in `cache` (or taken from it): calls after
     /// the first skip the build. Use one cache per backend (a kernel belongs to its backend's
-    /// OpenCL context); the generated crate's `Kernels` pairs them.
+    /// OpenCL context); the generated crate's `Kernels` pairs them. For a task without
+    /// scalars; [`Table::launch`] passes them.
     ///
     /// # Errors
     ///
@@ -223,8 +310,44 @@ impl Table {
         sizes: &[i64],
         data: &mut [HostData<'_>],
     ) -> Result<(), ExportError> {
+        self.launch(backend, cache, index, sizes, &[], data)
+    }
+
+    /// [`Table::run_cached`] with the values of the task's scalars, in [`Signature::scalars`]
+    /// order (what the generated functions call).
+    ///
+    /// # Errors
+    ///
+    /// As [`Table::run`]'s, and [`ExportError::BadCall`] for scalars that do not match the
+    /// signature's in number or type.
+    pub fn launch(
+        &self,
+        backend: &OpenClBackend,
+        cache: &KernelCache,
+        index: usize,
+        sizes: &[i64],
+        scalars: &[ScalarArg],
+        data: &mut [HostData<'_>],
+    ) -> Result<(), ExportError> {
         let sig = self.signature;
         let named = self.sizes(sizes)?;
+        if scalars.len() != sig.scalars.len() {
+            return Err(self.bad_call(format!(
+                "{} scalars given, the task has {}",
+                scalars.len(),
+                sig.scalars.len()
+            )));
+        }
+        for (s, v) in sig.scalars.iter().zip(scalars) {
+            if v.dtype() != s.dtype {
+                return Err(self.bad_call(format!(
+                    "scalar {} is {}, not {}",
+                    s.name,
+                    s.dtype.rust(),
+                    v.dtype().rust()
+                )));
+            }
+        }
         if data.len() != sig.buffers.len() {
             return Err(self.bad_call(format!(
                 "{} buffers given, the task has {}",
@@ -238,14 +361,18 @@ impl Table {
                 file: format!("signature of {}", sig.task),
                 field: format!("buffers[{i}]"),
             };
-            let len = kf_manifest::Expr::parse(b.len, &site)?.eval_i64(&symbols, &site)?;
+            let len = kf_manifest::Expr::parse(&b.len, &site)?.eval_i64(&symbols, &site)?;
             let want = usize::try_from(len).unwrap_or(0) * b.dtype.size();
             let (got, is_out) = match d {
                 HostData::In(s) => (s.len(), false),
                 HostData::Out(s) => (s.len(), true),
             };
-            if is_out != b.output {
-                let role = if b.output { "an output" } else { "an input" };
+            if is_out != b.access.writes() {
+                let role = if b.access.writes() {
+                    "written by the kernel (pass it as an output)"
+                } else {
+                    "an input"
+                };
                 return Err(self.bad_call(format!("buffer {} is {role}", b.name)));
             }
             if got != want {
@@ -261,7 +388,7 @@ impl Table {
         let prepared = self.prepare(index, backend.device(), &named)?;
         let c = self.configuration(index)?;
         let backend_err = |source| ExportError::Backend {
-            task: sig.task.to_owned(),
+            task: sig.task.to_string(),
             source,
         };
         let cached = cache.get(c.name);
@@ -292,13 +419,22 @@ impl Table {
             buffers.push(buffer);
         }
         let mut args: Vec<KernelArg<'_, OpenClBuffer>> = Vec::with_capacity(sig.args.len());
-        for a in sig.args {
+        for a in sig.args.iter() {
             args.push(match a {
                 ArgSig::Size(name) => {
                     // Checked positive and within `int` by `sizes`.
-                    let v = named.get(*name).copied().unwrap_or(0);
+                    let v = named.get(name.as_ref()).copied().unwrap_or(0);
                     KernelArg::I32(i32::try_from(v).unwrap_or(i32::MAX))
                 }
+                ArgSig::Scalar(i) => match scalars.get(*i) {
+                    Some(ScalarArg::F32(v)) => KernelArg::F32(*v),
+                    Some(ScalarArg::I32(v)) => KernelArg::I32(*v),
+                    None => {
+                        return Err(self.bad_call(format!(
+                        "the signature's argument list names scalar {i}, which it does not declare"
+                    )))
+                    }
+                },
                 ArgSig::Buffer(i) => KernelArg::Buffer {
                     buffer: &buffers[*i],
                     offset: 0,

@@ -65,7 +65,7 @@ fn two_runs_export_one_table_with_regions_and_a_test() {
     let lib = std::fs::read_to_string(out.join("src/lib.rs")).unwrap();
     assert!(lib.contains("pub fn gemm(backend: &OpenClBackend, m: i64, n: i64, k: i64, a: &[f32], b: &[f32], c: &mut [f32])"), "{lib}");
     assert!(lib.contains("pub fn gemm_with(") && lib.contains("pub fn gemm_choice("));
-    assert!(lib.contains("pub struct Kernels<'b>") && lib.contains("run_cached(self.backend"));
+    assert!(lib.contains("pub struct Kernels<'b>") && lib.contains("launch(self.backend"));
     assert!(
         lib.contains("- on Test CPU: 1 ≤ n ≤ 127: `gemm_0`; n ≥ 128: `gemm_1`"),
         "{lib}"
@@ -127,8 +127,10 @@ fn other_backends_tasks_and_empty_runs_are_refused_with_a_reason() {
     let task = tmp.path().join("task");
     fake_run(&task, "opencl", "scaled_swish", 64, 16);
     let e = export_rust(&RustExport::new(vec![task], tmp.path().join("o2"))).unwrap_err();
+    assert!(matches!(e, ExportError::Unsupported { .. }), "{e}");
     assert!(
-        e.to_string().contains("task files are not exported yet"),
+        e.to_string()
+            .contains("no copy of its task file (task/task.toml"),
         "{e}"
     );
 
@@ -215,4 +217,180 @@ fn the_runtime_choice_evaluates_constraints_at_the_callers_sizes_and_device() {
     assert!(TABLE.choose(&d, &[64, 64]).is_err());
     assert!(TABLE.choose(&d, &[0, 64, 64]).is_err());
     assert!(TABLE.choose(&d, &[1 << 40, 64, 64]).is_err());
+}
+
+/// A run of a task file as `kf search --task-file` leaves it: the run's files and the copy of
+/// its task file (`task/task.toml`); the reference is the built-in Rust softmax, so no Python
+/// is needed.
+fn fake_task_file_run(dir: &Path, rows: i64, cols: i64) {
+    fake_run(dir, "opencl", "rowsoft", rows, 16);
+    let manifest = r#"entry = "rowsoft"
+language = "opencl"
+source = "best_kernel.cl"
+[params]
+TS = [16]
+[launch]
+global = ["ROWS"]
+"#;
+    std::fs::write(dir.join("best_kernel.toml"), manifest).unwrap();
+    let run = serde_json::json!({
+        "config": {"backend": {"kind": "opencl"}, "device": "Test CPU",
+                   "sizes": {"COLS": cols, "ROWS": rows}, "task": "rowsoft"}
+    });
+    std::fs::write(dir.join("run/run.json"), run.to_string()).unwrap();
+    std::fs::create_dir_all(dir.join("task")).unwrap();
+    std::fs::write(
+        dir.join(crate::TASK_COPY),
+        r#"name = "rowsoft"
+args = ["ROWS", "COLS", "scale", "X", "Y"]
+[sizes]
+ROWS = 64
+COLS = 64
+[[buffer]]
+name = "X"
+dtype = "f32"
+shape = ["ROWS", "COLS"]
+role = "input"
+init = ["uniform(-2, 2)", "normal"]
+[[buffer]]
+name = "Y"
+dtype = "f32"
+shape = ["ROWS", "COLS"]
+role = "output"
+[[scalar]]
+name = "scale"
+dtype = "f32"
+value = 2.0
+[reference]
+rust = "softmax"
+[tolerance]
+atol = 1e-5
+rtol = 1e-5
+"#,
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_task_file_run_exports_typed_scalars_and_stored_reference_cases() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    fake_task_file_run(&a, 64, 64);
+    fake_task_file_run(&b, 512, 512);
+    let out = tmp.path().join("crate");
+    let done = export_rust(&RustExport::new(vec![a.clone(), b.clone()], &out)).unwrap();
+    assert_eq!(done.kernels[0].sizes_text(), "ROWS=64,COLS=64");
+    let lib = std::fs::read_to_string(out.join("src/lib.rs")).unwrap();
+    assert!(lib.contains("pub fn rowsoft(backend: &OpenClBackend, rows: i64, cols: i64, scale: f32, x: &[f32], y: &mut [f32]) -> Result<usize, Error>"), "{lib}");
+    assert!(lib.contains("pub const ROWSOFT_SCALE: f32 = 2.0;"), "{lib}");
+    assert!(lib.contains("pub static ROWSOFT_SIGNATURE: kf_export::signature::Signature"));
+    assert!(lib.contains("ArgSig::Scalar(0)") && lib.contains("ScalarArg::F32(scale)"));
+    let test = std::fs::read_to_string(out.join("tests/reference.rs")).unwrap();
+    assert!(
+        test.contains("mod rowsoft {") && test.contains("/reference/rowsoft"),
+        "{test}"
+    );
+    assert!(!test.contains("fn data("), "{test}");
+
+    // The cases: 32x32 (the smallest tuned sizes halved to at most 1024 elements), its halved
+    // alternatives (the task declares none), and the tuned 64x64; 512x512 is too large.
+    let cases = crate::reference::ReferenceCases::read(out.join("reference/rowsoft")).unwrap();
+    let sizes: Vec<Vec<i64>> = cases.cases().iter().map(|c| c.sizes()).collect();
+    assert_eq!(sizes[0], [16, 16]);
+    assert!(
+        sizes.contains(&vec![32, 32]) && sizes.contains(&vec![64, 64]),
+        "{sizes:?}"
+    );
+    assert!(!sizes.contains(&vec![512, 512]), "{sizes:?}");
+    assert_eq!(cases.index().reference, "rust softmax");
+    let case = cases.cases()[1];
+    assert_eq!(case.scalar("scale").unwrap(), 2.0);
+    let x: Vec<f32> = case.input("X").unwrap();
+    assert_eq!(
+        x.len() as i64,
+        case.size("ROWS").unwrap() * case.size("COLS").unwrap()
+    );
+    // The reference's own outputs pass; one element off by more than the tolerance fails,
+    // naming it; an untouched output is caught as unwritten.
+    let y = crate::reference::ReferenceCases::read(out.join("reference/rowsoft")).unwrap();
+    let case = y.cases()[1];
+    let path = out
+        .join("reference/rowsoft")
+        .join(case.entry().buffers[1].expected.as_ref().unwrap());
+    let mut want = vec![0f32; x.len()];
+    crate::runtime::from_bytes(&std::fs::read(path).unwrap(), &mut want);
+    case.check("Y", &want).unwrap();
+    let mut off = want.clone();
+    off[5] += 1e-3;
+    let e = case.check("Y", &off).unwrap_err().to_string();
+    assert!(e.contains("element 5") && e.contains("atol 0.00001"), "{e}");
+    let untouched: Vec<f32> = case.output("Y").unwrap();
+    let e = case.check("Y", &untouched).unwrap_err().to_string();
+    assert!(e.contains("never written"), "{e}");
+    assert!(case.input::<i32>("X").is_err());
+
+    // The Python module: the same signature, the same cases beside it.
+    let py = tmp.path().join("py");
+    crate::export_python(&crate::PythonExport::new(vec![a, b], &py)).unwrap();
+    let module = std::fs::read_to_string(py.join("kf_kernels.py")).unwrap();
+    assert!(
+        module.contains("def rowsoft(rows, cols, scale, x, *, kernels=None):"),
+        "{module}"
+    );
+    assert!(module.contains("ROWSOFT_SCALE = 2.0"), "{module}");
+    assert!(module.contains("[(\"scale\", np.float32)]"), "{module}");
+    assert!(py.join("reference/rowsoft/index.json").is_file());
+    let test = std::fs::read_to_string(py.join("test_kf_kernels.py")).unwrap();
+    assert!(test.contains("def test_rowsoft_the_dispatched_call_matches_the_reference"));
+}
+
+#[test]
+fn task_file_signatures_keep_the_files_order_and_refuse_nothing_the_backend_passes() {
+    let text = r#"
+name = "mix"
+args = ["h", "N", "n", "k"]
+[sizes]
+N = 8
+[[buffer]]
+name = "h"
+dtype = "f16"
+shape = ["N", "2"]
+role = "inout"
+[[buffer]]
+name = "k"
+dtype = "i32"
+shape = ["N"]
+role = "output"
+[[scalar]]
+name = "n"
+dtype = "i32"
+value = 3
+[reference]
+rust = "x"
+"#;
+    let file = kf_eval::taskfile::TaskFile::parse(
+        text,
+        "mix.toml",
+        kf_eval::taskfile::TaskBase::Dir(".".into()),
+    )
+    .unwrap();
+    let sig = crate::signature::Signature::from_task_file(&file).unwrap();
+    use crate::signature::{Access, ArgSig, Dtype};
+    assert_eq!(sig.buffers[0].len, "(N) * (2)");
+    assert_eq!(sig.buffers[0].dtype, Dtype::F16);
+    assert_eq!(sig.buffers[0].access, Access::InOut);
+    assert_eq!(sig.scalars[0].dtype, Dtype::I32);
+    assert_eq!(
+        sig.args.to_vec(),
+        [
+            ArgSig::Buffer(0),
+            ArgSig::Size("N".into()),
+            ArgSig::Scalar(0),
+            ArgSig::Buffer(1)
+        ]
+    );
+    // The sizes, scalars and buffers get distinct Rust names (`n` is a size and a scalar).
+    let names = crate::group::Params::of(&sig);
+    assert_eq!(names.list(), "n, n_value, h, k");
+    assert!(sig.to_rust().contains("Dtype::F16"));
 }

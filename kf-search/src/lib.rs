@@ -618,6 +618,10 @@ where
         budget = budget.with_wall(w);
     }
     std::fs::create_dir_all(&config.out).map_err(kf_eval::EvalError::Io)?;
+    // A task file's copy beside the run, so that the output folder exports on its own.
+    if let Some(job) = &config.task_file {
+        task::record_task_file(job, &config.out).map_err(kf_eval::EvalError::Io)?;
+    }
     // What may not change when the run is resumed or extended; the budget may.
     let mut run_config = serde_json::json!({
         "task": config.task, "sizes": sizes, "backend": config.backend,

@@ -266,3 +266,80 @@ mod tests {
         assert_eq!(chosen.eval_config(EvalConfig::default()).reuse_inputs, 0);
     }
 }
+
+/// The folder of a search's output (`--out`) that holds a copy of the task file it searched,
+/// so that the output folder is self-contained: `kf export` reads the task's signature and
+/// runs its reference from there.
+pub const TASK_COPY_DIR: &str = "task";
+/// The copied task file's name inside [`TASK_COPY_DIR`].
+pub const TASK_COPY_FILE: &str = "task.toml";
+
+/// Copies the task file `job` into `out/`[`TASK_COPY_DIR`]: its spec as TOML
+/// ([`TASK_COPY_FILE`]) and every file it names at the same relative path (the Python
+/// reference with the `*.py` modules beside it, the reference and baseline kernels with their
+/// sources). A file named outside the task's folder is left out with a warning (`kf export`
+/// then says which file is missing).
+///
+/// # Errors
+///
+/// Reading a named file or writing the copy fails.
+pub fn record_task_file(job: &TaskFileJob, out: &Path) -> std::io::Result<()> {
+    let dir = out.join(TASK_COPY_DIR);
+    std::fs::create_dir_all(&dir)?;
+    let spec = &job.spec;
+    let text = spec.to_toml().map_err(std::io::Error::other)?;
+    std::fs::write(
+        dir.join(TASK_COPY_FILE),
+        format!(
+            "# The task file this search ran on ({}), copied for `kf export`.\n{text}",
+            job.file
+        ),
+    )?;
+    let mut files: Vec<String> = Vec::new();
+    if let Some(script) = &spec.reference.python {
+        files.push(script.clone());
+        // The modules the script may import (the reference driver puts its folder on the path).
+        let folder = Path::new(script).parent().unwrap_or_else(|| Path::new(""));
+        if let Ok(entries) = std::fs::read_dir(job.base_dir.join(folder)) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.ends_with(".py") && entry.path().is_file() {
+                    files.push(folder.join(name).to_string_lossy().into_owned());
+                }
+            }
+        }
+    }
+    let kernels = spec
+        .reference
+        .kernel
+        .iter()
+        .cloned()
+        .chain(spec.baseline.iter().flat_map(|b| b.kernel.to_vec()));
+    for manifest in kernels {
+        let text = std::fs::read_to_string(job.base_dir.join(&manifest))?;
+        if let Ok(Some(source)) =
+            kf_manifest::Manifest::parse(&text, &manifest, None).map(|m| m.source)
+        {
+            let folder = Path::new(&manifest)
+                .parent()
+                .unwrap_or_else(|| Path::new(""));
+            files.push(folder.join(source).to_string_lossy().into_owned());
+        }
+        files.push(manifest);
+    }
+    for rel in files {
+        let plain = Path::new(&rel)
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !plain {
+            tracing::warn!("{}: `{rel}` lies outside the task file's folder; the run's copy of the task (for kf export) leaves it out", job.file);
+            continue;
+        }
+        let target = dir.join(&rel);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::copy(job.base_dir.join(&rel), target)?;
+    }
+    Ok(())
+}

@@ -14,6 +14,8 @@
 //! where its constraints hold on the test machine's device, and the dispatched call.
 
 mod expr;
+mod names;
+mod pytest;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -23,11 +25,13 @@ use kf_core::CompileOptions;
 use kf_manifest::Manifest;
 
 use crate::error::ExportError;
-use crate::generate::{group, group_doc_lines, write, TaskGroup};
+use crate::group::{group, group_doc_lines, write, TaskGroup};
 use crate::run::TunedKernel;
-use crate::signature::{ArgSig, Dtype};
+use crate::signature::{Access, ArgSig, Dtype};
 use crate::Exported;
 use expr::{string_literal, to_python};
+use names::{py_params, PY_KEYWORDS};
+use pytest::test_py;
 
 /// The runtime part of every generated module (kept as a Python file so that it reads, and
 /// lints, as Python).
@@ -96,41 +100,19 @@ pub fn export_python(export: &PythonExport) -> Result<Exported, ExportError> {
         write(&path, &text)?;
         files.push(path);
     }
+    for g in &groups {
+        if let Some(file) = g.task_file {
+            let dir = export.out.join("reference").join(g.function());
+            files.extend(crate::cases::write_cases(file, &g.tuned_sizes(), &dir)?);
+        }
+    }
     Ok(Exported { kernels, files })
-}
-
-const PY_KEYWORDS: [&str; 35] = [
-    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue",
-    "def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if", "import",
-    "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while",
-    "with", "yield",
-];
-
-/// A Python parameter name for a task's size (`M` → `m`), clear of keywords and the
-/// generated functions' own parameters.
-fn py_ident(name: &str) -> String {
-    let mut s: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
-        s.insert(0, '_');
-    }
-    if PY_KEYWORDS.contains(&s.as_str()) || ["kernels", "index", "np", "cl"].contains(&s.as_str()) {
-        s.push('_');
-    }
-    s
 }
 
 fn numpy_dtype(d: Dtype) -> &'static str {
     match d {
         Dtype::F32 => "np.float32",
+        Dtype::F16 => "np.float16",
         Dtype::I32 => "np.int32",
     }
 }
@@ -256,28 +238,38 @@ fn module_py(groups: &[TaskGroup<'_>]) -> Result<String, ExportError> {
 
 fn task_py(out: &mut String, g: &TaskGroup<'_>) -> Result<(), ExportError> {
     let sig = g.signature;
-    let task = sig.task;
+    let task = g.function();
     let table = format!("_{}", task.to_ascii_uppercase());
     let no_params = kf_core::ParamValues::default();
     let first = g.kernels.first().map(|(_, k)| *k);
     let mut buffers = Vec::new();
-    for b in sig.buffers {
+    for b in sig.buffers.iter() {
         let len = match first {
-            Some(k) => text_and_lambda(b.len, &no_params, k)?,
+            Some(k) => text_and_lambda(&b.len, &no_params, k)?,
             None => continue,
         };
         buffers.push(format!(
             "({}, {}, {len}, {})",
-            string_literal(b.name),
+            string_literal(&b.name),
             numpy_dtype(b.dtype),
-            if b.output { "True" } else { "False" }
+            string_literal(match b.access {
+                Access::Input => "in",
+                Access::Output => "out",
+                Access::InOut => "inout",
+            })
         ));
     }
+    let scalars: Vec<String> = sig
+        .scalars
+        .iter()
+        .map(|s| format!("({}, {})", string_literal(&s.name), numpy_dtype(s.dtype)))
+        .collect();
     let args: Vec<String> = sig
         .args
         .iter()
         .map(|a| match a {
             ArgSig::Size(n) => format!("(\"size\", {})", string_literal(n)),
+            ArgSig::Scalar(i) => format!("(\"scalar\", {i})"),
             ArgSig::Buffer(i) => format!("(\"buffer\", {i})"),
         })
         .collect();
@@ -287,11 +279,13 @@ fn task_py(out: &mut String, g: &TaskGroup<'_>) -> Result<(), ExportError> {
         "\n\n{table} = _Task(\n\
          \x20   {name},\n\
          \x20   [{sizes}],\n\
+         \x20   [{scalars}],\n\
          \x20   [{buffers}],\n\
          \x20   [{args}],\n\
          \x20   [\n",
-        name = string_literal(task),
+        name = string_literal(&sig.task),
         sizes = sizes.join(", "),
+        scalars = scalars.join(", "),
         buffers = buffers.join(", "),
         args = args.join(", "),
     );
@@ -300,22 +294,40 @@ fn task_py(out: &mut String, g: &TaskGroup<'_>) -> Result<(), ExportError> {
     }
     out.push_str("    ],\n)\n");
 
-    let size_params: Vec<String> = sig.sizes.iter().map(|s| py_ident(s)).collect();
-    let inputs: Vec<String> = sig
+    let upper = task.to_ascii_uppercase();
+    let (size_params, scalar_params, buffer_params) = py_params(sig);
+    for (s, n) in sig.scalars.iter().zip(&scalar_params) {
+        let value = if s.dtype == Dtype::I32 {
+            format!("{}", s.value as i64)
+        } else {
+            format!("{:?}", s.value)
+        };
+        let _ = write!(
+            out,
+            "\n{upper}_{} = {value}\n\"\"\"The task file's value of the scalar `{}` (the search measured with it).\"\"\"\n",
+            n.to_ascii_uppercase(),
+            s.name
+        );
+    }
+    let read: Vec<String> = sig
         .buffers
         .iter()
-        .filter(|b| !b.output)
-        .map(|b| py_ident(b.name))
+        .zip(&buffer_params)
+        .filter(|(b, _)| b.access.reads())
+        .map(|(_, n)| n.clone())
         .collect();
-    let outputs: Vec<&str> = sig
+    let written: Vec<&str> = sig
         .buffers
         .iter()
-        .filter(|b| b.output)
-        .map(|b| b.name)
+        .filter(|b| b.access.writes())
+        .map(|b| b.name.as_ref())
         .collect();
     let sizes_list = format!("[{}]", size_params.join(", "));
-    let inputs_list = format!("[{}]", inputs.join(", "));
-    let params = [size_params.clone(), inputs].concat().join(", ");
+    let scalars_list = format!("[{}]", scalar_params.join(", "));
+    let arrays_list = format!("[{}]", read.join(", "));
+    let params = [size_params.clone(), scalar_params, read]
+        .concat()
+        .join(", ");
     let sizes_only = size_params.join(", ");
     let names: Vec<&str> = g.kernels.iter().map(|(n, _)| n.as_str()).collect();
     let _ = write!(
@@ -325,12 +337,12 @@ fn task_py(out: &mut String, g: &TaskGroup<'_>) -> Result<(), ExportError> {
          \n\n\
          def {task}({params}, *, kernels=None):\n\
          \x20   \"\"\"Runs `{task}` with the configuration the dispatch rule picks; returns {ret}.\"\"\"\n\
-         \x20   return _kernels(kernels).call({table}, None, {sizes_list}, {inputs_list})[0]\n\
+         \x20   return _kernels(kernels).call({table}, None, {sizes_list}, {scalars_list}, {arrays_list})[0]\n\
          \n\n\
          def {task}_with(index, {params}, *, kernels=None):\n\
          \x20   \"\"\"Runs configuration `index` of `{upper}_CONFIGURATIONS`; raises ConstraintFailed\n\
          \x20   naming the rule when it cannot run at these sizes.\"\"\"\n\
-         \x20   return _kernels(kernels).call({table}, index, {sizes_list}, {inputs_list})[0]\n\
+         \x20   return _kernels(kernels).call({table}, index, {sizes_list}, {scalars_list}, {arrays_list})[0]\n\
          \n\n\
          def {task}_choice({sizes_only}, *, kernels=None):\n\
          \x20   \"\"\"The index of the configuration a call at these sizes takes on this device.\"\"\"\n\
@@ -339,140 +351,12 @@ fn task_py(out: &mut String, g: &TaskGroup<'_>) -> Result<(), ExportError> {
          def {task}_check(index, {sizes_only}, *, kernels=None):\n\
          \x20   \"\"\"Raises ConstraintFailed when configuration `index` cannot run at these sizes.\"\"\"\n\
          \x20   _kernels(kernels).check({table}, index, {sizes_list})\n",
-        upper = task.to_ascii_uppercase(),
         names = names.join(", "),
-        ret = if outputs.len() == 1 {
-            format!("{} as a flat NumPy array", outputs[0])
+        ret = if written.len() == 1 {
+            format!("{} as a flat NumPy array", written[0])
         } else {
-            format!("({}) as flat NumPy arrays", outputs.join(", "))
+            format!("({}) as flat NumPy arrays", written.join(", "))
         },
     );
     Ok(())
-}
-
-/// The NumPy reference and one call of a built-in task at `n` (every size `n`), as pytest code.
-fn reference_py(task: &str) -> &'static str {
-    match task {
-        "gemm" => {
-            "def gemm_reference(n, a, b):\n\
-             \x20   a64, b64 = a.reshape(n, n).astype(np.float64), b.reshape(n, n).astype(np.float64)\n\
-             \x20   return (a64 @ b64).astype(np.float32).reshape(-1)\n\
-             \n\n\
-             def gemm_case(index, n):\n\
-             \x20   a, b = data(n * n, 1), data(n * n, 2)\n\
-             \x20   if index is None:\n\
-             \x20       got = m.gemm(n, n, n, a, b, kernels=KERNELS)\n\
-             \x20   else:\n\
-             \x20       got = m.gemm_with(index, n, n, n, a, b, kernels=KERNELS)\n\
-             \x20   return got, gemm_reference(n, a, b)\n\
-             \n\n\
-             def gemm_fits(index, n):\n\
-             \x20   try:\n\
-             \x20       m.gemm_check(index, n, n, n, kernels=KERNELS)\n\
-             \x20       return True\n\
-             \x20   except m.ConstraintFailed:\n\
-             \x20       return False\n\
-             \n\n\
-             def gemm_served(n):\n\
-             \x20   try:\n\
-             \x20       return m.gemm_choice(n, n, n, kernels=KERNELS)\n\
-             \x20   except m.NoConfiguration:\n\
-             \x20       return None\n"
-        }
-        _ => {
-            "def softmax_reference(n, x):\n\
-             \x20   x64 = x.reshape(n, n).astype(np.float64)\n\
-             \x20   e = np.exp(x64 - x64.max(axis=1, keepdims=True))\n\
-             \x20   return (e / e.sum(axis=1, keepdims=True)).astype(np.float32).reshape(-1)\n\
-             \n\n\
-             def softmax_case(index, n):\n\
-             \x20   x = data(n * n, 3)\n\
-             \x20   if index is None:\n\
-             \x20       got = m.softmax(n, n, x, kernels=KERNELS)\n\
-             \x20   else:\n\
-             \x20       got = m.softmax_with(index, n, n, x, kernels=KERNELS)\n\
-             \x20   return got, softmax_reference(n, x)\n\
-             \n\n\
-             def softmax_fits(index, n):\n\
-             \x20   try:\n\
-             \x20       m.softmax_check(index, n, n, kernels=KERNELS)\n\
-             \x20       return True\n\
-             \x20   except m.ConstraintFailed:\n\
-             \x20       return False\n\
-             \n\n\
-             def softmax_served(n):\n\
-             \x20   try:\n\
-             \x20       return m.softmax_choice(n, n, kernels=KERNELS)\n\
-             \x20   except m.NoConfiguration:\n\
-             \x20       return None\n"
-        }
-    }
-}
-
-fn test_py(module: &str, groups: &[TaskGroup<'_>]) -> String {
-    let mut out = format!(
-        "# Written by `kf export --python`: every configuration against a NumPy reference at a\n\
-         # small size where its constraints hold on this device, and the dispatched call.\n\
-         import numpy as np\n\
-         import pytest\n\
-         \n\
-         import {module} as m\n\
-         \n\
-         KERNELS = m.Kernels()\n\
-         SMALL = [16, 32, 64, 96, 128, 256]\n\
-         \n\n\
-         def data(length, seed):\n\
-         \x20   \"\"\"Deterministic values in [0.5, 1.5).\"\"\"\n\
-         \x20   return np.random.default_rng(seed).uniform(0.5, 1.5, length).astype(np.float32)\n\
-         \n\n\
-         def close(got, want):\n\
-         \x20   bad = np.abs(got - want) > 1e-3 * np.maximum(np.abs(want), 1e-3)\n\
-         \x20   assert not bad.any(), f\"element {{int(np.argmax(bad))}}: {{got[bad][0]}} against the reference's {{want[bad][0]}}\"\n"
-    );
-    for g in groups {
-        let task = g.signature.task;
-        let upper = task.to_ascii_uppercase();
-        out.push_str("\n\n");
-        out.push_str(reference_py(task));
-        let wrong = match task {
-            "gemm" => "m.gemm(16, 16, 16, data(15, 1), data(256, 2), kernels=KERNELS)",
-            _ => "m.softmax(16, 16, data(15, 1), kernels=KERNELS)",
-        };
-        let _ = write!(
-            out,
-            "\n\n@pytest.mark.parametrize(\"index\", range(len(m.{upper}_CONFIGURATIONS)))\n\
-             def test_{task}_each_configuration_matches_the_reference_at_a_small_size(index):\n\
-             \x20   n = next((n for n in SMALL if {task}_fits(index, n)), None)\n\
-             \x20   if n is None:\n\
-             \x20       pytest.skip(f\"{{m.{upper}_CONFIGURATIONS[index]}}: no small size where its constraints hold here\")\n\
-             \x20   got, want = {task}_case(index, n)\n\
-             \x20   close(got, want)\n\
-             \n\n\
-             def test_{task}_the_dispatched_call_matches_the_reference():\n\
-             \x20   n = next((n for n in SMALL if {task}_served(n) is not None), None)\n\
-             \x20   assert n is not None, \"no small size some configuration serves\"\n\
-             \x20   got, want = {task}_case(None, n)\n\
-             \x20   close(got, want)\n\
-             \x20   again, _ = {task}_case(None, n)\n\
-             \x20   np.testing.assert_array_equal(got, again)\n\
-             \n\n\
-             def test_{task}_a_wrong_length_is_refused():\n\
-             \x20   with pytest.raises(m.BadCall):\n\
-             \x20       {wrong}\n"
-        );
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn identifiers_are_python() {
-        assert_eq!(py_ident("M"), "m");
-        assert_eq!(py_ident("IN"), "in_");
-        assert_eq!(py_ident("KERNELS"), "kernels_");
-        assert_eq!(py_ident("2D"), "_2d");
-    }
 }

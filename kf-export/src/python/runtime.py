@@ -296,12 +296,28 @@ def _device_tier(config, device_name, driver):
 
 
 class _Task:
-    def __init__(self, name, sizes, buffers, args, configurations):
+    def __init__(self, name, sizes, scalars, buffers, args, configurations):
         self.name = name
         self.sizes = sizes
-        self.buffers = buffers  # (name, numpy dtype, length text, length fn, is output)
-        self.args = args  # ("size", name) or ("buffer", index)
+        self.scalars = scalars  # (name, numpy dtype)
+        # (name, numpy dtype, length text, length fn, access: "in", "out" or "inout")
+        self.buffers = buffers
+        self.args = args  # ("size", name), ("scalar", index) or ("buffer", index)
         self.configurations = configurations
+
+    def scalar_values(self, values):
+        if len(values) != len(self.scalars):
+            raise BadCall(f"{self.name}: {len(values)} scalars given, the task has "
+                          f"{len(self.scalars)} ({', '.join(s[0] for s in self.scalars)})")
+        out = []
+        for (name, dtype), v in zip(self.scalars, values):
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+                raise BadCall(f"{self.name}: scalar {name} = {v!r} is not a number")
+            if dtype == np.int32:
+                if float(v) != int(v) or not -2**31 <= int(v) < 2**31:
+                    raise BadCall(f"{self.name}: scalar {name} = {v!r} is not an OpenCL int")
+            out.append(dtype(v))
+        return out
 
     def named_sizes(self, values):
         if len(values) != len(self.sizes):
@@ -390,21 +406,25 @@ class Kernels:
         named = task.named_sizes(sizes)
         task.configurations[index].launch(dict(self.facts, **named))
 
-    def call(self, task, index, sizes, arrays):
+    def call(self, task, index, sizes, scalars, arrays):
         named = task.named_sizes(sizes)
-        inputs = [b for b in task.buffers if not b[4]]
+        scalar_values = task.scalar_values(scalars)
+        inputs = [b for b in task.buffers if b[4] != "out"]
         if len(arrays) != len(inputs):
             raise BadCall(f"{task.name}: {len(arrays)} arrays given, the task reads "
                           f"{len(inputs)} ({', '.join(b[0] for b in inputs)})")
         # The arrays are checked first: a wrong length is the caller's error at any sizes.
         host = []
         given = iter(arrays)
-        for name, dtype, len_text, length, is_output in task.buffers:
+        for name, dtype, len_text, length, access in task.buffers:
             n = length(named)
-            if is_output:
+            if access == "out":
                 host.append(np.empty(n, dtype=dtype))
                 continue
             data = np.ascontiguousarray(next(given), dtype=dtype).reshape(-1)
+            if access == "inout":
+                # Written in place on the device; the caller's array stays as it was.
+                data = data.copy()
             if data.size != n:
                 text = ",".join(f"{k}={v}" for k, v in named.items())
                 raise BadCall(f"{task.name}: {name} has {data.size} elements, "
@@ -419,9 +439,15 @@ class Kernels:
         glob, loc = config.launch(dict(self.facts, **named))
         mf = cl.mem_flags
         device_buffers, outputs = [], []
-        for (name, dtype, len_text, length, is_output), data in zip(task.buffers, host):
-            if is_output:
+        for (name, dtype, len_text, length, access), data in zip(task.buffers, host):
+            if access == "out":
                 buf = cl.Buffer(self.context, mf.WRITE_ONLY, max(data.nbytes, 1))
+                outputs.append((data, buf))
+            elif access == "inout":
+                if data.size:
+                    buf = cl.Buffer(self.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=data)
+                else:
+                    buf = cl.Buffer(self.context, mf.READ_WRITE, 1)
                 outputs.append((data, buf))
             elif data.size:
                 buf = cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data)
@@ -433,6 +459,8 @@ class Kernels:
             for position, (kind, what) in enumerate(task.args):
                 if kind == "size":
                     kernel.set_arg(position, np.int32(named[what]))
+                elif kind == "scalar":
+                    kernel.set_arg(position, scalar_values[what])
                 else:
                     kernel.set_arg(position, device_buffers[what])
             cl.enqueue_nd_range_kernel(self.queue, kernel, glob, loc)

@@ -1,0 +1,67 @@
+//! Python names for a task's sizes, scalars and buffers: identifiers clear of keywords, of the
+//! generated functions' own parameters and of each other.
+
+use crate::signature::Signature;
+
+pub(super) const PY_KEYWORDS: [&str; 35] = [
+    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue",
+    "def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if", "import",
+    "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while",
+    "with", "yield",
+];
+
+/// A Python parameter name for a task's size (`M` → `m`), clear of keywords and the
+/// generated functions' own parameters.
+pub(super) fn py_ident(name: &str) -> String {
+    let mut s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
+        s.insert(0, '_');
+    }
+    if PY_KEYWORDS.contains(&s.as_str()) || ["kernels", "index", "np", "cl"].contains(&s.as_str()) {
+        s.push('_');
+    }
+    s
+}
+
+/// Python parameter names of a task: sizes, then scalars, then buffers, distinct.
+pub(super) fn py_params(sig: &Signature) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let sizes: Vec<String> = sig.sizes.iter().map(|s| py_ident(s)).collect();
+    let mut taken = sizes.clone();
+    let mut fresh = |name: &str, suffix: &str| {
+        let mut n = py_ident(name);
+        while taken.contains(&n) {
+            n.push_str(suffix);
+        }
+        taken.push(n.clone());
+        n
+    };
+    let scalars = sig
+        .scalars
+        .iter()
+        .map(|s| fresh(&s.name, "_value"))
+        .collect();
+    let buffers = sig.buffers.iter().map(|b| fresh(&b.name, "_buf")).collect();
+    (sizes, scalars, buffers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifiers_are_python() {
+        assert_eq!(py_ident("M"), "m");
+        assert_eq!(py_ident("IN"), "in_");
+        assert_eq!(py_ident("KERNELS"), "kernels_");
+        assert_eq!(py_ident("2D"), "_2d");
+    }
+}
