@@ -1,7 +1,8 @@
 //! kf-transform on real kernels with the real OpenCL runtime (issue 48): each transformation's
 //! child of a naive elementwise-per-row kernel (the shipped scaled_swish example), a row
 //! reduction (KernelBench 47, sum over a dimension, as shipped), a per-row softmax through row
-//! pointers (KernelBench 23, as shipped), an elementwise kernel that
+//! pointers (KernelBench 23, as shipped), a per-row affine map with loop-invariant loads (and per element, vectorised), an
+//! elementwise kernel that
 //! strides by the global size (KernelBench 19, ReLU) and a per-row sequential scan is evaluated
 //! by `kf eval` against the task's NumPy reference at sizes with a tail, at the largest value of
 //! each tunable it added; and a short `kf search` on a task file without
@@ -80,6 +81,72 @@ kernel = "scan_naive.toml"
     dir.join("scan.toml")
 }
 
+/// A per-row affine map with per-row scale and shift (loads the loop does not change), as a
+/// task file with its NumPy reference in `dir`.
+fn affine_task(dir: &Path) -> PathBuf {
+    std::fs::write(
+        dir.join("affine.toml"),
+        r#"name = "row_affine"
+args = ["x", "scale", "shift", "y", "rows", "cols"]
+[sizes]
+rows = 37
+cols = 300
+[[buffer]]
+name = "x"
+dtype = "f32"
+shape = ["rows", "cols"]
+role = "input"
+[[buffer]]
+name = "scale"
+dtype = "f32"
+shape = ["rows"]
+role = "input"
+[[buffer]]
+name = "shift"
+dtype = "f32"
+shape = ["rows"]
+role = "input"
+[[buffer]]
+name = "y"
+dtype = "f32"
+shape = ["rows", "cols"]
+role = "output"
+[reference]
+python = "affine_ref.py"
+[baseline]
+kernel = "affine_naive.toml"
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("affine_ref.py"),
+        "def reference(inputs, sizes, scalars):\n    x, s, b = inputs[\"x\"], inputs[\"scale\"], inputs[\"shift\"]\n    return {\"y\": x * s[:, None] + b[:, None] * s[:, None]}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("affine_naive.cl"),
+        "__kernel void affine(__global const float* x, __global const float* scale, __global const float* shift, __global float* y, const int rows, const int cols) {\n    const int r = get_global_id(0);\n    if (r >= rows) return;\n    for (int c = 0; c < cols; ++c) {\n        y[r * cols + c] = x[r * cols + c] * scale[r] + shift[r] * scale[r];\n    }\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("affine_naive.toml"),
+        "source = \"affine_naive.cl\"\nentry = \"affine\"\nlanguage = \"opencl\"\n[params]\nWG = [8]\n[launch]\nglobal = [\"((rows + WG - 1) / WG) * WG\"]\nlocal = [\"WG\"]\n",
+    )
+    .unwrap();
+    // The same map, one work-item per element.
+    std::fs::write(
+        dir.join("affine_flat.cl"),
+        "__kernel void affine_flat(__global const float* x, __global const float* scale, __global const float* shift, __global float* y, const int rows, const int cols) {\n    const int i = get_global_id(0);\n    if (i >= rows * cols) return;\n    const int r = i / cols;\n    y[i] = x[i] * scale[r] + shift[r] * scale[r];\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("affine_flat.toml"),
+        "source = \"affine_flat.cl\"\nentry = \"affine_flat\"\nlanguage = \"opencl\"\n[params]\nWG = [16]\n[launch]\nglobal = [\"((rows * cols + WG - 1) / WG) * WG\"]\nlocal = [\"WG\"]\n",
+    )
+    .unwrap();
+    dir.join("affine.toml")
+}
+
 /// Writes `child` as `<name>.cl` / `<name>.toml` in `dir`; the manifest path.
 fn write(dir: &Path, name: &str, child: &KernelSource) -> PathBuf {
     std::fs::write(dir.join(format!("{name}.cl")), child.text.as_bytes()).unwrap();
@@ -129,6 +196,7 @@ fn every_child_of_real_kernels_matches_the_reference() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let scan = scan_task(tmp.path());
+    let affine = affine_task(tmp.path());
     let kb = root().join("tasks/kernelbench");
     let cases: Vec<(PathBuf, PathBuf, &str, &[Transformation])> = vec![
         (
@@ -151,6 +219,7 @@ fn every_child_of_real_kernels_matches_the_reference() {
                 Transformation::GroupReduce,
                 Transformation::CoarsenBlocked,
                 Transformation::CoarsenStrided,
+                Transformation::Vectorize,
                 Transformation::Unroll,
                 Transformation::Qualify,
             ],
@@ -183,6 +252,30 @@ fn every_child_of_real_kernels_matches_the_reference() {
                 Transformation::CoarsenBlocked,
                 Transformation::CoarsenStrided,
                 Transformation::Unroll,
+                Transformation::Qualify,
+            ],
+        ),
+        (
+            affine.clone(),
+            tmp.path().join("affine_naive.toml"),
+            "rows=37,cols=300",
+            &[
+                Transformation::GroupReduce,
+                Transformation::CoarsenBlocked,
+                Transformation::CoarsenStrided,
+                Transformation::Hoist,
+                Transformation::Unroll,
+                Transformation::Qualify,
+            ],
+        ),
+        (
+            affine.clone(),
+            tmp.path().join("affine_flat.toml"),
+            "rows=37,cols=301",
+            &[
+                Transformation::CoarsenBlocked,
+                Transformation::CoarsenStrided,
+                Transformation::Vectorize,
                 Transformation::Qualify,
             ],
         ),

@@ -19,6 +19,13 @@
 //!   same computation: no barrier, local memory or group/local/global-size query, no `return`
 //!   inside a loop (a top-level `return` becomes `continue`), and an original global size that
 //!   can be written in C from the manifest's parameters and the kernel's scalar arguments.
+//! * [`Transformation::Vectorize`]: an elementwise kernel (`i = get_global_id(0)`, a guard
+//!   `if (i >= E) return;`, accesses at `p[i]`) handles `VEC` consecutive indices per
+//!   work-item, its buffers read and written with `vloadN`/`vstoreN` where all of them pass
+//!   the guard, index by index at the tail; the global size divided by `VEC`.
+//! * [`Transformation::Hoist`]: loads from buffers the kernel only reads, at indices a loop
+//!   does not change and on no branch of its body, read once before the loop (when it runs),
+//!   behind the tunable `HOIST`.
 //! * [`Transformation::Unroll`]: `#pragma unroll UNROLL` on the innermost counted loops.
 //! * [`Transformation::Qualify`]: `const` on the pointees the kernel provably only reads,
 //!   `restrict` (tunable `RESTRICT`) on its `__global` pointers.
@@ -29,8 +36,8 @@
 //! `cargo run -p kf-transform --example transform -- KERNEL.toml OUT_DIR` writes a kernel's
 //! children, for `kf eval`.
 //!
-//! Not (yet) done of issue 48's list: hoisting of loop-invariant loads, `vload4` on provably
-//! contiguous accesses, local-memory staging, sub-group reductions;
+//! Not (yet) done of issue 48's list: local-memory staging, sub-group reductions, vector
+//! accesses at indices other than the work-item's own;
 //! CUDA and SYCL kernels are left alone (children only for OpenCL C).
 //!
 //! ## The parser
@@ -49,11 +56,13 @@ mod child;
 mod coarsen;
 mod error;
 mod group;
+mod hoist;
 mod mutator;
 mod parse;
 mod qualify;
 mod transformation;
 mod unroll;
+mod vectorize;
 
 pub use child::{applied, NewParam, Transformed};
 pub use error::TransformError;

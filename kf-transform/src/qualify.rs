@@ -73,7 +73,7 @@ pub(crate) fn qualify(text: &str, manifest: &Manifest) -> Option<Rewrite> {
 /// a `vloadN` argument; or the initialiser of a declared pointer whose pointee is `const`
 /// (pointer arithmetic included). Anything else (a call, a store, a copy into a plain pointer,
 /// a local of the same name) is taken as a possible write.
-fn read_only(parsed: &Parsed, body: Node<'_>, name: &str) -> bool {
+pub(crate) fn read_only(parsed: &Parsed, body: Node<'_>, name: &str) -> bool {
     for node in descendants(body) {
         if parsed.text_of(node) != name {
             continue;

@@ -43,6 +43,13 @@ pub enum Transformation {
     /// Each work-item handles `COARSEN` indices of dimension 0 one global size apart; the
     /// global size is divided by `COARSEN`.
     CoarsenStrided,
+    /// `VEC` consecutive indices per work-item of an elementwise kernel, the buffers it
+    /// accesses at the index read and written with `vloadN`/`vstoreN`; the global size is
+    /// divided by `VEC`.
+    Vectorize,
+    /// Loads from read-only buffers at loop-invariant indices read once before their loop
+    /// (tunable `HOIST`, 1 or 0).
+    Hoist,
     /// `#pragma unroll UNROLL` on the innermost counted loops.
     Unroll,
     /// `const` on the pointees the kernel only reads, `restrict` (tunable `RESTRICT`) on its
@@ -52,10 +59,12 @@ pub enum Transformation {
 
 impl Transformation {
     /// Every transformation, in order of value.
-    pub const ALL: [Transformation; 5] = [
+    pub const ALL: [Transformation; 7] = [
         Transformation::GroupReduce,
         Transformation::CoarsenBlocked,
         Transformation::CoarsenStrided,
+        Transformation::Vectorize,
+        Transformation::Hoist,
         Transformation::Unroll,
         Transformation::Qualify,
     ];
@@ -66,16 +75,20 @@ impl Transformation {
             Transformation::GroupReduce => "group-reduce",
             Transformation::CoarsenBlocked => "coarsen-blocked",
             Transformation::CoarsenStrided => "coarsen-strided",
+            Transformation::Vectorize => "vectorize",
+            Transformation::Hoist => "hoist",
             Transformation::Unroll => "unroll",
             Transformation::Qualify => "qualify",
         }
     }
 
-    /// Whether a kernel made by `other` already has what this one adds (one coarsening per
-    /// kernel).
+    /// Whether a kernel made by `other` already has what this one adds (one change of the
+    /// work per work-item per kernel: a coarsening, vectorisation or row per work-group).
     fn excluded_by(self, other: &str) -> bool {
-        let coarsening = |name: &str| name.starts_with("coarsen-");
-        other == self.name() || (coarsening(self.name()) && coarsening(other))
+        let reshapes = |name: &str| {
+            name.starts_with("coarsen-") || name == "vectorize" || name == "group-reduce"
+        };
+        other == self.name() || (reshapes(self.name()) && reshapes(other))
     }
 
     /// The child of `kernel` (an OpenCL C kernel carrying its manifest, measured at
@@ -98,6 +111,8 @@ impl Transformation {
             Transformation::GroupReduce => crate::group::group_reduce(text, &manifest),
             Transformation::CoarsenBlocked => crate::coarsen::coarsen(text, &manifest, false),
             Transformation::CoarsenStrided => crate::coarsen::coarsen(text, &manifest, true),
+            Transformation::Vectorize => crate::vectorize::vectorize(text, &manifest),
+            Transformation::Hoist => crate::hoist::hoist(text, &manifest),
             Transformation::Unroll => crate::unroll::unroll(text, &manifest),
             Transformation::Qualify => crate::qualify::qualify(text, &manifest),
         };
