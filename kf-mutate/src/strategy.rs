@@ -348,8 +348,8 @@ impl StrategyLibrary {
     /// names of the shipped GEMM templates: `VW` (vector width), `LOCAL_A` / `LOCAL_B`
     /// (local-memory tiles), `PAD`, `DOUBLE_BUFFER`, `PREFETCH`, `SUBGROUP`, `TM` / `TN`
     /// (register block), `WG0` / `WG1` (work-group shape), `TK` (K tile), `UNROLL`, `KS`
-    /// (K split), `KC` / `RB` (cache blocking: outer K block, row blocks per group) and
-    /// `PACK_B` (a packed B panel in local memory). A strategy whose names a template lacks does not apply to it, so the
+    /// (K split), `KC` / `RB` / `CB` (cache blocking: outer K block, row blocks and column
+    /// panels per group) and `PACK_B` (a packed B panel in local memory). A strategy whose names a template lacks does not apply to it, so the
     /// library is safe to use with any template.
     pub fn dense_linear_algebra() -> Self {
         let s = MutationStrategy::new;
@@ -470,6 +470,12 @@ impl StrategyLibrary {
                     .requires("defined(KC) && defined(RB)")
                     .change("KC", Change::OneOf(vec![128, 256, 512]))
                     .change("RB", Change::OneOf(vec![2, 4, 8]))
+                    .targets(MEMORY, 2),
+            )
+            .with(
+                s("n-blocking", "block over N as well: each work-group walks CB column panels within one K block, so its block of A is read from memory once and from the L2 for the other panels (the repair gives a parent without KC its K block)")
+                    .requires("defined(CB) && CB == 1")
+                    .change("CB", Change::OneOf(vec![2, 4]))
                     .targets(MEMORY, 2),
             )
             .with(

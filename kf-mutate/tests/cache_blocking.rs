@@ -1,5 +1,6 @@
 //! The structures for large problems (issue 50): `gemm_blocked`'s cache blocking over K (`KC`)
-//! with several row blocks per group (`RB`) and the packed B panel (`PACK_B`), and the
+//! with several row blocks per group (`RB`), the blocking over N (`CB` column panels per
+//! group under one block of A) and the packed B panel (`PACK_B`), and the
 //! softmax templates' streaming stores (`STREAM`). Their constraints use the device's cache
 //! facts; every combination below compiles and computes the right answer through the real
 //! evaluator on the OpenCL backend (skips without a runtime unless `KF_REQUIRE_OPENCL=1`).
@@ -87,6 +88,68 @@ fn cache_blocking_constraints_use_the_cache_facts() {
 }
 
 #[test]
+fn n_blocking_needs_a_k_block_and_fits_the_l2() {
+    let library = TemplateLibrary::builtin().unwrap();
+    let (variant, _) = variant(&library, "gemm_blocked", "VW=16");
+    let sizes: indexmap::IndexMap<String, i64> = [("M", 1024), ("N", 1024), ("K", 1024)]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+    let mut device = DeviceFacts::unknown("cpu");
+    device.max_work_group_size = 1024;
+    device.local_mem_bytes = 256 << 10;
+    device.l2_cache_bytes = 1 << 20;
+    let check = |device: &DeviceFacts, config: &str| {
+        let mut params = ParamValues::new();
+        for (name, value) in values(config) {
+            params = params.with(&name, value);
+        }
+        let params = variant.manifest.resolve_params(&params).unwrap();
+        let symbols = variant.manifest.symbols(&params, &sizes, device);
+        variant.manifest.check_constraints(&params, &symbols)?;
+        variant.manifest.launch_range(&symbols)
+    };
+    // The explicit-vector start's blocks (8 x 64 per work-item, 16 rows per group): 4 column
+    // panels of 64 per group, so 4 groups across N instead of 16.
+    let start = "TM=8,TN=4,WG0=1,WG1=16,TK=64,KC=256,RB=2";
+    let range = check(&device, &format!("{start},CB=4")).unwrap();
+    assert_eq!(range.global[0], 1024 / 64 / 4, "{range:?}");
+    // N blocking reuses one K block's A: without KC it is refused.
+    let refused = check(&device, "TM=8,TN=4,WG0=1,WG1=16,TK=64,KC=0,CB=2")
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("CB == 1 || KC > 0"), "{refused}");
+    // The 256 x 512 block of A (RB=4: 4 x 128 rows) and a 512 x 64 panel of B are 2.5 MiB:
+    // more than a 1 MiB L2, fine for a 4 MiB one, and left to the measurements when unknown.
+    let big = "TM=8,TN=4,WG0=1,WG1=16,TK=64,KC=512,RB=4,CB=2";
+    assert!(check(&device, big)
+        .unwrap_err()
+        .to_string()
+        .contains("l2_cache_bytes"));
+    device.l2_cache_bytes = 4 << 20;
+    check(&device, big).unwrap();
+    device.l2_cache_bytes = 0;
+    check(&device, big).unwrap();
+    // The columns divide into CB panels: 1088 = 17 panels of 64 do not make groups of 8.
+    device.l2_cache_bytes = 1 << 20;
+    let narrow: indexmap::IndexMap<String, i64> = [("M", 1024), ("N", 1088), ("K", 1024)]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+    let params = variant
+        .manifest
+        .resolve_params(&ParamValues::new().with("KC", 256i64).with("CB", 8i64))
+        .unwrap();
+    let symbols = variant.manifest.symbols(&params, &narrow, &device);
+    let refused = variant
+        .manifest
+        .check_constraints(&params, &symbols)
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("CB) == 0"), "{refused}");
+}
+
+#[test]
 fn cache_blocked_gemm_and_streaming_softmax_verify_on_opencl() {
     let Some(backend) = kf_backend_opencl::testing::backend_or_skip() else {
         return;
@@ -128,6 +191,26 @@ fn cache_blocked_gemm_and_streaming_softmax_verify_on_opencl() {
             &gemm_library,
             "gemm_blocked",
             "VW=1,PACK_B=1,TM=4,TN=2,WG0=16,WG1=2,TK=32,KC=128,RB=2",
+        ),
+        // N blocking: each group walks 2 column panels under one block of A, with two row
+        // blocks, and with packed B panels (one pack per K block and column panel).
+        (
+            &gemm,
+            &gemm_library,
+            "gemm_blocked",
+            "VW=16,TM=8,TN=2,WG0=1,WG1=4,TK=64,KC=128,RB=2,CB=2",
+        ),
+        (
+            &gemm,
+            &gemm_library,
+            "gemm_blocked",
+            "VW=16,PACK_B=1,TM=4,TN=2,WG0=2,WG1=4,TK=64,KC=256,RB=2,CB=4",
+        ),
+        (
+            &gemm,
+            &gemm_library,
+            "gemm_blocked",
+            "VW=1,LOCAL_B=1,TM=4,TN=2,WG0=16,WG1=2,TK=32,KC=128,RB=1,CB=2",
         ),
         // The local-A start's structure with K blocks.
         (

@@ -26,8 +26,11 @@
 //!                 it for the group's RB row blocks (needs KC > 0; replaces LOCAL_B)
 //! Tunables: TM, TN, WG0, WG1, TK (K tile), PAD, UNROLL (k-loop unroll), and the cache
 //! blocking: KC (outer K block, 0 = all of K: C is accumulated in registers over KC rows of B
-//! and read back between blocks) and RB (row blocks per work-group: the group walks RB
-//! blocks of BM rows under the same KC x BN panel of B, which stays in cache or local memory).
+//! and read back between blocks), RB (row blocks per work-group: the group walks RB
+//! blocks of BM rows under the same KC x BN panel of B, which stays in cache or local memory)
+//! and CB (column blocks per work-group, the blocking over N: within one K block the group
+//! walks CB panels of BN columns, so its RB x BM x KC block of A comes from memory once and
+//! from the cache for the other CB - 1 panels; 1 = no N blocking, CB > 1 needs KC > 0).
 // SGEMM (SYCL): each work-item computes a TM x (TN * VW) block of C in registers.
 #include <sycl/sycl.hpp>
 
@@ -84,6 +87,9 @@
 #endif
 #ifndef RB
 #define RB 1
+#endif
+#ifndef CB
+#define CB 1
 #endif
 
 namespace syclexp = sycl::ext::oneapi::experimental;
@@ -146,7 +152,6 @@ void gemm(const int M, const int N, const int K,
     const sycl::nd_item<2> it = sycl::ext::oneapi::this_work_item::get_nd_item<2>();
     const int lx = it.get_local_id(1);
     const int ly = it.get_local_id(0);
-    const int col_base = it.get_group(1) * BN;
 #if LOCAL_A || LOCAL_B || PREFETCH || PACK_B
     const int lid = ly * WG0 + lx;
 #endif
@@ -170,131 +175,135 @@ void gemm(const int M, const int N, const int K,
     // KC = 0: one block over all of K (KC is a compile-time constant).
     const int KBLOCK = KC > 0 ? KC : K;
     for (int kc = 0; kc < K; kc += KBLOCK) {
+        // N blocking: the group's CB column panels in turn, under the same block of A.
+        for (int cb = 0; cb < CB; ++cb) {
+            const int col_base = (it.get_group(1) * CB + cb) * BN;
 #if PACK_B
-        sycl::group_barrier(it.get_group());
-        for (int idx = lid; idx < KC * (BN / VW); idx += WG0 * WG1) {
-            const int r = idx / (BN / VW);
-            const int v = idx % (BN / VW);
-            const int dst = r * BN + ((v % WG0) * TN + v / WG0) * VW;
-            VSTORE(VLOAD(B + (kc + r) * N + col_base + v * VW), &Bp[dst]);
-        }
-        sycl::group_barrier(it.get_group());
-#endif
-        for (int rb = 0; rb < RB; ++rb) {
-            const int row_base = (it.get_group(0) * RB + rb) * BM;
-            const int row0 = row_base + ly * TM;
-
-            floatv acc[TM][TN];
-#pragma unroll
-            for (int i = 0; i < TM; ++i) {
-#pragma unroll
-                for (int j = 0; j < TN; ++j) {
-                    // From the second K block on, the block of C so far is in C.
-                    acc[i][j] = KC > 0 && kc > 0
-                                    ? VLOAD(C + (row0 + i) * N + col_base + (j * WG0 + lx) * VW)
-                                    : floatv(0.0f);
-                }
-            }
-
-#if LOCAL_B && DOUBLE_BUFFER
-            // Stage the first B tile; every iteration then stages the next one into the other buffer
-            // before computing on the current one, so one barrier per tile suffices.
-            for (int idx = lid; idx < TK * (BN / VW); idx += WG0 * WG1) {
+            sycl::group_barrier(it.get_group());
+            for (int idx = lid; idx < KC * (BN / VW); idx += WG0 * WG1) {
                 const int r = idx / (BN / VW);
-                const int c = (idx % (BN / VW)) * VW;
-                VSTORE(VLOAD(B + (kc + r) * N + col_base + c), &Bs[0][r][c]);
+                const int v = idx % (BN / VW);
+                const int dst = r * BN + ((v % WG0) * TN + v / WG0) * VW;
+                VSTORE(VLOAD(B + (kc + r) * N + col_base + v * VW), &Bp[dst]);
             }
             sycl::group_barrier(it.get_group());
 #endif
-            for (int k0 = kc; k0 < kc + KBLOCK; k0 += TK) {
-#if PREFETCH
-                if (k0 + TK < kc + KBLOCK) {
-                    for (int r = lid; r < TK; r += WG0 * WG1) {
-                        syclexp::prefetch(B + (k0 + TK + r) * N + col_base, BN * sizeof(float));
+            for (int rb = 0; rb < RB; ++rb) {
+                const int row_base = (it.get_group(0) * RB + rb) * BM;
+                const int row0 = row_base + ly * TM;
+
+                floatv acc[TM][TN];
+#pragma unroll
+                for (int i = 0; i < TM; ++i) {
+#pragma unroll
+                    for (int j = 0; j < TN; ++j) {
+                        // From the second K block on, the block of C so far is in C.
+                        acc[i][j] = KC > 0 && kc > 0
+                                        ? VLOAD(C + (row0 + i) * N + col_base + (j * WG0 + lx) * VW)
+                                        : floatv(0.0f);
                     }
                 }
-#endif
+
 #if LOCAL_B && DOUBLE_BUFFER
-                const int cur = ((k0 - kc) / TK) & 1;
-                if (k0 + TK < kc + KBLOCK) {
-                    for (int idx = lid; idx < TK * (BN / VW); idx += WG0 * WG1) {
-                        const int r = idx / (BN / VW);
-                        const int c = (idx % (BN / VW)) * VW;
-                        VSTORE(VLOAD(B + (k0 + TK + r) * N + col_base + c), &Bs[cur ^ 1][r][c]);
-                    }
-                }
-#elif LOCAL_B
+                // Stage the first B tile; every iteration then stages the next one into the other buffer
+                // before computing on the current one, so one barrier per tile suffices.
                 for (int idx = lid; idx < TK * (BN / VW); idx += WG0 * WG1) {
                     const int r = idx / (BN / VW);
                     const int c = (idx % (BN / VW)) * VW;
-                    VSTORE(VLOAD(B + (k0 + r) * N + col_base + c), &Bs[r][c]);
+                    VSTORE(VLOAD(B + (kc + r) * N + col_base + c), &Bs[0][r][c]);
                 }
-#endif
-#if LOCAL_A
-                for (int idx = lid; idx < BM * (TK / VW); idx += WG0 * WG1) {
-                    const int r = idx / (TK / VW);
-                    const int c = (idx % (TK / VW)) * VW;
-                    VSTORE(VLOAD(A + (row_base + r) * K + k0 + c), &As[r][c]);
-                }
-#endif
-#if LOCAL_A || (LOCAL_B && !DOUBLE_BUFFER)
                 sycl::group_barrier(it.get_group());
 #endif
-#pragma unroll UNROLL
-                for (int kk = 0; kk < TK; kk += KU) {
-#if SUBGROUP
-                    float a_lane[TM];
-#pragma unroll
-                    for (int i = 0; i < TM; ++i) {
-                        a_lane[i] = A[(row0 + i) * K + k0 + kk + lane];
-                    }
-#pragma unroll
-                    for (int u = 0; u < KU; ++u) {
-#else
-                    {
-                        const int u = 0;
-#endif
-                        floatv b[TN];
-#pragma unroll
-                        for (int j = 0; j < TN; ++j) {
-#if PACK_B
-                            b[j] = VLOAD(&Bp[(k0 - kc + kk + u) * BN + (lx * TN + j) * VW]);
-#elif LOCAL_B && DOUBLE_BUFFER
-                            b[j] = VLOAD(&Bs[cur][kk + u][(j * WG0 + lx) * VW]);
-#elif LOCAL_B
-                            b[j] = VLOAD(&Bs[kk + u][(j * WG0 + lx) * VW]);
-#else
-                            b[j] = VLOAD(B + (k0 + kk + u) * N + col_base + (j * WG0 + lx) * VW);
-#endif
+                for (int k0 = kc; k0 < kc + KBLOCK; k0 += TK) {
+#if PREFETCH
+                    if (k0 + TK < kc + KBLOCK) {
+                        for (int r = lid; r < TK; r += WG0 * WG1) {
+                            syclexp::prefetch(B + (k0 + TK + r) * N + col_base, BN * sizeof(float));
                         }
+                    }
+#endif
+#if LOCAL_B && DOUBLE_BUFFER
+                    const int cur = ((k0 - kc) / TK) & 1;
+                    if (k0 + TK < kc + KBLOCK) {
+                        for (int idx = lid; idx < TK * (BN / VW); idx += WG0 * WG1) {
+                            const int r = idx / (BN / VW);
+                            const int c = (idx % (BN / VW)) * VW;
+                            VSTORE(VLOAD(B + (k0 + TK + r) * N + col_base + c), &Bs[cur ^ 1][r][c]);
+                        }
+                    }
+#elif LOCAL_B
+                    for (int idx = lid; idx < TK * (BN / VW); idx += WG0 * WG1) {
+                        const int r = idx / (BN / VW);
+                        const int c = (idx % (BN / VW)) * VW;
+                        VSTORE(VLOAD(B + (k0 + r) * N + col_base + c), &Bs[r][c]);
+                    }
+#endif
+#if LOCAL_A
+                    for (int idx = lid; idx < BM * (TK / VW); idx += WG0 * WG1) {
+                        const int r = idx / (TK / VW);
+                        const int c = (idx % (TK / VW)) * VW;
+                        VSTORE(VLOAD(A + (row_base + r) * K + k0 + c), &As[r][c]);
+                    }
+#endif
+#if LOCAL_A || (LOCAL_B && !DOUBLE_BUFFER)
+                    sycl::group_barrier(it.get_group());
+#endif
+#pragma unroll UNROLL
+                    for (int kk = 0; kk < TK; kk += KU) {
+#if SUBGROUP
+                        float a_lane[TM];
 #pragma unroll
                         for (int i = 0; i < TM; ++i) {
-#if SUBGROUP && SHUFFLE
-                            const float a = sycl::select_from_group(sg, a_lane[i], u);
-#elif SUBGROUP
-                            const float a = sycl::group_broadcast(sg, a_lane[i], u);
-#elif LOCAL_A
-                            const float a = As[ly * TM + i][kk + u];
+                            a_lane[i] = A[(row0 + i) * K + k0 + kk + lane];
+                        }
+#pragma unroll
+                        for (int u = 0; u < KU; ++u) {
 #else
-                            const float a = A[(row0 + i) * K + k0 + kk + u];
+                        {
+                            const int u = 0;
 #endif
+                            floatv b[TN];
 #pragma unroll
                             for (int j = 0; j < TN; ++j) {
-                                acc[i][j] = sycl::fma(floatv(a), b[j], acc[i][j]);
+#if PACK_B
+                                b[j] = VLOAD(&Bp[(k0 - kc + kk + u) * BN + (lx * TN + j) * VW]);
+#elif LOCAL_B && DOUBLE_BUFFER
+                                b[j] = VLOAD(&Bs[cur][kk + u][(j * WG0 + lx) * VW]);
+#elif LOCAL_B
+                                b[j] = VLOAD(&Bs[kk + u][(j * WG0 + lx) * VW]);
+#else
+                                b[j] = VLOAD(B + (k0 + kk + u) * N + col_base + (j * WG0 + lx) * VW);
+#endif
+                            }
+#pragma unroll
+                            for (int i = 0; i < TM; ++i) {
+#if SUBGROUP && SHUFFLE
+                                const float a = sycl::select_from_group(sg, a_lane[i], u);
+#elif SUBGROUP
+                                const float a = sycl::group_broadcast(sg, a_lane[i], u);
+#elif LOCAL_A
+                                const float a = As[ly * TM + i][kk + u];
+#else
+                                const float a = A[(row0 + i) * K + k0 + kk + u];
+#endif
+#pragma unroll
+                                for (int j = 0; j < TN; ++j) {
+                                    acc[i][j] = sycl::fma(floatv(a), b[j], acc[i][j]);
+                                }
                             }
                         }
                     }
-                }
 #if LOCAL_A || LOCAL_B
-                sycl::group_barrier(it.get_group());
+                    sycl::group_barrier(it.get_group());
 #endif
-            }
+                }
 
 #pragma unroll
-            for (int i = 0; i < TM; ++i) {
+                for (int i = 0; i < TM; ++i) {
 #pragma unroll
-                for (int j = 0; j < TN; ++j) {
-                    VSTORE(acc[i][j], C + (row0 + i) * N + col_base + (j * WG0 + lx) * VW);
+                    for (int j = 0; j < TN; ++j) {
+                        VSTORE(acc[i][j], C + (row0 + i) * N + col_base + (j * WG0 + lx) * VW);
+                    }
                 }
             }
         }
