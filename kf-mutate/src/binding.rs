@@ -10,12 +10,18 @@
 //! constraints, launch sizes and flag conditions become the bound expressions over the task's
 //! sizes (`M % (WG1 * TM) == 0` → `(N) % (WG1 * TM) == 0`). Switches, tunables, the base
 //! structure and the starting points stay, so the template's structural strategies apply.
+//!
+//! Two more things a family needs: macros the template's body uses, defined for the task
+//! ([`TaskBinding::define`]: an element-wise map's per-element expression), and macros its
+//! `#if` sections test, fixed for the task and resolved into the bound text
+//! ([`TaskBinding::fix`]: which normalisation a row template computes, whether the task has a
+//! weight).
 
 use indexmap::IndexMap;
 use kf_core::Language;
 
 use crate::error::MutateError;
-use crate::preprocess::replace_identifiers;
+use crate::preprocess::{replace_identifiers, resolve_conditionals, Defines};
 use crate::template::{Template, TemplateLibrary};
 
 /// Prefix of the task's argument names inside a bound kernel.
@@ -53,6 +59,25 @@ pub struct TaskBinding {
     pub bind: IndexMap<String, String>,
     /// Tags the bound manifests carry (the family, `matmul`), for tuning rule priors.
     pub tags: Vec<String>,
+    /// Function-like macros the bound kernel defines for the template's body, in order: the
+    /// macro's name, its parameters and its body, an expression over the parameters and the
+    /// task's arguments (see [`TaskBinding::define`]).
+    pub macros: Vec<Macro>,
+    /// Macros the template's `#if` sections test, with their values for this task: resolved
+    /// into the bound text (see [`TaskBinding::fix`]).
+    pub fixed: Defines,
+}
+
+/// A function-like macro a binding defines for a template's body (`MAP(x)` of the element-wise
+/// map template).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Macro {
+    /// The macro's name.
+    pub name: String,
+    /// Its parameters (may be empty: `NAME()`).
+    pub params: Vec<String>,
+    /// The expansion: an expression over the parameters and the task's argument names.
+    pub body: String,
 }
 
 impl TaskBinding {
@@ -64,7 +89,51 @@ impl TaskBinding {
             params: Vec::new(),
             bind: IndexMap::new(),
             tags: Vec::new(),
+            macros: Vec::new(),
+            fixed: Defines::new(),
         }
+    }
+
+    /// Defines the macro `name(params…)` for the template's body as `(body)`, an expression
+    /// over `params` and the task's arguments (a task argument a parameter shadows is the
+    /// parameter). The element-wise map template applies `MAP(v)` to every element:
+    ///
+    /// ```
+    /// use kf_mutate::{TaskBinding, TemplateLibrary};
+    ///
+    /// // LeakyReLU with the task's scalar `slope`: the input buffer's name stands for one
+    /// // element.
+    /// let binding = TaskBinding::new("kb_leaky", "leaky")
+    ///     .param("__global const float*", "x")
+    ///     .param("__global float*", "out")
+    ///     .param("const int", "n")
+    ///     .param("const float", "slope")
+    ///     .bind("X", "x").bind("Y", "out").bind("N", "n")
+    ///     .define("MAP", ["x"], "x > 0.0f ? x : slope * x");
+    /// let library = TemplateLibrary::map().unwrap().bound_to(&binding).unwrap();
+    /// let (kernel, _) = &library.for_task("kb_leaky").next().unwrap().seeds().unwrap()[0];
+    /// assert!(kernel.text.contains("#define MAP(x) (x > 0.0f ? x : kf_slope * x)"));
+    /// ```
+    pub fn define<S: Into<String>>(
+        mut self,
+        name: impl Into<String>,
+        params: impl IntoIterator<Item = S>,
+        body: impl Into<String>,
+    ) -> Self {
+        self.macros.push(Macro {
+            name: name.into(),
+            params: params.into_iter().map(Into::into).collect(),
+            body: body.into(),
+        });
+        self
+    }
+
+    /// Fixes the macro `name` to `value` for this task: the template's `#if` sections that
+    /// test it are resolved into the bound text (and its `#ifndef` default goes), so each
+    /// variant shows only what this task computes.
+    pub fn fix(mut self, name: impl Into<String>, value: i64) -> Self {
+        self.fixed.insert(name.into(), value);
+        self
     }
 
     /// Adds a tag to the bound manifests (`matmul`: tuning rule priors select by it).
@@ -87,12 +156,31 @@ impl TaskBinding {
 
     /// `expr` (over the task's argument names) as the bound kernel spells it.
     fn in_kernel(&self, expr: &str) -> String {
+        self.in_kernel_shadowed(expr, &[])
+    }
+
+    /// [`in_kernel`](Self::in_kernel) where the names in `shadowed` (a macro's parameters)
+    /// stay as they are.
+    fn in_kernel_shadowed(&self, expr: &str, shadowed: &[String]) -> String {
         replace_identifiers(expr, |id| {
-            self.params
-                .iter()
-                .any(|(_, name)| name == id)
+            (!shadowed.iter().any(|s| s == id) && self.params.iter().any(|(_, name)| name == id))
                 .then(|| format!("{ARG_PREFIX}{id}"))
         })
+    }
+
+    /// The prologue lines that define the binding's macros.
+    fn macro_lines(&self) -> String {
+        self.macros
+            .iter()
+            .map(|m| {
+                format!(
+                    "#undef {name}\n#define {name}({params}) ({body})\n",
+                    name = m.name,
+                    params = m.params.join(", "),
+                    body = self.in_kernel_shadowed(&m.body, &m.params)
+                )
+            })
+            .collect()
     }
 
     /// A manifest expression over the template's parameters as one over the task's sizes.
@@ -181,6 +269,21 @@ fn bind_kernel_text(
         template: template.to_owned(),
         message,
     };
+    for m in &binding.macros {
+        if m.body.contains(['\n', '\\', '#', ';', '{', '}']) {
+            return Err(fail(format!(
+                "the body of the macro `{}` is not one expression: `{}`",
+                m.name, m.body
+            )));
+        }
+    }
+    let resolved;
+    let text = if binding.fixed.is_empty() {
+        text
+    } else {
+        resolved = resolve_conditionals(text, &binding.fixed)?;
+        resolved.as_str()
+    };
     let opening = format!("void {entry}(");
     let starts: Vec<usize> = text.match_indices(&opening).map(|(i, _)| i).collect();
     let [start] = starts[..] else {
@@ -198,7 +301,7 @@ fn bind_kernel_text(
         .find('{')
         .map(|i| params_end + i)
         .ok_or_else(|| fail(format!("`{opening}…)` has no body")))?;
-    let mut prologue = String::new();
+    let mut prologue = binding.macro_lines();
     let mut bound = 0;
     for param in text[params_start..params_end].split(',') {
         let param = param.trim();

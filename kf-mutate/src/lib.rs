@@ -45,6 +45,7 @@
 mod binding;
 mod cuda;
 mod error;
+mod families;
 mod languages;
 mod mix;
 mod param;
@@ -56,7 +57,7 @@ mod structural;
 mod sub_groups;
 mod template;
 
-pub use binding::TaskBinding;
+pub use binding::{Macro, TaskBinding};
 pub use cuda::{
     CUDA_GEMM_BLOCKED_CU, CUDA_GEMM_BLOCKED_TOML, CUDA_SOFTMAX_GROUP_CU, CUDA_SOFTMAX_GROUP_TOML,
 };

@@ -16,8 +16,13 @@
 //! ```
 //!
 //! Row families (`row_reduce`, `row_norm`, `scan`) name their `input`, `output`, the number
-//! of `rows` and the row `length` (and, optionally, the `op`: `softmax`, `layer_norm`, `sum`…);
-//! `map` names its `input` and `output`.
+//! of `rows` and the row `length` (and, optionally, the `op`: `softmax`, `layer_norm`, `sum`…).
+//! A row normalisation may name its elementwise `weight` and `bias` (inputs of `length`
+//! floats) and its `eps`. `map` names its `input` and `output` and, so that a search can seed
+//! the element-wise map template, its `expr`: one OpenCL C expression of an element, in which
+//! the input's name stands for the element (`expr = "fmax(x, 0.0f)"`). `conv1d` names its
+//! `input`, `weight`, `output` (and optional `bias`) and the sizes `batch`, `in_channels`,
+//! `out_channels`, `length`, `kernel_size` (and optional `stride`, `dilation`, `padding`).
 //!
 //! The types are in [`super::schema`] with the rest of the file's shape; this module checks a
 //! family against its task.
@@ -90,6 +95,24 @@ impl FamilySpec {
                     format!("family.{field}"),
                     format!("`{}` uses `{v}`, which is not a size", parsed.text()),
                 ));
+            }
+        }
+        if let FamilySpec::Map(map) = self {
+            if let Some(expr) = &map.expr {
+                let problem = if expr.trim().is_empty() {
+                    Some("is empty")
+                } else if expr.contains(['\n', '\\', '#', ';', '{', '}']) {
+                    Some("is not one expression (it has a newline, `\\`, `#`, `;` or a brace)")
+                } else {
+                    None
+                };
+                if let Some(problem) = problem {
+                    return Err(TaskFileError::invalid(
+                        file,
+                        "family.expr",
+                        format!("`{expr}` {problem}"),
+                    ));
+                }
             }
         }
         Ok(())
@@ -184,6 +207,48 @@ k = "N"
         assert!(matches!(err, TaskFileError::Toml { .. }), "{err}");
     }
 
+    /// A map's expression parses; one that is not a single expression is rejected.
+    #[test]
+    fn a_map_expression_is_one_expression() {
+        let map = format!(
+            "{}[family]\nkind = \"map\"\ninput = \"A\"\noutput = \"out\"\nexpr = \"fmax(A, 0.0f)\"\n",
+            MATMUL.split("[family]").next().unwrap()
+        );
+        let task = parse(&map).unwrap();
+        let Some(FamilySpec::Map(m)) = &task.spec.family else {
+            panic!("{:?}", task.spec.family);
+        };
+        assert_eq!(m.expr.as_deref(), Some("fmax(A, 0.0f)"));
+        let err = parse(&map.replace("fmax(A, 0.0f)", "A; }")).unwrap_err();
+        assert!(err.to_string().contains("family.expr"), "{err}");
+    }
+
+    /// A 1-D convolution names its buffers and sizes; stride, dilation and padding may be
+    /// left out, and each size must be an expression over the task's sizes.
+    #[test]
+    fn a_conv1d_family_parses() {
+        let conv = format!(
+            "{}[family]\nkind = \"conv1d\"\ninput = \"A\"\nweight = \"B\"\noutput = \"out\"\nbatch = 1\nin_channels = \"N\"\nout_channels = \"N\"\nlength = \"N\"\nkernel_size = 1\nstride = 2\n",
+            MATMUL.split("[family]").next().unwrap()
+        );
+        let task = parse(&conv).unwrap();
+        let Some(FamilySpec::Conv1d(c)) = &task.spec.family else {
+            panic!("{:?}", task.spec.family);
+        };
+        assert_eq!(
+            (c.stride.clone(), c.dilation.clone()),
+            (Some(ExprText::Int(2)), None)
+        );
+        assert_eq!(
+            task.spec.family.as_ref().map(FamilySpec::kind),
+            Some("conv1d")
+        );
+        let again = TaskSpec::from_toml(&task.spec.to_toml().unwrap()).unwrap();
+        assert_eq!(again.family, task.spec.family);
+        let err = parse(&conv.replace("stride = 2", "stride = \"S\"")).unwrap_err();
+        assert!(err.to_string().contains("family.stride"), "{err}");
+    }
+
     /// A row family names its input, output, rows and row length.
     #[test]
     fn a_row_family_parses() {
@@ -197,5 +262,20 @@ k = "N"
         };
         assert_eq!(r.op.as_deref(), Some("softmax"));
         assert_eq!(r.rows, ExprText::Text("N".into()));
+        // A normalisation's weight must be an input of the task.
+        let weighted = text.replace(
+            "op = \"softmax\"",
+            "op = \"layer_norm\"\nweight = \"B\"\neps = 1e-6",
+        );
+        let task = parse(&weighted).unwrap();
+        let Some(FamilySpec::RowNorm(r)) = &task.spec.family else {
+            panic!("{:?}", task.spec.family);
+        };
+        assert_eq!((r.weight.as_deref(), r.eps), (Some("B"), Some(1e-6)));
+        let err = parse(&weighted.replace("weight = \"B\"", "weight = \"out\"")).unwrap_err();
+        assert!(
+            matches!(&err, TaskFileError::FamilyBuffer { field, .. } if field == "family.weight"),
+            "{err}"
+        );
     }
 }

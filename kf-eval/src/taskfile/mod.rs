@@ -72,7 +72,7 @@ pub use reference::{
     reference_cache_dir, ArrayOut, ArrayRef, ReferenceInputs, ReferenceRegistry, RustReference,
 };
 pub use schema::{
-    BaselineSpec, BufferDecl, BufferRole, Dtype, ExprText, FamilySpec, MapFamily, MatmulFamily,
-    OneOrMany, ReferenceSpec, RowFamily, ScalarDecl, ScalarValue, TaskSpec, ToleranceSpec,
-    WorkSpec,
+    BaselineSpec, BufferDecl, BufferRole, Conv1dFamily, Dtype, ExprText, FamilySpec, MapFamily,
+    MatmulFamily, OneOrMany, ReferenceSpec, RowFamily, ScalarDecl, ScalarValue, TaskSpec,
+    ToleranceSpec, WorkSpec,
 };

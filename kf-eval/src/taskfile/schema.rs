@@ -287,6 +287,46 @@ pub enum FamilySpec {
     Scan(RowFamily),
     /// An element-wise map.
     Map(MapFamily),
+    /// A direct 1-D convolution (PyTorch's `Conv1d` without groups).
+    Conv1d(Conv1dFamily),
+}
+
+/// The buffers and sizes of a 1-D convolution:
+/// `output[b][o][t] = bias[o] + Σ_{i,k} weight[o][i][k] · input[b][i][t·stride + k·dilation −
+/// padding]` (zero outside the input), with `input` `batch × in_channels × length`, `weight`
+/// `out_channels × in_channels × kernel_size` and `output` `batch × out_channels ×
+/// ((length + 2·padding − dilation·(kernel_size − 1) − 1) / stride + 1)`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Conv1dFamily {
+    /// The input signal.
+    pub input: String,
+    /// The weights.
+    pub weight: String,
+    /// The result.
+    pub output: String,
+    /// The per-output-channel bias, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bias: Option<String>,
+    /// The batch size: an integer expression over the sizes.
+    pub batch: ExprText,
+    /// Input channels.
+    pub in_channels: ExprText,
+    /// Output channels.
+    pub out_channels: ExprText,
+    /// The input's length.
+    pub length: ExprText,
+    /// The kernel's width.
+    pub kernel_size: ExprText,
+    /// The stride (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stride: Option<ExprText>,
+    /// The dilation (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dilation: Option<ExprText>,
+    /// Zero padding on both ends (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub padding: Option<ExprText>,
 }
 
 /// The buffers and sizes of a matrix product.
@@ -326,9 +366,21 @@ pub struct RowFamily {
     /// Elements per row.
     pub length: ExprText,
     /// The operation, for the templates that implement one (`softmax`, `log_softmax`,
-    /// `layer_norm`, `rms_norm`, `l1_norm`, `sum`, `mean`, `max`, `argmax`, `cumsum`…).
+    /// `layer_norm`, `rms_norm`, `l1_norm`, `l2_norm`, `sum`, `mean`, `max`, `argmax`,
+    /// `cumsum`…).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub op: Option<String>,
+    /// A normalisation's elementwise weight (one value per element of a row, `length`
+    /// floats), multiplied after normalising.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<String>,
+    /// A normalisation's elementwise bias (`length` floats), added last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bias: Option<String>,
+    /// A normalisation's epsilon, added to the variance or mean square (`layer_norm`,
+    /// `rms_norm`; default 1e-5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eps: Option<f64>,
 }
 
 /// The buffers of an element-wise map.
@@ -342,6 +394,13 @@ pub struct MapFamily {
     /// The operation (`relu`, `sigmoid`, `gelu`…), informative.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub op: Option<String>,
+    /// The map as one OpenCL C expression of an element, in which the input buffer's name
+    /// stands for one element of it and the task's scalars and sizes may appear by name
+    /// (`expr = "0.5f * x * (1.0f + erf(x * 0.70710678f))"` for the input `x`). With it the
+    /// search seeds the element-wise map template for the task; it should also be valid for
+    /// float vectors (OpenCL's built-ins are), or only the template's scalar variants compile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expr: Option<String>,
 }
 
 impl FamilySpec {
@@ -354,6 +413,7 @@ impl FamilySpec {
             FamilySpec::RowNorm(_) => "row_norm",
             FamilySpec::Scan(_) => "scan",
             FamilySpec::Map(_) => "map",
+            FamilySpec::Conv1d(_) => "conv1d",
         }
     }
 
@@ -364,9 +424,30 @@ impl FamilySpec {
                 vec![("a", &m.a, false), ("b", &m.b, false), ("c", &m.c, true)]
             }
             FamilySpec::RowReduce(r) | FamilySpec::RowNorm(r) | FamilySpec::Scan(r) => {
-                vec![("input", &r.input, false), ("output", &r.output, true)]
+                let mut buffers = vec![
+                    ("input", r.input.as_str(), false),
+                    ("output", &r.output, true),
+                ];
+                if let Some(weight) = &r.weight {
+                    buffers.push(("weight", weight, false));
+                }
+                if let Some(bias) = &r.bias {
+                    buffers.push(("bias", bias, false));
+                }
+                buffers
             }
             FamilySpec::Map(m) => vec![("input", &m.input, false), ("output", &m.output, true)],
+            FamilySpec::Conv1d(c) => {
+                let mut buffers = vec![
+                    ("input", c.input.as_str(), false),
+                    ("weight", &c.weight, false),
+                    ("output", &c.output, true),
+                ];
+                if let Some(bias) = &c.bias {
+                    buffers.push(("bias", bias, false));
+                }
+                buffers
+            }
         }
     }
 
@@ -378,6 +459,25 @@ impl FamilySpec {
                 vec![("rows", &r.rows), ("length", &r.length)]
             }
             FamilySpec::Map(_) => Vec::new(),
+            FamilySpec::Conv1d(c) => {
+                let mut sizes = vec![
+                    ("batch", &c.batch),
+                    ("in_channels", &c.in_channels),
+                    ("out_channels", &c.out_channels),
+                    ("length", &c.length),
+                    ("kernel_size", &c.kernel_size),
+                ];
+                for (field, expr) in [
+                    ("stride", &c.stride),
+                    ("dilation", &c.dilation),
+                    ("padding", &c.padding),
+                ] {
+                    if let Some(expr) = expr {
+                        sizes.push((field, expr));
+                    }
+                }
+                sizes
+            }
         }
     }
 }
