@@ -166,18 +166,21 @@ const OPENCL_VECTOR_GEMM: RenderingStart = RenderingStart {
     why: "OpenCL C idiom on CPUs: float16 register blocks of 8 x 64 read straight from global memory, K blocked for the L2 with two row blocks per group",
 };
 
-/// OpenCL C's row softmax: one work-item per row, `float16` loads along it, the exponentials
-/// computed once and stored (`ALGO=1`), 16 rows per work-group. Measured with `kf eval` at the
-/// task's default size on the 2-core test machine (2026-12-04, load 1.0–1.3, five rounds
-/// alternating): 0.89–1.03 ms with the manifest's first `FAST_MATH=1`, 0.95–1.10 ms without,
-/// against 1.14–1.45 ms for the best kernel a default search had reached from the base variant
-/// (`softmax_group`, scalar, row in registers, sub-group reductions). The base variant is the
-/// scalar three-sweep structure; this one is two structural moves away (`VW`, `ALGO`), and the
-/// search, which tries one switch at a time, reached `softmax_row` only with narrower vectors.
+/// OpenCL C's row softmax: one work-item per row, `float16` loads along it, 16 rows per
+/// work-group, the blocked online form (`ALGO=4`: the running maximum moves once per block of
+/// `ACC` vectors, two sweeps, Y written once), with the manifest's first values for the rest:
+/// the polynomial `exp2` (`EXP=3`), 8 accumulators, the next row prefetched, streaming stores.
+/// Measured with kf-mutate's `softmax_bench` example at the task's default size on a 2-core
+/// AMD EPYC (family 26 model 2; 2026-12-05, load 7–8, rounds alternating): 0.55–0.61 of the
+/// bandwidth roofline against 0.38–0.46 for the earlier start (`ALGO=1`, `exp`, one
+/// accumulator, no prefetch, ordinary stores) and 0.42–0.54 for `ALGO=1` with the new first
+/// values (see `kf-mutate/src/softmax.rs`). The base variant is the scalar three-sweep
+/// structure; this one is two structural moves away (`VW`, `ALGO`), and the search, which
+/// tries one switch at a time, reached `softmax_row` only with narrower vectors.
 const OPENCL_ROW_SOFTMAX: RenderingStart = RenderingStart {
-    structure: &[("VW", 16), ("ALGO", 1)],
+    structure: &[("VW", 16), ("ALGO", 4)],
     params: &[("WG", 16)],
-    why: "OpenCL C idiom on CPUs: one work-item per row, float16 loads, exponentials computed once",
+    why: "OpenCL C idiom on CPUs: one work-item per row, float16 loads, online max and sum by blocks, polynomial exp2",
 };
 
 impl Rendering {
@@ -547,8 +550,8 @@ mod tests {
         assert_eq!(128 % int(p, "KC").unwrap().max(1), 0, "{p}");
     }
 
-    /// OpenCL C's `softmax_row` starts a softmax search also from its float16, exp-once form,
-    /// compiled in the relaxed floating-point mode its manifest lists first.
+    /// OpenCL C's `softmax_row` starts a softmax search also from its float16, blocked online
+    /// form, compiled in the relaxed floating-point mode its manifest lists first.
     #[test]
     fn opencl_softmax_starts_from_its_vector_row_form() {
         let opencl = libraries(Language::OpenCl);
@@ -557,7 +560,7 @@ mod tests {
             panic!("one start expected: {:?}", row.starts());
         };
         assert_eq!(start.structure.get("VW"), Some(16));
-        assert_eq!(start.structure.get("ALGO"), Some(1));
+        assert_eq!(start.structure.get("ALGO"), Some(4));
         let sizes: indexmap::IndexMap<String, i64> = [("ROWS", 4096), ("COLS", 1024)]
             .into_iter()
             .map(|(k, v)| (k.to_owned(), v))

@@ -7,7 +7,11 @@
 //!
 //! * `softmax_row`: one work-item per row, `WG` rows per work-group. Switches `VW` (1, 4, 8,
 //!   16: `vloadN` along the row) and `ALGO` (0 three sweeps, 1 three sweeps with the
-//!   exponentials computed once and stored, 2 online max and sum).
+//!   exponentials computed once and stored, 2 online max and sum, 4 online by blocks of `ACC`
+//!   vectors: one rescaling `exp` per block). Tunables besides `WG`: `EXP` (0 `exp`, 1
+//!   `native_exp`, 2 `exp2` of the argument prescaled by log2 e, 3 a polynomial `exp2`),
+//!   `ACC` (independent accumulators per sweep), `PREFETCH_ROW` (the next row fetched while
+//!   this one is computed), `STREAM` (non-temporal stores of Y), `FAST_MATH`.
 //! * `softmax_group`: `WG` work-items share a row, `RPG` rows per work-group. Switches `VW`,
 //!   `ALGO` (as above, and 3: the row cached in `CHUNKS` registers per work-item, X read
 //!   once), `REDUCE` (0 tree reduction in local memory with barriers, 1 sub-group reduction,
@@ -53,6 +57,40 @@
 //! per element and loses on a CPU, where the row is in L1 for the second sweep anyway. Barriers
 //! (local-memory trees, the hierarchical reduction, many work-items per row) split the
 //! work-group loop and cost 2–5×; a 16-wide sub-group per row is the reduction that pays.
+//!
+//! # Per byte: what bounds the row kernel (issue 50)
+//!
+//! Timed with this crate's `softmax_bench` example (the evaluator's timing: three rotated
+//! copies of X, Y refilled from the host before each launch, device-event seconds, median of
+//! 20–30 launches per kernel, all kernels round-robin in the same rounds) at 4096 × 1024 on a
+//! 2-core AMD EPYC (family 26 model 2; L1d 48 KiB, L2 1 MiB per core, L3 32 MiB; Intel CPU
+//! OpenCL runtime), shared with other builds (load average 7–8), against the cached roofline
+//! for the 32 MiB working set (57.5 GB/s, the copy kernel timed the same way):
+//!
+//! | kernel | fraction of the roofline (two runs) |
+//! |---|---|
+//! | probe: copy `Y = X` (float16, one work-item per row) | 0.68–0.85 |
+//! | probe: `Y = exp(X)`, one sweep | 0.62 |
+//! | probe: row maximum, then `Y = X - max` | 0.57 |
+//! | `VW=16 ALGO=1 WG=16 FAST_MATH=1` (the start before) | 0.38–0.47 |
+//! | + `EXP=3 ACC=4 PREFETCH_ROW=1` | 0.51–0.54 |
+//! | `VW=16 ALGO=4 ACC=8 EXP=3 PREFETCH_ROW=1`, ordinary stores | 0.49–0.56 |
+//! | same with `STREAM=1` (the start now) | **0.55–0.61** |
+//! | same with `ACC=16` | 0.49–0.58 |
+//! | same with `EXP=0` (the runtime's relaxed `exp`) / `EXP=1` (`native_exp`) | 0.50–0.51 / 0.49–0.50 |
+//! | same with `EXP=2` (`exp2`) | 0.55–0.58 |
+//! | same without `FAST_MATH` | 0.16–0.32 |
+//!
+//! So `exp` is not what bounds the kernel (an `exp` per element costs little over a copy);
+//! the sweeps are. Each row is one memory-bound sweep followed by sweeps that only compute
+//! from L1, and a core does one after the other: prefetching the next row overlaps them
+//! (+0.03–0.06), several accumulators break the max and sum dependency chains, a polynomial
+//! `exp2` (an `fma`-only degree-6 polynomial and the exponent bits, 1e-6 relative error
+//! against 1.6e-4 for the relaxed `exp`) is cheaper than the runtime's `exp`, and the blocked
+//! online form reads X twice (the second time from L1) and writes Y once, where `ALGO=1`
+//! writes Y and reads it back. On a shared machine a kernel's time grows with the CPU time it
+//! needs, which is why the copy itself reaches only 0.7–0.85 of a roofline measured as the
+//! best of ten launches.
 //!
 //! ```
 //! use kf_mutate::{StrategyLibrary, StructuralMutator, Structure, TemplateLibrary};
@@ -154,7 +192,8 @@ impl TemplateLibrary {
 impl StrategyLibrary {
     /// Strategies for row reductions such as softmax, over templates that follow the switch
     /// and parameter names of the shipped softmax templates: `VW` (vector width), `ALGO`
-    /// (0 three sweeps, 1 exponentials stored once, 2 online, 3 row cached in registers),
+    /// (0 three sweeps, 1 exponentials stored once, 2 online, 3 row cached in registers, 4
+    /// online by blocks),
     /// `REDUCE` (0 local memory, 1 sub-group, 2 both), `PREFETCH`, `WG` (work-items per row
     /// in `softmax_group`, rows per work-group in `softmax_row`), `RPG` (rows per work-group),
     /// `SG` (sub-group size), `CHUNKS` (registers per work-item). Strategies that need the
@@ -164,6 +203,7 @@ impl StrategyLibrary {
     /// | strategy | what it does |
     /// |---|---|
     /// | `online-normalisation` | running max and rescaled running sum in one sweep |
+    /// | `blocked-online` | the same by blocks of vectors, one rescaling per block (`softmax_row`) |
     /// | `exp-once` | exponentials computed once, stored to Y and scaled in place |
     /// | `cache-row-in-registers` | each work-item reads its part of the row once into registers |
     /// | `one-vector-per-item` | the cached row with one vector per work-item (no register array) |
@@ -186,6 +226,14 @@ impl StrategyLibrary {
                 s("online-normalisation", "one sweep keeps a running maximum and a running sum rescaled by exp(m - m_new), then a normalising sweep")
                     .requires("ALGO != 2")
                     .change("ALGO", Change::Set(2))
+                    .targets(ALGORITHM, 2)
+                    .weight(1.5),
+            )
+            .with(
+                s("blocked-online", "one sweep in blocks of vectors: the running maximum moves once per block, so the running sum is rescaled by one exp per block; a second sweep writes Y once")
+                    .requires("ALGO != 4")
+                    .to_template("softmax_row")
+                    .change("ALGO", Change::Set(4))
                     .targets(ALGORITHM, 2)
                     .weight(1.5),
             )
@@ -365,9 +413,16 @@ mod tests {
                     matches!(structure.get("REDUCE"), Some(1 | 2)),
                     "{structure}"
                 );
+                let row = template.name() == "softmax_row";
+                let online = if row {
+                    text.contains("EXP_SHIFTED(m, m_new, ml_new)")
+                } else {
+                    text.contains("exp(m - m_new)")
+                };
                 assert_eq!(
-                    text.contains("exp(m - m_new)"),
-                    structure.get("ALGO") == Some(2),
+                    online,
+                    matches!(structure.get("ALGO"), Some(2))
+                        || (row && structure.get("ALGO") == Some(4)),
                     "{structure}"
                 );
                 assert_eq!(
@@ -382,7 +437,7 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 4 * 3 + 4 * 4 * 3 * 2);
+        assert_eq!(count, 4 * 4 + 4 * 4 * 3 * 2);
     }
 
     #[test]
@@ -424,6 +479,7 @@ mod tests {
         assert!(templates.contains("softmax_group"), "{templates:?}");
         for expected in [
             "online-normalisation",
+            "blocked-online",
             "cache-row-in-registers",
             "local-memory-reduction",
             "sub-group-reduction",

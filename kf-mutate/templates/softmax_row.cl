@@ -10,9 +10,19 @@
 //!            Y scaled in place)
 //!         2: online softmax (running maximum and a running sum rescaled by exp(m - m_new)
 //!            in one sweep; normalise in a second sweep)
+//!         4: blocked online softmax: as 2, but the running maximum moves once per block of
+//!            ACC vectors, so the rescaling costs one exp per block instead of one per
+//!            vector; two sweeps, Y written once
 //! Tunables: WG (rows per work-group), STREAM (1: the last sweep writes Y with non-temporal
 //! stores, which skip the read-for-ownership of Y's cache lines: 8 bytes of traffic per
-//! element instead of 12 when the rows do not stay in cache).
+//! element instead of 12 when the rows do not stay in cache), EXP (how exp(x - max) is
+//! computed: 0 exp; 1 native_exp; 2 exp2 of x * log2(e) - max * log2(e), one fma with the
+//! prescaled maximum; 3 the same argument through a polynomial exp2: 2^round(t) from the
+//! exponent bits times a degree-6 polynomial for 2^f, |f| <= 1/2, about 1e-7 relative error),
+//! ACC (independent accumulators per sweep, the loop unrolled by ACC: the max and sum chains
+//! overlap instead of waiting on one another's latency), PREFETCH_ROW (0 none; 1 prefetch() the
+//! next row when a row starts; 2 one vector of the next row per iteration of the sweep after
+//! the first: the next row's memory traffic overlaps this row's arithmetic).
 // Row-wise softmax: one work-item per row.
 #ifndef VW
 #define VW 1
@@ -23,27 +33,52 @@
 #ifndef STREAM
 #define STREAM 0
 #endif
+#ifndef EXP
+#define EXP 0
+#endif
+#ifndef ACC
+#define ACC 1
+#endif
+#ifndef PREFETCH_ROW
+#define PREFETCH_ROW 0
+#endif
 
 #if VW == 1
 typedef float floatv;
+typedef int intv;
+#define AS_INTV(v) as_int(v)
+#define AS_FLOATV(v) as_float(v)
+#define CONVERT_INTV(v) convert_int(v)
 #define VLOAD(i, p) ((p)[i])
 #define VSTORE(v, i, p) ((p)[i] = (v))
 #define HMAX(v) (v)
 #define HSUM(v) (v)
 #elif VW == 4
 typedef float4 floatv;
+typedef int4 intv;
+#define AS_INTV(v) as_int4(v)
+#define AS_FLOATV(v) as_float4(v)
+#define CONVERT_INTV(v) convert_int4(v)
 #define VLOAD(i, p) vload4((i), (p))
 #define VSTORE(v, i, p) vstore4((v), (i), (p))
 #define HMAX(v) hmax4(v)
 #define HSUM(v) hsum4(v)
 #elif VW == 8
 typedef float8 floatv;
+typedef int8 intv;
+#define AS_INTV(v) as_int8(v)
+#define AS_FLOATV(v) as_float8(v)
+#define CONVERT_INTV(v) convert_int8(v)
 #define VLOAD(i, p) vload8((i), (p))
 #define VSTORE(v, i, p) vstore8((v), (i), (p))
 #define HMAX(v) hmax8(v)
 #define HSUM(v) hsum8(v)
 #elif VW == 16
 typedef float16 floatv;
+typedef int16 intv;
+#define AS_INTV(v) as_int16(v)
+#define AS_FLOATV(v) as_float16(v)
+#define CONVERT_INTV(v) convert_int16(v)
 #define VLOAD(i, p) vload16((i), (p))
 #define VSTORE(v, i, p) vstore16((v), (i), (p))
 #define HMAX(v) hmax16(v)
@@ -90,6 +125,34 @@ inline float hsum16(float16 v) {
 }
 #endif
 
+// exp(v - m) for the row maximum m (a scalar, or a vector of per-lane maxima) and its
+// prescaled copy ml = m * log2(e), as the tunable EXP chooses. EXP is a compile-time
+// constant: the compiler keeps one branch, and leaves ml unused where it is not needed.
+#define LOG2E_F 1.44269504088896341f
+#define EXP_SHIFTED(v, m, ml)                                                  \
+    (EXP == 1   ? native_exp((v) - (m))                                        \
+     : EXP == 2 ? exp2((v) * LOG2E_F - (ml))                                   \
+     : EXP == 3 ? poly_exp2((v) * LOG2E_F - (ml))                              \
+                : exp((v) - (m)))
+
+// 2^t for t <= 0 (the arguments here are x - max): 2^n from the exponent bits, n = rint(t),
+// times 2^f for f = t - n in [-1/2, 1/2] from its degree-6 Taylor polynomial in f ln 2
+// (truncation error below 1.3e-7, relative). Below -126 the result would be subnormal: t is
+// clamped there, giving 2^-126 (1e-38) where the true value is smaller still.
+inline floatv poly_exp2(floatv t) {
+    t = fmax(t, (floatv)(-126.0f));
+    const floatv n = rint(t);
+    const floatv f = t - n;
+    floatv p = (floatv)(1.5403530393381608e-4f);
+    p = p * f + (floatv)(1.3333558146428443e-3f);
+    p = p * f + (floatv)(9.6181291076284772e-3f);
+    p = p * f + (floatv)(5.5504108664821580e-2f);
+    p = p * f + (floatv)(2.4022650695910071e-1f);
+    p = p * f + (floatv)(6.9314718055994531e-1f);
+    p = p * f + (floatv)(1.0f);
+    return AS_FLOATV(AS_INTV(p) + (CONVERT_INTV(n) << 23));
+}
+
 #if VW > 1
 // The code is vectorised already: the hint keeps the runtime from packing work-items
 // (rows) into SIMD lanes on top of it, which would turn the row loads into gathers.
@@ -107,43 +170,134 @@ void softmax(const int ROWS, const int COLS,
     __global const float* x = X + (long)r * COLS;
     __global float* y = Y + (long)r * COLS;
     const int n = COLS / VW;
-#if ALGO == 2
+    // The next row (the one this thread runs next in a work-group) is fetched from memory
+    // while this row is computed from the cache: PREFETCH_ROW 1 asks for all of it here, 2
+    // one vector per iteration of the sweep after the first (so that the request is spread
+    // over the computation).
+    const bool has_next = r + 1 < ROWS;
+    if (PREFETCH_ROW == 1 && has_next) {
+        prefetch(x + COLS, COLS);
+    }
+#define PREFETCH_NEXT(i)                                                       \
+    do {                                                                       \
+        if (PREFETCH_ROW == 2 && has_next) {                                   \
+            prefetch(x + COLS + (long)(i) * VW, VW);                           \
+        }                                                                      \
+    } while (0)
+    // The sweeps' loops run ACC vectors at a time into ACC independent accumulators (the
+    // last n % ACC vectors one at a time into the first).
+    const int n_acc = n - n % ACC;
+#if ALGO == 4
+    // One sweep in blocks of ACC vectors: per lane a running maximum that moves once per
+    // block, and the running sum rescaled by exp(m - m_new) when it does.
+    floatv m = (floatv)(-INFINITY);
+    floatv s = (floatv)(0.0f);
+    for (int i = 0; i < n_acc; i += ACC) {
+        floatv v[ACC];
+        floatv bm = (floatv)(-INFINITY);
+        for (int a = 0; a < ACC; ++a) {
+            v[a] = VLOAD(i + a, x);
+            bm = fmax(bm, v[a]);
+        }
+        const floatv m_new = fmax(m, bm);
+        const floatv ml_new = m_new * LOG2E_F;
+        s *= EXP_SHIFTED(m, m_new, ml_new);
+        for (int a = 0; a < ACC; ++a) {
+            s += EXP_SHIFTED(v[a], m_new, ml_new);
+        }
+        m = m_new;
+    }
+    for (int i = n_acc; i < n; ++i) {
+        const floatv v = VLOAD(i, x);
+        const floatv m_new = fmax(m, v);
+        const floatv ml_new = m_new * LOG2E_F;
+        s = s * EXP_SHIFTED(m, m_new, ml_new) + EXP_SHIFTED(v, m_new, ml_new);
+        m = m_new;
+    }
+    const float mx = HMAX(m);
+    const float mxl = mx * LOG2E_F;
+    const float inv = 1.0f / HSUM(s * EXP_SHIFTED(m, mx, mxl));
+    for (int i = 0; i < n; ++i) {
+        PREFETCH_NEXT(i);
+        VSTORE_OUT(EXP_SHIFTED(VLOAD(i, x), mx, mxl) * inv, i, y);
+    }
+#elif ALGO == 2
     // One sweep: per-lane running maximum, running sum rescaled when the maximum grows.
     floatv m = (floatv)(-INFINITY);
     floatv s = (floatv)(0.0f);
     for (int i = 0; i < n; ++i) {
         const floatv v = VLOAD(i, x);
         const floatv m_new = fmax(m, v);
-        s = s * exp(m - m_new) + exp(v - m_new);
+        const floatv ml_new = m_new * LOG2E_F;
+        s = s * EXP_SHIFTED(m, m_new, ml_new) + EXP_SHIFTED(v, m_new, ml_new);
         m = m_new;
     }
     const float mx = HMAX(m);
-    const float inv = 1.0f / HSUM(s * exp(m - mx));
+    const float mxl = mx * LOG2E_F;
+    const float inv = 1.0f / HSUM(s * EXP_SHIFTED(m, mx, mxl));
     for (int i = 0; i < n; ++i) {
-        VSTORE_OUT(exp(VLOAD(i, x) - mx) * inv, i, y);
+        PREFETCH_NEXT(i);
+        VSTORE_OUT(EXP_SHIFTED(VLOAD(i, x), mx, mxl) * inv, i, y);
     }
 #else
-    floatv mv = (floatv)(-INFINITY);
-    for (int i = 0; i < n; ++i) {
-        mv = fmax(mv, VLOAD(i, x));
+    floatv mv[ACC];
+    for (int a = 0; a < ACC; ++a) {
+        mv[a] = (floatv)(-INFINITY);
     }
-    const float mx = HMAX(mv);
-    floatv sv = (floatv)(0.0f);
+    for (int i = 0; i < n_acc; i += ACC) {
+        for (int a = 0; a < ACC; ++a) {
+            mv[a] = fmax(mv[a], VLOAD(i + a, x));
+        }
+    }
+    for (int i = n_acc; i < n; ++i) {
+        mv[0] = fmax(mv[0], VLOAD(i, x));
+    }
+    for (int a = 1; a < ACC; ++a) {
+        mv[0] = fmax(mv[0], mv[a]);
+    }
+    const float mx = HMAX(mv[0]);
+    const float mxl = mx * LOG2E_F;
+    floatv sv[ACC];
+    for (int a = 0; a < ACC; ++a) {
+        sv[a] = (floatv)(0.0f);
+    }
 #if ALGO == 0
-    for (int i = 0; i < n; ++i) {
-        sv += exp(VLOAD(i, x) - mx);
+    for (int i = 0; i < n_acc; i += ACC) {
+        for (int a = 0; a < ACC; ++a) {
+            PREFETCH_NEXT(i + a);
+            sv[a] += EXP_SHIFTED(VLOAD(i + a, x), mx, mxl);
+        }
     }
-    const float inv = 1.0f / HSUM(sv);
+    for (int i = n_acc; i < n; ++i) {
+        PREFETCH_NEXT(i);
+        sv[0] += EXP_SHIFTED(VLOAD(i, x), mx, mxl);
+    }
+    for (int a = 1; a < ACC; ++a) {
+        sv[0] += sv[a];
+    }
+    const float inv = 1.0f / HSUM(sv[0]);
     for (int i = 0; i < n; ++i) {
-        VSTORE_OUT(exp(VLOAD(i, x) - mx) * inv, i, y);
+        VSTORE_OUT(EXP_SHIFTED(VLOAD(i, x), mx, mxl) * inv, i, y);
     }
 #else
-    for (int i = 0; i < n; ++i) {
-        const floatv e = exp(VLOAD(i, x) - mx);
-        VSTORE(e, i, y);
-        sv += e;
+    for (int i = 0; i < n_acc; i += ACC) {
+        for (int a = 0; a < ACC; ++a) {
+            PREFETCH_NEXT(i + a);
+            const floatv e = EXP_SHIFTED(VLOAD(i + a, x), mx, mxl);
+            VSTORE(e, i + a, y);
+            sv[a] += e;
+        }
     }
-    const float inv = 1.0f / HSUM(sv);
+    for (int i = n_acc; i < n; ++i) {
+        PREFETCH_NEXT(i);
+        const floatv e = EXP_SHIFTED(VLOAD(i, x), mx, mxl);
+        VSTORE(e, i, y);
+        sv[0] += e;
+    }
+    for (int a = 1; a < ACC; ++a) {
+        sv[0] += sv[a];
+    }
+    const float inv = 1.0f / HSUM(sv[0]);
     for (int i = 0; i < n; ++i) {
         VSTORE_OUT(VLOAD(i, y) * inv, i, y);
     }

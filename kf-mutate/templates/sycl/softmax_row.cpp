@@ -10,9 +10,15 @@
 //!            Y scaled in place)
 //!         2: online softmax (running maximum and a running sum rescaled by exp(m - m_new)
 //!            in one sweep; normalise in a second sweep)
+//!         4: blocked online softmax: as 2, but the running maximum moves once per block of
+//!            ACC vectors (one rescaling exp per block); two sweeps, Y written once
 //! Tunables: WG (rows per work-group), STREAM (1: the last sweep writes Y with non-temporal
 //! stores, which skip the read-for-ownership of Y's cache lines: 8 bytes of traffic per
-//! element instead of 12 when the rows do not stay in cache).
+//! element instead of 12 when the rows do not stay in cache), EXP (0 sycl::exp, 1
+//! sycl::native::exp, 2 sycl::exp2 of x * log2(e) - max * log2(e), 3 the same argument through
+//! a polynomial exp2), ACC (independent accumulators per sweep), PREFETCH_ROW (0 none, 1 the
+//! next row prefetched when a row starts, 2 one vector of it per iteration of the second
+//! sweep; sycl_ext_oneapi_prefetch).
 // Row-wise softmax (SYCL): one work-item per row.
 #include <sycl/sycl.hpp>
 
@@ -27,6 +33,15 @@
 #ifndef STREAM
 #define STREAM 0
 #endif
+#ifndef EXP
+#define EXP 0
+#endif
+#ifndef ACC
+#define ACC 1
+#endif
+#ifndef PREFETCH_ROW
+#define PREFETCH_ROW 0
+#endif
 
 namespace syclexp = sycl::ext::oneapi::experimental;
 
@@ -34,12 +49,16 @@ namespace syclexp = sycl::ext::oneapi::experimental;
 
 #if VW == 1
 typedef float floatv;
+typedef int intv;
+#define CONVERT_INTV(v) static_cast<int>(v)
 #define VLOAD(i, p) ((p)[i])
 #define VSTORE(v, i, p) ((p)[i] = (v))
 #define HMAX(v) (v)
 #define HSUM(v) (v)
 #else
 typedef sycl::vec<float, VW> floatv;
+typedef sycl::vec<int, VW> intv;
+#define CONVERT_INTV(v) (v).template convert<int, sycl::rounding_mode::rtz>()
 static inline floatv vload(int i, const float* p) {
     floatv v;
     v.load(i, sycl::address_space_cast<sycl::access::address_space::generic_space,
@@ -92,6 +111,33 @@ typedef float nt_floatv __attribute__((ext_vector_type(VW)));
         }                                                                      \
     } while (0)
 
+// exp(v - m) for the row maximum m (a scalar, or per-lane maxima) and its prescaled copy
+// ml = m * log2(e), as the tunable EXP chooses (a compile-time constant: one branch stays).
+#define LOG2E_F 1.44269504088896341f
+#define EXP_SHIFTED(v, m, ml)                                                  \
+    (EXP == 1   ? floatv(sycl::native::exp((v) - (m)))                         \
+     : EXP == 2 ? floatv(sycl::exp2((v) * LOG2E_F - (ml)))                     \
+     : EXP == 3 ? poly_exp2((v) * LOG2E_F - (ml))                              \
+                : floatv(sycl::exp((v) - (m))))
+
+// 2^t for t <= 0: 2^n from the exponent bits, n = rint(t), times 2^f for f = t - n in
+// [-1/2, 1/2] from its degree-6 Taylor polynomial in f ln 2 (truncation error below 1.3e-7,
+// relative); t is clamped at -126 (below, the result would be subnormal). sycl::mad lets
+// the compiler fuse each step into one fma without the relaxed-math mode OpenCL C gets.
+static inline floatv poly_exp2(floatv t) {
+    t = sycl::fmax(t, floatv(-126.0f));
+    const floatv n = sycl::rint(t);
+    const floatv f = t - n;
+    floatv p = floatv(1.5403530393381608e-4f);
+    p = sycl::mad(p, f, floatv(1.3333558146428443e-3f));
+    p = sycl::mad(p, f, floatv(9.6181291076284772e-3f));
+    p = sycl::mad(p, f, floatv(5.5504108664821580e-2f));
+    p = sycl::mad(p, f, floatv(2.4022650695910071e-1f));
+    p = sycl::mad(p, f, floatv(6.9314718055994531e-1f));
+    p = sycl::mad(p, f, floatv(1.0f));
+    return sycl::bit_cast<floatv>(sycl::bit_cast<intv>(p) + (CONVERT_INTV(n) << 23));
+}
+
 extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
 void softmax(const int ROWS, const int COLS,
              const float* X,
@@ -103,43 +149,134 @@ void softmax(const int ROWS, const int COLS,
     const float* x = X + (long)r * COLS;
     float* y = Y + (long)r * COLS;
     const int n = COLS / VW;
-#if ALGO == 2
+    // The next row (the one this thread runs next in a work-group) is fetched from memory
+    // while this row is computed from the cache: PREFETCH_ROW 1 asks for all of it here, 2
+    // one vector per iteration of the sweep after the first (so that the request is spread
+    // over the computation).
+    const bool has_next = r + 1 < ROWS;
+    if (PREFETCH_ROW == 1 && has_next) {
+        syclexp::prefetch(x + COLS, COLS);
+    }
+#define PREFETCH_NEXT(i)                                                       \
+    do {                                                                       \
+        if (PREFETCH_ROW == 2 && has_next) {                                   \
+            syclexp::prefetch(x + COLS + (long)(i) * VW, VW);                  \
+        }                                                                      \
+    } while (0)
+    // The sweeps' loops run ACC vectors at a time into ACC independent accumulators (the
+    // last n % ACC vectors one at a time into the first).
+    const int n_acc = n - n % ACC;
+#if ALGO == 4
+    // One sweep in blocks of ACC vectors: per lane a running maximum that moves once per
+    // block, and the running sum rescaled by exp(m - m_new) when it does.
+    floatv m = floatv(NEG_INF);
+    floatv s = floatv(0.0f);
+    for (int i = 0; i < n_acc; i += ACC) {
+        floatv v[ACC];
+        floatv bm = floatv(NEG_INF);
+        for (int a = 0; a < ACC; ++a) {
+            v[a] = VLOAD(i + a, x);
+            bm = sycl::fmax(bm, v[a]);
+        }
+        const floatv m_new = sycl::fmax(m, bm);
+        const floatv ml_new = m_new * LOG2E_F;
+        s *= EXP_SHIFTED(m, m_new, ml_new);
+        for (int a = 0; a < ACC; ++a) {
+            s += EXP_SHIFTED(v[a], m_new, ml_new);
+        }
+        m = m_new;
+    }
+    for (int i = n_acc; i < n; ++i) {
+        const floatv v = VLOAD(i, x);
+        const floatv m_new = sycl::fmax(m, v);
+        const floatv ml_new = m_new * LOG2E_F;
+        s = s * EXP_SHIFTED(m, m_new, ml_new) + EXP_SHIFTED(v, m_new, ml_new);
+        m = m_new;
+    }
+    const float mx = HMAX(m);
+    const float mxl = mx * LOG2E_F;
+    const float inv = 1.0f / HSUM(s * EXP_SHIFTED(m, mx, mxl));
+    for (int i = 0; i < n; ++i) {
+        PREFETCH_NEXT(i);
+        VSTORE_OUT(EXP_SHIFTED(VLOAD(i, x), mx, mxl) * inv, i, y);
+    }
+#elif ALGO == 2
     // One sweep: per-lane running maximum, running sum rescaled when the maximum grows.
     floatv m = floatv(NEG_INF);
     floatv s = floatv(0.0f);
     for (int i = 0; i < n; ++i) {
         const floatv v = VLOAD(i, x);
         const floatv m_new = sycl::fmax(m, v);
-        s = s * sycl::exp(m - m_new) + sycl::exp(v - m_new);
+        const floatv ml_new = m_new * LOG2E_F;
+        s = s * EXP_SHIFTED(m, m_new, ml_new) + EXP_SHIFTED(v, m_new, ml_new);
         m = m_new;
     }
     const float mx = HMAX(m);
-    const float inv = 1.0f / HSUM(s * sycl::exp(m - mx));
+    const float mxl = mx * LOG2E_F;
+    const float inv = 1.0f / HSUM(s * EXP_SHIFTED(m, mx, mxl));
     for (int i = 0; i < n; ++i) {
-        VSTORE_OUT(sycl::exp(VLOAD(i, x) - mx) * inv, i, y);
+        PREFETCH_NEXT(i);
+        VSTORE_OUT(EXP_SHIFTED(VLOAD(i, x), mx, mxl) * inv, i, y);
     }
 #else
-    floatv mv = floatv(NEG_INF);
-    for (int i = 0; i < n; ++i) {
-        mv = sycl::fmax(mv, VLOAD(i, x));
+    floatv mv[ACC];
+    for (int a = 0; a < ACC; ++a) {
+        mv[a] = floatv(NEG_INF);
     }
-    const float mx = HMAX(mv);
-    floatv sv = floatv(0.0f);
+    for (int i = 0; i < n_acc; i += ACC) {
+        for (int a = 0; a < ACC; ++a) {
+            mv[a] = sycl::fmax(mv[a], VLOAD(i + a, x));
+        }
+    }
+    for (int i = n_acc; i < n; ++i) {
+        mv[0] = sycl::fmax(mv[0], VLOAD(i, x));
+    }
+    for (int a = 1; a < ACC; ++a) {
+        mv[0] = sycl::fmax(mv[0], mv[a]);
+    }
+    const float mx = HMAX(mv[0]);
+    const float mxl = mx * LOG2E_F;
+    floatv sv[ACC];
+    for (int a = 0; a < ACC; ++a) {
+        sv[a] = floatv(0.0f);
+    }
 #if ALGO == 0
-    for (int i = 0; i < n; ++i) {
-        sv += sycl::exp(VLOAD(i, x) - mx);
+    for (int i = 0; i < n_acc; i += ACC) {
+        for (int a = 0; a < ACC; ++a) {
+            PREFETCH_NEXT(i + a);
+            sv[a] += EXP_SHIFTED(VLOAD(i + a, x), mx, mxl);
+        }
     }
-    const float inv = 1.0f / HSUM(sv);
+    for (int i = n_acc; i < n; ++i) {
+        PREFETCH_NEXT(i);
+        sv[0] += EXP_SHIFTED(VLOAD(i, x), mx, mxl);
+    }
+    for (int a = 1; a < ACC; ++a) {
+        sv[0] += sv[a];
+    }
+    const float inv = 1.0f / HSUM(sv[0]);
     for (int i = 0; i < n; ++i) {
-        VSTORE_OUT(sycl::exp(VLOAD(i, x) - mx) * inv, i, y);
+        VSTORE_OUT(EXP_SHIFTED(VLOAD(i, x), mx, mxl) * inv, i, y);
     }
 #else
-    for (int i = 0; i < n; ++i) {
-        const floatv e = sycl::exp(VLOAD(i, x) - mx);
-        VSTORE(e, i, y);
-        sv += e;
+    for (int i = 0; i < n_acc; i += ACC) {
+        for (int a = 0; a < ACC; ++a) {
+            PREFETCH_NEXT(i + a);
+            const floatv e = EXP_SHIFTED(VLOAD(i + a, x), mx, mxl);
+            VSTORE(e, i + a, y);
+            sv[a] += e;
+        }
     }
-    const float inv = 1.0f / HSUM(sv);
+    for (int i = n_acc; i < n; ++i) {
+        PREFETCH_NEXT(i);
+        const floatv e = EXP_SHIFTED(VLOAD(i, x), mx, mxl);
+        VSTORE(e, i, y);
+        sv[0] += e;
+    }
+    for (int a = 1; a < ACC; ++a) {
+        sv[0] += sv[a];
+    }
+    const float inv = 1.0f / HSUM(sv[0]);
     for (int i = 0; i < n; ++i) {
         VSTORE_OUT(VLOAD(i, y) * inv, i, y);
     }

@@ -1,0 +1,99 @@
+//! The bandwidth forms of `softmax_row` (issue 50): the blocked online softmax (`ALGO=4`),
+//! the ways of computing `exp` (`EXP`: `exp`, `native_exp`, prescaled `exp2`, the polynomial
+//! `exp2`), several accumulators (`ACC`, with a remainder the loops finish one vector at a
+//! time) and the next row prefetched (`PREFETCH_ROW`). Every configuration below computes the
+//! right answer through the real evaluator (three input sets, one shifted by about 60, and the
+//! task's other shapes) on the OpenCL and SYCL backends; each skips without its runtime
+//! unless `KF_REQUIRE_OPENCL=1` / `KF_REQUIRE_SYCL=1`.
+
+use kf_core::prelude::*;
+use kf_eval::taskfile::FileTask;
+use kf_eval::tasks::Softmax;
+use kf_eval::{EvalConfig, KernelEvaluator};
+use kf_mutate::{Structure, TemplateLibrary};
+
+fn quick_config() -> EvalConfig {
+    let mut config = EvalConfig::default();
+    config.timing.warmup = 1;
+    config.timing.min_trials = 1;
+    config.timing.min_seconds = 0.0;
+    config.timing.max_trials = 2;
+    config.timing.baseline_trials = 1;
+    config
+}
+
+/// 96 rows of 200 floats: 200 / 8 = 25 vectors of 8, so `ACC=8` and `ACC=16` leave a
+/// remainder (and the task's other shapes, 100 and 400 columns, others still).
+fn task() -> FileTask {
+    Softmax::from_sizes(
+        &[("ROWS", 96), ("COLS", 200)]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect(),
+    )
+    .unwrap()
+}
+
+/// Switches and parameters, `name=value` comma-separated; `WG=4` unless given.
+const CASES: &[&str] = &[
+    "VW=8,ALGO=4,EXP=3,ACC=8,PREFETCH_ROW=1,STREAM=1",
+    "VW=8,ALGO=4,EXP=0,ACC=16,PREFETCH_ROW=2,STREAM=0",
+    "VW=4,ALGO=4,EXP=2,ACC=1,PREFETCH_ROW=0,STREAM=1",
+    "VW=1,ALGO=4,EXP=1,ACC=4,PREFETCH_ROW=1,STREAM=0",
+    "VW=8,ALGO=1,EXP=3,ACC=16,PREFETCH_ROW=2,STREAM=1",
+    "VW=4,ALGO=0,EXP=3,ACC=8,PREFETCH_ROW=1,STREAM=0",
+    "VW=8,ALGO=2,EXP=3,ACC=2,PREFETCH_ROW=2,STREAM=1",
+    "VW=1,ALGO=1,EXP=2,ACC=2,PREFETCH_ROW=0,STREAM=1,WG=16",
+];
+
+fn verify<B: Backend>(backend: B, language: Language) {
+    let library = TemplateLibrary::softmax_for(language).unwrap();
+    let template = library.get("softmax_row").unwrap();
+    let task = task();
+    let mut evaluator = KernelEvaluator::new(backend, quick_config());
+    let mut failures = Vec::new();
+    for case in CASES {
+        let mut structure = Structure::new();
+        let mut params = ParamValues::new().with("WG", 4i64);
+        for pair in case.split(',') {
+            let (name, value) = pair.split_once('=').unwrap();
+            let value: i64 = value.parse().unwrap();
+            if template.switches().contains_key(name) {
+                structure = structure.with(name, value);
+            } else {
+                params = params.with(name, value);
+            }
+        }
+        let variant = template.instantiate(&structure).unwrap();
+        let params = variant.manifest.resolve_params(&params).unwrap();
+        let evaluation = evaluator.evaluate(&task, &variant.source, &params).unwrap();
+        if evaluation.status != Status::Correct {
+            failures.push(format!(
+                "{language} {case}: {} — {}",
+                evaluation.status, evaluation.diagnostics
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn softmax_row_forms_verify_on_opencl() {
+    let Some(backend) = kf_backend_opencl::testing::backend_or_skip() else {
+        return;
+    };
+    verify(backend, Language::OpenCl);
+}
+
+#[test]
+fn softmax_row_forms_verify_on_sycl() {
+    let backend = match kf_backend_sycl::SyclBackend::builder().build() {
+        Ok(b) => b,
+        Err(e) if e.kind() == kf_core::BackendErrorKind::Unavailable => {
+            kf_core::testing::skip::skip("SYCL", format_args!("{e} (scripts/setup.sh --sycl)"));
+            return;
+        }
+        Err(e) => panic!("creating the SYCL backend failed: {e}"),
+    };
+    verify(backend, Language::Sycl);
+}
