@@ -26,7 +26,10 @@ mod families;
 /// - CUDA: the same over CUDA's GPU renderings of `gemm_blocked` and `softmax_group`, and for
 ///   GEMM also the shipped shared-memory tiled kernel.
 ///
-/// Template seeds are fitted to the task's sizes ([`kf_mutate::Template::seeds_at`]).
+/// Template seeds are fitted to the task's sizes ([`kf_mutate::Template::seeds_at`]). For
+/// gemm, each start's neighbours along the cache blocking (K blocks on or off, N blocks) follow
+/// the starts as seeds, so every start's blocking is measured on the processor at hand before
+/// the search exploits one (see `start_neighbours`).
 ///
 /// The first seed is the task baseline, whose throughput the report compares against.
 pub fn offline_search(
@@ -108,6 +111,10 @@ impl OfflineMutators {
             let mut extra = Vec::new();
             for template in library.for_task(&name) {
                 extra.extend(template.seeds_at(&sizes)?);
+            }
+            if name == "gemm" {
+                let neighbours = start_neighbours(&library, &name, &sizes)?;
+                extra.extend(neighbours);
             }
             if !matches!(name.as_str(), "gemm" | "softmax") {
                 // A family's templates meet shapes they were not written for (a
@@ -215,6 +222,62 @@ impl OfflineMutators {
     }
 }
 
+/// The cache-blocking settings a start's neighbours take (`KC`, `RB`, `CB` of `gemm_blocked`),
+/// each one step from a start along the axis that depends most on the processor's caches:
+/// a start blocked over K is also tried unblocked (a larger or better-prefetched L2 needs no
+/// K blocks) and blocked over N as well (a smaller L2 or a larger problem), and a start
+/// without K blocks is tried with the K blocks of the explicit-vector start.
+const UNBLOCKED: &[(&str, i64)] = &[("KC", 0), ("RB", 1), ("CB", 1)];
+const N_BLOCKED: &[(&str, i64)] = &[("CB", 2)];
+const K_BLOCKED: &[(&str, i64)] = &[("KC", 256), ("RB", 2)];
+
+/// The neighbours of every template start ([`kf_mutate::Template::starts`], fitted to
+/// `sizes`) for `task` along the cache-blocking parameters (see [`UNBLOCKED`]): evaluated as
+/// seeds, after the starts, so the search has measured each start's cache blocking on this
+/// processor before it exploits one. A template without those parameters has none; a
+/// neighbour the sizes rule out, or one equal to a seed, is left out.
+fn start_neighbours(
+    library: &TemplateLibrary,
+    task: &str,
+    sizes: &indexmap::IndexMap<String, i64>,
+) -> Result<Vec<(KernelSource, ParamValues)>, SearchError> {
+    let mut neighbours: Vec<(KernelSource, ParamValues)> = Vec::new();
+    for template in library.for_task(task) {
+        let params = &template.manifest().params;
+        if !["KC", "RB", "CB"].iter().all(|p| params.contains_key(*p)) {
+            continue;
+        }
+        let seeds = template.seeds_at(sizes)?;
+        // The base variant (first) is the search's scalar origin, not a start.
+        for (source, start) in seeds.iter().skip(1) {
+            let Ok(manifest) = kf_manifest::Manifest::from_kernel(source) else {
+                continue;
+            };
+            let space = kf_mutate::Feasibility::new(&manifest, sizes, None);
+            let blocked = start.get("KC").and_then(|v| v.as_i64()).unwrap_or(0) > 0;
+            let moves: &[&[(&str, i64)]] = if blocked {
+                &[UNBLOCKED, N_BLOCKED]
+            } else {
+                &[K_BLOCKED]
+            };
+            for changes in moves {
+                let mut params = start.clone();
+                for (name, value) in *changes {
+                    params.set(*name, *value);
+                }
+                let known = seeds
+                    .iter()
+                    .chain(neighbours.iter())
+                    .any(|(s, p)| s == source && p.canonical_key() == params.canonical_key());
+                if !known && space.is_feasible(&params) {
+                    neighbours.push((source.clone(), params));
+                }
+            }
+        }
+    }
+    Ok(neighbours)
+}
+
 /// The shipped tiled GEMM in `language` (from kf-eval's kernels), with its manifest's first
 /// parameter values.
 fn tiled_gemm(language: Language) -> Result<(KernelSource, ParamValues), SearchError> {
@@ -263,9 +326,10 @@ mod tests {
             assert_eq!(mix.names(), cl_mix.names());
             assert!(mix.names().contains(&"structural"));
             // OpenCL C has one start more for either task (SYCL has no such start measured):
-            // for gemm its float16 register blocks without local memory, for softmax its
-            // float16 row softmax.
-            let cl_only = 1;
+            // for gemm its float16 register blocks without local memory (with the start's
+            // two neighbours: unblocked and blocked over N), for softmax its float16 row
+            // softmax.
+            let cl_only = if task.name() == "gemm" { 3 } else { 1 };
             assert_eq!(seeds.len() + cl_only, cl_seeds.len(), "{}", task.name());
             assert!(seeds.iter().all(|s| s.source.language == Language::Sycl));
         }
@@ -288,6 +352,54 @@ mod tests {
                 "{language}"
             );
         }
+    }
+
+    /// Each gemm start is followed by its neighbours along the cache blocking: the
+    /// explicit-vector start (K blocked) unblocked and blocked over N, the local-A start (not
+    /// blocked) with K blocks; at a size the blocks do not fit, the neighbour is left out.
+    #[test]
+    fn gemm_starts_come_with_their_cache_blocking_neighbours() {
+        let blocking = |seeds: &[Candidate]| -> Vec<(bool, i64, i64, i64)> {
+            seeds
+                .iter()
+                .filter(|s| s.params.get("KC").is_some())
+                .map(|s| {
+                    let int = |n: &str| s.params.get(n).and_then(|v| v.as_i64()).unwrap_or(-1);
+                    (
+                        s.source.text.contains("__local float As"),
+                        int("KC"),
+                        int("RB"),
+                        int("CB"),
+                    )
+                })
+                .collect()
+        };
+        let sizes = kf_eval::tasks::parse_sizes("").unwrap();
+        let gemm = kf_eval::tasks::builtin_task("gemm", &sizes).unwrap();
+        let (seeds, _) = offline_search(gemm.as_ref(), Language::OpenCl).unwrap();
+        let seen = blocking(&seeds);
+        for expected in [
+            (true, 0, 1, 1),
+            (true, 256, 2, 1),
+            (false, 256, 2, 1),
+            (false, 0, 1, 1),
+            (false, 256, 2, 2),
+        ] {
+            assert!(seen.contains(&expected), "{expected:?} not in {seen:?}");
+        }
+        // The neighbours come after the starts: the first seeds are the ones before.
+        let starts = seeds
+            .iter()
+            .position(|s| s.params.get("CB").and_then(|v| v.as_i64()) == Some(2))
+            .unwrap();
+        assert!(starts >= 4, "{starts}");
+        // At 64 x 64 x 64 no K block of 256 fits: no neighbour is blocked.
+        let small = kf_eval::tasks::parse_sizes("M=64,N=64,K=64").unwrap();
+        let gemm = kf_eval::tasks::builtin_task("gemm", &small).unwrap();
+        let (seeds, _) = offline_search(gemm.as_ref(), Language::OpenCl).unwrap();
+        assert!(blocking(&seeds)
+            .iter()
+            .all(|(_, kc, _, cb)| *kc <= 64 && *cb == 1));
     }
 
     /// CUDA searches its GPU renderings of the templates with a structural mutator; its gemm
