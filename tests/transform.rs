@@ -1,6 +1,7 @@
 //! kf-transform on real kernels with the real OpenCL runtime (issue 48): each transformation's
 //! child of a naive elementwise-per-row kernel (the shipped scaled_swish example), a row
-//! reduction (KernelBench 47, sum over a dimension, as shipped), a per-row softmax through row
+//! reduction over a middle dimension (KernelBench 47, as shipped), a matrix-vector product
+//! (KernelBench 4, as shipped), a per-row softmax through row
 //! pointers (KernelBench 23, as shipped), a per-row affine map with loop-invariant loads (and per element, vectorised), an
 //! elementwise kernel that
 //! strides by the global size (KernelBench 19, ReLU) and a per-row sequential scan is evaluated
@@ -215,6 +216,19 @@ fn every_child_of_real_kernels_matches_the_reference() {
             kb.join("47_Sum_reduction_over_a_dimension/task.toml"),
             kb.join("47_Sum_reduction_over_a_dimension/naive.toml"),
             "batch_size=3,dim1=40,dim2=51,reduce_dim=1",
+            &[
+                Transformation::CoarsenBlocked,
+                Transformation::CoarsenStrided,
+                Transformation::Vectorize,
+                Transformation::Unroll,
+                Transformation::Qualify,
+            ],
+        ),
+        (
+            // A row reduction whose result is stored once, by work-item 0.
+            kb.join("4_Matrix_vector_multiplication_/task.toml"),
+            kb.join("4_Matrix_vector_multiplication_/naive.toml"),
+            "M=7,K=1001",
             &[
                 Transformation::GroupReduce,
                 Transformation::CoarsenBlocked,

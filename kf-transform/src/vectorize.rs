@@ -60,7 +60,9 @@ pub(crate) fn vectorize(text: &str, manifest: &Manifest) -> Option<Rewrite> {
     if rest.is_empty() {
         return None;
     }
-    let (rest_start, rest_end) = (rest.first()?.start_byte(), rest.last()?.end_byte());
+    // From the end of the guard: a statement's node starts after OpenCL qualifiers (blanked
+    // for the parser) such as `__global` in `__global const float* a = …;`.
+    let (rest_start, rest_end) = (guard.end_byte(), rest.last()?.end_byte());
     // Every work-item function but the one index, every exit, every change of the index.
     for s in rest {
         for n in descendants(*s) {
@@ -359,6 +361,19 @@ mod tests {
         );
         assert!(r.global.unwrap()[0].contains("/ VEC"));
         assert!(Parsed::opencl(&r.text).unwrap().function("elu").is_some());
+    }
+
+    /// A row pointer declared after the guard keeps its address space in both paths.
+    #[test]
+    fn qualifiers_of_the_body_stay() {
+        let text = "__kernel void k(__global const float* x, __global float* y, const int n) {\n    const int i = get_global_id(0);\n    if (i >= n) return;\n    __global const float* row = x + i;\n    y[i] = row[0];\n}\n";
+        let r = vectorize(text, &manifest("k")).unwrap();
+        assert_eq!(
+            r.text.matches("__global const float* row = x + i;").count(),
+            2,
+            "{}",
+            r.text
+        );
     }
 
     /// Left alone: a kernel reading a neighbour of what it writes, one without the guard,
