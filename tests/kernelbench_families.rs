@@ -1,7 +1,8 @@
 //! Operator families on the shipped KernelBench tasks: a matrix-product task file (its
 //! `[family] kind = "matmul"`) is searched with the GEMM templates bound to its interface (a
-//! transposed factor with the strided GEMM template), and the softmax task with the softmax
-//! templates. Every seed is correct at a small size, and a
+//! transposed factor with the strided GEMM template), the softmax task with the softmax
+//! templates, the element-wise maps with the map template and LayerNorm with the row
+//! normalisation template, the 1-D convolution with the direct convolution template. Every seed is correct at a small size, and a
 //! short search on 1_Square_matrix_multiplication_ keeps structural children and beats the
 //! naive kernel.
 //!
@@ -12,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kernelfoundry::core::prelude::*;
-use kernelfoundry::eval::taskfile::{python::numpy_or_skip, FileTask, TaskFile};
+use kernelfoundry::eval::taskfile::{python::numpy_or_skip, FamilySpec, FileTask, TaskFile};
 use kernelfoundry::eval::tasks::{parse_sizes, KernelTask};
 use kernelfoundry::eval::{EvalConfig, KernelEvaluator, TaskFileJob, WorkerCommand};
 use kernelfoundry::opencl::testing::backend_or_skip;
@@ -61,6 +62,18 @@ fn family_tasks_are_seeded_with_bound_templates_that_are_correct() {
             "gemm_blocked",
         ),
         ("23_Softmax", "batch_size=32,dim=256", "softmax_row"),
+        ("26_GELU_", "batch_size=4,dim=200", "template `map`"),
+        ("88_MinGPTNewGelu", "batch_size=4,dim=256", "template `map`"),
+        (
+            "40_LayerNorm",
+            "batch_size=3,features=4,dim1=8,dim2=8",
+            "template `row_norm`",
+        ),
+        (
+            "76_conv_standard_1D_dilated_strided__",
+            "batch_size=2,in_channels=3,out_channels=16,length=100",
+            "template `conv1d`",
+        ),
     ] {
         let t = task(name, sizes, cache.path());
         let (seeds, mix) = offline_search(&t, Language::OpenCl).unwrap();
@@ -81,7 +94,15 @@ fn family_tasks_are_seeded_with_bound_templates_that_are_correct() {
             );
         }
     }
-    let relu = task("19_ReLU", "batch_size=4,dim=256", cache.path());
+    // A map without an expression has nothing for the map template to compute: no template
+    // structural mutator.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/kernelbench/19_ReLU/task.toml");
+    let mut file = TaskFile::load(&path).unwrap();
+    let Some(FamilySpec::Map(map)) = &mut file.spec.family else {
+        panic!("19_ReLU declares no map: {:?}", file.spec.family);
+    };
+    map.expr = None;
+    let relu = FileTask::new(file, &parse_sizes("batch_size=4,dim=256").unwrap()).unwrap();
     assert_eq!(relu.family().map(|f| f.kind()), Some("map"));
     let (_, mix) = offline_search(&relu, Language::OpenCl).unwrap();
     assert!(!mix.names().contains(&"structural"), "{:?}", mix.names());

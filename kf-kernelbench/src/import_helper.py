@@ -10,6 +10,7 @@ model's parameters). Each observed dimension is fitted to an expression over the
 rule documented in `fit_dim`.
 """
 import ast
+import math
 import importlib.util
 import json
 import pathlib
@@ -504,8 +505,162 @@ def recognise_family(forward, inputs, env):
             # The operation's name where the whole expression is one call (relu(x)).
             if call_name(expr):
                 family["op"] = call_name(expr)
+            c_expr = map_expression(expr, x, env)
+            if c_expr is not None:
+                family["expr"] = c_expr
             return family
     return None
+
+
+# ---------------------------------------------------------------- a map as an OpenCL C expression
+MATH_CONSTANTS = {"pi": math.pi, "e": math.e}
+MATH_FUNCTIONS = {"sqrt": math.sqrt, "exp": math.exp, "log": math.log, "tanh": math.tanh}
+
+
+def number(node, env):
+    """A constant of the expression (literals, module constants, math.pi, math.sqrt(2 / math.pi)),
+    or None."""
+    try:
+        return float(const_eval(node, env))
+    except (ValueError, ZeroDivisionError, TypeError):
+        pass
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "math":
+        return MATH_CONSTANTS.get(node.attr)
+    if isinstance(node, ast.BinOp):
+        a, b = number(node.left, env), number(node.right, env)
+        if a is None or b is None:
+            return None
+        env2 = {"a": a, "b": b}
+        return float(const_eval(ast.BinOp(ast.Name("a"), node.op, ast.Name("b")), env2))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        v = number(node.operand, env)
+        return None if v is None else -v
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "math"
+        and node.func.attr in MATH_FUNCTIONS
+        and len(node.args) == 1
+    ):
+        v = number(node.args[0], env)
+        return None if v is None else MATH_FUNCTIONS[node.func.attr](v)
+    return None
+
+
+def c_float(v):
+    """A float literal of OpenCL C (`0.5f`)."""
+    text = repr(float(v))
+    return text + "f" if ("." in text or "e" in text) else text + ".0f"
+
+
+def map_expression(expr, x, env):
+    """forward()'s element-wise expression over the tensor `x` as one OpenCL C expression in
+    which `x` stands for one element (the task file's `[family] expr`), valid for float vectors
+    too; None where an operation is not translated."""
+
+    def kwarg(call, name, position, default):
+        node = next((k.value for k in call.keywords if k.arg == name), None)
+        if node is None and len(call.args) > position:
+            node = call.args[position]
+        if node is None:
+            return default
+        return number(node, env)
+
+    def tr(node):
+        if isinstance(node, ast.Name) and node.id == x:
+            return x
+        v = number(node, env)
+        if v is not None:
+            return c_float(v)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            a = tr(node.operand)
+            return None if a is None else f"-({a})"
+        if isinstance(node, ast.BinOp):
+            a, b = tr(node.left), tr(node.right)
+            if a is None or b is None:
+                return None
+            symbol = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}.get(type(node.op))
+            if symbol is not None:
+                return f"({a} {symbol} {b})"
+            if isinstance(node.op, ast.Pow):
+                return power(a, number(node.right, env), b)
+            return None
+        name = call_name(node)
+        if name is None:
+            return None
+        # torch.relu(x), F.relu(x), torch.nn.functional.relu(x) are functions; x.relu() a method.
+        root = node.func.value
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        is_method = not (isinstance(root, ast.Name) and root.id in ("torch", "F", "nn"))
+        operand = node.func.value if is_method else (node.args[0] if node.args else None)
+        if operand is None:
+            return None
+        a = tr(operand)
+        if a is None:
+            return None
+        first = 0 if is_method else 1  # position of the first argument after the tensor
+        simple = {"exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt", "erf": "erf",
+                  "sin": "sin", "cos": "cos", "tanh": "tanh", "abs": "fabs"}
+        if name in simple:
+            return f"{simple[name]}({a})"
+        if name == "relu":
+            return f"fmax({a}, 0.0f)"
+        if name == "relu6":
+            return f"clamp({a}, 0.0f, 6.0f)"
+        if name == "sigmoid":
+            return f"(1.0f / (1.0f + exp(-({a}))))"
+        if name == "silu":
+            return f"({a} / (1.0f + exp(-({a}))))"
+        if name == "gelu":
+            approximate = next((k.value for k in node.keywords if k.arg == "approximate"), None)
+            if approximate is None or (isinstance(approximate, ast.Constant) and approximate.value == "none"):
+                return f"(0.5f * {a} * (1.0f + erf({a} * 0.7071067811865476f)))"
+            return None
+        if name == "leaky_relu":
+            slope = kwarg(node, "negative_slope", first, 0.01)
+            return None if slope is None else f"(fmax({a}, 0.0f) + {c_float(slope)} * fmin({a}, 0.0f))"
+        if name == "elu":
+            alpha = kwarg(node, "alpha", first, 1.0)
+            if alpha is None or alpha <= 0:
+                return None
+            return f"(fmax({a}, 0.0f) + fmin({c_float(alpha)} * (exp({a}) - 1.0f), 0.0f))"
+        if name == "hardtanh":
+            lo, hi = kwarg(node, "min_val", first, -1.0), kwarg(node, "max_val", first + 1, 1.0)
+            return None if lo is None or hi is None else f"clamp({a}, {c_float(lo)}, {c_float(hi)})"
+        if name == "hardsigmoid":
+            return f"clamp({a} / 6.0f + 0.5f, 0.0f, 1.0f)"
+        if name == "hardswish":
+            return f"({a} * clamp({a} / 6.0f + 0.5f, 0.0f, 1.0f))"
+        if name == "softsign":
+            return f"({a} / (1.0f + fabs({a})))"
+        if name == "tanhshrink":
+            return f"({a} - tanh({a}))"
+        if name == "square":
+            return f"({a} * {a})"
+        if name == "reciprocal":
+            return f"(1.0f / {a})"
+        if name == "neg":
+            return f"-({a})"
+        if name == "pow":
+            exponent = kwarg(node, "exponent", first, None)
+            return None if exponent is None else power(a, exponent, c_float(exponent))
+        if name == "clamp":
+            lo, hi = kwarg(node, "min", first, None), kwarg(node, "max", first + 1, None)
+            if lo is None or hi is None:
+                return None
+            return f"clamp({a}, {c_float(lo)}, {c_float(hi)})"
+        return None
+
+    def power(a, exponent, exponent_text):
+        if exponent is not None and exponent == int(exponent) and 1 <= exponent <= 4:
+            return "(" + " * ".join([a] * int(exponent)) + ")"
+        if exponent_text is None:
+            return None
+        return f"pow({a}, {exponent_text})"
+
+    return tr(expr)
 
 
 # ---------------------------------------------------------------- running the reference

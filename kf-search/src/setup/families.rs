@@ -1,11 +1,14 @@
 //! Operator families: a task file that declares its family (`[family] kind = "matmul"`, a row
 //! softmax) is searched with the family's templates bound to its kernel interface
 //! ([`kf_mutate::TaskBinding`]): the GEMM templates for a matrix product, the softmax templates
-//! for a row softmax. OpenCL C only (the bound templates are OpenCL C); other languages and
-//! other families keep the parameter moves over the task's own kernels.
+//! for a row softmax, the element-wise map template for a map with an `expr`, the row
+//! normalisation template for a layer, RMS, L1 or L2 norm, the direct convolution template for
+//! a 1-D convolution. OpenCL C only (the bound templates
+//! are OpenCL C); other languages and other families keep the parameter moves over the task's
+//! own kernels.
 
 use kf_core::Language;
-use kf_eval::taskfile::{Dtype, FamilySpec, MatmulFamily, RowFamily};
+use kf_eval::taskfile::{Conv1dFamily, Dtype, FamilySpec, MapFamily, MatmulFamily, RowFamily};
 use kf_eval::tasks::{ArgSpec, KernelTask, Role};
 use kf_mutate::{StructuralMutator, TaskBinding, TemplateLibrary};
 
@@ -42,6 +45,18 @@ pub(super) fn family_templates(
             StructuralMutator::softmax_for(language)?,
             softmax_binding(task.name(), signature, r),
         ),
+        FamilySpec::RowNorm(r) => match norm_binding(task.name(), signature, r) {
+            Some(binding) => (StructuralMutator::row_norm()?, binding),
+            None => return Ok(None),
+        },
+        FamilySpec::Conv1d(c) => (
+            StructuralMutator::conv1d()?,
+            conv1d_binding(task.name(), signature, c),
+        ),
+        FamilySpec::Map(m) => match map_binding(task, signature, m) {
+            Some(binding) => (StructuralMutator::map()?, binding),
+            None => return Ok(None),
+        },
         _ => return Ok(None),
     };
     let binding = binding.tag(family.kind());
@@ -131,6 +146,104 @@ fn softmax_binding(task: &str, signature: TaskBinding, r: &RowFamily) -> TaskBin
         .bind("X", r.input.clone())
         .bind("Y", r.output.clone());
     binding.entry = format!("{}_softmax", entry_stem(task));
+    binding
+}
+
+/// The element-wise map template's parameters (`N X Y`, the macro `MAP`) bound to a map with
+/// an expression: `N` is the output's element count, `MAP(input)` the family's `expr`. `None`
+/// without an expression (the template has nothing to compute).
+fn map_binding(
+    task: &dyn KernelTask,
+    signature: TaskBinding,
+    m: &MapFamily,
+) -> Option<TaskBinding> {
+    let expr = m.expr.as_ref()?;
+    let interface = task.describe().interface?;
+    let output = interface.buffers.iter().find(|b| b.name == m.output)?;
+    let elements = output
+        .shape
+        .iter()
+        .map(|d| format!("({d})"))
+        .collect::<Vec<_>>()
+        .join(" * ");
+    let mut binding = signature
+        .bind(
+            "N",
+            if elements.is_empty() {
+                "1".into()
+            } else {
+                elements
+            },
+        )
+        .bind("X", m.input.clone())
+        .bind("Y", m.output.clone())
+        .define("MAP", [m.input.clone()], expr.clone());
+    binding.entry = format!("{}_map", entry_stem(task.name()));
+    Some(binding)
+}
+
+/// The row normalisation template's parameters (`ROWS LEN EPS X Y W B`) bound to a layer,
+/// RMS, L1 or L2 norm over contiguous rows, the operation and the affine terms fixed
+/// (`NORM_OP`, `HAS_W`, `HAS_B`); `None` for another operation.
+fn norm_binding(task: &str, signature: TaskBinding, r: &RowFamily) -> Option<TaskBinding> {
+    let op = match r.op.as_deref()? {
+        "layer_norm" => 1,
+        "rms_norm" => 2,
+        "l1_norm" => 3,
+        "l2_norm" => 4,
+        _ => return None,
+    };
+    // Written as a decimal float literal: no identifier for the binding to rename.
+    let eps = format!("{:?}f", r.eps.unwrap_or(1e-5) as f32);
+    let mut binding = signature
+        .bind("ROWS", r.rows.text())
+        .bind("LEN", r.length.text())
+        .bind("EPS", eps)
+        .bind("X", r.input.clone())
+        .bind("Y", r.output.clone())
+        .bind("W", r.weight.clone().unwrap_or_else(|| "0".into()))
+        .bind("B", r.bias.clone().unwrap_or_else(|| "0".into()))
+        .fix("NORM_OP", op)
+        .fix("HAS_W", i64::from(r.weight.is_some()))
+        .fix("HAS_B", i64::from(r.bias.is_some()));
+    binding.entry = format!("{}_{}", entry_stem(task), r.op.as_deref()?);
+    Some(binding)
+}
+
+/// The 1-D convolution template's parameters (`B CI CO L K S D P LOUT X W Y BIAS`) bound to a
+/// convolution; the output length is PyTorch's formula over the bound sizes, and `HAS_BIAS`
+/// and `PADDED` are fixed (a literal zero padding needs no bounds checks).
+fn conv1d_binding(task: &str, signature: TaskBinding, c: &Conv1dFamily) -> TaskBinding {
+    let text = |e: &Option<kf_eval::taskfile::ExprText>, default: &str| {
+        e.as_ref().map_or_else(|| default.to_owned(), |e| e.text())
+    };
+    let (stride, dilation, padding) = (
+        text(&c.stride, "1"),
+        text(&c.dilation, "1"),
+        text(&c.padding, "0"),
+    );
+    let (length, kernel) = (c.length.text(), c.kernel_size.text());
+    let length_out = format!(
+        "(({length}) + 2 * ({padding}) - ({dilation}) * (({kernel}) - 1) - 1) / ({stride}) + 1"
+    );
+    let padded = padding.trim() != "0";
+    let mut binding = signature
+        .bind("B", c.batch.text())
+        .bind("CI", c.in_channels.text())
+        .bind("CO", c.out_channels.text())
+        .bind("L", length)
+        .bind("K", kernel)
+        .bind("S", stride)
+        .bind("D", dilation)
+        .bind("P", padding)
+        .bind("LOUT", length_out)
+        .bind("X", c.input.clone())
+        .bind("W", c.weight.clone())
+        .bind("Y", c.output.clone())
+        .bind("BIAS", c.bias.clone().unwrap_or_else(|| "0".into()))
+        .fix("HAS_BIAS", i64::from(c.bias.is_some()))
+        .fix("PADDED", i64::from(padded));
+    binding.entry = format!("{}_conv1d", entry_stem(task));
     binding
 }
 
