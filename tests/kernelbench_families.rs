@@ -2,7 +2,8 @@
 //! `[family] kind = "matmul"`) is searched with the GEMM templates bound to its interface (a
 //! transposed factor with the strided GEMM template), the softmax task with the softmax
 //! templates, the element-wise maps with the map template and LayerNorm with the row
-//! normalisation template, the 1-D convolution with the direct convolution template. Every seed is correct at a small size, and a
+//! normalisation template (RMSNorm over the channels with its strided form), the 1-D and
+//! pointwise 2-D convolutions with the direct convolution template. Every seed is correct at a small size, and a
 //! short search on 1_Square_matrix_multiplication_ keeps structural children and beats the
 //! naive kernel.
 //!
@@ -68,6 +69,16 @@ fn family_tasks_are_seeded_with_bound_templates_that_are_correct() {
             "40_LayerNorm",
             "batch_size=3,features=4,dim1=8,dim2=8",
             "template `row_norm`",
+        ),
+        (
+            "36_RMSNorm_",
+            "batch_size=2,features=8,dim1=5,dim2=7",
+            "template `row_norm_strided`",
+        ),
+        (
+            "87_conv_pointwise_2D",
+            "batch_size=2,in_channels=3,out_channels=8,width=6,height=5",
+            "template `conv1d`",
         ),
         (
             "76_conv_standard_1D_dilated_strided__",

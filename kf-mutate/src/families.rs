@@ -1,6 +1,7 @@
 //! Templates and strategies of the operator families a task file declares (`[family]`) beyond
 //! the matrix product and the softmax: the element-wise map (`templates/family/map.cl`), the
-//! row normalisation (`templates/family/row_norm.cl`: layer, RMS, L1 and L2 norm) and the
+//! row normalisation (`templates/family/row_norm.cl`: layer, RMS, L1 and L2 norm; and
+//! `row_norm_strided.cl` for rows along a dimension that is not the last) and the
 //! direct 1-D convolution (`templates/family/conv1d.cl`). Each is
 //! written against a small kernel interface of its own and bound to a task's kernel with a
 //! [`crate::TaskBinding`]: the map's per-element expression is a macro the binding defines
@@ -58,6 +59,10 @@ const MAP_TOML: &str = include_str!("../templates/family/map.toml");
 const CONV1D_CL: &str = include_str!("../templates/family/conv1d.cl");
 /// Its manifest.
 const CONV1D_TOML: &str = include_str!("../templates/family/conv1d.toml");
+/// The strided row normalisation template's source (`templates/family/row_norm_strided.cl`).
+const ROW_NORM_STRIDED_CL: &str = include_str!("../templates/family/row_norm_strided.cl");
+/// Its manifest.
+const ROW_NORM_STRIDED_TOML: &str = include_str!("../templates/family/row_norm_strided.toml");
 /// The row normalisation template's source (`templates/family/row_norm.cl`).
 const ROW_NORM_CL: &str = include_str!("../templates/family/row_norm.cl");
 /// Its manifest.
@@ -109,6 +114,31 @@ impl TemplateLibrary {
 }
 
 impl TemplateLibrary {
+    /// `row_norm_strided` (OpenCL C), for the task `row_norm_strided`: rows along a dimension
+    /// that is not the last (`OUTER` blocks of `LEN × INNER` floats, a row's elements `INNER`
+    /// apart), each work-item normalising `VW` neighbouring rows as vectors; the operation
+    /// fixed by a task's binding as for [`TemplateLibrary::row_norm`]. Switch `VW` (1, 4, 8,
+    /// 16); tunable `WG`. Base: float16, 16 work-items per group.
+    pub fn row_norm_strided() -> Result<TemplateLibrary, MutateError> {
+        let template = Template::new(
+            "row_norm_strided",
+            "row_norm_strided",
+            ROW_NORM_STRIDED_CL,
+            ROW_NORM_STRIDED_TOML,
+            ["VW"],
+        )?
+        .with_base(
+            crate::Structure::new().with("VW", 16),
+            kf_core::ParamValues::new(),
+        )?
+        .with_start(
+            crate::Structure::new().with("VW", 1),
+            kf_core::ParamValues::new(),
+            "scalar rows: the runtime vectorises across work-items, neighbouring rows in the lanes",
+        )?;
+        Ok(TemplateLibrary::new().with(template))
+    }
+
     /// `conv1d` (OpenCL C), for the task `conv1d`: a direct 1-D convolution with an `OCT × TT`
     /// register tile of outputs per work-item and a three-dimensional launch (no divisions),
     /// `HAS_BIAS` and `PADDED` fixed by a task's binding. Switch `INTERLEAVE` (1: a
@@ -294,6 +324,24 @@ impl StructuralMutator {
         ))
     }
 
+    /// The strided row normalisation template with the vector-width and work-group
+    /// strategies ([`TemplateLibrary::row_norm_strided`]).
+    pub fn row_norm_strided() -> Result<Self, MutateError> {
+        let strategies = StrategyLibrary::new()
+            .with(vector_loads())
+            .with(MutationStrategy::wider_vectors())
+            .with(scalar_lanes())
+            .with(
+                MutationStrategy::new(
+                    "work-group-size",
+                    "change how many work-items form a work-group",
+                )
+                .change("WG", Change::OneOf(vec![1, 4, 8, 16, 32, 64]))
+                .weight(0.7),
+            );
+        Ok(Self::new(TemplateLibrary::row_norm_strided()?, strategies))
+    }
+
     /// The row normalisation template with its strategies ([`TemplateLibrary::row_norm`],
     /// [`StrategyLibrary::row_norm`]).
     pub fn row_norm() -> Result<Self, MutateError> {
@@ -359,9 +407,25 @@ mod tests {
             .bind("BIAS", "0")
             .fix("HAS_BIAS", 0)
             .fix("PADDED", 0);
+        let strided = TaskBinding::new("kb_rms", "rms")
+            .param("__global const float*", "x")
+            .param("__global float*", "out")
+            .param("const int", "n")
+            .bind("OUTER", "2")
+            .bind("LEN", "n")
+            .bind("INNER", "n * n")
+            .bind("EPS", "1e-5f")
+            .bind("X", "x")
+            .bind("Y", "out")
+            .bind("W", "0")
+            .bind("B", "0")
+            .fix("NORM_OP", 2)
+            .fix("HAS_W", 0)
+            .fix("HAS_B", 0);
         for (library, binding) in [
             (TemplateLibrary::map().unwrap(), map),
             (TemplateLibrary::row_norm().unwrap(), layer_norm()),
+            (TemplateLibrary::row_norm_strided().unwrap(), strided),
             (TemplateLibrary::conv1d().unwrap(), conv),
         ] {
             let bound = library.bound_to(&binding).unwrap();

@@ -18,7 +18,8 @@
 //! Row families (`row_reduce`, `row_norm`, `scan`) name their `input`, `output`, the number
 //! of `rows` and the row `length` (and, optionally, the `op`: `softmax`, `layer_norm`, `sum`…).
 //! A row normalisation may name its elementwise `weight` and `bias` (inputs of `length`
-//! floats) and its `eps`. `map` names its `input` and `output` and, so that a search can seed
+//! floats), its `eps`, and `inner` for rows along a dimension that is not the last (the
+//! distance between a row's consecutive elements). `map` names its `input` and `output` and, so that a search can seed
 //! the element-wise map template, its `expr`: one OpenCL C expression of an element, in which
 //! the input's name stands for the element (`expr = "fmax(x, 0.0f)"`). `conv1d` names its
 //! `input`, `weight`, `output` (and optional `bias`) and the sizes `batch`, `in_channels`,
@@ -272,6 +273,11 @@ k = "N"
             panic!("{:?}", task.spec.family);
         };
         assert_eq!((r.weight.as_deref(), r.eps), (Some("B"), Some(1e-6)));
+        let strided = parse(&weighted.replace("eps = 1e-6", "inner = \"N / 2\"")).unwrap();
+        let Some(FamilySpec::RowNorm(r)) = &strided.spec.family else {
+            panic!("{:?}", strided.spec.family);
+        };
+        assert_eq!(r.inner, Some(ExprText::Text("N / 2".into())));
         let err = parse(&weighted.replace("weight = \"B\"", "weight = \"out\"")).unwrap_err();
         assert!(
             matches!(&err, TaskFileError::FamilyBuffer { field, .. } if field == "family.weight"),

@@ -381,6 +381,12 @@ pub struct RowFamily {
     /// `rms_norm`; default 1e-5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eps: Option<f64>,
+    /// Rows along a dimension that is not the last: the distance between consecutive elements
+    /// of a row (the product of the dimensions after it, `dim1 * dim2` for the channels of an
+    /// NCHW tensor). Element `f` of row `(o, p)`, `p < inner`, is then at
+    /// `(o * length + f) * inner + p`. Default 1: contiguous rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inner: Option<ExprText>,
 }
 
 /// The buffers of an element-wise map.
@@ -456,7 +462,11 @@ impl FamilySpec {
         match self {
             FamilySpec::Matmul(m) => vec![("m", &m.m), ("n", &m.n), ("k", &m.k)],
             FamilySpec::RowReduce(r) | FamilySpec::RowNorm(r) | FamilySpec::Scan(r) => {
-                vec![("rows", &r.rows), ("length", &r.length)]
+                let mut sizes = vec![("rows", &r.rows), ("length", &r.length)];
+                if let Some(inner) = &r.inner {
+                    sizes.push(("inner", inner));
+                }
+                sizes
             }
             FamilySpec::Map(_) => Vec::new(),
             FamilySpec::Conv1d(c) => {

@@ -41,11 +41,12 @@ pub(super) fn family_templates(
             StructuralMutator::builtin_for(language)?,
             matmul_binding(task.name(), signature, m),
         ),
-        FamilySpec::RowNorm(r) if r.op.as_deref() == Some("softmax") => (
+        FamilySpec::RowNorm(r) if r.op.as_deref() == Some("softmax") && r.inner.is_none() => (
             StructuralMutator::softmax_for(language)?,
             softmax_binding(task.name(), signature, r),
         ),
         FamilySpec::RowNorm(r) => match norm_binding(task.name(), signature, r) {
+            Some(binding) if r.inner.is_some() => (StructuralMutator::row_norm_strided()?, binding),
             Some(binding) => (StructuralMutator::row_norm()?, binding),
             None => return Ok(None),
         },
@@ -183,8 +184,9 @@ fn map_binding(
 }
 
 /// The row normalisation template's parameters (`ROWS LEN EPS X Y W B`) bound to a layer,
-/// RMS, L1 or L2 norm over contiguous rows, the operation and the affine terms fixed
-/// (`NORM_OP`, `HAS_W`, `HAS_B`); `None` for another operation.
+/// RMS, L1 or L2 norm over contiguous rows, or the strided template's (`OUTER LEN INNER EPS X
+/// Y W B`) where the rows run along a dimension that is not the last (`inner`); the operation
+/// and the affine terms fixed (`NORM_OP`, `HAS_W`, `HAS_B`); `None` for another operation.
 fn norm_binding(task: &str, signature: TaskBinding, r: &RowFamily) -> Option<TaskBinding> {
     let op = match r.op.as_deref()? {
         "layer_norm" => 1,
@@ -195,8 +197,14 @@ fn norm_binding(task: &str, signature: TaskBinding, r: &RowFamily) -> Option<Tas
     };
     // Written as a decimal float literal: no identifier for the binding to rename.
     let eps = format!("{:?}f", r.eps.unwrap_or(1e-5) as f32);
-    let mut binding = signature
-        .bind("ROWS", r.rows.text())
+    // Rows along a dimension that is not the last: blocks of `length × inner` floats.
+    let mut binding = match &r.inner {
+        Some(inner) => signature
+            .bind("OUTER", format!("({}) / ({})", r.rows.text(), inner.text()))
+            .bind("INNER", inner.text()),
+        None => signature.bind("ROWS", r.rows.text()),
+    };
+    binding = binding
         .bind("LEN", r.length.text())
         .bind("EPS", eps)
         .bind("X", r.input.clone())
