@@ -654,11 +654,16 @@ def map_expression(expr, x, env):
         return None
 
     def power(a, exponent, exponent_text):
-        if exponent is not None and exponent == int(exponent) and 1 <= exponent <= 4:
-            return "(" + " * ".join([a] * int(exponent)) + ")"
-        if exponent_text is None:
+        # OpenCL's pow has no vector-by-scalar overload: small integer powers as products,
+        # other constant exponents through exp2 and log2 (NaN for a negative base, as torch's
+        # pow with a fractional exponent; larger integer powers are left untranslated).
+        if exponent is None:
             return None
-        return f"pow({a}, {exponent_text})"
+        if exponent == int(exponent):
+            if 1 <= exponent <= 4:
+                return "(" + " * ".join([a] * int(exponent)) + ")"
+            return None
+        return f"exp2(log2({a}) * {exponent_text})"
 
     return tr(expr)
 
