@@ -275,9 +275,10 @@ impl Rows<'_> {
     }
 
     /// Runs `statement` in work-item 0 only, then synchronises the group's view of global
-    /// memory.
+    /// memory. Only for stores to global buffers: a private array written in work-item 0
+    /// alone would hold garbage in the others.
     fn only_first(&mut self, statement: Node<'_>) -> Option<()> {
-        if !no_exit(statement) {
+        if !no_exit(statement) || !self.stores_only_global(statement) {
             return None;
         }
         let r = statement.byte_range();
@@ -286,6 +287,29 @@ impl Rows<'_> {
         self.edits.push((r.end..r.end, " }".to_owned()));
         self.barrier_after(statement, "CLK_GLOBAL_MEM_FENCE");
         Some(())
+    }
+
+    /// Whether every store in `node` is `p[…] = …` (or `op=`, `++`) on a global pointer
+    /// parameter or a pointer declared from one.
+    fn stores_only_global(&self, node: Node<'_>) -> bool {
+        let parsed = self.parsed;
+        descendants(node)
+            .into_iter()
+            .filter(|n| is_store(parsed, *n))
+            .all(|n| {
+                let Some(target) = store_target(n).map(strip_parens) else {
+                    return false;
+                };
+                let pointer = target
+                    .child_by_field_name("argument")
+                    .filter(|p| p.kind() == "identifier")
+                    .map(|p| parsed.text_of(p));
+                target.kind() == "subscript_expression"
+                    && pointer.is_some_and(|p| {
+                        self.pointers.iter().any(|g| g == p)
+                            || self.derived.iter().any(|(d, _)| d == p)
+                    })
+            })
     }
 
     fn barrier_after(&mut self, statement: Node<'_>, fence: &str) {
@@ -952,7 +976,8 @@ mod tests {
 
     /// What is left alone: a sequential scan (its loop carries a value and stores), a loop
     /// whose stores are not one element per iteration, a kernel that synchronises already,
-    /// and a two-dimensional launch.
+    /// a private array filled before the row (work-item 0 alone would fill it), and a
+    /// two-dimensional launch.
     #[test]
     fn non_reductions_are_left_alone() {
         let scan = "__kernel void scan(__global const float* x, __global float* out, const int n) {\n    const int r = get_global_id(0);\n    float acc = 0.0f;\n    for (int i = 0; i < n; ++i) {\n        acc += x[r * n + i];\n        out[r * n + i] = acc;\n    }\n}\n";
@@ -963,6 +988,8 @@ mod tests {
         assert!(group_reduce(neighbour, &manifest("k", "n")).is_none());
         let synced = "__kernel void k(__global const float* x, __global float* out, const int n) {\n    const int r = get_global_id(0);\n    float s = 0.0f;\n    for (int i = 0; i < n; ++i) { s += x[i]; }\n    barrier(CLK_GLOBAL_MEM_FENCE);\n    out[r] = s;\n}\n";
         assert!(group_reduce(synced, &manifest("k", "n")).is_none());
+        let private = "__kernel void k(__global const float* x, __global float* out, const int n) {\n    const int r = get_global_id(0);\n    float w[4];\n    for (int j = 0; j < 4; ++j) { w[j] = x[j]; }\n    float s = 0.0f;\n    for (int i = 0; i < n; ++i) { s += w[i % 4] * x[r * n + i]; }\n    out[r] = s;\n}\n";
+        assert!(group_reduce(private, &manifest("k", "n")).is_none());
         let sum = "__kernel void k(__global const float* x, __global float* out, const int n) {\n    const int r = get_global_id(0);\n    float s = 0.0f;\n    for (int i = 0; i < n; ++i) { s += x[r * n + i]; }\n    out[r] = s;\n}\n";
         assert!(group_reduce(sum, &manifest("k", "n")).is_some());
         let two_d = Manifest::parse(
