@@ -1,7 +1,8 @@
 //! Templates and strategies of the operator families a task file declares (`[family]`) beyond
 //! the matrix product and the softmax: the element-wise map (`templates/family/map.cl`), the
 //! row normalisation (`templates/family/row_norm.cl`: layer, RMS, L1 and L2 norm; and
-//! `row_norm_strided.cl` for rows along a dimension that is not the last) and the
+//! `row_norm_strided.cl` for rows along a dimension that is not the last), the strided row
+//! reduction (`row_reduce_strided.cl`: sum, mean, max, min over such rows) and the
 //! direct 1-D convolution (`templates/family/conv1d.cl`). Each is
 //! written against a small kernel interface of its own and bound to a task's kernel with a
 //! [`crate::TaskBinding`]: the map's per-element expression is a macro the binding defines
@@ -63,6 +64,10 @@ const CONV1D_TOML: &str = include_str!("../templates/family/conv1d.toml");
 const ROW_NORM_STRIDED_CL: &str = include_str!("../templates/family/row_norm_strided.cl");
 /// Its manifest.
 const ROW_NORM_STRIDED_TOML: &str = include_str!("../templates/family/row_norm_strided.toml");
+/// The strided row reduction template's source (`templates/family/row_reduce_strided.cl`).
+const ROW_REDUCE_STRIDED_CL: &str = include_str!("../templates/family/row_reduce_strided.cl");
+/// Its manifest.
+const ROW_REDUCE_STRIDED_TOML: &str = include_str!("../templates/family/row_reduce_strided.toml");
 /// The row normalisation template's source (`templates/family/row_norm.cl`).
 const ROW_NORM_CL: &str = include_str!("../templates/family/row_norm.cl");
 /// Its manifest.
@@ -125,6 +130,31 @@ impl TemplateLibrary {
             "row_norm_strided",
             ROW_NORM_STRIDED_CL,
             ROW_NORM_STRIDED_TOML,
+            ["VW"],
+        )?
+        .with_base(
+            crate::Structure::new().with("VW", 16),
+            kf_core::ParamValues::new(),
+        )?
+        .with_start(
+            crate::Structure::new().with("VW", 1),
+            kf_core::ParamValues::new(),
+            "scalar rows: the runtime vectorises across work-items, neighbouring rows in the lanes",
+        )?;
+        Ok(TemplateLibrary::new().with(template))
+    }
+
+    /// `row_reduce_strided` (OpenCL C), for the task `row_reduce_strided`: a sum, mean,
+    /// maximum or minimum of rows along a dimension that is not the last (`OUTER` blocks of
+    /// `LEN × INNER` floats, one result per row), each work-item reducing `VW` neighbouring
+    /// rows as vectors; the operation fixed by a task's binding (`REDUCE_OP` 1 sum, 2 mean,
+    /// 3 max, 4 min). Switch `VW`; tunable `WG`. Base: float16; a scalar start.
+    pub fn row_reduce_strided() -> Result<TemplateLibrary, MutateError> {
+        let template = Template::new(
+            "row_reduce_strided",
+            "row_reduce_strided",
+            ROW_REDUCE_STRIDED_CL,
+            ROW_REDUCE_STRIDED_TOML,
             ["VW"],
         )?
         .with_base(
@@ -284,6 +314,22 @@ impl StrategyLibrary {
     }
 }
 
+/// The strided row templates' strategies: vector width and work-group size.
+fn strided_rows_strategies() -> StrategyLibrary {
+    StrategyLibrary::new()
+        .with(vector_loads())
+        .with(MutationStrategy::wider_vectors())
+        .with(scalar_lanes())
+        .with(
+            MutationStrategy::new(
+                "work-group-size",
+                "change how many work-items form a work-group",
+            )
+            .change("WG", Change::OneOf(vec![1, 4, 8, 16, 32, 64]))
+            .weight(0.7),
+        )
+}
+
 /// Explicit vector loads from scalar code.
 fn vector_loads() -> MutationStrategy {
     MutationStrategy::new(
@@ -327,19 +373,19 @@ impl StructuralMutator {
     /// The strided row normalisation template with the vector-width and work-group
     /// strategies ([`TemplateLibrary::row_norm_strided`]).
     pub fn row_norm_strided() -> Result<Self, MutateError> {
-        let strategies = StrategyLibrary::new()
-            .with(vector_loads())
-            .with(MutationStrategy::wider_vectors())
-            .with(scalar_lanes())
-            .with(
-                MutationStrategy::new(
-                    "work-group-size",
-                    "change how many work-items form a work-group",
-                )
-                .change("WG", Change::OneOf(vec![1, 4, 8, 16, 32, 64]))
-                .weight(0.7),
-            );
-        Ok(Self::new(TemplateLibrary::row_norm_strided()?, strategies))
+        Ok(Self::new(
+            TemplateLibrary::row_norm_strided()?,
+            strided_rows_strategies(),
+        ))
+    }
+
+    /// The strided row reduction template with the vector-width and work-group strategies
+    /// ([`TemplateLibrary::row_reduce_strided`]).
+    pub fn row_reduce_strided() -> Result<Self, MutateError> {
+        Ok(Self::new(
+            TemplateLibrary::row_reduce_strided()?,
+            strided_rows_strategies(),
+        ))
     }
 
     /// The row normalisation template with its strategies ([`TemplateLibrary::row_norm`],
@@ -422,7 +468,18 @@ mod tests {
             .fix("NORM_OP", 2)
             .fix("HAS_W", 0)
             .fix("HAS_B", 0);
+        let reduce = TaskBinding::new("kb_sum", "sum")
+            .param("__global const float*", "x")
+            .param("__global float*", "out")
+            .param("const int", "n")
+            .bind("OUTER", "2")
+            .bind("LEN", "n")
+            .bind("INNER", "n + 1")
+            .bind("X", "x")
+            .bind("Y", "out")
+            .fix("REDUCE_OP", 1);
         for (library, binding) in [
+            (TemplateLibrary::row_reduce_strided().unwrap(), reduce),
             (TemplateLibrary::map().unwrap(), map),
             (TemplateLibrary::row_norm().unwrap(), layer_norm()),
             (TemplateLibrary::row_norm_strided().unwrap(), strided),

@@ -2,8 +2,9 @@
 //! softmax) is searched with the family's templates bound to its kernel interface
 //! ([`kf_mutate::TaskBinding`]): the GEMM templates for a matrix product, the softmax templates
 //! for a row softmax, the element-wise map template for a map with an `expr`, the row
-//! normalisation template for a layer, RMS, L1 or L2 norm, the direct convolution template for
-//! a 1-D convolution. OpenCL C only (the bound templates
+//! normalisation template for a layer, RMS, L1 or L2 norm, the strided row reduction template
+//! for a sum, mean, maximum or minimum along a dimension that is not the last, the direct
+//! convolution template for a 1-D convolution. OpenCL C only (the bound templates
 //! are OpenCL C); other languages and other families keep the parameter moves over the task's
 //! own kernels.
 
@@ -48,6 +49,10 @@ pub(super) fn family_templates(
         FamilySpec::RowNorm(r) => match norm_binding(task.name(), signature, r) {
             Some(binding) if r.inner.is_some() => (StructuralMutator::row_norm_strided()?, binding),
             Some(binding) => (StructuralMutator::row_norm()?, binding),
+            None => return Ok(None),
+        },
+        FamilySpec::RowReduce(r) => match reduce_binding(task.name(), signature, r) {
+            Some(binding) => (StructuralMutator::row_reduce_strided()?, binding),
             None => return Ok(None),
         },
         FamilySpec::Conv1d(c) => (
@@ -214,6 +219,29 @@ fn norm_binding(task: &str, signature: TaskBinding, r: &RowFamily) -> Option<Tas
         .fix("NORM_OP", op)
         .fix("HAS_W", i64::from(r.weight.is_some()))
         .fix("HAS_B", i64::from(r.bias.is_some()));
+    binding.entry = format!("{}_{}", entry_stem(task), r.op.as_deref()?);
+    Some(binding)
+}
+
+/// The strided row reduction template's parameters (`OUTER LEN INNER X Y`) bound to a sum,
+/// mean, maximum or minimum of rows along a dimension that is not the last (`inner`), the
+/// operation fixed (`REDUCE_OP`); `None` for contiguous rows or another operation.
+fn reduce_binding(task: &str, signature: TaskBinding, r: &RowFamily) -> Option<TaskBinding> {
+    let op = match r.op.as_deref()? {
+        "sum" => 1,
+        "mean" => 2,
+        "max" | "amax" => 3,
+        "min" | "amin" => 4,
+        _ => return None,
+    };
+    let inner = r.inner.as_ref()?;
+    let mut binding = signature
+        .bind("OUTER", format!("({}) / ({})", r.rows.text(), inner.text()))
+        .bind("LEN", r.length.text())
+        .bind("INNER", inner.text())
+        .bind("X", r.input.clone())
+        .bind("Y", r.output.clone())
+        .fix("REDUCE_OP", op);
     binding.entry = format!("{}_{}", entry_stem(task), r.op.as_deref()?);
     Some(binding)
 }
