@@ -81,6 +81,11 @@ fn family_tasks_are_seeded_with_bound_templates_that_are_correct() {
             "template `row_reduce_strided`",
         ),
         (
+            "51_Argmax_over_a_dimension",
+            "batch_size=2,dim1=6,dim2=37",
+            "template `row_reduce_strided`",
+        ),
+        (
             "87_conv_pointwise_2D",
             "batch_size=2,in_channels=3,out_channels=8,width=6,height=5",
             "template `conv1d`",

@@ -2,9 +2,9 @@
 //! the matrix product and the softmax: the element-wise map (`templates/family/map.cl`), the
 //! row normalisation (`templates/family/row_norm.cl`: layer, RMS, L1 and L2 norm; and
 //! `row_norm_strided.cl` for rows along a dimension that is not the last), the strided row
-//! reduction (`row_reduce_strided.cl`: sum, mean, max, min over such rows) and the
-//! direct 1-D convolution (`templates/family/conv1d.cl`). Each is
-//! written against a small kernel interface of its own and bound to a task's kernel with a
+//! reduction (`row_reduce_strided.cl`: sum, mean, max, min, argmax, argmin over such rows) and
+//! the direct 1-D convolution (`templates/family/conv1d.cl`). Each is written against a small
+//! kernel interface of its own and bound to a task's kernel with a
 //! [`crate::TaskBinding`]: the map's per-element expression is a macro the binding defines
 //! ([`crate::TaskBinding::define`]), the normalisation's operation and affine terms are macros
 //! the binding fixes ([`crate::TaskBinding::fix`]).
@@ -148,7 +148,8 @@ impl TemplateLibrary {
     /// maximum or minimum of rows along a dimension that is not the last (`OUTER` blocks of
     /// `LEN × INNER` floats, one result per row), each work-item reducing `VW` neighbouring
     /// rows as vectors; the operation fixed by a task's binding (`REDUCE_OP` 1 sum, 2 mean,
-    /// 3 max, 4 min). Switch `VW`; tunable `WG`. Base: float16; a scalar start.
+    /// 3 max, 4 min, 5 argmax, 6 argmin, the last two writing int indices). Switch `VW`;
+    /// tunable `WG`. Base: float16; a scalar start.
     pub fn row_reduce_strided() -> Result<TemplateLibrary, MutateError> {
         let template = Template::new(
             "row_reduce_strided",

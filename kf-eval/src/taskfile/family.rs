@@ -33,7 +33,7 @@ use super::schema::{BufferRole, Dtype, FamilySpec, TaskSpec};
 
 impl FamilySpec {
     /// Checks the family against the task: every named buffer is an f32 buffer of the task
-    /// (read buffers inputs, written ones outputs), every size expression is an integer
+    /// (an argmax's or argmin's output i32; read buffers inputs, written ones outputs), every size expression is an integer
     /// expression over the task's sizes.
     pub fn validate(&self, spec: &TaskSpec, file: &str) -> Result<(), TaskFileError> {
         for (field, name, written) in self.buffers() {
@@ -57,7 +57,12 @@ impl FamilySpec {
                 BufferRole::Output => written,
                 BufferRole::Inout => true,
             };
-            let problem = if buffer.dtype != Dtype::F32 {
+            // An argmax or argmin writes indices.
+            let index_output = written
+                && buffer.dtype == Dtype::I32
+                && matches!(self, FamilySpec::RowReduce(r)
+                    if matches!(r.op.as_deref(), Some("argmax" | "argmin")));
+            let problem = if buffer.dtype != Dtype::F32 && !index_output {
                 Some(format!(
                     "is {}; the family's templates compute in f32",
                     buffer.dtype

@@ -72,7 +72,7 @@ pub(super) fn family_templates(
 }
 
 /// The task's kernel parameters in order as OpenCL C declarations, or `None` where one is not
-/// an f32 buffer, an `int` size or a scalar.
+/// an f32 or i32 buffer, an `int` size or a scalar.
 fn signature(task: &dyn KernelTask) -> Option<TaskBinding> {
     let interface = task.describe().interface?;
     let buffers = task.buffers();
@@ -87,12 +87,13 @@ fn signature(task: &dyn KernelTask) -> Option<TaskBinding> {
             ArgSpec::F32(_) => "const float",
             ArgSpec::Buffer(i) => {
                 let buffer = buffers.get(*i)?;
-                if buffer.dtype != Dtype::F32 {
-                    return None;
-                }
-                match buffer.role {
-                    Role::Input => "__global const float*",
-                    _ => "__global float*",
+                match (buffer.dtype, buffer.role) {
+                    (Dtype::F32, Role::Input) => "__global const float*",
+                    (Dtype::F32, _) => "__global float*",
+                    // An argmax's indices.
+                    (Dtype::I32, Role::Input) => "__global const int*",
+                    (Dtype::I32, _) => "__global int*",
+                    _ => return None,
                 }
             }
         };
@@ -224,7 +225,7 @@ fn norm_binding(task: &str, signature: TaskBinding, r: &RowFamily) -> Option<Tas
 }
 
 /// The strided row reduction template's parameters (`OUTER LEN INNER X Y`) bound to a sum,
-/// mean, maximum or minimum of rows along a dimension that is not the last (`inner`), the
+/// mean, maximum, minimum, argmax or argmin of rows along a dimension that is not the last (`inner`), the
 /// operation fixed (`REDUCE_OP`); `None` for contiguous rows or another operation.
 fn reduce_binding(task: &str, signature: TaskBinding, r: &RowFamily) -> Option<TaskBinding> {
     let op = match r.op.as_deref()? {
@@ -232,6 +233,8 @@ fn reduce_binding(task: &str, signature: TaskBinding, r: &RowFamily) -> Option<T
         "mean" => 2,
         "max" | "amax" => 3,
         "min" | "amin" => 4,
+        "argmax" => 5,
+        "argmin" => 6,
         _ => return None,
     };
     let inner = r.inner.as_ref()?;
