@@ -243,30 +243,6 @@ pub fn check_task_file(
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_task_is_named_once() {
-        assert!(matches!(
-            ChosenTask::resolve(Some("gemm"), Some(Path::new("t.toml")), ""),
-            Err(TaskChoiceError::Both)
-        ));
-        assert!(matches!(
-            ChosenTask::resolve(None, None, ""),
-            Err(TaskChoiceError::Neither)
-        ));
-        let e = ChosenTask::resolve(Some("gemm"), None, "M=").unwrap_err();
-        assert!(matches!(e, TaskChoiceError::Sizes(_)), "{e}");
-        let chosen = ChosenTask::resolve(Some("gemm"), None, "M=64,N=64,K=64").unwrap();
-        assert_eq!(chosen.name(), "gemm");
-        let base = TimeoutPolicy::default();
-        assert_eq!(chosen.timeout(base).max, base.max);
-        assert_eq!(chosen.eval_config(EvalConfig::default()).reuse_inputs, 0);
-    }
-}
-
 /// The folder of a search's output (`--out`) that holds a copy of the task file it searched,
 /// so that the output folder is self-contained: `kf export` reads the task's signature and
 /// runs its reference from there.
@@ -342,4 +318,28 @@ pub fn record_task_file(job: &TaskFileJob, out: &Path) -> std::io::Result<()> {
         std::fs::copy(job.base_dir.join(&rel), target)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_is_named_once() {
+        assert!(matches!(
+            ChosenTask::resolve(Some("gemm"), Some(Path::new("t.toml")), ""),
+            Err(TaskChoiceError::Both)
+        ));
+        assert!(matches!(
+            ChosenTask::resolve(None, None, ""),
+            Err(TaskChoiceError::Neither)
+        ));
+        let e = ChosenTask::resolve(Some("gemm"), None, "M=").unwrap_err();
+        assert!(matches!(e, TaskChoiceError::Sizes(_)), "{e}");
+        let chosen = ChosenTask::resolve(Some("gemm"), None, "M=64,N=64,K=64").unwrap();
+        assert_eq!(chosen.name(), "gemm");
+        let base = TimeoutPolicy::default();
+        assert_eq!(chosen.timeout(base).max, base.max);
+        assert_eq!(chosen.eval_config(EvalConfig::default()).reuse_inputs, 0);
+    }
 }
