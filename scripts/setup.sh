@@ -182,8 +182,12 @@ ensure_venv() {
 }
 
 # True when every named distribution is installed in the venv.
+# Whether every named package is installed: `pip show a b` succeeds when any one of them is.
 venv_has() {
-    "$VPY" -m pip show "$@" >/dev/null 2>&1
+    local package
+    for package in "$@"; do
+        "$VPY" -m pip show "$package" >/dev/null 2>&1 || return 1
+    done
 }
 
 pip_install() {
