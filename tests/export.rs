@@ -7,7 +7,8 @@
 //!
 //! The crate builds in `KF_EXPORT_TARGET_DIR` (default `target/kf-export-test` of this
 //! workspace, kept between runs so that its dependencies are built once; not the workspace's
-//! own target folder, which the running `cargo test` holds locked). Uses the real `kf` binary
+//! own target folder, which the running `cargo test` holds locked; the two tests' crates take
+//! turns there, see [`GENERATED_CRATE`]). Uses the real `kf` binary
 //! and the OpenCL runtime; skips with a message when the runtime is not installed, unless
 //! `KF_REQUIRE_OPENCL=1`.
 
@@ -23,6 +24,40 @@ fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     )
+}
+
+/// Serialises the generated crates' `cargo test`s: both tests' crates are named `kf-kernels`
+/// and build in one target folder, where cargo names their test binaries alike (a path
+/// package's hash is taken relative to its own workspace root), so one test's build would
+/// overwrite the binaries the other is running.
+static GENERATED_CRATE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// `cargo test --offline -- --nocapture --test-threads 1` in the generated crate `krate`,
+/// built in `KF_EXPORT_TARGET_DIR` (default `target/kf-export-test`), with `envs` set.
+fn test_generated_crate(krate: &Path, envs: &[(&str, &std::ffi::OsStr)]) -> Output {
+    let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let target = std::env::var_os("KF_EXPORT_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace.join("target").join("kf-export-test"));
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let _serial = GENERATED_CRATE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    Command::new(cargo)
+        .args([
+            "test",
+            "--offline",
+            "--",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .current_dir(krate)
+        .env("CARGO_TARGET_DIR", &target)
+        .env("KF_REQUIRE_OPENCL", "1")
+        .envs(envs.iter().copied())
+        .output()
+        .unwrap()
 }
 
 /// One `kf search` at 64³ and 256³ into `out` (a folder of runs by size, `sizes.json`).
@@ -312,27 +347,14 @@ fn exported_gemm_runs_build_and_dispatch_by_size() {
     let choices = tmp.path().join("choices.txt");
     let facts = tmp.path().join("facts.txt");
 
-    let target = std::env::var_os("KF_EXPORT_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace.join("target").join("kf-export-test"));
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let built = Instant::now();
-    let o = Command::new(cargo)
-        .args([
-            "test",
-            "--offline",
-            "--",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .current_dir(&krate)
-        .env("CARGO_TARGET_DIR", &target)
-        .env("KF_REQUIRE_OPENCL", "1")
-        .env("KF_EXPORT_CHOICES", &choices)
-        .env("KF_EXPORT_FACTS", &facts)
-        .output()
-        .unwrap();
+    let o = test_generated_crate(
+        &krate,
+        &[
+            ("KF_EXPORT_CHOICES", choices.as_os_str()),
+            ("KF_EXPORT_FACTS", facts.as_os_str()),
+        ],
+    );
     let out = text(&o);
     println!("{out}");
     assert!(
@@ -520,26 +542,8 @@ fn exported_task_file_runs_build_check_the_stored_reference_and_dispatch_by_size
     let export_s = exported.elapsed();
 
     let choices = tmp.path().join("choices.txt");
-    let target = std::env::var_os("KF_EXPORT_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace.join("target").join("kf-export-test"));
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let built = Instant::now();
-    let o = Command::new(cargo)
-        .args([
-            "test",
-            "--offline",
-            "--",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .current_dir(&krate)
-        .env("CARGO_TARGET_DIR", &target)
-        .env("KF_REQUIRE_OPENCL", "1")
-        .env("KF_EXPORT_CHOICES", &choices)
-        .output()
-        .unwrap();
+    let o = test_generated_crate(&krate, &[("KF_EXPORT_CHOICES", choices.as_os_str())]);
     let out = text(&o);
     println!("{out}");
     assert!(
