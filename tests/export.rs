@@ -26,6 +26,20 @@ fn text(o: &Output) -> String {
     )
 }
 
+/// pytest in the generated Python module `module`, on the OpenCL runtime the Rust backend
+/// found (its loader variables, the first device), with `envs` set.
+fn pytest_module(python: &Path, module: &Path, envs: &[(&str, &std::ffi::OsStr)]) -> Output {
+    let backend = backend_or_skip().expect("the OpenCL runtime");
+    Command::new(python)
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+        .current_dir(module)
+        .envs(backend.runtime().set_vars.iter().map(|(k, v)| (k, v)))
+        .env("PYOPENCL_CTX", "0")
+        .envs(envs.iter().copied())
+        .output()
+        .unwrap()
+}
+
 /// Serialises the generated crates' `cargo test`s: both tests' crates are named `kf-kernels`
 /// and build in one target folder, where cargo names their test binaries alike (a path
 /// package's hash is taken relative to its own workspace root), so one test's build would
@@ -399,17 +413,15 @@ fn exported_gemm_runs_build_and_dispatch_by_size() {
     );
     assert!(source.contains("Which configuration serves which region"));
     std::fs::write(module.join("test_dispatch.py"), PY_DISPATCH_TEST).unwrap();
-    let backend = backend_or_skip().expect("the OpenCL runtime");
     let pytested = Instant::now();
-    let o = Command::new(&python)
-        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
-        .current_dir(&module)
-        .envs(backend.runtime().set_vars.iter().map(|(k, v)| (k, v)))
-        .env("PYOPENCL_CTX", "0")
-        .env("KF_EXPORT_CHOICES", &choices)
-        .env("KF_EXPORT_FACTS", &facts)
-        .output()
-        .unwrap();
+    let o = pytest_module(
+        &python,
+        &module,
+        &[
+            ("KF_EXPORT_CHOICES", choices.as_os_str()),
+            ("KF_EXPORT_FACTS", facts.as_os_str()),
+        ],
+    );
     let out = text(&o);
     println!("{out}");
     assert!(o.status.success(), "pytest of the Python module: {out}");
@@ -587,15 +599,11 @@ fn exported_task_file_runs_build_check_the_stored_reference_and_dispatch_by_size
     );
     assert!(module.join("reference/scaled_swish/index.json").is_file());
     std::fs::write(module.join("test_dispatch.py"), SWISH_PY_TEST).unwrap();
-    let backend = backend_or_skip().expect("the OpenCL runtime");
-    let o = Command::new(&python)
-        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
-        .current_dir(&module)
-        .envs(backend.runtime().set_vars.iter().map(|(k, v)| (k, v)))
-        .env("PYOPENCL_CTX", "0")
-        .env("KF_EXPORT_CHOICES", &choices)
-        .output()
-        .unwrap();
+    let o = pytest_module(
+        &python,
+        &module,
+        &[("KF_EXPORT_CHOICES", choices.as_os_str())],
+    );
     let out = text(&o);
     println!("{out}");
     assert!(o.status.success(), "pytest of the Python module: {out}");

@@ -208,7 +208,14 @@ pub(crate) struct Params {
 }
 
 impl Params {
+    /// The Rust names ([`ident`]).
     pub(crate) fn of(sig: &Signature) -> Self {
+        Self::named(sig, ident)
+    }
+
+    /// The names `ident` makes of the task's, the sizes first; a scalar or buffer whose name
+    /// is taken already gets `_value` or `_buf` until it is not.
+    pub(crate) fn named(sig: &Signature, ident: impl Fn(&str) -> String) -> Self {
         let sizes: Vec<String> = sig.sizes.iter().map(|s| ident(s)).collect();
         let mut taken = sizes.clone();
         let mut fresh = |name: &str, suffix: &str| {

@@ -125,23 +125,11 @@ impl TemplateLibrary {
     /// fixed by a task's binding as for [`TemplateLibrary::row_norm`]. Switch `VW` (1, 4, 8,
     /// 16); tunable `WG`. Base: float16, 16 work-items per group.
     pub fn row_norm_strided() -> Result<TemplateLibrary, MutateError> {
-        let template = Template::new(
-            "row_norm_strided",
+        strided_rows(
             "row_norm_strided",
             ROW_NORM_STRIDED_CL,
             ROW_NORM_STRIDED_TOML,
-            ["VW"],
-        )?
-        .with_base(
-            crate::Structure::new().with("VW", 16),
-            kf_core::ParamValues::new(),
-        )?
-        .with_start(
-            crate::Structure::new().with("VW", 1),
-            kf_core::ParamValues::new(),
-            "scalar rows: the runtime vectorises across work-items, neighbouring rows in the lanes",
-        )?;
-        Ok(TemplateLibrary::new().with(template))
+        )
     }
 
     /// `row_reduce_strided` (OpenCL C), for the task `row_reduce_strided`: a sum, mean,
@@ -151,23 +139,11 @@ impl TemplateLibrary {
     /// 3 max, 4 min, 5 argmax, 6 argmin, the last two writing int indices). Switch `VW`;
     /// tunable `WG`. Base: float16; a scalar start.
     pub fn row_reduce_strided() -> Result<TemplateLibrary, MutateError> {
-        let template = Template::new(
-            "row_reduce_strided",
+        strided_rows(
             "row_reduce_strided",
             ROW_REDUCE_STRIDED_CL,
             ROW_REDUCE_STRIDED_TOML,
-            ["VW"],
-        )?
-        .with_base(
-            crate::Structure::new().with("VW", 16),
-            kf_core::ParamValues::new(),
-        )?
-        .with_start(
-            crate::Structure::new().with("VW", 1),
-            kf_core::ParamValues::new(),
-            "scalar rows: the runtime vectorises across work-items, neighbouring rows in the lanes",
-        )?;
-        Ok(TemplateLibrary::new().with(template))
+        )
     }
 
     /// `conv1d` (OpenCL C), for the task `conv1d`: a direct 1-D convolution with an `OCT × TT`
@@ -397,6 +373,23 @@ impl StructuralMutator {
             StrategyLibrary::row_norm(),
         ))
     }
+}
+
+/// A template over rows along a dimension that is not the last, `VW` neighbouring rows per
+/// work-item as vectors (the task and the kernel both named `name`): switch `VW`, base
+/// float16, and a scalar start that leaves the vectorising to the runtime.
+fn strided_rows(name: &str, cl: &str, toml: &str) -> Result<TemplateLibrary, MutateError> {
+    let template = Template::new(name, name, cl, toml, ["VW"])?
+        .with_base(
+            crate::Structure::new().with("VW", 16),
+            kf_core::ParamValues::new(),
+        )?
+        .with_start(
+            crate::Structure::new().with("VW", 1),
+            kf_core::ParamValues::new(),
+            "scalar rows: the runtime vectorises across work-items, neighbouring rows in the lanes",
+        )?;
+    Ok(TemplateLibrary::new().with(template))
 }
 
 #[cfg(test)]

@@ -34,23 +34,8 @@ pub(super) fn py_ident(name: &str) -> String {
 
 /// Python parameter names of a task: sizes, then scalars, then buffers, distinct.
 pub(super) fn py_params(sig: &Signature) -> (Vec<String>, Vec<String>, Vec<String>) {
-    let sizes: Vec<String> = sig.sizes.iter().map(|s| py_ident(s)).collect();
-    let mut taken = sizes.clone();
-    let mut fresh = |name: &str, suffix: &str| {
-        let mut n = py_ident(name);
-        while taken.contains(&n) {
-            n.push_str(suffix);
-        }
-        taken.push(n.clone());
-        n
-    };
-    let scalars = sig
-        .scalars
-        .iter()
-        .map(|s| fresh(&s.name, "_value"))
-        .collect();
-    let buffers = sig.buffers.iter().map(|b| fresh(&b.name, "_buf")).collect();
-    (sizes, scalars, buffers)
+    let names = crate::group::Params::named(sig, py_ident);
+    (names.sizes, names.scalars, names.buffers)
 }
 
 #[cfg(test)]
