@@ -171,7 +171,8 @@ fn a_short_matmul_search_uses_the_gemm_templates() {
 /// The importer recognises the family of the shipped problems from the PyTorch operations
 /// forward() calls, and writes what the shipped task files declare: `torch.matmul(A.T, B)` a
 /// matrix product with A transposed, a matrix-vector product with `n = 1`, a softmax over the
-/// last dimension a row normalisation, ReLU a map; a convolution no family.
+/// last dimension a row normalisation, ReLU a map, the model's `nn.Conv1d` a 1-D convolution
+/// (more in tests/kernelbench_import.rs).
 #[test]
 fn the_importer_recognises_the_shipped_problems_families() {
     let python = kernelfoundry::kernelbench::default_python();
@@ -200,7 +201,7 @@ fn the_importer_recognises_the_shipped_problems_families() {
         (
             "76_conv_standard_1D_dilated_strided__",
             "batch_size=2,in_channels=3,out_channels=5,length=64",
-            None,
+            Some("conv1d"),
         ),
     ] {
         let dir = tempfile::tempdir().unwrap();

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use indexmap::IndexMap;
-use kernelfoundry::eval::taskfile::{BufferRole, Dtype, TaskFile};
+use kernelfoundry::eval::taskfile::{BufferRole, Dtype, FamilySpec, TaskFile};
 use kernelfoundry::kernelbench::{
     default_python, import_kernelbench, numpy_available, torch_available, ImportOptions,
     KernelBenchError, ReferenceKind, ReferencePreference,
@@ -308,4 +308,249 @@ fn torch_reference_runs_the_unchanged_problem() {
     let small = sizes(&[("batch_size", 2), ("width", 16), ("height", 8)]);
     let seconds = kernelfoundry::kernelbench::torch_cpu_seconds(&python, &task, &small).unwrap();
     assert!(seconds > 0.0 && seconds.is_finite(), "{seconds}");
+}
+
+/// A shipped task's folder.
+fn shipped(stem: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tasks/kernelbench")
+        .join(stem)
+}
+
+/// Imports the problem `text` saved as `<stem>.py` in a fresh folder, with the NumPy reference
+/// `reference` beside it, or, without one, run on the NumPy stand-in for torch.
+fn import_text(
+    python: &Path,
+    stem: &str,
+    text: &str,
+    reference: Option<&Path>,
+    size: &[(&str, i64)],
+    preference: ReferencePreference,
+) -> (tempfile::TempDir, TaskFile) {
+    let dir = tempfile::tempdir().unwrap();
+    let problem = dir.path().join(format!("{stem}.py"));
+    std::fs::write(&problem, text).unwrap();
+    if let Some(reference) = reference {
+        std::fs::copy(reference, dir.path().join(format!("{stem}_ref.py"))).unwrap();
+    }
+    let options = ImportOptions {
+        problem,
+        out_dir: dir.path().join("task"),
+        sizes: sizes(size),
+        max_size: None,
+        python: Some(python.to_path_buf()),
+        reference: preference,
+        tolerance: Default::default(),
+    };
+    let report = import_kernelbench(&options).unwrap_or_else(|e| panic!("{stem}: {e}"));
+    let task = TaskFile::load(&report.task_file).unwrap_or_else(|e| panic!("{stem}: {e}"));
+    (dir, task)
+}
+
+/// The importer recognises the modules a model holds (`self.ln = nn.LayerNorm(...)`, an
+/// `nn.Conv1d`, a 1×1 `nn.Conv2d`) and a norm written as an expression (RMSNorm over the
+/// channels), from __init__'s constructor arguments (with get_init_inputs()) and forward():
+/// the imported task files declare the `[family]` tables the shipped ones declare, the model's
+/// parameters named as the kernel's arguments (`ln_weight`, `conv1d_weight`), with the
+/// shipped NumPy references and with the NumPy stand-in for torch.
+#[test]
+fn module_and_norm_problems_import_with_the_shipped_families() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    for (stem, size, stand_in) in [
+        (
+            "40_LayerNorm",
+            vec![("batch_size", 2), ("features", 3), ("dim1", 4), ("dim2", 5)],
+            true,
+        ),
+        (
+            "76_conv_standard_1D_dilated_strided__",
+            vec![
+                ("batch_size", 2),
+                ("in_channels", 3),
+                ("out_channels", 4),
+                ("length", 64),
+            ],
+            true,
+        ),
+        (
+            "87_conv_pointwise_2D",
+            vec![
+                ("batch_size", 2),
+                ("in_channels", 3),
+                ("out_channels", 4),
+                ("width", 6),
+                ("height", 5),
+            ],
+            false,
+        ),
+        (
+            "36_RMSNorm_",
+            vec![("batch_size", 2), ("features", 3), ("dim1", 4), ("dim2", 5)],
+            false,
+        ),
+    ] {
+        let folder = shipped(stem);
+        let declared = TaskFile::load(&folder.join("task.toml"))
+            .unwrap()
+            .spec
+            .family;
+        assert!(declared.is_some(), "{stem} declares no family");
+        let text = std::fs::read_to_string(folder.join(format!("vendor/{stem}.py"))).unwrap();
+        let reference = folder.join(format!("{stem}_ref.py"));
+        let (_d, task) = import_text(
+            &python,
+            stem,
+            &text,
+            Some(&reference),
+            &size,
+            ReferencePreference::Numpy,
+        );
+        assert_eq!(task.spec.family, declared, "{stem}");
+        if torch_available(&python) {
+            // The unchanged problem run with PyTorch: its parameters' names.
+            let (_d, task) =
+                import_text(&python, stem, &text, None, &size, ReferencePreference::Auto);
+            assert_eq!(task.spec.family, declared, "{stem} with PyTorch");
+        }
+        if stand_in {
+            // The stand-in names the model's parameters as PyTorch does.
+            let (_d, task) = import_text(
+                &python,
+                stem,
+                &text,
+                None,
+                &size,
+                ReferencePreference::Numpy,
+            );
+            assert_eq!(task.spec.family, declared, "{stem} on the stand-in");
+        }
+    }
+}
+
+/// Modules and expressions outside a family's operator are not declared one: a grouped
+/// Conv1d, a 3×3 Conv2d and a padded 1×1 Conv2d have no `[family]`; a Conv1d with a bias names
+/// it, a LayerNorm without a bias names only its weight, and a mean of absolute values is not
+/// an L1 norm.
+#[test]
+fn modules_outside_a_family_are_not_declared_one() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let conv1d = std::fs::read_to_string(
+        shipped("76_conv_standard_1D_dilated_strided__")
+            .join("vendor/76_conv_standard_1D_dilated_strided__.py"),
+    )
+    .unwrap();
+    let conv1d_sizes = [
+        ("batch_size", 2),
+        ("in_channels", 4),
+        ("out_channels", 6),
+        ("length", 64),
+    ];
+    let call = "stride=stride, dilation=dilation, bias=bias)";
+    assert!(conv1d.contains(call));
+    let grouped = conv1d.replace(
+        call,
+        "stride=stride, dilation=dilation, groups=2, bias=bias)",
+    );
+    let (_d, task) = import_text(
+        &python,
+        "grouped_conv1d",
+        &grouped,
+        None,
+        &conv1d_sizes,
+        ReferencePreference::Numpy,
+    );
+    assert_eq!(task.spec.family, None);
+    // A bias given by get_init_inputs(): the family names the model's `conv1d_bias`.
+    let init = "return [in_channels, out_channels, kernel_size, stride, dilation]";
+    assert!(conv1d.contains(init));
+    let biased = conv1d.replace(
+        init,
+        "return [in_channels, out_channels, kernel_size, stride, dilation, True]",
+    );
+    let (_d, task) = import_text(
+        &python,
+        "biased_conv1d",
+        &biased,
+        None,
+        &conv1d_sizes,
+        ReferencePreference::Numpy,
+    );
+    match &task.spec.family {
+        Some(FamilySpec::Conv1d(c)) => assert_eq!(c.bias.as_deref(), Some("conv1d_bias")),
+        other => panic!("{other:?}"),
+    }
+
+    let pointwise = std::fs::read_to_string(
+        shipped("87_conv_pointwise_2D").join("vendor/87_conv_pointwise_2D.py"),
+    )
+    .unwrap();
+    let pointwise_sizes = [
+        ("batch_size", 2),
+        ("in_channels", 3),
+        ("out_channels", 4),
+        ("width", 6),
+        ("height", 5),
+    ];
+    let call = "kernel_size=1, stride=1, padding=0,";
+    assert!(pointwise.contains(call));
+    for (stem, replacement) in [
+        ("conv2d_3x3", "kernel_size=3, stride=1, padding=1,"),
+        ("conv2d_1x1_padded", "kernel_size=1, stride=1, padding=1,"),
+    ] {
+        let text = pointwise.replace(call, replacement);
+        let (_d, task) = import_text(
+            &python,
+            stem,
+            &text,
+            None,
+            &pointwise_sizes,
+            ReferencePreference::Numpy,
+        );
+        assert_eq!(task.spec.family, None, "{stem}");
+    }
+
+    let layer_norm =
+        std::fs::read_to_string(shipped("40_LayerNorm").join("vendor/40_LayerNorm.py")).unwrap();
+    let call = "nn.LayerNorm(normalized_shape=normalized_shape)";
+    assert!(layer_norm.contains(call));
+    let unbiased = layer_norm.replace(
+        call,
+        "nn.LayerNorm(normalized_shape=normalized_shape, eps=1e-6, bias=False)",
+    );
+    let (_d, task) = import_text(
+        &python,
+        "unbiased_layer_norm",
+        &unbiased,
+        None,
+        &[("batch_size", 2), ("features", 3), ("dim1", 4), ("dim2", 5)],
+        ReferencePreference::Numpy,
+    );
+    match &task.spec.family {
+        Some(FamilySpec::RowNorm(r)) => {
+            assert_eq!(
+                (r.weight.as_deref(), r.bias.as_deref(), r.eps),
+                (Some("ln_weight"), None, Some(1e-6))
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+
+    let rms =
+        std::fs::read_to_string(shipped("36_RMSNorm_").join("vendor/36_RMSNorm_.py")).unwrap();
+    let expr = "torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + self.eps)";
+    assert!(rms.contains(expr));
+    let mean_abs = rms.replace(expr, "torch.mean(torch.abs(x), dim=1, keepdim=True)");
+    let (_d, task) = import_text(
+        &python,
+        "mean_abs_norm",
+        &mean_abs,
+        None,
+        &[("batch_size", 2), ("features", 3), ("dim1", 4), ("dim2", 5)],
+        ReferencePreference::Numpy,
+    );
+    assert_eq!(task.spec.family, None);
 }

@@ -10,6 +10,7 @@ model's parameters). Each observed dimension is fitted to an expression over the
 rule documented in `fit_dim`.
 """
 import ast
+import copy
 import math
 import importlib.util
 import json
@@ -289,7 +290,7 @@ def analyze(path):
     accumulates = accumulation_length(tree, model, forward, forward_args, inputs, env)
     return {
         "accumulates": accumulates,
-        "family": recognise_family(forward, inputs, env),
+        "family": recognise_family(forward, inputs, env, held_modules(tree, model), sizes),
         "sizes": sizes,
         "tuples": tuples,
         "scalars": scalars,
@@ -404,12 +405,14 @@ def call_name(node):
     return None
 
 
-def recognise_family(forward, inputs, env):
+def recognise_family(forward, inputs, env, modules=None, sizes=None):
     """The operator family of a forward() that returns one expression over its inputs: a
     matrix product (torch.matmul / mm, `@`, with `.T` transposes), a softmax over the last
-    dimension (row_norm), a reduction or cumsum over the last dimension (row_reduce, scan), or
-    an element-wise map of one tensor. The output's name is left to the importer (`$out`).
-    None when forward() is none of these or is not understood."""
+    dimension (row_norm), a reduction or cumsum over the last dimension (row_reduce, scan), an
+    element-wise map of one tensor, or one of the model's modules applied to an input (see
+    `module_family`: `modules` as `held_modules` reads them, `sizes` the problem's). The
+    output's name is left to the importer (`$out`). None when forward() is none of these or is
+    not understood."""
     returns = [n for n in forward.body if isinstance(n, ast.Return)]
     if len(returns) != 1 or returns[0].value is None:
         return None
@@ -419,6 +422,26 @@ def recognise_family(forward, inputs, env):
         spec["name"]: [int(d) if str(d).isdigit() else str(d) for d in spec["shape"]] for spec in inputs
     }
     float_inputs = [spec["name"] for spec in inputs if spec.get("dtype", "f32") == "f32"]
+
+    # `self.ln(x)`: the family of the module the model holds.
+    if (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and isinstance(expr.func.value, ast.Name)
+        and expr.func.value.id == "self"
+        and len(expr.args) == 1
+        and not expr.keywords
+        and isinstance(expr.args[0], ast.Name)
+        and expr.args[0].id in float_inputs
+    ):
+        held = (modules or {}).get(expr.func.attr)
+        if held is None:
+            return None
+        return module_family(expr.func.attr, held, expr.args[0].id, shapes[expr.args[0].id], sizes or {}, env)
+
+    norm = expression_norm(inline_locals(forward, expr, modules or {}), shapes, float_inputs, env)
+    if norm is not None:
+        return norm
 
     def factor(node):
         """(input name, transposed) for `A`, `A.T`, `A.t()`, `A.transpose(0, 1)`."""
@@ -510,6 +533,409 @@ def recognise_family(forward, inputs, env):
                 family["expr"] = c_expr
             return family
     return None
+
+
+# ---------------------------------------------------------------- modules held by the model
+# The torch.nn modules whose family the importer recognises: their parameters in positional
+# order, and PyTorch's defaults for those the constructor may leave out.
+CONV_PARAMETERS = ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups",
+                   "bias", "padding_mode")
+CONV_DEFAULTS = {"stride": 1, "padding": 0, "dilation": 1, "groups": 1, "bias": True, "padding_mode": "zeros"}
+INSTANCE_NORM = (("num_features", "eps", "momentum", "affine", "track_running_stats"),
+                 {"eps": 1e-5, "momentum": 0.1, "affine": False, "track_running_stats": False})
+MODULE_SIGNATURES = {
+    "Conv1d": (CONV_PARAMETERS, CONV_DEFAULTS),
+    "Conv2d": (CONV_PARAMETERS, CONV_DEFAULTS),
+    "LayerNorm": (("normalized_shape", "eps", "elementwise_affine", "bias"),
+                  {"eps": 1e-5, "elementwise_affine": True, "bias": True}),
+    # eps None: the input dtype's machine epsilon (f32 here).
+    "RMSNorm": (("normalized_shape", "eps", "elementwise_affine"),
+                {"eps": None, "elementwise_affine": True}),
+    "InstanceNorm1d": INSTANCE_NORM,
+    "InstanceNorm2d": INSTANCE_NORM,
+    "InstanceNorm3d": INSTANCE_NORM,
+}
+F32_EPSILON = float(np.finfo(np.float32).eps)
+# The kind `held_modules` gives an attribute that holds a plain value, not a module.
+VALUE = "="
+
+
+class _Substitute(ast.NodeTransformer):
+    """Replaces the names of __init__'s parameters by the expressions they are called with."""
+
+    def __init__(self, values):
+        self.values = values
+
+    def visit_Name(self, node):
+        return self.values.get(node.id, node)
+
+
+def held_modules(tree, model):
+    """The torch.nn modules of MODULE_SIGNATURES that Model.__init__ assigns to attributes
+    (`self.ln = nn.LayerNorm(normalized_shape=normalized_shape)`), by attribute: (class name,
+    {parameter: expression}), each expression over the module-level constants (the model's
+    parameters replaced by get_init_inputs()' elements, or by their defaults in __init__), and
+    PyTorch's defaults as constants. A parameter with no known value is left out. Plain values
+    (`self.eps = eps`) are there too, as (VALUE, {"value": expression})."""
+    init = next((n for n in model.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+    get_init = find_function(tree, "get_init_inputs")
+    if init is None or get_init is None:
+        return {}
+    try:
+        given = returned_list(get_init, "get_init_inputs()")
+    except ImportFailure:
+        return {}
+    params = init.args.args[1:]
+    defaults = [None] * (len(params) - len(init.args.defaults)) + list(init.args.defaults)
+    # Elements after a `*rest` in get_init_inputs() have unknown positions.
+    starred = next((i for i, e in enumerate(given) if isinstance(e, ast.Starred)), None)
+    values = {}
+    for i, (param, default) in enumerate(zip(params, defaults)):
+        if i < len(given) and (starred is None or i < starred):
+            values[param.arg] = given[i]
+        elif i >= len(given) and starred is None and default is not None:
+            values[param.arg] = default
+    for param, default in zip(init.args.kwonlyargs, init.args.kw_defaults):
+        if default is not None:
+            values[param.arg] = default
+    substitute = _Substitute(values)
+    unknown = {p.arg for p in params + init.args.kwonlyargs} - set(values)
+    for extra in (init.args.vararg, init.args.kwarg):
+        if extra is not None:
+            unknown.add(extra.arg)
+    # An attribute assigned more than once (in branches, say) has no single value.
+    assigned = [
+        n.targets[0].attr
+        for n in ast.walk(init)
+        if isinstance(n, ast.Assign)
+        and len(n.targets) == 1
+        and isinstance(n.targets[0], ast.Attribute)
+        and isinstance(n.targets[0].value, ast.Name)
+        and n.targets[0].value.id == "self"
+    ]
+    modules = {}
+    for node in ast.walk(init):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
+            node.targets[0], ast.Attribute
+        ) and assigned.count(node.targets[0].attr) > 1:
+            continue
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Attribute)
+            and isinstance(node.targets[0].value, ast.Name)
+            and node.targets[0].value.id == "self"
+            and not isinstance(node.value, ast.Call)
+            and not any(isinstance(n, ast.Name) and n.id in unknown for n in ast.walk(node.value))
+        ):
+            # `self.eps = eps`: a plain value (VALUE), as an expression over the constants.
+            modules[node.targets[0].attr] = (VALUE, {"value": substitute.visit(copy.deepcopy(node.value))})
+            continue
+        if not (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Attribute)
+            and isinstance(node.targets[0].value, ast.Name)
+            and node.targets[0].value.id == "self"
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Attribute)
+            and ast.unparse(node.value.func.value) in ("nn", "torch.nn")
+            and node.value.func.attr in MODULE_SIGNATURES
+        ):
+            continue
+        call = node.value
+        names, module_defaults = MODULE_SIGNATURES[call.func.attr]
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+            continue
+        bound = {name: ast.Constant(value) for name, value in module_defaults.items()}
+        bound.update(zip(names, call.args))
+        bound.update((k.arg, k.value) for k in call.keywords)
+        arguments = {}
+        for name, arg in bound.items():
+            # An argument that uses a parameter of __init__ nothing gives a value is left out.
+            if not any(isinstance(n, ast.Name) and n.id in unknown for n in ast.walk(arg)):
+                arguments[name] = substitute.visit(copy.deepcopy(arg))
+        modules[node.targets[0].attr] = (call.func.attr, arguments)
+    return modules
+
+
+def literal(node):
+    """The Python value of a literal (a number, string, bool, None, or a tuple of them)."""
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return _UNKNOWN
+
+
+_UNKNOWN = object()
+
+
+def elements(node):
+    """A module argument that may be an int or a tuple (`kernel_size=(3, 3)`, `(features, dim1,
+    dim2)`): its elements."""
+    return list(node.elts) if isinstance(node, (ast.Tuple, ast.List)) else [node]
+
+
+def family_size(node, sizes):
+    """A module argument as a family size: an int literal, else an expression over the sizes
+    (a module-level constant that is a size, `features * 2`); None otherwise."""
+    value = literal(node)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    try:
+        text = shape_expr(node, sizes, "module argument")
+    except ImportFailure:
+        return None
+    return text[1:-1] if text.startswith("(") and text.endswith(")") else text
+
+
+def size_value(expr, sizes):
+    """The value of a family size at the problem's sizes, or None."""
+    try:
+        return eval_shape([str(expr)], sizes)[0]
+    except Exception:  # noqa: BLE001 - an expression over names that are not sizes
+        return None
+
+
+def product(dims):
+    """The product of dimensions as one family size: 1, a dimension, or `a * (b + 1) * c`."""
+    if not dims:
+        return 1
+    if len(dims) == 1:
+        return dims[0]
+    return " * ".join(str(d) if isinstance(d, int) or str(d).isidentifier() else f"({d})" for d in dims)
+
+
+def module_family(attr, held, x, shape, sizes, env):
+    """The family of `self.<attr>(x)` for the module `held` (from `held_modules`) applied to the
+    input `x` of `shape`; its parameters are named as the importer names the model's parameters
+    (`<attr>_weight`, `<attr>_bias`). Recognised: nn.Conv1d (groups 1, zero padding) and a 1×1
+    nn.Conv2d (stride 1, no padding, groups 1: a 1-D convolution of kernel size 1 over the
+    flattened image) as conv1d; nn.LayerNorm over the trailing dimensions and nn.InstanceNorm
+    (a layer norm of each channel's elements) as row_norm `layer_norm`, nn.RMSNorm as row_norm
+    `rms_norm`. None for anything else, or where an argument is not known."""
+    kind, args = held
+    value = lambda name: literal(args[name]) if name in args else _UNKNOWN  # noqa: E731
+
+    def matches(expr, dim):
+        """Whether a module's size agrees with the input's dimension at the problem's sizes."""
+        v = size_value(expr, sizes)
+        return v is not None and v == size_value(dim, sizes)
+
+    if kind in ("Conv1d", "Conv2d"):
+        spatial = 1 if kind == "Conv1d" else 2
+        if len(shape) != 2 + spatial or value("groups") != 1 or value("padding_mode") != "zeros":
+            return None
+        if not isinstance(value("bias"), bool) or any(
+            n not in args for n in ("in_channels", "out_channels", "kernel_size")
+        ):
+            return None
+        in_channels = family_size(args["in_channels"], sizes)
+        out_channels = family_size(args["out_channels"], sizes)
+        if in_channels is None or out_channels is None or not matches(in_channels, shape[1]):
+            return None
+        family = {"kind": "conv1d", "input": x, "weight": f"{attr}_weight", "output": "$out"}
+        if value("bias"):
+            family["bias"] = f"{attr}_bias"
+        family.update(batch=shape[0], in_channels=in_channels, out_channels=out_channels)
+        if kind == "Conv1d":
+            # Each of kernel_size, stride, dilation, padding: an int or a 1-tuple.
+            fields = {}
+            for name in ("kernel_size", "stride", "dilation", "padding"):
+                parts = elements(args[name])
+                if len(parts) != 1:
+                    return None
+                if name == "padding" and literal(parts[0]) == "valid":
+                    fields[name] = 0
+                    continue
+                fields[name] = family_size(parts[0], sizes)
+                if fields[name] is None:
+                    return None
+            family.update(length=shape[2], kernel_size=fields["kernel_size"])
+            # PyTorch's defaults are left out, as a user writes the table.
+            for name, default in (("stride", 1), ("dilation", 1), ("padding", 0)):
+                if fields[name] != default:
+                    family[name] = fields[name]
+            return family
+        # A pointwise 2-D convolution: every output pixel is a product of the channels at that
+        # pixel, which is a 1-D convolution of kernel size 1 over height * width.
+        square = lambda name, want: value(name) in (want, (want, want), [want, want])  # noqa: E731
+        if not (square("kernel_size", 1) and square("stride", 1) and (
+            square("padding", 0) or value("padding") in ("valid", "same")
+        )):
+            return None
+        family.update(length=product(shape[2:]), kernel_size=1)
+        return family
+
+    if kind in ("LayerNorm", "RMSNorm"):
+        if "normalized_shape" not in args:
+            return None
+        normalized = [family_size(e, sizes) for e in elements(args["normalized_shape"])]
+        if not normalized or len(normalized) > len(shape) or None in normalized:
+            return None
+        leading, trailing = shape[: len(shape) - len(normalized)], shape[len(shape) - len(normalized):]
+        if not all(matches(n, d) for n, d in zip(normalized, trailing)):
+            return None
+        eps = F32_EPSILON if value("eps") is None else number(args.get("eps"), env)
+        affine = value("elementwise_affine")
+        if eps is None or not isinstance(affine, bool):
+            return None
+        op = "layer_norm" if kind == "LayerNorm" else "rms_norm"
+        family = {"kind": "row_norm", "input": x, "output": "$out", "rows": product(leading),
+                  "length": product(trailing), "op": op}
+        if affine:
+            family["weight"] = f"{attr}_weight"
+            if kind == "LayerNorm":
+                has_bias = value("bias")
+                if not isinstance(has_bias, bool):
+                    return None
+                if has_bias:
+                    family["bias"] = f"{attr}_bias"
+        family["eps"] = eps
+        return family
+
+    if kind.startswith("InstanceNorm"):
+        # Each (sample, channel) normalised over its spatial elements, which are contiguous:
+        # a layer norm of rows batch * channels; an affine instance norm's weight is per
+        # channel, not per element of a row, and running statistics change the operator.
+        spatial = int(kind[-2])
+        if len(shape) != 2 + spatial or value("affine") is not False or value("track_running_stats") is not False:
+            return None
+        features = family_size(args["num_features"], sizes) if "num_features" in args else None
+        eps = number(args.get("eps"), env)
+        if features is None or not matches(features, shape[1]) or eps is None:
+            return None
+        return {"kind": "row_norm", "input": x, "output": "$out", "rows": product(shape[:2]),
+                "length": product(shape[2:]), "op": "layer_norm", "eps": eps}
+    return None
+
+
+# ---------------------------------------------------------------- norms written as expressions
+def inline_locals(forward, expr, modules):
+    """forward()'s returned expression with its local variables (each assigned once, at the top
+    level of forward()) written out, and the model's plain values (`self.eps`) replaced by
+    theirs: `rms = torch.sqrt(...); return x / rms` becomes `x / torch.sqrt(...)`."""
+    assigned, count = {}, {}
+    for node in ast.walk(forward):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AugAssign, ast.AnnAssign)) else []
+        for t in targets:
+            for n in ast.walk(t):
+                if isinstance(n, ast.Name):
+                    count[n.id] = count.get(n.id, 0) + 1
+    for node in forward.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            assigned[node.targets[0].id] = node.value
+
+    class Inline(ast.NodeTransformer):
+        def __init__(self, depth):
+            self.depth = depth
+
+        def visit_Name(self, node):
+            if node.id in assigned and count.get(node.id) == 1 and self.depth < 8:
+                return Inline(self.depth + 1).visit(copy.deepcopy(assigned[node.id]))
+            return node
+
+        def visit_Attribute(self, node):
+            if isinstance(node.value, ast.Name) and node.value.id == "self":
+                kind, args = modules.get(node.attr, (None, {}))
+                if kind == VALUE:
+                    return copy.deepcopy(args["value"])
+            return self.generic_visit(node)
+
+    return Inline(0).visit(copy.deepcopy(expr))
+
+
+def expression_norm(expr, shapes, float_inputs, env):
+    """A normalisation written as an expression over one input x, along one dimension `d`
+    (keepdim): `x / torch.sqrt(torch.mean(x ** 2, dim=d, keepdim=True) + eps)` an RMS norm,
+    `x / torch.norm(x, p=2, dim=d, keepdim=True)` an L2 norm, `x / torch.sum(torch.abs(x),
+    dim=d, keepdim=True)` an L1 norm (squares also as `x * x`, `x.pow(2)`, `torch.square(x)`;
+    the calls also as methods of x). A row_norm family, with `inner` where `d` is not the last
+    dimension; None for anything else."""
+    if not (isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Div) and isinstance(expr.left, ast.Name)):
+        return None
+    x = expr.left.id
+    if x not in float_inputs:
+        return None
+    shape = shapes[x]
+
+    def is_x(node):
+        return isinstance(node, ast.Name) and node.id == x
+
+    def call(node, names):
+        """(operand, call) for torch.<name>(operand, ...), torch.linalg.<name>(operand, ...) or
+        operand.<name>(...); None otherwise."""
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in names):
+            return None
+        if ast.unparse(node.func.value) in ("torch", "torch.linalg"):
+            return (node.args[0], node) if node.args else None
+        return node.func.value, node
+
+    def argument(node, name, position):
+        """A call's argument by keyword, else by position (after the operand of a function)."""
+        is_function = ast.unparse(node.func.value) in ("torch", "torch.linalg")
+        found = next((k.value for k in node.keywords if k.arg == name), None)
+        index = position + (1 if is_function else 0)
+        if found is None and len(node.args) > index:
+            found = node.args[index]
+        return found
+
+    def squares(node):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+            return is_x(node.left) and number(node.right, env) == 2
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            return is_x(node.left) and is_x(node.right)
+        found = call(node, ("pow",))
+        if found is not None:
+            return is_x(found[0]) and number(argument(found[1], "exponent", 0), env) == 2
+        found = call(node, ("square",))
+        return found is not None and is_x(found[0])
+
+    def reduced_dim(node):
+        """The dimension a keepdim reduction runs over (dim at position 0 after the operand)."""
+        keepdim = next((k.value for k in node.keywords if k.arg == "keepdim"), None)
+        dim = argument(node, "dim", 0)
+        if dim is None or not (isinstance(keepdim, ast.Constant) and keepdim.value is True):
+            return None
+        d = number(dim, env)
+        if d is None or d != int(d) or not -len(shape) <= int(d) < len(shape):
+            return None
+        return int(d) % len(shape)
+
+    divisor, op, eps, d = expr.right, None, None, None
+    sqrt = call(divisor, ("sqrt",))
+    if sqrt is not None and isinstance(sqrt[0], ast.BinOp) and isinstance(sqrt[0].op, ast.Add):
+        mean = call(sqrt[0].left, ("mean",))
+        eps = number(sqrt[0].right, env)
+        if mean is not None and squares(mean[0]) and eps is not None:
+            op, d = "rms_norm", reduced_dim(mean[1])
+    norm = call(divisor, ("norm", "vector_norm"))
+    if norm is not None and is_x(norm[0]):
+        p = argument(norm[1], "p" if norm[1].func.attr == "norm" else "ord", 0)
+        if p is None or number(p, env) == 2:
+            # torch.norm(x, p, dim, keepdim): dim is the second argument after x.
+            dim = argument(norm[1], "dim", 1)
+            keepdim = next((k.value for k in norm[1].keywords if k.arg == "keepdim"), None)
+            if dim is not None and isinstance(keepdim, ast.Constant) and keepdim.value is True:
+                d = number(dim, env)
+                if d is not None and d == int(d) and -len(shape) <= int(d) < len(shape):
+                    op, d = "l2_norm", int(d) % len(shape)
+    total = call(divisor, ("sum",))
+    if total is not None:
+        absolute = call(total[0], ("abs",))
+        if absolute is not None and is_x(absolute[0]):
+            op, d = "l1_norm", reduced_dim(total[1])
+    if op is None or d is None:
+        return None
+    family = {"kind": "row_norm", "input": x, "output": "$out", "rows": product(shape[:d] + shape[d + 1:]),
+              "length": shape[d]}
+    if d != len(shape) - 1:
+        family["inner"] = product(shape[d + 1:])
+    family["op"] = op
+    if eps is not None:
+        family["eps"] = eps
+    return family
 
 
 # ---------------------------------------------------------------- a map as an OpenCL C expression

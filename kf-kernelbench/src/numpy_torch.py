@@ -928,11 +928,15 @@ InstanceNorm1d = InstanceNorm2d = InstanceNorm3d = _InstanceNorm
 
 
 class LayerNorm(Module):
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, **kwargs):
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, **kwargs):
         super().__init__()
         shape = list(normalized_shape) if isinstance(normalized_shape, (list, tuple)) else [normalized_shape]
         self.eps, self.n = eps, len(shape)
         _affine(self, shape, elementwise_affine)
+        if elementwise_affine and not bias:
+            # nn.LayerNorm(bias=False): a weight and no bias parameter.
+            del self._parameters["bias"]
+            object.__setattr__(self, "bias", None)
 
     def forward(self, x):
         return normalize("layer", x, self.weight, self.bias, self.eps, normalized=self.n)
