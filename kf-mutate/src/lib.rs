@@ -47,6 +47,7 @@ mod cuda;
 mod error;
 mod families;
 mod languages;
+mod matmul_families;
 mod mix;
 mod param;
 pub mod preprocess;

@@ -1,6 +1,7 @@
 //! Operator families: a task file that declares its family (`[family] kind = "matmul"`, a row
 //! softmax) is searched with the family's templates bound to its kernel interface
-//! ([`kf_mutate::TaskBinding`]): the GEMM templates for a matrix product, the softmax templates
+//! ([`kf_mutate::TaskBinding`]): the GEMM templates for a matrix product (the strided ones for a
+//! transposed factor, the matrix-vector template for one column), the softmax templates
 //! for a row softmax, the element-wise map template for a map with an `expr`, the row
 //! normalisation template for a layer, RMS, L1 or L2 norm, the strided row reduction template
 //! for a sum, mean, maximum or minimum along a dimension that is not the last, the direct
@@ -32,10 +33,23 @@ pub(super) fn family_templates(
         return Ok(None);
     };
     let (structural, binding) = match &family {
+        FamilySpec::Matmul(m) if is_matvec(m) => (
+            StructuralMutator::matvec()?,
+            matvec_binding(task.name(), signature, m),
+        ),
         FamilySpec::Matmul(m) if m.transpose_a || m.transpose_b => {
             let gemm = StructuralMutator::builtin_for(language)?;
-            let strided =
-                StructuralMutator::new(TemplateLibrary::strided_gemm()?, gemm.strategies().clone());
+            let mut library = TemplateLibrary::new();
+            // A transposed A with a row-major B: the vector template over B's rows first.
+            if !m.transpose_b {
+                for template in TemplateLibrary::strided_a_gemm()?.templates() {
+                    library = library.with(template.clone());
+                }
+            }
+            for template in TemplateLibrary::strided_gemm()?.templates() {
+                library = library.with(template.clone());
+            }
+            let strided = StructuralMutator::new(library, gemm.strategies().clone());
             (strided, strided_binding(task.name(), signature, m))
         }
         FamilySpec::Matmul(m) => (
@@ -116,8 +130,27 @@ fn matmul_binding(task: &str, signature: TaskBinding, m: &MatmulFamily) -> TaskB
     binding
 }
 
-/// The strided GEMM template's parameters bound to a matrix product with a transposed factor:
-/// A stored `K × M` is read with strides (1, M), B stored `N × K` with (1, K).
+/// A matrix-vector product: one column (`n = 1`) and A stored row-major (B's layout is the
+/// same either way).
+fn is_matvec(m: &MatmulFamily) -> bool {
+    m.n.text().trim() == "1" && !m.transpose_a
+}
+
+/// The matrix-vector template's parameters (`M K A X Y`) bound to a product with `n = 1`.
+fn matvec_binding(task: &str, signature: TaskBinding, m: &MatmulFamily) -> TaskBinding {
+    let mut binding = signature
+        .bind("M", m.m.text())
+        .bind("K", m.k.text())
+        .bind("A", m.a.clone())
+        .bind("X", m.b.clone())
+        .bind("Y", m.c.clone());
+    binding.entry = format!("{}_matvec", entry_stem(task));
+    binding
+}
+
+/// The strided GEMM templates' parameters bound to a matrix product with a transposed factor:
+/// A stored `K × M` is read with strides (1, M), B stored `N × K` with (1, K) (the strided-A
+/// template, offered only for a row-major B, reads B's rows with vector loads).
 fn strided_binding(task: &str, signature: TaskBinding, m: &MatmulFamily) -> TaskBinding {
     let (mm, n, k) = (m.m.text(), m.n.text(), m.k.text());
     let (sam, sak) = if m.transpose_a {

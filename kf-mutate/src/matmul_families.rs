@@ -1,0 +1,271 @@
+//! The matrix-product family's templates beyond the GEMM templates: the matrix-vector product
+//! (`templates/family/matvec.cl`) and the SGEMM over a strided A with a row-major B
+//! (`templates/family/gemm_strided_a.cl`, for a transposed A). Bound to a task's kernel with a
+//! [`crate::TaskBinding`] like the other family templates.
+//!
+//! # What is fast on the Intel CPU OpenCL runtime (2-core AMD EPYC with AVX-512)
+//!
+//! `kf eval` of hand-bound variants against the shipped KernelBench tasks, on a machine shared
+//! with other builds (load 3–5), median kernel times:
+//!
+//! | task | variant | µs |
+//! |---|---|---|
+//! | 4_Matrix_vector_multiplication_ (256 × 8192) | `matvec`, `VW=16 RPI=8` | 50–54 |
+//! | 4_Matrix_vector_multiplication_ | `matvec`, `VW=16 RPI=4` | 69 |
+//! | 4_Matrix_vector_multiplication_ | `matvec`, `VW=16 RPI=1` | 160–300 |
+//! | 4_Matrix_vector_multiplication_ | the GEMM templates (the best of a 16-evaluation search) | 153 |
+//! | 16_Matmul_with_transposed_A (128 × 256 × 256) | `gemm_strided_a`, `VW=16 TM=8 TN=2` | 40–47 |
+//! | 16_Matmul_with_transposed_A | `gemm_strided_a`, `VW=16 TM=4 TN=2` | 101 |
+//! | 16_Matmul_with_transposed_A | `gemm_strided` (columns across work-items, the best of a search) | 148 |
+//!
+//! Both are limited by how many independent vector accumulators a work-item keeps: a row of
+//! the matrix-vector product alone is one chain of dependent fused multiply-adds, eight rows
+//! walked together are eight chains that share every load of the vector; the 8 × 32 block of
+//! the product is sixteen float16 accumulators. Explicit float16 vectors with `vec_type_hint`
+//! keep the runtime from packing work-items into SIMD lanes, which for these shapes would
+//! turn contiguous loads into gathers.
+//!
+//! ```
+//! use kf_mutate::{StructuralMutator, Structure, TemplateLibrary};
+//!
+//! let matvec = TemplateLibrary::matvec().unwrap();
+//! let variant = matvec
+//!     .get("matvec")
+//!     .unwrap()
+//!     .instantiate(&Structure::new().with("VW", 8))
+//!     .unwrap();
+//! assert!(variant.source.text.contains("vload8"));
+//! let mutator = StructuralMutator::matvec().unwrap();
+//! assert!(mutator.strategies().get("split-rows").is_some());
+//! let gemm = TemplateLibrary::strided_a_gemm().unwrap();
+//! assert!(gemm.get("gemm_strided_a").is_some());
+//! ```
+
+use crate::error::MutateError;
+use crate::strategy::{Change, MutationStrategy, StrategyLibrary, ALGORITHM, COORDINATION, MEMORY};
+use crate::structural::StructuralMutator;
+use crate::template::{Template, TemplateLibrary};
+
+/// The matrix-vector product template's source (`templates/family/matvec.cl`).
+const MATVEC_CL: &str = include_str!("../templates/family/matvec.cl");
+/// Its manifest.
+const MATVEC_TOML: &str = include_str!("../templates/family/matvec.toml");
+/// The strided-A GEMM template's source (`templates/family/gemm_strided_a.cl`).
+const GEMM_STRIDED_A_CL: &str = include_str!("../templates/family/gemm_strided_a.cl");
+/// Its manifest.
+const GEMM_STRIDED_A_TOML: &str = include_str!("../templates/family/gemm_strided_a.toml");
+
+impl TemplateLibrary {
+    /// `matvec` (OpenCL C), for the task `matvec`: `Y = A · X` with A row-major `M × K`
+    /// (kernel parameters `M K A X Y`). Switch `VW` (1, 4, 8, 16); tunables `RPI` (rows per
+    /// work-item), `SPLIT` (work-items per row block, reducing through local memory), `WG`
+    /// (row blocks per work-group), `U` (accumulators per row). Base: float16, eight rows per
+    /// work-item; a start with four work-items per block of four rows.
+    pub fn matvec() -> Result<TemplateLibrary, MutateError> {
+        let template = Template::new("matvec", "matvec", MATVEC_CL, MATVEC_TOML, ["VW"])?
+            .with_base(
+                crate::Structure::new().with("VW", 16),
+                kf_core::ParamValues::new(),
+            )?
+            .with_start(
+                crate::Structure::new().with("VW", 16),
+                [("RPI", 4i64), ("SPLIT", 4)].into_iter().collect(),
+                "four work-items share each block of four rows and reduce through local memory: for few long rows, and for GPUs",
+            )?;
+        Ok(TemplateLibrary::new().with(template))
+    }
+
+    /// `gemm_strided_a` (OpenCL C), for the task `gemm_strided_a`: `C = A · B` with A read
+    /// through strides and B row-major (a transposed A: `SAM = 1`, `SAK = M`), with the
+    /// interface of [`TemplateLibrary::strided_gemm`] (`M N K SAM SAK SBK SBN A B C`, needing
+    /// `SBN = 1`), so one binding serves both. Switch `VW` (1, 4, 8, 16); tunables `TM`, `TN`,
+    /// `WG0`, `WG1`, `UNROLL`. Base: float16, an 8 × 32 register block per work-item.
+    pub fn strided_a_gemm() -> Result<TemplateLibrary, MutateError> {
+        let template = Template::new(
+            "gemm_strided_a",
+            "gemm_strided_a",
+            GEMM_STRIDED_A_CL,
+            GEMM_STRIDED_A_TOML,
+            ["VW"],
+        )?
+        .with_base(
+            crate::Structure::new().with("VW", 16),
+            kf_core::ParamValues::new(),
+        )?;
+        Ok(TemplateLibrary::new().with(template))
+    }
+}
+
+impl StrategyLibrary {
+    /// Strategies for the matrix-vector product template (switch `VW`; tunables `RPI`,
+    /// `SPLIT`, `WG`, `U`):
+    ///
+    /// | strategy | what it does |
+    /// |---|---|
+    /// | `vector-loads` | `vloadN` along the rows (4, 8 or 16 floats) |
+    /// | `wider-vectors` | double the vector width |
+    /// | `scalar-lanes` | scalar code, the runtime vectorises across work-items |
+    /// | `more-rows-per-item` | double the rows a work-item walks together |
+    /// | `fewer-rows-per-item` | halve them (more parallelism) |
+    /// | `split-rows` | several work-items per row block, a local-memory reduction |
+    /// | `item-per-row-block` | one work-item per row block, no reduction |
+    /// | `two-accumulators` | a second accumulator per row over alternate vectors |
+    pub fn matvec() -> Self {
+        let s = MutationStrategy::new;
+        StrategyLibrary::new()
+            .with(
+                s("vector-loads", "explicit vector loads (vloadN) along the rows of A and the vector")
+                    .requires("VW == 1")
+                    .change("VW", Change::OneOf(vec![16, 8, 4]))
+                    .targets(MEMORY, 1)
+                    .weight(1.5),
+            )
+            .with(MutationStrategy::wider_vectors())
+            .with(
+                s("scalar-lanes", "scalar code: the runtime packs neighbouring work-items (rows) into SIMD lanes")
+                    .requires("VW > 1")
+                    .change("VW", Change::Set(1))
+                    .targets(MEMORY, 0)
+                    .weight(0.5),
+            )
+            .with(
+                s("more-rows-per-item", "walk more rows together: each vector load of X serves them all, and their accumulators are independent chains")
+                    .requires("RPI < 16")
+                    .change("RPI", Change::Up)
+                    .targets(ALGORITHM, 1),
+            )
+            .with(
+                s("fewer-rows-per-item", "walk fewer rows together: more work-items, less register pressure")
+                    .requires("RPI > 1")
+                    .change("RPI", Change::Down)
+                    .weight(0.5),
+            )
+            .with(
+                s("split-rows", "several work-items share a block of rows, each a contiguous slice, and add their sums through local memory")
+                    .requires("SPLIT == 1")
+                    .change("SPLIT", Change::OneOf(vec![2, 4, 8, 16]))
+                    .targets(COORDINATION, 1),
+            )
+            .with(
+                s("item-per-row-block", "one work-item per block of rows: no reduction across work-items, no barrier")
+                    .requires("SPLIT > 1")
+                    .change("SPLIT", Change::Set(1))
+                    .targets(COORDINATION, 0)
+                    .weight(0.7),
+            )
+            .with(
+                s("two-accumulators", "a second accumulator per row over alternate vectors: shorter dependency chains")
+                    .requires("U == 1")
+                    .change("U", Change::Set(2))
+                    .weight(0.7),
+            )
+    }
+}
+
+impl StructuralMutator {
+    /// The matrix-vector product template with its strategies ([`TemplateLibrary::matvec`],
+    /// [`StrategyLibrary::matvec`]); bind the templates to a task before searching.
+    pub fn matvec() -> Result<Self, MutateError> {
+        Ok(Self::new(
+            TemplateLibrary::matvec()?,
+            StrategyLibrary::matvec(),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Structure, TaskBinding};
+
+    fn matvec_binding() -> TaskBinding {
+        TaskBinding::new("kb_mv", "matvec")
+            .param("__global const float*", "A")
+            .param("__global const float*", "B")
+            .param("__global float*", "out")
+            .param("const int", "M")
+            .param("const int", "K")
+            .bind("M", "M")
+            .bind("K", "K")
+            .bind("A", "A")
+            .bind("X", "B")
+            .bind("Y", "out")
+    }
+
+    fn transposed_a_binding() -> TaskBinding {
+        TaskBinding::new("kb_at", "matmul_at")
+            .param("__global const float*", "A")
+            .param("__global const float*", "B")
+            .param("__global float*", "out")
+            .param("const int", "M")
+            .param("const int", "K")
+            .param("const int", "N")
+            .bind("M", "M")
+            .bind("N", "N")
+            .bind("K", "K")
+            .bind("SAM", "1")
+            .bind("SAK", "(M)")
+            .bind("SBK", "(N)")
+            .bind("SBN", "1")
+            .bind("A", "A")
+            .bind("B", "B")
+            .bind("C", "out")
+    }
+
+    /// Every structure of both templates instantiates, alone and bound; the bound manifests
+    /// name the task's sizes and the strided-A template's `SBN == 1` holds.
+    #[test]
+    fn every_structure_instantiates() {
+        for (library, binding) in [
+            (TemplateLibrary::matvec().unwrap(), matvec_binding()),
+            (
+                TemplateLibrary::strided_a_gemm().unwrap(),
+                transposed_a_binding(),
+            ),
+        ] {
+            let bound = library.bound_to(&binding).unwrap();
+            for (template, bound) in library.templates().iter().zip(bound.templates()) {
+                for structure in template.all_structures() {
+                    template.instantiate(&structure).unwrap();
+                    let variant = bound.instantiate(&structure).unwrap();
+                    assert_eq!(variant.manifest.entry, binding.entry);
+                }
+                assert_eq!(
+                    bound.seeds().unwrap().len(),
+                    template.seeds().unwrap().len()
+                );
+            }
+        }
+        let gemm = TemplateLibrary::strided_a_gemm()
+            .unwrap()
+            .bound_to(&transposed_a_binding())
+            .unwrap();
+        let variant = gemm
+            .get("gemm_strided_a")
+            .unwrap()
+            .instantiate(&Structure::new().with("VW", 16))
+            .unwrap();
+        // `SBN == 1` holds at the binding's stride and leaves the bound rules.
+        assert!(
+            !variant.manifest.text.contains("SBN"),
+            "{}",
+            variant.manifest.text
+        );
+        assert!(variant.source.text.contains("vload16"));
+    }
+
+    /// The strategies apply to the base: more rows, a split, a second accumulator.
+    #[test]
+    fn matvec_strategies_apply_to_the_base() {
+        let mutator = StructuralMutator::matvec().unwrap();
+        for name in [
+            "more-rows-per-item",
+            "split-rows",
+            "two-accumulators",
+            "scalar-lanes",
+        ] {
+            assert!(mutator.strategies().get(name).is_some(), "{name}");
+        }
+        assert!(mutator.strategies().get("vector-loads").is_some());
+    }
+}
