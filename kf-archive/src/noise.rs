@@ -1,13 +1,17 @@
 //! Noise-aware elite replacement: the archive's use of [`kf_core::noise::ReplacementRule`].
 //!
 //! A challenger replaces the elite of its cell only when its fitness is higher, its median time
-//! in seconds is not above the incumbent's (fitness is a speedup over a baseline measured at a
-//! different moment, so a slow baseline sample can make a slower copy look faster), **and**,
-//! where both kept their timing samples, a one-sided Mann–Whitney U test at α = 0.05 says it
-//! is faster (relative to each evaluation's baseline when both measured it). Where either lacks
-//! samples (run directories written before samples were kept, synthetic problems) or either
-//! is not correct, the fitness comparison alone decides, as before. The rule is a pure
-//! function of the two evaluations, so replays and resumed runs make the same decisions.
+//! in seconds is not above the incumbent's, **and**, where both kept their timing samples, a
+//! one-sided Mann–Whitney U test at α = 0.05 says it is faster (relative to the baseline median
+//! each one's speedup is over). In a search the engine scores every evaluation against the
+//! run's one reference baseline ([`kf_core::RunBaseline`]), so fitness and test both compare
+//! the kernels' own times; the seconds check still guards elites scored each against the
+//! baseline timed beside it (run directories written before the reference, archives filled
+//! outside the engine), where a slow baseline sample made a slower copy look faster. Where
+//! either lacks samples (run directories written before samples were kept, synthetic
+//! problems) or either is not correct, the fitness comparison alone decides, as before. The
+//! rule is a pure function of the two evaluations, so replays and resumed runs make the same
+//! decisions.
 
 use kf_core::noise::ReplacementRule;
 use kf_core::Elite;
@@ -48,10 +52,11 @@ pub fn replaces(challenger: &Elite, incumbent: &Elite) -> bool {
 }
 
 /// Whether the challenger's median time is above the incumbent's, for two correct kernels
-/// that are timed on the same problem. The fitness is a speedup over a baseline measured
-/// beside each kernel, so a baseline that happened to run slowly makes a slower kernel look
-/// faster; measured in seconds it is not, and it must not displace the elite (a copy of an
-/// elite measured later "improved" its cell at 146.7 GFLOP/s over 163.8 that way).
+/// that are timed on the same problem. Scored each against the baseline measured beside it,
+/// a baseline that happened to run slowly makes a slower kernel look faster; measured in
+/// seconds it is not, and it must not displace the elite (a copy of an elite measured later
+/// "improved" its cell at 146.7 GFLOP/s over 163.8 that way, before the engine scored a run's
+/// evaluations against one reference).
 fn slower_in_seconds(challenger: &Elite, incumbent: &Elite) -> bool {
     let (c, i) = (&challenger.evaluation, &incumbent.evaluation);
     if !(c.status.is_correct() && i.status.is_correct()) {
@@ -69,6 +74,7 @@ fn slower_in_seconds(challenger: &Elite, incumbent: &Elite) -> bool {
 mod tests {
     use super::*;
     use kf_core::prelude::*;
+    use kf_core::RunBaseline;
 
     /// An elite timed at `kernel_s` seconds beside a baseline timed at `baseline_s`.
     fn elite(kernel_s: f64, baseline_s: f64) -> Elite {
@@ -104,5 +110,25 @@ mod tests {
         assert!(!replaces(&copy, &incumbent));
         // Faster in seconds and in speedup: it replaces.
         assert!(replaces(&elite(0.7e-3, 4.0e-3), &incumbent));
+    }
+
+    #[test]
+    fn scored_against_the_run_baseline_the_faster_kernel_displaces_the_elite() {
+        // At 2048³: the start at 264.4 GFLOP/s (65 ms) beside a baseline of 1.2 s, its
+        // neighbour at 412.7 (41.6 ms) beside the same baseline timed 1.8x faster.
+        let mut start = elite(65.0e-3, 1.2);
+        let mut neighbour = elite(41.6e-3, 1.2 / 1.8);
+        assert!(
+            !replaces(&neighbour, &start),
+            "each beside its own baseline"
+        );
+        let mut run = RunBaseline::new();
+        run.score(&mut start.evaluation);
+        run.adopt(&start.evaluation);
+        run.score(&mut neighbour.evaluation);
+        start.fitness = start.evaluation.fitness();
+        neighbour.fitness = neighbour.evaluation.fitness();
+        assert!(replaces(&neighbour, &start));
+        assert!(!replaces(&start, &neighbour));
     }
 }

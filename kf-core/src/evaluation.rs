@@ -207,9 +207,19 @@ pub struct Evaluation {
     /// The task baseline's timing in the same process, interleaved with the candidate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<TimingStats>,
-    /// Baseline median time over candidate median time.
+    /// Baseline median time over candidate median time: over
+    /// [`Evaluation::reference_baseline_s`] where it is set (in a search, the run's one
+    /// reference, so that every candidate of the run is scored against the same figure),
+    /// else over [`Evaluation::baseline`]'s median.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speedup: Option<f64>,
+    /// The baseline median time, seconds, that [`Evaluation::speedup`] (and so the fitness)
+    /// was computed against when that is not this evaluation's own [`Evaluation::baseline`]:
+    /// in a search, the run's reference ([`crate::RunBaseline`]), fixed at the first baseline
+    /// the run measured. `None` where the speedup is over the baseline timed beside the
+    /// candidate (`kf eval`, tuning on its own, run directories written before the reference).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_baseline_s: Option<f64>,
     /// Throughput of the candidate, GFLOP/s, when the task declares its work.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gflops: Option<f64>,
@@ -286,6 +296,7 @@ impl Evaluation {
             samples: Vec::new(),
             baseline: None,
             speedup: None,
+            reference_baseline_s: None,
             gflops: None,
             gbs: None,
             roofline_fraction: None,
@@ -339,5 +350,48 @@ impl Evaluation {
     /// The scalar fitness of this evaluation.
     pub fn fitness(&self) -> crate::Fitness {
         crate::Fitness::of(self)
+    }
+
+    /// The baseline median, seconds, this evaluation's speedup is over: its
+    /// [`Evaluation::reference_baseline_s`] when set, else the median of the baseline timed
+    /// beside it; `None` when it has neither (or neither is a positive finite time).
+    pub fn speedup_reference_s(&self) -> Option<f64> {
+        self.reference_baseline_s
+            .or(self.baseline.map(|b| b.median_s))
+            .filter(|s| s.is_finite() && *s > 0.0)
+    }
+
+    /// Scores this evaluation against the baseline median `reference_s` (seconds) instead of
+    /// the baseline timed beside it: a correct, timed evaluation's speedup becomes
+    /// `reference_s` over its median time and [`Evaluation::reference_baseline_s`] records
+    /// the reference. An evaluation that is not correct, has no positive timing, or a
+    /// `reference_s` that is not a positive finite time is left as it is. The measured
+    /// [`Evaluation::baseline`] is kept.
+    ///
+    /// ```
+    /// use kf_core::{Evaluation, TimingStats};
+    ///
+    /// let timed = |s: f64| TimingStats::from_samples(&[s]).unwrap();
+    /// // The baseline happened to run fast beside this candidate (2 ms instead of 4 ms).
+    /// let mut e = Evaluation::correct(timed(1e-3), Some(timed(2e-3)));
+    /// assert_eq!(e.speedup, Some(2.0));
+    /// e.score_against(4e-3);
+    /// assert_eq!(e.speedup, Some(4.0));
+    /// assert_eq!(e.reference_baseline_s, Some(4e-3));
+    /// assert_eq!(e.baseline.map(|b| b.median_s), Some(2e-3));
+    /// ```
+    pub fn score_against(&mut self, reference_s: f64) {
+        if self.status != Status::Correct || !(reference_s.is_finite() && reference_s > 0.0) {
+            return;
+        }
+        let Some(median_s) = self
+            .timing
+            .map(|t| t.median_s)
+            .filter(|s| s.is_finite() && *s > 0.0)
+        else {
+            return;
+        };
+        self.speedup = Some(reference_s / median_s);
+        self.reference_baseline_s = Some(reference_s);
     }
 }

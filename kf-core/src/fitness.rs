@@ -14,7 +14,9 @@ use crate::evaluation::{Evaluation, Status};
 ///
 /// Layout: an incorrect evaluation scores `rank + partial` with `rank` in `0..=4` and `partial`
 /// in `[0, 1)`, so it lies in `[0, 5)`; a correct one scores `5 + speed`, where `speed` is the
-/// speedup over the task baseline when known, otherwise throughput in GFLOP/s when known,
+/// speedup over the task baseline when known ([`Evaluation::speedup`]: in a search, over the
+/// run's one reference baseline, [`crate::RunBaseline`], so that it ranks the run's candidates
+/// by their own times), otherwise throughput in GFLOP/s when known,
 /// otherwise launches per millisecond. Fitness is never NaN and never negative, so a QD-score
 /// with offset 0 is monotone.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -39,10 +41,39 @@ impl Fitness {
 
     /// The fitness of an evaluation (see the type's documentation for the layout).
     pub fn of(evaluation: &Evaluation) -> Self {
+        Self::with_speedup(evaluation, evaluation.speedup)
+    }
+
+    /// The fitness `evaluation` would have if it were scored against the baseline median
+    /// `reference_s` ([`Evaluation::score_against`]), without changing it: ranks evaluations
+    /// of one problem that measured their baselines at different moments by the same figure,
+    /// that is by their own times (a tuner choosing among the configurations of one kernel).
+    ///
+    /// ```
+    /// use kf_core::{Evaluation, Fitness, TimingStats};
+    ///
+    /// let timed = |s: f64| TimingStats::from_samples(&[s]).unwrap();
+    /// // The faster kernel measured beside a baseline that ran fast: the lower speedup.
+    /// let fast = Evaluation::correct(timed(1.0e-3), Some(timed(2.0e-3)));
+    /// let slow = Evaluation::correct(timed(1.5e-3), Some(timed(4.0e-3)));
+    /// assert!(Fitness::of(&fast) < Fitness::of(&slow));
+    /// assert!(Fitness::against(&fast, 4.0e-3) > Fitness::against(&slow, 4.0e-3));
+    /// ```
+    pub fn against(evaluation: &Evaluation, reference_s: f64) -> Self {
+        let mut scored = evaluation.speedup;
+        if reference_s.is_finite() && reference_s > 0.0 {
+            if let Some(t) = evaluation.timing.filter(|t| t.median_s > 0.0) {
+                scored = Some(reference_s / t.median_s);
+            }
+        }
+        Self::with_speedup(evaluation, scored)
+    }
+
+    /// [`Fitness::of`] with `speedup` in place of the evaluation's.
+    fn with_speedup(evaluation: &Evaluation, speedup: Option<f64>) -> Self {
         let rank = f64::from(evaluation.status.rank());
         if evaluation.status == Status::Correct {
-            let speed = evaluation
-                .speedup
+            let speed = speedup
                 .or(evaluation.gflops)
                 .or_else(|| {
                     evaluation

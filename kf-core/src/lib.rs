@@ -73,6 +73,7 @@ pub mod noise;
 pub mod novelty;
 pub mod observe;
 pub mod redact;
+pub mod run_baseline;
 pub mod task;
 #[cfg(test)]
 mod test_support;
@@ -96,6 +97,7 @@ pub use evaluation::{CompilerFacts, CorrectnessReport, Evaluation, Status, Timin
 pub use fitness::Fitness;
 pub use kernel::{KernelSource, Language, ParamValue, ParamValues};
 pub use observe::{EvaluationReport, Observe, ObserverMode, RunInfo};
+pub use run_baseline::RunBaseline;
 pub use task::{
     BufferAccess, BufferInterface, KernelInterface, ScalarInterface, Task, Tolerance, Work,
 };

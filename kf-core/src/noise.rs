@@ -10,10 +10,12 @@
 //! timing samples rejects "the challenger is not faster" at level [`ReplacementRule::alpha`]
 //! (default [`DEFAULT_ALPHA`] = 0.05).
 //!
-//! * Samples are compared **relative to each evaluation's baseline median** when both
-//!   evaluations measured the baseline, because the fitness is a speedup over that baseline:
-//!   a drift of the machine's speed between the two evaluations then cancels out, as it does in
-//!   the fitness. Otherwise the raw seconds are compared.
+//! * Samples are compared **relative to the baseline median each evaluation's speedup is
+//!   over** ([`Evaluation::speedup_reference_s`]) when both have one, because the fitness is
+//!   that speedup. In a search both are scored against the run's one reference
+//!   ([`crate::RunBaseline`]), so this compares their seconds, as the fitness does; two
+//!   evaluations scored each against the baseline timed beside it (outside a search) are
+//!   compared relative to those. Otherwise the raw seconds are compared.
 //! * The p-value uses the normal approximation with the tie correction and a continuity
 //!   correction; it is a pure function of the samples, so the decision is deterministic and a
 //!   replayed run makes the same decisions.
@@ -202,14 +204,15 @@ impl Default for ReplacementRule {
 }
 
 impl ReplacementRule {
-    /// The samples of `e` the test compares: relative to its baseline median when `relative`,
-    /// else in seconds; `None` when it is not correct or kept too few samples.
+    /// The samples of `e` the test compares: relative to the baseline median its speedup is
+    /// over when `relative`, else in seconds; `None` when it is not correct or kept too few
+    /// samples.
     fn comparable(&self, e: &Evaluation, relative: bool) -> Option<Vec<f64>> {
         if e.status != Status::Correct || e.samples.len() < self.min_samples.max(1) {
             return None;
         }
         let scale = if relative {
-            e.baseline.map(|b| b.median_s)?
+            e.speedup_reference_s()?
         } else {
             1.0
         };
@@ -219,10 +222,9 @@ impl ReplacementRule {
     /// The one-sided p-value of "the challenger is not faster than the incumbent", or `None`
     /// when the rule does not apply (see [`ReplacementRule::decide`]).
     pub fn p_value(&self, challenger: &Evaluation, incumbent: &Evaluation) -> Option<f64> {
-        let relative = [challenger, incumbent].iter().all(|e| {
-            e.baseline
-                .is_some_and(|b| b.median_s > 0.0 && b.median_s.is_finite())
-        });
+        let relative = [challenger, incumbent]
+            .iter()
+            .all(|e| e.speedup_reference_s().is_some());
         let c = self.comparable(challenger, relative)?;
         let i = self.comparable(incumbent, relative)?;
         Some(mann_whitney_less(&c, &i))
@@ -312,5 +314,25 @@ mod tests {
             rule.decide(&timed(&ch, None), &timed(&inc, None)),
             Some(false)
         );
+    }
+
+    #[test]
+    fn scored_against_one_run_baseline_the_seconds_decide() {
+        let rule = ReplacementRule::default();
+        // The challenger is 20% faster in seconds, but the baseline beside it ran 1.8x faster.
+        let inc: Vec<f64> = (0..20).map(|i| 1.0 + 0.01 * f64::from(i % 5)).collect();
+        let ch: Vec<f64> = inc.iter().map(|s| s * 0.8).collect();
+        let (mut challenger, mut incumbent) = (timed(&ch, Some(1.0 / 1.8)), timed(&inc, Some(1.0)));
+        assert_eq!(
+            rule.decide(&challenger, &incumbent),
+            Some(false),
+            "the old rule"
+        );
+        let mut run = crate::RunBaseline::new();
+        run.score(&mut incumbent);
+        run.adopt(&incumbent);
+        run.score(&mut challenger);
+        assert_eq!(rule.decide(&challenger, &incumbent), Some(true));
+        assert_eq!(rule.decide(&incumbent, &challenger), Some(false));
     }
 }

@@ -154,8 +154,10 @@ impl TimeoutPolicy {
             return self.max;
         };
         let t = &config.timing;
+        // A restarted worker times the baseline FIRST_BASELINE_TRIALS times in its first job.
+        let baseline_launches = crate::protocol::first_baseline_trials(t);
         let launches =
-            f64::from(config.input_sets.max(3) + t.warmup + t.min_trials + t.baseline_trials + 2);
+            f64::from(config.input_sets.max(3) + t.warmup + t.min_trials + baseline_launches + 2);
         let scaled =
             self.allowance.as_secs_f64() + t.max_seconds + launches * b * self.per_launch_factor;
         Duration::from_secs_f64(scaled.clamp(self.min.as_secs_f64(), self.max.as_secs_f64()))

@@ -72,6 +72,6 @@ pub use isolate::{
 pub use profile::EvalProfile;
 pub use protocol::{
     bounded, host_file_check, CompileCheck, EvalConfig, KernelEvaluator, TimingConfig,
-    EXTRACTION_ERROR_MARKER, TUNING_BASELINE_EVERY, TUNING_REUSE_INPUTS,
+    EXTRACTION_ERROR_MARKER, FIRST_BASELINE_TRIALS, TUNING_BASELINE_EVERY, TUNING_REUSE_INPUTS,
 };
 pub use worker::{BackendSpec, TaskFileJob, TaskRegistry};

@@ -38,7 +38,14 @@ pub struct TimingConfig {
     pub max_trials: u32,
     /// Wall-clock seconds of timing at most (after `min(3, min_trials)` trials).
     pub max_seconds: f64,
-    /// Baseline launches per evaluation, interleaved with the candidate's trials.
+    /// Baseline launches per evaluation, interleaved with the candidate's trials (at least
+    /// [`FIRST_BASELINE_TRIALS`] in a worker's first evaluation).
+    ///
+    /// The baseline timed beside a candidate gives [`kf_core::Evaluation::baseline`] and the
+    /// speedup `kf eval` reports. In a search the engine scores every evaluation against one
+    /// figure instead ([`kf_core::RunBaseline`]: the baseline median of the run's first judged
+    /// evaluation), because on a loaded machine this timing varies (1.8x at a 2048³ GEMM) and
+    /// would rank candidates by how the baseline happened to run.
     pub baseline_trials: u32,
     /// Baseline samples kept per worker for the baseline median (a rolling window).
     pub baseline_window: usize,
@@ -59,6 +66,23 @@ pub struct TimingConfig {
 
 fn every_evaluation() -> u32 {
     1
+}
+
+/// Baseline launches at least in a worker's first evaluation, whatever
+/// [`TimingConfig::baseline_trials`] says (up to [`TimingConfig::baseline_window`]): in a
+/// search that evaluation's baseline median becomes the run's reference
+/// ([`kf_core::RunBaseline`]) that every speedup is over, so it should not rest on a single
+/// launch. It costs two more launches of the baseline once per worker.
+pub const FIRST_BASELINE_TRIALS: u32 = 3;
+
+/// Baseline launches in a worker's first evaluation ([`FIRST_BASELINE_TRIALS`]; none when
+/// the configuration times no baseline).
+pub(crate) fn first_baseline_trials(t: &TimingConfig) -> u32 {
+    if t.baseline_trials == 0 {
+        return 0;
+    }
+    let window = u32::try_from(t.baseline_window.max(1)).unwrap_or(u32::MAX);
+    t.baseline_trials.max(FIRST_BASELINE_TRIALS.min(window))
 }
 
 /// Evaluations that reuse an input set in [`EvalConfig::for_tuning`].
@@ -958,7 +982,7 @@ impl<B: Backend> KernelEvaluator<B> {
             evaluation.memory_bound = Some(point.memory_bound);
         }
         let mut speed = match evaluation.speedup {
-            Some(s) => format!(", {s:.2}x the baseline"),
+            Some(s) => format!(", {s:.2}x the baseline timed beside it"),
             None => String::new(),
         };
         if let Some(p) = self.early_stop_p {
@@ -1287,9 +1311,13 @@ impl<B: Backend> KernelEvaluator<B> {
             baseline = None;
         }
         let has_baseline = baseline.is_some();
-        let baseline_trials = if measure { t.baseline_trials } else { 0 };
         // The baseline needs a warm-up launch only before its first timed one.
         let baseline_cold = baseline.as_ref().is_some_and(|b| b.samples.is_empty());
+        let baseline_trials = match (measure, baseline_cold) {
+            (false, _) => 0,
+            (true, false) => t.baseline_trials,
+            (true, true) => first_baseline_trials(&t),
+        };
         // The baseline writes into buffers of its own.
         let mut baseline_out = match baseline {
             Some(_) => Some(

@@ -2,7 +2,8 @@
 //! runtime: a configuration clearly slower than the incumbent stops timing at the rule's look
 //! and is still verified and checked; one that is not is timed in full; the baseline is
 //! re-measured every `TUNING_BASELINE_EVERY`-th evaluation and input sets are reused, while
-//! every evaluation still reports a speedup. The cheats under this protocol are in
+//! every evaluation still reports a speedup; a worker's first evaluation times the baseline
+//! at least `FIRST_BASELINE_TRIALS` times. The cheats under this protocol are in
 //! `cheat_corpus.rs`.
 //!
 //! Skips (printing `SKIPPED: …`) only when the runtime is missing and `KF_REQUIRE_OPENCL` is
@@ -15,8 +16,8 @@ use kf_backend_opencl::OpenClBackend;
 use kf_core::{ParamValues, Status};
 use kf_eval::tasks::Gemm;
 use kf_eval::{
-    EarlyStop, EvalConfig, KernelEvaluator, EARLY_STOP_TRIALS, TUNING_BASELINE_EVERY,
-    TUNING_REUSE_INPUTS,
+    EarlyStop, EvalConfig, KernelEvaluator, EARLY_STOP_TRIALS, FIRST_BASELINE_TRIALS,
+    TUNING_BASELINE_EVERY, TUNING_REUSE_INPUTS,
 };
 use kf_manifest::Manifest;
 
@@ -112,4 +113,32 @@ fn the_baseline_is_re_measured_periodically_and_input_sets_are_reused() {
         3 * evaluations.div_ceil(TUNING_REUSE_INPUTS),
         "drawn {generated:?}"
     );
+}
+
+/// With one baseline launch per evaluation (the search's protocol), a worker's first
+/// evaluation still times the baseline `FIRST_BASELINE_TRIALS` times: in a search its median
+/// becomes the run's reference for every speedup (`kf_core::RunBaseline`).
+#[test]
+fn a_worker_s_first_evaluation_times_the_baseline_at_least_three_times() {
+    let Some(mut ev) = evaluator() else {
+        return;
+    };
+    let mut config = tuning_config();
+    config.timing.baseline_trials = 1;
+    config.timing.baseline_every = 1;
+    ev.set_config(config);
+    let task = Gemm::new(128, 96, 64).unwrap();
+    let kernel = naive();
+    let mut launches = Vec::new();
+    let mut window = Vec::new();
+    for _ in 0..3 {
+        let e = ev.evaluate(&task, &kernel, &ParamValues::new()).unwrap();
+        assert_eq!(e.status, Status::Correct, "{}", e.diagnostics);
+        launches.push(ev.last_profile().baseline_launches);
+        window.push(e.baseline.unwrap().trials);
+    }
+    // A warm-up launch before the first timed one; then one per evaluation.
+    assert_eq!(launches, [FIRST_BASELINE_TRIALS + 1, 1, 1]);
+    let first = FIRST_BASELINE_TRIALS;
+    assert_eq!(window, [first, first + 1, first + 2]);
 }

@@ -17,8 +17,9 @@ use kf_tune::{outcome_of, AsyncObjective, CacheKey, Outcome, ResultCache, Space,
 
 /// Wraps an evaluator: each candidate is evaluated with its own parameters, then its manifest's
 /// space is searched with up to `budget - 1` more configurations by a fresh kf-tune strategy
-/// from a [`StrategyFactory`]; the
-/// best evaluation (by [`Fitness`]) is returned, with the parameters it was measured with.
+/// from a [`StrategyFactory`]; the best evaluation (by [`Fitness`], every configuration scored
+/// against the same baseline figure, [`Fitness::against`]) is returned, with the parameters
+/// it was measured with.
 ///
 /// Tuning is seeded from the candidate's content hash and parameters, so a candidate is tuned
 /// the same way in every run.
@@ -388,9 +389,19 @@ impl<E: Evaluator + Clone + 'static> Evaluator for TunedEvaluator<E> {
             }
             _ => true,
         };
+        // One baseline figure for every configuration (the first one the tuning measured): a
+        // speedup over the baseline timed beside each would rank them partly by how that
+        // baseline happened to run (the engine then scores the chosen one against the run's).
+        let reference = std::iter::once(&first)
+            .chain(objective.seen.values())
+            .find_map(Evaluation::speedup_reference_s);
+        let fitness = |e: &Evaluation| match reference {
+            Some(r) => Fitness::against(e, r),
+            None => Fitness::of(e),
+        };
         let mut best = first.clone();
         for e in objective.seen.into_values() {
-            if Fitness::of(&e) > Fitness::of(&best) && in_cell(&e) {
+            if fitness(&e) > fitness(&best) && in_cell(&e) {
                 best = e;
             }
         }
@@ -701,6 +712,44 @@ mod tests {
 
     fn ts_of(e: &Evaluation) -> Option<i64> {
         e.params.get("TS").and_then(|v| v.as_i64())
+    }
+
+    /// The baseline timed beside each configuration drifts: TS=2 is faster in seconds (0.8
+    /// against 1.0) but was measured beside a baseline that ran 1.6x faster, so its speedup
+    /// over that baseline is lower (3.1 against 4.0). Ranked by one baseline figure, it wins.
+    #[test]
+    fn configurations_are_ranked_by_one_baseline_figure() {
+        #[derive(Clone)]
+        struct Drifting;
+        #[async_trait]
+        impl Evaluator for Drifting {
+            type Error = std::io::Error;
+            async fn evaluate(&self, c: &Candidate) -> Result<Evaluation, Self::Error> {
+                let ts = c.params.get("TS").and_then(|v| v.as_i64());
+                let (kernel_s, baseline_s) = if ts == Some(2) {
+                    (0.8, 2.5)
+                } else {
+                    (1.0, 4.0)
+                };
+                let timed = |s: f64| TimingStats::from_samples(&[s]);
+                let mut e = Evaluation::correct(timed(kernel_s).unwrap(), timed(baseline_s));
+                e.params = c.params.clone();
+                Ok(e)
+            }
+        }
+        let (device, sizes) = device_and_sizes();
+        let tuned = TunedEvaluator::new(Drifting, 2, "random", sizes, device).unwrap();
+        let source =
+            KernelSource::new(Language::OpenCl, "k", "__kernel void k() {}\n").with_manifest(TWO);
+        let candidate = Candidate::seed(source, ParamValues::new().with("TS", 1i64));
+        let own = futures::executor::block_on(Drifting.evaluate(&candidate)).unwrap();
+        let e = futures::executor::block_on(tuned.evaluate(&candidate)).unwrap();
+        assert_eq!(ts_of(&e), Some(2), "the faster configuration");
+        assert_eq!(e.device_evaluations(), 2);
+        assert!(
+            Fitness::of(&e) < Fitness::of(&own),
+            "by the speedup over the baseline beside each, the slower one would win"
+        );
     }
 
     /// A tuned configuration that beat the candidate's own by a lucky 10% is measured again

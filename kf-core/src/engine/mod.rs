@@ -328,6 +328,9 @@ where
 mod novelty_tests;
 
 #[cfg(test)]
+mod run_baseline_tests;
+
+#[cfg(test)]
 mod step_tests;
 
 #[cfg(test)]

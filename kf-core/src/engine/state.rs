@@ -26,6 +26,7 @@ use crate::evaluation::Evaluation;
 use crate::fitness::Fitness;
 use crate::novelty::{Novelty, NoveltyConfig, NoveltyCounts, NoveltyIndex, Signature, Verdict};
 use crate::observe::{EvaluationReport, ObserverMode};
+use crate::run_baseline::RunBaseline;
 use crate::task::Task;
 use crate::traits::archive::{Archive, ArchiveMetrics, Elite, InsertOutcome};
 use crate::traits::classifier::BehaviorClassifier;
@@ -283,6 +284,8 @@ pub(super) struct RunState<C, A> {
     idle_steps: u32,
     best: Option<Fitness>,
     history: Vec<HistoryPoint>,
+    /// The one baseline figure every judged evaluation is scored against.
+    run_baseline: RunBaseline,
 }
 
 impl<C, A> RunState<C, A>
@@ -326,6 +329,7 @@ where
             idle_steps: 0,
             best: None,
             history: Vec::new(),
+            run_baseline: RunBaseline::new(),
         }
     }
 
@@ -652,10 +656,14 @@ where
             };
             (record, Some(failure))
         };
-        let evaluation = match evaluation {
+        let mut evaluation = match evaluation {
             Ok(e) => e,
             Err(e) => return failed(candidate, StepFailure::Evaluator(e)),
         };
+        // Against the run's one baseline figure, not the one timed beside this candidate: on a
+        // loaded machine that one varies, and would rank candidates by it. Before the
+        // classifier, which may read the speedup.
+        self.run_baseline.score(&mut evaluation);
         let descriptor = match self.classifier.classify(&candidate, &evaluation) {
             Ok(d) => d,
             Err(e) => return failed(candidate, StepFailure::Classifier(Box::new(e))),
@@ -669,6 +677,8 @@ where
         };
         match self.archive.insert(elite.clone()) {
             Ok(outcome) => {
+                // Judged children fix the reference, live as in a replay (see apply_replay).
+                self.run_baseline.adopt(&elite.evaluation);
                 let record = ChildRecord::Judged {
                     elite: Box::new(elite),
                     outcome,
@@ -715,6 +725,9 @@ where
                         what: format!("inserted {found} as {outcome:?}, but now it is {now:?}"),
                     });
                 }
+                // The recorded evaluation carries the reference it was scored against, so
+                // the run goes on against the figure of its start.
+                self.run_baseline.adopt(&elite.evaluation);
             }
             metrics_after.push(self.archive.metrics());
         }
