@@ -6,8 +6,9 @@
 //! elementwise kernel that
 //! strides by the global size (KernelBench 19, ReLU) and a per-row sequential scan is evaluated
 //! by `kf eval` against the task's NumPy reference at sizes with a tail, at the largest value of
-//! each tunable it added; and a short `kf search` on a task file without
-//! templates makes structural moves through `TransformMutator`.
+//! each tunable it added; a staged child of a 2-D kernel (a row per work-group) is evaluated
+//! against its parent as the task's reference kernel; and a short `kf search` on a task file
+//! without templates makes structural moves through `TransformMutator`.
 //!
 //! Skips (printing `SKIPPED: …`) only when a runtime is missing and `KF_REQUIRE_OPENCL` /
 //! `KF_REQUIRE_PYTHON` is not `1`.
@@ -208,6 +209,7 @@ fn every_child_of_real_kernels_matches_the_reference() {
                 Transformation::GroupReduce,
                 Transformation::CoarsenBlocked,
                 Transformation::CoarsenStrided,
+                Transformation::Stage,
                 Transformation::Unroll,
                 Transformation::Qualify,
             ],
@@ -234,6 +236,7 @@ fn every_child_of_real_kernels_matches_the_reference() {
                 Transformation::CoarsenBlocked,
                 Transformation::CoarsenStrided,
                 Transformation::Vectorize,
+                Transformation::Stage,
                 Transformation::Unroll,
                 Transformation::Qualify,
             ],
@@ -341,6 +344,94 @@ fn every_child_of_real_kernels_matches_the_reference() {
     let path = write(tmp.path(), "scan_both", &both.source);
     let status = eval(&scan, &path, "rows=37,n=300", &both.params);
     assert!(status.starts_with("correct"), "{status}");
+}
+
+/// A 2-D kernel centring each row (one row per work-group: local size 1 in dimension 1), as
+/// a task file whose reference is that kernel itself, in `dir`.
+fn center_task(dir: &Path) -> PathBuf {
+    std::fs::write(
+        dir.join("center.toml"),
+        r#"name = "row_center"
+description = "y[r][c] = x[r][c] - mean(x[r])"
+args = ["x", "y", "rows", "cols"]
+[sizes]
+rows = 5
+cols = 1001
+[[buffer]]
+name = "x"
+dtype = "f32"
+shape = ["rows", "cols"]
+role = "input"
+[[buffer]]
+name = "y"
+dtype = "f32"
+shape = ["rows", "cols"]
+role = "output"
+[reference]
+kernel = "center_naive.toml"
+[tolerance]
+atol = 1e-5
+rtol = 1e-5
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("center_naive.cl"),
+        "__kernel void center(__global const float* x, __global float* y, const int rows, const int cols) {\n    const int c = get_global_id(0);\n    const int r = get_global_id(1);\n    if (r >= rows || c >= cols) return;\n    float s = 0.0f;\n    for (int k = 0; k < cols; ++k) {\n        s += x[r * cols + k];\n    }\n    y[r * cols + c] = x[r * cols + c] - s / cols;\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("center_naive.toml"),
+        "source = \"center_naive.cl\"\nentry = \"center\"\nlanguage = \"opencl\"\n[params]\nWG = [64]\n[launch]\nglobal = [\"((cols + WG - 1) / WG) * WG\", \"rows\"]\nlocal = [\"WG\", \"1\"]\n",
+    )
+    .unwrap();
+    dir.join("center.toml")
+}
+
+/// Local-memory staging on the real runtime, checked against the parent's own outputs (the
+/// task's reference is the parent kernel, compared within 1e-5: the child sums in the same
+/// order, the compiler may contract differently): a row every work-item of a group reads, with work-items past the row's end that
+/// leave early, at the smallest tile (many tiles, a tail) and the largest (one tile).
+#[test]
+fn a_staged_child_matches_its_parent() {
+    if backend_or_skip().is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let task = center_task(tmp.path());
+    let (source, params) = load(&tmp.path().join("center_naive.toml"));
+    let child = Transformation::Stage
+        .apply(&source, &params)
+        .unwrap()
+        .expect("the row every work-item of a group reads is staged");
+    assert!(
+        child.source.text.contains("kf_st0[k - kf_t0]"),
+        "{}",
+        child.source.text
+    );
+    let path = write(tmp.path(), "center_stage", &child.source);
+    for tile in [32i64, 512] {
+        let at = child.params.clone().with("STAGE_TILE", tile);
+        let status = eval(&task, &path, "rows=5,cols=1001", &at);
+        assert!(
+            status.starts_with("correct"),
+            "STAGE_TILE={tile}: {status}\n{}",
+            child.source.text
+        );
+    }
+    // Unrolled on top (its pragmas before the copy and the compute loops), still the same.
+    let both = Transformation::Unroll
+        .apply(&child.source, &child.params)
+        .unwrap()
+        .expect("the staged loops unroll");
+    assert_eq!(kf_transform::applied(&both.source), ["stage", "unroll"]);
+    let path = write(tmp.path(), "center_stage_unroll", &both.source);
+    let status = eval(&task, &path, "rows=5,cols=1001", &both.params);
+    assert!(
+        status.starts_with("correct"),
+        "{status}\n{}",
+        both.source.text
+    );
 }
 
 /// A search on a task file without templates makes structural moves: children of the

@@ -220,7 +220,7 @@ pub(crate) fn pure(node: Node<'_>) -> bool {
 
 /// Whether `node` runs in every iteration of `for_loop`: no branch, inner loop or
 /// short-circuit between them.
-fn unconditional(node: Node<'_>, for_loop: Node<'_>) -> bool {
+pub(crate) fn unconditional(node: Node<'_>, for_loop: Node<'_>) -> bool {
     let mut current = node;
     while let Some(parent) = current.parent() {
         if parent.id() == for_loop.id() {
@@ -254,7 +254,7 @@ fn unconditional(node: Node<'_>, for_loop: Node<'_>) -> bool {
 }
 
 /// `expr`'s text with every use of the variable `var` replaced by `(value)`.
-fn substitute(parsed: &Parsed, expr: Node<'_>, var: &str, value: &str) -> String {
+pub(crate) fn substitute(parsed: &Parsed, expr: Node<'_>, var: &str, value: &str) -> String {
     let edits = descendants(expr)
         .into_iter()
         .filter(|n| n.kind() == "identifier" && parsed.text_of(*n) == var)

@@ -23,6 +23,14 @@
 //!   `if (i >= E) return;`, accesses at `p[i]`) handles `VEC` consecutive indices per
 //!   work-item, its buffers read and written with `vloadN`/`vstoreN` where all of them pass
 //!   the guard, index by index at the tail; the global size divided by `VEC`.
+//! * [`Transformation::Stage`]: a counted loop whose reads `p[e]` are the same in every
+//!   work-item of a group (`e` depends only on the loop variable and on values the group
+//!   shares: its index, a global index in a dimension whose work-group size is 1, scalar
+//!   arguments, constants; `p` a buffer the kernel only reads), read on no branch, copies them
+//!   into `__local` memory `STAGE_TILE` iterations at a time, the group's work-items sharing
+//!   the copy between barriers, and reads the copy. Work-items that leave early (a guard
+//!   `if (i >= n) return;` that differs within the group) stay for the barriers under a flag,
+//!   computing nothing; the copy runs only when some work-item of the group is active.
 //! * [`Transformation::Hoist`]: loads from buffers the kernel only reads, at indices a loop
 //!   does not change and on no branch of its body, read once before the loop (when it runs),
 //!   behind the tunable `HOIST`.
@@ -36,8 +44,10 @@
 //! `cargo run -p kf-transform --example transform -- KERNEL.toml OUT_DIR` writes a kernel's
 //! children, for `kf eval`.
 //!
-//! Not (yet) done of issue 48's list: local-memory staging, sub-group reductions, vector
-//! accesses at indices other than the work-item's own;
+//! Not (yet) done of issue 48's list: sub-group reductions, vector accesses at indices other
+//! than the work-item's own, local-memory staging of regions that differ between the
+//! work-items of a group (a convolution's overlapping input windows, 2-D tiles of a matrix
+//! product);
 //! CUDA and SYCL kernels are left alone (children only for OpenCL C).
 //!
 //! ## The parser
@@ -60,6 +70,7 @@ mod hoist;
 mod mutator;
 mod parse;
 mod qualify;
+mod stage;
 mod transformation;
 mod unroll;
 mod vectorize;

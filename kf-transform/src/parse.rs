@@ -91,6 +91,11 @@ impl Parsed {
         })
     }
 
+    /// The root of the syntax tree (the whole source).
+    pub(crate) fn root(&self) -> Node<'_> {
+        self.tree.root_node()
+    }
+
     /// The text of `node`.
     pub(crate) fn text_of(&self, node: Node<'_>) -> &str {
         &self.text[node.byte_range()]

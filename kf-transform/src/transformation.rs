@@ -47,6 +47,10 @@ pub enum Transformation {
     /// accesses at the index read and written with `vloadN`/`vstoreN`; the global size is
     /// divided by `VEC`.
     Vectorize,
+    /// Reads that every work-item of a group makes alike (a loop's `p[e]` with `e` depending
+    /// only on the loop variable and group-uniform values) copied into `__local` memory by the
+    /// group, `STAGE_TILE` iterations at a time, between barriers, and read from there.
+    Stage,
     /// Loads from read-only buffers at loop-invariant indices read once before their loop
     /// (tunable `HOIST`, 1 or 0).
     Hoist,
@@ -59,11 +63,12 @@ pub enum Transformation {
 
 impl Transformation {
     /// Every transformation, in order of value.
-    pub const ALL: [Transformation; 7] = [
+    pub const ALL: [Transformation; 8] = [
         Transformation::GroupReduce,
         Transformation::CoarsenBlocked,
         Transformation::CoarsenStrided,
         Transformation::Vectorize,
+        Transformation::Stage,
         Transformation::Hoist,
         Transformation::Unroll,
         Transformation::Qualify,
@@ -76,6 +81,7 @@ impl Transformation {
             Transformation::CoarsenBlocked => "coarsen-blocked",
             Transformation::CoarsenStrided => "coarsen-strided",
             Transformation::Vectorize => "vectorize",
+            Transformation::Stage => "stage",
             Transformation::Hoist => "hoist",
             Transformation::Unroll => "unroll",
             Transformation::Qualify => "qualify",
@@ -112,6 +118,7 @@ impl Transformation {
             Transformation::CoarsenBlocked => crate::coarsen::coarsen(text, &manifest, false),
             Transformation::CoarsenStrided => crate::coarsen::coarsen(text, &manifest, true),
             Transformation::Vectorize => crate::vectorize::vectorize(text, &manifest),
+            Transformation::Stage => crate::stage::stage(text, &manifest),
             Transformation::Hoist => crate::hoist::hoist(text, &manifest),
             Transformation::Unroll => crate::unroll::unroll(text, &manifest),
             Transformation::Qualify => crate::qualify::qualify(text, &manifest),
