@@ -1,6 +1,7 @@
 //! Operator families on the shipped KernelBench tasks: a matrix-product task file (its
 //! `[family] kind = "matmul"`) is searched with the GEMM templates bound to its interface (a
-//! transposed factor with the strided GEMM template), the softmax task with the softmax
+//! transposed factor with the strided GEMM templates, a matrix-vector product with the
+//! matrix-vector template), the softmax task with the softmax
 //! templates, the element-wise maps with the map template and LayerNorm with the row
 //! normalisation template (RMSNorm over the channels with its strided form), the 1-D and
 //! pointwise 2-D convolutions with the direct convolution template. Every seed is correct at a small size, and a
@@ -60,7 +61,7 @@ fn family_tasks_are_seeded_with_bound_templates_that_are_correct() {
         (
             "4_Matrix_vector_multiplication_",
             "M=64,K=256",
-            "gemm_blocked",
+            "template `matvec`",
         ),
         ("23_Softmax", "batch_size=32,dim=256", "softmax_row"),
         ("26_GELU_", "batch_size=4,dim=200", "template `map`"),
