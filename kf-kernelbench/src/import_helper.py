@@ -288,9 +288,14 @@ def analyze(path):
             by_variable[elt.id] = spec
     description = ast.get_docstring(model) or ""
     accumulates = accumulation_length(tree, model, forward, forward_args, inputs, env)
+    try:
+        family = recognise_family(forward, inputs, env, held_modules(tree, model), sizes)
+    except (ValueError, TypeError, ArithmeticError, RecursionError):
+        # The family is optional: a forward() the recogniser misreads imports without one.
+        family = None
     return {
         "accumulates": accumulates,
-        "family": recognise_family(forward, inputs, env, held_modules(tree, model), sizes),
+        "family": family,
         "sizes": sizes,
         "tuples": tuples,
         "scalars": scalars,
