@@ -39,7 +39,7 @@ pub struct BestKernelJson {
     pub gflops: Option<f64>,
     /// GFLOP/s over the naive seed's.
     pub speedup_vs_seed: Option<f64>,
-    /// Speedup over the task's baseline as the evaluator measured it.
+    /// Speedup over the task's baseline: the run's one reference median (`kf_core::RunBaseline`).
     pub task_speedup: Option<f64>,
     /// Median kernel time, milliseconds.
     pub median_ms: Option<f64>,
