@@ -108,12 +108,14 @@ fn bench_task(
         result.error = None;
         result.best_s = e.timing.as_ref().map(|t| t.median_s);
         result.roofline_fraction = e.roofline_fraction;
-        result.baseline_s = match (e.baseline.as_ref(), e.speedup, result.best_s) {
-            (Some(b), _, _) => Some(b.median_s),
-            // The speedup came from the worker's rolling baseline window.
-            (None, Some(s), Some(t)) => Some(s * t),
-            _ => None,
-        };
+        // The run's one reference median, which the speedup is over (the baseline timed
+        // beside this candidate may differ: kf_core::RunBaseline).
+        result.baseline_s = e
+            .speedup_reference_s()
+            .or(match (e.speedup, result.best_s) {
+                (Some(s), Some(t)) => Some(s * t),
+                _ => None,
+            });
         result.best_kernel = Some(config.out.clone());
     }
     Ok(result)
