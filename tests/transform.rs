@@ -390,8 +390,9 @@ rtol = 1e-5
 
 /// Local-memory staging on the real runtime, checked against the parent's own outputs (the
 /// task's reference is the parent kernel, compared within 1e-5: the child sums in the same
-/// order, the compiler may contract differently): a row every work-item of a group reads, with work-items past the row's end that
-/// leave early, at the smallest tile (many tiles, a tail) and the largest (one tile).
+/// order, the compiler may contract differently): a row every work-item of a group reads,
+/// with work-items past the row's end that leave early, at the smallest tile (many tiles, a
+/// tail) and the largest (one tile); the shipped A^T B kernel with groups made one row high.
 #[test]
 fn a_staged_child_matches_its_parent() {
     if backend_or_skip().is_none() {
@@ -419,6 +420,44 @@ fn a_staged_child_matches_its_parent() {
             child.source.text
         );
     }
+    // A^T B as shipped (KernelBench 16), work-groups of several rows: the child's groups are
+    // one row high (the column of A each reads then shared), against the shipped kernel.
+    let at = tmp.path().join("at");
+    std::fs::create_dir(&at).unwrap();
+    let shipped = root().join("tasks/kernelbench/16_Matmul_with_transposed_A");
+    for file in ["naive.cl", "naive.toml"] {
+        std::fs::copy(shipped.join(file), at.join(file)).unwrap();
+    }
+    let matrix = |name: &str, rows: &str, cols: &str, role: &str| {
+        format!("[[buffer]]\nname = \"{name}\"\ndtype = \"f32\"\nshape = [\"{rows}\", \"{cols}\"]\nrole = \"{role}\"\n")
+    };
+    std::fs::write(
+        at.join("task.toml"),
+        format!(
+            "name = \"at\"\nargs = [\"A\", \"B\", \"out\", \"M\", \"K\", \"N\"]\n[sizes]\nM = 7\nK = 301\nN = 45\n{}{}{}[reference]\nkernel = \"naive.toml\"\n[tolerance]\natol = 1e-5\nrtol = 1e-5\n",
+            matrix("A", "K", "M", "input"),
+            matrix("B", "K", "N", "input"),
+            matrix("out", "M", "N", "output"),
+        ),
+    )
+    .unwrap();
+    let (source, params) = load(&at.join("naive.toml"));
+    let at_child = Transformation::Stage
+        .apply(&source, &params)
+        .unwrap()
+        .expect("A^T B gets groups one row high");
+    let path = write(&at, "stage", &at_child.source);
+    let largest = at_child
+        .params
+        .clone()
+        .with("WG0", 32i64)
+        .with("STAGE_TILE", 64i64);
+    let status = eval(&at.join("task.toml"), &path, "M=7,K=301,N=45", &largest);
+    assert!(
+        status.starts_with("correct"),
+        "{status}\n{}",
+        at_child.source.text
+    );
     // Unrolled on top (its pragmas before the copy and the compute loops), still the same.
     let both = Transformation::Unroll
         .apply(&child.source, &child.params)

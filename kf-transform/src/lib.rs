@@ -30,7 +30,10 @@
 //!   into `__local` memory `STAGE_TILE` iterations at a time, the group's work-items sharing
 //!   the copy between barriers, and reads the copy. Work-items that leave early (a guard
 //!   `if (i >= n) return;` that differs within the group) stay for the barriers under a flag,
-//!   computing nothing; the copy runs only when some work-item of the group is active.
+//!   computing nothing; the copy runs only when some work-item of the group is active. A 2-D
+//!   kernel that never asks for its group's shape, none of whose reads the group shares as
+//!   launched, gets work-groups one high in a dimension above 0 (`launch.local` there `1`) when
+//!   that makes a read shared (a row of `A` in a matrix product).
 //! * [`Transformation::Hoist`]: loads from buffers the kernel only reads, at indices a loop
 //!   does not change and on no branch of its body, read once before the loop (when it runs),
 //!   behind the tunable `HOIST`.

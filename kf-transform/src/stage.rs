@@ -6,7 +6,10 @@
 //! group copies them into `__local` memory once, `STAGE_TILE` iterations at a time, each
 //! work-item copying every `get_local_size`-th element, between barriers, and the loop reads the
 //! copy. A matrix-vector product's vector, a bias every row adds, the row of a 2-D kernel whose
-//! rows are work-groups are such reads.
+//! rows are work-groups are such reads. A 2-D kernel that never asks for its group's shape
+//! computes the same for any work-group size: where the group as launched shares no read, the
+//! child's work-groups are one high in a dimension above 0 if that makes one shared (the row of
+//! `A` in a matrix product; the child's `launch.local` says so).
 //!
 //! The loop `for (T k = A; k < B; ++k) BODY` becomes
 //!
@@ -89,10 +92,57 @@ const PURE: [&str; 28] = [
 
 /// Stages the work-group-uniform reads of `text`'s kernel `entry` (see the module docs), or
 /// `None` where no loop has such reads or the rewrite is not provably the same computation.
+///
+/// A 2-D or 3-D kernel that never asks for its work-group's shape (no local or group index,
+/// local size or group count) computes the same for any work-group size: where none of its
+/// reads is shared by the group as launched, a work-group size of 1 in a dimension above 0
+/// (the child's `launch.local`) makes the global index there the group's, and the reads that
+/// depend on it shared (a row of `A` in a matrix product whose dimension 1 runs over rows).
 pub(crate) fn stage(text: &str, manifest: &Manifest) -> Option<Rewrite> {
     let parsed = Parsed::opencl(text).ok()?;
     let code = code_words(&parsed);
-    if code.iter().any(|w| {
+    if refused(&code) {
+        return None;
+    }
+    let local: Vec<String> = manifest.local.as_ref().map_or(Vec::new(), |l| {
+        l.iter().map(|e| e.text().trim().to_owned()).collect()
+    });
+    let unit: Vec<bool> = local.iter().map(|l| l == "1").collect();
+    if let Some(rewrite) = stage_with(&parsed, manifest, &unit) {
+        return Some(rewrite);
+    }
+    let shape_free = !code.iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "get_local_id"
+                | "get_group_id"
+                | "get_local_size"
+                | "get_enqueued_local_size"
+                | "get_num_groups"
+                | "get_local_linear_id"
+        )
+    });
+    if !shape_free {
+        return None;
+    }
+    (1..local.len()).filter(|d| !unit[*d]).find_map(|d| {
+        let mut one = unit.clone();
+        one[d] = true;
+        let mut rewrite = stage_with(&parsed, manifest, &one)?;
+        let mut shape = local.clone();
+        shape[d] = "1".to_owned();
+        rewrite.local = Some(shape);
+        rewrite.note.push_str(&format!(
+            "; work-group size 1 in dimension {d} (the global index there the group's)"
+        ));
+        Some(rewrite)
+    })
+}
+
+/// Whether the source already synchronises, shares local memory, uses atomics or the names
+/// this rewrite introduces.
+fn refused(code: &[String]) -> bool {
+    code.iter().any(|w| {
         INTRODUCED.contains(&w.as_str())
             || w.starts_with("kf_st")
             || matches!(
@@ -111,12 +161,15 @@ pub(crate) fn stage(text: &str, manifest: &Manifest) -> Option<Rewrite> {
             || w.starts_with("work_group_")
             || w.starts_with("sub_group_")
             || w.starts_with("async_work_group")
-    }) {
-        return None;
-    }
+    })
+}
+
+/// The rewrite with `unit_local[d]` telling whether the work-group size in dimension `d` is 1.
+fn stage_with(parsed: &Parsed, manifest: &Manifest, unit_local: &[bool]) -> Option<Rewrite> {
+    let text = parsed.text.as_str();
     let kernel = parsed.function(&manifest.entry)?;
     let body = kernel.child_by_field_name("body")?;
-    let mut scope = Scope::new(&parsed, manifest, kernel, body)?;
+    let mut scope = Scope::new(parsed, unit_local.to_vec(), kernel, body)?;
     let mut plan = Plan::default();
     let mut cursor = body.walk();
     let statements: Vec<Node<'_>> = body.named_children(&mut cursor).collect();
@@ -150,12 +203,12 @@ pub(crate) fn stage(text: &str, manifest: &Manifest) -> Option<Rewrite> {
                 }
             }
             "for_statement" if !blocked && !returns => match scope.staged_loop(statement) {
-                Some(found) => plan.stage(&parsed, statement, found, before),
-                None => plan.wrap(&parsed, statement, before),
+                Some(found) => plan.stage(parsed, statement, found, before),
+                None => plan.wrap(parsed, statement, before),
             },
             _ => {
                 blocked |= returns;
-                plan.wrap(&parsed, statement, before);
+                plan.wrap(parsed, statement, before);
             }
         }
     }
@@ -262,7 +315,7 @@ struct StagedLoop {
 impl<'p> Scope<'p> {
     fn new(
         parsed: &'p Parsed,
-        manifest: &Manifest,
+        unit_local: Vec<bool>,
         kernel: Node<'_>,
         body: Node<'_>,
     ) -> Option<Self> {
@@ -304,9 +357,6 @@ impl<'p> Scope<'p> {
                 _ => {}
             }
         }
-        let unit_local = manifest.local.as_ref().map_or(Vec::new(), |l| {
-            l.iter().map(|e| e.text().trim() == "1").collect()
-        });
         let mut scope = Scope {
             parsed,
             unit_local,
@@ -957,8 +1007,32 @@ mod tests {
             "{out}"
         );
         assert!(parses(out, "center"), "{out}");
-        assert!(stage(text, &manifest("center", "\"WG\", \"WG\"")).is_none());
+        assert!(rw.local.is_none());
+        // Launched in 1-D, the row differs within the group.
         assert!(stage(text, &manifest("center", "\"WG\"")).is_none());
+    }
+
+    /// A 2-D kernel with several rows per group that never asks for its group's shape: the
+    /// child's work-groups are one row high, and the row of `A` every work-item of one reads
+    /// is staged. One that asks for its local index keeps its shape: refused.
+    #[test]
+    fn a_matrix_product_gets_groups_one_row_high() {
+        let text = "__kernel void matmul(__global const float* A, __global const float* B, __global float* out, const int N) {\n    const int j = get_global_id(0);\n    const int i = get_global_id(1);\n    if (i >= N || j >= N) {\n        return;\n    }\n    float s = 0.0f;\n    for (int k = 0; k < N; ++k) {\n        s += A[(long)i * N + k] * B[(long)k * N + j];\n    }\n    out[(long)i * N + j] = s;\n}\n";
+        let rw = stage(text, &manifest("matmul", "\"WG0\", \"WG1\"")).unwrap();
+        assert_eq!(rw.local, Some(vec!["WG0".to_owned(), "1".to_owned()]));
+        assert!(rw.note.contains("dimension 1"), "{}", rw.note);
+        let out = &rw.text;
+        assert!(
+            out.contains("kf_st0[kf_j] = A[((long)i * N + (kf_t0 + kf_j))];"),
+            "{out}"
+        );
+        assert!(
+            out.contains("s += kf_st0[k - kf_t0] * B[(long)k * N + j];"),
+            "{out}"
+        );
+        assert!(parses(out, "matmul"), "{out}");
+        let asks = text.replace("float s = 0.0f;", "float s = 0.0f * get_local_id(1);");
+        assert!(stage(&asks, &manifest("matmul", "\"WG0\", \"WG1\"")).is_none());
     }
 
     /// A row read through the group's index, a guard the whole group takes alike: no flag
