@@ -264,4 +264,25 @@ mod tests {
         }
         assert!(chained > 0, "no chain offered in 8 seeds");
     }
+
+    /// A qualified kernel (an archived elite `qualify` made) is still transformed: its
+    /// `KF_RESTRICT` macro does not stop the parser.
+    #[test]
+    fn a_qualified_kernel_is_transformed_further() {
+        let parent = parent();
+        let params = parent.candidate.params.clone();
+        let qualified = Transformation::Qualify
+            .apply(&parent.candidate.source, &params)
+            .unwrap()
+            .expect("the scan kernel is qualified");
+        assert!(qualified.source.text.contains("KF_RESTRICT"));
+        let unrolled = Transformation::Unroll
+            .apply(&qualified.source, &qualified.params)
+            .unwrap()
+            .expect("the qualified kernel is unrolled");
+        assert_eq!(
+            crate::applied(&unrolled.source),
+            ["qualify".to_owned(), "unroll".to_owned()]
+        );
+    }
 }

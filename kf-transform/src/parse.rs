@@ -27,6 +27,10 @@ const OPENCL_QUALIFIERS: &[&str] = &[
     "write_only",
     "__read_write",
     "read_write",
+    // The macro `Transformation::Qualify` writes after a pointer's `*` (`restrict` or
+    // nothing, by its tunable): blanked like a qualifier, so a qualified kernel parses and
+    // the other transformations still apply to it.
+    "KF_RESTRICT",
 ];
 
 /// The work-item functions whose meaning changes when one work-item does the work of
@@ -177,8 +181,12 @@ impl Parsed {
                         return None;
                     }
                     let star = d.child(0).filter(|s| s.kind() == "*")?;
-                    let restrict = words(self.text_of(d))
-                        .any(|w| matches!(w, "restrict" | "__restrict" | "__restrict__"));
+                    let restrict = words(self.text_of(d)).any(|w| {
+                        matches!(
+                            w,
+                            "restrict" | "__restrict" | "__restrict__" | "KF_RESTRICT"
+                        )
+                    });
                     params.push(KernelParam {
                         name: self.text_of(inner).to_owned(),
                         pointer: true,
@@ -314,5 +322,19 @@ mod tests {
             .filter_map(|c| callee(&parsed, c))
             .collect();
         assert_eq!(calls, ["get_global_id"]);
+    }
+
+    /// A kernel `Transformation::Qualify` made (its `KF_RESTRICT` macro after each `*`) parses
+    /// with its parameters, which count as `restrict`.
+    #[test]
+    fn a_qualified_kernel_parses_with_its_parameters() {
+        let text = "__kernel void add(__global const float* KF_RESTRICT a, __global float* KF_RESTRICT b, const int n) {\n    int i = get_global_id(0);\n    if (i < n) b[i] = a[i];\n}\n";
+        let parsed = Parsed::opencl(text).unwrap();
+        assert!(!parsed.root().has_error());
+        let f = parsed.function("add").expect("the kernel");
+        let params = parsed.params(f).expect("the parameters");
+        let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "n"]);
+        assert!(params[0].restrict && params[1].restrict && !params[2].restrict);
     }
 }
