@@ -20,7 +20,10 @@ use kf_backend_opencl::{DeviceSelector, OpenClBackend};
 use kf_backend_sycl::{DeviceSelector as SyclDeviceSelector, SyclBackend};
 use std::sync::Arc;
 
-use kf_eval::{BackendFactory, BackendRegistry, BackendSpec, DynBackendFactory, TaskRegistry};
+// The trait is implemented only for the backends of this build's features.
+#[cfg(any(feature = "opencl", feature = "cuda", feature = "sycl"))]
+use kf_eval::BackendFactory;
+use kf_eval::{BackendRegistry, BackendSpec, DynBackendFactory, TaskRegistry};
 
 pub use crate::backend_kind::{BackendError, BackendKind};
 
