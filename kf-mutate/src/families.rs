@@ -22,10 +22,13 @@
 //! | 19_ReLU (64 × 8192) | `map`, `VW=16 CHUNK=16 WG=1` | 0.049 | 4.7 |
 //! | 40_LayerNorm (4 × 36864) | `row_norm`, `VW=16 WG=1` (before `RPG`, one accumulator) | 0.028 | 1.7 |
 //! | 40_LayerNorm | `row_norm`, `VW=16 WG=16` (local-memory tree) | 0.052 | 0.9 |
-//! | 40_LayerNorm | `row_norm`, `VW=16 WG=1 RPG=1` (two accumulators per row) | 0.024 | 2.0–2.2 |
-//! | 40_LayerNorm | `row_norm`, `VW=16 WG=1 RPG=2` | 0.020 | 2.3–2.7 |
+//! | 40_LayerNorm | `row_norm`, `VW=16 WG=1 RPG=1` (two accumulators per row)¹ | 0.016 | 2.0–2.2 |
+//! | 40_LayerNorm | `row_norm`, `VW=16 WG=1 RPG=2`¹ | 0.012–0.013 | 2.3–2.7 |
 //! | 76_conv1d (dilated, strided) | `conv1d`, `INTERLEAVE=1 TT=1 OCT=16 WG=16` | 0.097 | 15 |
 //! | 76_conv1d | `conv1d`, `INTERLEAVE=0 TT=8 OCT=4 WG=1` | 0.344 | 4.3 |
+//!
+//! ¹ Median of 300–500 launches alternating with the naive kernel (and the template before
+//! `RPG`, 1.65–1.8x) in one process, on the evaluator's three rotated input copies, load 1.5–3.
 //!
 //! Explicit float16 vectors along contiguous memory (with `vec_type_hint`, so that the runtime
 //! does not vectorise across work-items as well), large blocks per work-item and few
@@ -33,7 +36,10 @@
 //! Barriers between the work-items of a row cost more than they save at these row counts. A
 //! LayerNorm's time is mostly its normalising sweep's reads (x, the weight and the bias) and
 //! writes, not the launch (a no-op kernel of the same geometry takes 0.5 µs): two rows per
-//! work-group read the weight and bias once per core instead of once per row. The
+//! work-group read the weight and bias once per core instead of once per row. Non-temporal
+//! stores of the output (up to twice as slow on a quiet machine), a prefetch of the weight and
+//! bias during the first sweep, and a row split across work-groups that each recompute its
+//! sums all measured slower. The
 //! naive convolution spends its time in 64-bit divisions that find a work-item's output; the
 //! template's three-dimensional launch has none.
 //!
