@@ -69,11 +69,14 @@ fn every_evaluation() -> u32 {
 }
 
 /// Baseline launches at least in a worker's first evaluation, whatever
-/// [`TimingConfig::baseline_trials`] says (up to [`TimingConfig::baseline_window`]): in a
-/// search that evaluation's baseline median becomes the run's reference
-/// ([`kf_core::RunBaseline`]) that every speedup is over, so it should not rest on a single
-/// launch. It costs two more launches of the baseline once per worker.
-pub const FIRST_BASELINE_TRIALS: u32 = 3;
+/// [`TimingConfig::baseline_trials`] says (up to [`TimingConfig::baseline_window`], so the
+/// default fills the window): in a search that evaluation's baseline median becomes the run's
+/// reference ([`kf_core::RunBaseline`]) that every speedup is over. Three launches were too
+/// few: a worker's first launches of the baseline run slow (a LayerNorm's first three after
+/// the warm-up took 52, 79 and 85 µs where the full window's median was 52), and a median of
+/// three took the slow ones, overstating every speedup of the run by 1.5x. It costs the
+/// window's launches of the baseline once per worker (about 1.5 s for the naive GEMM at 1024³ on this project's 2-core machine).
+pub const FIRST_BASELINE_TRIALS: u32 = 15;
 
 /// Baseline launches in a worker's first evaluation ([`FIRST_BASELINE_TRIALS`]; none when
 /// the configuration times no baseline).

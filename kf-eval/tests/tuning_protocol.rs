@@ -34,6 +34,11 @@ fn tuning_config() -> EvalConfig {
     c
 }
 
+/// The baseline window of [`tuning_config`], as launches.
+fn config_window() -> u32 {
+    u32::try_from(tuning_config().timing.baseline_window).unwrap_or(u32::MAX)
+}
+
 fn evaluator() -> Option<KernelEvaluator<OpenClBackend>> {
     backend_or_skip().map(|b| KernelEvaluator::new(b, tuning_config()))
 }
@@ -91,7 +96,12 @@ fn the_baseline_is_re_measured_periodically_and_input_sets_are_reused() {
         reused.push(ev.last_profile().inputs_reused);
     }
     let config = tuning_config();
-    let first = config.timing.baseline_trials + 1; // a warm-up launch before the first
+    // The first evaluation fills the window (FIRST_BASELINE_TRIALS), after a warm-up launch.
+    let first = config
+        .timing
+        .baseline_trials
+        .max(FIRST_BASELINE_TRIALS.min(config_window()))
+        + 1;
     let mut expected = vec![0; TUNING_BASELINE_EVERY as usize + 1];
     expected[0] = first;
     expected[TUNING_BASELINE_EVERY as usize] = config.timing.baseline_trials;
@@ -116,10 +126,10 @@ fn the_baseline_is_re_measured_periodically_and_input_sets_are_reused() {
 }
 
 /// With one baseline launch per evaluation (the search's protocol), a worker's first
-/// evaluation still times the baseline `FIRST_BASELINE_TRIALS` times: in a search its median
-/// becomes the run's reference for every speedup (`kf_core::RunBaseline`).
+/// evaluation still times the baseline `FIRST_BASELINE_TRIALS` times (the window): in a
+/// search its median becomes the run's reference for every speedup (`kf_core::RunBaseline`).
 #[test]
-fn a_worker_s_first_evaluation_times_the_baseline_at_least_three_times() {
+fn a_worker_s_first_evaluation_fills_the_baseline_window() {
     let Some(mut ev) = evaluator() else {
         return;
     };
@@ -137,8 +147,11 @@ fn a_worker_s_first_evaluation_times_the_baseline_at_least_three_times() {
         launches.push(ev.last_profile().baseline_launches);
         window.push(e.baseline.unwrap().trials);
     }
-    // A warm-up launch before the first timed one; then one per evaluation.
-    assert_eq!(launches, [FIRST_BASELINE_TRIALS + 1, 1, 1]);
-    let first = FIRST_BASELINE_TRIALS;
-    assert_eq!(window, [first, first + 1, first + 2]);
+    // A warm-up launch before the first timed one; then one per evaluation, the window
+    // keeping the last `baseline_window` samples.
+    let first = FIRST_BASELINE_TRIALS.min(config_window());
+    assert!(first >= 3, "a reference from {first} launches");
+    assert_eq!(launches, [first + 1, 1, 1]);
+    let kept = |n: u32| n.min(config_window());
+    assert_eq!(window, [first, kept(first + 1), kept(first + 2)]);
 }
