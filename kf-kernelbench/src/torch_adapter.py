@@ -58,15 +58,23 @@ def _prepare(inputs, sizes):
     return model, tensors
 
 
-def time_forward(inputs, sizes, repeats=10):
-    """Median seconds of the model's forward() (PyTorch eager on the CPU), after a warm-up."""
+def time_forward(inputs, sizes, warmup=3, repeats=30, min_seconds=0.25, max_repeats=1000):
+    """Median seconds of the model's forward() (PyTorch eager on the CPU), after `warmup`
+    calls: at least `repeats` calls and `min_seconds` of them (at most `max_repeats`). Ten calls
+    after one warm-up were too few: when the machine is busy, PyTorch's OpenMP threads wait a
+    scheduler tick for one another (times of 4 to 99 ms where a call takes 0.1 ms), and a
+    median of ten took those stalls for the operator's time."""
     import time
 
     model, tensors = _prepare(inputs, sizes)
     times = []
     with torch.no_grad():
-        model(*tensors)
-        for _ in range(repeats):
+        for _ in range(warmup):
+            model(*tensors)
+        started = time.perf_counter()
+        while len(times) < max_repeats and (
+            len(times) < repeats or time.perf_counter() - started < min_seconds
+        ):
             start = time.perf_counter()
             model(*tensors)
             times.append(time.perf_counter() - start)
