@@ -16,8 +16,13 @@
 //! ```sh
 //! cargo run --release -p kf-mutate --example softmax_bench -- [--rows 4096] [--cols 1024] \
 //!     [--rounds 5] [--reps 7] probe:copy probe:exp \
-//!     kf-mutate/templates/softmax_row.toml:VW=16,ALGO=1,WG=16,FAST_MATH=1
+//!     kf-mutate/templates/softmax_row.toml:VW=16,ALGO=3,WG=16,RPI=16 \
+//!     kf-mutate/templates/softmax_row.toml:VW=16,ALGO=4,WG=16,RPI=1,ACC=8,PREFETCH_ROW=1
 //! ```
+//!
+//! The first is the search's float16 start (the manifest's first values for the rest), the
+//! second the start before it; `--rows 512` keeps the rows in cache, which times the
+//! arithmetic alone.
 
 use std::path::Path;
 

@@ -166,21 +166,21 @@ const OPENCL_VECTOR_GEMM: RenderingStart = RenderingStart {
     why: "OpenCL C idiom on CPUs: float16 register blocks of 8 x 64 read straight from global memory, K blocked for the L2 with two row blocks per group",
 };
 
-/// OpenCL C's row softmax: one work-item per row, `float16` loads along it, 16 rows per
-/// work-group, the blocked online form (`ALGO=4`: the running maximum moves once per block of
-/// `ACC` vectors, two sweeps, Y written once), with the manifest's first values for the rest:
-/// the polynomial `exp2` (`EXP=3`), 8 accumulators, the next row prefetched, streaming stores.
-/// Measured with kf-mutate's `softmax_bench` example at the task's default size on a 2-core
-/// AMD EPYC (family 26 model 2; 2026-12-05, load 7–8, rounds alternating): 0.55–0.61 of the
-/// bandwidth roofline against 0.38–0.46 for the earlier start (`ALGO=1`, `exp`, one
-/// accumulator, no prefetch, ordinary stores) and 0.42–0.54 for `ALGO=1` with the new first
-/// values (see `kf-mutate/src/softmax.rs`). The base variant is the scalar three-sweep
+/// OpenCL C's row softmax: `float16` loads along the row, 16 consecutive rows per work-item
+/// and 16 work-items per work-group, each exponential computed once into a private buffer
+/// (`ALGO=3`) while the next row's maximum is taken in the same sweep (X read from memory
+/// once, overlapping this row's arithmetic), with the manifest's first values for the rest:
+/// the polynomial `exp2` (`EXP=3`), 2 accumulators, streaming stores. Measured with kf-mutate's
+/// `softmax_bench` example at the task's default size on a 2-core AMD EPYC (family 26 model
+/// 2; 2026-12-05, rounds alternating): 1.01–1.09 of a plain copy timed beside it, against
+/// 0.77–0.81 for the earlier start (`ALGO=4`: blocked online, two `exp` per element, one row
+/// per work-item; see `kf-mutate/src/softmax.rs`). The base variant is the scalar three-sweep
 /// structure; this one is two structural moves away (`VW`, `ALGO`), and the search, which
 /// tries one switch at a time, reached `softmax_row` only with narrower vectors.
 const OPENCL_ROW_SOFTMAX: RenderingStart = RenderingStart {
-    structure: &[("VW", 16), ("ALGO", 4)],
-    params: &[("WG", 16)],
-    why: "OpenCL C idiom on CPUs: one work-item per row, float16 loads, online max and sum by blocks, polynomial exp2",
+    structure: &[("VW", 16), ("ALGO", 3)],
+    params: &[("WG", 16), ("RPI", 16)],
+    why: "OpenCL C idiom on CPUs: float16 loads, 16 rows per work-item, exponentials once into a private buffer while the next row's maximum is read, polynomial exp2",
 };
 
 impl Rendering {
@@ -550,8 +550,9 @@ mod tests {
         assert_eq!(128 % int(p, "KC").unwrap().max(1), 0, "{p}");
     }
 
-    /// OpenCL C's `softmax_row` starts a softmax search also from its float16, blocked online
-    /// form, compiled in the relaxed floating-point mode its manifest lists first.
+    /// OpenCL C's `softmax_row` starts a softmax search also from its float16 form with the
+    /// exponentials in a private buffer and 16 rows per work-item, compiled in the relaxed
+    /// floating-point mode its manifest lists first.
     #[test]
     fn opencl_softmax_starts_from_its_vector_row_form() {
         let opencl = libraries(Language::OpenCl);
@@ -560,7 +561,7 @@ mod tests {
             panic!("one start expected: {:?}", row.starts());
         };
         assert_eq!(start.structure.get("VW"), Some(16));
-        assert_eq!(start.structure.get("ALGO"), Some(4));
+        assert_eq!(start.structure.get("ALGO"), Some(3));
         let sizes: indexmap::IndexMap<String, i64> = [("ROWS", 4096), ("COLS", 1024)]
             .into_iter()
             .map(|(k, v)| (k.to_owned(), v))
@@ -569,6 +570,7 @@ mod tests {
         let (variant, params) = &seeds[1];
         assert!(variant.text.contains("vload16"), "{}", variant.text);
         assert_eq!(int(params, "WG"), Some(16));
+        assert_eq!(int(params, "RPI"), Some(16));
         let manifest = kf_manifest::Manifest::from_kernel(variant).unwrap();
         let resolved = manifest.resolve_params(params).unwrap();
         assert_eq!(

@@ -5,10 +5,12 @@
 //! Two templates (`templates/softmax_row.cl`, `templates/softmax_group.cl`) span the softmax
 //! behaviour space:
 //!
-//! * `softmax_row`: one work-item per row, `WG` rows per work-group. Switches `VW` (1, 4, 8,
-//!   16: `vloadN` along the row) and `ALGO` (0 three sweeps, 1 three sweeps with the
-//!   exponentials computed once and stored, 2 online max and sum, 4 online by blocks of `ACC`
-//!   vectors: one rescaling `exp` per block). Tunables besides `WG`: `EXP` (0 `exp`, 1
+//! * `softmax_row`: one work-item per row at a time, `RPI` consecutive rows per work-item,
+//!   `WG` work-items per work-group. Switches `VW` (1, 4, 8, 16: `vloadN` along the row) and
+//!   `ALGO` (0 three sweeps, 1 three sweeps with the exponentials computed once and stored in
+//!   Y, 2 online max and sum, 3 the exponentials computed once into a private buffer of
+//!   `CHUNKS` vectors, the next row's maximum taken in the same sweep, 4 online by blocks of
+//!   `ACC` vectors: one rescaling `exp` per block). Tunables besides `WG`: `EXP` (0 `exp`, 1
 //!   `native_exp`, 2 `exp2` of the argument prescaled by log2 e, 3 a polynomial `exp2`),
 //!   `ACC` (independent accumulators per sweep), `PREFETCH_ROW` (the next row fetched while
 //!   this one is computed), `STREAM` (non-temporal stores of Y), `FAST_MATH`.
@@ -92,6 +94,34 @@
 //! needs, which is why the copy itself reaches only 0.7–0.85 of a roofline measured as the
 //! best of ten launches.
 //!
+//! What is left is arithmetic that does not overlap the memory traffic. With the rows in cache
+//! (`softmax_bench --rows 512`, 4 MiB in and out), the arithmetic alone of `ALGO=4` takes
+//! 0.054 ms at best, 2.8 times the copy's 0.019: eight times that at 4096 rows is 0.43 ms, as
+//! long as the copy's 0.31–0.42 ms from memory. `ALGO=4` computes two `exp` per element (the
+//! sum sweep and the output sweep); `ALGO=3` keeps the exponentials in a private buffer of
+//! `CHUNKS` vectors (a stack array, in L1 on a CPU) and computes one (0.043 ms in cache), with
+//! no read-for-ownership of Y (the buffer, not Y, holds the exponentials, and Y is written
+//! once with streaming stores). Its maximum sweep still reads a row from memory with nothing
+//! to overlap; with `RPI` consecutive rows per work-item, the exponential sweep of one row
+//! also reads the next row and takes its maximum, so each row comes from memory while the one
+//! before it is computed, and only a work-item's first row has a maximum sweep of its own.
+//! Round-robin beside the copy (ratio to the copy in the same run, 4–6 runs each, load 1.5–4):
+//!
+//! | kernel | / copy |
+//! |---|---|
+//! | `VW=16 ALGO=4 ACC=8 EXP=3 PREFETCH_ROW=1 STREAM=1 WG=16` (the start before) | 0.77–0.81 |
+//! | `VW=16 ALGO=3 ACC=2 EXP=3 STREAM=1 WG=16 RPI=1` | 0.85 |
+//! | same with `RPI=4` / `RPI=8` | 0.84 / 0.93–0.99 |
+//! | same with `RPI=16` (the start now) | **1.01–1.12** |
+//! | same with `RPI=16 WG=4` / `RPI=32 WG=4` | 1.01–1.02 / 1.03–1.07 |
+//! | same with `RPI=8 ACC=8` / `ACC=4` | 0.83 / 0.88 |
+//! | same with `RPI=8 EXP=2` / `EXP=0` | 0.96–1.00 / 0.84 |
+//! | same with `RPI=8 PREFETCH_ROW=1` | 0.70 |
+//!
+//! The softmax beats the copy probe because the probe's ordinary stores read Y's lines before
+//! writing them; `prefetch()` of the next row now costs more than it brings, since the
+//! exponential sweep reads that row anyway.
+//!
 //! ```
 //! use kf_mutate::{StrategyLibrary, StructuralMutator, Structure, TemplateLibrary};
 //!
@@ -125,8 +155,8 @@ fn params<const N: usize>(values: [(&str, i64); N]) -> ParamValues {
 impl TemplateLibrary {
     /// The softmax templates for the `softmax` task: `softmax_row` first (the structural
     /// mutator rewrites a kernel that is not one of its variants, such as the task's naive
-    /// baseline, as this template's base: scalar, three sweeps, 16 rows per work-group — the
-    /// naive kernel's own structure), then `softmax_group` (base: scalar, three sweeps, 16
+    /// baseline, as this template's base: scalar, three sweeps, 16 rows per work-group, one
+    /// row per work-item — the naive kernel's own structure), then `softmax_group` (base: scalar, three sweeps, 16
     /// work-items per row reducing through local memory).
     pub fn softmax() -> Result<Self, MutateError> {
         Self::softmax_for(kf_core::Language::OpenCl)
@@ -151,7 +181,7 @@ impl TemplateLibrary {
                 .into_iter()
                 .chain(row_rendering.extra_switches.iter().copied()),
         )?
-        .with_base(Structure::new(), params([("WG", 16)]))?;
+        .with_base(Structure::new(), params([("WG", 16), ("RPI", 1)]))?;
         let row = row_rendering.with_starts(row)?;
         let group_rendering = crate::languages::rendering("softmax_group", language)?;
         let group = Template::new(
@@ -192,8 +222,9 @@ impl TemplateLibrary {
 impl StrategyLibrary {
     /// Strategies for row reductions such as softmax, over templates that follow the switch
     /// and parameter names of the shipped softmax templates: `VW` (vector width), `ALGO`
-    /// (0 three sweeps, 1 exponentials stored once, 2 online, 3 row cached in registers, 4
-    /// online by blocks),
+    /// (0 three sweeps, 1 exponentials stored once, 2 online, 3 row cached in registers in
+    /// `softmax_group` and the exponentials in a private buffer in `softmax_row`, 4 online by
+    /// blocks), `RPI` (rows per work-item in `softmax_row`),
     /// `REDUCE` (0 local memory, 1 sub-group, 2 both), `PREFETCH`, `WG` (work-items per row
     /// in `softmax_group`, rows per work-group in `softmax_row`), `RPG` (rows per work-group),
     /// `SG` (sub-group size), `CHUNKS` (registers per work-item). Strategies that need the
@@ -204,6 +235,8 @@ impl StrategyLibrary {
     /// |---|---|
     /// | `online-normalisation` | running max and rescaled running sum in one sweep |
     /// | `blocked-online` | the same by blocks of vectors, one rescaling per block (`softmax_row`) |
+    /// | `exp-once-private` | exponentials computed once into a private row buffer, Y written from it (`softmax_row`) |
+    /// | `rows-per-work-item` | change how many consecutive rows a work-item handles (`RPI`) |
     /// | `exp-once` | exponentials computed once, stored to Y and scaled in place |
     /// | `cache-row-in-registers` | each work-item reads its part of the row once into registers |
     /// | `one-vector-per-item` | the cached row with one vector per work-item (no register array) |
@@ -238,6 +271,21 @@ impl StrategyLibrary {
                     .weight(1.5),
             )
             .with(
+                s("exp-once-private", "compute each exponential once into a private row buffer while summing, then write Y from the buffer; with several rows per work-item the exponential sweep also takes the next row's maximum")
+                    .requires("ALGO != 3")
+                    .to_template("softmax_row")
+                    .change("ALGO", Change::Set(3))
+                    .change("RPI", Change::OneOf(vec![8, 16, 32]))
+                    .targets(ALGORITHM, 1)
+                    .weight(1.5),
+            )
+            .with(
+                s("rows-per-work-item", "several consecutive rows per work-item (softmax_row): with the private buffer, each row's maximum is taken while the row before it is computed")
+                    .requires("defined(RPI)")
+                    .change("RPI", Change::OneOf(vec![1, 4, 8, 16, 32]))
+                    .weight(0.7),
+            )
+            .with(
                 s("exp-once", "compute each exponential once: store it to Y while summing, then scale Y in place")
                     .requires("ALGO != 1")
                     .change("ALGO", Change::Set(1))
@@ -253,7 +301,7 @@ impl StrategyLibrary {
             )
             .with(
                 s("one-vector-per-item", "the cached row with a single 16-float vector per work-item: enough work-items to cover the row once")
-                    .requires("ALGO == 3 && CHUNKS > 1")
+                    .requires("defined(REDUCE) && ALGO == 3 && CHUNKS > 1")
                     .change("CHUNKS", Change::Set(1))
                     .change("VW", Change::Set(16))
                     .targets(ALGORITHM, 1)
@@ -437,7 +485,7 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 4 * 4 + 4 * 4 * 3 * 2);
+        assert_eq!(count, 4 * 5 + 4 * 4 * 3 * 2);
     }
 
     #[test]

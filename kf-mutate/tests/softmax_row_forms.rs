@@ -1,7 +1,10 @@
 //! The bandwidth forms of `softmax_row` (issue 50): the blocked online softmax (`ALGO=4`),
-//! the ways of computing `exp` (`EXP`: `exp`, `native_exp`, prescaled `exp2`, the polynomial
-//! `exp2`), several accumulators (`ACC`, with a remainder the loops finish one vector at a
-//! time) and the next row prefetched (`PREFETCH_ROW`). Every configuration below computes the
+//! the exponentials once into a private buffer (`ALGO=3`, `CHUNKS` vectors) with the next
+//! row's maximum taken on the way, several consecutive rows per work-item (`RPI`, with a last
+//! work-item that runs out of rows at the task's half-height shape), the ways of computing
+//! `exp` (`EXP`: `exp`, `native_exp`, prescaled `exp2`, the polynomial `exp2`), several
+//! accumulators (`ACC`, with a remainder the loops finish one vector at a time) and the next
+//! row prefetched (`PREFETCH_ROW`). Every configuration below computes the
 //! right answer through the real evaluator (three input sets, one shifted by about 60, and the
 //! task's other shapes) on the OpenCL and SYCL backends; each skips without its runtime
 //! unless `KF_REQUIRE_OPENCL=1` / `KF_REQUIRE_SYCL=1`.
@@ -34,8 +37,19 @@ fn task() -> FileTask {
     .unwrap()
 }
 
-/// Switches and parameters, `name=value` comma-separated; `WG=4` unless given.
+/// Switches and parameters, `name=value` comma-separated; `WG=4` and `RPI=1` unless given.
+/// 96 rows are 6 work-items of 16 rows or 3 of 32, and the task's 48-row shape leaves the
+/// second of two 32-row work-items half empty.
 const CASES: &[&str] = &[
+    "VW=8,ALGO=3,EXP=3,ACC=2,RPI=16,CHUNKS=64,PREFETCH_ROW=0,STREAM=1",
+    "VW=4,ALGO=3,EXP=0,ACC=8,RPI=32,CHUNKS=128,PREFETCH_ROW=1,STREAM=0",
+    "VW=8,ALGO=3,EXP=2,ACC=16,RPI=2,CHUNKS=32,PREFETCH_ROW=2,STREAM=1,WG=1",
+    "VW=1,ALGO=3,EXP=1,ACC=4,RPI=1,CHUNKS=512,PREFETCH_ROW=0,STREAM=1,WG=16",
+    "VW=4,ALGO=3,EXP=3,ACC=1,RPI=8,CHUNKS=64,PREFETCH_ROW=0,STREAM=1",
+    "VW=8,ALGO=4,EXP=3,ACC=8,RPI=32,PREFETCH_ROW=1,STREAM=1",
+    "VW=4,ALGO=1,EXP=3,ACC=2,RPI=4,PREFETCH_ROW=2,STREAM=1",
+    "VW=4,ALGO=0,EXP=2,ACC=1,RPI=8,PREFETCH_ROW=0,STREAM=0",
+    "VW=8,ALGO=2,EXP=0,ACC=1,RPI=16,PREFETCH_ROW=1,STREAM=1,WG=1",
     "VW=8,ALGO=4,EXP=3,ACC=8,PREFETCH_ROW=1,STREAM=1",
     "VW=8,ALGO=4,EXP=0,ACC=16,PREFETCH_ROW=2,STREAM=0",
     "VW=4,ALGO=4,EXP=2,ACC=1,PREFETCH_ROW=0,STREAM=1",
@@ -54,7 +68,7 @@ fn verify<B: Backend>(backend: B, language: Language) {
     let mut failures = Vec::new();
     for case in CASES {
         let mut structure = Structure::new();
-        let mut params = ParamValues::new().with("WG", 4i64);
+        let mut params = ParamValues::new().with("WG", 4i64).with("RPI", 1i64);
         for pair in case.split(',') {
             let (name, value) = pair.split_once('=').unwrap();
             let value: i64 = value.parse().unwrap();

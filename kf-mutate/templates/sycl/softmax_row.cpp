@@ -1,7 +1,8 @@
-//! Row-wise softmax template in SYCL, row-major X[ROWS x COLS] -> Y: one work-item per row,
-//! WG rows per work-group; the SYCL rendering of ../softmax_row.cl (same switches and
-//! tunables). Every work-item walks its own row, VW floats at a time, and keeps VW partial
-//! maxima and sums that are combined at the end of each sweep.
+//! Row-wise softmax template in SYCL, row-major X[ROWS x COLS] -> Y: one work-item per row at
+//! a time (RPI consecutive rows per work-item), WG work-items per work-group; the SYCL
+//! rendering of ../softmax_row.cl (same switches and tunables). Every work-item walks its row,
+//! VW floats at a time, and keeps VW partial maxima and sums that are combined at the end of
+//! each sweep.
 //!
 //! Structural switches (resolved into concrete variants by kf-mutate's structural mutator):
 //!   VW    1 (scalar) or 4, 8, 16 (sycl::vec<float, VW> loads and stores along the row)
@@ -10,16 +11,21 @@
 //!            Y scaled in place)
 //!         2: online softmax (running maximum and a running sum rescaled by exp(m - m_new)
 //!            in one sweep; normalise in a second sweep)
+//!         3: the exponentials computed once into a private buffer of CHUNKS vectors (on a
+//!            CPU a stack array that stays in L1): max sweep; exponentials stored and summed;
+//!            the buffer scaled into Y. With RPI > 1 the exponential sweep also takes the next
+//!            row's maximum, so only a work-item's first row has a maximum sweep of its own
 //!         4: blocked online softmax: as 2, but the running maximum moves once per block of
 //!            ACC vectors (one rescaling exp per block); two sweeps, Y written once
-//! Tunables: WG (rows per work-group), STREAM (1: the last sweep writes Y with non-temporal
-//! stores, which skip the read-for-ownership of Y's cache lines: 8 bytes of traffic per
-//! element instead of 12 when the rows do not stay in cache), EXP (0 sycl::exp, 1
+//! Tunables: WG (work-items per work-group), RPI (consecutive rows per work-item), CHUNKS
+//! (ALGO 3's buffer, in vectors: COLS <= CHUNKS * VW), STREAM (1: the last sweep writes Y
+//! with non-temporal stores, which skip the read-for-ownership of Y's cache lines: 8 bytes of
+//! traffic per element instead of 12 when the rows do not stay in cache), EXP (0 sycl::exp, 1
 //! sycl::native::exp, 2 sycl::exp2 of x * log2(e) - max * log2(e), 3 the same argument through
 //! a polynomial exp2), ACC (independent accumulators per sweep), PREFETCH_ROW (0 none, 1 the
 //! next row prefetched when a row starts, 2 one vector of it per iteration of the second
 //! sweep; sycl_ext_oneapi_prefetch).
-// Row-wise softmax (SYCL): one work-item per row.
+// Row-wise softmax (SYCL): one work-item per row at a time.
 #include <sycl/sycl.hpp>
 
 #include <limits>
@@ -41,6 +47,12 @@
 #endif
 #ifndef PREFETCH_ROW
 #define PREFETCH_ROW 0
+#endif
+#ifndef RPI
+#define RPI 1
+#endif
+#ifndef CHUNKS
+#define CHUNKS 64
 #endif
 
 namespace syclexp = sycl::ext::oneapi::experimental;
@@ -142,144 +154,221 @@ extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))
 void softmax(const int ROWS, const int COLS,
              const float* X,
              float* Y) {
-    const int r = sycl::ext::oneapi::this_work_item::get_nd_item<1>().get_global_id(0);
-    if (r >= ROWS) {
-        return;
-    }
-    const float* x = X + (long)r * COLS;
-    float* y = Y + (long)r * COLS;
     const int n = COLS / VW;
-    // The next row (the one this thread runs next in a work-group) is fetched from memory
-    // while this row is computed from the cache: PREFETCH_ROW 1 asks for all of it here, 2
-    // one vector per iteration of the sweep after the first (so that the request is spread
-    // over the computation).
-    const bool has_next = r + 1 < ROWS;
-    if (PREFETCH_ROW == 1 && has_next) {
-        syclexp::prefetch(x + COLS, COLS);
-    }
+    // The sweeps' loops run ACC vectors at a time into ACC independent accumulators (the
+    // last n % ACC vectors one at a time into the first).
+    const int n_acc = n - n % ACC;
+#if ALGO == 3
+    floatv buf[CHUNKS];
+    float mx = 0.0f;
+#endif
+    // RPI consecutive rows per work-item, one after the other.
+    const int r0 = sycl::ext::oneapi::this_work_item::get_nd_item<1>().get_global_id(0) * RPI;
+    for (int k = 0; k < RPI; ++k) {
+        const int r = r0 + k;
+        if (r >= ROWS) {
+            return;
+        }
+        const float* x = X + (long)r * COLS;
+        float* y = Y + (long)r * COLS;
+        // The next row (the one this thread runs next) is fetched from memory while this row
+        // is computed from the cache: PREFETCH_ROW 1 asks for all of it here, 2 one vector per
+        // iteration of the sweep after the first (so that the request is spread over the
+        // computation).
+        const bool has_next = r + 1 < ROWS;
+        if (PREFETCH_ROW == 1 && has_next) {
+            syclexp::prefetch(x + COLS, COLS);
+        }
 #define PREFETCH_NEXT(i)                                                       \
     do {                                                                       \
         if (PREFETCH_ROW == 2 && has_next) {                                   \
             syclexp::prefetch(x + COLS + (long)(i) * VW, VW);                  \
         }                                                                      \
     } while (0)
-    // The sweeps' loops run ACC vectors at a time into ACC independent accumulators (the
-    // last n % ACC vectors one at a time into the first).
-    const int n_acc = n - n % ACC;
 #if ALGO == 4
-    // One sweep in blocks of ACC vectors: per lane a running maximum that moves once per
-    // block, and the running sum rescaled by exp(m - m_new) when it does.
-    floatv m = floatv(NEG_INF);
-    floatv s = floatv(0.0f);
-    for (int i = 0; i < n_acc; i += ACC) {
-        floatv v[ACC];
-        floatv bm = floatv(NEG_INF);
-        for (int a = 0; a < ACC; ++a) {
-            v[a] = VLOAD(i + a, x);
-            bm = sycl::fmax(bm, v[a]);
+        // One sweep in blocks of ACC vectors: per lane a running maximum that moves once per
+        // block, and the running sum rescaled by exp(m - m_new) when it does.
+        floatv m = floatv(NEG_INF);
+        floatv s = floatv(0.0f);
+        for (int i = 0; i < n_acc; i += ACC) {
+            floatv v[ACC];
+            floatv bm = floatv(NEG_INF);
+            for (int a = 0; a < ACC; ++a) {
+                v[a] = VLOAD(i + a, x);
+                bm = sycl::fmax(bm, v[a]);
+            }
+            const floatv m_new = sycl::fmax(m, bm);
+            const floatv ml_new = m_new * LOG2E_F;
+            s *= EXP_SHIFTED(m, m_new, ml_new);
+            for (int a = 0; a < ACC; ++a) {
+                s += EXP_SHIFTED(v[a], m_new, ml_new);
+            }
+            m = m_new;
         }
-        const floatv m_new = sycl::fmax(m, bm);
-        const floatv ml_new = m_new * LOG2E_F;
-        s *= EXP_SHIFTED(m, m_new, ml_new);
-        for (int a = 0; a < ACC; ++a) {
-            s += EXP_SHIFTED(v[a], m_new, ml_new);
+        for (int i = n_acc; i < n; ++i) {
+            const floatv v = VLOAD(i, x);
+            const floatv m_new = sycl::fmax(m, v);
+            const floatv ml_new = m_new * LOG2E_F;
+            s = s * EXP_SHIFTED(m, m_new, ml_new) + EXP_SHIFTED(v, m_new, ml_new);
+            m = m_new;
         }
-        m = m_new;
-    }
-    for (int i = n_acc; i < n; ++i) {
-        const floatv v = VLOAD(i, x);
-        const floatv m_new = sycl::fmax(m, v);
-        const floatv ml_new = m_new * LOG2E_F;
-        s = s * EXP_SHIFTED(m, m_new, ml_new) + EXP_SHIFTED(v, m_new, ml_new);
-        m = m_new;
-    }
-    const float mx = HMAX(m);
-    const float mxl = mx * LOG2E_F;
-    const float inv = 1.0f / HSUM(s * EXP_SHIFTED(m, mx, mxl));
-    for (int i = 0; i < n; ++i) {
-        PREFETCH_NEXT(i);
-        VSTORE_OUT(EXP_SHIFTED(VLOAD(i, x), mx, mxl) * inv, i, y);
-    }
+        const float mx = HMAX(m);
+        const float mxl = mx * LOG2E_F;
+        const float inv = 1.0f / HSUM(s * EXP_SHIFTED(m, mx, mxl));
+        for (int i = 0; i < n; ++i) {
+            PREFETCH_NEXT(i);
+            VSTORE_OUT(EXP_SHIFTED(VLOAD(i, x), mx, mxl) * inv, i, y);
+        }
+#elif ALGO == 3
+        // The exponentials kept in private memory (a stack array in L1 on a CPU): the maximum
+        // sweep reads X from memory, the exponential sweep reads it again from the cache and
+        // stores each exponential once into the buffer while summing, the last sweep scales
+        // the buffer into Y. One exp per element, where ALGO 4 needs two; and no
+        // read-for-ownership of Y, where ALGO 1 writes Y and reads it back.
+        if (k == 0) {
+            // The work-item's first row: a maximum sweep of its own (the later rows' maxima
+            // come from the sweep before them).
+            floatv mv[ACC];
+            for (int a = 0; a < ACC; ++a) {
+                mv[a] = floatv(NEG_INF);
+            }
+            for (int i = 0; i < n_acc; i += ACC) {
+                for (int a = 0; a < ACC; ++a) {
+                    mv[a] = sycl::fmax(mv[a], VLOAD(i + a, x));
+                }
+            }
+            for (int i = n_acc; i < n; ++i) {
+                mv[0] = sycl::fmax(mv[0], VLOAD(i, x));
+            }
+            for (int a = 1; a < ACC; ++a) {
+                mv[0] = sycl::fmax(mv[0], mv[a]);
+            }
+            mx = HMAX(mv[0]);
+        }
+        const float mxl = mx * LOG2E_F;
+        // With several rows per work-item (RPI > 1) the exponential sweep also reads the next
+        // row, from memory, and takes its maximum: this row's arithmetic overlaps the next
+        // row's memory traffic, and the next row needs no maximum sweep of its own. At the
+        // work-item's last row it reads this row again instead (from the cache; unused).
+        const float* xn = k + 1 < RPI && has_next ? x + COLS : x;
+        floatv sv[ACC];
+        floatv mn[ACC];
+        for (int a = 0; a < ACC; ++a) {
+            sv[a] = floatv(0.0f);
+            mn[a] = floatv(NEG_INF);
+        }
+        for (int i = 0; i < n_acc; i += ACC) {
+            for (int a = 0; a < ACC; ++a) {
+                PREFETCH_NEXT(i + a);
+                const floatv e = EXP_SHIFTED(VLOAD(i + a, x), mx, mxl);
+                buf[i + a] = e;
+                sv[a] += e;
+                if (RPI > 1) {
+                    mn[a] = sycl::fmax(mn[a], VLOAD(i + a, xn));
+                }
+            }
+        }
+        for (int i = n_acc; i < n; ++i) {
+            PREFETCH_NEXT(i);
+            const floatv e = EXP_SHIFTED(VLOAD(i, x), mx, mxl);
+            buf[i] = e;
+            sv[0] += e;
+            if (RPI > 1) {
+                mn[0] = sycl::fmax(mn[0], VLOAD(i, xn));
+            }
+        }
+        for (int a = 1; a < ACC; ++a) {
+            sv[0] += sv[a];
+            mn[0] = sycl::fmax(mn[0], mn[a]);
+        }
+        const float inv = 1.0f / HSUM(sv[0]);
+        for (int i = 0; i < n; ++i) {
+            VSTORE_OUT(buf[i] * inv, i, y);
+        }
+        if (RPI > 1) {
+            mx = HMAX(mn[0]);
+        }
 #elif ALGO == 2
-    // One sweep: per-lane running maximum, running sum rescaled when the maximum grows.
-    floatv m = floatv(NEG_INF);
-    floatv s = floatv(0.0f);
-    for (int i = 0; i < n; ++i) {
-        const floatv v = VLOAD(i, x);
-        const floatv m_new = sycl::fmax(m, v);
-        const floatv ml_new = m_new * LOG2E_F;
-        s = s * EXP_SHIFTED(m, m_new, ml_new) + EXP_SHIFTED(v, m_new, ml_new);
-        m = m_new;
-    }
-    const float mx = HMAX(m);
-    const float mxl = mx * LOG2E_F;
-    const float inv = 1.0f / HSUM(s * EXP_SHIFTED(m, mx, mxl));
-    for (int i = 0; i < n; ++i) {
-        PREFETCH_NEXT(i);
-        VSTORE_OUT(EXP_SHIFTED(VLOAD(i, x), mx, mxl) * inv, i, y);
-    }
-#else
-    floatv mv[ACC];
-    for (int a = 0; a < ACC; ++a) {
-        mv[a] = floatv(NEG_INF);
-    }
-    for (int i = 0; i < n_acc; i += ACC) {
-        for (int a = 0; a < ACC; ++a) {
-            mv[a] = sycl::fmax(mv[a], VLOAD(i + a, x));
+        // One sweep: per-lane running maximum, running sum rescaled when the maximum grows.
+        floatv m = floatv(NEG_INF);
+        floatv s = floatv(0.0f);
+        for (int i = 0; i < n; ++i) {
+            const floatv v = VLOAD(i, x);
+            const floatv m_new = sycl::fmax(m, v);
+            const floatv ml_new = m_new * LOG2E_F;
+            s = s * EXP_SHIFTED(m, m_new, ml_new) + EXP_SHIFTED(v, m_new, ml_new);
+            m = m_new;
         }
-    }
-    for (int i = n_acc; i < n; ++i) {
-        mv[0] = sycl::fmax(mv[0], VLOAD(i, x));
-    }
-    for (int a = 1; a < ACC; ++a) {
-        mv[0] = sycl::fmax(mv[0], mv[a]);
-    }
-    const float mx = HMAX(mv[0]);
-    const float mxl = mx * LOG2E_F;
-    floatv sv[ACC];
-    for (int a = 0; a < ACC; ++a) {
-        sv[a] = floatv(0.0f);
-    }
+        const float mx = HMAX(m);
+        const float mxl = mx * LOG2E_F;
+        const float inv = 1.0f / HSUM(s * EXP_SHIFTED(m, mx, mxl));
+        for (int i = 0; i < n; ++i) {
+            PREFETCH_NEXT(i);
+            VSTORE_OUT(EXP_SHIFTED(VLOAD(i, x), mx, mxl) * inv, i, y);
+        }
+#else
+        floatv mv[ACC];
+        for (int a = 0; a < ACC; ++a) {
+            mv[a] = floatv(NEG_INF);
+        }
+        for (int i = 0; i < n_acc; i += ACC) {
+            for (int a = 0; a < ACC; ++a) {
+                mv[a] = sycl::fmax(mv[a], VLOAD(i + a, x));
+            }
+        }
+        for (int i = n_acc; i < n; ++i) {
+            mv[0] = sycl::fmax(mv[0], VLOAD(i, x));
+        }
+        for (int a = 1; a < ACC; ++a) {
+            mv[0] = sycl::fmax(mv[0], mv[a]);
+        }
+        const float mx = HMAX(mv[0]);
+        const float mxl = mx * LOG2E_F;
+        floatv sv[ACC];
+        for (int a = 0; a < ACC; ++a) {
+            sv[a] = floatv(0.0f);
+        }
 #if ALGO == 0
-    for (int i = 0; i < n_acc; i += ACC) {
-        for (int a = 0; a < ACC; ++a) {
-            PREFETCH_NEXT(i + a);
-            sv[a] += EXP_SHIFTED(VLOAD(i + a, x), mx, mxl);
+        for (int i = 0; i < n_acc; i += ACC) {
+            for (int a = 0; a < ACC; ++a) {
+                PREFETCH_NEXT(i + a);
+                sv[a] += EXP_SHIFTED(VLOAD(i + a, x), mx, mxl);
+            }
         }
-    }
-    for (int i = n_acc; i < n; ++i) {
-        PREFETCH_NEXT(i);
-        sv[0] += EXP_SHIFTED(VLOAD(i, x), mx, mxl);
-    }
-    for (int a = 1; a < ACC; ++a) {
-        sv[0] += sv[a];
-    }
-    const float inv = 1.0f / HSUM(sv[0]);
-    for (int i = 0; i < n; ++i) {
-        VSTORE_OUT(EXP_SHIFTED(VLOAD(i, x), mx, mxl) * inv, i, y);
-    }
+        for (int i = n_acc; i < n; ++i) {
+            PREFETCH_NEXT(i);
+            sv[0] += EXP_SHIFTED(VLOAD(i, x), mx, mxl);
+        }
+        for (int a = 1; a < ACC; ++a) {
+            sv[0] += sv[a];
+        }
+        const float inv = 1.0f / HSUM(sv[0]);
+        for (int i = 0; i < n; ++i) {
+            VSTORE_OUT(EXP_SHIFTED(VLOAD(i, x), mx, mxl) * inv, i, y);
+        }
 #else
-    for (int i = 0; i < n_acc; i += ACC) {
-        for (int a = 0; a < ACC; ++a) {
-            PREFETCH_NEXT(i + a);
-            const floatv e = EXP_SHIFTED(VLOAD(i + a, x), mx, mxl);
-            VSTORE(e, i + a, y);
-            sv[a] += e;
+        for (int i = 0; i < n_acc; i += ACC) {
+            for (int a = 0; a < ACC; ++a) {
+                PREFETCH_NEXT(i + a);
+                const floatv e = EXP_SHIFTED(VLOAD(i + a, x), mx, mxl);
+                VSTORE(e, i + a, y);
+                sv[a] += e;
+            }
         }
-    }
-    for (int i = n_acc; i < n; ++i) {
-        PREFETCH_NEXT(i);
-        const floatv e = EXP_SHIFTED(VLOAD(i, x), mx, mxl);
-        VSTORE(e, i, y);
-        sv[0] += e;
-    }
-    for (int a = 1; a < ACC; ++a) {
-        sv[0] += sv[a];
-    }
-    const float inv = 1.0f / HSUM(sv[0]);
-    for (int i = 0; i < n; ++i) {
-        VSTORE_OUT(VLOAD(i, y) * inv, i, y);
-    }
+        for (int i = n_acc; i < n; ++i) {
+            PREFETCH_NEXT(i);
+            const floatv e = EXP_SHIFTED(VLOAD(i, x), mx, mxl);
+            VSTORE(e, i, y);
+            sv[0] += e;
+        }
+        for (int a = 1; a < ACC; ++a) {
+            sv[0] += sv[a];
+        }
+        const float inv = 1.0f / HSUM(sv[0]);
+        for (int i = 0; i < n; ++i) {
+            VSTORE_OUT(VLOAD(i, y) * inv, i, y);
+        }
 #endif
 #endif
+    }
 }
