@@ -112,10 +112,11 @@ impl OfflineMutators {
             for template in library.for_task(&name) {
                 extra.extend(template.seeds_at(&sizes)?);
             }
-            if name == "gemm" {
-                let neighbours = start_neighbours(&library, &name, &sizes)?;
-                extra.extend(neighbours);
-            }
+            // Every start is also measured one step along the axis that depends most on
+            // the processor's caches (gemm: the cache blocking; softmax: streaming stores),
+            // before the search exploits one.
+            let neighbours = start_neighbours(&library, &name, &sizes)?;
+            extra.extend(neighbours);
             if !matches!(name.as_str(), "gemm" | "softmax") {
                 // A family's templates meet shapes they were not written for (a
                 // matrix-vector product's one column): seeds no parameter values fit are left
@@ -230,12 +231,79 @@ impl OfflineMutators {
 const UNBLOCKED: &[(&str, i64)] = &[("KC", 0), ("RB", 1), ("CB", 1)];
 const N_BLOCKED: &[(&str, i64)] = &[("CB", 2)];
 const K_BLOCKED: &[(&str, i64)] = &[("KC", 256), ("RB", 2)];
+/// The store settings a softmax start's neighbour takes (`STREAM`, `PREFETCH_ROW` of
+/// `softmax_row`): non-temporal stores and prefetching pay when the rows do not stay in the
+/// caches (4096 x 1024: 0.77 against 0.55–0.61 of the roofline with plain stores, see
+/// kf-mutate's `softmax` module) and cost when they do (KernelBench's 128 x 4096, 2 MiB: the
+/// float16 start at 65 us with them, 42 us without, under the evaluator), so a streaming start
+/// is also tried with plain stores and no prefetch, and a plain one with streaming stores.
+const CACHED_STORES: &[(&str, i64)] = &[("STREAM", 0), ("PREFETCH_ROW", 0)];
+const STREAMED_STORES: &[(&str, i64)] = &[("STREAM", 1)];
+
+/// Work-groups a start's launch should give the processor at the task's sizes. Below it a
+/// start with `WG` work-items per group is also tried with one (see [`start_neighbours`]):
+/// the float16 softmax start, 16 rows per work-item and 16 work-items per group, is one
+/// work-group at KernelBench's 128 rows, which leaves every core but one idle. Sixteen keeps a
+/// few groups per core on the CPUs this is measured on; the device is not known when the
+/// seeds are made, so this does not scale with its compute units.
+const MIN_START_GROUPS: usize = 16;
+
+/// How many work-groups `params` launch at `sizes` (`None` when the launch cannot be
+/// evaluated without a device, or leaves the work-group size to the runtime).
+fn work_groups(
+    manifest: &kf_manifest::Manifest,
+    sizes: &indexmap::IndexMap<String, i64>,
+    params: &ParamValues,
+) -> Option<usize> {
+    let symbols = kf_manifest::Symbols::new()
+        .with_sizes(sizes)
+        .with_params(params);
+    let range = manifest.launch_range(&symbols).ok()?;
+    let local = range.local?;
+    Some(
+        range
+            .global
+            .iter()
+            .zip(local.iter())
+            .map(|(g, l)| g / (*l).max(1))
+            .product(),
+    )
+}
+
+/// The moves to a start's neighbours along its template's cache-dependent axis, chosen by the
+/// start's own values; empty for a template without such an axis.
+fn cache_moves(
+    params: &indexmap::IndexMap<String, Vec<kf_core::ParamValue>>,
+    start: &ParamValues,
+) -> Vec<&'static [(&'static str, i64)]> {
+    let int = |name: &str| start.get(name).and_then(|v| v.as_i64()).unwrap_or(0);
+    if ["KC", "RB", "CB"].iter().all(|p| params.contains_key(*p)) {
+        if int("KC") > 0 {
+            vec![UNBLOCKED, N_BLOCKED]
+        } else {
+            vec![K_BLOCKED]
+        }
+    } else if ["STREAM", "PREFETCH_ROW"]
+        .iter()
+        .all(|p| params.contains_key(*p))
+    {
+        if int("STREAM") == 1 {
+            vec![CACHED_STORES]
+        } else {
+            vec![STREAMED_STORES]
+        }
+    } else {
+        Vec::new()
+    }
+}
 
 /// The neighbours of every template start ([`kf_mutate::Template::starts`], fitted to
-/// `sizes`) for `task` along the cache-blocking parameters (see [`UNBLOCKED`]): evaluated as
-/// seeds, after the starts, so the search has measured each start's cache blocking on this
-/// processor before it exploits one. A template without those parameters has none; a
-/// neighbour the sizes rule out, or one equal to a seed, is left out.
+/// `sizes`) for `task` along its template's cache-dependent axis (see [`cache_moves`]):
+/// evaluated as seeds, after the starts, so the search has measured each start's cache
+/// behaviour on this processor and at this size before it exploits one. A template without
+/// such an axis has none. A start that leaves fewer than [`MIN_START_GROUPS`] work-groups at
+/// `sizes` is first tried with one work-item per group (`WG=1`), and its cache neighbours are
+/// taken from that form. A neighbour the sizes rule out, or one equal to a seed, is left out.
 fn start_neighbours(
     library: &TemplateLibrary,
     task: &str,
@@ -243,10 +311,6 @@ fn start_neighbours(
 ) -> Result<Vec<(KernelSource, ParamValues)>, SearchError> {
     let mut neighbours: Vec<(KernelSource, ParamValues)> = Vec::new();
     for template in library.for_task(task) {
-        let params = &template.manifest().params;
-        if !["KC", "RB", "CB"].iter().all(|p| params.contains_key(*p)) {
-            continue;
-        }
         let seeds = template.seeds_at(sizes)?;
         // The base variant (first) is the search's scalar origin, not a start.
         for (source, start) in seeds.iter().skip(1) {
@@ -254,17 +318,33 @@ fn start_neighbours(
                 continue;
             };
             let space = kf_mutate::Feasibility::new(&manifest, sizes, None);
-            let blocked = start.get("KC").and_then(|v| v.as_i64()).unwrap_or(0) > 0;
-            let moves: &[&[(&str, i64)]] = if blocked {
-                &[UNBLOCKED, N_BLOCKED]
-            } else {
-                &[K_BLOCKED]
-            };
-            for changes in moves {
-                let mut params = start.clone();
-                for (name, value) in *changes {
+            let mut moved = Vec::new();
+            // A start that leaves too few work-groups is tried with one work-item per group,
+            // and its cache neighbours are taken from that form.
+            let mut origin = start.clone();
+            let starved =
+                work_groups(&manifest, sizes, start).is_some_and(|g| g < MIN_START_GROUPS);
+            if starved
+                && start
+                    .get("WG")
+                    .and_then(|v| v.as_i64())
+                    .is_some_and(|wg| wg > 1)
+            {
+                origin.set("WG", 1);
+                if space.is_feasible(&origin) {
+                    moved.push(origin.clone());
+                } else {
+                    origin = start.clone();
+                }
+            }
+            for changes in cache_moves(&manifest.params, &origin) {
+                let mut params = origin.clone();
+                for (name, value) in changes {
                     params.set(*name, *value);
                 }
+                moved.push(params);
+            }
+            for params in moved {
                 let known = seeds
                     .iter()
                     .chain(neighbours.iter())
@@ -328,8 +408,8 @@ mod tests {
             // OpenCL C has one start more for either task (SYCL has no such start measured):
             // for gemm its float16 register blocks without local memory (with the start's
             // two neighbours: unblocked and blocked over N), for softmax its float16 row
-            // softmax.
-            let cl_only = if task.name() == "gemm" { 3 } else { 1 };
+            // softmax (with its neighbour: plain stores, no prefetch).
+            let cl_only = if task.name() == "gemm" { 3 } else { 2 };
             assert_eq!(seeds.len() + cl_only, cl_seeds.len(), "{}", task.name());
             assert!(seeds.iter().all(|s| s.source.language == Language::Sycl));
         }
@@ -400,6 +480,84 @@ mod tests {
         assert!(blocking(&seeds)
             .iter()
             .all(|(_, kc, _, cb)| *kc <= 64 && *cb == 1));
+    }
+
+    /// The float16 softmax start (streaming stores) is followed by its neighbour with plain
+    /// stores and no prefetch, for the built-in task and for a task file of the softmax family
+    /// alike, and the neighbour differs from its start in those two parameters only.
+    #[test]
+    fn softmax_start_comes_with_its_plain_store_neighbour() {
+        // Each seed with store settings: its source, STREAM, PREFETCH_ROW and the rest of its
+        // values (those two set to 0).
+        let stores = |seeds: &[Candidate]| -> Vec<(String, i64, i64, String)> {
+            seeds
+                .iter()
+                .filter(|s| s.params.get("STREAM").is_some() && s.params.get("RPI").is_some())
+                .map(|s| {
+                    let int = |n: &str| s.params.get(n).and_then(|v| v.as_i64()).unwrap_or(-1);
+                    let mut rest = s.params.clone();
+                    rest.set("STREAM", 0);
+                    rest.set("PREFETCH_ROW", 0);
+                    (
+                        s.source.text.to_string(),
+                        int("STREAM"),
+                        int("PREFETCH_ROW"),
+                        rest.canonical_key(),
+                    )
+                })
+                .collect()
+        };
+        // Some streaming seed is followed by a seed of the same source and values but for
+        // plain stores and no prefetch.
+        let has_neighbour = |seen: &[(String, i64, i64, String)]| {
+            seen.iter()
+                .enumerate()
+                .any(|(i, (source, stream, _, rest))| {
+                    *stream == 1
+                        && seen[i + 1..]
+                            .iter()
+                            .any(|(s, st, pf, r)| s == source && *st == 0 && *pf == 0 && r == rest)
+                })
+        };
+        let sizes = kf_eval::tasks::parse_sizes("").unwrap();
+        let softmax = kf_eval::tasks::builtin_task("softmax", &sizes).unwrap();
+        let (seeds, _) = offline_search(softmax.as_ref(), Language::OpenCl).unwrap();
+        let seen = stores(&seeds);
+        assert!(
+            has_neighbour(&seen),
+            "{:?}",
+            seen.iter().map(|s| (s.1, s.2)).collect::<Vec<_>>()
+        );
+        // At the default 4096 rows the start has work-groups enough: no `WG=1` form.
+        assert!(!seeds
+            .iter()
+            .any(|s| s.params.get("RPI").and_then(|v| v.as_i64()) == Some(16)
+                && s.params.get("WG").and_then(|v| v.as_i64()) == Some(1)));
+        // A task file of the softmax family (KernelBench's 23_Softmax, 128 x 4096) gets the
+        // same neighbour for its bound start, taken from its one-work-item-per-group form: 16
+        // rows per work-item in groups of 16 would be one work-group for its 128 rows.
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tasks/kernelbench/23_Softmax/task.toml");
+        let file = kf_eval::taskfile::TaskFile::load(&path).unwrap();
+        let task = kf_eval::taskfile::FileTask::new(file, &sizes).unwrap();
+        let (seeds, _) = offline_search(&task, Language::OpenCl).unwrap();
+        let seen = stores(&seeds);
+        assert!(
+            has_neighbour(&seen),
+            "{:?}",
+            seen.iter().map(|s| (s.1, s.2)).collect::<Vec<_>>()
+        );
+        let wide_rows = |wg: i64, stream: i64| {
+            seeds.iter().any(|s| {
+                let int = |n: &str| s.params.get(n).and_then(|v| v.as_i64());
+                int("RPI") == Some(16) && int("WG") == Some(wg) && int("STREAM") == Some(stream)
+            })
+        };
+        assert!(wide_rows(16, 1) && wide_rows(1, 1) && wide_rows(1, 0));
+        assert!(
+            !wide_rows(16, 0),
+            "no cache neighbour of the starved start itself"
+        );
     }
 
     /// CUDA searches its GPU renderings of the templates with a structural mutator; its gemm
