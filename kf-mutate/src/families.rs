@@ -26,9 +26,17 @@
 //! | 40_LayerNorm | `row_norm`, `VW=16 WG=1 RPG=2`¹ | 0.012–0.013 | 2.3–2.7 |
 //! | 76_conv1d (dilated, strided) | `conv1d`, `INTERLEAVE=1 TT=1 OCT=16 WG=16` | 0.097 | 15 |
 //! | 76_conv1d | `conv1d`, `INTERLEAVE=0 TT=8 OCT=4 WG=1` | 0.344 | 4.3 |
+//! | 76_conv1d | `conv1d`, `INTERLEAVE=1 TT=2 OCT=16 WG=64` (the last search's best)² | 0.079–0.089 | 8–16 |
+//! | 76_conv1d | `conv1d`, `INTERLEAVE=2 TT=16 OCT=16 WG=2` (float16 vectors, stride 3 by shuffles)² | 0.040–0.046 | 16–30 |
 //!
 //! ¹ Median of 300–500 launches alternating with the naive kernel (and the template before
 //! `RPG`, 1.65–1.8x) in one process, on the evaluator's three rotated input copies, load 1.5–3.
+//! ² `kf eval` rounds alternating the two (and a float16 form that gathers its strided inputs,
+//! 0.059 ms), load 2–3; the naive kernel timed beside them varied 0.7–1.45 ms.
+//!
+//! The interleaved form's inputs at a run-time stride are gathers, one per 16 lanes and
+//! channel block, and cost as much as the fused multiply-adds; picking every third float out
+//! of three contiguous vector loads with two `shuffle2` halves the convolution's time.
 //!
 //! Explicit float16 vectors along contiguous memory (with `vec_type_hint`, so that the runtime
 //! does not vectorise across work-items as well), large blocks per work-item and few
@@ -163,8 +171,11 @@ impl TemplateLibrary {
     /// register tile of outputs per work-item and a three-dimensional launch (no divisions),
     /// `HAS_BIAS` and `PADDED` fixed by a task's binding. Switch `INTERLEAVE` (1: a
     /// work-group's work-items take neighbouring positions; 0: each work-item `TT`
-    /// consecutive ones); tunables `TT`, `OCT`, `WG`. Base: interleaved, 16 output channels per
-    /// work-item, 16 work-items per group; a start with two positions per work-item.
+    /// consecutive ones; 2: `TT` consecutive ones as explicit float16 vectors, inputs at
+    /// stride 2 or 3 picked from contiguous loads); tunables `TT`, `OCT`, `WG`. Base:
+    /// interleaved, 16 output channels per work-item, 16 work-items per group; starts with
+    /// eight consecutive positions of four channels, and with one float16 vector of
+    /// positions for 16 channels.
     pub fn conv1d() -> Result<TemplateLibrary, MutateError> {
         let template = Template::new(
             "conv1d",
@@ -181,6 +192,11 @@ impl TemplateLibrary {
             crate::Structure::new().with("INTERLEAVE", 0),
             [("TT", 8i64), ("OCT", 4), ("WG", 1)].into_iter().collect(),
             "each work-item eight consecutive positions of four channels: the register tile a GPU or a wide core prefers",
+        )?
+        .with_start(
+            crate::Structure::new().with("INTERLEAVE", 2),
+            [("TT", 16i64), ("OCT", 16), ("WG", 2)].into_iter().collect(),
+            "16 consecutive positions of 16 channels as float16 vectors: no gathers at strides 1 to 3 (about twice the interleaved form on a strided, dilated convolution)",
         )?;
         Ok(TemplateLibrary::new().with(template))
     }
@@ -286,6 +302,7 @@ impl StrategyLibrary {
     /// |---|---|
     /// | `interleave-positions` | a work-group's work-items take neighbouring positions |
     /// | `consecutive-positions` | each work-item `TT` consecutive positions |
+    /// | `position-vectors` | each work-item float16 vectors of consecutive positions (explicit vectors) |
     /// | `more-channels-per-item` | more output channels per work-item (each input read once for them) |
     /// | `more-positions-per-item` | more positions per work-item (each weight read once for them) |
     pub fn conv1d() -> Self {
@@ -303,6 +320,13 @@ impl StrategyLibrary {
                     .requires("INTERLEAVE == 1")
                     .change("INTERLEAVE", Change::Set(0))
                     .change("TT", Change::OneOf(vec![4, 8, 16]))
+                    .targets(MEMORY, 1),
+            )
+            .with(
+                s("position-vectors", "each work-item 16 consecutive output positions as a float16 vector: strided inputs from contiguous loads, no gathers")
+                    .requires("INTERLEAVE != 2")
+                    .change("INTERLEAVE", Change::Set(2))
+                    .change("TT", Change::Set(16))
                     .targets(MEMORY, 1),
             )
             .with(

@@ -11,7 +11,15 @@
 //!
 //! Structural switch: INTERLEAVE (1: a work-group's WG work-items take neighbouring positions,
 //! t = group * WG * TT + j * WG + lid, so the runtime's vectoriser across work-items reads
-//! neighbouring inputs; 0: each work-item TT consecutive positions). Tunables: TT, OCT, WG.
+//! neighbouring inputs; 0: each work-item TT consecutive positions; 2: each work-item TT
+//! consecutive positions as TT / 16 explicit float16 vectors, `vec_type_hint(float16)` so that
+//! the runtime does not vectorise across work-items as well). Tunables: TT, OCT, WG.
+//!
+//! With INTERLEAVE=2 a strided input (S > 1) is not gathered element by element where the
+//! stride is 2 or 3: the work-item loads the S * 16 contiguous floats that hold a vector's
+//! inputs and picks every S-th with shuffle2 (a gather with a run-time stride is what the
+//! interleaved forms pay for on a CPU). Larger strides gather; vectors that reach outside the
+//! input row (padding, the row's end) take a bounds-checked path.
 #ifndef INTERLEAVE
 #define INTERLEAVE 1
 #endif
@@ -31,11 +39,103 @@
 #define PADDED 1
 #endif
 
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+#if INTERLEAVE == 2
+#define CONV1D_HINT __attribute__((vec_type_hint(float16)))
+#else
+#define CONV1D_HINT
+#endif
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) CONV1D_HINT
 void conv1d(const int B, const int CI, const int CO, const int L, const int K, const int S,
             const int D, const int P, const int LOUT,
             __global const float* X, __global const float* W, __global float* Y,
             __global const float* BIAS) {
+#if INTERLEAVE == 2
+#define TV (TT / 16)
+    const int t_first = get_global_id(0) * TT;
+    const int o_first = get_global_id(1) * OCT;
+    const int b = get_global_id(2);
+    const int CK = CI * K;
+    // Every vector of the work-item lies inside the output and reads only inside its input
+    // rows, contiguous loads included (they end S - 1 floats past a vector's last input).
+    const int inside = t_first + TT <= LOUT && t_first * S - P >= 0 &&
+                       (t_first + TT) * S + (K - 1) * D - P <= L;
+    float16 acc[OCT][TV];
+#pragma unroll
+    for (int o = 0; o < OCT; ++o) {
+#pragma unroll
+        for (int j = 0; j < TV; ++j) {
+#if HAS_BIAS
+            acc[o][j] = (float16)(BIAS[o_first + o]);
+#else
+            acc[o][j] = (float16)(0.0f);
+#endif
+        }
+    }
+    for (int i = 0; i < CI; ++i) {
+        __global const float* x = X + ((long)b * CI + i) * L;
+        __global const float* w = W + ((long)o_first * CI + i) * K;
+        for (int k = 0; k < K; ++k) {
+            float16 xv[TV];
+#pragma unroll
+            for (int j = 0; j < TV; ++j) {
+                const int t0 = t_first + 16 * j;
+                if (inside) {
+                    __global const float* xk = x + t0 * S + k * D - P;
+                    if (S == 1) {
+                        xv[j] = vload16(0, xk);
+                    } else if (S == 2) {
+                        xv[j] = shuffle2(vload16(0, xk), vload16(0, xk + 16),
+                                         (uint16)(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30));
+                    } else if (S == 3) {
+                        // Inputs 0..10 from the first 32 floats, 11..15 from the next 16.
+                        const float16 low = shuffle2(vload16(0, xk), vload16(0, xk + 16),
+                                                     (uint16)(0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 0, 0, 0, 0, 0));
+                        xv[j] = shuffle2(low, vload16(0, xk + 32),
+                                         (uint16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 17, 20, 23, 26, 29));
+                    } else {
+                        xv[j] = (float16)(xk[0], xk[S], xk[2 * S], xk[3 * S], xk[4 * S], xk[5 * S],
+                                          xk[6 * S], xk[7 * S], xk[8 * S], xk[9 * S], xk[10 * S],
+                                          xk[11 * S], xk[12 * S], xk[13 * S], xk[14 * S], xk[15 * S]);
+                    }
+                } else {
+                    float lanes[16];
+                    for (int l = 0; l < 16; ++l) {
+                        const int t = t0 + l;
+                        const int at = t * S + k * D - P;
+                        lanes[l] = (t < LOUT && at >= 0 && at < L) ? x[at] : 0.0f;
+                    }
+                    xv[j] = vload16(0, lanes);
+                }
+            }
+#pragma unroll
+            for (int o = 0; o < OCT; ++o) {
+                const float16 wv = (float16)(w[(long)o * CK + k]);
+#pragma unroll
+                for (int j = 0; j < TV; ++j) {
+                    acc[o][j] = fma(wv, xv[j], acc[o][j]);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int o = 0; o < OCT; ++o) {
+        __global float* y = Y + ((long)b * CO + o_first + o) * LOUT;
+#pragma unroll
+        for (int j = 0; j < TV; ++j) {
+            const int t0 = t_first + 16 * j;
+            if (t0 + 16 <= LOUT) {
+                vstore16(acc[o][j], 0, y + t0);
+            } else {
+                float lanes[16];
+                vstore16(acc[o][j], 0, lanes);
+                for (int l = 0; t0 + l < LOUT; ++l) {
+                    y[t0 + l] = lanes[l];
+                }
+            }
+        }
+    }
+#else
     const int lid = get_local_id(0);
 #if INTERLEAVE
     const int t_first = get_group_id(0) * (WG * TT) + lid;
@@ -94,4 +194,5 @@ void conv1d(const int B, const int CI, const int CO, const int L, const int K, c
             }
         }
     }
+#endif
 }
