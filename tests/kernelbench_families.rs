@@ -11,39 +11,22 @@
 //! Skips (printing `SKIPPED: …`) only when the OpenCL runtime or Python/NumPy is missing and
 //! `KF_REQUIRE_OPENCL` / `KF_REQUIRE_PYTHON` is not `1`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use kernelfoundry::core::prelude::*;
 use kernelfoundry::eval::taskfile::{python::numpy_or_skip, FamilySpec, FileTask, TaskFile};
 use kernelfoundry::eval::tasks::{parse_sizes, KernelTask};
-use kernelfoundry::eval::{EvalConfig, KernelEvaluator, TaskFileJob, WorkerCommand};
+use kernelfoundry::eval::{KernelEvaluator, TaskFileJob, WorkerCommand};
 use kernelfoundry::opencl::testing::backend_or_skip;
 use kernelfoundry::search::{offline_search, run_search, SearchConfig};
+
+mod common;
+use common::kernelbench::{correctness_config, shipped_task};
 
 kernelfoundry::eval::worker_test_entry!(|spec: &kernelfoundry::eval::BackendSpec| {
     kernelfoundry::backends::open_opencl(spec).map_err(|e| e.to_string())
 });
-
-fn task(name: &str, sizes: &str, cache: &Path) -> FileTask {
-    let path: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tasks/kernelbench")
-        .join(name)
-        .join("task.toml");
-    let file = TaskFile::load(&path).unwrap_or_else(|e| panic!("{e}"));
-    FileTask::new(file, &parse_sizes(sizes).unwrap())
-        .unwrap_or_else(|e| panic!("{e}"))
-        .with_cache_dir(Some(cache.to_path_buf()))
-}
-
-fn config() -> EvalConfig {
-    let mut c = EvalConfig::default();
-    c.timing.min_trials = 2;
-    c.timing.min_seconds = 0.0;
-    c.timing.max_trials = 3;
-    c.data_seed = Some(5);
-    c
-}
 
 /// The matrix product and softmax tasks get their family's templates as seeds (the naive
 /// kernel first, then the bound templates' base variants and starts) and a structural mutator;
@@ -55,7 +38,7 @@ fn family_tasks_are_seeded_with_bound_templates_that_are_correct() {
         return;
     };
     let cache = tempfile::tempdir().unwrap();
-    let mut ev = KernelEvaluator::new(backend, config());
+    let mut ev = KernelEvaluator::new(backend, correctness_config(5));
     for (name, sizes, marker) in [
         ("1_Square_matrix_multiplication_", "N=128", "gemm_blocked"),
         (
@@ -97,7 +80,7 @@ fn family_tasks_are_seeded_with_bound_templates_that_are_correct() {
             "template `conv1d`",
         ),
     ] {
-        let t = task(name, sizes, cache.path());
+        let t = shipped_task(name, sizes, cache.path());
         let (seeds, mix) = offline_search(&t, Language::OpenCl).unwrap();
         assert!(mix.names().contains(&"structural"), "{name}");
         assert!(seeds.len() >= 3, "{name}: {} seeds", seeds.len());
@@ -138,7 +121,7 @@ fn a_short_matmul_search_uses_the_gemm_templates() {
         return;
     };
     let cache = tempfile::tempdir().unwrap();
-    let t = task("1_Square_matrix_multiplication_", "N=128", cache.path());
+    let t = shipped_task("1_Square_matrix_multiplication_", "N=128", cache.path());
     let out = tempfile::tempdir().unwrap();
     let mut config = SearchConfig::new(t.name(), t.sizes());
     config.evaluations = 6;

@@ -7,47 +7,33 @@
 //! Skips (printing `SKIPPED: …`) only when the OpenCL runtime or Python/NumPy is missing and
 //! `KF_REQUIRE_OPENCL` / `KF_REQUIRE_PYTHON` is not `1`.
 
-use std::path::{Path, PathBuf};
-
 use kernelfoundry::core::prelude::*;
-use kernelfoundry::eval::taskfile::{python::numpy_or_skip, FileTask, TaskFile};
-use kernelfoundry::eval::tasks::{parse_sizes, KernelTask};
-use kernelfoundry::eval::{EvalConfig, KernelEvaluator};
-use kernelfoundry::mutate::{Structure, TaskBinding, TemplateLibrary};
+use kernelfoundry::eval::taskfile::{python::numpy_or_skip, FileTask};
+use kernelfoundry::eval::KernelEvaluator;
+use kernelfoundry::mutate::Structure;
 use kernelfoundry::opencl::testing::backend_or_skip;
-use kernelfoundry::search::offline_search;
+use kernelfoundry::search::{family_templates, offline_search};
 
-fn task(name: &str, sizes: &str, cache: &Path) -> FileTask {
-    let path: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tasks/kernelbench")
-        .join(name)
-        .join("task.toml");
-    let file = TaskFile::load(&path).unwrap_or_else(|e| panic!("{e}"));
-    FileTask::new(file, &parse_sizes(sizes).unwrap())
-        .unwrap_or_else(|e| panic!("{e}"))
-        .with_cache_dir(Some(cache.to_path_buf()))
-}
+mod common;
+use common::kernelbench::{correctness_config, shipped_task};
 
-fn config() -> EvalConfig {
-    let mut c = EvalConfig::default();
-    c.timing.min_trials = 2;
-    c.timing.min_seconds = 0.0;
-    c.timing.max_trials = 3;
-    c.data_seed = Some(7);
-    c
-}
-
-/// Evaluates every vector width of `library`'s one template bound with `binding`, at each
-/// of `tunables`, and asserts each is correct.
+/// Evaluates every vector width of the template `name` among the task's family templates
+/// (bound to the task as the search binds them), at each of `tunables`, and asserts each is
+/// correct.
 fn every_width_is_correct<B: Backend>(
     ev: &mut KernelEvaluator<B>,
     t: &FileTask,
-    library: TemplateLibrary,
-    binding: &TaskBinding,
+    name: &str,
     tunables: &[&[(&str, i64)]],
 ) {
-    let bound = library.bound_to(binding).unwrap();
-    let template = &bound.templates()[0];
+    let (library, _) = family_templates(t, Language::OpenCl)
+        .unwrap()
+        .expect("the task has family templates");
+    let template = library
+        .templates()
+        .iter()
+        .find(|template| template.name() == name)
+        .unwrap_or_else(|| panic!("no template {name}"));
     for vw in [1, 4, 8, 16] {
         let variant = template
             .instantiate(&Structure::new().with("VW", vw))
@@ -78,8 +64,8 @@ fn matvec_template_is_seeded_and_correct() {
         return;
     };
     let cache = tempfile::tempdir().unwrap();
-    let mut ev = KernelEvaluator::new(backend, config());
-    let t = task(
+    let mut ev = KernelEvaluator::new(backend, correctness_config(7));
+    let t = shipped_task(
         "4_Matrix_vector_multiplication_",
         "M=64,K=200",
         cache.path(),
@@ -103,22 +89,10 @@ fn matvec_template_is_seeded_and_correct() {
             e.diagnostics
         );
     }
-    let binding = TaskBinding::new(t.name(), "matvec")
-        .param("__global const float*", "A")
-        .param("__global const float*", "B")
-        .param("__global float*", "out")
-        .param("const int", "M")
-        .param("const int", "K")
-        .bind("M", "M")
-        .bind("K", "K")
-        .bind("A", "A")
-        .bind("X", "B")
-        .bind("Y", "out");
     every_width_is_correct(
         &mut ev,
         &t,
-        TemplateLibrary::matvec().unwrap(),
-        &binding,
+        "matvec",
         &[
             &[("RPI", 8), ("SPLIT", 1), ("WG", 1), ("U", 1)],
             &[("RPI", 4), ("SPLIT", 4), ("WG", 2), ("U", 2)],
@@ -137,8 +111,8 @@ fn transposed_a_template_is_seeded_and_correct() {
         return;
     };
     let cache = tempfile::tempdir().unwrap();
-    let mut ev = KernelEvaluator::new(backend, config());
-    let t = task(
+    let mut ev = KernelEvaluator::new(backend, correctness_config(7));
+    let t = shipped_task(
         "16_Matmul_with_transposed_A",
         "M=16,K=24,N=64",
         cache.path(),
@@ -161,28 +135,10 @@ fn transposed_a_template_is_seeded_and_correct() {
             e.diagnostics
         );
     }
-    let binding = TaskBinding::new(t.name(), "matmul_at")
-        .param("__global const float*", "A")
-        .param("__global const float*", "B")
-        .param("__global float*", "out")
-        .param("const int", "M")
-        .param("const int", "K")
-        .param("const int", "N")
-        .bind("M", "M")
-        .bind("N", "N")
-        .bind("K", "K")
-        .bind("SAM", "1")
-        .bind("SAK", "(M)")
-        .bind("SBK", "(N)")
-        .bind("SBN", "1")
-        .bind("A", "A")
-        .bind("B", "B")
-        .bind("C", "out");
     every_width_is_correct(
         &mut ev,
         &t,
-        TemplateLibrary::strided_a_gemm().unwrap(),
-        &binding,
+        "gemm_strided_a",
         &[
             &[("TM", 8), ("TN", 2), ("WG0", 1), ("WG1", 1), ("UNROLL", 1)],
             &[("TM", 2), ("TN", 1), ("WG0", 2), ("WG1", 2), ("UNROLL", 4)],

@@ -107,7 +107,9 @@ pub use evaluator::{
 pub use novelty::SourceNovelty;
 pub use proposer::{SchedulerKind, UnknownScheduler};
 pub use search_run::{SearchRun, SearchStepper};
-pub use setup::{offline_search, offline_search_with, template_seeds, OfflineMutators};
+pub use setup::{
+    family_templates, offline_search, offline_search_with, template_seeds, OfflineMutators,
+};
 pub use tuned::{TunedEvaluator, CLOSE_CALL_MARGIN};
 
 pub mod defaults;

@@ -12,6 +12,8 @@ use super::{seeds_for, SearchError};
 
 mod families;
 
+pub use families::family_templates;
+
 /// Seeds and mutator for `task` in `language`, with no LLM:
 ///
 /// - OpenCL C for a task without templates (a task file): the task's baseline; parameter

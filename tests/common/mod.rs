@@ -6,6 +6,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+pub(crate) mod kernelbench;
+
 /// Runs the `kf` binary built for these tests with `args` and returns what it did; fails the
 /// test if it panicked, whatever its exit code (a panic is never a clear error).
 pub(crate) fn kf(args: &[&str]) -> Output {

@@ -16,10 +16,29 @@ use kf_mutate::{StructuralMutator, TaskBinding, TemplateLibrary};
 
 use crate::SearchError;
 
-/// The family's templates bound to `task` and a structural mutator over them with the
-/// family's strategies, or `None` where the task declares no family this search has templates
-/// for (in `language`, at its transposes, its op).
-pub(super) fn family_templates(
+/// The family's templates bound to `task` (the task file's `[family]`: each template's
+/// entry, parameters and sizes rewritten to the task's kernel interface) and a structural
+/// mutator over them with the family's strategies, or `None` where the task declares no
+/// family this search has templates for (in `language`, at its transposes, its op). The
+/// offline search seeds a family task with these; use them directly to evaluate or tune one
+/// template of the family on the task.
+///
+/// ```no_run
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use kf_core::Language;
+/// use kf_eval::taskfile::{FileTask, TaskFile};
+///
+/// let file = TaskFile::load(std::path::Path::new("tasks/kernelbench/23_Softmax/task.toml"))?;
+/// let task = FileTask::new(file, &kf_eval::tasks::parse_sizes("")?)?;
+/// if let Some((library, _mutator)) = kf_search::family_templates(&task, Language::OpenCl)? {
+///     for template in library.templates() {
+///         println!("{}", template.name());
+///     }
+/// }
+/// # Ok(())
+/// # }
+/// ```
+pub fn family_templates(
     task: &dyn KernelTask,
     language: Language,
 ) -> Result<Option<(TemplateLibrary, StructuralMutator)>, SearchError> {
