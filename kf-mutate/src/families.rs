@@ -142,9 +142,10 @@ impl TemplateLibrary {
 impl TemplateLibrary {
     /// `row_norm_strided` (OpenCL C), for the task `row_norm_strided`: rows along a dimension
     /// that is not the last (`OUTER` blocks of `LEN × INNER` floats, a row's elements `INNER`
-    /// apart), each work-item normalising `VW` neighbouring rows as vectors; the operation
-    /// fixed by a task's binding as for [`TemplateLibrary::row_norm`]. Switch `VW` (1, 4, 8,
-    /// 16); tunable `WG`. Base: float16, 16 work-items per group.
+    /// apart), each work-item normalising `CPW` vectors of `VW` neighbouring rows (independent
+    /// accumulators, contiguous loads along the rows); the operation fixed by a task's binding
+    /// as for [`TemplateLibrary::row_norm`]. Switch `VW` (1, 4, 8, 16); tunables `CPW`, `WG`.
+    /// Base: float16, 4 vectors per work-item, 4 work-items per group.
     pub fn row_norm_strided() -> Result<TemplateLibrary, MutateError> {
         strided_rows(
             "row_norm_strided",
@@ -155,10 +156,10 @@ impl TemplateLibrary {
 
     /// `row_reduce_strided` (OpenCL C), for the task `row_reduce_strided`: a sum, mean,
     /// maximum or minimum of rows along a dimension that is not the last (`OUTER` blocks of
-    /// `LEN × INNER` floats, one result per row), each work-item reducing `VW` neighbouring
-    /// rows as vectors; the operation fixed by a task's binding (`REDUCE_OP` 1 sum, 2 mean,
-    /// 3 max, 4 min, 5 argmax, 6 argmin, the last two writing int indices). Switch `VW`;
-    /// tunable `WG`. Base: float16; a scalar start.
+    /// `LEN × INNER` floats, one result per row), each work-item reducing `CPW` vectors of
+    /// `VW` neighbouring rows; the operation fixed by a task's binding (`REDUCE_OP` 1 sum,
+    /// 2 mean, 3 max, 4 min, 5 argmax, 6 argmin, the last two writing int indices). Switch
+    /// `VW`; tunables `CPW`, `WG`. Base: float16, 4 vectors per work-item; a scalar start.
     pub fn row_reduce_strided() -> Result<TemplateLibrary, MutateError> {
         strided_rows(
             "row_reduce_strided",
@@ -342,12 +343,21 @@ impl StrategyLibrary {
     }
 }
 
-/// The strided row templates' strategies: vector width and work-group size.
+/// The strided row templates' strategies: vector width, vectors per work-item and work-group
+/// size.
 fn strided_rows_strategies() -> StrategyLibrary {
     StrategyLibrary::new()
         .with(vector_loads())
         .with(MutationStrategy::wider_vectors())
         .with(scalar_lanes())
+        .with(
+            MutationStrategy::new(
+                "vectors-per-item",
+                "more or fewer vectors of neighbouring rows per work-item: independent accumulators, contiguous loads along the rows",
+            )
+            .change("CPW", Change::OneOf(vec![1, 2, 4, 8]))
+            .targets(ALGORITHM, 1),
+        )
         .with(
             MutationStrategy::new(
                 "work-group-size",
@@ -426,9 +436,10 @@ impl StructuralMutator {
     }
 }
 
-/// A template over rows along a dimension that is not the last, `VW` neighbouring rows per
-/// work-item as vectors (the task and the kernel both named `name`): switch `VW`, base
-/// float16, and a scalar start that leaves the vectorising to the runtime.
+/// A template over rows along a dimension that is not the last, `CPW` vectors of `VW`
+/// neighbouring rows per work-item (the task and the kernel both named `name`): switch `VW`,
+/// base float16, and a scalar start, one row per work-item, that leaves the vectorising to the
+/// runtime.
 fn strided_rows(name: &str, cl: &str, toml: &str) -> Result<TemplateLibrary, MutateError> {
     let template = Template::new(name, name, cl, toml, ["VW"])?
         .with_base(
@@ -437,7 +448,9 @@ fn strided_rows(name: &str, cl: &str, toml: &str) -> Result<TemplateLibrary, Mut
         )?
         .with_start(
             crate::Structure::new().with("VW", 1),
-            kf_core::ParamValues::new(),
+            // One row per work-item: neighbouring work-items in the lanes read neighbouring
+            // floats (with several rows each, the lanes would gather).
+            [("CPW", 1i64), ("WG", 16)].into_iter().collect(),
             "scalar rows: the runtime vectorises across work-items, neighbouring rows in the lanes",
         )?;
     Ok(TemplateLibrary::new().with(template))
