@@ -26,17 +26,22 @@
 //! | 40_LayerNorm | `row_norm`, `VW=16 WG=1 RPG=2`¹ | 0.012–0.013 | 2.3–2.7 |
 //! | 76_conv1d (dilated, strided) | `conv1d`, `INTERLEAVE=1 TT=1 OCT=16 WG=16` | 0.097 | 15 |
 //! | 76_conv1d | `conv1d`, `INTERLEAVE=0 TT=8 OCT=4 WG=1` | 0.344 | 4.3 |
-//! | 76_conv1d | `conv1d`, `INTERLEAVE=1 TT=2 OCT=16 WG=64` (the last search's best)² | 0.079–0.089 | 8–16 |
-//! | 76_conv1d | `conv1d`, `INTERLEAVE=2 TT=16 OCT=16 WG=2` (float16 vectors, stride 3 by shuffles)² | 0.040–0.046 | 16–30 |
+//! | 76_conv1d | `conv1d`, `INTERLEAVE=1 TT=2 OCT=16 WG=64` (the last search's best)² | 0.047–0.084 | 16 |
+//! | 76_conv1d | `conv1d`, `INTERLEAVE=2 TT=16 OCT=16 WG=2` (float16 vectors, stride 3 by shuffles)² | 0.023–0.034 | 24 |
+//! | 87_conv_pointwise_2D | `conv1d`, `INTERLEAVE=1 TT=1 OCT=32 WG=32` (the last search's best)² | 0.110–0.175 | 20 |
+//! | 87_conv_pointwise_2D | `conv1d`, `INTERLEAVE=2 TT=16 OCT=16 WG=64`² | 0.028–0.046 | 72 |
 //!
 //! ¹ Median of 300–500 launches alternating with the naive kernel (and the template before
 //! `RPG`, 1.65–1.8x) in one process, on the evaluator's three rotated input copies, load 1.5–3.
-//! ² `kf eval` rounds alternating the two (and a float16 form that gathers its strided inputs,
-//! 0.059 ms), load 2–3; the naive kernel timed beside them varied 0.7–1.45 ms.
+//! ² Minimum–median of 6–8 `kf eval` rounds alternating the two, load 3–3.5; the naive kernel
+//! timed beside them varied 2x between calls, so the last column is a median. Per round the
+//! float16 form took half the time of the interleaved one on 76 (0.49–0.50), a quarter on 87.
 //!
 //! The interleaved form's inputs at a run-time stride are gathers, one per 16 lanes and
-//! channel block, and cost as much as the fused multiply-adds; picking every third float out
-//! of three contiguous vector loads with two `shuffle2` halves the convolution's time.
+//! channel block, and cost as much as the fused multiply-adds. Picking every third float out
+//! of three contiguous vector loads with two `shuffle2` pays, once the choice of loads is
+//! made outside the loops (a branch on the stride inside them took a third longer, and a
+//! float16 form that gathers was 1.5x the interleaved one only).
 //!
 //! Explicit float16 vectors along contiguous memory (with `vec_type_hint`, so that the runtime
 //! does not vectorise across work-items as well), large blocks per work-item and few
