@@ -48,6 +48,12 @@ pub struct TaskResult {
     pub evaluations: u64,
     /// The naive baseline's median time in the run, seconds.
     pub baseline_s: Option<f64>,
+    /// The naive kernel's fastest correct median time in the run, seconds: the baseline as
+    /// the search tuned its own `[params]` (its launch geometry), timed like every candidate.
+    /// `baseline_s` is the naive kernel at its manifest's first values, which the search's
+    /// speedups are over; this is what a user who tunes the naive kernel would compare with.
+    #[serde(default)]
+    pub tuned_naive_s: Option<f64>,
     /// The best correct kernel's median time, seconds.
     pub best_s: Option<f64>,
     /// PyTorch eager on the CPU at the same sizes, seconds (when torch is installed).
@@ -64,6 +70,11 @@ impl TaskResult {
     /// baseline / best, for a correct kernel.
     pub fn speedup_vs_baseline(&self) -> Option<f64> {
         ratio(self.correct, self.baseline_s, self.best_s)
+    }
+
+    /// tuned naive / best, for a correct kernel (see [`TaskResult::tuned_naive_s`]).
+    pub fn speedup_vs_tuned_naive(&self) -> Option<f64> {
+        ratio(self.correct, self.tuned_naive_s, self.best_s)
     }
 
     /// torch / best, for a correct kernel.
@@ -92,6 +103,9 @@ pub struct BenchSummary {
     pub fast_2: f64,
     /// Geometric mean of the best kernels' speedups over the naive baselines (correct tasks).
     pub geomean_vs_baseline: Option<f64>,
+    /// Geometric mean of the best kernels' speedups over the naive kernels at their tuned
+    /// launch parameters (correct tasks where the run timed the naive kernel).
+    pub geomean_vs_tuned_naive: Option<f64>,
     /// Geometric mean of the speedups over PyTorch on the CPU (correct tasks with a torch time).
     pub geomean_vs_torch: Option<f64>,
     /// Per task.
@@ -132,6 +146,9 @@ impl BenchSummary {
             fast_1: fast(1.0),
             fast_2: fast(2.0),
             geomean_vs_baseline: geomean(tasks.iter().filter_map(TaskResult::speedup_vs_baseline)),
+            geomean_vs_tuned_naive: geomean(
+                tasks.iter().filter_map(TaskResult::speedup_vs_tuned_naive),
+            ),
             geomean_vs_torch: geomean(tasks.iter().filter_map(TaskResult::speedup_vs_torch)),
             tasks,
         }
@@ -151,7 +168,15 @@ impl BenchSummary {
         let x = |s: Option<f64>| s.map_or("-".to_owned(), |s| format!("{s:.2}x"));
         let mut table = comfy_table::Table::new();
         table.set_header(vec![
-            "task", "correct", "evals", "naive ms", "best ms", "vs naive", "roofline", "torch ms",
+            "task",
+            "correct",
+            "evals",
+            "naive ms",
+            "best ms",
+            "vs naive",
+            "vs tuned naive",
+            "roofline",
+            "torch ms",
             "vs torch",
         ]);
         for t in &self.tasks {
@@ -169,6 +194,7 @@ impl BenchSummary {
                 ms(t.baseline_s),
                 ms(t.best_s),
                 x(t.speedup_vs_baseline()),
+                x(t.speedup_vs_tuned_naive()),
                 t.roofline_fraction
                     .map_or("-".to_owned(), |f| format!("{:.0}%", f * 100.0)),
                 ms(t.torch_s),
@@ -177,12 +203,14 @@ impl BenchSummary {
         }
         format!(
             "{table}\nfast_0 = {:.2}  fast_1 = {:.2}  fast_2 = {:.2}  (speedups relative to {})\n\
-             geometric-mean speedup over the naive baselines: {}; over PyTorch CPU: {}\n",
+             geometric-mean speedup over the naive baselines: {} (over the naive kernels at \
+             their tuned launch parameters: {}); over PyTorch CPU: {}\n",
             self.fast_0,
             self.fast_1,
             self.fast_2,
             self.speedup_reference.describe(),
             x(self.geomean_vs_baseline),
+            x(self.geomean_vs_tuned_naive),
             self.geomean_vs_torch
                 .map_or("n/a (PyTorch not installed)".to_owned(), |g| format!(
                     "{g:.2}x"
@@ -254,6 +282,7 @@ mod tests {
             correct,
             evaluations: 10,
             baseline_s: Some(base),
+            tuned_naive_s: Some(base / 2.0),
             best_s: Some(best),
             torch_s: torch,
             roofline_fraction: Some(0.25),
@@ -280,6 +309,11 @@ mod tests {
             "{g}"
         );
         assert!(s.geomean_vs_torch.is_none());
+        // Over the naive kernels at their tuned parameters (here twice as fast as at their
+        // first values): half the speedups.
+        let tuned = s.geomean_vs_tuned_naive.unwrap();
+        assert!((tuned - g / 2.0).abs() < 1e-12, "{tuned}");
+        assert!(s.table().contains("vs tuned naive") && s.table().contains("2.00x"));
         assert!(s.table().contains("relative to the naive OpenCL baseline"));
         // Each task's fraction of the roofline is a column, so regressions show.
         assert!(s.table().contains("roofline") && s.table().contains("25%"));

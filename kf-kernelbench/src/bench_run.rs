@@ -66,6 +66,7 @@ fn failed(name: &str, error: String) -> TaskResult {
         correct: false,
         evaluations: 0,
         baseline_s: None,
+        tuned_naive_s: None,
         best_s: None,
         torch_s: None,
         roofline_fraction: None,
@@ -117,6 +118,39 @@ fn bench_task(
                 _ => None,
             });
         result.best_kernel = Some(config.out.clone());
+        result.tuned_naive_s = tuned_naive_seconds(&config.out.join("run"));
     }
     Ok(result)
+}
+
+/// The naive kernel's fastest correct median time among the run's evaluations: the task
+/// baseline seed (tuned over its own `[params]` when it was evaluated) and any parameter
+/// moves of it, which keep its source. `None` when the run log cannot be read or the naive
+/// kernel was never judged correct.
+fn tuned_naive_seconds(run: &Path) -> Option<f64> {
+    let log = kf_archive::read_run(run).ok()?;
+    let judged = || {
+        log.records
+            .iter()
+            .flat_map(|r| r.children.iter())
+            .filter_map(|c| match c {
+                kf_core::ChildRecord::Judged { elite, .. } => Some(elite),
+                _ => None,
+            })
+    };
+    let naive = judged()
+        .find(|e| {
+            e.candidate.origin.mutator == "seed"
+                && e.candidate.origin.note.contains(kf_search::BASELINE_NOTE)
+        })?
+        .candidate
+        .source
+        .text
+        .clone();
+    judged()
+        .filter(|e| e.candidate.source.text == naive && e.evaluation.status.is_correct())
+        .filter_map(|e| e.evaluation.timing.map(|t| t.median_s))
+        .fold(None, |best: Option<f64>, t| {
+            Some(best.map_or(t, |b| b.min(t)))
+        })
 }

@@ -265,8 +265,9 @@ impl From<kf_report::Error> for SearchError {
     }
 }
 
-/// The origin note of the task-baseline seed.
-const BASELINE_NOTE: &str = "task baseline (naive)";
+/// The origin note of the task-baseline seed (`Origin::note` of the search's first seed, the
+/// task's naive kernel): how a reader of a run's records finds the naive kernel's evaluations.
+pub const BASELINE_NOTE: &str = "task baseline (naive)";
 
 /// What to search for and how.
 #[derive(Debug, Clone, Serialize)]
