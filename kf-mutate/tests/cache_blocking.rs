@@ -8,18 +8,11 @@
 use kf_core::prelude::*;
 use kf_core::DeviceKind;
 use kf_eval::tasks::{Gemm, KernelTask, Softmax};
-use kf_eval::{EvalConfig, KernelEvaluator};
+use kf_eval::KernelEvaluator;
 use kf_mutate::{Structure, TemplateLibrary, Variant};
 
-fn quick_config() -> EvalConfig {
-    let mut config = EvalConfig::default();
-    config.timing.warmup = 1;
-    config.timing.min_trials = 1;
-    config.timing.min_seconds = 0.0;
-    config.timing.max_trials = 2;
-    config.timing.baseline_trials = 1;
-    config
-}
+mod common;
+use common::quick_config;
 
 /// `name=value` pairs, comma-separated.
 fn values(text: &str) -> Vec<(String, i64)> {
@@ -159,7 +152,7 @@ fn cache_blocked_gemm_and_streaming_softmax_verify_on_opencl() {
         device.kind != DeviceKind::Cpu || device.l2_cache_bytes > 0,
         "a CPU device without its L2 size: {device:?}"
     );
-    let mut evaluator = KernelEvaluator::new(backend, quick_config());
+    let mut evaluator = KernelEvaluator::new(backend, quick_config(None));
     let gemm = Gemm::new(256, 256, 512).unwrap();
     let gemm_library = TemplateLibrary::builtin().unwrap();
     let softmax = Softmax::from_sizes(

@@ -13,11 +13,14 @@ use futures::executor::block_on;
 use kf_backend_opencl::OpenClBackend;
 use kf_core::prelude::*;
 use kf_eval::tasks::{Gemm, KernelTask};
-use kf_eval::{EvalConfig, KernelEvaluator};
+use kf_eval::KernelEvaluator;
 use kf_manifest::Manifest;
 use kf_mutate::{Feasibility, MixMutator, ParamMutator, StructuralMutator, TemplateLibrary};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+
+mod common;
+use common::quick_config;
 
 const NAIVE_CL: &str = kf_eval::kernels::OPENCL_GEMM_NAIVE.source;
 const NAIVE_TOML: &str = kf_eval::kernels::OPENCL_GEMM_NAIVE.manifest;
@@ -26,16 +29,6 @@ const NAIVE_TOML: &str = kf_eval::kernels::OPENCL_GEMM_NAIVE.manifest;
 /// `KF_REQUIRE_OPENCL` is not `1`.
 fn backend() -> Option<OpenClBackend> {
     kf_backend_opencl::testing::backend_or_skip()
-}
-
-fn quick_config() -> EvalConfig {
-    let mut config = EvalConfig::default();
-    config.timing.warmup = 1;
-    config.timing.min_trials = 1;
-    config.timing.min_seconds = 0.0;
-    config.timing.max_trials = 2;
-    config.timing.baseline_trials = 1;
-    config
 }
 
 fn elite(source: KernelSource, params: ParamValues) -> Elite {
@@ -56,7 +49,7 @@ fn generated_kernels_compile_and_are_correct() {
     let device = backend.device().clone();
     let gemm = Gemm::new(256, 192, 128).unwrap();
     let task = Arc::new(gemm.describe());
-    let mut evaluator = KernelEvaluator::new(backend, quick_config());
+    let mut evaluator = KernelEvaluator::new(backend, quick_config(None));
 
     // (source, params, what) to evaluate, without duplicates.
     let mut kernels: Vec<(KernelSource, ParamValues, String)> = Vec::new();

@@ -11,19 +11,11 @@ use std::path::Path;
 use kf_core::prelude::*;
 use kf_eval::taskfile::{python::numpy_or_skip, FileTask, TaskFile};
 use kf_eval::tasks::parse_sizes;
-use kf_eval::{EvalConfig, KernelEvaluator};
-use kf_mutate::{Structure, TaskBinding, TemplateLibrary};
+use kf_eval::KernelEvaluator;
+use kf_mutate::{TaskBinding, TemplateLibrary};
 
-fn quick_config() -> EvalConfig {
-    let mut config = EvalConfig::default();
-    config.timing.warmup = 1;
-    config.timing.min_trials = 1;
-    config.timing.min_seconds = 0.0;
-    config.timing.max_trials = 2;
-    config.timing.baseline_trials = 1;
-    config.data_seed = Some(7);
-    config
-}
+mod common;
+use common::{check_case, quick_config};
 
 /// The LayerNorm task's kernel interface with the template's parameters bound to it, as
 /// kf-search binds a `[family] kind = "row_norm"` task (`norm_binding`).
@@ -91,28 +83,12 @@ fn rows_per_group_compute_layer_norm_on_opencl() {
         .bound_to(&layer_norm_binding())
         .unwrap();
     let template = library.get("row_norm").unwrap();
-    let mut evaluator = KernelEvaluator::new(backend, quick_config());
+    let mut evaluator = KernelEvaluator::new(backend, quick_config(Some(7)));
     let mut failures = Vec::new();
     for case in CASES {
-        let mut structure = Structure::new();
-        let mut params = ParamValues::new();
-        for pair in case.split(',') {
-            let (name, value) = pair.split_once('=').unwrap();
-            let value: i64 = value.parse().unwrap();
-            if template.switches().contains_key(name) {
-                structure = structure.with(name, value);
-            } else {
-                params = params.with(name, value);
-            }
-        }
-        let variant = template.instantiate(&structure).unwrap();
-        let params = variant.manifest.resolve_params(&params).unwrap();
-        let evaluation = evaluator.evaluate(&task, &variant.source, &params).unwrap();
-        if evaluation.status != Status::Correct {
-            failures.push(format!(
-                "{case}: {} — {}",
-                evaluation.status, evaluation.diagnostics
-            ));
+        if let Some(failure) = check_case(&mut evaluator, &task, template, ParamValues::new(), case)
+        {
+            failures.push(format!("{case}: {failure}"));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

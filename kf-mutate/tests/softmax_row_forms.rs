@@ -12,18 +12,11 @@
 use kf_core::prelude::*;
 use kf_eval::taskfile::FileTask;
 use kf_eval::tasks::Softmax;
-use kf_eval::{EvalConfig, KernelEvaluator};
-use kf_mutate::{Structure, TemplateLibrary};
+use kf_eval::KernelEvaluator;
+use kf_mutate::TemplateLibrary;
 
-fn quick_config() -> EvalConfig {
-    let mut config = EvalConfig::default();
-    config.timing.warmup = 1;
-    config.timing.min_trials = 1;
-    config.timing.min_seconds = 0.0;
-    config.timing.max_trials = 2;
-    config.timing.baseline_trials = 1;
-    config
-}
+mod common;
+use common::{check_case, quick_config};
 
 /// 96 rows of 200 floats: 200 / 8 = 25 vectors of 8, so `ACC=8` and `ACC=16` leave a
 /// remainder (and the task's other shapes, 100 and 400 columns, others still).
@@ -64,28 +57,17 @@ fn verify<B: Backend>(backend: B, language: Language) {
     let library = TemplateLibrary::softmax_for(language).unwrap();
     let template = library.get("softmax_row").unwrap();
     let task = task();
-    let mut evaluator = KernelEvaluator::new(backend, quick_config());
+    let mut evaluator = KernelEvaluator::new(backend, quick_config(None));
     let mut failures = Vec::new();
     for case in CASES {
-        let mut structure = Structure::new();
-        let mut params = ParamValues::new().with("WG", 4i64).with("RPI", 1i64);
-        for pair in case.split(',') {
-            let (name, value) = pair.split_once('=').unwrap();
-            let value: i64 = value.parse().unwrap();
-            if template.switches().contains_key(name) {
-                structure = structure.with(name, value);
-            } else {
-                params = params.with(name, value);
-            }
-        }
-        let variant = template.instantiate(&structure).unwrap();
-        let params = variant.manifest.resolve_params(&params).unwrap();
-        let evaluation = evaluator.evaluate(&task, &variant.source, &params).unwrap();
-        if evaluation.status != Status::Correct {
-            failures.push(format!(
-                "{language} {case}: {} — {}",
-                evaluation.status, evaluation.diagnostics
-            ));
+        if let Some(failure) = check_case(
+            &mut evaluator,
+            &task,
+            template,
+            ParamValues::new().with("WG", 4i64).with("RPI", 1i64),
+            case,
+        ) {
+            failures.push(format!("{language} {case}: {failure}"));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

@@ -1,9 +1,14 @@
 //! Helpers shared by the integration tests that check templates on a real runtime.
 
+// Each test binary that includes this module uses some of its helpers, not all.
+#![allow(dead_code)]
+
 use std::collections::BTreeSet;
 
 use kf_core::prelude::*;
-use kf_mutate::{Feasibility, StrategyLibrary, Structure, TemplateLibrary};
+use kf_eval::tasks::KernelTask;
+use kf_eval::{EvalConfig, KernelEvaluator};
+use kf_mutate::{Feasibility, StrategyLibrary, Structure, Template, TemplateLibrary};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -65,4 +70,46 @@ pub(crate) fn transformations(
     let children = out.clone();
     round(children, again, &mut out);
     out
+}
+
+/// An evaluation that judges correctness with one or two timed launches (these tests check
+/// correctness, not speed); `data_seed` fixes the inputs where given.
+pub(crate) fn quick_config(data_seed: Option<u64>) -> EvalConfig {
+    let mut config = EvalConfig::default();
+    config.timing.warmup = 1;
+    config.timing.min_trials = 1;
+    config.timing.min_seconds = 0.0;
+    config.timing.max_trials = 2;
+    config.timing.baseline_trials = 1;
+    config.data_seed = data_seed;
+    config
+}
+
+/// Evaluates `template` on `task` at `case`, comma-separated `NAME=value` pairs: the
+/// template's switches choose the variant, the rest are parameter values over `params` (the
+/// manifest's first values for those neither names). `None` when the kernel is correct, else
+/// its status and diagnostics.
+pub(crate) fn check_case<B: Backend>(
+    evaluator: &mut KernelEvaluator<B>,
+    task: &dyn KernelTask,
+    template: &Template,
+    params: ParamValues,
+    case: &str,
+) -> Option<String> {
+    let mut structure = Structure::new();
+    let mut params = params;
+    for pair in case.split(',') {
+        let (name, value) = pair.split_once('=').unwrap();
+        let value: i64 = value.parse().unwrap();
+        if template.switches().contains_key(name) {
+            structure = structure.with(name, value);
+        } else {
+            params = params.with(name, value);
+        }
+    }
+    let variant = template.instantiate(&structure).unwrap();
+    let params = variant.manifest.resolve_params(&params).unwrap();
+    let evaluation = evaluator.evaluate(task, &variant.source, &params).unwrap();
+    (evaluation.status != Status::Correct)
+        .then(|| format!("{} — {}", evaluation.status, evaluation.diagnostics))
 }
