@@ -8,6 +8,7 @@
 //! `KF_REQUIRE_SYCL=1`.
 
 mod common;
+use common::quick_config;
 
 use std::time::Instant;
 
@@ -15,7 +16,7 @@ use kf_backend_sycl::SyclBackend;
 use kf_core::prelude::*;
 use kf_core::BackendErrorKind;
 use kf_eval::tasks::{builtin_task, parse_sizes};
-use kf_eval::{EvalConfig, KernelEvaluator};
+use kf_eval::KernelEvaluator;
 use kf_mutate::{StrategyLibrary, StructuralMutator};
 
 /// The backend, or `None` (after printing why) when this machine has no SYCL runtime and
@@ -33,16 +34,6 @@ fn backend_or_skip() -> Option<SyclBackend> {
     }
 }
 
-fn quick_config() -> EvalConfig {
-    let mut config = EvalConfig::default();
-    config.timing.warmup = 1;
-    config.timing.min_trials = 1;
-    config.timing.min_seconds = 0.0;
-    config.timing.max_trials = 2;
-    config.timing.baseline_trials = 1;
-    config
-}
-
 fn check(task_name: &str, sizes: &str, mutator: StructuralMutator, minimum: usize) {
     let Some(backend) = backend_or_skip() else {
         return;
@@ -58,7 +49,7 @@ fn check(task_name: &str, sizes: &str, mutator: StructuralMutator, minimum: usiz
         &described,
         &device,
     );
-    let mut evaluator = KernelEvaluator::new(backend, quick_config());
+    let mut evaluator = KernelEvaluator::new(backend, quick_config(None));
     let started = Instant::now();
     let mut failures = Vec::new();
     for (name, structure, params) in &cases {
