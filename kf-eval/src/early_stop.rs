@@ -85,7 +85,7 @@ impl EarlyStop {
 }
 
 /// The median of the finite values, `None` when there is none.
-fn median(samples: &[f64]) -> Option<f64> {
+pub(crate) fn median(samples: &[f64]) -> Option<f64> {
     let mut v: Vec<f64> = samples.iter().copied().filter(|s| s.is_finite()).collect();
     if v.is_empty() {
         return None;

@@ -78,6 +78,43 @@ fn every_evaluation() -> u32 {
 /// window's launches of the baseline once per worker (about 1.5 s for the naive GEMM at 1024³ on this project's 2-core machine).
 pub const FIRST_BASELINE_TRIALS: u32 = 15;
 
+/// Baseline launches at least in a worker's first evaluation, however slow the baseline.
+/// Past these the first evaluation stops adding launches once the baseline's launches (its
+/// warm-up included) have taken [`FIRST_BASELINE_SECONDS`]: a naive 2048³ GEMM takes 4 s a
+/// launch on one core of this project's machine, and fifteen of them passed the evaluation's
+/// 60 s limit, so no evaluation of such a run could finish. A baseline that slow varies far
+/// less between launches than one of microseconds, which is what the fifteen are for.
+pub const FIRST_BASELINE_MIN_TRIALS: u32 = 3;
+
+/// Seconds of baseline launches after which a worker's first evaluation stops adding them
+/// (once it has [`FIRST_BASELINE_MIN_TRIALS`]). Fifteen launches of the naive GEMM at 1024³
+/// take about 1.5 s on this project's 2-core machine, so that run's reference is unchanged.
+pub const FIRST_BASELINE_SECONDS: f64 = 4.0;
+
+/// Whether an evaluation that has launched the baseline `done` times, taking `seconds`,
+/// launches it again: up to `most` times, and past `least` only while the launches have taken
+/// less than [`FIRST_BASELINE_SECONDS`].
+pub(crate) fn more_baseline(done: u32, seconds: f64, least: u32, most: u32) -> bool {
+    done < most && (done < least || seconds < FIRST_BASELINE_SECONDS)
+}
+
+/// How often a slow baseline is re-measured, in evaluations, at least: one whose median
+/// launch takes more than half of [`TimingConfig::max_seconds`] (the candidate's whole timing
+/// budget). In a search the speedups are over the run's reference ([`kf_core::RunBaseline`]),
+/// so the baseline timed beside a candidate only feeds its reported speedup and the timeout,
+/// and at 2048³ the naive GEMM's launch (2 s on two cores) cost more than the candidate's
+/// timing. Between re-measurements the window's median stands in.
+pub const SLOW_BASELINE_EVERY: u32 = 8;
+
+/// [`TimingConfig::baseline_every`], or [`SLOW_BASELINE_EVERY`] when the baseline's median
+/// launch (`median_s`) is slow against the candidate's timing budget.
+pub(crate) fn baseline_every(t: &TimingConfig, median_s: Option<f64>) -> u32 {
+    match median_s {
+        Some(m) if m > 0.5 * t.max_seconds => t.baseline_every.max(SLOW_BASELINE_EVERY),
+        _ => t.baseline_every,
+    }
+}
+
 /// Baseline launches in a worker's first evaluation ([`FIRST_BASELINE_TRIALS`]; none when
 /// the configuration times no baseline).
 pub(crate) fn first_baseline_trials(t: &TimingConfig) -> u32 {
@@ -1301,11 +1338,12 @@ impl<B: Backend> KernelEvaluator<B> {
         let mut baseline = baseline_key.and_then(|k| self.baselines.get_mut(k));
         // Between re-measurements the window's median stands in (TimingConfig::baseline_every).
         let measure = baseline.as_deref_mut().is_some_and(|b| {
+            let window = b.samples.iter().copied().collect::<Vec<_>>();
             let m = measures_baseline(
                 b.evaluations,
                 b.samples.len(),
                 t.baseline_trials,
-                t.baseline_every,
+                baseline_every(&t, crate::early_stop::median(&window)),
             );
             b.evaluations += 1;
             m
@@ -1316,11 +1354,21 @@ impl<B: Backend> KernelEvaluator<B> {
         let has_baseline = baseline.is_some();
         // The baseline needs a warm-up launch only before its first timed one.
         let baseline_cold = baseline.as_ref().is_some_and(|b| b.samples.is_empty());
-        let baseline_trials = match (measure, baseline_cold) {
-            (false, _) => 0,
-            (true, false) => t.baseline_trials,
-            (true, true) => first_baseline_trials(&t),
+        // The launches it takes at most, and at least whatever they cost (a cold baseline's
+        // beyond the least stop at FIRST_BASELINE_SECONDS).
+        let (baseline_trials, baseline_least) = match (measure, baseline_cold) {
+            (false, _) => (0, 0),
+            (true, false) => (t.baseline_trials, t.baseline_trials),
+            (true, true) => {
+                let most = first_baseline_trials(&t);
+                (
+                    most,
+                    most.min(t.baseline_trials.max(FIRST_BASELINE_MIN_TRIALS)),
+                )
+            }
         };
+        let more_baseline =
+            |done: u32, seconds: f64| more_baseline(done, seconds, baseline_least, baseline_trials);
         // The baseline writes into buffers of its own.
         let mut baseline_out = match baseline {
             Some(_) => Some(
@@ -1416,7 +1464,7 @@ impl<B: Backend> KernelEvaluator<B> {
             samples.push(s);
             total += s;
             trial += 1;
-            if baseline_done < baseline_trials && trial.is_multiple_of(every) {
+            if more_baseline(baseline_done, baseline_seconds) && trial.is_multiple_of(every) {
                 let started = Instant::now();
                 launch_baseline((copy + 1) % copies, &mut sets, true)?;
                 baseline_seconds += since(started);
@@ -1433,7 +1481,7 @@ impl<B: Backend> KernelEvaluator<B> {
                 break None;
             }
         };
-        while baseline_done < baseline_trials {
+        while more_baseline(baseline_done, baseline_seconds) {
             let started = Instant::now();
             launch_baseline(trial % copies, &mut sets, true)?;
             baseline_seconds += since(started);
@@ -1475,5 +1523,45 @@ impl<B: Backend> KernelEvaluator<B> {
                 TimingStats::from_samples(&b.samples.iter().copied().collect::<Vec<_>>())
             });
         Ok((samples, baseline_stats))
+    }
+}
+
+#[cfg(test)]
+mod baseline_budget_tests {
+    use super::*;
+
+    #[test]
+    fn a_slow_first_baseline_stops_at_its_least_launches_once_its_seconds_are_spent() {
+        let (least, most) = (FIRST_BASELINE_MIN_TRIALS, FIRST_BASELINE_TRIALS);
+        // A 4 s baseline (a naive 2048³ GEMM on one core): the warm-up and one launch pass
+        // the budget, and it still gets its least.
+        let launches = |launch_s: f64| {
+            let (mut done, mut seconds) = (0, launch_s);
+            while more_baseline(done, seconds, least, most) {
+                done += 1;
+                seconds += launch_s;
+            }
+            done
+        };
+        assert_eq!(launches(4.0), least);
+        // A 0.1 s one (the naive GEMM at 1024³ on two cores) still fills the window.
+        assert_eq!(launches(0.1), most);
+        // Between: as many as fit the budget, warm-up included.
+        assert_eq!(launches(0.5), 7);
+    }
+
+    #[test]
+    fn a_baseline_slower_than_half_the_timing_budget_is_measured_every_eighth_evaluation() {
+        let mut t = TimingConfig {
+            max_seconds: 1.0,
+            baseline_every: 1,
+            ..TimingConfig::default()
+        };
+        assert_eq!(baseline_every(&t, None), 1);
+        assert_eq!(baseline_every(&t, Some(0.4)), 1);
+        assert_eq!(baseline_every(&t, Some(2.0)), SLOW_BASELINE_EVERY);
+        // A configuration that already measures it more rarely keeps its own rule.
+        t.baseline_every = 64;
+        assert_eq!(baseline_every(&t, Some(2.0)), 64);
     }
 }
