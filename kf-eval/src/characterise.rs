@@ -15,7 +15,8 @@
 //! Launch sizes are calibrated (doubled until a launch takes 20 ms), and the best of
 //! [`CharacteriseOptions::repetitions`] launches (10) counts: on a shared machine the
 //! quiet moments are what measure the hardware. The figures are cached per backend,
-//! device name and driver version in `devices.json`, a sibling of the compile caches
+//! device name and driver version (and on a CPU device the count of CPUs the process may run
+//! on, [`Characterisation::host_cpus`]) in `devices.json`, a sibling of the compile caches
 //! (`<.runtime>/cache/devices.json` in a checkout set up by `scripts/setup.sh`, else
 //! `$XDG_CACHE_HOME/kernelfoundry/devices.json`), written atomically (a temporary file renamed
 //! over it). `KF_DEVICE_CACHE` names another file.
@@ -129,6 +130,13 @@ pub struct Characterisation {
     /// how much of a CPU device the micro-kernels could have had.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_per_cpu: Option<f64>,
+    /// On a CPU device, the CPUs the measuring process could run on (its affinity mask and
+    /// CPU quota): the runtime's threads share them, so one core moves a different bandwidth
+    /// from two (a 32 MiB copy as timed: 45 against 58 GB/s on this project's 2-core EPYC) and
+    /// a run under `taskset -c 0` needs figures measured under it ([`cache_key`]). `None` for
+    /// other devices and in caches written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cpus: Option<usize>,
     /// The copy kernel's bandwidth at smaller working sets, with warm caches, ascending by
     /// bytes, the full-size copy last (empty in caches written before it was measured). A
     /// timed kernel reuses its buffers trial after trial, so a task whose data fits in a
@@ -176,9 +184,29 @@ impl Characterisation {
     }
 }
 
-/// The key of a device in the cache: backend, device name and driver version.
+/// The key of a device in the cache: backend, device name and driver version, and on a CPU
+/// device the CPUs this process may run on ([`Characterisation::host_cpus`]).
 pub fn cache_key(backend: &str, facts: &DeviceFacts) -> String {
-    format!("{backend}|{}|{}", facts.name, facts.driver_version)
+    key(
+        backend,
+        &facts.name,
+        &facts.driver_version,
+        cpu_share(facts),
+    )
+}
+
+fn key(backend: &str, device: &str, driver: &str, host_cpus: Option<usize>) -> String {
+    match host_cpus {
+        Some(n) => format!("{backend}|{device}|{driver}|cpus={n}"),
+        None => format!("{backend}|{device}|{driver}"),
+    }
+}
+
+/// The CPUs this process may run on, for a CPU device: its affinity mask and CPU quota, as
+/// the standard library reads them (`sched_getaffinity` and cgroups on Linux).
+fn cpu_share(facts: &DeviceFacts) -> Option<usize> {
+    (facts.kind == kf_core::DeviceKind::Cpu)
+        .then(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// The cache file: `KF_DEVICE_CACHE`, else `devices.json` beside the compile caches.
@@ -234,7 +262,7 @@ pub fn store_in(path: &Path, c: &Characterisation) -> Result<(), CharacteriseErr
     }
     let mut all = read_cache(path);
     all.insert(
-        format!("{}|{}|{}", c.backend, c.device, c.driver_version),
+        key(&c.backend, &c.device, &c.driver_version, c.host_cpus),
         c.clone(),
     );
     let text = serde_json::to_vec_pretty(&all).map_err(|e| err(e.to_string()))?;
@@ -594,6 +622,7 @@ pub fn measure<B: Backend>(
             .map(|d| d.as_secs())
             .unwrap_or(0),
         load_per_cpu: load_per_cpu(),
+        host_cpus: cpu_share(&facts),
         bandwidth_curve,
         timed_curve,
     })
@@ -894,6 +923,7 @@ mod tests {
             repetitions: 5,
             measured_unix: 0,
             load_per_cpu: None,
+            host_cpus: None,
             bandwidth_curve: Vec::new(),
             timed_curve: Vec::new(),
         }

@@ -137,6 +137,7 @@ fn the_cache_file_is_written_atomically_and_read_back() {
         repetitions: 1,
         measured_unix: 1,
         load_per_cpu: Some(0.5),
+        host_cpus: None,
         bandwidth_curve: vec![characterise::BandwidthPoint {
             bytes: 128.0,
             gbs: 1.0,
@@ -155,6 +156,28 @@ fn the_cache_file_is_written_atomically_and_read_back() {
     assert_eq!(names, [std::ffi::OsString::from(characterise::CACHE_FILE)]);
     let mut facts = kf_core::DeviceFacts::unknown("d");
     facts.driver_version = "7".into();
+    assert_eq!(
+        characterise::cached_in(&path, "opencl", &facts),
+        Some(c.clone())
+    );
+    // A CPU device's figures hold for the CPUs they were measured on (one core moves less
+    // than two): an entry from another count of CPUs is not this process's.
+    let mut cpu = facts.clone();
+    cpu.kind = kf_core::DeviceKind::Cpu;
+    assert_eq!(characterise::cached_in(&path, "opencl", &cpu), None);
+    let here = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let on = |n: usize| Characterisation {
+        host_cpus: Some(n),
+        ..c.clone()
+    };
+    characterise::store_in(&path, &on(here + 1)).unwrap();
+    assert_eq!(characterise::cached_in(&path, "opencl", &cpu), None);
+    characterise::store_in(&path, &on(here)).unwrap();
+    assert_eq!(
+        characterise::cached_in(&path, "opencl", &cpu),
+        Some(on(here))
+    );
+    // The GPU-style entry without CPUs is still there beside them.
     assert_eq!(
         characterise::cached_in(&path, "opencl", &facts),
         Some(c.clone())
