@@ -622,7 +622,7 @@ pub fn measure<B: Backend>(
             .map(|d| d.as_secs())
             .unwrap_or(0),
         load_per_cpu: load_per_cpu(),
-        host_cpus: cpu_share(&facts),
+        host_cpus: cpu_share(facts),
         bandwidth_curve,
         timed_curve,
     })
