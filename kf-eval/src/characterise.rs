@@ -132,7 +132,7 @@ pub struct Characterisation {
     pub load_per_cpu: Option<f64>,
     /// On a CPU device, the CPUs the measuring process could run on (its affinity mask and
     /// CPU quota): the runtime's threads share them, so one core moves a different bandwidth
-    /// from two (a 32 MiB copy as timed: 45 against 58 GB/s on this project's 2-core EPYC) and
+    /// from two (a 32 MiB copy as timed: 43–49 against 52–55 GB/s on this project's 2-core EPYC) and
     /// a run under `taskset -c 0` needs figures measured under it ([`cache_key`]). `None` for
     /// other devices and in caches written before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1338,12 +1338,12 @@ impl<B: Backend> KernelEvaluator<B> {
         let mut baseline = baseline_key.and_then(|k| self.baselines.get_mut(k));
         // Between re-measurements the window's median stands in (TimingConfig::baseline_every).
         let measure = baseline.as_deref_mut().is_some_and(|b| {
-            let window = b.samples.iter().copied().collect::<Vec<_>>();
+            let median = crate::early_stop::median(b.samples.make_contiguous());
             let m = measures_baseline(
                 b.evaluations,
                 b.samples.len(),
                 t.baseline_trials,
-                baseline_every(&t, crate::early_stop::median(&window)),
+                baseline_every(&t, median),
             );
             b.evaluations += 1;
             m
