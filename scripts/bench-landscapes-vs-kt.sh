@@ -7,12 +7,16 @@
 #
 #   scripts/bench-landscapes-vs-kt.sh [--seeds 10] [--seed0 0] [--budgets 0.005,0.01,0.02,0.05]
 #       [--shared ../shared/tuning-spaces] [--kt-strategies random_sample,...]
-#       [--venv target/kt-venv] [--out DIR]
+#       [--venv target/kt-venv] [--out DIR] [--quick]
 #
 # Landscapes: the synthetic kinds of kf_tune::synthetic (one instance per seed, written as
 # Kernel Tuner caches), the caches in tuning-spaces/, and with --shared the shared folder's GPU
 # caches. Kernel Tuner is installed into a throw-away virtual environment (default
 # target/kt-venv, git-ignored). --out keeps both tools' per-seed scores (kf.json, kt.json).
+#
+# --quick is the form CI runs (under a minute, issue 62): the same landscapes, caches and
+# comparison with 2 seeds, one budget (2%) and Kernel Tuner's random_sample and
+# genetic_algorithm; options after it override its values.
 set -euo pipefail
 LOG_TAG=landscapes-vs-kt
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -25,6 +29,7 @@ while [ $# -gt 0 ]; do
     --seeds | --seed0 | --budgets | --shared | --kt-strategies | --venv | --out) need_value $# "$1" ;;
     esac
     case "$1" in
+    --quick) seeds=2 budgets=0.02 kt_strategies=random_sample,genetic_algorithm; shift ;;
     --seeds) seeds=$2; shift 2 ;;
     --seed0) seed0=$2; shift 2 ;;
     --budgets) budgets=$2; shift 2 ;;

@@ -11,7 +11,7 @@
 #
 #   scripts/bench-search.sh [--task gemm|softmax|both] [--size SIZE] [--gemm-size N]...
 #       [--evaluations N] [--seeds 0,1] [--cpus LIST] [--backend opencl]
-#       [--out target/bench-search] [-- EXTRA EXAMPLE ARGUMENTS]
+#       [--out target/bench-search] [--quick] [-- EXTRA EXAMPLE ARGUMENTS]
 #
 # --size and --evaluations apply to every task given (default: each example's own defaults,
 # gemm 1024³ with 60 candidates, softmax ROWS=4096,COLS=1024 with 60). --gemm-size, given once
@@ -22,6 +22,10 @@
 # examples (built here if missing) and the OpenCL runtime with NumPy (scripts/setup.sh). The
 # device is characterised once by the first search when nothing is cached (kf devices
 # --characterise): characterise on a quiet machine. Run folders go under --out (git-ignored).
+#
+# --quick is the form CI runs (under a minute, issue 62): both examples at size 128 with 4
+# candidates and a 20-second limit each; options after it override its values. The script
+# exits non-zero, after its table, when a run left no report or found no correct kernel.
 set -euo pipefail
 LOG_TAG=bench-search
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -31,6 +35,7 @@ task=both size="" evaluations="" seeds=0 backend=opencl out=target/bench-search 
 gemm_sizes=() extra=()
 while [ $# -gt 0 ]; do
     case "$1" in
+        --quick) task=both size=128 evaluations=4 extra=(--time 20); shift ;;
         --task) task=$2; shift 2 ;;
         --size) size=$2; shift 2 ;;
         --gemm-size) gemm_sizes+=("$2"); shift 2 ;;
@@ -95,6 +100,7 @@ def read(path):
     except (OSError, ValueError):
         return None
 
+failed = []
 machines = sorted({row[6] for row in rows})
 for m in machines:
     print(f"machine: {m}\n")
@@ -105,6 +111,7 @@ for task, seed, before, after, path, size, machine in rows:
     r = read(path)
     if not r:
         print(f"| {task} | {size} | {seed} | no report | | | | | | | | {before} / {after} | {machine} |")
+        failed.append(f"{task} {size} seed {seed}: no report ({path})")
         continue
     gbs = bool(r.get("memory_bound"))
     unit = "GB/s" if gbs else "GFLOP/s"
@@ -113,6 +120,8 @@ for task, seed, before, after, path, size, machine in rows:
     reference = r.get("reference") or {}
     library = " ".join(x for x in (reference.get("library"), reference.get("kernel")) if x)
     shown = f"{best:.1f} {unit}" if best else "no correct kernel"
+    if not best:
+        failed.append(f"{task} {size} seed {seed}: no correct kernel ({path})")
     ref_shown = f"{ref:.1f} {unit} ({library})" if ref else (r.get("reference_note") or "-")
     ratio = f"{r['reference_ratio']:.2f}x" if r.get("reference_ratio") else "-"
     roof = f"{100 * r['roofline_fraction']:.0f}%" if r.get("roofline_fraction") else "-"
@@ -120,4 +129,6 @@ for task, seed, before, after, path, size, machine in rows:
     wall = f"{r['wall_seconds']:.0f}" if r.get("wall_seconds") else ""
     print(f"| {r.get('title', task)} | {size} | {seed} | {shown} | {ref_shown} | {ratio} | {roof} | {cells} | "
           f"{r.get('evaluations', '')} | {r.get('device_evaluations', '')} | {wall} | {before} / {after} | {machine} |")
+if failed:
+    sys.exit("bench-search: " + "; ".join(failed))
 PY

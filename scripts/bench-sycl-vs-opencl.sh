@@ -5,7 +5,7 @@
 # time, SYCL/OpenCL ratio of the bests) and the machine's load before each run.
 #
 #   scripts/bench-sycl-vs-opencl.sh [--task gemm|softmax|both] [--sizes 512,1024]
-#       [--evaluations 60] [--seeds 0] [--time SECONDS] [--out target/sycl-vs-opencl]
+#       [--evaluations 60] [--seeds 0] [--time SECONDS] [--out target/sycl-vs-opencl] [--quick]
 #
 # --time sets both runs' wall-clock limit (default: the examples' own, 9 minutes for gemm and 5
 # for softmax), so that a SYCL run, whose kernels take seconds each to build, gets the same
@@ -13,6 +13,10 @@
 #
 # Needs the release examples (built here if missing: cargo build --release --examples) and the
 # OpenCL and SYCL runtimes (scripts/setup.sh --opencl --sycl). Run folders go under --out (git-ignored under target/).
+#
+# --quick is the form CI runs (under a minute, issue 62): gemm at 128 with 3 candidates and a
+# 20-second limit per backend; options after it override its values. The script exits non-zero,
+# after its table, when a run left no report or found no correct kernel.
 set -euo pipefail
 LOG_TAG=bench-sycl-vs-opencl
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -21,6 +25,7 @@ cd "$ROOT"
 task=both sizes=512,1024 evaluations=60 seeds=0 time= out=target/sycl-vs-opencl
 while [ $# -gt 0 ]; do
     case "$1" in
+        --quick) task=gemm sizes=128 evaluations=3 time=20; shift ;;
         --task) task=$2; shift 2 ;;
         --sizes) sizes=$2; shift 2 ;;
         --evaluations) evaluations=$2; shift 2 ;;
@@ -74,6 +79,7 @@ def best(r):
         return r["best_gbs"], "GB/s"
     return r.get("best_gflops"), "GFLOP/s"
 
+failed = []
 print("| task | size | seed | backend | best | cells | evaluations | wall s | load | SYCL / OpenCL |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 opencl_best = {}
@@ -87,8 +93,12 @@ for task, size, seed, backend, load, path in rows:
     elif value and opencl_best.get(key):
         ratio = f"{value / opencl_best[key]:.2f}x"
     shown = f"{value:.1f} {unit}" if value else "no correct kernel"
+    if not value:
+        failed.append(f"{task} {size} seed {seed} {backend}: no correct kernel or no report ({path})")
     cells = r.get("cells_filled", "") if r else ""
     evals = r.get("evaluations", "") if r else ""
     wall = f"{r['wall_seconds']:.0f}" if r and r.get("wall_seconds") else ""
     print(f"| {task} | {size} | {seed} | {backend} | {shown} | {cells} | {evals} | {wall} | {load} | {ratio} |")
+if failed:
+    sys.exit("bench-sycl-vs-opencl: " + "; ".join(failed))
 PY

@@ -8,14 +8,23 @@
 #   scripts/bench-vs-kernel-tuner.sh [--budget 40] [--size 1024] [--seeds 1,2,3]
 #       [--kt-strategies random_sample,genetic_algorithm] [--kf-strategy default]
 #       [--compile-ahead 2]
-#       [--manifest kf-mutate/templates/gemm_blocked.toml] [--kf target/release/kf]
-#       [--venv target/kt-venv]
+#       [--manifest tuning-spaces/manifests/gemm_blocked_kt.toml] [--kf target/release/kf]
+#       [--venv target/kt-venv] [--out DIR] [--quick]
 #
 # The defaults are the live-tuning setting the project measures itself by: the register-blocked
-# GEMM template (14,400 valid configurations at 1024³), budget 40, three seeds (about 9 minutes
-# on 2 cores). One seed is a lottery at this budget (40 of 14,400 configurations), so the best
-# is compared over several. A quick look: --manifest tuning-spaces/manifests/gemm_blocked_small.toml
-# --size 512 --budget 20 --seeds 1 (about 15 s).
+# GEMM template as Kernel Tuner can hold it (gemm_blocked_kt.toml: every parameter and
+# constraint of the template, device-cache rules included, with each parameter's first three
+# values; 2,115,720 valid configurations at 1024³ on the CPU OpenCL device), budget 40, three
+# seeds. One seed is a lottery at this budget, so the best is compared over several. The whole
+# template (178 million valid configurations there) is refused with exit 5: Kernel Tuner 1.5
+# lists its search space in memory.
+#
+# --quick is the form CI runs (under a minute, issue 62): the same manifest, translation and
+# harness at 256³, budget 4, seed 1, Kernel Tuner's random_sample only; options after it
+# override its values. Every run fails (non-zero) when a tool finds no correct configuration,
+# when the manifest names a fact the translation for Kernel Tuner lacks (exit 3, naming it), or
+# when the two tools' counts of valid configurations differ (exit 4): both print their count.
+# --out keeps every file of the run (kf.json, kt_*.json, neutral.json per seed) in DIR.
 #
 # Kernel Tuner 1.5 and pyopencl are installed into a throw-away virtual environment (default
 # target/kt-venv, git-ignored; delete it at will). The OpenCL loader and ICD come from
@@ -29,10 +38,12 @@ cd "$ROOT"
 
 budget=40 size=1024 seeds=1,2,3 kf_strategy=default compile_ahead=2
 kt_strategies=random_sample,genetic_algorithm
-manifest=kf-mutate/templates/gemm_blocked.toml
-kf=target/release/kf venv=target/kt-venv
+manifest=tuning-spaces/manifests/gemm_blocked_kt.toml
+kf=target/release/kf venv=target/kt-venv out=""
 while [ $# -gt 0 ]; do
     case "$1" in
+        --quick) size=256 budget=4 seeds=1 kt_strategies=random_sample; shift ;;
+        --out) out=$2; shift 2 ;;
         --budget) budget=$2; shift 2 ;;
         --size) size=$2; shift 2 ;;
         --seeds|--seed) seeds=$2; shift 2 ;;
@@ -60,8 +71,9 @@ kt_venv "$venv"
 py="$venv/bin/python"
 export PYOPENCL_NO_CACHE=1 PYTHONWARNINGS=ignore
 
-work="$(mktemp -d /tmp/kf-vs-kt.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
+work="${out:-$(mktemp -d /tmp/kf-vs-kt.XXXXXX)}"
+mkdir -p "$work"
+[ -n "$out" ] || trap 'rm -rf "$work"' EXIT
 src_rel="$(sed -n 's/^source = "\(.*\)"/\1/p' "$manifest")"
 src="$(cd "$(dirname "$manifest")" && realpath "$src_rel")"
 
@@ -89,9 +101,13 @@ run_seed() {
     t1=$(date +%s.%N)
     kf_wall=$(echo "$t1 - $t0" | bc -l)
 
-    local s
+    # Kernel Tuner gets kf's device facts and stops unless its space holds exactly kf's
+    # valid configurations.
+    local s valid
+    valid="$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["valid_configurations"])' "$dir/kf.json")"
     for s in ${kt_strategies//,/ }; do
         "$py" scripts/kt_side_by_side.py tune --manifest "$dir/kernel.toml" --size "$size" \
+            --facts "$dir/kf.json" --expect-valid "$valid" \
             --budget "$budget" --strategy "$s" --seed "$seed" > "$dir/kt_$s.json"
     done
 
@@ -103,11 +119,14 @@ work, kts, kfs = sys.argv[1], sys.argv[2].split(","), sys.argv[3]
 out = {f"kf:{kfs}": json.load(open(f"{work}/kf.json"))["best_config"]}
 for s in kts:
     out[f"kt:{s}"] = json.load(open(f"{work}/kt_{s}.json"))["best_config"]
+none = [name for name, config in out.items() if not config]
+if none:
+    sys.exit(f"no correct configuration found by {', '.join(none)}: nothing to compare")
 print(json.dumps(out))
 EOF
 )"
     "$py" scripts/kt_side_by_side.py time --manifest "$dir/kernel.toml" --size "$size" \
-        --configs "$configs" > "$dir/neutral.json"
+        --facts "$dir/kf.json" --configs "$configs" > "$dir/neutral.json"
 
     "$py" - "$dir" "$kf_wall" "$kt_strategies" "$kf_strategy" "$seed" <<'EOF'
 import json, sys
@@ -186,7 +205,7 @@ EOF
 first="${seeds%%,*}"
 kf_best="$("$py" -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["best_config"]))' "$work/seed_$first/kf.json")"
 "$py" scripts/kt_side_by_side.py launch --manifest "$work/seed_$first/kernel.toml" --size "$size" \
-    --config "$kf_best" > "$work/launch.json"
+    --facts "$work/seed_$first/kf.json" --config "$kf_best" > "$work/launch.json"
 "$py" - "$work" <<'EOF'
 import json, sys
 print()

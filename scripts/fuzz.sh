@@ -25,6 +25,9 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 FUZZ="$ROOT/fuzz"
 TARGETS=(manifest expr llm_reply kt_cache t1 rundir taskfile chat_reply chat_stream dist_job dist_result dist_question)
+# Differential targets: clang's preprocessor is their oracle (kf_fuzz::ORACLE_TARGETS). --all
+# runs them where clang is installed (CI installs it) and says so where it is not.
+ORACLE_TARGETS=(host_access_oracle)
 TIMEOUT=${FUZZ_TIMEOUT:-10}
 RSS_MB=${FUZZ_RSS_MB:-2048}
 # The largest input; each target also ignores longer inputs itself (kf_fuzz::MAX_INPUT).
@@ -37,7 +40,7 @@ usage() {
 
 is_target() {
     local t
-    for t in "${TARGETS[@]}"; do
+    for t in "${TARGETS[@]}" "${ORACLE_TARGETS[@]}"; do
         [[ $t == "$1" ]] && return 0
     done
     return 1
@@ -118,7 +121,7 @@ summary_line() {
 [[ $# -ge 1 ]] || usage
 case $1 in
 --list)
-    printf '%s\n' "${TARGETS[@]}"
+    printf '%s\n' "${TARGETS[@]}" "${ORACLE_TARGETS[@]}"
     ;;
 --build)
     build
@@ -129,7 +132,13 @@ case $1 in
     build
     failed=0
     results=()
-    for t in "${TARGETS[@]}"; do
+    all=("${TARGETS[@]}")
+    if command -v "${KF_ORACLE_CLANG:-clang}" >/dev/null; then
+        all+=("${ORACLE_TARGETS[@]}")
+    else
+        echo "fuzz.sh: no clang: the differential targets (${ORACLE_TARGETS[*]}) do not run" >&2
+    fi
+    for t in "${all[@]}"; do
         line=$(fuzz_one "$t" "$2")
         results+=("$line")
         [[ ${line##* } == 0 ]] || failed=1

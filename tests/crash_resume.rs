@@ -76,6 +76,7 @@ fn run(dir: Option<RunDir>, pause: Duration) -> RunResult<EliteArchive> {
 
 /// Child mode: run with the run directory named by the environment until killed.
 #[test]
+#[ignore = "a child process of another test: runs only with --ignored"]
 fn crash_child() {
     let Some(dir) = std::env::var_os(CHILD_ENV) else {
         return;
@@ -95,6 +96,7 @@ fn lines(path: &Path) -> usize {
 fn crash_at(dir: &Path, at: usize) -> bool {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
+            "--ignored",
             "--exact",
             "crash_child",
             "--nocapture",

@@ -50,7 +50,7 @@ fn chromium() -> Option<PathBuf> {
     if found.is_none() {
         // Kind `BROWSER`: KF_REQUIRE_BROWSER=1 makes this a failure.
         kernelfoundry::core::testing::skip::skip(
-            "BROWSER",
+            kf_core::testing::skip::SkipKind::Browser,
             "no Chromium (run scripts/setup.sh --browser, or set KF_CHROMIUM)",
         );
     }
@@ -64,8 +64,14 @@ struct Page {
 }
 
 fn open_browser(path: &Path) -> Page {
+    open_browser_with(path, &[])
+}
+
+/// [`open_browser`] with extra Chromium switches.
+fn open_browser_with(path: &Path, switches: &[&str]) -> Page {
     let options = LaunchOptions::default_builder()
         .path(Some(path.to_path_buf()))
+        .args(switches.iter().map(std::ffi::OsStr::new).collect())
         .sandbox(false)
         .window_size(Some((1500, 1150)))
         .idle_browser_timeout(Duration::from_secs(300))
@@ -543,11 +549,16 @@ fn serve(dir: &Path, extra: &[&str]) -> Server {
 
 /// A raw HTTP/1.1 GET: the request line exactly as given (HTTP clients would normalise `..`).
 fn raw_get(addr: SocketAddr, target: &str) -> (u16, String) {
+    raw_get_with(addr, target, &format!("Host: {addr}\r\n"))
+}
+
+/// [`raw_get`] with the given header lines (each ending in CRLF) instead of `Host`.
+fn raw_get_with(addr: SocketAddr, target: &str, headers: &str) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     write!(
         s,
-        "GET {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "GET {target} HTTP/1.1\r\n{headers}Connection: close\r\n\r\n"
     )
     .unwrap();
     let mut text = String::new();
@@ -628,7 +639,7 @@ fn serve_is_loopback_only_and_refuses_path_traversal() {
         Some(ip) => others.push(ip),
         // Kind `NON_LOOPBACK_ADDRESS`, not required by CI (whose machine may have no route).
         None => kernelfoundry::core::testing::skip::skip(
-            "NON_LOOPBACK_ADDRESS",
+            kf_core::testing::skip::SkipKind::NonLoopbackAddress,
             format!(
                 "the check on a non-loopback address only: this machine has none{}",
                 if cfg!(target_os = "linux") {
@@ -656,6 +667,138 @@ fn serve_is_loopback_only_and_refuses_path_traversal() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not a run directory"));
+}
+
+/// DNS rebinding: a page of another name that resolves to the loopback address is refused,
+/// whether it asks by its own name (`Host`) or from its own origin (`Origin`).
+#[test]
+fn serve_answers_only_requests_that_name_it_by_address() {
+    let tmp = tempfile::tempdir().unwrap();
+    synthetic_engine(
+        20,
+        Some(RunDir::open(tmp.path(), synthetic_meta()).unwrap()),
+    );
+    let server = serve(tmp.path(), &[]);
+    let port = server.addr.port();
+    for host in [format!("{}", server.addr), format!("localhost:{port}")] {
+        let (status, _) = raw_get_with(server.addr, "/api/data", &format!("Host: {host}\r\n"));
+        assert_eq!(status, 200, "Host: {host}");
+    }
+    for headers in [
+        format!("Host: rebound.example:{port}\r\n"),
+        format!("Host: 127.0.0.1:{}\r\n", port.wrapping_add(1)),
+        String::new(),
+        format!(
+            "Host: {}\r\nOrigin: http://rebound.example:{port}\r\n",
+            server.addr
+        ),
+        format!(
+            "Host: {}\r\nOrigin: https://{}\r\n",
+            server.addr, server.addr
+        ),
+        format!("Host: {}\r\nOrigin: null\r\n", server.addr),
+    ] {
+        for target in ["/", "/api/data", "/api/events"] {
+            let (status, body) = raw_get_with(server.addr, target, &headers);
+            // Without any Host header the HTTP layer may refuse first (400).
+            assert!(
+                status == 403 || (headers.is_empty() && status == 400),
+                "{target} with {headers:?}: status {status}"
+            );
+            assert!(
+                !body.contains("kf-data") && !body.contains("candidates"),
+                "{body}"
+            );
+        }
+    }
+    let (status, _) = raw_get_with(
+        server.addr,
+        "/api/data",
+        &format!("Host: {0}\r\nOrigin: http://{0}\r\n", server.addr),
+    );
+    assert_eq!(status, 200, "the page's own origin");
+
+    // The same through a real browser: `rebound.example` resolves to the server's address, as
+    // a rebinding DNS server would make it, and neither the page nor a fetch reads the run.
+    let Some(chrome) = chromium() else { return };
+    let rule = format!(
+        "--host-resolver-rules=MAP rebound.example {}",
+        server.addr.ip()
+    );
+    let page = open_browser_with(&chrome, &[&rule]);
+    page.tab
+        .navigate_to(&format!("http://rebound.example:{port}/"))
+        .unwrap();
+    assert!(
+        page.wait_for(
+            "document.readyState === 'complete' && document.body !== null && \
+             document.body.innerText.includes('Host header')",
+            Duration::from_secs(30)
+        ),
+        "the rebound page was not refused: {}",
+        page.eval("document.body ? document.body.innerText.slice(0, 300) : ''")
+    );
+    page.eval(
+        "window.kfProbe = 'pending'; fetch('/api/data').then(r => r.text()) \
+         .then(t => { window.kfProbe = t.includes('candidates') ? 'read' : 'refused'; }) \
+         .catch(() => { window.kfProbe = 'refused'; }); true",
+    );
+    assert!(page.wait_for("window.kfProbe !== 'pending'", Duration::from_secs(15)));
+    assert_eq!(page.eval("window.kfProbe"), Value::from("refused"));
+    // The server's own address still serves the page in the same browser.
+    page.goto(&format!("http://{}/", server.addr));
+    page.tab.wait_for_element("#heatmap svg").unwrap();
+}
+
+/// At most `MAX_EVENT_STREAMS` event streams are open at once; a closed one frees its place.
+#[test]
+fn serve_bounds_open_event_streams() {
+    use kernelfoundry::explorer::serve::MAX_EVENT_STREAMS;
+    let tmp = tempfile::tempdir().unwrap();
+    synthetic_engine(
+        20,
+        Some(RunDir::open(tmp.path(), synthetic_meta()).unwrap()),
+    );
+    let server = serve(tmp.path(), &[]);
+    let open_stream = || {
+        let mut s = TcpStream::connect(server.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(
+            s,
+            "GET /api/events HTTP/1.1\r\nHost: {}\r\n\r\n",
+            server.addr
+        )
+        .unwrap();
+        let mut head = [0u8; 12];
+        s.read_exact(&mut head).unwrap();
+        let status: u16 = String::from_utf8_lossy(&head[9..12]).parse().unwrap();
+        (s, status)
+    };
+    let mut held: Vec<TcpStream> = Vec::new();
+    for k in 0..MAX_EVENT_STREAMS {
+        let (s, status) = open_stream();
+        assert_eq!(status, 200, "stream {k}");
+        held.push(s);
+    }
+    let (_, status) = open_stream();
+    assert_eq!(status, 503, "one stream over the limit");
+    drop(held.pop());
+    // The server notices the closed stream at its next write (a poll or a keep-alive).
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (s, status) = open_stream();
+        if status == 200 {
+            drop(s);
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "a closed stream never freed its place"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let (status, _) = raw_get(server.addr, "/api/data");
+    assert_eq!(status, 200, "other routes are not limited");
 }
 
 #[test]

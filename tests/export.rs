@@ -318,7 +318,7 @@ fn python_with_pyopencl() -> Option<PathBuf> {
         Some(python)
     } else {
         kernelfoundry::core::testing::skip::skip(
-            "pyopencl",
+            kf_core::testing::skip::SkipKind::PyOpenCl,
             format!(
                 "{} cannot import pyopencl, pytest and NumPy (scripts/setup.sh --pyopencl installs them)",
                 python.display()

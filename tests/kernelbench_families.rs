@@ -162,7 +162,7 @@ fn the_importer_recognises_the_shipped_problems_families() {
     let python = kernelfoundry::kernelbench::default_python();
     if !kernelfoundry::kernelbench::numpy_available(&python) {
         kernelfoundry::core::testing::skip::skip(
-            "PYTHON",
+            kf_core::testing::skip::SkipKind::Python,
             format_args!("no Python with NumPy at {}", python.display()),
         );
         return;

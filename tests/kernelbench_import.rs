@@ -33,7 +33,7 @@ fn python_or_skip() -> Option<PathBuf> {
     }
     // Kind `PYTHON`: KF_REQUIRE_PYTHON=1 makes this a failure.
     kernelfoundry::core::testing::skip::skip(
-        "PYTHON",
+        kf_core::testing::skip::SkipKind::Python,
         format_args!(
             "no Python with NumPy at {} (run scripts/setup.sh)",
             python.display()
@@ -274,7 +274,7 @@ fn torch_reference_runs_the_unchanged_problem() {
     if !torch_available(&python) {
         // Kind `TORCH`: KF_REQUIRE_TORCH=1 makes this a failure.
         kernelfoundry::core::testing::skip::skip(
-            "TORCH",
+            kf_core::testing::skip::SkipKind::Torch,
             format_args!(
                 "PyTorch does not import in {} (scripts/setup.sh --torch)",
                 python.display()

@@ -250,7 +250,7 @@ fn sycl_backend_or_skip() -> Option<kernelfoundry::sycl::SyclBackend> {
         Err(e) if e.kind() == BackendErrorKind::Unavailable => {
             // Kind `SYCL`: KF_REQUIRE_SYCL=1 makes this a failure.
             kernelfoundry::core::testing::skip::skip(
-                "SYCL",
+                kf_core::testing::skip::SkipKind::Sycl,
                 format_args!("{e} (run scripts/setup.sh --sycl)"),
             );
             None

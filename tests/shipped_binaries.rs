@@ -105,7 +105,7 @@ fn a_cuda_binary_built_by_nvrtc_reaches_the_execute_side_byte_for_byte() {
     if let Err(e) = &probe {
         // Kind `NVRTC`: KF_REQUIRE_NVRTC=1 makes this a failure.
         kernelfoundry::core::testing::skip::skip(
-            "NVRTC",
+            kf_core::testing::skip::SkipKind::Nvrtc,
             format_args!("NVRTC is not installed (opening the CUDA backend: {e})"),
         );
         return;
@@ -163,7 +163,7 @@ fn a_cuda_binary_built_by_nvrtc_reaches_the_execute_side_byte_for_byte() {
         // The run, not the test: kind `CUDA_DEVICE` (KF_REQUIRE_CUDA_DEVICE=1 makes it a
         // failure).
         kernelfoundry::core::testing::skip::skip(
-            "CUDA_DEVICE",
+            kf_core::testing::skip::SkipKind::CudaDevice,
             format_args!(
                 "the run only: no GPU here; the shipped binary was loaded ({})",
                 evaluation.diagnostics

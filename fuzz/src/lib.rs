@@ -1,7 +1,8 @@
 //! The KernelFoundry-rs fuzz targets: each target's harness (a function of one input, in
 //! [`parsers`] for the parsers of files and model replies, [`chat`] for the chat-completion
 //! wire decoders, [`dist`] for the distributed-evaluation queue's messages; [`TARGETS`] lists
-//! them), which the binaries in `fuzz_targets/` hand to libFuzzer and this crate's tests run
+//! them; [`oracle`] for the differential targets that need an outside tool as their oracle,
+//! listed apart in [`ORACLE_TARGETS`]), which the binaries in `fuzz_targets/` hand to libFuzzer and this crate's tests run
 //! on the committed seeds; and their shared pieces: input bounds, the splitting of one input
 //! into several files, and the fixed context (device, sizes, parent kernel) the parsed inputs
 //! are exercised against.
@@ -17,6 +18,7 @@ use kf_core::DeviceFacts;
 
 pub mod chat;
 pub mod dist;
+pub mod oracle;
 pub mod parsers;
 #[cfg(test)]
 mod seeds;
@@ -39,6 +41,13 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("dist_result", dist::dist_result),
     ("dist_question", dist::dist_question),
 ];
+
+/// The differential targets, by name (as `fuzz/corpus/` names them) with their harness: each
+/// runs an outside tool as its oracle (clang's preprocessor), so they are listed apart, as
+/// `scripts/fuzz.sh`'s `ORACLE_TARGETS` (its `--all` runs them where clang is installed); the
+/// tests run them on their seeds where the tool is installed and skip (kind `CLANG`) elsewhere.
+pub const ORACLE_TARGETS: &[(&str, Harness)] =
+    &[("host_access_oracle", oracle::host_access_oracle)];
 
 /// The largest input (bytes) any target accepts; larger inputs are ignored. The script passes
 /// the same value to libFuzzer as `-max_len`.
@@ -124,29 +133,68 @@ mod tests {
         seeds
     }
 
-    /// Every target's harness runs on each of its committed seeds without a finding, as
-    /// libFuzzer starts each run; scripts/fuzz.sh's TARGETS and the binaries are the same list.
-    #[test]
-    fn every_target_passes_its_seeds() {
+    /// `targets`, after checking that `scripts/fuzz.sh`'s array `var` lists the same names in
+    /// the same order, that fuzz/Cargo.toml has a binary for each and fuzz/corpus seeds.
+    fn listed_in_script(
+        var: &str,
+        targets: &'static [(&'static str, Harness)],
+    ) -> &'static [(&'static str, Harness)] {
         let script = include_str!("../../scripts/fuzz.sh");
+        let prefix = format!("{var}=(");
         let line = script
             .lines()
-            .find(|l| l.starts_with("TARGETS=("))
-            .expect("scripts/fuzz.sh's TARGETS");
-        let listed: Vec<&str> = line["TARGETS=(".len()..line.len() - 1].split(' ').collect();
-        let names: Vec<&str> = TARGETS.iter().map(|(n, _)| *n).collect();
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("scripts/fuzz.sh's {var}"));
+        let listed: Vec<&str> = line[prefix.len()..line.len() - 1].split(' ').collect();
+        let names: Vec<&str> = targets.iter().map(|(n, _)| *n).collect();
         assert_eq!(
             listed, names,
-            "scripts/fuzz.sh's TARGETS and kf_fuzz::TARGETS differ"
+            "scripts/fuzz.sh's {var} and kf_fuzz's differ"
         );
         let manifest = include_str!("../Cargo.toml");
-        for (target, harness) in TARGETS {
+        for (target, _) in targets {
             assert!(
                 manifest.contains(&format!("path = \"fuzz_targets/{target}.rs\"")),
                 "fuzz/Cargo.toml has no binary {target}"
             );
+            assert!(
+                !seeds_of(target).is_empty(),
+                "fuzz/corpus/{target} holds no seed"
+            );
+        }
+        targets
+    }
+
+    /// Every target's harness runs on each of its committed seeds without a finding, as
+    /// libFuzzer starts each run; scripts/fuzz.sh's TARGETS and the binaries are the same list.
+    #[test]
+    fn every_target_passes_its_seeds() {
+        for (target, harness) in listed_in_script("TARGETS", TARGETS) {
             let seeds = seeds_of(target);
-            assert!(!seeds.is_empty(), "fuzz/corpus/{target} holds no seed");
+            for (name, bytes) in seeds {
+                let run = std::panic::catch_unwind(|| harness(&bytes));
+                assert!(run.is_ok(), "{target} fails on its seed {name}");
+            }
+        }
+    }
+
+    /// The differential targets pass their committed seeds where their oracle is installed;
+    /// elsewhere the test skips (it would decide nothing).
+    #[test]
+    fn oracle_targets_pass_their_seeds() {
+        for (target, harness) in listed_in_script("ORACLE_TARGETS", ORACLE_TARGETS) {
+            let seeds = seeds_of(target);
+            if oracle::clang().is_none() {
+                kf_core::testing::skip::skip(
+                    kf_core::testing::skip::SkipKind::Clang,
+                    format_args!(
+                        "no clang: {target}'s {} seeds need clang's preprocessor as their \
+                         oracle (apt-get install clang, or KF_ORACLE_CLANG=/path/to/clang)",
+                        seeds.len()
+                    ),
+                );
+                return;
+            }
             for (name, bytes) in seeds {
                 let run = std::panic::catch_unwind(|| harness(&bytes));
                 assert!(run.is_ok(), "{target} fails on its seed {name}");

@@ -81,6 +81,7 @@ fn quiet(_: &EvaluationReport<'_>) -> Result<(), BoxError> {
 /// Run by the test below in a child process: the search in `KF_TEST_ISLANDS_DIR`, killed
 /// with SIGKILL mid-run.
 #[test]
+#[ignore = "a child process of another test: runs only with --ignored"]
 fn islands_run_killed_in_child() {
     let Ok(dir) = std::env::var("KF_TEST_ISLANDS_DIR") else {
         return; // only meaningful as the child of the test below
@@ -104,7 +105,12 @@ fn an_island_run_killed_with_sigkill_resumes_to_the_uninterrupted_result() {
     use std::os::unix::process::ExitStatusExt;
     let tmp = tempfile::tempdir().unwrap();
     let status = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "islands_run_killed_in_child", "--nocapture"])
+        .args([
+            "--ignored",
+            "--exact",
+            "islands_run_killed_in_child",
+            "--nocapture",
+        ])
         .env("KF_TEST_ISLANDS_DIR", tmp.path())
         .status()
         .unwrap();

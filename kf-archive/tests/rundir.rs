@@ -323,6 +323,7 @@ fn a_second_opener_is_refused_while_the_first_holds_the_directory() {
 /// Run by `a_killed_holder_leaves_no_stale_lock` in a child process: holds the directory named
 /// by `KF_TEST_HOLD_DIR` until killed.
 #[test]
+#[ignore = "a child process of another test: runs only with --ignored"]
 fn hold_directory_in_child() {
     let Ok(dir) = std::env::var("KF_TEST_HOLD_DIR") else {
         return; // only meaningful as the child of the test below
@@ -338,7 +339,12 @@ fn a_killed_holder_leaves_no_stale_lock() {
     use std::process::{Command, Stdio};
     let tmp = tempfile::tempdir().unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "hold_directory_in_child", "--nocapture"])
+        .args([
+            "--ignored",
+            "--exact",
+            "hold_directory_in_child",
+            "--nocapture",
+        ])
         .env("KF_TEST_HOLD_DIR", tmp.path())
         .stdout(Stdio::piped())
         .spawn()
@@ -440,6 +446,7 @@ fn damaged_logs_are_detected_and_the_valid_prefix_can_be_kept() {
 /// whose file-size limit stands in for a full disk: runs the engine on the directory named by
 /// `KF_TEST_FULL_DIR` and exits with 3 when the run fails with an error (a panic exits 101).
 #[test]
+#[ignore = "a child process of another test: runs only with --ignored"]
 fn run_on_a_full_disk_in_child() {
     let Ok(dir) = std::env::var("KF_TEST_FULL_DIR") else {
         return; // only meaningful as the child of the test below
@@ -470,7 +477,12 @@ fn run_on_a_full_disk_in_child() {
 fn a_full_disk_fails_the_run_cleanly_and_keeps_the_last_good_state() {
     let tmp = tempfile::tempdir().unwrap();
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "run_on_a_full_disk_in_child", "--nocapture"])
+        .args([
+            "--ignored",
+            "--exact",
+            "run_on_a_full_disk_in_child",
+            "--nocapture",
+        ])
         .env("KF_TEST_FULL_DIR", tmp.path())
         .output()
         .unwrap();

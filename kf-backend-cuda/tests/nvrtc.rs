@@ -196,7 +196,7 @@ fn the_cuda_headers_are_found() {
         // scripts/setup.sh --cuda installs the headers with NVRTC: where NVRTC is required
         // (KF_REQUIRE_NVRTC=1, as CI sets), so are they.
         kf_core::testing::skip::skip(
-            "NVRTC",
+            kf_core::testing::skip::SkipKind::Nvrtc,
             "NVRTC has no CUDA include directory configured (scripts/setup.sh --cuda installs one)",
         );
         return;
@@ -334,7 +334,7 @@ fn without_a_device_running_is_a_typed_unavailable_error() {
     if backend.has_device() {
         // Kind `CUDA_COMPILE_ONLY`: a machine without a CUDA device (CI's) runs this test.
         kf_core::testing::skip::skip(
-            "CUDA_COMPILE_ONLY",
+            kf_core::testing::skip::SkipKind::CudaCompileOnly,
             "this machine has a CUDA device; the compile-only path is not used",
         );
         return;

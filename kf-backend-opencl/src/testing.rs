@@ -24,7 +24,7 @@ pub const KF_REQUIRE_OPENCL: &str = "KF_REQUIRE_OPENCL";
 
 /// Whether `KF_REQUIRE_OPENCL=1` is set.
 pub fn opencl_required() -> bool {
-    kf_core::testing::skip::required("OPENCL")
+    kf_core::testing::skip::required(kf_core::testing::skip::SkipKind::OpenCl)
 }
 
 /// Skips a test for a reason that means "the OpenCL runtime is not installed": prints
@@ -37,7 +37,10 @@ pub fn opencl_required() -> bool {
 /// When `KF_REQUIRE_OPENCL=1`.
 #[track_caller]
 pub fn skip_missing_runtime(reason: impl std::fmt::Display) {
-    kf_core::testing::skip::skip("OPENCL", format_args!("{reason} (run scripts/setup.sh)"));
+    kf_core::testing::skip::skip(
+        kf_core::testing::skip::SkipKind::OpenCl,
+        format_args!("{reason} (run scripts/setup.sh)"),
+    );
 }
 
 /// Applies the skip rule to the result of opening an OpenCL backend (or listing devices):

@@ -1038,7 +1038,7 @@ fn a_forged_build_record_is_never_used() {
     if common::servers("forged_build").is_some_and(|s| s.secrets.is_none()) {
         // Kind `DIST`: the servers CI starts (KF_REQUIRE_DIST=1) run with security.
         kf_core::testing::skip::skip(
-            "DIST",
+            kf_core::testing::skip::SkipKind::Dist,
             "the servers run without security, so build records are unsigned",
         );
         return;

@@ -38,7 +38,7 @@ fn secure_servers(test: &str) -> Option<(Servers, PathBuf)> {
         None => {
             // Kind `DIST`: KF_REQUIRE_DIST=1 makes this a failure.
             kf_core::testing::skip::skip(
-                "DIST",
+                kf_core::testing::skip::SkipKind::Dist,
                 format_args!("{test}: the servers run without security (no secrets)"),
             );
             None

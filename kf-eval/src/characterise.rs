@@ -249,17 +249,31 @@ pub fn cached(backend: &str, facts: &DeviceFacts) -> Option<Characterisation> {
     cached_in(&cache_path()?, backend, facts)
 }
 
-/// Stores `c` in the cache file at `path`, atomically: the whole file is written to a
-/// temporary file in the same folder and renamed over the old one, so readers see either the
-/// old file or the new one.
+/// Stores `c` in the cache file at `path`, atomically and durably: under an exclusive lock on
+/// `<path>.lock` (so that two processes characterising different devices at once both keep
+/// their entry: each reads the file after the other's rename), the whole file is written to a
+/// temporary file in the same folder, flushed to disk, and renamed over the old one, and the
+/// folder is flushed too, so readers see either the old file or the new one, also after a
+/// crash.
 pub fn store_in(path: &Path, c: &Characterisation) -> Result<(), CharacteriseError> {
+    use std::io::Write;
     let err = |message: String| CharacteriseError::Cache {
         path: path.to_path_buf(),
         message,
     };
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
-    }
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path.with_extension("json.lock"))
+        .map_err(|e| err(format!("its lock file: {e}")))?;
+    // Released when `lock` is dropped, at the end of this function.
+    lock.lock().map_err(|e| err(format!("locking it: {e}")))?;
     let mut all = read_cache(path);
     all.insert(
         key(&c.backend, &c.device, &c.driver_version, c.host_cpus),
@@ -267,11 +281,22 @@ pub fn store_in(path: &Path, c: &Characterisation) -> Result<(), CharacteriseErr
     );
     let text = serde_json::to_vec_pretty(&all).map_err(|e| err(e.to_string()))?;
     let tmp = path.with_extension(format!("json.tmp{}", std::process::id()));
-    std::fs::write(&tmp, text).map_err(|e| err(e.to_string()))?;
+    let written = std::fs::File::create(&tmp).and_then(|mut f| {
+        f.write_all(&text)?;
+        f.sync_all()
+    });
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(err(e.to_string()));
+    }
     std::fs::rename(&tmp, path).map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
         err(e.to_string())
-    })
+    })?;
+    // The rename is durable once the folder's entry is on disk.
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| err(format!("flushing its folder: {e}")))
 }
 
 /// The cached characterisation of `backend`'s device, or a fresh measurement (stored in the
@@ -1083,6 +1108,41 @@ mod tests {
         // A corrupt file reads as empty and is replaced on the next store.
         std::fs::write(&path, "{not json").unwrap();
         assert_eq!(cached_in(&path, "opencl", &facts), None);
+    }
+
+    /// Writers storing different devices at once each keep their entry (each reads the file
+    /// under the lock, after the last rename), and no temporary file is left behind.
+    #[test]
+    fn concurrent_stores_lose_no_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(CACHE_FILE);
+        let writers: Vec<_> = (0..8)
+            .map(|k| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    let mut c = characterisation();
+                    c.device = format!("device {k}");
+                    c.timed_curve = vec![BandwidthPoint {
+                        bytes: 1e6,
+                        gbs: f64::from(k + 1),
+                    }];
+                    for _ in 0..5 {
+                        store_in(&path, &c).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        assert_eq!(read_cache(&path).len(), 8, "an entry was lost");
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
     }
 
     #[test]

@@ -398,7 +398,10 @@ mod tests {
         .join()
         .unwrap();
         if !confinement.is_enforced() {
-            eprintln!("SKIPPED: {confinement}");
+            kf_core::testing::skip::skip(
+                kf_core::testing::skip::SkipKind::Landlock,
+                format_args!("{confinement}"),
+            );
             return;
         }
         assert!(ok_read, "an allowed file must stay readable");

@@ -73,12 +73,13 @@ impl WorkerCommand {
     }
 
     /// Re-executes the current test binary, running only the test that
-    /// [`crate::worker_test_entry!`] defines.
+    /// [`crate::worker_test_entry!`] defines (ignored, so that it runs only as this child).
     pub fn test_harness() -> Result<Self, EvalError> {
         Ok(WorkerCommand {
             program: std::env::current_exe()?,
             args: [
                 "kf_eval_worker_entry",
+                "--ignored",
                 "--exact",
                 "--nocapture",
                 "--quiet",

@@ -73,6 +73,7 @@ pub use profile::EvalProfile;
 pub use protocol::{
     bounded, host_file_check, CompileCheck, EvalConfig, KernelEvaluator, TimingConfig,
     EXTRACTION_ERROR_MARKER, FIRST_BASELINE_MIN_TRIALS, FIRST_BASELINE_SECONDS,
-    FIRST_BASELINE_TRIALS, SLOW_BASELINE_EVERY, TUNING_BASELINE_EVERY, TUNING_REUSE_INPUTS,
+    FIRST_BASELINE_TRIALS, SLOW_BASELINE_EVERY, TUNING_BASELINE_EVERY,
+    TUNING_FIRST_BASELINE_SECONDS, TUNING_REUSE_INPUTS,
 };
 pub use worker::{BackendSpec, TaskFileJob, TaskRegistry};

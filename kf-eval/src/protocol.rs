@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use kf_core::{
     Backend, BackendError, BackendErrorKind, CompileOptions, CorrectnessReport, Evaluation,
-    KernelArg, KernelSource, Language, NdRange, ParamValue, ParamValues, Status, TimingStats,
+    KernelArg, KernelSource, Language, NdRange, ParamValues, Status, TimingStats,
 };
 use kf_manifest::{Manifest, ManifestError};
 use rand::{RngCore, SeedableRng};
@@ -62,10 +62,19 @@ pub struct TimingConfig {
     /// `None` (the default) times every candidate in full.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub early_stop: Option<EarlyStop>,
+    /// Seconds of baseline launches after which a worker's first evaluation stops adding
+    /// them, once it has [`FIRST_BASELINE_MIN_TRIALS`] ([`FIRST_BASELINE_SECONDS`] by default;
+    /// [`TUNING_FIRST_BASELINE_SECONDS`] in [`EvalConfig::for_tuning`]).
+    #[serde(default = "first_baseline_seconds")]
+    pub first_baseline_seconds: f64,
 }
 
 fn every_evaluation() -> u32 {
     1
+}
+
+fn first_baseline_seconds() -> f64 {
+    FIRST_BASELINE_SECONDS
 }
 
 /// Baseline launches at least in a worker's first evaluation, whatever
@@ -91,11 +100,18 @@ pub const FIRST_BASELINE_MIN_TRIALS: u32 = 3;
 /// take about 1.5 s on this project's 2-core machine, so that run's reference is unchanged.
 pub const FIRST_BASELINE_SECONDS: f64 = 4.0;
 
+/// The first evaluation's baseline budget in [`EvalConfig::for_tuning`], seconds. A tuning
+/// run's baseline only feeds its reported speedups and the timeout (strategies compare the
+/// candidates' times), and a baseline slow enough to reach this bound varies little between
+/// launches; at 1024³ the naive GEMM's 13 first launches took 4.3 s of a 40-configuration
+/// run's 28.5 s of tuning on this project's 2-core machine.
+pub const TUNING_FIRST_BASELINE_SECONDS: f64 = 1.0;
+
 /// Whether an evaluation that has launched the baseline `done` times, taking `seconds`,
 /// launches it again: up to `most` times, and past `least` only while the launches have taken
-/// less than [`FIRST_BASELINE_SECONDS`].
-pub(crate) fn more_baseline(done: u32, seconds: f64, least: u32, most: u32) -> bool {
-    done < most && (done < least || seconds < FIRST_BASELINE_SECONDS)
+/// less than `budget_s` ([`TimingConfig::first_baseline_seconds`]).
+pub(crate) fn more_baseline(done: u32, seconds: f64, least: u32, most: u32, budget_s: f64) -> bool {
+    done < most && (done < least || seconds < budget_s)
 }
 
 /// How often a slow baseline is re-measured, in evaluations, at least: one whose median
@@ -148,6 +164,7 @@ impl Default for TimingConfig {
             flush_caches: false,
             baseline_every: 1,
             early_stop: None,
+            first_baseline_seconds: FIRST_BASELINE_SECONDS,
         }
     }
 }
@@ -208,7 +225,8 @@ impl EvalConfig {
     /// re-checked, roofline), with two costs shared across the run's evaluations: an input set
     /// and its reference serve up to [`TUNING_REUSE_INPUTS`] evaluations of one worker, and
     /// the baseline is re-measured every [`TUNING_BASELINE_EVERY`]-th evaluation (its rolling
-    /// window's median stands in between). One warm-up launch, as in a search: verification
+    /// window's median stands in between), and the first evaluation stops adding baseline
+    /// launches after [`TUNING_FIRST_BASELINE_SECONDS`]. One warm-up launch, as in a search: verification
     /// has just launched the kernel on the same data at the task's sizes. Add
     /// [`TimingConfig::early_stop`] per evaluation to stop timing clearly slower
     /// configurations.
@@ -219,6 +237,7 @@ impl EvalConfig {
         };
         config.timing.warmup = 1;
         config.timing.baseline_every = TUNING_BASELINE_EVERY;
+        config.timing.first_baseline_seconds = TUNING_FIRST_BASELINE_SECONDS;
         config
     }
 }
@@ -270,12 +289,8 @@ const FORBIDDEN: [(&str, &str); 3] = [
 ];
 
 /// Refuses a kernel whose text would make its compiler read a host file (see
-/// [`kf_source::host_access`]); `params` are the definitions the compiler will see, so that
-/// branches they disable are not checked.
-pub fn host_file_check(
-    source: &KernelSource,
-    params: &ParamValues,
-) -> Result<(), kf_source::host_access::HostAccess> {
+/// [`kf_source::host_access`]), in every branch of its `#if`s, whatever its parameters.
+pub fn host_file_check(source: &KernelSource) -> Result<(), kf_source::host_access::HostAccess> {
     use kf_source::host_access::{check_host_access, HeaderPolicy};
     let policy = match source.language {
         Language::OpenCl => HeaderPolicy::OPENCL_C,
@@ -284,26 +299,7 @@ pub fn host_file_check(
         // A language added to kf-core later: no headers until its policy is written.
         _ => HeaderPolicy::OPENCL_C,
     };
-    check_host_access(&source.text, &policy, &Definitions(params))
-}
-
-/// A kernel's parameters as the preprocessor sees them (`-D NAME=value`).
-struct Definitions<'a>(&'a ParamValues);
-
-impl kf_source::expr::Env for Definitions<'_> {
-    fn value(&self, name: &str) -> Option<i64> {
-        match self.0.get(name)? {
-            ParamValue::Int(v) => Some(*v),
-            ParamValue::Bool(b) => Some(i64::from(*b)),
-            ParamValue::Text(t) => kf_source::expr::parse_int(t.trim()),
-            ParamValue::Float(_) => None,
-        }
-    }
-    fn is_defined(&self, name: &str) -> Option<bool> {
-        // Only the caller's definitions are known; any other name may be a macro the
-        // compiler predefines.
-        self.0.get(name).map(|_| true)
-    }
+    check_host_access(&source.text, &policy)
 }
 
 /// A buffer with guard regions before and after the kernel's view.
@@ -802,7 +798,7 @@ impl<B: Backend> KernelEvaluator<B> {
             }
         }
         if self.config.host_file_check {
-            if let Err(refused) = host_file_check(source, params) {
+            if let Err(refused) = host_file_check(source) {
                 return fail(Status::CompileError, refused.to_string(), params);
             }
         }
@@ -1367,8 +1363,15 @@ impl<B: Backend> KernelEvaluator<B> {
                 )
             }
         };
-        let more_baseline =
-            |done: u32, seconds: f64| more_baseline(done, seconds, baseline_least, baseline_trials);
+        let more_baseline = |done: u32, seconds: f64| {
+            more_baseline(
+                done,
+                seconds,
+                baseline_least,
+                baseline_trials,
+                t.first_baseline_seconds,
+            )
+        };
         // The baseline writes into buffers of its own.
         let mut baseline_out = match baseline {
             Some(_) => Some(
@@ -1537,7 +1540,7 @@ mod baseline_budget_tests {
         // the budget, and it still gets its least.
         let launches = |launch_s: f64| {
             let (mut done, mut seconds) = (0, launch_s);
-            while more_baseline(done, seconds, least, most) {
+            while more_baseline(done, seconds, least, most, FIRST_BASELINE_SECONDS) {
                 done += 1;
                 seconds += launch_s;
             }

@@ -451,6 +451,7 @@ pub(crate) fn refuse_inside_worker() -> Result<(), EvalError> {
 macro_rules! worker_test_entry {
     ($open:expr) => {
         #[test]
+        #[ignore = "the evaluation worker of this binary's tests: runs only as their child"]
         fn kf_eval_worker_entry() {
             if ::std::env::var($crate::worker::WORKER_ENV).is_ok() {
                 $crate::worker::serve_if_requested($open, &$crate::worker::TaskRegistry::builtin());

@@ -31,6 +31,7 @@ impl BackendFactory for MyOpenCl {
 
 /// The worker entry of this test binary: what `kernelfoundry::init_with` does in a program.
 #[test]
+#[ignore = "a child process of another test: runs only with --ignored"]
 fn kf_eval_worker_entry() {
     if std::env::var(WORKER_ENV).is_ok() {
         BackendRegistry::new()

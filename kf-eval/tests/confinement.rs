@@ -79,7 +79,7 @@ fn a_confined_worker_cannot_open_a_planted_file() {
     let confinement = confined.confinement().expect("a worker has started");
     if !confinement.is_enforced() {
         kf_core::testing::skip::skip(
-            "LANDLOCK",
+            kf_core::testing::skip::SkipKind::Landlock,
             format_args!("workers on {} are {confinement}", device.name),
         );
         return;

@@ -29,6 +29,7 @@ const RUNAWAY_LIMIT: Duration = Duration::from_secs(120);
 fn forgetful_args() -> Vec<String> {
     [
         "forgetful_main",
+        "--ignored",
         "--exact",
         "--nocapture",
         "--quiet",
@@ -52,6 +53,7 @@ fn some_kernel() -> KernelSource {
 /// An embedder's `main` that forgets `init()`: records its start, then evaluates a kernel with
 /// workers that re-execute this same `main`. Does nothing in an ordinary test run.
 #[test]
+#[ignore = "a child process of another test: runs only with --ignored"]
 fn forgetful_main() {
     let Some(counter) = std::env::var_os(COUNTER_ENV) else {
         return;

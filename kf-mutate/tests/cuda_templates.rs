@@ -25,7 +25,7 @@ fn backend_or_skip() -> Option<CudaBackend> {
         Ok(b) => Some(b),
         Err(e) if e.kind() == BackendErrorKind::Unavailable => {
             kf_core::testing::skip::skip(
-                "NVRTC",
+                kf_core::testing::skip::SkipKind::Nvrtc,
                 format_args!("NVRTC is not installed ({e}; scripts/setup.sh --cuda)"),
             );
             None
@@ -100,7 +100,7 @@ fn gpu_or_skip(backend: &CudaBackend, what: &str) -> bool {
     }
     let reason = backend.no_device_reason().unwrap_or("unknown reason");
     kf_core::testing::skip::skip(
-        "CUDA_DEVICE",
+        kf_core::testing::skip::SkipKind::CudaDevice,
         format_args!(
             "no CUDA device present ({reason}); running {what} needs a GPU \
              (scripts/gpu-check.sh runs this test where there is one)"

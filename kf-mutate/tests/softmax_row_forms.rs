@@ -86,7 +86,10 @@ fn softmax_row_forms_verify_on_sycl() {
     let backend = match kf_backend_sycl::SyclBackend::builder().build() {
         Ok(b) => b,
         Err(e) if e.kind() == kf_core::BackendErrorKind::Unavailable => {
-            kf_core::testing::skip::skip("SYCL", format_args!("{e} (scripts/setup.sh --sycl)"));
+            kf_core::testing::skip::skip(
+                kf_core::testing::skip::SkipKind::Sycl,
+                format_args!("{e} (scripts/setup.sh --sycl)"),
+            );
             return;
         }
         Err(e) => panic!("creating the SYCL backend failed: {e}"),

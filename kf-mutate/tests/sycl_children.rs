@@ -27,7 +27,10 @@ fn backend_or_skip() -> Option<SyclBackend> {
         Ok(b) => Some(b),
         Err(e) if e.kind() == BackendErrorKind::Unavailable => {
             // Kind `SYCL`: KF_REQUIRE_SYCL=1 makes this a failure.
-            kf_core::testing::skip::skip("SYCL", format_args!("{e} (scripts/setup.sh --sycl)"));
+            kf_core::testing::skip::skip(
+                kf_core::testing::skip::SkipKind::Sycl,
+                format_args!("{e} (scripts/setup.sh --sycl)"),
+            );
             None
         }
         Err(e) => panic!("creating the SYCL backend failed: {e}"),

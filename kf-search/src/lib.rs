@@ -1098,7 +1098,7 @@ pub fn doctest_backend_available() -> bool {
     #[cfg(not(feature = "opencl"))]
     {
         kf_core::testing::skip::skip(
-            "OPENCL",
+            kf_core::testing::skip::SkipKind::OpenCl,
             "this build has no OpenCL backend (feature `opencl`)",
         );
         false

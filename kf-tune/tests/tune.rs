@@ -30,7 +30,7 @@ fn shared(name: &str) -> Option<PathBuf> {
     }
     // Kind `TUNING_SPACES`: KF_REQUIRE_TUNING_SPACES=1 makes this a failure.
     kf_core::testing::skip::skip(
-        "TUNING_SPACES",
+        kf_core::testing::skip::SkipKind::TuningSpaces,
         format_args!(
             "{} not found (the shared folder's tuning-spaces; set KF_TUNING_SPACES to its folder)",
             p.display()

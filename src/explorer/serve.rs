@@ -11,24 +11,91 @@
 //!
 //! The server only reads the run directory (without its lock), and binds to `127.0.0.1`
 //! unless told otherwise.
+//!
+//! A web page the user visits must not read the run (it holds kernels, prompts and LLM
+//! exchanges). The browser's same-origin policy alone does not stop DNS rebinding: a page of
+//! `evil.example` re-resolves its own name to `127.0.0.1` and then reads `kf serve` as its own
+//! origin. So every request must name the server by address in its `Host` header (the bound
+//! address, `localhost` or, when bound to every interface, any address literal, with the
+//! bound port: never a DNS name a page could control), and a request with an `Origin` must
+//! come from such an origin too; anything else gets `403`. At most [`MAX_EVENT_STREAMS`] event
+//! streams are open at once (`503` beyond), so a page cannot hold the server's threads.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::extract::{Path as UrlPath, State};
-use axum::http::{header, StatusCode};
+use axum::extract::{Path as UrlPath, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::Next;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use futures::Stream;
 
 use super::{render_page, ExplorerError, RunData, RunFiles, SourceIndex};
 
 /// How often the server looks at the step log for new records.
 const POLL: Duration = Duration::from_millis(400);
+
+/// The most event streams (`/api/events`) open at once.
+pub const MAX_EVENT_STREAMS: usize = 16;
+
+/// Which `Host` and `Origin` values name this server: by the address it bound to.
+#[derive(Debug, Clone, Copy)]
+struct HostCheck {
+    bound: SocketAddr,
+}
+
+impl HostCheck {
+    /// Whether `authority` (`host:port` of a `Host` header or an origin) names the server:
+    /// its port, and as host an address literal the server answers on or `localhost`. A DNS
+    /// name other than `localhost` never passes: that is what rebinding needs.
+    fn allows(&self, authority: &str) -> bool {
+        let Some((host, port)) = authority.rsplit_once(':') else {
+            return false;
+        };
+        if port.parse::<u16>() != Ok(self.bound.port()) {
+            return false;
+        }
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        if host.eq_ignore_ascii_case("localhost") {
+            return self.bound.ip().is_loopback() || self.bound.ip().is_unspecified();
+        }
+        match host.parse::<std::net::IpAddr>() {
+            Ok(ip) => ip == self.bound.ip() || self.bound.ip().is_unspecified(),
+            Err(_) => false,
+        }
+    }
+
+    /// Why a request's headers do not name this server, if they do not.
+    fn refusal(&self, headers: &HeaderMap) -> Option<&'static str> {
+        let text = |name| headers.get(name).and_then(|v| v.to_str().ok());
+        match text(header::HOST) {
+            Some(host) if self.allows(host) => {}
+            _ => return Some("the Host header does not name this server by its address"),
+        }
+        match text(header::ORIGIN) {
+            None => None,
+            Some(origin) => match origin.strip_prefix("http://") {
+                Some(authority) if self.allows(authority) => None,
+                _ => Some("requests from another origin are refused"),
+            },
+        }
+    }
+}
+
+/// Refuses (403) a request whose `Host` or `Origin` does not name this server.
+async fn same_origin_only(State(s): State<AppState>, request: Request, next: Next) -> Response {
+    match s.hosts.refusal(request.headers()) {
+        Some(why) => (StatusCode::FORBIDDEN, why).into_response(),
+        None => next.run(request).await,
+    }
+}
 
 /// The run's data, rebuilt when the step log changed since the last read.
 struct Cache {
@@ -41,6 +108,8 @@ struct Cache {
 struct AppState {
     files: Arc<RunFiles>,
     cache: Arc<Mutex<Option<Cache>>>,
+    hosts: HostCheck,
+    streams: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
@@ -116,9 +185,17 @@ async fn source(State(s): State<AppState>, UrlPath(hash): UrlPath<String>) -> Re
     }
 }
 
-async fn events(State(s): State<AppState>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+async fn events(State(s): State<AppState>) -> Response {
+    // The permit travels with the stream: it is released when the client goes away.
+    let Ok(permit) = s.streams.clone().try_acquire_owned() else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many open event streams",
+        )
+            .into_response();
+    };
     let start = s.files.log_len();
-    let stream = futures::stream::unfold(start, move |last| {
+    let stream = futures::stream::unfold((start, permit), move |(last, permit)| {
         let files = s.files.clone();
         async move {
             loop {
@@ -126,24 +203,32 @@ async fn events(State(s): State<AppState>) -> Sse<impl Stream<Item = Result<Even
                 let now = files.log_len();
                 if now != last {
                     let event = Event::default().event("update").data(now.to_string());
-                    return Some((Ok(event), now));
+                    return Some((Ok::<_, Infallible>(event), (now, permit)));
                 }
             }
         }
     });
-    Sse::new(stream).keep_alive(KeepAlive::default())
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
 }
 
 async fn not_found() -> Response {
     (StatusCode::NOT_FOUND, "not found").into_response()
 }
 
-/// The explorer's HTTP routes for the run in `path`.
-pub fn router(path: impl AsRef<std::path::Path>) -> Result<Router, ExplorerError> {
+/// The explorer's HTTP routes for the run in `path`, served on `bound` (the address requests
+/// must name in their `Host` header).
+pub fn router(
+    path: impl AsRef<std::path::Path>,
+    bound: SocketAddr,
+) -> Result<Router, ExplorerError> {
     let files = RunFiles::locate(path)?;
     let state = AppState {
         files: Arc::new(files),
         cache: Arc::new(Mutex::new(None)),
+        hosts: HostCheck { bound },
+        streams: Arc::new(tokio::sync::Semaphore::new(MAX_EVENT_STREAMS)),
     };
     // Fail now, not on the first request, when the run cannot be read.
     state.current()?;
@@ -153,6 +238,10 @@ pub fn router(path: impl AsRef<std::path::Path>) -> Result<Router, ExplorerError
         .route("/api/source/{hash}", get(source))
         .route("/api/events", get(events))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            same_origin_only,
+        ))
         .with_state(state))
 }
 
@@ -163,7 +252,8 @@ pub fn serve(
     addr: SocketAddr,
     on_bound: impl FnOnce(SocketAddr),
 ) -> Result<(), ExplorerError> {
-    let app = router(path)?;
+    // The run is read before anything binds, so that a bad path fails at once.
+    RunFiles::locate(path.as_ref())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -184,6 +274,7 @@ pub fn serve(
             addr: addr.to_string(),
             source: e,
         })?;
+        let app = router(path, bound)?;
         on_bound(bound);
         // No graceful shutdown: open event streams never end, and nothing here needs flushing.
         axum::serve(listener, app)

@@ -21,7 +21,7 @@ pub fn backend_or_skip(builder: CudaBackendBuilder) -> Option<CudaBackend> {
         Ok(b) => Some(b),
         Err(e) if e.kind() == BackendErrorKind::Unavailable => {
             kf_core::testing::skip::skip(
-                "NVRTC",
+                kf_core::testing::skip::SkipKind::Nvrtc,
                 format_args!("NVRTC is not installed ({e}; scripts/setup.sh --cuda)"),
             );
             None
@@ -44,7 +44,7 @@ pub fn gpu_or_skip(builder: CudaBackendBuilder) -> Option<CudaBackend> {
     if !backend.has_device() {
         let reason = backend.no_device_reason().unwrap_or("unknown reason");
         kf_core::testing::skip::skip(
-            "CUDA_DEVICE",
+            kf_core::testing::skip::SkipKind::CudaDevice,
             format_args!(
                 "no CUDA device present ({reason}); this test needs a GPU \
                  (scripts/gpu-check.sh runs it where there is one)"

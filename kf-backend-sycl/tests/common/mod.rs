@@ -17,7 +17,10 @@ pub(crate) fn backend_or_skip(builder: SyclBackendBuilder) -> Option<SyclBackend
     match builder.build() {
         Ok(b) => Some(b),
         Err(e) if e.kind() == BackendErrorKind::Unavailable => {
-            kf_core::testing::skip::skip("SYCL", format_args!("{e} (scripts/setup.sh --sycl)"));
+            kf_core::testing::skip::skip(
+                kf_core::testing::skip::SkipKind::Sycl,
+                format_args!("{e} (scripts/setup.sh --sycl)"),
+            );
             None
         }
         Err(e) => panic!("creating the SYCL backend failed: {e}"),

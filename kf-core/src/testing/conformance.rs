@@ -16,7 +16,7 @@
 //!         Ok(b) => b,
 //!         Err(e) if e.kind() == BackendErrorKind::Unavailable => {
 //!             // Prints `SKIPPED: …` and records it, or fails under KF_REQUIRE_MYBACKEND=1.
-//!             kf_core::testing::skip::skip("MYBACKEND", e);
+//!             kf_core::testing::skip::skip(kf_core::testing::skip::SkipKind::Other("MYBACKEND"), e);
 //!             return;
 //!         }
 //!         Err(e) => panic!("{e}"),

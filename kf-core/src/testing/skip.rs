@@ -2,10 +2,13 @@
 //! `SKIPPED: …` and returns) and records the skip where CI can list it, or, when
 //! `KF_REQUIRE_<KIND>=1`, it **fails**.
 //!
-//! Every skip has a *kind*: what was missing, in capitals (`OPENCL`, `SYCL`, `NVRTC`,
+//! Every skip has a *kind*, a [`SkipKind`]: what was missing (`OPENCL`, `SYCL`, `NVRTC`,
 //! `CUDA_DEVICE`, `LLM`, `DIST`, `PYTHON`, `TORCH`, `BROWSER`, `TUNING_SPACES`, …). Setting
 //! `KF_REQUIRE_<KIND>=1` turns that kind of skip into a test failure, so a broken setup cannot
-//! turn tests into passes.
+//! turn tests into passes. The kinds are one enum, so that a misspelt kind (`"pyopencl"` where
+//! CI requires `PYOPENCL`) cannot compile, and CI's check of the log refuses any name that is
+//! not one of [`SkipKind::ALL`]; a downstream crate's own kind is [`SkipKind::Other`], whose
+//! name must be upper case.
 //!
 //! The test harness shows a passing test's stderr only with `--nocapture`, so the `SKIPPED:`
 //! line alone is lost in a CI log. When [`KF_SKIP_LOG`] names a file, each skip also appends one
@@ -14,10 +17,12 @@
 //! file at the end and fails when a kind it requires appears there.
 //!
 //! ```no_run
+//! use kf_core::testing::skip::{skip, SkipKind};
+//!
 //! fn runtime_here() -> bool { false }
 //!
 //! if !runtime_here() {
-//!     kf_core::testing::skip::skip("OPENCL", "no OpenCL runtime (run scripts/setup.sh)");
+//!     skip(SkipKind::OpenCl, "no OpenCL runtime (run scripts/setup.sh)");
 //!     return; // printed `SKIPPED: …`, or panicked under KF_REQUIRE_OPENCL=1
 //! }
 //! ```
@@ -31,14 +36,101 @@ use std::path::Path;
 /// `<kind>\t<test>\t<reason>`); unset, skips are only printed.
 pub const KF_SKIP_LOG: &str = "KF_SKIP_LOG";
 
-/// The variable that makes a skip of `kind` a failure: `KF_REQUIRE_<kind>`.
-pub fn require_var(kind: &str) -> String {
-    format!("KF_REQUIRE_{kind}")
+/// What a skipped test lacked. [`SkipKind::name`] is the name in `KF_REQUIRE_<NAME>` and in
+/// the skip log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SkipKind {
+    /// An OpenCL runtime and device (`OPENCL`).
+    OpenCl,
+    /// A SYCL runtime (`SYCL`).
+    Sycl,
+    /// NVRTC, CUDA's runtime compiler (`NVRTC`).
+    Nvrtc,
+    /// A CUDA device (`CUDA_DEVICE`).
+    CudaDevice,
+    /// A test that only makes sense where CUDA can compile but not run (`CUDA_COMPILE_ONLY`).
+    CudaCompileOnly,
+    /// The NATS and PostgreSQL servers of distributed evaluation (`DIST`).
+    Dist,
+    /// A Python with NumPy for task-file references (`PYTHON`).
+    Python,
+    /// A Python with pyopencl and pytest for exported modules (`PYOPENCL`).
+    PyOpenCl,
+    /// PyTorch (`TORCH`).
+    Torch,
+    /// An OpenAI-compatible LLM server (`LLM`).
+    Llm,
+    /// Linux Landlock (`LANDLOCK`).
+    Landlock,
+    /// Chromium for the explorer's browser tests (`BROWSER`).
+    Browser,
+    /// The shared folder's tuning spaces beside the clone (`TUNING_SPACES`).
+    TuningSpaces,
+    /// clang, the oracle of the differential fuzz targets (`CLANG`).
+    Clang,
+    /// An address of this machine that is not loopback (`NON_LOOPBACK_ADDRESS`).
+    NonLoopbackAddress,
+    /// A downstream crate's own kind (its backend's runtime, say): upper-case letters, digits
+    /// and `_`. [`skip`] panics on any other name, as it would be unrequirable.
+    Other(&'static str),
 }
 
-/// Whether `KF_REQUIRE_<kind>` is set (to `1`, or any value but empty and `0`): a skip of
+impl SkipKind {
+    /// Every kind of this workspace, by name (the skip check of `.ci/run` reads this table).
+    pub const ALL: [(SkipKind, &'static str); 15] = [
+        (SkipKind::OpenCl, "OPENCL"),
+        (SkipKind::Sycl, "SYCL"),
+        (SkipKind::Nvrtc, "NVRTC"),
+        (SkipKind::CudaDevice, "CUDA_DEVICE"),
+        (SkipKind::CudaCompileOnly, "CUDA_COMPILE_ONLY"),
+        (SkipKind::Dist, "DIST"),
+        (SkipKind::Python, "PYTHON"),
+        (SkipKind::PyOpenCl, "PYOPENCL"),
+        (SkipKind::Torch, "TORCH"),
+        (SkipKind::Llm, "LLM"),
+        (SkipKind::Landlock, "LANDLOCK"),
+        (SkipKind::Browser, "BROWSER"),
+        (SkipKind::TuningSpaces, "TUNING_SPACES"),
+        (SkipKind::Clang, "CLANG"),
+        (SkipKind::NonLoopbackAddress, "NON_LOOPBACK_ADDRESS"),
+    ];
+
+    /// The kind's name: `OPENCL`, `CUDA_DEVICE`, …, or an [`SkipKind::Other`]'s own.
+    pub fn name(self) -> &'static str {
+        if let SkipKind::Other(name) = self {
+            return name;
+        }
+        Self::ALL
+            .iter()
+            .find(|(kind, _)| *kind == self)
+            .map_or("UNKNOWN", |(_, name)| name)
+    }
+
+    /// Whether the name is one `KF_REQUIRE_<NAME>` can spell: upper-case ASCII letters,
+    /// digits and `_`, starting with a letter.
+    fn well_formed(name: &str) -> bool {
+        name.starts_with(|c: char| c.is_ascii_uppercase())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+    }
+}
+
+impl std::fmt::Display for SkipKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The variable that makes a skip of `kind` a failure: `KF_REQUIRE_<NAME>`.
+pub fn require_var(kind: SkipKind) -> String {
+    format!("KF_REQUIRE_{}", kind.name())
+}
+
+/// Whether `KF_REQUIRE_<NAME>` is set (to `1`, or any value but empty and `0`): a skip of
 /// that kind fails the test instead.
-pub fn required(kind: &str) -> bool {
+pub fn required(kind: SkipKind) -> bool {
     std::env::var(require_var(kind)).is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
@@ -47,11 +139,17 @@ pub fn required(kind: &str) -> bool {
 ///
 /// # Panics
 ///
-/// When `KF_REQUIRE_<kind>=1`: the test was meant to run, so it fails with `reason`. Also when
+/// When `KF_REQUIRE_<NAME>=1`: the test was meant to run, so it fails with `reason`. When an
+/// [`SkipKind::Other`] name is not upper case (no variable could require it). Also when
 /// [`KF_SKIP_LOG`] is set and the line cannot be appended (an unrecorded skip is what the log
 /// exists to prevent).
 #[track_caller]
-pub fn skip(kind: &str, reason: impl Display) {
+pub fn skip(kind: SkipKind, reason: impl Display) {
+    assert!(
+        SkipKind::well_formed(kind.name()),
+        "skip kind {:?}: a kind is upper-case letters, digits and _",
+        kind.name()
+    );
     let log = std::env::var_os(KF_SKIP_LOG).filter(|p| !p.is_empty());
     skip_with(
         kind,
@@ -63,7 +161,7 @@ pub fn skip(kind: &str, reason: impl Display) {
 }
 
 /// [`skip`], with the requirement and the log given.
-fn skip_with(kind: &str, reason: &str, required: bool, log: Option<&Path>, at: &Location<'_>) {
+fn skip_with(kind: SkipKind, reason: &str, required: bool, log: Option<&Path>, at: &Location<'_>) {
     let var = require_var(kind);
     if required {
         panic!("{var}=1, but this test would skip: {reason}");
@@ -75,10 +173,10 @@ fn skip_with(kind: &str, reason: &str, required: bool, log: Option<&Path>, at: &
 }
 
 /// Appends the skip to `log`.
-fn record(log: &Path, kind: &str, reason: &str, at: &Location<'_>) {
+fn record(log: &Path, kind: SkipKind, reason: &str, at: &Location<'_>) {
     let line = format!(
         "{}\t{} ({}:{})\t{}\n",
-        one_field(kind),
+        one_field(kind.name()),
         one_field(&test_name()),
         at.file(),
         at.line(),
@@ -137,7 +235,13 @@ mod tests {
         let dir = scratch("required");
         let log = dir.join("skipped.tsv");
         let failed = std::panic::catch_unwind(|| {
-            skip_with("SELF_TEST", "needed", true, Some(&log), Location::caller())
+            skip_with(
+                SkipKind::Other("SELF_TEST"),
+                "needed",
+                true,
+                Some(&log),
+                Location::caller(),
+            )
         });
         let message = failed.expect_err("a required kind must fail");
         let message = message.downcast_ref::<String>().expect("a formatted panic");
@@ -154,13 +258,19 @@ mod tests {
         let dir = scratch("appends");
         let log = dir.join("ci").join("skipped.tsv");
         skip_with(
-            "SELF_TEST",
+            SkipKind::Other("SELF_TEST"),
             "not\there\n",
             false,
             Some(&log),
             Location::caller(),
         );
-        skip_with("OTHER", "again", false, Some(&log), Location::caller());
+        skip_with(
+            SkipKind::Other("OTHER"),
+            "again",
+            false,
+            Some(&log),
+            Location::caller(),
+        );
         let text = std::fs::read_to_string(&log).unwrap();
         let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
         assert_eq!(lines.len(), 2, "{text}");
@@ -176,6 +286,26 @@ mod tests {
         assert_eq!(lines[0][2], "not here");
         assert_eq!(lines[1][0], "OTHER");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn kinds_have_distinct_well_formed_names() {
+        let mut names: Vec<&str> = SkipKind::ALL.iter().map(|(_, n)| *n).collect();
+        assert!(names.iter().all(|n| SkipKind::well_formed(n)), "{names:?}");
+        for (kind, name) in SkipKind::ALL {
+            assert_eq!(kind.name(), name);
+        }
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), SkipKind::ALL.len());
+    }
+
+    #[test]
+    fn a_lower_case_kind_fails() {
+        for name in ["pyopencl", "Python", "", "1X"] {
+            let failed = std::panic::catch_unwind(|| skip(SkipKind::Other(name), "no reason"));
+            assert!(failed.is_err(), "{name:?} was accepted");
+        }
     }
 
     /// A fresh folder of this test's own (kf-core has no tempfile dependency).

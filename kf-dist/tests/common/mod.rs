@@ -59,7 +59,7 @@ pub fn servers(test: &str) -> Option<Servers> {
     if found.is_none() {
         // Kind `DIST`: KF_REQUIRE_DIST=1 makes this a failure.
         kf_core::testing::skip::skip(
-            "DIST",
+            kf_core::testing::skip::SkipKind::Dist,
             format_args!(
                 "{test}: no PostgreSQL/nats-server (run `scripts/dist-servers.sh install && \
                  scripts/dist-servers.sh start`)"
@@ -93,7 +93,7 @@ pub fn can_restart_postgres(test: &str) -> bool {
     let info = root_and_dist_dir().1.join("dist-servers.json");
     if !info.exists() {
         kf_core::testing::skip::skip(
-            "DIST",
+            kf_core::testing::skip::SkipKind::Dist,
             format_args!(
                 "{test}: the PostgreSQL server was not started by scripts/dist-servers.sh \
                  (no {}), so it cannot be restarted",

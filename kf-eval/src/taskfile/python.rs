@@ -61,7 +61,7 @@ pub fn numpy_or_skip() -> bool {
     if !ok {
         // Kind `PYTHON`: KF_REQUIRE_PYTHON=1 makes this a failure.
         kf_core::testing::skip::skip(
-            "PYTHON",
+            kf_core::testing::skip::SkipKind::Python,
             format_args!(
                 "no Python with NumPy at {} (run scripts/setup.sh)",
                 interpreter.display()

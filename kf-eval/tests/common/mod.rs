@@ -11,7 +11,10 @@ pub(crate) fn opencl_or_skip(opened: Result<OpenClBackend, OpenClError>) -> Opti
         Ok(b) => Some(b),
         Err(e) if kf_core::BackendError::kind(&e) == BackendErrorKind::Unavailable => {
             // Kind `OPENCL`: KF_REQUIRE_OPENCL=1 makes this a failure.
-            kf_core::testing::skip::skip("OPENCL", format_args!("no OpenCL runtime ({e})"));
+            kf_core::testing::skip::skip(
+                kf_core::testing::skip::SkipKind::OpenCl,
+                format_args!("no OpenCL runtime ({e})"),
+            );
             None
         }
         Err(e) => panic!("opening OpenCL: {e}"),

@@ -234,7 +234,10 @@ mod tests {
             .arg("--version")
             .output()
         else {
-            kf_core::testing::skip::skip("python", "no python3 on PATH");
+            kf_core::testing::skip::skip(
+                kf_core::testing::skip::SkipKind::Python,
+                "no python3 on PATH",
+            );
             return;
         };
         assert!(probe.status.success());

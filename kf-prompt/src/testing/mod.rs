@@ -67,7 +67,10 @@ pub fn server_or_skip(start: &Path) -> Option<TestServer> {
         Ok(server) => Some(server),
         Err(why) => {
             // Kind `LLM`: KF_REQUIRE_LLM=1 makes this a failure.
-            kf_core::testing::skip::skip("LLM", format_args!("no LLM server: {why}"));
+            kf_core::testing::skip::skip(
+                kf_core::testing::skip::SkipKind::Llm,
+                format_args!("no LLM server: {why}"),
+            );
             None
         }
     }

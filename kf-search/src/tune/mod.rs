@@ -120,6 +120,9 @@ pub struct LiveTuneOutcome {
     pub sizes: Sizes,
     /// The device's name.
     pub device: String,
+    /// The device facts the manifest's constraints were evaluated with
+    /// ([`kf_core::DeviceFacts::symbols`]), so that another tool can judge validity alike.
+    pub device_symbols: Vec<(&'static str, i64)>,
     /// The random seed.
     pub seed: u64,
     /// The budget.
@@ -154,6 +157,9 @@ impl LiveTuneOutcome {
         });
         json!({
             "kernel": self.kernel, "task": self.task, "sizes": self.sizes, "device": self.device,
+            "device_symbols": self.device_symbols.iter()
+                .map(|(name, value)| (name.to_string(), json!(value)))
+                .collect::<serde_json::Map<_, _>>(),
             "strategy": result.strategy, "seed": self.seed, "budget": self.budget,
             "evaluations": result.evaluations, "cache_hits": result.cache_hits,
             "failures": result.failures, "valid_configurations": self.valid_configurations,
@@ -433,6 +439,7 @@ pub fn tune_live(
         kernel: options.kernel.clone(),
         task: task_name,
         sizes,
+        device_symbols: device.symbols(),
         device: device.name,
         seed: options.seed,
         budget: options.budget,

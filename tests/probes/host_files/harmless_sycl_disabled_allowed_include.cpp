@@ -1,0 +1,4 @@
+#include <sycl/sycl.hpp>
+#if 0
+#include <limits>
+#endif

@@ -1,0 +1,2 @@
+#define F "@SECRET@"
+#line 1 F

@@ -1,0 +1,3 @@
+#if (1ULL << 63) > 0
+#include "@SECRET@"
+#endif

@@ -1,0 +1,3 @@
+#if -1 > 0u
+#include "@SECRET@"
+#endif
