@@ -10,9 +10,8 @@
 # lack one its manifest uses (l2_cache_bytes): the failure that once let it break unseen.
 #
 # Needs what the full runs need: the release kf binary and examples (built here when missing),
-# the OpenCL and SYCL runtimes with NumPy (scripts/setup.sh --opencl --sycl), and the
-# KernelBench problems beside the clone (../shared/kernelbench); Kernel Tuner is installed into
-# target/kt-venv by the scripts that use it.
+# the OpenCL and SYCL runtimes with NumPy (scripts/setup.sh --opencl --sycl); Kernel Tuner is
+# installed into target/kt-venv by the scripts that use it.
 set -euo pipefail
 LOG_TAG=bench-quick
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -76,8 +75,8 @@ quick bench-landscapes-vs-kt scripts/bench-landscapes-vs-kt.sh --quick --out "$o
 quick bench-search scripts/bench-search.sh --quick --out "$out/search"
 quick bench-sycl-vs-opencl scripts/bench-sycl-vs-opencl.sh --quick --out "$out/sycl"
 quick bench-matmul-family scripts/bench-matmul-family.sh --quick --out "$out/matmul"
-quick kernelbench-level2 scripts/kernelbench-level2.sh --quick ../shared/kernelbench/level2 \
-    "$out/level2"
+quick kernelbench-level2 scripts/kernelbench-level2.sh --quick \
+    tests/data/kernelbench_level2/vendor "$out/level2"
 
 echo
 echo "| quick form | seconds |"

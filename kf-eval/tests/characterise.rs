@@ -148,12 +148,20 @@ fn the_cache_file_is_written_atomically_and_read_back() {
         }],
     };
     characterise::store_in(&path, &c).unwrap();
-    // Only the file itself is left: the temporary one was renamed over it.
-    let names: Vec<_> = std::fs::read_dir(dir.path())
+    // Only the file itself and its lock file are left: the temporary one was renamed over it
+    // (the lock file stays: removing it would race with a writer waiting on it).
+    let mut names: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
-        .map(|e| e.unwrap().file_name())
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(names, [std::ffi::OsString::from(characterise::CACHE_FILE)]);
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            characterise::CACHE_FILE.to_owned(),
+            format!("{}.lock", characterise::CACHE_FILE)
+        ]
+    );
     let mut facts = kf_core::DeviceFacts::unknown("d");
     facts.driver_version = "7".into();
     assert_eq!(
