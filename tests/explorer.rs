@@ -547,6 +547,18 @@ fn serve(dir: &Path, extra: &[&str]) -> Server {
     Server { child, addr }
 }
 
+/// `kf serve` on a synthetic run of `evaluations` evaluations (the folder lives as long as the
+/// returned guard).
+fn served_synthetic_run(evaluations: u64) -> (tempfile::TempDir, Server) {
+    let tmp = tempfile::tempdir().unwrap();
+    synthetic_engine(
+        evaluations,
+        Some(RunDir::open(tmp.path(), synthetic_meta()).unwrap()),
+    );
+    let server = serve(tmp.path(), &[]);
+    (tmp, server)
+}
+
 /// A raw HTTP/1.1 GET: the request line exactly as given (HTTP clients would normalise `..`).
 fn raw_get(addr: SocketAddr, target: &str) -> (u16, String) {
     raw_get_with(addr, target, &format!("Host: {addr}\r\n"))
@@ -585,12 +597,7 @@ fn recorded_steps(evaluations: u64) -> Vec<StepRecord> {
 
 #[test]
 fn serve_is_loopback_only_and_refuses_path_traversal() {
-    let tmp = tempfile::tempdir().unwrap();
-    synthetic_engine(
-        60,
-        Some(RunDir::open(tmp.path(), synthetic_meta()).unwrap()),
-    );
-    let server = serve(tmp.path(), &[]);
+    let (tmp, server) = served_synthetic_run(60);
     assert!(server.addr.ip().is_loopback(), "bound to {}", server.addr);
     let (status, body) = raw_get(server.addr, "/");
     assert_eq!(status, 200);
@@ -673,12 +680,7 @@ fn serve_is_loopback_only_and_refuses_path_traversal() {
 /// whether it asks by its own name (`Host`) or from its own origin (`Origin`).
 #[test]
 fn serve_answers_only_requests_that_name_it_by_address() {
-    let tmp = tempfile::tempdir().unwrap();
-    synthetic_engine(
-        20,
-        Some(RunDir::open(tmp.path(), synthetic_meta()).unwrap()),
-    );
-    let server = serve(tmp.path(), &[]);
+    let (_tmp, server) = served_synthetic_run(20);
     let port = server.addr.port();
     for host in [format!("{}", server.addr), format!("localhost:{port}")] {
         let (status, _) = raw_get_with(server.addr, "/api/data", &format!("Host: {host}\r\n"));
@@ -754,12 +756,7 @@ fn serve_answers_only_requests_that_name_it_by_address() {
 #[test]
 fn serve_bounds_open_event_streams() {
     use kernelfoundry::explorer::serve::MAX_EVENT_STREAMS;
-    let tmp = tempfile::tempdir().unwrap();
-    synthetic_engine(
-        20,
-        Some(RunDir::open(tmp.path(), synthetic_meta()).unwrap()),
-    );
-    let server = serve(tmp.path(), &[]);
+    let (_tmp, server) = served_synthetic_run(20);
     let open_stream = || {
         let mut s = TcpStream::connect(server.addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
