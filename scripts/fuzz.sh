@@ -111,11 +111,11 @@ fuzz_one() {
 }
 
 summary_header() {
-    printf '%-13s %8s %12s %8s\n' target seconds executions findings
+    printf '%-19s %8s %12s %8s\n' target seconds executions findings
 }
 
 summary_line() {
-    printf '%-13s %8s %12s %8s\n' "$@"
+    printf '%-19s %8s %12s %8s\n' "$@"
 }
 
 [[ $# -ge 1 ]] || usage
