@@ -53,16 +53,25 @@ impl HostCheck {
     /// its port, and as host an address literal the server answers on or `localhost`. A DNS
     /// name other than `localhost` never passes: that is what rebinding needs.
     fn allows(&self, authority: &str) -> bool {
-        let Some((host, port)) = authority.rsplit_once(':') else {
-            return false;
+        // `[v6]:port`, `[v6]`, `host:port` or `host`; without a port a browser means 80.
+        let (host, port) = match authority.strip_prefix('[') {
+            Some(rest) => match rest.split_once(']') {
+                Some((host, "")) => (host, None),
+                Some((host, tail)) => match tail.strip_prefix(':') {
+                    Some(port) => (host, Some(port)),
+                    None => return false,
+                },
+                None => return false,
+            },
+            None => match authority.split_once(':') {
+                Some((host, port)) => (host, Some(port)),
+                None => (authority, None),
+            },
         };
-        if port.parse::<u16>() != Ok(self.bound.port()) {
+        let port = port.map_or(Ok(80), str::parse::<u16>);
+        if port != Ok(self.bound.port()) {
             return false;
         }
-        let host = host
-            .strip_prefix('[')
-            .and_then(|h| h.strip_suffix(']'))
-            .unwrap_or(host);
         if host.eq_ignore_ascii_case("localhost") {
             return self.bound.ip().is_loopback() || self.bound.ip().is_unspecified();
         }
@@ -284,4 +293,56 @@ pub fn serve(
                 source: e,
             })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HostCheck;
+
+    fn check(bound: &str) -> HostCheck {
+        HostCheck {
+            bound: bound.parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn only_the_bound_address_or_localhost_with_its_port_names_the_server() {
+        let loopback = check("127.0.0.1:8717");
+        for ok in ["127.0.0.1:8717", "localhost:8717", "LOCALHOST:8717"] {
+            assert!(loopback.allows(ok), "{ok}");
+        }
+        for refused in [
+            "evil.example:8717",
+            "127.0.0.1:8718",
+            "127.0.0.1",
+            "127.0.0.2:8717",
+            "[::1]:8717",
+            "127.0.0.1:8717:1",
+            "",
+            ":8717",
+            "localhost.:8717",
+        ] {
+            assert!(!loopback.allows(refused), "{refused}");
+        }
+        // Port 80 may be left out, as browsers do.
+        let web = check("127.0.0.1:80");
+        assert!(web.allows("127.0.0.1") && web.allows("localhost") && !web.allows("evil"));
+        // Bound to every interface: any address literal with the port, never a name but
+        // localhost.
+        let any = check("[::]:9000");
+        for ok in [
+            "[::1]:9000",
+            "10.1.2.3:9000",
+            "localhost:9000",
+            "[fe80::1]:9000",
+        ] {
+            assert!(any.allows(ok), "{ok}");
+        }
+        for refused in ["rebound.example:9000", "[::1]:9001", "[::1", "[::1]x"] {
+            assert!(!any.allows(refused), "{refused}");
+        }
+        let v6 = check("[::1]:9000");
+        assert!(v6.allows("[::1]:9000") && v6.allows("localhost:9000"));
+        assert!(!v6.allows("127.0.0.1:9000"));
+    }
 }
