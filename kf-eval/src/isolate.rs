@@ -178,13 +178,41 @@ struct Worker {
 
 impl Worker {
     fn kill(mut self) {
-        let _ = self.child.kill();
+        kill_group(&mut self.child);
         let _ = self.child.wait();
     }
 
     fn stderr_tail(&self) -> String {
         bounded_tail(&self.stderr)
     }
+}
+
+/// Makes the process `cmd` starts the leader of a process group of its own, so that
+/// [`kill_group`] reaches everything it starts: a kernel build's compiler, a task's Python
+/// reference and whatever those fork.
+fn lead_own_group(cmd: &mut Command) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+    }
+    #[cfg(not(unix))]
+    let _ = cmd;
+}
+
+/// Kills `child` and every process of the group it leads ([`lead_own_group`]): a timeout or a
+/// failed start ends the whole evaluation, not only the worker, whose children would otherwise
+/// outlive it (orphaned, still running a reference or a build). The child is not yet waited
+/// for, so its pid (the group's id) cannot have been reused.
+fn kill_group(child: &mut Child) {
+    #[cfg(unix)]
+    if let Ok(pid) = i32::try_from(child.id()) {
+        // SAFETY: kill(2) has no memory effects; a negative pid names the process group.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+        }
+    }
+    let _ = child.kill();
 }
 
 /// Waits for the next protocol line, skipping stray output.
@@ -561,6 +589,7 @@ impl Inner {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        lead_own_group(&mut cmd);
         let mut child = cmd.spawn().map_err(|e| {
             EvalError::Worker(format!(
                 "cannot start {}: {e}",
@@ -573,7 +602,7 @@ impl Inner {
         let (Some(stdin), Some(stdout), Some(mut stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
-            let _ = child.kill();
+            kill_group(&mut child);
             return Err(EvalError::Worker("worker pipes missing".into()));
         };
         let (tx, lines) = mpsc::channel();
@@ -625,14 +654,14 @@ impl Inner {
                 Err(EvalError::Backend(message))
             }
             Ok(other) => {
-                let _ = child.kill();
+                kill_group(&mut child);
                 let _ = child.wait();
                 Err(EvalError::Worker(format!(
                     "the worker answered {other:?} before its backend was open"
                 )))
             }
             Err(e) => {
-                let _ = child.kill();
+                kill_group(&mut child);
                 let status = child.wait().map(|s| s.to_string()).unwrap_or_default();
                 let what = match e {
                     RecvTimeoutError::Timeout => format!(
@@ -672,7 +701,7 @@ impl Inner {
             ),
             Err(RecvTimeoutError::Disconnected) => "it exited without answering".into(),
         };
-        let _ = child.kill();
+        kill_group(child);
         let status = child.wait().map(|s| s.to_string()).unwrap_or_default();
         // Give the standard-error reader a moment to drain what the child printed last.
         std::thread::sleep(Duration::from_millis(50));
@@ -983,5 +1012,59 @@ fn crash_cause(status: &str, stderr: &str, limits: &ResourceLimits) -> String {
             .to_owned()
     } else {
         String::new()
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// Whether process `pid` still runs (gone, or a zombie waiting to be reaped, is not).
+    fn running(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                let state = stat
+                    .rsplit_once(')')?
+                    .1
+                    .split_whitespace()
+                    .next()?
+                    .to_owned();
+                Some(state != "Z" && state != "X")
+            })
+            .unwrap_or(false)
+    }
+
+    /// A worker's children die with it: its process group is killed, not only the worker,
+    /// whatever the children do (here a grandchild that ignores its parent's end).
+    #[test]
+    fn killing_a_worker_kills_what_it_started() {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "sleep 600 </dev/null >/dev/null 2>&1 & echo $!; wait"])
+            .stdout(Stdio::piped());
+        lead_own_group(&mut cmd);
+        let mut child = cmd.spawn().expect("sh starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("piped"))
+            .read_line(&mut line)
+            .expect("the grandchild's pid");
+        let grandchild: u32 = line.trim().parse().expect("a pid");
+        assert!(running(grandchild), "the grandchild runs before the kill");
+        kill_group(&mut child);
+        let _ = child.wait();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while running(grandchild) {
+            if Instant::now() >= deadline {
+                if let Ok(pid) = i32::try_from(grandchild) {
+                    // SAFETY: kill(2) of the test's own grandchild, so that a failure leaves
+                    // nothing behind.
+                    unsafe {
+                        libc::kill(pid, libc::SIGKILL);
+                    }
+                }
+                panic!("process {grandchild} outlived its group's kill");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
