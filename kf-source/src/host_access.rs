@@ -840,9 +840,6 @@ impl Walk<'_> {
                         }
                     }
                 }
-                Kind::Ident(name) if name.contains("incbin") => {
-                    return Err(self.refuse(t.line, "incbin", "assembler file inclusion"));
-                }
                 Kind::Ident(name)
                     if !self.policy.inline_asm && ASM_NAMES.contains(&name.as_str()) =>
                 {
