@@ -304,7 +304,7 @@ start_pg() {
     chmod 700 "$PG_DIR"
     if [ ! -f "$PG_DIR/data/PG_VERSION" ]; then
         rm -rf "$PG_DIR/data"
-        as_pg "$bin/initdb" -D "$PG_DIR/data" -U postgres --auth=trust -E UTF8 --no-locale >"$PG_DIR/initdb.log" 2>&1 ||
+        as_pg "$bin/initdb" -D "$PG_DIR/data" -U postgres --auth=peer -E UTF8 --no-locale >"$PG_DIR/initdb.log" 2>&1 ||
             die "initdb failed (see $PG_DIR/initdb.log)"
     fi
     # The server's certificate and key, readable by the server's user only.
@@ -314,10 +314,20 @@ start_pg() {
     # TCP: TLS and a SCRAM password, for the two roles only (plain text from this machine's
     # loopback too: what never leaves the machine needs no encryption; the clients refuse
     # plain text to any other address). The superuser: the Unix socket (mode 0700, in the
-    # 0700 data folder) only.
+    # 0700 data folder) only, and only for the operating-system users named in pg_ident.conf
+    # (`peer`: the kernel says who connects), never `trust`. Confined processes (builds,
+    # references) can open no socket at all (kf-eval's seccomp layer), and without
+    # capabilities cannot enter the 0700 folder either.
+    local me
+    me="$(id -un)"
+    as_pg tee "$PG_DIR/data/pg_ident.conf" >/dev/null <<EOF
+# Written by scripts/dist-servers.sh at every start: who may be the superuser.
+kf  postgres  postgres
+kf  $me  postgres
+EOF
     as_pg tee "$PG_DIR/data/pg_hba.conf" >/dev/null <<EOF
 # Written by scripts/dist-servers.sh at every start.
-local   all  postgres                         trust
+local   all  postgres                         peer map=kf
 hostssl all  kf_search,kf_worker  all         scram-sha-256
 host    all  kf_search,kf_worker  127.0.0.1/32 scram-sha-256
 host    all  kf_search,kf_worker  ::1/128      scram-sha-256

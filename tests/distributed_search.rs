@@ -183,6 +183,17 @@ fn compile_workers_build_what_execute_workers_run() {
     );
     assert_eq!(shipped, ran, "every job ran the compile worker's binary");
     assert!(db.count("SELECT count(*) FROM kf_results WHERE status = 'correct'") >= 1);
+    // Each row records how the process that produced it was confined: as an untrusted
+    // process on this machine is (complete where the kernel has Landlock and seccomp).
+    let level = kernelfoundry::eval::confine::probe().level.to_string();
+    assert_eq!(
+        db.count(&format!(
+            "SELECT count(*) FROM kf_results WHERE confinement = '{level}'"
+        )),
+        jobs,
+        "{:?}",
+        db.rows("SELECT worker, coalesce(confinement, 'NULL') FROM kf_results")
+    );
     // Byte for byte what the compile worker stored.
     let stored = db.rows(
         "SELECT b.name, encode(x.bytes, 'hex') FROM kf_builds b \

@@ -255,6 +255,38 @@ pub struct Evaluation {
     /// `1 + tuning_evaluations` device evaluations.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tuning_evaluations: u32,
+    /// How completely the process that built and ran the kernel was confined (set by the
+    /// evaluator that started it; kf-eval's `confine`). Recorded with the evaluation in the
+    /// run directory and the cluster's result rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confinement: Option<ConfinementLevel>,
+}
+
+/// How complete an untrusted process's confinement was: file rules, the network and UNIX
+/// sockets closed, signals scoped, process and file limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConfinementLevel {
+    /// Every layer in place.
+    Complete,
+    /// File rules in place, another layer missing.
+    Partial,
+    /// No file rules: the process could open whatever its user can.
+    Unconfined,
+    /// Confinement turned off.
+    #[default]
+    Off,
+}
+
+impl std::fmt::Display for ConfinementLevel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ConfinementLevel::Complete => "complete",
+            ConfinementLevel::Partial => "partial",
+            ConfinementLevel::Unconfined => "unconfined",
+            ConfinementLevel::Off => "off",
+        })
+    }
 }
 
 impl Evaluation {
@@ -306,6 +338,7 @@ impl Evaluation {
             compiler: CompilerFacts::default(),
             diagnostics: diagnostics.into(),
             tuning_evaluations: 0,
+            confinement: None,
         }
     }
 

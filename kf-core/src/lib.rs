@@ -93,7 +93,9 @@ pub use engine::{
     Stepper, StopHandle, StopReason,
 };
 pub use error::{BoxError, CoreError, StepFailure};
-pub use evaluation::{CompilerFacts, CorrectnessReport, Evaluation, Status, TimingStats};
+pub use evaluation::{
+    CompilerFacts, ConfinementLevel, CorrectnessReport, Evaluation, Status, TimingStats,
+};
 pub use fitness::Fitness;
 pub use kernel::{KernelSource, Language, ParamValue, ParamValues};
 pub use observe::{EvaluationReport, Observe, ObserverMode, RunInfo};

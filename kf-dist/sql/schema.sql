@@ -70,8 +70,13 @@ CREATE TABLE IF NOT EXISTS kf_results (
     signature   TEXT NOT NULL,
     delivery    INTEGER NOT NULL,
     seconds     DOUBLE PRECISION NOT NULL,
+    -- How the process that built and ran the kernel was confined: complete, partial,
+    -- unconfined (a worker under --allow-unconfined) or off; NULL from older workers.
+    confinement TEXT,
     stored_at   TIMESTAMPTZ NOT NULL DEFAULT now()
 );
+-- Databases made before the column.
+ALTER TABLE kf_results ADD COLUMN IF NOT EXISTS confinement TEXT;
 CREATE INDEX IF NOT EXISTS kf_results_job ON kf_results (job_id);
 CREATE TABLE IF NOT EXISTS kf_workers (
     name        TEXT NOT NULL,

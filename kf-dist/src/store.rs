@@ -304,7 +304,7 @@ impl Store {
         let current = c
             .query_one(
                 "SELECT count(*) FROM information_schema.columns \
-                 WHERE table_name = 'kf_workers' AND column_name = 'compiled'",
+                 WHERE table_name = 'kf_results' AND column_name = 'confinement'",
                 &[],
             )
             .await
@@ -427,8 +427,8 @@ impl Store {
         let delivery = result.delivery.min(i32::MAX as u32) as i32;
         c.execute(
             "INSERT INTO kf_results (request, job_id, status, evaluation, worker, worker_key, \
-                 environment, signed, signature, delivery, seconds) \
-             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 \
+                 environment, signed, signature, delivery, seconds, confinement) \
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 \
              WHERE EXISTS (SELECT 1 FROM kf_jobs j WHERE j.job_id = $2) \
              ON CONFLICT (request) DO NOTHING",
             &[
@@ -443,6 +443,7 @@ impl Store {
                 &signature,
                 &delivery,
                 &result.seconds,
+                &result.evaluation.confinement.map(|c| c.to_string()),
             ],
         )
         .await

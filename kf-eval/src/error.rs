@@ -27,6 +27,10 @@ pub enum EvalError {
     /// The backend failed outside any candidate's fault (allocation, copy, device lost).
     #[error("backend: {0}")]
     Backend(String),
+    /// An untrusted process would have run without complete confinement
+    /// ([`crate::confine`]).
+    #[error(transparent)]
+    Unconfined(#[from] crate::confine::IncompleteConfinement),
     /// A worker process could not be started or spoke nonsense.
     #[error("evaluation worker: {0}")]
     Worker(String),

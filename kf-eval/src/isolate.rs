@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use kf_core::{Candidate, DeviceFacts, Evaluation, Evaluator, KernelSource, ParamValues, Status};
 use serde::{Deserialize, Serialize};
 
-use crate::confine::{Confinement, CONFINE_ENV, CONFINE_READ_ENV};
+use crate::confine::{ConfinedCommand, Confinement, ConfinementPolicy, CONFINE_READ_ENV};
 use crate::error::EvalError;
 use crate::profile::EvalProfile;
 use crate::protocol::CompileCheck;
@@ -29,16 +29,6 @@ pub const DEFAULT_HANDSHAKE_LIMIT: Duration = Duration::from_secs(20);
 
 /// How long a worker may take to open its backend after its hello.
 const BACKEND_OPEN_LIMIT: Duration = Duration::from_secs(120);
-
-/// Variables through which a compiler would search more folders for headers: never passed to
-/// a worker, whose builds include only the runtime's own headers.
-const COMPILER_SEARCH_PATHS: [&str; 5] = [
-    "CPATH",
-    "C_INCLUDE_PATH",
-    "CPLUS_INCLUDE_PATH",
-    "OBJC_INCLUDE_PATH",
-    "OBJCPLUS_INCLUDE_PATH",
-];
 
 /// How to start a worker process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,14 +82,11 @@ impl WorkerCommand {
     }
 }
 
-/// This process's environment without its secrets ([`is_secret`]) and without the compiler
-/// search paths: what every process that runs code the user did not write starts with
-/// (evaluation workers, task references, KernelBench problem files).
+/// The environment of every process that runs code the user did not write (evaluation
+/// workers, task references, KernelBench problem files): an allowlist of this process's
+/// variables ([`crate::confine::untrusted_env`]).
 pub fn scrubbed_env() -> impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)> {
-    std::env::vars_os().filter(|(k, _)| {
-        let k = k.to_string_lossy();
-        !is_secret(&k) && !COMPILER_SEARCH_PATHS.contains(&k.as_ref())
-    })
+    crate::confine::untrusted_env()
 }
 
 /// Whether a variable looks like a secret and must not reach a worker (see
@@ -174,6 +161,8 @@ struct Worker {
     device: DeviceFacts,
     /// The worker's private temporary folder (its `TMPDIR`), removed with the worker.
     _tmp: Option<tempfile::TempDir>,
+    /// Its confinement (holding its cgroup, if any, until the worker is gone).
+    _confined: ConfinedCommand,
 }
 
 impl Worker {
@@ -259,7 +248,7 @@ struct Inner {
     timeout: TimeoutPolicy,
     handshake: Duration,
     limits: ResourceLimits,
-    confine: bool,
+    policy: ConfinementPolicy,
     /// How the last worker started was confined.
     confinement: Mutex<Option<Confinement>>,
     idle: Mutex<Vec<Worker>>,
@@ -303,15 +292,35 @@ pub struct IsolatedEvaluatorBuilder {
     handshake: Duration,
     workers: usize,
     limits: ResourceLimits,
-    confine: bool,
+    policy: ConfinementPolicy,
 }
 
 impl IsolatedEvaluatorBuilder {
-    /// Whether workers confine their file access once their backend is open (default on; see
-    /// [`crate::confine`]). Turn it off only where the platform's confinement gets in the way
-    /// of a runtime; the source check ([`crate::host_file_check`]) still applies.
+    /// Whether workers are confined at all ([`crate::confine`]; default on). `false` turns
+    /// every layer off ([`ConfinementPolicy::Off`]), for tests of the unconfined path; the
+    /// source check ([`crate::host_file_check`]) still applies.
     pub fn confine(mut self, on: bool) -> Self {
-        self.confine = on;
+        self.policy = if on {
+            match self.policy {
+                ConfinementPolicy::Off => ConfinementPolicy::Required,
+                kept => kept,
+            }
+        } else {
+            ConfinementPolicy::Off
+        };
+        self
+    }
+
+    /// Whether workers may run where their confinement is not complete (default: the
+    /// process-wide policy, [`crate::confine::process_policy`], which refuses). With `true`
+    /// they are confined as far as the machine allows, a warning is logged, and the record
+    /// ([`IsolatedEvaluator::confinement`]) says what was missing; `kf --allow-unconfined`.
+    pub fn allow_unconfined(mut self, allow: bool) -> Self {
+        self.policy = match (allow, self.policy) {
+            (_, ConfinementPolicy::Off) => ConfinementPolicy::Off,
+            (true, _) => ConfinementPolicy::AllowUnconfined,
+            (false, _) => ConfinementPolicy::Required,
+        };
         self
     }
 
@@ -382,7 +391,7 @@ impl IsolatedEvaluatorBuilder {
                 timeout: self.timeout,
                 handshake: self.handshake,
                 limits: self.limits,
-                confine: self.confine,
+                policy: self.policy,
                 confinement: Mutex::new(None),
                 idle: Mutex::new(Vec::new()),
                 slots: Slots {
@@ -415,7 +424,7 @@ impl IsolatedEvaluator {
             handshake: DEFAULT_HANDSHAKE_LIMIT,
             limits: ResourceLimits::default(),
             workers: 1,
-            confine: true,
+            policy: crate::confine::process_policy(),
         }
     }
 
@@ -542,19 +551,12 @@ fn bounded_tail(tail: &Mutex<String>) -> String {
 }
 
 impl Inner {
-    /// Keeps how a new worker is confined, and warns once when it is not.
+    /// Keeps how a new worker is confined (the warning for an incomplete one that is allowed
+    /// to run is logged where it is decided, [`crate::confine`]).
     fn note_confinement(&self, confinement: Confinement) {
-        let Ok(mut last) = self.confinement.lock() else {
-            return;
-        };
-        let first = last.is_none();
-        if first && self.confine && !confinement.is_enforced() {
-            tracing::warn!(
-                "evaluation workers are {confinement}; kernels' builds are checked for host \
-                 file access, but the workers themselves can open any file this user can"
-            );
+        if let Ok(mut last) = self.confinement.lock() {
+            *last = Some(confinement);
         }
-        *last = Some(confinement);
     }
 
     fn spawn(&self) -> Result<Worker, EvalError> {
@@ -580,7 +582,6 @@ impl Inner {
                     .any(|r| k.as_os_str() == r.as_str())
             }))
             .env(WORKER_ENV, spec)
-            .env(CONFINE_ENV, if self.confine { "1" } else { "0" })
             .envs(tmp.as_ref().map(|t| ("TMPDIR", t.path().as_os_str())))
             .env(
                 CONFINE_READ_ENV,
@@ -590,6 +591,15 @@ impl Inner {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         lead_own_group(&mut cmd);
+        // Seccomp and the limits from the first instruction; the worker adds its Landlock
+        // rules once its backend is open and reports them with its `Ready`.
+        let mut confined = crate::confine::confine_command_with(
+            &mut cmd,
+            None,
+            self.policy,
+            "an evaluation worker",
+        )
+        .map_err(EvalError::Unconfined)?;
         let mut child = cmd.spawn().map_err(|e| {
             EvalError::Worker(format!(
                 "cannot start {}: {e}",
@@ -639,7 +649,15 @@ impl Inner {
                 device,
                 confinement,
             }) => {
-                self.note_confinement(confinement);
+                let record = match confined.with_worker_report(&confinement) {
+                    Ok(record) => record,
+                    Err(incomplete) => {
+                        kill_group(&mut child);
+                        let _ = child.wait();
+                        return Err(EvalError::Unconfined(incomplete));
+                    }
+                };
+                self.note_confinement(record);
                 Ok(Worker {
                     child,
                     stdin,
@@ -647,6 +665,7 @@ impl Inner {
                     stderr: tail,
                     device: *device,
                     _tmp: tmp,
+                    _confined: confined,
                 })
             }
             Ok(Reply::Unavailable { message }) => {
@@ -756,8 +775,16 @@ impl Inner {
         config: &EvalConfig,
         compile_only: bool,
     ) -> Result<(Answer, EvalProfile), EvalError> {
+        // The confinement of the worker that answered (the last one started: every worker
+        // of an evaluator is started the same way) goes with the evaluation.
+        let confinement = self
+            .confinement
+            .lock()
+            .ok()
+            .and_then(|c| c.as_ref().map(|c| c.level));
         let redact_all = |mut e: Box<Evaluation>| {
             e.redact_secrets();
+            e.confinement = e.confinement.or(confinement);
             e
         };
         match self.exchange_unredacted(source, params, config, compile_only) {

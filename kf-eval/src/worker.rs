@@ -150,9 +150,9 @@ pub(crate) enum Reply {
     /// The backend is open.
     Ready {
         device: Box<DeviceFacts>,
-        /// How the worker confined itself once the backend was open.
-        #[serde(default)]
-        confinement: crate::confine::Confinement,
+        /// How the worker confined its serving thread once the backend was open (the
+        /// other layers were applied by the parent).
+        confinement: crate::confine::WorkerLandlock,
     },
     /// The backend could not be opened.
     Unavailable { message: String },
@@ -343,8 +343,13 @@ where
     };
     // Confined before the first job: every build and every reference runs in this thread or
     // in processes it starts, which inherit the confinement.
-    let confinement = if std::env::var(crate::confine::CONFINE_ENV).is_ok_and(|v| v == "0") {
-        crate::confine::Confinement::Off
+    let policy = crate::confine::ConfinementPolicy::parse(
+        &std::env::var(crate::confine::CONFINE_ENV).unwrap_or_default(),
+    );
+    // The processes this worker starts (task references) follow its parent's policy.
+    crate::confine::set_process_policy(policy);
+    let confinement = if policy == crate::confine::ConfinementPolicy::Off {
+        crate::confine::WorkerLandlock::Off
     } else {
         let mut allowed = crate::confine::AllowedPaths::for_worker(spec.cache_dir.as_deref());
         // The Python references run with, and the device's measured roofline
@@ -354,7 +359,7 @@ where
             .read
             .extend(crate::taskfile::python::installation_dirs());
         allowed.read.extend(crate::characterise::cache_path());
-        crate::confine::confine_current_thread(&allowed)
+        crate::confine::confine_worker_thread(&allowed)
     };
     send(
         &mut out,

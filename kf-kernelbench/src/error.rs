@@ -6,6 +6,9 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum KernelBenchError {
+    /// A problem file would have run without complete confinement ([`kf_eval::confine`]).
+    #[error(transparent)]
+    Unconfined(#[from] kf_eval::confine::IncompleteConfinement),
     /// The problem file is missing or not a `.py` file.
     #[error("{path}: {reason}")]
     BadProblemPath {

@@ -2,6 +2,7 @@
 //! request on stdin, one JSON answer on stdout, a hard timeout.
 
 use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -43,12 +44,24 @@ pub(crate) fn run_python(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut allowed = kf_eval::confine::AllowedPaths::runtimes(None);
+    let mut allowed = kf_eval::confine::AllowedPaths::for_reference();
     allowed
         .read
         .extend(kf_eval::taskfile::python::installation_dirs());
     allowed.read.extend(reads.iter().map(|p| p.to_path_buf()));
-    kf_eval::confine::confine_command(&mut command, &allowed);
+    // A private temporary folder: the shared /tmp may hold other programs' files.
+    let tmp = tempfile::Builder::new()
+        .prefix("kf-import-")
+        .tempdir()
+        .map_err(|e| fail(format!("cannot make a temporary folder: {e}")))?;
+    allowed.write.push(tmp.path().to_path_buf());
+    command.env("TMPDIR", tmp.path()).process_group(0);
+    // Kept until the process has exited: it holds its cgroup.
+    let _confined = kf_eval::confine::confine_command(
+        &mut command,
+        &allowed,
+        "a KernelBench problem file (the importer's Python)",
+    )?;
     let mut child = command
         .spawn()
         .map_err(|e| fail(format!("cannot start: {e}")))?;
@@ -76,6 +89,12 @@ pub(crate) fn run_python(
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) if started.elapsed() > timeout => {
+                // SAFETY: kill(2) has no memory effects; a negative pid names the group.
+                if let Ok(pid) = i32::try_from(child.id()) {
+                    unsafe {
+                        libc::kill(-pid, libc::SIGKILL);
+                    }
+                }
                 let _ = child.kill();
                 let _ = child.wait();
                 return Err(fail(format!("timed out after {} s", timeout.as_secs())));

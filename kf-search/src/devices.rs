@@ -60,6 +60,8 @@ pub fn device_lines() -> (Vec<String>, usize) {
         }
         Err(e) => lines.push(format!("cuda    not available: {e}")),
     }
+    // Where untrusted code (builds, launches, references) runs on this machine.
+    lines.push(format!("confinement: {}", kf_eval::confine::probe()));
     (lines, found)
 }
 

@@ -96,6 +96,8 @@ pub struct KernelEvalOutcome {
     pub device: String,
     /// The backend.
     pub backend: BackendKind,
+    /// How the worker that evaluated it was confined.
+    pub confinement: Option<kf_eval::confine::Confinement>,
 }
 
 /// Parses `NAME=value` into a typed parameter value (an integer, a float, a boolean, or text).
@@ -156,6 +158,7 @@ pub fn evaluate_kernel(request: &KernelEvalRequest) -> Result<KernelEvalOutcome,
         .build();
     let device = evaluator.device()?;
     let evaluation = evaluator.evaluate_blocking(&source, &params)?;
+    let confinement = evaluator.confinement();
     evaluator.shutdown();
     Ok(KernelEvalOutcome {
         evaluation,
@@ -165,6 +168,7 @@ pub fn evaluate_kernel(request: &KernelEvalRequest) -> Result<KernelEvalOutcome,
         kernel: request.kernel.clone(),
         device: device.name,
         backend: request.backend,
+        confinement,
     })
 }
 
@@ -181,6 +185,7 @@ impl KernelEvalOutcome {
             obj.insert("kernel".into(), json!(self.kernel));
             obj.insert("device".into(), json!(self.device));
             obj.insert("backend".into(), json!(self.backend));
+            obj.insert("confinement".into(), json!(self.confinement));
             if let Some(t) = self.evaluation.timing {
                 obj.insert("median_ms".into(), json!(t.median_s * 1e3));
             }
@@ -199,6 +204,9 @@ impl KernelEvalOutcome {
             e.status,
             e.params
         );
+        if let Some(c) = &self.confinement {
+            out += &format!("worker: {c}\n");
+        }
         if let Some(t) = e.timing {
             out += &format!(
                 "time: median {:.4} ms (min {:.4}, spread {:.1}%, {} trials)\n",

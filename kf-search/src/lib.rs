@@ -815,6 +815,9 @@ pub(crate) fn conclude<Ar: Archive + Serialize>(
     let baseline_gflops = baseline.gflops();
     let report = Report::new(&space, &summary, elites.iter().copied())
         .device_evaluations(device_count.spent(), device_count.limit())
+        // How the local workers were confined; a distributed run records it on each
+        // evaluation row.
+        .confinement(retimer.as_ref().and_then(IsolatedEvaluator::confinement))
         .baseline_gflops(baseline_gflops)
         .trace(trace.points())
         .title(format!("{} {}", config.task, sizes_text(&sizes)))

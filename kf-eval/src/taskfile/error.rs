@@ -7,6 +7,9 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TaskFileError {
+    /// The reference would have run without complete confinement ([`crate::confine`]).
+    #[error(transparent)]
+    Unconfined(#[from] crate::confine::IncompleteConfinement),
     /// A file could not be read.
     #[error("cannot read {path}: {source}")]
     Io {

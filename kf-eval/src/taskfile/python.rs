@@ -2,6 +2,7 @@
 //! `scripts/setup.sh` prepares, or `KF_PYTHON`, or `python3`), with a timeout, exchanging
 //! arrays as `.npy` files in a temporary folder.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -202,12 +203,24 @@ pub(crate) fn run(
         .arg(work)
         .stdin(Stdio::null())
         .stdout(stdout)
-        .stderr(stderr);
-    let mut allowed = crate::confine::AllowedPaths::for_worker(None);
+        .stderr(stderr)
+        // A group of its own, so that a timeout ends whatever it started.
+        .process_group(0);
+    let mut allowed = crate::confine::AllowedPaths::for_reference();
     allowed.read.extend(installation_dirs());
     allowed.read.extend(script.parent().map(Path::to_path_buf));
     allowed.write.push(work.to_path_buf());
-    crate::confine::confine_command(&mut command, &allowed);
+    // A temporary folder: in a worker, the worker's private one (kept while the worker
+    // lives); elsewhere the exchange folder, never the shared /tmp.
+    match std::env::var_os("TMPDIR").filter(|_| crate::worker::is_worker_process()) {
+        Some(private) => allowed.write.push(PathBuf::from(private)),
+        None => {
+            command.env("TMPDIR", work);
+        }
+    }
+    // Kept until the reference has exited: it holds the reference's cgroup.
+    let _confined =
+        crate::confine::confine_command(&mut command, &allowed, "a task's Python reference")?;
     let mut child = command.spawn().map_err(|e| {
         TaskFileError::Python(format!(
             "cannot start `{}` ({e}); run scripts/setup.sh (it prepares .runtime/venv with \
@@ -220,7 +233,7 @@ pub(crate) fn run(
         match child.try_wait().map_err(|e| io("waiting for python", e))? {
             Some(status) => break status,
             None if started.elapsed() >= call.timeout => {
-                let _ = child.kill();
+                kill_tree(&mut child);
                 let _ = child.wait();
                 return Err(fail(format!(
                     "did not finish within {:.0} s (reference.timeout_s)",
@@ -253,4 +266,15 @@ pub(crate) fn run(
         out.insert((*name).to_owned(), (data, shape));
     }
     Ok(out)
+}
+
+/// Kills `child` and the process group it leads (what it started too).
+pub(crate) fn kill_tree(child: &mut std::process::Child) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        // SAFETY: kill(2) has no memory effects; a negative pid names the process group.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+        }
+    }
+    let _ = child.kill();
 }

@@ -113,6 +113,13 @@ pub struct ReportJson {
     /// best kernel ([`crate::final_selection`]); absent when there was none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub final_selection: Option<FinalSelection>,
+    /// How the processes that built and ran this run's kernels (and its task's reference)
+    /// were confined ([`kf_eval::confine`]): `level` is `complete`, or `partial` /
+    /// `unconfined` under `--allow-unconfined`, with what was missing. Absent where the run's
+    /// evaluator was not the shipped one on this machine (a distributed run records it on
+    /// each evaluation row).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confinement: Option<kf_eval::confine::Confinement>,
     /// Candidates evaluated.
     pub evaluations: u64,
     /// Device evaluations: every configuration compiled and timed, the candidates' own and
@@ -205,6 +212,7 @@ pub struct Report<'a> {
     reference: Option<Result<ReferenceMeasurement, String>>,
     final_selection: Option<FinalSelection>,
     device_evaluations: Option<(u64, Option<u64>)>,
+    confinement: Option<kf_eval::confine::Confinement>,
     trace: Vec<TracePoint>,
     title: Option<String>,
     extra: Map<String, Value>,
@@ -227,6 +235,7 @@ impl<'a> Report<'a> {
             reference: None,
             final_selection: None,
             device_evaluations: None,
+            confinement: None,
             trace: Vec::new(),
             title: None,
             extra: Map::new(),
@@ -252,6 +261,12 @@ impl<'a> Report<'a> {
     /// included) and its limit on them, when it had one.
     pub fn device_evaluations(mut self, spent: u64, limit: Option<u64>) -> Self {
         self.device_evaluations = Some((spent, limit));
+        self
+    }
+
+    /// How the run's untrusted processes were confined ([`ReportJson::confinement`]).
+    pub fn confinement(mut self, confinement: Option<kf_eval::confine::Confinement>) -> Self {
+        self.confinement = confinement;
         self
     }
 
@@ -560,6 +575,7 @@ impl<'a> Report<'a> {
                 .as_ref()
                 .and_then(|r| r.as_ref().err().cloned()),
             final_selection: self.final_selection.clone(),
+            confinement: self.confinement.clone(),
             evaluations: s.evaluations,
             device_evaluations: self.device_evaluations.map(|(spent, _)| spent),
             device_evaluation_limit: self.device_evaluations.and_then(|(_, limit)| limit),

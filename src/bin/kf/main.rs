@@ -29,6 +29,12 @@ use clap::{Parser, Subcommand};
     about = "KernelFoundry: evaluate, tune and evolve GPU kernels"
 )]
 struct Cli {
+    /// Run untrusted code (kernel builds and launches, task references, imported problem
+    /// files) even where its confinement is incomplete (no Landlock, no seccomp, no process
+    /// limit). Prints a warning; the confinement each process had is recorded (report.json,
+    /// `kf eval --json`, the cluster's evaluation rows).
+    #[arg(long, global = true)]
+    allow_unconfined: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -71,6 +77,16 @@ fn main() -> ExitCode {
     // Evaluation workers are this same binary, re-executed.
     kernelfoundry::init();
     let cli = Cli::parse();
+    if cli.allow_unconfined {
+        eprintln!(
+            "kf: warning: --allow-unconfined: kernels' builds, task references and imported \
+             problem files run even where they cannot be fully confined; their code may read, \
+             write and send what this user can"
+        );
+        kernelfoundry::eval::confine::set_process_policy(
+            kernelfoundry::eval::confine::ConfinementPolicy::AllowUnconfined,
+        );
+    }
     let result = match cli.command {
         Command::Eval(args) => eval_cmd::run(args),
         Command::Tune(args) => tune_cmd::run(args),
