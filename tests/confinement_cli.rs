@@ -9,6 +9,7 @@
 //!   `correct`;
 //! * with Landlock made unavailable from outside the process (a seccomp filter returning
 //!   `ENOSYS` for the `landlock_*` calls, installed before `kf` is executed), each command
+//!   (`kf task check`, `kf eval`, `kf task import-kernelbench`, `kf worker`, `kf search`)
 //!   refuses to run untrusted code and names what is missing; with `--allow-unconfined` it
 //!   runs and records `unconfined` (`kf eval --json`, a search's report.json).
 //!
@@ -218,7 +219,13 @@ impl Targets {
 /// failing on purpose, so the run shows they ran, all refused), then as is; returns the
 /// second run.
 fn probed(args: &[&str], targets: &Targets) -> Output {
+    probed_with(args, targets, &[])
+}
+
+/// [`probed`] with extra variables for `kf`.
+fn probed_with(args: &[&str], targets: &Targets, extra: &[(&'static str, String)]) -> Output {
     let mut env = targets.env();
+    env.extend(extra.iter().cloned());
     env.push(("KF_PROBE_PROVE", "1".into()));
     let proof = kf(args, &env, false);
     let said = text(&proof);
@@ -226,7 +233,8 @@ fn probed(args: &[&str], targets: &Targets) -> Output {
         said.contains("the probes ran and were all refused"),
         "kf {args:?} did not run the probes, or one escaped:\n{said}"
     );
-    kf(args, &targets.env(), false)
+    env.retain(|(k, _)| *k != "KF_PROBE_PROVE");
+    kf(args, &env, false)
 }
 
 /// Whether this machine confines completely; a skip (kind LANDLOCK) otherwise.
@@ -319,6 +327,18 @@ fn a_reference_that_tries_to_escape_gets_errors_under_task_check_and_eval() {
     );
     assert!(out.status.success(), "{}", text(&out));
     targets.assert_untouched("kf task check");
+    // As on a kernel with Landlock ABI 3 (no TCP rules, no scopes): the seccomp layer stands
+    // in for them, signals included.
+    let out = probed_with(
+        &["task", "check", &path(&file), "--size", "ROWS=64,COLS=48"],
+        &targets,
+        &[(
+            kernelfoundry::eval::confine::LANDLOCK_ABI_MAX_ENV,
+            "3".into(),
+        )],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    targets.assert_untouched("kf task check at Landlock ABI 3");
 
     // Inside an evaluation worker: the reference runs there, under the worker's layers and
     // its own; the kernel is then judged correct.
@@ -432,6 +452,26 @@ fn without_landlock_each_command_refuses_unless_allowed() {
     assert!(
         !dir.path().join("task").exists(),
         "a refused import wrote nothing"
+    );
+    // A distributed worker refuses at its start, before it connects or takes a job.
+    let out = kf(
+        &[
+            "worker",
+            "--nats",
+            "nats://127.0.0.1:9",
+            "--db",
+            "postgres://127.0.0.1:9/kf",
+            "--insecure",
+        ],
+        &[],
+        true,
+    );
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("refusing to run a distributed evaluation worker's jobs")
+            && said.contains("file rules"),
+        "{said}"
     );
     // With the explicit way out: a warning, the run, and the record.
     for command in &commands {

@@ -12,9 +12,7 @@
 //! matter (`["-DA=1 -DB=2"]` is not `["-DA=1", "-DB=2"]`).
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Builds a cache key from length-prefixed parts.
 ///
@@ -102,34 +100,26 @@ impl ArtifactCache {
         payload
     }
 
-    /// Stores `payload` under `key` atomically (temporary file + rename).
+    /// Stores `payload` under `key` atomically (temporary file, synced, renamed into place);
+    /// in a process whose writes go through its parent
+    /// ([`crate::cache_outbox::defer_writes_to_parent`]), keeps it for the parent instead.
     pub fn put(&self, key: &str, payload: &[u8]) -> Result<(), CacheWriteError> {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        fs::create_dir_all(&self.dir).map_err(|source| CacheWriteError {
-            path: self.dir.clone(),
-            source,
-        })?;
-        let final_path = self.path(key);
-        let tmp = self.dir.join(format!(
-            ".{key}.{}.{}.tmp",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        let write = || -> std::io::Result<()> {
-            let mut f = fs::File::create(&tmp)?;
-            f.write_all(self.magic)?;
-            f.write_all(blake3::hash(payload).as_bytes())?;
-            f.write_all(payload)?;
-            f.sync_all()?;
-            fs::rename(&tmp, &final_path)
+        let mut bytes = Vec::with_capacity(self.magic.len() + 32 + payload.len());
+        bytes.extend_from_slice(self.magic);
+        bytes.extend_from_slice(blake3::hash(payload).as_bytes());
+        bytes.extend_from_slice(payload);
+        let entry = crate::cache_outbox::CacheEntry {
+            dir: self.dir.clone(),
+            file: format!("{key}.{}", self.extension),
+            bytes,
         };
-        write().map_err(|source| {
-            let _ = fs::remove_file(&tmp);
-            CacheWriteError {
-                path: final_path.clone(),
-                source,
+        match crate::cache_outbox::defer(entry) {
+            None => Ok(()),
+            Some(entry) => {
+                crate::cache_outbox::write_atomically(&entry.dir, &entry.file, &entry.bytes)
+                    .map(|_| ())
             }
-        })
+        }
     }
 
     /// Deletes the entry under `key` (missing entries are fine).

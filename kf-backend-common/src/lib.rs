@@ -30,6 +30,7 @@
 //! ```
 
 pub mod cache;
+pub mod cache_outbox;
 pub mod compile_input;
 mod flush;
 pub mod launch;

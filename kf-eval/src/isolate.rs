@@ -854,8 +854,10 @@ impl Inner {
                 id: got,
                 result,
                 mut profile,
+                cache,
             }) if got == id => {
                 self.put_back(worker);
+                self.store_cache(&cache);
                 profile.hop_s = (started.elapsed().as_secs_f64() - profile.total_s).max(0.0);
                 let evaluation = *result.map_err(EvalError::Worker)?;
                 if let (Some(b), Ok(mut slot)) = (evaluation.baseline, self.baseline_s.lock()) {
@@ -863,8 +865,13 @@ impl Inner {
                 }
                 Ok((Answer::Evaluated(Box::new(evaluation)), profile))
             }
-            Ok(Reply::Compiled { id: got, result }) if got == id && compile_only => {
+            Ok(Reply::Compiled {
+                id: got,
+                result,
+                cache,
+            }) if got == id && compile_only => {
                 self.put_back(worker);
+                self.store_cache(&cache);
                 let profile = EvalProfile {
                     hop_s: started.elapsed().as_secs_f64(),
                     ..EvalProfile::default()
@@ -892,6 +899,21 @@ impl Inner {
             }
             Err(RecvTimeoutError::Disconnected) => {
                 Ok(unanswered(self.crashed(worker, params, started)))
+            }
+        }
+    }
+
+    /// Stores the compile-cache entries a worker made, where this process's cache folders
+    /// allow ([`kf_backend_common::cache_outbox::store_from_child`]); an entry refused is
+    /// logged and skipped (the next build of that kernel compiles it again).
+    fn store_cache(&self, entries: &[kf_backend_common::cache_outbox::CacheEntry]) {
+        if entries.is_empty() {
+            return;
+        }
+        let roots = crate::confine::AllowedPaths::cache_roots(self.spec.cache_dir.as_deref());
+        for entry in entries {
+            if let Err(e) = kf_backend_common::cache_outbox::store_from_child(entry, &roots) {
+                tracing::warn!("a worker's compile-cache entry was not stored: {e}");
             }
         }
     }

@@ -163,11 +163,18 @@ pub(crate) enum Reply {
         /// Where the evaluation's time went in the worker.
         #[serde(default)]
         profile: EvalProfile,
+        /// Compile-cache entries the job made, for the parent to store (a confined worker
+        /// writes no cache: `kf_backend_common::cache_outbox`).
+        #[serde(default)]
+        cache: Vec<kf_backend_common::cache_outbox::CacheEntry>,
     },
     /// One compile-only job is done.
     Compiled {
         id: u64,
         result: Result<Box<crate::protocol::CompileCheck>, String>,
+        /// As for [`Reply::Done`].
+        #[serde(default)]
+        cache: Vec<kf_backend_common::cache_outbox::CacheEntry>,
     },
 }
 
@@ -351,6 +358,9 @@ where
     let confinement = if policy == crate::confine::ConfinementPolicy::Off {
         crate::confine::WorkerLandlock::Off
     } else {
+        // The compile caches are written by the parent (the rules below let this process
+        // read them only).
+        kf_backend_common::cache_outbox::defer_writes_to_parent();
         let mut allowed = crate::confine::AllowedPaths::for_worker(spec.cache_dir.as_deref());
         // The Python references run with, and the device's measured roofline
         // (`KF_DEVICE_CACHE` or devices.json beside the compile caches), which the protocol
@@ -395,7 +405,14 @@ where
                 })
                 .map(Box::new)
                 .map_err(|e| e.to_string());
-            send(&mut out, &Reply::Compiled { id: job.id, result })?;
+            send(
+                &mut out,
+                &Reply::Compiled {
+                    id: job.id,
+                    result,
+                    cache: kf_backend_common::cache_outbox::take_deferred(),
+                },
+            )?;
             continue;
         }
         let result = task
@@ -412,6 +429,7 @@ where
                 id: job.id,
                 result,
                 profile,
+                cache: kf_backend_common::cache_outbox::take_deferred(),
             },
         )?;
     }

@@ -121,3 +121,67 @@ fn a_confined_worker_cannot_open_a_planted_file() {
     );
     open.shutdown();
 }
+
+/// A confined worker reads the compile caches but writes none: a new entry travels with its
+/// answer and the parent stores it, intact, where the backend looks for it. The worker's file
+/// rules name no cache folder as writable.
+#[test]
+fn a_confined_worker_writes_no_cache_entry_its_parent_stores_it() {
+    if kf_backend_opencl::testing::backend_or_skip().is_none() {
+        return;
+    }
+    let allowed = kf_eval::confine::AllowedPaths::for_worker(None);
+    for root in kf_eval::confine::AllowedPaths::cache_roots(None) {
+        assert!(
+            !allowed
+                .write
+                .iter()
+                .any(|w| w.starts_with(&root) || root.starts_with(w)),
+            "{} is writable by workers: {:?}",
+            root.display(),
+            allowed.write
+        );
+    }
+    let confined = evaluator(true);
+    match confined.device() {
+        Ok(_) => {}
+        Err(EvalError::Unconfined(incomplete)) => {
+            kf_core::testing::skip::skip(
+                kf_core::testing::skip::SkipKind::Landlock,
+                format_args!("{incomplete}"),
+            );
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    }
+    // A kernel no cache has seen: a fresh comment changes its key.
+    let unique = format!(
+        "// {}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let (kernel, params) = naive_with(&unique);
+    let e = confined.evaluate_blocking(&kernel, &params).unwrap();
+    assert_eq!(e.status, Status::Correct, "{}", e.diagnostics);
+    assert_eq!(e.confinement, Some(ConfinementLevel::Complete));
+    let file = e
+        .compiler
+        .extra
+        .get("cache_file")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| panic!("no cache file in {:?}", e.compiler.extra));
+    let bytes = std::fs::read(&file)
+        .unwrap_or_else(|err| panic!("the parent did not store {}: {err}", file.display()));
+    // Intact: the same check the parent made before storing it, made again on the file.
+    let scratch = tempfile::tempdir().unwrap();
+    let again = kf_backend_common::cache_outbox::CacheEntry {
+        dir: scratch.path().to_path_buf(),
+        file: file.file_name().unwrap().to_string_lossy().into_owned(),
+        bytes,
+    };
+    kf_backend_common::cache_outbox::store_from_child(&again, &[scratch.path().to_path_buf()])
+        .unwrap();
+    confined.shutdown();
+}

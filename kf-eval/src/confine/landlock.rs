@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::AllowedPaths;
+use super::LayerUnavailable;
 
 /// Variable that caps the Landlock ABI used (a number): for testing the seccomp layer that
 /// stands in for what older ABIs lack, and for kernels whose newer Landlock rights misbehave.
@@ -80,11 +80,13 @@ fn abi_of(abi: u32) -> landlock::ABI {
     }
 }
 
-/// The ruleset for `allowed` and the system's fixed paths at ABI `abi` (`own_proc`: the
-/// process's own `/proc/<pid>` entry, when it is known before the rules are made).
+/// The ruleset for the folders `reads` and `writes` and the system's fixed paths at ABI `abi`
+/// (`own_proc`: the process's own `/proc/<pid>` entry, when it is known before the rules are
+/// made).
 #[cfg(target_os = "linux")]
 pub(crate) fn ruleset(
-    allowed: &AllowedPaths,
+    reads: &[PathBuf],
+    writes: &[PathBuf],
     own_proc: Option<u32>,
     abi: u32,
 ) -> Result<landlock::RulesetCreated, landlock::RulesetError> {
@@ -93,7 +95,7 @@ pub(crate) fn ruleset(
         Scope,
     };
     let mut read: Vec<PathBuf> = SYSTEM_READ.iter().map(PathBuf::from).collect();
-    read.extend(allowed.read.iter().cloned());
+    read.extend(reads.iter().cloned());
     // The process's own /proc entry: the runtimes read their maps and status there.
     read.extend(own_proc.map(|pid| PathBuf::from(format!("/proc/{pid}"))));
     let mut write: Vec<PathBuf> = SYSTEM_WRITE.iter().map(PathBuf::from).collect();
@@ -104,7 +106,7 @@ pub(crate) fn ruleset(
                 .is_some_and(|n| n.to_string_lossy().starts_with("nvidia"))
         }));
     }
-    for dir in &allowed.write {
+    for dir in writes {
         // A folder that does not exist yet is made now: a rule needs the folder.
         let _ = std::fs::create_dir_all(dir);
         write.push(dir.clone());
@@ -133,28 +135,36 @@ pub(crate) struct Enforced {
 }
 
 /// Confines the calling thread (and every process and thread it starts afterwards) to
-/// `allowed` and the system's fixed paths, at the usable ABI. `Err` says why nothing was
-/// enforced.
+/// `reads`, `writes` and the system's fixed paths, at the usable ABI. `Err` says why nothing
+/// was enforced.
 #[cfg(target_os = "linux")]
-pub(crate) fn restrict_current_thread(allowed: &AllowedPaths) -> Result<Enforced, String> {
+pub(crate) fn restrict_current_thread(
+    reads: &[PathBuf],
+    writes: &[PathBuf],
+) -> Result<Enforced, LayerUnavailable> {
     use landlock::RulesetStatus;
     let abi = usable_abi();
     if abi == 0 {
-        return Err(NO_LANDLOCK.to_owned());
+        return Err(LayerUnavailable(NO_LANDLOCK.to_owned()));
     }
-    match ruleset(allowed, Some(std::process::id()), abi).and_then(|r| r.restrict_self()) {
+    match ruleset(reads, writes, Some(std::process::id()), abi).and_then(|r| r.restrict_self()) {
         Ok(s) => match s.ruleset {
             RulesetStatus::FullyEnforced | RulesetStatus::PartiallyEnforced => Ok(Enforced { abi }),
-            RulesetStatus::NotEnforced => Err(NO_LANDLOCK.to_owned()),
+            RulesetStatus::NotEnforced => Err(LayerUnavailable(NO_LANDLOCK.to_owned())),
         },
-        Err(e) => Err(format!("Landlock refused the rules: {e}")),
+        Err(e) => Err(LayerUnavailable(format!("Landlock refused the rules: {e}"))),
     }
 }
 
 /// On other platforms nothing is confined.
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn restrict_current_thread(_allowed: &AllowedPaths) -> Result<Enforced, String> {
-    Err("confinement uses Linux Landlock; this platform has none".to_owned())
+pub(crate) fn restrict_current_thread(
+    _reads: &[PathBuf],
+    _writes: &[PathBuf],
+) -> Result<Enforced, LayerUnavailable> {
+    Err(LayerUnavailable(
+        "confinement uses Linux Landlock; this platform has none".to_owned(),
+    ))
 }
 
 /// The running kernel's Landlock ABI version (0: none, or refused).

@@ -15,6 +15,12 @@ use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::LayerUnavailable;
+
+/// Set by the parent in the environment of a process it confined: a process it starts
+/// inherits the process count limit instead of making one of its own.
+pub const CONFINED_ENV: &str = "KF_CONFINED";
+
 /// Most files an untrusted process may hold open.
 pub const OPEN_FILES: u64 = 4096;
 /// Largest file an untrusted process may write (1 GiB): a compiled kernel, a reference's
@@ -228,7 +234,7 @@ fn status_field(name: &str) -> Option<String> {
 /// cgroup this crate made, or a finite `RLIMIT_NPROC` without the capabilities to raise it.
 fn inherited_count() -> Option<String> {
     // Only a process its parent confined carries the mark; the checks below then say how.
-    std::env::var_os(super::CONFINED_ENV)?;
+    std::env::var_os(CONFINED_ENV)?;
     let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     if let Some(line) = own.lines().find(|l| l.contains("/kernelfoundry-")) {
         let path = line.rsplit(':').next().unwrap_or(line);
@@ -298,7 +304,7 @@ pub(crate) struct ProcessCgroup {
 static NEXT_CGROUP: AtomicU64 = AtomicU64::new(0);
 
 impl ProcessCgroup {
-    fn create(max: u64) -> Result<Self, String> {
+    fn create(max: u64) -> Result<Self, LayerUnavailable> {
         let base = pids_cgroup_dir()?;
         let name = format!(
             "kernelfoundry-{}-{}",
@@ -306,10 +312,12 @@ impl ProcessCgroup {
             NEXT_CGROUP.fetch_add(1, Ordering::Relaxed)
         );
         let dir = base.join(name);
-        std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::create_dir(&dir)
+            .map_err(|e| LayerUnavailable(format!("{}: {e}", dir.display())))?;
         let group = ProcessCgroup { dir, max };
-        std::fs::write(group.dir.join("pids.max"), max.to_string())
-            .map_err(|e| format!("{}: {e}", group.dir.join("pids.max").display()))?;
+        std::fs::write(group.dir.join("pids.max"), max.to_string()).map_err(|e| {
+            LayerUnavailable(format!("{}: {e}", group.dir.join("pids.max").display()))
+        })?;
         Ok(group)
     }
 }
@@ -339,9 +347,9 @@ impl Drop for ProcessCgroup {
 }
 
 /// The folder under which this process may make a cgroup with the `pids` controller.
-fn pids_cgroup_dir() -> Result<PathBuf, String> {
+fn pids_cgroup_dir() -> Result<PathBuf, LayerUnavailable> {
     let own = std::fs::read_to_string("/proc/self/cgroup")
-        .map_err(|e| format!("/proc/self/cgroup: {e}"))?;
+        .map_err(|e| LayerUnavailable(format!("/proc/self/cgroup: {e}")))?;
     // cgroup v1: a line `N:pids:/path`.
     for line in own.lines() {
         let mut parts = line.splitn(3, ':');
@@ -362,10 +370,12 @@ fn pids_cgroup_dir() -> Result<PathBuf, String> {
         if delegated {
             return Ok(dir);
         }
-        return Err(format!(
+        return Err(LayerUnavailable(format!(
             "{} does not delegate the pids controller (cgroup.subtree_control)",
             dir.display()
-        ));
+        )));
     }
-    Err("no pids cgroup hierarchy is mounted".to_owned())
+    Err(LayerUnavailable(
+        "no pids cgroup hierarchy is mounted".to_owned(),
+    ))
 }

@@ -28,8 +28,9 @@
 //!   server's files), the folders the runtime variables name, the Python installation, the
 //!   device characterisation (read only) and what the parent names in [`CONFINE_READ_ENV`];
 //! * **read and write**: the process's private temporary folder (made by the parent and
-//!   removed with it), the device nodes of `/dev` a runtime uses, and for evaluation workers
-//!   the compile caches. A task's reference and an imported problem file get no cache.
+//!   removed with it) and the device nodes of `/dev` a runtime uses. The compile caches and
+//!   the device characterisation are read only: a worker's new cache entries travel to its
+//!   parent, which stores them ([`kf_backend_common::cache_outbox`]).
 //!
 //! An evaluation worker applies its Landlock rules itself, once its backend is open (the
 //! runtimes read files that no rule names while they start), and reports them in its first
@@ -63,8 +64,10 @@ pub const CONFINE_READ_ENV: &str = "KF_WORKER_READ";
 /// (`required`, `allow-unconfined` or `off`), for the processes the worker starts.
 pub const CONFINE_ENV: &str = "KF_WORKER_CONFINE";
 
-/// Set by the parent in the environment of a process it confined: a process it starts
-/// inherits the process count limit instead of making one of its own.
+#[cfg(target_os = "linux")]
+pub use limits::CONFINED_ENV;
+/// Set by the parent in the environment of a process it confined.
+#[cfg(not(target_os = "linux"))]
 pub const CONFINED_ENV: &str = "KF_CONFINED";
 
 /// Whether an untrusted process may run where its confinement is not complete.
@@ -200,6 +203,12 @@ impl std::fmt::Display for Confinement {
         }
     }
 }
+
+/// Why one layer of the confinement is not available on this machine (the reason goes into
+/// [`Confinement::missing`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct LayerUnavailable(pub String);
 
 /// An untrusted process that would have run without complete confinement.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -386,13 +395,25 @@ pub fn probe() -> Confinement {
     record.confinement.clone().summarise(false)
 }
 
+/// Whether `what` may run on this machine under the process-wide policy: [`probe`]'s record
+/// when complete or allowed, else the error naming what is missing. For a long-lived program
+/// (`kf worker`) that should refuse at its start, not at its first job.
+pub fn check_machine(what: &str) -> Result<Confinement, IncompleteConfinement> {
+    match process_policy() {
+        ConfinementPolicy::Off => Ok(Confinement::off().summarise(true)),
+        policy => decide(probe(), policy, what),
+    }
+}
+
 /// Confines the calling thread (and every process and thread it starts afterwards) with the
 /// Landlock rules for `allowed`: an evaluation worker, once its backend is open. The other
 /// layers were applied by its parent.
 pub fn confine_worker_thread(allowed: &AllowedPaths) -> WorkerLandlock {
-    match landlock::restrict_current_thread(allowed) {
+    match landlock::restrict_current_thread(&allowed.read, &allowed.write) {
         Ok(e) => WorkerLandlock::Enforced { abi: e.abi },
-        Err(reason) => WorkerLandlock::NotEnforced { reason },
+        Err(reason) => WorkerLandlock::NotEnforced {
+            reason: reason.to_string(),
+        },
     }
 }
 
@@ -412,16 +433,18 @@ mod platform {
         // Landlock: made here for a command, by the worker itself otherwise.
         let mut rules = None;
         match allowed {
-            Some(allowed) if abi > 0 => match landlock::ruleset(allowed, None, abi) {
-                Ok(r) => {
-                    rules = Some(r);
-                    record.files = true;
-                    record.landlock_abi = abi;
+            Some(allowed) if abi > 0 => {
+                match landlock::ruleset(&allowed.read, &allowed.write, None, abi) {
+                    Ok(r) => {
+                        rules = Some(r);
+                        record.files = true;
+                        record.landlock_abi = abi;
+                    }
+                    Err(e) => record
+                        .missing
+                        .push(format!("file rules: Landlock refused the rules: {e}")),
                 }
-                Err(e) => record
-                    .missing
-                    .push(format!("file rules: Landlock refused the rules: {e}")),
-            },
+            }
             Some(_) => record
                 .missing
                 .push(format!("file rules: {}", landlock::NO_LANDLOCK)),
@@ -566,6 +589,11 @@ impl AllowedPaths {
     /// (`taskfile::python::installation_dirs`) and the device characterisation cache are added
     /// by the callers that need them (this module depends on neither, so that both can use it).
     pub fn for_worker(cache_dir: Option<&Path>) -> Self {
+        // A rule needs its folder: a cache folder the parent makes later would stay closed
+        // to this worker for its whole life.
+        for root in Self::cache_roots(cache_dir) {
+            let _ = std::fs::create_dir_all(root);
+        }
         let mut allowed = Self::runtimes(cache_dir);
         if let Some(tmp) = std::env::var_os("TMPDIR").filter(|v| !v.is_empty()) {
             allowed.write.push(PathBuf::from(tmp));
@@ -580,22 +608,19 @@ impl AllowedPaths {
     }
 
     /// What a process that runs third-party Python needs (a task's reference, a KernelBench
-    /// problem file): the runtimes and the program, read only; no compile cache. The
-    /// Python installation and the process's own folders are added by the caller.
+    /// problem file): the runtimes and the program, read only. The Python installation and
+    /// the process's own folders are added by the caller.
     pub fn for_reference() -> Self {
-        AllowedPaths {
-            read: Self::runtimes(None).read,
-            write: Vec::new(),
-        }
+        Self::runtimes(None)
     }
 
     /// The runtimes of `.runtime` and of the runtime variables, the compile caches
-    /// (`cache_dir` among them) and the program itself: what any confined process needs,
-    /// without a temporary folder. A process started outside a worker (a reference under
-    /// `kf task check`) gets this, not the caller's `TMPDIR`, which may be the shared `/tmp`.
+    /// (`cache_dir` among them; read only: [`AllowedPaths::cache_roots`]) and the program
+    /// itself: what any confined process needs, without a temporary folder. A process started
+    /// outside a worker (a reference under `kf task check`) gets this, not the caller's
+    /// `TMPDIR`, which may be the shared `/tmp`.
     pub fn runtimes(cache_dir: Option<&Path>) -> Self {
         let mut read = Vec::new();
-        let mut write = Vec::new();
         for runtime in runtime_dirs() {
             for child in ["venv", "opencl", "sycl", "cuda"] {
                 read.push(runtime.join(child));
@@ -603,7 +628,6 @@ impl AllowedPaths {
             for config in ["opencl.json", "sycl.json", "cuda.json"] {
                 read.push(runtime.join(config));
             }
-            write.push(runtime.join("cache"));
         }
         for var in [
             "KF_OPENCL_ICD",
@@ -620,19 +644,33 @@ impl AllowedPaths {
                 read.extend(std::env::split_paths(&value).filter(|p| p.is_absolute()));
             }
         }
+        read.extend(Self::cache_roots(cache_dir));
+        // The program itself (a panic's backtrace reads it through /proc/self/exe).
+        read.extend(std::env::current_exe().ok());
+        AllowedPaths {
+            read,
+            write: Vec::new(),
+        }
+    }
+
+    /// The compile caches: `.runtime/cache` of every runtime folder, the per-user cache and
+    /// the backend's own (`cache_dir`). Confined processes read them; entries are written by
+    /// the parent ([`kf_backend_common::cache_outbox`]), which stores a worker's entries only
+    /// under these.
+    pub fn cache_roots(cache_dir: Option<&Path>) -> Vec<PathBuf> {
+        let mut roots: Vec<PathBuf> = runtime_dirs()
+            .into_iter()
+            .map(|r| r.join("cache"))
+            .collect();
         if let Some(base) = std::env::var_os("XDG_CACHE_HOME")
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
         {
-            write.push(base.join("kernelfoundry"));
+            roots.push(base.join("kernelfoundry"));
         }
-        if let Some(dir) = cache_dir {
-            write.push(dir.to_path_buf());
-        }
-        // The program itself (a panic's backtrace reads it through /proc/self/exe).
-        read.extend(std::env::current_exe().ok());
-        AllowedPaths { read, write }
+        roots.extend(cache_dir.map(Path::to_path_buf));
+        roots
     }
 }
 

@@ -17,6 +17,7 @@
 
 use std::collections::BTreeMap;
 
+use super::LayerUnavailable;
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
     SeccompRule, TargetArch,
@@ -30,9 +31,9 @@ const PID_PLACEHOLDER: u32 = 0x7FFF_F0F0;
 /// The filter for an untrusted process; `scope_signals`: also the signal rules (where
 /// Landlock's scope is missing). The pid in the signal rules is a placeholder for
 /// [`patch_pid`].
-pub(crate) fn program(scope_signals: bool) -> Result<BpfProgram, String> {
+pub(crate) fn program(scope_signals: bool) -> Result<BpfProgram, LayerUnavailable> {
     let arch = TargetArch::try_from(std::env::consts::ARCH)
-        .map_err(|e| format!("no seccomp filter for this architecture: {e}"))?;
+        .map_err(|e| LayerUnavailable(format!("no seccomp filter for this architecture: {e}")))?;
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for call in [
         libc::SYS_socket,
@@ -51,10 +52,10 @@ pub(crate) fn program(scope_signals: bool) -> Result<BpfProgram, String> {
                 SeccompCmpOp::Ne,
                 u64::from(value),
             )
-            .map_err(|e| e.to_string())
+            .map_err(|e| LayerUnavailable(e.to_string()))
         };
         let rule = |conditions: Vec<SeccompCondition>| {
-            SeccompRule::new(conditions).map_err(|e| e.to_string())
+            SeccompRule::new(conditions).map_err(|e| LayerUnavailable(e.to_string()))
         };
         // kill(0, …) signals the process's own group; kill(pid, …) itself.
         rules.insert(
@@ -77,8 +78,8 @@ pub(crate) fn program(scope_signals: bool) -> Result<BpfProgram, String> {
         SeccompAction::Errno(libc::EPERM as u32),
         arch,
     )
-    .map_err(|e| e.to_string())?;
-    BpfProgram::try_from(filter).map_err(|e| e.to_string())
+    .map_err(|e| LayerUnavailable(e.to_string()))?;
+    BpfProgram::try_from(filter).map_err(|e| LayerUnavailable(e.to_string()))
 }
 
 /// Writes `pid` where the filter holds [`PID_PLACEHOLDER`]. Allocates nothing: it runs in a

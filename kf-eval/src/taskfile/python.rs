@@ -210,9 +210,11 @@ pub(crate) fn run(
     allowed.read.extend(installation_dirs());
     allowed.read.extend(script.parent().map(Path::to_path_buf));
     allowed.write.push(work.to_path_buf());
-    // A temporary folder: in a worker, the worker's private one (kept while the worker
-    // lives); elsewhere the exchange folder, never the shared /tmp.
-    match std::env::var_os("TMPDIR").filter(|_| crate::worker::is_worker_process()) {
+    // A temporary folder: in a confined worker, the worker's private one (kept while the
+    // worker lives); elsewhere the exchange folder, never the shared /tmp.
+    match std::env::var_os("TMPDIR")
+        .filter(|_| std::env::var_os(crate::confine::CONFINED_ENV).is_some())
+    {
         Some(private) => allowed.write.push(PathBuf::from(private)),
         None => {
             command.env("TMPDIR", work);

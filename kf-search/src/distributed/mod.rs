@@ -382,6 +382,10 @@ impl EvaluationWorker {
         device_kind: Option<String>,
         config: impl FnOnce(&str) -> kf_dist::WorkerConfig,
     ) -> Result<Self, crate::SearchError> {
+        // Refused before it takes a job, where untrusted code could not run fully confined
+        // here (each job's worker process is checked again when it starts).
+        kf_eval::confine::check_machine("a distributed evaluation worker's jobs")
+            .map_err(kf_eval::EvalError::Unconfined)?;
         let factory = backends
             .require(&spec.kind)
             .map_err(|e| crate::SearchError::Backend(crate::BackendError::Open(e.to_string())))?;
