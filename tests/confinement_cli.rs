@@ -43,13 +43,14 @@ def _kf_escape_probes():
         escaped.append("a UDP datagram")
     except (OSError, KeyError, ValueError):
         pass
-    try:
-        s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-        s.connect(_os.environ["KF_PROBE_UNIX"])
-        s.sendall(b"leak")
-        escaped.append("a UNIX socket")
-    except (OSError, KeyError):
-        pass
+    for path in _os.environ.get("KF_PROBE_UNIX", "").split(_os.pathsep):
+        try:
+            s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+            s.connect(path)
+            s.sendall(b"leak")
+            escaped.append("a UNIX socket (" + path + ")")
+        except OSError:
+            pass
     for target in _os.environ.get("KF_PROBE_WRITES", "").split(_os.pathsep):
         if not target:
             continue
@@ -188,7 +189,14 @@ impl Targets {
                 "KF_PROBE_UDP_PORT",
                 self.udp.local_addr().unwrap().port().to_string(),
             ),
-            ("KF_PROBE_UNIX", self.unix_path.display().to_string()),
+            ("KF_PROBE_UNIX", {
+                let mut paths = vec![self.unix_path.clone()];
+                paths.extend(postgres_socket());
+                std::env::join_paths(paths)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned()
+            }),
             ("KF_PROBE_WRITES", writes),
         ]
     }
@@ -237,6 +245,19 @@ fn probed_with(args: &[&str], targets: &Targets, extra: &[(&'static str, String)
     kf(args, &env, false)
 }
 
+/// The development PostgreSQL's socket (`scripts/dist-servers.sh start`), when it runs: the
+/// superuser's way in, which no confined process may reach.
+fn postgres_socket() -> Option<PathBuf> {
+    let info = Path::new(env!("CARGO_MANIFEST_DIR")).join(".runtime/dist-servers.json");
+    let info: serde_json::Value = serde_json::from_slice(&std::fs::read(info).ok()?).ok()?;
+    // postgresql://postgres@%2Fsome%2Fdir:PORT/postgres
+    let url = info["admin_url"].as_str()?;
+    let authority = url.split('@').nth(1)?.split('/').next()?;
+    let (dir, port) = authority.rsplit_once(':')?;
+    let socket = PathBuf::from(dir.replace("%2F", "/")).join(format!(".s.PGSQL.{port}"));
+    socket.exists().then_some(socket)
+}
+
 /// Whether this machine confines completely; a skip (kind LANDLOCK) otherwise.
 fn complete_or_skip() -> bool {
     let c = probe();
@@ -275,8 +296,9 @@ fn the_probes_escape_when_nothing_confines_them() {
     let scratch = tempfile::tempdir().unwrap();
     let victim = scratch.path().join("victim.json");
     let mut env = targets.env();
-    env.retain(|(k, _)| *k != "KF_PROBE_WRITES");
+    env.retain(|(k, _)| !matches!(*k, "KF_PROBE_WRITES" | "KF_PROBE_UNIX"));
     env.push(("KF_PROBE_WRITES", path(&victim)));
+    env.push(("KF_PROBE_UNIX", path(&targets.unix_path)));
     env.push(("KF_PROBE_FORKS", "5".into()));
     env.push(("TMPDIR", path(scratch.path())));
     let out = Command::new(kernelfoundry::eval::taskfile::python::python_interpreter())

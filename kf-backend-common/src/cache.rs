@@ -47,14 +47,7 @@ impl KeyHasher {
     }
 }
 
-/// A write to the cache failed.
-#[derive(Debug)]
-pub struct CacheWriteError {
-    /// The file (or directory) that could not be written.
-    pub path: PathBuf,
-    /// Why.
-    pub source: std::io::Error,
-}
+pub use crate::cache_outbox::CacheWriteError;
 
 /// A directory of cached artifacts of one backend.
 #[derive(Debug, Clone)]
@@ -252,5 +245,23 @@ mod tests {
             CacheChoice::Dir("/d".into()).dir(None, "x"),
             Some(PathBuf::from("/d"))
         );
+    }
+
+    /// An entry a child framed (as `put` frames it) and its parent stored reads back.
+    #[test]
+    fn an_entry_stored_by_the_parent_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ArtifactCache::new(dir.path().join("c"), b"KFTEST01", "bin");
+        let key = "ab".repeat(32);
+        let mut bytes = b"KFTEST01".to_vec();
+        bytes.extend_from_slice(blake3::hash(b"payload").as_bytes());
+        bytes.extend_from_slice(b"payload");
+        let entry = crate::cache_outbox::CacheEntry {
+            dir: cache.dir().to_path_buf(),
+            file: format!("{key}.bin"),
+            bytes,
+        };
+        crate::cache_outbox::store_from_child(&entry, &[dir.path().to_path_buf()]).unwrap();
+        assert_eq!(cache.get(&key).as_deref(), Some(&b"payload"[..]));
     }
 }

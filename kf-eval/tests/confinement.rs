@@ -39,6 +39,22 @@ fn evaluator(confine: bool) -> IsolatedEvaluator {
     .build()
 }
 
+/// The device of a confined evaluator's worker, or a skip (kind LANDLOCK) where this machine
+/// cannot confine it completely.
+fn device_or_skip(evaluator: &IsolatedEvaluator) -> Option<kf_core::DeviceFacts> {
+    match evaluator.device() {
+        Ok(d) => Some(d),
+        Err(EvalError::Unconfined(incomplete)) => {
+            kf_core::testing::skip::skip(
+                kf_core::testing::skip::SkipKind::Landlock,
+                format_args!("{incomplete}"),
+            );
+            None
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
 /// The naive gemm kernel with `first` as its first line.
 fn naive_with(first: &str) -> (kf_core::KernelSource, ParamValues) {
     let naive = kf_eval::kernels::shipped("gemm_naive", kf_core::Language::OpenCl)
@@ -75,16 +91,8 @@ fn a_confined_worker_cannot_open_a_planted_file() {
     let (probe, params) = naive_with(&include);
 
     let confined = evaluator(true);
-    let device = match confined.device() {
-        Ok(d) => d,
-        Err(EvalError::Unconfined(incomplete)) => {
-            kf_core::testing::skip::skip(
-                kf_core::testing::skip::SkipKind::Landlock,
-                format_args!("{incomplete}"),
-            );
-            return;
-        }
-        Err(e) => panic!("{e}"),
+    let Some(device) = device_or_skip(&confined) else {
+        return;
     };
     let confinement = confined.confinement().expect("a worker has started");
     assert!(
@@ -143,16 +151,8 @@ fn a_confined_worker_writes_no_cache_entry_its_parent_stores_it() {
         );
     }
     let confined = evaluator(true);
-    match confined.device() {
-        Ok(_) => {}
-        Err(EvalError::Unconfined(incomplete)) => {
-            kf_core::testing::skip::skip(
-                kf_core::testing::skip::SkipKind::Landlock,
-                format_args!("{incomplete}"),
-            );
-            return;
-        }
-        Err(e) => panic!("{e}"),
+    if device_or_skip(&confined).is_none() {
+        return;
     }
     // A kernel no cache has seen: a fresh comment changes its key.
     let unique = format!(

@@ -396,19 +396,6 @@ pub struct ShippedArchive {
     pub features: Option<FeatureSpace>,
 }
 
-impl Default for ShippedArchive {
-    fn default() -> Self {
-        ShippedArchive {
-            kind: crate::defaults::ARCHIVE,
-            islands: crate::defaults::ISLANDS,
-            grid: crate::defaults::grid(),
-            cvt: crate::defaults::cvt(),
-            island: crate::defaults::islands(),
-            features: None,
-        }
-    }
-}
-
 impl ShippedArchive {
     fn spec(&self) -> ArchiveSpec {
         ArchiveSpec {
@@ -569,12 +556,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let space = SyntheticClassifier::new(4).space().clone();
         let features = cvt_features(&space, false).unwrap();
+        let shipped = ShippedArchive::default();
         let mut spec = ArchiveSpec {
             kind: ArchiveKind::Grid,
             islands: 1,
-            grid: crate::defaults::grid(),
-            cvt: crate::defaults::cvt(),
-            island: crate::defaults::islands(),
+            grid: shipped.grid,
+            cvt: shipped.cvt,
+            island: shipped.island,
         };
         let build = |spec: &ArchiveSpec| {
             SearchArchive::build(spec, space.clone(), features.clone(), dir.path()).unwrap()
@@ -590,7 +578,7 @@ mod tests {
         spec.islands = 1;
         let a = build(&spec);
         assert!(matches!(a, SearchArchive::Cvt(_)));
-        assert_eq!(a.metrics().cells, crate::defaults::CVT_CENTROIDS);
+        assert_eq!(a.metrics().cells, spec.cvt.centroids);
         assert!(dir.path().join(kf_archive::CENTROIDS_FILE).exists());
         spec.islands = 0;
         assert!(SearchArchive::build(&spec, space.clone(), features.clone(), dir.path()).is_err());

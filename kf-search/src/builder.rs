@@ -20,6 +20,7 @@ use crate::{
     DefaultClassifier, EvaluatorFactory, OfflineMutators, SchedulerKind, SearchConfig, SearchError,
     ShippedArchive, ShippedEvaluator,
 };
+use kf_core::{Evaluation, Status};
 
 /// A layer around an evaluator (tower style): it receives the evaluator below it (at the
 /// bottom, the shipped [`SearchEvaluator`](crate::SearchEvaluator): tuning, then isolated or
@@ -703,7 +704,7 @@ where
             None => builtin_task(&config.task, &config.sizes)?,
         };
         let classifier = Arc::new(self.classifier);
-        let cells = crate::cell_predictor(&classifier);
+        let cells = cell_predictor(&classifier);
         let (seeds, proposer) = (self.mutator)(FactoryInput {
             task: task.as_ref(),
             language: backend.language(),
@@ -803,6 +804,23 @@ impl Observe for BoxedObserver {
     fn observe_end(&mut self, summary: &RunSummary) -> Result<(), BoxError> {
         self.0.observe_end(summary)
     }
+}
+
+/// Where `classifier` would place a kernel before it is evaluated: its descriptor for the
+/// source at those parameters with an evaluation that says only "correct" (a static
+/// classifier's answer; one that needs measurements may predict nothing or the wrong cell,
+/// which only changes which children are preferred). The shipped search's structural mutator
+/// aims at empty cells with it, and its tuning keeps each kernel in the predicted cell.
+pub fn cell_predictor<C: BehaviorClassifier + 'static>(classifier: &Arc<C>) -> CellPredictor {
+    let classifier = Arc::clone(classifier);
+    let judged = Evaluation::failed(Status::Correct, "");
+    CellPredictor::new(move |source, params| {
+        let candidate = Candidate::seed(source.clone(), params.clone());
+        classifier
+            .classify(&candidate, &judged)
+            .ok()
+            .map(|d| d.coords)
+    })
 }
 
 #[cfg(test)]

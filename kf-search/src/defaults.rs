@@ -60,3 +60,17 @@ pub fn islands() -> kf_archive::IslandConfig {
 pub fn grid() -> kf_archive::GridConfig {
     kf_archive::GridConfig::default().with_qd_offset(kf_core::Fitness::CORRECT_BASE)
 }
+
+/// The shipped archive: these settings, as one value ([`crate::ShippedArchive`]).
+impl Default for crate::ShippedArchive {
+    fn default() -> Self {
+        crate::ShippedArchive {
+            kind: ARCHIVE,
+            islands: ISLANDS,
+            grid: grid(),
+            cvt: cvt(),
+            island: islands(),
+            features: None,
+        }
+    }
+}

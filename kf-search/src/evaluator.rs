@@ -2,10 +2,19 @@
 //! distributed workers. One type ([`kf_core::Either`] of the two), so that the engine and
 //! everything around it stay the same.
 
+#[cfg(feature = "dist")]
+use crate::Distributed;
+use crate::{DeviceEvaluations, SearchConfig, SearchError, CLOSE_CALL_MARGIN};
 use kf_core::Either;
 #[cfg(feature = "dist")]
 use kf_dist::{DistError, DistEvaluator};
+use kf_eval::tasks::Sizes;
+use kf_eval::WorkerCommand;
 use kf_eval::{EvalError, IsolatedEvaluator};
+use kf_mutate::CellPredictor;
+use std::sync::Arc;
+#[cfg(feature = "dist")]
+use std::time::Duration;
 
 use super::TunedEvaluator;
 
@@ -156,7 +165,7 @@ impl EvaluatorFactory for ShippedEvaluator {
         self,
         input: &EvaluatorInput<'_>,
     ) -> Result<(SearchEvaluator, kf_core::DeviceFacts), crate::SearchError> {
-        crate::local_or_distributed(
+        local_or_distributed(
             input.config,
             input.sizes,
             input.device_evaluations,
@@ -165,4 +174,157 @@ impl EvaluatorFactory for ShippedEvaluator {
             input.strategy,
         )
     }
+}
+
+/// The shipped evaluator for `config`: tuning around isolated workers on this machine, or
+/// around distributed workers; and the device it evaluates on.
+pub(crate) fn local_or_distributed(
+    config: &SearchConfig,
+    sizes: &Sizes,
+    count: &DeviceEvaluations,
+    cells: &CellPredictor,
+    backend: &dyn kf_eval::DynBackendFactory,
+    strategy: &Arc<dyn kf_tune::strategy::StrategyFactory>,
+) -> Result<(SearchEvaluator, kf_core::DeviceFacts), SearchError> {
+    #[cfg(feature = "dist")]
+    if let Some(d) = &config.distributed {
+        let (dist, device) = connect_distributed(config, d, sizes, backend)?;
+        // Tuning stays here: each configuration is one job, cached by its own id (so close
+        // calls are not measured again: the same configuration is answered from its result),
+        // and a step's configurations go out together, over as many workers.
+        let tuned = TunedEvaluator::with_strategy_factory(
+            dist,
+            config.tune_budget,
+            Arc::clone(strategy),
+            sizes.clone(),
+            device.clone(),
+        )
+        .counting(count.clone())
+        .keeping_cell(cells.clone())
+        .fanning_out(d.fan_out);
+        return Ok((Either::Right(tuned), device));
+    }
+    let worker = match &config.worker {
+        Some(w) => w.clone(),
+        None => WorkerCommand::current_exe()?,
+    };
+    if config.characterise {
+        // Before the workers start: each reads the cache when it opens its evaluator.
+        match crate::backends::characterise_with(backend, &config.backend) {
+            Ok((c, cached)) => tracing::info!(
+                "roofline of {}{}: {:.1} GFLOP/s, {:.1} GB/s sustained",
+                c.device,
+                if cached {
+                    " (cached)"
+                } else {
+                    " (measured now, cached for later runs)"
+                },
+                c.peak_gflops,
+                c.bandwidth_gbs
+            ),
+            Err(e) => {
+                tracing::warn!("{e}; roofline fractions are against the backend's estimated peaks")
+            }
+        }
+    }
+    let mut builder =
+        IsolatedEvaluator::builder(config.backend.clone(), config.task.clone(), sizes.clone());
+    if let Some(job) = &config.task_file {
+        builder = builder.task_file(job.clone());
+    }
+    let isolated = builder
+        .command(worker)
+        .config(config.eval.clone())
+        .timeout(config.timeout)
+        .build();
+    let device = isolated.device()?;
+    let tuned = TunedEvaluator::with_strategy_factory(
+        isolated,
+        config.tune_budget,
+        Arc::clone(strategy),
+        sizes.clone(),
+        device.clone(),
+    )
+    .counting(count.clone())
+    .keeping_cell(cells.clone())
+    .remeasuring_close_calls(CLOSE_CALL_MARGIN);
+    Ok((Either::Left(tuned), device))
+}
+
+/// Connects the distributed evaluator and finds the device the workers have: this machine's
+/// when it has the same kind, else one a worker registered (waiting up to two minutes for the
+/// first worker).
+#[cfg(feature = "dist")]
+fn connect_distributed(
+    config: &SearchConfig,
+    d: &Distributed,
+    sizes: &Sizes,
+    factory: &dyn kf_eval::DynBackendFactory,
+) -> Result<(kf_dist::DistEvaluator, kf_core::DeviceFacts), SearchError> {
+    use crate::distributed::{device_kind, TaskProfile};
+    let backend = factory.name();
+    let local = crate::backends::device_facts_with(factory, &config.backend);
+    let kind = match (&d.device_kind, &local) {
+        (Some(k), _) => k.clone(),
+        (None, Ok(facts)) => device_kind(backend, facts),
+        (None, Err(e)) => {
+            return Err(SearchError::NoLocalDevice {
+                backend: config.backend.kind.clone(),
+                source: e.clone(),
+            })
+        }
+    };
+    let run = match &d.run {
+        Some(r) => r.clone(),
+        None => default_run_id(config),
+    };
+    let profile = TaskProfile {
+        task: config.task.clone(),
+        sizes: sizes.clone(),
+        backend: backend.to_owned(),
+        eval: config.eval.clone(),
+        timeout: config.timeout.into(),
+        // The task file, its reference and kernels go with the jobs, hashed and signed.
+        task_file: config
+            .task_file
+            .as_ref()
+            .map(crate::distributed::TaskBundle::from_job)
+            .transpose()?,
+    };
+    let profile = serde_json::to_value(&profile).map_err(|source| SearchError::Json {
+        what: "the task profile",
+        source,
+    })?;
+    let dist = kf_dist::DistEvaluator::builder(d.dist.clone(), run, kind.clone(), profile)
+        .compile_first(d.compile_first)
+        .connect()?;
+    if let Ok(facts) = local {
+        if device_kind(backend, &facts) == kind {
+            return Ok((dist, facts));
+        }
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some(v) = dist.block_on(dist.store().worker_device(&kind))? {
+            let facts = serde_json::from_value(v).map_err(|source| SearchError::Json {
+                what: "a worker registered bad device facts",
+                source,
+            })?;
+            return Ok((dist, facts));
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(SearchError::NoWorker(kind));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// A run id from the task, the output folder and the seed: the same command resumes the same
+/// run (and finds its results on the queue).
+#[cfg(feature = "dist")]
+pub fn default_run_id(config: &SearchConfig) -> String {
+    let out = std::fs::canonicalize(&config.out).unwrap_or_else(|_| config.out.clone());
+    let key = format!("{}\n{}\n{}", config.task, out.display(), config.seed);
+    let hash = blake3::hash(key.as_bytes()).to_hex();
+    format!("{}-{}", kf_dist::subject_token(&config.task), &hash[..16])
 }

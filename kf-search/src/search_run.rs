@@ -9,7 +9,28 @@ use kf_core::{
 use crate::archive::{ArchiveFactory, WithFacts};
 use crate::builder::EvaluatorLayer;
 use crate::evaluator::EvaluatorFactory;
-use crate::{conclude, AfterRun, SearchError, SearchOutcome};
+use crate::report::LogObserver;
+use crate::report::ProgressObserver;
+use crate::report::Report;
+use crate::{
+    cell_predictor, defaults, evaluator, novelty, task, ArchiveInput, DeviceEvaluationCounter,
+    DeviceEvaluations, EvaluatorInput, FinishedRun, PartNames, PostRun, Retime, Search,
+    SearchConfig, SearchEvaluator, SourceNovelty, BASELINE_NOTE,
+};
+use crate::{SearchError, SearchOutcome};
+use kf_archive::RunDir;
+use kf_archive::RunDirOptions;
+use kf_archive::RunMeta;
+use kf_core::{
+    Archive, Budget, Candidate, Engine, EvaluationReport, Mutator, Observe, ObserverMode,
+    StopHandle,
+};
+use kf_eval::tasks::sizes_text;
+use kf_eval::tasks::Sizes;
+use kf_eval::IsolatedEvaluator;
+use kf_report::post_run;
+use serde::Serialize;
+use std::sync::Mutex;
 
 /// The engine's [`Stepper`] inside a [`SearchRun`]: the search's layered evaluator, its
 /// classifier (with the shipped continuous descriptors where the archive asks for them) and
@@ -142,6 +163,386 @@ where
         let result = self.stepper.finish();
         conclude(self.after, result)
     }
+}
+
+impl<M, C, L, A, B> Search<M, C, L, A, B>
+where
+    M: Mutator + 'static,
+    C: BehaviorClassifier + 'static,
+    L: EvaluatorLayer<B::Evaluator>,
+    A: ArchiveFactory,
+    B: EvaluatorFactory,
+{
+    /// The configuration the search runs with.
+    pub fn config(&self) -> &SearchConfig {
+        &self.config
+    }
+
+    /// The seeds the search starts from.
+    pub fn seeds(&self) -> &[Candidate] {
+        &self.seeds
+    }
+
+    /// Runs the search (call [`crate::init`] first in `main`; [`crate::init_with`] with a
+    /// backend of one's own).
+    pub fn run(self) -> Result<SearchOutcome<A::Archive>, SearchError> {
+        self.start()?.run()
+    }
+
+    /// [`run`](Self::run), named for what it is: it blocks until the search is over.
+    pub fn run_blocking(self) -> Result<SearchOutcome<A::Archive>, SearchError> {
+        self.start()?.run()
+    }
+
+    /// Starts the search and hands it over to be driven step by step ([`SearchRun`]): the
+    /// evaluator (and its workers), the run directory (resumed when it holds steps), the archive
+    /// and the observers are set up as [`run`](Self::run) sets them up; `run` is `start` and
+    /// then [`SearchRun::run`]. Call [`crate::init`] first in `main`.
+    pub fn start(self) -> Result<SearchRun<C, L, A, B>, SearchError> {
+        start_built(self)
+    }
+}
+
+/// Starts a built search: everything the run needs up to its first step.
+fn start_built<M, C, L, A, B>(
+    search: Search<M, C, L, A, B>,
+) -> Result<SearchRun<C, L, A, B>, SearchError>
+where
+    M: Mutator + 'static,
+    C: BehaviorClassifier + 'static,
+    L: EvaluatorLayer<B::Evaluator>,
+    A: ArchiveFactory,
+    B: EvaluatorFactory,
+{
+    let parts = search.part_names();
+    let Search {
+        config,
+        task,
+        seeds,
+        proposer,
+        mutator_type: _,
+        classifier,
+        archive: archive_factory,
+        backend,
+        strategy,
+        evaluator: evaluator_factory,
+        layer,
+        stop,
+        observers,
+        post_run: post_run_hooks,
+    } = search;
+    let config = &config;
+    let sizes = task.sizes();
+    let work = task.describe().work;
+    let device_count = DeviceEvaluations::with_limit(config.device_evaluations);
+    let cells = cell_predictor(&classifier);
+    let (evaluator, device) = evaluator_factory.make(&EvaluatorInput {
+        config,
+        sizes: &sizes,
+        device_evaluations: &device_count,
+        cells: &cells,
+        backend: backend.as_ref(),
+        strategy: &strategy,
+    })?;
+    let space = classifier.space().clone();
+    // The shipped continuous descriptors when the archive asks for them (a CVT search whose
+    // classifier gives none of its own); registers where the backend reports them.
+    let registers = backend.reports_registers();
+    let classifier = WithFacts::new(
+        classifier,
+        archive_factory.continuous_descriptors(),
+        registers,
+    );
+    let mut budget = Budget::evaluations(config.evaluations);
+    if let Some(w) = config.wall {
+        budget = budget.with_wall(w);
+    }
+    std::fs::create_dir_all(&config.out).map_err(kf_eval::EvalError::Io)?;
+    // A task file's copy beside the run, so that the output folder exports on its own.
+    if let Some(job) = &config.task_file {
+        task::record_task_file(job, &config.out).map_err(kf_eval::EvalError::Io)?;
+    }
+    // What may not change when the run is resumed or extended; the budget may.
+    let mut run_config = serde_json::json!({
+        "task": config.task, "sizes": sizes, "backend": config.backend,
+        "device": device.name,
+        "tune_budget": config.tune_budget, "tune_strategy": config.tune_strategy,
+        "mutator": proposer.name(),
+    });
+    let archive_meta = archive_factory.record();
+    if let (false, Some(map)) = (archive_meta.is_null(), run_config.as_object_mut()) {
+        map.insert("archive".into(), archive_meta);
+    }
+    let meta = RunMeta::new(config.seed, &run_config)?.with_budget(&run_budget(config))?;
+    let run_dir = RunDir::open_with(
+        config.out.join("run"),
+        meta,
+        RunDirOptions {
+            snapshot_every: defaults::SNAPSHOT_EVERY,
+            ..RunDirOptions::default()
+        },
+    )?;
+    let archive = archive_factory.build(&ArchiveInput {
+        space: &space,
+        run_dir: run_dir.path(),
+        registers,
+    })?;
+    let recorded_evaluations: u64 = run_dir
+        .read_records()?
+        .iter()
+        .map(|r| r.children.len() as u64)
+        .sum();
+    if recorded_evaluations > config.evaluations {
+        return Err(SearchError::RunDirAhead {
+            path: run_dir.path().to_path_buf(),
+            recorded: recorded_evaluations,
+        });
+    }
+    let extended_from = run_dir
+        .extended_from()
+        .and_then(|b| b.get("evaluations"))
+        .and_then(serde_json::Value::as_u64);
+    let mut progress = ProgressObserver::new(&space).with_budget(&budget);
+    if !config.progress {
+        progress = progress.without_bar();
+    }
+    let trace = progress.trace();
+    let baseline = BaselineWatch::default();
+    // The shipped evaluator's workers re-time the best kernels after the run; one's own
+    // evaluator has none.
+    let evaluator_handle = (&evaluator as &dyn std::any::Any)
+        .downcast_ref::<SearchEvaluator>()
+        .map(evaluator::handle);
+    let evaluator = layer.layer(evaluator);
+    // The device-evaluation budget stops the run through the same handle as Ctrl-C.
+    let stop = stop.unwrap_or_default();
+    let mut engine = Engine::new(proposer, evaluator, classifier, archive)
+        .task(task.describe())
+        .device(device.clone())
+        .seeds(seeds)
+        .seed(config.seed)
+        .budget(budget)
+        .max_in_flight(config.in_flight.max(1))
+        .checkpoint(run_dir)
+        .novelty(SourceNovelty, novelty::shipped_config())
+        .add_observer(progress, ObserverMode::Always)
+        .add_observer(LogObserver::new(&space), ObserverMode::Always)
+        .add_observer(baseline.clone(), ObserverMode::Always);
+    for (observer, mode) in observers {
+        engine = engine.add_observer(observer, mode);
+    }
+    let engine = engine
+        .add_observer(
+            DeviceEvaluationCounter::new(device_count.clone(), stop.clone()),
+            ObserverMode::Always,
+        )
+        .stop_on(stop);
+    // Emitter statistics for the report; none for a single mutator (`--scheduler mix`).
+    let scheduler = Some(engine.scheduler()).filter(|s| !s.is_single());
+    let after = AfterRun {
+        config: config.clone(),
+        sizes,
+        work,
+        device_count,
+        space,
+        trace,
+        baseline,
+        evaluator_handle,
+        scheduler,
+        extended_from,
+        device,
+        parts,
+        post_run: post_run_hooks,
+    };
+    Ok(SearchRun::new(engine.start()?, after))
+}
+
+/// What the end of a search needs from its start: the report, final selection, reference
+/// measurement and explorer are made from it and the engine's result.
+pub(crate) struct AfterRun {
+    config: SearchConfig,
+    sizes: Sizes,
+    work: kf_core::Work,
+    device_count: DeviceEvaluations,
+    space: kf_core::DescriptorSpace,
+    trace: crate::report::ProgressTrace,
+    baseline: BaselineWatch,
+    evaluator_handle: Option<evaluator::EvaluatorHandle>,
+    scheduler: Option<Arc<kf_core::emitter::Scheduler>>,
+    extended_from: Option<u64>,
+    device: kf_core::DeviceFacts,
+    parts: PartNames,
+    /// The builder's post-run hooks, run after the shipped ones.
+    post_run: Vec<Box<dyn PostRun>>,
+}
+
+/// Ends a search whose engine gave `result`: shuts the evaluator down, stores the distributed
+/// snapshot, does the final selection and the reference measurement, writes the report and the
+/// explorer.
+pub(crate) fn conclude<Ar: Archive + Serialize>(
+    after: AfterRun,
+    result: Result<kf_core::RunResult<Ar>, kf_core::CoreError>,
+) -> Result<SearchOutcome<Ar>, SearchError> {
+    let AfterRun {
+        config,
+        sizes,
+        work,
+        device_count,
+        space,
+        trace,
+        baseline,
+        evaluator_handle,
+        scheduler,
+        extended_from,
+        device,
+        parts,
+        post_run: post_run_hooks,
+    } = after;
+    let config = &config;
+    // The local workers stay up to re-time the best kernel beside the reference library (a
+    // fresh worker would prepare its inputs and baseline again); they stop after it.
+    let (retimer, evaluator_after) = evaluator_handle.map_or((None, None), |h| h.into_parts());
+    let result = result?;
+    let archive = result.archive;
+    #[cfg(feature = "dist")]
+    if let Some(dist) = &evaluator_after {
+        // The final archive joins the run's record in the database.
+        let snapshot = serde_json::to_value(&archive).map_err(|source| SearchError::Json {
+            what: "the archive snapshot",
+            source,
+        })?;
+        let evaluations = result.summary.evaluations;
+        dist.block_on(
+            dist.store()
+                .store_snapshot(dist.run(), evaluations, &snapshot),
+        )?;
+        dist.clone().shutdown();
+    }
+    #[cfg(not(feature = "dist"))]
+    let _ = evaluator_after;
+    let summary = result.summary;
+    let elites = Archive::elites(&archive);
+    let baseline_gflops = baseline.gflops();
+    let report = Report::new(&space, &summary, elites.iter().copied())
+        .device_evaluations(device_count.spent(), device_count.limit())
+        // How the local workers were confined; a distributed run records it on each
+        // evaluation row.
+        .confinement(retimer.as_ref().and_then(IsolatedEvaluator::confinement))
+        .baseline_gflops(baseline_gflops)
+        .trace(trace.points())
+        .title(format!("{} {}", config.task, sizes_text(&sizes)))
+        .extra("device", &device.name)
+        .extra("seed", config.seed)
+        .extra("extended_from_evaluations", extended_from)
+        .extra("emitters", scheduler.map(|s| s.stats()))
+        .extra("parts", &parts);
+    // The presentation is kf-report's post-run hooks: the final selection and the reference
+    // comparison (re-timing on the local workers, which stay up for them: a fresh worker would
+    // prepare its inputs and baseline again), the report files and the explorer page; then the
+    // builder's own hooks.
+    let mut finished = FinishedRun {
+        task: &config.task,
+        task_file: config.task_file.is_some(),
+        sizes: &sizes,
+        work: &work,
+        out: &config.out,
+        distributed: config.is_distributed(),
+        device: &device,
+        space: &space,
+        summary: &summary,
+        elites: &elites,
+        retimer: retimer.as_ref().map(|r| r as &dyn Retime),
+        report,
+        output: None,
+    };
+    let mut hooks = post_run::shipped(config.final_rounds, config.reference);
+    hooks.extend(post_run_hooks);
+    let hooks_ran = finished.run_hooks(&mut hooks);
+    if let Some(retimer) = &retimer {
+        retimer.shutdown();
+    }
+    hooks_ran?;
+    let report = finished.into_output()?;
+    let best_gflops = elites
+        .iter()
+        .filter(|e| e.evaluation.status.is_correct())
+        .filter_map(|e| e.evaluation.gflops)
+        .fold(None, |a: Option<f64>, g| Some(a.map_or(g, |a| a.max(g))));
+    let fittest = elites
+        .iter()
+        .filter(|e| e.evaluation.status.is_correct())
+        .max_by(|a, b| a.fitness.cmp(&b.fitness));
+    let best_seconds = fittest.and_then(|e| e.evaluation.timing.map(|t| t.median_s));
+    let best_speedup = fittest.and_then(|e| e.evaluation.speedup);
+    Ok(SearchOutcome {
+        archive,
+        summary,
+        report,
+        baseline_gflops,
+        best_gflops,
+        best_seconds,
+        best_speedup,
+        device_evaluations: device_count.spent(),
+        extended_from,
+    })
+}
+
+/// The run directory's record of the budget (which may change when a run is extended); the
+/// device-evaluation limit only when there is one, so that run directories from before it
+/// existed resume unchanged.
+fn run_budget(config: &SearchConfig) -> serde_json::Value {
+    let mut budget = serde_json::json!({
+        "evaluations": config.evaluations,
+        "wall_seconds": config.wall.map(|w| w.as_secs_f64()),
+    });
+    if let (Some(limit), Some(map)) = (config.device_evaluations, budget.as_object_mut()) {
+        map.insert("device_evaluations".into(), limit.into());
+    }
+    budget
+}
+
+/// Remembers the throughput of the task baseline seed as this run measured it (its cell may
+/// later be taken by a faster kernel).
+#[derive(Clone, Default)]
+struct BaselineWatch(Arc<Mutex<Option<f64>>>);
+
+impl BaselineWatch {
+    fn gflops(&self) -> Option<f64> {
+        self.0.lock().ok().and_then(|g| *g)
+    }
+}
+
+impl Observe for BaselineWatch {
+    fn observe_evaluation(&mut self, r: &EvaluationReport<'_>) -> Result<(), BoxError> {
+        if r.candidate.origin.mutator == "seed" && r.candidate.origin.note.contains(BASELINE_NOTE) {
+            if let (Some(e), Ok(mut slot)) = (r.evaluation, self.0.lock()) {
+                if slot.is_none() {
+                    *slot = e.gflops;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs the shipped search with `mutator` from `seeds` (the first seed should be the task
+/// baseline: its throughput is the report's baseline): [`Search::builder`] with `config`,
+/// `mutator` and `seeds`, and every other part the default. Call [`crate::init`] first in
+/// `main`.
+pub fn run_search<M: Mutator + 'static>(
+    config: &SearchConfig,
+    mutator: M,
+    seeds: Vec<Candidate>,
+    stop: Option<StopHandle>,
+) -> Result<SearchOutcome, SearchError> {
+    let mut builder = Search::builder()
+        .config(config.clone())
+        .mutator(mutator)
+        .seeds(seeds);
+    if let Some(stop) = stop {
+        builder = builder.stop_on(stop);
+    }
+    builder.build()?.run()
 }
 
 #[cfg(test)]

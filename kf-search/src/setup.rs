@@ -8,7 +8,9 @@ use kf_mutate::{
     CellPredictor, MixMutator, ParamMutator, ParamMutatorConfig, StructuralMutator, TemplateLibrary,
 };
 
-use super::{seeds_for, SearchError};
+use super::SearchError;
+use crate::BASELINE_NOTE;
+use kf_core::Origin;
 
 mod families;
 
@@ -387,6 +389,30 @@ pub fn template_seeds(
         seeds.extend(template.seeds()?);
     }
     Ok(seeds)
+}
+
+/// The task's baseline as the first seed, then `extra` seeds; each with its manifest's first
+/// parameter values.
+pub fn seeds_for(
+    task: &dyn KernelTask,
+    language: Language,
+    extra: Vec<(KernelSource, ParamValues)>,
+) -> Vec<Candidate> {
+    let mut seeds = Vec::new();
+    if let Some(base) = task.baseline(language) {
+        let params = kf_manifest::Manifest::from_kernel(&base)
+            .map(|m| m.default_params())
+            .unwrap_or_default();
+        let mut c = Candidate::seed(base, params);
+        c.origin = Origin::mutator("seed").with_note(BASELINE_NOTE);
+        seeds.push(c);
+    }
+    for (source, params) in extra {
+        let mut c = Candidate::seed(source, params);
+        c.origin = Origin::mutator("seed").with_note("template");
+        seeds.push(c);
+    }
+    seeds
 }
 
 #[cfg(test)]

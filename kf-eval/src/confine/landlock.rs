@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::LayerUnavailable;
+use super::layer::LayerUnavailable;
 
 /// Variable that caps the Landlock ABI used (a number): for testing the seccomp layer that
 /// stands in for what older ABIs lack, and for kernels whose newer Landlock rights misbehave.

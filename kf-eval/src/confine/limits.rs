@@ -15,7 +15,7 @@ use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::LayerUnavailable;
+use super::layer::LayerUnavailable;
 
 /// Set by the parent in the environment of a process it confined: a process it starts
 /// inherits the process count limit instead of making one of its own.

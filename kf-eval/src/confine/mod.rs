@@ -46,6 +46,7 @@ use serde::{Deserialize, Serialize};
 
 mod env;
 mod landlock;
+mod layer;
 #[cfg(target_os = "linux")]
 mod limits;
 #[cfg(target_os = "linux")]
@@ -53,6 +54,7 @@ mod seccomp;
 
 pub use env::{env_allowed, untrusted_env};
 pub use landlock::LANDLOCK_ABI_MAX_ENV;
+pub use layer::LayerUnavailable;
 #[cfg(target_os = "linux")]
 pub use limits::{process_allowance, FILE_SIZE_BYTES, OPEN_FILES};
 
@@ -203,12 +205,6 @@ impl std::fmt::Display for Confinement {
         }
     }
 }
-
-/// Why one layer of the confinement is not available on this machine (the reason goes into
-/// [`Confinement::missing`]).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct LayerUnavailable(pub String);
 
 /// An untrusted process that would have run without complete confinement.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

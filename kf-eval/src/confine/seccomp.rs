@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 
-use super::LayerUnavailable;
+use super::layer::LayerUnavailable;
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
     SeccompRule, TargetArch,

@@ -21,7 +21,7 @@
 //!
 //! The queue, the database and the fault handling are [`kf_dist`]'s.
 
-mod bundle;
+pub(crate) mod bundle;
 
 pub use bundle::{BundledFile, TaskBundle, TaskBundleError, MAX_BUNDLE_BYTES, MAX_BUNDLE_FILES};
 
