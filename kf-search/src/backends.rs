@@ -96,12 +96,16 @@ pub fn open_sycl(spec: &BackendSpec) -> Result<SyclBackend, BackendError> {
         .map_err(|e| BackendError::Open(e.to_string()))
 }
 
-/// The kernel language a backend compiles: `sycl` → SYCL, `cuda` → CUDA, anything else
-/// OpenCL C.
-pub fn language_of(backend: &str) -> kf_core::Language {
-    backend
-        .parse::<BackendKind>()
-        .map_or(kf_core::Language::OpenCl, BackendKind::language)
+/// The kernel language a shipped backend compiles: `opencl` → OpenCL C, `sycl` → SYCL,
+/// `cuda` → CUDA; any other name is [`BackendError::Unknown`], never a guess.
+///
+/// ```
+/// use kf_search::backends::language_of;
+/// assert_eq!(language_of("cuda").unwrap(), kf_core::Language::Cuda);
+/// assert!(language_of("metal").is_err());
+/// ```
+pub fn language_of(backend: &str) -> Result<kf_core::Language, BackendError> {
+    backend.parse::<BackendKind>().map(BackendKind::language)
 }
 
 /// Checks that `spec` names a backend this build has; returns it.

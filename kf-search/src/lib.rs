@@ -61,11 +61,11 @@
 mod archive;
 mod backend_kind;
 pub mod backends;
-mod budget;
 mod builder;
 #[cfg(feature = "cli")]
 mod cli;
 mod config;
+mod device_evaluations;
 pub mod devices;
 #[cfg(feature = "dist")]
 pub mod distributed;
@@ -80,10 +80,10 @@ pub mod novelty;
 mod outcome;
 mod proposer;
 mod search_run;
-mod setup;
+mod seeds;
 pub mod task;
 pub mod tune;
-mod tuned;
+mod tuning_evaluator;
 pub mod verify;
 
 // The presentation lives in kf-report (issue 46); these paths stay for code written against
@@ -97,12 +97,12 @@ pub use archive::{
     ShippedArchive, UnknownArchive, WithFacts,
 };
 pub use backends::{init, init_with, BackendError, BackendKind};
-pub use budget::{DeviceEvaluationCounter, DeviceEvaluations};
 pub use builder::{EvaluatorLayer, Named, NoLayer, PartNames, Search, SearchBuilder, Stack};
 #[cfg(feature = "cli")]
 pub use cli::SearchArgs;
 #[cfg(all(feature = "cli", feature = "dist"))]
 pub use cli::{DistArgs, SecurityArgs, ServerArgs, DEFAULT_DATABASE_URL, DEFAULT_NATS_URL};
+pub use device_evaluations::{DeviceEvaluationCounter, DeviceEvaluations};
 pub use evaluator::{
     EvaluatorFactory, EvaluatorInput, RemoteError, RemoteEvaluator, SearchEvalError,
     SearchEvaluator, ShippedEvaluator,
@@ -110,10 +110,10 @@ pub use evaluator::{
 pub use novelty::SourceNovelty;
 pub use proposer::{SchedulerKind, UnknownScheduler};
 pub use search_run::{SearchRun, SearchStepper};
-pub use setup::{
+pub use seeds::{
     family_templates, offline_search, offline_search_with, template_seeds, OfflineMutators,
 };
-pub use tuned::{TunedEvaluator, CLOSE_CALL_MARGIN};
+pub use tuning_evaluator::{TunedEvaluator, CLOSE_CALL_MARGIN};
 
 pub use builder::cell_predictor;
 #[cfg(feature = "dist")]
@@ -124,7 +124,7 @@ pub use error::SearchError;
 pub use evaluator::default_run_id;
 pub use outcome::SearchOutcome;
 pub use search_run::run_search;
-pub use setup::seeds_for;
+pub use seeds::seeds_for;
 
 pub mod defaults;
 

@@ -386,7 +386,7 @@ pub fn tune_live(
         .fan_out(width)
         .start_with(start.clone());
     // A tagged manifest (`tags = ["matmul"]`) brings the shipped rule priors.
-    if let Some(weights) = crate::tuned::rule_prior(&manifest, &space, &sizes, &device) {
+    if let Some(weights) = crate::tuning_evaluator::rule_prior(&manifest, &space, &sizes, &device) {
         tuner = tuner.prior(weights);
     }
     let result = tuner.run_cached(s.as_mut(), &mut objective, &mut results, &key);
