@@ -709,11 +709,37 @@ impl<'a> Report<'a> {
         Ok(out)
     }
 
-    /// [`write`](Self::write)s the report, then prints the table, the headline lines and the
-    /// files written to stdout.
+    /// [`write`](Self::write)s the report, then prints [`terminal_text`](Self::terminal_text)
+    /// to stdout.
     pub fn write_and_print(&self, dir: impl AsRef<Path>) -> Result<ReportOutput, ReportError> {
         let out = self.write(dir)?;
-        let mut text = format!("\n{}\n{}", out.table, out.summary);
+        // A closed stdout (a pipe into `head`) must not fail the run.
+        let _ = std::io::stdout()
+            .lock()
+            .write_all(self.terminal_text(&out).as_bytes());
+        Ok(out)
+    }
+
+    /// What a run prints at its end, every line within [`TERMINAL_COLUMNS`]: the fastest
+    /// [`TERMINAL_ROWS`] cells of the table, the headline lines and the files written. The
+    /// whole table (every filled cell, every column) is in `report.json` (`cells`) and the
+    /// explorer's `report.html`.
+    pub fn terminal_text(&self, out: &ReportOutput) -> String {
+        let rows = self.rows();
+        let shown = rows.len().min(TERMINAL_ROWS);
+        let mut text = format!(
+            "\nFastest {shown} of {} filled cells ({} in all):\n",
+            rows.len(),
+            self.space.cells()
+        );
+        text.push_str(&table::render_compact(&rows[..shown]));
+        if rows.len() > shown {
+            let _ = writeln!(
+                text,
+                "Every cell: `cells` in report.json (and the run explorer, report.html)"
+            );
+        }
+        text.push_str(&out.summary);
         let _ = writeln!(text, "Report: {}", out.report_json.display());
         for (what, path) in [
             ("Best kernel", &out.best_kernel),
@@ -726,10 +752,50 @@ impl<'a> Report<'a> {
                 let _ = writeln!(text, "{what}: {}", p.display());
             }
         }
-        // A closed stdout (a pipe into `head`) must not fail the run.
-        let _ = std::io::stdout().lock().write_all(text.as_bytes());
-        Ok(out)
+        wrap_lines(&text, usize::from(TERMINAL_COLUMNS))
     }
+}
+
+/// Columns of what a run prints at its end ([`Report::terminal_text`]).
+pub const TERMINAL_COLUMNS: u16 = 100;
+
+/// Table rows a run prints at its end: the fastest cells.
+pub const TERMINAL_ROWS: usize = 10;
+
+/// `text` with every line longer than `width` characters broken at spaces (a continuation
+/// indented by two); a word longer than the line (a path) is broken where it must be.
+fn wrap_lines(text: &str, width: usize) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let (body, newline) = match line.strip_suffix('\n') {
+            Some(b) => (b, "\n"),
+            None => (line, ""),
+        };
+        let mut rest: Vec<char> = body.chars().collect();
+        let mut first = true;
+        loop {
+            let indent = if first { 0 } else { 2 };
+            let room = width - indent;
+            if rest.len() <= room {
+                out.extend(std::iter::repeat_n(' ', indent));
+                out.extend(rest.iter());
+                break;
+            }
+            let cut = rest[..=room]
+                .iter()
+                .rposition(|c| *c == ' ')
+                .filter(|&i| i > 0)
+                .unwrap_or(room);
+            out.extend(std::iter::repeat_n(' ', indent));
+            out.extend(rest[..cut].iter());
+            out.push('\n');
+            let skip = usize::from(rest.get(cut) == Some(&' '));
+            rest.drain(..cut + skip);
+            first = false;
+        }
+        out.push_str(newline);
+    }
+    out
 }
 
 /// Writes the report on a finished run into `dir` and prints the table: the one-call form of

@@ -65,7 +65,9 @@ mod table;
 #[cfg(all(test, feature = "plot"))]
 mod tests;
 
-pub use build::{write_report, BestKernelJson, Report, ReportJson, ReportOutput};
+pub use build::{
+    write_report, BestKernelJson, Report, ReportJson, ReportOutput, TERMINAL_COLUMNS, TERMINAL_ROWS,
+};
 pub use files::write_atomic;
 #[cfg(feature = "plot")]
 pub use plot::{fonts_available, heatmap_size, CURVE_SIZE, HEATMAP_SIZE};

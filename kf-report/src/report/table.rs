@@ -4,6 +4,7 @@ use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, CellAlignment, ColumnConstraint, ContentArrangement, Table};
 use kf_core::{DescriptorSpace, Elite, ParamValues, Status};
 use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
 
 /// One filled cell of the archive, as the table and `report.json` show it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -216,4 +217,35 @@ pub(crate) fn render(rows: &[CellRow], space: &DescriptorSpace, width: u16) -> S
         }
     }
     table.to_string()
+}
+
+/// The rows as a plain table of at most 99 columns, for a terminal: rank, the cell's levels
+/// (joined, shortened with `…` past 48 characters), status, GFLOP/s, over the seed, and the
+/// median time. The full table ([`render`]) has every column.
+pub(crate) fn render_compact(rows: &[CellRow]) -> String {
+    const CELL: usize = 48;
+    let fmt = |v: Option<f64>, digits: usize| v.map_or("-".to_owned(), |x| format!("{x:.digits$}"));
+    let mut out = format!(
+        "{:>3}  {:<CELL$}  {:<10}  {:>8}  {:>7}  {:>9}\n",
+        "#", "cell", "status", "GFLOP/s", "vs seed", "ms"
+    );
+    for r in rows {
+        let mut cell = r.levels.join(" / ");
+        if cell.chars().count() > CELL {
+            cell = cell.chars().take(CELL - 1).collect::<String>() + "…";
+        }
+        let status: String = r.status.to_string().chars().take(10).collect();
+        let _ = writeln!(
+            out,
+            "{:>3}  {:<CELL$}  {:<10}  {:>8}  {:>7}  {:>9}",
+            r.rank,
+            cell,
+            status,
+            fmt(r.gflops, 1),
+            r.speedup_vs_seed
+                .map_or("-".to_owned(), |x| format!("{x:.1}x")),
+            fmt(r.median_ms, 3),
+        );
+    }
+    out
 }

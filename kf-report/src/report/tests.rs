@@ -243,6 +243,22 @@ fn demo_report_on_a_gemm_like_archive() {
         .unwrap();
     assert!(out.warnings.is_empty(), "{:?}", out.warnings);
     println!("{}\n{}", out.table, out.summary);
+    // What the run prints fits 100 columns and shows the fastest cells only; the files keep
+    // every cell.
+    let printed = Report::new(&space, &summary, &elites)
+        .baseline_gflops(Some(4.1))
+        .terminal_text(&out);
+    println!("{printed}");
+    for line in printed.lines() {
+        assert!(
+            line.chars().count() <= 100,
+            "{} columns: {line}",
+            line.chars().count()
+        );
+    }
+    assert!(printed.contains("Fastest 10 of"), "{printed}");
+    assert!(printed.contains("Every cell: `cells` in report.json"), "{printed}");
+    assert!(printed.contains("Best kernel"), "{printed}");
 
     // report.json: the headline fields.
     let doc = read_json(&out.report_json);
