@@ -775,8 +775,9 @@ impl Inner {
         config: &EvalConfig,
         compile_only: bool,
     ) -> Result<(Answer, EvalProfile), EvalError> {
-        // The confinement of the worker that answered (the last one started: every worker
-        // of an evaluator is started the same way) goes with the evaluation.
+        let answer = self.exchange_unredacted(source, params, config, compile_only);
+        // The confinement of the worker that answered (the last one started, perhaps for this
+        // job: every worker of an evaluator is started the same way) goes with the evaluation.
         let confinement = self
             .confinement
             .lock()
@@ -787,7 +788,7 @@ impl Inner {
             e.confinement = e.confinement.or(confinement);
             e
         };
-        match self.exchange_unredacted(source, params, config, compile_only) {
+        match answer {
             Ok((Answer::Evaluated(e), p)) => Ok((Answer::Evaluated(redact_all(e)), p)),
             Ok((Answer::Compiled(CompileCheck::Failed(e)), p)) => {
                 Ok((Answer::Compiled(CompileCheck::Failed(redact_all(e))), p))

@@ -257,7 +257,10 @@ fn demo_report_on_a_gemm_like_archive() {
         );
     }
     assert!(printed.contains("Fastest 10 of"), "{printed}");
-    assert!(printed.contains("Every cell: `cells` in report.json"), "{printed}");
+    assert!(
+        printed.contains("Every cell: `cells` in report.json"),
+        "{printed}"
+    );
     assert!(printed.contains("Best kernel"), "{printed}");
 
     // report.json: the headline fields.
