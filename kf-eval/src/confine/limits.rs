@@ -233,8 +233,15 @@ fn status_field(name: &str) -> Option<String> {
 /// How this process's own process count is bound, when it is itself a confined process: a
 /// cgroup this crate made, or a finite `RLIMIT_NPROC` without the capabilities to raise it.
 fn inherited_count() -> Option<String> {
-    // Only a process its parent confined carries the mark; the checks below then say how.
+    // Only a process its parent confined carries the mark, and runs under a seccomp filter
+    // without new privileges (a mark set by hand in a shell is not enough); the checks below
+    // then say how its process count is bound.
     std::env::var_os(CONFINED_ENV)?;
+    if status_field("NoNewPrivs:").as_deref() != Some("1")
+        || status_field("Seccomp:").as_deref() != Some("2")
+    {
+        return None;
+    }
     let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     if let Some(line) = own.lines().find(|l| l.contains("/kernelfoundry-")) {
         let path = line.rsplit(':').next().unwrap_or(line);
@@ -311,6 +318,7 @@ impl ProcessCgroup {
             std::process::id(),
             NEXT_CGROUP.fetch_add(1, Ordering::Relaxed)
         );
+        remove_stale_cgroups(&base);
         let dir = base.join(name);
         std::fs::create_dir(&dir)
             .map_err(|e| LayerUnavailable(format!("{}: {e}", dir.display())))?;
@@ -343,6 +351,27 @@ impl Drop for ProcessCgroup {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// Removes the empty cgroups that processes no longer running made under `base` (a `kf` killed
+/// before it could remove its own); a cgroup still in use cannot be removed.
+fn remove_stale_cgroups(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(owner) = name
+            .strip_prefix("kernelfoundry-")
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new("/proc").join(owner.to_string()).exists() {
+            let _ = std::fs::remove_dir(entry.path());
+        }
     }
 }
 

@@ -197,11 +197,12 @@ impl std::fmt::Display for Confinement {
                 self.landlock_abi, self.limits
             ),
             ConfinementLevel::Off => write!(f, "not confined (turned off)"),
-            level => write!(
-                f,
-                "{level} confinement: missing {}",
-                self.missing.join("; ")
-            ),
+            ConfinementLevel::Unconfined => {
+                write!(f, "not confined: missing {}", self.missing.join("; "))
+            }
+            ConfinementLevel::Partial => {
+                write!(f, "partly confined: missing {}", self.missing.join("; "))
+            }
         }
     }
 }
