@@ -12,7 +12,8 @@
 //!   `rt_sigqueueinfo`, `rt_tgsigqueueinfo` of its own pid) and `pidfd_send_signal`.
 //!
 //! A system call from another architecture's table (a 32-bit `socketcall` through `int 0x80`)
-//! fails the filter's architecture check and kills the process. The filter is inherited by
+//! fails the filter's architecture check and kills the process; x86-64's x32 numbers of the
+//! refused calls are refused as well. The filter is inherited by
 //! every process the confined one starts and cannot be removed.
 
 use std::collections::BTreeMap;
@@ -27,6 +28,9 @@ use seccompiler::{
 /// and `exec`, writes its pid in its place ([`patch_pid`]); above any pid Linux gives
 /// (`pid_max` is at most 2²²).
 const PID_PLACEHOLDER: u32 = 0x7FFF_F0F0;
+
+/// The bit that numbers x86-64's x32 system calls.
+const X32_SYSCALL_BIT: i64 = 0x4000_0000;
 
 /// The filter for an untrusted process; `scope_signals`: also the signal rules (where
 /// Landlock's scope is missing). The pid in the signal rules is a placeholder for
@@ -71,6 +75,16 @@ pub(crate) fn program(scope_signals: bool) -> Result<BpfProgram, LayerUnavailabl
             rules.insert(call, vec![rule(vec![not(PID_PLACEHOLDER)?])?]);
         }
         rules.insert(libc::SYS_pidfd_send_signal, Vec::new());
+    }
+    // x86-64's x32 ABI passes the architecture check with the same calls numbered from bit 30
+    // (a kernel built with it and booted with `syscall.x32=y`): each refused call is refused
+    // under that number too.
+    if cfg!(target_arch = "x86_64") {
+        let x32: Vec<(i64, Vec<SeccompRule>)> = rules
+            .iter()
+            .map(|(call, conditions)| (call | X32_SYSCALL_BIT, conditions.clone()))
+            .collect();
+        rules.extend(x32);
     }
     let filter = SeccompFilter::new(
         rules,
@@ -138,5 +152,15 @@ mod tests {
         assert_eq!(p.iter().filter(|i| i.k == 4242).count(), uses);
         let plain = program(false).unwrap();
         assert!(plain.iter().all(|i| i.k != PID_PLACEHOLDER));
+    }
+
+    /// On x86-64 the x32 numbers of the refused calls are refused too.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn x32_numbers_are_refused_too() {
+        let p = program(false).unwrap();
+        let socket = libc::SYS_socket as u32;
+        assert!(p.iter().any(|i| i.k == socket));
+        assert!(p.iter().any(|i| i.k == socket | X32_SYSCALL_BIT as u32));
     }
 }
