@@ -75,6 +75,8 @@ quick bench-landscapes-vs-kt scripts/bench-landscapes-vs-kt.sh --quick --out "$o
 quick bench-search scripts/bench-search.sh --quick --out "$out/search"
 quick bench-sycl-vs-opencl scripts/bench-sycl-vs-opencl.sh --quick --out "$out/sycl"
 quick bench-matmul-family scripts/bench-matmul-family.sh --quick --out "$out/matmul"
+quick bench-matmul-family-epilogue scripts/bench-matmul-family.sh --quick --epilogue \
+    --out "$out/matmul-epilogue"
 quick kernelbench-level2 scripts/kernelbench-level2.sh --quick \
     tests/data/kernelbench_level2/vendor "$out/level2"
 

@@ -224,3 +224,102 @@ fn the_importer_recognises_the_shipped_problems_families() {
         }
     }
 }
+
+/// A level-2 problem the project wrote no family for (`nn.Linear`, then sigmoid, a scaling and
+/// a residual add: 70_Gemm_Sigmoid_Scaling_ResidualAdd, vendored unchanged): the importer reads
+/// the matrix product and its element-wise epilogue from forward()'s trace, so the task file
+/// declares a matmul with B transposed (the layer's weight) and the epilogue; the search is
+/// seeded with the GEMM templates that fuse it into their stores (the one that reads both
+/// factors along K among them, the split-K one not), and every seed is correct. The fused
+/// template without the epilogue, or with an epilogue that drops the bias, is wrong: the
+/// evaluator judges the steps, not only the product.
+#[test]
+fn a_gemm_with_an_element_wise_epilogue_is_seeded_with_fused_gemm_templates() {
+    let (Some(backend), true) = (backend_or_skip(), numpy_or_skip()) else {
+        return;
+    };
+    let python = kernelfoundry::kernelbench::default_python();
+    let stem = "70_Gemm_Sigmoid_Scaling_ResidualAdd";
+    let dir = tempfile::tempdir().unwrap();
+    let problem = dir.path().join(format!("{stem}.py"));
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/kernelbench_level2/vendor")
+            .join(format!("{stem}.py")),
+        &problem,
+    )
+    .unwrap();
+    let options = kernelfoundry::kernelbench::ImportOptions {
+        problem,
+        out_dir: dir.path().join("task"),
+        sizes: parse_sizes("batch_size=32,input_size=64,hidden_size=48").unwrap(),
+        max_size: None,
+        python: Some(python),
+        reference: kernelfoundry::kernelbench::ReferencePreference::Numpy,
+        tolerance: Default::default(),
+    };
+    let report = kernelfoundry::kernelbench::import_kernelbench(&options)
+        .unwrap_or_else(|e| panic!("{stem}: {e}"));
+    let file = TaskFile::load(&report.task_file).unwrap();
+    let Some(FamilySpec::Matmul(m)) = &file.spec.family else {
+        panic!("no matmul family: {:?}", file.spec.family);
+    };
+    assert!(m.transpose_b && !m.transpose_a, "{m:?}");
+    assert_eq!((m.a.as_str(), m.b.as_str()), ("x", "gemm_weight"));
+    let epilogue = m.epilogue.clone().expect("an epilogue");
+    assert!(
+        epilogue.contains("gemm_bias[col]") && epilogue.contains("exp("),
+        "{epilogue}"
+    );
+    let cache = tempfile::tempdir().unwrap();
+    let task = FileTask::new(file, &parse_sizes("").unwrap())
+        .unwrap()
+        .with_cache_dir(Some(cache.path().to_path_buf()));
+    let (seeds, mix) = offline_search(&task, Language::OpenCl).unwrap();
+    assert!(mix.names().contains(&"structural"), "{:?}", mix.names());
+    assert!(
+        seeds
+            .iter()
+            .any(|s| s.source.text.contains("template `gemm_nt`")),
+        "no gemm_nt seed"
+    );
+    assert!(
+        !seeds.iter().any(|s| s.source.text.contains("ksplit")),
+        "the split-K template cannot apply an epilogue"
+    );
+    let mut ev = KernelEvaluator::new(backend, correctness_config(7));
+    let fused: Vec<_> = seeds
+        .iter()
+        .filter(|s| s.source.text.contains("#define EPILOGUE(acc, row, col)"))
+        .collect();
+    assert!(fused.len() >= 2, "{} fused seeds", fused.len());
+    for seed in &seeds {
+        let e = ev.evaluate(&task, &seed.source, &seed.params).unwrap();
+        assert_eq!(
+            e.status,
+            Status::Correct,
+            "{}: {}",
+            seed.params,
+            e.diagnostics
+        );
+    }
+    // The same fused kernel without its epilogue, or without the bias, is wrong.
+    let seed = fused[0];
+    let define = seed
+        .source
+        .text
+        .lines()
+        .find(|l| l.starts_with("#define EPILOGUE(acc, row, col)"))
+        .unwrap()
+        .to_owned();
+    for cheat in [
+        "#define EPILOGUE(acc, row, col) (acc)".to_owned(),
+        define.replace("kf_gemm_bias[col]", "0.0f"),
+    ] {
+        let mut source = seed.source.clone();
+        source.text = source.text.replace(&define, &cheat).into();
+        assert_ne!(source.text, seed.source.text);
+        let e = ev.evaluate(&task, &source, &seed.params).unwrap();
+        assert_eq!(e.status, Status::WrongValues, "{cheat}: {}", e.diagnostics);
+    }
+}

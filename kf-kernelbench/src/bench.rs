@@ -30,9 +30,7 @@ impl SpeedupReference {
     pub fn describe(self) -> &'static str {
         match self {
             SpeedupReference::TorchCpu => "PyTorch eager on the CPU",
-            SpeedupReference::NaiveBaseline => {
-                "the naive OpenCL baseline (PyTorch is not installed)"
-            }
+            SpeedupReference::NaiveBaseline => "the naive OpenCL baseline",
         }
     }
 }
@@ -58,6 +56,9 @@ pub struct TaskResult {
     pub best_s: Option<f64>,
     /// PyTorch eager on the CPU at the same sizes, seconds (when torch is installed).
     pub torch_s: Option<f64>,
+    /// Why the task has no PyTorch time (not installed, `--no-torch`, the timing failed).
+    #[serde(default)]
+    pub torch_note: Option<String>,
     /// The best kernel's fraction of the device's roofline (when the device has peaks).
     pub roofline_fraction: Option<f64>,
     /// The best kernel's file, when written.
@@ -120,9 +121,11 @@ fn geomean(values: impl Iterator<Item = f64>) -> Option<f64> {
 }
 
 impl BenchSummary {
-    /// The metrics of `tasks`; speedups against torch when every task has a torch time.
+    /// The metrics of `tasks`; speedups against torch when every task with a correct kernel
+    /// has a torch time (a task without a correct kernel counts as not faster either way).
     pub fn new(tasks: Vec<TaskResult>) -> Self {
-        let all_torch = !tasks.is_empty() && tasks.iter().all(|t| t.torch_s.is_some());
+        let all_torch = tasks.iter().any(|t| t.torch_s.is_some())
+            && tasks.iter().all(|t| !t.correct || t.torch_s.is_some());
         let speedup_reference = if all_torch {
             SpeedupReference::TorchCpu
         } else {
@@ -211,11 +214,52 @@ impl BenchSummary {
             self.speedup_reference.describe(),
             x(self.geomean_vs_baseline),
             x(self.geomean_vs_tuned_naive),
-            self.geomean_vs_torch
-                .map_or("n/a (PyTorch not installed)".to_owned(), |g| format!(
-                    "{g:.2}x"
-                )),
-        )
+            self.geomean_vs_torch.map_or_else(
+                || format!("n/a ({})", self.why_no_torch()),
+                |g| format!("{g:.2}x")
+            ),
+        ) + &self.missing_torch_line()
+    }
+
+    /// Why no task has a speedup over PyTorch: the tasks' own notes (PyTorch not installed,
+    /// `--no-torch`, a failed timing), or that no task has a correct kernel with a time.
+    fn why_no_torch(&self) -> String {
+        let mut notes: Vec<&str> = self
+            .tasks
+            .iter()
+            .filter_map(|t| t.torch_note.as_deref())
+            .collect();
+        notes.dedup();
+        match notes[..] {
+            [] => "no task has both a correct kernel and a PyTorch time".to_owned(),
+            [one] => one.to_owned(),
+            _ => "see the tasks without a PyTorch time below".to_owned(),
+        }
+    }
+
+    /// A line naming the correct tasks that have no PyTorch time and why, when some others
+    /// have one (so that the reader knows why the speedups are over the naive kernels).
+    fn missing_torch_line(&self) -> String {
+        if self.tasks.iter().all(|t| t.torch_s.is_none()) {
+            return String::new();
+        }
+        let missing: Vec<String> = self
+            .tasks
+            .iter()
+            .filter(|t| t.torch_s.is_none())
+            .map(|t| {
+                format!(
+                    "{} ({})",
+                    t.task,
+                    t.torch_note.as_deref().unwrap_or("no PyTorch time")
+                )
+            })
+            .collect();
+        if missing.is_empty() {
+            String::new()
+        } else {
+            format!("no PyTorch time for: {}\n", missing.join("; "))
+        }
     }
 
     /// Writes the summary as JSON to `path` (temp file + rename).
@@ -285,6 +329,9 @@ mod tests {
             tuned_naive_s: Some(base / 2.0),
             best_s: Some(best),
             torch_s: torch,
+            torch_note: torch
+                .is_none()
+                .then(|| "the PyTorch timing failed: test".to_owned()),
             roofline_fraction: Some(0.25),
             best_kernel: None,
             error: None,
@@ -336,6 +383,22 @@ mod tests {
         ]);
         assert_eq!(mixed.speedup_reference, SpeedupReference::NaiveBaseline);
         assert_eq!(mixed.fast_2, 0.5);
+        // The table says which task lacks a PyTorch time and why, and never that PyTorch is
+        // not installed when it timed the others.
+        let text = mixed.table();
+        assert!(
+            text.contains("no PyTorch time for: b (the PyTorch timing failed: test)"),
+            "{text}"
+        );
+        assert!(!text.contains("not installed"), "{text}");
+        // A task without a correct kernel does not take the PyTorch reference away.
+        let one_wrong = BenchSummary::new(vec![
+            result("a", true, 4.0, 1.0, Some(0.5)),
+            result("c", false, 2.0, 1.0, None),
+        ]);
+        assert_eq!(one_wrong.speedup_reference, SpeedupReference::TorchCpu);
+        assert_eq!(one_wrong.fast_0, 0.5);
+        assert_eq!(one_wrong.fast_1, 0.0);
     }
 
     #[test]

@@ -43,16 +43,30 @@ pub fn run_bench(options: &BenchOptions) -> Result<BenchSummary, KernelBenchErro
             Ok(r) => r,
             Err(e) => failed(&name, e.to_string()),
         };
-        let torch_s = if with_torch && result.correct {
-            // A torch failure leaves the task without a torch time (then fast_p falls back to
-            // the naive baselines for every task, and the table says so).
-            TaskFile::load(&dir.join(TASK_FILE_NAME))
-                .ok()
-                .and_then(|t| torch_cpu_seconds(&python, &t, &IndexMap::new()).ok())
+        // PyTorch is timed for every task, with a correct kernel or not, so that the table
+        // shows what each problem costs it; a failure is the task's note (fast_p then falls
+        // back to the naive baselines if a task with a correct kernel lacks a time).
+        let (torch_s, torch_note) = if !options.torch {
+            (None, Some("PyTorch not timed (--no-torch)".to_owned()))
+        } else if !with_torch {
+            (
+                None,
+                Some(format!("PyTorch is not installed in {}", python.display())),
+            )
         } else {
-            None
+            match TaskFile::load(&dir.join(TASK_FILE_NAME))
+                .map_err(KernelBenchError::from)
+                .and_then(|t| torch_cpu_seconds(&python, &t, &IndexMap::new()))
+            {
+                Ok(seconds) => (Some(seconds), None),
+                Err(e) => (None, Some(format!("the PyTorch timing failed: {e}"))),
+            }
         };
-        results.push(TaskResult { torch_s, ..result });
+        results.push(TaskResult {
+            torch_s,
+            torch_note,
+            ..result
+        });
     }
     let summary = BenchSummary::new(results);
     std::fs::create_dir_all(&options.out).map_err(|e| KernelBenchError::io(&options.out, e))?;
@@ -69,6 +83,7 @@ fn failed(name: &str, error: String) -> TaskResult {
         tuned_naive_s: None,
         best_s: None,
         torch_s: None,
+        torch_note: None,
         roofline_fraction: None,
         best_kernel: None,
         error: Some(error),

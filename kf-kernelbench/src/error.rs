@@ -33,16 +33,17 @@ pub enum KernelBenchError {
         /// The value given.
         value: f64,
     },
-    /// No NumPy reference exists and PyTorch is not installed: a template was written.
+    /// No NumPy reference exists, PyTorch is not used (not installed, or `--numpy`), and the
+    /// NumPy stand-in for torch cannot run the problem: a template was written.
     #[error(
-        "PyTorch is not installed in {python}, and the problem's forward() could not be run by \
-         the NumPy stand-in for torch ({why}), so the reference must be a NumPy script: wrote a \
-         template to {template}; fill in reference() (and PARAMETERS if the model has weights) \
-         and run the import again"
+        "{torch}, and the problem's forward() could not be run by the NumPy stand-in for torch \
+         ({why}), so the reference must be a NumPy script: wrote a template to {template}; fill \
+         in reference() (and PARAMETERS if the model has weights) and run the import again"
     )]
     ReferenceTemplateWritten {
-        /// The Python that was asked.
-        python: String,
+        /// Why PyTorch is not the reference: `PyTorch is not installed in <python>`, or that
+        /// the NumPy reference was asked for.
+        torch: String,
         /// Why no reference could be generated.
         why: String,
         /// Where the template was written.

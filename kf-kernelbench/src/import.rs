@@ -23,7 +23,7 @@ use std::time::Duration;
 use indexmap::IndexMap;
 use kf_eval::taskfile::{
     BaselineSpec, BufferDecl, BufferRole, Dtype, ExprText, FamilySpec, OneOrMany, ReferenceSpec,
-    ScalarDecl, ScalarValue, TaskBase, TaskFile, TaskSpec, ToleranceSpec,
+    ScalarDecl, ScalarValue, TaskBase, TaskFile, TaskSpec, ToleranceSpec, WorkSpec,
 };
 use serde::Deserialize;
 
@@ -187,6 +187,9 @@ pub struct ImportReport {
     pub spec: TaskSpec,
     /// Sizes that were varied while probing the reference (the others kept their values).
     pub varied_sizes: Vec<String>,
+    /// Why the folder has no generated naive kernel (`None` when it has one, generated now or
+    /// before, or the user's own).
+    pub baseline_note: Option<String>,
 }
 
 impl ImportReport {
@@ -217,6 +220,9 @@ impl ImportReport {
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
         text.push_str(&format!("sizes: {}\n", sizes.join(", ")));
+        if let Some(note) = &self.baseline_note {
+            text.push_str(&format!("{note}\n"));
+        }
         if self.spec.baseline.is_none() {
             text.push_str(
                 "no baseline: write naive.toml (+ its .cl) beside the task file and add \
@@ -287,6 +293,14 @@ pub(crate) struct HelperAnswer {
     /// With a generation request: each parameter's initial distribution.
     #[serde(default)]
     parameter_inits: Vec<ParameterInit>,
+    /// With a generation request: the family forward()'s trace shows (a matrix product and
+    /// its element-wise epilogue), where the source's own recognition found none.
+    #[serde(default)]
+    trace_family: Option<serde_json::Value>,
+    /// With a generation request: the floating-point operations of forward()'s matrix
+    /// products and convolutions, an expression over the sizes (the task file's `[work]`).
+    #[serde(default)]
+    flops: Option<String>,
 }
 
 /// A model parameter's initial distribution, as the model initialises it.
@@ -413,7 +427,7 @@ fn numpy_template(stem: &str, answer: &HelperAnswer) -> String {
         .collect::<Vec<_>>()
         .join(", ");
     format!(
-        r#""""NumPy reference for the KernelBench problem {stem}.py (PyTorch is not installed here).
+        r#""""NumPy reference for the KernelBench problem {stem}.py (PyTorch is not the reference here).
 
 Write reference() so that it computes what the problem's Model.forward computes:
 {inputs}#   sizes: {{{sizes}}} (the task's sizes, ints)
@@ -528,43 +542,79 @@ pub fn import_kernelbench(options: &ImportOptions) -> Result<ImportReport, Kerne
     let problem_in_out = problem_in_task(&stem);
     let problem_copy = out.join(&problem_in_out);
 
-    let use_torch = options.reference == ReferencePreference::Auto && torch_available(&python);
+    let torch_installed = torch_available(&python);
+    let use_torch = options.reference == ReferencePreference::Auto && torch_installed;
+    copy_unless_same(problem, &problem_copy)?;
     let mut parameter_inits = Vec::new();
-    let (kind, reference_file) = if use_torch {
+    // What the NumPy stand-in for torch made of forward(): the naive kernel (the baseline,
+    // whichever reference runs) and the operator family its trace shows.
+    let (kind, reference_file, stand_in) = if use_torch {
         let adapter = torch_adapter(&analysis, &problem_in_out.to_string_lossy());
         let file = out.join(format!("{stem}_torch_ref.py"));
-        copy_unless_same(problem, &problem_copy)?;
         write_atomic(&file, &adapter)?;
-        (ReferenceKind::Torch, file)
+        let stand_in = run_stand_in(&python, out, &problem_copy, &sizes, false);
+        (ReferenceKind::Torch, file, stand_in)
     } else {
         let name = format!("{stem}_ref.py");
         let beside = problem.with_file_name(&name);
         let file = out.join(&name);
-        copy_unless_same(problem, &problem_copy)?;
         let generated_before =
             fs::read_to_string(&file).is_ok_and(|t| t.contains(NUMPY_TORCH_FILE));
-        if beside.is_file() {
-            copy_unless_same(&beside, &file)?;
-        } else if !file.is_file() || generated_before {
+        let stand_in = if beside.is_file() || (file.is_file() && !generated_before) {
+            // The user's own reference: the stand-in only writes the naive kernel.
+            if beside.is_file() {
+                copy_unless_same(&beside, &file)?;
+            }
+            run_stand_in(&python, out, &problem_copy, &sizes, false)
+        } else {
             // No reference of the user's: the problem runs on the NumPy stand-in for torch,
             // which also writes the naive kernel from forward()'s operations.
-            match generate(&python, &stem, out, &problem_copy, &analysis, &sizes) {
-                Ok(inits) => parameter_inits = inits,
+            match run_stand_in(&python, out, &problem_copy, &sizes, true) {
+                Ok(generated) => {
+                    write_numpy_reference(&stem, out, &analysis)?;
+                    parameter_inits = generated.parameter_inits.clone();
+                    Ok(generated)
+                }
                 Err(e) => {
-                    let why = match e {
-                        KernelBenchError::Problem { message, .. } => message,
-                        other => other.to_string(),
-                    };
+                    let why = stand_in_failure(&e);
                     write_atomic(&file, &numpy_template(&stem, &analysis))?;
                     return Err(KernelBenchError::ReferenceTemplateWritten {
-                        python: python.display().to_string(),
+                        torch: if torch_installed {
+                            "the NumPy reference was asked for (PyTorch is installed)".to_owned()
+                        } else {
+                            format!("PyTorch is not installed in {}", python.display())
+                        },
                         why,
                         template: file,
                     });
                 }
             }
+        };
+        (ReferenceKind::Numpy, file, stand_in)
+    };
+    let baseline_note = match &stand_in {
+        Ok(generated) => {
+            write_naive_kernel(out, generated)?;
+            None
         }
-        (ReferenceKind::Numpy, file)
+        Err(_) if out.join(BASELINE_FILE_NAME).is_file() => None,
+        Err(e) => Some(format!(
+            "no naive kernel was generated: the NumPy stand-in for torch could not run \
+             forward() ({})",
+            stand_in_failure(e)
+        )),
+    };
+    let trace = match stand_in {
+        Ok(s) => TraceFacts {
+            parameter_inits,
+            family: s.family,
+            flops: s.flops,
+        },
+        Err(_) => TraceFacts {
+            parameter_inits,
+            family: None,
+            flops: None,
+        },
     };
 
     let answer = ask_helper(&python, &problem_copy, Some(&reference_file), &sizes)?;
@@ -575,7 +625,7 @@ pub fn import_kernelbench(options: &ImportOptions) -> Result<ImportReport, Kerne
         &answer,
         &sizes,
         options.tolerance,
-        &parameter_inits,
+        trace,
     )?;
 
     // Validate before writing: a task file that does not load is never left behind.
@@ -614,6 +664,7 @@ pub fn import_kernelbench(options: &ImportOptions) -> Result<ImportReport, Kerne
         reference_file,
         spec,
         varied_sizes: answer.varying,
+        baseline_note,
     })
 }
 
@@ -624,8 +675,9 @@ fn build_spec(
     answer: &HelperAnswer,
     overrides: &IndexMap<String, i64>,
     tolerance: ImportTolerance,
-    parameter_inits: &[ParameterInit],
+    trace: TraceFacts,
 ) -> Result<TaskSpec, KernelBenchError> {
+    let parameter_inits = &trace.parameter_inits;
     let mut sizes = answer.sizes.clone();
     for (k, v) in overrides {
         sizes.insert(k.clone(), *v);
@@ -712,11 +764,15 @@ fn build_spec(
                 rtol: Some(tolerance.rtol),
                 ..ToleranceSpec::default()
             }),
-            work: None,
+            work: trace.flops.map(|flops| WorkSpec {
+                flops: Some(ExprText::Text(flops)),
+                bytes: None,
+            }),
             baseline,
             alternative_sizes: Vec::new(),
             family: None,
         },
+        answer.family.as_ref().or(trace.family.as_ref()),
         answer,
     ))
 }
@@ -724,8 +780,12 @@ fn build_spec(
 /// `spec` with the family the helper recognised, its output placeholder replaced by the task's
 /// single output; a family the task's buffers do not support is left out (the search then
 /// keeps the parameter moves).
-fn with_family(mut spec: TaskSpec, answer: &HelperAnswer) -> TaskSpec {
-    let (Some(family), [output]) = (&answer.family, &answer.outputs[..]) else {
+fn with_family(
+    mut spec: TaskSpec,
+    family: Option<&serde_json::Value>,
+    answer: &HelperAnswer,
+) -> TaskSpec {
+    let (Some(family), [output]) = (family, &answer.outputs[..]) else {
         return spec;
     };
     let text = family
@@ -740,18 +800,41 @@ fn with_family(mut spec: TaskSpec, answer: &HelperAnswer) -> TaskSpec {
     spec
 }
 
-/// Writes the NumPy reference that runs the problem on the stand-in for torch, the stand-in,
-/// and (unless the folder has one) the naive kernel generated from forward(); returns the
-/// parameters' initial distributions. `Err` says why the problem cannot be run so (an
-/// operation the stand-in lacks, say); the files written are then removed.
-fn generate(
+/// What the NumPy stand-in for torch made of a problem's forward() at the task's sizes.
+struct StandIn {
+    /// The naive OpenCL kernel (one work-item per output element) and its global size.
+    kernel: String,
+    global: String,
+    /// Each parameter's initial distribution, as the model initialises it.
+    parameter_inits: Vec<ParameterInit>,
+    /// The operator family the trace shows (a matrix product with its element-wise
+    /// epilogue), output named `$out`, where the problem's source did not name one.
+    family: Option<serde_json::Value>,
+    /// The matrix products' and convolutions' floating-point operations (a lower bound of
+    /// the work: element-wise steps are not counted), an expression over the sizes.
+    flops: Option<String>,
+}
+
+/// What the task file takes from the stand-in's run of forward(): the parameters' initial
+/// distributions (when the stand-in is the reference), the family its trace shows and the
+/// products' floating-point operations.
+struct TraceFacts {
+    parameter_inits: Vec<ParameterInit>,
+    family: Option<serde_json::Value>,
+    flops: Option<String>,
+}
+
+/// Runs forward() on the NumPy stand-in for torch (written into `out` as
+/// [`NUMPY_TORCH_FILE`]; kept when `keep_shim`, for the NumPy reference that imports it).
+/// `Err` says why the stand-in cannot run the problem (an operation it lacks, say; see
+/// [`stand_in_failure`]).
+fn run_stand_in(
     python: &Path,
-    stem: &str,
     out: &Path,
     problem_copy: &Path,
-    analysis: &HelperAnswer,
     sizes: &IndexMap<String, i64>,
-) -> Result<Vec<ParameterInit>, KernelBenchError> {
+    keep_shim: bool,
+) -> Result<StandIn, KernelBenchError> {
     let shim = out.join(NUMPY_TORCH_FILE);
     write_atomic(&shim, NUMPY_TORCH)?;
     let request = serde_json::json!({
@@ -759,19 +842,41 @@ fn generate(
         "sizes": sizes,
         "generate": {"shim": shim},
     });
-    let answer = match helper_request(python, problem_copy, Some(&shim), &request) {
-        Ok(a) => a,
-        Err(e) => {
-            let _ = fs::remove_file(&shim);
-            return Err(e);
-        }
-    };
+    let answer = helper_request(python, problem_copy, Some(&shim), &request);
+    if answer.is_err() || !keep_shim {
+        let _ = fs::remove_file(&shim);
+    }
+    let answer = answer?;
     let (Some(kernel), Some(global)) = (answer.kernel, answer.global) else {
         return Err(KernelBenchError::Python {
             python: python.display().to_string(),
             message: "the import helper wrote no kernel".into(),
         });
     };
+    Ok(StandIn {
+        kernel,
+        global,
+        parameter_inits: answer.parameter_inits,
+        family: answer.trace_family,
+        flops: answer.flops,
+    })
+}
+
+/// Why the stand-in could not run a problem, in words: the helper's own message (it names the
+/// construct the stand-in lacks), or the error.
+fn stand_in_failure(e: &KernelBenchError) -> String {
+    match e {
+        KernelBenchError::Problem { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Writes the NumPy reference that runs the problem on the stand-in for torch.
+fn write_numpy_reference(
+    stem: &str,
+    out: &Path,
+    analysis: &HelperAnswer,
+) -> Result<(), KernelBenchError> {
     let inputs: Vec<&str> = analysis
         .inputs
         .iter()
@@ -782,19 +887,24 @@ fn generate(
         .replace("@PROBLEM@", &py_repr(&problem.to_string_lossy()))
         .replace("@INPUTS@", &py_list(&inputs))
         .replace("@TUPLES@", &py_tuples(&analysis.tuples));
-    let write = |path: PathBuf, text: &str| write_atomic(&path, text);
-    write(out.join(format!("{stem}_ref.py")), &reference)?;
-    if !out.join(BASELINE_FILE_NAME).is_file() {
-        write(out.join(BASELINE_SOURCE_NAME), &kernel)?;
-        let manifest = format!(
-            "# The naive kernel `kf task import-kernelbench` generated from the problem's \
-             forward():\n# one work-item per output element.\nsource = \"{BASELINE_SOURCE_NAME}\"\n\
-             entry = \"naive\"\nlanguage = \"opencl\"\n\n[launch]\n\
-             global = [\"(({global}) + 63) / 64 * 64\"]\nlocal = [\"64\"]\n"
-        );
-        write(out.join(BASELINE_FILE_NAME), &manifest)?;
+    write_atomic(&out.join(format!("{stem}_ref.py")), &reference)
+}
+
+/// Writes the stand-in's naive kernel as the folder's baseline unless the folder has one (the
+/// user's, or an earlier import's).
+fn write_naive_kernel(out: &Path, stand_in: &StandIn) -> Result<(), KernelBenchError> {
+    if out.join(BASELINE_FILE_NAME).is_file() {
+        return Ok(());
     }
-    Ok(answer.parameter_inits)
+    write_atomic(&out.join(BASELINE_SOURCE_NAME), &stand_in.kernel)?;
+    let manifest = format!(
+        "# The naive kernel `kf task import-kernelbench` generated from the problem's \
+         forward():\n# one work-item per output element.\nsource = \"{BASELINE_SOURCE_NAME}\"\n\
+         entry = \"naive\"\nlanguage = \"opencl\"\n\n[launch]\n\
+         global = [\"(({}) + 63) / 64 * 64\"]\nlocal = [\"64\"]\n",
+        stand_in.global
+    );
+    write_atomic(&out.join(BASELINE_FILE_NAME), &manifest)
 }
 
 /// The torch reference adapter for a problem file at `problem` (relative to the adapter's

@@ -1348,6 +1348,10 @@ def generate_kernel(request, analysis):
         source, total = shim.opencl_kernel(
             out, names + [p["name"] for p in params], list(sizes), list(analysis["scalars"]), "out"
         )
+        # The family the trace shows where the source's patterns found none: a matrix product
+        # with its element-wise epilogue.
+        trace_family = None if analysis.get("family") else shim.matmul_epilogue_family(out)
+        flops = shim.product_flops(out) if out.node is not None else None
     except shim.Unsupported as e:
         raise ImportFailure(f"forward() uses {e}, which the NumPy stand-in for torch does not implement")
     except Exception as e:  # noqa: BLE001 - the problem's own code failed on the stand-in
@@ -1356,7 +1360,7 @@ def generate_kernel(request, analysis):
             f"the NumPy stand-in for torch failed: {type(e).__name__}: {e} "
             f"(at {pathlib.Path(frame.filename).name}:{frame.lineno})"
         )
-    return {"kernel": source, "global": total, "parameter_inits": params}
+    return {"kernel": source, "global": total, "parameter_inits": params, "trace_family": trace_family, "flops": flops}
 
 
 def main():

@@ -1,4 +1,4 @@
-"""Reference written by `kf task import-kernelbench` (PyTorch is not installed): runs the
+"""Reference written by `kf task import-kernelbench` (PyTorch not the reference): runs the
 UNCHANGED KernelBench problem file beside it with `kf_numpy_torch.py`, a NumPy stand-in for the
 parts of torch it uses, in float64, rounded to f32 at the end.
 

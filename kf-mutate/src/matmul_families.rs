@@ -58,6 +58,10 @@ const MATVEC_TOML: &str = include_str!("../templates/family/matvec.toml");
 const GEMM_STRIDED_A_CL: &str = include_str!("../templates/family/gemm_strided_a.cl");
 /// Its manifest.
 const GEMM_STRIDED_A_TOML: &str = include_str!("../templates/family/gemm_strided_a.toml");
+/// The transposed-B GEMM template's source (`templates/family/gemm_nt.cl`).
+const GEMM_NT_CL: &str = include_str!("../templates/family/gemm_nt.cl");
+/// Its manifest.
+const GEMM_NT_TOML: &str = include_str!("../templates/family/gemm_nt.toml");
 
 impl TemplateLibrary {
     /// `matvec` (OpenCL C), for the task `matvec`: `Y = A · X` with A row-major `M × K`
@@ -100,6 +104,21 @@ impl TemplateLibrary {
             crate::Structure::new().with("VW", 16),
             kf_core::ParamValues::new(),
         )?;
+        Ok(TemplateLibrary::new().with(template))
+    }
+
+    /// `gemm_nt` (OpenCL C), for the task `gemm_nt`: `C = A · Bᵀ` with A row-major `M × K` and
+    /// B stored `N × K` (a linear layer's weight), both read along K in vectors (kernel
+    /// parameters `M N K A B C`). Switch `VW` (1, 4, 8, 16); tunables `TM`, `TN`, `WG0`, `WG1`,
+    /// `UNROLL`. Base: float16 partial sums over a 4 × 4 block per work-item. Like every
+    /// GEMM template, `HAS_EPILOGUE` with an `EPILOGUE(acc, row, col)` macro from the binding
+    /// applies a task's element-wise steps at the store.
+    pub fn nt_gemm() -> Result<TemplateLibrary, MutateError> {
+        let template = Template::new("gemm_nt", "gemm_nt", GEMM_NT_CL, GEMM_NT_TOML, ["VW"])?
+            .with_base(
+                crate::Structure::new().with("VW", 16),
+                kf_core::ParamValues::new(),
+            )?;
         Ok(TemplateLibrary::new().with(template))
     }
 }
@@ -260,6 +279,64 @@ mod tests {
             variant.manifest.text
         );
         assert!(variant.source.text.contains("vload16"));
+    }
+
+    /// A linear layer's product `x · Wᵀ + bias` through the transposed-B template with the
+    /// bias and a ReLU as its epilogue: every structure instantiates bound; the bound text
+    /// defines `EPILOGUE` over the task's renamed bias, applies it at the store and keeps no
+    /// `#if HAS_EPILOGUE` section; bound with the epilogue fixed off, the store is the bare sum.
+    #[test]
+    fn the_transposed_b_template_fuses_an_epilogue() {
+        let binding = || {
+            TaskBinding::new("kb_linear", "linear")
+                .param("__global const float*", "x")
+                .param("__global const float*", "weight")
+                .param("__global const float*", "bias")
+                .param("__global float*", "out")
+                .param("const int", "batch")
+                .param("const int", "features")
+                .param("const int", "hidden")
+                .bind("M", "batch")
+                .bind("N", "hidden")
+                .bind("K", "features")
+                .bind("A", "x")
+                .bind("B", "weight")
+                .bind("C", "out")
+        };
+        let library = TemplateLibrary::nt_gemm().unwrap();
+        let fused = library
+            .bound_to(
+                &binding()
+                    .define(
+                        "EPILOGUE",
+                        ["acc", "row", "col"],
+                        "fmax(acc + bias[col], 0.0f)",
+                    )
+                    .fix("HAS_EPILOGUE", 1),
+            )
+            .unwrap();
+        let template = fused.get("gemm_nt").unwrap();
+        for structure in template.all_structures() {
+            let variant = template.instantiate(&structure).unwrap();
+            let text = &variant.source.text;
+            assert!(
+                text.contains("#define EPILOGUE(acc, row, col) (fmax(acc + kf_bias[col], 0.0f))"),
+                "{text}"
+            );
+            assert!(
+                text.contains("EPILOGUE(HSUM(acc[i][j]), row, col)"),
+                "{text}"
+            );
+            assert!(!text.contains("#if HAS_EPILOGUE"), "{text}");
+        }
+        let bare = library.bound_to(&binding().fix("HAS_EPILOGUE", 0)).unwrap();
+        let variant = bare
+            .get("gemm_nt")
+            .unwrap()
+            .instantiate(&Structure::new().with("VW", 16))
+            .unwrap();
+        assert!(variant.source.text.contains("= HSUM(acc[i][j]);"));
+        assert!(!variant.source.text.contains("EPILOGUE(HSUM"));
     }
 
     /// The strategies apply to the base: more rows, a split, a second accumulator.

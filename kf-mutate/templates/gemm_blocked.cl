@@ -77,6 +77,12 @@
 #define CB 1
 #endif
 
+// HAS_EPILOGUE = 1: each element of the product goes through EPILOGUE(acc, row, col) before it
+// is stored, an expression a task's binding defines (kf_mutate::TaskBinding::define: a bias, a
+// scaling, an activation from the task file's `[family] epilogue`).
+#ifndef HAS_EPILOGUE
+#define HAS_EPILOGUE 0
+#endif
 #if VW == 1
 typedef float floatv;
 #define VLOAD(p) (*(p))
@@ -258,6 +264,20 @@ void gemm(const int M, const int N, const int K,
                 for (int i = 0; i < TM; ++i) {
 #pragma unroll
                     for (int j = 0; j < TN; ++j) {
+#if HAS_EPILOGUE
+                        // The epilogue once the last K block is in (C holds partial sums
+                        // between blocks).
+                        if (kc + KBLOCK >= K) {
+                            const int row = row0 + i;
+                            const int col = col_base + (j * WG0 + lx) * VW;
+                            float lanes[VW];
+                            VSTORE(acc[i][j], lanes);
+                            for (int q = 0; q < VW; ++q) {
+                                C[row * N + col + q] = EPILOGUE(lanes[q], row, col + q);
+                            }
+                            continue;
+                        }
+#endif
                         VSTORE(acc[i][j], C + (row0 + i) * N + col_base + (j * WG0 + lx) * VW);
                     }
                 }

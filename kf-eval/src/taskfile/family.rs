@@ -13,7 +13,14 @@
 //! k = "N"
 //! transpose_a = false  # A stored K × M
 //! transpose_b = false  # B stored N × K
+//! epilogue = "fmax(acc + bias[col], 0.0f)"  # optional: what each element becomes
 //! ```
+//!
+//! A matrix product's `epilogue` is one OpenCL C expression of `acc` (the element of the
+//! product), `row`, `col` and the task's input buffers, sizes and scalars: the element-wise
+//! steps after the product (a bias, a scaling, a residual term, an activation), which the
+//! GEMM templates then apply at their stores. `kf task import-kernelbench` writes it from
+//! forward()'s trace.
 //!
 //! Row families (`row_reduce`, `row_norm`, `scan`) name their `input`, `output`, the number
 //! of `rows` and the row `length` (and, optionally, the `op`: `softmax`, `layer_norm`, `sum`…).
@@ -103,26 +110,47 @@ impl FamilySpec {
                 ));
             }
         }
-        if let FamilySpec::Map(map) = self {
-            if let Some(expr) = &map.expr {
-                let problem = if expr.trim().is_empty() {
-                    Some("is empty")
-                } else if expr.contains(['\n', '\\', '#', ';', '{', '}']) {
-                    Some("is not one expression (it has a newline, `\\`, `#`, `;` or a brace)")
-                } else {
-                    None
-                };
-                if let Some(problem) = problem {
-                    return Err(TaskFileError::invalid(
-                        file,
-                        "family.expr",
-                        format!("`{expr}` {problem}"),
-                    ));
-                }
+        let expression = match self {
+            FamilySpec::Map(map) => map.expr.as_ref().map(|e| ("family.expr", e)),
+            FamilySpec::Matmul(m) => m.epilogue.as_ref().map(|e| ("family.epilogue", e)),
+            _ => None,
+        };
+        if let Some((field, expr)) = expression {
+            let problem = if expr.trim().is_empty() {
+                Some("is empty".to_owned())
+            } else if expr.contains(['\n', '\\', '#', ';', '{', '}']) {
+                Some(
+                    "is not one expression (it has a newline, `\\`, `#`, `;` or a brace)"
+                        .to_owned(),
+                )
+            } else {
+                // An epilogue reads f32 input buffers only: never the product it writes.
+                identifiers(expr)
+                    .filter_map(|id| spec.buffers.iter().find(|b| b.name == id))
+                    .find(|b| b.role != BufferRole::Input || b.dtype != Dtype::F32)
+                    .filter(|_| matches!(self, FamilySpec::Matmul(_)))
+                    .map(|b| format!("reads `{}`, which is not an f32 input buffer", b.name))
+            };
+            if let Some(problem) = problem {
+                return Err(TaskFileError::invalid(
+                    file,
+                    field,
+                    format!("`{expr}` {problem}"),
+                ));
             }
         }
         Ok(())
     }
+}
+
+/// The C identifiers of `expr` (names of buffers, sizes, scalars and functions).
+fn identifiers(expr: &str) -> impl Iterator<Item = &str> {
+    expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|t| {
+            t.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        })
 }
 
 #[cfg(test)]
@@ -227,6 +255,37 @@ k = "N"
         assert_eq!(m.expr.as_deref(), Some("fmax(A, 0.0f)"));
         let err = parse(&map.replace("fmax(A, 0.0f)", "A; }")).unwrap_err();
         assert!(err.to_string().contains("family.expr"), "{err}");
+    }
+
+    /// A matrix product's epilogue is one expression over `acc`, `row`, `col` and the task's
+    /// input buffers; it survives the round trip through TOML. One that reads the product it
+    /// writes, or is more than one expression, is a typed error naming `family.epilogue`.
+    #[test]
+    fn a_matmul_epilogue_is_one_expression_over_inputs() {
+        let with = |epilogue: &str| {
+            MATMUL.replace(
+                "k = \"N\"\n",
+                &format!("k = \"N\"\nepilogue = \"{epilogue}\"\n"),
+            )
+        };
+        let task = parse(&with("fmax(acc + B[col], 0.0f)")).unwrap();
+        let Some(FamilySpec::Matmul(m)) = &task.spec.family else {
+            panic!("{:?}", task.spec.family);
+        };
+        assert_eq!(m.epilogue.as_deref(), Some("fmax(acc + B[col], 0.0f)"));
+        let again = TaskSpec::from_toml(&task.spec.to_toml().unwrap()).unwrap();
+        assert_eq!(again.family, task.spec.family);
+        for (bad, says) in [
+            ("acc + out[row * N + col]", "reads `out`"),
+            ("acc; out[0] = 1.0f", "not one expression"),
+            (" ", "is empty"),
+        ] {
+            let err = parse(&with(bad)).unwrap_err().to_string();
+            assert!(
+                err.contains("family.epilogue") && err.contains(says),
+                "{bad}: {err}"
+            );
+        }
     }
 
     /// A 1-D convolution names its buffers and sizes; stride, dilation and padding may be

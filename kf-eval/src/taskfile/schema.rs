@@ -351,6 +351,14 @@ pub struct MatmulFamily {
     /// B is stored transposed (`N × K`).
     #[serde(default)]
     pub transpose_b: bool,
+    /// What happens to each element of the product before it is stored: one OpenCL C
+    /// expression of `acc` (the element of `A · B`), `row` and `col` (its indices, `int`) and
+    /// the task's buffers, sizes and scalars by name, such as a bias, a scaling and an
+    /// activation: `epilogue = "fmax(acc + bias[col], 0.0f)"`. The search then seeds the GEMM
+    /// templates with the epilogue fused into their stores (the importer writes it from
+    /// forward()'s trace). Without it, `c` is the product itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epilogue: Option<String>,
 }
 
 /// The buffers and sizes of a row family: `rows` rows of `length` contiguous elements.

@@ -29,6 +29,12 @@
 #define UNROLL 1
 #endif
 
+// HAS_EPILOGUE = 1: each element of the product goes through EPILOGUE(acc, row, col) before it
+// is stored, an expression a task's binding defines (kf_mutate::TaskBinding::define: a bias, a
+// scaling, an activation from the task file's `[family] epilogue`).
+#ifndef HAS_EPILOGUE
+#define HAS_EPILOGUE 0
+#endif
 #define BM (WG1 * TM)
 #define BN (WG0 * TN)
 
@@ -94,7 +100,12 @@ void gemm(const int M, const int N, const int K,
     for (int i = 0; i < TM; ++i) {
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
+#if HAS_EPILOGUE
+            C[(long)(row0 + i) * N + col0 + j * WG0] =
+                EPILOGUE(acc[i][j], row0 + i, col0 + j * WG0);
+#else
             C[(long)(row0 + i) * N + col0 + j * WG0] = acc[i][j];
+#endif
         }
     }
 }

@@ -31,6 +31,12 @@
 #ifndef UNROLL
 #define UNROLL 1
 #endif
+// HAS_EPILOGUE = 1: each element of the product goes through EPILOGUE(acc, row, col) before it
+// is stored, an expression a task's binding defines (kf_mutate::TaskBinding::define: a bias, a
+// scaling, an activation from the task file's `[family] epilogue`).
+#ifndef HAS_EPILOGUE
+#define HAS_EPILOGUE 0
+#endif
 #if VW == 1
 #define VTYPE float
 #define VLOAD(p, i) ((p)[i])
@@ -91,7 +97,16 @@ void gemm(const int M, const int N, const int K,
     for (int i = 0; i < TM; ++i) {
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
+#if HAS_EPILOGUE
+            float lanes[VW];
+            VSTORE(acc[i][j], lanes, 0);
+            for (int q = 0; q < VW; ++q) {
+                const int col = (v0 + j) * VW + q;
+                C[(long)(row0 + i) * N + col] = EPILOGUE(lanes[q], row0 + i, col);
+            }
+#else
             VSTORE(acc[i][j], C + (long)(row0 + i) * N, v0 + j);
+#endif
         }
     }
 }

@@ -10,6 +10,17 @@
 //!
 //! Structural switch: VW (1 scalar, or 4, 8, 16: vloadN along the rows). Tunables: RPI (rows
 //! per work-item), SPLIT (work-items per row block), WG (row blocks per work-group), U.
+// HAS_EPILOGUE = 1: each element of the product goes through EPILOGUE(acc, row, col) (col is
+// 0) before it is stored, an expression a task's binding defines (the task file's
+// `[family] epilogue`).
+#ifndef HAS_EPILOGUE
+#define HAS_EPILOGUE 0
+#endif
+#if HAS_EPILOGUE
+#define STORE_Y(row, value) (Y[row] = EPILOGUE((value), (row), 0))
+#else
+#define STORE_Y(row, value) (Y[row] = (value))
+#endif
 #ifndef VW
 #define VW 16
 #endif
@@ -120,12 +131,12 @@ void matvec(const int M, const int K,
         for (int j = 0; j < SPLIT; ++j) {
             total += partial[ly][r][j];
         }
-        Y[row0 + r] = total;
+        STORE_Y(row0 + r, total);
     }
 #else
 #pragma unroll
     for (int r = 0; r < RPI; ++r) {
-        Y[row0 + r] = sums[r];
+        STORE_Y(row0 + r, sums[r]);
     }
 #endif
 }

@@ -1,7 +1,9 @@
 //! Operator families: a task file that declares its family (`[family] kind = "matmul"`, a row
 //! softmax) is searched with the family's templates bound to its kernel interface
-//! ([`kf_mutate::TaskBinding`]): the GEMM templates for a matrix product (the strided ones for a
-//! transposed factor, the matrix-vector template for one column), the softmax templates
+//! ([`kf_mutate::TaskBinding`]): the GEMM templates for a matrix product (the one that reads
+//! both factors along K for a transposed B, the strided ones for a transposed factor, the
+//! matrix-vector template for one column; with the family's `epilogue` fused into their
+//! stores, and then without the split-K template), the softmax templates
 //! for a row softmax, the element-wise map template for a map with an `expr`, the row
 //! normalisation template for a layer, RMS, L1 or L2 norm, the strided row reduction template
 //! for a sum, mean, maximum or minimum along a dimension that is not the last, the direct
@@ -51,30 +53,10 @@ pub fn family_templates(
     let Some(signature) = signature(task) else {
         return Ok(None);
     };
+    if let FamilySpec::Matmul(m) = &family {
+        return matmul_templates(task.name(), signature, m, language).map(Some);
+    }
     let (structural, binding) = match &family {
-        FamilySpec::Matmul(m) if is_matvec(m) => (
-            StructuralMutator::matvec()?,
-            matvec_binding(task.name(), signature, m),
-        ),
-        FamilySpec::Matmul(m) if m.transpose_a || m.transpose_b => {
-            let gemm = StructuralMutator::builtin_for(language)?;
-            let mut library = TemplateLibrary::new();
-            // A transposed A with a row-major B: the vector template over B's rows first.
-            if !m.transpose_b {
-                for template in TemplateLibrary::strided_a_gemm()?.templates() {
-                    library = library.with(template.clone());
-                }
-            }
-            for template in TemplateLibrary::strided_gemm()?.templates() {
-                library = library.with(template.clone());
-            }
-            let strided = StructuralMutator::new(library, gemm.strategies().clone());
-            (strided, strided_binding(task.name(), signature, m))
-        }
-        FamilySpec::Matmul(m) => (
-            StructuralMutator::builtin_for(language)?,
-            matmul_binding(task.name(), signature, m),
-        ),
         FamilySpec::RowNorm(r) if r.op.as_deref() == Some("softmax") && r.inner.is_none() => (
             StructuralMutator::softmax_for(language)?,
             softmax_binding(task.name(), signature, r),
@@ -102,6 +84,89 @@ pub fn family_templates(
     let library = structural.templates().bound_to(&binding)?;
     let mutator = StructuralMutator::new(library.clone(), structural.strategies().clone());
     Ok(Some((library, mutator)))
+}
+
+/// The GEMM templates for a matrix product, each bound to the task with the binding its kernel
+/// interface needs, and the GEMM strategies over them: the matrix-vector template for one
+/// column; for a transposed B and a row-major A (a linear layer) the template that reads both
+/// factors along K, then the strided one; for another transpose the strided templates; else
+/// the builtin GEMM templates. With an `epilogue` only the templates that apply one at their
+/// store are offered (not the split-K template, whose partial sums are added by the store).
+fn matmul_templates(
+    task: &str,
+    signature: TaskBinding,
+    m: &MatmulFamily,
+    language: Language,
+) -> Result<(TemplateLibrary, StructuralMutator), SearchError> {
+    let gemm = StructuralMutator::builtin_for(language)?;
+    let mut parts: Vec<(TemplateLibrary, TaskBinding)> = Vec::new();
+    if is_matvec(m) {
+        let matvec = StructuralMutator::matvec()?;
+        let binding = matvec_binding(task, signature, m);
+        let library = with_epilogue(matvec.templates(), binding, m)?;
+        let strategies = matvec.strategies().clone();
+        return Ok((library.clone(), StructuralMutator::new(library, strategies)));
+    }
+    if m.transpose_a || m.transpose_b {
+        if m.transpose_b && !m.transpose_a {
+            parts.push((
+                TemplateLibrary::nt_gemm()?,
+                matmul_binding(task, signature.clone(), m),
+            ));
+        }
+        // A transposed A with a row-major B: the vector template over B's rows first.
+        if !m.transpose_b {
+            parts.push((
+                TemplateLibrary::strided_a_gemm()?,
+                strided_binding(task, signature.clone(), m),
+            ));
+        }
+        parts.push((
+            TemplateLibrary::strided_gemm()?,
+            strided_binding(task, signature, m),
+        ));
+    } else {
+        parts.push((gemm.templates().clone(), matmul_binding(task, signature, m)));
+    }
+    let mut library = TemplateLibrary::new();
+    for (templates, binding) in parts {
+        for template in with_epilogue(&templates, binding, m)?.templates() {
+            library = library.with(template.clone());
+        }
+    }
+    Ok((
+        library.clone(),
+        StructuralMutator::new(library, gemm.strategies().clone()),
+    ))
+}
+
+/// `templates` bound to the task: with the family's epilogue defined as `EPILOGUE(acc, row,
+/// col)` and fixed on (`HAS_EPILOGUE`), leaving out the templates that cannot apply one;
+/// without, fixed off.
+fn with_epilogue(
+    templates: &TemplateLibrary,
+    binding: TaskBinding,
+    m: &MatmulFamily,
+) -> Result<TemplateLibrary, SearchError> {
+    let binding = binding.tag("matmul");
+    let (binding, offered) = match &m.epilogue {
+        Some(epilogue) => {
+            let binding = binding
+                .define("EPILOGUE", ["acc", "row", "col"], epilogue.clone())
+                .fix("HAS_EPILOGUE", 1);
+            let mut offered = TemplateLibrary::new();
+            for template in templates
+                .templates()
+                .iter()
+                .filter(|t| t.text().contains("HAS_EPILOGUE"))
+            {
+                offered = offered.with(template.clone());
+            }
+            (binding, offered)
+        }
+        None => (binding.fix("HAS_EPILOGUE", 0), templates.clone()),
+    };
+    Ok(offered.bound_to(&binding)?)
 }
 
 /// The task's kernel parameters in order as OpenCL C declarations, or `None` where one is not
