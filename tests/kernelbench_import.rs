@@ -11,7 +11,7 @@ use indexmap::IndexMap;
 use kernelfoundry::eval::taskfile::{BufferRole, Dtype, FamilySpec, TaskFile};
 use kernelfoundry::kernelbench::{
     default_python, import_kernelbench, numpy_available, torch_available, ImportOptions,
-    KernelBenchError, ReferenceKind, ReferencePreference,
+    KernelBenchError, ReferenceKind, ReferencePreference, SizeBudget,
 };
 
 fn unseen(name: &str) -> PathBuf {
@@ -73,6 +73,7 @@ fn import(
         out_dir: dir.path().join("task"),
         sizes: sizes(size),
         max_size: None,
+        fit: None,
         python: Some(python.to_path_buf()),
         reference,
         tolerance: Default::default(),
@@ -242,6 +243,7 @@ fn missing_numpy_reference_writes_a_template_and_no_task_file() {
         out_dir: dir.path().join("task"),
         sizes: IndexMap::new(),
         max_size: None,
+        fit: None,
         python: Some(python.clone()),
         reference: ReferencePreference::Numpy,
         tolerance: Default::default(),
@@ -277,6 +279,7 @@ fn bad_input_is_a_clear_error() {
         out_dir: dir.path().join("out"),
         sizes: IndexMap::new(),
         max_size: None,
+        fit: None,
         python: Some(python),
         reference: ReferencePreference::Numpy,
         tolerance: Default::default(),
@@ -367,6 +370,7 @@ fn import_text(
         out_dir: dir.path().join("task"),
         sizes: sizes(size),
         max_size: None,
+        fit: None,
         python: Some(python.to_path_buf()),
         reference: preference,
         tolerance: Default::default(),
@@ -582,4 +586,74 @@ fn modules_outside_a_family_are_not_declared_one() {
         ReferencePreference::Numpy,
     );
     assert_eq!(task.spec.family, None);
+}
+
+/// The size rule (`--fit`, issue 60): all of a problem's sizes scaled by one common factor
+/// until its inputs, weights and outputs take at most 32 MiB and its products at most 2 GFLOP.
+/// A GEMM of 1024 × 8192 → 8192 (256 MiB of weights) and a 3 × 3 convolution over 128 × 64 ×
+/// 128 × 128 come out inside both limits; every scaled size keeps a divisor of 32, the kernel
+/// size stays 3, and the rule cannot be combined with `--max-size`.
+#[test]
+fn the_size_rule_fits_every_problem_alike() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let vendored = |stem: &str| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/kernelbench_level2/vendor")
+            .join(format!("{stem}.py"))
+    };
+    let fit = |stem: &str, max_size: Option<i64>| {
+        let dir = tempfile::tempdir().unwrap();
+        let problem = dir.path().join(format!("{stem}.py"));
+        std::fs::copy(vendored(stem), &problem).unwrap();
+        let options = ImportOptions {
+            problem,
+            out_dir: dir.path().join("task"),
+            sizes: IndexMap::new(),
+            max_size,
+            fit: Some(SizeBudget::SUITE),
+            python: Some(python.clone()),
+            reference: ReferencePreference::Numpy,
+            tolerance: Default::default(),
+        };
+        (dir, import_kernelbench(&options))
+    };
+    let (_d, gemm) = fit("70_Gemm_Sigmoid_Scaling_ResidualAdd", None);
+    let gemm = gemm.unwrap();
+    let s = &gemm.spec.sizes;
+    let (b, i, h) = (s["batch_size"], s["input_size"], s["hidden_size"]);
+    let bytes = 4 * (b * i + h * i + h + b * h);
+    assert!(bytes <= 32 << 20, "{s:?}: {bytes} bytes");
+    assert!(2 * b * i * h <= 2_000_000_000, "{s:?}");
+    // One factor for all: the equal sizes stay equal, and the factor is not needlessly small.
+    assert_eq!(i, h, "{s:?}");
+    assert!(bytes > 8 << 20, "{s:?}: only {bytes} bytes");
+    assert!([b, i, h].iter().all(|v| v % 32 == 0), "{s:?}");
+    let (fitted_bytes, fitted_flops) = gemm.fitted.unwrap();
+    assert_eq!(fitted_bytes, bytes as u64);
+    assert_eq!(fitted_flops, (2 * b * i * h) as f64);
+    assert!(gemm.describe().contains("sizes fitted by the size rule"));
+    let task = TaskFile::load(&gemm.task_file).unwrap();
+    assert_eq!(&task.spec.sizes, s);
+
+    let (_d, conv) = fit("1_Conv2D_ReLU_BiasAdd", None);
+    let conv = conv.unwrap();
+    let s = &conv.spec.sizes;
+    assert_eq!(s["kernel_size"], 3, "{s:?}");
+    let (n, ci, co, hh, w) = (
+        s["batch_size"],
+        s["in_channels"],
+        s["out_channels"],
+        s["height"],
+        s["width"],
+    );
+    let (oh, ow) = (hh - 2, w - 2);
+    let bytes = 4 * (n * ci * hh * w + co * ci * 9 + co + co + n * co * oh * ow);
+    assert!(bytes <= 32 << 20, "{s:?}: {bytes} bytes");
+    assert!(2 * n * co * oh * ow * ci * 9 <= 2_000_000_000, "{s:?}");
+
+    let (_d, both) = fit("70_Gemm_Sigmoid_Scaling_ResidualAdd", Some(8));
+    let err = both.unwrap_err().to_string();
+    assert!(err.contains("--fit") && err.contains("--max-size"), "{err}");
 }

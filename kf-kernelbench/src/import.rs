@@ -102,6 +102,9 @@ pub struct ImportOptions {
     /// Every size the problem declares above this value is lowered to it, unless `sizes`
     /// gives it (KernelBench's sizes are meant for large GPUs; `None` keeps them).
     pub max_size: Option<i64>,
+    /// The size rule: all of the problem's sizes (those in `sizes` excepted) scaled by one
+    /// common factor until the problem fits the budget ([`SizeBudget`]); not with `max_size`.
+    pub fit: Option<SizeBudget>,
     /// The Python interpreter; `None` for [`default_python`].
     pub python: Option<PathBuf>,
     /// Which reference to use.
@@ -110,6 +113,28 @@ pub struct ImportOptions {
     /// |ref|`; [`KERNELBENCH_TOLERANCE`] (KernelBench's own check) unless the importer is told
     /// otherwise.
     pub tolerance: ImportTolerance,
+}
+
+/// What the size rule fits a problem into (`kf task import-kernelbench --fit`): its inputs,
+/// weights and outputs in bytes (4 an element) and its matrix products' and convolutions'
+/// floating-point operations. Every size above 16 is scaled by one common factor, the largest
+/// at most 1 that fits, rounded to the nearest multiple of the power of two (at most 32 and an
+/// eighth of the size) that divides it, so that the divisibility a problem needs (channels by groups) is kept; sizes of 16 and
+/// below (kernel sizes, strides, groups) stay.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SizeBudget {
+    /// Bytes of the inputs, weights and outputs together.
+    pub max_bytes: u64,
+    /// Floating-point operations of the matrix products and convolutions.
+    pub max_flops: f64,
+}
+
+impl SizeBudget {
+    /// The rule the whole-suite runs use (issue 60): 32 MiB and 2 GFLOP.
+    pub const SUITE: SizeBudget = SizeBudget {
+        max_bytes: 32 << 20,
+        max_flops: 2e9,
+    };
 }
 
 /// The element-wise tolerance of an imported task.
@@ -190,6 +215,8 @@ pub struct ImportReport {
     /// Why the folder has no generated naive kernel (`None` when it has one, generated now or
     /// before, or the user's own).
     pub baseline_note: Option<String>,
+    /// With the size rule: the bytes and floating-point operations at the fitted sizes.
+    pub fitted: Option<(u64, f64)>,
 }
 
 impl ImportReport {
@@ -220,6 +247,14 @@ impl ImportReport {
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
         text.push_str(&format!("sizes: {}\n", sizes.join(", ")));
+        if let Some((bytes, flops)) = self.fitted {
+            text.push_str(&format!(
+                "sizes fitted by the size rule: {:.1} MiB of inputs, weights and outputs, \
+                 {:.3} GFLOP\n",
+                bytes as f64 / (1u64 << 20) as f64,
+                flops / 1e9
+            ));
+        }
         if let Some(note) = &self.baseline_note {
             text.push_str(&format!("{note}\n"));
         }
@@ -301,6 +336,17 @@ pub(crate) struct HelperAnswer {
     /// products and convolutions, an expression over the sizes (the task file's `[work]`).
     #[serde(default)]
     flops: Option<String>,
+    /// With a fit request: the sizes the size rule chose, and the bytes and operations there.
+    #[serde(default)]
+    fitted: Option<Fitted>,
+}
+
+/// The size rule's answer.
+#[derive(Debug, Deserialize)]
+struct Fitted {
+    sizes: IndexMap<String, i64>,
+    bytes: u64,
+    flops: f64,
 }
 
 /// A model parameter's initial distribution, as the model initialises it.
@@ -519,28 +565,44 @@ pub fn import_kernelbench(options: &ImportOptions) -> Result<ImportReport, Kerne
         }
     }
 
-    // The sizes the task is written with: the ones given, then the problem's, lowered to
-    // --max-size.
-    let mut sizes = options.sizes.clone();
-    if let Some(max) = options.max_size {
-        if max <= 0 {
-            return Err(KernelBenchError::BadSize {
-                name: "--max-size".into(),
-                reason: format!("{max} is not positive"),
-            });
-        }
-        for (name, value) in &analysis.sizes {
-            if *value > max && !sizes.contains_key(name) {
-                sizes.insert(name.clone(), max);
-            }
-        }
-    }
-
     let out = &options.out_dir;
     let problem_dir = out.join(PROBLEM_FOLDER);
     fs::create_dir_all(&problem_dir).map_err(|e| KernelBenchError::io(&problem_dir, e))?;
     let problem_in_out = problem_in_task(&stem);
     let problem_copy = out.join(&problem_in_out);
+
+    // The sizes the task is written with: the ones given, then the problem's, fitted by the
+    // size rule or lowered to --max-size.
+    let mut sizes = options.sizes.clone();
+    let mut fitted = None;
+    match (options.fit, options.max_size) {
+        (Some(_), Some(_)) => {
+            return Err(KernelBenchError::BadSize {
+                name: "--max-size".into(),
+                reason: "give either the size rule (--fit) or --max-size".into(),
+            })
+        }
+        (Some(budget), None) => {
+            copy_unless_same(problem, &problem_copy)?;
+            let answer = fit_sizes(&python, out, &problem_copy, &sizes, budget)?;
+            sizes = answer.sizes;
+            fitted = Some((answer.bytes, answer.flops));
+        }
+        (None, Some(max)) => {
+            if max <= 0 {
+                return Err(KernelBenchError::BadSize {
+                    name: "--max-size".into(),
+                    reason: format!("{max} is not positive"),
+                });
+            }
+            for (name, value) in &analysis.sizes {
+                if *value > max && !sizes.contains_key(name) {
+                    sizes.insert(name.clone(), max);
+                }
+            }
+        }
+        (None, None) => {}
+    }
 
     let torch_installed = torch_available(&python);
     let use_torch = options.reference == ReferencePreference::Auto && torch_installed;
@@ -665,6 +727,7 @@ pub fn import_kernelbench(options: &ImportOptions) -> Result<ImportReport, Kerne
         spec,
         varied_sizes: answer.varying,
         baseline_note,
+        fitted,
     })
 }
 
@@ -798,6 +861,30 @@ fn with_family(
         spec.family = Some(family);
     }
     spec
+}
+
+/// The size rule ([`SizeBudget`]) applied to the problem at `problem_copy` by the import
+/// helper, on the NumPy stand-in for torch (written into `out` and removed again).
+fn fit_sizes(
+    python: &Path,
+    out: &Path,
+    problem_copy: &Path,
+    given: &IndexMap<String, i64>,
+    budget: SizeBudget,
+) -> Result<Fitted, KernelBenchError> {
+    let shim = out.join(NUMPY_TORCH_FILE);
+    write_atomic(&shim, NUMPY_TORCH)?;
+    let request = serde_json::json!({
+        "problem": problem_copy,
+        "sizes": given,
+        "fit": {"shim": shim, "max_bytes": budget.max_bytes, "max_flops": budget.max_flops},
+    });
+    let answer = helper_request(python, problem_copy, Some(&shim), &request);
+    let _ = fs::remove_file(&shim);
+    answer?.fitted.ok_or_else(|| KernelBenchError::Python {
+        python: python.display().to_string(),
+        message: "the import helper answered no sizes for the size rule".into(),
+    })
 }
 
 /// What the NumPy stand-in for torch made of a problem's forward() at the task's sizes.

@@ -1363,10 +1363,99 @@ def generate_kernel(request, analysis):
     return {"kernel": source, "global": total, "parameter_inits": params, "trace_family": trace_family, "flops": flops}
 
 
+# Sizes at or below this are a problem's structure (kernel sizes, strides, groups, small
+# channel counts), not its scale: the size rule leaves them as they are.
+STRUCTURAL_SIZE = 16
+# The largest power-of-two factor of a size that the rule keeps (channels divisible by 32
+# groups stay so), and at most an eighth of the size, so that it moves in steps of 12.5% or
+# finer.
+KEPT_FACTOR = 32
+
+
+def scaled_sizes(sizes, factor):
+    """Every size above STRUCTURAL_SIZE scaled by `factor`, rounded to the nearest multiple of the
+    power of two (at most KEPT_FACTOR and an eighth of the size) that divides it, and never below the smallest such
+    multiple above STRUCTURAL_SIZE (so a length stays above a kernel size)."""
+    out = {}
+    for name, value in sizes.items():
+        if value <= STRUCTURAL_SIZE:
+            out[name] = value
+            continue
+        unit = 1
+        while unit < KEPT_FACTOR and unit * 2 <= value // 8 and value % (unit * 2) == 0:
+            unit *= 2
+        smallest = min(value, (STRUCTURAL_SIZE // unit + 1) * unit)
+        out[name] = max(round(value * factor / unit) * unit, smallest)
+    return out
+
+
+def fit_sizes(request, analysis):
+    """The size rule (issue 60): one common factor for all of a problem's sizes
+    (`scaled_sizes`; sizes given with --size stay), the largest at most 1 under which its
+    inputs, weights and outputs take at most `max_bytes` (4 bytes an element) and its matrix
+    products and convolutions at most `max_flops`. The shapes and the operation count are read
+    from one run of forward() on the NumPy stand-in at the smallest scale, as expressions over
+    the sizes."""
+    budget = request["fit"]
+    spec = importlib.util.spec_from_file_location("kf_numpy_torch", budget["shim"])
+    shim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shim)
+    defaults = dict(analysis["sizes"])
+    given = request.get("sizes", {})
+    names = [i["name"] for i in analysis["inputs"]]
+    probe = {**scaled_sizes(defaults, 0.0), **given}
+    try:
+        params = shim.parameter_inits(request["problem"], probe, analysis["tuples"])
+        rng = np.random.default_rng(0)
+        arrays = {p["name"]: rng.standard_normal(eval_shape(p["shape"], probe)) for p in params}
+        for i in analysis["inputs"]:
+            arrays[i["name"]] = rng.standard_normal(eval_shape(i["shape"], probe))
+        _, out = shim.run(request["problem"], probe, analysis["tuples"], names, arrays)
+        output_shape = [shim.expr_of(d) for d in out.sym_shape]
+        flops = shim.product_flops(out) if out.node is not None else None
+    except shim.Unsupported as e:
+        raise ImportFailure(f"the size rule needs forward() on the NumPy stand-in, which lacks {e}")
+    except Exception as e:  # noqa: BLE001 - the problem's own code failed on the stand-in
+        raise ImportFailure(f"the size rule could not run forward() on the NumPy stand-in: {type(e).__name__}: {e}")
+    shapes = [i["shape"] for i in analysis["inputs"]] + [p["shape"] for p in params] + [output_shape]
+
+    def cost(sizes):
+        elements = sum(int(np.prod(eval_shape(shape, sizes))) for shape in shapes)
+        work = eval_shape([flops], sizes)[0] if flops else 0
+        return elements * 4, work
+
+    def fits(factor):
+        sizes = {**scaled_sizes(defaults, factor), **given}
+        nbytes, work = cost(sizes)
+        return nbytes <= budget["max_bytes"] and work <= budget["max_flops"], sizes
+
+    ok, sizes = fits(1.0)
+    if not ok:
+        lo, hi = 0.0, 1.0
+        for _ in range(40):
+            mid = (lo + hi) / 2
+            if fits(mid)[0]:
+                lo = mid
+            else:
+                hi = mid
+        ok, sizes = fits(lo)
+        if not ok:
+            nbytes, work = cost(sizes)
+            raise ImportFailure(
+                f"no common scale fits {budget['max_bytes']} bytes and {budget['max_flops']:.3g} "
+                f"operations: at the smallest ({sizes}) it takes {nbytes} bytes and {work:.3g}"
+            )
+    nbytes, work = cost(sizes)
+    return {"fitted": {"sizes": sizes, "bytes": nbytes, "flops": work}}
+
+
 def main():
     request = json.load(sys.stdin)
     try:
         analysis = analyze(request["problem"])
+        if request.get("fit"):
+            print(json.dumps({"ok": True, **fit_sizes(request, analysis)}))
+            return
         if request.get("generate"):
             analysis.update(generate_kernel(request, analysis))
         if request.get("reference"):

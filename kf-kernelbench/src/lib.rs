@@ -21,7 +21,8 @@ pub use bench_run::{run_bench, BenchOptions};
 pub use error::KernelBenchError;
 pub use import::{
     import_kernelbench, parse_size_assignments, ImportOptions, ImportReport, ImportTolerance,
-    ReferenceKind, ReferencePreference, BASELINE_FILE_NAME, KERNELBENCH_TOLERANCE, TASK_FILE_NAME,
+    ReferenceKind, ReferencePreference, SizeBudget, BASELINE_FILE_NAME, KERNELBENCH_TOLERANCE,
+    TASK_FILE_NAME,
 };
 pub use python::{default_python, numpy_available, torch_available};
 pub use torch_time::torch_cpu_seconds;

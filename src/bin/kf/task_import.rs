@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Args;
 use kernelfoundry::kernelbench::{
     import_kernelbench, parse_size_assignments, ImportOptions, ImportTolerance, KernelBenchError,
-    ReferencePreference, KERNELBENCH_TOLERANCE,
+    ReferencePreference, SizeBudget, KERNELBENCH_TOLERANCE,
 };
 
 /// Arguments of `kf task import-kernelbench`.
@@ -22,8 +22,14 @@ pub(crate) struct ImportKernelBenchArgs {
     #[arg(long = "size", value_name = "NAME=VALUE", value_delimiter = ',')]
     sizes: Vec<String>,
     /// Lower every size of the problem above N to N (those given with --size excepted).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", conflicts_with = "fit")]
     max_size: Option<i64>,
+    /// The size rule: scale all of the problem's sizes (those given with --size excepted) by
+    /// one common factor until its inputs, weights and outputs take at most 32 MiB and its
+    /// matrix products and convolutions at most 2 GFLOP (sizes of 16 and below stay; each
+    /// scaled size keeps its power-of-two divisor up to 32).
+    #[arg(long)]
+    fit: bool,
     /// Use the NumPy reference `<stem>_ref.py` even when PyTorch is installed.
     #[arg(long)]
     numpy: bool,
@@ -45,6 +51,7 @@ pub(crate) fn run(args: ImportKernelBenchArgs) -> anyhow::Result<ExitCode> {
         out_dir: args.out,
         sizes: parse_size_assignments(&args.sizes)?,
         max_size: args.max_size,
+        fit: args.fit.then_some(SizeBudget::SUITE),
         python: args.python,
         reference: if args.numpy {
             ReferencePreference::Numpy
