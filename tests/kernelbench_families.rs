@@ -270,7 +270,7 @@ fn a_gemm_with_an_element_wise_epilogue_is_seeded_with_fused_gemm_templates() {
     assert_eq!((m.a.as_str(), m.b.as_str()), ("x", "gemm_weight"));
     let epilogue = m.epilogue.clone().expect("an epilogue");
     assert!(
-        epilogue.contains("gemm_bias[col]") && epilogue.contains("exp("),
+        epilogue.contains("col_of(gemm_bias)") && epilogue.contains("exp("),
         "{epilogue}"
     );
     let cache = tempfile::tempdir().unwrap();
@@ -316,7 +316,7 @@ fn a_gemm_with_an_element_wise_epilogue_is_seeded_with_fused_gemm_templates() {
         .to_owned();
     for cheat in [
         "#define EPILOGUE(acc, row, col) (acc)".to_owned(),
-        define.replace("kf_gemm_bias[col]", "0.0f"),
+        define.replace("KF_COL_OF(col, kf_gemm_bias)", "0.0f"),
     ] {
         let mut source = seed.source.clone();
         source.text = source.text.replace(&define, &cheat).into();

@@ -1288,7 +1288,8 @@ def matmul_epilogue_family(output):
     """forward()'s trace as one matrix product followed by element-wise steps (bias, scaling,
     residual terms, activations, clamps): the task file's `[family] kind = "matmul"` (output
     `$out`) with the steps as its `epilogue`, one OpenCL C expression of the product's element
-    `acc` at `row` and `col` and of the task's buffers. None for a trace of any other shape."""
+    `acc` and of the task's buffers through the accessors `col_of(b)`, `row_of(b)` and `at(b)`.
+    None for a trace of any other shape."""
     if output.node is None or len(output.sym_shape) != 2:
         return None
     out_shape = [expr_of(d) for d in output.sym_shape]
@@ -1309,8 +1310,14 @@ def matmul_epilogue_family(output):
             for have, want in zip(ext, output.sym_shape):
                 if int(have) != 1 and expr_of(have) != expr_of(want):
                     raise NotFusable(name)
-            index = broadcast_index(src, output.sym_shape, ["row", "col"])
-            return f"{name}[{linear_index(c_dims(src), index)}]"
+            # The epilogue's accessors (kf-search makes them vector loads where a template
+            # stores vectors): an element of a per-column vector, of a per-row vector, or of a
+            # matrix shaped like the product.
+            index = broadcast_index(ext, output.sym_shape, ["row", "col"])
+            accessor = {("0", "col"): "col_of", ("row", "0"): "row_of", ("row", "col"): "at"}
+            if tuple(index) in accessor:
+                return f"{accessor[tuple(index)]}({name})"
+            return f"{name}[0]"
         if [expr_of(d) for d in node["shape"]] != out_shape:
             raise NotFusable(op)
         if op in UNARY_C:

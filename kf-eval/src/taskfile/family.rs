@@ -13,11 +13,12 @@
 //! k = "N"
 //! transpose_a = false  # A stored K × M
 //! transpose_b = false  # B stored N × K
-//! epilogue = "fmax(acc + bias[col], 0.0f)"  # optional: what each element becomes
+//! epilogue = "fmax(acc + col_of(bias), 0.0f)"  # optional: what each element becomes
 //! ```
 //!
 //! A matrix product's `epilogue` is one OpenCL C expression of `acc` (the element of the
-//! product), `row`, `col` and the task's input buffers, sizes and scalars: the element-wise
+//! product) and the task's input buffers (read through `col_of(b)`, `row_of(b)`, `at(b)`),
+//! sizes and scalars: the element-wise
 //! steps after the product (a bias, a scaling, a residual term, an activation), which the
 //! GEMM templates then apply at their stores. `kf task import-kernelbench` writes it from
 //! forward()'s trace.

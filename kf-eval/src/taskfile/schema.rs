@@ -352,9 +352,12 @@ pub struct MatmulFamily {
     #[serde(default)]
     pub transpose_b: bool,
     /// What happens to each element of the product before it is stored: one OpenCL C
-    /// expression of `acc` (the element of `A · B`), `row` and `col` (its indices, `int`) and
-    /// the task's buffers, sizes and scalars by name, such as a bias, a scaling and an
-    /// activation: `epilogue = "fmax(acc + bias[col], 0.0f)"`. The search then seeds the GEMM
+    /// expression of `acc` (the element of `A · B`) and the task's buffers, sizes and scalars
+    /// by name, such as a bias, a scaling and an activation:
+    /// `epilogue = "fmax(acc + col_of(bias), 0.0f)"`. Buffers are read through `col_of(b)`
+    /// (`b[col]`), `row_of(b)` (`b[row]`) and `at(b)` (`b[row * n + col]`), which the
+    /// templates turn into vector loads where they apply the epilogue to vectors; `row`, `col`
+    /// and plain indexing work only where it runs element by element. The search then seeds the GEMM
     /// templates with the epilogue fused into their stores (the importer writes it from
     /// forward()'s trace). Without it, `c` is the product itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -6,7 +6,7 @@
 //!
 //! Work-item (x, y) owns rows y * TM .. + TM and columns x * TN .. + TN; neighbouring
 //! work-items along x share A's rows, which stay in cache. Tunables: TM, TN, VW (1, 4, 8, 16),
-//! WG0, WG1, UNROLL (k-loop unroll).
+//! WG0, WG1, UNROLL (k-loop unroll), EPI_VECTOR (the epilogue on TN-wide vectors).
 #ifndef TM
 #define TM 4
 #endif
@@ -30,6 +30,31 @@
 // task file's `[family] epilogue`).
 #ifndef HAS_EPILOGUE
 #define HAS_EPILOGUE 0
+#endif
+// EPI_VECTOR = 1 (with TN = 4, 8 or 16): the epilogue runs on TN-wide vectors (it must then be
+// valid for float vectors, as OpenCL's built-ins are); 0: on each element.
+#ifndef EPI_VECTOR
+#define EPI_VECTOR 1
+#endif
+#if HAS_EPILOGUE
+// An epilogue's accessors (kf-search writes a task's col_of(b), row_of(b), at(b) as these):
+// the element of a per-column vector, of a per-row vector, of a matrix shaped like C.
+#define KF_COL_OF(c, p) ((p)[c])
+#define KF_ROW_OF(r, p) ((p)[r])
+#define KF_AT(r, c, p) ((p)[(long)(r) * N + (c)])
+#endif
+#if TN == 4
+#define TVEC float4
+#define TLOAD(p) vload4(0, (p))
+#define TSTORE(v, p) vstore4((v), 0, (p))
+#elif TN == 8
+#define TVEC float8
+#define TLOAD(p) vload8(0, (p))
+#define TSTORE(v, p) vstore8((v), 0, (p))
+#elif TN == 16
+#define TVEC float16
+#define TLOAD(p) vload16(0, (p))
+#define TSTORE(v, p) vstore16((v), 0, (p))
 #endif
 
 #define SUM4(v) ((v).s0 + (v).s1 + (v).s2 + (v).s3)
@@ -86,6 +111,26 @@ void gemm(const int M, const int N, const int K,
             }
         }
     }
+#if HAS_EPILOGUE && EPI_VECTOR && (TN == 4 || TN == 8 || TN == 16)
+    // The epilogue on a row's TN columns at once (vector activations): its accessors load
+    // vectors of the column-indexed buffers.
+#undef KF_COL_OF
+#undef KF_ROW_OF
+#undef KF_AT
+#define KF_COL_OF(c, p) TLOAD((p) + (c))
+#define KF_ROW_OF(r, p) ((TVEC)((p)[r]))
+#define KF_AT(r, c, p) TLOAD((p) + (long)(r) * N + (c))
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+        float sums[TN];
+#pragma unroll
+        for (int j = 0; j < TN; ++j) {
+            sums[j] = HSUM(acc[i][j]);
+        }
+        const int row = row0 + i;
+        TSTORE(EPILOGUE(TLOAD(sums), row, col0), C + (long)row * N + col0);
+    }
+#else
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
 #pragma unroll
@@ -99,4 +144,5 @@ void gemm(const int M, const int N, const int K,
 #endif
         }
     }
+#endif
 }

@@ -37,6 +37,13 @@
 #ifndef HAS_EPILOGUE
 #define HAS_EPILOGUE 0
 #endif
+#if HAS_EPILOGUE
+// An epilogue's accessors (kf-search writes a task's col_of(b), row_of(b), at(b) as these):
+// the element of a per-column vector, of a per-row vector, of a matrix shaped like C.
+#define KF_COL_OF(c, p) ((p)[c])
+#define KF_ROW_OF(r, p) ((p)[r])
+#define KF_AT(r, c, p) ((p)[(long)(r) * N + (c)])
+#endif
 #if VW == 1
 #define VTYPE float
 #define VLOAD(p, i) ((p)[i])

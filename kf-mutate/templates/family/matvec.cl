@@ -17,6 +17,11 @@
 #define HAS_EPILOGUE 0
 #endif
 #if HAS_EPILOGUE
+// An epilogue's accessors (kf-search writes a task's col_of(b), row_of(b), at(b) as these);
+// the product has one column.
+#define KF_COL_OF(c, p) ((p)[c])
+#define KF_ROW_OF(r, p) ((p)[r])
+#define KF_AT(r, c, p) ((p)[r])
 #define STORE_Y(row, value) (Y[row] = EPILOGUE((value), (row), 0))
 #else
 #define STORE_Y(row, value) (Y[row] = (value))

@@ -152,7 +152,7 @@ fn with_epilogue(
     let (binding, offered) = match &m.epilogue {
         Some(epilogue) => {
             let binding = binding
-                .define("EPILOGUE", ["acc", "row", "col"], epilogue.clone())
+                .define("EPILOGUE", ["acc", "row", "col"], with_accessors(epilogue))
                 .fix("HAS_EPILOGUE", 1);
             let mut offered = TemplateLibrary::new();
             for template in templates
@@ -167,6 +167,40 @@ fn with_epilogue(
         None => (binding.fix("HAS_EPILOGUE", 0), templates.clone()),
     };
     Ok(offered.bound_to(&binding)?)
+}
+
+/// An epilogue's accessors as the templates' macros, which take the element's indices
+/// explicitly (so that no name at the template's store is captured) and load vectors where a
+/// template stores vectors: `col_of(b)` → `KF_COL_OF(col, b)`, `row_of(b)` → `KF_ROW_OF(row,
+/// b)`, `at(b)` → `KF_AT(row, col, b)`.
+fn with_accessors(epilogue: &str) -> String {
+    let mut out = String::with_capacity(epilogue.len() + 32);
+    let mut rest = epilogue;
+    'scan: while !rest.is_empty() {
+        let at_boundary = out
+            .chars()
+            .last()
+            .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'));
+        if at_boundary {
+            for (accessor, macro_head) in [
+                ("col_of(", "KF_COL_OF(col, "),
+                ("row_of(", "KF_ROW_OF(row, "),
+                ("at(", "KF_AT(row, col, "),
+            ] {
+                if let Some(after) = rest.strip_prefix(accessor) {
+                    out.push_str(macro_head);
+                    rest = after;
+                    continue 'scan;
+                }
+            }
+        }
+        let mut chars = rest.chars();
+        if let Some(c) = chars.next() {
+            out.push(c);
+        }
+        rest = chars.as_str();
+    }
+    out
 }
 
 /// The task's kernel parameters in order as OpenCL C declarations, or `None` where one is not
@@ -408,4 +442,21 @@ fn entry_stem(task: &str) -> String {
     task.chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_accessors;
+
+    /// The accessors become the templates' macros with explicit indices; a name that merely
+    /// ends like one (`flat(`, `my_col_of(`) is left alone.
+    #[test]
+    fn accessors_become_template_macros() {
+        assert_eq!(
+            with_accessors("fmax(acc + col_of(bias), 0.0f) * row_of(s) + at(res) + flat(x)"),
+            "fmax(acc + KF_COL_OF(col, bias), 0.0f) * KF_ROW_OF(row, s) + KF_AT(row, col, res) \
+             + flat(x)"
+        );
+        assert_eq!(with_accessors("my_col_of(b)[0]"), "my_col_of(b)[0]");
+    }
 }
