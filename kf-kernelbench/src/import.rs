@@ -872,19 +872,35 @@ fn fit_sizes(
     given: &IndexMap<String, i64>,
     budget: SizeBudget,
 ) -> Result<Fitted, KernelBenchError> {
-    let shim = out.join(NUMPY_TORCH_FILE);
-    write_atomic(&shim, NUMPY_TORCH)?;
-    let request = serde_json::json!({
-        "problem": problem_copy,
-        "sizes": given,
-        "fit": {"shim": shim, "max_bytes": budget.max_bytes, "max_flops": budget.max_flops},
-    });
-    let answer = helper_request(python, problem_copy, Some(&shim), &request);
-    let _ = fs::remove_file(&shim);
-    answer?.fitted.ok_or_else(|| KernelBenchError::Python {
+    let what = serde_json::json!({"max_bytes": budget.max_bytes, "max_flops": budget.max_flops});
+    let answer = ask_with_stand_in(python, out, problem_copy, given, ("fit", what), false)?;
+    answer.fitted.ok_or_else(|| KernelBenchError::Python {
         python: python.display().to_string(),
         message: "the import helper answered no sizes for the size rule".into(),
     })
+}
+
+/// Asks the import helper for `kind` (`generate`, `fit`: the request's object, to which the
+/// stand-in's path is added as `shim`) at `sizes`, with the NumPy stand-in for torch written
+/// into `out` as [`NUMPY_TORCH_FILE`]; removed after unless `keep_shim` and the answer is good.
+fn ask_with_stand_in(
+    python: &Path,
+    out: &Path,
+    problem_copy: &Path,
+    sizes: &IndexMap<String, i64>,
+    (kind, mut what): (&str, serde_json::Value),
+    keep_shim: bool,
+) -> Result<HelperAnswer, KernelBenchError> {
+    let shim = out.join(NUMPY_TORCH_FILE);
+    write_atomic(&shim, NUMPY_TORCH)?;
+    what["shim"] = serde_json::json!(shim);
+    let mut request = serde_json::json!({"problem": problem_copy, "sizes": sizes});
+    request[kind] = what;
+    let answer = helper_request(python, problem_copy, Some(&shim), &request);
+    if answer.is_err() || !keep_shim {
+        let _ = fs::remove_file(&shim);
+    }
+    answer
 }
 
 /// What the NumPy stand-in for torch made of a problem's forward() at the task's sizes.
@@ -922,18 +938,15 @@ fn run_stand_in(
     sizes: &IndexMap<String, i64>,
     keep_shim: bool,
 ) -> Result<StandIn, KernelBenchError> {
-    let shim = out.join(NUMPY_TORCH_FILE);
-    write_atomic(&shim, NUMPY_TORCH)?;
-    let request = serde_json::json!({
-        "problem": problem_copy,
-        "sizes": sizes,
-        "generate": {"shim": shim},
-    });
-    let answer = helper_request(python, problem_copy, Some(&shim), &request);
-    if answer.is_err() || !keep_shim {
-        let _ = fs::remove_file(&shim);
-    }
-    let answer = answer?;
+    let what = serde_json::json!({});
+    let answer = ask_with_stand_in(
+        python,
+        out,
+        problem_copy,
+        sizes,
+        ("generate", what),
+        keep_shim,
+    )?;
     let (Some(kernel), Some(global)) = (answer.kernel, answer.global) else {
         return Err(KernelBenchError::Python {
             python: python.display().to_string(),
