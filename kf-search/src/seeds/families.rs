@@ -446,7 +446,7 @@ fn entry_stem(task: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::with_accessors;
+    use super::*;
 
     /// The accessors become the templates' macros with explicit indices; a name that merely
     /// ends like one (`flat(`, `my_col_of(`) is left alone.
