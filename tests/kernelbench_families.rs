@@ -226,102 +226,125 @@ fn the_importer_recognises_the_shipped_problems_families() {
     }
 }
 
-/// A level-2 problem the project wrote no family for (`nn.Linear`, then sigmoid, a scaling and
-/// a residual add: 70_Gemm_Sigmoid_Scaling_ResidualAdd, vendored unchanged): the importer reads
-/// the matrix product and its element-wise epilogue from forward()'s trace, so the task file
-/// declares a matmul with B transposed (the layer's weight) and the epilogue; the search is
-/// seeded with the GEMM templates that fuse it into their stores (the one that reads both
-/// factors along K among them, the split-K one not), and every seed is correct. The fused
-/// template without the epilogue, or with an epilogue that drops the bias, is wrong: the
-/// evaluator judges the steps, not only the product.
+/// Problems the project wrote no family for, a GEMM then element-wise steps: a level-2 problem
+/// (`nn.Linear`, then sigmoid, a scaling and a residual add: 70_Gemm_Sigmoid_Scaling_ResidualAdd,
+/// vendored unchanged) and a row-major product of two inputs, scaled, then a ReLU
+/// (`tests/data/gemm_relu/Matmul_Scale_ReLU.py`). The importer reads the product and its
+/// element-wise epilogue from forward()'s trace, so each task file declares a matmul with the
+/// epilogue (B transposed for the linear layer's weight); the search is seeded with the GEMM
+/// templates that fuse it into their stores (the one that reads both factors along K for the
+/// linear layer, the blocked one for the row-major product; the split-K one never), and every
+/// seed is correct. A fused kernel without the epilogue, or with an epilogue that drops a
+/// term, is wrong: the evaluator judges the steps, not only the product.
 #[test]
 fn a_gemm_with_an_element_wise_epilogue_is_seeded_with_fused_gemm_templates() {
     let (Some(backend), true) = (backend_or_skip(), numpy_or_skip()) else {
         return;
     };
     let python = kernelfoundry::kernelbench::default_python();
-    let stem = "70_Gemm_Sigmoid_Scaling_ResidualAdd";
-    let dir = tempfile::tempdir().unwrap();
-    let problem = dir.path().join(format!("{stem}.py"));
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/data/kernelbench_level2/vendor")
-            .join(format!("{stem}.py")),
-        &problem,
-    )
-    .unwrap();
-    let options = kernelfoundry::kernelbench::ImportOptions {
-        problem,
-        out_dir: dir.path().join("task"),
-        sizes: parse_sizes("batch_size=32,input_size=64,hidden_size=48").unwrap(),
-        max_size: None,
-        fit: None,
-        python: Some(python),
-        reference: kernelfoundry::kernelbench::ReferencePreference::Numpy,
-        tolerance: Default::default(),
-    };
-    let report = kernelfoundry::kernelbench::import_kernelbench(&options)
-        .unwrap_or_else(|e| panic!("{stem}: {e}"));
-    let file = TaskFile::load(&report.task_file).unwrap();
-    let Some(FamilySpec::Matmul(m)) = &file.spec.family else {
-        panic!("no matmul family: {:?}", file.spec.family);
-    };
-    assert!(m.transpose_b && !m.transpose_a, "{m:?}");
-    assert_eq!((m.a.as_str(), m.b.as_str()), ("x", "gemm_weight"));
-    let epilogue = m.epilogue.clone().expect("an epilogue");
-    assert!(
-        epilogue.contains("col_of(gemm_bias)") && epilogue.contains("exp("),
-        "{epilogue}"
-    );
-    let cache = tempfile::tempdir().unwrap();
-    let task = FileTask::new(file, &parse_sizes("").unwrap())
-        .unwrap()
-        .with_cache_dir(Some(cache.path().to_path_buf()));
-    let (seeds, mix) = offline_search(&task, Language::OpenCl).unwrap();
-    assert!(mix.names().contains(&"structural"), "{:?}", mix.names());
-    assert!(
-        seeds
-            .iter()
-            .any(|s| s.source.text.contains("template `gemm_nt`")),
-        "no gemm_nt seed"
-    );
-    assert!(
-        !seeds.iter().any(|s| s.source.text.contains("ksplit")),
-        "the split-K template cannot apply an epilogue"
-    );
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut ev = KernelEvaluator::new(backend, correctness_config(7));
-    let fused: Vec<_> = seeds
-        .iter()
-        .filter(|s| s.source.text.contains("#define EPILOGUE(acc, row, col)"))
-        .collect();
-    assert!(fused.len() >= 2, "{} fused seeds", fused.len());
-    for seed in &seeds {
-        let e = ev.evaluate(&task, &seed.source, &seed.params).unwrap();
-        assert_eq!(
-            e.status,
-            Status::Correct,
-            "{}: {}",
-            seed.params,
-            e.diagnostics
-        );
-    }
-    // The same fused kernel without its epilogue, or without the bias, is wrong.
-    let seed = fused[0];
-    let define = seed
-        .source
-        .text
-        .lines()
-        .find(|l| l.starts_with("#define EPILOGUE(acc, row, col)"))
-        .unwrap()
-        .to_owned();
-    for cheat in [
-        "#define EPILOGUE(acc, row, col) (acc)".to_owned(),
-        define.replace("KF_COL_OF(col, kf_gemm_bias)", "0.0f"),
+    for (problem, sizes, transpose_b, marker, term, dropped) in [
+        (
+            root.join(
+                "tests/data/kernelbench_level2/vendor/70_Gemm_Sigmoid_Scaling_ResidualAdd.py",
+            ),
+            "batch_size=32,input_size=64,hidden_size=48",
+            true,
+            "template `gemm_nt`",
+            "col_of(gemm_bias)",
+            "KF_COL_OF(col, kf_gemm_bias)",
+        ),
+        (
+            root.join("tests/data/gemm_relu/Matmul_Scale_ReLU.py"),
+            "M=64,K=128,N=96",
+            false,
+            "template `gemm_blocked`",
+            "0.5f",
+            "0.5f",
+        ),
     ] {
-        let mut source = seed.source.clone();
-        source.text = source.text.replace(&define, &cheat).into();
-        assert_ne!(source.text, seed.source.text);
-        let e = ev.evaluate(&task, &source, &seed.params).unwrap();
-        assert_eq!(e.status, Status::WrongValues, "{cheat}: {}", e.diagnostics);
+        let stem = problem.file_stem().unwrap().to_string_lossy().into_owned();
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join(format!("{stem}.py"));
+        std::fs::copy(&problem, &copy).unwrap();
+        let options = kernelfoundry::kernelbench::ImportOptions {
+            problem: copy,
+            out_dir: dir.path().join("task"),
+            sizes: parse_sizes(sizes).unwrap(),
+            max_size: None,
+            fit: None,
+            python: Some(python.clone()),
+            reference: kernelfoundry::kernelbench::ReferencePreference::Numpy,
+            tolerance: Default::default(),
+        };
+        let report = kernelfoundry::kernelbench::import_kernelbench(&options)
+            .unwrap_or_else(|e| panic!("{stem}: {e}"));
+        let file = TaskFile::load(&report.task_file).unwrap();
+        let Some(FamilySpec::Matmul(m)) = &file.spec.family else {
+            panic!("{stem}: no matmul family: {:?}", file.spec.family);
+        };
+        assert_eq!(
+            (m.transpose_a, m.transpose_b),
+            (false, transpose_b),
+            "{stem}"
+        );
+        let epilogue = m.epilogue.clone().expect("an epilogue");
+        assert!(epilogue.contains(term), "{stem}: {epilogue}");
+        let cache = tempfile::tempdir().unwrap();
+        let task = FileTask::new(file, &parse_sizes("").unwrap())
+            .unwrap()
+            .with_cache_dir(Some(cache.path().to_path_buf()));
+        let (seeds, mix) = offline_search(&task, Language::OpenCl).unwrap();
+        assert!(mix.names().contains(&"structural"), "{:?}", mix.names());
+        assert!(
+            seeds.iter().any(|s| s.source.text.contains(marker)),
+            "{stem}: no {marker} seed"
+        );
+        assert!(
+            !seeds.iter().any(|s| s.source.text.contains("ksplit")),
+            "{stem}: the split-K template cannot apply an epilogue"
+        );
+        let fused: Vec<_> = seeds
+            .iter()
+            .filter(|s| s.source.text.contains("#define EPILOGUE(acc, row, col)"))
+            .collect();
+        assert!(fused.len() >= 2, "{stem}: {} fused seeds", fused.len());
+        for seed in &seeds {
+            let e = ev.evaluate(&task, &seed.source, &seed.params).unwrap();
+            assert_eq!(
+                e.status,
+                Status::Correct,
+                "{stem} {}: {}",
+                seed.params,
+                e.diagnostics
+            );
+        }
+        // The same fused kernels without their epilogue, or without one of its terms, are
+        // wrong.
+        for seed in fused {
+            let define = seed
+                .source
+                .text
+                .lines()
+                .find(|l| l.starts_with("#define EPILOGUE(acc, row, col)"))
+                .unwrap()
+                .to_owned();
+            for cheat in [
+                "#define EPILOGUE(acc, row, col) (acc)".to_owned(),
+                define.replacen(dropped, "1.0f", 1),
+            ] {
+                let mut source = seed.source.clone();
+                source.text = source.text.replace(&define, &cheat).into();
+                assert_ne!(source.text, seed.source.text);
+                let e = ev.evaluate(&task, &source, &seed.params).unwrap();
+                assert_eq!(
+                    e.status,
+                    Status::WrongValues,
+                    "{stem}: {cheat}: {}",
+                    e.diagnostics
+                );
+            }
+        }
     }
 }

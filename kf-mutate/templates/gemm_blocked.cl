@@ -77,19 +77,6 @@
 #define CB 1
 #endif
 
-// HAS_EPILOGUE = 1: each element of the product goes through EPILOGUE(acc, row, col) before it
-// is stored, an expression a task's binding defines (kf_mutate::TaskBinding::define: a bias, a
-// scaling, an activation from the task file's `[family] epilogue`).
-#ifndef HAS_EPILOGUE
-#define HAS_EPILOGUE 0
-#endif
-#if HAS_EPILOGUE
-// An epilogue's accessors (kf-search writes a task's col_of(b), row_of(b), at(b) as these):
-// the element of a per-column vector, of a per-row vector, of a matrix shaped like C.
-#define KF_COL_OF(c, p) ((p)[c])
-#define KF_ROW_OF(r, p) ((p)[r])
-#define KF_AT(r, c, p) ((p)[(long)(r) * N + (c)])
-#endif
 #if VW == 1
 typedef float floatv;
 #define VLOAD(p) (*(p))
@@ -271,9 +258,15 @@ void gemm(const int M, const int N, const int K,
                 for (int i = 0; i < TM; ++i) {
 #pragma unroll
                     for (int j = 0; j < TN; ++j) {
-#if HAS_EPILOGUE
-                        // The epilogue once the last K block is in (C holds partial sums
-                        // between blocks).
+#ifdef EPILOGUE
+                        // A task's epilogue (EPILOGUE(acc, row, col), defined by its binding:
+                        // kf_mutate::TaskBinding::define), once the last K block is in (C holds
+                        // partial sums between blocks); its accessors read single elements.
+#ifndef KF_COL_OF
+#define KF_COL_OF(c, p) ((p)[c])
+#define KF_ROW_OF(r, p) ((p)[r])
+#define KF_AT(r, c, p) ((p)[(long)(r) * N + (c)])
+#endif
                         if (kc + KBLOCK >= K) {
                             const int row = row0 + i;
                             const int col = col_base + (j * WG0 + lx) * VW;

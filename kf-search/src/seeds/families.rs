@@ -158,7 +158,7 @@ fn with_epilogue(
             for template in templates
                 .templates()
                 .iter()
-                .filter(|t| t.text().contains("HAS_EPILOGUE"))
+                .filter(|t| t.text().contains("EPILOGUE("))
             {
                 offered = offered.with(template.clone());
             }
