@@ -604,8 +604,7 @@ pub fn import_kernelbench(options: &ImportOptions) -> Result<ImportReport, Kerne
         (None, None) => {}
     }
 
-    let torch_installed = torch_available(&python);
-    let use_torch = options.reference == ReferencePreference::Auto && torch_installed;
+    let use_torch = options.reference == ReferencePreference::Auto && torch_available(&python);
     copy_unless_same(problem, &problem_copy)?;
     let mut parameter_inits = Vec::new();
     // What the NumPy stand-in for torch made of forward(): the naive kernel (the baseline,
@@ -641,7 +640,8 @@ pub fn import_kernelbench(options: &ImportOptions) -> Result<ImportReport, Kerne
                     let why = stand_in_failure(&e);
                     write_atomic(&file, &numpy_template(&stem, &analysis))?;
                     return Err(KernelBenchError::ReferenceTemplateWritten {
-                        torch: if torch_installed {
+                        // Asked only here: importing torch takes seconds where it is installed.
+                        torch: if torch_available(&python) {
                             "the NumPy reference was asked for (PyTorch is installed)".to_owned()
                         } else {
                             format!("PyTorch is not installed in {}", python.display())
