@@ -9,6 +9,7 @@
 //! | [`core`] (`kf-core`) | vocabulary, the traits (`Mutator`, `Evaluator`, `BehaviorClassifier`, `ParamSpace`, `Backend`, `Archive`), observers, checkpoints, the engine |
 //! | [`archive`] (`kf-archive`) | the grid archive, parent selection, QD metrics, crash-safe run directories |
 //! | [`manifest`] (`kf-manifest`) | kernel manifests: parameters, constraints, launch geometry |
+//! | [`graph`] (`kf-graph`) | operator graphs: a NumPy reference traced, and the kernel family it is recognised as |
 //! | [`eval`] (`kf-eval`) | the cheat-proof evaluator, built-in tasks, isolated workers |
 //! | `opencl` (`kf-backend-opencl`, feature `opencl`) | the OpenCL backend |
 //! | `cuda` (`kf-backend-cuda`, feature `cuda`) | the CUDA backend |
@@ -95,6 +96,8 @@ pub use kf_core as core;
 pub use kf_dist as dist;
 /// The kernel evaluator.
 pub use kf_eval as eval;
+/// Operator graphs: a reference traced into operations, and the kernel family they are.
+pub use kf_graph as graph;
 /// Kernel manifests.
 pub use kf_manifest as manifest;
 /// Offline mutators: parameter moves and structural transformations of kernel templates.

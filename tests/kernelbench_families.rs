@@ -6,7 +6,7 @@
 //! normalisation template (RMSNorm over the channels with its strided form), the 1-D and
 //! pointwise 2-D convolutions with the direct convolution template. Every seed is correct at a small size, and a
 //! short search on 1_Square_matrix_multiplication_ keeps structural children and beats the
-//! naive kernel.
+//! naive kernel. A task file without a `[family]` is seeded from its NumPy reference's trace.
 //!
 //! Skips (printing `SKIPPED: …`) only when the OpenCL runtime or Python/NumPy is missing and
 //! `KF_REQUIRE_OPENCL` / `KF_REQUIRE_PYTHON` is not `1`.
@@ -347,4 +347,60 @@ fn a_gemm_with_an_element_wise_epilogue_is_seeded_with_fused_gemm_templates() {
             }
         }
     }
+}
+
+/// A user's own operator with no `[family]` (tests/data/rms_norm: a NumPy reference and the
+/// naive kernel a user writes first): the reference's trace shows an RMS norm with its weight
+/// and epsilon, the search seeds the row normalisation template bound to the task, every seed
+/// is correct, and a seed that drops the traced weight is judged wrong.
+#[test]
+fn a_task_file_without_a_family_is_seeded_from_its_references_trace() {
+    let (Some(backend), true) = (backend_or_skip(), numpy_or_skip()) else {
+        return;
+    };
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/rms_norm/rms_norm.toml");
+    let file = TaskFile::load(&path).unwrap();
+    assert!(
+        file.spec.family.is_none(),
+        "the test is about a task without [family]"
+    );
+    let cache = tempfile::tempdir().unwrap();
+    let task = FileTask::new(file, &parse_sizes("ROWS=37,LEN=256").unwrap())
+        .unwrap()
+        .with_cache_dir(Some(cache.path().to_path_buf()));
+    let Some(FamilySpec::RowNorm(rows)) = task.family() else {
+        panic!("no row family traced: {:?}", task.family());
+    };
+    assert_eq!(
+        (rows.op.as_deref(), rows.weight.as_deref(), rows.eps),
+        (Some("rms_norm"), Some("w"), Some(1e-6))
+    );
+    let (seeds, mix) = offline_search(&task, Language::OpenCl).unwrap();
+    assert!(mix.names().contains(&"structural"), "{:?}", mix.names());
+    assert!(
+        seeds
+            .iter()
+            .skip(1)
+            .any(|s| s.source.text.contains("template `row_norm`")),
+        "no row_norm seed"
+    );
+    let mut ev = KernelEvaluator::new(backend, correctness_config(11));
+    for seed in &seeds {
+        let e = ev.evaluate(&task, &seed.source, &seed.params).unwrap();
+        assert_eq!(
+            e.status,
+            Status::Correct,
+            "{}: {}",
+            seed.params,
+            e.diagnostics
+        );
+    }
+    let fused = seeds
+        .iter()
+        .find(|s| s.source.text.contains("o *= w;"))
+        .expect("a seed applying the weight");
+    let mut cheat = fused.source.clone();
+    cheat.text = cheat.text.replace("o *= w;", "").into();
+    let e = ev.evaluate(&task, &cheat, &fused.params).unwrap();
+    assert_eq!(e.status, Status::WrongValues, "{}", e.diagnostics);
 }

@@ -240,7 +240,30 @@ pub fn check_task_file(
             b.name, b.dtype, shape
         ));
     }
+    family_lines(&task, &mut out);
     Ok(())
+}
+
+/// What `kf task check` says of the task's family: the declared one, or the one the NumPy
+/// reference's trace shows (as a `[family]` table the user may copy), or why there is none.
+fn family_lines(task: &FileTask, out: &mut impl FnMut(&str)) {
+    let (family, source) = match (&task.file().spec.family, task.traced_family()) {
+        (Some(declared), _) => (declared.clone(), "declared"),
+        (None, Ok(Some(traced))) => (traced, "traced from the reference"),
+        (None, Ok(None)) => {
+            out("family: none recognised in the reference's graph (the search moves the task's own kernels)");
+            return;
+        }
+        (None, Err(e)) => {
+            out(&format!("family: none: {e}"));
+            return;
+        }
+    };
+    out(&format!("family ({source}):"));
+    match family.to_toml() {
+        Ok(table) => table.lines().for_each(|line| out(&format!("  {line}"))),
+        Err(e) => out(&format!("  {} ({e})", family.kind())),
+    }
 }
 
 /// The folder of a search's output (`--out`) that holds a copy of the task file it searched,

@@ -65,6 +65,14 @@ pub enum TaskFileError {
         /// What happened.
         message: String,
     },
+    /// The reference could not be traced into an operator graph.
+    #[error("{file}: tracing the reference: {source}")]
+    Trace {
+        /// The task file.
+        file: String,
+        /// Why there is no graph (the construct the tracer does not know, named).
+        source: kf_graph::GraphError,
+    },
     /// No usable Python (or no NumPy in it) for a Python reference.
     #[error("python reference: {0}")]
     Python(String),

@@ -37,9 +37,56 @@
 //! family against its task.
 
 use super::error::TaskFileError;
-use super::schema::{BufferRole, Dtype, FamilySpec, TaskSpec};
+use super::schema::{BufferRole, Dtype, ExprText, FamilySpec, MapFamily, RowFamily, TaskSpec};
 
 impl FamilySpec {
+    /// The family as the body of a `[family]` table (`kind = "row_norm"` and its fields).
+    pub fn to_toml(&self) -> Result<String, toml::ser::Error> {
+        toml::to_string(self)
+    }
+
+    /// The family of a pattern recognised in an operator graph ([`kf_graph::recognise`]): a map
+    /// with its expression, a row normalisation (softmax, layer/RMS/L1/L2 norm), a reduction
+    /// or a scan over contiguous rows. Check it with [`FamilySpec::validate`] before use.
+    pub fn from_pattern(pattern: &kf_graph::Pattern) -> FamilySpec {
+        match pattern {
+            kf_graph::Pattern::Map(m) => FamilySpec::Map(MapFamily {
+                input: m.input.clone(),
+                output: m.output.clone(),
+                op: None,
+                expr: Some(m.expr.clone()),
+            }),
+            kf_graph::Pattern::Rows(r) => {
+                let row = RowFamily {
+                    input: r.input.clone(),
+                    output: r.output.clone(),
+                    rows: ExprText::Text(r.rows.clone()),
+                    length: ExprText::Text(r.length.clone()),
+                    op: Some(r.op.name().to_owned()),
+                    weight: r.weight.clone(),
+                    bias: r.bias.clone(),
+                    eps: r.eps,
+                    inner: None,
+                };
+                if r.op.reduces() {
+                    FamilySpec::RowReduce(row)
+                } else if r.op.scans() {
+                    FamilySpec::Scan(row)
+                } else {
+                    FamilySpec::RowNorm(row)
+                }
+            }
+            // `Pattern` may grow: a pattern this version cannot name is an element-wise map of
+            // nothing, which validation refuses.
+            _ => FamilySpec::Map(MapFamily {
+                input: String::new(),
+                output: String::new(),
+                op: None,
+                expr: None,
+            }),
+        }
+    }
+
     /// Checks the family against the task: every named buffer is an f32 buffer of the task
     /// (an argmax's or argmin's output i32; read buffers inputs, written ones outputs), every size expression is an integer
     /// expression over the task's sizes.

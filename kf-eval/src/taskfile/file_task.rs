@@ -15,7 +15,7 @@ use super::error::TaskFileError;
 use super::load::{ArgKind, TaskFile};
 use super::python::{self, PythonCall};
 use super::reference::{self, ReferenceInputs, ReferenceRegistry};
-use super::schema::{BufferRole, Dtype, ScalarValue};
+use super::schema::{BufferRole, Dtype, FamilySpec, ScalarValue};
 use crate::element::Role;
 use crate::error::EvalError;
 use crate::tasks::host::HostBuffer;
@@ -33,6 +33,8 @@ pub struct FileTask {
     references: Arc<ReferenceRegistry>,
     kernels: Arc<NamedKernels>,
     cache_dir: Option<PathBuf>,
+    /// The family traced from the reference, once known (shared by copies and other sizes).
+    traced: Arc<std::sync::OnceLock<Option<FamilySpec>>>,
 }
 
 /// The baseline and reference kernels a task file names, loaded at construction.
@@ -99,6 +101,7 @@ impl FileTask {
             references,
             kernels: Arc::new(kernels),
             cache_dir: reference::reference_cache_dir(),
+            traced: Arc::default(),
         })
     }
 
@@ -301,6 +304,110 @@ impl FileTask {
         Ok((out, elapsed))
     }
 
+    /// The task's scalars by name, as the Python programs receive them.
+    fn scalar_json(&self) -> IndexMap<String, serde_json::Value> {
+        self.file
+            .spec
+            .scalars
+            .iter()
+            .map(|s| {
+                let v = match s.value {
+                    ScalarValue::Int(i) => serde_json::Value::from(i),
+                    ScalarValue::Float(f) => serde_json::Value::from(f),
+                };
+                (s.name.clone(), v)
+            })
+            .collect()
+    }
+
+    fn reference_timeout(&self) -> Duration {
+        Duration::from_secs_f64(
+            self.file
+                .spec
+                .reference
+                .timeout_s
+                .unwrap_or(DEFAULT_REFERENCE_TIMEOUT_S),
+        )
+    }
+
+    /// The operator graph of the task's NumPy reference: the reference is called once with
+    /// traced arrays ([`kf_graph::NUMPY_TRACER`], in a process confined as the reference
+    /// is), which record each operation with its shape as size expressions. An error for a
+    /// task without a Python reference, and [`TaskFileError::Trace`] naming the construct
+    /// where the reference does something the tracer does not know.
+    pub fn trace(&self) -> Result<kf_graph::Graph, TaskFileError> {
+        let spec = &self.file.spec;
+        let (Some(script), Some(dir)) = (&spec.reference.python, self.file.base.dir()) else {
+            return Err(TaskFileError::invalid(
+                &self.file.file,
+                "reference",
+                "only a Python (NumPy) reference can be traced",
+            ));
+        };
+        let inputs = spec
+            .buffers
+            .iter()
+            .zip(&self.shapes)
+            .filter(|(b, _)| b.role != BufferRole::Output)
+            .map(|(b, shape)| {
+                let dims = b.shape.iter().map(|d| d.text()).collect();
+                let dtype = match b.dtype {
+                    Dtype::F32 => "f32",
+                    Dtype::F16 => "f16",
+                    Dtype::I32 => "i32",
+                };
+                (b.name.as_str(), dims, shape.clone(), dtype)
+            })
+            .collect();
+        let json = python::trace(&python::TraceCall {
+            script: &dir.join(script),
+            file: &self.file.file,
+            inputs,
+            sizes: &self.sizes,
+            scalars: self.scalar_json(),
+            timeout: self.reference_timeout(),
+        })?;
+        kf_graph::Graph::from_trace(&json).map_err(|source| TaskFileError::Trace {
+            file: self.file.file.clone(),
+            source,
+        })
+    }
+
+    /// The family the task's reference computes, where the task file declares none: its
+    /// [`trace`](Self::trace) recognised ([`kf_graph::recognise`]) and checked against the
+    /// task like a declared `[family]`. `Ok(None)` where the graph is none of the families
+    /// (the reason is logged); an error where there is no graph. Computed once per task (its
+    /// copies and other sizes share it).
+    pub fn traced_family(&self) -> Result<Option<FamilySpec>, TaskFileError> {
+        if let Some(found) = self.traced.get() {
+            return Ok(found.clone());
+        }
+        let graph = self.trace()?;
+        let found = match kf_graph::recognise(&graph) {
+            Ok(pattern) => {
+                let family = FamilySpec::from_pattern(&pattern);
+                match family.validate(&self.file.spec, &self.file.file) {
+                    Ok(()) => Some(family),
+                    Err(e) => {
+                        tracing::info!(
+                            "{}: the traced family does not fit the task: {e}",
+                            self.file.file
+                        );
+                        None
+                    }
+                }
+            }
+            Err(reason) => {
+                tracing::info!(
+                    "{}: no family in the reference's graph: {reason}",
+                    self.file.file
+                );
+                None
+            }
+        };
+        Ok(self.traced.get_or_init(|| found).clone())
+    }
+
     fn python_reference(
         &self,
         script: &str,
@@ -343,22 +450,9 @@ impl FileTask {
             .filter(|b| b.role != BufferRole::Input)
             .map(|b| b.name.as_str())
             .collect();
-        let scalars = spec
-            .scalars
-            .iter()
-            .map(|s| {
-                let v = match s.value {
-                    ScalarValue::Int(i) => serde_json::Value::from(i),
-                    ScalarValue::Float(f) => serde_json::Value::from(f),
-                };
-                (s.name.clone(), v)
-            })
-            .collect();
+        let scalars = self.scalar_json();
         let script_path = dir.join(script);
-        let timeout = spec
-            .reference
-            .timeout_s
-            .unwrap_or(DEFAULT_REFERENCE_TIMEOUT_S);
+        let timeout = self.reference_timeout();
         let result = python::run(&PythonCall {
             script: &script_path,
             file: &self.file.file,
@@ -366,7 +460,7 @@ impl FileTask {
             outputs,
             sizes: &self.sizes,
             scalars,
-            timeout: Duration::from_secs_f64(timeout),
+            timeout,
         })?;
         // Only outputs that pass the checks are cached.
         let valid = spec
@@ -398,8 +492,22 @@ impl KernelTask for FileTask {
         &self.file.spec.name
     }
 
-    fn family(&self) -> Option<super::schema::FamilySpec> {
-        self.file.spec.family.clone()
+    /// The declared `[family]`, else the one a NumPy reference's trace shows
+    /// ([`FileTask::traced_family`]; a reference the tracer cannot follow is logged with the
+    /// construct it stopped at).
+    fn family(&self) -> Option<FamilySpec> {
+        if let Some(declared) = &self.file.spec.family {
+            return Some(declared.clone());
+        }
+        self.file.spec.reference.python.as_ref()?;
+        match self.traced_family() {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::info!("no family traced: {e}");
+                // Once per task, not at every call.
+                self.traced.get_or_init(|| None).clone()
+            }
+        }
     }
 
     fn sizes(&self) -> Sizes {

@@ -187,10 +187,95 @@ pub(crate) fn run(
     });
     std::fs::write(work.join("meta.json"), meta.to_string())
         .map_err(|e| io("writing meta.json", e))?;
+    run_confined("driver.py", call.script, call.file, work, call.timeout)?;
+    let mut out = IndexMap::new();
+    for name in &call.outputs {
+        let path = work.join(format!("out_{name}.npy"));
+        if !path.is_file() {
+            continue;
+        }
+        let (data, shape) = npy::read(&path).map_err(|m| fail(format!("output `{name}`: {m}")))?;
+        out.insert((*name).to_owned(), (data, shape));
+    }
+    Ok(out)
+}
+
+/// What [`trace`] needs: the script, its task file (for errors), each f32 input's dimensions
+/// as size expressions with its shape, the sizes and the scalars.
+pub(crate) struct TraceCall<'a> {
+    /// The reference script.
+    pub script: &'a Path,
+    /// The task file, for errors.
+    pub file: &'a str,
+    /// Each input: name, dimensions as size expressions, shape at `sizes`, dtype name.
+    pub inputs: Vec<(&'a str, Vec<String>, Vec<usize>, &'static str)>,
+    /// Sizes.
+    pub sizes: &'a Sizes,
+    /// Scalars.
+    pub scalars: IndexMap<String, serde_json::Value>,
+    /// Time limit.
+    pub timeout: Duration,
+}
+
+/// Traces the reference into an operator graph with [`kf_graph::NUMPY_TRACER`], confined as the
+/// reference is; returns the tracer's JSON answer (a graph, or the construct it does not know).
+pub(crate) fn trace(call: &TraceCall<'_>) -> Result<String, TaskFileError> {
+    let io = |what: &str, e: std::io::Error| TaskFileError::Reference {
+        file: call.file.to_owned(),
+        reference: call.script.display().to_string(),
+        message: format!("{what}: {e}"),
+    };
+    let dir = tempfile::Builder::new()
+        .prefix("kf-trace-")
+        .tempdir()
+        .map_err(|e| io("creating a temporary folder", e))?;
+    let work = dir.path();
+    std::fs::write(work.join("numpy_tracer.py"), kf_graph::NUMPY_TRACER)
+        .map_err(|e| io("writing the tracer", e))?;
+    let inputs: serde_json::Map<String, serde_json::Value> = call
+        .inputs
+        .iter()
+        .map(|(name, dims, shape, dtype)| {
+            (
+                (*name).to_owned(),
+                serde_json::json!({ "dims": dims, "shape": shape, "dtype": dtype }),
+            )
+        })
+        .collect();
+    let meta =
+        serde_json::json!({ "sizes": call.sizes, "scalars": call.scalars, "inputs": inputs });
+    std::fs::write(work.join("meta.json"), meta.to_string())
+        .map_err(|e| io("writing meta.json", e))?;
+    run_confined(
+        "numpy_tracer.py",
+        call.script,
+        call.file,
+        work,
+        call.timeout,
+    )?;
+    std::fs::read_to_string(work.join("graph.json")).map_err(|e| io("reading graph.json", e))
+}
+
+/// Runs `program` (a Python file in `work`) on the user's `script` with `work` as its exchange
+/// folder: confined to the task's folder, the Python installation and `work`, with no
+/// secrets in its environment, ended with everything it started after `timeout`.
+fn run_confined(
+    program: &str,
+    script: &Path,
+    file: &str,
+    work: &Path,
+    timeout: Duration,
+) -> Result<(), TaskFileError> {
+    let fail = |message: String| TaskFileError::Reference {
+        file: file.to_owned(),
+        reference: script.display().to_string(),
+        message,
+    };
+    let io = |what: &str, e: std::io::Error| fail(format!("{what}: {e}"));
     let python = python_interpreter();
     let stdout = std::fs::File::create(work.join("stdout.txt")).map_err(|e| io("stdout", e))?;
     let stderr = std::fs::File::create(work.join("stderr.txt")).map_err(|e| io("stderr", e))?;
-    let script = std::path::absolute(call.script).unwrap_or_else(|_| call.script.to_path_buf());
+    let script = std::path::absolute(script).unwrap_or_else(|_| script.to_path_buf());
     let mut command = Command::new(&python);
     // A reference may be third-party code (a KernelBench problem): no secrets, and confined
     // to its task's folder, the Python installation and its exchange folder (in a worker this
@@ -198,7 +283,7 @@ pub(crate) fn run(
     command
         .env_clear()
         .envs(crate::scrubbed_env())
-        .arg(work.join("driver.py"))
+        .arg(work.join(program))
         .arg(&script)
         .arg(work)
         .stdin(Stdio::null())
@@ -234,12 +319,12 @@ pub(crate) fn run(
     let status = loop {
         match child.try_wait().map_err(|e| io("waiting for python", e))? {
             Some(status) => break status,
-            None if started.elapsed() >= call.timeout => {
+            None if started.elapsed() >= timeout => {
                 kill_tree(&mut child);
                 let _ = child.wait();
                 return Err(fail(format!(
                     "did not finish within {:.0} s (reference.timeout_s)",
-                    call.timeout.as_secs_f64()
+                    timeout.as_secs_f64()
                 )));
             }
             None => std::thread::sleep(Duration::from_millis(5)),
@@ -258,16 +343,7 @@ pub(crate) fn run(
         Some(code) => return Err(fail(format!("python exited with {code}: {tail}"))),
         None => return Err(fail(format!("python was killed by a signal: {tail}"))),
     }
-    let mut out = IndexMap::new();
-    for name in &call.outputs {
-        let path = work.join(format!("out_{name}.npy"));
-        if !path.is_file() {
-            continue;
-        }
-        let (data, shape) = npy::read(&path).map_err(|m| fail(format!("output `{name}`: {m}")))?;
-        out.insert((*name).to_owned(), (data, shape));
-    }
-    Ok(out)
+    Ok(())
 }
 
 /// Kills `child` and the process group it leads (what it started too).
