@@ -18,8 +18,13 @@ mod common;
 use common::{kf, text};
 
 fn import(dir: &Path, stem: &str) -> PathBuf {
+    import_from(dir, "tests/data/kernelbench_level2/vendor", stem)
+}
+
+/// Imports `folder/stem.py` (relative to the checkout) into `dir/stem` at `--max-size 8`.
+fn import_from(dir: &Path, folder: &str, stem: &str) -> PathBuf {
     let vendored = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/kernelbench_level2/vendor")
+        .join(folder)
         .join(format!("{stem}.py"));
     let problem = dir.join(format!("{stem}.py"));
     std::fs::copy(&vendored, &problem).unwrap();
@@ -107,4 +112,26 @@ fn level2_problems_import_and_their_naive_kernels_are_correct() {
     std::fs::write(conv.join("naive.cl"), source.replace(&add, &without)).unwrap();
     let (status, said) = eval(&conv, &conv.join("naive.toml"));
     assert_eq!(status, "wrong_values", "without the bias: {said}");
+}
+
+/// Operations the stand-in and the generator learnt for level 1 (`torch.norm`, `pow`, `sqrt`,
+/// `rsqrt`, `cumsum`/`cumprod` with `flip`: KernelBench's 36_RMSNorm_, 37/39 norms, 88_MinGPTNewGelu,
+/// 89–91 scans), and a batched product whose sizes are named `m`, `k`, `n` (3_Batched: its
+/// naive kernel's loop variable once took the size `k`'s name and summed nothing): each imports
+/// without PyTorch and its naive kernel is correct on every input set.
+#[test]
+fn scans_norms_powers_and_sizes_named_like_loop_variables_get_correct_naive_kernels() {
+    if backend_or_skip().is_none() || !kf_eval::taskfile::python::numpy_or_skip() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    for (folder, stem) in [
+        ("tests/data/standin_ops", "Bmm_mkn"),
+        ("tests/data/standin_ops", "Norm_Pow_Cumsum"),
+        ("tests/data/kernelbench_unseen/vendor", "91_cumsum_reverse"),
+    ] {
+        let task = import_from(tmp.path(), folder, stem);
+        let (status, said) = eval(&task, &task.join("naive.toml"));
+        assert_eq!(status, "correct", "{stem}: {said}");
+    }
 }

@@ -271,6 +271,27 @@ class Tensor:
     def exp(self):
         return exp(self)
 
+    def sqrt(self):
+        return sqrt(self)
+
+    def rsqrt(self):
+        return rsqrt(self)
+
+    def pow(self, exponent):
+        return t_pow(self, exponent)
+
+    def norm(self, p="fro", dim=None, keepdim=False):
+        return norm(self, p, dim, keepdim)
+
+    def cumsum(self, dim):
+        return cumsum(self, dim)
+
+    def cumprod(self, dim):
+        return cumprod(self, dim)
+
+    def flip(self, *dims):
+        return flip(self, dims[0] if len(dims) == 1 else dims)
+
     def abs(self):
         return t_abs(self)
 
@@ -362,6 +383,8 @@ UNARY_NUMPY = {
     "elu": lambda x, alpha=1.0: np.where(x > 0, x, alpha * (np.exp(x) - 1.0)),
     "clamp": lambda x, lo=None, hi=None: np.clip(x, -np.inf if lo is None else lo, np.inf if hi is None else hi),
     "pow": lambda x, exponent=1.0: np.power(x, exponent),
+    "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x),
 }
 
 # C for each unary operation over `v` (float); attributes are literals.
@@ -384,6 +407,8 @@ UNARY_C = {
     "elu": "(v > 0.0f ? v : {alpha} * (exp(v) - 1.0f))",
     "clamp": "fmin(fmax(v, {lo}), {hi})",
     "pow": "pow(v, {exponent})",
+    "sqrt": "sqrt(v)",
+    "rsqrt": "rsqrt(v)",
 }
 
 
@@ -689,6 +714,50 @@ def tanh(x):
 
 def exp(x):
     return unary("exp", x)
+
+
+def sqrt(x):
+    return unary("sqrt", x)
+
+
+def rsqrt(x):
+    return unary("rsqrt", x)
+
+
+def t_pow(x, exponent):  # torch.pow
+    if not isinstance(x, Tensor) or isinstance(exponent, Tensor):
+        raise Unsupported("torch.pow with a tensor exponent")
+    return unary("pow", x, exponent=float(exponent))
+
+
+def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
+    """torch.norm: the Frobenius / 2-norm and the 1-norm, over `dim` or every element."""
+    if p in ("fro", 2, 2.0, None):
+        return sqrt(reduce("sum", x * x, dim, keepdim))
+    if p in (1, 1.0):
+        return reduce("sum", t_abs(x), dim, keepdim)
+    raise Unsupported(f"torch.norm with p={p!r}")
+
+
+def _scan(kind, x, dim):
+    if not isinstance(x, Tensor):
+        raise Unsupported(f"torch.{kind} of a {type(x).__name__}")
+    d = norm_dim(int(dim), x.ndim)
+    data = np.cumsum(x.data, axis=d) if kind == "cumsum" else np.cumprod(x.data, axis=d)
+    return Tensor(data, x.sym_shape, record("scan", [x], x.sym_shape, kind=kind, dim=d))
+
+
+def cumsum(x, dim, dtype=None):
+    return _scan("cumsum", x, dim)
+
+
+def cumprod(x, dim, dtype=None):
+    return _scan("cumprod", x, dim)
+
+
+def flip(x, dims):
+    dims = sorted(norm_dim(int(d), x.ndim) for d in (dims if isinstance(dims, (list, tuple)) else (dims,)))
+    return Tensor(np.flip(x.data, axis=tuple(dims)), x.sym_shape, record("flip", [x], x.sym_shape, dims=dims))
 
 
 def log(x):
@@ -1091,7 +1160,7 @@ def _modules():
 
         return lookup
 
-    for name in ("sum", "max", "min", "abs"):
+    for name in ("sum", "max", "min", "abs", "pow"):
         setattr(torch_module, name, globals()["t_" + name])
     torch_module.float = float32
     torch_module.long = int64
@@ -1432,13 +1501,13 @@ def node_body(k, node, args):
     if op == "matmul":
         a_shape, b_shape = TRACE[ins[0]]["shape"], TRACE[ins[1]]["shape"]
         kdim = c_dims(a_shape)[-1]
-        a_idx = idx[: len(a_shape) - 1] + ["k"]
+        a_idx = idx[: len(a_shape) - 1] + ["kf_k"]
         if len(b_shape) == 2:
-            b_idx = ["k", idx[-1]]
+            b_idx = ["kf_k", idx[-1]]
         else:
-            b_idx = idx[: len(b_shape) - 2] + ["k", idx[-1]]
+            b_idx = idx[: len(b_shape) - 2] + ["kf_k", idx[-1]]
         return (
-            f"    float acc = 0.0f;\n    for (long k = 0; k < {kdim}; ++k) {{\n"
+            f"    float acc = 0.0f;\n    for (long kf_k = 0; kf_k < {kdim}; ++kf_k) {{\n"
             f"        acc += {call(ins[0], args, a_idx)} * {call(ins[1], args, b_idx)};\n    }}\n    return acc;"
         )
     if op == "conv":
@@ -1447,6 +1516,20 @@ def node_body(k, node, args):
         return pool_body(ins[0], a, shape, args, idx)
     if op == "norm":
         return norm_body(ins, a, shape, args, idx)
+    if op == "scan":
+        # Element i along the axis: the sum (product) of the elements 0..i, serially.
+        d = a["dim"]
+        at = idx[:d] + ["kf_s"] + idx[d + 1:]
+        combine = "+=" if a["kind"] == "cumsum" else "*="
+        start = "0.0f" if a["kind"] == "cumsum" else "1.0f"
+        return (
+            f"    float acc = {start};\n    for (long kf_s = 0; kf_s <= {idx[d]}; ++kf_s) {{\n"
+            f"        acc {combine} {call(ins[0], args, at)};\n    }}\n    return acc;"
+        )
+    if op == "flip":
+        dims = c_dims(shape)
+        at = [f"{dims[d]} - 1 - {i}" if d in a["dims"] else i for d, i in enumerate(idx)]
+        return f"    return {call(ins[0], args, at)};"
     raise Unsupported(f"no kernel code for `{op}`")
 
 
@@ -1467,8 +1550,8 @@ def reduce_body(src_node, a, shape, args, idx):
     src = TRACE[src_node]["shape"]
     dims = a["dims"]
     src_dims = c_dims(src)
-    names = [f"r{d}" for d in dims]
-    src_idx = [f"r{d}" if d in dims else idx[d] for d in range(len(src))]
+    names = [f"kf_r{d}" for d in dims]
+    src_idx = [f"kf_r{d}" if d in dims else idx[d] for d in range(len(src))]
     value = call(src_node, args, src_idx)
     bounds = [src_dims[d] for d in dims]
     count = " * ".join(bounds) or "1"
@@ -1481,11 +1564,11 @@ def reduce_body(src_node, a, shape, args, idx):
         return f"    float acc = {init};\n" + loops(names, bounds, f"acc = {fn}(acc, {value});") + "    return acc;"
     if kind == "logsumexp":
         return (
-            "    float m = -INFINITY;\n"
-            + loops(names, bounds, f"m = fmax(m, {value});")
+            "    float kf_m = -INFINITY;\n"
+            + loops(names, bounds, f"kf_m = fmax(kf_m, {value});")
             + "    float acc = 0.0f;\n"
-            + loops(names, bounds, f"acc += exp({value} - m);")
-            + "    return m + log(acc);"
+            + loops(names, bounds, f"acc += exp({value} - kf_m);")
+            + "    return kf_m + log(acc);"
         )
     raise Unsupported(f"reduction {kind}")
 
@@ -1494,14 +1577,14 @@ def softmax_body(src_node, a, shape, args, idx):
     d = a["dim"]
     bound = c_dims(shape)[d]
     other = list(idx)
-    other[d] = "r"
+    other[d] = "kf_r"
     value = call(src_node, args, other)
     own = call(src_node, args, idx)
     text = (
-        f"    float m = -INFINITY;\n    for (long r = 0; r < {bound}; ++r) {{\n        m = fmax(m, {value});\n    }}\n"
-        f"    float acc = 0.0f;\n    for (long r = 0; r < {bound}; ++r) {{\n        acc += exp({value} - m);\n    }}\n"
+        f"    float kf_m = -INFINITY;\n    for (long kf_r = 0; kf_r < {bound}; ++kf_r) {{\n        kf_m = fmax(kf_m, {value});\n    }}\n"
+        f"    float acc = 0.0f;\n    for (long kf_r = 0; kf_r < {bound}; ++kf_r) {{\n        acc += exp({value} - kf_m);\n    }}\n"
     )
-    return text + (f"    return {own} - m - log(acc);" if a["log"] else f"    return exp({own} - m) / acc;")
+    return text + (f"    return {own} - kf_m - log(acc);" if a["log"] else f"    return exp({own} - kf_m) / acc;")
 
 
 def conv_body(ins, a, shape, args, idx):
@@ -1510,35 +1593,35 @@ def conv_body(ins, a, shape, args, idx):
     xd, wd = c_dims(x_shape), c_dims(w_shape)
     st, pad, dil = a["stride"], a["padding"], a["dilation"]
     lines = ["    float acc = 0.0f;"]
-    ks = [f"k{i}" for i in range(nd)]
+    ks = [f"kf_k{i}" for i in range(nd)]
     if a["transposed"]:
         cond, pos = [], []
         for i in range(nd):
             lines.append(f"    (void)0;")
         body_lines = []
         for i in range(nd):
-            body_lines.append(f"const long t{i} = i{i + 2} + {pad[i]} - k{i} * {dil[i]};")
-            cond.append(f"t{i} >= 0 && t{i} % {st[i]} == 0 && t{i} / {st[i]} < {xd[i + 2]}")
-            pos.append(f"t{i} / {st[i]}")
-        x_val = call(ins[0], args, ["i0", "c"] + pos)
-        w_val = call(ins[1], args, ["c", "i1"] + ks)
+            body_lines.append(f"const long kf_t{i} = i{i + 2} + {pad[i]} - kf_k{i} * {dil[i]};")
+            cond.append(f"kf_t{i} >= 0 && kf_t{i} % {st[i]} == 0 && kf_t{i} / {st[i]} < {xd[i + 2]}")
+            pos.append(f"kf_t{i} / {st[i]}")
+        x_val = call(ins[0], args, ["i0", "kf_c"] + pos)
+        w_val = call(ins[1], args, ["kf_c", "i1"] + ks)
         body_lines.append(f"if ({' && '.join(cond)}) {{\n    acc += {x_val} * {w_val};\n}}")
-        lines.append(loops(["c"] + ks, [xd[1]] + wd[2:], "\n".join(body_lines)).rstrip("\n"))
+        lines.append(loops(["kf_c"] + ks, [xd[1]] + wd[2:], "\n".join(body_lines)).rstrip("\n"))
     else:
         groups = a["groups"]
         cin_g = wd[1]
         cout_g = f"({wd[0]} / {groups})"
-        lines.append(f"    const long g = i1 / {cout_g};")
+        lines.append(f"    const long kf_g = i1 / {cout_g};")
         cond, pos = [], []
         body_lines = []
         for i in range(nd):
-            body_lines.append(f"const long p{i} = i{i + 2} * {st[i]} - {pad[i]} + k{i} * {dil[i]};")
-            cond.append(f"p{i} >= 0 && p{i} < {xd[i + 2]}")
-            pos.append(f"p{i}")
-        x_val = call(ins[0], args, ["i0", f"g * {cin_g} + c"] + pos)
-        w_val = call(ins[1], args, ["i1", "c"] + ks)
+            body_lines.append(f"const long kf_p{i} = i{i + 2} * {st[i]} - {pad[i]} + kf_k{i} * {dil[i]};")
+            cond.append(f"kf_p{i} >= 0 && kf_p{i} < {xd[i + 2]}")
+            pos.append(f"kf_p{i}")
+        x_val = call(ins[0], args, ["i0", f"kf_g * {cin_g} + kf_c"] + pos)
+        w_val = call(ins[1], args, ["i1", "kf_c"] + ks)
         body_lines.append(f"if ({' && '.join(cond)}) {{\n    acc += {x_val} * {w_val};\n}}")
-        lines.append(loops(["c"] + ks, [cin_g] + wd[2:], "\n".join(body_lines)).rstrip("\n"))
+        lines.append(loops(["kf_c"] + ks, [cin_g] + wd[2:], "\n".join(body_lines)).rstrip("\n"))
     if a["bias"]:
         lines.append(f"    acc += {call(ins[2], args, ['i1'])};")
     lines.append("    return acc;")
@@ -1549,9 +1632,9 @@ def pool_body(src_node, a, shape, args, idx):
     nd = a["nd"]
     lead = len(shape) - nd
     ks, st = a["kernel"], a["stride"]
-    src_idx = idx[:lead] + [f"i{lead + i} * {st[i]} + k{i}" for i in range(nd)]
+    src_idx = idx[:lead] + [f"i{lead + i} * {st[i]} + kf_k{i}" for i in range(nd)]
     value = call(src_node, args, src_idx)
-    names = [f"k{i}" for i in range(nd)]
+    names = [f"kf_k{i}" for i in range(nd)]
     bounds = [str(k) for k in ks]
     if a["kind"] == "max":
         return "    float acc = -INFINITY;\n" + loops(names, bounds, f"acc = fmax(acc, {value});") + "    return acc;"
@@ -1568,35 +1651,35 @@ def norm_body(ins, a, shape, args, idx):
     src = ins[0]
     if kind == "batch":
         red = [d for d in range(rank) if d != 1]
-        names = [f"r{d}" for d in red]
-        src_idx = [f"r{d}" if d in red else idx[d] for d in range(rank)]
+        names = [f"kf_r{d}" for d in red]
+        src_idx = [f"kf_r{d}" if d in red else idx[d] for d in range(rank)]
         bounds = [dims[d] for d in red]
         channel = "i1"
     elif kind == "instance":
         red = list(range(2, rank))
-        names = [f"r{d}" for d in red]
-        src_idx = idx[:2] + [f"r{d}" for d in red]
+        names = [f"kf_r{d}" for d in red]
+        src_idx = idx[:2] + [f"kf_r{d}" for d in red]
         bounds = [dims[d] for d in red]
         channel = "i1"
     elif kind == "layer":
         red = list(range(rank - a["normalized"], rank))
-        names = [f"r{d}" for d in red]
-        src_idx = [f"r{d}" if d in red else idx[d] for d in range(rank)]
+        names = [f"kf_r{d}" for d in red]
+        src_idx = [f"kf_r{d}" if d in red else idx[d] for d in range(rank)]
         bounds = [dims[d] for d in red]
         channel = None
     else:  # group: channels of this element's group, and all of space
         per = f"({dims[1]} / {a['groups']})"
-        names = ["rc"] + [f"r{d}" for d in range(2, rank)]
-        src_idx = ["i0", f"(i1 / {per}) * {per} + rc"] + [f"r{d}" for d in range(2, rank)]
+        names = ["kf_rc"] + [f"kf_r{d}" for d in range(2, rank)]
+        src_idx = ["i0", f"(i1 / {per}) * {per} + kf_rc"] + [f"kf_r{d}" for d in range(2, rank)]
         bounds = [per] + [dims[d] for d in range(2, rank)]
         channel = "i1"
     count = " * ".join(bounds) or "1"
     value = call(src, args, src_idx)
     text = (
-        "    float mean = 0.0f;\n" + loops(names, bounds, f"mean += {value};") + f"    mean /= (float)({count});\n"
-        "    float var = 0.0f;\n" + loops(names, bounds, f"const float d = {value} - mean;\nvar += d * d;")
-        + f"    var /= (float)({count});\n"
-        + f"    float y = ({call(src, args, idx)} - mean) / sqrt(var + {c_float(a['eps'])});\n"
+        "    float kf_mean = 0.0f;\n" + loops(names, bounds, f"kf_mean += {value};") + f"    kf_mean /= (float)({count});\n"
+        "    float kf_var = 0.0f;\n" + loops(names, bounds, f"const float kf_d = {value} - kf_mean;\nkf_var += kf_d * kf_d;")
+        + f"    kf_var /= (float)({count});\n"
+        + f"    float kf_y = ({call(src, args, idx)} - kf_mean) / sqrt(kf_var + {c_float(a['eps'])});\n"
     )
     k = 1
     if kind == "layer":
@@ -1604,8 +1687,8 @@ def norm_body(ins, a, shape, args, idx):
     else:
         affine_idx = [channel]
     if a["weight"]:
-        text += f"    y *= {call(ins[k], args, affine_idx)};\n"
+        text += f"    kf_y *= {call(ins[k], args, affine_idx)};\n"
         k += 1
     if a["bias"]:
-        text += f"    y += {call(ins[k], args, affine_idx)};\n"
-    return text + "    return y;"
+        text += f"    kf_y += {call(ins[k], args, affine_idx)};\n"
+    return text + "    return kf_y;"

@@ -1,0 +1,29 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Batched matrix product whose sizes are named m, k and n, as KernelBench's are: the
+    generated naive kernel's loop variables must not take a size's name."""
+
+    def __init__(self):
+        super(Model, self).__init__()
+
+    def forward(self, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+        return torch.bmm(A, B)
+
+
+batch_size = 4
+m = 24
+k = 40
+n = 32
+
+
+def get_inputs():
+    A = torch.rand(batch_size, m, k)
+    B = torch.rand(batch_size, k, n)
+    return [A, B]
+
+
+def get_init_inputs():
+    return []
