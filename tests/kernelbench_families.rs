@@ -404,3 +404,60 @@ fn a_task_file_without_a_family_is_seeded_from_its_references_trace() {
     let e = ev.evaluate(&task, &cheat, &fused.params).unwrap();
     assert_eq!(e.status, Status::WrongValues, "{}", e.diagnostics);
 }
+
+/// A user's linear layer with a bias and a ReLU, no `[family]` (tests/data/linear_relu): the
+/// NumPy reference's trace gives the product with B transposed and the epilogue, the search
+/// seeds `gemm_nt` with it fused, every seed is correct, and a fused seed whose epilogue
+/// drops the bias is judged wrong.
+#[test]
+fn a_numpy_linear_layer_without_a_family_gets_fused_gemm_seeds() {
+    let (Some(backend), true) = (backend_or_skip(), numpy_or_skip()) else {
+        return;
+    };
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/linear_relu/linear_relu.toml");
+    let file = TaskFile::load(&path).unwrap();
+    assert!(file.spec.family.is_none());
+    let cache = tempfile::tempdir().unwrap();
+    let task = FileTask::new(file, &parse_sizes("BATCH=24,IN=64,OUT=40").unwrap())
+        .unwrap()
+        .with_cache_dir(Some(cache.path().to_path_buf()));
+    let Some(FamilySpec::Matmul(m)) = task.family() else {
+        panic!("no matmul traced: {:?}", task.family());
+    };
+    assert!(m.transpose_b && !m.transpose_a);
+    assert_eq!(
+        m.epilogue.as_deref(),
+        Some("fmax((acc + col_of(bias)), 0.0f)")
+    );
+    let (seeds, _) = offline_search(&task, Language::OpenCl).unwrap();
+    let fused: Vec<_> = seeds
+        .iter()
+        .filter(|s| s.source.text.contains("template `gemm_nt`"))
+        .collect();
+    assert!(!fused.is_empty(), "no gemm_nt seed");
+    let mut ev = KernelEvaluator::new(backend, correctness_config(13));
+    for seed in &seeds {
+        let e = ev.evaluate(&task, &seed.source, &seed.params).unwrap();
+        assert_eq!(
+            e.status,
+            Status::Correct,
+            "{}: {}",
+            seed.params,
+            e.diagnostics
+        );
+    }
+    let seed = fused[0];
+    let mut cheat = seed.source.clone();
+    cheat.text = seed
+        .source
+        .text
+        .replacen("KF_COL_OF(col, kf_bias)", "0.0f", 1)
+        .into();
+    assert_ne!(
+        cheat.text, seed.source.text,
+        "the bias accessor is in the seed"
+    );
+    let e = ev.evaluate(&task, &cheat, &seed.params).unwrap();
+    assert_eq!(e.status, Status::WrongValues, "{}", e.diagnostics);
+}

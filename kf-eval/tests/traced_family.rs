@@ -226,3 +226,98 @@ fn the_trace_runs_once_per_task_and_its_copies_at_other_sizes_share_it() {
         .unwrap();
     assert!(matches!(other.family(), Some(FamilySpec::Map(_))));
 }
+
+/// A task of `x` (`M × K`), a weight `w`, vectors and an output `y` (`M × N`), whose reference
+/// returns `{"y": …}` after `body` (`x` and `w` already float64).
+fn gemm_family(body: &str, w_shape: &str, extra: &[(&str, &str)]) -> Option<FamilySpec> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut toml = String::from("name = \"g\"\nargs = [\"M\", \"N\", \"K\", \"x\", \"w\"");
+    for (name, _) in extra {
+        toml.push_str(&format!(", \"{name}\""));
+    }
+    toml.push_str(
+        ", \"y\"]\n[sizes]\nM = 32\nN = 24\nK = 16\n\
+         [[buffer]]\nname = \"x\"\ndtype = \"f32\"\nshape = [\"M\", \"K\"]\nrole = \"input\"\n",
+    );
+    toml.push_str(&format!(
+        "[[buffer]]\nname = \"w\"\ndtype = \"f32\"\nshape = {w_shape}\nrole = \"input\"\n"
+    ));
+    for (name, shape) in extra {
+        toml.push_str(&format!(
+            "[[buffer]]\nname = \"{name}\"\ndtype = \"f32\"\nshape = {shape}\nrole = \"input\"\n"
+        ));
+    }
+    toml.push_str(
+        "[[buffer]]\nname = \"y\"\ndtype = \"f32\"\nshape = [\"M\", \"N\"]\nrole = \"output\"\n\
+         [reference]\npython = \"ref.py\"\n",
+    );
+    let script = format!(
+        "import numpy as np\n\ndef reference(inputs, sizes, scalars):\n    x = inputs['x'].astype(np.float64)\n    w = inputs['w'].astype(np.float64)\n{}\n",
+        body.lines().map(|l| format!("    {l}\n")).collect::<String>()
+    );
+    std::fs::write(dir.path().join("g.toml"), toml).unwrap();
+    std::fs::write(dir.path().join("ref.py"), script).unwrap();
+    let file = TaskFile::load(&dir.path().join("g.toml")).unwrap();
+    FileTask::new(file, &Default::default())
+        .unwrap()
+        .traced_family()
+        .unwrap()
+}
+
+#[test]
+fn a_product_with_element_wise_steps_is_a_matmul_with_its_epilogue() {
+    if !kf_eval::taskfile::python::numpy_or_skip() {
+        return;
+    }
+    // A linear layer (B stored N × K) with a bias and a ReLU.
+    let linear = gemm_family(
+        "return {'y': np.maximum(x @ w.T + inputs['bias'], 0.0)}",
+        "[\"N\", \"K\"]",
+        &[("bias", "[\"N\"]")],
+    );
+    let Some(FamilySpec::Matmul(m)) = &linear else {
+        panic!("not a matmul: {linear:?}")
+    };
+    assert_eq!(
+        (
+            m.a.as_str(),
+            m.b.as_str(),
+            m.c.as_str(),
+            m.transpose_a,
+            m.transpose_b
+        ),
+        ("x", "w", "y", false, true)
+    );
+    assert_eq!(
+        (m.m.text(), m.n.text(), m.k.text()),
+        ("M".into(), "N".into(), "K".into())
+    );
+    assert_eq!(
+        m.epilogue.as_deref(),
+        Some("fmax((acc + col_of(bias)), 0.0f)")
+    );
+    // A scaled product with a residual matrix and a per-row term.
+    let residual = gemm_family(
+        "return {'y': np.dot(x, w) * 0.5 + inputs['r'] - inputs['s'][:, None]}",
+        "[\"K\", \"N\"]",
+        &[("r", "[\"M\", \"N\"]"), ("s", "[\"M\"]")],
+    );
+    let Some(FamilySpec::Matmul(m)) = &residual else {
+        panic!("not a matmul: {residual:?}")
+    };
+    assert!(!m.transpose_b);
+    assert_eq!(
+        m.epilogue.as_deref(),
+        Some("(((acc * 0.5f) + at(r)) - row_of(s))")
+    );
+    // The bare product has no epilogue; a product of a computed factor is none of the families.
+    let bare = gemm_family("return {'y': x @ w}", "[\"K\", \"N\"]", &[]);
+    assert!(
+        matches!(&bare, Some(FamilySpec::Matmul(m)) if m.epilogue.is_none()),
+        "{bare:?}"
+    );
+    assert_eq!(
+        gemm_family("return {'y': np.exp(x) @ w}", "[\"K\", \"N\"]", &[]),
+        None
+    );
+}

@@ -12,7 +12,7 @@
 //!   A construct it does not know ends the trace with its name ([`GraphError::Unsupported`]):
 //!   no graph, never a wrong one.
 //! - [`recognise`]: the kernel family of a graph ([`Pattern`]): an element-wise map with its
-//!   OpenCL C expression, or a computation along rows ([`RowOp`]: softmax, layer/RMS/L1/L2
+//!   OpenCL C expression, a matrix product with its element-wise epilogue, or a computation along rows ([`RowOp`]: softmax, layer/RMS/L1/L2
 //!   norm, a sum, a prefix sum…), told apart by evaluating the graph on sample rows. kf-eval
 //!   turns a pattern into a task's `[family]`, from which kf-search seeds its templates.
 //!
@@ -40,7 +40,7 @@ mod recognise;
 
 pub use error::GraphError;
 pub use graph::{BinaryFn, CompareFn, Graph, Node, NodeId, Op, ReduceFn, ScanFn, UnaryFn};
-pub use pattern::{MapPattern, Pattern, RowOp, RowPattern};
+pub use pattern::{MapPattern, MatmulPattern, Pattern, RowOp, RowPattern};
 pub use recognise::{recognise, Unrecognised};
 
 /// The NumPy tracer (a Python 3 program needing only NumPy): `python numpy_tracer.py SCRIPT

@@ -9,6 +9,33 @@ pub enum Pattern {
     /// A computation along each row of the input's last dimension: a normalisation, a
     /// reduction to one value per row, or a prefix scan.
     Rows(RowPattern),
+    /// A matrix product followed by element-wise steps (its epilogue).
+    Matmul(MatmulPattern),
+}
+
+/// `c[m][n] = epilogue(Σ_k a[m][k] · b[k][n])`, either factor possibly stored transposed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MatmulPattern {
+    /// The left factor's buffer (`M × K`, or `K × M` with `transpose_a`).
+    pub a: String,
+    /// The right factor's buffer (`K × N`, or `N × K` with `transpose_b`).
+    pub b: String,
+    /// The output buffer (`M × N`).
+    pub c: String,
+    /// Rows of the product: a size expression.
+    pub m: String,
+    /// Columns of the product.
+    pub n: String,
+    /// The inner dimension.
+    pub k: String,
+    /// A is stored `K × M`.
+    pub transpose_a: bool,
+    /// B is stored `N × K`.
+    pub transpose_b: bool,
+    /// What each element becomes: an OpenCL C expression of `acc` and the other inputs through
+    /// `col_of(b)`, `row_of(b)`, `at(b)` (a task file's `[family] epilogue`); `None` for the
+    /// bare product.
+    pub epilogue: Option<String>,
 }
 
 /// An element-wise map: `output[i] = expr(input[i])`.

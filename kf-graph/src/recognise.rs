@@ -14,7 +14,7 @@
 use rand::{Rng, SeedableRng};
 
 use crate::graph::{BinaryFn, CompareFn, Graph, NodeId, Op, ReduceFn, ScanFn, UnaryFn};
-use crate::pattern::{MapPattern, Pattern, RowOp, RowPattern};
+use crate::pattern::{MapPattern, MatmulPattern, Pattern, RowOp, RowPattern};
 
 /// Why a graph is none of the families: the reason, for a log line.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -71,6 +71,12 @@ pub fn recognise(graph: &Graph) -> Result<Pattern, Unrecognised> {
     if elementwise {
         return map_pattern(graph, output, out, &cone).map(Pattern::Map);
     }
+    if cone
+        .iter()
+        .any(|&id| matches!(graph.nodes[id].op, Op::Matmul { .. }))
+    {
+        return matmul_pattern(graph, output, out, &cone).map(Pattern::Matmul);
+    }
     rows::row_pattern(graph, output, out, &cone).map(Pattern::Rows)
 }
 
@@ -91,14 +97,36 @@ fn map_pattern(
     if graph.nodes[input_id].dims != graph.nodes[out].dims {
         return unrecognised("the map's output does not have its input's shape");
     }
+    let expr = c_expression(graph, cone, out, |id| match &graph.nodes[id].op {
+        Op::Input { name } => Some(Ok(name.clone())),
+        _ => None,
+    })?;
+    Ok(MapPattern {
+        input: input.to_owned(),
+        output: output.to_owned(),
+        expr,
+    })
+}
+
+/// The OpenCL C expression of `out` over the element-wise `nodes` (in graph order), with
+/// `leaf` giving the text of the nodes it knows (the inputs, a product's `acc`).
+fn c_expression(
+    graph: &Graph,
+    nodes: &[NodeId],
+    out: NodeId,
+    leaf: impl Fn(NodeId) -> Option<Result<String, Unrecognised>>,
+) -> Result<String, Unrecognised> {
     let mut text: Vec<String> = vec![String::new(); graph.nodes.len()];
-    for &id in cone {
+    for &id in nodes {
+        if let Some(known) = leaf(id) {
+            text[id] = known?;
+            continue;
+        }
         let a = |k: usize| -> &str {
             let args = graph.nodes[id].op.args();
             &text[args[k]]
         };
         let expr = match &graph.nodes[id].op {
-            Op::Input { name } => name.clone(),
             Op::Constant { value } => float_literal(*value)?,
             Op::Scalar { name, .. } => name.clone(),
             // A size is an integer argument of the kernel.
@@ -114,18 +142,131 @@ fn map_pattern(
             Op::Compare { func, .. } => format!("({} {} {})", a(0), compare_c(*func), a(1)),
             // OpenCL's select(else, then, condition).
             Op::Select { .. } => format!("select({}, {}, {})", a(2), a(1), a(0)),
-            _ => return unrecognised("not element-wise"),
+            // A reshape that only adds or drops dimensions of one keeps the element.
+            Op::Reshape { arg }
+                if stripped(&graph.nodes[id].dims) == stripped(&graph.nodes[*arg].dims) =>
+            {
+                a(0).to_owned()
+            }
+            _ => return unrecognised("an operation that is not element-wise"),
         };
         if expr.len() > 4096 {
-            return unrecognised("the map's expression grows past 4096 characters");
+            return unrecognised("the expression grows past 4096 characters");
         }
         text[id] = expr;
     }
-    Ok(MapPattern {
-        input: input.to_owned(),
-        output: output.to_owned(),
-        expr: std::mem::take(&mut text[out]),
+    Ok(std::mem::take(&mut text[out]))
+}
+
+/// The dimensions that are not one.
+fn stripped(dims: &[String]) -> Vec<&str> {
+    dims.iter()
+        .map(String::as_str)
+        .filter(|d| *d != "1")
+        .collect()
+}
+
+/// A matrix product `A · B` (either factor an input, or the transpose of one) followed only by
+/// element-wise steps, which become the epilogue: the product as `acc`, other inputs through
+/// `col_of(b)` (one value per column: a bias), `row_of(b)` (per row) and `at(b)` (a matrix
+/// shaped like the product).
+fn matmul_pattern(
+    graph: &Graph,
+    output: &str,
+    out: NodeId,
+    cone: &[NodeId],
+) -> Result<MatmulPattern, Unrecognised> {
+    let products: Vec<NodeId> = cone
+        .iter()
+        .copied()
+        .filter(|&id| matches!(graph.nodes[id].op, Op::Matmul { .. }))
+        .collect();
+    let [product] = products[..] else {
+        return unrecognised(format!(
+            "{} matrix products; the GEMM templates compute one",
+            products.len()
+        ));
+    };
+    let Op::Matmul { args } = &graph.nodes[product].op else {
+        return unrecognised("not a product");
+    };
+    let (a, transpose_a) = factor(graph, args[0])?;
+    let (b, transpose_b) = factor(graph, args[1])?;
+    let dims = &graph.nodes[product].dims;
+    if graph.nodes[out].dims != *dims {
+        return unrecognised("the output does not have the product's shape");
+    }
+    let (m, n) = (dims[0].clone(), dims[1].clone());
+    let k = graph.nodes[args[0]].dims[1].clone();
+    let before = graph.cone(product);
+    let epilogue_nodes: Vec<NodeId> = cone
+        .iter()
+        .copied()
+        .filter(|id| *id == product || !before.contains(id))
+        .collect();
+    // How the epilogue reads an input, by the shape it has where it is used.
+    let accessor = |name: &str, used: &[String]| -> Result<String, Unrecognised> {
+        if name == a || name == b {
+            return unrecognised("the epilogue reads a factor of the product");
+        }
+        // NumPy's broadcasting aligns the last dimensions: a vector of N is one value per
+        // column, `[M, 1]` one per row.
+        let (m, n) = (m.as_str(), n.as_str());
+        let used: Vec<&str> = used.iter().map(String::as_str).collect();
+        match used[..] {
+            [c] | ["1", c] if c == n => Ok(format!("col_of({name})")),
+            [r, "1"] if r == m => Ok(format!("row_of({name})")),
+            [r, c] if r == m && c == n => Ok(format!("at({name})")),
+            _ => unrecognised(format!(
+                "the epilogue reads `{name}` in a shape that is not a row, a column or the product's"
+            )),
+        }
+    };
+    let expr = c_expression(graph, &epilogue_nodes, out, |id| {
+        match &graph.nodes[id].op {
+            _ if id == product => Some(Ok("acc".to_owned())),
+            // An input read only through a reshape (`s[:, None]`) takes the reshape's shape:
+            // a shape no accessor reads is an error only where the expression uses it as it is.
+            Op::Input { name } => Some(Ok(accessor(name, &graph.nodes[id].dims)
+                .unwrap_or_else(|e| format!("{UNREADABLE}{e}{UNREADABLE}")))),
+            // `b[None, :]`: the input read in the shape of the reshape.
+            Op::Reshape { arg } => match &graph.nodes[*arg].op {
+                Op::Input { name } => Some(accessor(name, &graph.nodes[id].dims)),
+                _ => None,
+            },
+            _ => None,
+        }
+    })?;
+    if let Some(reason) = expr.split(UNREADABLE).nth(1) {
+        return unrecognised(reason.to_owned());
+    }
+    Ok(MatmulPattern {
+        a: a.to_owned(),
+        b: b.to_owned(),
+        c: output.to_owned(),
+        m,
+        n,
+        k,
+        transpose_a,
+        transpose_b,
+        epilogue: (expr != "acc").then_some(expr),
     })
+}
+
+/// Marks an input's text that no accessor reads (around the reason), until the expression
+/// shows whether it is used as it is.
+const UNREADABLE: char = '\u{1}';
+
+/// A factor of a product: an input, or the transpose of one (`x.T`, `np.transpose(x)`).
+fn factor(graph: &Graph, id: NodeId) -> Result<(&str, bool), Unrecognised> {
+    match &graph.nodes[id].op {
+        Op::Input { name } => Ok((name, false)),
+        Op::Transpose { arg, perm } if perm[..] == [1, 0] => match &graph.nodes[*arg].op {
+            Op::Input { name } => Ok((name, true)),
+            _ => unrecognised("a factor of the product that is computed, not an input"),
+        },
+        _ => unrecognised("a factor of the product that is computed, not an input"),
+    }
 }
 
 /// An f32 literal of OpenCL C (`0.5f`), or why not (an infinity or NaN).

@@ -37,7 +37,9 @@
 //! family against its task.
 
 use super::error::TaskFileError;
-use super::schema::{BufferRole, Dtype, ExprText, FamilySpec, MapFamily, RowFamily, TaskSpec};
+use super::schema::{
+    BufferRole, Dtype, ExprText, FamilySpec, MapFamily, MatmulFamily, RowFamily, TaskSpec,
+};
 
 impl FamilySpec {
     /// The family as the body of a `[family]` table (`kind = "row_norm"` and its fields).
@@ -76,6 +78,17 @@ impl FamilySpec {
                     FamilySpec::RowNorm(row)
                 }
             }
+            kf_graph::Pattern::Matmul(m) => FamilySpec::Matmul(MatmulFamily {
+                a: m.a.clone(),
+                b: m.b.clone(),
+                c: m.c.clone(),
+                m: ExprText::Text(m.m.clone()),
+                n: ExprText::Text(m.n.clone()),
+                k: ExprText::Text(m.k.clone()),
+                transpose_a: m.transpose_a,
+                transpose_b: m.transpose_b,
+                epilogue: m.epilogue.clone(),
+            }),
             // `Pattern` may grow: a pattern this version cannot name is an element-wise map of
             // nothing, which validation refuses.
             _ => FamilySpec::Map(MapFamily {
