@@ -358,16 +358,8 @@ fn a_task_file_without_a_family_is_seeded_from_its_references_trace() {
     let (Some(backend), true) = (backend_or_skip(), numpy_or_skip()) else {
         return;
     };
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/rms_norm/rms_norm.toml");
-    let file = TaskFile::load(&path).unwrap();
-    assert!(
-        file.spec.family.is_none(),
-        "the test is about a task without [family]"
-    );
     let cache = tempfile::tempdir().unwrap();
-    let task = FileTask::new(file, &parse_sizes("ROWS=37,LEN=256").unwrap())
-        .unwrap()
-        .with_cache_dir(Some(cache.path().to_path_buf()));
+    let task = own_operator("rms_norm", "ROWS=37,LEN=256", cache.path());
     let Some(FamilySpec::RowNorm(rows)) = task.family() else {
         panic!("no row family traced: {:?}", task.family());
     };
@@ -385,16 +377,7 @@ fn a_task_file_without_a_family_is_seeded_from_its_references_trace() {
         "no row_norm seed"
     );
     let mut ev = KernelEvaluator::new(backend, correctness_config(11));
-    for seed in &seeds {
-        let e = ev.evaluate(&task, &seed.source, &seed.params).unwrap();
-        assert_eq!(
-            e.status,
-            Status::Correct,
-            "{}: {}",
-            seed.params,
-            e.diagnostics
-        );
-    }
+    every_seed_is_correct(&mut ev, &task, &seeds);
     let fused = seeds
         .iter()
         .find(|s| s.source.text.contains("o *= w;"))
@@ -414,14 +397,8 @@ fn a_numpy_linear_layer_without_a_family_gets_fused_gemm_seeds() {
     let (Some(backend), true) = (backend_or_skip(), numpy_or_skip()) else {
         return;
     };
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/linear_relu/linear_relu.toml");
-    let file = TaskFile::load(&path).unwrap();
-    assert!(file.spec.family.is_none());
     let cache = tempfile::tempdir().unwrap();
-    let task = FileTask::new(file, &parse_sizes("BATCH=24,IN=64,OUT=40").unwrap())
-        .unwrap()
-        .with_cache_dir(Some(cache.path().to_path_buf()));
+    let task = own_operator("linear_relu", "BATCH=24,IN=64,OUT=40", cache.path());
     let Some(FamilySpec::Matmul(m)) = task.family() else {
         panic!("no matmul traced: {:?}", task.family());
     };
@@ -437,16 +414,7 @@ fn a_numpy_linear_layer_without_a_family_gets_fused_gemm_seeds() {
         .collect();
     assert!(!fused.is_empty(), "no gemm_nt seed");
     let mut ev = KernelEvaluator::new(backend, correctness_config(13));
-    for seed in &seeds {
-        let e = ev.evaluate(&task, &seed.source, &seed.params).unwrap();
-        assert_eq!(
-            e.status,
-            Status::Correct,
-            "{}: {}",
-            seed.params,
-            e.diagnostics
-        );
-    }
+    every_seed_is_correct(&mut ev, &task, &seeds);
     let seed = fused[0];
     let mut cheat = seed.source.clone();
     cheat.text = seed
@@ -460,4 +428,36 @@ fn a_numpy_linear_layer_without_a_family_gets_fused_gemm_seeds() {
     );
     let e = ev.evaluate(&task, &cheat, &seed.params).unwrap();
     assert_eq!(e.status, Status::WrongValues, "{}", e.diagnostics);
+}
+
+/// The task file `tests/data/NAME/NAME.toml` (a user's own operator: no `[family]`) at `sizes`,
+/// its reference outputs cached in `cache`.
+fn own_operator(name: &str, sizes: &str, cache: &Path) -> FileTask {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/{name}/{name}.toml"));
+    let file = TaskFile::load(&path).unwrap();
+    assert!(
+        file.spec.family.is_none(),
+        "{name}: the test is about a task without [family]"
+    );
+    FileTask::new(file, &parse_sizes(sizes).unwrap())
+        .unwrap()
+        .with_cache_dir(Some(cache.to_path_buf()))
+}
+
+/// Every seed computes the task correctly.
+fn every_seed_is_correct<B: Backend>(
+    ev: &mut KernelEvaluator<B>,
+    task: &FileTask,
+    seeds: &[Candidate],
+) {
+    for seed in seeds {
+        let e = ev.evaluate(task, &seed.source, &seed.params).unwrap();
+        assert_eq!(
+            e.status,
+            Status::Correct,
+            "{}: {}",
+            seed.params,
+            e.diagnostics
+        );
+    }
 }
