@@ -18,11 +18,17 @@ mod common;
 use common::{kf, text};
 
 fn import(dir: &Path, stem: &str) -> PathBuf {
-    import_from(dir, "tests/data/kernelbench_level2/vendor", stem)
+    import_from(
+        dir,
+        "tests/data/kernelbench_level2/vendor",
+        stem,
+        &["--max-size", "8"],
+    )
 }
 
-/// Imports `folder/stem.py` (relative to the checkout) into `dir/stem` at `--max-size 8`.
-fn import_from(dir: &Path, folder: &str, stem: &str) -> PathBuf {
+/// Imports `folder/stem.py` (relative to the checkout) into `dir/stem` with `sizing` (`--max-size
+/// 8`, `--size …`).
+fn import_from(dir: &Path, folder: &str, stem: &str, sizing: &[&str]) -> PathBuf {
     let vendored = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join(folder)
         .join(format!("{stem}.py"));
@@ -35,10 +41,11 @@ fn import_from(dir: &Path, folder: &str, stem: &str) -> PathBuf {
         problem.to_str().unwrap(),
         "--out",
         out.to_str().unwrap(),
-        "--max-size",
-        "8",
         "--numpy",
-    ]);
+    ]
+    .into_iter()
+    .chain(sizing.iter().copied())
+    .collect::<Vec<_>>());
     assert!(run.status.success(), "{stem}: {}", text(&run));
     out
 }
@@ -117,20 +124,38 @@ fn level2_problems_import_and_their_naive_kernels_are_correct() {
 /// Operations the stand-in and the generator learnt for level 1 (`torch.norm`, `pow`, `sqrt`,
 /// `rsqrt`, `cumsum`/`cumprod` with `flip`: KernelBench's 36_RMSNorm_, 37/39 norms, 88_MinGPTNewGelu,
 /// 89–91 scans), and a batched product whose sizes are named `m`, `k`, `n` (3_Batched: its
-/// naive kernel's loop variable once took the size `k`'s name and summed nothing): each imports
-/// without PyTorch and its naive kernel is correct on every input set.
+/// naive kernel's loop variable once took the size `k`'s name and summed nothing), and a group
+/// norm with fewer groups than channels (its alternative input sets halve the group count, which
+/// the generated kernel once kept as traced): each imports without PyTorch and its naive kernel
+/// is correct on every input set.
 #[test]
 fn scans_norms_powers_and_sizes_named_like_loop_variables_get_correct_naive_kernels() {
     if backend_or_skip().is_none() || !kf_eval::taskfile::python::numpy_or_skip() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    for (folder, stem) in [
-        ("tests/data/standin_ops", "Bmm_mkn"),
-        ("tests/data/standin_ops", "Norm_Pow_Cumsum"),
-        ("tests/data/kernelbench_unseen/vendor", "91_cumsum_reverse"),
+    let small: &[&str] = &["--max-size", "8"];
+    // Fewer groups than channels: the alternative input sets halve the group count, which the
+    // generated kernel must read as the size it is (it once kept the traced count).
+    let groups: &[&str] = &[
+        "--size",
+        "batch_size=4,in_features=16,out_features=16,num_groups=4",
+    ];
+    for (folder, stem, sizing) in [
+        ("tests/data/standin_ops", "Bmm_mkn", small),
+        ("tests/data/standin_ops", "Norm_Pow_Cumsum", small),
+        (
+            "tests/data/kernelbench_unseen/vendor",
+            "91_cumsum_reverse",
+            small,
+        ),
+        (
+            "tests/data/kernelbench_level2/vendor",
+            "30_Gemm_GroupNorm_Hardtanh",
+            groups,
+        ),
     ] {
-        let task = import_from(tmp.path(), folder, stem);
+        let task = import_from(tmp.path(), folder, stem, sizing);
         let (status, said) = eval(&task, &task.join("naive.toml"));
         assert_eq!(status, "correct", "{stem}: {said}");
     }

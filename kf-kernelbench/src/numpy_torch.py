@@ -655,7 +655,9 @@ def normalize(kind, x, weight, bias, eps, groups=1, normalized=1):
     if bias is not None:
         y = y + bias.data.reshape(affine_shape)
     inputs = [x] + [t for t in (weight, bias) if t is not None]
-    attrs = dict(kind=kind, eps=float(eps), groups=int(groups), normalized=int(normalized), weight=weight is not None, bias=bias is not None)
+    # The group count as an expression over the sizes (num_groups is often one): the generated
+    # kernel must group the channels as the task at other sizes does.
+    attrs = dict(kind=kind, eps=float(eps), groups=expr_of(groups), normalized=int(normalized), weight=weight is not None, bias=bias is not None)
     return Tensor(y, x.sym_shape, record("norm", inputs, x.sym_shape, **attrs))
 
 

@@ -563,7 +563,14 @@ impl KernelTask for FileTask {
                 }
             }
         } else {
-            // Halve each size in turn, then all of them.
+            // Halve each size in turn, then all of them; an alternative that breaks a
+            // divisibility the sizes have (channels by groups) is another problem, not the
+            // task at other sizes.
+            let mut push = |s: Sizes| {
+                if keeps_divisibility(&self.sizes, &s) {
+                    push(s);
+                }
+            };
             for k in self.sizes.keys() {
                 let mut s = self.sizes.clone();
                 if let Some(v) = s.get_mut(k) {
@@ -688,5 +695,50 @@ impl KernelTask for FileTask {
             .reference
             .clone()
             .filter(|k| k.language == language)
+    }
+}
+
+/// Whether `alternative` keeps every strict divisibility of `sizes`: where a size divides a
+/// larger one (8 groups of 24 channels), it still divides it. Equal sizes are not a
+/// divisibility (halving one of two equal sizes is the non-square check), nor is a size of 1.
+fn keeps_divisibility(sizes: &Sizes, alternative: &Sizes) -> bool {
+    sizes.iter().all(|(a, &va)| {
+        sizes.iter().all(|(b, &vb)| {
+            let divides = va > 1 && vb > va && vb % va == 0;
+            match (alternative.get(a), alternative.get(b)) {
+                (Some(&na), Some(&nb)) if divides => na > 0 && nb % na == 0,
+                _ => true,
+            }
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sizes(pairs: &[(&str, i64)]) -> Sizes {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
+    }
+
+    #[test]
+    fn halved_sizes_keep_the_divisibilities_the_sizes_have() {
+        let groups = sizes(&[("features", 24), ("num_groups", 8), ("dim", 64)]);
+        // 12 channels in 8 groups is not a group norm.
+        assert!(!keeps_divisibility(
+            &groups,
+            &sizes(&[("features", 12), ("num_groups", 8), ("dim", 64)])
+        ));
+        assert!(keeps_divisibility(
+            &groups,
+            &sizes(&[("features", 24), ("num_groups", 4), ("dim", 64)])
+        ));
+        assert!(keeps_divisibility(
+            &groups,
+            &sizes(&[("features", 12), ("num_groups", 4), ("dim", 32)])
+        ));
+        // Equal sizes may part: a non-square product is the point of halving one.
+        let square = sizes(&[("M", 64), ("N", 64)]);
+        assert!(keeps_divisibility(&square, &sizes(&[("M", 32), ("N", 64)])));
     }
 }
