@@ -303,7 +303,7 @@ fn unary_c(func: UnaryFn, a: &str) -> String {
     }
 }
 
-fn binary_c(func: BinaryFn, a: &str, b: &str, _ca: Option<f64>, cb: Option<f64>) -> String {
+fn binary_c(func: BinaryFn, a: &str, b: &str, ca: Option<f64>, cb: Option<f64>) -> String {
     match func {
         BinaryFn::Add => format!("({a} + {b})"),
         BinaryFn::Subtract => format!("({a} - {b})"),
@@ -323,7 +323,7 @@ fn binary_c(func: BinaryFn, a: &str, b: &str, _ca: Option<f64>, cb: Option<f64>)
             } else {
                 "fmin"
             };
-            if _ca.is_some() {
+            if ca.is_some() {
                 format!("{name}({b}, {a})")
             } else {
                 format!("{name}({a}, {b})")
@@ -421,7 +421,7 @@ mod rows {
         if vectors.len() > 2 {
             return unrecognised("more than a weight and a bias besides the rows");
         }
-        let kinds = kinds(graph, cone, x_id, &x_dims)?;
+        let kinds = kinds(graph, cone, &x_dims)?;
         let out_kind = kinds[out]
             .ok_or_else(|| Unrecognised("the output is not computed along rows".into()))?;
         let expected_elem = out_dims == &x_dims;
@@ -461,15 +461,7 @@ mod rows {
             .collect();
         let mut results = Vec::new();
         for row in &samples {
-            let values = evaluate(
-                graph,
-                cone,
-                &kinds,
-                (x_id, &length),
-                row,
-                &vectors,
-                &vector_values,
-            )?;
+            let values = evaluate(graph, cone, (x_id, &length), row, &vectors, &vector_values)?;
             results.push(
                 values[out]
                     .clone()
@@ -586,7 +578,6 @@ mod rows {
     fn kinds(
         graph: &Graph,
         cone: &[NodeId],
-        x: NodeId,
         x_dims: &[String],
     ) -> Result<Vec<Option<Kind>>, Unrecognised> {
         let n = x_dims.len();
@@ -622,7 +613,7 @@ mod rows {
                 } => {
                     let rank = graph.nodes[*arg].dims.len();
                     match of(*arg) {
-                        Some(Kind::Elem) if axes[..] == [rank - 1] && (*arg == x || rank <= n) => {
+                        Some(Kind::Elem) if axes[..] == [rank - 1] => {
                             Some(if *keepdims || rank < n {
                                 Kind::Stat
                             } else {
@@ -669,7 +660,6 @@ mod rows {
     fn evaluate(
         graph: &Graph,
         cone: &[NodeId],
-        kinds: &[Option<Kind>],
         (x, length): (NodeId, &str),
         row: &[f64],
         vectors: &[(NodeId, &str)],
@@ -710,22 +700,7 @@ mod rows {
                     };
                     f64::from(u8::from(holds))
                 }),
-                Op::Select { args } => {
-                    let cond = arg(args[0])?;
-                    let chosen = map2(cond.clone(), arg(args[1])?, |c, t| {
-                        if c != 0.0 {
-                            t
-                        } else {
-                            f64::NAN
-                        }
-                    });
-                    let other = map2(
-                        cond,
-                        arg(args[2])?,
-                        |c, e| if c != 0.0 { f64::NAN } else { e },
-                    );
-                    map2(chosen, other, |t, e| if t.is_nan() { e } else { t })
-                }
+                Op::Select { args } => select(arg(args[0])?, arg(args[1])?, arg(args[2])?),
                 Op::Reduce { func, arg: a, .. } => {
                     let Val::Elem(v) = arg(*a)? else {
                         return unrecognised("a reduction of one value");
@@ -753,10 +728,32 @@ mod rows {
                 Op::Reshape { arg: a } => arg(*a)?,
                 Op::Transpose { .. } | Op::Matmul { .. } => return unrecognised("not along rows"),
             };
-            debug_assert!(kinds[id].is_some());
             values[id] = Some(value);
         }
         Ok(values)
+    }
+
+    /// `then` where `cond` holds, else `otherwise`, element by element.
+    fn select(cond: Val, then: Val, otherwise: Val) -> Val {
+        let len = [&cond, &then, &otherwise].iter().find_map(|v| match v {
+            Val::Elem(e) => Some(e.len()),
+            Val::Stat(_) => None,
+        });
+        let at = |v: &Val, i: usize| match v {
+            Val::Elem(e) => e[i],
+            Val::Stat(s) => *s,
+        };
+        let pick = |i: usize| {
+            if at(&cond, i) != 0.0 {
+                at(&then, i)
+            } else {
+                at(&otherwise, i)
+            }
+        };
+        match len {
+            Some(n) => Val::Elem((0..n).map(pick).collect()),
+            None => Val::Stat(pick(0)),
+        }
     }
 
     fn map1(v: Val, f: impl Fn(f64) -> f64) -> Val {
