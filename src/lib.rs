@@ -21,7 +21,7 @@
 //! | `dist` (`kf-dist`, feature `dist`) | distributed evaluation: jobs on NATS JetStream, results in PostgreSQL, the worker loop |
 //! | `distributed` (`kf-search`, feature `dist`) | a distributed search's evaluator and device names, as `kf search --distributed` uses them |
 //! | [`search`] (`kf-search`) | the whole search as the examples run it, open through [`search::Search::builder`] |
-//! | [`backends`] (`kf-search`) | backends by name ([`search::BackendKind`]), device facts, and [`init`] |
+//! | [`backends`] (`kf-search`) | the shipped backend factories and their registry by name ([`backends::shipped`]), device facts, and [`init`] |
 //! | [`report`] (`kf-report`) | progress bar, logging, and the end-of-run report: per-cell table, best kernel files, `report.json`, heatmap and curve PNGs (feature `report`) |
 //! | [`explorer`] (`kf-report`) | the run explorer page; served live with feature `report` |
 //! | [`post_run`] (`kf-report`) | post-run hooks: the final selection, the reference comparison, the report files and the explorer page as the shipped search runs them, and one's own ([`search::SearchBuilder::post_run`]) |

@@ -25,7 +25,8 @@ mod common;
 use common::kernelbench::{correctness_config, shipped_task};
 
 kernelfoundry::eval::worker_test_entry!(|spec: &kernelfoundry::eval::BackendSpec| {
-    kernelfoundry::backends::open_opencl(spec).map_err(|e| e.to_string())
+    kernelfoundry::eval::BackendFactory::open(&kernelfoundry::backends::OpenClFactory, spec)
+        .map_err(|e| e.to_string())
 });
 
 /// The matrix product and softmax tasks get their family's templates as seeds (the naive

@@ -14,7 +14,6 @@ use kernelfoundry::dist::{Binary, CompileOutcome, JobHandler, Profile};
 use kernelfoundry::distributed::{TaskHandler, TaskProfile};
 use kernelfoundry::eval::tasks::{builtin_task, parse_sizes};
 use kernelfoundry::eval::{BackendSpec, EvalConfig, TimeoutPolicy, WorkerCommand};
-use kernelfoundry::search::BackendKind;
 
 /// The `kf` binary as the evaluation worker (its `main` calls `init()` first).
 fn kf_worker() -> WorkerCommand {
@@ -25,13 +24,13 @@ fn kf_worker() -> WorkerCommand {
     }
 }
 
-fn handler(backend: BackendKind, cache: &Path) -> TaskHandler {
-    let mut spec: BackendSpec = backend.spec(None);
+fn handler(backend: &str, cache: &Path) -> TaskHandler {
+    let mut spec = BackendSpec::new(backend);
     spec.cache_dir = Some(cache.to_path_buf());
     TaskHandler::new(spec, kf_worker())
 }
 
-fn profile(backend: BackendKind) -> Profile {
+fn profile(backend: &str) -> Profile {
     let p = TaskProfile {
         task: "gemm".into(),
         sizes: parse_sizes("M=64,N=64,K=64").unwrap(),
@@ -53,7 +52,7 @@ fn naive(language: Language) -> Candidate {
 /// Builds `candidate` on a compile-side handler (cache `a`), ships it to an execute-side
 /// handler (cache `b`), and returns the binary and the execute side's evaluation.
 fn ship(
-    backend: BackendKind,
+    backend: &str,
     candidate: &Candidate,
     a: &Path,
     b: &Path,
@@ -81,7 +80,7 @@ fn an_opencl_binary_built_apart_is_loaded_and_run_not_rebuilt() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("compile"), dir.path().join("execute"));
     let candidate = naive(Language::OpenCl);
-    let (binary, evaluation) = ship(BackendKind::OpenCl, &candidate, &a, &b);
+    let (binary, evaluation) = ship("opencl", &candidate, &a, &b);
     assert!(binary.name.ends_with(".clbin"), "{binary:?}");
     assert_eq!(
         evaluation.status,
@@ -101,7 +100,10 @@ fn an_opencl_binary_built_apart_is_loaded_and_run_not_rebuilt() {
 
 #[test]
 fn a_cuda_binary_built_by_nvrtc_reaches_the_execute_side_byte_for_byte() {
-    let probe = kernelfoundry::backends::open_cuda(&BackendKind::Cuda.spec(None));
+    let probe = kernelfoundry::eval::BackendFactory::open(
+        &kernelfoundry::backends::CudaFactory,
+        &BackendSpec::new("cuda"),
+    );
     if let Err(e) = &probe {
         // Kind `NVRTC`: KF_REQUIRE_NVRTC=1 makes this a failure.
         kernelfoundry::core::testing::skip::skip(
@@ -118,7 +120,7 @@ fn a_cuda_binary_built_by_nvrtc_reaches_the_execute_side_byte_for_byte() {
         dir.path().join("own"),
     );
     let candidate = naive(Language::Cuda);
-    let (binary, evaluation) = ship(BackendKind::Cuda, &candidate, &a, &b);
+    let (binary, evaluation) = ship("cuda", &candidate, &a, &b);
     assert!(binary.name.ends_with(".kfcubin"), "{binary:?}");
     assert!(
         evaluation.compiler.cache_hit,
@@ -126,8 +128,8 @@ fn a_cuda_binary_built_by_nvrtc_reaches_the_execute_side_byte_for_byte() {
         evaluation.compiler
     );
     // The bytes the execute side would have built itself, in a cache of its own.
-    let profile = profile(BackendKind::Cuda);
-    let itself = handler(BackendKind::Cuda, &own);
+    let profile = profile("cuda");
+    let itself = handler("cuda", &own);
     let outcome = futures::executor::block_on(itself.compile(&profile, &candidate)).unwrap();
     itself.shutdown();
     let CompileOutcome::Binary(own_build) = outcome else {

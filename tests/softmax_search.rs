@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use kernelfoundry::backends::open_opencl;
+use kernelfoundry::backends::OpenClFactory;
 use kernelfoundry::core::prelude::*;
 use kernelfoundry::eval::tasks::{builtin_task, parse_sizes};
 use kernelfoundry::eval::{EvalConfig, KernelEvaluator, WorkerCommand};
@@ -20,7 +20,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 kernelfoundry::eval::worker_test_entry!(|spec: &kernelfoundry::eval::BackendSpec| {
-    open_opencl(spec).map_err(|e| e.to_string())
+    kernelfoundry::eval::BackendFactory::open(&OpenClFactory, spec).map_err(|e| e.to_string())
 });
 
 /// The backend; `None` (skip) only when no OpenCL runtime is installed and

@@ -43,6 +43,6 @@ pub use cache::{ArtifactCache, CacheChoice, CacheWriteError, KeyHasher};
 pub use compile_input::CompileInputError;
 pub use flush::Flusher;
 pub use launch::LaunchCheckError;
-pub use options::BackendOptions;
+pub use options::{BackendBuilder, BackendOptions};
 pub use runtime::RuntimeConfigError;
 pub use selector::{kind_name, DeviceSelector, NoMatch, SelectableDevice};

@@ -98,3 +98,81 @@ macro_rules! backend_builder_methods {
         }
     };
 }
+
+/// A backend's builder as generic code opens any backend: its [`BackendOptions`] (device,
+/// compile cache, …) and its build. Every shipped backend's builder is one
+/// ([`impl_backend_builder!`](crate::impl_backend_builder)), so a program that opens backends
+/// from a device name and a cache folder (the search's backend factories) has one code path
+/// for all of them.
+///
+/// ```
+/// use kf_backend_common::{BackendBuilder, BackendOptions, DeviceSelector};
+///
+/// #[derive(Default)]
+/// pub struct MyBuilder {
+///     options: BackendOptions,
+/// }
+/// pub struct MyBackend(BackendOptions);
+///
+/// impl BackendBuilder for MyBuilder {
+///     type Backend = MyBackend;
+///     type Error = std::io::Error;
+///     fn options_mut(&mut self) -> &mut BackendOptions {
+///         &mut self.options
+///     }
+///     fn build_backend(self) -> Result<MyBackend, std::io::Error> {
+///         Ok(MyBackend(self.options))
+///     }
+/// }
+///
+/// let MyBackend(options) = MyBuilder::default()
+///     .select(Some("gpu"), Some("/tmp/kernels".as_ref()))
+///     .build_backend()
+///     .unwrap();
+/// assert_eq!(options.selector, DeviceSelector::parse("gpu"));
+/// ```
+pub trait BackendBuilder: Sized {
+    /// What it builds.
+    type Backend;
+    /// Why it could not.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// The choices the build reads.
+    fn options_mut(&mut self) -> &mut BackendOptions;
+
+    /// Builds the backend (the builder's own `build`).
+    fn build_backend(self) -> Result<Self::Backend, Self::Error>;
+
+    /// The builder with the device a selector text names (`cpu`, `gpu`, an index, a name
+    /// substring; [`DeviceSelector::parse`]) and the compile-cache folder, each when given.
+    fn select(mut self, device: Option<&str>, cache_dir: Option<&Path>) -> Self {
+        let options = self.options_mut();
+        if let Some(device) = device {
+            options.selector = DeviceSelector::parse(device);
+        }
+        if let Some(dir) = cache_dir {
+            options.cache = CacheChoice::Dir(dir.to_path_buf());
+        }
+        self
+    }
+}
+
+/// Implements [`BackendBuilder`] for a builder that holds `options: BackendOptions` and has
+/// an inherent `build(self) -> Result<Backend, Error>`.
+#[macro_export]
+macro_rules! impl_backend_builder {
+    ($builder:ty => $backend:ty, $error:ty) => {
+        impl $crate::BackendBuilder for $builder {
+            type Backend = $backend;
+            type Error = $error;
+
+            fn options_mut(&mut self) -> &mut $crate::BackendOptions {
+                &mut self.options
+            }
+
+            fn build_backend(self) -> Result<$backend, $error> {
+                <$builder>::build(self)
+            }
+        }
+    };
+}

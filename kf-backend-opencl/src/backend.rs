@@ -47,6 +47,8 @@ pub struct OpenClBackendBuilder {
     options: BackendOptions,
 }
 
+kf_backend_common::impl_backend_builder!(OpenClBackendBuilder => OpenClBackend, OpenClError);
+
 impl OpenClBackendBuilder {
     kf_backend_common::backend_builder_methods!("KF_OPENCL_DEVICE");
 

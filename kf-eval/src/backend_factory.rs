@@ -120,11 +120,13 @@ pub trait DynBackendFactory: Send + Sync {
     fn device_facts(&self, spec: &BackendSpec) -> Result<DeviceFacts, BackendFactoryError>;
 
     /// The measured roofline of the device `spec` selects ([`characterise`]: cached, or
-    /// measured now and cached); the flag says whether it came from the cache.
+    /// measured now and cached; measured now whatever the cache holds when `refresh` is set);
+    /// the flag says whether it came from the cache.
     fn characterise(
         &self,
         spec: &BackendSpec,
         options: &CharacteriseOptions,
+        refresh: bool,
     ) -> Result<(Characterisation, bool), BackendFactoryError>;
 
     /// Serves as an evaluation worker on this factory's backend when this process was started
@@ -153,9 +155,10 @@ impl<F: BackendFactory> DynBackendFactory for F {
         &self,
         spec: &BackendSpec,
         options: &CharacteriseOptions,
+        refresh: bool,
     ) -> Result<(Characterisation, bool), BackendFactoryError> {
         let backend = open_with(self, spec)?;
-        Ok(characterise(&backend, options, false)?)
+        Ok(characterise(&backend, options, refresh)?)
     }
 
     fn serve_if_requested(&self, tasks: &TaskRegistry) {

@@ -57,6 +57,12 @@ impl BackendSpec {
             cache_dir: None,
         }
     }
+
+    /// The spec on the device `device` selects (`None`: the backend's default device).
+    pub fn with_device(mut self, device: Option<String>) -> Self {
+        self.device = device;
+        self
+    }
 }
 
 /// One evaluation request.

@@ -1,124 +1,124 @@
 //! The shipped backends as [`BackendFactory`]s ([`OpenClFactory`], [`CudaFactory`],
-//! [`SyclFactory`]; [`shipped`] registers those of this build), and their names
-//! ([`BackendKind`]) for command lines. A backend is in a build when its cargo feature
-//! (`opencl`, `cuda`, `sycl`) is on; naming one that is not is a [`BackendError::NotBuilt`].
+//! [`SyclFactory`]), and [`shipped`], the registry of those this build has: where a name read
+//! as text (a command line, a run's files, a worker's spec) becomes a factory
+//! ([`factory_for`]). A backend is in a build when its cargo feature (`opencl`, `cuda`,
+//! `sycl`) is on; naming one that is not is [`BackendError::NotBuilt`], and a name of no
+//! shipped backend is [`BackendError::Unknown`], never a guess.
 //!
-//! The search takes any [`BackendFactory`] ([`crate::SearchBuilder::backend_factory`]); a
-//! program whose workers must open a backend of its own registers it with [`init_with`].
+//! The search takes any [`BackendFactory`] ([`crate::SearchBuilder::backend`]); a program
+//! whose workers must open a backend of its own registers it with [`init_with`].
 //!
-//! | name | backend | without its hardware |
-//! |---|---|---|
-//! | `opencl` | [`OpenClBackend`] | the Intel CPU runtime `scripts/setup.sh` installs is a device |
-//! | `cuda` | `CudaBackend` | compile-only (needs NVRTC: `scripts/setup.sh --cuda`), see `open_cuda` |
-//! | `sycl` | `SyclBackend` | the Intel CPU device, after `scripts/setup.sh --sycl`, see `open_sycl` |
+//! | factory | name | backend | without its hardware |
+//! |---|---|---|---|
+//! | [`OpenClFactory`] | `opencl` | `OpenClBackend` | the Intel CPU runtime `scripts/setup.sh` installs is a device |
+//! | [`CudaFactory`] | `cuda` | `CudaBackend` | compile-only (needs NVRTC: `scripts/setup.sh --cuda`) |
+//! | [`SyclFactory`] | `sycl` | `SyclBackend` | the Intel CPU device, after `scripts/setup.sh --sycl` |
+//!
+//! The three open through one generic path: each backend's builder is a
+//! [`kf_backend_common::BackendBuilder`], given the spec's device and compile-cache folder.
 
-#[cfg(feature = "cuda")]
-use kf_backend_cuda::{CudaBackend, DeviceSelector as CudaDeviceSelector};
-#[cfg(feature = "opencl")]
-use kf_backend_opencl::{DeviceSelector, OpenClBackend};
-#[cfg(feature = "sycl")]
-use kf_backend_sycl::{DeviceSelector as SyclDeviceSelector, SyclBackend};
 use std::sync::Arc;
 
+#[cfg(any(feature = "opencl", feature = "cuda", feature = "sycl"))]
+use kf_backend_common::BackendBuilder;
 // The trait is implemented only for the backends of this build's features.
 #[cfg(any(feature = "opencl", feature = "cuda", feature = "sycl"))]
 use kf_eval::BackendFactory;
 use kf_eval::{BackendRegistry, BackendSpec, DynBackendFactory, TaskRegistry};
 
-pub use crate::backend_kind::{BackendError, BackendKind};
+/// The backend a search uses when none is given: OpenCL, whose CPU runtime runs everywhere.
+pub const DEFAULT_BACKEND: &str = "opencl";
 
-/// The names of the backends this build has.
+/// The shipped backends' names, and whether this build has each (its cargo feature).
+const SHIPPED: [(&str, bool); 3] = [
+    ("opencl", cfg!(feature = "opencl")),
+    ("cuda", cfg!(feature = "cuda")),
+    ("sycl", cfg!(feature = "sycl")),
+];
+
+/// Why a backend could not be named or opened.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackendError {
+    /// Not a shipped backend's name.
+    #[error("unknown backend `{0}` (valid: opencl, cuda, sycl)")]
+    Unknown(String),
+    /// A shipped backend this build was compiled without.
+    #[error("the {kind} backend is not in this build (enable the `{kind}` feature; this build has: {built})")]
+    NotBuilt {
+        /// The backend's name.
+        kind: String,
+        /// The backends this build has, comma-separated.
+        built: String,
+    },
+    /// The backend could not be opened on the device.
+    #[error("{0}")]
+    Open(String),
+    /// The device was opened but its roofline could not be measured (a compile-only CUDA
+    /// backend without a GPU, say).
+    #[error("measuring the device's roofline: {0}")]
+    Characterise(String),
+}
+
+/// The names of the shipped backends this build has.
 pub fn built() -> Vec<&'static str> {
-    BackendKind::ALL
+    SHIPPED
         .into_iter()
-        .filter(|k| k.is_built())
-        .map(BackendKind::name)
+        .filter(|(_, is_built)| *is_built)
+        .map(|(name, _)| name)
         .collect()
 }
 
-/// Opens the OpenCL backend on the device `spec` selects.
-#[cfg(feature = "opencl")]
-pub fn open_opencl(spec: &BackendSpec) -> Result<OpenClBackend, BackendError> {
-    let mut builder = OpenClBackend::builder();
-    if let Some(device) = &spec.device {
-        builder = builder.device(DeviceSelector::parse(device));
-    }
-    if let Some(dir) = &spec.cache_dir {
-        builder = builder.cache_dir(dir);
-    }
-    builder
-        .build()
-        .map_err(|e| BackendError::Open(e.to_string()))
-}
-
-/// Opens the CUDA backend on the device `spec` selects (an ordinal or a name substring; default
-/// `KF_CUDA_DEVICE` or device 0).
-///
-/// Without a GPU this is a compile-only backend whose buffers live in host memory
-/// ([`kf_backend_cuda::CudaBackendBuilder::host_buffers_without_device`]): an evaluation then
-/// compiles the kernel with NVRTC (a bad kernel is `compile_error` with NVRTC's log), and a
-/// kernel that compiled reaches the launch, which fails with "no CUDA device present to run
-/// it" naming its registers, shared memory and spills; the evaluator reports that as
-/// `runtime_error` with the compiler facts filled in. Nothing is timed or verified, and the
-/// diagnostics say so. NVRTC itself is required: without it this fails, saying how to
-/// install it.
-#[cfg(feature = "cuda")]
-pub fn open_cuda(spec: &BackendSpec) -> Result<CudaBackend, BackendError> {
-    let mut builder = CudaBackend::builder().host_buffers_without_device(true);
-    if let Some(device) = &spec.device {
-        builder = builder.device(CudaDeviceSelector::parse(device));
-    }
-    if let Some(dir) = &spec.cache_dir {
-        builder = builder.cache_dir(dir);
-    }
-    builder
-        .build()
-        .map_err(|e| BackendError::Open(e.to_string()))
-}
-
-/// Opens the SYCL backend on the device `spec` selects (`cpu`, `gpu`, `P:D`, or a name
-/// substring; default `KF_SYCL_DEVICE` or the best device that can build SYCL source).
-///
-/// Kernels are SYCL free functions compiled at run time by the SYCL runtime; without the
-/// runtime (or when this build found none: the shim is compiled only then) this fails saying
-/// how to install it (`scripts/setup.sh --sycl`).
-#[cfg(feature = "sycl")]
-pub fn open_sycl(spec: &BackendSpec) -> Result<SyclBackend, BackendError> {
-    let mut builder = SyclBackend::builder();
-    if let Some(device) = &spec.device {
-        builder = builder.device(SyclDeviceSelector::parse(device));
-    }
-    if let Some(dir) = &spec.cache_dir {
-        builder = builder.cache_dir(dir);
-    }
-    builder
-        .build()
-        .map_err(|e| BackendError::Open(e.to_string()))
-}
-
-/// The kernel language a shipped backend compiles: `opencl` → OpenCL C, `sycl` → SYCL,
-/// `cuda` → CUDA; any other name is [`BackendError::Unknown`], never a guess.
+/// `name` when it names a shipped backend, built or not (a command line's check: a backend
+/// this build lacks is refused later, by [`factory_for`], saying which feature it needs).
 ///
 /// ```
-/// use kf_search::backends::language_of;
-/// assert_eq!(language_of("cuda").unwrap(), kf_core::Language::Cuda);
-/// assert!(language_of("metal").is_err());
+/// use kf_search::backends::shipped_name;
+/// assert_eq!(shipped_name("cuda").unwrap(), "cuda");
+/// assert!(shipped_name("metal").is_err());
 /// ```
-pub fn language_of(backend: &str) -> Result<kf_core::Language, BackendError> {
-    backend.parse::<BackendKind>().map(BackendKind::language)
+pub fn shipped_name(name: &str) -> Result<String, BackendError> {
+    SHIPPED
+        .iter()
+        .any(|(n, _)| *n == name)
+        .then(|| name.to_owned())
+        .ok_or_else(|| BackendError::Unknown(name.to_owned()))
 }
 
-/// Checks that `spec` names a backend this build has; returns it.
-pub fn check(spec: &BackendSpec) -> Result<BackendKind, BackendError> {
-    let kind = BackendKind::of(spec)?;
-    if kind.is_built() {
-        Ok(kind)
-    } else {
-        Err(BackendError::NotBuilt {
-            kind,
-            built: built().join(", "),
-        })
+/// The factories of the shipped backends this build has, by their names.
+pub fn shipped() -> BackendRegistry {
+    #[allow(unused_mut)]
+    let mut registry = BackendRegistry::new();
+    #[cfg(feature = "opencl")]
+    {
+        registry = registry.with(OpenClFactory);
     }
+    #[cfg(feature = "cuda")]
+    {
+        registry = registry.with(CudaFactory);
+    }
+    #[cfg(feature = "sycl")]
+    {
+        registry = registry.with(SyclFactory);
+    }
+    registry
+}
+
+/// The shipped factory of the backend `spec` names ([`shipped`]).
+///
+/// # Errors
+///
+/// [`BackendError::NotBuilt`] for a shipped backend this build lacks,
+/// [`BackendError::Unknown`] for any other name.
+pub fn factory_for(spec: &BackendSpec) -> Result<Arc<dyn DynBackendFactory>, BackendError> {
+    if let Some(factory) = shipped().get(&spec.kind) {
+        return Ok(Arc::clone(factory));
+    }
+    shipped_name(&spec.kind)?;
+    Err(BackendError::NotBuilt {
+        kind: spec.kind.clone(),
+        built: built().join(", "),
+    })
 }
 
 /// Serves as an evaluation worker when this process was started as one, and returns at once
@@ -131,113 +131,107 @@ pub fn init() {
 
 /// [`init`] with the backend factories of `registry` besides the [`shipped`] ones (a factory of
 /// a shipped name replaces it): the evaluation workers of a program that searches with a
-/// backend of its own ([`crate::SearchBuilder::backend_factory`]) open it by its name.
+/// backend of its own ([`crate::SearchBuilder::backend`]) open it by its name.
 pub fn init_with(registry: &BackendRegistry) {
     shipped()
         .merged(registry)
         .serve_if_requested(&TaskRegistry::builtin());
 }
 
-/// The factories of the backends this build has ([`BackendKind::is_built`]).
-pub fn shipped() -> BackendRegistry {
-    BackendKind::ALL
-        .into_iter()
-        .filter_map(|k| k.factory().ok())
-        .fold(BackendRegistry::new(), BackendRegistry::with_shared)
+/// Opens a backend through its builder with the device and compile-cache folder of `spec`:
+/// the one open path of every shipped factory.
+#[cfg(any(feature = "opencl", feature = "cuda", feature = "sycl"))]
+fn open<B: BackendBuilder>(builder: B, spec: &BackendSpec) -> Result<B::Backend, BackendError> {
+    builder
+        .select(spec.device.as_deref(), spec.cache_dir.as_deref())
+        .build_backend()
+        .map_err(|e| BackendError::Open(e.to_string()))
 }
 
-/// Opens the OpenCL backend (`open_opencl`, feature `opencl`).
+/// Opens the OpenCL backend (feature `opencl`) on the device the spec selects.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OpenClFactory;
 
 #[cfg(feature = "opencl")]
 impl BackendFactory for OpenClFactory {
-    type Backend = OpenClBackend;
+    type Backend = kf_backend_opencl::OpenClBackend;
     type Error = BackendError;
 
     fn name(&self) -> &str {
-        BackendKind::OpenCl.name()
+        "opencl"
     }
 
     fn language(&self) -> kf_core::Language {
-        BackendKind::OpenCl.language()
+        kf_core::Language::OpenCl
     }
 
-    fn open(&self, spec: &BackendSpec) -> Result<OpenClBackend, BackendError> {
-        open_opencl(spec)
+    fn open(&self, spec: &BackendSpec) -> Result<Self::Backend, BackendError> {
+        open(kf_backend_opencl::OpenClBackend::builder(), spec)
     }
 }
 
-/// Opens the CUDA backend (`open_cuda`, feature `cuda`); it reports registers.
+/// Opens the CUDA backend (feature `cuda`) on the device the spec selects (an ordinal or a
+/// name substring; default `KF_CUDA_DEVICE` or device 0); it reports registers.
+///
+/// Without a GPU this is a compile-only backend whose buffers live in host memory
+/// (`CudaBackendBuilder::host_buffers_without_device`): an evaluation then compiles the kernel
+/// with NVRTC (a bad kernel is `compile_error` with NVRTC's log), and a kernel that compiled
+/// reaches the launch, which fails with "no CUDA device present to run it" naming its
+/// registers, shared memory and spills; the evaluator reports that as `runtime_error` with the
+/// compiler facts filled in. Nothing is timed or verified, and the diagnostics say so. NVRTC
+/// itself is required: without it opening fails, saying how to install it.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CudaFactory;
 
 #[cfg(feature = "cuda")]
 impl BackendFactory for CudaFactory {
-    type Backend = CudaBackend;
+    type Backend = kf_backend_cuda::CudaBackend;
     type Error = BackendError;
 
     fn name(&self) -> &str {
-        BackendKind::Cuda.name()
+        "cuda"
     }
 
     fn language(&self) -> kf_core::Language {
-        BackendKind::Cuda.language()
+        kf_core::Language::Cuda
     }
 
     fn reports_registers(&self) -> bool {
         true
     }
 
-    fn open(&self, spec: &BackendSpec) -> Result<CudaBackend, BackendError> {
-        open_cuda(spec)
+    fn open(&self, spec: &BackendSpec) -> Result<Self::Backend, BackendError> {
+        let builder = kf_backend_cuda::CudaBackend::builder().host_buffers_without_device(true);
+        open(builder, spec)
     }
 }
 
-/// Opens the SYCL backend (`open_sycl`, feature `sycl`).
+/// Opens the SYCL backend (feature `sycl`) on the device the spec selects (`cpu`, `gpu`,
+/// `P:D`, or a name substring; default `KF_SYCL_DEVICE` or the best device that can build
+/// SYCL source).
+///
+/// Kernels are SYCL free functions compiled at run time by the SYCL runtime; without the
+/// runtime (or when this build found none: the shim is compiled only then) opening fails
+/// saying how to install it (`scripts/setup.sh --sycl`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SyclFactory;
 
 #[cfg(feature = "sycl")]
 impl BackendFactory for SyclFactory {
-    type Backend = SyclBackend;
+    type Backend = kf_backend_sycl::SyclBackend;
     type Error = BackendError;
 
     fn name(&self) -> &str {
-        BackendKind::Sycl.name()
+        "sycl"
     }
 
     fn language(&self) -> kf_core::Language {
-        BackendKind::Sycl.language()
+        kf_core::Language::Sycl
     }
 
-    fn open(&self, spec: &BackendSpec) -> Result<SyclBackend, BackendError> {
-        open_sycl(spec)
+    fn open(&self, spec: &BackendSpec) -> Result<Self::Backend, BackendError> {
+        open(kf_backend_sycl::SyclBackend::builder(), spec)
     }
-}
-
-impl BackendKind {
-    /// The factory of this backend, when this build has it.
-    pub fn factory(self) -> Result<Arc<dyn DynBackendFactory>, BackendError> {
-        match self {
-            #[cfg(feature = "opencl")]
-            BackendKind::OpenCl => Ok(Arc::new(OpenClFactory)),
-            #[cfg(feature = "cuda")]
-            BackendKind::Cuda => Ok(Arc::new(CudaFactory)),
-            #[cfg(feature = "sycl")]
-            BackendKind::Sycl => Ok(Arc::new(SyclFactory)),
-            #[allow(unreachable_patterns)]
-            kind => Err(BackendError::NotBuilt {
-                kind,
-                built: built().join(", "),
-            }),
-        }
-    }
-}
-
-/// The shipped factory `spec` names, checked to be in this build.
-pub fn factory_for(spec: &BackendSpec) -> Result<Arc<dyn DynBackendFactory>, BackendError> {
-    check(spec)?.factory()
 }
 
 /// The measured roofline of the device `spec` selects: the cached characterisation
@@ -249,16 +243,19 @@ pub fn factory_for(spec: &BackendSpec) -> Result<Arc<dyn DynBackendFactory>, Bac
 pub fn characterise_device(
     spec: &BackendSpec,
 ) -> Result<(kf_eval::characterise::Characterisation, bool), BackendError> {
-    characterise_with(factory_for(spec)?.as_ref(), spec)
+    characterise_with(factory_for(spec)?.as_ref(), spec, false)
 }
 
-/// [`characterise_device`] through any factory.
+/// [`characterise_device`] through any factory; measured now whatever the cache holds when
+/// `refresh` is set.
 pub fn characterise_with(
     factory: &dyn DynBackendFactory,
     spec: &BackendSpec,
+    refresh: bool,
 ) -> Result<(kf_eval::characterise::Characterisation, bool), BackendError> {
+    let options = kf_eval::characterise::CharacteriseOptions::default();
     factory
-        .characterise(spec, &kf_eval::characterise::CharacteriseOptions::default())
+        .characterise(spec, &options, refresh)
         .map_err(factory_error)
 }
 
@@ -284,4 +281,30 @@ pub fn device_facts_with(
     spec: &BackendSpec,
 ) -> Result<kf_core::DeviceFacts, BackendError> {
     factory.device_facts(spec).map_err(factory_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_becomes_a_factory_only_through_the_registry_of_this_build() {
+        for (name, is_built) in SHIPPED {
+            let found = factory_for(&BackendSpec::new(name));
+            match found {
+                Ok(factory) => {
+                    assert!(is_built, "{name}");
+                    assert_eq!(factory.name(), name);
+                }
+                Err(e) => {
+                    assert!(!is_built, "{name}: {e}");
+                    assert!(matches!(e, BackendError::NotBuilt { .. }), "{e}");
+                    assert!(e.to_string().contains(&format!("`{name}` feature")), "{e}");
+                }
+            }
+        }
+        let unknown = factory_for(&BackendSpec::new("metal")).err();
+        assert_eq!(unknown, Some(BackendError::Unknown("metal".into())));
+        assert_eq!(shipped().names().len(), built().len());
+    }
 }

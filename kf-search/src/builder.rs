@@ -16,9 +16,9 @@ use kf_mutate::{CellPredictor, MixMutator};
 use kf_tune::strategy::{NamedStrategy, StrategyFactory};
 
 use crate::{
-    backends, defaults, offline_search, ArchiveFactory, ArchiveKind, BackendKind,
-    DefaultClassifier, EvaluatorFactory, OfflineMutators, SchedulerKind, SearchConfig, SearchError,
-    ShippedArchive, ShippedEvaluator,
+    backends, defaults, offline_search, ArchiveFactory, ArchiveKind, DefaultClassifier,
+    EvaluatorFactory, OfflineMutators, SchedulerKind, SearchConfig, SearchError, ShippedArchive,
+    ShippedEvaluator,
 };
 use kf_core::{Evaluation, Status};
 
@@ -205,20 +205,14 @@ pub struct Search<M, C, L, A = ShippedArchive, B = ShippedEvaluator> {
 /// with [`SearchBuilder::config`] (or the shipped one), whenever that was given.
 type ConfigEdit = Box<dyn FnOnce(&mut SearchConfig)>;
 
-/// The backend a builder was given.
-enum BackendChoice {
-    /// A shipped backend by name, checked to be in this build at [`SearchBuilder::build`].
-    Named,
-    /// A factory (one's own, or a shipped one).
-    Factory(Arc<dyn DynBackendFactory>),
-}
-
 /// What a builder holds that does not depend on the types of its parts.
 struct Common {
     base: Option<SearchConfig>,
     edits: Vec<ConfigEdit>,
     out_given: bool,
-    backend: BackendChoice,
+    /// The backend given; without one, the shipped backend the configuration names
+    /// ([`backends::factory_for`] at [`SearchBuilder::build`]).
+    backend: Option<Arc<dyn DynBackendFactory>>,
     strategy: Option<Arc<dyn StrategyFactory>>,
     seeds: Option<Vec<Candidate>>,
     extra_seeds: Vec<Candidate>,
@@ -271,7 +265,7 @@ impl Search<MixMutator, DefaultClassifier, NoLayer, ShippedArchive> {
                 base: None,
                 edits: Vec::new(),
                 out_given: false,
-                backend: BackendChoice::Named,
+                backend: None,
                 strategy: None,
                 seeds: None,
                 extra_seeds: Vec::new(),
@@ -344,32 +338,25 @@ impl<M, C, L, A, B> SearchBuilder<M, C, L, A, B> {
         self
     }
 
-    /// A shipped backend by name, and its device (`None`: the backend's default device).
-    pub fn backend(mut self, kind: BackendKind, device: Option<String>) -> Self {
-        self.common.backend = BackendChoice::Named;
-        self.edit(move |c| c.backend = kind.spec(device))
-    }
-
-    /// A backend of one's own (or a shipped one: [`crate::backends::OpenClFactory`], …), and
-    /// its device (`None`: the backend's default device). The evaluation workers open it by its
-    /// [`name`](BackendFactory::name): register the same factory with
+    /// The backend: a shipped one ([`OpenClFactory`](crate::backends::OpenClFactory),
+    /// [`CudaFactory`](crate::backends::CudaFactory),
+    /// [`SyclFactory`](crate::backends::SyclFactory)) or one's own, and its device (`None`: the
+    /// backend's default device). The evaluation workers open it by its
+    /// [`name`](BackendFactory::name): register one's own factory with
     /// [`init_with`](crate::backends::init_with) first thing in `main`.
-    pub fn backend_factory(self, factory: impl BackendFactory, device: Option<String>) -> Self {
-        self.backend_factory_shared(Arc::new(factory), device)
+    pub fn backend(self, factory: impl BackendFactory, device: Option<String>) -> Self {
+        self.backend_shared(Arc::new(factory), device)
     }
 
-    /// [`backend_factory`](Self::backend_factory) with a shared factory.
-    pub fn backend_factory_shared(
+    /// [`backend`](Self::backend) with a shared factory (as [`backends::factory_for`] gives
+    /// one for a name).
+    pub fn backend_shared(
         mut self,
         factory: Arc<dyn DynBackendFactory>,
         device: Option<String>,
     ) -> Self {
-        let spec = BackendSpec {
-            kind: factory.name().to_owned(),
-            device,
-            cache_dir: None,
-        };
-        self.common.backend = BackendChoice::Factory(factory);
+        let spec = BackendSpec::new(factory.name()).with_device(device);
+        self.common.backend = Some(factory);
         self.edit(move |c| c.backend = spec)
     }
 
@@ -681,8 +668,8 @@ where
             return Err(SearchError::NoTask);
         }
         let backend = match common.backend {
-            BackendChoice::Factory(f) => f,
-            BackendChoice::Named => backends::factory_for(&config.backend)?,
+            Some(factory) => factory,
+            None => backends::factory_for(&config.backend)?,
         };
         if config.evaluations == 0 || config.device_evaluations == Some(0) {
             return Err(SearchError::NoEvaluations);

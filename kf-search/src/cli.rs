@@ -4,10 +4,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kf_core::Language;
 use kf_eval::tasks::Sizes;
 
-use crate::{defaults, ArchiveKind, BackendKind, SchedulerKind, SearchConfig};
+use crate::{backends, defaults, ArchiveKind, SchedulerKind, SearchConfig};
 
 /// Options every search program shares; flatten them into a program's own `clap` parser.
 ///
@@ -25,7 +24,7 @@ use crate::{defaults, ArchiveKind, BackendKind, SchedulerKind, SearchConfig};
 ///
 /// let args = Args::parse_from(["prog", "--evaluations", "10", "--backend", "sycl"]);
 /// assert_eq!(args.search.evaluations, 10);
-/// assert_eq!(args.search.language(), kf_core::Language::Sycl);
+/// assert_eq!(args.search.backend, "sycl");
 /// ```
 #[derive(Debug, Clone, clap::Args)]
 #[command(about = None, long_about = None)]
@@ -47,8 +46,8 @@ pub struct SearchArgs {
     #[arg(long, default_value_t = defaults::SEED)]
     pub seed: u64,
     /// Backend: opencl, sycl or cuda.
-    #[arg(long, default_value_t = BackendKind::OpenCl)]
-    pub backend: BackendKind,
+    #[arg(long, default_value = backends::DEFAULT_BACKEND, value_parser = backends::shipped_name)]
+    pub backend: String,
     /// Device (a name substring, an index, cpu or gpu).
     #[arg(long)]
     pub device: Option<String>,
@@ -255,7 +254,7 @@ impl SearchArgs {
     /// is not given.
     pub fn config(&self, task: &str, sizes: Sizes, default_wall: Duration) -> SearchConfig {
         let mut config = SearchConfig::new(task, sizes);
-        config.backend = self.backend.spec(self.device.clone());
+        config.backend = kf_eval::BackendSpec::new(&self.backend).with_device(self.device.clone());
         config.evaluations = self.evaluations;
         config.device_evaluations = self.device_evaluations;
         config.wall = Some(self.time.map_or(default_wall, Duration::from_secs));
@@ -297,11 +296,6 @@ impl SearchArgs {
             defaults::IN_FLIGHT
         });
         config
-    }
-
-    /// The kernel language of the chosen backend.
-    pub fn language(&self) -> Language {
-        self.backend.language()
     }
 }
 

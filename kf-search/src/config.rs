@@ -7,7 +7,7 @@ use kf_eval::tasks::Sizes;
 use kf_eval::{BackendSpec, EvalConfig, TimeoutPolicy, WorkerCommand};
 use serde::Serialize;
 
-use crate::{defaults, ArchiveKind, BackendError, BackendKind, SchedulerKind};
+use crate::{backends, defaults, ArchiveKind, SchedulerKind};
 
 /// The origin note of the task-baseline seed (`Origin::note` of the search's first seed, the
 /// task's naive kernel): how a reader of a run's records finds the naive kernel's evaluations.
@@ -24,7 +24,8 @@ pub struct SearchConfig {
     pub task_file: Option<kf_eval::TaskFileJob>,
     /// Problem sizes.
     pub sizes: Sizes,
-    /// Backend and device (the kind is a [`BackendKind`] name).
+    /// Backend and device (the kind is a backend factory's name: [`backends::factory_for`]
+    /// turns a shipped one's into its factory).
     pub backend: BackendSpec,
     /// Candidates evaluated at most (seeds included).
     pub evaluations: u64,
@@ -115,7 +116,7 @@ impl SearchConfig {
             task,
             task_file: None,
             sizes,
-            backend: BackendKind::default().spec(None),
+            backend: BackendSpec::new(backends::DEFAULT_BACKEND),
             evaluations: defaults::EVALUATIONS,
             device_evaluations: None,
             wall: Some(defaults::WALL),
@@ -136,11 +137,6 @@ impl SearchConfig {
             #[cfg(feature = "dist")]
             distributed: None,
         }
-    }
-
-    /// The backend the config names.
-    pub fn backend_kind(&self) -> Result<BackendKind, BackendError> {
-        BackendKind::of(&self.backend)
     }
 
     pub(crate) fn is_distributed(&self) -> bool {

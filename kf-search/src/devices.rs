@@ -1,7 +1,6 @@
 //! The devices of every backend (`kf devices`, [`device_lines`]) and their measured roofline
 //! (`kf devices --characterise`, [`characterise_line`]).
 
-use kf_core::Backend;
 use kf_eval::characterise::{self, BandwidthPoint, CharacteriseOptions};
 use kf_eval::BackendSpec;
 
@@ -24,7 +23,7 @@ pub fn device_lines() -> (Vec<String>, usize) {
             for d in list {
                 lines.push(format!(
                     "opencl  {d}  [queue: {}]",
-                    queue_name(crate::BackendKind::OpenCl, &d.name)
+                    queue_name("opencl", &d.name)
                 ));
                 found += 1;
             }
@@ -37,7 +36,7 @@ pub fn device_lines() -> (Vec<String>, usize) {
             for d in list {
                 lines.push(format!(
                     "sycl    {d}  [queue: {}]",
-                    queue_name(crate::BackendKind::Sycl, &d.name)
+                    queue_name("sycl", &d.name)
                 ));
                 found += 1;
             }
@@ -53,7 +52,7 @@ pub fn device_lines() -> (Vec<String>, usize) {
             for d in list {
                 lines.push(format!(
                     "cuda    {d}  [queue: {}]",
-                    queue_name(crate::BackendKind::Cuda, &d.name)
+                    queue_name("cuda", &d.name)
                 ));
                 found += 1;
             }
@@ -68,12 +67,12 @@ pub fn device_lines() -> (Vec<String>, usize) {
 /// The queue a device's workers take jobs from (`kf worker`'s device kind); the device's own
 /// name without distributed evaluation in this build.
 #[allow(dead_code)]
-fn queue_name(kind: crate::BackendKind, device: &str) -> String {
+fn queue_name(backend: &str, device: &str) -> String {
     #[cfg(feature = "dist")]
-    return crate::distributed::device_kind_named(kind, device);
+    return crate::distributed::device_kind_named(backend, device);
     #[cfg(not(feature = "dist"))]
     {
-        let _ = kind;
+        let _ = backend;
         device.to_owned()
     }
 }
@@ -87,53 +86,35 @@ pub fn characterise_line(
     device: Option<String>,
     refresh: bool,
 ) -> Result<(bool, String), BackendError> {
-    let mut spec = BackendSpec::new(name);
-    spec.device = device;
-    crate::backends::check(&spec)?;
-    // Without a backend in this build `check` refused already.
-    #[cfg(not(any(feature = "opencl", feature = "sycl", feature = "cuda")))]
-    let _ = refresh;
-    let line: Result<Result<String, NotMeasured>, BackendError> = match name {
-        #[cfg(feature = "opencl")]
-        "opencl" => crate::backends::open_opencl(&spec).map(|b| one(&b, refresh)),
-        #[cfg(feature = "sycl")]
-        "sycl" => crate::backends::open_sycl(&spec).map(|b| one(&b, refresh)),
-        #[cfg(feature = "cuda")]
-        "cuda" => crate::backends::open_cuda(&spec).map(|b| one(&b, refresh)),
-        // `check` refused every backend not in this build.
-        other => Err(BackendError::Unknown(other.to_owned())),
+    let spec = BackendSpec::new(name).with_device(device);
+    let factory = crate::backends::factory_for(&spec)?;
+    let facts = match factory.device_facts(&spec) {
+        Ok(facts) => facts,
+        Err(e) => return Ok((false, format!("not available: {e}"))),
     };
-    Ok(match line {
-        Ok(Ok(l)) => (true, l),
-        Ok(Err(e)) => (false, format!("not characterised: {e}")),
-        Err(e) => (false, format!("not available: {e}")),
-    })
-}
-
-/// The line of a device whose roofline could not be measured.
-#[derive(Debug, thiserror::Error)]
-#[error("{device} ({estimate}): {source}")]
-struct NotMeasured {
-    device: String,
-    estimate: String,
-    source: characterise::CharacteriseError,
-}
-
-#[allow(dead_code)]
-fn one<B: Backend>(backend: &B, refresh: bool) -> Result<String, NotMeasured> {
-    let facts = backend.device();
     let estimate = match (facts.peak_gflops, facts.peak_bandwidth_gbs) {
         (Some(f), Some(b)) => format!("estimated {f:.0} GFLOP/s, {b:.0} GB/s"),
         _ => "no estimate".to_owned(),
     };
-    let (c, from_cache) =
-        characterise::characterise(backend, &CharacteriseOptions::default(), refresh).map_err(
-            |source| NotMeasured {
-                device: facts.name.clone(),
-                estimate: estimate.clone(),
-                source,
-            },
-        )?;
+    Ok(
+        match factory.characterise(&spec, &CharacteriseOptions::default(), refresh) {
+            Ok((c, from_cache)) => (true, measured_line(&facts.name, &c, from_cache, &estimate)),
+            Err(e) => (
+                false,
+                format!("not characterised: {} ({estimate}): {e}", facts.name),
+            ),
+        },
+    )
+}
+
+/// The line of a measured device: its roofline, the copy bandwidth by working set, and the
+/// backend's estimate beside it.
+fn measured_line(
+    device: &str,
+    c: &characterise::Characterisation,
+    from_cache: bool,
+    estimate: &str,
+) -> String {
     // Copy bandwidth by working set: as the evaluator times it (rotated copies, which
     // memory-bound tasks' rooflines use) and with warm caches (the anti-cheat allowance).
     let points = |curve: &[BandwidthPoint]| -> String {
@@ -153,9 +134,8 @@ fn one<B: Backend>(backend: &B, refresh: bool) -> Result<String, NotMeasured> {
     if !c.bandwidth_curve.is_empty() {
         curve += &format!("; warm: {} GB/s", points(&c.bandwidth_curve));
     }
-    Ok(format!(
-        "{}: measured {:.1} GFLOP/s fp32 peak, {:.1} GB/s (copy {:.1}, triad {:.1}){curve}, ridge {:.1} flop/B{}{}; {estimate}",
-        facts.name,
+    format!(
+        "{device}: measured {:.1} GFLOP/s fp32 peak, {:.1} GB/s (copy {:.1}, triad {:.1}){curve}, ridge {:.1} flop/B{}{}; {estimate}",
         c.peak_gflops,
         c.bandwidth_gbs,
         c.copy_gbs,
@@ -165,5 +145,5 @@ fn one<B: Backend>(backend: &B, refresh: bool) -> Result<String, NotMeasured> {
             .map(|l| format!(", host load {l:.1} per CPU while measured"))
             .unwrap_or_default(),
         if from_cache { " [cached]" } else { "" },
-    ))
+    )
 }

@@ -210,7 +210,7 @@ pub(crate) fn local_or_distributed(
     };
     if config.characterise {
         // Before the workers start: each reads the cache when it opens its evaluator.
-        match crate::backends::characterise_with(backend, &config.backend) {
+        match crate::backends::characterise_with(backend, &config.backend, false) {
             Ok((c, cached)) => tracing::info!(
                 "roofline of {}{}: {:.1} GFLOP/s, {:.1} GB/s sustained",
                 c.device,

@@ -5,12 +5,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use kf_core::{Evaluation, ParamValue, ParamValues};
-use kf_eval::{EvalConfig, EvalError, TimeoutPolicy, WorkerCommand};
+use kf_eval::{BackendSpec, EvalConfig, EvalError, TimeoutPolicy, WorkerCommand};
 use kf_manifest::{Manifest, ManifestError};
 use serde_json::{json, Value};
 
 use crate::task::{ChosenTask, TaskChoiceError};
-use crate::{BackendError, BackendKind};
+use crate::BackendError;
 
 /// Why a kernel could not be evaluated (a kernel that fails its checks is an evaluation, not
 /// an error).
@@ -69,8 +69,8 @@ pub struct KernelEvalRequest {
     pub kernel: PathBuf,
     /// Parameter values, `NAME=value` (others take the manifest's first value).
     pub params: Vec<String>,
-    /// Backend.
-    pub backend: BackendKind,
+    /// The backend's name (a shipped backend's: [`crate::backends::factory_for`]).
+    pub backend: String,
     /// Device selector.
     pub device: Option<String>,
     /// Hard limit on the evaluation, seconds (default: scaled from the baseline, at most 60).
@@ -94,8 +94,8 @@ pub struct KernelEvalOutcome {
     pub kernel: PathBuf,
     /// The device's name.
     pub device: String,
-    /// The backend.
-    pub backend: BackendKind,
+    /// The backend's name.
+    pub backend: String,
     /// How the worker that evaluated it was confined.
     pub confinement: Option<kf_eval::confine::Confinement>,
 }
@@ -125,8 +125,8 @@ pub fn evaluate_kernel(request: &KernelEvalRequest) -> Result<KernelEvalOutcome,
         request.task_file.as_deref(),
         &request.size,
     )?;
-    let spec = request.backend.spec(request.device.clone());
-    crate::backends::check(&spec)?;
+    let spec = BackendSpec::new(&request.backend).with_device(request.device.clone());
+    crate::backends::factory_for(&spec)?;
     let (manifest, source) =
         Manifest::load(&request.kernel).map_err(KernelEvalError::InvalidManifest)?;
     let mut overrides = ParamValues::new();
@@ -167,7 +167,7 @@ pub fn evaluate_kernel(request: &KernelEvalRequest) -> Result<KernelEvalOutcome,
         sizes: chosen.task.sizes(),
         kernel: request.kernel.clone(),
         device: device.name,
-        backend: request.backend,
+        backend: request.backend.clone(),
         confinement,
     })
 }

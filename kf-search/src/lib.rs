@@ -59,7 +59,6 @@
 //! ```
 
 mod archive;
-mod backend_kind;
 pub mod backends;
 mod builder;
 #[cfg(feature = "cli")]
@@ -96,7 +95,7 @@ pub use archive::{
     cvt_features, ArchiveFactory, ArchiveInput, ArchiveKind, ArchiveSpec, SearchArchive,
     ShippedArchive, UnknownArchive, WithFacts,
 };
-pub use backends::{init, init_with, BackendError, BackendKind};
+pub use backends::{init, init_with, BackendError};
 pub use builder::{EvaluatorLayer, Named, NoLayer, PartNames, Search, SearchBuilder, Stack};
 #[cfg(feature = "cli")]
 pub use cli::SearchArgs;

@@ -250,13 +250,13 @@ pub fn verify_run(
     };
     let mut spec: BackendSpec = match config.get("backend") {
         Some(b) => serde_json::from_value(b.clone()).map_err(field("backend"))?,
-        None => BackendSpec::new("opencl"),
+        None => BackendSpec::new(crate::backends::DEFAULT_BACKEND),
     };
     if options.device.is_some() {
         spec.device = options.device.clone();
     }
     let chosen = run_task(&task_name, &sizes, options.task_file.as_deref())?;
-    crate::backends::check(&spec)?;
+    crate::backends::factory_for(&spec)?;
 
     let mut elites = final_elites(&log.records);
     if elites.is_empty() {

@@ -19,7 +19,8 @@ use kf_search::report::names;
 use kf_search::{Search, SearchConfig, SearchOutcome};
 
 kf_eval::worker_test_entry!(|spec: &kf_eval::BackendSpec| {
-    kf_search::backends::open_opencl(spec).map_err(|e| e.to_string())
+    kf_eval::BackendFactory::open(&kf_search::backends::OpenClFactory, spec)
+        .map_err(|e| e.to_string())
 });
 
 /// Stops the run after `after` evaluations, as a Ctrl-C handler would.

@@ -22,7 +22,8 @@ use kf_prompt::{LlmMutator, OpenAiClient, OpenAiConfig};
 use kf_search::{seeds_for, Search, SearchConfig};
 
 kf_eval::worker_test_entry!(|spec: &kf_eval::BackendSpec| {
-    kf_search::backends::open_opencl(spec).map_err(|e| e.to_string())
+    kf_eval::BackendFactory::open(&kf_search::backends::OpenClFactory, spec)
+        .map_err(|e| e.to_string())
 });
 
 /// The include forms the model tries, in turn (`{}`: the secret's path).

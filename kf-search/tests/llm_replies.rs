@@ -31,7 +31,8 @@ use kf_prompt::{fingerprint, parse::code_blocks, LlmMutator, OpenAiClient, OpenA
 use kf_search::{seeds_for, Search, SearchConfig};
 
 kf_eval::worker_test_entry!(|spec: &kf_eval::BackendSpec| {
-    kf_search::backends::open_opencl(spec).map_err(|e| e.to_string())
+    kf_eval::BackendFactory::open(&kf_search::backends::OpenClFactory, spec)
+        .map_err(|e| e.to_string())
 });
 
 /// Steps after which credit (and so a lesson) is visible to prompts.

@@ -15,7 +15,8 @@ use kf_eval::WorkerCommand;
 use kf_search::{FinishedRun, PostRun, Search, SearchConfig, SearchError};
 
 kf_eval::worker_test_entry!(|spec: &kf_eval::BackendSpec| {
-    kf_search::backends::open_opencl(spec).map_err(|e| e.to_string())
+    kf_eval::BackendFactory::open(&kf_search::backends::OpenClFactory, spec)
+        .map_err(|e| e.to_string())
 });
 
 /// What the hook saw of the finished run.

@@ -15,7 +15,7 @@ use kernelfoundry::core::{
 };
 use kernelfoundry::eval::{BackendFactory, BackendSpec};
 use kernelfoundry::opencl::{OpenClBackend, OpenClBuffer, OpenClError, OpenClKernel};
-use kernelfoundry::search::backends::open_opencl;
+use kernelfoundry::search::backends::OpenClFactory;
 use kernelfoundry::search::BackendError;
 
 /// The variable naming the launch log; the evaluation workers inherit it.
@@ -43,7 +43,7 @@ impl BackendFactory for CountingOpenCl {
             .transpose()
             .map_err(|e| BackendError::Open(format!("the launch log: {e}")))?;
         Ok(CountingBackend {
-            inner: open_opencl(spec)?,
+            inner: OpenClFactory.open(spec)?,
             log,
         })
     }

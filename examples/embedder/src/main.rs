@@ -64,7 +64,7 @@ fn main() -> anyhow::Result<()> {
     let outcome = Search::builder()
         .task("gemm")
         .sizes(sizes)
-        .backend_factory(backend::CountingOpenCl, None)
+        .backend(backend::CountingOpenCl, None)
         .classifier(classifier)
         .archive_factory(archive)
         .mutator(mutator)

@@ -13,6 +13,8 @@ pub struct CudaBackendBuilder {
     pub(super) host_buffers: bool,
 }
 
+kf_backend_common::impl_backend_builder!(CudaBackendBuilder => CudaBackend, CudaError);
+
 impl CudaBackendBuilder {
     kf_backend_common::backend_builder_methods!("KF_CUDA_DEVICE");
 

@@ -61,6 +61,8 @@ pub struct SyclBackendBuilder {
     options: BackendOptions,
 }
 
+kf_backend_common::impl_backend_builder!(SyclBackendBuilder => SyclBackend, SyclError);
+
 impl SyclBackendBuilder {
     kf_backend_common::backend_builder_methods!("KF_SYCL_DEVICE");
 

@@ -38,7 +38,7 @@ use kf_eval::{
 };
 use serde::{Deserialize, Serialize};
 
-/// The queue name of a device: backend (a [`crate::BackendKind`] or any backend factory's name)
+/// The queue name of a device: backend (any backend factory's name: `opencl`, `cuda`, `sycl` or one's own)
 /// and device name as one subject token, for example `opencl-intel-r--xeon-r--platinum-8480c`.
 /// Workers and searches that agree on it share jobs.
 pub fn device_kind(backend: impl std::fmt::Display, device: &DeviceFacts) -> String {

@@ -97,9 +97,9 @@ pub struct LiveTuneArgs {
     /// Kernel Tuner cache file to append to and resume from (default: `runs/tune/<kernel>_<task>_<sizes>.json`).
     #[arg(long)]
     pub cache: Option<PathBuf>,
-    /// Backend.
-    #[arg(long, default_value_t = crate::BackendKind::OpenCl)]
-    pub backend: crate::BackendKind,
+    /// Backend: opencl, sycl or cuda.
+    #[arg(long, default_value = crate::backends::DEFAULT_BACKEND, value_parser = crate::backends::shipped_name)]
+    pub backend: String,
     /// Device: a name substring, an index, cpu or gpu.
     #[arg(long)]
     pub device: Option<String>,
@@ -148,7 +148,7 @@ impl LiveTuneArgs {
             budget: self.budget,
             seed: self.seed,
             cache: self.cache.clone(),
-            backend: self.backend,
+            backend: self.backend.clone(),
             device: self.device.clone(),
             full_timing: self.full_timing,
             compile_ahead: usize::from(self.compile_ahead),

@@ -39,7 +39,9 @@ use std::time::Instant;
 
 use kf_core::{Evaluation, ParamValues};
 use kf_eval::tasks::Sizes;
-use kf_eval::{EvalConfig, EvalError, TimeoutPolicy, WorkerCommand, TUNING_REUSE_INPUTS};
+use kf_eval::{
+    BackendSpec, EvalConfig, EvalError, TimeoutPolicy, WorkerCommand, TUNING_REUSE_INPUTS,
+};
 use kf_manifest::{Manifest, ManifestError};
 use kf_tune::{
     strategy, CacheKey, KtCache, KtWriter, Outcome, ResultCache, Space, TuneError, TuneResult,
@@ -264,12 +266,12 @@ pub fn tune_live(
     let task = &chosen.task;
     let task_name = chosen.name();
     let sizes = task.sizes();
-    let spec = options.backend.spec(options.device.clone());
-    crate::backends::check(&spec)?;
+    let spec = BackendSpec::new(&options.backend).with_device(options.device.clone());
+    crate::backends::factory_for(&spec)?;
     let (manifest, source) = Manifest::load(&options.kernel)?;
     let worker_command = WorkerCommand::current_exe()?;
     let evaluator = chosen
-        .evaluator(spec)
+        .evaluator(spec.clone())
         .command(worker_command.clone())
         .config(chosen.eval_config(if options.full_timing {
             EvalConfig {
@@ -361,7 +363,7 @@ pub fn tune_live(
     // The pool compiles a batch's other configurations; the timing worker compiles its first.
     let compilers = (width > 1).then(|| {
         chosen
-            .evaluator(options.backend.spec(options.device.clone()))
+            .evaluator(spec.clone())
             .command(worker_command.clone())
             .config(evaluator.config().clone())
             .timeout(chosen.timeout(TimeoutPolicy::default()))

@@ -2,8 +2,6 @@
 
 use std::path::PathBuf;
 
-use crate::BackendKind;
-
 /// What a live tuning run evaluates before the strategy proposes anything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
@@ -46,8 +44,8 @@ pub struct LiveTuneOptions {
     /// Kernel Tuner cache file to append to and resume from (default:
     /// `runs/tune/<kernel>_<task>_<sizes>.json`).
     pub cache: Option<PathBuf>,
-    /// Backend.
-    pub backend: BackendKind,
+    /// The backend's name (a shipped backend's: [`crate::backends::factory_for`]).
+    pub backend: String,
     /// Device selector of the backend.
     pub device: Option<String>,
     /// Time every configuration in full and the baseline in every evaluation.
@@ -70,7 +68,7 @@ impl LiveTuneOptions {
             budget: 30,
             seed: 0,
             cache: None,
-            backend: BackendKind::OpenCl,
+            backend: crate::backends::DEFAULT_BACKEND.to_owned(),
             device: None,
             full_timing: false,
             compile_ahead: 2,

@@ -27,9 +27,9 @@ pub(crate) struct EvalArgs {
     /// Print one JSON object instead of a summary.
     #[arg(long)]
     json: bool,
-    /// Backend.
-    #[arg(long, default_value_t = kernelfoundry::search::BackendKind::OpenCl)]
-    backend: kernelfoundry::search::BackendKind,
+    /// Backend: opencl, sycl or cuda.
+    #[arg(long, default_value = kernelfoundry::backends::DEFAULT_BACKEND, value_parser = kernelfoundry::backends::shipped_name)]
+    backend: String,
     /// Device: a name substring, an index, or cpu/gpu (default: KF_OPENCL_DEVICE or the first).
     #[arg(long)]
     device: Option<String>,

@@ -96,7 +96,10 @@ fn search_one(
     config.timeout = chosen.timeout(config.timeout);
     // The builder's own seeds, mutators and scheduler (aimed at empty cells), with the user's
     // kernels after its seeds and the LLM beside its mutators.
-    let offline = OfflineMutators::for_task(task.as_ref(), args.search.language(), None)?;
+    // The backend's name becomes its factory here, once: the builder is given the factory.
+    let backend = kernelfoundry::backends::factory_for(&config.backend)?;
+    let device = config.backend.device.clone();
+    let offline = OfflineMutators::for_task(task.as_ref(), backend.language(), None)?;
     if offline.seeds.is_empty() && user_seeds.is_empty() {
         bail!(
             "task `{}` has no baseline kernel for this backend: give one in the task file's \
@@ -123,6 +126,7 @@ fn search_one(
     let run_sizes = config.sizes.clone();
     let mut builder = Search::builder()
         .config(config)
+        .backend_shared(backend, device)
         .extra_seeds(user_seeds)
         .stop_on(stop.clone());
     if let Some(llm) = &llm {

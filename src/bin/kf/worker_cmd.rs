@@ -12,8 +12,8 @@ use kernelfoundry::search::ServerArgs;
 #[derive(Args)]
 pub(crate) struct WorkerArgs {
     /// Backend: opencl, sycl or cuda.
-    #[arg(long, default_value_t = kernelfoundry::search::BackendKind::OpenCl)]
-    backend: kernelfoundry::search::BackendKind,
+    #[arg(long, default_value = kernelfoundry::backends::DEFAULT_BACKEND, value_parser = kernelfoundry::backends::shipped_name)]
+    backend: String,
     /// Device (a name substring, an index, cpu or gpu).
     #[arg(long)]
     device: Option<String>,
@@ -138,7 +138,8 @@ pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         args.endpoint.is_none(),
         "--endpoint is for answer workers (--role answer)"
     );
-    let mut spec = args.backend.spec(args.device.clone());
+    let mut spec =
+        kernelfoundry::eval::BackendSpec::new(&args.backend).with_device(args.device.clone());
     spec.cache_dir = args.cache_dir.clone();
     let dist = args
         .servers
