@@ -26,7 +26,7 @@ use kernelfoundry::core::{
     BehaviorClassifier, Candidate, ChildRecord, Descriptor, DescriptorSpace, Dimension, Evaluation,
 };
 use kernelfoundry::eval::tasks::parse_sizes;
-use kernelfoundry::search::{defaults, ArchiveKind, SchedulerKind, Search, SearchConfig};
+use kernelfoundry::search::{defaults, Search, SearchConfig, ShippedArchive, ShippedScheduler};
 
 #[derive(Parser)]
 #[command(about = "Coverage, QD-score and best kernel per archive/scheduler configuration")]
@@ -96,17 +96,20 @@ fn run_one(
     config.progress = false;
     config.reference = false;
     config.wall = Some(defaults::WALL);
-    let (archive, islands, scheduler) = match config_name {
-        "grid+mix" | "keep-best" => (ArchiveKind::Grid, 1, SchedulerKind::Mix),
-        "grid+bandit" => (ArchiveKind::Grid, 1, SchedulerKind::Bandit),
-        "cvt+bandit" => (ArchiveKind::Cvt, 1, SchedulerKind::Bandit),
-        "islands4+bandit" => (ArchiveKind::Grid, 4, SchedulerKind::Bandit),
+    let grid = ShippedArchive::default();
+    let (archive, scheduler) = match config_name {
+        "grid+mix" | "keep-best" => (grid, ShippedScheduler::mix()),
+        "grid+bandit" => (grid, ShippedScheduler::bandit()),
+        "cvt+bandit" => (grid.with_cvt(defaults::cvt()), ShippedScheduler::bandit()),
+        "islands4+bandit" => (grid.with_islands(4), ShippedScheduler::bandit()),
         other => anyhow::bail!("unknown configuration `{other}`"),
     };
-    (config.archive, config.islands, config.scheduler) = (archive, islands, scheduler);
     let _ = std::fs::remove_dir_all(out);
     let started = std::time::Instant::now();
-    let builder = Search::builder().config(config);
+    let builder = Search::builder()
+        .config(config)
+        .archive_factory(archive)
+        .scheduler(scheduler);
     let _outcome = if config_name == "keep-best" {
         let space = DescriptorSpace::new(vec![Dimension::new("all", ["all"])]);
         builder

@@ -26,7 +26,7 @@ use anyhow::Context;
 use clap::Parser;
 use kernelfoundry::core::StopHandle;
 use kernelfoundry::eval::tasks::{builtin_task, parse_sizes_or_number};
-use kernelfoundry::search::{logging, Search, SearchArgs};
+use kernelfoundry::search::{logging, SearchArgs};
 
 #[derive(Parser)]
 #[command(about = "Evolve fast row-wise softmax kernels with MAP-Elites")]
@@ -62,11 +62,8 @@ fn main() -> anyhow::Result<()> {
     let stop = StopHandle::new();
     let on_ctrl_c = stop.clone();
     ctrlc::set_handler(move || on_ctrl_c.stop()).context("installing the Ctrl-C handler")?;
-    let outcome = Search::builder()
-        .config(config)
-        .stop_on(stop)
-        .build()?
-        .run()?;
+    // The configuration, with the backend, archive and scheduler the options name.
+    let outcome = args.search.builder(config)?.stop_on(stop).build()?.run()?;
     println!(
         "
 {}",

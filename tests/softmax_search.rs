@@ -183,11 +183,10 @@ fn a_tuned_evaluation_counts_what_the_real_evaluator_ran() {
     let tuned = kernelfoundry::search::TunedEvaluator::new(
         counting,
         4,
-        "random",
+        kernelfoundry::tune::strategy::StrategyName::Random,
         sizes.clone(),
         backend.device().clone(),
-    )
-    .unwrap();
+    );
     let library = TemplateLibrary::softmax().unwrap();
     let template = library.for_task("softmax").next().unwrap();
     let variant = template.instantiate(template.base()).unwrap();

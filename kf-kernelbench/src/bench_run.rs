@@ -12,7 +12,7 @@ use crate::error::KernelBenchError;
 use crate::import::TASK_FILE_NAME;
 use crate::python::{default_python, torch_available};
 use crate::torch_time::torch_cpu_seconds;
-use kf_search::{Search, SearchConfig};
+use kf_search::{Search, SearchConfig, ShippedArchive, ShippedScheduler};
 
 /// How to run `kf bench kernelbench`.
 #[derive(Debug, Clone)]
@@ -22,6 +22,10 @@ pub struct BenchOptions {
     /// The search configuration every task starts from (evaluations, backend, seed, tuning,
     /// wall limit); its task, sizes and output folder are set per task.
     pub search: SearchConfig,
+    /// The archive of every task's search (`--archive`, `--islands`).
+    pub archive: ShippedArchive,
+    /// How every task's search proposes (`--scheduler`).
+    pub scheduler: ShippedScheduler,
     /// Where each task's run goes (`<out>/<task>/`) and `kernelbench.json`.
     pub out: PathBuf,
     /// Time the unchanged problem files with PyTorch on the CPU when torch imports.
@@ -105,6 +109,8 @@ fn bench_task(
     // The shipped search as `kf search` runs it: its seeds, mutators and scheduler.
     let outcome = Search::builder()
         .config(config.clone())
+        .archive_factory(options.archive.clone())
+        .scheduler(options.scheduler.clone())
         .build()
         .and_then(|search| search.run())?;
     // The best correct kernel by its speedup over the baseline timed in the same worker.

@@ -1,11 +1,10 @@
 //! The search's archive, made by an [`ArchiveFactory`]: the shipped one ([`ShippedArchive`])
 //! makes the default grid, a CVT archive over continuous descriptors, or islands of either
-//! ([`ArchiveKind`], `--archive grid|cvt`, `--islands N`); an embedder's makes any
-//! [`Archive`] ([`crate::SearchBuilder::archive_factory`]).
+//! (`--archive grid|cvt`, `--islands N`: [`ShippedArchive::named`],
+//! [`ShippedArchive::with_islands`]); an embedder's makes any [`Archive`]
+//! ([`crate::SearchBuilder::archive_factory`]).
 
-use std::fmt;
 use std::path::Path;
-use std::str::FromStr;
 
 use kf_archive::{
     ArchiveError, CvtArchive, CvtConfig, EliteArchive, Feature, FeatureSpace, GridConfig,
@@ -17,62 +16,31 @@ use kf_core::{
 };
 use rand::RngCore;
 
-/// Which archive the search keeps its elites in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum ArchiveKind {
-    /// The grid over the classifier's descriptor space (the shipped search's).
+/// Whether the shipped archive is a grid or a CVT archive (private: a user names the
+/// archive by [`ShippedArchive`]'s constructors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Layout {
+    /// The grid over the classifier's descriptor space.
     #[default]
     Grid,
     /// A CVT archive over continuous descriptors ([`cvt_features`]).
     Cvt,
 }
 
-impl ArchiveKind {
-    /// Every kind.
-    pub const ALL: [ArchiveKind; 2] = [ArchiveKind::Grid, ArchiveKind::Cvt];
-
+impl Layout {
     /// The name on the command line and in run directories.
-    pub fn name(self) -> &'static str {
+    fn name(self) -> &'static str {
         match self {
-            ArchiveKind::Grid => "grid",
-            ArchiveKind::Cvt => "cvt",
+            Layout::Grid => "grid",
+            Layout::Cvt => "cvt",
         }
     }
 }
 
-impl fmt::Display for ArchiveKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// An archive name that is not one of [`ArchiveKind::ALL`].
+/// An archive name that is neither `grid` nor `cvt`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown archive `{0}`; the archives are: grid, cvt")]
 pub struct UnknownArchive(pub String);
-
-impl FromStr for ArchiveKind {
-    type Err = UnknownArchive;
-
-    /// ```
-    /// use kf_search::ArchiveKind;
-    ///
-    /// assert_eq!("cvt".parse::<ArchiveKind>(), Ok(ArchiveKind::Cvt));
-    /// assert!("hex".parse::<ArchiveKind>().unwrap_err().to_string().contains("grid, cvt"));
-    /// ```
-    fn from_str(s: &str) -> Result<Self, UnknownArchive> {
-        ArchiveKind::ALL
-            .into_iter()
-            .find(|k| k.name() == s)
-            .ok_or_else(|| UnknownArchive(s.to_owned()))
-    }
-}
-
-impl serde::Serialize for ArchiveKind {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.name())
-    }
-}
 
 /// Upper end of the local-memory feature: log2 of 1 + 64 KiB.
 const LOCAL_MEM_LOG2_MAX: f64 = 16.000_022;
@@ -179,7 +147,7 @@ impl<C: BehaviorClassifier> BehaviorClassifier for WithFacts<C> {
 ///
 /// ```
 /// use kf_core::Archive;
-/// use kf_search::{ArchiveKind, Search, SearchArchive, SearchError};
+/// use kf_search::{Search, SearchArchive, SearchError};
 ///
 /// kf_search::init(); // evaluation workers re-execute this program: first call
 /// # if !kf_search::doctest_backend_available() { return Ok(()); }
@@ -190,7 +158,7 @@ impl<C: BehaviorClassifier> BehaviorClassifier for WithFacts<C> {
 ///         .size("ROWS=64,COLS=256")
 ///         .map(|b| b.evaluations(8).tune_budget(1).reference(false).out(out.path()).progress(false))
 /// };
-/// let first = search()?.archive_kind(ArchiveKind::Cvt).islands(2).build()?.run()?;
+/// let first = search()?.cvt(kf_search::defaults::cvt()).islands(2).build()?.run()?;
 /// let SearchArchive::CvtIslands(islands) = &first.archive else { panic!("{:?}", first.archive) };
 /// assert_eq!(islands.islands().len(), 2);
 /// assert_eq!(first.archive.metrics().cells, 64);
@@ -198,7 +166,7 @@ impl<C: BehaviorClassifier> BehaviorClassifier for WithFacts<C> {
 /// // The static labels, then local memory (OpenCL reports no registers).
 /// assert!(first.archive.elites().iter().all(|e| e.descriptor.features.len() == 4));
 ///
-/// let again = search()?.archive_kind(ArchiveKind::Cvt).islands(2).build()?.run()?;
+/// let again = search()?.cvt(kf_search::defaults::cvt()).islands(2).build()?.run()?;
 /// assert_eq!(again.summary.replayed_steps, again.summary.steps);
 /// assert_eq!(again.archive, first.archive);
 ///
@@ -220,31 +188,16 @@ pub enum SearchArchive {
     CvtIslands(IslandArchive<CvtArchive>),
 }
 
-/// How a search's archive is made.
-#[derive(Debug, Clone)]
-pub struct ArchiveSpec {
-    /// Grid or CVT.
-    pub kind: ArchiveKind,
-    /// Islands (1: a single archive).
-    pub islands: usize,
-    /// The grid's settings (also the CVT's selection, QD offset and hints).
-    pub grid: GridConfig,
-    /// The CVT's centroids and their seed.
-    pub cvt: CvtConfig,
-    /// Migration and reseeding, when there are several islands (`islands` is taken from
-    /// [`ArchiveSpec::islands`]).
-    pub island: IslandConfig,
-}
-
 impl SearchArchive {
     /// A fresh archive as `spec` says, over the classifier's `space`; a CVT archive over
     /// `features`, its centroids kept in `run_dir` (so that a resumed run uses the same ones).
     pub fn build(
-        spec: &ArchiveSpec,
+        spec: &ShippedArchive,
         space: DescriptorSpace,
         features: FeatureSpace,
         run_dir: &Path,
     ) -> Result<Self, ArchiveError> {
+        spec.check()?;
         let island = IslandConfig {
             islands: spec.islands,
             ..spec.island
@@ -259,16 +212,14 @@ impl SearchArchive {
                 },
             )
         };
-        Ok(match (spec.kind, spec.islands) {
-            (ArchiveKind::Grid, 1) => {
-                SearchArchive::Grid(EliteArchive::with_config(space, spec.grid)?)
-            }
-            (ArchiveKind::Cvt, 1) => SearchArchive::Cvt(cvt()?),
-            (ArchiveKind::Grid, _) => SearchArchive::GridIslands(IslandArchive::new(
+        Ok(match (spec.layout, spec.islands) {
+            (Layout::Grid, 1) => SearchArchive::Grid(EliteArchive::with_config(space, spec.grid)?),
+            (Layout::Cvt, 1) => SearchArchive::Cvt(cvt()?),
+            (Layout::Grid, _) => SearchArchive::GridIslands(IslandArchive::new(
                 EliteArchive::with_config(space, spec.grid)?,
                 island,
             )?),
-            (ArchiveKind::Cvt, _) => SearchArchive::CvtIslands(IslandArchive::new(cvt()?, island)?),
+            (Layout::Cvt, _) => SearchArchive::CvtIslands(IslandArchive::new(cvt()?, island)?),
         })
     }
 
@@ -346,22 +297,10 @@ pub trait ArchiveFactory {
         serde_json::json!({ "name": self.name() })
     }
 
-    /// Takes the kind and number of islands the search's configuration asks for
-    /// ([`crate::SearchConfig::archive`], [`crate::SearchConfig::islands`]: `--archive`,
-    /// `--islands`). A factory that makes its own archive refuses anything but the defaults,
-    /// so that they are never silently ignored.
-    fn configured(self, kind: ArchiveKind, islands: usize) -> Result<Self, ArchiveError>
-    where
-        Self: Sized,
-    {
-        if kind != ArchiveKind::Grid || islands != 1 {
-            return Err(ArchiveError::InvalidConfig(format!(
-                "--archive {kind} --islands {islands} choose among the shipped archives; this \
-                 search's archive is {}",
-                self.name()
-            )));
-        }
-        Ok(self)
+    /// Checks the settings when the search is built, before anything runs (default: nothing
+    /// to check).
+    fn check(&self) -> Result<(), ArchiveError> {
+        Ok(())
     }
 
     /// Whether the search adds the shipped continuous descriptors ([`cvt_features`]) to every
@@ -374,15 +313,29 @@ pub trait ArchiveFactory {
     fn build(self, input: &ArchiveInput<'_>) -> Result<Self::Archive, ArchiveError>;
 }
 
-/// The shipped archive's settings: one grid (the default), a CVT archive, or islands of
-/// either. Its kind and islands come from the search's configuration (`--archive`,
-/// `--islands`); the rest from [`crate::SearchBuilder::archive`],
-/// [`cvt`](crate::SearchBuilder::cvt), [`island_config`](crate::SearchBuilder::island_config)
-/// and [`cvt_features`](crate::SearchBuilder::cvt_features).
+/// The shipped archive: one grid (the default), a CVT archive
+/// ([`with_cvt`](Self::with_cvt)), or islands of either ([`with_islands`](Self::with_islands));
+/// [`named`](Self::named) reads `--archive`. The builder's
+/// [`archive`](crate::SearchBuilder::archive), [`cvt`](crate::SearchBuilder::cvt),
+/// [`islands`](crate::SearchBuilder::islands),
+/// [`island_config`](crate::SearchBuilder::island_config) and
+/// [`cvt_features`](crate::SearchBuilder::cvt_features) change the builder's own.
+///
+/// ```
+/// use kf_archive::ArchiveError;
+/// use kf_search::{defaults, ArchiveFactory, ShippedArchive};
+///
+/// let cvt = ShippedArchive::named("cvt").unwrap().with_islands(4);
+/// assert_eq!(cvt.name(), "cvt-islands");
+/// assert_eq!(ShippedArchive::default().name(), "grid");
+/// assert_eq!(ShippedArchive::default().with_cvt(defaults::cvt()).name(), "cvt");
+/// assert!(ShippedArchive::named("hex").unwrap_err().to_string().contains("grid, cvt"));
+/// assert!(matches!(ShippedArchive::default().with_islands(0).check(), Err(ArchiveError::InvalidConfig(_))));
+/// ```
 #[derive(Debug, Clone)]
 pub struct ShippedArchive {
     /// Grid or CVT.
-    pub kind: ArchiveKind,
+    pub(crate) layout: Layout,
     /// Islands (1: a single archive).
     pub islands: usize,
     /// The grid's settings (also the CVT's selection, QD offset and hints).
@@ -397,14 +350,39 @@ pub struct ShippedArchive {
 }
 
 impl ShippedArchive {
-    fn spec(&self) -> ArchiveSpec {
-        ArchiveSpec {
-            kind: self.kind,
-            islands: self.islands,
-            grid: self.grid,
-            cvt: self.cvt,
-            island: self.island,
+    /// The archive a command line names: `grid` (the default) or `cvt` (with
+    /// [`defaults::cvt`](crate::defaults::cvt)'s centroids).
+    pub fn named(name: &str) -> Result<Self, UnknownArchive> {
+        match name {
+            "grid" => Ok(Self::default()),
+            "cvt" => {
+                // The default archive holds the shipped CVT settings, unused by its grid.
+                let shipped = Self::default();
+                let cvt = shipped.cvt;
+                Ok(shipped.with_cvt(cvt))
+            }
+            other => Err(UnknownArchive(other.to_owned())),
         }
+    }
+
+    /// A CVT archive with these centroids (its `grid` field is replaced by the grid settings'
+    /// selection, QD offset and hints).
+    pub fn with_cvt(mut self, cvt: CvtConfig) -> Self {
+        self.layout = Layout::Cvt;
+        self.cvt = cvt;
+        self
+    }
+
+    /// `n` archives evolving as islands, with migration (1: one archive; at most
+    /// [`kf_archive::MAX_ISLANDS`], checked when the search is built).
+    pub fn with_islands(mut self, n: usize) -> Self {
+        self.islands = n;
+        self
+    }
+
+    /// Whether it is a CVT archive.
+    pub fn is_cvt(&self) -> bool {
+        self.layout == Layout::Cvt
     }
 }
 
@@ -414,21 +392,21 @@ impl ArchiveFactory for ShippedArchive {
     /// `grid`, `cvt`, `grid-islands` or `cvt-islands`.
     fn name(&self) -> String {
         if self.islands > 1 {
-            format!("{}-islands", self.kind)
+            format!("{}-islands", self.layout.name())
         } else {
-            self.kind.to_string()
+            self.layout.name().to_owned()
         }
     }
 
     /// Nothing for the single grid (so run directories from before CVT and islands resume
     /// unchanged), else the kind, the islands and their settings.
     fn record(&self) -> serde_json::Value {
-        if self.kind == ArchiveKind::Grid && self.islands == 1 {
+        if self.layout == Layout::Grid && self.islands == 1 {
             return serde_json::Value::Null;
         }
-        let mut meta = serde_json::json!({ "kind": self.kind, "islands": self.islands });
+        let mut meta = serde_json::json!({ "kind": self.layout.name(), "islands": self.islands });
         if let Some(map) = meta.as_object_mut() {
-            if self.kind == ArchiveKind::Cvt {
+            if self.is_cvt() {
                 map.insert("centroids".into(), self.cvt.centroids.into());
                 map.insert("cvt_seed".into(), self.cvt.seed.into());
             }
@@ -448,20 +426,19 @@ impl ArchiveFactory for ShippedArchive {
         meta
     }
 
-    fn configured(mut self, kind: ArchiveKind, islands: usize) -> Result<Self, ArchiveError> {
-        if islands == 0 || islands > kf_archive::MAX_ISLANDS {
+    fn check(&self) -> Result<(), ArchiveError> {
+        if self.islands == 0 || self.islands > kf_archive::MAX_ISLANDS {
             return Err(ArchiveError::InvalidConfig(format!(
-                "--islands must be 1 to {}, got {islands}",
-                kf_archive::MAX_ISLANDS
+                "islands (--islands) must be 1 to {}, got {}",
+                kf_archive::MAX_ISLANDS,
+                self.islands
             )));
         }
-        self.kind = kind;
-        self.islands = islands;
-        Ok(self)
+        Ok(())
     }
 
     fn continuous_descriptors(&self) -> bool {
-        self.kind == ArchiveKind::Cvt && self.features.is_none()
+        self.is_cvt() && self.features.is_none()
     }
 
     fn build(self, input: &ArchiveInput<'_>) -> Result<SearchArchive, ArchiveError> {
@@ -469,7 +446,7 @@ impl ArchiveFactory for ShippedArchive {
             Some(f) => f.clone(),
             None => cvt_features(input.space, input.registers)?,
         };
-        SearchArchive::build(&self.spec(), input.space.clone(), features, input.run_dir)
+        SearchArchive::build(&self, input.space.clone(), features, input.run_dir)
     }
 }
 
@@ -556,15 +533,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let space = SyntheticClassifier::new(4).space().clone();
         let features = cvt_features(&space, false).unwrap();
-        let shipped = ShippedArchive::default();
-        let mut spec = ArchiveSpec {
-            kind: ArchiveKind::Grid,
-            islands: 1,
-            grid: shipped.grid,
-            cvt: shipped.cvt,
-            island: shipped.island,
-        };
-        let build = |spec: &ArchiveSpec| {
+        let mut spec = ShippedArchive::default();
+        let build = |spec: &ShippedArchive| {
             SearchArchive::build(spec, space.clone(), features.clone(), dir.path()).unwrap()
         };
         assert!(matches!(build(&spec), SearchArchive::Grid(_)));
@@ -573,7 +543,8 @@ mod tests {
             panic!("islands of grids")
         };
         assert_eq!(i.islands().len(), 3);
-        spec.kind = ArchiveKind::Cvt;
+        let cvt = spec.cvt;
+        spec = spec.with_cvt(cvt);
         assert!(matches!(build(&spec), SearchArchive::CvtIslands(_)));
         spec.islands = 1;
         let a = build(&spec);

@@ -11,14 +11,13 @@ use kf_core::{
     Mutator, Observe, ObserverMode, RunInfo, RunSummary, StopHandle,
 };
 use kf_eval::tasks::{builtin_task, KernelTask, Sizes};
-use kf_eval::{BackendFactory, BackendSpec, DynBackendFactory, WorkerCommand};
+use kf_eval::{BackendFactory, DynBackendFactory, WorkerCommand};
 use kf_mutate::{CellPredictor, MixMutator};
-use kf_tune::strategy::{NamedStrategy, StrategyFactory};
+use kf_tune::strategy::StrategyFactory;
 
 use crate::{
-    backends, defaults, offline_search, ArchiveFactory, ArchiveKind, DefaultClassifier,
-    EvaluatorFactory, OfflineMutators, SchedulerKind, SearchConfig, SearchError, ShippedArchive,
-    ShippedEvaluator,
+    backends, defaults, offline_search, ArchiveFactory, DefaultClassifier, EvaluatorFactory,
+    OfflineMutators, SearchConfig, SearchError, ShippedArchive, ShippedEvaluator, ShippedScheduler,
 };
 use kf_core::{Evaluation, Status};
 
@@ -168,7 +167,7 @@ struct FactoryInput<'a> {
     /// Seeds added after either ([`SearchBuilder::extra_seeds`]).
     extra_seeds: Vec<Candidate>,
     cells: &'a CellPredictor,
-    scheduler: SchedulerKind,
+    scheduler: ShippedScheduler,
     /// Mutators added beside the offline ones ([`SearchBuilder::also_mutator`]).
     extra_mutators: Vec<(BoxMutator, f64)>,
 }
@@ -214,6 +213,8 @@ struct Common {
     /// ([`backends::factory_for`] at [`SearchBuilder::build`]).
     backend: Option<Arc<dyn DynBackendFactory>>,
     strategy: Option<Arc<dyn StrategyFactory>>,
+    /// How the shipped mutators propose ([`SearchBuilder::scheduler`]).
+    scheduler: ShippedScheduler,
     seeds: Option<Vec<Candidate>>,
     extra_seeds: Vec<Candidate>,
     extra_mutators: Vec<(BoxMutator, f64)>,
@@ -251,7 +252,7 @@ pub struct SearchBuilder<
 
 impl Search<MixMutator, DefaultClassifier, NoLayer, ShippedArchive> {
     /// A builder with the shipped search's settings: the offline mutators and seeds of
-    /// [`offline_search`] under a bandit scheduler of emitters ([`defaults::SCHEDULER`]), the
+    /// [`offline_search`] under a bandit scheduler of emitters ([`ShippedScheduler::bandit`]), the
     /// [default classifier](defaults::classifier), the [default grid](defaults::grid)
     /// ([`ShippedArchive`]), the OpenCL backend, tuning in the search
     /// ([`defaults::TUNE_BUDGET`] configurations per new kernel, the
@@ -267,6 +268,7 @@ impl Search<MixMutator, DefaultClassifier, NoLayer, ShippedArchive> {
                 out_given: false,
                 backend: None,
                 strategy: None,
+                scheduler: ShippedScheduler::default(),
                 seeds: None,
                 extra_seeds: Vec::new(),
                 extra_mutators: Vec::new(),
@@ -285,9 +287,9 @@ impl Search<MixMutator, DefaultClassifier, NoLayer, ShippedArchive> {
                 let mut seeds = input.seeds.unwrap_or(std::mem::take(&mut parts.seeds));
                 seeds.extend(input.extra_seeds);
                 parts.extra.extend(input.extra_mutators);
-                let proposer = match input.scheduler {
-                    SchedulerKind::Mix => Scheduler::single(parts.mix()),
-                    SchedulerKind::Bandit => parts.emitters(SchedulerKind::policy())?,
+                let proposer = match input.scheduler.policy() {
+                    None => Scheduler::single(parts.mix()),
+                    Some(policy) => parts.emitters(policy.clone())?,
                 };
                 Ok((seeds, proposer))
             }),
@@ -355,9 +357,13 @@ impl<M, C, L, A, B> SearchBuilder<M, C, L, A, B> {
         factory: Arc<dyn DynBackendFactory>,
         device: Option<String>,
     ) -> Self {
-        let spec = BackendSpec::new(factory.name()).with_device(device);
+        let name = factory.name().to_owned();
         self.common.backend = Some(factory);
-        self.edit(move |c| c.backend = spec)
+        // The configuration's compile-cache folder, if any, stays.
+        self.edit(move |c| {
+            c.backend.kind = name;
+            c.backend.device = device;
+        })
     }
 
     /// Candidates evaluated at most, seeds included (default [`defaults::EVALUATIONS`]).
@@ -387,20 +393,19 @@ impl<M, C, L, A, B> SearchBuilder<M, C, L, A, B> {
         self.edit(move |c| c.tune_budget = budget)
     }
 
-    /// A built-in kf-tune strategy by name for the per-kernel tuning (default
-    /// [`defaults::TUNE_STRATEGY`]; see [`kf_tune::strategy::by_name`]).
-    pub fn tune_strategy(mut self, strategy: impl Into<String>) -> Self {
-        let strategy = strategy.into();
-        self.common.strategy = None;
-        self.edit(move |c| c.tune_strategy = strategy)
+    /// The per-kernel tuning strategy: each new kernel is tuned by a fresh strategy from
+    /// `factory`, a built-in one ([`kf_tune::strategy::StrategyName`]; default
+    /// [`defaults::TUNE_STRATEGY`]) or one's own; its [`name`](StrategyFactory::name) is
+    /// recorded as the run's tuning strategy.
+    pub fn tune_strategy(self, factory: impl StrategyFactory + 'static) -> Self {
+        self.tune_strategy_shared(Arc::new(factory))
     }
 
-    /// A tuning strategy of one's own: each new kernel is tuned by a fresh strategy from
-    /// `factory`; its [`name`](StrategyFactory::name) is recorded as the run's tuning strategy.
-    pub fn tune_strategy_factory(mut self, factory: impl StrategyFactory + 'static) -> Self {
-        let name = factory.name();
-        self.common.strategy = Some(Arc::new(factory));
-        self.edit(move |c| c.tune_strategy = name)
+    /// [`tune_strategy`](Self::tune_strategy) with a shared factory (as
+    /// [`kf_tune::strategy::factory_by_name`] gives one for a name read as text).
+    pub fn tune_strategy_shared(mut self, factory: Arc<dyn StrategyFactory>) -> Self {
+        self.common.strategy = Some(factory);
+        self
     }
 
     /// At most `n` device evaluations (every configuration compiled and timed, tuning
@@ -460,18 +465,6 @@ impl<M, C, L, A, B> SearchBuilder<M, C, L, A, B> {
         self
     }
 
-    /// The kind of shipped archive (default [`defaults::ARCHIVE`], `--archive`); another
-    /// archive ([`archive_factory`](Self::archive_factory)) refuses any but the default.
-    pub fn archive_kind(self, kind: ArchiveKind) -> Self {
-        self.edit(move |c| c.archive = kind)
-    }
-
-    /// Shipped archives evolving as islands with migration (default [`defaults::ISLANDS`],
-    /// `--islands`); at least 1.
-    pub fn islands(self, n: usize) -> Self {
-        self.edit(move |c| c.islands = n)
-    }
-
     /// An archive of one's own, made by `factory` when the search starts (replacing the
     /// shipped grid, CVT and islands; having set their settings too is an error at
     /// [`build`](Self::build)).
@@ -517,7 +510,7 @@ impl<M, C, L, A, B> SearchBuilder<M, C, L, A, B> {
     }
 
     /// The mutator, replacing the shipped ones and their scheduler (default: [`offline_search`]'s
-    /// for the task and backend under [`SchedulerKind::Bandit`]); the archive selects each
+    /// for the task and backend under [`ShippedScheduler::bandit`]); the archive selects each
     /// step's parent. The seeds stay the offline search's unless [`seeds`](Self::seeds) are
     /// given (before or after). To add a mutator to the shipped ones instead, use
     /// [`also_mutator`](Self::also_mutator); the two together are an error at
@@ -547,8 +540,8 @@ impl<M, C, L, A, B> SearchBuilder<M, C, L, A, B> {
     }
 
     /// Adds a mutator beside the shipped ones (an LLM mutator, say): with weight `weight` in the
-    /// fixed mix ([`SchedulerKind::Mix`]), or as an emitter of its own whose parents the
-    /// archive selects ([`SchedulerKind::Bandit`]). With [`mutator`](Self::mutator), which
+    /// fixed mix ([`ShippedScheduler::mix`]), or as an emitter of its own whose parents the
+    /// archive selects ([`ShippedScheduler::bandit`]). With [`mutator`](Self::mutator), which
     /// replaces the shipped mutators, it is an error at [`build`](Self::build) (in either
     /// order): mix the mutators into the one given instead.
     pub fn also_mutator<M2: Mutator + 'static>(mut self, mutator: M2, weight: f64) -> Self {
@@ -565,10 +558,11 @@ impl<M, C, L, A, B> SearchBuilder<M, C, L, A, B> {
         self
     }
 
-    /// How each step's parent and mutator are picked (default [`defaults::SCHEDULER`],
-    /// `--scheduler`).
-    pub fn scheduler(self, kind: SchedulerKind) -> Self {
-        self.edit(move |c| c.scheduler = kind)
+    /// How the shipped mutators propose each step's parent and mutator (default
+    /// [`ShippedScheduler::bandit`]; `--scheduler`, [`ShippedScheduler::named`]).
+    pub fn scheduler(mut self, scheduler: ShippedScheduler) -> Self {
+        self.common.scheduler = scheduler;
+        self
     }
 
     /// Adds a layer around the evaluator: layers stack in the order added, the first
@@ -623,10 +617,21 @@ impl<M, C, L, B> SearchBuilder<M, C, L, ShippedArchive, B> {
         self.shipped_archive(|a| a.grid = grid)
     }
 
-    /// The CVT archive's centroids (default [`defaults::cvt`]); its `grid` field is replaced
-    /// by [`archive`](Self::archive)'s settings.
+    /// A CVT archive with these centroids (default: the grid; `--archive cvt` gives
+    /// [`defaults::cvt`]); its `grid` field is replaced by [`archive`](Self::archive)'s
+    /// settings ([`ShippedArchive::with_cvt`]).
     pub fn cvt(self, cvt: CvtConfig) -> Self {
-        self.shipped_archive(|a| a.cvt = cvt)
+        self.shipped_archive(|a| {
+            a.layout = crate::archive::Layout::Cvt;
+            a.cvt = cvt;
+        })
+    }
+
+    /// Shipped archives evolving as islands with migration (default [`defaults::ISLANDS`]:
+    /// one; `--islands`); 1 to [`kf_archive::MAX_ISLANDS`], checked at
+    /// [`build`](SearchBuilder::build).
+    pub fn islands(self, n: usize) -> Self {
+        self.shipped_archive(|a| a.islands = n)
     }
 
     /// Migration and reseeding of the islands (default [`defaults::islands`]); the number of
@@ -677,15 +682,11 @@ where
         if common.archive_settings_dropped {
             return Err(SearchError::ArchiveSettingsUnused);
         }
-        let archive = self.archive.configured(config.archive, config.islands)?;
-        let strategy: Arc<dyn StrategyFactory> = match common.strategy {
-            Some(s) => s,
-            // An unknown strategy would otherwise mean "no tuning" for every kernel, silently.
-            None if config.tune_budget > 1 => {
-                Arc::new(NamedStrategy::new(config.tune_strategy.clone())?)
-            }
-            None => Arc::new(NamedStrategy::unchecked(config.tune_strategy.clone())),
-        };
+        let archive = self.archive;
+        archive.check()?;
+        let strategy = common
+            .strategy
+            .unwrap_or_else(|| Arc::new(defaults::TUNE_STRATEGY));
         let task: Box<dyn KernelTask> = match &config.task_file {
             Some(job) => Box::new(job.build(&config.sizes, &kf_eval::tasks::builtin_references())?),
             None => builtin_task(&config.task, &config.sizes)?,
@@ -698,7 +699,7 @@ where
             seeds: common.seeds,
             extra_seeds: common.extra_seeds,
             cells: &cells,
-            scheduler: config.scheduler,
+            scheduler: common.scheduler,
             extra_mutators: common.extra_mutators,
         })?;
         Ok(Search {
@@ -816,19 +817,6 @@ mod tests {
     use crate::SearchEvaluator;
 
     #[test]
-    fn an_unknown_tuning_strategy_is_an_error_not_silently_no_tuning() {
-        let err = Search::builder()
-            .task("gemm")
-            .tune_budget(4)
-            .tune_strategy("no_such_strategy")
-            .build()
-            .err()
-            .expect("an unknown strategy is refused");
-        assert!(matches!(err, SearchError::TuneStrategy(_)), "{err}");
-        assert!(err.to_string().contains("no_such_strategy"), "{err}");
-    }
-
-    #[test]
     fn no_islands_is_an_error() {
         let err = Search::builder()
             .task("gemm")
@@ -917,7 +905,7 @@ mod tests {
         let search = Search::builder()
             .task("gemm")
             .archive_factory(OwnGrid)
-            .tune_strategy_factory(kf_tune::strategy::StrategyName::Random)
+            .tune_strategy(kf_tune::strategy::StrategyName::Random)
             .evaluator_layer(Named::new("first", layered))
             .evaluator_layer(|inner| inner)
             .build()
@@ -928,7 +916,6 @@ mod tests {
         assert_eq!(names.backend, "opencl");
         assert_eq!(names.classifier, "static+compiler-facts");
         assert_eq!(names.evaluator_layers, ["first", "layer"]);
-        assert_eq!(search.config().tune_strategy, "random");
         let settings = Search::builder()
             .task("gemm")
             .archive(defaults::grid())
@@ -947,7 +934,10 @@ mod tests {
             .build()
             .err()
             .expect("refused");
-        assert!(islands.to_string().contains("own-grid"), "{islands}");
+        assert!(
+            matches!(islands, SearchError::ArchiveSettingsUnused),
+            "{islands}"
+        );
     }
 
     /// Judges every kernel correct, faster the shorter its source: an evaluator of one's own
@@ -1052,7 +1042,7 @@ mod tests {
         );
         let strategy = search()
             .archive_factory(OwnGrid)
-            .tune_strategy_factory(kf_tune::strategy::FnStrategy::new("mine", || {
+            .tune_strategy(kf_tune::strategy::FnStrategy::new("mine", || {
                 kf_tune::strategy::StrategyName::Random.build()
             }))
             .build()

@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use kf_eval::tasks::Sizes;
 
-use crate::{backends, defaults, ArchiveKind, SchedulerKind, SearchConfig};
+use crate::{
+    backends, defaults, BackendError, Search, SearchBuilder, SearchConfig, ShippedArchive,
+    ShippedScheduler,
+};
 
 /// Options every search program shares; flatten them into a program's own `clap` parser.
 ///
@@ -74,16 +77,16 @@ pub struct SearchArgs {
     pub verbose: u8,
     /// Archive: grid (one elite per cell of the classifier's space) or cvt (one per centroid
     /// of continuous descriptors: the static labels, local memory, registers on CUDA).
-    #[arg(long, default_value_t = defaults::ARCHIVE)]
-    pub archive: ArchiveKind,
+    #[arg(long, default_value = "grid", value_parser = ShippedArchive::named)]
+    pub archive: ShippedArchive,
     /// Archives evolving separately as islands, with migration of elites (1: one archive).
     #[arg(long, default_value_t = defaults::ISLANDS)]
     pub islands: usize,
     /// Parents and mutators: bandit (emitters picked by a bandit credited with what their
     /// children did for the archive) or mix (fixed mutator weights, the archive's parent
     /// selection).
-    #[arg(long, default_value_t = defaults::SCHEDULER)]
-    pub scheduler: SchedulerKind,
+    #[arg(long, default_value = "bandit", value_parser = ShippedScheduler::named)]
+    pub scheduler: ShippedScheduler,
     /// Steps in flight at once (default: 1 on this machine, 8 with --distributed).
     #[arg(long)]
     pub in_flight: Option<usize>,
@@ -250,6 +253,25 @@ fn at_least_one(text: &str) -> Result<usize, NotAtLeastOne> {
 }
 
 impl SearchArgs {
+    /// A builder for `config` ([`config`](Self::config)'s, perhaps changed) with the parts
+    /// these options name: the backend `config` names, as its factory
+    /// ([`backends::factory_for`]), the archive ([`archive`](Self::archive)) and the
+    /// scheduler (`--scheduler`).
+    pub fn builder(&self, config: SearchConfig) -> Result<SearchBuilder, BackendError> {
+        let backend = backends::factory_for(&config.backend)?;
+        let device = config.backend.device.clone();
+        Ok(Search::builder()
+            .config(config)
+            .backend_shared(backend, device)
+            .archive_factory(self.archive())
+            .scheduler(self.scheduler.clone()))
+    }
+
+    /// The shipped archive `--archive` and `--islands` name.
+    pub fn archive(&self) -> ShippedArchive {
+        self.archive.clone().with_islands(self.islands)
+    }
+
     /// The search configuration for `task` at `sizes`; `default_wall` applies when `--time`
     /// is not given.
     pub fn config(&self, task: &str, sizes: Sizes, default_wall: Duration) -> SearchConfig {
@@ -264,9 +286,6 @@ impl SearchArgs {
             config.out = out.clone();
         }
         config.progress = !self.no_progress;
-        config.archive = self.archive;
-        config.islands = self.islands;
-        config.scheduler = self.scheduler;
         config.reference = !self.no_reference;
         config.final_rounds = self.final_rounds;
         config.characterise = !self.no_characterise;
@@ -325,21 +344,20 @@ mod tests {
         assert_eq!(c.seed, shipped.seed);
         assert_eq!(c.backend.kind, "opencl");
         assert_eq!(c.in_flight, shipped.in_flight);
-        assert_eq!((c.archive, c.islands), (shipped.archive, shipped.islands));
-        assert_eq!((c.archive, c.islands), (ArchiveKind::Grid, 1));
-        assert_eq!(c.scheduler, shipped.scheduler);
+        let args = Args::parse_from(["prog"]).search;
+        assert_eq!(crate::ArchiveFactory::name(&args.archive()), "grid");
+        assert_eq!(args.scheduler, ShippedScheduler::default());
     }
 
     #[test]
     fn the_scheduler_is_an_option_and_a_bad_one_is_an_error() {
-        assert_eq!(
-            config(&["--scheduler", "mix"]).scheduler,
-            SchedulerKind::Mix
-        );
-        assert_eq!(
-            config(&["--scheduler", "bandit"]).scheduler,
-            SchedulerKind::Bandit
-        );
+        let scheduler = |name| {
+            Args::parse_from(["prog", "--scheduler", name])
+                .search
+                .scheduler
+        };
+        assert_eq!(scheduler("mix"), ShippedScheduler::mix());
+        assert_eq!(scheduler("bandit"), ShippedScheduler::bandit());
         let e = Args::try_parse_from(["prog", "--scheduler", "ucb"])
             .err()
             .map(|e| e.to_string())
@@ -349,8 +367,16 @@ mod tests {
 
     #[test]
     fn archive_and_islands_are_options_and_a_bad_archive_is_an_error() {
-        let c = config(&["--archive", "cvt", "--islands", "4"]);
-        assert_eq!((c.archive, c.islands), (ArchiveKind::Cvt, 4));
+        let args = Args::parse_from(["prog", "--archive", "cvt", "--islands", "4"]).search;
+        let archive = args.archive();
+        assert!(archive.is_cvt());
+        assert_eq!(archive.islands, 4);
+        let built = args
+            .builder(args.config("gemm", Sizes::new(), Duration::from_secs(1)))
+            .unwrap()
+            .build()
+            .unwrap();
+        assert_eq!(built.part_names().archive, "cvt-islands");
         let e = Args::try_parse_from(["prog", "--archive", "hexagons"])
             .err()
             .map(|e| e.to_string())

@@ -7,7 +7,7 @@ use kf_eval::tasks::Sizes;
 use kf_eval::{BackendSpec, EvalConfig, TimeoutPolicy, WorkerCommand};
 use serde::Serialize;
 
-use crate::{backends, defaults, ArchiveKind, SchedulerKind};
+use crate::{backends, defaults};
 
 /// The origin note of the task-baseline seed (`Origin::note` of the search's first seed, the
 /// task's naive kernel): how a reader of a run's records finds the naive kernel's evaluations.
@@ -40,8 +40,6 @@ pub struct SearchConfig {
     pub out: PathBuf,
     /// Configurations tried per new kernel (1 = no tuning).
     pub tune_budget: usize,
-    /// kf-tune strategy for the per-kernel tuning.
-    pub tune_strategy: String,
     /// Protocol of each evaluation.
     #[serde(skip)]
     pub eval: EvalConfig,
@@ -55,14 +53,6 @@ pub struct SearchConfig {
     /// set [`WorkerCommand::test_harness`] (with `kf_eval::worker_test_entry!`).
     #[serde(skip)]
     pub worker: Option<WorkerCommand>,
-    /// The archive: one grid, or a CVT archive over continuous descriptors
-    /// ([`cvt_features`](crate::cvt_features)) (default [`defaults::ARCHIVE`]).
-    pub archive: ArchiveKind,
-    /// Archives evolving as islands, with migration (default [`defaults::ISLANDS`]: one).
-    pub islands: usize,
-    /// How each step's parent and mutator are picked, for the shipped mutators (default
-    /// [`defaults::SCHEDULER`]: emitters under a bandit).
-    pub scheduler: SchedulerKind,
     /// Steps (mutation + evaluation) in flight at once: 1 on one machine (one device); more
     /// keeps several distributed workers busy.
     pub in_flight: usize,
@@ -122,15 +112,11 @@ impl SearchConfig {
             wall: Some(defaults::WALL),
             seed: defaults::SEED,
             tune_budget: defaults::TUNE_BUDGET,
-            tune_strategy: defaults::TUNE_STRATEGY.into(),
             eval: search_eval_config(),
             timeout: TimeoutPolicy::default(),
             progress: true,
             worker: None,
             in_flight: defaults::IN_FLIGHT,
-            archive: defaults::ARCHIVE,
-            islands: defaults::ISLANDS,
-            scheduler: defaults::SCHEDULER,
             characterise: true,
             reference: true,
             final_rounds: defaults::FINAL_ROUNDS,

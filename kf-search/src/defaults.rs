@@ -7,8 +7,8 @@ use std::time::Duration;
 pub const EVALUATIONS: u64 = 60;
 /// Configurations tuned per new kernel (1 = no tuning).
 pub const TUNE_BUDGET: usize = 3;
-/// The kf-tune strategy of the per-kernel tuning.
-pub const TUNE_STRATEGY: &str = "default";
+/// The kf-tune strategy of the per-kernel tuning (recorded as `default`).
+pub const TUNE_STRATEGY: kf_tune::strategy::StrategyName = kf_tune::strategy::StrategyName::Default;
 /// Wall-clock limit.
 pub const WALL: Duration = Duration::from_secs(9 * 60);
 /// Run seed.
@@ -22,12 +22,8 @@ pub const IN_FLIGHT_DISTRIBUTED: usize = 8;
 /// Tuning configurations of one candidate sent out at once when evaluating on distributed
 /// workers (`--fan-out 8`): as parallel jobs, over up to that many workers.
 pub const FAN_OUT_DISTRIBUTED: usize = 8;
-/// The archive: one grid (`--archive grid`).
-pub const ARCHIVE: crate::ArchiveKind = crate::ArchiveKind::Grid;
 /// Islands: one archive (`--islands 1`).
 pub const ISLANDS: usize = 1;
-/// Parents and mutators: emitters under a bandit scheduler (`--scheduler bandit`).
-pub const SCHEDULER: crate::SchedulerKind = crate::SchedulerKind::Bandit;
 /// Centroids of a CVT archive (as many as the default grid's cells).
 pub const CVT_CENTROIDS: usize = 64;
 /// Steps between archive snapshots in the run directory.
@@ -65,7 +61,7 @@ pub fn grid() -> kf_archive::GridConfig {
 impl Default for crate::ShippedArchive {
     fn default() -> Self {
         crate::ShippedArchive {
-            kind: ARCHIVE,
+            layout: crate::archive::Layout::Grid,
             islands: ISLANDS,
             grid: grid(),
             cvt: cvt(),

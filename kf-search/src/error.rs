@@ -39,9 +39,6 @@ pub enum SearchError {
     /// A shipped kernel's manifest could not be read.
     #[error(transparent)]
     Manifest(#[from] kf_manifest::ManifestError),
-    /// The per-kernel tuning strategy is unknown ([`SearchBuilder::tune_strategy`](crate::SearchBuilder::tune_strategy)).
-    #[error("tuning inside the search: {0}")]
-    TuneStrategy(#[from] kf_tune::TuneError),
     /// Mutators were added beside the shipped ones ([`SearchBuilder::also_mutator`](crate::SearchBuilder::also_mutator)) to a search
     /// whose mutator replaces them ([`SearchBuilder::mutator`](crate::SearchBuilder::mutator)).
     #[error(

@@ -92,8 +92,8 @@ pub use kf_report::{explorer, final_selection, reference, report};
 pub use kf_report::{FinishedRun, PostRun, Retime};
 
 pub use archive::{
-    cvt_features, ArchiveFactory, ArchiveInput, ArchiveKind, ArchiveSpec, SearchArchive,
-    ShippedArchive, UnknownArchive, WithFacts,
+    cvt_features, ArchiveFactory, ArchiveInput, SearchArchive, ShippedArchive, UnknownArchive,
+    WithFacts,
 };
 pub use backends::{init, init_with, BackendError};
 pub use builder::{EvaluatorLayer, Named, NoLayer, PartNames, Search, SearchBuilder, Stack};
@@ -107,7 +107,7 @@ pub use evaluator::{
     SearchEvaluator, ShippedEvaluator,
 };
 pub use novelty::SourceNovelty;
-pub use proposer::{SchedulerKind, UnknownScheduler};
+pub use proposer::{ShippedScheduler, UnknownScheduler};
 pub use search_run::{SearchRun, SearchStepper};
 pub use seeds::{
     family_templates, offline_search, offline_search_with, template_seeds, OfflineMutators,

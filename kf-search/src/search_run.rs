@@ -266,7 +266,7 @@ where
     let mut run_config = serde_json::json!({
         "task": config.task, "sizes": sizes, "backend": config.backend,
         "device": device.name,
-        "tune_budget": config.tune_budget, "tune_strategy": config.tune_strategy,
+        "tune_budget": config.tune_budget, "tune_strategy": strategy.name(),
         "mutator": proposer.name(),
     });
     let archive_meta = archive_factory.record();

@@ -12,7 +12,7 @@ use kf_core::{
 };
 use kf_manifest::Manifest;
 use kf_mutate::CellPredictor;
-use kf_tune::strategy::{NamedStrategy, StrategyFactory};
+use kf_tune::strategy::StrategyFactory;
 use kf_tune::{outcome_of, AsyncObjective, CacheKey, Outcome, ResultCache, Space, Tuner};
 
 /// Wraps an evaluator: each candidate is evaluated with its own parameters, then its manifest's
@@ -44,37 +44,22 @@ pub struct TunedEvaluator<E> {
 pub const CLOSE_CALL_MARGIN: f64 = 0.25;
 
 impl<E: Evaluator + Clone + 'static> TunedEvaluator<E> {
-    /// Tunes with `budget` configurations per candidate (1 = no tuning) using the named kf-tune
-    /// strategy, for a task at `sizes` on `device`.
-    ///
-    /// # Errors
-    /// An unknown strategy name (with a budget above 1): it would otherwise mean no tuning for
-    /// every kernel, silently.
+    /// Tunes with `budget` configurations per candidate (1 = no tuning), each candidate with a
+    /// fresh strategy from `strategy` (a built-in one, [`kf_tune::strategy::StrategyName`], or
+    /// one's own), for a task at `sizes` on `device`.
     pub fn new(
         inner: E,
         budget: usize,
-        strategy: impl Into<String>,
+        strategy: impl StrategyFactory + 'static,
         sizes: IndexMap<String, i64>,
         device: DeviceFacts,
-    ) -> Result<Self, kf_tune::TuneError> {
-        let strategy = strategy.into();
-        let strategy = if budget > 1 {
-            NamedStrategy::new(strategy)?
-        } else {
-            NamedStrategy::unchecked(strategy)
-        };
-        Ok(Self::with_strategy_factory(
-            inner,
-            budget,
-            Arc::new(strategy),
-            sizes,
-            device,
-        ))
+    ) -> Self {
+        Self::with_strategy_factory(inner, budget, Arc::new(strategy), sizes, device)
     }
 
-    /// Tunes with `budget` configurations per candidate (1 = no tuning), each candidate with a
-    /// fresh strategy from `strategy` (one's own, or a built-in one by name:
-    /// [`NamedStrategy`], [`kf_tune::strategy::StrategyName`]), for a task at `sizes` on
+    /// [`new`](Self::new) with a shared factory (one's own, a built-in
+    /// [`kf_tune::strategy::StrategyName`], or one for a name read as text:
+    /// [`kf_tune::strategy::factory_by_name`]), for a task at `sizes` on
     /// `device`. A strategy the factory cannot make leaves the candidate untuned (and says so
     /// in the log).
     pub fn with_strategy_factory(
@@ -491,9 +476,14 @@ mod tests {
     fn tuned(budget: usize, count: DeviceEvaluations) -> (TunedEvaluator<Counting>, Counting) {
         let inner = Counting::default();
         let (device, sizes) = device_and_sizes();
-        let t = TunedEvaluator::new(inner.clone(), budget, "random", sizes, device)
-            .unwrap()
-            .counting(count);
+        let t = TunedEvaluator::new(
+            inner.clone(),
+            budget,
+            kf_tune::strategy::StrategyName::Random,
+            sizes,
+            device,
+        )
+        .counting(count);
         (t, inner)
     }
 
@@ -549,10 +539,15 @@ mod tests {
         let run = |width: usize| {
             let inner = Overlapping::default();
             let count = DeviceEvaluations::default();
-            let t = TunedEvaluator::new(inner.clone(), 8, "random", sizes.clone(), device.clone())
-                .unwrap()
-                .counting(count.clone())
-                .fanning_out(width);
+            let t = TunedEvaluator::new(
+                inner.clone(),
+                8,
+                kf_tune::strategy::StrategyName::Random,
+                sizes.clone(),
+                device.clone(),
+            )
+            .counting(count.clone())
+            .fanning_out(width);
             let e = futures::executor::block_on(t.evaluate(&candidate())).unwrap();
             let ran = inner.ran.load(Ordering::SeqCst);
             assert_eq!(ran, 8, "the candidate's own and seven tuned configurations");
@@ -684,9 +679,14 @@ mod tests {
             calls: Arc::default(),
         };
         let (device, sizes) = device_and_sizes();
-        let mut t = TunedEvaluator::new(inner.clone(), 2, "random", sizes, device)
-            .unwrap()
-            .counting(device_count.clone());
+        let mut t = TunedEvaluator::new(
+            inner.clone(),
+            2,
+            kf_tune::strategy::StrategyName::Random,
+            sizes,
+            device,
+        )
+        .counting(device_count.clone());
         if let Some(m) = margin {
             t = t.remeasuring_close_calls(m);
         }
@@ -738,7 +738,13 @@ mod tests {
             }
         }
         let (device, sizes) = device_and_sizes();
-        let tuned = TunedEvaluator::new(Drifting, 2, "random", sizes, device).unwrap();
+        let tuned = TunedEvaluator::new(
+            Drifting,
+            2,
+            kf_tune::strategy::StrategyName::Random,
+            sizes,
+            device,
+        );
         let source =
             KernelSource::new(Language::OpenCl, "k", "__kernel void k() {}\n").with_manifest(TWO);
         let candidate = Candidate::seed(source, ParamValues::new().with("TS", 1i64));

@@ -70,7 +70,7 @@ fn main() -> anyhow::Result<()> {
         .mutator(mutator)
         .seeds(seeds)
         .tune_budget(2)
-        .tune_strategy_factory(strategy)
+        .tune_strategy(strategy)
         .evaluator_layer(layer)
         .observer(report::print_new_best, ObserverMode::NewBest)
         .seed(25)

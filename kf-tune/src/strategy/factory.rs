@@ -12,8 +12,9 @@ use crate::error::Result;
 
 /// Makes a fresh [`Strategy`] for each kernel tuned.
 ///
-/// Implemented by [`StrategyName`] and [`NamedStrategy`] (the built-in strategies by name, as
-/// `--tune-strategy` gives them) and by [`FnStrategy`] (a closure under a name).
+/// Implemented by [`StrategyName`] (each built-in strategy, a value to name in code), by what
+/// [`factory_by_name`] gives for a name read as text (aliases and `bandit:…` lists included),
+/// and by [`FnStrategy`] (a closure under a name).
 ///
 /// # Example
 ///
@@ -56,30 +57,32 @@ impl<F: StrategyFactory + ?Sized> StrategyFactory for Arc<F> {
     }
 }
 
-/// A strategy by the name [`by_name`] reads (aliases and `bandit:…` lists included), as the
-/// command line gives it; its recorded name is the name as given.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NamedStrategy(String);
-
-impl NamedStrategy {
-    /// The strategy `name`, checked now.
-    ///
-    /// # Errors
-    /// An unknown name ([`crate::TuneError::UnknownStrategy`]).
-    pub fn new(name: impl Into<String>) -> Result<Self> {
-        let name = name.into();
-        by_name(&name)?;
-        Ok(NamedStrategy(name))
-    }
-
-    /// The strategy `name`, unchecked: [`build`](StrategyFactory::build) says whether it
-    /// exists.
-    pub fn unchecked(name: impl Into<String>) -> Self {
-        NamedStrategy(name.into())
-    }
+/// The strategies' registry for names read as text (`kf tune --strategy`, a run's files): the
+/// factory of the strategy `name` as [`by_name`] reads it (aliases and `bandit:…` lists
+/// included), checked now; its recorded name is the name as given.
+///
+/// ```
+/// use kf_tune::strategy::factory_by_name;
+///
+/// let sa = factory_by_name("sa").unwrap();
+/// assert_eq!(sa.name(), "sa");
+/// assert_eq!(sa.build().unwrap().name(), "simulated_annealing");
+/// assert!(factory_by_name("nope").is_err());
+/// ```
+///
+/// # Errors
+/// An unknown name ([`crate::TuneError::UnknownStrategy`]).
+pub fn factory_by_name(name: impl Into<String>) -> Result<Arc<dyn StrategyFactory>> {
+    let name = name.into();
+    by_name(&name)?;
+    Ok(Arc::new(ByName(name)))
 }
 
-impl StrategyFactory for NamedStrategy {
+/// A strategy by the name [`by_name`] reads, checked by [`factory_by_name`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ByName(String);
+
+impl StrategyFactory for ByName {
     fn name(&self) -> String {
         self.0.clone()
     }
@@ -127,11 +130,11 @@ mod tests {
 
     #[test]
     fn named_strategies_are_checked_and_keep_the_name_given() {
-        let f = NamedStrategy::new("sa").unwrap();
-        assert_eq!(f.name(), "sa");
-        assert_eq!(f.build().unwrap().name(), "simulated_annealing");
-        assert!(NamedStrategy::new("nope").is_err());
-        assert!(NamedStrategy::unchecked("nope").build().is_err());
+        let f = factory_by_name("bandit:sa,random").unwrap();
+        assert_eq!(f.name(), "bandit:sa,random");
+        assert_eq!(f.build().unwrap().name(), "bandit");
+        assert!(factory_by_name("nope").is_err());
+        assert!(factory_by_name("bandit:").is_err());
         assert_eq!(StrategyFactory::name(&StrategyName::Forest), "forest");
     }
 }

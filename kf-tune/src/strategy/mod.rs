@@ -39,7 +39,7 @@ pub use base::Strategy;
 pub use basic::{Exhaustive, RandomSearch};
 pub use bayes::BayesOpt;
 pub use build::by_name;
-pub use factory::{FnStrategy, NamedStrategy, StrategyFactory};
+pub use factory::{factory_by_name, FnStrategy, StrategyFactory};
 pub use forest_search::ForestSearch;
 pub use genetic::Genetic;
 pub use ils::GreedyIls;

@@ -60,6 +60,8 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let summary = run_bench(&BenchOptions {
         tasks,
         search,
+        archive: args.search.archive(),
+        scheduler: args.search.scheduler.clone(),
         out: out.clone(),
         torch: !args.no_torch,
     })?;

@@ -9,7 +9,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use kernelfoundry::core::{Candidate, Origin, StopHandle};
 use kernelfoundry::manifest::Manifest;
-use kernelfoundry::search::{OfflineMutators, Search, SearchArgs};
+use kernelfoundry::search::{OfflineMutators, SearchArgs};
 
 /// Arguments of `kf search`.
 #[derive(Args)]
@@ -96,9 +96,7 @@ fn search_one(
     config.timeout = chosen.timeout(config.timeout);
     // The builder's own seeds, mutators and scheduler (aimed at empty cells), with the user's
     // kernels after its seeds and the LLM beside its mutators.
-    // The backend's name becomes its factory here, once: the builder is given the factory.
     let backend = kernelfoundry::backends::factory_for(&config.backend)?;
-    let device = config.backend.device.clone();
     let offline = OfflineMutators::for_task(task.as_ref(), backend.language(), None)?;
     if offline.seeds.is_empty() && user_seeds.is_empty() {
         bail!(
@@ -124,9 +122,9 @@ fn search_one(
     let llm = args.llm.mutator(&config.out, queue)?;
     let out = config.out.clone();
     let run_sizes = config.sizes.clone();
-    let mut builder = Search::builder()
-        .config(config)
-        .backend_shared(backend, device)
+    let mut builder = args
+        .search
+        .builder(config)?
         .extra_seeds(user_seeds)
         .stop_on(stop.clone());
     if let Some(llm) = &llm {
