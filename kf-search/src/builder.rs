@@ -215,6 +215,9 @@ struct Common {
     strategy: Option<Arc<dyn StrategyFactory>>,
     /// How the shipped mutators propose ([`SearchBuilder::scheduler`]).
     scheduler: ShippedScheduler,
+    /// The task as resolved already ([`SearchBuilder::chosen_task`]), so that it is not built
+    /// again.
+    task: Option<Box<dyn KernelTask>>,
     seeds: Option<Vec<Candidate>>,
     extra_seeds: Vec<Candidate>,
     extra_mutators: Vec<(BoxMutator, f64)>,
@@ -269,6 +272,7 @@ impl Search<MixMutator, DefaultClassifier, NoLayer, ShippedArchive> {
                 backend: None,
                 strategy: None,
                 scheduler: ShippedScheduler::default(),
+                task: None,
                 seeds: None,
                 extra_seeds: Vec::new(),
                 extra_mutators: Vec::new(),
@@ -319,6 +323,22 @@ impl<M, C, L, A, B> SearchBuilder<M, C, L, A, B> {
     /// A task file to search on instead of a built-in task, under the task's `name`.
     pub fn task_file(self, name: impl Into<String>, job: kf_eval::TaskFileJob) -> Self {
         self.task(name).edit(move |c| c.task_file = Some(job))
+    }
+
+    /// The task as [`ChosenTask::resolve`](crate::task::ChosenTask::resolve) built it (a
+    /// built-in task, or a task file checked and its reference run once): its name, sizes and
+    /// task file become the configuration's, and the search uses it as it is instead of
+    /// building it again. (Sizes changed afterwards make the search build the task at those.)
+    pub fn chosen_task(mut self, chosen: crate::task::ChosenTask) -> Self {
+        let name = chosen.name();
+        let sizes = chosen.task.sizes();
+        let job = chosen.file.map(|(_, job)| job);
+        self.common.task = Some(chosen.task);
+        self.edit(move |c| {
+            c.task = name;
+            c.sizes = sizes;
+            c.task_file = job;
+        })
     }
 
     /// Problem sizes (missing ones take the task's defaults).
@@ -687,9 +707,15 @@ where
         let strategy = common
             .strategy
             .unwrap_or_else(|| Arc::new(defaults::TUNE_STRATEGY));
-        let task: Box<dyn KernelTask> = match &config.task_file {
-            Some(job) => Box::new(job.build(&config.sizes, &kf_eval::tasks::builtin_references())?),
-            None => builtin_task(&config.task, &config.sizes)?,
+        let chosen = common
+            .task
+            .filter(|t| t.name() == config.task && t.sizes() == config.sizes);
+        let task: Box<dyn KernelTask> = match (chosen, &config.task_file) {
+            (Some(task), _) => task,
+            (None, Some(job)) => {
+                Box::new(job.build(&config.sizes, &kf_eval::tasks::builtin_references())?)
+            }
+            (None, None) => builtin_task(&config.task, &config.sizes)?,
         };
         let classifier = Arc::new(self.classifier);
         let cells = cell_predictor(&classifier);
@@ -702,6 +728,11 @@ where
             scheduler: common.scheduler,
             extra_mutators: common.extra_mutators,
         })?;
+        if seeds.is_empty() {
+            return Err(SearchError::NoSeeds {
+                task: config.task.clone(),
+            });
+        }
         Ok(Search {
             config,
             task,

@@ -60,6 +60,16 @@ pub enum SearchError {
     /// No task was named ([`SearchBuilder::task`](crate::SearchBuilder::task)).
     #[error("no task: name a built-in task or give a task file")]
     NoTask,
+    /// Nothing to start from: the task has no baseline kernel in the backend's language and
+    /// no seeds were given ([`SearchBuilder::extra_seeds`](crate::SearchBuilder::extra_seeds)).
+    #[error(
+        "task `{task}` has no baseline kernel for this backend: give one in the task file's \
+         [baseline] or seed the search with a kernel of your own (kf search --kernel K.toml)"
+    )]
+    NoSeeds {
+        /// The task.
+        task: String,
+    },
     /// An evaluation budget of zero.
     #[error("the evaluation budget must be at least 1")]
     NoEvaluations,

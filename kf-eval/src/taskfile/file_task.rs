@@ -53,6 +53,9 @@ impl std::fmt::Debug for FileTask {
     }
 }
 
+/// Tasks built from task files in this process ([`FileTask::builds_in_this_process`]).
+static BUILDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 impl FileTask {
     /// The task at its default sizes with `overrides` applied, with no Rust references.
     pub fn new(file: TaskFile, overrides: &Sizes) -> Result<Self, TaskFileError> {
@@ -63,12 +66,22 @@ impl FileTask {
         )
     }
 
+    /// How many tasks this process has built from task files ([`with_references`]; a clone
+    /// or a copy at the same sizes is not a build): a program checks with it that it builds
+    /// each task once (building one reads its files and checks its kernels and reference).
+    ///
+    /// [`with_references`]: Self::with_references
+    pub fn builds_in_this_process() -> u64 {
+        BUILDS.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The task with `references` available to `[reference] rust = "name"`.
     pub fn with_references(
         file: Arc<TaskFile>,
         overrides: &Sizes,
         references: Arc<ReferenceRegistry>,
     ) -> Result<Self, TaskFileError> {
+        BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut kernels = NamedKernels::default();
         if let Some(b) = &file.spec.baseline {
             for rel in b.kernel.to_vec() {

@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::Args;
 use kernelfoundry::core::{Candidate, Origin, StopHandle};
 use kernelfoundry::manifest::Manifest;
-use kernelfoundry::search::{OfflineMutators, SearchArgs};
+use kernelfoundry::search::SearchArgs;
 
 /// Arguments of `kf search`.
 #[derive(Args)]
@@ -88,23 +88,11 @@ fn search_one(
     let mut config = args
         .search
         .config(&chosen.name(), sizes, Duration::from_secs(540));
-    config.task_file = chosen.file.as_ref().map(|(_, job)| job.clone());
     let parent = config.out.clone();
     if runs.is_some() {
         config.out = parent.join(kernelfoundry::eval::tasks::sizes_text(&config.sizes));
     }
     config.timeout = chosen.timeout(config.timeout);
-    // The builder's own seeds, mutators and scheduler (aimed at empty cells), with the user's
-    // kernels after its seeds and the LLM beside its mutators.
-    let backend = kernelfoundry::backends::factory_for(&config.backend)?;
-    let offline = OfflineMutators::for_task(task.as_ref(), backend.language(), None)?;
-    if offline.seeds.is_empty() && user_seeds.is_empty() {
-        bail!(
-            "task `{}` has no baseline kernel for this backend: give one in the task file's \
-             [baseline] or seed the search with --kernel K.toml",
-            chosen.name()
-        );
-    }
     // Through the queue, the LLM's questions are asked as a run of their own beside the
     // search's (task, output folder, seed), so that a resumed search finds its answers.
     let llm_run = config.distributed.as_ref().map(|d| {
@@ -122,9 +110,13 @@ fn search_one(
     let llm = args.llm.mutator(&config.out, queue)?;
     let out = config.out.clone();
     let run_sizes = config.sizes.clone();
+    // The builder's own seeds, mutators and scheduler (aimed at empty cells), with the user's
+    // kernels after its seeds and the LLM beside its mutators; the task as resolved above
+    // (built once, its reference run once).
     let mut builder = args
         .search
         .builder(config)?
+        .chosen_task(chosen)
         .extra_seeds(user_seeds)
         .stop_on(stop.clone());
     if let Some(llm) = &llm {
