@@ -23,9 +23,10 @@
 
 use anyhow::Context;
 use clap::Parser;
+use kernelfoundry::cli::SearchArgs;
 use kernelfoundry::core::StopHandle;
 use kernelfoundry::eval::tasks::parse_sizes_or_number;
-use kernelfoundry::search::{logging, SearchArgs};
+use kernelfoundry::search::logging;
 
 #[derive(Parser)]
 #[command(about = "Evolve fast SGEMM kernels with MAP-Elites")]

@@ -24,9 +24,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
+use kernelfoundry::cli::SearchArgs;
 use kernelfoundry::core::StopHandle;
 use kernelfoundry::eval::tasks::{builtin_task, parse_sizes_or_number};
-use kernelfoundry::search::{logging, SearchArgs};
+use kernelfoundry::search::logging;
 
 #[derive(Parser)]
 #[command(about = "Evolve fast row-wise softmax kernels with MAP-Elites")]

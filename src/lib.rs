@@ -37,7 +37,7 @@
 //! | `dist` | distributed evaluation (tokio, NATS, PostgreSQL) |
 //! | `llm` | `kernelfoundry::prompt` (reqwest, tokio) |
 //! | `report` | the report's pictures (plotters) and `explorer::serve` (axum, tokio) |
-//! | `cli` | `search::SearchArgs` and the `kf` binary (clap) |
+//! | `cli` | [`cli`] (kf-cli: `SearchArgs` and the other clap types) and the `kf` binary |
 //!
 //! All are on by default. `default-features = false, features = ["opencl"]` is the search on
 //! the OpenCL backend with none of the heavy dependencies.
@@ -64,13 +64,16 @@ pub mod explorer;
 /// KernelBench problems as task files, and the KernelBench benchmark (`kf-kernelbench`).
 pub use kf_kernelbench as kernelbench;
 
+/// Command lines as clap types (`SearchArgs`, `TuneArgs`, `LlmArgs`, `ServerArgs`): kf-cli.
+#[cfg(feature = "cli")]
+pub use kf_cli as cli;
 /// Post-run hooks: the shipped search's end, and one's own.
 pub use kf_report::post_run;
 /// Progress bar, logging and the end-of-run report.
 pub use kf_report::report;
 /// The shipped search as an open pipeline ([`search::Search::builder`]).
 pub use kf_search as search;
-/// Backends by name, device facts, and [`init`].
+/// The shipped backends as factories, their registry by name, device facts, and [`init`].
 pub use kf_search::backends;
 /// A distributed search's evaluator and device names.
 #[cfg(feature = "dist")]

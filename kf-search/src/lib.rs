@@ -61,8 +61,6 @@
 mod archive;
 pub mod backends;
 mod builder;
-#[cfg(feature = "cli")]
-mod cli;
 mod config;
 mod device_evaluations;
 pub mod devices;
@@ -97,10 +95,6 @@ pub use archive::{
 };
 pub use backends::{init, init_with, BackendError};
 pub use builder::{EvaluatorLayer, Named, NoLayer, PartNames, Search, SearchBuilder, Stack};
-#[cfg(feature = "cli")]
-pub use cli::SearchArgs;
-#[cfg(all(feature = "cli", feature = "dist"))]
-pub use cli::{DistArgs, SecurityArgs, ServerArgs, DEFAULT_DATABASE_URL, DEFAULT_NATS_URL};
 pub use device_evaluations::{DeviceEvaluationCounter, DeviceEvaluations};
 pub use evaluator::{
     EvaluatorFactory, EvaluatorInput, RemoteError, RemoteEvaluator, SearchEvalError,

@@ -18,15 +18,11 @@
 //! # }
 //! ```
 
-#[cfg(feature = "cli")]
-mod args;
 mod objective;
 mod options;
 mod profile;
 mod progress;
 
-#[cfg(feature = "cli")]
-pub use args::{LiveTuneArgs, ReplayCmdArgs, TuneArgs, TuneCommand};
 pub use objective::{CompileAhead, LiveObjective};
 pub use options::{LiveTuneOptions, TuneStart};
 pub use profile::RunProfile;

@@ -4,7 +4,6 @@ use std::path::PathBuf;
 
 /// What a live tuning run evaluates before the strategy proposes anything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum TuneStart {
     /// The manifest's default configuration.
     #[default]

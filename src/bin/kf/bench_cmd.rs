@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
+use kernelfoundry::cli::SearchArgs;
 use kernelfoundry::kernelbench::{run_bench, shipped_tasks, BenchOptions};
-use kernelfoundry::search::SearchArgs;
 
 /// Arguments of `kf bench`.
 #[derive(Args)]

@@ -3,8 +3,8 @@
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
+use kernelfoundry::cli::ServerArgs;
 use kernelfoundry::dist::ClusterStatus;
-use kernelfoundry::search::ServerArgs;
 
 /// Arguments of `kf cluster`.
 #[derive(Args)]

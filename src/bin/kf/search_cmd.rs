@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use kernelfoundry::cli::SearchArgs;
 use kernelfoundry::core::{Candidate, Origin, StopHandle};
 use kernelfoundry::manifest::Manifest;
-use kernelfoundry::search::SearchArgs;
 
 /// Arguments of `kf search`.
 #[derive(Args)]

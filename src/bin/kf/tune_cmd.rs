@@ -3,8 +3,9 @@
 
 use std::process::ExitCode;
 
-pub(crate) use kernelfoundry::search::tune::TuneArgs;
-use kernelfoundry::search::tune::{tune_live, TuneBar, TuneCommand};
+pub(crate) use kernelfoundry::cli::TuneArgs;
+use kernelfoundry::cli::TuneCommand;
+use kernelfoundry::search::tune::{tune_live, TuneBar};
 use kernelfoundry::tune::cli::{render_text, replay_main, ReplayArgs};
 
 pub(crate) fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {

@@ -4,9 +4,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
+use kernelfoundry::cli::ServerArgs;
 use kernelfoundry::dist::{Worker, WorkerConfig, WorkerRole};
 use kernelfoundry::distributed::EvaluationWorker;
-use kernelfoundry::search::ServerArgs;
 
 /// Arguments of `kf worker`.
 #[derive(Args)]

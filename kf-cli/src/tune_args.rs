@@ -1,11 +1,13 @@
 //! `kf tune`'s command line, for programs' own parsers: live tuning ([`LiveTuneArgs`], the
-//! options of [`tune_live`](super::tune_live)) and `kf tune replay` ([`ReplayCmdArgs`]).
+//! options of [`tune_live`](kf_search::tune::tune_live)) and `kf tune replay`
+//! ([`ReplayCmdArgs`]).
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand};
+use kf_search::backends;
+use kf_search::tune::{LiveTuneOptions, TuneStart};
 use kf_tune::cli::ReplayArgs;
 use std::path::PathBuf;
-
-use super::options::{LiveTuneOptions, TuneStart};
 
 /// Arguments of `kf tune`.
 #[derive(Args)]
@@ -98,7 +100,7 @@ pub struct LiveTuneArgs {
     #[arg(long)]
     pub cache: Option<PathBuf>,
     /// Backend: opencl, sycl or cuda.
-    #[arg(long, default_value = crate::backends::DEFAULT_BACKEND, value_parser = crate::backends::shipped_name)]
+    #[arg(long, default_value = backends::DEFAULT_BACKEND, value_parser = backends::shipped_name)]
     pub backend: String,
     /// Device: a name substring, an index, cpu or gpu.
     #[arg(long)]
@@ -132,8 +134,19 @@ pub struct LiveTuneArgs {
     /// configuration of the budget. `none`: the strategy chooses every configuration (what a
     /// comparison of strategies wants). Defaults that break a constraint at these sizes are
     /// skipped, with a note.
-    #[arg(long, value_enum, default_value_t = TuneStart::Defaults)]
+    #[arg(long, default_value = "defaults", value_parser = start_parser())]
     pub start: TuneStart,
+}
+
+/// `--start`: `defaults` or `none` ([`TuneStart::name`]).
+fn start_parser() -> impl TypedValueParser<Value = TuneStart> {
+    PossibleValuesParser::new([TuneStart::Defaults.name(), TuneStart::None.name()]).map(|name| {
+        if name == TuneStart::None.name() {
+            TuneStart::None
+        } else {
+            TuneStart::Defaults
+        }
+    })
 }
 
 impl LiveTuneArgs {
