@@ -10,7 +10,8 @@ use kf_source::{strip_comments, tokens, Token, TokenKind};
 const SHINGLE: usize = 4;
 
 /// Names that keep their spelling: C keywords and types, and the address spaces, qualifiers,
-/// vector types and launch words of OpenCL C, CUDA and SYCL. Renaming them would make a
+/// vector types and launch words of OpenCL C ([`kf_source::OPENCL_QUALIFIERS`] too), CUDA
+/// and SYCL. Renaming them would make a
 /// `float` kernel and its `double` twin alike; any other name followed by `(` (a function or
 /// built-in) and every declared parameter keep theirs too.
 const KEPT: &[&str] = &[
@@ -71,18 +72,6 @@ const KEPT: &[&str] = &[
     "while",
     "size_t",
     "ptrdiff_t",
-    "__kernel",
-    "kernel",
-    "__global",
-    "global",
-    "__local",
-    "local",
-    "__constant",
-    "constant",
-    "__private",
-    "private",
-    "__read_only",
-    "__write_only",
     "__attribute__",
     "reqd_work_group_size",
     "__global__",
@@ -122,7 +111,7 @@ const KEPT: &[&str] = &[
 const WIDTHS: &[&str] = &["2", "3", "4", "8", "16"];
 
 fn kept(name: &str) -> bool {
-    if KEPT.contains(&name) {
+    if KEPT.contains(&name) || kf_source::OPENCL_QUALIFIERS.contains(&name) {
         return true;
     }
     [

@@ -45,3 +45,25 @@ pub use comments::{strip_comments, strip_comments_and_strings};
 pub use directive::{directive, logical_line};
 pub use ident::{is_ident_char, is_identifier, replace_identifiers, uses_identifier};
 pub use tokens::{fold_whitespace, tokens, Token, TokenKind};
+
+/// OpenCL C's address-space, kernel and access qualifiers, with and without their
+/// underscores: the words C's grammar and a C tokenizer read as plain identifiers (the
+/// transformations blank them before parsing; the novelty signature keeps their spelling).
+pub const OPENCL_QUALIFIERS: &[&str] = &[
+    "__kernel",
+    "kernel",
+    "__global",
+    "global",
+    "__local",
+    "local",
+    "__constant",
+    "constant",
+    "__private",
+    "private",
+    "__read_only",
+    "read_only",
+    "__write_only",
+    "write_only",
+    "__read_write",
+    "read_write",
+];

@@ -8,30 +8,11 @@ use tree_sitter::{Node, Parser, Tree};
 
 use crate::error::TransformError;
 
-/// OpenCL C's address-space, kernel and access qualifiers (with and without the underscores):
-/// C's grammar reads them as identifiers and reports errors around them.
-const OPENCL_QUALIFIERS: &[&str] = &[
-    "__kernel",
-    "kernel",
-    "__global",
-    "global",
-    "__local",
-    "local",
-    "__constant",
-    "constant",
-    "__private",
-    "private",
-    "__read_only",
-    "read_only",
-    "__write_only",
-    "write_only",
-    "__read_write",
-    "read_write",
-    // The macro `Transformation::Qualify` writes after a pointer's `*` (`restrict` or
-    // nothing, by its tunable): blanked like a qualifier, so a qualified kernel parses and
-    // the other transformations still apply to it.
-    "KF_RESTRICT",
-];
+/// The macro `Transformation::Qualify` writes after a pointer's `*` (`restrict` or nothing, by
+/// its tunable): blanked like OpenCL's qualifiers ([`kf_source::OPENCL_QUALIFIERS`], which
+/// C's grammar reads as identifiers and reports errors around), so a qualified kernel parses
+/// and the other transformations still apply to it.
+const RESTRICT_MACRO: &str = "KF_RESTRICT";
 
 /// The work-item functions whose meaning changes when one work-item does the work of
 /// several, or that synchronise the work-items of a group.
@@ -252,7 +233,7 @@ fn blank_qualifiers(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut word = String::new();
     let flush = |word: &mut String, out: &mut String| {
-        if OPENCL_QUALIFIERS.contains(&word.as_str()) {
+        if word == RESTRICT_MACRO || kf_source::OPENCL_QUALIFIERS.contains(&word.as_str()) {
             out.extend(std::iter::repeat_n(' ', word.len()));
         } else {
             out.push_str(word);

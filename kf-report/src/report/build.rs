@@ -16,7 +16,7 @@ use super::files::write_atomic;
 #[cfg(feature = "plot")]
 use super::plot::{self, CurveData};
 use super::progress::TracePoint;
-use super::table::{self, correct_gflops, finite, measured_params, CellRow};
+use super::table::{self, correct_gflops, finite, measured_params, CellRow, KernelFigures};
 use crate::final_selection::FinalSelection;
 use crate::reference::ReferenceMeasurement;
 
@@ -35,26 +35,9 @@ pub struct BestKernelJson {
     pub entry: String,
     /// Candidate id within the run.
     pub candidate: u64,
-    /// Throughput, GFLOP/s.
-    pub gflops: Option<f64>,
-    /// GFLOP/s over the naive seed's.
-    pub speedup_vs_seed: Option<f64>,
-    /// Speedup over the task's baseline: the run's one reference median (`kf_core::RunBaseline`).
-    pub task_speedup: Option<f64>,
-    /// Median kernel time, milliseconds.
-    pub median_ms: Option<f64>,
-    /// 95% confidence interval of the median time, milliseconds, `[lo, hi]`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub median_ms_interval: Option<[f64; 2]>,
-    /// Achieved bandwidth, GB/s.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gbs: Option<f64>,
-    /// Fraction of the device's roofline reached.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub roofline_fraction: Option<f64>,
-    /// Whether the task is memory-bound on the device (its rate is GB/s).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory_bound: Option<bool>,
+    /// What was measured (in `report.json`, its fields stand beside the others).
+    #[serde(flatten)]
+    pub figures: KernelFigures,
     /// Its cell, as level indices.
     pub cell: Vec<usize>,
     /// Its cell, as level names.
@@ -532,14 +515,7 @@ impl<'a> Report<'a> {
                 language: e.candidate.source.language,
                 entry: e.candidate.source.entry.clone(),
                 candidate: e.candidate.id.0,
-                gflops,
-                speedup_vs_seed: gflops.zip(self.baseline_gflops).map(|(g, b)| g / b),
-                task_speedup: finite(e.evaluation.speedup),
-                median_ms: finite(e.evaluation.timing.map(|t| t.median_s * 1e3)),
-                median_ms_interval: table::median_ms_interval(&e.evaluation),
-                gbs: finite(e.evaluation.gbs),
-                roofline_fraction: finite(e.evaluation.roofline_fraction),
-                memory_bound: e.evaluation.memory_bound,
+                figures: KernelFigures::of(&e.evaluation, gflops, self.baseline_gflops),
                 cell: e.descriptor.coords.clone(),
                 levels: e
                     .descriptor
@@ -554,7 +530,7 @@ impl<'a> Report<'a> {
                 content_hash: e.candidate.source.content_hash(),
             }
         });
-        let best_gflops = best_json.as_ref().and_then(|b| b.gflops);
+        let best_gflops = best_json.as_ref().and_then(|b| b.figures.gflops);
         let s = self.summary;
         let cells_total = self.space.cells();
         let cells_filled = self.cells_filled();
@@ -563,9 +539,9 @@ impl<'a> Report<'a> {
             best_gflops,
             baseline_gflops: self.baseline_gflops,
             speedup: best_gflops.zip(self.baseline_gflops).map(|(g, b)| g / b),
-            best_gbs: best_json.as_ref().and_then(|b| b.gbs),
-            roofline_fraction: best_json.as_ref().and_then(|b| b.roofline_fraction),
-            memory_bound: best_json.as_ref().and_then(|b| b.memory_bound),
+            best_gbs: best_json.as_ref().and_then(|b| b.figures.gbs),
+            roofline_fraction: best_json.as_ref().and_then(|b| b.figures.roofline_fraction),
+            memory_bound: best_json.as_ref().and_then(|b| b.figures.memory_bound),
             reference_gflops: self.measured_reference().and_then(|r| finite(r.gflops)),
             reference_gbs: self.measured_reference().and_then(|r| finite(r.gbs)),
             reference_ratio: self.reference_ratio().map(|(x, _)| x),
@@ -835,9 +811,9 @@ fn source_name(language: Language) -> String {
 
 fn manifest_header(info: &BestKernelJson) -> String {
     let mut s = String::from("# Best kernel of the run");
-    if let Some(g) = info.gflops {
+    if let Some(g) = info.figures.gflops {
         let _ = write!(s, ": {g:.2} GFLOP/s");
-        if let Some(x) = info.speedup_vs_seed {
+        if let Some(x) = info.figures.speedup_vs_seed {
             let _ = write!(s, " ({x:.1}x the naive seed)");
         }
     }

@@ -74,7 +74,7 @@ pub use plot::{fonts_available, heatmap_size, CURVE_SIZE, HEATMAP_SIZE};
 pub use progress::{
     verbosity_filter, BarAwareStderr, LogObserver, ProgressObserver, ProgressTrace, TracePoint,
 };
-pub use table::CellRow;
+pub use table::{CellRow, KernelFigures};
 
 pub use error::{names, ReportError};
 #[cfg(feature = "plot")]

@@ -17,6 +17,26 @@ pub struct CellRow {
     pub levels: Vec<String>,
     /// Where the elite stands on the result ladder.
     pub status: Status,
+    /// What was measured (in `report.json`, its fields stand beside the others).
+    #[serde(flatten)]
+    pub figures: KernelFigures,
+    /// Parameter values the figures were measured with.
+    pub params: ParamValues,
+    /// Candidate id within the run.
+    pub candidate: u64,
+    /// Mutator that produced it (`seed` for initial kernels).
+    pub mutator: String,
+    /// What the mutation did, when the mutator said.
+    pub note: String,
+    /// Scalar fitness the archive ranked it by.
+    pub fitness: f64,
+}
+
+/// A kernel's measured figures as the report shows them: one declaration for the table's rows
+/// ([`CellRow`], `cells` in `report.json`) and the best kernel (`best_kernel`), derived from its
+/// [`kf_core::Evaluation`] ([`KernelFigures::of`]). Non-finite values are left out.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KernelFigures {
     /// Throughput, GFLOP/s, when measured.
     pub gflops: Option<f64>,
     /// GFLOP/s over the naive seed's GFLOP/s, when both are known.
@@ -38,16 +58,24 @@ pub struct CellRow {
     /// Whether the task is memory-bound on the device (its rate is GB/s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_bound: Option<bool>,
-    /// Parameter values the figures were measured with.
-    pub params: ParamValues,
-    /// Candidate id within the run.
-    pub candidate: u64,
-    /// Mutator that produced it (`seed` for initial kernels).
-    pub mutator: String,
-    /// What the mutation did, when the mutator said.
-    pub note: String,
-    /// Scalar fitness the archive ranked it by.
-    pub fitness: f64,
+}
+
+impl KernelFigures {
+    /// The figures of `ev`, with `gflops` as the throughput it counts for (the measured one, or
+    /// only a correct kernel's) and the naive seed's GFLOP/s for the speedup over it.
+    pub fn of(ev: &kf_core::Evaluation, gflops: Option<f64>, seed_gflops: Option<f64>) -> Self {
+        let seed = finite(seed_gflops).filter(|b| *b > 0.0);
+        KernelFigures {
+            gflops,
+            speedup_vs_seed: gflops.zip(seed).map(|(g, b)| g / b),
+            task_speedup: finite(ev.speedup),
+            median_ms: finite(ev.timing.map(|t| t.median_s * 1e3)),
+            median_ms_interval: median_ms_interval(ev),
+            gbs: finite(ev.gbs),
+            roofline_fraction: finite(ev.roofline_fraction),
+            memory_bound: ev.memory_bound,
+        }
+    }
 }
 
 /// A finite value or `None`.
@@ -97,7 +125,6 @@ pub(crate) fn rows(
     space: &DescriptorSpace,
     baseline_gflops: Option<f64>,
 ) -> Vec<CellRow> {
-    let baseline = finite(baseline_gflops).filter(|b| *b > 0.0);
     let mut sorted: Vec<&Elite> = elites.to_vec();
     sorted.sort_by(|a, b| {
         let key = |e: &Elite| correct_gflops(e).unwrap_or(f64::NEG_INFINITY);
@@ -111,7 +138,6 @@ pub(crate) fn rows(
         .enumerate()
         .map(|(i, e)| {
             let ev = &e.evaluation;
-            let gflops = finite(ev.gflops);
             CellRow {
                 rank: i + 1,
                 coords: e.descriptor.coords.clone(),
@@ -123,14 +149,7 @@ pub(crate) fn rows(
                     .map(|(d, l)| level_name(space, d, *l))
                     .collect(),
                 status: ev.status,
-                gflops,
-                speedup_vs_seed: gflops.zip(baseline).map(|(g, b)| g / b),
-                task_speedup: finite(ev.speedup),
-                median_ms: finite(ev.timing.map(|t| t.median_s * 1e3)),
-                median_ms_interval: median_ms_interval(ev),
-                gbs: finite(ev.gbs),
-                roofline_fraction: finite(ev.roofline_fraction),
-                memory_bound: ev.memory_bound,
+                figures: KernelFigures::of(ev, finite(ev.gflops), baseline_gflops),
                 params: measured_params(e).clone(),
                 candidate: e.candidate.id.0,
                 mutator: e.candidate.origin.mutator.clone(),
@@ -167,7 +186,7 @@ pub(crate) fn render(rows: &[CellRow], space: &DescriptorSpace, width: u16) -> S
         )
     }));
     // Memory-bound tasks are measured in GB/s, the others in GFLOP/s.
-    let memory_bound = rows.iter().any(|r| r.memory_bound == Some(true));
+    let memory_bound = rows.iter().any(|r| r.figures.memory_bound == Some(true));
     let rate = if memory_bound { "GB/s" } else { "GFLOP/s" };
     header.extend(
         [
@@ -195,12 +214,20 @@ pub(crate) fn render(rows: &[CellRow], space: &DescriptorSpace, width: u16) -> S
         };
         cells.extend([
             Cell::new(r.status.as_str()),
-            Cell::new(opt(if memory_bound { r.gbs } else { r.gflops }, 1, ""))
+            Cell::new(opt(
+                if memory_bound {
+                    r.figures.gbs
+                } else {
+                    r.figures.gflops
+                },
+                1,
+                "",
+            ))
+            .set_alignment(CellAlignment::Right),
+            Cell::new(opt(r.figures.roofline_fraction.map(|f| f * 100.0), 0, "%"))
                 .set_alignment(CellAlignment::Right),
-            Cell::new(opt(r.roofline_fraction.map(|f| f * 100.0), 0, "%"))
-                .set_alignment(CellAlignment::Right),
-            Cell::new(opt(r.speedup_vs_seed, 1, "x")).set_alignment(CellAlignment::Right),
-            Cell::new(match (r.median_ms, r.median_ms_interval) {
+            Cell::new(opt(r.figures.speedup_vs_seed, 1, "x")).set_alignment(CellAlignment::Right),
+            Cell::new(match (r.figures.median_ms, r.figures.median_ms_interval) {
                 (Some(m), Some([lo, hi])) => format!("{m:.3} [{lo:.3}–{hi:.3}]"),
                 (m, _) => opt(m, 3, ""),
             })
@@ -241,10 +268,11 @@ pub(crate) fn render_compact(rows: &[CellRow]) -> String {
             r.rank,
             cell,
             status,
-            fmt(r.gflops, 1),
-            r.speedup_vs_seed
+            fmt(r.figures.gflops, 1),
+            r.figures
+                .speedup_vs_seed
                 .map_or("-".to_owned(), |x| format!("{x:.1}x")),
-            fmt(r.median_ms, 3),
+            fmt(r.figures.median_ms, 3),
         );
     }
     out

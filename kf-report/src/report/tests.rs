@@ -347,11 +347,14 @@ fn the_table_lists_every_filled_cell_fastest_first() {
     let correct: Vec<f64> = rows
         .iter()
         .take_while(|r| r.status.is_correct())
-        .map(|r| r.gflops.unwrap())
+        .map(|r| r.figures.gflops.unwrap())
         .collect();
     assert!(correct.windows(2).all(|w| w[0] >= w[1]));
     assert!(rows[correct.len()..].iter().all(|r| !r.status.is_correct()));
-    assert_eq!(rows[0].speedup_vs_seed, rows[0].gflops.map(|g| g / 4.1));
+    assert_eq!(
+        rows[0].figures.speedup_vs_seed,
+        rows[0].figures.gflops.map(|g| g / 4.1)
+    );
     assert_eq!(
         rows.iter().map(|r| r.rank).collect::<Vec<_>>(),
         (1..=rows.len()).collect::<Vec<_>>()
@@ -369,7 +372,7 @@ fn the_table_lists_every_filled_cell_fastest_first() {
             assert!(line.contains(level.as_str()), "{level} missing in {line}");
         }
         assert!(line.contains(r.status.as_str()));
-        if let Some(g) = r.gflops {
+        if let Some(g) = r.figures.gflops {
             assert!(
                 line.contains(&format!("{g:.1}")),
                 "{g:.1} missing in {line}"
