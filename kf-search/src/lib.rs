@@ -69,6 +69,7 @@ pub mod distributed;
 mod error;
 mod evaluator;
 pub mod kernel_eval;
+mod layer;
 #[cfg(feature = "llm")]
 pub mod llm;
 #[cfg(feature = "logging")]
@@ -94,12 +95,13 @@ pub use archive::{
     WithFacts,
 };
 pub use backends::{init, init_with, BackendError};
-pub use builder::{EvaluatorLayer, Named, NoLayer, PartNames, Search, SearchBuilder, Stack};
+pub use builder::{PartNames, Search, SearchBuilder};
 pub use device_evaluations::{DeviceEvaluationCounter, DeviceEvaluations};
 pub use evaluator::{
     EvaluatorFactory, EvaluatorInput, RemoteError, RemoteEvaluator, SearchEvalError,
     SearchEvaluator, ShippedEvaluator,
 };
+pub use layer::{EvaluatorLayer, Named, NoLayer, Stack};
 pub use novelty::SourceNovelty;
 pub use proposer::{ShippedScheduler, UnknownScheduler};
 pub use search_run::{SearchRun, SearchStepper};

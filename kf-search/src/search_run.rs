@@ -7,8 +7,8 @@ use kf_core::{
 };
 
 use crate::archive::{ArchiveFactory, WithFacts};
-use crate::builder::EvaluatorLayer;
 use crate::evaluator::EvaluatorFactory;
+use crate::layer::EvaluatorLayer;
 use crate::report::LogObserver;
 use crate::report::ProgressObserver;
 use crate::report::Report;
