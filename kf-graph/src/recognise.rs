@@ -370,17 +370,42 @@ mod rows {
     /// Elements of the sample rows: odd, so that no pairing of elements hides a difference.
     const SAMPLE_LENGTH: usize = 7;
 
-    pub(super) fn row_pattern(
-        graph: &Graph,
-        output: &str,
+    /// The rows a computation along the last dimension reads, and its other inputs.
+    struct Rows<'g> {
+        id: NodeId,
+        name: &'g str,
+        dims: Vec<String>,
+        /// The rows' length (their last dimension).
+        length: String,
+        /// The other inputs: one value per element of a row (a weight, a bias).
+        vectors: Vec<(NodeId, &'g str)>,
+    }
+
+    impl Rows<'_> {
+        /// How many rows, as a size expression.
+        fn count(&self) -> String {
+            match &self.dims[..self.dims.len() - 1] {
+                [] => "1".to_owned(),
+                [one] => one.clone(),
+                many => many
+                    .iter()
+                    .map(|d| format!("({d})"))
+                    .collect::<Vec<_>>()
+                    .join(" * "),
+            }
+        }
+    }
+
+    /// The input whose shape the output has (or has with the last dimension reduced), and
+    /// the others, each one value per element of a row (at most two: a weight and a bias).
+    fn rows_of<'g>(
+        graph: &'g Graph,
         out: NodeId,
         cone: &[NodeId],
-    ) -> Result<RowPattern, Unrecognised> {
+    ) -> Result<Rows<'g>, Unrecognised> {
         let out_dims = &graph.nodes[out].dims;
         let inputs: Vec<(NodeId, &str)> =
             graph.inputs().filter(|(id, _)| cone.contains(id)).collect();
-        // The rows: the input whose shape the output has, or has with the last dimension
-        // reduced.
         let fits = |dims: &Vec<String>| {
             let n = dims.len();
             n >= 1
@@ -395,40 +420,43 @@ mod rows {
             .iter()
             .filter(|(id, _)| fits(&graph.nodes[*id].dims))
             .collect();
-        let &(x_id, x_name) = match rows_inputs[..] {
+        let &(id, name) = match rows_inputs[..] {
             [one] => one,
             [] => return unrecognised("no input has the output's shape along its rows"),
             _ => return unrecognised("several inputs have the shape of the rows"),
         };
-        let x_dims = graph.nodes[x_id].dims.clone();
-        let length = x_dims[x_dims.len() - 1].clone();
-        // The other inputs: vectors of one value per element of a row.
+        let dims = graph.nodes[id].dims.clone();
+        let length = dims[dims.len() - 1].clone();
         let mut vectors = Vec::new();
-        for &(id, name) in &inputs {
-            if id == x_id {
+        for &(other, other_name) in &inputs {
+            if other == id {
                 continue;
             }
-            let dims = &graph.nodes[id].dims;
-            let is_vector =
-                dims.last() == Some(&length) && dims[..dims.len() - 1].iter().all(|d| d == "1");
+            let d = &graph.nodes[other].dims;
+            let is_vector = d.last() == Some(&length) && d[..d.len() - 1].iter().all(|x| x == "1");
             if !is_vector {
                 return unrecognised(format!(
-                    "input `{name}` is neither the rows nor one value per element of a row"
+                    "input `{other_name}` is neither the rows nor one value per element of a row"
                 ));
             }
-            vectors.push((id, name));
+            vectors.push((other, other_name));
         }
         if vectors.len() > 2 {
             return unrecognised("more than a weight and a bias besides the rows");
         }
-        let kinds = kinds(graph, cone, &x_dims)?;
-        let out_kind = kinds[out]
-            .ok_or_else(|| Unrecognised("the output is not computed along rows".into()))?;
-        let expected_elem = out_dims == &x_dims;
-        if expected_elem != (out_kind == Kind::Elem) {
-            return unrecognised("the output's shape and its computation disagree");
-        }
-        // Sample rows and vectors, the same on every run.
+        Ok(Rows {
+            id,
+            name,
+            dims,
+            length,
+            vectors,
+        })
+    }
+
+    /// Fixed sample rows (one tiny, so that an epsilon matters; shifted ones, so that a mean
+    /// matters) and, for `vectors` other inputs, sample vectors (the first positive, as a
+    /// weight), the same on every run.
+    fn samples(vectors: usize) -> (Vec<Vec<f64>>, Vec<Vec<f64>>) {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0x6b66_6772);
         let normal = |rng: &mut rand_chacha::ChaCha8Rng| -> f64 {
             // Box-Muller: a normal sample from two uniform ones.
@@ -436,18 +464,16 @@ mod rows {
             let v: f64 = rng.random::<f64>();
             (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
         };
-        let mut samples: Vec<Vec<f64>> = Vec::new();
-        for (scale, shift) in [(1.0, 0.0), (1.0, 0.0), (1e-3, 0.0), (1.0, 3.0), (2.5, -1.0)] {
-            samples.push(
+        let rows = [(1.0, 0.0), (1.0, 0.0), (1e-3, 0.0), (1.0, 3.0), (2.5, -1.0)]
+            .into_iter()
+            .map(|(scale, shift)| {
                 (0..SAMPLE_LENGTH)
                     .map(|_| normal(&mut rng) * scale + shift)
-                    .collect(),
-            );
-        }
-        let vector_values: Vec<Vec<f64>> = vectors
-            .iter()
-            .enumerate()
-            .map(|(k, _)| {
+                    .collect()
+            })
+            .collect();
+        let vectors = (0..vectors)
+            .map(|k| {
                 (0..SAMPLE_LENGTH)
                     .map(|_| {
                         if k == 0 {
@@ -459,51 +485,87 @@ mod rows {
                     .collect()
             })
             .collect();
+        (rows, vectors)
+    }
+
+    pub(super) fn row_pattern(
+        graph: &Graph,
+        output: &str,
+        out: NodeId,
+        cone: &[NodeId],
+    ) -> Result<RowPattern, Unrecognised> {
+        let rows = rows_of(graph, out, cone)?;
+        let kinds = kinds(graph, cone, &rows.dims)?;
+        let out_kind = kinds[out]
+            .ok_or_else(|| Unrecognised("the output is not computed along rows".into()))?;
+        if (graph.nodes[out].dims == rows.dims) != (out_kind == Kind::Elem) {
+            return unrecognised("the output's shape and its computation disagree");
+        }
+        let (samples, vector_values) = samples(rows.vectors.len());
         let mut results = Vec::new();
         for row in &samples {
-            let values = evaluate(graph, cone, (x_id, &length), row, &vectors, &vector_values)?;
+            let values = evaluate(
+                graph,
+                cone,
+                (rows.id, &rows.length),
+                row,
+                &rows.vectors,
+                &vector_values,
+            )?;
             results.push(
                 values[out]
                     .clone()
                     .ok_or_else(|| Unrecognised("no value".into()))?,
             );
         }
-        let epsilons = epsilons(graph, cone);
-        let rows_expr = match &x_dims[..x_dims.len() - 1] {
-            [] => "1".to_owned(),
-            [one] => one.clone(),
-            many => many
-                .iter()
-                .map(|d| format!("({d})"))
-                .collect::<Vec<_>>()
-                .join(" * "),
-        };
         let pattern =
             |op: RowOp, weight: Option<usize>, bias: Option<usize>, eps: Option<f64>| RowPattern {
                 op,
-                input: x_name.to_owned(),
+                input: rows.name.to_owned(),
                 output: output.to_owned(),
-                rows: rows_expr.clone(),
-                length: length.clone(),
-                weight: weight.map(|k| vectors[k].1.to_owned()),
-                bias: bias.map(|k| vectors[k].1.to_owned()),
+                rows: rows.count(),
+                length: rows.length.clone(),
+                weight: weight.map(|k| rows.vectors[k].1.to_owned()),
+                bias: bias.map(|k| rows.vectors[k].1.to_owned()),
                 eps,
             };
-        if out_kind != Kind::Elem {
-            if !vectors.is_empty() {
-                return unrecognised("a reduction that reads a vector besides its rows");
-            }
-            for op in [RowOp::Sum, RowOp::Mean, RowOp::Max, RowOp::Min] {
-                if samples.iter().zip(&results).all(|(row, got)| {
+        let (op, weight, bias, eps) = if out_kind == Kind::Elem {
+            elementwise_op(&samples, &results, &vector_values, &epsilons(graph, cone))?
+        } else if rows.vectors.is_empty() {
+            (reduction_op(&samples, &results)?, None, None, None)
+        } else {
+            return unrecognised("a reduction that reads a vector besides its rows");
+        };
+        Ok(pattern(op, weight, bias, eps))
+    }
+
+    /// The reduction whose value on each sample row is the one the graph computed.
+    fn reduction_op(samples: &[Vec<f64>], results: &[Val]) -> Result<RowOp, Unrecognised> {
+        [RowOp::Sum, RowOp::Mean, RowOp::Max, RowOp::Min]
+            .into_iter()
+            .find(|&op| {
+                samples.iter().zip(results).all(|(row, got)| {
                     matches!(got, Val::Stat(v) if close(*v, reduce_reference(op, row)))
-                }) {
-                    return Ok(pattern(op, None, None, None));
-                }
-            }
-            return unrecognised("a reduction of rows that is not a sum, mean, maximum or minimum");
-        }
+                })
+            })
+            .ok_or_else(|| {
+                Unrecognised(
+                    "a reduction of rows that is not a sum, mean, maximum or minimum".into(),
+                )
+            })
+    }
+
+    /// The row operation (with the vectors as its weight and bias, and one of the graph's
+    /// epsilons) whose rows are the ones the graph computed from each sample row.
+    #[allow(clippy::type_complexity)]
+    fn elementwise_op(
+        samples: &[Vec<f64>],
+        results: &[Val],
+        vector_values: &[Vec<f64>],
+        epsilons: &[f64],
+    ) -> Result<(RowOp, Option<usize>, Option<usize>, Option<f64>), Unrecognised> {
         // Ways to read the vectors: none; one as the weight or the bias; two as both.
-        let roles: Vec<(Option<usize>, Option<usize>)> = match vectors.len() {
+        let roles: Vec<(Option<usize>, Option<usize>)> = match vector_values.len() {
             0 => vec![(None, None)],
             1 => vec![(Some(0), None), (None, Some(0))],
             _ => vec![(Some(0), Some(1)), (Some(1), Some(0))],
@@ -522,18 +584,17 @@ mod rows {
                 op,
                 RowOp::L1Norm | RowOp::L2Norm | RowOp::RmsNorm | RowOp::LayerNorm
             );
-            let with_eps = matches!(op, RowOp::RmsNorm | RowOp::LayerNorm);
+            let eps_choices: Vec<Option<f64>> = if matches!(op, RowOp::RmsNorm | RowOp::LayerNorm) {
+                epsilons.iter().copied().map(Some).collect()
+            } else {
+                vec![None]
+            };
             for &(w, b) in &roles {
                 if !affine && (w.is_some() || b.is_some()) {
                     continue;
                 }
-                let eps_choices: Vec<Option<f64>> = if with_eps {
-                    epsilons.iter().copied().map(Some).collect()
-                } else {
-                    vec![None]
-                };
-                for eps in eps_choices {
-                    let matches = samples.iter().zip(&results).all(|(row, got)| {
+                for &eps in &eps_choices {
+                    let matches = samples.iter().zip(results).all(|(row, got)| {
                         let Val::Elem(got) = got else { return false };
                         let want = row_reference(
                             op,
@@ -545,7 +606,7 @@ mod rows {
                         got.len() == want.len() && got.iter().zip(&want).all(|(g, w)| close(*g, *w))
                     });
                     if matches {
-                        return Ok(pattern(op, w, b, eps));
+                        return Ok((op, w, b, eps));
                     }
                 }
             }
