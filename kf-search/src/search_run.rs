@@ -257,11 +257,6 @@ where
     if let Some(w) = config.wall {
         budget = budget.with_wall(w);
     }
-    std::fs::create_dir_all(&config.out).map_err(kf_eval::EvalError::Io)?;
-    // A task file's copy beside the run, so that the output folder exports on its own.
-    if let Some(job) = &config.task_file {
-        task::record_task_file(job, &config.out).map_err(kf_eval::EvalError::Io)?;
-    }
     // What may not change when the run is resumed or extended; the budget may.
     let mut run_config = serde_json::json!({
         "task": config.task, "sizes": sizes, "backend": config.backend,
@@ -273,35 +268,13 @@ where
     if let (false, Some(map)) = (archive_meta.is_null(), run_config.as_object_mut()) {
         map.insert("archive".into(), archive_meta);
     }
-    let meta = RunMeta::new(config.seed, &run_config)?.with_budget(&run_budget(config))?;
-    let run_dir = RunDir::open_with(
-        config.out.join("run"),
-        meta,
-        RunDirOptions {
-            snapshot_every: defaults::SNAPSHOT_EVERY,
-            ..RunDirOptions::default()
-        },
-    )?;
+    let run_dir = open_run_dir(config, &run_config)?;
     let archive = archive_factory.build(&ArchiveInput {
         space: &space,
         run_dir: run_dir.path(),
         registers,
     })?;
-    let recorded_evaluations: u64 = run_dir
-        .read_records()?
-        .iter()
-        .map(|r| r.children.len() as u64)
-        .sum();
-    if recorded_evaluations > config.evaluations {
-        return Err(SearchError::RunDirAhead {
-            path: run_dir.path().to_path_buf(),
-            recorded: recorded_evaluations,
-        });
-    }
-    let extended_from = run_dir
-        .extended_from()
-        .and_then(|b| b.get("evaluations"))
-        .and_then(serde_json::Value::as_u64);
+    let extended_from = extended_from(&run_dir, config)?;
     let mut progress = ProgressObserver::new(&space).with_budget(&budget);
     if !config.progress {
         progress = progress.without_bar();
@@ -355,6 +328,48 @@ where
         post_run: post_run_hooks,
     };
     Ok(SearchRun::new(engine.start()?, after))
+}
+
+/// The output folder (with a task file's copy beside the run, so that it exports on its own)
+/// and its run directory, opened for `run_config` (what may not change when the run is resumed
+/// or extended) and the configuration's budget.
+fn open_run_dir(
+    config: &SearchConfig,
+    run_config: &serde_json::Value,
+) -> Result<RunDir, SearchError> {
+    std::fs::create_dir_all(&config.out).map_err(kf_eval::EvalError::Io)?;
+    if let Some(job) = &config.task_file {
+        task::record_task_file(job, &config.out).map_err(kf_eval::EvalError::Io)?;
+    }
+    let meta = RunMeta::new(config.seed, run_config)?.with_budget(&run_budget(config))?;
+    Ok(RunDir::open_with(
+        config.out.join("run"),
+        meta,
+        RunDirOptions {
+            snapshot_every: defaults::SNAPSHOT_EVERY,
+            ..RunDirOptions::default()
+        },
+    )?)
+}
+
+/// The evaluation budget the run directory was extended from, if it was; an error when it
+/// already holds more evaluations than the configuration's budget.
+fn extended_from(run_dir: &RunDir, config: &SearchConfig) -> Result<Option<u64>, SearchError> {
+    let recorded: u64 = run_dir
+        .read_records()?
+        .iter()
+        .map(|r| r.children.len() as u64)
+        .sum();
+    if recorded > config.evaluations {
+        return Err(SearchError::RunDirAhead {
+            path: run_dir.path().to_path_buf(),
+            recorded,
+        });
+    }
+    Ok(run_dir
+        .extended_from()
+        .and_then(|b| b.get("evaluations"))
+        .and_then(serde_json::Value::as_u64))
 }
 
 /// What the end of a search needs from its start: the report, final selection, reference
