@@ -143,19 +143,20 @@ fn same_as_before(name: &str, run: &Path) {
     assert_eq!(got.len(), expected.len(), "{name}: steps");
 }
 
-/// A search of `task` at `size` under the digest judge, 24 candidates, seed 7.
-fn search(
-    task: &str,
-    size: &str,
-    out: &Path,
-) -> kf_search::SearchBuilder<
+/// The builder of the searches below, with the digest judge.
+type Builder = kf_search::SearchBuilder<
     kf_mutate::MixMutator,
     kf_search::DefaultClassifier,
     kf_search::NoLayer,
     kf_search::ShippedArchive,
     Digest,
-> {
-    Search::builder()
+>;
+
+/// Runs a search of `task` at `size` under the digest judge (24 candidates, seed 7) with the
+/// parts `parts` sets, and compares its steps with the expected file `name`.
+fn runs_as_before(name: &str, task: &str, size: &str, parts: impl FnOnce(Builder) -> Builder) {
+    let out = tempfile::tempdir().expect("a temporary folder");
+    let builder = Search::builder()
         .task(task)
         .size(size)
         .expect("sizes")
@@ -163,43 +164,21 @@ fn search(
         .evaluations(24)
         .seed(7)
         .reference(false)
-        .out(out)
-        .progress(false)
+        .out(out.path())
+        .progress(false);
+    parts(builder).build().expect("builds").run().expect("runs");
+    same_as_before(name, out.path());
 }
 
 #[test]
 fn the_shipped_search_proposes_what_it_proposed_before_the_redesign() {
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let run = |name: &str| dir.path().join(name);
-
-    search("softmax", "ROWS=64,COLS=256", &run("softmax"))
-        .build()
-        .expect("builds")
-        .run()
-        .expect("runs");
-    same_as_before("softmax_bandit_grid", &run("softmax"));
-
-    search("gemm", "M=64,N=64,K=64", &run("gemm"))
-        .build()
-        .expect("builds")
-        .run()
-        .expect("runs");
-    same_as_before("gemm_bandit_grid", &run("gemm"));
-
-    search("softmax", "ROWS=64,COLS=256", &run("mix"))
-        .scheduler(ShippedScheduler::mix())
-        .build()
-        .expect("builds")
-        .run()
-        .expect("runs");
-    same_as_before("softmax_mix_grid", &run("mix"));
-
-    search("gemm", "M=64,N=64,K=64", &run("cvt"))
-        .cvt(defaults::cvt())
-        .islands(2)
-        .build()
-        .expect("builds")
-        .run()
-        .expect("runs");
-    same_as_before("gemm_bandit_cvt_islands", &run("cvt"));
+    let (softmax, gemm) = ("ROWS=64,COLS=256", "M=64,N=64,K=64");
+    runs_as_before("softmax_bandit_grid", "softmax", softmax, |b| b);
+    runs_as_before("gemm_bandit_grid", "gemm", gemm, |b| b);
+    runs_as_before("softmax_mix_grid", "softmax", softmax, |b| {
+        b.scheduler(ShippedScheduler::mix())
+    });
+    runs_as_before("gemm_bandit_cvt_islands", "gemm", gemm, |b| {
+        b.cvt(defaults::cvt()).islands(2)
+    });
 }
