@@ -1,14 +1,17 @@
 //! [`EvaluatorLayer`]: what wraps the search's evaluator, tower style ([`NoLayer`], closures,
-//! [`Stack`], [`Named`]), given to [`SearchBuilder::evaluator_layer`](crate::SearchBuilder::evaluator_layer).
+//! [`Stack`], [`Named`]), given to
+//! [`SearchBuilder::evaluator_layer`](crate::SearchBuilder::evaluator_layer).
 
 use kf_core::Evaluator;
 
 /// A layer around an evaluator (tower style): it receives the evaluator below it (at the
 /// bottom, the shipped [`SearchEvaluator`](crate::SearchEvaluator): tuning, then isolated or
-/// distributed evaluation; or one's own, [`SearchBuilder::evaluator`]) and returns the one
-/// above. Layers stack in the order given to
-/// [`SearchBuilder::evaluator_layer`] (the first is innermost). Closures
-/// `FnOnce(E) -> E2` are layers; [`Named`] gives one a name; [`NoLayer`] is none.
+/// distributed evaluation; or one's own,
+/// [`SearchBuilder::evaluator`](crate::SearchBuilder::evaluator)) and returns the one above.
+/// Layers stack in the order given to
+/// [`SearchBuilder::evaluator_layer`](crate::SearchBuilder::evaluator_layer) (the first is
+/// innermost). Closures `FnOnce(E) -> E2` are layers; [`Named`] gives one a name; [`NoLayer`]
+/// is none.
 ///
 /// # Example
 ///
