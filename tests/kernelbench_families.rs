@@ -22,7 +22,7 @@ use kernelfoundry::opencl::testing::backend_or_skip;
 use kernelfoundry::search::{offline_search, run_search, SearchConfig};
 
 mod common;
-use common::kernelbench::{correctness_config, shipped_task};
+use common::kernelbench::{correctness_config, every_seed_is_correct, shipped_task};
 
 kernelfoundry::eval::worker_test_entry!(|spec: &kernelfoundry::eval::BackendSpec| {
     kernelfoundry::eval::BackendFactory::open(&kernelfoundry::backends::OpenClFactory, spec)
@@ -89,16 +89,7 @@ fn family_tasks_are_seeded_with_bound_templates_that_are_correct() {
             seeds.iter().skip(1).any(|s| s.source.text.contains(marker)),
             "{name}: no {marker} seed"
         );
-        for seed in &seeds {
-            let e = ev.evaluate(&t, &seed.source, &seed.params).unwrap();
-            assert_eq!(
-                e.status,
-                Status::Correct,
-                "{name} {}: {}",
-                seed.params,
-                e.diagnostics
-            );
-        }
+        every_seed_is_correct(&mut ev, &t, &seeds, name);
     }
     // A map without an expression has nothing for the map template to compute: no template
     // structural mutator.
@@ -311,16 +302,7 @@ fn a_gemm_with_an_element_wise_epilogue_is_seeded_with_fused_gemm_templates() {
             .filter(|s| s.source.text.contains("#define EPILOGUE(acc, row, col)"))
             .collect();
         assert!(fused.len() >= 2, "{stem}: {} fused seeds", fused.len());
-        for seed in &seeds {
-            let e = ev.evaluate(&task, &seed.source, &seed.params).unwrap();
-            assert_eq!(
-                e.status,
-                Status::Correct,
-                "{stem} {}: {}",
-                seed.params,
-                e.diagnostics
-            );
-        }
+        every_seed_is_correct(&mut ev, &task, &seeds, &stem);
         // The same fused kernels without their epilogue, or without one of its terms, are
         // wrong.
         for seed in fused {
@@ -378,7 +360,7 @@ fn a_task_file_without_a_family_is_seeded_from_its_references_trace() {
         "no row_norm seed"
     );
     let mut ev = KernelEvaluator::new(backend, correctness_config(11));
-    every_seed_is_correct(&mut ev, &task, &seeds);
+    every_seed_is_correct(&mut ev, &task, &seeds, "");
     let fused = seeds
         .iter()
         .find(|s| s.source.text.contains("o *= w;"))
@@ -415,7 +397,7 @@ fn a_numpy_linear_layer_without_a_family_gets_fused_gemm_seeds() {
         .collect();
     assert!(!fused.is_empty(), "no gemm_nt seed");
     let mut ev = KernelEvaluator::new(backend, correctness_config(13));
-    every_seed_is_correct(&mut ev, &task, &seeds);
+    every_seed_is_correct(&mut ev, &task, &seeds, "");
     let seed = fused[0];
     let mut cheat = seed.source.clone();
     cheat.text = seed
@@ -443,22 +425,4 @@ fn own_operator(name: &str, sizes: &str, cache: &Path) -> FileTask {
     FileTask::new(file, &parse_sizes(sizes).unwrap())
         .unwrap()
         .with_cache_dir(Some(cache.to_path_buf()))
-}
-
-/// Every seed computes the task correctly.
-fn every_seed_is_correct<B: Backend>(
-    ev: &mut KernelEvaluator<B>,
-    task: &FileTask,
-    seeds: &[Candidate],
-) {
-    for seed in seeds {
-        let e = ev.evaluate(task, &seed.source, &seed.params).unwrap();
-        assert_eq!(
-            e.status,
-            Status::Correct,
-            "{}: {}",
-            seed.params,
-            e.diagnostics
-        );
-    }
 }

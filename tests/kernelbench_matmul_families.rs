@@ -15,7 +15,7 @@ use kernelfoundry::opencl::testing::backend_or_skip;
 use kernelfoundry::search::{family_templates, offline_search};
 
 mod common;
-use common::kernelbench::{correctness_config, shipped_task};
+use common::kernelbench::{correctness_config, every_seed_is_correct, shipped_task};
 
 /// Evaluates every vector width of the template `name` among the task's family templates
 /// (bound to the task as the search binds them), at each of `tunables`, and asserts each is
@@ -79,16 +79,7 @@ fn matvec_template_is_seeded_and_correct() {
             .any(|s| s.source.text.contains("template `matvec`")),
         "no matvec seed"
     );
-    for seed in &seeds {
-        let e = ev.evaluate(&t, &seed.source, &seed.params).unwrap();
-        assert_eq!(
-            e.status,
-            Status::Correct,
-            "{}: {}",
-            seed.params,
-            e.diagnostics
-        );
-    }
+    every_seed_is_correct(&mut ev, &t, &seeds, "");
     every_width_is_correct(
         &mut ev,
         &t,
@@ -125,16 +116,7 @@ fn transposed_a_template_is_seeded_and_correct() {
             "no seed from the {marker}"
         );
     }
-    for seed in &seeds {
-        let e = ev.evaluate(&t, &seed.source, &seed.params).unwrap();
-        assert_eq!(
-            e.status,
-            Status::Correct,
-            "{}: {}",
-            seed.params,
-            e.diagnostics
-        );
-    }
+    every_seed_is_correct(&mut ev, &t, &seeds, "");
     every_width_is_correct(
         &mut ev,
         &t,

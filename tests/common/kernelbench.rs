@@ -2,9 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
+use kernelfoundry::core::prelude::*;
 use kernelfoundry::eval::taskfile::{FileTask, TaskFile};
 use kernelfoundry::eval::tasks::parse_sizes;
-use kernelfoundry::eval::EvalConfig;
+use kernelfoundry::eval::{EvalConfig, KernelEvaluator};
 
 /// The shipped task `tasks/kernelbench/NAME` at `sizes` (the task's own where not given),
 /// compiling into `cache`.
@@ -28,4 +29,23 @@ pub(crate) fn correctness_config(data_seed: u64) -> EvalConfig {
     c.timing.max_trials = 3;
     c.data_seed = Some(data_seed);
     c
+}
+
+/// Every seed computes `task` correctly (`label` names the case in a failure).
+pub(crate) fn every_seed_is_correct<'a, B: Backend>(
+    ev: &mut KernelEvaluator<B>,
+    task: &FileTask,
+    seeds: impl IntoIterator<Item = &'a Candidate>,
+    label: &str,
+) {
+    for seed in seeds {
+        let e = ev.evaluate(task, &seed.source, &seed.params).unwrap();
+        assert_eq!(
+            e.status,
+            Status::Correct,
+            "{label} {}: {}",
+            seed.params,
+            e.diagnostics
+        );
+    }
 }
