@@ -108,3 +108,55 @@ fn seed_kernels_are_correct_and_timed_on_a_gpu() {
         assert!(e.timing.is_some_and(|t| t.median_s > 0.0));
     }
 }
+
+/// A row softmax in two kernels with a scratch buffer (kf-manifest's `[[kernels]]`): kf-eval's
+/// OpenCL test sequence, in CUDA.
+fn two_kernel_manifest() -> String {
+    include_str!("../../kf-eval/tests/sequences/softmax_two_kernels.toml")
+        .replace("language = \"opencl\"", "language = \"cuda\"")
+        .replace("softmax_two_kernels.cl", "softmax_two_kernels.cu")
+}
+
+#[test]
+fn a_two_kernel_candidate_compiles_every_kernel_and_runs_on_a_gpu() {
+    let Some(backend) = backend_or_skip(
+        CudaBackend::builder()
+            .no_cache()
+            .host_buffers_without_device(true),
+    ) else {
+        return;
+    };
+    let on_gpu = backend.has_device();
+    let source = kf_manifest::Manifest::parse(&two_kernel_manifest(), "two.toml", None)
+        .expect("manifest")
+        .kernel_source(include_str!("data/softmax_two_kernels.cu"));
+    let task = Softmax::from_sizes(&kf_eval::tasks::parse_sizes("ROWS=256,COLS=384").unwrap())
+        .expect("softmax");
+    let mut evaluator = KernelEvaluator::new(backend, EvalConfig::default());
+    match evaluator.compile_only(&task, &source, &ParamValues::new()) {
+        Ok(kf_eval::CompileCheck::Compiled(facts)) => {
+            // The facts are those of the kernel the manifest's `entry` names.
+            assert!(facts.registers.is_some_and(|r| r > 0), "{facts:?}");
+        }
+        other => panic!("both kernels should compile: {other:?}"),
+    }
+    // A sequence naming a kernel the source lacks is a compile error naming it.
+    let missing = kf_manifest::Manifest::parse(
+        &two_kernel_manifest().replace("entry = \"row_stats\"", "entry = \"row_statz\""),
+        "two.toml",
+        None,
+    )
+    .expect("manifest")
+    .kernel_source(include_str!("data/softmax_two_kernels.cu"));
+    let e = evaluator
+        .evaluate(&task, &missing, &ParamValues::new())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(e.status, Status::CompileError, "{}", e.diagnostics);
+    assert!(e.diagnostics.contains("row_statz"), "{}", e.diagnostics);
+    if on_gpu {
+        let e = evaluator
+            .evaluate(&task, &source, &ParamValues::new())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(e.status, Status::Correct, "{}", e.diagnostics);
+    }
+}

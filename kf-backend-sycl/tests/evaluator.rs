@@ -72,3 +72,52 @@ fn shipped_sycl_kernels_are_correct_and_timed() {
         e.diagnostics
     );
 }
+
+/// A row softmax in two kernels with a scratch buffer (kf-manifest's `[[kernels]]`): kf-eval's
+/// OpenCL test sequence, in SYCL.
+fn two_kernel_manifest() -> String {
+    include_str!("../../kf-eval/tests/sequences/softmax_two_kernels.toml")
+        .replace("language = \"opencl\"", "language = \"sycl\"")
+        .replace("softmax_two_kernels.cl", "softmax_two_kernels.cpp")
+}
+
+#[test]
+fn a_two_kernel_candidate_is_correct_and_unwritten_scratch_is_rejected() {
+    let cache = tempfile::tempdir().expect("temp dir");
+    let Some(backend) = backend_or_skip(SyclBackend::builder().cache_dir(cache.path())) else {
+        return;
+    };
+    let text = include_str!("data/softmax_two_kernels.cpp");
+    let candidate = |manifest: &str, text: &str| {
+        kf_manifest::Manifest::parse(manifest, "two.toml", None)
+            .expect("manifest")
+            .kernel_source(text.to_owned())
+    };
+    let task = Softmax::from_sizes(&kf_eval::tasks::parse_sizes("ROWS=256,COLS=384").unwrap())
+        .expect("softmax");
+    let mut evaluator = KernelEvaluator::new(backend, EvalConfig::default());
+    let e = evaluator
+        .evaluate(
+            &task,
+            &candidate(&two_kernel_manifest(), text),
+            &ParamValues::new(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(e.status, Status::Correct, "{}", e.diagnostics);
+    assert!(e.timing.is_some_and(|t| t.median_s > 0.0));
+    // The first kernel leaves the sums out of the scratch buffer.
+    let unwritten = text.replace("    STATS[2 * r + 1] = s;\n", "");
+    let e = evaluator
+        .evaluate(
+            &task,
+            &candidate(&two_kernel_manifest(), &unwritten),
+            &ParamValues::new(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(e.status, Status::WrongShape, "{}", e.diagnostics);
+    assert!(
+        e.diagnostics.contains("scratch buffer STATS unwritten"),
+        "{}",
+        e.diagnostics
+    );
+}

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kf_core::{
-    Backend, BackendError, BackendErrorKind, CompileOptions, CorrectnessReport, Evaluation,
-    KernelArg, KernelSource, Language, NdRange, ParamValues, Status, TimingStats,
+    Backend, CompileOptions, CorrectnessReport, Evaluation, KernelArg, KernelSource, Language,
+    NdRange, ParamValues, Status, TimingStats,
 };
 use kf_manifest::{Manifest, ManifestError};
 use rand::{RngCore, SeedableRng};
@@ -18,11 +18,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::early_stop::{measures_baseline, EarlyStop};
 use crate::error::EvalError;
-use crate::profile::{charge_transfer, since, take_transfer_seconds, EvalProfile};
+use crate::guarded::{alloc_guarded, backend_failure, fill, read, Failure, Guarded};
+use crate::profile::{since, take_transfer_seconds, EvalProfile};
+use crate::sequence::{
+    alloc_scratch, check_scratch_after, check_stage, poison_scratch, read_all, Plan,
+};
 use crate::tasks::{sizes_text, ArgSpec, BufferSpec, HostBuffer, KernelTask, Role, Sizes};
 use crate::verify::{
     accumulation_allowance, compare_buffers_with, guard_violation, tolerance_for, Verdict,
-    GUARD_BYTE,
 };
 
 /// How candidates are timed.
@@ -302,27 +305,23 @@ pub fn host_file_check(source: &KernelSource) -> Result<(), kf_source::host_acce
     check_host_access(&source.text, &policy)
 }
 
-/// A buffer with guard regions before and after the kernel's view.
-struct Guarded<B> {
-    buffer: B,
-    guard: usize,
-    bytes: usize,
-}
-
-/// A compiled baseline with its launch geometry and a rolling window of timings.
+/// A compiled baseline with its launch plan and a rolling window of timings.
 struct Baseline<K> {
-    kernel: K,
-    range: NdRange,
+    /// One per [`Plan::entries`].
+    kernels: Vec<K>,
+    plan: Plan,
     samples: VecDeque<f64>,
     /// Evaluations that used it so far (for [`TimingConfig::baseline_every`]).
     evaluations: u64,
 }
 
-/// One input set: the task at some sizes, the kernel's range, its data, reference and buffers.
+/// One input set: the task at some sizes, the kernels' launches, its data, reference and
+/// buffers.
 struct Prepared<'t, B> {
     task: &'t dyn KernelTask,
     sizes: Sizes,
-    range: NdRange,
+    plan: Plan,
+    /// The task's buffers in its order, then the plan's scratch buffers.
     buffers: Vec<Guarded<B>>,
     data: Arc<Vec<HostBuffer>>,
     reference: Arc<Vec<HostBuffer>>,
@@ -353,82 +352,6 @@ fn allowances(task: &dyn KernelTask, data: &[HostBuffer]) -> Result<Allowances, 
         .zip(&specs)
         .map(|(acc, spec)| acc.map(|a| accumulation_allowance(spec.dtype, &a)))
         .collect())
-}
-
-/// What went wrong in one checked launch.
-struct Failure {
-    status: Status,
-    message: String,
-    report: Option<CorrectnessReport>,
-}
-
-impl Failure {
-    fn new(status: Status, message: impl Into<String>) -> Self {
-        Failure {
-            status,
-            message: message.into(),
-            report: None,
-        }
-    }
-}
-
-impl From<EvalError> for Failure {
-    fn from(e: EvalError) -> Self {
-        Failure::new(Status::RuntimeError, e.to_string())
-    }
-}
-
-fn backend_failure<E: BackendError>(e: &E, what: &str) -> Failure {
-    let status = match e.kind() {
-        BackendErrorKind::Compile => Status::CompileError,
-        _ => Status::RuntimeError,
-    };
-    let mut message = format!("{what}: {e}");
-    if let Some(log) = e.build_log() {
-        if !log.trim().is_empty() && !message.contains(log.trim()) {
-            message.push_str("\nbuild log:\n");
-            message.push_str(log.trim());
-        }
-    }
-    Failure::new(status, message)
-}
-
-fn alloc_guarded<B: Backend>(backend: &B, bytes: usize) -> Result<Guarded<B::Buffer>, EvalError> {
-    let align = backend.buffer_alignment().max(1);
-    let guard = 4096usize.div_ceil(align) * align;
-    let buffer = backend
-        .alloc(guard + bytes + guard)
-        .map_err(|e| EvalError::Backend(format!("allocating {bytes} bytes: {e}")))?;
-    Ok(Guarded {
-        buffer,
-        guard,
-        bytes,
-    })
-}
-
-fn fill<B: Backend>(
-    backend: &B,
-    g: &mut Guarded<B::Buffer>,
-    payload: &[u8],
-) -> Result<(), EvalError> {
-    let mut bytes = vec![GUARD_BYTE; g.guard + g.bytes + g.guard];
-    let n = payload.len().min(g.bytes);
-    bytes[g.guard..g.guard + n].copy_from_slice(&payload[..n]);
-    let started = Instant::now();
-    let written = backend
-        .write(&mut g.buffer, &bytes)
-        .map_err(|e| EvalError::Backend(format!("writing a buffer: {e}")));
-    charge_transfer(started);
-    written
-}
-
-fn read<B: Backend>(backend: &B, g: &Guarded<B::Buffer>) -> Result<Vec<u8>, EvalError> {
-    let mut out = vec![0u8; g.guard + g.bytes + g.guard];
-    let started = Instant::now();
-    let result = backend.read(&g.buffer, &mut out);
-    charge_transfer(started);
-    result.map_err(|e| EvalError::Backend(format!("reading a buffer: {e}")))?;
-    Ok(out)
 }
 
 /// Writes the buffers of the given roles: inputs get the data, outputs the poison.
@@ -469,20 +392,25 @@ fn value_arg<'a, T>(arg: &ArgSpec, sizes: &Sizes) -> Option<KernelArg<'a, T>> {
     }
 }
 
+/// The task's arguments in its order, then every buffer past the task's own (a sequence's
+/// scratch, in declaration order).
 fn kernel_args<'a, B: Backend>(
     task: &dyn KernelTask,
     sizes: &Sizes,
     buffers: &'a [Guarded<B::Buffer>],
 ) -> Vec<KernelArg<'a, B::Buffer>> {
+    let as_arg = |g: &'a Guarded<B::Buffer>| KernelArg::Buffer {
+        buffer: &g.buffer,
+        offset: g.guard,
+    };
+    let scratch = buffers.iter().skip(task.buffers().len()).map(as_arg);
     task.args()
         .iter()
         .filter_map(|a| match a {
-            ArgSpec::Buffer(i) => buffers.get(*i).map(|g| KernelArg::Buffer {
-                buffer: &g.buffer,
-                offset: g.guard,
-            }),
+            ArgSpec::Buffer(i) => buffers.get(*i).map(as_arg),
             other => value_arg(other, sizes),
         })
+        .chain(scratch)
         .collect()
 }
 
@@ -631,12 +559,15 @@ pub enum CompileCheck {
     Failed(Box<Evaluation>),
 }
 
-/// A compiled kernel whose launch geometry fits it, with what led there.
+/// Compiled kernels whose launch geometry fits them, with what led there.
 struct Front<K> {
     manifest: Manifest,
     params: ParamValues,
-    range: NdRange,
-    compiled: kf_core::Compiled<K>,
+    plan: Plan,
+    /// One per [`Plan::entries`].
+    kernels: Vec<K>,
+    /// What the compiler reported of the kernel named by the manifest's `entry`.
+    facts: kf_core::CompilerFacts,
 }
 
 /// The in-process evaluator over one backend. It keeps each task's baseline compiled, with a
@@ -758,7 +689,7 @@ impl<B: Backend> KernelEvaluator<B> {
         let front = self.compile_checked(task, source, params);
         self.profile.total_s = since(started);
         Ok(match front? {
-            Ok(front) => CompileCheck::Compiled(front.compiled.facts),
+            Ok(front) => CompileCheck::Compiled(front.facts),
             Err(failed) => CompileCheck::Failed(Box::new(failed)),
         })
     }
@@ -822,44 +753,90 @@ impl<B: Backend> KernelEvaluator<B> {
                 )
             }
         };
-        let sizes = task.sizes();
-        let range = match self.geometry(&manifest, &params, &sizes) {
-            Ok(r) => r,
+        let plan = match self.geometry(&manifest, &params, task) {
+            Ok(p) => p,
             Err(e) => return fail(Status::CompileError, e.to_string(), &params),
         };
         let options = match self.compile_options(&manifest, &params) {
             Ok(o) => o,
             Err(e) => return fail(Status::CompileError, e.to_string(), &params),
         };
-        let compile_started = Instant::now();
-        let compiled = self.backend.compile(source, &params, &options);
-        self.profile.compile_s = since(compile_started);
-        let compiled = match compiled {
-            Ok(c) => c,
-            Err(e) => {
-                let f = backend_failure(&e, "compilation failed");
-                return fail(f.status, f.message, &params);
+        let (kernels, facts) = match self.compile_plan(source, &manifest, &plan, &params, &options)
+        {
+            Ok(compiled) => compiled,
+            Err(mut e) => {
+                e.diagnostics = bounded(&e.diagnostics, max);
+                e.params = params;
+                return Ok(Err(*e));
             }
         };
-        if let (Some(local), Some(max_wg)) = (&range.local, compiled.facts.max_work_group_size) {
-            let wg: usize = local.iter().product();
-            if wg as u64 > max_wg {
-                let message = format!(
-                    "a work-group of {wg} work-items exceeds the {max_wg} this compiled kernel allows on {}",
-                    self.backend.device().name
-                );
-                let mut e = Evaluation::failed(Status::RuntimeError, bounded(&message, max));
-                e.params = params;
-                e.compiler = compiled.facts;
-                return Ok(Err(e));
-            }
-        }
         Ok(Ok(Front {
             manifest,
             params,
-            range,
-            compiled,
+            plan,
+            kernels,
+            facts,
         }))
+    }
+
+    /// Compiles every kernel function of `plan` and checks each launch's work-group against
+    /// the limit its compiled kernel reports; the kernels in [`Plan::entries`]' order and
+    /// the compiler's facts of the manifest's `entry`, or the evaluation of a kernel that
+    /// cannot run.
+    fn compile_plan(
+        &mut self,
+        source: &KernelSource,
+        manifest: &Manifest,
+        plan: &Plan,
+        params: &ParamValues,
+        options: &CompileOptions,
+    ) -> Result<(Vec<B::Kernel>, kf_core::CompilerFacts), Box<Evaluation>> {
+        let mut kernels = Vec::with_capacity(plan.entries.len());
+        let mut facts = None;
+        for entry in &plan.entries {
+            let stage_source;
+            let one = if *entry == source.entry {
+                source
+            } else {
+                stage_source = KernelSource {
+                    entry: entry.clone(),
+                    ..source.clone()
+                };
+                &stage_source
+            };
+            let compile_started = Instant::now();
+            let compiled = self.backend.compile(one, params, options);
+            self.profile.compile_s += since(compile_started);
+            let compiled = compiled.map_err(|e| {
+                let mut what = String::from("compilation failed");
+                if plan.entries.len() > 1 {
+                    what.push_str(&format!(" (kernel `{entry}`)"));
+                }
+                let f = backend_failure(&e, &what);
+                Box::new(Evaluation::failed(f.status, f.message))
+            })?;
+            let max_wg = compiled.facts.max_work_group_size;
+            for stage in plan.stages.iter().filter(|s| s.entry == *entry) {
+                let (Some(local), Some(max_wg)) = (&stage.range.local, max_wg) else {
+                    continue;
+                };
+                let wg: usize = local.iter().product();
+                if wg as u64 > max_wg {
+                    let message = format!(
+                        "a work-group of {wg} work-items exceeds the {max_wg} this compiled kernel                          (`{entry}`) allows on {}",
+                        self.backend.device().name
+                    );
+                    let mut e = Evaluation::failed(Status::RuntimeError, message);
+                    e.compiler = compiled.facts;
+                    return Err(Box::new(e));
+                }
+            }
+            if *entry == manifest.entry || facts.is_none() {
+                facts = Some(compiled.facts.clone());
+            }
+            kernels.push(compiled.kernel);
+        }
+        Ok((kernels, facts.unwrap_or_default()))
     }
 
     fn evaluate_profiled(
@@ -871,8 +848,9 @@ impl<B: Backend> KernelEvaluator<B> {
         let Front {
             manifest,
             params,
-            range,
-            compiled,
+            plan,
+            kernels,
+            facts,
         } = match self.compile_checked(task, source, params)? {
             Ok(front) => front,
             Err(failed) => return Ok(failed),
@@ -883,7 +861,6 @@ impl<B: Backend> KernelEvaluator<B> {
             e.params = params.clone();
             e
         };
-        let facts = compiled.facts.clone();
         let finish = |mut e: Evaluation| {
             e.compiler = facts.clone();
             Ok(e)
@@ -908,12 +885,12 @@ impl<B: Backend> KernelEvaluator<B> {
                 0 => None,
                 n => alternatives.get((n as usize - 1) % alternatives.len().max(1)),
             };
-            let (set_task, set_range): (&dyn KernelTask, NdRange) = match alternative {
-                Some((t, r)) => (t.as_ref(), r.clone()),
-                None => (task, range.clone()),
+            let (set_task, set_plan): (&dyn KernelTask, Plan) = match alternative {
+                Some((t, p)) => (t.as_ref(), p.clone()),
+                None => (task, plan.clone()),
             };
             let inputs_started = Instant::now();
-            let mut prepared = self.prepare(set_task, set_range, &mut rng, set)?;
+            let mut prepared = self.prepare(set_task, set_plan, &mut rng, set)?;
             self.profile.inputs_s += since(inputs_started);
             if prepared.fresh {
                 self.profile.inputs_generated += 1;
@@ -921,7 +898,7 @@ impl<B: Backend> KernelEvaluator<B> {
                 self.profile.inputs_reused += 1;
             }
             let verify_started = Instant::now();
-            let verdict = self.launch_checked(&compiled.kernel, &mut prepared);
+            let verdict = self.launch_checked(&kernels, &mut prepared);
             self.profile.verify_s += since(verify_started);
             match verdict {
                 Ok(report) => {
@@ -956,7 +933,7 @@ impl<B: Backend> KernelEvaluator<B> {
         self.profile.baseline_s += since(baseline_started);
         let timing_started = Instant::now();
         let baseline_before = self.profile.baseline_s;
-        let timing = self.time(&compiled.kernel, &mut timed, baseline_key.as_deref());
+        let timing = self.time(&kernels, &mut timed, baseline_key.as_deref());
         // time() charges its interleaved baseline launches to `baseline_s`.
         self.profile.timing_s = since(timing_started) - (self.profile.baseline_s - baseline_before);
         let (samples, baseline_stats) = match timing {
@@ -1056,16 +1033,35 @@ impl<B: Backend> KernelEvaluator<B> {
         Ok(options)
     }
 
-    /// Launch geometry at `sizes`, after checking the constraints.
+    /// What is launched at `task`'s sizes (every kernel's geometry, the scratch sizes),
+    /// after checking the constraints.
     fn geometry(
         &self,
         manifest: &Manifest,
         params: &ParamValues,
-        sizes: &Sizes,
-    ) -> Result<NdRange, ManifestError> {
-        let symbols = manifest.symbols(params, sizes, self.backend.device());
+        task: &dyn KernelTask,
+    ) -> Result<Plan, ManifestError> {
+        let symbols = manifest.symbols(params, &task.sizes(), self.backend.device());
         manifest.check_constraints(params, &symbols)?;
-        manifest.launch_range(&symbols)
+        Plan::new(manifest, &symbols, &task.buffers())
+    }
+
+    /// The launch of a kernel that must be one kernel without scratch (a trusted reference
+    /// kernel) at `task`'s sizes.
+    fn single_geometry(
+        &self,
+        manifest: &Manifest,
+        params: &ParamValues,
+        task: &dyn KernelTask,
+    ) -> Result<NdRange, ManifestError> {
+        let plan = self.geometry(manifest, params, task)?;
+        plan.single()
+            .cloned()
+            .ok_or_else(|| ManifestError::Invalid {
+                file: manifest.file.clone(),
+                field: "kernels".into(),
+                message: "a reference kernel is one kernel: give [launch]".into(),
+            })
     }
 
     /// Up to `n` alternative shapes the manifest can launch, in the task's order.
@@ -1075,13 +1071,13 @@ impl<B: Backend> KernelEvaluator<B> {
         manifest: &Manifest,
         params: &ParamValues,
         n: usize,
-    ) -> Vec<(Box<dyn KernelTask>, NdRange)> {
+    ) -> Vec<(Box<dyn KernelTask>, Plan)> {
         task.alternative_sizes()
             .into_iter()
             .filter_map(|sizes| {
-                let range = self.geometry(manifest, params, &sizes).ok()?;
                 let t = task.resized(&sizes).ok()?;
-                Some((t, range))
+                let plan = self.geometry(manifest, params, t.as_ref()).ok()?;
+                Some((t, plan))
             })
             .take(n)
             .collect()
@@ -1091,7 +1087,7 @@ impl<B: Backend> KernelEvaluator<B> {
     fn prepare<'t>(
         &mut self,
         task: &'t dyn KernelTask,
-        range: NdRange,
+        plan: Plan,
         rng: &mut ChaCha8Rng,
         variant: u32,
     ) -> Result<Prepared<'t, B::Buffer>, EvalError> {
@@ -1127,15 +1123,16 @@ impl<B: Backend> KernelEvaluator<B> {
                 (data, reference, allowance, true)
             }
         };
-        let buffers = task
+        let mut buffers = task
             .buffers()
             .iter()
             .map(|spec| alloc_guarded(&self.backend, spec.bytes()))
             .collect::<Result<Vec<_>, _>>()?;
+        buffers.extend(alloc_scratch(&self.backend, &plan)?);
         Ok(Prepared {
             task,
             sizes: task.sizes(),
-            range,
+            plan,
             buffers,
             data,
             reference,
@@ -1172,7 +1169,7 @@ impl<B: Backend> KernelEvaluator<B> {
         let params = manifest.default_params();
         let sizes = task.sizes();
         let range = self
-            .geometry(&manifest, &params, &sizes)
+            .single_geometry(&manifest, &params, task)
             .map_err(|e| err(e.to_string()))?;
         let options = self
             .compile_options(&manifest, &params)
@@ -1227,12 +1224,15 @@ impl<B: Backend> KernelEvaluator<B> {
     }
 
     /// One verified launch: inputs and poison in, launch, then guards, inputs and outputs.
+    /// A sequence's kernels are launched one by one with the checks between them
+    /// ([`crate::sequence`]).
     fn launch_checked(
         &self,
-        kernel: &B::Kernel,
+        kernels: &[B::Kernel],
         p: &mut Prepared<'_, B::Buffer>,
     ) -> Result<CorrectnessReport, Failure> {
         let backend = &self.backend;
+        let specs = p.task.buffers();
         load(
             backend,
             p.task,
@@ -1240,10 +1240,34 @@ impl<B: Backend> KernelEvaluator<B> {
             &mut p.buffers,
             &[Role::Input, Role::Output, Role::InOut],
         )?;
+        poison_scratch(backend, &p.plan, &mut p.buffers[specs.len()..])?;
+        let mut before = match p.plan.sequence {
+            true => Some(read_all(backend, &specs, &p.plan, &p.buffers, "loading")?),
+            false => None,
+        };
         let args = kernel_args::<B>(p.task, &p.sizes, &p.buffers);
-        backend
-            .launch(kernel, &args, &p.range)
-            .map_err(|e| backend_failure(&e, &format!("launch over {} failed", p.range)))?;
+        let count = p.plan.stages.len();
+        for (k, stage) in p.plan.stages.iter().enumerate() {
+            let Some(kernel) = kernels.get(stage.kernel) else {
+                return Err(Failure::new(
+                    Status::RuntimeError,
+                    "a kernel of the plan was not compiled",
+                ));
+            };
+            backend.launch(kernel, &args, &stage.range).map_err(|e| {
+                let what = match count {
+                    1 => format!("launch over {} failed", stage.range),
+                    _ => format!("launch of `{}` over {} failed", stage.entry, stage.range),
+                };
+                backend_failure(&e, &what)
+            })?;
+            if let Some(previous) = before.as_mut() {
+                let which = format!("kernel {} of {count} (`{}`)", k + 1, stage.entry);
+                let after = read_all(backend, &specs, &p.plan, &p.buffers, &which)?;
+                check_stage(&specs, &p.plan, k, previous, &after)?;
+                *previous = after;
+            }
+        }
         let tolerance = p.task.describe().tolerance;
         check_after_launch(
             backend,
@@ -1282,25 +1306,25 @@ impl<B: Backend> KernelEvaluator<B> {
         };
         let manifest = Manifest::from_kernel(&source).map_err(|e| baseline_error(e.to_string()))?;
         let params = manifest.default_params();
-        let range = self
-            .geometry(&manifest, &params, &task.sizes())
+        let plan = self
+            .geometry(&manifest, &params, task)
             .map_err(|e| baseline_error(e.to_string()))?;
         let options = self
             .compile_options(&manifest, &params)
             .map_err(|e| baseline_error(e.to_string()))?;
-        let compiled = self
-            .backend
-            .compile(&source, &params, &options)
-            .map_err(|e| baseline_error(backend_failure(&e, "compile").message))?;
+        let (kernels, _) = self
+            .compile_plan(&source, &manifest, &plan, &params, &options)
+            .map_err(|e| baseline_error(e.diagnostics))?;
         let mut rng = ChaCha8Rng::seed_from_u64(0x5eed);
-        let mut prepared = self.prepare(task, range.clone(), &mut rng, 0)?;
-        self.launch_checked(&compiled.kernel, &mut prepared)
+        let mut prepared = self.prepare(task, plan.clone(), &mut rng, 0)?;
+        // A baseline of several kernels passes the same checks between its kernels.
+        self.launch_checked(&kernels, &mut prepared)
             .map_err(|f| baseline_error(f.message))?;
         self.baselines.insert(
             key.clone(),
             Baseline {
-                kernel: compiled.kernel,
-                range,
+                kernels,
+                plan,
                 samples: VecDeque::new(),
                 evaluations: 0,
             },
@@ -1312,7 +1336,7 @@ impl<B: Backend> KernelEvaluator<B> {
     /// baseline launches; then checks that every timed output is still correct.
     fn time(
         &mut self,
-        kernel: &B::Kernel,
+        kernels: &[B::Kernel],
         p: &mut Prepared<'_, B::Buffer>,
         baseline_key: Option<&str>,
     ) -> Result<(Vec<f64>, Option<TimingStats>), Failure> {
@@ -1329,6 +1353,7 @@ impl<B: Backend> KernelEvaluator<B> {
                 .map(|s| alloc_guarded(backend, s.bytes()))
                 .collect::<Result<Vec<_>, _>>()?;
             load(backend, p.task, &p.data, &mut bufs, &[Role::Input])?;
+            bufs.extend(alloc_scratch(backend, &p.plan)?);
             sets.push(bufs);
         }
         let mut baseline = baseline_key.and_then(|k| self.baselines.get_mut(k));
@@ -1373,25 +1398,40 @@ impl<B: Backend> KernelEvaluator<B> {
             )
         };
         // The baseline writes into buffers of its own.
-        let mut baseline_out = match baseline {
-            Some(_) => Some(
-                specs
+        // The baseline writes into buffers of its own (and a sequence's scratch of its own).
+        let mut baseline_out = match baseline.as_deref() {
+            Some(b) => {
+                let mut out = specs
                     .iter()
                     .map(|s| alloc_guarded(backend, s.bytes()))
-                    .collect::<Result<Vec<_>, _>>()?,
-            ),
+                    .collect::<Result<Vec<_>, _>>()?;
+                out.extend(alloc_scratch(backend, &b.plan)?);
+                Some(out)
+            }
             None => None,
         };
+        // A sequence is timed as one launch: the sum of its kernels' device times.
         let launch_candidate = |bufs: &mut Vec<Guarded<B::Buffer>>| -> Result<f64, Failure> {
             load(backend, p.task, &p.data, bufs, &[Role::Output, Role::InOut])?;
+            poison_scratch(backend, &p.plan, &mut bufs[specs.len()..])?;
             if t.flush_caches {
                 let _ = backend.flush_caches();
             }
             let args = kernel_args::<B>(p.task, &p.sizes, bufs);
-            backend
-                .launch(kernel, &args, &p.range)
-                .map(|l| l.device_seconds)
-                .map_err(|e| backend_failure(&e, "launch failed"))
+            let mut seconds = 0.0;
+            for stage in &p.plan.stages {
+                let Some(kernel) = kernels.get(stage.kernel) else {
+                    return Err(Failure::new(
+                        Status::RuntimeError,
+                        "a kernel of the plan was not compiled",
+                    ));
+                };
+                seconds += backend
+                    .launch(kernel, &args, &stage.range)
+                    .map(|l| l.device_seconds)
+                    .map_err(|e| backend_failure(&e, "launch failed"))?;
+            }
+            Ok(seconds)
         };
         let mut launch_baseline = |copy: usize,
                                    sets: &mut Vec<Vec<Guarded<B::Buffer>>>,
@@ -1417,24 +1457,34 @@ impl<B: Backend> KernelEvaluator<B> {
                     }
                 })
                 .collect();
+            fn as_arg<T>(g: &Guarded<T>) -> KernelArg<'_, T> {
+                KernelArg::Buffer {
+                    buffer: &g.buffer,
+                    offset: g.guard,
+                }
+            }
             let args: Vec<KernelArg<'_, B::Buffer>> = p
                 .task
                 .args()
                 .iter()
                 .filter_map(|a| match a {
-                    ArgSpec::Buffer(i) => view.get(*i).map(|g| KernelArg::Buffer {
-                        buffer: &g.buffer,
-                        offset: g.guard,
-                    }),
+                    ArgSpec::Buffer(i) => view.get(*i).map(|g| as_arg(g)),
                     other => value_arg(other, &p.sizes),
                 })
+                .chain(out[specs.len()..].iter().map(as_arg))
                 .collect();
-            let s = backend
-                .launch(&b.kernel, &args, &b.range)
-                .map_err(|e| {
-                    Failure::new(Status::RuntimeError, format!("baseline launch failed: {e}"))
-                })?
-                .device_seconds;
+            let mut s = 0.0;
+            for stage in &b.plan.stages {
+                let kernel = b.kernels.get(stage.kernel).ok_or_else(|| {
+                    Failure::new(Status::RuntimeError, "a baseline kernel was not compiled")
+                })?;
+                s += backend
+                    .launch(kernel, &args, &stage.range)
+                    .map_err(|e| {
+                        Failure::new(Status::RuntimeError, format!("baseline launch failed: {e}"))
+                    })?
+                    .device_seconds;
+            }
             if !record {
                 return Ok(());
             }
@@ -1511,6 +1561,7 @@ impl<B: Backend> KernelEvaluator<B> {
                 bufs,
                 &tolerance,
             )
+            .and_then(|_| check_scratch_after(backend, &specs, &p.plan, &bufs[specs.len()..]))
             .map_err(|mut f| {
                 f.message = format!(
                     "the output of timed launch on copy {c} is wrong: {}",

@@ -163,6 +163,16 @@ impl TunedKernel {
         let manifest_path = dir.join(&manifest_file);
         let manifest = read_text(&manifest_path)?;
         let parsed = Manifest::parse(&manifest, &manifest_path.display().to_string(), None)?;
+        if parsed.is_sequence() {
+            return Err(ExportError::Unsupported {
+                run: dir.display().to_string(),
+                what: format!("a sequence of {} kernels", parsed.sequence.len()),
+                why: "the generated calls launch one kernel; a candidate of several kernels \
+                      with scratch buffers (`[[kernels]]`) is not exported yet: export a run \
+                      whose best kernel is one kernel"
+                    .into(),
+            });
+        }
         parsed.resolve_params(&params)?;
         Ok(TunedKernel {
             run: dir.to_path_buf(),

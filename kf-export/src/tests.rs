@@ -153,6 +153,22 @@ fn other_backends_tasks_and_empty_runs_are_refused_with_a_reason() {
     fake_run(&bad_param, "opencl", "gemm", 64, 12);
     let e = export_rust(&RustExport::new(vec![bad_param], tmp.path().join("o5"))).unwrap_err();
     assert!(matches!(e, ExportError::Manifest(_)), "{e}");
+
+    // A best kernel of several kernels (`[[kernels]]` with scratch) is refused by name, not
+    // exported as its first kernel.
+    let sequence = tmp.path().join("sequence");
+    fake_run(&sequence, "opencl", "gemm", 64, 16);
+    let two = MANIFEST.replace(
+        "[launch]\nglobal = [\"N\", \"M\"]\nlocal = [\"TS\", \"TS\"]\n",
+        "[[scratch]]\nname = \"P\"\ndtype = \"f32\"\nelements = \"M * N\"\n\
+         [[kernels]]\nentry = \"gemm\"\nwrites = [\"P\"]\nlaunch = { global = [\"N\", \"M\"] }\n\
+         [[kernels]]\nentry = \"finish\"\nwrites = [\"C\"]\nlaunch = { global = [\"N\", \"M\"] }\n",
+    );
+    assert_ne!(two, MANIFEST);
+    std::fs::write(sequence.join("best_kernel.toml"), two).unwrap();
+    let e = export_rust(&RustExport::new(vec![sequence], tmp.path().join("o7"))).unwrap_err();
+    assert!(matches!(e, ExportError::Unsupported { .. }), "{e}");
+    assert!(e.to_string().contains("a sequence of 2 kernels"), "{e}");
 }
 
 static CONFIGS: [Configuration; 2] = [

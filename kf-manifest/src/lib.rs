@@ -3,7 +3,9 @@
 //! A kernel is source text plus a small TOML manifest that says what can be tuned and how to
 //! launch it (`source`, `entry`, `language`, `[params]`, `[constraints] rules`, `[launch]
 //! global / local`, and optionally `[[flags]]`: compiler floating-point modes from a fixed list
-//! per language, see [`allowed_flags`]). Constraints and launch sizes are expressions over parameters, problem sizes
+//! per language, see [`allowed_flags`]). A candidate of several kernels lists them in order
+//! under `[[kernels]]`, each with its launch and the buffers it writes, beside the
+//! `[[scratch]]` buffers they share ([`sequence`]). Constraints and launch sizes are expressions over parameters, problem sizes
 //! and device facts, evaluated by the `evalexpr` crate. Every error is typed and names the file,
 //! the field and the expression.
 //!
@@ -46,10 +48,12 @@ mod error;
 mod expr;
 mod flags;
 mod manifest;
+pub mod sequence;
 mod standalone;
 
 pub use error::ManifestError;
 pub use expr::{Expr, ExprSite, Symbols};
 pub use flags::{allowed_flags, FlagRule};
 pub use manifest::Manifest;
+pub use sequence::{ScratchBuffer, ScratchElement, SequenceKernel};
 pub use standalone::standalone_manifest;

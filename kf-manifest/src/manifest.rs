@@ -10,6 +10,10 @@ use serde::Deserialize;
 use crate::error::ManifestError;
 use crate::expr::{Expr, ExprSite, Symbols};
 use crate::flags::{flags_for, FlagRule};
+use crate::sequence::{
+    is_identifier, parse_kernels, parse_scratch, RawKernel, RawScratch, ScratchBuffer,
+    SequenceKernel,
+};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -23,11 +27,16 @@ struct RawManifest {
     params: IndexMap<String, Vec<ParamValue>>,
     #[serde(default)]
     constraints: RawConstraints,
-    launch: RawLaunch,
+    #[serde(default)]
+    launch: Option<RawLaunch>,
     #[serde(default)]
     flags: Vec<RawFlagRule>,
     #[serde(default)]
     tags: Vec<String>,
+    #[serde(default)]
+    kernels: Vec<RawKernel>,
+    #[serde(default)]
+    scratch: Vec<RawScratch>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -47,22 +56,72 @@ struct RawConstraints {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawLaunch {
+pub(crate) struct RawLaunch {
     global: Vec<RawExpr>,
     #[serde(default)]
     local: Option<Vec<RawExpr>>,
 }
 
+/// A launch's global and optional local sizes, parsed.
+type Launch = (Vec<Expr>, Option<Vec<Expr>>);
+
+impl RawLaunch {
+    /// The sizes as expressions; `field` (`launch`, `kernels[1].launch`) names them in errors.
+    pub(crate) fn parse(&self, file: &str, field: &str) -> Result<Launch, ManifestError> {
+        let invalid = |sub: &str, message: String| ManifestError::Invalid {
+            file: file.to_owned(),
+            field: format!("{field}.{sub}"),
+            message,
+        };
+        let site = |sub: String| ExprSite {
+            file: file.to_owned(),
+            field: format!("{field}.{sub}"),
+        };
+        if self.global.is_empty() || self.global.len() > 3 {
+            return Err(invalid(
+                "global",
+                format!(
+                    "has {} entries; a launch has 1 to 3 dimensions",
+                    self.global.len()
+                ),
+            ));
+        }
+        let parse_all = |exprs: &[RawExpr], name: &str| {
+            exprs
+                .iter()
+                .enumerate()
+                .map(|(i, e)| Expr::parse(&e.text(), &site(format!("{name}[{i}]"))))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let global = parse_all(&self.global, "global")?;
+        let local = match &self.local {
+            None => None,
+            Some(local) if local.len() != global.len() => {
+                return Err(invalid(
+                    "local",
+                    format!(
+                        "has {} entries but {field}.global has {}",
+                        local.len(),
+                        global.len()
+                    ),
+                ))
+            }
+            Some(local) => Some(parse_all(local, "local")?),
+        };
+        Ok((global, local))
+    }
+}
+
 /// A launch size written either as a number or as an expression.
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
-enum RawExpr {
+pub(crate) enum RawExpr {
     Int(i64),
     Text(String),
 }
 
 impl RawExpr {
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         match self {
             RawExpr::Int(i) => i.to_string(),
             RawExpr::Text(s) => s.clone(),
@@ -145,14 +204,15 @@ pub struct Manifest {
     /// What the kernel is (`tags = ["matmul"]`): tuning rule priors select by them
     /// (`kf_tune::RulePrior`).
     pub tags: Vec<String>,
+    /// The kernels of a candidate of several kernels (`[[kernels]]`), in launch order; empty
+    /// for one kernel (`[launch]`). For a sequence, [`Manifest::global`] and
+    /// [`Manifest::local`] are those of the kernel named by [`Manifest::entry`]; see
+    /// [`crate::sequence`].
+    pub sequence: Vec<SequenceKernel>,
+    /// The candidate's scratch buffers (`[[scratch]]`; only with a sequence).
+    pub scratch: Vec<ScratchBuffer>,
     /// The manifest text as written.
     pub text: Arc<str>,
-}
-
-fn is_identifier(s: &str) -> bool {
-    let mut chars = s.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 impl Manifest {
@@ -203,44 +263,46 @@ impl Manifest {
             .enumerate()
             .map(|(i, r)| Expr::parse(r, &site(format!("constraints.rules[{i}]"))))
             .collect::<Result<Vec<_>, _>>()?;
-        if raw.launch.global.is_empty() || raw.launch.global.len() > 3 {
-            return Err(invalid(
-                "launch.global",
-                format!(
-                    "has {} entries; a launch has 1 to 3 dimensions",
-                    raw.launch.global.len()
-                ),
-            ));
-        }
-        let global = raw
-            .launch
-            .global
-            .iter()
-            .enumerate()
-            .map(|(i, e)| Expr::parse(&e.text(), &site(format!("launch.global[{i}]"))))
-            .collect::<Result<Vec<_>, _>>()?;
-        let local = match &raw.launch.local {
-            None => None,
-            Some(local) => {
-                if local.len() != global.len() {
-                    return Err(invalid(
-                        "launch.local",
-                        format!(
-                            "has {} entries but launch.global has {}",
-                            local.len(),
-                            global.len()
-                        ),
-                    ));
-                }
-                Some(
-                    local
-                        .iter()
-                        .enumerate()
-                        .map(|(i, e)| Expr::parse(&e.text(), &site(format!("launch.local[{i}]"))))
-                        .collect::<Result<Vec<_>, _>>()?,
-                )
+        let scratch = parse_scratch(raw.scratch, file)?;
+        let sequence = parse_kernels(raw.kernels, &scratch, file)?;
+        let (global, local) = match (&raw.launch, sequence.iter().find(|k| k.entry == raw.entry)) {
+            (Some(_), _) if !sequence.is_empty() => {
+                return Err(invalid(
+                    "launch",
+                    "is given beside [[kernels]]: a sequence's kernels each have their launch"
+                        .into(),
+                ))
+            }
+            (Some(launch), _) => launch.parse(file, "launch")?,
+            (None, Some(main)) => (main.global.clone(), main.local.clone()),
+            (None, None) if sequence.is_empty() => {
+                return Err(invalid(
+                    "launch",
+                    "is missing: give [launch] (one kernel) or [[kernels]] (a sequence)".into(),
+                ))
+            }
+            (None, None) => {
+                return Err(invalid(
+                    "entry",
+                    format!(
+                        "`{}` is not one of the sequence's kernels ({})",
+                        raw.entry,
+                        sequence
+                            .iter()
+                            .map(|k| k.entry.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ))
             }
         };
+        if sequence.is_empty() && !scratch.is_empty() {
+            return Err(invalid(
+                "scratch",
+                "needs [[kernels]]: scratch buffers belong to a sequence, which says who writes them"
+                    .into(),
+            ));
+        }
         let flags = raw
             .flags
             .into_iter()
@@ -260,6 +322,8 @@ impl Manifest {
             local,
             flags,
             tags: raw.tags,
+            sequence,
+            scratch,
             text: Arc::from(text),
         })
     }
@@ -445,30 +509,90 @@ impl Manifest {
         }
     }
 
-    /// The launch geometry: every size a positive integer, local dividing global.
+    /// The launch geometry: every size a positive integer, local dividing global. For a
+    /// sequence, that of the kernel named by [`Manifest::entry`] ([`Manifest::launch_ranges`]
+    /// gives every kernel's).
     pub fn launch_range(&self, symbols: &Symbols) -> Result<NdRange, ManifestError> {
-        let global = self
-            .global
+        self.range_of(&self.global, self.local.as_deref(), "launch", symbols)
+    }
+
+    /// Whether the manifest describes a sequence of kernels (`[[kernels]]`).
+    pub fn is_sequence(&self) -> bool {
+        !self.sequence.is_empty()
+    }
+
+    /// Every kernel's entry and launch geometry, in launch order: the one kernel's for a
+    /// manifest with `[launch]`.
+    ///
+    /// ```
+    /// use kf_manifest::{Manifest, Symbols};
+    ///
+    /// let manifest = Manifest::parse(
+    ///     r#"
+    ///     entry = "partial_sums"
+    ///     language = "opencl"
+    ///     [[scratch]]
+    ///     name = "partial"
+    ///     dtype = "f32"
+    ///     elements = "N / 256"
+    ///     [[kernels]]
+    ///     entry = "partial_sums"
+    ///     writes = ["partial"]
+    ///     launch = { global = ["N / 4"], local = [64] }
+    ///     [[kernels]]
+    ///     entry = "finish"
+    ///     writes = ["total"]
+    ///     launch = { global = [64], local = [64] }
+    ///     "#,
+    ///     "sum.toml",
+    ///     None,
+    /// )?;
+    /// let symbols = Symbols::new().with_sizes([(&"N".to_string(), &65536)]);
+    /// let ranges = manifest.launch_ranges(&symbols)?;
+    /// assert_eq!(ranges[0].0, "partial_sums");
+    /// assert_eq!(ranges[0].1.global, vec![16384]);
+    /// assert_eq!(ranges[1].1.global, vec![64]);
+    /// assert_eq!(manifest.scratch[0].elements_at(&symbols, &manifest.file)?, 256);
+    /// # Ok::<(), kf_manifest::ManifestError>(())
+    /// ```
+    pub fn launch_ranges(
+        &self,
+        symbols: &Symbols,
+    ) -> Result<Vec<(String, NdRange)>, ManifestError> {
+        if self.sequence.is_empty() {
+            return Ok(vec![(self.entry.clone(), self.launch_range(symbols)?)]);
+        }
+        self.sequence
             .iter()
             .enumerate()
-            .map(|(i, e)| e.eval_positive(symbols, &self.site(format!("launch.global[{i}]"))))
-            .collect::<Result<Vec<_>, _>>()?;
-        let local = match &self.local {
-            None => None,
-            Some(local) => Some(
-                local
-                    .iter()
-                    .enumerate()
-                    .map(|(i, e)| {
-                        e.eval_positive(symbols, &self.site(format!("launch.local[{i}]")))
-                    })
-                    .collect::<Result<Vec<_>, _>>()?,
-            ),
+            .map(|(i, k)| {
+                let field = format!("kernels[{i}].launch");
+                let range = self.range_of(&k.global, k.local.as_deref(), &field, symbols)?;
+                Ok((k.entry.clone(), range))
+            })
+            .collect()
+    }
+
+    fn range_of(
+        &self,
+        global: &[Expr],
+        local: Option<&[Expr]>,
+        field: &str,
+        symbols: &Symbols,
+    ) -> Result<NdRange, ManifestError> {
+        let sizes = |exprs: &[Expr], name: &str| {
+            exprs
+                .iter()
+                .enumerate()
+                .map(|(i, e)| e.eval_positive(symbols, &self.site(format!("{field}.{name}[{i}]"))))
+                .collect::<Result<Vec<_>, _>>()
         };
+        let global = sizes(global, "global")?;
+        let local = local.map(|l| sizes(l, "local")).transpose()?;
         let range = NdRange { global, local };
         range.check().map_err(|e| ManifestError::Invalid {
             file: self.file.clone(),
-            field: "launch".into(),
+            field: field.to_owned(),
             message: e.to_string(),
         })?;
         Ok(range)

