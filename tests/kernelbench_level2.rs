@@ -73,15 +73,20 @@ fn level2_problems_import_and_their_naive_kernels_are_correct() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    for (stem, weights) in [
-        ("14_Gemm_Divide_Sum_Scaling", &["weight"][..]),
+    // How many kernels the naive kernel is: the product that a sum or a group norm reads
+    // many times, and a group norm's statistics, run first into scratch (one kernel each); a
+    // convolution followed by element-wise steps stays one kernel.
+    for (stem, weights, kernels) in [
+        ("14_Gemm_Divide_Sum_Scaling", &["weight"][..], 2),
         (
             "30_Gemm_GroupNorm_Hardtanh",
             &["gemm_weight", "group_norm_weight"][..],
+            3,
         ),
         (
             "1_Conv2D_ReLU_BiasAdd",
             &["conv_weight", "conv_bias", "bias"][..],
+            1,
         ),
     ] {
         let task = import(tmp.path(), stem);
@@ -96,6 +101,9 @@ fn level2_problems_import_and_their_naive_kernels_are_correct() {
             written.contains("[baseline]") && task.join("naive.cl").is_file(),
             "{stem}: the generated naive kernel is the baseline: {written}"
         );
+        let manifest =
+            kf_manifest::Manifest::load(&task.join("naive.toml")).unwrap_or_else(|e| panic!("{e}")).0;
+        assert_eq!(manifest.sequence.len().max(1), kernels, "{stem}: {:?}", manifest.text);
         let (status, said) = eval(&task, &task.join("naive.toml"));
         assert_eq!(status, "correct", "{stem}: {said}");
     }
@@ -159,4 +167,31 @@ fn scans_norms_powers_and_sizes_named_like_loop_variables_get_correct_naive_kern
         let (status, said) = eval(&task, &task.join("naive.toml"));
         assert_eq!(status, "correct", "{stem}: {said}");
     }
+}
+
+/// A log-softmax over rows of 16384 (the held-out size of issue 60): the naive kernel keeps
+/// one work-item per output element, but the rows' maximum and sum of exponentials are
+/// computed once per row by a kernel of their own into scratch (one kernel per element
+/// recomputed them for every element, 16384 times the work), and the sequence is correct.
+#[test]
+fn a_softmax_naive_kernel_computes_its_row_statistics_once() {
+    if backend_or_skip().is_none() || !kf_eval::taskfile::python::numpy_or_skip() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let task = import_from(
+        tmp.path(),
+        "tests/data/kernelbench_unseen/vendor",
+        "24_LogSoftmax",
+        &["--size", "batch_size=4,dim=16384"],
+    );
+    let manifest = kf_manifest::Manifest::load(&task.join("naive.toml"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .0;
+    let entries: Vec<&str> = manifest.sequence.iter().map(|k| k.entry.as_str()).collect();
+    assert_eq!(entries.len(), 2, "{}", manifest.text);
+    assert_eq!(entries[1], "naive");
+    assert_eq!(manifest.scratch.len(), 2, "{}", manifest.text);
+    let (status, said) = eval(&task, &task.join("naive.toml"));
+    assert_eq!(status, "correct", "{said}");
 }

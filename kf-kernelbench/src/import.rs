@@ -325,6 +325,11 @@ pub(crate) struct HelperAnswer {
     kernel: Option<String>,
     #[serde(default)]
     global: Option<String>,
+    /// With a generation request, where the naive kernel is a sequence of kernels (operations
+    /// whose work the output would repeat per element run first, into scratch): its scratch
+    /// buffers and kernels.
+    #[serde(default)]
+    sequence: Option<NaiveSequence>,
     /// With a generation request: each parameter's initial distribution.
     #[serde(default)]
     parameter_inits: Vec<ParameterInit>,
@@ -339,6 +344,52 @@ pub(crate) struct HelperAnswer {
     /// With a fit request: the sizes the size rule chose, and the bytes and operations there.
     #[serde(default)]
     fitted: Option<Fitted>,
+}
+
+/// A generated naive kernel of several kernels: its manifest's `[[scratch]]` and
+/// `[[kernels]]`.
+#[derive(Debug, Clone, Deserialize)]
+struct NaiveSequence {
+    scratch: Vec<NaiveScratch>,
+    kernels: Vec<NaiveKernel>,
+}
+
+/// A scratch buffer of a generated sequence (f32, `elements` an expression over the sizes).
+#[derive(Debug, Clone, Deserialize)]
+struct NaiveScratch {
+    name: String,
+    elements: String,
+}
+
+/// A kernel of a generated sequence: one work-item per element, in groups of 64.
+#[derive(Debug, Clone, Deserialize)]
+struct NaiveKernel {
+    entry: String,
+    global: String,
+    writes: Vec<String>,
+}
+
+impl NaiveSequence {
+    /// The manifest's `[[scratch]]` and `[[kernels]]` tables.
+    fn toml(&self) -> String {
+        let mut text = String::new();
+        for s in &self.scratch {
+            text.push_str(&format!(
+                "\n[[scratch]]\nname = {:?}\ndtype = \"f32\"\nelements = {:?}\n",
+                s.name, s.elements
+            ));
+        }
+        for k in &self.kernels {
+            let writes: Vec<String> = k.writes.iter().map(|w| format!("{w:?}")).collect();
+            text.push_str(&format!(
+                "\n[[kernels]]\nentry = {:?}\nwrites = [{}]\nlaunch = {{ global = [{:?}], local = [\"64\"] }}\n",
+                k.entry,
+                writes.join(", "),
+                k.global
+            ));
+        }
+        text
+    }
 }
 
 /// The size rule's answer.
@@ -908,6 +959,8 @@ struct StandIn {
     /// The naive OpenCL kernel (one work-item per output element) and its global size.
     kernel: String,
     global: String,
+    /// Where the naive kernel is a sequence of kernels, its scratch and kernels.
+    sequence: Option<NaiveSequence>,
     /// Each parameter's initial distribution, as the model initialises it.
     parameter_inits: Vec<ParameterInit>,
     /// The operator family the trace shows (a matrix product with its element-wise
@@ -956,6 +1009,7 @@ fn run_stand_in(
     Ok(StandIn {
         kernel,
         global,
+        sequence: answer.sequence,
         parameter_inits: answer.parameter_inits,
         family: answer.trace_family,
         flops: answer.flops,
@@ -997,13 +1051,20 @@ fn write_naive_kernel(out: &Path, stand_in: &StandIn) -> Result<(), KernelBenchE
         return Ok(());
     }
     write_atomic(&out.join(BASELINE_SOURCE_NAME), &stand_in.kernel)?;
-    let manifest = format!(
+    let head = format!(
         "# The naive kernel `kf task import-kernelbench` generated from the problem's \
          forward():\n# one work-item per output element.\nsource = \"{BASELINE_SOURCE_NAME}\"\n\
-         entry = \"naive\"\nlanguage = \"opencl\"\n\n[launch]\n\
-         global = [\"(({}) + 63) / 64 * 64\"]\nlocal = [\"64\"]\n",
-        stand_in.global
+         entry = \"naive\"\nlanguage = \"opencl\"\n"
     );
+    let manifest = match &stand_in.sequence {
+        None => format!(
+            "{head}\n[launch]\nglobal = [\"(({}) + 63) / 64 * 64\"]\nlocal = [\"64\"]\n",
+            stand_in.global
+        ),
+        // Operations whose work every output element would repeat run first, each into a
+        // scratch buffer of its own.
+        Some(sequence) => format!("{head}{}", sequence.toml()),
+    };
     write_atomic(&out.join(BASELINE_FILE_NAME), &manifest)
 }
 

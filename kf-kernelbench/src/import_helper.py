@@ -1346,7 +1346,7 @@ def generate_kernel(request, analysis):
         for i in analysis["inputs"]:
             arrays[i["name"]] = rng.standard_normal(eval_shape(i["shape"], sizes))
         _, out = shim.run(request["problem"], sizes, analysis["tuples"], names, arrays)
-        source, total = shim.opencl_kernel(
+        source, total, sequence = shim.opencl_kernel(
             out, names + [p["name"] for p in params], list(sizes), list(analysis["scalars"]), "out"
         )
         # The family the trace shows where the source's patterns found none: a matrix product
@@ -1361,7 +1361,14 @@ def generate_kernel(request, analysis):
             f"the NumPy stand-in for torch failed: {type(e).__name__}: {e} "
             f"(at {pathlib.Path(frame.filename).name}:{frame.lineno})"
         )
-    return {"kernel": source, "global": total, "parameter_inits": params, "trace_family": trace_family, "flops": flops}
+    return {
+        "kernel": source,
+        "global": total,
+        "sequence": sequence,
+        "parameter_inits": params,
+        "trace_family": trace_family,
+        "flops": flops,
+    }
 
 
 # Sizes at or below this are a problem's structure (kernel sizes, strides, groups, small

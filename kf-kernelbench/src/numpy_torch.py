@@ -657,7 +657,7 @@ def normalize(kind, x, weight, bias, eps, groups=1, normalized=1):
     inputs = [x] + [t for t in (weight, bias) if t is not None]
     # The group count as an expression over the sizes (num_groups is often one): the generated
     # kernel must group the channels as the task at other sizes does.
-    attrs = dict(kind=kind, eps=float(eps), groups=expr_of(groups), normalized=int(normalized), weight=weight is not None, bias=bias is not None)
+    attrs = dict(kind=kind, eps=float(eps), groups=expr_of(groups), group_count=int(groups), normalized=int(normalized), weight=weight is not None, bias=bias is not None)
     return Tensor(y, x.sym_shape, record("norm", inputs, x.sym_shape, **attrs))
 
 
@@ -1285,43 +1285,236 @@ def linear_index(dims, idx):
     return text
 
 
-def opencl_kernel(output, buffer_names, size_names, scalar_names, output_name):
-    """OpenCL C for `output`'s trace: a function per node computing one element from its
-    inputs' functions (recomputing shared subexpressions: the kernel is a correct, slow
-    baseline), and a kernel with one work-item per output element."""
-    params = ", ".join(
-        [f"__global const float* restrict {n}" for n in buffer_names] + [f"const int {n}" for n in size_names]
+# Operations whose element reads many elements of their inputs (or loops to produce one).
+EXPENSIVE_OPS = ("matmul", "conv", "reduce", "pool", "scan", "softmax", "norm")
+
+
+def numel_expr(shape):
+    """The element count of `shape` as a manifest expression over the sizes."""
+    return " * ".join(f"({expr_of(d)})" for d in shape) if shape else "1"
+
+
+def numel_value(shape):
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def materialised_nodes(root):
+    """The expensive operations (matmul, convolution, reduction, pooling, scan, softmax,
+    norm) other than the output whose every element the one-kernel form would compute many
+    times: read by another expensive operation (through element-wise and shape steps), read
+    by more than one operation, or broadcast (fewer elements than the output). Each gets a
+    scratch buffer written by a kernel of its own, so the naive kernel does each operation's
+    work once, as PyTorch's eager mode does."""
+    needed = sorted(reachable(root))
+    consumers = {k: [] for k in needed}
+    for k in needed:
+        for i in TRACE[k]["inputs"]:
+            consumers[i].append(k)
+    read_by_loop = {}
+    for k in sorted(needed, reverse=True):
+        read_by_loop[k] = any(TRACE[c]["op"] in EXPENSIVE_OPS or read_by_loop[c] for c in consumers[k])
+    out_elements = numel_value(TRACE[root]["shape"])
+    return [
+        k for k in needed
+        if k != root and TRACE[k]["op"] in EXPENSIVE_OPS and (
+            read_by_loop[k] or len(consumers[k]) > 1 or numel_value(TRACE[k]["shape"]) < out_elements
+        )
+    ]
+
+
+def stats_layout(node):
+    """For a softmax or norm node: the statistics' shape (sizes, as the node's shape holds
+    them), the statistic index of an element (from its index `i0..`), and for the
+    statistics kernel the loop names, bounds and source index over which one statistic is
+    computed from the decomposed statistic index `s0..`."""
+    a, shape = node["attrs"], node["shape"]
+    dims = c_dims(shape)
+    rank = len(shape)
+    idx = [f"i{d}" for d in range(rank)]
+    if node["op"] == "softmax":
+        d = a["dim"]
+        keep = [x for x in range(rank) if x != d]
+        stat_shape = [shape[x] for x in keep]
+        stat_of_element = [idx[x] for x in keep]
+        s = {x: f"s{n}" for n, x in enumerate(keep)}
+        src_idx = [s[x] if x != d else "kf_r" for x in range(rank)]
+        return stat_shape, stat_of_element, ["kf_r"], [dims[d]], src_idx
+    kind = a["kind"]
+    if kind == "layer":
+        lead = rank - a["normalized"]
+        keep, red = list(range(lead)), list(range(lead, rank))
+    elif kind == "batch":
+        keep, red = [1], [d for d in range(rank) if d != 1]
+    elif kind == "instance":
+        keep, red = [0, 1], list(range(2, rank))
+    else:  # group: (batch, group) statistics over the group's channels and all of space
+        per = f"({dims[1]} / {a['groups']})"
+        stat_shape = [shape[0], SymInt(a["group_count"], a["groups"])]
+        stat_of_element = ["i0", f"i1 / {per}"]
+        names = ["kf_rc"] + [f"kf_r{d}" for d in range(2, rank)]
+        bounds = [per] + [dims[d] for d in range(2, rank)]
+        src_idx = ["s0", f"s1 * {per} + kf_rc"] + [f"kf_r{d}" for d in range(2, rank)]
+        return stat_shape, stat_of_element, names, bounds, src_idx
+    stat_shape = [shape[x] for x in keep]
+    stat_of_element = [idx[x] for x in keep]
+    s = {x: f"s{n}" for n, x in enumerate(keep)}
+    names = [f"kf_r{d}" for d in red]
+    src_idx = [s[x] if x in s else f"kf_r{x}" for x in range(rank)]
+    return stat_shape, stat_of_element, names, [dims[d] for d in red], src_idx
+
+
+def stats_kernel_body(k, node, args):
+    """The statistics kernel's statement for one statistic index `s0..`: a softmax row's
+    maximum and sum of exponentials, or a norm group's mean and reciprocal deviation."""
+    _, _, names, bounds, src_idx = stats_layout(node)
+    value = call(node["inputs"][0], args, src_idx)
+    count = " * ".join(bounds) or "1"
+    if node["op"] == "softmax":
+        return (
+            "    float kf_m = -INFINITY;\n" + loops(names, bounds, f"kf_m = fmax(kf_m, {value});")
+            + "    float acc = 0.0f;\n" + loops(names, bounds, f"acc += exp({value} - kf_m);")
+            + f"    kf_a{k}[gid] = kf_m;\n    kf_b{k}[gid] = acc;"
+        )
+    return (
+        "    float kf_mean = 0.0f;\n" + loops(names, bounds, f"kf_mean += {value};")
+        + f"    kf_mean /= (float)({count});\n"
+        + "    float kf_var = 0.0f;\n"
+        + loops(names, bounds, f"const float kf_d = {value} - kf_mean;\nkf_var += kf_d * kf_d;")
+        + f"    kf_var /= (float)({count});\n"
+        + f"    kf_a{k}[gid] = kf_mean;\n    kf_b{k}[gid] = 1.0f / sqrt(kf_var + {c_float(node['attrs']['eps'])});"
     )
-    args = ", ".join(buffer_names + size_names)
+
+
+def element_from_stats(k, node, args, idx):
+    """A softmax or norm element from its statistics (written by the statistics kernel)."""
+    stat_shape, stat_of_element, _, _, _ = stats_layout(node)
+    at = linear_index(c_dims(stat_shape), stat_of_element) if stat_shape else "0"
+    src = node["inputs"][0]
+    own = call(src, args, idx)
+    if node["op"] == "softmax":
+        if node["attrs"]["log"]:
+            return f"    return {own} - kf_a{k}[{at}] - log(kf_b{k}[{at}]);"
+        return f"    return exp({own} - kf_a{k}[{at}]) / kf_b{k}[{at}];"
+    a, rank = node["attrs"], len(node["shape"])
+    text = f"    float kf_y = ({own} - kf_a{k}[{at}]) * kf_b{k}[{at}];\n"
+    affine_idx = idx[rank - a["normalized"]:] if a["kind"] == "layer" else ["i1"]
+    j = 1
+    if a["weight"]:
+        text += f"    kf_y *= {call(node['inputs'][j], args, affine_idx)};\n"
+        j += 1
+    if a["bias"]:
+        text += f"    kf_y += {call(node['inputs'][j], args, affine_idx)};\n"
+    return text + "    return kf_y;"
+
+
+def index_kernel(name, params, dims, statement):
+    """A kernel with one work-item per element of `dims` (C expressions), its index decomposed
+    into `i0..` (or `s0..` with prefix `s`), running `statement`."""
+    total = " * ".join(dims) if dims else "1"
+    decompose = []
+    rest = "gid"
+    for d in range(len(dims) - 1, -1, -1):
+        decompose.append(f"    const long {statement[0]}{d} = {rest} % {dims[d]};")
+        rest = f"({rest} / {dims[d]})"
+    decompose.reverse()
+    return (
+        f"__kernel void {name}({params}) {{\n"
+        f"    const long gid = get_global_id(0);\n"
+        f"    if (gid >= {total}) {{\n        return;\n    }}\n"
+        + "".join(line + "\n" for line in decompose)
+        + statement[1] + "\n}\n"
+    )
+
+
+def opencl_kernel(output, buffer_names, size_names, scalar_names, output_name):
+    """OpenCL C for `output`'s trace, and how to launch it: a function per node computing one
+    element from its inputs' functions, and a kernel with one work-item per output element
+    that calls the output's. Shared subexpressions are recomputed (a correct, slow baseline),
+    except where that would repeat a whole operation's work for every element
+    (`materialised_nodes`, and the statistics of every softmax and norm): those are written
+    into scratch buffers by kernels of their own that run first, so the baseline is a
+    sequence of kernels (kf-manifest's `[[kernels]]`).
+
+    Returns the source, the output's element count, and the sequence (`None` for one kernel):
+    `{"scratch": [{"name", "elements"}], "kernels": [{"entry", "global", "writes"}]}`, every
+    kernel taking the task's arguments and then the scratch buffers in that order."""
     needed = sorted(reachable(output.node))
+    materialised = set(materialised_nodes(output.node))
+    with_stats = [k for k in needed if TRACE[k]["op"] in ("softmax", "norm")]
+    scratch = []  # (name, elements expression), in the kernels' argument order
+    for k in needed:
+        if k in with_stats:
+            n = numel_expr(stats_layout(TRACE[k])[0])
+            scratch += [(f"kf_a{k}", n), (f"kf_b{k}", n)]
+        if k in materialised:
+            scratch.append((f"kf_m{k}", numel_expr(TRACE[k]["shape"])))
+    fn_params = ", ".join(
+        [f"__global const float* restrict {n}" for n in buffer_names]
+        + [f"__global const float* restrict {n}" for n, _ in scratch]
+        + [f"const int {n}" for n in size_names]
+    )
+    args = ", ".join(buffer_names + [n for n, _ in scratch] + size_names)
     funcs = []
     for k in needed:
         node = TRACE[k]
         rank = len(node["shape"])
-        idx_params = ", ".join(f"long i{d}" for d in range(rank))
-        body = node_body(k, node, args)
-        funcs.append(f"static float n{k}({params}{', ' if rank else ''}{idx_params}) {{\n{body}\n}}\n")
-    dims = c_dims(output.sym_shape)
-    rank = len(dims)
-    if rank == 0:
+        idx = [f"i{d}" for d in range(rank)]
+        idx_params = ", ".join(f"long {i}" for i in idx)
+        sep = ", " if rank else ""
+        if k in with_stats:
+            body = element_from_stats(k, node, args, idx)
+        else:
+            body = node_body(k, node, args)
+        if k in materialised:
+            # What kernel `naive_m{k}` computes; every later reader reads the scratch buffer.
+            funcs.append(f"static float c{k}({fn_params}{sep}{idx_params}) {{\n{body}\n}}\n")
+            body = f"    return kf_m{k}[{linear_index(c_dims(node['shape']), idx)}];"
+        funcs.append(f"static float n{k}({fn_params}{sep}{idx_params}) {{\n{body}\n}}\n")
+    if not output.sym_shape:
         raise Unsupported("a 0-dimensional output")
-    decompose = []
-    rest = "gid"
-    for d in range(rank - 1, -1, -1):
-        decompose.append(f"    const long i{d} = {rest} % {dims[d]};")
-        rest = f"({rest} / {dims[d]})"
-    decompose.reverse()
-    call = ", ".join([args] + [f"i{d}" for d in range(rank)])
-    total = " * ".join(dims)
-    kernel = (
-        f"__kernel void naive({', '.join([f'__global const float* restrict {n}' for n in buffer_names] + [f'__global float* restrict {output_name}'] + [f'const int {n}' for n in size_names] + [f'const float {n}' for n in scalar_names])}) {{\n"
-        f"    const long gid = get_global_id(0);\n"
-        f"    if (gid >= {total}) {{\n        return;\n    }}\n"
-        + "\n".join(decompose)
-        + f"\n    {output_name}[gid] = n{output.node}({call});\n}}\n"
+    kernel_params = ", ".join(
+        [f"__global const float* restrict {n}" for n in buffer_names]
+        + [f"__global float* restrict {output_name}"]
+        + [f"const int {n}" for n in size_names]
+        + [f"const float {n}" for n in scalar_names]
+        + [f"__global float* restrict {n}" for n, _ in scratch]
     )
-    header = "// Generated by kf task import-kernelbench from the problem's forward(): one work-item per\n// output element, each operation a function of the element's index (a correct, slow baseline).\n"
-    return header + "\n".join(funcs) + "\n" + kernel, " * ".join(expr_of(d) for d in output.sym_shape)
+    kernels, sequence = [], []
+
+    def launch(elements):
+        return f"(({elements}) + 63) / 64 * 64"
+
+    for k in needed:
+        node = TRACE[k]
+        if k in with_stats:
+            stat_shape = stats_layout(node)[0]
+            statement = ("s", stats_kernel_body(k, node, args))
+            kernels.append(index_kernel(f"naive_s{k}", kernel_params, c_dims(stat_shape), statement))
+            n = numel_expr(stat_shape)
+            sequence.append({"entry": f"naive_s{k}", "global": launch(n), "writes": [f"kf_a{k}", f"kf_b{k}"]})
+        if k in materialised:
+            dims = c_dims(node["shape"])
+            rank = len(dims)
+            call_k = f"c{k}(" + ", ".join([args] + [f"i{d}" for d in range(rank)]) + ")"
+            kernels.append(index_kernel(f"naive_m{k}", kernel_params, dims, ("i", f"    kf_m{k}[gid] = {call_k};")))
+            sequence.append({"entry": f"naive_m{k}", "global": launch(numel_expr(node["shape"])), "writes": [f"kf_m{k}"]})
+    dims = c_dims(output.sym_shape)
+    call_out = ", ".join([args] + [f"i{d}" for d in range(len(dims))])
+    kernels.append(index_kernel("naive", kernel_params, dims, ("i", f"    {output_name}[gid] = n{output.node}({call_out});")))
+    total = " * ".join(expr_of(d) for d in output.sym_shape)
+    header = (
+        "// Generated by kf task import-kernelbench from the problem's forward(): one work-item per\n"
+        "// output element, each operation a function of the element's index (a correct, slow baseline)"
+        + (";\n// operations whose work the output would repeat per element run first, into scratch.\n" if sequence else ".\n")
+    )
+    if not sequence:
+        return header + "\n".join(funcs) + "\n" + kernels[-1], total, None
+    sequence.append({"entry": "naive", "global": launch(total), "writes": [output_name]})
+    plan = {"scratch": [{"name": n, "elements": e} for n, e in scratch], "kernels": sequence}
+    return header + "\n".join(funcs) + "\n" + "\n".join(kernels), total, plan
 
 
 def product_flops(output):
