@@ -101,9 +101,15 @@ fn level2_problems_import_and_their_naive_kernels_are_correct() {
             written.contains("[baseline]") && task.join("naive.cl").is_file(),
             "{stem}: the generated naive kernel is the baseline: {written}"
         );
-        let manifest =
-            kf_manifest::Manifest::load(&task.join("naive.toml")).unwrap_or_else(|e| panic!("{e}")).0;
-        assert_eq!(manifest.sequence.len().max(1), kernels, "{stem}: {:?}", manifest.text);
+        let manifest = kf_manifest::Manifest::load(&task.join("naive.toml"))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .0;
+        assert_eq!(
+            manifest.sequence.len().max(1),
+            kernels,
+            "{stem}: {:?}",
+            manifest.text
+        );
         let (status, said) = eval(&task, &task.join("naive.toml"));
         assert_eq!(status, "correct", "{stem}: {said}");
     }
@@ -120,7 +126,7 @@ fn level2_problems_import_and_their_naive_kernels_are_correct() {
     let source = std::fs::read_to_string(conv.join("naive.cl")).unwrap();
     let add = source
         .lines()
-        .find(|l| l.contains(" + n") && l.trim_start().starts_with("return"))
+        .find(|l| l.contains(" + bias[") && l.trim_start().starts_with("return"))
         .unwrap_or_else(|| panic!("no bias add in {source}"))
         .to_owned();
     let without = add.split(" + ").next().unwrap().to_owned() + ";";

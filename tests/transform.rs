@@ -524,3 +524,72 @@ fn a_task_file_search_makes_structural_moves() {
         "no transformed child was correct"
     );
 }
+
+/// A candidate of several kernels (kf-manifest's `[[kernels]]`, the two-kernel softmax of
+/// kf-eval's tests): group-reduce rewrites its row-statistics kernel into a work-group per row
+/// (that kernel's launch only; the element-wise kernel after it is not a reduction), unrolling
+/// rewrites the loops of every kernel that has them, and each child is correct against the
+/// built-in softmax at sizes with a tail, at the largest value of each tunable it added.
+#[test]
+fn transformations_rewrite_the_kernels_of_a_sequence() {
+    if backend_or_skip().is_none() {
+        return;
+    }
+    let (source, params) = load(&root().join("kf-eval/tests/sequences/softmax_two_kernels.toml"));
+    let tmp = tempfile::tempdir().unwrap();
+    for (transformation, rewritten) in [
+        (Transformation::GroupReduce, &["row_stats"][..]),
+        (Transformation::Unroll, &["row_stats"][..]),
+    ] {
+        let child = transformation
+            .apply(&source, &params)
+            .unwrap()
+            .unwrap_or_else(|| panic!("{transformation} does not apply"));
+        for entry in ["row_stats", "normalise"] {
+            assert_eq!(
+                child.note.contains(&format!("`{entry}`")),
+                rewritten.contains(&entry),
+                "{transformation}: {}",
+                child.note
+            );
+        }
+        let manifest = kf_manifest::Manifest::from_kernel(&child.source).unwrap();
+        assert_eq!(manifest.entry, "normalise");
+        assert_eq!(manifest.sequence.len(), 2);
+        if transformation == Transformation::GroupReduce {
+            let local = manifest.sequence[0].local.as_ref().unwrap();
+            assert_eq!(local[0].text(), "REDUCE_WG", "{}", manifest.text);
+            // The element-wise kernel keeps its launch.
+            let parent = kf_manifest::Manifest::from_kernel(&source).unwrap();
+            assert_eq!(manifest.sequence[1], parent.sequence[1]);
+        }
+        let mut at = child.params.clone();
+        for added in &child.added {
+            at.set(added.name.clone(), *added.values.iter().max().unwrap());
+        }
+        let path = write(tmp.path(), transformation.name(), &child.source);
+        let mut args = vec![
+            "eval".to_owned(),
+            "--task".into(),
+            "softmax".into(),
+            "--kernel".into(),
+            path.to_str().unwrap().into(),
+            "--size".into(),
+            "ROWS=100,COLS=333".into(),
+            "--json".into(),
+        ];
+        for (name, value) in at.iter() {
+            args.push("--param".into());
+            args.push(format!("{name}={value}"));
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let run = kf(&args);
+        let json: serde_json::Value =
+            serde_json::from_slice(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&run)));
+        assert_eq!(
+            json["status"], "correct",
+            "{transformation}: {}",
+            json["diagnostics"]
+        );
+    }
+}

@@ -1460,6 +1460,8 @@ def opencl_kernel(output, buffer_names, size_names, scalar_names, output_name):
     funcs = []
     for k in needed:
         node = TRACE[k]
+        if node["op"] == "buffer":
+            continue  # read where it is used (`call`)
         rank = len(node["shape"])
         idx = [f"i{d}" for d in range(rank)]
         idx_params = ", ".join(f"long {i}" for i in idx)
@@ -1652,6 +1654,11 @@ def reachable(root):
 
 
 def call(k, args, idx):
+    """The C expression of node `k`'s element at `idx`: a buffer's element read directly (so
+    the transformations see the kernel's memory accesses), any other node's function."""
+    node = TRACE[k]
+    if node["op"] == "buffer":
+        return f"{node['attrs']['name']}[{linear_index(c_dims(node['shape']), list(idx))}]"
     inner = ", ".join([args] + list(idx)) if idx else args
     return f"n{k}({inner})"
 

@@ -105,7 +105,10 @@ pub(crate) fn child(
         set_launch(&mut table, &manifest.entry, "local", local);
     }
     let mut history = applied(parent);
-    history.push(name.to_owned());
+    // Once per transformation, also where it rewrote several kernels of a sequence.
+    if history.last().map(String::as_str) != Some(name) {
+        history.push(name.to_owned());
+    }
     let text = format!(
         "{MARKER}\"{}\"\n{}",
         history.join(","),

@@ -883,6 +883,28 @@ mod tests {
         Manifest::parse(&text, "<test>", None).unwrap()
     }
 
+    /// The statistics kernel of a sequence (two kernels in one source): the other kernel,
+    /// which it does not call, is not taken for a helper (it asks for its work-item index and
+    /// stores), so the statistics kernel becomes a group reduction.
+    #[test]
+    fn a_sequences_statistics_kernel_beside_another_kernel_becomes_a_group_reduction() {
+        let stats = "__kernel void row_stats(const int ROWS, const int COLS, __global const float* X, __global float* Y, __global float* STATS) {\n    const int r = get_global_id(0);\n    if (r >= ROWS) {\n        return;\n    }\n    __global const float* x = X + (long)r * COLS;\n    float m = -INFINITY;\n    for (int c = 0; c < COLS; ++c) {\n        m = fmax(m, x[c]);\n    }\n    float s = 0.0f;\n    for (int c = 0; c < COLS; ++c) {\n        s += exp(x[c] - m);\n    }\n    STATS[2 * r] = m;\n    STATS[2 * r + 1] = s;\n}\n";
+        let normalise = "__kernel void normalise(const int ROWS, const int COLS, __global const float* X, __global float* Y, __global float* STATS) {\n    const int c = get_global_id(0);\n    const int r = get_global_id(1);\n    if (r >= ROWS || c >= COLS) {\n        return;\n    }\n    Y[r * COLS + c] = exp(X[r * COLS + c] - STATS[2 * r]) / STATS[2 * r + 1];\n}\n";
+        let m = manifest("row_stats", "((ROWS + WG - 1) / WG) * WG");
+        assert!(group_reduce(stats, &m).is_some(), "alone");
+        let both = format!("{stats}\n{normalise}");
+        let r = group_reduce(&both, &m).unwrap();
+        assert!(
+            r.text.contains("const int r = get_group_id(0);"),
+            "{}",
+            r.text
+        );
+        assert!(
+            r.text.contains("const int r = get_global_id(1);"),
+            "the other kernel is unchanged"
+        );
+    }
+
     /// A per-row log-softmax (KernelBench 24 as a user writes it): the max and sum loops
     /// become split reductions with a tree combine, the output loop is split, nothing runs in
     /// work-item 0 only, and the launch is one group per row.

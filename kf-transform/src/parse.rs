@@ -97,14 +97,35 @@ impl Parsed {
         found.filter(|f| !f.has_error())
     }
 
-    /// Every function definition but `name`.
+    /// Every function definition but `name` that `name` may call: the other kernels of a
+    /// sequence (kf-manifest's `[[kernels]]`) in the same source are left out unless `name`
+    /// names them.
     pub(crate) fn other_functions(&self, name: &str) -> Vec<Node<'_>> {
         let root = self.tree.root_node();
         let mut cursor = root.walk();
+        let called: Vec<&str> = self
+            .function(name)
+            .map(|f| words(self.text_of(f)).collect())
+            .unwrap_or_default();
         root.named_children(&mut cursor)
             .filter(|n| n.kind() == "function_definition")
-            .filter(|f| self.function_name(*f).as_deref() != Some(name))
+            .filter(|f| {
+                let own = self.function_name(*f);
+                own.as_deref() != Some(name)
+                    && (!self.is_kernel(*f) || own.is_some_and(|o| called.contains(&o.as_str())))
+            })
             .collect()
+    }
+
+    /// Whether a function definition is a kernel (`__kernel` or `kernel` before its body; the
+    /// parse blanks the qualifier, so it lies between the previous definition and this one's
+    /// body).
+    fn is_kernel(&self, function: Node<'_>) -> bool {
+        let from = function.prev_sibling().map_or(0, |p| p.end_byte());
+        let to = function
+            .child_by_field_name("body")
+            .map_or(function.end_byte(), |b| b.start_byte());
+        words(&self.text[from..to]).any(|w| w == "__kernel" || w == "kernel")
     }
 
     fn function_name(&self, function: Node<'_>) -> Option<String> {

@@ -100,6 +100,11 @@ impl Transformation {
     /// The child of `kernel` (an OpenCL C kernel carrying its manifest, measured at
     /// `params`), or `None` where this transformation does not apply: another language, no
     /// manifest, a kernel it cannot prove the rewrite correct for, or one it was applied to.
+    ///
+    /// In a sequence of kernels (kf-manifest's `[[kernels]]`) the transformation rewrites
+    /// every kernel of the sequence it applies to, each with its own launch (a row-statistics
+    /// kernel becomes a work-group per row, the element-wise kernel after it is vectorised);
+    /// `None` where it applies to none.
     pub fn apply(
         self,
         kernel: &KernelSource,
@@ -112,22 +117,78 @@ impl Transformation {
             return Ok(None);
         }
         let manifest = Manifest::from_kernel(kernel)?;
+        if !manifest.is_sequence() {
+            return self.apply_to(kernel, &manifest, params);
+        }
+        let mut entries: Vec<String> = Vec::new();
+        for k in &manifest.sequence {
+            if !entries.contains(&k.entry) {
+                entries.push(k.entry.clone());
+            }
+        }
+        let mut done: Option<Transformed> = None;
+        let mut notes = Vec::new();
+        for entry in entries {
+            let (source, at) = match &done {
+                Some(child) => (&child.source, &child.params),
+                None => (kernel, params),
+            };
+            let current = Manifest::from_kernel(source)?;
+            let Some(view) = kernel_view(&current, &entry) else {
+                continue;
+            };
+            if let Some(mut child) = self.apply_to(source, &view, at)? {
+                notes.push(format!("`{entry}`: {}", child.note));
+                if let Some(before) = done.take() {
+                    let mut added = before.added;
+                    added.append(&mut child.added);
+                    child.added = added;
+                }
+                done = Some(child);
+            }
+        }
+        Ok(done.map(|mut child| {
+            child.note = notes.join("; ");
+            child
+        }))
+    }
+
+    /// The rewrite of the kernel `manifest.entry` names in `kernel`'s text, with that
+    /// kernel's launch in `manifest` (for a sequence, a view of one of its kernels).
+    fn apply_to(
+        self,
+        kernel: &KernelSource,
+        manifest: &Manifest,
+        params: &ParamValues,
+    ) -> Result<Option<Transformed>, TransformError> {
         let text = &kernel.text;
         let rewrite = match self {
-            Transformation::GroupReduce => crate::group::group_reduce(text, &manifest),
-            Transformation::CoarsenBlocked => crate::coarsen::coarsen(text, &manifest, false),
-            Transformation::CoarsenStrided => crate::coarsen::coarsen(text, &manifest, true),
-            Transformation::Vectorize => crate::vectorize::vectorize(text, &manifest),
-            Transformation::Stage => crate::stage::stage(text, &manifest),
-            Transformation::Hoist => crate::hoist::hoist(text, &manifest),
-            Transformation::Unroll => crate::unroll::unroll(text, &manifest),
-            Transformation::Qualify => crate::qualify::qualify(text, &manifest),
+            Transformation::GroupReduce => crate::group::group_reduce(text, manifest),
+            Transformation::CoarsenBlocked => crate::coarsen::coarsen(text, manifest, false),
+            Transformation::CoarsenStrided => crate::coarsen::coarsen(text, manifest, true),
+            Transformation::Vectorize => crate::vectorize::vectorize(text, manifest),
+            Transformation::Stage => crate::stage::stage(text, manifest),
+            Transformation::Hoist => crate::hoist::hoist(text, manifest),
+            Transformation::Unroll => crate::unroll::unroll(text, manifest),
+            Transformation::Qualify => crate::qualify::qualify(text, manifest),
         };
         match rewrite {
-            Some(r) => Ok(Some(child(kernel, &manifest, params, self.name(), r)?)),
+            Some(r) => Ok(Some(child(kernel, manifest, params, self.name(), r)?)),
             None => Ok(None),
         }
     }
+}
+
+/// `manifest` as if `entry`, one of its sequence's kernels, were its one kernel: that
+/// kernel's name and launch (its first in the sequence), the rest unchanged; the rewrite's
+/// launch changes then go to every place the sequence runs it (`child`).
+fn kernel_view(manifest: &Manifest, entry: &str) -> Option<Manifest> {
+    let kernel = manifest.sequence.iter().find(|k| k.entry == entry)?;
+    let mut view = manifest.clone();
+    view.entry = entry.to_owned();
+    view.global = kernel.global.clone();
+    view.local = kernel.local.clone();
+    Some(view)
 }
 
 impl fmt::Display for Transformation {
