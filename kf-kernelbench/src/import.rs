@@ -323,13 +323,11 @@ pub(crate) struct HelperAnswer {
     /// With a generation request: the naive kernel's source and its global size.
     #[serde(default)]
     kernel: Option<String>,
+    /// With a generation request: the naive kernel's launch plan, its kernels (one, or a
+    /// sequence where operations whose work the output would repeat per element run first,
+    /// into scratch) with their launches and scratch buffers.
     #[serde(default)]
-    global: Option<String>,
-    /// With a generation request, where the naive kernel is a sequence of kernels (operations
-    /// whose work the output would repeat per element run first, into scratch): its scratch
-    /// buffers and kernels.
-    #[serde(default)]
-    sequence: Option<NaiveSequence>,
+    plan: Option<NaivePlan>,
     /// With a generation request: each parameter's initial distribution.
     #[serde(default)]
     parameter_inits: Vec<ParameterInit>,
@@ -346,32 +344,53 @@ pub(crate) struct HelperAnswer {
     fitted: Option<Fitted>,
 }
 
-/// A generated naive kernel of several kernels: its manifest's `[[scratch]]` and
-/// `[[kernels]]`.
+/// How a generated naive kernel launches: one kernel, or a sequence of kernels with scratch
+/// buffers (its manifest's `[launch]`, or `[[scratch]]` and `[[kernels]]`).
 #[derive(Debug, Clone, Deserialize)]
-struct NaiveSequence {
+struct NaivePlan {
     scratch: Vec<NaiveScratch>,
     kernels: Vec<NaiveKernel>,
 }
 
-/// A scratch buffer of a generated sequence (f32, `elements` an expression over the sizes).
+/// A scratch buffer of a generated plan (f32, `elements` an expression over the sizes).
 #[derive(Debug, Clone, Deserialize)]
 struct NaiveScratch {
     name: String,
     elements: String,
 }
 
-/// A kernel of a generated sequence: one work-item per element, in groups of 64.
+/// A kernel of a generated plan: its entry, launch and the buffers it writes.
 #[derive(Debug, Clone, Deserialize)]
 struct NaiveKernel {
     entry: String,
-    global: String,
+    launch: NaiveLaunch,
     writes: Vec<String>,
 }
 
-impl NaiveSequence {
-    /// The manifest's `[[scratch]]` and `[[kernels]]` tables.
+/// A generated kernel's launch: global and local sizes, expressions over the sizes.
+#[derive(Debug, Clone, Deserialize)]
+struct NaiveLaunch {
+    global: Vec<String>,
+    local: Vec<String>,
+}
+
+/// TOML array of strings.
+fn toml_strings(items: &[String]) -> String {
+    let quoted: Vec<String> = items.iter().map(|i| format!("{i:?}")).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+impl NaivePlan {
+    /// The manifest's launch tables: `[launch]` for one kernel without scratch, else
+    /// `[[scratch]]` and `[[kernels]]`.
     fn toml(&self) -> String {
+        if let ([one], true) = (&self.kernels[..], self.scratch.is_empty()) {
+            return format!(
+                "\n[launch]\nglobal = {}\nlocal = {}\n",
+                toml_strings(&one.launch.global),
+                toml_strings(&one.launch.local)
+            );
+        }
         let mut text = String::new();
         for s in &self.scratch {
             text.push_str(&format!(
@@ -380,12 +399,12 @@ impl NaiveSequence {
             ));
         }
         for k in &self.kernels {
-            let writes: Vec<String> = k.writes.iter().map(|w| format!("{w:?}")).collect();
             text.push_str(&format!(
-                "\n[[kernels]]\nentry = {:?}\nwrites = [{}]\nlaunch = {{ global = [{:?}], local = [\"64\"] }}\n",
+                "\n[[kernels]]\nentry = {:?}\nwrites = {}\nlaunch = {{ global = {}, local = {} }}\n",
                 k.entry,
-                writes.join(", "),
-                k.global
+                toml_strings(&k.writes),
+                toml_strings(&k.launch.global),
+                toml_strings(&k.launch.local)
             ));
         }
         text
@@ -956,11 +975,9 @@ fn ask_with_stand_in(
 
 /// What the NumPy stand-in for torch made of a problem's forward() at the task's sizes.
 struct StandIn {
-    /// The naive OpenCL kernel (one work-item per output element) and its global size.
+    /// The naive OpenCL source (one work-item per output element) and how its kernels launch.
     kernel: String,
-    global: String,
-    /// Where the naive kernel is a sequence of kernels, its scratch and kernels.
-    sequence: Option<NaiveSequence>,
+    plan: NaivePlan,
     /// Each parameter's initial distribution, as the model initialises it.
     parameter_inits: Vec<ParameterInit>,
     /// The operator family the trace shows (a matrix product with its element-wise
@@ -1000,7 +1017,7 @@ fn run_stand_in(
         ("generate", what),
         keep_shim,
     )?;
-    let (Some(kernel), Some(global)) = (answer.kernel, answer.global) else {
+    let (Some(kernel), Some(plan)) = (answer.kernel, answer.plan) else {
         return Err(KernelBenchError::Python {
             python: python.display().to_string(),
             message: "the import helper wrote no kernel".into(),
@@ -1008,8 +1025,7 @@ fn run_stand_in(
     };
     Ok(StandIn {
         kernel,
-        global,
-        sequence: answer.sequence,
+        plan,
         parameter_inits: answer.parameter_inits,
         family: answer.trace_family,
         flops: answer.flops,
@@ -1056,15 +1072,9 @@ fn write_naive_kernel(out: &Path, stand_in: &StandIn) -> Result<(), KernelBenchE
          forward():\n# one work-item per output element.\nsource = \"{BASELINE_SOURCE_NAME}\"\n\
          entry = \"naive\"\nlanguage = \"opencl\"\n"
     );
-    let manifest = match &stand_in.sequence {
-        None => format!(
-            "{head}\n[launch]\nglobal = [\"(({}) + 63) / 64 * 64\"]\nlocal = [\"64\"]\n",
-            stand_in.global
-        ),
-        // Operations whose work every output element would repeat run first, each into a
-        // scratch buffer of its own.
-        Some(sequence) => format!("{head}{}", sequence.toml()),
-    };
+    // One kernel, or a sequence where operations whose work every output element would repeat
+    // run first, each into a scratch buffer of its own.
+    let manifest = format!("{head}{}", stand_in.plan.toml());
     write_atomic(&out.join(BASELINE_FILE_NAME), &manifest)
 }
 

@@ -1346,7 +1346,7 @@ def generate_kernel(request, analysis):
         for i in analysis["inputs"]:
             arrays[i["name"]] = rng.standard_normal(eval_shape(i["shape"], sizes))
         _, out = shim.run(request["problem"], sizes, analysis["tuples"], names, arrays)
-        source, total, sequence = shim.opencl_kernel(
+        source, plan = shim.opencl_kernel(
             out, names + [p["name"] for p in params], list(sizes), list(analysis["scalars"]), "out"
         )
         # The family the trace shows where the source's patterns found none: a matrix product
@@ -1363,8 +1363,7 @@ def generate_kernel(request, analysis):
         )
     return {
         "kernel": source,
-        "global": total,
-        "sequence": sequence,
+        "plan": plan,
         "parameter_inits": params,
         "trace_family": trace_family,
         "flops": flops,
