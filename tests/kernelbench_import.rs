@@ -127,12 +127,9 @@ fn unseen_problems_import_with_numpy_references() {
     // (100 + 2*4 - 3*(8-1) - 1) / 1 + 1 = 87
     assert_eq!(shape_of(&task, "out"), [2, 3, 87]);
     assert_eq!(shape_of(&task, "x"), [2, 3, 100]);
-    // The NumPy stand-in for torch writes the naive kernel beside a user's reference too; it
-    // has no padded pooling, so the import says why there is no baseline.
-    assert!(task.spec.baseline.is_none());
-    let note = report.baseline_note.clone().unwrap_or_default();
-    assert!(note.contains("padded pooling"), "{note}");
-    assert!(report.describe().contains(&note));
+    // The NumPy stand-in for torch writes the naive kernel beside a user's reference too
+    // (padded, dilated pooling; tests/kernelbench_level2.rs checks the kernel is correct).
+    assert!(task.spec.baseline.is_some() && report.baseline_note.is_none());
     assert!(report.varied_sizes.contains(&"sequence_length".to_owned()));
     assert!(!report.varied_sizes.contains(&"kernel_size".to_owned()));
     // The problem file travels unchanged with the task.
@@ -168,7 +165,13 @@ fn unseen_problems_import_with_numpy_references() {
         &[("batch_size", 64), ("num_classes", 10)],
         ReferencePreference::Numpy,
     );
-    let task = TaskFile::load(&report.unwrap().task_file).unwrap();
+    let report = report.unwrap();
+    let task = TaskFile::load(&report.task_file).unwrap();
+    // The generated kernels take f32 inputs only, so the import says why there is no baseline.
+    assert!(task.spec.baseline.is_none());
+    let note = report.baseline_note.clone().unwrap_or_default();
+    assert!(note.contains("f32 inputs only"), "{note}");
+    assert!(report.describe().contains(&note));
     let targets = task
         .spec
         .buffers
@@ -592,21 +595,20 @@ fn modules_outside_a_family_are_not_declared_one() {
 /// until its inputs, weights and outputs take at most 32 MiB and its products at most 2 GFLOP.
 /// A GEMM of 1024 × 8192 → 8192 (256 MiB of weights) and a 3 × 3 convolution over 128 × 64 ×
 /// 128 × 128 come out inside both limits; every scaled size keeps a divisor of 32, the kernel
-/// size stays 3, and the rule cannot be combined with `--max-size`.
+/// size stays 3, and the rule cannot be combined with `--max-size`. A 3-D max pool whose batch
+/// is 16 fits only by the rule's second pass (sizes above 16 may fall to 8).
 #[test]
 fn the_size_rule_fits_every_problem_alike() {
     let Some(python) = python_or_skip() else {
         return;
     };
-    let vendored = |stem: &str| {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/data/kernelbench_level2/vendor")
-            .join(format!("{stem}.py"))
-    };
-    let fit = |stem: &str, max_size: Option<i64>| {
+    let fit_from = |folder: &str, stem: &str, max_size: Option<i64>| {
         let dir = tempfile::tempdir().unwrap();
         let problem = dir.path().join(format!("{stem}.py"));
-        std::fs::copy(vendored(stem), &problem).unwrap();
+        let vendored = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(folder)
+            .join(format!("{stem}.py"));
+        std::fs::copy(vendored, &problem).unwrap();
         let options = ImportOptions {
             problem,
             out_dir: dir.path().join("task"),
@@ -619,6 +621,8 @@ fn the_size_rule_fits_every_problem_alike() {
         };
         (dir, import_kernelbench(&options))
     };
+    let fit =
+        |stem: &str, max_size| fit_from("tests/data/kernelbench_level2/vendor", stem, max_size);
     let (_d, gemm) = fit("70_Gemm_Sigmoid_Scaling_ResidualAdd", None);
     let gemm = gemm.unwrap();
     let s = &gemm.spec.sizes;
@@ -652,6 +656,30 @@ fn the_size_rule_fits_every_problem_alike() {
     let bytes = 4 * (n * ci * hh * w + co * ci * 9 + co + co + n * co * oh * ow);
     assert!(bytes <= 32 << 20, "{s:?}: {bytes} bytes");
     assert!(2 * n * co * oh * ow * ci * 9 <= 2_000_000_000, "{s:?}");
+
+    // A batch of 16 (structural, so it stays) and 32 channels of 128³: above 16 the sizes
+    // take 42 MiB, so the rule's second pass lets them fall towards 8, and no window is left
+    // longer than its input.
+    let (_d, pool) = fit_from(
+        "tests/data/kernelbench_unseen/vendor",
+        "43_Max_Pooling_3D",
+        None,
+    );
+    let pool = pool.unwrap();
+    let s = &pool.spec.sizes;
+    assert_eq!(
+        (s["batch_size"], s["kernel_size"], s["dilation"]),
+        (16, 3, 3)
+    );
+    let (c, d1, d2, d3) = (s["channels"], s["dim1"], s["dim2"], s["dim3"]);
+    assert!([d1, d2, d3].iter().all(|&d| d == d1), "{s:?}");
+    assert!((8..17).contains(&c), "{s:?}");
+    // (d + 2·1 − 3·2 − 1) / 2 + 1 output positions along each dimension.
+    let o = (d1 + 2 - 6 - 1) / 2 + 1;
+    assert!(o >= 1, "{s:?}");
+    let bytes = 4 * (16 * c * d1 * d2 * d3 + 16 * c * o * o * o);
+    assert!(bytes <= 32 << 20, "{s:?}: {bytes} bytes");
+    assert!(bytes > 8 << 20, "{s:?}: only {bytes} bytes");
 
     let (_d, both) = fit("70_Gemm_Sigmoid_Scaling_ResidualAdd", Some(8));
     let err = both.unwrap_err().to_string();

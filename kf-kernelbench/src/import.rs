@@ -120,7 +120,9 @@ pub struct ImportOptions {
 /// floating-point operations. Every size above 16 is scaled by one common factor, the largest
 /// at most 1 that fits, rounded to the nearest multiple of the power of two (at most 32 and an
 /// eighth of the size) that divides it, so that the divisibility a problem needs (channels by groups) is kept; sizes of 16 and
-/// below (kernel sizes, strides, groups) stay.
+/// below (kernel sizes, strides, groups) stay. Scaled sizes stay above 16 unless no factor fits
+/// that way; then a second pass lets them fall to 8, under the largest factor that leaves no
+/// shape empty.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SizeBudget {
     /// Bytes of the inputs, weights and outputs together.

@@ -1379,10 +1379,16 @@ STRUCTURAL_SIZE = 16
 KEPT_FACTOR = 32
 
 
-def scaled_sizes(sizes, factor):
+# Where no common factor fits with the sizes kept above STRUCTURAL_SIZE (a batched 3-D
+# convolution whose batch is already 16), the rule's second pass lets them fall to the
+# smallest multiple of their unit at or above this.
+LAST_RESORT_SIZE = 8
+
+
+def scaled_sizes(sizes, factor, floor=STRUCTURAL_SIZE + 1):
     """Every size above STRUCTURAL_SIZE scaled by `factor`, rounded to the nearest multiple of the
     power of two (at most KEPT_FACTOR and an eighth of the size) that divides it, and never below the smallest such
-    multiple above STRUCTURAL_SIZE (so a length stays above a kernel size)."""
+    multiple at or above `floor` (so a length stays above a kernel size)."""
     out = {}
     for name, value in sizes.items():
         if value <= STRUCTURAL_SIZE:
@@ -1391,7 +1397,7 @@ def scaled_sizes(sizes, factor):
         unit = 1
         while unit < KEPT_FACTOR and unit * 2 <= value // 8 and value % (unit * 2) == 0:
             unit *= 2
-        smallest = min(value, (STRUCTURAL_SIZE // unit + 1) * unit)
+        smallest = min(value, -(-floor // unit) * unit)
         out[name] = max(round(value * factor / unit) * unit, smallest)
     return out
 
@@ -1431,8 +1437,11 @@ def fit_sizes(request, analysis):
         work = eval_shape([flops], sizes)[0] if flops else 0
         return elements * 4, work
 
-    def fits(factor):
-        sizes = {**scaled_sizes(defaults, factor), **given}
+    def fits(factor, floor=STRUCTURAL_SIZE + 1):
+        sizes = {**scaled_sizes(defaults, factor, floor), **given}
+        # Sizes that leave a shape empty (a window longer than its input) do not fit.
+        if any(d <= 0 for shape in shapes for d in eval_shape(shape, sizes)):
+            return False, sizes
         nbytes, work = cost(sizes)
         return nbytes <= budget["max_bytes"] and work <= budget["max_flops"], sizes
 
@@ -1446,11 +1455,20 @@ def fit_sizes(request, analysis):
             else:
                 hi = mid
         ok, sizes = fits(lo)
+    if not ok:
+        # The second pass: sizes may fall to LAST_RESORT_SIZE. Below some factor a window may
+        # no longer fit its input, so the largest fitting factor is searched from above on a
+        # fine geometric grid rather than by bisection.
+        factor = 1.0
+        while factor > 1e-4 and not ok:
+            factor *= 0.97
+            ok, sizes = fits(factor, LAST_RESORT_SIZE)
         if not ok:
-            nbytes, work = cost(sizes)
+            ok, smallest = fits(0.0)
+            nbytes, work = cost(smallest)
             raise ImportFailure(
                 f"no common scale fits {budget['max_bytes']} bytes and {budget['max_flops']:.3g} "
-                f"operations: at the smallest ({sizes}) it takes {nbytes} bytes and {work:.3g}"
+                f"operations: at the smallest ({smallest}) it takes {nbytes} bytes and {work:.3g}"
             )
     nbytes, work = cost(sizes)
     return {"fitted": {"sizes": sizes, "bytes": nbytes, "flops": work}}

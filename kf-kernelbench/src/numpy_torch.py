@@ -606,24 +606,44 @@ def conv_numpy(x, w, stride, padding, dilation, groups, transposed, spatial):
     return out
 
 
-def pool(kind, x, kernel_size, stride=None, padding=0, nd=2):
+def pool(kind, x, kernel_size, stride=None, padding=0, nd=2, dilation=1, ceil_mode=False,
+         return_indices=False, count_include_pad=True, divisor_override=None):
+    """Max or average pooling as torch computes it: windows of `kernel_size` elements spaced
+    `dilation` apart, moved by `stride`, over the input padded by `padding` on each side (with
+    -inf for max; with zeros for average, divided by the whole window unless
+    `count_include_pad` is false, then by the elements inside the input)."""
     tup = lambda v: [int(i) for i in v] if isinstance(v, (list, tuple)) else [int(v)] * nd
     ks = tup(kernel_size)
-    st = tup(stride if stride is not None else kernel_size)
+    st = tup(stride if stride is not None and stride != [] else kernel_size)
     pad = tup(padding)
-    if any(pad):
-        raise Unsupported("padded pooling")
+    dil = tup(dilation)
+    if ceil_mode:
+        raise Unsupported("pooling with ceil_mode=True")
+    if return_indices:
+        raise Unsupported("pooling with return_indices=True")
+    if divisor_override is not None:
+        raise Unsupported("average pooling with divisor_override")
     lead = x.ndim - nd
-    spatial = [(s - ks[i]) // st[i] + 1 for i, s in enumerate(x.sym_shape[lead:])]
+    spatial = [(s + 2 * pad[i] - dil[i] * (ks[i] - 1) - 1) // st[i] + 1 for i, s in enumerate(x.sym_shape[lead:])]
     shape = list(x.sym_shape[:lead]) + spatial
     sp = [int(s) for s in spatial]
-    acc = None
+    fill = -np.inf if kind == "max" else 0.0
+    widths = [(0, 0)] * lead + [(p, p) for p in pad]
+    padded = np.pad(x.data, widths, constant_values=fill)
+    inside = np.pad(np.ones(x.data.shape[lead:]), [(p, p) for p in pad])
+    acc, count = None, None
     for k in np.ndindex(*ks):
-        sl = tuple(slice(k[i], k[i] + (sp[i] - 1) * st[i] + 1, st[i]) for i in range(nd))
-        part = x.data[(Ellipsis,) + sl]
+        sl = tuple(slice(k[i] * dil[i], k[i] * dil[i] + (sp[i] - 1) * st[i] + 1, st[i]) for i in range(nd))
+        part = padded[(Ellipsis,) + sl]
         acc = part if acc is None else (np.maximum(acc, part) if kind == "max" else acc + part)
-    data = acc if kind == "max" else acc / float(np.prod(ks))
-    return Tensor(data, shape, record("pool", [x], shape, kind=kind, kernel=ks, stride=st, nd=nd))
+        count = inside[sl] if count is None else count + inside[sl]
+    if kind == "max":
+        data = acc
+    else:
+        data = acc / (float(np.prod(ks)) if count_include_pad else count)
+    attrs = dict(kind=kind, kernel=ks, stride=st, padding=pad, dilation=dil, nd=nd)
+    attrs["count_include_pad"] = bool(count_include_pad)
+    return Tensor(data, shape, record("pool", [x], shape, **attrs))
 
 
 def normalize(kind, x, weight, bias, eps, groups=1, normalized=1):
@@ -1031,12 +1051,18 @@ class LayerNorm(Module):
 
 def _pool_class(kind, nd):
     class Pool(Module):
-        def __init__(self, kernel_size, stride=None, padding=0, **kwargs):
+        def __init__(self, kernel_size, stride=None, padding=0, *rest, **kwargs):
             super().__init__()
+            # torch's positional order after padding: dilation, return_indices, ceil_mode
+            # (max); ceil_mode, count_include_pad, divisor_override (average).
+            later = ("dilation", "return_indices", "ceil_mode") if kind == "max" else (
+                "ceil_mode", "count_include_pad", "divisor_override")
             self.args = (kernel_size, stride, padding)
+            self.options = dict(zip(later, rest))
+            self.options.update(kwargs)
 
         def forward(self, x):
-            return pool(kind, x, *self.args, nd=nd)
+            return pool(kind, x, *self.args, nd=nd, **self.options)
 
     return Pool
 
@@ -1122,10 +1148,12 @@ def _functional():
         "softmax log_softmax linear"
     ).split():
         setattr(f, name, globals()[name])
-    f.max_pool2d = lambda x, kernel_size, stride=None, padding=0, **k: pool("max", x, kernel_size, stride, padding, nd=2)
-    f.avg_pool2d = lambda x, kernel_size, stride=None, padding=0, **k: pool("avg", x, kernel_size, stride, padding, nd=2)
-    f.max_pool3d = lambda x, kernel_size, stride=None, padding=0, **k: pool("max", x, kernel_size, stride, padding, nd=3)
-    f.avg_pool3d = lambda x, kernel_size, stride=None, padding=0, **k: pool("avg", x, kernel_size, stride, padding, nd=3)
+    f.max_pool2d = lambda x, kernel_size, stride=None, padding=0, **k: pool("max", x, kernel_size, stride, padding, nd=2, **k)
+    f.avg_pool2d = lambda x, kernel_size, stride=None, padding=0, **k: pool("avg", x, kernel_size, stride, padding, nd=2, **k)
+    f.max_pool3d = lambda x, kernel_size, stride=None, padding=0, **k: pool("max", x, kernel_size, stride, padding, nd=3, **k)
+    f.avg_pool3d = lambda x, kernel_size, stride=None, padding=0, **k: pool("avg", x, kernel_size, stride, padding, nd=3, **k)
+    f.max_pool1d = lambda x, kernel_size, stride=None, padding=0, **k: pool("max", x, kernel_size, stride, padding, nd=1, **k)
+    f.avg_pool1d = lambda x, kernel_size, stride=None, padding=0, **k: pool("avg", x, kernel_size, stride, padding, nd=1, **k)
     f.adaptive_avg_pool2d = lambda x, output_size: adaptive_avg_pool(x, output_size, 2)
     f.adaptive_avg_pool3d = lambda x, output_size: adaptive_avg_pool(x, output_size, 3)
     f.group_norm = lambda x, num_groups, weight=None, bias=None, eps=1e-5: normalize("group", x, weight, bias, eps, groups=num_groups)
@@ -1876,17 +1904,28 @@ def conv_body(ins, a, shape, args, idx):
 def pool_body(src_node, a, shape, args, idx):
     nd = a["nd"]
     lead = len(shape) - nd
-    ks, st = a["kernel"], a["stride"]
-    src_idx = idx[:lead] + [f"i{lead + i} * {st[i]} + kf_k{i}" for i in range(nd)]
-    value = call(src_node, args, src_idx)
+    ks, st, pad, dil = a["kernel"], a["stride"], a["padding"], a["dilation"]
+    src_dims = c_dims(TRACE[src_node]["shape"])
+    positions = [f"const long kf_p{i} = i{lead + i} * {st[i]} - {pad[i]} + kf_k{i} * {dil[i]};" for i in range(nd)]
+    value = call(src_node, args, idx[:lead] + [f"kf_p{i}" for i in range(nd)])
+    # Padding reads nothing: a window position outside the input is skipped.
+    inside = " && ".join(f"kf_p{i} >= 0 && kf_p{i} < {src_dims[lead + i]}" for i in range(nd)) if any(pad) else None
     names = [f"kf_k{i}" for i in range(nd)]
     bounds = [str(k) for k in ks]
-    if a["kind"] == "max":
-        return "    float acc = -INFINITY;\n" + loops(names, bounds, f"acc = fmax(acc, {value});") + "    return acc;"
     count = 1
     for k in ks:
         count *= k
-    return "    float acc = 0.0f;\n" + loops(names, bounds, f"acc += {value};") + f"    return acc / {c_float(count)};"
+    if a["kind"] == "max":
+        step = f"acc = fmax(acc, {value});"
+        start, result = "    float acc = -INFINITY;\n", "    return acc;"
+    elif a["count_include_pad"] or inside is None:
+        step = f"acc += {value};"
+        start, result = "    float acc = 0.0f;\n", f"    return acc / {c_float(count)};"
+    else:
+        step = f"acc += {value};\nkf_n += 1.0f;"
+        start, result = "    float acc = 0.0f;\n    float kf_n = 0.0f;\n", "    return acc / kf_n;"
+    guarded = step if inside is None else f"if ({inside}) {{\n    " + step.replace("\n", "\n    ") + "\n}"
+    return start + loops(names, bounds, "\n".join(positions + [guarded])) + result
 
 
 def norm_body(ins, a, shape, args, idx):
