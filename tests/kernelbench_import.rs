@@ -596,7 +596,8 @@ fn modules_outside_a_family_are_not_declared_one() {
 /// A GEMM of 1024 × 8192 → 8192 (256 MiB of weights) and a 3 × 3 convolution over 128 × 64 ×
 /// 128 × 128 come out inside both limits; every scaled size keeps a divisor of 32, the kernel
 /// size stays 3, and the rule cannot be combined with `--max-size`. A 3-D max pool whose batch
-/// is 16 fits only by the rule's second pass (sizes above 16 may fall to 8).
+/// is 16 fits only by the rule's second pass (sizes above 16 may fall to 8); a group norm's
+/// channels stay a multiple of its (scaled) groups.
 #[test]
 fn the_size_rule_fits_every_problem_alike() {
     let Some(python) = python_or_skip() else {
@@ -680,6 +681,20 @@ fn the_size_rule_fits_every_problem_alike() {
     let bytes = 4 * (16 * c * d1 * d2 * d3 + 16 * c * o * o * o);
     assert!(bytes <= 32 << 20, "{s:?}: {bytes} bytes");
     assert!(bytes > 8 << 20, "{s:?}: only {bytes} bytes");
+
+    // A group norm of 4096 channels in 64 groups: both are sizes the rule scales, and the
+    // channels stay a multiple of the groups (the stand-in's group norm asks for it).
+    let (_d, grouped) = fit_from(
+        "tests/data/kernelbench_unseen/vendor",
+        "37_Matmul_Swish_Sum_GroupNorm",
+        None,
+    );
+    let grouped = grouped.unwrap();
+    let s = &grouped.spec.sizes;
+    let (features, groups) = (s["out_features"], s["num_groups"]);
+    assert!(groups > 16 && features % groups == 0, "{s:?}");
+    let task = TaskFile::load(&grouped.task_file).unwrap();
+    assert!(task.spec.baseline.is_some(), "{s:?}");
 
     let (_d, both) = fit("70_Gemm_Sigmoid_Scaling_ResidualAdd", Some(8));
     let err = both.unwrap_err().to_string();

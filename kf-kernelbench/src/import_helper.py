@@ -1385,10 +1385,20 @@ KEPT_FACTOR = 32
 LAST_RESORT_SIZE = 8
 
 
-def scaled_sizes(sizes, factor, floor=STRUCTURAL_SIZE + 1):
+def scaled_sizes(sizes, factor, floor=STRUCTURAL_SIZE + 1, multiples=()):
     """Every size above STRUCTURAL_SIZE scaled by `factor`, rounded to the nearest multiple of the
     power of two (at most KEPT_FACTOR and an eighth of the size) that divides it, and never below the smallest such
-    multiple at or above `floor` (so a length stays above a kernel size)."""
+    multiple at or above `floor` (so a length stays above a kernel size). Each `(multiple,
+    divisor)` pair of size names (channels and their groups) is then kept divisible: the
+    multiple moves to the nearest multiple of the scaled divisor."""
+    out = _scaled(sizes, factor, floor)
+    for multiple, divisor in multiples:
+        d = out[divisor]
+        out[multiple] = max(d, round(out[multiple] / d) * d)
+    return out
+
+
+def _scaled(sizes, factor, floor):
     out = {}
     for name, value in sizes.items():
         if value <= STRUCTURAL_SIZE:
@@ -1400,6 +1410,17 @@ def scaled_sizes(sizes, factor, floor=STRUCTURAL_SIZE + 1):
         smallest = min(value, -(-floor // unit) * unit)
         out[name] = max(round(value * factor / unit) * unit, smallest)
     return out
+
+
+def probe_run(shim, request, analysis, names, sizes):
+    """forward() on the stand-in at `sizes`: the parameters' inits and the output tensor."""
+    params = shim.parameter_inits(request["problem"], sizes, analysis["tuples"])
+    rng = np.random.default_rng(0)
+    arrays = {p["name"]: rng.standard_normal(eval_shape(p["shape"], sizes)) for p in params}
+    for i in analysis["inputs"]:
+        arrays[i["name"]] = rng.standard_normal(eval_shape(i["shape"], sizes))
+    _, out = shim.run(request["problem"], sizes, analysis["tuples"], names, arrays)
+    return params, out
 
 
 def fit_sizes(request, analysis):
@@ -1416,20 +1437,29 @@ def fit_sizes(request, analysis):
     defaults = dict(analysis["sizes"])
     given = request.get("sizes", {})
     names = [i["name"] for i in analysis["inputs"]]
-    probe = {**scaled_sizes(defaults, 0.0), **given}
-    try:
-        params = shim.parameter_inits(request["problem"], probe, analysis["tuples"])
-        rng = np.random.default_rng(0)
-        arrays = {p["name"]: rng.standard_normal(eval_shape(p["shape"], probe)) for p in params}
-        for i in analysis["inputs"]:
-            arrays[i["name"]] = rng.standard_normal(eval_shape(i["shape"], probe))
-        _, out = shim.run(request["problem"], probe, analysis["tuples"], names, arrays)
-        output_shape = [shim.expr_of(d) for d in out.sym_shape]
-        flops = shim.product_flops(out) if out.node is not None else None
-    except shim.Unsupported as e:
-        raise ImportFailure(f"the size rule needs forward() on the NumPy stand-in, which lacks {e}")
-    except Exception as e:  # noqa: BLE001 - the problem's own code failed on the stand-in
-        raise ImportFailure(f"the size rule could not run forward() on the NumPy stand-in: {type(e).__name__}: {e}")
+    # Pairs of sizes that operations need divisible, learnt from the probe runs that fail.
+    multiples = []
+    while True:
+        probe = {**scaled_sizes(defaults, 0.0, multiples=multiples), **given}
+        try:
+            params, out = probe_run(shim, request, analysis, names, probe)
+            # Pairs met at this scale (divisible here by chance) are kept so at every other.
+            multiples += [
+                pair for pair in shim.DIVISIBLE
+                if pair not in multiples and all(n in defaults and n not in given for n in pair)
+            ]
+            break
+        except shim.Indivisible as e:
+            pair = (e.multiple, e.divisor)
+            if pair in multiples or not all(n in defaults and n not in given for n in pair):
+                raise ImportFailure(f"the size rule cannot keep the sizes divisible: {e}")
+            multiples.append(pair)
+        except shim.Unsupported as e:
+            raise ImportFailure(f"the size rule needs forward() on the NumPy stand-in, which lacks {e}")
+        except Exception as e:  # noqa: BLE001 - the problem's own code failed on the stand-in
+            raise ImportFailure(f"the size rule could not run forward() on the NumPy stand-in: {type(e).__name__}: {e}")
+    output_shape = [shim.expr_of(d) for d in out.sym_shape]
+    flops = shim.product_flops(out) if out.node is not None else None
     shapes = [i["shape"] for i in analysis["inputs"]] + [p["shape"] for p in params] + [output_shape]
 
     def cost(sizes):
@@ -1438,7 +1468,7 @@ def fit_sizes(request, analysis):
         return elements * 4, work
 
     def fits(factor, floor=STRUCTURAL_SIZE + 1):
-        sizes = {**scaled_sizes(defaults, factor, floor), **given}
+        sizes = {**scaled_sizes(defaults, factor, floor, multiples), **given}
         # Sizes that leave a shape empty (a window longer than its input) do not fit.
         if any(d <= 0 for shape in shapes for d in eval_shape(shape, sizes)):
             return False, sizes

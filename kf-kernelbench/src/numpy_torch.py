@@ -31,6 +31,32 @@ class Unsupported(Exception):
     """A construct this stand-in does not implement; the message names it."""
 
 
+# Pairs of size expressions (multiple, divisor) that the operations run so far need divisible;
+# the size rule keeps them so at every scale it tries.
+DIVISIBLE = []
+
+
+def require_divisible(what, multiple, divisor):
+    """Records that `multiple` must stay a multiple of `divisor`; raises Indivisible where it
+    is not."""
+    pair = (expr_of(multiple), expr_of(divisor))
+    if pair not in DIVISIBLE:
+        DIVISIBLE.append(pair)
+    if int(multiple) % int(divisor) != 0:
+        raise Indivisible(what, pair[0], pair[1], (int(multiple), int(divisor)))
+
+
+class Indivisible(Exception):
+    """Sizes an operation needs divisible are not (channels that do not split into their
+    groups): `multiple` must be a multiple of `divisor`, both expressions over the sizes. The
+    size rule keeps such pairs divisible once it has met them."""
+
+    def __init__(self, what, multiple, divisor, values):
+        super().__init__(f"{what}: {multiple} = {values[0]} is not a multiple of {divisor} = {values[1]}")
+        self.multiple = multiple
+        self.divisor = divisor
+
+
 # ---------------------------------------------------------------- symbolic sizes
 class SymInt(int):
     """An int that remembers its expression over the task's sizes (kf's syntax: `/` on
@@ -662,6 +688,7 @@ def normalize(kind, x, weight, bias, eps, groups=1, normalized=1):
         y = (d - d.mean(axis=axes, keepdims=True)) / np.sqrt(d.var(axis=axes, keepdims=True) + eps)
     elif kind == "group":
         shp = d.shape
+        require_divisible("group norm's channels by its groups", x.sym_shape[1], groups)
         g = d.reshape(shp[0], groups, -1)
         y = ((g - g.mean(axis=2, keepdims=True)) / np.sqrt(g.var(axis=2, keepdims=True) + eps)).reshape(shp)
     elif kind == "layer":
@@ -708,8 +735,28 @@ ones = _factory(("ones", 1.0, 1.0), np.ones)
 empty = zeros
 
 
+class Constant(float):
+    """`torch.tensor(number)`: a 0-d constant, which operations take as the number it holds
+    (so it reaches the generated kernel as a literal, as Python numbers do)."""
+
+    device = "cpu"
+    dtype = "float32"
+    shape = ()
+
+    def to(self, *args, **kwargs):
+        return self
+
+    def item(self):
+        return float(self)
+
+    def dim(self):
+        return 0
+
+
 def tensor(value, **kwargs):
-    raise Unsupported("torch.tensor constants")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return Constant(value)
+    raise Unsupported("torch.tensor of a list or array")
 
 
 def manual_seed(seed):
@@ -845,12 +892,17 @@ def logsumexp(x, dim, keepdim=False):
 def t_max(x, dim=None, keepdim=False):  # noqa: A001 - torch.max
     if isinstance(dim, Tensor):
         raise Unsupported("elementwise torch.max of two tensors")
+    if isinstance(dim, Constant):
+        # torch.max(x, torch.tensor(c)): the elementwise maximum with a constant.
+        return clamp(x, min=float(dim))
     return max_(x, dim, keepdim)
 
 
 def t_min(x, dim=None, keepdim=False):  # noqa: A001 - torch.min
     if isinstance(dim, Tensor):
         raise Unsupported("elementwise torch.min of two tensors")
+    if isinstance(dim, Constant):
+        return clamp(x, max=float(dim))
     return min_(x, dim, keepdim)
 
 
@@ -877,8 +929,14 @@ def sub(a, b):
     return binary("sub", a, b)
 
 
+multiply, subtract = mul, sub
+
+
 def div(a, b):
     return binary("div", a, b)
+
+
+divide = div
 
 
 def where(*args, **kwargs):
@@ -936,6 +994,10 @@ class Module:
 
 class Parameter(Tensor):
     def __init__(self, tensor, requires_grad=True):
+        if isinstance(tensor, Constant):
+            # torch lists it among the model's parameters, which the task then draws at
+            # random: a kernel with the constant folded in would not match that reference.
+            raise Unsupported("a 0-d nn.Parameter (nn.Parameter(torch.tensor(c)))")
         super().__init__(tensor.data, tensor.sym_shape, None, tensor.init or ("normal", 0.0, 1.0))
 
 
@@ -962,8 +1024,14 @@ def _conv_class(nd, transposed):
     class Conv(Module):
         def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, *rest, **kwargs):
             super().__init__()
-            if rest:
-                raise Unsupported("positional convolution arguments after padding")
+            # torch's positional order after padding.
+            later = ("output_padding", "groups", "bias", "dilation") if transposed else ("dilation", "groups", "bias")
+            if len(rest) > len(later):
+                raise Unsupported("convolution padding_mode")
+            for name, value in zip(later, rest):
+                kwargs[name] = value
+            if kwargs.get("padding_mode", "zeros") != "zeros":
+                raise Unsupported(f"convolution padding_mode={kwargs['padding_mode']!r}")
             ks = list(kernel_size) if isinstance(kernel_size, (list, tuple)) else [kernel_size] * nd
             self.groups = int(kwargs.get("groups", 1))
             self.stride, self.padding = stride, padding
