@@ -139,7 +139,8 @@ fn level2_problems_import_and_their_naive_kernels_are_correct() {
 /// `rsqrt`, `cumsum`/`cumprod` with `flip`: KernelBench's 36_RMSNorm_, 37/39 norms, 88_MinGPTNewGelu,
 /// 89–91 scans), padded and dilated pooling (max and average, with and without the padding
 /// counted; 41_Max_Pooling_1D), `torch.tensor` constants, `torch.multiply` and a transposed
-/// convolution's arguments by position, and a batched product whose sizes are named `m`, `k`, `n` (3_Batched: its
+/// convolution's arguments by position, losses with a 0-dimensional output and a size as a
+/// divisor (`Losses`), and a batched product whose sizes are named `m`, `k`, `n` (3_Batched: its
 /// naive kernel's loop variable once took the size `k`'s name and summed nothing), and a group
 /// norm with fewer groups than channels (its alternative input sets halve the group count, which
 /// the generated kernel once kept as traced): each imports without PyTorch and its naive kernel
@@ -164,6 +165,7 @@ fn scans_norms_powers_and_sizes_named_like_loop_variables_get_correct_naive_kern
         ("tests/data/standin_ops", "Norm_Pow_Cumsum", small),
         ("tests/data/standin_ops", "Pool_Padded", as_written),
         ("tests/data/standin_ops", "Constants_Positional", as_written),
+        ("tests/data/standin_ops", "Losses", as_written),
         (
             "tests/data/kernelbench_unseen/vendor",
             "41_Max_Pooling_1D",

@@ -179,6 +179,9 @@ class Tensor:
     def float(self):
         return self
 
+    # get_inputs() converts torch.randint's tensors; a stand-in tensor keeps its values.
+    long = int = bool = float
+
     def detach(self):
         return self
 
@@ -374,12 +377,27 @@ def binary(op, a, b):
     data = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}[op](va, vb)
     if ta is None and tb is None:
         raise Unsupported("scalar arithmetic outside tensors")
+    # A size (`x / x.size(1)`) stays an expression, so the kernel follows the task's sizes.
     if ta is None:
-        return Tensor(data, tb.sym_shape, record(op, [tb], tb.sym_shape, scalar=float(a), scalar_first=True))
+        return Tensor(data, tb.sym_shape, record(op, [tb], tb.sym_shape, scalar=float(a), scalar_first=True, scalar_expr=size_expr(a)))
     if tb is None:
-        return Tensor(data, ta.sym_shape, record(op, [ta], ta.sym_shape, scalar=float(b), scalar_first=False))
+        return Tensor(data, ta.sym_shape, record(op, [ta], ta.sym_shape, scalar=float(b), scalar_first=False, scalar_expr=size_expr(b)))
     shape = broadcast(ta.sym_shape, tb.sym_shape)
     return Tensor(data, shape, record(op, [ta, tb], shape))
+
+
+def size_expr(value):
+    """A size's expression (a SymInt that is not a constant), else None."""
+    if isinstance(value, SymInt) and not value.expr.lstrip("-").isdigit():
+        return value.expr
+    return None
+
+
+def scalar_c(attrs):
+    """The C operand of a scalar operation: the size expression as a float, or the literal."""
+    if attrs.get("scalar_expr"):
+        return f"((float)({attrs['scalar_expr']}))"
+    return c_float(attrs["scalar"])
 
 
 def _erf(x):
@@ -730,6 +748,19 @@ def _factory(init, fill):
 
 randn = _factory(("normal", 0.0, 1.0), lambda s: _rng.standard_normal(s))
 rand = _factory(("uniform", 0.0, 1.0), lambda s: _rng.random(s))
+def randint(*args, size=None, **kwargs):
+    """torch.randint(high, size) or (low, high, size): integers in [low, high), held as floats
+    like every stand-in tensor (get_inputs() builds inputs with it; only their shapes are read)."""
+    if size is None:
+        *bounds, size = args
+    else:
+        bounds = list(args)
+    low, high = (0, bounds[0]) if len(bounds) == 1 else bounds[:2]
+    shape = _shape_args((size,))
+    data = _rng.integers(int(low), int(high), [int(s) for s in shape]).astype(np.float64)
+    return Tensor(data, shape, init=("uniform", float(low), float(high) - 1.0))
+
+
 zeros = _factory(("zeros", 0.0, 0.0), np.zeros)
 ones = _factory(("ones", 1.0, 1.0), np.ones)
 empty = zeros
@@ -937,6 +968,70 @@ def div(a, b):
 
 
 divide = div
+
+
+def _reduced(loss, reduction):
+    if reduction == "mean":
+        return mean(loss)
+    if reduction == "sum":
+        return t_sum(loss)
+    if reduction == "none":
+        return loss
+    raise Unsupported(f"loss reduction={reduction!r}")
+
+
+def _no_legacy(size_average, reduce):
+    if size_average is not None or reduce is not None:
+        raise Unsupported("the loss arguments size_average/reduce")
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    """torch's smooth L1: 0.5·d²/beta below beta, d − 0.5·beta above, for d = |input − target|;
+    written as 0.5·min(d, beta)²/beta + max(d − beta, 0), which is the same function."""
+    _no_legacy(size_average, reduce)
+    d = t_abs(input - target)
+    if float(beta) == 0.0:
+        return _reduced(d, reduction)
+    loss = clamp(d, max=float(beta)) * clamp(d, max=float(beta)) * (0.5 / float(beta)) + clamp(d - float(beta), min=0.0)
+    return _reduced(loss, reduction)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0):
+    """torch's Huber loss: delta times smooth L1 with beta = delta."""
+    return smooth_l1_loss(input, target, reduction=reduction, beta=delta) * float(delta)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """torch's KL divergence of `target` from the log-probabilities `input`; `batchmean` sums
+    each sample and averages over the batch (the first dimension)."""
+    _no_legacy(size_average, reduce)
+    if log_target:
+        loss = exp(target) * (target - input)
+    else:
+        loss = target * (log(target) - input)
+    if reduction == "batchmean":
+        per_sample = t_sum(loss, dim=list(range(1, loss.ndim))) if loss.ndim > 1 else loss
+        return mean(per_sample)
+    return _reduced(loss, reduction)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """‖x1 − x2 + eps‖_p along the last dimension (p = 1 or 2)."""
+    d = x1 - x2 + float(eps)
+    if float(p) == 2.0:
+        return sqrt(t_sum(d * d, dim=-1, keepdim=keepdim))
+    if float(p) == 1.0:
+        return t_sum(t_abs(d), dim=-1, keepdim=keepdim)
+    raise Unsupported(f"pairwise distance with p={p}")
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6, swap=False, size_average=None, reduce=None, reduction="mean"):
+    _no_legacy(size_average, reduce)
+    if swap:
+        raise Unsupported("triplet margin loss with swap=True")
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    return _reduced(clamp(d_pos - d_neg + float(margin), min=0.0), reduction)
 
 
 def where(*args, **kwargs):
@@ -1186,6 +1281,27 @@ LogSoftmax = _activation(log_softmax, dim=None)
 Identity = _activation(lambda x: x)
 
 
+def _loss_class(fn, *names):
+    """nn.<Loss>(…): its options (by position in `names`, or by keyword) passed to `fn`."""
+
+    class Loss(Module):
+        def __init__(self, *args, **kwargs):
+            super().__init__()
+            self.options = dict(zip(names, args))
+            self.options.update(kwargs)
+
+        def forward(self, *inputs):
+            return fn(*inputs, **self.options)
+
+    return Loss
+
+
+TripletMarginLoss = _loss_class(triplet_margin_loss, "margin", "p", "eps", "swap", "size_average", "reduce", "reduction")
+SmoothL1Loss = _loss_class(smooth_l1_loss, "size_average", "reduce", "reduction", "beta")
+HuberLoss = _loss_class(huber_loss, "reduction", "delta")
+KLDivLoss = _loss_class(kl_div, "size_average", "reduce", "reduction", "log_target")
+
+
 class Dropout(Module):
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
@@ -1213,7 +1329,7 @@ def _functional():
     f = types.ModuleType("torch.nn.functional")
     for name in (
         "relu sigmoid tanh gelu silu mish softplus hardswish hardsigmoid leaky_relu elu hardtanh "
-        "softmax log_softmax linear"
+        "softmax log_softmax linear smooth_l1_loss huber_loss kl_div pairwise_distance triplet_margin_loss"
     ).split():
         setattr(f, name, globals()[name])
     f.max_pool2d = lambda x, kernel_size, stride=None, padding=0, **k: pool("max", x, kernel_size, stride, padding, nd=2, **k)
@@ -1612,8 +1728,8 @@ def opencl_kernel(output, buffer_names, size_names, scalar_names, output_name):
             funcs.append(f"static float c{k}({fn_params}{sep}{idx_params}) {{\n{body}\n}}\n")
             body = f"    return kf_m{k}[{linear_index(c_dims(node['shape']), idx)}];"
         funcs.append(f"static float n{k}({fn_params}{sep}{idx_params}) {{\n{body}\n}}\n")
-    if not output.sym_shape:
-        raise Unsupported("a 0-dimensional output")
+    # A 0-dimensional output (a loss) is the task's one-element buffer, written by one
+    # work-item.
     kernel_params = ", ".join(
         [f"__global const float* restrict {n}" for n in buffer_names]
         + [f"__global float* restrict {output_name}"]
@@ -1733,6 +1849,8 @@ def matmul_epilogue_family(output):
         if op in ("add", "sub", "mul", "div"):
             sym_op = {"add": "+", "sub": "-", "mul": "*", "div": "/"}[op]
             if len(ins) == 1:
+                if attrs.get("scalar_expr"):
+                    raise NotFusable(op)
                 v, c = element(ins[0]), c_float(attrs["scalar"])
                 return f"({c} {sym_op} {v})" if attrs["scalar_first"] else f"({v} {sym_op} {c})"
             return f"({element(ins[0])} {sym_op} {element(ins[1])})"
@@ -1816,7 +1934,7 @@ def node_body(k, node, args):
         sym_op = {"add": "+", "sub": "-", "mul": "*", "div": "/"}[op]
         if len(ins) == 1:
             v = call(ins[0], args, idx)
-            c = c_float(a["scalar"])
+            c = scalar_c(a)
             return f"    return {c} {sym_op} {v};" if a["scalar_first"] else f"    return {v} {sym_op} {c};"
         operands = [call(i, args, broadcast_index(TRACE[i]["shape"], shape, idx)) for i in ins]
         return f"    return {operands[0]} {sym_op} {operands[1]};"
