@@ -596,10 +596,11 @@ def conv(x, weight, bias, stride, padding, dilation, groups, transposed=False, o
     n, cin = x.sym_shape[0], x.sym_shape[1]
     ks = [weight.sym_shape[2 + i] for i in range(nd)]
     spatial_in = x.sym_shape[2:]
+    if int(groups) != 1:
+        require_divisible("a grouped convolution's input channels by its groups", cin, groups)
     if transposed:
-        if groups != 1:
-            raise Unsupported("grouped transposed convolution")
-        cout = weight.sym_shape[1]
+        # Weights [in, out / groups, k...].
+        cout = weight.sym_shape[1] * int(groups)
         spatial = [
             (s - 1) * stride[i] - 2 * padding[i] + dilation[i] * (ks[i] - 1) + output_padding[i] + 1
             for i, s in enumerate(spatial_in)
@@ -624,13 +625,18 @@ def conv_numpy(x, w, stride, padding, dilation, groups, transposed, spatial):
     n = x.shape[0]
     ks = w.shape[2:]
     if transposed:
-        cout = w.shape[1]
-        out = np.zeros([n, cout] + spatial)
-        for k in np.ndindex(*ks):
-            for idx in np.ndindex(*x.shape[2:]):
-                pos = [idx[i] * stride[i] - padding[i] + k[i] * dilation[i] for i in range(nd)]
-                if all(0 <= pos[i] < spatial[i] for i in range(nd)):
-                    out[(slice(None), slice(None)) + tuple(pos)] += x[(slice(None), slice(None)) + idx] @ w[(slice(None), slice(None)) + k]
+        cout_g = w.shape[1]
+        cin_g = x.shape[1] // groups
+        out = np.zeros([n, cout_g * groups] + spatial)
+        for g in range(groups):
+            xs = x[:, g * cin_g : (g + 1) * cin_g]
+            ws = w[g * cin_g : (g + 1) * cin_g]
+            og = slice(g * cout_g, (g + 1) * cout_g)
+            for k in np.ndindex(*ks):
+                for idx in np.ndindex(*x.shape[2:]):
+                    pos = [idx[i] * stride[i] - padding[i] + k[i] * dilation[i] for i in range(nd)]
+                    if all(0 <= pos[i] < spatial[i] for i in range(nd)):
+                        out[(slice(None), og) + tuple(pos)] += xs[(slice(None), slice(None)) + idx] @ ws[(slice(None), slice(None)) + k]
         return out
     cout = w.shape[0]
     cin_g = w.shape[1]
@@ -2062,10 +2068,16 @@ def conv_body(ins, a, shape, args, idx):
             body_lines.append(f"const long kf_t{i} = i{i + 2} + {pad[i]} - kf_k{i} * {dil[i]};")
             cond.append(f"kf_t{i} >= 0 && kf_t{i} % {st[i]} == 0 && kf_t{i} / {st[i]} < {xd[i + 2]}")
             pos.append(f"kf_t{i} / {st[i]}")
-        x_val = call(ins[0], args, ["i0", "kf_c"] + pos)
-        w_val = call(ins[1], args, ["kf_c", "i1"] + ks)
+        # Groups: output channel i1 is channel kf_o of group kf_g, which reads the group's
+        # input channels kf_g * cin_g + kf_c.
+        groups = a["groups"]
+        cin_g = f"({xd[1]} / {groups})"
+        lines.append(f"    const long kf_g = i1 / {wd[1]};")
+        lines.append(f"    const long kf_o = i1 % {wd[1]};")
+        x_val = call(ins[0], args, ["i0", f"kf_g * {cin_g} + kf_c"] + pos)
+        w_val = call(ins[1], args, [f"kf_g * {cin_g} + kf_c", "kf_o"] + ks)
         body_lines.append(f"if ({' && '.join(cond)}) {{\n    acc += {x_val} * {w_val};\n}}")
-        lines.append(loops(["kf_c"] + ks, [xd[1]] + wd[2:], "\n".join(body_lines)).rstrip("\n"))
+        lines.append(loops(["kf_c"] + ks, [cin_g] + wd[2:], "\n".join(body_lines)).rstrip("\n"))
     else:
         groups = a["groups"]
         cin_g = wd[1]

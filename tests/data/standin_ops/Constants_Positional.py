@@ -4,13 +4,13 @@ import torch.nn as nn
 
 class Model(nn.Module):
     """Constructs the NumPy stand-in for torch runs and the naive kernel generator writes: a
-    transposed convolution with its arguments after padding given by position
+    grouped transposed convolution with its arguments after padding given by position
     (output_padding, groups), `torch.tensor` constants in an elementwise min and max, and
     `torch.multiply`."""
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride, padding, output_padding, low, high):
+    def __init__(self, in_channels, out_channels, kernel_size, stride, padding, output_padding, groups, low, high):
         super(Model, self).__init__()
-        self.conv_transpose = nn.ConvTranspose2d(in_channels, out_channels, kernel_size, stride, padding, output_padding)
+        self.conv_transpose = nn.ConvTranspose2d(in_channels, out_channels, kernel_size, stride, padding, output_padding, groups)
         self.low, self.high = low, high
 
     def forward(self, x):
@@ -29,6 +29,7 @@ kernel_size = 3
 stride = 2
 padding = 1
 output_padding = 1
+groups = 2
 low = -0.25
 high = 0.5
 
@@ -38,4 +39,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [in_channels, out_channels, kernel_size, stride, padding, output_padding, low, high]
+    return [in_channels, out_channels, kernel_size, stride, padding, output_padding, groups, low, high]
