@@ -318,6 +318,12 @@ class Tensor:
     def cumprod(self, dim):
         return cumprod(self, dim)
 
+    def triu(self, diagonal=0):
+        return triu(self, diagonal)
+
+    def tril(self, diagonal=0):
+        return tril(self, diagonal)
+
     def flip(self, *dims):
         return flip(self, dims[0] if len(dims) == 1 else dims)
 
@@ -859,6 +865,23 @@ def cumsum(x, dim, dtype=None):
 
 def cumprod(x, dim, dtype=None):
     return _scan("cumprod", x, dim)
+
+
+def _triangle(x, diagonal, upper):
+    if x.ndim < 2:
+        raise Unsupported("triu/tril of a tensor of fewer than two dimensions")
+    data = np.triu(x.data, k=int(diagonal)) if upper else np.tril(x.data, k=int(diagonal))
+    return Tensor(data, x.sym_shape, record("triangle", [x], x.sym_shape, upper=upper, diagonal=int(diagonal)))
+
+
+def triu(x, diagonal=0):
+    """The upper triangle of the last two dimensions: elements with column − row ≥ diagonal."""
+    return _triangle(x, diagonal, True)
+
+
+def tril(x, diagonal=0):
+    """The lower triangle of the last two dimensions: elements with column − row ≤ diagonal."""
+    return _triangle(x, diagonal, False)
 
 
 def flip(x, dims):
@@ -1991,6 +2014,10 @@ def node_body(k, node, args):
             f"    float acc = {start};\n    for (long kf_s = 0; kf_s <= {idx[d]}; ++kf_s) {{\n"
             f"        acc {combine} {call(ins[0], args, at)};\n    }}\n    return acc;"
         )
+    if op == "triangle":
+        row, col = idx[-2], idx[-1]
+        keep = f"{col} - {row} >= {a['diagonal']}" if a["upper"] else f"{col} - {row} <= {a['diagonal']}"
+        return f"    return ({keep}) ? {call(ins[0], args, idx)} : 0.0f;"
     if op == "flip":
         dims = c_dims(shape)
         at = [f"{dims[d]} - 1 - {i}" if d in a["dims"] else i for d, i in enumerate(idx)]

@@ -4,13 +4,14 @@ import torch.nn as nn
 
 class Model(nn.Module):
     """Batched matrix product whose sizes are named m, k and n, as KernelBench's are: the
-    generated naive kernel's loop variables must not take a size's name."""
+    generated naive kernel's loop variables must not take a size's name. Its strict upper
+    triangle is kept and added to the lower one of A's (triu/tril with a diagonal offset)."""
 
     def __init__(self):
         super(Model, self).__init__()
 
     def forward(self, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
-        return torch.bmm(A, B)
+        return torch.triu(torch.bmm(A, B), diagonal=1) + A.tril(-1).sum(dim=2, keepdim=True)
 
 
 batch_size = 4
