@@ -1,6 +1,6 @@
 //! `kf export` end to end (issue 51): a short gemm search at two sizes, 64³ and 256³ (`kf
 //! search --size … --size …`: a folder of runs by size), exported into one Rust crate, which
-//! is then built and tested with `cargo test --offline` in a temporary folder. Besides the crate's own test (every configuration against the reference), this test
+//! is then built and tested with `cargo test --offline` in a temporary folder outside this repository, as a user would (the crate depends on no KernelFoundry crate, only on crates.io). Besides the crate's own test (every configuration against the reference), this test
 //! adds one of its own to the crate: the dispatch picks each size's own configuration at the
 //! tuned sizes, the nearer one at sizes between them, a valid one where the nearer one's
 //! constraints fail, and every call's result matches a plain triple loop.
@@ -74,6 +74,26 @@ fn test_generated_crate(krate: &Path, envs: &[(&str, &std::ffi::OsStr)]) -> Outp
         .unwrap()
 }
 
+/// The generated crate lies outside this repository and depends only on crates.io crates (no
+/// KernelFoundry crate, no path), so its `cargo test` is what a user gets.
+fn assert_self_contained(krate: &Path) {
+    let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    assert!(!krate.starts_with(&workspace), "{}", krate.display());
+    let cargo = std::fs::read_to_string(krate.join("Cargo.toml")).unwrap();
+    let deps = cargo.split("[dependencies]").nth(1).unwrap_or_default();
+    for line in deps
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+    {
+        let name = line.split('=').next().unwrap_or_default().trim();
+        assert!(
+            ["opencl3", "evalexpr", "libc", "half"].contains(&name) && !line.contains("path"),
+            "{cargo}"
+        );
+    }
+    assert!(!krate.join("Cargo.lock").exists());
+}
+
 /// One `kf search` at 64³ and 256³ into `out` (a folder of runs by size, `sizes.json`).
 fn search_two_sizes(out: &Path) {
     let o = Command::new(env!("CARGO_BIN_EXE_kf"))
@@ -99,8 +119,7 @@ fn search_two_sizes(out: &Path) {
 /// The test this file adds to the generated crate.
 const DISPATCH_TEST: &str = r#"//! Added by the workspace's tests/export.rs: the dispatch rule on real tuned configurations.
 
-use kf_export::dispatch::distance;
-use kf_export::kf_core::Backend as _;
+use kf_kernels::kf_runtime::distance;
 use kf_kernels::*;
 
 fn data(len: usize, seed: u64) -> Vec<f32> {
@@ -130,12 +149,12 @@ fn reference(m: usize, n: usize, k: usize, a: &[f32], b: &[f32]) -> Vec<f32> {
 }
 
 /// Calls `gemm` at (m, n, k), checks the result against the triple loop, returns the index.
-fn call(backend: &OpenClBackend, (m, n, k): (i64, i64, i64)) -> usize {
+fn call(device: &Device, (m, n, k): (i64, i64, i64)) -> usize {
     let (mu, nu, ku) = (m as usize, n as usize, k as usize);
     let a = data(mu * ku, 1);
     let b = data(ku * nu, 2);
     let mut c = vec![f32::NAN; mu * nu];
-    let index = gemm(backend, m, n, k, &a, &b, &mut c).expect("the dispatched call runs");
+    let index = gemm(device, m, n, k, &a, &b, &mut c).expect("the dispatched call runs");
     let want = reference(mu, nu, ku, &a, &b);
     for (i, (g, w)) in c.iter().zip(&want).enumerate() {
         assert!(
@@ -150,16 +169,16 @@ fn call(backend: &OpenClBackend, (m, n, k): (i64, i64, i64)) -> usize {
 
 #[test]
 fn the_dispatch_picks_own_nearer_and_valid_configurations() {
-    let backend = OpenClBackend::new().expect("the OpenCL runtime");
-    let device = backend.device();
+    let opened = Device::open().expect("the OpenCL device");
+    let device = opened.facts();
     assert_eq!(GEMM_CONFIGURATIONS.len(), 2);
     let tuned = |i: usize| GEMM_CONFIGURATIONS[i].tuned_sizes[0].1;
     let small = (0..2).find(|&i| tuned(i) == 64).expect("a configuration tuned at 64");
     let large = (0..2).find(|&i| tuned(i) == 256).expect("a configuration tuned at 256");
 
     // Each tuned size gets its own configuration.
-    assert_eq!(call(&backend, (64, 64, 64)), small);
-    assert_eq!(call(&backend, (256, 256, 256)), large);
+    assert_eq!(call(&opened, (64, 64, 64)), small);
+    assert_eq!(call(&opened, (256, 256, 256)), large);
 
     // Every shape of multiples of 32 up to 320: the choice is the nearer valid configuration
     // (ties to the larger tuned size), or an error naming the rules when neither is valid.
@@ -219,15 +238,15 @@ fn the_dispatch_picks_own_nearer_and_valid_configurations() {
     // and is correct (ties were checked above, without running).
     assert!(!between.is_empty(), "no shape between 64 and 256 where both configurations hold");
     for (shape, nearer) in &between {
-        assert_eq!(call(&backend, *shape), *nearer);
+        assert_eq!(call(&opened, *shape), *nearer);
     }
     // Where the nearer configuration's constraints fail, the valid one runs and is correct.
     let (shape, only) = fallback.expect(
         "no shape where the nearer configuration's constraints fail and the other's hold",
     );
-    assert_eq!(call(&backend, shape), only);
+    assert_eq!(call(&opened, shape), only);
     if let Some(path) = std::env::var_os("KF_EXPORT_FACTS") {
-        let facts: Vec<String> = device.symbols().iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let facts: Vec<String> = device.symbols.iter().map(|(k, v)| format!("{k} {v}")).collect();
         std::fs::write(path, facts.join("\n") + "\n").expect("the facts file");
     }
     if let Some(path) = std::env::var_os("KF_EXPORT_CHOICES") {
@@ -339,24 +358,24 @@ fn exported_gemm_runs_build_and_dispatch_by_size() {
     search_two_sizes(&runs);
     let searched = started.elapsed();
 
-    let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let krate = tmp.path().join("kernels");
     let o = Command::new(env!("CARGO_BIN_EXE_kf"))
         .args(["export", "--run"])
         .arg(&runs)
         .arg("--rust")
         .arg(&krate)
-        .arg("--workspace")
-        .arg(&workspace)
         .output()
         .unwrap();
     assert!(o.status.success(), "kf export: {}", text(&o));
     let lib = std::fs::read_to_string(krate.join("src/lib.rs")).unwrap();
-    assert!(lib.contains("pub fn gemm(backend: &OpenClBackend, m: i64, n: i64, k: i64, a: &[f32], b: &[f32], c: &mut [f32])"));
+    assert!(lib.contains(
+        "pub fn gemm(device: &Device, m: i64, n: i64, k: i64, a: &[f32], b: &[f32], c: &mut [f32])"
+    ));
     assert!(
         lib.contains("Which configuration serves which region"),
         "{lib}"
     );
+    assert_self_contained(&krate);
     std::fs::write(krate.join("tests/dispatch.rs"), DISPATCH_TEST).unwrap();
     let choices = tmp.path().join("choices.txt");
     let facts = tmp.path().join("facts.txt");
@@ -439,13 +458,12 @@ fn exported_gemm_runs_build_and_dispatch_by_size() {
 /// other than the task file's value computes the task's formula with it.
 const SWISH_DISPATCH_TEST: &str = r#"//! Added by the workspace's tests/export.rs.
 
-use kf_export::kf_core::Backend as _;
 use kf_kernels::*;
 
 #[test]
 fn each_size_gets_its_own_configuration_and_the_scalar_is_passed() {
-    let backend = OpenClBackend::new().expect("the OpenCL runtime");
-    let device = backend.device();
+    let opened = Device::open().expect("the OpenCL device");
+    let device = opened.facts();
     assert_eq!(SCALED_SWISH_CONFIGURATIONS.len(), 2);
     assert_eq!(SCALED_SWISH_ALPHA, 1.5);
     let tuned = |i: usize| SCALED_SWISH_CONFIGURATIONS[i].tuned_sizes[0];
@@ -462,7 +480,7 @@ fn each_size_gets_its_own_configuration_and_the_scalar_is_passed() {
     let x: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919) % 2001) as f32 / 100.0 - 10.0).collect();
     let bias: Vec<f32> = (0..cols).map(|c| c as f32 / 90.0 - 1.0).collect();
     let mut y = vec![f32::NAN; rows * cols];
-    let index = scaled_swish(&backend, rows as i64, cols as i64, alpha, &x, &bias, &mut y).expect("the call runs");
+    let index = scaled_swish(&opened, rows as i64, cols as i64, alpha, &x, &bias, &mut y).expect("the call runs");
     assert_eq!(index, large);
     for (i, (got, v)) in y.iter().zip(&x).enumerate() {
         let v = f64::from(*v);
@@ -541,15 +559,14 @@ fn exported_task_file_runs_build_check_the_stored_reference_and_dispatch_by_size
         .arg(&runs)
         .arg("--rust")
         .arg(&krate)
-        .arg("--workspace")
-        .arg(&workspace)
         .output()
         .unwrap();
     assert!(o.status.success(), "kf export: {}", text(&o));
     let lib = std::fs::read_to_string(krate.join("src/lib.rs")).unwrap();
-    assert!(lib.contains("pub fn scaled_swish(backend: &OpenClBackend, rows: i64, cols: i64, alpha: f32, x: &[f32], bias: &[f32], y: &mut [f32])"), "{lib}");
+    assert!(lib.contains("pub fn scaled_swish(device: &Device, rows: i64, cols: i64, alpha: f32, x: &[f32], bias: &[f32], y: &mut [f32])"), "{lib}");
     let index = std::fs::read_to_string(krate.join("reference/scaled_swish/index.json")).unwrap();
     assert!(index.contains("python scaled_swish_ref.py"), "{index}");
+    assert_self_contained(&krate);
     std::fs::write(krate.join("tests/dispatch.rs"), SWISH_DISPATCH_TEST).unwrap();
     let export_s = exported.elapsed();
 

@@ -5,47 +5,12 @@
 //! driver where the run recorded it; then same name with another driver; else any device),
 //! and among those the one tuned at the nearest sizes: the distance is the sum over the size
 //! names of `|ln(caller / tuned)|`, ties go to the larger tuned sizes, then to the earlier
-//! configuration.
+//! configuration. The rule is [`crate::runtime::choose`], the code every exported crate runs;
+//! this module names it for the export and adds what the generated docs print.
 
-/// One tuned configuration as the dispatch rule sees it.
-#[derive(Debug, Clone, Copy)]
-pub struct Candidate<'a> {
-    /// Device name the configuration was tuned on.
-    pub device: &'a str,
-    /// Driver version it was tuned with, when the run recorded it.
-    pub driver: Option<&'a str>,
-    /// Sizes it was tuned at, by name.
-    pub sizes: &'a [(&'a str, i64)],
-    /// Whether its manifest constraints hold at the caller's sizes on the caller's device.
-    pub valid: bool,
-}
+pub use crate::kf_runtime::{device_tier, Caller, Candidate};
 
-/// The call: the caller's device and sizes.
-#[derive(Debug, Clone, Copy)]
-pub struct Caller<'a> {
-    /// The caller's device name.
-    pub device: &'a str,
-    /// The caller's driver version.
-    pub driver: &'a str,
-    /// The caller's sizes, by name.
-    pub sizes: &'a [(&'a str, i64)],
-}
-
-/// How well a configuration's device matches the caller's: 0 same name and driver (or a driver
-/// the run did not record), 1 same name and another driver, 2 another device.
-pub fn device_tier(candidate: &Candidate<'_>, caller: &Caller<'_>) -> u8 {
-    if candidate.device.trim() != caller.device.trim() {
-        return 2;
-    }
-    match candidate.driver {
-        Some(d) if d.trim() != caller.driver.trim() => 1,
-        _ => 0,
-    }
-}
-
-/// The distance between the caller's sizes and tuned sizes: the sum over the caller's size
-/// names of `|ln(caller / tuned)|` (a name the configuration did not record adds nothing; a
-/// size that is not positive makes the distance infinite).
+/// The distance between the caller's sizes and tuned sizes ([`crate::runtime::distance`]).
 ///
 /// ```
 /// use kf_export::dispatch::distance;
@@ -53,25 +18,11 @@ pub fn device_tier(candidate: &Candidate<'_>, caller: &Caller<'_>) -> u8 {
 /// assert!((d - 2f64.ln()).abs() < 1e-12);
 /// ```
 pub fn distance(caller: &[(&str, i64)], tuned: &[(&str, i64)]) -> f64 {
-    let mut total = 0.0;
-    for (name, value) in caller {
-        let Some((_, t)) = tuned.iter().find(|(n, _)| n == name) else {
-            continue;
-        };
-        if *value <= 0 || *t <= 0 {
-            return f64::INFINITY;
-        }
-        total += (*value as f64 / *t as f64).ln().abs();
-    }
-    total
+    crate::kf_runtime::distance(caller, tuned)
 }
 
-/// The sum of the logarithms of tuned sizes: the tie-break prefers the larger.
-fn log_volume(sizes: &[(&str, i64)]) -> f64 {
-    sizes.iter().map(|(_, v)| (*v.max(&1) as f64).ln()).sum()
-}
-
-/// The index of the configuration that serves `caller`, or `None` when no candidate is valid.
+/// The index of the configuration that serves `caller`, or `None` when no candidate is valid
+/// ([`crate::runtime::choose`], which exported crates run).
 ///
 /// ```
 /// use kf_export::dispatch::{choose, Caller, Candidate};
@@ -88,29 +39,7 @@ fn log_volume(sizes: &[(&str, i64)]) -> f64 {
 /// assert_eq!(at(4096), Some(1));
 /// ```
 pub fn choose(candidates: &[Candidate<'_>], caller: &Caller<'_>) -> Option<usize> {
-    let mut best: Option<(usize, u8, f64, f64)> = None;
-    for (i, c) in candidates.iter().enumerate() {
-        if !c.valid {
-            continue;
-        }
-        let tier = device_tier(c, caller);
-        let dist = distance(caller.sizes, c.sizes);
-        let volume = log_volume(c.sizes);
-        let better = match best {
-            None => true,
-            Some((_, bt, bd, bv)) => {
-                // Distances within rounding of each other are ties.
-                let tol = 1e-9 * (1.0 + bd.abs());
-                tier < bt
-                    || (tier == bt
-                        && (dist < bd - tol || ((dist - bd).abs() <= tol && volume > bv)))
-            }
-        };
-        if better {
-            best = Some((i, tier, dist, volume));
-        }
-    }
-    best.map(|(i, ..)| i)
+    crate::kf_runtime::choose(candidates, caller)
 }
 
 /// Where each configuration serves along the diagonal (every size name set to `n`), for

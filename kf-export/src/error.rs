@@ -55,66 +55,19 @@ pub enum ExportError {
         /// The name given.
         name: String,
     },
-    /// A manifest of a run (or embedded in a generated crate) is invalid or does not evaluate.
+    /// A manifest of a run is invalid or does not evaluate.
     #[error(transparent)]
     Manifest(#[from] kf_manifest::ManifestError),
-    /// The caller's sizes or buffers do not fit the task's signature.
-    #[error("{task}: {message}")]
-    BadCall {
-        /// The task.
-        task: String,
-        /// What is wrong (a buffer's length, a size out of range).
-        message: String,
-    },
-    /// No exported configuration's manifest constraints hold at the caller's sizes on the
-    /// caller's device.
-    #[error("{task}: no exported configuration can run at {sizes} on {device}: {reasons}")]
-    NoConfiguration {
-        /// The task.
-        task: String,
-        /// The caller's sizes, `M=100,N=100,K=100`.
-        sizes: String,
-        /// The caller's device.
-        device: String,
-        /// Each configuration and the first constraint it breaks.
-        reasons: String,
-    },
-    /// A configuration index out of the table's range.
-    #[error("{task}: there is no configuration {index} (the table has {len})")]
-    NoSuchConfiguration {
-        /// The task.
-        task: String,
-        /// The index asked for.
-        index: usize,
-        /// Configurations in the table.
-        len: usize,
-    },
     /// A task-file run's task file is invalid, or its reference failed at export time.
     #[error(transparent)]
     TaskFile(Box<kf_eval::taskfile::TaskFileError>),
     /// The evaluator's task code failed (the accumulation rule's reference run).
     #[error(transparent)]
     Eval(Box<kf_eval::EvalError>),
-    /// A stored reference case does not hold what a generated test reads, or a kernel's output
-    /// does not match it.
-    #[error("{task}, reference {case}: {message}")]
-    Reference {
-        /// The task.
-        task: String,
-        /// The case (`case 0 (ROWS=32,COLS=32)`).
-        case: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// The OpenCL backend failed to compile or run the kernel.
-    #[error("{task}: {source}")]
-    Backend {
-        /// The task.
-        task: String,
-        /// The backend's error.
-        #[source]
-        source: kf_backend_opencl::OpenClError,
-    },
+    /// The run time of the generated crate ([`crate::runtime`]) failed, where the export
+    /// itself calls it (its tests).
+    #[error(transparent)]
+    Runtime(#[from] crate::runtime::Error),
 }
 
 impl ExportError {

@@ -1,56 +1,132 @@
 //! Writing the generated crate: `Cargo.toml`, `src/lib.rs` (the tables, one typed function per
-//! task, docs that say which configuration serves which region), `kernels/` (the sources and
+//! task, docs that say which configuration serves which region), the run time
+//! ([`crate::standalone`]: `src/kf_runtime.rs`, `src/kf_check.rs`, `src/kf_f16.rs`), `kernels/` (the sources and
 //! manifests, embedded with `include_str!`), `tests/reference.rs` ([`crate::test_code`]) and,
 //! for task-file tasks, `reference/<task>/` (the reference cases, [`crate::cases`]).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+use kf_backend_opencl::OpenClBackend;
+use kf_core::{CompileOptions, ParamValue};
+use kf_manifest::Manifest;
+
 use crate::error::ExportError;
 use crate::group::{group, group_doc_lines, write, Params, TaskGroup};
 use crate::run::TunedKernel;
-use crate::signature::Access;
+use crate::signature::{Access, Dtype};
+use crate::standalone::{CHECK_RS, F16_RS, RUNTIME_RS};
 use crate::RustExport;
 
-fn cargo_toml(export: &RustExport) -> String {
-    let dep = match &export.workspace {
-        Some(ws) => format!(
-            "kf-export = {{ path = {:?} }}",
-            ws.join("kf-export").display().to_string()
-        ),
-        None => format!("kf-export = \"{}\"", env!("CARGO_PKG_VERSION")),
-    };
+/// Whether any task of the crate has an f16 buffer (the crate then depends on `half`).
+fn has_f16(groups: &[TaskGroup<'_>]) -> bool {
+    groups
+        .iter()
+        .any(|g| g.signature.buffers.iter().any(|b| b.dtype == Dtype::F16))
+}
+
+/// The crate's manifest: `opencl3` (OpenCL, loaded at run time), `evalexpr` (the manifests'
+/// expression language), `libc` (`dlopen` of an installed runtime's support libraries) and,
+/// for f16 buffers, `half`; the same major versions as the workspace builds with.
+fn cargo_toml(export: &RustExport, f16: bool) -> String {
     format!(
         "# Written by `kf export` (kf-export {version}); regenerate it rather than edit it.\n\
          [package]\n\
          name = {name:?}\n\
          version = \"0.1.0\"\n\
          edition = \"2021\"\n\
+         rust-version = \"1.83\"\n\
          publish = false\n\
          \n\
          # A crate of its own, not a member of any workspace around it.\n\
          [workspace]\n\
          \n\
          [dependencies]\n\
-         {dep}\n",
+         # OpenCL; its cl3 loads the OpenCL library at run time, so nothing links at build time.\n\
+         opencl3 = \"0.12\"\n\
+         # The manifests' expression language (constraints, launch sizes), as KernelFoundry's.\n\
+         evalexpr = \"13\"\n\
+         # dlopen of the support libraries an installed OpenCL runtime lists (`preload`).\n\
+         libc = \"0.2\"\n\
+         {half}",
         version = env!("CARGO_PKG_VERSION"),
         name = export.crate_name,
+        half = if f16 {
+            "# f16 buffers.\nhalf = \"2\"\n"
+        } else {
+            ""
+        },
     )
 }
 
-fn lib_rs(groups: &[TaskGroup<'_>]) -> String {
+/// A parameter value as a `kf_runtime::Param` literal.
+fn param_code(v: &ParamValue) -> String {
+    match v {
+        ParamValue::Int(i) => format!("Param::Int({i})"),
+        ParamValue::Float(f) => format!("Param::Float({f:?})"),
+        ParamValue::Bool(b) => format!("Param::Bool({b})"),
+        ParamValue::Text(t) => format!("Param::Text({t:?})"),
+    }
+}
+
+/// One `Configuration { … }` of a table: the parameters and build options resolved here, the
+/// constraints and launch geometry as the manifest's expressions (evaluated at each call).
+fn configuration_code(name: &str, k: &TunedKernel) -> Result<String, ExportError> {
+    let manifest = Manifest::parse(&k.manifest, &format!("{name}.toml"), None)?;
+    let params = manifest.resolve_params(&k.params)?;
+    let options = CompileOptions {
+        flags: manifest.compile_flags(&params)?,
+        arch: None,
+    };
+    let build_options =
+        OpenClBackend::build_options(&params, &options).map_err(|e| ExportError::Unsupported {
+            run: k.run.display().to_string(),
+            what: "the kernel's parameters".to_owned(),
+            why: e.to_string(),
+        })?;
+    let list = |exprs: &[kf_manifest::Expr]| {
+        let items: Vec<String> = exprs.iter().map(|e| format!("{:?}", e.text())).collect();
+        format!("&[{}]", items.join(", "))
+    };
+    let sizes: Vec<String> = k
+        .sizes
+        .iter()
+        .map(|(n, v)| format!("({n:?}, {v})"))
+        .collect();
+    let params: Vec<String> = params
+        .iter()
+        .map(|(n, v)| format!("({n:?}, {})", param_code(v)))
+        .collect();
+    Ok(format!(
+        "    Configuration {{\n        name: {name:?},\n        run: {:?},\n        device: {:?},\n        driver: {:?},\n        tuned_sizes: &[{}],\n        params: &[{}],\n        build_options: {build_options:?},\n        entry: {:?},\n        constraints: {},\n        global: {},\n        local: {},\n        source: include_str!(\"../kernels/{name}.cl\"),\n        gflops: {:?},\n    }},",
+        k.run.display().to_string(),
+        k.device,
+        k.driver,
+        sizes.join(", "),
+        params.join(", "),
+        manifest.entry,
+        list(&manifest.constraints),
+        list(&manifest.global),
+        manifest.local.as_deref().map_or("None".to_owned(), |l| format!("Some({})", list(l))),
+        k.gflops,
+    ))
+}
+
+fn lib_rs(groups: &[TaskGroup<'_>]) -> Result<String, ExportError> {
     let mut out = String::new();
     out.push_str(
         "//! Tuned kernels exported by `kf export` from KernelFoundry search runs.\n\
          //!\n\
+         //! Open the OpenCL device once ([`Device::open`]: it finds the OpenCL runtime that\n\
+         //! `kf setup` installed, or the system's, and a device; `KF_OPENCL_DEVICE` picks one).\n\
          //! Each task has a typed function that picks one of its tuned configurations for the\n\
-         //! caller's device and sizes and launches it through the OpenCL backend\n\
-         //! (`kf_export::kf_backend_opencl::OpenClBackend`, which finds the OpenCL runtime and\n\
-         //! keeps a compile cache on disk): among the configurations whose manifest constraints\n\
-         //! hold at the caller's sizes, one tuned on the caller's device (by name and driver; else\n\
-         //! any device), tuned at the nearest sizes (the sum over size names of\n\
-         //! |ln(caller / tuned)|; ties to the larger tuned sizes). `*_with` runs a given\n\
-         //! configuration, `*_choice` says which one a call would take.\n",
+         //! device and the caller's sizes and launches it: among the configurations whose\n\
+         //! manifest constraints hold at the caller's sizes, one tuned on the caller's device (by\n\
+         //! name and driver; else any device), tuned at the nearest sizes (the sum over size\n\
+         //! names of |ln(caller / tuned)|; ties to the larger tuned sizes). `*_with` runs a given\n\
+         //! configuration, `*_choice` says which one a call would take; [`Kernels`] keeps the\n\
+         //! kernels it runs compiled. The crate depends on no KernelFoundry crate: its run time\n\
+         //! is [`kf_runtime`] (and [`kf_check`], the comparison of its tests).\n",
     );
     for g in groups {
         let task = &g.signature.task;
@@ -60,32 +136,32 @@ fn lib_rs(groups: &[TaskGroup<'_>]) -> String {
         }
     }
     out.push_str(
-        "\n#![allow(clippy::too_many_arguments)]\n\n\
-         pub use kf_export::kf_backend_opencl::OpenClBackend;\n\
-         pub use kf_export::kf_core::DeviceFacts;\n\
-         pub use kf_export::ExportError as Error;\n\
-         use kf_export::kf_core::Backend as _;\n\
+        "\n#![allow(clippy::too_many_arguments)]\n\npub mod kf_check;\npub mod kf_runtime;\n",
+    );
+    if has_f16(groups) {
+        out.push_str("mod kf_f16;\n/// The f16 type of f16 buffers.\npub use kf_f16::f16;\n");
+    }
+    out.push_str(
+        "\npub use kf_runtime::{Device, DeviceFacts, Error};\n\
          #[allow(unused_imports)]\n\
-         pub use kf_export::half::f16;\n\
-         #[allow(unused_imports)]\n\
-         use kf_export::runtime::{self, Configuration, HostData, ScalarArg, Table};\n\
+         use kf_runtime::{Configuration, HostData, Param, ScalarArg, Table};\n\
          \n\
-         /// Calls through one backend that keep every kernel they run compiled (the free\n\
-         /// functions compile, or load from the backend's binary cache, on every call).\n\
-         pub struct Kernels<'b> {\n\
-         \x20   backend: &'b OpenClBackend,\n\
-         \x20   cache: runtime::KernelCache,\n\
+         /// Calls on one device that keep every kernel they run compiled (the free functions\n\
+         /// build the kernel on every call).\n\
+         pub struct Kernels<'d> {\n\
+         \x20   device: &'d Device,\n\
+         \x20   cache: kf_runtime::KernelCache,\n\
          }\n\
          \n\
-         impl<'b> Kernels<'b> {\n\
+         impl<'d> Kernels<'d> {\n\
          \x20   /// Nothing compiled yet.\n\
-         \x20   pub fn new(backend: &'b OpenClBackend) -> Self {\n\
-         \x20       Kernels { backend, cache: runtime::KernelCache::new() }\n\
+         \x20   pub fn new(device: &'d Device) -> Self {\n\
+         \x20       Kernels { device, cache: kf_runtime::KernelCache::new() }\n\
          \x20   }\n\
          \n\
-         \x20   /// The backend the calls go through.\n\
-         \x20   pub fn backend(&self) -> &'b OpenClBackend {\n\
-         \x20       self.backend\n\
+         \x20   /// The device the calls run on.\n\
+         \x20   pub fn device(&self) -> &'d Device {\n\
+         \x20       self.device\n\
          \x20   }\n\
          }\n\
          \n\
@@ -96,12 +172,12 @@ fn lib_rs(groups: &[TaskGroup<'_>]) -> String {
          }\n",
     );
     for g in groups {
-        task_code(&mut out, g);
+        task_code(&mut out, g)?;
     }
-    out
+    Ok(out)
 }
 
-fn task_code(out: &mut String, g: &TaskGroup<'_>) {
+fn task_code(out: &mut String, g: &TaskGroup<'_>) -> Result<(), ExportError> {
     let sig = g.signature;
     let task = g.function();
     let upper = task.to_ascii_uppercase();
@@ -116,42 +192,24 @@ fn task_code(out: &mut String, g: &TaskGroup<'_>) {
         g.kernels.len()
     );
     for (name, k) in &g.kernels {
-        let sizes: Vec<String> = k
-            .sizes
-            .iter()
-            .map(|(n, v)| format!("({n:?}, {v})"))
-            .collect();
-        let params = serde_json::to_string(&k.params).unwrap_or_else(|_| "{}".to_owned());
-        let _ = writeln!(
-            out,
-            "    Configuration {{\n        name: {name:?},\n        run: {:?},\n        device: {:?},\n        driver: {:?},\n        tuned_sizes: &[{}],\n        params_json: {params:?},\n        manifest: include_str!(\"../kernels/{name}.toml\"),\n        source: include_str!(\"../kernels/{name}.cl\"),\n        gflops: {:?},\n    }},",
-            k.run.display().to_string(),
-            k.device,
-            k.driver,
-            sizes.join(", "),
-            k.gflops,
-        );
+        let _ = writeln!(out, "{}", configuration_code(name, k)?);
     }
     out.push_str("];\n");
-    let signature = if g.task_file.is_some() {
-        let _ = writeln!(
-            out,
-            "\n/// `{}`'s kernel signature, from its task file.\n\
-             pub static {upper}_SIGNATURE: kf_export::signature::Signature = {{\n\
-             \x20   use kf_export::signature::{{Access, ArgSig, BufferSig, Dtype, ScalarSig, Signature}};\n\
-             \x20   use std::borrow::Cow;\n\
-             \x20   {}\n\
-             }};",
-            sig.task,
-            sig.to_rust().replace('\n', "\n    ")
-        );
-        format!("&{upper}_SIGNATURE")
-    } else {
-        format!("&kf_export::signature::{upper}")
-    };
     let _ = writeln!(
         out,
-        "\n/// `{}`'s signature and configurations.\npub static {upper}: Table = Table {{\n    signature: {signature},\n    configurations: &{upper}_CONFIGURATIONS,\n}};",
+        "\n/// `{}`'s kernel signature.\n\
+         pub static {upper}_SIGNATURE: kf_runtime::Signature = {{\n\
+         \x20   #[allow(unused_imports)]\n\
+         \x20   use kf_runtime::{{Access, ArgSig, BufferSig, Dtype, ScalarSig, Signature}};\n\
+         \x20   use std::borrow::Cow;\n\
+         \x20   {}\n\
+         }};",
+        sig.task,
+        sig.to_rust().replace('\n', "\n    ")
+    );
+    let _ = writeln!(
+        out,
+        "\n/// `{}`'s signature and configurations.\npub static {upper}: Table = Table {{\n    signature: &{upper}_SIGNATURE,\n    configurations: &{upper}_CONFIGURATIONS,\n}};",
         sig.task
     );
     let names = Params::of(sig);
@@ -182,15 +240,18 @@ fn task_code(out: &mut String, g: &TaskGroup<'_>) {
             params.push(format!("{name}: &mut [{ty}]"));
             let _ = writeln!(
                 prep,
-                "        let mut {name}_bytes = runtime::to_bytes({name});"
+                "        let mut {name}_bytes = kf_runtime::to_bytes({name});"
             );
             data.push(format!("HostData::Out(&mut {name}_bytes)"));
-            let _ = writeln!(back, "        runtime::from_bytes(&{name}_bytes, {name});");
+            let _ = writeln!(
+                back,
+                "        kf_runtime::from_bytes(&{name}_bytes, {name});"
+            );
         } else {
             params.push(format!("{name}: &[{ty}]"));
             let _ = writeln!(
                 prep,
-                "        let {name}_bytes = runtime::to_bytes({name});"
+                "        let {name}_bytes = kf_runtime::to_bytes({name});"
             );
             data.push(format!("HostData::In(&{name}_bytes)"));
         }
@@ -254,17 +315,17 @@ fn task_code(out: &mut String, g: &TaskGroup<'_>) {
         .join(", ");
     let _ = writeln!(
         out,
-        "\n/// Runs `{}` at the sizes {} on `backend`'s device with the configuration the dispatch\n\
+        "\n/// Runs `{}` at the sizes {} on `device` with the configuration the dispatch\n\
          /// rule picks (see the crate docs), and returns its index in [`{upper}_CONFIGURATIONS`].\n\
-         /// Buffers: {}.{scalars_doc} Compiles (or loads from the backend's binary cache) on every\n\
-         /// call; [`Kernels`] keeps the kernels compiled.\n\
+         /// Buffers: {}.{scalars_doc} Builds the kernel on every call; [`Kernels`] keeps the\n\
+         /// kernels compiled.\n\
          ///\n\
          /// # Errors\n\
          ///\n\
          /// No configuration's constraints hold at these sizes (the error names each one's failing\n\
          /// rule), a buffer of the wrong length, or a compile or launch failure.\n\
-         pub fn {task}(backend: &OpenClBackend, {params}) -> Result<usize, Error> {{\n\
-         \x20   Kernels::new(backend).{task}({all_args})\n\
+         pub fn {task}(device: &Device, {params}) -> Result<usize, Error> {{\n\
+         \x20   Kernels::new(device).{task}({all_args})\n\
          }}",
         sig.task,
         sig.size_names().join(", "),
@@ -289,8 +350,8 @@ fn task_code(out: &mut String, g: &TaskGroup<'_>) {
          ///\n\
          /// Its constraints failing at these sizes (the error names the rule), a buffer of the\n\
          /// wrong length, or a compile or launch failure.\n\
-         pub fn {task}_with(backend: &OpenClBackend, index: usize, {params}) -> Result<(), Error> {{\n\
-         \x20   Kernels::new(backend).{task}_with(index, {all_args})\n\
+         pub fn {task}_with(device: &Device, index: usize, {params}) -> Result<(), Error> {{\n\
+         \x20   Kernels::new(device).{task}_with(index, {all_args})\n\
          }}",
         sig.task,
     );
@@ -303,7 +364,7 @@ fn task_code(out: &mut String, g: &TaskGroup<'_>) {
          \x20   ///\n\
          \x20   /// As [`{task}`](fn@{task})'s.\n\
          \x20   pub fn {task}(&self, {params}) -> Result<usize, Error> {{\n\
-         \x20       let index = {task}_choice(self.backend.device(), {sizes_list})?;\n\
+         \x20       let index = {task}_choice(self.device.facts(), {sizes_list})?;\n\
          \x20       self.{task}_with(index, {all_args})?;\n\
          \x20       Ok(index)\n\
          \x20   }}\n\
@@ -315,12 +376,13 @@ fn task_code(out: &mut String, g: &TaskGroup<'_>) {
          \x20   /// As [`{task}_with`](fn@{task}_with)'s.\n\
          \x20   pub fn {task}_with(&self, index: usize, {params}) -> Result<(), Error> {{\n\
          {prep}\
-         \x20       {upper}.launch(self.backend, &self.cache, index, &[{sizes_list}], &[{scalar_args}], &mut [{data}])?;\n\
+         \x20       {upper}.launch(self.device, &self.cache, index, &[{sizes_list}], &[{scalar_args}], &mut [{data}])?;\n\
          {back}\
          \x20       Ok(())\n\
          \x20   }}\n\
          }}",
     );
+    Ok(())
 }
 
 /// Writes the crate; returns the files written.
@@ -337,24 +399,25 @@ pub(crate) fn write_crate(
         files.push(path);
         Ok(())
     };
-    put("Cargo.toml", &cargo_toml(export))?;
+    let f16 = has_f16(&groups);
+    put("Cargo.toml", &cargo_toml(export, f16))?;
+    put("src/kf_runtime.rs", RUNTIME_RS)?;
+    put("src/kf_check.rs", CHECK_RS)?;
+    if f16 {
+        put("src/kf_f16.rs", F16_RS)?;
+    }
     for g in &groups {
         for (name, k) in &g.kernels {
             put(&format!("kernels/{name}.cl"), &k.source)?;
             put(&format!("kernels/{name}.toml"), &k.manifest)?;
         }
     }
-    put("src/lib.rs", &lib_rs(&groups))?;
+    put("src/lib.rs", &lib_rs(&groups)?)?;
     let crate_ident = export.crate_name.replace('-', "_");
     put(
         "tests/reference.rs",
         &crate::test_code::test_rs(&crate_ident, &groups),
     )?;
-
-    if let Some(lock) = &export.lockfile {
-        let text = std::fs::read_to_string(lock).map_err(|e| ExportError::io(lock, e))?;
-        put("Cargo.lock", &text)?;
-    }
     for g in &groups {
         if let Some(file) = g.task_file {
             let dir = out.join("reference").join(g.function());

@@ -7,24 +7,31 @@
 //!   parameters (`report.json`, `best_kernel.*`), and the task, sizes, device and backend it
 //!   was tuned for (`run/run.json`).
 //! * [`export_rust`] writes the crate: the sources embedded (`include_str!` of `kernels/`), a
-//!   typed function per task (`gemm(&backend, m, n, k, &a, &b, &mut c)`, `gemm_with` for a
+//!   typed function per task (`gemm(&device, m, n, k, &a, &b, &mut c)`, `gemm_with` for a
 //!   given configuration, `gemm_choice` for the one a call would take), docs with a table of
 //!   the configurations and which one serves which region, and a test against the task's
 //!   reference at a small size.
-//! * [`runtime`] is what the generated crate calls: [`runtime::Table::choose`] evaluates every
-//!   configuration's manifest constraints at the caller's sizes on the caller's device and
-//!   applies the [`dispatch`] rule (the caller's device first, by name and driver; then the
+//! * The generated crate is self-contained: it depends on no KernelFoundry crate, only on
+//!   `opencl3`, `evalexpr`, `libc` (and `half` for f16 buffers), all on crates.io, so `cargo
+//!   test` builds it anywhere. Its run time is [`standalone`]: Rust files this crate compiles
+//!   and tests as its own modules ([`runtime`], [`standalone::check`]) and writes verbatim into
+//!   the crate (`src/kf_runtime.rs`, `src/kf_check.rs`). [`runtime::Table::choose`] evaluates
+//!   every configuration's manifest constraints at the caller's sizes on the caller's device
+//!   and applies the [`dispatch`] rule (the caller's device first, by name and driver; then the
 //!   nearest tuned sizes by `Σ |ln(caller / tuned)|`; ties to the larger tuned sizes), and
-//!   [`runtime::Table::run`] launches through [`kf_backend_opencl::OpenClBackend`] with the
-//!   launch geometry and `-D` defines evaluated from the manifest at the caller's sizes.
+//!   [`runtime::Table::launch`] builds the kernel with the options the search used (`-D
+//!   NAME=value` per parameter plus the manifest's flags, resolved at export time), launches
+//!   it with the launch geometry evaluated from the manifest at the caller's sizes, and reads
+//!   the outputs back.
 //!
-//! The generated code launches through `kf-backend-opencl`'s public types rather than
-//! `opencl3` directly: that backend is what compiled and timed the kernel in the search (the
-//! same build options, `-D NAME=value` per parameter plus the manifest's flags), it finds the
-//! OpenCL runtime by itself (`.runtime/opencl.json`, `KF_OPENCL_ICD`, `KF_OPENCL_DEVICE`),
-//! loads the OpenCL library at run time, caches program binaries on disk and reports typed
-//! errors. OpenCL C kernels export; other runs are refused with [`ExportError::Unsupported`],
-//! which says why.
+//! What can be resolved at export time is: each configuration's parameters (defaults filled
+//! in) and build options. What depends on the call is evaluated then, with the manifests' own
+//! expression language (`evalexpr`, the engine of `kf-manifest`) and the variable names of
+//! `kf_manifest::Symbols`: device facts, sizes, parameters. [`runtime::Device::open`] finds
+//! the OpenCL runtime the way `kf-backend-opencl` does (`OPENCL_DYLIB_PATH`, `KF_OPENCL_ICD`,
+//! `.runtime/opencl.json`, the per-user `opencl.json` of `kf setup`; `KF_OPENCL_DEVICE` picks
+//! the device). OpenCL C kernels export; other runs are refused with
+//! [`ExportError::Unsupported`], which says why.
 //!
 //! Runs of task files (`kf search --task-file`) export too: the search keeps a copy of its task
 //! file in the output folder ([`TASK_COPY`]), from which the export reads the signature
@@ -34,7 +41,7 @@
 //! distributions at small sizes derived from the tuned ones, and what the task's reference
 //! (Python or a built-in Rust one, run through the evaluator's own code path) computes for
 //! them, stored as `reference/<task>/` beside the generated code ([`mod@reference`]) and compared
-//! under the task's `[tolerance]` and accumulation rule.
+//! under the task's `[tolerance]` and accumulation rule ([`standalone::check`]).
 //!
 //! ```
 //! use kf_export::dispatch::{choose, Caller, Candidate};
@@ -65,19 +72,19 @@ mod group;
 mod python;
 pub mod reference;
 mod run;
-pub mod runtime;
 pub mod signature;
+pub mod standalone;
 mod test_code;
+
+/// The run time every exported crate carries as `src/kf_runtime.rs` ([`standalone`]).
+pub use standalone::runtime;
+/// The path the standalone files name the runtime by (`crate::kf_runtime`), as in an exported
+/// crate.
+pub(crate) use standalone::runtime as kf_runtime;
 
 use std::path::PathBuf;
 
 pub use error::ExportError;
-/// The f16 type of task files' f16 buffers (the generated crate re-exports it).
-pub use half;
-/// The OpenCL backend the generated crate launches through.
-pub use kf_backend_opencl;
-/// The core types the generated crate names (`DeviceFacts`).
-pub use kf_core;
 pub use python::{export_python, PythonExport};
 pub use run::{TunedKernel, TASK_COPY};
 
@@ -91,24 +98,15 @@ pub struct RustExport {
     pub out: PathBuf,
     /// The generated crate's package name.
     pub crate_name: String,
-    /// A KernelFoundry checkout: the generated crate then depends on its `kf-export` by path
-    /// (otherwise on the published version).
-    pub workspace: Option<PathBuf>,
-    /// A `Cargo.lock` to copy into the crate (the workspace's, so that the crate builds
-    /// offline with the versions already built).
-    pub lockfile: Option<PathBuf>,
 }
 
 impl RustExport {
-    /// An export of `runs` into `out`, as the crate `kf-kernels`, depending on the published
-    /// `kf-export`.
+    /// An export of `runs` into `out`, as the crate `kf-kernels`.
     pub fn new(runs: Vec<PathBuf>, out: impl Into<PathBuf>) -> Self {
         RustExport {
             runs,
             out: out.into(),
             crate_name: "kf-kernels".to_owned(),
-            workspace: None,
-            lockfile: None,
         }
     }
 }
@@ -123,7 +121,9 @@ pub struct Exported {
 }
 
 /// Writes the crate of [`RustExport`]: reads every run, checks that each can be exported, and
-/// writes `Cargo.toml`, `src/lib.rs`, `kernels/` and `tests/reference.rs` under `out`.
+/// writes `Cargo.toml`, `src/lib.rs`, the run time (`src/kf_runtime.rs`, `src/kf_check.rs`,
+/// and `src/kf_f16.rs` for f16 buffers: [`standalone`]), `kernels/` and `tests/reference.rs`
+/// under `out`.
 ///
 /// # Errors
 ///
@@ -153,14 +153,7 @@ pub fn export_rust(export: &RustExport) -> Result<Exported, ExportError> {
     Ok(Exported { kernels, files })
 }
 
-/// Sizes as `M=64,N=64,K=64`.
-pub(crate) fn sizes_text<'a>(sizes: impl IntoIterator<Item = (&'a str, i64)>) -> String {
-    sizes
-        .into_iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",")
-}
+pub(crate) use kf_runtime::sizes_text;
 
 #[cfg(test)]
 mod tests;

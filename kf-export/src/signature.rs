@@ -12,39 +12,9 @@ use kf_eval::taskfile::{ArgKind, BufferRole, TaskFile};
 
 use crate::error::ExportError;
 
-/// A name or an expression: borrowed in a generated crate's `static`, owned at export time.
-pub type Text = Cow<'static, str>;
-
-/// Element type of a buffer or a scalar.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dtype {
-    /// 32-bit float (`f32`, OpenCL `float`).
-    F32,
-    /// 16-bit float (`half::f16`, OpenCL `half`; the kernel needs `cl_khr_fp16`). Buffers only.
-    F16,
-    /// 32-bit signed integer (`i32`, OpenCL `int`).
-    I32,
-}
+pub use crate::kf_runtime::{Access, ArgSig, BufferSig, Dtype, ScalarSig, Signature, Text};
 
 impl Dtype {
-    /// Bytes per element.
-    pub fn size(self) -> usize {
-        match self {
-            Dtype::F32 | Dtype::I32 => 4,
-            Dtype::F16 => 2,
-        }
-    }
-
-    /// The Rust element type's name (`f16` is `kf_export::half::f16`, which the generated
-    /// crate re-exports).
-    pub fn rust(self) -> &'static str {
-        match self {
-            Dtype::F32 => "f32",
-            Dtype::F16 => "f16",
-            Dtype::I32 => "i32",
-        }
-    }
-
     /// The task-file dtype this is.
     pub fn eval(self) -> kf_eval::taskfile::Dtype {
         match self {
@@ -61,83 +31,6 @@ impl Dtype {
             kf_eval::taskfile::Dtype::I32 => Dtype::I32,
         }
     }
-}
-
-/// How the kernel uses a buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// Read only.
-    Input,
-    /// Written only: the call reads it back.
-    Output,
-    /// Read and written in place: the call writes the caller's data to the device first and
-    /// reads it back after.
-    InOut,
-}
-
-impl Access {
-    /// Whether the kernel writes the buffer (the call reads it back).
-    pub fn writes(self) -> bool {
-        self != Access::Input
-    }
-
-    /// Whether the kernel reads the caller's data.
-    pub fn reads(self) -> bool {
-        self != Access::Output
-    }
-}
-
-/// One buffer of a task.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BufferSig {
-    /// The task's name for it (`A`).
-    pub name: Text,
-    /// Element type.
-    pub dtype: Dtype,
-    /// Number of elements, an expression over the size names (`M * K`).
-    pub len: Text,
-    /// How the kernel uses it.
-    pub access: Access,
-}
-
-/// One scalar argument of a task (a task file's `[[scalar]]`): the caller passes its value;
-/// the task's own value is the documented default.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ScalarSig {
-    /// The task's name for it (`alpha`).
-    pub name: Text,
-    /// `F32` or `I32`.
-    pub dtype: Dtype,
-    /// The value the task file gives (the search measured with it).
-    pub value: f64,
-}
-
-/// One kernel argument, in order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ArgSig {
-    /// A size, passed as `int`.
-    Size(Text),
-    /// The scalar with this index in [`Signature::scalars`].
-    Scalar(usize),
-    /// The buffer with this index in [`Signature::buffers`].
-    Buffer(usize),
-}
-
-/// A task's kernel signature. The generated functions take the sizes, then the scalars, then
-/// the buffers, each in the order given here; the kernel receives them in [`Signature::args`]
-/// order.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Signature {
-    /// Task name.
-    pub task: Text,
-    /// Size names, in the order the generated function takes them.
-    pub sizes: Cow<'static, [Text]>,
-    /// Scalars, in the order the generated function takes them.
-    pub scalars: Cow<'static, [ScalarSig]>,
-    /// Buffers, in the order the generated function takes them.
-    pub buffers: Cow<'static, [BufferSig]>,
-    /// The kernel's arguments in order.
-    pub args: Cow<'static, [ArgSig]>,
 }
 
 const fn buffer(name: &'static str, len: &'static str, access: Access) -> BufferSig {
@@ -301,11 +194,6 @@ impl Signature {
             buffers: Cow::Owned(buffers),
             args: Cow::Owned(args),
         })
-    }
-
-    /// The size names as plain strings.
-    pub fn size_names(&self) -> Vec<&str> {
-        self.sizes.iter().map(|s| s.as_ref()).collect()
     }
 
     /// The signature as a Rust constant expression (`Signature { task: Cow::Borrowed(…), … }`),

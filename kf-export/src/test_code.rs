@@ -1,7 +1,8 @@
 //! The generated crate's `tests/reference.rs`: every configuration against the task's
 //! reference at a small size where its constraints hold on the test machine's device, and the
 //! dispatched call. Built-in tasks compare with a reference written in Rust here; task-file
-//! tasks with the reference cases `kf export` stored beside the crate ([`crate::reference`]).
+//! tasks with the reference cases `kf export` stored beside the crate ([`crate::reference`]),
+//! read and compared by the crate's `kf_check` ([`crate::standalone::check`]).
 
 use std::fmt::Write as _;
 
@@ -76,8 +77,7 @@ pub(crate) fn test_rs(crate_ident: &str, groups: &[TaskGroup<'_>]) -> String {
         "//! Written by `kf export`: every configuration against the task's reference at a small\n\
          //! size where its constraints hold on this device, and the dispatched call.\n\n\
          #![allow(clippy::needless_range_loop)]\n\n\
-         use {crate_ident}::*;\n\
-         use kf_export::kf_core::Backend as _;\n"
+         use {crate_ident}::*;\n"
     );
     if builtin {
         out.push_str(HELPERS);
@@ -104,16 +104,16 @@ pub(crate) fn test_rs(crate_ident: &str, groups: &[TaskGroup<'_>]) -> String {
             "    const SMALL: [i64; 6] = [16, 32, 64, 96, 128, 256];\n\n\
              \x20   #[test]\n\
              \x20   fn every_configuration_matches_the_reference_at_a_small_size() {{\n\
-             \x20       let Some(backend) = kf_export::kf_backend_opencl::testing::backend_or_skip() else {{\n\
+             \x20       let Some(device) = kf_check::device_or_skip() else {{\n\
              \x20           return;\n\
              \x20       }};\n\
              \x20       let mut ran = 0;\n\
              \x20       for index in 0..{upper}_CONFIGURATIONS.len() {{\n\
-             \x20           let Some(n) = SMALL.into_iter().find(|&n| {upper}.check(index, backend.device(), &{sizes_of}).is_ok()) else {{\n\
+             \x20           let Some(n) = SMALL.into_iter().find(|&n| {upper}.check(index, device.facts(), &{sizes_of}).is_ok()) else {{\n\
              \x20               eprintln!(\"{{}}: no small size where its constraints hold here\", {upper}_CONFIGURATIONS[index].name);\n\
              \x20               continue;\n\
              \x20           }};\n\
-             \x20           let (got, want, _) = case(&Kernels::new(&backend), Some(index), n);\n\
+             \x20           let (got, want, _) = case(&Kernels::new(&device), Some(index), n);\n\
              \x20           close(&got, &want).unwrap_or_else(|e| panic!(\"{{}} at n = {{n}}: {{e}}\", {upper}_CONFIGURATIONS[index].name));\n\
              \x20           ran += 1;\n\
              \x20       }}\n\
@@ -121,11 +121,11 @@ pub(crate) fn test_rs(crate_ident: &str, groups: &[TaskGroup<'_>]) -> String {
              \x20   }}\n\n\
              \x20   #[test]\n\
              \x20   fn the_dispatched_call_matches_the_reference() {{\n\
-             \x20       let Some(backend) = kf_export::kf_backend_opencl::testing::backend_or_skip() else {{\n\
+             \x20       let Some(device) = kf_check::device_or_skip() else {{\n\
              \x20           return;\n\
              \x20       }};\n\
-             \x20       let n = SMALL.into_iter().find(|&n| {upper}.choose(backend.device(), &{sizes_of}).is_ok()).expect(\"a small size some configuration serves\");\n\
-             \x20       let kernels = Kernels::new(&backend);\n\
+             \x20       let n = SMALL.into_iter().find(|&n| {upper}.choose(device.facts(), &{sizes_of}).is_ok()).expect(\"a small size some configuration serves\");\n\
+             \x20       let kernels = Kernels::new(&device);\n\
              \x20       let (got, want, first) = case(&kernels, None, n);\n\
              \x20       close(&got, &want).unwrap();\n\
              \x20       // Again through the same Kernels: the compiled kernel is reused.\n\
@@ -162,7 +162,7 @@ fn close(got: &[f32], want: &[f32]) -> Result<(), String> {\n\
 }\n";
 
 /// The test module of a task-file task: every stored reference case
-/// (`reference/<task>/`, [`crate::reference::ReferenceCases`]) through every configuration
+/// (`reference/<task>/`, [`crate::standalone::check::ReferenceCases`]) through every configuration
 /// whose constraints hold there on this device, and through the dispatched call.
 fn task_file_module(out: &mut String, g: &TaskGroup<'_>) {
     let sig = g.signature;
@@ -209,7 +209,7 @@ fn task_file_module(out: &mut String, g: &TaskGroup<'_>) {
         out,
         "\nmod {task} {{\n\
          \x20   use super::*;\n\
-         \x20   use kf_export::reference::{{Case, ReferenceCases}};\n\n\
+         \x20   use kf_check::{{Case, ReferenceCases}};\n\n\
          \x20   /// The cases `kf export` stored: inputs drawn from the task's `init` distributions and\n\
          \x20   /// what its reference computed for them.\n\
          \x20   fn cases() -> ReferenceCases {{\n\
@@ -232,17 +232,17 @@ fn task_file_module(out: &mut String, g: &TaskGroup<'_>) {
          \x20   }}\n\n\
          \x20   #[test]\n\
          \x20   fn every_configuration_matches_the_reference_at_a_small_size() {{\n\
-         \x20       let Some(backend) = kf_export::kf_backend_opencl::testing::backend_or_skip() else {{\n\
+         \x20       let Some(device) = kf_check::device_or_skip() else {{\n\
          \x20           return;\n\
          \x20       }};\n\
          \x20       let cases = cases();\n\
-         \x20       let kernels = Kernels::new(&backend);\n\
+         \x20       let kernels = Kernels::new(&device);\n\
          \x20       let mut ran = 0;\n\
          \x20       for index in 0..{upper}_CONFIGURATIONS.len() {{\n\
          \x20           let name = {upper}_CONFIGURATIONS[index].name;\n\
          \x20           let mut checked = Vec::new();\n\
          \x20           for case in cases.cases() {{\n\
-         \x20               if {upper}.check(index, backend.device(), &case.sizes()).is_err() {{\n\
+         \x20               if {upper}.check(index, device.facts(), &case.sizes()).is_err() {{\n\
          \x20                   continue;\n\
          \x20               }}\n\
          \x20               run(&kernels, Some(index), &case).unwrap_or_else(|e| panic!(\"{{name}}: {{e}}\"));\n\
@@ -259,14 +259,14 @@ fn task_file_module(out: &mut String, g: &TaskGroup<'_>) {
          \x20   }}\n\n\
          \x20   #[test]\n\
          \x20   fn the_dispatched_call_matches_the_reference() {{\n\
-         \x20       let Some(backend) = kf_export::kf_backend_opencl::testing::backend_or_skip() else {{\n\
+         \x20       let Some(device) = kf_check::device_or_skip() else {{\n\
          \x20           return;\n\
          \x20       }};\n\
          \x20       let cases = cases();\n\
-         \x20       let kernels = Kernels::new(&backend);\n\
+         \x20       let kernels = Kernels::new(&device);\n\
          \x20       let mut served = 0;\n\
          \x20       for case in cases.cases() {{\n\
-         \x20           if {upper}.choose(backend.device(), &case.sizes()).is_err() {{\n\
+         \x20           if {upper}.choose(device.facts(), &case.sizes()).is_err() {{\n\
          \x20               continue;\n\
          \x20           }}\n\
          \x20           let index = run(&kernels, None, &case).unwrap_or_else(|e| panic!(\"{{e}}\"));\n\

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use kf_core::DeviceFacts;
 
-use crate::runtime::{Configuration, Table};
+use crate::runtime::{Configuration, Param, Table};
 use crate::signature::GEMM;
 use crate::{export_rust, ExportError, RustExport};
 
@@ -63,9 +63,22 @@ fn two_runs_export_one_table_with_regions_and_a_test() {
     // Sizes in the task's order, not run.json's.
     assert_eq!(done.kernels[0].sizes_text(), "M=64,N=64,K=64");
     let lib = std::fs::read_to_string(out.join("src/lib.rs")).unwrap();
-    assert!(lib.contains("pub fn gemm(backend: &OpenClBackend, m: i64, n: i64, k: i64, a: &[f32], b: &[f32], c: &mut [f32])"), "{lib}");
+    assert!(lib.contains("pub fn gemm(device: &Device, m: i64, n: i64, k: i64, a: &[f32], b: &[f32], c: &mut [f32])"), "{lib}");
     assert!(lib.contains("pub fn gemm_with(") && lib.contains("pub fn gemm_choice("));
-    assert!(lib.contains("pub struct Kernels<'b>") && lib.contains("launch(self.backend"));
+    assert!(lib.contains("pub struct Kernels<'d>") && lib.contains("launch(self.device"));
+    // Resolved at export time: parameters and build options; the expressions stay.
+    assert!(lib.contains(r#"build_options: "-D TS=32""#), "{lib}");
+    assert!(
+        lib.contains(r#"params: &[("TS", Param::Int(32))]"#),
+        "{lib}"
+    );
+    assert!(lib.contains(r#"local: Some(&["TS", "TS"])"#), "{lib}");
+    // The run time travels with the crate, verbatim.
+    assert_eq!(
+        std::fs::read_to_string(out.join("src/kf_runtime.rs")).unwrap(),
+        crate::standalone::RUNTIME_RS
+    );
+    assert!(out.join("src/kf_check.rs").is_file() && !out.join("src/kf_f16.rs").exists());
     assert!(
         lib.contains("- on Test CPU: 1 ≤ n ≤ 127: `gemm_0`; n ≥ 128: `gemm_1`"),
         "{lib}"
@@ -78,6 +91,10 @@ fn two_runs_export_one_table_with_regions_and_a_test() {
     );
     let cargo = std::fs::read_to_string(out.join("Cargo.toml")).unwrap();
     assert!(cargo.contains("name = \"kf-kernels\"") && cargo.contains("[workspace]"));
+    // No KernelFoundry crate: only what crates.io has.
+    assert!(!cargo.lines().any(|l| l.starts_with("kf")), "{cargo}");
+    assert!(cargo.contains("opencl3 = \"0.12\"") && cargo.contains("evalexpr = \"13\""));
+    assert!(!cargo.contains("half"), "{cargo}");
     let test = std::fs::read_to_string(out.join("tests/reference.rs")).unwrap();
     assert!(
         test.contains("fn reference(m: i64, n: i64, k: i64"),
@@ -104,7 +121,12 @@ fn each_task_gets_its_own_typed_function_and_test_module() {
     let done = export_rust(&export).unwrap();
     assert_eq!(done.kernels[0].sizes_text(), "ROWS=64,COLS=128");
     let lib = std::fs::read_to_string(out.join("src/lib.rs")).unwrap();
-    assert!(lib.contains("pub fn softmax(backend: &OpenClBackend, rows: i64, cols: i64, x: &[f32], y: &mut [f32])"), "{lib}");
+    assert!(
+        lib.contains(
+            "pub fn softmax(device: &Device, rows: i64, cols: i64, x: &[f32], y: &mut [f32])"
+        ),
+        "{lib}"
+    );
     assert!(lib.contains("pub static SOFTMAX: Table") && lib.contains("pub static GEMM: Table"));
     assert!(lib.contains("along the diagonal ROWS = COLS = n"), "{lib}");
     let test = std::fs::read_to_string(out.join("tests/reference.rs")).unwrap();
@@ -178,8 +200,16 @@ static CONFIGS: [Configuration; 2] = [
         device: "Test CPU",
         driver: None,
         tuned_sizes: &[("M", 64), ("N", 64), ("K", 64)],
-        params_json: r#"{"TS": 16}"#,
-        manifest: MANIFEST,
+        params: &[("TS", Param::Int(16))],
+        build_options: "-D TS=16",
+        entry: "gemm",
+        constraints: &[
+            "M % TS == 0",
+            "N % TS == 0",
+            "TS * TS <= max_work_group_size",
+        ],
+        global: &["N", "M"],
+        local: Some(&["TS", "TS"]),
         source: SOURCE,
         gflops: None,
     },
@@ -189,8 +219,16 @@ static CONFIGS: [Configuration; 2] = [
         device: "Test CPU",
         driver: None,
         tuned_sizes: &[("M", 256), ("N", 256), ("K", 256)],
-        params_json: r#"{"TS": 32}"#,
-        manifest: MANIFEST,
+        params: &[("TS", Param::Int(32))],
+        build_options: "-D TS=32",
+        entry: "gemm",
+        constraints: &[
+            "M % TS == 0",
+            "N % TS == 0",
+            "TS * TS <= max_work_group_size",
+        ],
+        global: &["N", "M"],
+        local: Some(&["TS", "TS"]),
         source: SOURCE,
         gflops: None,
     },
@@ -201,10 +239,10 @@ static TABLE: Table = Table {
     configurations: &CONFIGS,
 };
 
-fn device(max_wg: u64) -> DeviceFacts {
+fn device(max_wg: u64) -> crate::runtime::DeviceFacts {
     let mut d = DeviceFacts::unknown("Test CPU");
     d.max_work_group_size = max_wg;
-    d
+    (&d).into()
 }
 
 #[test]
@@ -297,9 +335,9 @@ fn a_task_file_run_exports_typed_scalars_and_stored_reference_cases() {
     let done = export_rust(&RustExport::new(vec![a.clone(), b.clone()], &out)).unwrap();
     assert_eq!(done.kernels[0].sizes_text(), "ROWS=64,COLS=64");
     let lib = std::fs::read_to_string(out.join("src/lib.rs")).unwrap();
-    assert!(lib.contains("pub fn rowsoft(backend: &OpenClBackend, rows: i64, cols: i64, scale: f32, x: &[f32], y: &mut [f32]) -> Result<usize, Error>"), "{lib}");
+    assert!(lib.contains("pub fn rowsoft(device: &Device, rows: i64, cols: i64, scale: f32, x: &[f32], y: &mut [f32]) -> Result<usize, Error>"), "{lib}");
     assert!(lib.contains("pub const ROWSOFT_SCALE: f32 = 2.0;"), "{lib}");
-    assert!(lib.contains("pub static ROWSOFT_SIGNATURE: kf_export::signature::Signature"));
+    assert!(lib.contains("pub static ROWSOFT_SIGNATURE: kf_runtime::Signature"));
     assert!(lib.contains("ArgSig::Scalar(0)") && lib.contains("ScalarArg::F32(scale)"));
     let test = std::fs::read_to_string(out.join("tests/reference.rs")).unwrap();
     assert!(
@@ -310,7 +348,8 @@ fn a_task_file_run_exports_typed_scalars_and_stored_reference_cases() {
 
     // The cases: 32x32 (the smallest tuned sizes halved to at most 1024 elements), its halved
     // alternatives (the task declares none), and the tuned 64x64; 512x512 is too large.
-    let cases = crate::reference::ReferenceCases::read(out.join("reference/rowsoft")).unwrap();
+    let cases =
+        crate::standalone::check::ReferenceCases::read(out.join("reference/rowsoft")).unwrap();
     let sizes: Vec<Vec<i64>> = cases.cases().iter().map(|c| c.sizes()).collect();
     assert_eq!(sizes[0], [16, 16]);
     assert!(
@@ -318,7 +357,9 @@ fn a_task_file_run_exports_typed_scalars_and_stored_reference_cases() {
         "{sizes:?}"
     );
     assert!(!sizes.contains(&vec![512, 512]), "{sizes:?}");
-    assert_eq!(cases.index().reference, "rust softmax");
+    assert_eq!(cases.task(), "rowsoft");
+    let index = std::fs::read_to_string(out.join("reference/rowsoft/index.json")).unwrap();
+    assert!(index.contains("\"reference\": \"rust softmax\""), "{index}");
     let case = cases.cases()[1];
     assert_eq!(case.scalar("scale").unwrap(), 2.0);
     let x: Vec<f32> = case.input("X").unwrap();
@@ -328,11 +369,9 @@ fn a_task_file_run_exports_typed_scalars_and_stored_reference_cases() {
     );
     // The reference's own outputs pass; one element off by more than the tolerance fails,
     // naming it; an untouched output is caught as unwritten.
-    let y = crate::reference::ReferenceCases::read(out.join("reference/rowsoft")).unwrap();
+    let y = crate::standalone::check::ReferenceCases::read(out.join("reference/rowsoft")).unwrap();
     let case = y.cases()[1];
-    let path = out
-        .join("reference/rowsoft")
-        .join(case.entry().buffers[1].expected.as_ref().unwrap());
+    let path = out.join("reference/rowsoft/1/Y.expected.bin");
     let mut want = vec![0f32; x.len()];
     crate::runtime::from_bytes(&std::fs::read(path).unwrap(), &mut want);
     case.check("Y", &want).unwrap();

@@ -26,10 +26,6 @@ pub(crate) struct ExportArgs {
     /// for `-`).
     #[arg(long, default_value = "kf-kernels")]
     name: String,
-    /// A KernelFoundry checkout for the crate to depend on by path (default: the published
-    /// kf-export); its Cargo.lock is copied in so that the crate builds offline.
-    #[arg(long, value_name = "DIR")]
-    workspace: Option<PathBuf>,
 }
 
 pub(crate) fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
@@ -53,12 +49,6 @@ pub(crate) fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
     };
     let mut export = kf_export::RustExport::new(args.runs, out);
     export.crate_name = args.name;
-    if let Some(ws) = args.workspace {
-        let ws = std::path::absolute(&ws)?;
-        let lock = ws.join("Cargo.lock");
-        export.lockfile = lock.is_file().then_some(lock);
-        export.workspace = Some(ws);
-    }
     let done = kf_export::export_rust(&export)?;
     println!(
         "Exported {} configuration(s) into {} ({} files); `cargo test` there checks them against the reference.",
