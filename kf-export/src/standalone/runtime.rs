@@ -1106,7 +1106,7 @@ OpenCL runtime into the per-user folder, no root needed), or install PoCL (sudo 
 install pocl-opencl-icd ocl-icd-libopencl1), or set KF_OPENCL_ICD to an OpenCL driver \
 library, an .icd file, or an opencl.json.";
 
-struct Listed {
+pub(crate) struct Listed {
     platform_index: usize,
     device_index: usize,
     platform: String,
@@ -1293,8 +1293,30 @@ fn list_devices(how: &str) -> Result<Vec<Listed>, Error> {
     Ok(out)
 }
 
+// Used by kf-export's tests only (an exported crate's unit tests do not call it).
+#[cfg(test)]
+#[allow(dead_code)]
+impl Listed {
+    /// A listed device that is never called into (for the selection's tests).
+    pub(crate) fn fake(platform: (usize, &str), device: (usize, &str), kind: u8) -> Self {
+        Listed {
+            platform_index: platform.0,
+            device_index: device.0,
+            platform: platform.1.to_owned(),
+            device: ClDevice::new(std::ptr::null_mut()),
+            name: device.1.to_owned(),
+            kind,
+        }
+    }
+
+    /// `P:D`.
+    pub(crate) fn index(&self) -> String {
+        format!("{}:{}", self.platform_index, self.device_index)
+    }
+}
+
 /// KernelFoundry's device selection: `wanted` as `KF_OPENCL_DEVICE` gives it.
-fn select<'a>(listed: &'a [Listed], wanted: &str) -> Option<&'a Listed> {
+pub(crate) fn select<'a>(listed: &'a [Listed], wanted: &str) -> Option<&'a Listed> {
     let best = |it: &mut dyn Iterator<Item = &'a Listed>| {
         // PoCL last; then GPU, accelerator, CPU; listing order breaks ties.
         it.min_by_key(|d| {

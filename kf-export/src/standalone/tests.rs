@@ -296,3 +296,29 @@ fn a_launch_builds_with_the_defines_runs_and_reads_back() {
     // The gemm table type checks too.
     assert_eq!(GEMM.size_names(), ["M", "N", "K"]);
 }
+
+#[test]
+fn the_device_is_selected_as_kf_backend_opencls_selector_does() {
+    use super::runtime::{select, Listed};
+    let pocl = "Portable Computing Language";
+    let listed = [
+        Listed::fake((0, pocl), (0, "pthread-cpu"), 2),
+        Listed::fake((1, "Intel(R) OpenCL"), (0, "AMD EPYC"), 2),
+        Listed::fake((2, "NVIDIA CUDA"), (0, "H100"), 0),
+        Listed::fake((2, "NVIDIA CUDA"), (1, "H100 second"), 0),
+    ];
+    let pick = |w: &str| select(&listed, w).map(Listed::index);
+    // A GPU first, listing order breaking ties; the CPU that is not PoCL before PoCL's.
+    assert_eq!(pick(""), Some("2:0".into()));
+    assert_eq!(pick("auto"), Some("2:0".into()));
+    assert_eq!(pick("cpu"), Some("1:0".into()));
+    assert_eq!(pick("accelerator"), None);
+    assert_eq!(pick("0:0"), Some("0:0".into()));
+    assert_eq!(pick("2:1"), Some("2:1".into()));
+    assert_eq!(pick("9:9"), None);
+    // A name: equal first, else a part of the name or the platform's.
+    assert_eq!(pick("H100 second"), Some("2:1".into()));
+    assert_eq!(pick("epyc"), Some("1:0".into()));
+    assert_eq!(pick("portable"), Some("0:0".into()));
+    assert_eq!(pick("nothing"), None);
+}
