@@ -1,8 +1,9 @@
 //! Writing the generated crate: `Cargo.toml`, `src/lib.rs` (the tables, one typed function per
 //! task, docs that say which configuration serves which region), the run time
-//! ([`crate::standalone`]: `src/kf_runtime.rs`, `src/kf_check.rs`, `src/kf_f16.rs`), `kernels/` (the sources and
-//! manifests, embedded with `include_str!`), `tests/reference.rs` ([`crate::test_code`]) and,
-//! for task-file tasks, `reference/<task>/` (the reference cases, [`crate::cases`]).
+//! ([`crate::standalone`]: `src/kf_runtime/`, `src/kf_check.rs`, `src/kf_f16.rs`), `kernels/`
+//! (the sources and manifests, embedded with `include_str!`), `tests/reference.rs`
+//! ([`crate::test_code`]) and, for task-file tasks, `reference/<task>/` (the reference cases,
+//! [`crate::cases`]).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -15,7 +16,7 @@ use crate::error::ExportError;
 use crate::group::{group, group_doc_lines, write, Params, TaskGroup};
 use crate::run::TunedKernel;
 use crate::signature::{Access, Dtype};
-use crate::standalone::{CHECK_RS, F16_RS, RUNTIME_RS};
+use crate::standalone::{F16_FILE, RUN_TIME_FILES};
 use crate::RustExport;
 
 /// Whether any task of the crate has an f16 buffer (the crate then depends on `half`).
@@ -48,6 +49,10 @@ fn cargo_toml(export: &RustExport, f16: bool) -> String {
          evalexpr = \"13\"\n\
          # dlopen of the support libraries an installed OpenCL runtime lists (`preload`).\n\
          libc = \"0.2\"\n\
+         # `opencl.json` (the OpenCL runtime's location) and the reference cases' `index.json`;\n\
+         # preserve_order keeps a case's sizes in the task's order.\n\
+         serde = {{ version = \"1\", features = [\"derive\"] }}\n\
+         serde_json = {{ version = \"1\", features = [\"preserve_order\"] }}\n\
          {half}",
         version = env!("CARGO_PKG_VERSION"),
         name = export.crate_name,
@@ -401,10 +406,8 @@ pub(crate) fn write_crate(
     };
     let f16 = has_f16(&groups);
     put("Cargo.toml", &cargo_toml(export, f16))?;
-    put("src/kf_runtime.rs", RUNTIME_RS)?;
-    put("src/kf_check.rs", CHECK_RS)?;
-    if f16 {
-        put("src/kf_f16.rs", F16_RS)?;
+    for (rel, text) in RUN_TIME_FILES.iter().chain(f16.then_some(&F16_FILE)) {
+        put(rel, text)?;
     }
     for g in &groups {
         for (name, k) in &g.kernels {

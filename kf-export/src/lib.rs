@@ -12,10 +12,10 @@
 //!   the configurations and which one serves which region, and a test against the task's
 //!   reference at a small size.
 //! * The generated crate is self-contained: it depends on no KernelFoundry crate, only on
-//!   `opencl3`, `evalexpr`, `libc` (and `half` for f16 buffers), all on crates.io, so `cargo
-//!   test` builds it anywhere. Its run time is [`standalone`]: Rust files this crate compiles
+//!   `opencl3`, `evalexpr`, `libc`, `serde`/`serde_json` (and `half` for f16 buffers), all on
+//!   crates.io, so `cargo test` builds it anywhere. Its run time is [`standalone`]: Rust files this crate compiles
 //!   and tests as its own modules ([`runtime`], [`standalone::check`]) and writes verbatim into
-//!   the crate (`src/kf_runtime.rs`, `src/kf_check.rs`). [`runtime::Table::choose`] evaluates
+//!   the crate (`src/kf_runtime/`, one file per responsibility, and `src/kf_check.rs`). [`runtime::Table::choose`] evaluates
 //!   every configuration's manifest constraints at the caller's sizes on the caller's device
 //!   and applies the [`dispatch`] rule (the caller's device first, by name and driver; then the
 //!   nearest tuned sizes by `Σ |ln(caller / tuned)|`; ties to the larger tuned sizes), and
@@ -76,7 +76,7 @@ pub mod signature;
 pub mod standalone;
 mod test_code;
 
-/// The run time every exported crate carries as `src/kf_runtime.rs` ([`standalone`]).
+/// The run time every exported crate carries as `src/kf_runtime/` ([`standalone`]).
 pub use standalone::runtime;
 /// The path the standalone files name the runtime by (`crate::kf_runtime`), as in an exported
 /// crate.
@@ -121,7 +121,7 @@ pub struct Exported {
 }
 
 /// Writes the crate of [`RustExport`]: reads every run, checks that each can be exported, and
-/// writes `Cargo.toml`, `src/lib.rs`, the run time (`src/kf_runtime.rs`, `src/kf_check.rs`,
+/// writes `Cargo.toml`, `src/lib.rs`, the run time (`src/kf_runtime/`, `src/kf_check.rs`,
 /// and `src/kf_f16.rs` for f16 buffers: [`standalone`]), `kernels/` and `tests/reference.rs`
 /// under `out`.
 ///

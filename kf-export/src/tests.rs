@@ -74,10 +74,13 @@ fn two_runs_export_one_table_with_regions_and_a_test() {
     );
     assert!(lib.contains(r#"local: Some(&["TS", "TS"])"#), "{lib}");
     // The run time travels with the crate, verbatim.
-    assert_eq!(
-        std::fs::read_to_string(out.join("src/kf_runtime.rs")).unwrap(),
-        crate::standalone::RUNTIME_RS
-    );
+    for (rel, text) in crate::standalone::RUN_TIME_FILES {
+        assert_eq!(
+            &std::fs::read_to_string(out.join(rel)).unwrap(),
+            text,
+            "{rel}"
+        );
+    }
     assert!(out.join("src/kf_check.rs").is_file() && !out.join("src/kf_f16.rs").exists());
     assert!(
         lib.contains("- on Test CPU: 1 ≤ n ≤ 127: `gemm_0`; n ≥ 128: `gemm_1`"),
@@ -94,6 +97,8 @@ fn two_runs_export_one_table_with_regions_and_a_test() {
     // No KernelFoundry crate: only what crates.io has.
     assert!(!cargo.lines().any(|l| l.starts_with("kf")), "{cargo}");
     assert!(cargo.contains("opencl3 = \"0.12\"") && cargo.contains("evalexpr = \"13\""));
+    // A case's sizes are read in the task's order.
+    assert!(cargo.contains(r#"serde_json = { version = "1", features = ["preserve_order"] }"#));
     assert!(!cargo.contains("half"), "{cargo}");
     let test = std::fs::read_to_string(out.join("tests/reference.rs")).unwrap();
     assert!(

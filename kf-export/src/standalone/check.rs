@@ -10,11 +10,13 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::kf_runtime::json::{self, Json};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
 use crate::kf_runtime::{sizes_text, Element, Error};
 
 /// The comparison's thresholds (the task's `[tolerance]` for one dtype).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 pub struct Tolerance {
     /// Absolute tolerance per element.
     pub atol: f64,
@@ -142,11 +144,44 @@ pub fn compare<T: Element>(
     }
 }
 
+/// `index.json`: the task and its cases (what `kf export` writes; other fields are ignored).
+#[derive(Debug, Clone, Deserialize)]
+struct Index {
+    #[serde(default)]
+    task: String,
+    cases: Vec<Entry>,
+}
+
+/// One case of `index.json`: sizes and scalars by name, in the task's order (serde_json's
+/// `preserve_order`), and its buffers.
+#[derive(Debug, Clone, Deserialize)]
+struct Entry {
+    #[serde(default)]
+    sizes: Map<String, Value>,
+    #[serde(default)]
+    scalars: Map<String, Value>,
+    #[serde(default)]
+    buffers: Vec<BufferEntry>,
+}
+
+/// One buffer of a case: files relative to the cases' folder; `tolerance` for a buffer the
+/// kernel writes, `input` for one it reads.
+#[derive(Debug, Clone, Deserialize)]
+struct BufferEntry {
+    name: String,
+    dtype: String,
+    elements: usize,
+    input: Option<String>,
+    expected: Option<String>,
+    allowance: Option<String>,
+    tolerance: Option<Tolerance>,
+}
+
 /// A task's stored reference cases (`reference/<task>/`).
 #[derive(Debug, Clone)]
 pub struct ReferenceCases {
     dir: PathBuf,
-    index: Json,
+    index: Index,
 }
 
 /// One case of [`ReferenceCases`].
@@ -154,7 +189,7 @@ pub struct ReferenceCases {
 pub struct Case<'a> {
     dir: &'a Path,
     number: usize,
-    entry: &'a Json,
+    entry: &'a Entry,
 }
 
 impl ReferenceCases {
@@ -171,25 +206,22 @@ impl ReferenceCases {
             path: path.clone(),
             source,
         })?;
-        let index = json::parse(&text)
-            .filter(|j| j.get("cases").and_then(Json::as_array).is_some())
-            .ok_or_else(|| Error::Reference {
-                case: path.display().to_string(),
-                message: "not an index of reference cases".to_owned(),
-            })?;
+        let index = serde_json::from_str(&text).map_err(|e| Error::Reference {
+            case: path.display().to_string(),
+            message: format!("not an index of reference cases: {e}"),
+        })?;
         Ok(ReferenceCases { dir, index })
     }
 
     /// The task the cases are of.
     pub fn task(&self) -> &str {
-        self.index.get("task").and_then(Json::as_str).unwrap_or("")
+        &self.index.task
     }
 
     /// The cases, smallest first.
     pub fn cases(&self) -> Vec<Case<'_>> {
-        let entries = self.index.get("cases").and_then(Json::as_array);
-        entries
-            .unwrap_or_default()
+        self.index
+            .cases
             .iter()
             .enumerate()
             .map(|(number, entry)| Case {
@@ -209,30 +241,17 @@ impl<'a> Case<'a> {
         }
     }
 
-    fn named(&self, key: &str) -> &'a [(String, Json)] {
-        self.entry
-            .get(key)
-            .and_then(Json::as_object)
-            .unwrap_or_default()
-    }
-
     /// `case 0 (ROWS=32,COLS=32)`.
     pub fn describe(&self) -> String {
-        let sizes = self.named("sizes");
-        let text = sizes_text(
-            sizes
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_f64().unwrap_or(0.0) as i64)),
-        );
+        let sizes = self.entry.sizes.iter();
+        let text = sizes_text(sizes.map(|(k, v)| (k.as_str(), v.as_i64().unwrap_or(0))));
         format!("case {} ({text})", self.number)
     }
 
     /// The sizes' values in the index's order (the task's).
     pub fn sizes(&self) -> Vec<i64> {
-        self.named("sizes")
-            .iter()
-            .map(|(_, v)| v.as_f64().unwrap_or(0.0) as i64)
-            .collect()
+        let sizes = self.entry.sizes.values();
+        sizes.map(|v| v.as_i64().unwrap_or(0)).collect()
     }
 
     /// The size `name`.
@@ -241,7 +260,8 @@ impl<'a> Case<'a> {
     ///
     /// [`Error::Reference`] when the case has no such size.
     pub fn size(&self, name: &str) -> Result<i64, Error> {
-        self.number_of("sizes", name).map(|v| v as i64)
+        let value = self.entry.sizes.get(name).and_then(Value::as_i64);
+        value.ok_or_else(|| self.error(format!("no sizes entry `{name}`")))
     }
 
     /// The scalar `name` as f64 (exact for the task's f32 and i32 scalars).
@@ -250,25 +270,14 @@ impl<'a> Case<'a> {
     ///
     /// [`Error::Reference`] when the case has no such scalar.
     pub fn scalar(&self, name: &str) -> Result<f64, Error> {
-        self.number_of("scalars", name)
+        let value = self.entry.scalars.get(name).and_then(Value::as_f64);
+        value.ok_or_else(|| self.error(format!("no scalars entry `{name}`")))
     }
 
-    fn number_of(&self, key: &str, name: &str) -> Result<f64, Error> {
-        self.named(key)
-            .iter()
-            .find(|(k, _)| k == name)
-            .and_then(|(_, v)| v.as_f64())
-            .ok_or_else(|| self.error(format!("no {key} entry `{name}`")))
-    }
-
-    fn buffer<T: Element>(&self, name: &str) -> Result<&'a Json, Error> {
-        let buffers = self.entry.get("buffers").and_then(Json::as_array);
-        let b = buffers
-            .unwrap_or_default()
-            .iter()
-            .find(|b| b.get("name").and_then(Json::as_str) == Some(name))
-            .ok_or_else(|| self.error(format!("no buffer `{name}`")))?;
-        let dtype = b.get("dtype").and_then(Json::as_str).unwrap_or("");
+    fn buffer<T: Element>(&self, name: &str) -> Result<&'a BufferEntry, Error> {
+        let b = self.entry.buffers.iter().find(|b| b.name == name);
+        let b = b.ok_or_else(|| self.error(format!("no buffer `{name}`")))?;
+        let dtype = &b.dtype;
         if dtype != T::DTYPE.rust() {
             return Err(self.error(format!(
                 "buffer `{name}` is {dtype}, read as {}",
@@ -283,13 +292,19 @@ impl<'a> Case<'a> {
         std::fs::read(&path).map_err(|source| Error::Io { path, source })
     }
 
-    fn read<T: Element>(&self, b: &Json, key: &str) -> Result<Vec<T>, Error> {
-        let name = b.get("name").and_then(Json::as_str).unwrap_or("");
-        let Some(rel) = b.get(key).and_then(Json::as_str) else {
+    /// Reads the file `rel` of buffer `b` (its `key` data).
+    fn read<T: Element>(
+        &self,
+        b: &BufferEntry,
+        rel: Option<&str>,
+        key: &str,
+    ) -> Result<Vec<T>, Error> {
+        let name = &b.name;
+        let Some(rel) = rel else {
             return Err(self.error(format!("buffer `{name}` has no `{key}` data")));
         };
         let bytes = self.file(rel)?;
-        let elements = b.get("elements").and_then(Json::as_f64).unwrap_or(0.0) as usize;
+        let elements = b.elements;
         let size = T::DTYPE.size();
         if bytes.len() != elements * size {
             return Err(self.error(format!(
@@ -319,7 +334,7 @@ impl<'a> Case<'a> {
     /// when its file cannot be read.
     pub fn input<T: Element>(&self, name: &str) -> Result<Vec<T>, Error> {
         let b = self.buffer::<T>(name)?;
-        self.read(b, "input")
+        self.read(b, b.input.as_deref(), "input")
     }
 
     /// The buffer the kernel writes `name` into: for an output, every element
@@ -331,11 +346,10 @@ impl<'a> Case<'a> {
     /// As [`Case::input`]'s.
     pub fn output<T: Element>(&self, name: &str) -> Result<Vec<T>, Error> {
         let b = self.buffer::<T>(name)?;
-        if b.get("input").is_some() {
-            return self.read(b, "input");
+        if b.input.is_some() {
+            return self.read(b, b.input.as_deref(), "input");
         }
-        let elements = b.get("elements").and_then(Json::as_f64).unwrap_or(0.0) as usize;
-        Ok(vec![T::POISON; elements])
+        Ok(vec![T::POISON; b.elements])
     }
 
     /// Checks what the kernel wrote into `name` against the reference's output with
@@ -347,20 +361,10 @@ impl<'a> Case<'a> {
     /// errors of [`Case::input`] for the stored files.
     pub fn check<T: Element>(&self, name: &str, got: &[T]) -> Result<(), Error> {
         let b = self.buffer::<T>(name)?;
-        let tolerance = b.get("tolerance").and_then(|t| {
-            let f = |k: &str| t.get(k).and_then(Json::as_f64);
-            Some(Tolerance {
-                atol: f("atol")?,
-                rtol: f("rtol")?,
-                relative_threshold: f("relative_threshold")?,
-                min_fraction_within: f("min_fraction_within")?,
-                min_cosine: f("min_cosine")?,
-            })
-        });
-        let Some(tolerance) = tolerance else {
+        let Some(tolerance) = b.tolerance else {
             return Err(self.error(format!("buffer `{name}` is not written by the kernel")));
         };
-        let want: Vec<T> = self.read(b, "expected")?;
+        let want: Vec<T> = self.read(b, b.expected.as_deref(), "expected")?;
         if got.len() != want.len() {
             return Err(self.error(format!(
                 "`{name}` has {} elements, the reference {}",
@@ -368,7 +372,7 @@ impl<'a> Case<'a> {
                 want.len()
             )));
         }
-        let allowance = match b.get("allowance").and_then(Json::as_str) {
+        let allowance = match &b.allowance {
             Some(rel) => Some(
                 self.file(rel)?
                     .chunks_exact(8)

@@ -8,7 +8,7 @@ use kf_eval::verify::{compare_buffers_with, Verdict as EvalVerdict};
 use kf_manifest::Manifest;
 
 use super::check::{compare, Tolerance, Verdict};
-use super::runtime::{json, Configuration, Device, Error, HostData, KernelCache, Param, Table};
+use super::runtime::{Configuration, Device, Error, HostData, KernelCache, Param, Table};
 use crate::signature::GEMM;
 
 fn same_verdict(got: &[f32], want: &[f32], allowance: Option<&[f64]>) {
@@ -164,21 +164,34 @@ fn constraints_and_geometry_evaluate_as_kf_manifest_does() {
 }
 
 #[test]
-fn json_reads_setup_configs_and_case_indexes() {
+fn setup_configs_and_case_indexes_are_read_and_malformed_json_is_an_error() {
+    use super::runtime::discovery::RuntimeConfig;
     let text = r#"{"schema": 1, "loader": "/x/libOpenCL.so.1", "icd": "/x/lib\u0069ntelocl.so",
-        "preload": ["/x/a.so", "/x/b \"q\".so"], "platforms": [{"devices": [{"n": -1.5e3}]}],
-        "ok": true, "none": null}"#;
-    let j = json::parse(text).unwrap();
+        "preload": ["/x/a.so", "/x/b \"q\".so"], "platforms": [{"devices": [{"n": -1.5e3}]}]}"#;
+    let config: RuntimeConfig = serde_json::from_str(text).unwrap();
     assert_eq!(
-        j.get("icd").and_then(json::Json::as_str),
-        Some("/x/libintelocl.so")
+        config.icd.as_deref(),
+        Some(std::path::Path::new("/x/libintelocl.so"))
     );
-    let preload = j.get("preload").and_then(json::Json::as_array).unwrap();
-    assert_eq!(preload[1].as_str(), Some("/x/b \"q\".so"));
-    assert_eq!(j.get("schema").and_then(json::Json::as_f64), Some(1.0));
-    assert!(json::parse("{\"a\": }").is_none());
-    assert!(json::parse("[1, 2").is_none());
-    assert!(json::parse("{} x").is_none());
+    assert_eq!(config.preload[1], "/x/b \"q\".so");
+    for bad in ["{\"icd\": }", "[1, 2", "{} x", "{\"preload\": 3}"] {
+        assert!(serde_json::from_str::<RuntimeConfig>(bad).is_err(), "{bad}");
+    }
+    // A malformed index.json is Error::Reference naming the file, not a panic.
+    let dir = tempfile::tempdir().unwrap();
+    for bad in ["{\"task\": \"t\", \"cases\": [", "{\"task\": \"t\"}", "[]"] {
+        std::fs::write(dir.path().join("index.json"), bad).unwrap();
+        let e = super::check::ReferenceCases::read(dir.path()).unwrap_err();
+        assert!(matches!(e, Error::Reference { .. }), "{bad}: {e}");
+        assert!(e.to_string().contains("index.json"), "{e}");
+    }
+    let index = r#"{"task": "t", "cases": [{"sizes": {"ROWS": 4, "COLS": 2}, "buffers": []}]}"#;
+    std::fs::write(dir.path().join("index.json"), index).unwrap();
+    let cases = super::check::ReferenceCases::read(dir.path()).unwrap();
+    assert_eq!(cases.task(), "t");
+    // The index's order, not sorted by name.
+    assert_eq!(cases.cases()[0].sizes(), [4, 2]);
+    assert_eq!(cases.cases()[0].describe(), "case 0 (ROWS=4,COLS=2)");
 }
 
 /// The device under kf-backend-opencl's skip rule.
@@ -299,7 +312,7 @@ fn a_launch_builds_with_the_defines_runs_and_reads_back() {
 
 #[test]
 fn the_device_is_selected_as_kf_backend_opencls_selector_does() {
-    use super::runtime::{select, Listed};
+    use super::runtime::device::{select, Listed};
     let pocl = "Portable Computing Language";
     let listed = [
         Listed::fake((0, pocl), (0, "pthread-cpu"), 2),
