@@ -48,6 +48,7 @@ mod error;
 mod expr;
 mod flags;
 mod manifest;
+mod raw;
 pub mod sequence;
 mod standalone;
 

@@ -108,14 +108,14 @@ pub struct SequenceKernel {
 pub(crate) struct RawScratch {
     name: String,
     dtype: String,
-    elements: crate::manifest::RawExpr,
+    elements: crate::raw::RawExpr,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawKernel {
     entry: String,
-    launch: crate::manifest::RawLaunch,
+    launch: crate::raw::RawLaunch,
     writes: Vec<String>,
 }
 

@@ -22,6 +22,10 @@ pub(crate) const RUN_TIME_FILES: &[(&str, &str)] = &[
     ("src/kf_runtime/mod.rs", include_str!("runtime/mod.rs")),
     ("src/kf_runtime/error.rs", include_str!("runtime/error.rs")),
     (
+        "src/kf_runtime/configuration.rs",
+        include_str!("runtime/configuration.rs"),
+    ),
+    (
         "src/kf_runtime/signature.rs",
         include_str!("runtime/signature.rs"),
     ),

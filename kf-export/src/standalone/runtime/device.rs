@@ -17,11 +17,11 @@ use opencl3::platform::get_platforms;
 use opencl3::program::Program;
 use opencl3::types::{cl_device_id, CL_BLOCKING};
 
+use super::configuration::{Arg, Configuration, Geometry};
 use super::discovery::prepare_runtime;
-use super::error::cl_error;
+use super::error::{cl_error, Error};
 use super::signature::array;
-use super::table::Arg;
-use super::{Configuration, DeviceFacts, Error, Geometry};
+use super::symbols::DeviceFacts;
 
 /// An OpenCL device with its context and queue: what the generated functions run on.
 pub struct Device {
@@ -41,11 +41,6 @@ impl fmt::Debug for Device {
 /// The variable that picks the device: `cpu`, `gpu`, `accelerator`, `P:D` (platform and
 /// device index) or a part of the device's or platform's name.
 pub const KF_OPENCL_DEVICE: &str = "KF_OPENCL_DEVICE";
-
-/// The variable that points at an OpenCL runtime: an `opencl.json` (or a folder holding one,
-/// or a `.runtime` folder with one), a folder of `.icd` files, an `.icd` file or a driver
-/// library.
-pub const KF_OPENCL_ICD: &str = "KF_OPENCL_ICD";
 
 /// The sentence every "no runtime" error ends with.
 const HOW_TO_GET_A_RUNTIME: &str = "To get an OpenCL runtime: run `kf setup` (Intel CPU \

@@ -7,9 +7,12 @@ use std::sync::OnceLock;
 
 use serde::Deserialize;
 
-use super::device::KF_OPENCL_ICD;
-
 static PREPARED: OnceLock<String> = OnceLock::new();
+
+/// The variable that points at an OpenCL runtime: an `opencl.json` (or a folder holding one,
+/// or a `.runtime` folder with one), a folder of `.icd` files, an `.icd` file or a driver
+/// library.
+pub const KF_OPENCL_ICD: &str = "KF_OPENCL_ICD";
 
 /// Configures the process for the OpenCL runtime once, before the first OpenCL call, and
 /// returns what was used. `opencl3` loads the OpenCL library named by `OPENCL_DYLIB_PATH`

@@ -26,6 +26,7 @@
 //!   kernel with the options resolved at export time (`-D NAME=value` per parameter, then the
 //!   manifest's flags), keeps it in a [`KernelCache`], launches it and reads the outputs back.
 
+pub(crate) mod configuration;
 pub(crate) mod device;
 pub(crate) mod discovery;
 pub(crate) mod dispatch;
@@ -34,8 +35,9 @@ pub(crate) mod signature;
 pub(crate) mod symbols;
 pub(crate) mod table;
 
-pub use device::{Device, KF_OPENCL_DEVICE, KF_OPENCL_ICD};
-pub use discovery::prepare_runtime;
+pub use configuration::{Configuration, Geometry};
+pub use device::{Device, KF_OPENCL_DEVICE};
+pub use discovery::{prepare_runtime, KF_OPENCL_ICD};
 pub use dispatch::{choose, device_tier, distance, Caller, Candidate};
 pub use error::Error;
 pub use signature::{
@@ -43,4 +45,4 @@ pub use signature::{
     ScalarArg, ScalarSig, Signature, Text,
 };
 pub use symbols::{DeviceFacts, Param};
-pub use table::{Configuration, Geometry, KernelCache, Table};
+pub use table::{KernelCache, Table};

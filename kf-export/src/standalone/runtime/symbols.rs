@@ -7,7 +7,7 @@ use evalexpr::{
     HashMapContext, Value,
 };
 
-use super::Error;
+use super::error::Error;
 
 /// What the dispatch and the manifests' expressions know of a device.
 #[derive(Debug, Clone, PartialEq, Eq)]
