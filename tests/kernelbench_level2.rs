@@ -140,7 +140,7 @@ fn level2_problems_import_and_their_naive_kernels_are_correct() {
 /// 89–91 scans), padded and dilated pooling (max and average, with and without the padding
 /// counted; 41_Max_Pooling_1D), `torch.tensor` constants, `torch.multiply` and a transposed
 /// convolution's arguments by position, losses with a 0-dimensional output and a size as a
-/// divisor (`Losses`), and a batched product (its triangles kept by `triu`/`tril`) whose sizes are named `m`, `k`, `n` (3_Batched: its
+/// divisor (`Losses`), and a batched product (its triangles kept by `triu`/`tril`, and again by `einsum` into another order) whose sizes are named `m`, `k`, `n` (3_Batched: its
 /// naive kernel's loop variable once took the size `k`'s name and summed nothing), and a group
 /// norm with fewer groups than channels (its alternative input sets halve the group count, which
 /// the generated kernel once kept as traced): each imports without PyTorch and its naive kernel

@@ -568,6 +568,39 @@ def matmul(a, b):
     return Tensor(np.matmul(a.data, b.data), shape, record("matmul", [a, b], shape))
 
 
+def einsum(equation, *operands):
+    """torch.einsum of two operands as the stand-in's own operations: each operand permuted to
+    (batch, free, contracted) order and flattened to a matrix per batch, one matmul, then the
+    output's shape and order. Letters are shared batch indices (in both operands and the
+    output), free (in one operand and the output) or contracted (in both, not the output)."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    if len(operands) != 2 or "->" not in equation or "." in equation:
+        raise Unsupported("einsum other than two operands with an explicit output")
+    a, b = operands
+    inputs, out = equation.replace(" ", "").split("->")
+    la, lb = inputs.split(",")
+    if len(set(la)) != len(la) or len(set(lb)) != len(lb) or len(la) != a.ndim or len(lb) != b.ndim:
+        raise Unsupported(f"einsum {equation!r} (a repeated index, or ranks that do not match)")
+    batch = [c for c in out if c in la and c in lb]
+    free_a = [c for c in out if c in la and c not in lb]
+    free_b = [c for c in out if c in lb and c not in la]
+    contracted = [c for c in la if c in lb and c not in out]
+    if any(c not in out and c not in lb for c in la) or any(c not in out and c not in la for c in lb):
+        raise Unsupported(f"einsum {equation!r} (an index summed within one operand)")
+    size = {c: a.sym_shape[la.index(c)] for c in la}
+    size.update({c: b.sym_shape[lb.index(c)] for c in lb if c not in size})
+    matrix = lambda letters: prod([size[c] for c in letters]) if letters else SymInt(1)
+    left = reshape(permute(a, [la.index(c) for c in batch + free_a + contracted]),
+                   [size[c] for c in batch] + [matrix(free_a), matrix(contracted)])
+    right = reshape(permute(b, [lb.index(c) for c in batch + contracted + free_b]),
+                    [size[c] for c in batch] + [matrix(contracted), matrix(free_b)])
+    product = matmul(left, right)
+    order = batch + free_a + free_b
+    result = reshape(product, [size[c] for c in order])
+    return permute(result, [order.index(c) for c in out])
+
+
 def linear(x, weight, bias=None):
     y = matmul(x, weight.T)
     return y + bias if bias is not None else y

@@ -5,13 +5,15 @@ import torch.nn as nn
 class Model(nn.Module):
     """Batched matrix product whose sizes are named m, k and n, as KernelBench's are: the
     generated naive kernel's loop variables must not take a size's name. Its strict upper
-    triangle is kept and added to the lower one of A's (triu/tril with a diagonal offset)."""
+    triangle is kept and added to the lower one of A's (triu/tril with a diagonal offset), and
+    to half the product again through einsum with its output in another order."""
 
     def __init__(self):
         super(Model, self).__init__()
 
     def forward(self, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
-        return torch.triu(torch.bmm(A, B), diagonal=1) + A.tril(-1).sum(dim=2, keepdim=True)
+        swapped = torch.einsum("bmk,bkn->bnm", A, B)
+        return torch.triu(torch.bmm(A, B), diagonal=1) + A.tril(-1).sum(dim=2, keepdim=True) + swapped.transpose(1, 2) * 0.5
 
 
 batch_size = 4
