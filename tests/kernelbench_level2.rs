@@ -138,7 +138,7 @@ fn level2_problems_import_and_their_naive_kernels_are_correct() {
 /// Operations the stand-in and the generator learnt for level 1 (`torch.norm`, `pow`, `sqrt`,
 /// `rsqrt`, `cumsum`/`cumprod` with `flip`: KernelBench's 36_RMSNorm_, 37/39 norms, 88_MinGPTNewGelu,
 /// 89–91 scans), padded and dilated pooling (max and average, with and without the padding
-/// counted; 41_Max_Pooling_1D), `torch.tensor` constants, `torch.multiply` and a transposed
+/// counted; 41_Max_Pooling_1D; a window whose sizes the other input sets halve), `torch.tensor` constants, `torch.multiply` and a transposed
 /// convolution's arguments by position, losses with a 0-dimensional output and a size as a
 /// divisor (`Losses`), and a batched product (its triangles kept by `triu`/`tril`, and again by `einsum` into another order) whose sizes are named `m`, `k`, `n` (3_Batched: its
 /// naive kernel's loop variable once took the size `k`'s name and summed nothing), and a group
@@ -164,6 +164,7 @@ fn scans_norms_powers_and_sizes_named_like_loop_variables_get_correct_naive_kern
         ("tests/data/standin_ops", "Bmm_mkn", small),
         ("tests/data/standin_ops", "Norm_Pow_Cumsum", small),
         ("tests/data/standin_ops", "Pool_Padded", as_written),
+        ("tests/data/standin_ops", "Pool_Window", as_written),
         ("tests/data/standin_ops", "Constants_Positional", as_written),
         ("tests/data/standin_ops", "Losses", as_written),
         (

@@ -701,7 +701,9 @@ def pool(kind, x, kernel_size, stride=None, padding=0, nd=2, dilation=1, ceil_mo
     `dilation` apart, moved by `stride`, over the input padded by `padding` on each side (with
     -inf for max; with zeros for average, divided by the whole window unless
     `count_include_pad` is false, then by the elements inside the input)."""
-    tup = lambda v: [int(i) for i in v] if isinstance(v, (list, tuple)) else [int(v)] * nd
+    # The window's sizes stay symbolic where they are the task's sizes (`kernel_size`), so the
+    # output shape and the generated kernel follow them at every input set.
+    tup = lambda v: [sym(i) for i in v] if isinstance(v, (list, tuple)) else [sym(v)] * nd
     ks = tup(kernel_size)
     st = tup(stride if stride is not None and stride != [] else kernel_size)
     pad = tup(padding)
@@ -716,21 +718,23 @@ def pool(kind, x, kernel_size, stride=None, padding=0, nd=2, dilation=1, ceil_mo
     spatial = [(s + 2 * pad[i] - dil[i] * (ks[i] - 1) - 1) // st[i] + 1 for i, s in enumerate(x.sym_shape[lead:])]
     shape = list(x.sym_shape[:lead]) + spatial
     sp = [int(s) for s in spatial]
+    ks_n, st_n, pad_n, dil_n = ([int(v) for v in values] for values in (ks, st, pad, dil))
     fill = -np.inf if kind == "max" else 0.0
-    widths = [(0, 0)] * lead + [(p, p) for p in pad]
+    widths = [(0, 0)] * lead + [(p, p) for p in pad_n]
     padded = np.pad(x.data, widths, constant_values=fill)
-    inside = np.pad(np.ones(x.data.shape[lead:]), [(p, p) for p in pad])
+    inside = np.pad(np.ones(x.data.shape[lead:]), [(p, p) for p in pad_n])
     acc, count = None, None
-    for k in np.ndindex(*ks):
-        sl = tuple(slice(k[i] * dil[i], k[i] * dil[i] + (sp[i] - 1) * st[i] + 1, st[i]) for i in range(nd))
+    for k in np.ndindex(*ks_n):
+        sl = tuple(slice(k[i] * dil_n[i], k[i] * dil_n[i] + (sp[i] - 1) * st_n[i] + 1, st_n[i]) for i in range(nd))
         part = padded[(Ellipsis,) + sl]
         acc = part if acc is None else (np.maximum(acc, part) if kind == "max" else acc + part)
         count = inside[sl] if count is None else count + inside[sl]
     if kind == "max":
         data = acc
     else:
-        data = acc / (float(np.prod(ks)) if count_include_pad else count)
-    attrs = dict(kind=kind, kernel=ks, stride=st, padding=pad, dilation=dil, nd=nd)
+        data = acc / (float(np.prod(ks_n)) if count_include_pad else count)
+    attrs = dict(kind=kind, nd=nd, **{name: [expr_of(v) for v in values] for name, values in
+                                      (("kernel", ks), ("stride", st), ("padding", pad), ("dilation", dil))})
     attrs["count_include_pad"] = bool(count_include_pad)
     return Tensor(data, shape, record("pool", [x], shape, **attrs))
 
@@ -2162,28 +2166,27 @@ def conv_body(ins, a, shape, args, idx):
 def pool_body(src_node, a, shape, args, idx):
     nd = a["nd"]
     lead = len(shape) - nd
-    ks, st, pad, dil = a["kernel"], a["stride"], a["padding"], a["dilation"]
+    # The window's sizes as C expressions over the task's sizes (literals where constant).
+    ks, st, pad, dil = ([f"(long)({e})" for e in a[name]] for name in ("kernel", "stride", "padding", "dilation"))
     src_dims = c_dims(TRACE[src_node]["shape"])
     positions = [f"const long kf_p{i} = i{lead + i} * {st[i]} - {pad[i]} + kf_k{i} * {dil[i]};" for i in range(nd)]
     value = call(src_node, args, idx[:lead] + [f"kf_p{i}" for i in range(nd)])
     # Padding reads nothing: a window position outside the input is skipped.
-    inside = " && ".join(f"kf_p{i} >= 0 && kf_p{i} < {src_dims[lead + i]}" for i in range(nd)) if any(pad) else None
+    padded = any(e != "0" for e in a["padding"])
+    inside = " && ".join(f"kf_p{i} >= 0 && kf_p{i} < {src_dims[lead + i]}" for i in range(nd)) if padded else None
     names = [f"kf_k{i}" for i in range(nd)]
-    bounds = [str(k) for k in ks]
-    count = 1
-    for k in ks:
-        count *= k
+    count = "(float)(" + " * ".join(ks) + ")"
     if a["kind"] == "max":
         step = f"acc = fmax(acc, {value});"
         start, result = "    float acc = -INFINITY;\n", "    return acc;"
     elif a["count_include_pad"] or inside is None:
         step = f"acc += {value};"
-        start, result = "    float acc = 0.0f;\n", f"    return acc / {c_float(count)};"
+        start, result = "    float acc = 0.0f;\n", f"    return acc / {count};"
     else:
         step = f"acc += {value};\nkf_n += 1.0f;"
         start, result = "    float acc = 0.0f;\n    float kf_n = 0.0f;\n", "    return acc / kf_n;"
     guarded = step if inside is None else f"if ({inside}) {{\n    " + step.replace("\n", "\n    ") + "\n}"
-    return start + loops(names, bounds, "\n".join(positions + [guarded])) + result
+    return start + loops(names, ks, "\n".join(positions + [guarded])) + result
 
 
 def norm_body(ins, a, shape, args, idx):
