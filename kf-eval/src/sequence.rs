@@ -21,8 +21,11 @@ use crate::tasks::{BufferSpec, HostBuffer};
 use crate::verify::guard_violation;
 
 /// The least scratch a candidate may ask for in all, bytes; beyond it, four times the task's
-/// own buffers (split-K partial products need several copies of the output).
-const SCRATCH_FLOOR_BYTES: usize = 256 << 20;
+/// own buffers (split-K partial products need several copies of the output). 1 GiB: a naive
+/// baseline's materialised intermediate (a 3-D transposed convolution's output before the
+/// pools that shrink it, 675 MB for a task of a few MiB) is what PyTorch's eager mode
+/// allocates too.
+const SCRATCH_FLOOR_BYTES: usize = 1 << 30;
 
 /// One kernel launch of a plan.
 #[derive(Debug, Clone)]
@@ -358,4 +361,41 @@ pub(crate) fn check_scratch_after<B: Backend>(
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A two-kernel manifest whose one f32 scratch buffer holds `elements` (an expression).
+    fn manifest(elements: &str) -> Manifest {
+        let text = format!(
+            "source = \"k.cl\"\nentry = \"second\"\nlanguage = \"opencl\"\n\n\
+             [[scratch]]\nname = \"T\"\ndtype = \"f32\"\nelements = \"{elements}\"\n\n\
+             [[kernels]]\nentry = \"first\"\nwrites = [\"T\"]\nlaunch = {{ global = [\"N\"] }}\n\n\
+             [[kernels]]\nentry = \"second\"\nwrites = [\"Y\"]\nlaunch = {{ global = [\"N\"] }}\n"
+        );
+        Manifest::parse(&text, "scratch.toml", None).expect("the test manifest parses")
+    }
+
+    /// Scratch up to the floor (1 GiB) is granted whatever the task's size: a naive baseline's
+    /// materialised intermediate (a 3-D transposed convolution's output before its pools)
+    /// needs several hundred MiB for a task of a few MiB. Beyond the floor and four times the
+    /// task's buffers it is refused, naming both figures.
+    #[test]
+    fn scratch_is_granted_up_to_the_floor_and_refused_beyond_it() {
+        let specs = [
+            BufferSpec::f32("X", 1024, Role::Input),
+            BufferSpec::f32("Y", 1024, Role::Output),
+        ];
+        let sizes = [("N".to_owned(), 1024_i64)];
+        let symbols = Symbols::new().with_sizes(sizes.iter().map(|(k, v)| (k, v)));
+        // 675 MB of f32, as 72_ConvTranspose3d_BatchNorm_AvgPool_AvgPool's naive kernel asks.
+        let granted = Plan::new(&manifest("N * 164860"), &symbols, &specs);
+        assert!(granted.is_ok(), "{:?}", granted.err());
+        let refused = Plan::new(&manifest("N * 262145"), &symbols, &specs)
+            .expect_err("more than 1 GiB of scratch for an 8 KiB task");
+        let message = refused.to_string();
+        assert!(message.contains("at most 1073741824"), "{message}");
+    }
 }
