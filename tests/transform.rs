@@ -163,10 +163,22 @@ fn write(dir: &Path, name: &str, child: &KernelSource) -> PathBuf {
 
 /// `kf eval` of `kernel` at `params` on `task` at `sizes`: its status.
 fn eval(task: &Path, kernel: &Path, sizes: &str, params: &ParamValues) -> String {
+    let (status, diagnostics) = eval_on(
+        ["--task-file", task.to_str().unwrap()],
+        kernel,
+        sizes,
+        params,
+    );
+    format!("{status} {diagnostics}")
+}
+
+/// `kf eval` of `kernel` at `params` on the task `task` names (`--task-file PATH`, `--task
+/// NAME`) at `sizes`: its status and diagnostics.
+fn eval_on(task: [&str; 2], kernel: &Path, sizes: &str, params: &ParamValues) -> (String, String) {
     let mut args = vec![
         "eval".to_owned(),
-        "--task-file".into(),
-        task.to_str().unwrap().into(),
+        task[0].into(),
+        task[1].into(),
         "--kernel".into(),
         kernel.to_str().unwrap().into(),
         "--size".into(),
@@ -181,10 +193,9 @@ fn eval(task: &Path, kernel: &Path, sizes: &str, params: &ParamValues) -> String
     let run = kf(&args);
     let json: serde_json::Value =
         serde_json::from_slice(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&run)));
-    format!(
-        "{} {}",
-        json["status"].as_str().unwrap_or_default(),
-        json["diagnostics"].as_str().unwrap_or_default()
+    (
+        json["status"].as_str().unwrap_or_default().to_owned(),
+        json["diagnostics"].as_str().unwrap_or_default().to_owned(),
     )
 }
 
@@ -568,28 +579,7 @@ fn transformations_rewrite_the_kernels_of_a_sequence() {
             at.set(added.name.clone(), *added.values.iter().max().unwrap());
         }
         let path = write(tmp.path(), transformation.name(), &child.source);
-        let mut args = vec![
-            "eval".to_owned(),
-            "--task".into(),
-            "softmax".into(),
-            "--kernel".into(),
-            path.to_str().unwrap().into(),
-            "--size".into(),
-            "ROWS=100,COLS=333".into(),
-            "--json".into(),
-        ];
-        for (name, value) in at.iter() {
-            args.push("--param".into());
-            args.push(format!("{name}={value}"));
-        }
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let run = kf(&args);
-        let json: serde_json::Value =
-            serde_json::from_slice(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&run)));
-        assert_eq!(
-            json["status"], "correct",
-            "{transformation}: {}",
-            json["diagnostics"]
-        );
+        let (status, diagnostics) = eval_on(["--task", "softmax"], &path, "ROWS=100,COLS=333", &at);
+        assert_eq!(status, "correct", "{transformation}: {diagnostics}");
     }
 }

@@ -180,7 +180,16 @@ class Tensor:
         return self
 
     # get_inputs() converts torch.randint's tensors; a stand-in tensor keeps its values.
-    long = int = bool = float
+    # (Methods, not `long = int = bool = float`: that would shadow the builtins in the
+    # class body.)
+    def long(self):
+        return self
+
+    def int(self):
+        return self
+
+    def bool(self):
+        return self
 
     def detach(self):
         return self
