@@ -340,25 +340,8 @@ where
 
     /// Launches the next step, if the limits allow one.
     pub(super) fn launch(&mut self) -> Result<Launch, CoreError> {
-        if let Some(reason) = self.stop_reason {
-            return Ok(Launch::Stop(reason));
-        }
-        if self.stop.is_stopped() {
-            self.stop_reason = Some(StopReason::Stopped);
-            return Ok(Launch::Stop(StopReason::Stopped));
-        }
-        if let Some(reason) = self.exhausted() {
-            if reason == StopReason::Evaluations {
-                // From here on, launches depend on the budget (see below).
-                self.budget_touched = true;
-            }
-            // Steps in flight may use fewer evaluations than they reserved; once they
-            // complete, the released evaluations can still be spent.
-            if reason != StopReason::Evaluations || self.in_flight == 0 {
-                self.stop_reason = Some(reason);
-                return Ok(Launch::Stop(reason));
-            }
-            return Ok(Launch::Wait);
+        if let Some(halt) = self.halt() {
+            return Ok(halt);
         }
         let step = self.next_step;
         let reservation = self.reservation();
@@ -370,85 +353,138 @@ where
         }
         let budget_bound = self.budget_touched;
         let (header, work) = if let Some(seed) = self.pending_seed.take() {
-            self.pending_seed = self.seeds.next();
-            let reservation = reservation.min(1);
-            let ids = self.take_ids(reservation);
-            let header = StepHeader {
-                step,
-                parent: None,
-                emitter: None,
-                reservation,
-                budget_bound,
-                ids,
-            };
-            (header, Work::Seed(seed))
+            self.seed_step(seed, step, reservation, budget_bound)
         } else {
-            let Some((emitter, parent)) = self.scheduler.choose(&mut self.archive, &mut self.rng)
-            else {
-                if self.in_flight == 0 {
-                    return Err(CoreError::NoParent(
-                        "every seed failed to evaluate or classify".into(),
-                    ));
-                }
+            match self.mutation_step(step, reservation, budget_bound)? {
+                Some(prepared) => prepared,
                 // Wait for the seeds in flight to fill the archive.
-                return Ok(Launch::Wait);
-            };
-            let cell = parent.descriptor.coords.clone();
-            let inspirations: Vec<Elite> = self
-                .archive
-                .inspirations(&mut self.rng, &cell, self.config.inspirations)
-                .into_iter()
-                .cloned()
-                .collect();
-            let ctx = MutationContext {
-                step,
-                seed: self.rng.next_u64(),
-                task: Arc::clone(&self.task),
-                device: self.device.clone(),
-                inspirations,
-                hints: self.archive.hints(Some(&cell)),
-            };
-            let header = StepHeader {
-                step,
-                parent: Some(parent.candidate.id),
-                emitter: Some(emitter),
-                reservation,
-                budget_bound,
-                ids: self.take_ids(reservation),
-            };
-            let work = Work::Mutate {
-                emitter,
-                parent: Box::new(parent),
-                ctx,
-            };
-            (header, work)
-        };
-        let launch = match self.recorded.remove(&step) {
-            Some(record) => {
-                let emitter = header.emitter.and_then(|i| self.scheduler.recorded_name(i));
-                check_replay(&record, header.parent, emitter, step)?;
-                Launch::Replay(Box::new(StepDone {
-                    header,
-                    outcome: StepOutcome::Replayed(record),
-                }))
-            }
-            None => {
-                let filter = match work {
-                    Work::Mutate { .. } => self.filter(),
-                    Work::Seed(_) => None,
-                };
-                Launch::Live(Box::new(LiveStep {
-                    header,
-                    work,
-                    filter,
-                    scheduler: Arc::clone(&self.scheduler),
-                }))
+                None => return Ok(Launch::Wait),
             }
         };
+        let launch = self.replay_or_live(header, work)?;
         self.next_step += 1;
         self.reserved += reservation_of(&launch);
         self.in_flight += 1;
         Ok(launch)
+    }
+
+    /// Why no step may be launched now: a stop (by request or by a spent limit), or a wait for
+    /// the steps in flight to release evaluations. `None` when a step may be launched.
+    fn halt(&mut self) -> Option<Launch> {
+        if let Some(reason) = self.stop_reason {
+            return Some(Launch::Stop(reason));
+        }
+        if self.stop.is_stopped() {
+            self.stop_reason = Some(StopReason::Stopped);
+            return Some(Launch::Stop(StopReason::Stopped));
+        }
+        let reason = self.exhausted()?;
+        if reason == StopReason::Evaluations {
+            // From here on, launches depend on the budget (see `launch`).
+            self.budget_touched = true;
+        }
+        // Steps in flight may use fewer evaluations than they reserved; once they
+        // complete, the released evaluations can still be spent.
+        if reason != StopReason::Evaluations || self.in_flight == 0 {
+            self.stop_reason = Some(reason);
+            return Some(Launch::Stop(reason));
+        }
+        Some(Launch::Wait)
+    }
+
+    /// The header and work of a step that evaluates `seed` (one evaluation at most), queuing
+    /// the next seed.
+    fn seed_step(
+        &mut self,
+        seed: Candidate,
+        step: u64,
+        reservation: u64,
+        budget_bound: bool,
+    ) -> (StepHeader, Work) {
+        self.pending_seed = self.seeds.next();
+        let reservation = reservation.min(1);
+        let ids = self.take_ids(reservation);
+        let header = StepHeader {
+            step,
+            parent: None,
+            emitter: None,
+            reservation,
+            budget_bound,
+            ids,
+        };
+        (header, Work::Seed(seed))
+    }
+
+    /// The header and work of a step that mutates a parent the scheduler chooses, with its
+    /// inspirations and hints from the archive. `None` while the archive has no parent yet but
+    /// seeds are in flight; an error when no seed can ever fill it.
+    fn mutation_step(
+        &mut self,
+        step: u64,
+        reservation: u64,
+        budget_bound: bool,
+    ) -> Result<Option<(StepHeader, Work)>, CoreError> {
+        let Some((emitter, parent)) = self.scheduler.choose(&mut self.archive, &mut self.rng)
+        else {
+            if self.in_flight == 0 {
+                return Err(CoreError::NoParent(
+                    "every seed failed to evaluate or classify".into(),
+                ));
+            }
+            return Ok(None);
+        };
+        let cell = parent.descriptor.coords.clone();
+        let inspirations: Vec<Elite> = self
+            .archive
+            .inspirations(&mut self.rng, &cell, self.config.inspirations)
+            .into_iter()
+            .cloned()
+            .collect();
+        let ctx = MutationContext {
+            step,
+            seed: self.rng.next_u64(),
+            task: Arc::clone(&self.task),
+            device: self.device.clone(),
+            inspirations,
+            hints: self.archive.hints(Some(&cell)),
+        };
+        let header = StepHeader {
+            step,
+            parent: Some(parent.candidate.id),
+            emitter: Some(emitter),
+            reservation,
+            budget_bound,
+            ids: self.take_ids(reservation),
+        };
+        let work = Work::Mutate {
+            emitter,
+            parent: Box::new(parent),
+            ctx,
+        };
+        Ok(Some((header, work)))
+    }
+
+    /// A recorded step (checked against what was decided now) replays as it was; any other
+    /// step goes live, with the novelty filter when it mutates.
+    fn replay_or_live(&mut self, header: StepHeader, work: Work) -> Result<Launch, CoreError> {
+        if let Some(record) = self.recorded.remove(&header.step) {
+            let emitter = header.emitter.and_then(|i| self.scheduler.recorded_name(i));
+            check_replay(&record, header.parent, emitter, header.step)?;
+            return Ok(Launch::Replay(Box::new(StepDone {
+                header,
+                outcome: StepOutcome::Replayed(record),
+            })));
+        }
+        let filter = match work {
+            Work::Mutate { .. } => self.filter(),
+            Work::Seed(_) => None,
+        };
+        Ok(Launch::Live(Box::new(LiveStep {
+            header,
+            work,
+            filter,
+            scheduler: Arc::clone(&self.scheduler),
+        })))
     }
 
     /// Which limit, if any, forbids launching another step.
