@@ -149,81 +149,18 @@ impl Manifest {
             file: file.to_owned(),
             message: e.to_string(),
         })?;
-        let invalid = |field: &str, message: String| ManifestError::Invalid {
-            file: file.to_owned(),
-            field: field.to_owned(),
-            message,
-        };
         let language: Language = raw
             .language
             .parse()
-            .map_err(|e: kf_core::CoreError| invalid("language", e.to_string()))?;
-        if !is_identifier(&raw.entry) {
-            return Err(invalid(
-                "entry",
-                format!("`{}` is not a function name", raw.entry),
-            ));
-        }
-        for (name, values) in &raw.params {
-            if !is_identifier(name) {
-                return Err(invalid(
-                    "params",
-                    format!("`{name}` is not a valid parameter name"),
-                ));
-            }
-            if values.is_empty() {
-                return Err(invalid(
-                    &format!("params.{name}"),
-                    "lists no values".to_owned(),
-                ));
-            }
-        }
-        let site = |field: String| ExprSite {
-            file: file.to_owned(),
-            field,
-        };
-        let constraints = raw
-            .constraints
-            .rules
-            .iter()
-            .enumerate()
-            .map(|(i, r)| Expr::parse(r, &site(format!("constraints.rules[{i}]"))))
-            .collect::<Result<Vec<_>, _>>()?;
+            .map_err(|e: kf_core::CoreError| invalid_field(file, "language", e.to_string()))?;
+        check_names(&raw, file)?;
+        let constraints = parse_constraints(&raw.constraints.rules, file)?;
         let scratch = parse_scratch(raw.scratch, file)?;
         let sequence = parse_kernels(raw.kernels, &scratch, file)?;
-        let (global, local) = match (&raw.launch, sequence.iter().find(|k| k.entry == raw.entry)) {
-            (Some(_), _) if !sequence.is_empty() => {
-                return Err(invalid(
-                    "launch",
-                    "is given beside [[kernels]]: a sequence's kernels each have their launch"
-                        .into(),
-                ))
-            }
-            (Some(launch), _) => launch.parse(file, "launch")?,
-            (None, Some(main)) => (main.global.clone(), main.local.clone()),
-            (None, None) if sequence.is_empty() => {
-                return Err(invalid(
-                    "launch",
-                    "is missing: give [launch] (one kernel) or [[kernels]] (a sequence)".into(),
-                ))
-            }
-            (None, None) => {
-                return Err(invalid(
-                    "entry",
-                    format!(
-                        "`{}` is not one of the sequence's kernels ({})",
-                        raw.entry,
-                        sequence
-                            .iter()
-                            .map(|k| k.entry.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                ))
-            }
-        };
+        let (global, local) = launch_of(raw.launch.as_ref(), &raw.entry, &sequence, file)?;
         if sequence.is_empty() && !scratch.is_empty() {
-            return Err(invalid(
+            return Err(invalid_field(
+                file,
                 "scratch",
                 "needs [[kernels]]: scratch buffers belong to a sequence, which says who writes them"
                     .into(),
@@ -522,6 +459,97 @@ impl Manifest {
             message: e.to_string(),
         })?;
         Ok(range)
+    }
+}
+
+/// The error for a manifest field (`field`) that is present but wrong.
+fn invalid_field(file: &str, field: &str, message: String) -> ManifestError {
+    ManifestError::Invalid {
+        file: file.to_owned(),
+        field: field.to_owned(),
+        message,
+    }
+}
+
+/// Checks the names a manifest declares: the entry is a function name, and each parameter
+/// is an identifier with at least one value.
+fn check_names(raw: &RawManifest, file: &str) -> Result<(), ManifestError> {
+    if !is_identifier(&raw.entry) {
+        return Err(invalid_field(
+            file,
+            "entry",
+            format!("`{}` is not a function name", raw.entry),
+        ));
+    }
+    for (name, values) in &raw.params {
+        if !is_identifier(name) {
+            return Err(invalid_field(
+                file,
+                "params",
+                format!("`{name}` is not a valid parameter name"),
+            ));
+        }
+        if values.is_empty() {
+            return Err(invalid_field(
+                file,
+                &format!("params.{name}"),
+                "lists no values".to_owned(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Parses the constraint rules, each located as `constraints.rules[i]` in errors.
+fn parse_constraints(rules: &[String], file: &str) -> Result<Vec<Expr>, ManifestError> {
+    rules
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let site = ExprSite {
+                file: file.to_owned(),
+                field: format!("constraints.rules[{i}]"),
+            };
+            Expr::parse(r, &site)
+        })
+        .collect()
+}
+
+/// The launch sizes (global, local) of the manifest's entry: its `[launch]` for one kernel,
+/// or the entry's own kernel in a sequence. Exactly one of the two must be given, and a
+/// sequence must contain the entry.
+fn launch_of(
+    launch: Option<&RawLaunch>,
+    entry: &str,
+    sequence: &[SequenceKernel],
+    file: &str,
+) -> Result<(Vec<Expr>, Option<Vec<Expr>>), ManifestError> {
+    match (launch, sequence.iter().find(|k| k.entry == entry)) {
+        (Some(_), _) if !sequence.is_empty() => Err(invalid_field(
+            file,
+            "launch",
+            "is given beside [[kernels]]: a sequence's kernels each have their launch".into(),
+        )),
+        (Some(launch), _) => launch.parse(file, "launch"),
+        (None, Some(main)) => Ok((main.global.clone(), main.local.clone())),
+        (None, None) if sequence.is_empty() => Err(invalid_field(
+            file,
+            "launch",
+            "is missing: give [launch] (one kernel) or [[kernels]] (a sequence)".into(),
+        )),
+        (None, None) => Err(invalid_field(
+            file,
+            "entry",
+            format!(
+                "`{}` is not one of the sequence's kernels ({})",
+                entry,
+                sequence
+                    .iter()
+                    .map(|k| k.entry.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )),
     }
 }
 
