@@ -421,23 +421,7 @@ impl<'a> Scanner<'a> {
                     self.line_text().push(' ');
                 }
                 '/' if self.peek(1) == Some('*') => {
-                    self.i += 2;
-                    loop {
-                        match self.peek(0) {
-                            None => {
-                                return Err(HostAccess {
-                                    line,
-                                    directive: "/*".to_owned(),
-                                    reason: "an unterminated comment".to_owned(),
-                                })
-                            }
-                            Some('*') if self.peek(1) == Some('/') => {
-                                self.i += 2;
-                                break;
-                            }
-                            _ => self.i += 1,
-                        }
-                    }
+                    self.skip_block_comment(line)?;
                     self.line_text().push(' ');
                 }
                 c if c.is_whitespace() => {
@@ -460,25 +444,7 @@ impl<'a> Scanner<'a> {
                     bol = false;
                 }
                 c if is_ident_char(c) && !c.is_ascii_digit() => {
-                    let start = self.i;
-                    while self.peek(0).is_some_and(is_ident_char) {
-                        self.i += 1;
-                    }
-                    let name: String = self.s[start..self.i].iter().map(|ch| ch.c).collect();
-                    let raw_prefix = matches!(name.as_str(), "R" | "u8R" | "uR" | "UR" | "LR");
-                    if self.raw_strings && raw_prefix && self.peek(0) == Some('"') {
-                        let text = format!("{name}{}", self.raw_literal(line)?);
-                        self.push(Kind::Literal(text.clone()), line, bol, &text);
-                    } else if self.peek(0).is_some_and(|q| q == '"' || q == '\'')
-                        && matches!(name.as_str(), "u8" | "u" | "U" | "L")
-                    {
-                        // An encoding prefix: the literal follows.
-                        let quote = self.peek(0).unwrap_or('"');
-                        let text = format!("{name}{}", self.literal(quote));
-                        self.push(Kind::Literal(text.clone()), line, bol, &text);
-                    } else {
-                        self.push(Kind::Ident(name.clone()), line, bol, &name);
-                    }
+                    self.identifier(line, bol)?;
                     bol = false;
                 }
                 c => {
@@ -489,8 +455,61 @@ impl<'a> Scanner<'a> {
                 }
             }
         }
+        Ok(self.into_token_lines())
+    }
+
+    /// Skips a `/* … */` comment from its opening on; `line` is where it opened, for the
+    /// error when it never closes.
+    fn skip_block_comment(&mut self, line: usize) -> Result<(), HostAccess> {
+        self.i += 2;
+        loop {
+            match self.peek(0) {
+                None => {
+                    return Err(HostAccess {
+                        line,
+                        directive: "/*".to_owned(),
+                        reason: "an unterminated comment".to_owned(),
+                    })
+                }
+                Some('*') if self.peek(1) == Some('/') => {
+                    self.i += 2;
+                    return Ok(());
+                }
+                _ => self.i += 1,
+            }
+        }
+    }
+
+    /// Scans an identifier, or a string literal with a prefix (`R"(…)"`, `u8"…"`, `L'…'`):
+    /// the prefix is an identifier until the quote after it shows otherwise.
+    fn identifier(&mut self, line: usize, bol: bool) -> Result<(), HostAccess> {
+        let start = self.i;
+        while self.peek(0).is_some_and(is_ident_char) {
+            self.i += 1;
+        }
+        let name: String = self.s[start..self.i].iter().map(|ch| ch.c).collect();
+        let raw_prefix = matches!(name.as_str(), "R" | "u8R" | "uR" | "UR" | "LR");
+        if self.raw_strings && raw_prefix && self.peek(0) == Some('"') {
+            let text = format!("{name}{}", self.raw_literal(line)?);
+            self.push(Kind::Literal(text.clone()), line, bol, &text);
+        } else if self.peek(0).is_some_and(|q| q == '"' || q == '\'')
+            && matches!(name.as_str(), "u8" | "u" | "U" | "L")
+        {
+            // An encoding prefix: the literal follows.
+            let quote = self.peek(0).unwrap_or('"');
+            let text = format!("{name}{}", self.literal(quote));
+            self.push(Kind::Literal(text.clone()), line, bol, &text);
+        } else {
+            self.push(Kind::Ident(name.clone()), line, bol, &name);
+        }
+        Ok(())
+    }
+
+    /// The scanned tokens, each with the rest of its logical line (comments blanked) from
+    /// the token on.
+    fn into_token_lines(self) -> Vec<TokenLine> {
         let Scanner { tokens, lines, .. } = self;
-        Ok(tokens
+        tokens
             .into_iter()
             .map(|t| TokenLine {
                 rest: lines
@@ -503,7 +522,7 @@ impl<'a> Scanner<'a> {
                 bol: t.bol,
                 logical: t.logical,
             })
-            .collect())
+            .collect()
     }
 
     /// A `"…"` or `'…'` literal from the quote on; it ends at the closing quote or, unclosed,
