@@ -244,11 +244,45 @@ fn plain_load<'t>(re: &Internal, rhs: &'t str) -> Option<&'t str> {
 /// Analyses preprocessed text. `macros` evaluates array extents (undefined names unknown).
 pub(crate) fn analyse(text: &str, macros: &Macros) -> Result<Facts, regex::Error> {
     let re = internal()?;
-    let bytes = text.as_bytes();
     let mut sizes = macros.clone();
     sizes.undefined_is_zero = false;
 
-    // Kernel entry points and their parameter names.
+    let (heads, mut data_names) = kernel_heads(re, text);
+    let kernels = heads + re.sycl_submit.find_iter(text).count();
+    let raw_loops = raw_loops(re, text);
+    // Without kernel heads (a SYCL submission) there are no parameters to tell sizes by:
+    // the names loops compare against stand in for them.
+    if heads == 0 {
+        data_names.extend(loop_bound_names(re, &raw_loops, &sizes));
+    }
+    spread_data_names(re, text, &mut data_names);
+    let loops = classify_loops(re, raw_loops, &data_names);
+    let repeated_sweeps = repeated_sweep(&loops);
+
+    let local_names = local_names(re, text);
+    let private = private_arrays(re, text, &sizes);
+    let uses = private_array_uses(re, text, &private, &local_names);
+    let register_prefetch = register_prefetch(re, text, &local_names, &uses.global_loads);
+    let (work_group_collectives, sub_group_collectives) = collectives(re, text);
+
+    Ok(Facts {
+        kernels,
+        repeated_sweeps,
+        accumulator_arrays: uses.accumulator_arrays,
+        registers_from_local: uses.registers_from_local,
+        register_prefetch,
+        single_sweep_moments: single_sweep_moments(re, text, &loops),
+        online_rescale: online_rescale(re, text),
+        global_atomics: global_atomics(re, text, &local_names),
+        work_group_collectives,
+        sub_group_collectives,
+    })
+}
+
+/// Counts the kernel entry points with a head (OpenCL, CUDA, SYCL free functions) and
+/// collects their scalar parameters' names, which hold run-time sizes.
+fn kernel_heads(re: &Internal, text: &str) -> (usize, HashSet<String>) {
+    let bytes = text.as_bytes();
     let mut kernels = 0;
     let mut data_names: HashSet<String> = HashSet::new();
     for head in [&re.opencl_head, &re.cuda_head, &re.sycl_head] {
@@ -268,10 +302,20 @@ pub(crate) fn analyse(text: &str, macros: &Macros) -> Result<Facts, regex::Error
             }
         }
     }
-    let have_heads = kernels > 0;
-    kernels += re.sycl_submit.find_iter(text).count();
+    (kernels, data_names)
+}
 
-    // Loops.
+/// A `for` loop as found, before its condition is judged: its variable, its condition and
+/// the byte range of its body.
+struct RawLoop {
+    var: String,
+    cond: String,
+    body: Range<usize>,
+}
+
+/// Every well-formed `for` loop of the text (three header clauses, a closed header).
+fn raw_loops(re: &Internal, text: &str) -> Vec<RawLoop> {
+    let bytes = text.as_bytes();
     let mut raw_loops = Vec::new();
     for m in re.for_loop.find_iter(text) {
         let open = m.end() - 1;
@@ -299,45 +343,59 @@ pub(crate) fn analyse(text: &str, macros: &Macros) -> Result<Facts, regex::Error
         let end = if start < bytes.len() && bytes[start] == b'{' {
             matching(bytes, start)
         } else {
-            let mut depth = 0i32;
-            let mut end = bytes.len();
-            for (i, &b) in bytes.iter().enumerate().skip(start) {
-                match b {
-                    b'(' | b'{' | b'[' => depth += 1,
-                    b')' | b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 && b == b'}' {
-                            end = i;
-                            break;
-                        }
-                    }
-                    b';' if depth <= 0 => {
-                        end = i;
-                        break;
-                    }
-                    _ => {}
+            statement_end(bytes, start)
+        };
+        raw_loops.push(RawLoop {
+            var,
+            cond: cond.to_owned(),
+            body: start..end.min(text.len()),
+        });
+    }
+    raw_loops
+}
+
+/// The end of the single statement starting at `start` (a loop body without braces): its
+/// `;`, or the `}` closing the block it is in.
+fn statement_end(bytes: &[u8], start: usize) -> usize {
+    let mut depth = 0i32;
+    for (i, &b) in bytes.iter().enumerate().skip(start) {
+        match b {
+            b'(' | b'{' | b'[' => depth += 1,
+            b')' | b'}' | b']' => {
+                depth -= 1;
+                if depth == 0 && b == b'}' {
+                    return i;
                 }
             }
-            end
-        };
-        raw_loops.push((var, cond.to_owned(), start..end.min(text.len())));
+            b';' if depth <= 0 => return i,
+            _ => {}
+        }
     }
+    bytes.len()
+}
 
-    // Names that hold run-time sizes: kernel parameters, and what is computed from them.
-    if !have_heads {
-        for (var, cond, _) in &raw_loops {
-            for id in re.ident.find_iter(cond) {
-                let id = id.as_str();
-                let constant = sizes.eval(id).is_some()
-                    || id
-                        .chars()
-                        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
-                if id != var && !constant {
-                    data_names.insert(id.to_owned());
-                }
+/// The names loop conditions compare against that are neither the loop's variable nor a
+/// constant (a macro with a value, or an upper-case name): run-time sizes.
+fn loop_bound_names(re: &Internal, raw_loops: &[RawLoop], sizes: &Macros) -> Vec<String> {
+    let mut names = Vec::new();
+    for l in raw_loops {
+        for id in re.ident.find_iter(&l.cond) {
+            let id = id.as_str();
+            let constant = sizes.eval(id).is_some()
+                || id
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+            if id != l.var && !constant {
+                names.push(id.to_owned());
             }
         }
     }
+    names
+}
+
+/// Adds the names assigned from run-time sizes (or from names already known to hold them),
+/// a few rounds deep.
+fn spread_data_names(re: &Internal, text: &str, data_names: &mut HashSet<String>) {
     for _ in 0..4 {
         let mut grew = false;
         for c in re.assignment.captures_iter(text) {
@@ -359,9 +417,18 @@ pub(crate) fn analyse(text: &str, macros: &Macros) -> Result<Facts, regex::Error
             break;
         }
     }
-    let loops: Vec<Loop> = raw_loops
+}
+
+/// Judges each loop: data-sized when its condition involves a run-time size; its condition
+/// normalised (tokens, the loop variable as `$`) so that sweeps of one range compare equal.
+fn classify_loops(
+    re: &Internal,
+    raw_loops: Vec<RawLoop>,
+    data_names: &HashSet<String>,
+) -> Vec<Loop> {
+    raw_loops
         .into_iter()
-        .map(|(var, cond, body)| {
+        .map(|RawLoop { var, cond, body }| {
             let data = re.runtime_size.is_match(&cond)
                 || re
                     .ident
@@ -379,21 +446,26 @@ pub(crate) fn analyse(text: &str, macros: &Macros) -> Result<Facts, regex::Error
                 body,
             }
         })
-        .collect();
+        .collect()
+}
+
+/// The condition of two data-sized loops, neither inside the other, that sweep the same range.
+fn repeated_sweep(loops: &[Loop]) -> Option<String> {
     let nested = |a: &Range<usize>, b: &Range<usize>| {
         (a.start <= b.start && b.end <= a.end) || (b.start <= a.start && a.end <= b.end)
     };
-    let mut repeated_sweeps = None;
-    'outer: for (i, a) in loops.iter().enumerate().filter(|(_, l)| l.data) {
+    for (i, a) in loops.iter().enumerate().filter(|(_, l)| l.data) {
         for b in loops[i + 1..].iter().filter(|l| l.data) {
             if a.condition == b.condition && !nested(&a.body, &b.body) {
-                repeated_sweeps = Some(a.condition.clone());
-                break 'outer;
+                return Some(a.condition.clone());
             }
         }
     }
+    None
+}
 
-    // Local arrays (and aliases of them).
+/// The names of local arrays (OpenCL, CUDA and SYCL declarations) and of aliases of them.
+fn local_names(re: &Internal, text: &str) -> HashSet<String> {
     let mut local_names: HashSet<String> = HashSet::new();
     for c in re.local_array.captures_iter(text) {
         local_names.insert(c[1].to_owned());
@@ -413,8 +485,12 @@ pub(crate) fn analyse(text: &str, macros: &Macros) -> Result<Facts, regex::Error
             }
         }
     }
+    local_names
+}
 
-    // Private arrays with more than one element (an extent that cannot be evaluated counts).
+/// Private arrays with more than one element, by name, with their element count (`None`:
+/// an extent that cannot be evaluated, which counts).
+fn private_arrays(re: &Internal, text: &str, sizes: &Macros) -> HashMap<String, Option<i64>> {
     let mut private: HashMap<String, Option<i64>> = HashMap::new();
     for c in re.private_array.captures_iter(text) {
         if re.local_qualifiers.is_match(&c["prefix"]) || NOT_TYPES.contains(&&c["ty"]) {
@@ -432,10 +508,30 @@ pub(crate) fn analyse(text: &str, macros: &Macros) -> Result<Facts, regex::Error
             private.insert(c["name"].to_owned(), size);
         }
     }
+    private
+}
+
+/// How private names are assigned.
+struct PrivateUses {
+    /// Private arrays updated in place.
+    accumulator_arrays: Vec<String>,
+    /// Private arrays loaded by plain copies from local arrays.
+    registers_from_local: Vec<String>,
+    /// Private names (scalars or arrays) and how often each is loaded by a plain read of a
+    /// non-local array.
+    global_loads: HashMap<String, usize>,
+}
+
+/// Sorts the assignments to private names: in-place updates, copies from local arrays, and
+/// plain loads from other (global) arrays.
+fn private_array_uses(
+    re: &Internal,
+    text: &str,
+    private: &HashMap<String, Option<i64>>,
+    local_names: &HashSet<String>,
+) -> PrivateUses {
     let mut accumulator_arrays = Vec::new();
     let mut registers_from_local = Vec::new();
-    // Private names (scalars or arrays) and how often each is loaded by a plain read of a
-    // non-local array.
     let mut global_loads: HashMap<String, usize> = HashMap::new();
     for c in re.assignment.captures_iter(text) {
         if let Some(src) = plain_load(re, c[2].trim()) {
@@ -474,6 +570,21 @@ pub(crate) fn analyse(text: &str, macros: &Macros) -> Result<Facts, regex::Error
             }
         }
     }
+    PrivateUses {
+        accumulator_arrays,
+        registers_from_local,
+        global_loads,
+    }
+}
+
+/// Private values loaded from global memory in two places or more and stored into local
+/// arrays.
+fn register_prefetch(
+    re: &Internal,
+    text: &str,
+    local_names: &HashSet<String>,
+    global_loads: &HashMap<String, usize>,
+) -> Vec<String> {
     let mut register_prefetch = Vec::new();
     for c in re.local_store.captures_iter(text) {
         let (dst, src) = (&c[1], &c[2]);
@@ -484,9 +595,12 @@ pub(crate) fn analyse(text: &str, macros: &Macros) -> Result<Facts, regex::Error
             register_prefetch.push(src.to_owned());
         }
     }
+    register_prefetch
+}
 
-    // Several moments in one sweep: `s += v` and `ss += v * v` in the same loop.
-    let single_sweep_moments = loops.iter().any(|l| {
+/// Several moments in one sweep: `s += v` and `ss += v * v` in the same loop.
+fn single_sweep_moments(re: &Internal, text: &str, loops: &[Loop]) -> bool {
+    loops.iter().any(|l| {
         let body = &text[l.body.clone()];
         let squared: HashSet<&str> = re
             .sum_of_squares
@@ -497,9 +611,11 @@ pub(crate) fn analyse(text: &str, macros: &Macros) -> Result<Facts, regex::Error
         re.plain_sum
             .captures_iter(body)
             .any(|c| squared.contains(&c[1]))
-    });
+    })
+}
 
-    // Online rescaling of a running sum.
+/// Online rescaling of a running sum by `exp(a - b)` (directly or through a variable).
+fn online_rescale(re: &Internal, text: &str) -> bool {
     let exp_vars: HashSet<&str> = re
         .exp_var
         .captures_iter(text)
@@ -507,16 +623,17 @@ pub(crate) fn analyse(text: &str, macros: &Macros) -> Result<Facts, regex::Error
         .collect();
     let rescale_ok =
         |var: Option<regex::Match<'_>>| var.is_none_or(|v| exp_vars.contains(v.as_str()));
-    let online_rescale = re
-        .rescale
+    re.rescale
         .captures_iter(text)
         .any(|c| c["lhs"] == c["rhs"] && rescale_ok(c.name("var")))
         || re
             .rescale_in_place
             .captures_iter(text)
-            .any(|c| rescale_ok(c.name("var")));
+            .any(|c| rescale_ok(c.name("var")))
+}
 
-    // Atomics on anything but local memory.
+/// The targets of atomics on anything but local memory.
+fn global_atomics(re: &Internal, text: &str, local_names: &HashSet<String>) -> Vec<String> {
     let mut global_atomics = Vec::new();
     for c in re.c_atomic.captures_iter(text) {
         if !local_names.contains(&c[1]) {
@@ -528,8 +645,11 @@ pub(crate) fn analyse(text: &str, macros: &Macros) -> Result<Facts, regex::Error
             global_atomics.push(c[3].to_owned());
         }
     }
+    global_atomics
+}
 
-    // SYCL group algorithms: over a sub-group or over the work-group?
+/// Whether SYCL group algorithms are applied over the work-group, and over a sub-group.
+fn collectives(re: &Internal, text: &str) -> (bool, bool) {
     let sub_groups: HashSet<&str> = re
         .sub_group_var
         .captures_iter(text)
@@ -548,19 +668,7 @@ pub(crate) fn analyse(text: &str, macros: &Macros) -> Result<Facts, regex::Error
             work_group_collectives = true;
         }
     }
-
-    Ok(Facts {
-        kernels,
-        repeated_sweeps,
-        accumulator_arrays,
-        registers_from_local,
-        register_prefetch,
-        single_sweep_moments,
-        online_rescale,
-        global_atomics,
-        work_group_collectives,
-        sub_group_collectives,
-    })
+    (work_group_collectives, sub_group_collectives)
 }
 
 #[cfg(test)]

@@ -210,88 +210,11 @@ pub(crate) fn preprocess_with(text: &str, mut macros: Macros) -> Preprocessed {
     let lines: Vec<&str> = stripped.split('\n').collect();
     let mut out: Vec<String> = Vec::with_capacity(lines.len());
     let mut stack: Vec<Group> = Vec::new();
-    let live = |stack: &[Group]| stack.last().is_none_or(|g| g.live);
-    let certain = |stack: &[Group]| stack.last().is_none_or(|g| g.certain);
 
     let mut i = 0;
     while i < lines.len() {
         let (logical, consumed) = logical_line(&lines, i);
-        let directive = directive(&logical);
-
-        let mut keep = false;
-        match directive {
-            Some((kw @ ("if" | "ifdef" | "ifndef"), arg)) => {
-                let parent_live = live(&stack);
-                let parent_certain = certain(&stack);
-                let branch = if parent_live {
-                    condition(kw, arg, &macros)
-                } else {
-                    Branch::Inactive
-                };
-                stack.push(Group {
-                    parent_live,
-                    parent_certain,
-                    done: branch == Branch::Active,
-                    maybe_taken: branch == Branch::Maybe,
-                    live: branch != Branch::Inactive,
-                    certain: parent_certain && branch == Branch::Active,
-                });
-            }
-            Some((kw @ ("elif" | "elifdef" | "elifndef"), arg)) => {
-                if let Some(g) = stack.last_mut() {
-                    let branch = if g.parent_live && !g.done {
-                        let kw = match kw {
-                            "elifdef" => "ifdef",
-                            "elifndef" => "ifndef",
-                            _ => "if",
-                        };
-                        condition(kw, arg, &macros)
-                    } else {
-                        Branch::Inactive
-                    };
-                    g.live = branch != Branch::Inactive;
-                    g.certain = g.parent_certain && branch == Branch::Active && !g.maybe_taken;
-                    g.done |= branch == Branch::Active;
-                    g.maybe_taken |= branch == Branch::Maybe;
-                }
-            }
-            Some(("else", _)) => {
-                if let Some(g) = stack.last_mut() {
-                    g.live = g.parent_live && !g.done;
-                    g.certain = g.live && g.parent_certain && !g.maybe_taken;
-                    g.done = true;
-                }
-            }
-            Some(("endif", _)) => {
-                stack.pop();
-            }
-            Some(("define", arg)) if live(&stack) => {
-                let end = arg
-                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                    .unwrap_or(arg.len());
-                let (name, body) = arg.split_at(end);
-                if !name.is_empty() {
-                    if !certain(&stack) {
-                        // Defined only on a path that may not be taken.
-                        macros.forget(name);
-                    } else if body.starts_with('(') {
-                        macros.define_function_like(name);
-                    } else {
-                        macros.define(name, body);
-                    }
-                }
-                keep = true;
-            }
-            Some(("undef", arg)) if live(&stack) => {
-                let name = arg.split_whitespace().next().unwrap_or("");
-                if certain(&stack) {
-                    macros.undef(name);
-                } else {
-                    macros.forget(name);
-                }
-            }
-            _ => keep = live(&stack),
-        }
+        let keep = apply_line(directive(&logical), &mut stack, &mut macros);
         if keep {
             out.push(logical);
         } else {
@@ -305,6 +228,119 @@ pub(crate) fn preprocess_with(text: &str, mut macros: Macros) -> Preprocessed {
     Preprocessed {
         text: out.join("\n"),
         macros,
+    }
+}
+
+/// Whether the text at this point is live (every enclosing branch possibly taken).
+fn live(stack: &[Group]) -> bool {
+    stack.last().is_none_or(|g| g.live)
+}
+
+/// Whether the text at this point is certainly live (every enclosing branch surely taken).
+fn certain(stack: &[Group]) -> bool {
+    stack.last().is_none_or(|g| g.certain)
+}
+
+/// Applies one logical line (its directive, if any) to the open groups and the macro table;
+/// returns whether the line's text is kept in the output.
+fn apply_line(
+    directive: Option<(&str, &str)>,
+    stack: &mut Vec<Group>,
+    macros: &mut Macros,
+) -> bool {
+    match directive {
+        Some((kw @ ("if" | "ifdef" | "ifndef"), arg)) => {
+            let group = open_group(stack, kw, arg, macros);
+            stack.push(group);
+        }
+        Some((kw @ ("elif" | "elifdef" | "elifndef"), arg)) => {
+            if let Some(g) = stack.last_mut() {
+                next_branch(g, kw, arg, macros);
+            }
+        }
+        Some(("else", _)) => {
+            if let Some(g) = stack.last_mut() {
+                g.live = g.parent_live && !g.done;
+                g.certain = g.live && g.parent_certain && !g.maybe_taken;
+                g.done = true;
+            }
+        }
+        Some(("endif", _)) => {
+            stack.pop();
+        }
+        Some(("define", arg)) if live(stack) => {
+            define(arg, certain(stack), macros);
+            return true;
+        }
+        Some(("undef", arg)) if live(stack) => {
+            let name = arg.split_whitespace().next().unwrap_or("");
+            if certain(stack) {
+                macros.undef(name);
+            } else {
+                macros.forget(name);
+            }
+        }
+        _ => return live(stack),
+    }
+    false
+}
+
+/// The group an `#if` / `#ifdef` / `#ifndef` opens inside the groups of `stack`; its
+/// condition is evaluated only where the enclosing text is live.
+fn open_group(stack: &[Group], kw: &str, arg: &str, macros: &Macros) -> Group {
+    let parent_live = live(stack);
+    let parent_certain = certain(stack);
+    let branch = if parent_live {
+        condition(kw, arg, macros)
+    } else {
+        Branch::Inactive
+    };
+    Group {
+        parent_live,
+        parent_certain,
+        done: branch == Branch::Active,
+        maybe_taken: branch == Branch::Maybe,
+        live: branch != Branch::Inactive,
+        certain: parent_certain && branch == Branch::Active,
+    }
+}
+
+/// Moves group `g` on to an `#elif` / `#elifdef` / `#elifndef` branch, which is taken only
+/// when no earlier branch surely was.
+fn next_branch(g: &mut Group, kw: &str, arg: &str, macros: &Macros) {
+    let branch = if g.parent_live && !g.done {
+        let kw = match kw {
+            "elifdef" => "ifdef",
+            "elifndef" => "ifndef",
+            _ => "if",
+        };
+        condition(kw, arg, macros)
+    } else {
+        Branch::Inactive
+    };
+    g.live = branch != Branch::Inactive;
+    g.certain = g.parent_certain && branch == Branch::Active && !g.maybe_taken;
+    g.done |= branch == Branch::Active;
+    g.maybe_taken |= branch == Branch::Maybe;
+}
+
+/// Records a live `#define`; a definition on a path that may not be taken makes the name
+/// unknown instead.
+fn define(arg: &str, certain: bool, macros: &mut Macros) {
+    let end = arg
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(arg.len());
+    let (name, body) = arg.split_at(end);
+    if name.is_empty() {
+        return;
+    }
+    if !certain {
+        // Defined only on a path that may not be taken.
+        macros.forget(name);
+    } else if body.starts_with('(') {
+        macros.define_function_like(name);
+    } else {
+        macros.define(name, body);
     }
 }
 
