@@ -3,7 +3,10 @@
 //! global size divided by `COARSEN` and rounded up to the work-group size, and a guard for the
 //! tail past the original global size.
 
+use std::ops::Range;
+
 use kf_manifest::Manifest;
+use tree_sitter::Node;
 
 use crate::child::{default_block, NewParam, Rewrite};
 use crate::parse::{
@@ -29,26 +32,61 @@ pub(crate) fn coarsen(text: &str, manifest: &Manifest, strided: bool) -> Option<
         return None;
     }
     let body = kernel.child_by_field_name("body")?;
-    let kernel_words: Vec<&str> = words(parsed.text_of(kernel)).collect();
-    if kernel_words
-        .iter()
-        .any(|w| matches!(*w, "__local" | "local" | "goto"))
-    {
+    if !stays_in_its_work_item(&parsed, kernel, &manifest.entry) {
         return None;
     }
-    // Helper functions must not ask for work-item indices: their meaning would change.
-    for helper in parsed.other_functions(&manifest.entry) {
-        if words(parsed.text_of(helper)).any(|w| w.starts_with("get_") && w.ends_with("_id")) {
-            return None;
-        }
-    }
     let params = parsed.params(kernel)?;
+    let mut edits = index_edits(&parsed, body)?;
+    let g0 = manifest.global.first()?.text().to_owned();
+    let g0_c = expression_in_c(&g0, manifest, &params)?;
+    let index = if strided {
+        "get_global_id(0) + (size_t)kf_c * get_global_size(0)"
+    } else {
+        "get_global_id(0) * COARSEN + (size_t)kf_c"
+    };
+    let open = body.start_byte();
+    let close = body.end_byte() - 1;
+    edits.push((
+        open..open + 1,
+        format!(
+            "{{\n    const long kf_g0 = {g0_c};\n    for (int kf_c = 0; kf_c < COARSEN; ++kf_c) {{\n    const size_t kf_gid = {index};\n    if (kf_gid >= (size_t)kf_g0) break;\n    {{"
+        ),
+    ));
+    edits.push((close..close + 1, "}\n    }\n}".to_owned()));
+    let rewritten = apply_edits(text, edits);
+    let mut global: Vec<String> = manifest
+        .global
+        .iter()
+        .map(|e| e.text().to_owned())
+        .collect();
+    global[0] = divided_global(manifest, &g0, COARSEN);
+    let kind = if strided { "strided" } else { "blocked" };
+    Some(Rewrite {
+        text: format!("{}{rewritten}", default_block(COARSEN, START)),
+        params: vec![NewParam {
+            name: COARSEN.to_owned(),
+            values: VALUES.to_vec(),
+            start: START,
+        }],
+        global: Some(global),
+        local: None,
+        note: format!(
+            "{kind} coarsening: COARSEN indices of dimension 0 per work-item, global size divided"
+        ),
+    })
+}
+
+/// The edits that make `body` the body of one of a work-item's indices: `get_global_id(0)`
+/// becomes `kf_gid`, a `return` (not inside a loop) `continue;`. `None` where that is not the
+/// same computation (a group function, another dimension's index through a non-constant
+/// argument, a `return` inside a loop) or the body never asks for `get_global_id(0)`.
+fn index_edits(parsed: &Parsed, body: Node<'_>) -> Option<Vec<(Range<usize>, String)>> {
     let mut edits = Vec::new();
     let mut replaced = 0;
     for node in descendants(body) {
         match node.kind() {
             "call_expression" => {
-                let name = callee(&parsed, node)?;
+                let name = callee(parsed, node)?;
                 if GROUP_FUNCTIONS.contains(&name)
                     || name.starts_with("work_group_")
                     || name.starts_with("sub_group_")
@@ -77,56 +115,34 @@ pub(crate) fn coarsen(text: &str, manifest: &Manifest, strided: bool) -> Option<
             _ => {}
         }
     }
-    if replaced == 0 {
-        return None;
+    (replaced > 0).then_some(edits)
+}
+
+/// Whether the kernel `entry` neither shares data with other work-items (local memory) nor
+/// jumps (`goto`), and no helper function asks for work-item indices (their meaning would
+/// change when a work-item runs several indices).
+pub(crate) fn stays_in_its_work_item(parsed: &Parsed, kernel: Node<'_>, entry: &str) -> bool {
+    if words(parsed.text_of(kernel)).any(|w| matches!(w, "__local" | "local" | "goto")) {
+        return false;
     }
-    let g0 = manifest.global.first()?.text().to_owned();
-    let g0_c = expression_in_c(&g0, manifest, &params)?;
-    let index = if strided {
-        "get_global_id(0) + (size_t)kf_c * get_global_size(0)"
-    } else {
-        "get_global_id(0) * COARSEN + (size_t)kf_c"
-    };
-    let open = body.start_byte();
-    let close = body.end_byte() - 1;
-    edits.push((
-        open..open + 1,
-        format!(
-            "{{\n    const long kf_g0 = {g0_c};\n    for (int kf_c = 0; kf_c < COARSEN; ++kf_c) {{\n    const size_t kf_gid = {index};\n    if (kf_gid >= (size_t)kf_g0) break;\n    {{"
-        ),
-    ));
-    edits.push((close..close + 1, "}\n    }\n}".to_owned()));
-    let rewritten = apply_edits(text, edits);
+    !parsed.other_functions(entry).into_iter().any(|helper| {
+        words(parsed.text_of(helper)).any(|w| w.starts_with("get_") && w.ends_with("_id"))
+    })
+}
+
+/// The launch's global size `g0` of dimension 0 divided by the tunable `per_item` (indices
+/// per work-item), rounded up to the work-group size where the launch gives one.
+pub(crate) fn divided_global(manifest: &Manifest, g0: &str, per_item: &str) -> String {
     let local0 = manifest
         .local
         .as_ref()
         .and_then(|l| l.first())
         .map(|e| e.text().to_owned());
-    let divided = format!("(({g0}) + {COARSEN} - 1) / {COARSEN}");
-    let global0 = match local0 {
+    let divided = format!("(({g0}) + {per_item} - 1) / {per_item}");
+    match local0 {
         Some(l) => format!("(({divided}) + ({l}) - 1) / ({l}) * ({l})"),
         None => divided,
-    };
-    let mut global: Vec<String> = manifest
-        .global
-        .iter()
-        .map(|e| e.text().to_owned())
-        .collect();
-    global[0] = global0;
-    let kind = if strided { "strided" } else { "blocked" };
-    Some(Rewrite {
-        text: format!("{}{rewritten}", default_block(COARSEN, START)),
-        params: vec![NewParam {
-            name: COARSEN.to_owned(),
-            values: VALUES.to_vec(),
-            start: START,
-        }],
-        global: Some(global),
-        local: None,
-        note: format!(
-            "{kind} coarsening: COARSEN indices of dimension 0 per work-item, global size divided"
-        ),
-    })
+    }
 }
 
 /// A launch-size expression of the manifest written in C over the kernel's scalar arguments

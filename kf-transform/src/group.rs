@@ -101,23 +101,8 @@ pub(crate) fn group_reduce(text: &str, manifest: &Manifest) -> Option<Rewrite> {
     let parsed = Parsed::opencl(text).ok()?;
     let kernel = parsed.function(&manifest.entry)?;
     let body = kernel.child_by_field_name("body")?;
-    let kernel_words: Vec<&str> = words(parsed.text_of(kernel)).collect();
-    if kernel_words.iter().any(|w| {
-        matches!(*w, "__local" | "local" | "goto")
-            || w.starts_with("atomic_")
-            || w.starts_with("atom_")
-    }) {
+    if !rows_stay_apart(&parsed, kernel, &manifest.entry) {
         return None;
-    }
-    // Helper functions must neither ask for work-item indices nor store.
-    for helper in parsed.other_functions(&manifest.entry) {
-        if words(parsed.text_of(helper)).any(|w| w.starts_with("get_") && w.ends_with("_id"))
-            || descendants(helper)
-                .into_iter()
-                .any(|n| is_store(&parsed, n))
-        {
-            return None;
-        }
     }
     let params = parsed.params(kernel)?;
     let mut rows = Rows {
@@ -136,33 +121,7 @@ pub(crate) fn group_reduce(text: &str, manifest: &Manifest) -> Option<Rewrite> {
         derived: Vec::new(),
     };
     rows.derived = derived_pointers(&parsed, body, &rows.pointers, &rows.declared_types);
-    let mut ids = 0;
-    for node in descendants(body) {
-        if node.kind() != "call_expression" {
-            continue;
-        }
-        let name = callee(&parsed, node)?;
-        if GROUP_FUNCTIONS.contains(&name)
-            || name.starts_with("work_group_")
-            || name.starts_with("sub_group_")
-            || name == "get_global_size"
-        {
-            return None;
-        }
-        if name == "get_global_id" {
-            let arg = node.child_by_field_name("arguments")?.named_child(0)?;
-            if parsed.text_of(arg).trim() != "0" {
-                return None;
-            }
-            let function = node.child_by_field_name("function")?;
-            rows.edits
-                .push((function.byte_range(), "get_group_id".to_owned()));
-            ids += 1;
-        }
-    }
-    if ids == 0 {
-        return None;
-    }
+    rows.row_index_from_group(body)?;
     rows.block(body)?;
     // Only where the work-items of a group read neighbouring elements: a loop that strides
     // through memory (a reduction over a column) is faster one work-item per output.
@@ -193,7 +152,55 @@ pub(crate) fn group_reduce(text: &str, manifest: &Manifest) -> Option<Rewrite> {
     })
 }
 
+/// Whether the kernel `entry` works on its rows apart from other work-items (no local memory,
+/// `goto` or atomics), and its helper functions neither ask for work-item indices nor store.
+fn rows_stay_apart(parsed: &Parsed, kernel: Node<'_>, entry: &str) -> bool {
+    let kernel_words: Vec<&str> = words(parsed.text_of(kernel)).collect();
+    if kernel_words.iter().any(|w| {
+        matches!(*w, "__local" | "local" | "goto")
+            || w.starts_with("atomic_")
+            || w.starts_with("atom_")
+    }) {
+        return false;
+    }
+    !parsed.other_functions(entry).into_iter().any(|helper| {
+        words(parsed.text_of(helper)).any(|w| w.starts_with("get_") && w.ends_with("_id"))
+            || descendants(helper).into_iter().any(|n| is_store(parsed, n))
+    })
+}
+
 impl Rows<'_> {
+    /// Edits each `get_global_id(0)` of `body` into `get_group_id(0)`: the former work-item's
+    /// row becomes its work-group's. `None` where the body asks for another dimension, the
+    /// global size or a group function, or never for `get_global_id(0)`.
+    fn row_index_from_group(&mut self, body: Node<'_>) -> Option<()> {
+        let parsed = self.parsed;
+        let mut ids = 0;
+        for node in descendants(body) {
+            if node.kind() != "call_expression" {
+                continue;
+            }
+            let name = callee(parsed, node)?;
+            if GROUP_FUNCTIONS.contains(&name)
+                || name.starts_with("work_group_")
+                || name.starts_with("sub_group_")
+                || name == "get_global_size"
+            {
+                return None;
+            }
+            if name == "get_global_id" {
+                let arg = node.child_by_field_name("arguments")?.named_child(0)?;
+                if parsed.text_of(arg).trim() != "0" {
+                    return None;
+                }
+                let function = node.child_by_field_name("function")?;
+                self.edits
+                    .push((function.byte_range(), "get_group_id".to_owned()));
+                ids += 1;
+            }
+        }
+        (ids > 0).then_some(())
+    }
     /// Rewrites the statements of a block the whole group runs.
     fn block(&mut self, block: Node<'_>) -> Option<()> {
         let mut cursor = block.walk();

@@ -97,8 +97,44 @@ fn hoist_from(
         return None;
     }
     let line = line_start_if_first(&parsed.text, for_loop.start_byte())?;
-    // What the loop changes, and what it declares: an index using either varies.
-    let mut varying: HashSet<String> = HashSet::from([var.clone()]);
+    let varying = varying_names(parsed, for_loop, &var);
+    let mut seen: Vec<String> = Vec::new();
+    let mut declarations = String::new();
+    let mut edits = Vec::new();
+    for load in descendants(body) {
+        let Some(ty) = invariant_load(parsed, load, for_loop, readable, &varying) else {
+            continue;
+        };
+        let load_text = parsed.text_of(load).to_owned();
+        let number = match seen.iter().position(|s| *s == load_text) {
+            Some(i) => *count - seen.len() + i,
+            None => {
+                let n = *count;
+                *count += 1;
+                seen.push(load_text.clone());
+                let at_start = substitute(parsed, condition, &var, parsed.text_of(start));
+                declarations.push_str(&format!(
+                    "const {ty} kf_h{n} = ({HOIST} && {at_start}) ? {load_text} : ({ty})0;\n"
+                ));
+                macros.push_str(&format!(
+                    "#if {HOIST}\n#define KF_HOIST_{n} kf_h{n}\n#else\n#define KF_HOIST_{n} ({load_text})\n#endif\n"
+                ));
+                n
+            }
+        };
+        edits.push((load.byte_range(), format!("KF_HOIST_{number}")));
+    }
+    if edits.is_empty() {
+        return None;
+    }
+    edits.extend(in_a_block(parsed, for_loop, line, &declarations));
+    Some(edits)
+}
+
+/// What `for_loop` changes (assigned or updated variables, its variable `var`) and what it
+/// declares: an index using any of them varies between iterations.
+fn varying_names(parsed: &Parsed, for_loop: Node<'_>, var: &str) -> HashSet<String> {
+    let mut varying: HashSet<String> = HashSet::from([var.to_owned()]);
     for n in descendants(for_loop) {
         match n.kind() {
             // Stores through pointers change no variable (and no read-only buffer).
@@ -127,65 +163,55 @@ fn hoist_from(
             _ => {}
         }
     }
-    let mut seen: Vec<String> = Vec::new();
-    let mut declarations = String::new();
-    let mut edits = Vec::new();
-    for load in descendants(body) {
-        if load.kind() != "subscript_expression" || !unconditional(load, for_loop) {
-            continue;
-        }
-        let (Some(pointer), Some(index)) = (
-            load.child_by_field_name("argument"),
-            load.child_by_field_name("index"),
-        ) else {
-            continue;
-        };
-        let name = parsed.text_of(pointer);
-        let Some((_, ty)) = readable.iter().find(|(p, _)| p == name) else {
-            continue;
-        };
-        if pointer.kind() != "identifier"
-            || !pure(index)
-            || words(parsed.text_of(index)).any(|w| varying.contains(w))
-        {
-            continue;
-        }
-        let load_text = parsed.text_of(load).to_owned();
-        let number = match seen.iter().position(|s| *s == load_text) {
-            Some(i) => *count - seen.len() + i,
-            None => {
-                let n = *count;
-                *count += 1;
-                seen.push(load_text.clone());
-                let at_start = substitute(parsed, condition, &var, parsed.text_of(start));
-                declarations.push_str(&format!(
-                    "const {ty} kf_h{n} = ({HOIST} && {at_start}) ? {load_text} : ({ty})0;\n"
-                ));
-                macros.push_str(&format!(
-                    "#if {HOIST}\n#define KF_HOIST_{n} kf_h{n}\n#else\n#define KF_HOIST_{n} ({load_text})\n#endif\n"
-                ));
-                n
-            }
-        };
-        edits.push((load.byte_range(), format!("KF_HOIST_{number}")));
-    }
-    if edits.is_empty() {
+    varying
+}
+
+/// The pointee type of the buffer `node` loads from, when `node` is a load `p[e]` that
+/// `for_loop` runs in every iteration, from a buffer of `readable`, at a pure index none of
+/// whose names vary in the loop.
+fn invariant_load<'r>(
+    parsed: &Parsed,
+    node: Node<'_>,
+    for_loop: Node<'_>,
+    readable: &'r [(String, String)],
+    varying: &HashSet<String>,
+) -> Option<&'r str> {
+    if node.kind() != "subscript_expression" || !unconditional(node, for_loop) {
         return None;
     }
+    let pointer = node.child_by_field_name("argument")?;
+    let index = node.child_by_field_name("index")?;
+    let name = parsed.text_of(pointer);
+    let (_, ty) = readable.iter().find(|(p, _)| p == name)?;
+    let invariant = pointer.kind() == "identifier"
+        && pure(index)
+        && !words(parsed.text_of(index)).any(|w| varying.contains(w));
+    invariant.then_some(ty.as_str())
+}
+
+/// The edits that put `for_loop` (whose line starts at `line`) in a block of its own,
+/// after the hoisted values' `declarations`, indented like the loop.
+fn in_a_block(
+    parsed: &Parsed,
+    for_loop: Node<'_>,
+    line: usize,
+    declarations: &str,
+) -> [(std::ops::Range<usize>, String); 2] {
     let indent = &parsed.text[line..for_loop.start_byte()];
-    edits.push((
-        line..line,
-        format!(
-            "{indent}{{\n{}",
-            declarations
-                .lines()
-                .map(|l| format!("{indent}{l}\n"))
-                .collect::<String>()
-        ),
-    ));
     let end = for_loop.end_byte();
-    edits.push((end..end, format!("\n{indent}}}")));
-    Some(edits)
+    [
+        (
+            line..line,
+            format!(
+                "{indent}{{\n{}",
+                declarations
+                    .lines()
+                    .map(|l| format!("{indent}{l}\n"))
+                    .collect::<String>()
+            ),
+        ),
+        (end..end, format!("\n{indent}}}")),
+    ]
 }
 
 /// The loop variable and its start value: `for (int i = A; …)` or `for (i = A; …)`.

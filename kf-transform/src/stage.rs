@@ -294,6 +294,10 @@ struct Plan {
     any_flag: bool,
 }
 
+/// A distinct staged read: the pointer, the index the copy reads at (the loop variable
+/// replaced by the tile's element), the pointee type.
+type StagedCopy = (String, String, String);
+
 /// A loop whose reads are staged.
 struct StagedLoop {
     /// The loop variable.
@@ -306,8 +310,8 @@ struct StagedLoop {
     bound: String,
     /// Each staged read: its range in the body and the local array (among `copies`) it reads.
     reads: Vec<(Range<usize>, usize)>,
-    /// Distinct reads: pointer, index text (the copy's), pointee type.
-    copies: Vec<(String, String, String)>,
+    /// Distinct reads, each copied into a local array of its own.
+    copies: Vec<StagedCopy>,
     /// The loop body's range.
     body: Range<usize>,
 }
@@ -565,6 +569,30 @@ impl<'p> Scope<'p> {
     /// uniform bounds whose every iteration runs its whole body.
     fn staged_loop(&self, for_loop: Node<'_>) -> Option<StagedLoop> {
         let parsed = self.parsed;
+        let (var, ty, start, bound) = self.counted_loop(for_loop)?;
+        let body = for_loop.child_by_field_name("body")?;
+        if leaves_early(parsed, body, &var) {
+            return None;
+        }
+        let (reads, copies) = self.shared_reads(for_loop, body, &var);
+        if reads.is_empty() {
+            return None;
+        }
+        Some(StagedLoop {
+            var,
+            ty,
+            start: parsed.text_of(start).to_owned(),
+            bound: parsed.text_of(bound).to_owned(),
+            reads,
+            copies,
+            body: body.byte_range(),
+        })
+    }
+
+    /// `for (T var = A; var < B; ++var)` with `var` declared once, not `const`, `A` and `B`
+    /// the same in every work-item of a group, and a unit step: `var`, `T`, `A` and `B`.
+    fn counted_loop<'t>(&self, for_loop: Node<'t>) -> Option<(String, String, Node<'t>, Node<'t>)> {
+        let parsed = self.parsed;
         let init = for_loop
             .child_by_field_name("initializer")
             .filter(|i| i.kind() == "declaration")?;
@@ -597,24 +625,21 @@ impl<'p> Scope<'p> {
         {
             return None;
         }
-        let body = for_loop.child_by_field_name("body")?;
-        for n in descendants(body) {
-            let leaves = match n.kind() {
-                "return_statement" | "goto_statement" => true,
-                "break_statement" | "continue_statement" => !inside_loop_below(n, body),
-                "assignment_expression" | "update_expression" => n
-                    .child_by_field_name("left")
-                    .or_else(|| n.child_by_field_name("argument"))
-                    .and_then(|t| plain_name(parsed, t))
-                    .is_some_and(|t| t == var),
-                _ => false,
-            };
-            if leaves {
-                return None;
-            }
-        }
+        Some((var, ty, start, bound))
+    }
+
+    /// The reads of `for_loop`'s `body` the group's work-items share (see
+    /// [`StagedLoop::reads`] and [`StagedLoop::copies`]): loads from a readable buffer, on no
+    /// branch, at an index that uses the loop variable `var` and is otherwise uniform.
+    fn shared_reads(
+        &self,
+        for_loop: Node<'_>,
+        body: Node<'_>,
+        var: &str,
+    ) -> (Vec<(Range<usize>, usize)>, Vec<StagedCopy>) {
+        let parsed = self.parsed;
         let mut reads = Vec::new();
-        let mut copies: Vec<(String, String, String)> = Vec::new();
+        let mut copies: Vec<StagedCopy> = Vec::new();
         let mut texts: Vec<String> = Vec::new();
         for load in descendants(body) {
             if load.kind() != "subscript_expression" {
@@ -635,7 +660,7 @@ impl<'p> Scope<'p> {
             let uses_var = descendants(index)
                 .into_iter()
                 .any(|n| n.kind() == "identifier" && parsed.text_of(n) == var);
-            if !uses_var || !self.uniform(index, Some(&var)) || !unconditional(load, for_loop) {
+            if !uses_var || !self.uniform(index, Some(var)) || !unconditional(load, for_loop) {
                 continue;
             }
             let load_text: String = parsed.text_of(load).split_whitespace().collect();
@@ -645,7 +670,7 @@ impl<'p> Scope<'p> {
                     texts.push(load_text);
                     copies.push((
                         parsed.text_of(pointer).to_owned(),
-                        substitute(parsed, index, &var, "kf_t0 + kf_j"),
+                        substitute(parsed, index, var, "kf_t0 + kf_j"),
                         pointee.clone(),
                     ));
                     copies.len() - 1
@@ -654,18 +679,7 @@ impl<'p> Scope<'p> {
             let local = load.start_byte() - body.start_byte()..load.end_byte() - body.start_byte();
             reads.push((local, slot));
         }
-        if reads.is_empty() {
-            return None;
-        }
-        Some(StagedLoop {
-            var,
-            ty,
-            start: parsed.text_of(start).to_owned(),
-            bound: parsed.text_of(bound).to_owned(),
-            reads,
-            copies,
-            body: body.byte_range(),
-        })
+        (reads, copies)
     }
 
     /// `++var`, `var++` or `var += 1`.
@@ -797,6 +811,21 @@ impl Plan {
         self.edits.push((for_loop.byte_range(), out));
         self.loops += 1;
     }
+}
+
+/// Whether an iteration of the loop with variable `var` and body `body` may not run its whole
+/// body: a `return`, `goto`, a `break` or `continue` of this loop, or a change of `var`.
+fn leaves_early(parsed: &Parsed, body: Node<'_>, var: &str) -> bool {
+    descendants(body).into_iter().any(|n| match n.kind() {
+        "return_statement" | "goto_statement" => true,
+        "break_statement" | "continue_statement" => !inside_loop_below(n, body),
+        "assignment_expression" | "update_expression" => n
+            .child_by_field_name("left")
+            .or_else(|| n.child_by_field_name("argument"))
+            .and_then(|t| plain_name(parsed, t))
+            .is_some_and(|t| t == var),
+        _ => false,
+    })
 }
 
 /// The whitespace before byte `at` on its line (empty when code precedes it).

@@ -12,11 +12,13 @@
 //! nowhere else); a buffer written on a branch is read into its array first, so an element
 //! the body does not write is written back unchanged.
 
+use std::ops::Range;
+
 use kf_manifest::Manifest;
 use tree_sitter::Node;
 
 use crate::child::{default_block, NewParam, Rewrite};
-use crate::coarsen::expression_in_c;
+use crate::coarsen::{divided_global, expression_in_c, stays_in_its_work_item};
 use crate::hoist::{pointee_type, pure};
 use crate::parse::{apply_edits, callee, descendants, words, Parsed, GROUP_FUNCTIONS};
 
@@ -37,13 +39,8 @@ pub(crate) fn vectorize(text: &str, manifest: &Manifest) -> Option<Rewrite> {
     let parsed = Parsed::opencl(text).ok()?;
     let kernel = parsed.function(&manifest.entry)?;
     let body = kernel.child_by_field_name("body")?;
-    if words(parsed.text_of(kernel)).any(|w| matches!(w, "__local" | "local" | "goto")) {
+    if !stays_in_its_work_item(&parsed, kernel, &manifest.entry) {
         return None;
-    }
-    for helper in parsed.other_functions(&manifest.entry) {
-        if words(parsed.text_of(helper)).any(|w| w.starts_with("get_") && w.ends_with("_id")) {
-            return None;
-        }
     }
     let params = parsed.params(kernel)?;
     let mut cursor = body.walk();
@@ -63,154 +60,41 @@ pub(crate) fn vectorize(text: &str, manifest: &Manifest) -> Option<Rewrite> {
     // From the end of the guard: a statement's node starts after OpenCL qualifiers (blanked
     // for the parser) such as `__global` in `__global const float* a = …;`.
     let (rest_start, rest_end) = (guard.end_byte(), rest.last()?.end_byte());
-    // Every work-item function but the one index, every exit, every change of the index.
-    for s in rest {
-        for n in descendants(*s) {
-            match n.kind() {
-                "call_expression" => {
-                    let name = callee(&parsed, n)?;
-                    if GROUP_FUNCTIONS.contains(&name)
-                        || name.starts_with("get_")
-                        || name.starts_with("work_group_")
-                        || name.starts_with("sub_group_")
-                        || name.starts_with("atomic")
-                        || name.starts_with("vstore")
-                    {
-                        return None;
-                    }
-                }
-                "return_statement" => return None,
-                "break_statement" | "continue_statement" if !inside_inner_loop(n, *s) => {
-                    return None
-                }
-                "assignment_expression" | "update_expression" => {
-                    let target = n
-                        .child_by_field_name("left")
-                        .or_else(|| n.child_by_field_name("argument"))?;
-                    if words(parsed.text_of(target)).next() == Some(var.as_str())
-                        && target.kind() == "identifier"
-                    {
-                        return None;
-                    }
-                }
-                _ => {}
-            }
-        }
+    if !body_is_per_index(&parsed, rest, &var) {
+        return None;
     }
-    // The buffers accessed at `p[i]`: read, written, written on a branch.
     let mut arrays: Vec<Array> = Vec::new();
     let mut edits = Vec::new();
     for p in params.iter().filter(|p| p.pointer && p.global) {
         let ty = pointee_type(&text[p.type_start..p.after_star])?;
-        let mut array = Array {
-            name: p.name.clone(),
-            ty,
-            read: false,
-            written: false,
-            written_on_branch: false,
-        };
-        let mut at_index = 0;
-        let mut elsewhere_written = false;
-        let mut other_uses = 0;
-        for s in rest {
-            for n in descendants(*s) {
-                if n.kind() != "identifier" || parsed.text_of(n) != p.name {
-                    continue;
-                }
-                let access = n.parent().filter(|a| {
-                    a.kind() == "subscript_expression"
-                        && a.child_by_field_name("argument").map(|x| x.id()) == Some(n.id())
-                });
-                let Some(access) = access else {
-                    other_uses += 1;
-                    continue;
-                };
-                let written = writes(access);
-                let at_i = access
-                    .child_by_field_name("index")
-                    .is_some_and(|i| parsed.text_of(i).trim() == var);
-                if !at_i {
-                    elsewhere_written |= written;
-                    other_uses += 1;
-                    continue;
-                }
-                at_index += 1;
-                edits.push((access.byte_range(), format!("kf_a_{}[kf_k]", p.name)));
-                if written {
-                    array.written = true;
-                    let statement_level =
-                        access.parent().and_then(|a| a.parent()).is_some_and(|e| {
-                            e.kind() == "expression_statement"
-                                && e.parent().is_some_and(|b| b.id() == body.id())
-                        });
-                    array.written_on_branch |= !statement_level;
-                    // `p[i] += …` reads too.
-                    array.read |= access.parent().is_some_and(|a| {
-                        a.kind() == "update_expression"
-                            || a.child_by_field_name("operator")
-                                .is_some_and(|o| parsed.text_of(o) != "=")
-                    });
-                } else {
-                    array.read = true;
-                }
-            }
-        }
-        if elsewhere_written || (array.written && other_uses > 0) {
+        let uses = buffer_uses(&parsed, &p.name, ty, rest, &var, body);
+        if uses.elsewhere_written || (uses.array.written && uses.other_uses > 0) {
             return None;
         }
-        if at_index > 0 {
-            arrays.push(array);
+        if !uses.edits.is_empty() {
+            arrays.push(uses.array);
+            edits.extend(uses.edits);
         }
     }
     if !arrays.iter().any(|a| a.read || a.written) || !arrays.iter().any(|a| a.written) {
         return None;
     }
     let g0 = manifest.global.first()?.text().to_owned();
-    let g0_c = expression_in_c(&g0, manifest, &params)?;
-    let original_rest = &text[rest_start..rest_end];
-    let vector_rest = apply_edits(
-        text,
-        edits
-            .into_iter()
-            .filter(|(r, _)| r.start >= rest_start && r.end <= rest_end)
-            .collect(),
-    );
-    let shift = vector_rest.len() as isize - text.len() as isize;
-    let vector_rest = &vector_rest[rest_start..(rest_end as isize + shift) as usize];
-    let mut before = String::new();
-    let mut after = String::new();
-    for a in &arrays {
-        before.push_str(&format!("        {} kf_a_{}[{VEC}];\n", a.ty, a.name));
-        if a.read || a.written_on_branch {
-            before.push_str(&format!(
-                "        KF_VSTORE(KF_VLOAD(0, {n} + kf_base), 0, kf_a_{n});\n",
-                n = a.name
-            ));
-        }
-        if a.written {
-            after.push_str(&format!(
-                "        KF_VSTORE(KF_VLOAD(0, kf_a_{n}), 0, {n} + kf_base);\n",
-                n = a.name
-            ));
-        }
-    }
-    let replacement = format!(
-        "const long kf_g0 = {g0_c};\n    const size_t kf_base = get_global_id(0) * {VEC};\n    if (kf_base + {VEC} <= (size_t)kf_g0 && ({index_type})(kf_base + {VEC} - 1) < ({bound})) {{\n{before}        #pragma unroll\n        for (int kf_k = 0; kf_k < {VEC}; ++kf_k) {{\n            const {index_type} {var} = ({index_type})(kf_base + kf_k);\n            {vector_rest}\n        }}\n{after}    }} else {{\n        for (int kf_k = 0; kf_k < {VEC}; ++kf_k) {{\n            const {index_type} {var} = ({index_type})(kf_base + kf_k);\n            if (kf_base + kf_k >= (size_t)kf_g0 || {var} >= ({bound})) break;\n            {original_rest}\n        }}\n    }}"
-    );
+    let loop_body = LoopBody {
+        index_type,
+        var,
+        bound,
+        g0_c: expression_in_c(&g0, manifest, &params)?,
+        original: text[rest_start..rest_end].to_owned(),
+        vector: with_edits_within(text, edits, rest_start..rest_end),
+    };
     let rewritten = apply_edits(
         text,
-        vec![(declaration.start_byte()..rest_end, replacement)],
+        vec![(
+            declaration.start_byte()..rest_end,
+            loop_body.vectorized(&arrays),
+        )],
     );
-    let local0 = manifest
-        .local
-        .as_ref()
-        .and_then(|l| l.first())
-        .map(|e| e.text().to_owned());
-    let divided = format!("(({g0}) + {VEC} - 1) / {VEC}");
-    let global0 = match local0 {
-        Some(l) => format!("(({divided}) + ({l}) - 1) / ({l}) * ({l})"),
-        None => divided,
-    };
     let names: Vec<&str> = arrays.iter().map(|a| a.name.as_str()).collect();
     Some(Rewrite {
         text: format!(
@@ -223,13 +107,213 @@ pub(crate) fn vectorize(text: &str, manifest: &Manifest) -> Option<Rewrite> {
             values: VALUES.to_vec(),
             start: START,
         }],
-        global: Some(vec![global0]),
+        global: Some(vec![divided_global(manifest, &g0, VEC)]),
         local: None,
         note: format!(
             "VEC consecutive indices per work-item, {} accessed with vloadN/vstoreN, global size divided",
             names.join(", ")
         ),
     })
+}
+
+/// Whether the statements after the guard are the body of one index: no work-item function
+/// but the one index, no group or atomic function, no vector store of its own, no exit (a
+/// `break` or `continue` only of an inner loop), and no change of the index variable `var`.
+fn body_is_per_index(parsed: &Parsed, rest: &[Node<'_>], var: &str) -> bool {
+    for s in rest {
+        for n in descendants(*s) {
+            match n.kind() {
+                "call_expression" => {
+                    let Some(name) = callee(parsed, n) else {
+                        return false;
+                    };
+                    if GROUP_FUNCTIONS.contains(&name)
+                        || name.starts_with("get_")
+                        || name.starts_with("work_group_")
+                        || name.starts_with("sub_group_")
+                        || name.starts_with("atomic")
+                        || name.starts_with("vstore")
+                    {
+                        return false;
+                    }
+                }
+                "return_statement" => return false,
+                "break_statement" | "continue_statement" if !inside_inner_loop(n, *s) => {
+                    return false
+                }
+                "assignment_expression" | "update_expression" => {
+                    let Some(target) = n
+                        .child_by_field_name("left")
+                        .or_else(|| n.child_by_field_name("argument"))
+                    else {
+                        return false;
+                    };
+                    if words(parsed.text_of(target)).next() == Some(var)
+                        && target.kind() == "identifier"
+                    {
+                        return false;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    true
+}
+
+/// How the body uses one buffer: its accesses at the index (as an [`Array`], and the edits
+/// that make them accesses of the private array), and whether it is used otherwise.
+struct BufferUses {
+    /// The buffer as read or written at the index.
+    array: Array,
+    /// `p[i]` → `kf_a_p[kf_k]`, one per access at the index.
+    edits: Vec<(Range<usize>, String)>,
+    /// Written at another index.
+    elsewhere_written: bool,
+    /// Uses that are not accesses at the index (another index, the bare pointer).
+    other_uses: usize,
+}
+
+/// How the statements `rest` use the buffer `name` (pointee type `ty`); `body` is the
+/// kernel's body, whose top-level statements write unconditionally.
+fn buffer_uses(
+    parsed: &Parsed,
+    name: &str,
+    ty: String,
+    rest: &[Node<'_>],
+    var: &str,
+    body: Node<'_>,
+) -> BufferUses {
+    let mut uses = BufferUses {
+        array: Array {
+            name: name.to_owned(),
+            ty,
+            read: false,
+            written: false,
+            written_on_branch: false,
+        },
+        edits: Vec::new(),
+        elsewhere_written: false,
+        other_uses: 0,
+    };
+    for s in rest {
+        for n in descendants(*s) {
+            if n.kind() != "identifier" || parsed.text_of(n) != name {
+                continue;
+            }
+            let access = n.parent().filter(|a| {
+                a.kind() == "subscript_expression"
+                    && a.child_by_field_name("argument").map(|x| x.id()) == Some(n.id())
+            });
+            let Some(access) = access else {
+                uses.other_uses += 1;
+                continue;
+            };
+            let written = writes(access);
+            let at_i = access
+                .child_by_field_name("index")
+                .is_some_and(|i| parsed.text_of(i).trim() == var);
+            if !at_i {
+                uses.elsewhere_written |= written;
+                uses.other_uses += 1;
+                continue;
+            }
+            uses.edits
+                .push((access.byte_range(), format!("kf_a_{name}[kf_k]")));
+            if written {
+                note_write(parsed, access, body, &mut uses.array);
+            } else {
+                uses.array.read = true;
+            }
+        }
+    }
+    uses
+}
+
+/// Records a write of `array` at the index by `access`: whether it happens on a branch (not
+/// a statement of the kernel's `body` itself), and whether it reads too (`p[i] += …`).
+fn note_write(parsed: &Parsed, access: Node<'_>, body: Node<'_>, array: &mut Array) {
+    array.written = true;
+    let statement_level = access.parent().and_then(|a| a.parent()).is_some_and(|e| {
+        e.kind() == "expression_statement" && e.parent().is_some_and(|b| b.id() == body.id())
+    });
+    array.written_on_branch |= !statement_level;
+    // `p[i] += …` reads too.
+    array.read |= access.parent().is_some_and(|a| {
+        a.kind() == "update_expression"
+            || a.child_by_field_name("operator")
+                .is_some_and(|o| parsed.text_of(o) != "=")
+    });
+}
+
+/// The text of `range` in `text` after those of `edits` that lie within it.
+fn with_edits_within(
+    text: &str,
+    edits: Vec<(Range<usize>, String)>,
+    range: Range<usize>,
+) -> String {
+    let edited = apply_edits(
+        text,
+        edits
+            .into_iter()
+            .filter(|(r, _)| r.start >= range.start && r.end <= range.end)
+            .collect(),
+    );
+    let shift = edited.len() as isize - text.len() as isize;
+    edited[range.start..(range.end as isize + shift) as usize].to_owned()
+}
+
+/// What the vectorised kernel is made of: the index, the guard's bound, the original global
+/// size in C, and the body as written and with its accesses at the index on the arrays.
+struct LoopBody {
+    /// The index variable's type.
+    index_type: String,
+    /// The index variable.
+    var: String,
+    /// `E` of the guard `if (i >= E) return;`.
+    bound: String,
+    /// The original global size of dimension 0, in C.
+    g0_c: String,
+    /// The statements after the guard, as written (the tail runs them).
+    original: String,
+    /// The same with `p[i]` as `kf_a_p[kf_k]`.
+    vector: String,
+}
+
+impl LoopBody {
+    /// The code replacing the index declaration, the guard and the body: `VEC` indices per
+    /// work-item, the arrays loaded and stored with vectors where all of them pass the guard,
+    /// index by index at the tail.
+    fn vectorized(&self, arrays: &[Array]) -> String {
+        let LoopBody {
+            index_type,
+            var,
+            bound,
+            g0_c,
+            original,
+            vector,
+        } = self;
+        let mut before = String::new();
+        let mut after = String::new();
+        for a in arrays {
+            before.push_str(&format!("        {} kf_a_{}[{VEC}];\n", a.ty, a.name));
+            if a.read || a.written_on_branch {
+                before.push_str(&format!(
+                    "        KF_VSTORE(KF_VLOAD(0, {n} + kf_base), 0, kf_a_{n});\n",
+                    n = a.name
+                ));
+            }
+            if a.written {
+                after.push_str(&format!(
+                    "        KF_VSTORE(KF_VLOAD(0, kf_a_{n}), 0, {n} + kf_base);\n",
+                    n = a.name
+                ));
+            }
+        }
+        format!(
+            "const long kf_g0 = {g0_c};\n    const size_t kf_base = get_global_id(0) * {VEC};\n    if (kf_base + {VEC} <= (size_t)kf_g0 && ({index_type})(kf_base + {VEC} - 1) < ({bound})) {{\n{before}        #pragma unroll\n        for (int kf_k = 0; kf_k < {VEC}; ++kf_k) {{\n            const {index_type} {var} = ({index_type})(kf_base + kf_k);\n            {vector}\n        }}\n{after}    }} else {{\n        for (int kf_k = 0; kf_k < {VEC}; ++kf_k) {{\n            const {index_type} {var} = ({index_type})(kf_base + kf_k);\n            if (kf_base + kf_k >= (size_t)kf_g0 || {var} >= ({bound})) break;\n            {original}\n        }}\n    }}"
+        )
+    }
 }
 
 /// `KF_VLOAD` and `KF_VSTORE` as the `vloadN`/`vstoreN` of the tuned width, chosen by `#if`.
