@@ -311,41 +311,18 @@ pub(crate) fn facts_from_driver(
     let total = ctx
         .total_mem()
         .map_err(|e| CudaError::driver("cuDeviceTotalMem", e, ""))?;
-    let mut driver_version = 0;
-    // SAFETY: an out-pointer to a live integer.
-    unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver_version) }
-        .result()
-        .map_err(|e| CudaError::driver("cuDriverGetVersion", e, ""))?;
+    let driver_version = driver_version()?;
     let sms = attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
     let clock_khz = attr(A::CU_DEVICE_ATTRIBUTE_CLOCK_RATE).unwrap_or(0);
     let mem_clock_khz = attr(A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE).unwrap_or(0);
     let bus_bits = attr(A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH).unwrap_or(0);
     let warp = attr(A::CU_DEVICE_ATTRIBUTE_WARP_SIZE)?;
-    let limits = Limits {
-        max_block: [
-            attr(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
-            attr(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
-            attr(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
-        ],
-        max_grid: [
-            attr(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
-            attr(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
-            attr(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
-        ],
-        max_threads_per_block: attr(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
-        shared_per_block: attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
-        shared_optin: attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN).unwrap_or(0),
-        l2_bytes: attr(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE).unwrap_or(0),
-    };
+    let limits = driver_limits(&attr)?;
     let mut f = DeviceFacts::unknown(name);
     f.l2_cache_bytes = limits.l2_bytes;
     f.global_mem_cache_bytes = f.l2_cache_bytes;
     f.vendor = "NVIDIA Corporation".into();
-    f.driver_version = format!(
-        "CUDA {}.{}",
-        driver_version / 1000,
-        driver_version % 1000 / 10
-    );
+    f.driver_version = driver_version;
     f.platform = "CUDA".into();
     f.kind = DeviceKind::Gpu;
     f.compute_units = u32::try_from(sms).unwrap_or(u32::MAX);
@@ -367,40 +344,74 @@ pub(crate) fn facts_from_driver(
             "shared_mem_per_block_optin",
             limits.shared_optin.to_string(),
         ),
-        (
-            "shared_mem_per_sm",
-            attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)
-                .unwrap_or(0)
-                .to_string(),
-        ),
-        (
-            "registers_per_block",
-            attr(A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK)
-                .unwrap_or(0)
-                .to_string(),
-        ),
-        (
-            "registers_per_sm",
-            attr(A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR)
-                .unwrap_or(0)
-                .to_string(),
-        ),
-        (
-            "max_threads_per_sm",
-            attr(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)
-                .unwrap_or(0)
-                .to_string(),
-        ),
+    ]
+    .into_iter()
+    .chain(per_sm_extras(&attr))
+    .chain([
         ("l2_cache_bytes", limits.l2_bytes.to_string()),
         ("max_grid_size", format!("{:?}", limits.max_grid)),
         ("dram_bandwidth_gbs", format!("{dram_gbs:.0}")),
         ("peak_source", how),
         ("device_present", "true".into()),
-    ];
+    ]);
     for (k, v) in extra {
         f.extra.insert(k.to_owned(), v);
     }
     Ok((f, limits, arch))
+}
+
+/// The driver's version as `CUDA 12.9`.
+fn driver_version() -> Result<String, CudaError> {
+    let mut version = 0;
+    // SAFETY: an out-pointer to a live integer.
+    unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut version) }
+        .result()
+        .map_err(|e| CudaError::driver("cuDriverGetVersion", e, ""))?;
+    Ok(format!("CUDA {}.{}", version / 1000, version % 1000 / 10))
+}
+
+/// The device's launch and memory limits, from its attributes (`attr`).
+fn driver_limits(attr: &dyn Fn(A) -> Result<u64, CudaError>) -> Result<Limits, CudaError> {
+    Ok(Limits {
+        max_block: [
+            attr(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
+            attr(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
+            attr(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
+        ],
+        max_grid: [
+            attr(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
+            attr(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
+            attr(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
+        ],
+        max_threads_per_block: attr(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+        shared_per_block: attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
+        shared_optin: attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN).unwrap_or(0),
+        l2_bytes: attr(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE).unwrap_or(0),
+    })
+}
+
+/// The per-multiprocessor and per-block resources the device facts report (0 when the
+/// driver does not say), as named facts.
+fn per_sm_extras(attr: &dyn Fn(A) -> Result<u64, CudaError>) -> [(&'static str, String); 4] {
+    let text = |a: A| attr(a).unwrap_or(0).to_string();
+    [
+        (
+            "shared_mem_per_sm",
+            text(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR),
+        ),
+        (
+            "registers_per_block",
+            text(A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK),
+        ),
+        (
+            "registers_per_sm",
+            text(A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR),
+        ),
+        (
+            "max_threads_per_sm",
+            text(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR),
+        ),
+    ]
 }
 
 /// Facts of a device that is not here: what the architecture fixes, and zero for the rest.

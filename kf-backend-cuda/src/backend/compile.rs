@@ -71,166 +71,18 @@ impl CudaBackend {
         params: &ParamValues,
         options: &CompileOptions,
     ) -> Result<Compiled<CudaKernel>, CudaError> {
-        let entry = source.entry.as_str();
-        if source.language != Language::Cuda {
-            return Err(CudaError::compile(
-                entry,
-                format!(
-                    "the CUDA backend compiles CUDA C++, not {}",
-                    source.language
-                ),
-                "",
-            ));
-        }
-        let ident =
-            !entry.is_empty() && entry.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !ident {
-            return Err(CudaError::compile(
-                entry,
-                format!("entry point {entry:?} is not a C identifier"),
-                "",
-            ));
-        }
-        let arch = match &options.arch {
-            Some(text) => text
-                .parse::<Arch>()
-                .map_err(|reason| CudaError::compile(entry, reason.to_string(), ""))?,
-            None => self.arch.clone(),
-        };
-        check_arch(self.nvrtc, &arch)
-            .map_err(|reason| CudaError::compile(entry, reason.to_string(), ""))?;
-        let file = format!("{entry}.cu");
-        let text = Self::with_definitions(&file, &source.text, params)
-            .map_err(|reason| CudaError::compile(entry, reason.to_string(), ""))?;
-        let nvrtc_options = self
-            .nvrtc_options(&arch, options)
-            .map_err(|reason| CudaError::compile(entry, reason.to_string(), ""))?;
-        let key = BinaryCache::key(&text, &nvrtc_options, &self.nvrtc.version());
+        let input = self.compile_input(source, params, options)?;
+        let entry = input.entry;
         let started = Instant::now();
         let mut facts = CompilerFacts::default();
-        let cached = self.cache.as_ref().and_then(|c| c.get(&key));
-        let cache_file = self
-            .cache
-            .as_ref()
-            .map(|c| c.path(&key).display().to_string());
-        let build = match cached {
-            Some(build) => {
-                facts.cache_hit = true;
-                facts.compile_seconds = Some(0.0);
-                if let Some(file) = cache_file {
-                    // Where the binary is cached: what a compile worker ships.
-                    facts.extra.insert("cache_file".into(), file);
-                }
-                build
-            }
-            None => {
-                let out = nvrtc::compile(&text, &file, entry, &nvrtc_options)?;
-                facts.compile_seconds = Some(out.seconds);
-                let build = CachedBuild {
-                    log: out.log,
-                    ptx: out.ptx,
-                    cubin: out.cubin.unwrap_or_default(),
-                };
-                if let Some(cache) = &self.cache {
-                    match cache.put(&key, &build) {
-                        Ok(()) => {
-                            if let Some(file) = cache_file {
-                                facts.extra.insert("cache_file".into(), file);
-                            }
-                        }
-                        Err(e) => {
-                            facts.extra.insert("cache_error".into(), e.to_string());
-                        }
-                    }
-                }
-                build
-            }
-        };
-        let entries = parse_ptx_entries(&build.ptx);
-        let Some(found) = resolve_entry(&entries, entry) else {
-            let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
-            let reason = format!(
-                "no kernel named `{entry}`; the program defines {} (declare the kernel \
-                 `extern \"C\" __global__ void {entry}(…)`)",
-                if names.is_empty() {
-                    "no __global__ function".to_owned()
-                } else {
-                    names.join(", ")
-                }
-            );
-            let log = if build.log.is_empty() {
-                reason.clone()
-            } else {
-                format!("{reason}\n{}", build.log)
-            };
-            return Err(CudaError::compile(entry, reason, log));
-        };
-        let symbol = found.name.clone();
-        let params_bytes = found.param_bytes.clone();
-        let resources = parse_ptxas_log(&build.log)
-            .into_iter()
-            .find(|r| r.name == symbol);
-        if let Some(r) = &resources {
-            facts.registers = r.registers;
-            facts.local_mem_bytes = Some(r.shared_bytes);
-            facts.private_mem_bytes = Some(r.stack_frame_bytes + r.local_bytes);
-            facts.spill_bytes = Some(r.spill_store_bytes);
-            let mut extra = vec![
-                ("spill_load_bytes", r.spill_load_bytes.to_string()),
-                ("stack_frame_bytes", r.stack_frame_bytes.to_string()),
-            ];
-            if let Some(b) = r.barriers {
-                extra.push(("barriers", b.to_string()));
-            }
-            if let Some(c) = r.constant_bytes {
-                extra.push(("constant_bytes", c.to_string()));
-            }
-            for (k, v) in extra {
-                facts.extra.insert(k.into(), v);
-            }
-        }
-        facts.extra.insert("arch".into(), arch.to_string());
-        facts
-            .extra
-            .insert("nvrtc_version".into(), self.nvrtc.version());
-        facts.extra.insert(
-            "image".into(),
-            if build.cubin.is_empty() {
-                "ptx".into()
-            } else {
-                "cubin".into()
-            },
-        );
-        if symbol != entry {
-            facts.extra.insert("lowered_name".into(), symbol.clone());
-        }
-        facts.extra.insert("cache_key".into(), key);
-        facts
-            .extra
-            .insert("nvrtc_options".into(), nvrtc_options.join(" "));
-        if !params.is_empty() {
-            facts
-                .extra
-                .insert("definitions".into(), params.definitions().join(" "));
-        }
-
+        let build = self.cached_or_built(&input, &mut facts)?;
+        let (symbol, params_bytes) = resolve_symbol(&build, entry)?;
+        record_resources(&mut facts, &build.log, &symbol);
+        self.record_build(&mut facts, &input, &build, &symbol, params);
         let loaded = match &self.gpu {
             Some(gpu) => {
-                let loaded = self.load(gpu, &build, entry, &symbol, &arch)?;
-                facts.max_work_group_size = Some(loaded.max_threads);
-                if facts.registers.is_none() {
-                    facts.registers = Some(loaded.registers);
-                }
-                if facts.local_mem_bytes.is_none() {
-                    facts.local_mem_bytes = Some(loaded.static_shared);
-                }
-                if facts.private_mem_bytes.is_none() {
-                    facts.private_mem_bytes = Some(loaded.local_bytes);
-                }
-                facts.extra.insert(
-                    "load_seconds".into(),
-                    format!("{:.6}", started.elapsed().as_secs_f64()),
-                );
+                let loaded = self.load(gpu, &build, entry, &symbol, &input.arch)?;
+                record_loaded(&mut facts, &loaded, started);
                 Some(loaded)
             }
             None => None,
@@ -240,7 +92,7 @@ impl CudaBackend {
                 entry: entry.to_owned(),
                 symbol,
                 params: params_bytes,
-                arch,
+                arch: input.arch,
                 summary: summary(&facts),
                 loaded,
                 dynamic_shared: AtomicU64::new(DEFAULT_DYNAMIC_SHARED),
@@ -248,6 +100,130 @@ impl CudaBackend {
             log: build.log,
             facts,
         })
+    }
+
+    /// Checks what to compile and turns it into NVRTC's input: the architecture, the text with
+    /// its definitions, the options and the cache key. Each refusal is a compile error.
+    fn compile_input<'a>(
+        &self,
+        source: &'a KernelSource,
+        params: &ParamValues,
+        options: &CompileOptions,
+    ) -> Result<CompileInput<'a>, CudaError> {
+        let entry = source.entry.as_str();
+        let refuse = |reason: String| CudaError::compile(entry, reason, "");
+        if source.language != Language::Cuda {
+            return Err(refuse(format!(
+                "the CUDA backend compiles CUDA C++, not {}",
+                source.language
+            )));
+        }
+        let ident =
+            !entry.is_empty() && entry.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ident {
+            return Err(refuse(format!(
+                "entry point {entry:?} is not a C identifier"
+            )));
+        }
+        let arch = match &options.arch {
+            Some(text) => text
+                .parse::<Arch>()
+                .map_err(|reason| refuse(reason.to_string()))?,
+            None => self.arch.clone(),
+        };
+        check_arch(self.nvrtc, &arch).map_err(|reason| refuse(reason.to_string()))?;
+        let file = format!("{entry}.cu");
+        let text = Self::with_definitions(&file, &source.text, params)
+            .map_err(|reason| refuse(reason.to_string()))?;
+        let nvrtc_options = self
+            .nvrtc_options(&arch, options)
+            .map_err(|reason| refuse(reason.to_string()))?;
+        let key = BinaryCache::key(&text, &nvrtc_options, &self.nvrtc.version());
+        Ok(CompileInput {
+            entry,
+            arch,
+            file,
+            text,
+            nvrtc_options,
+            key,
+        })
+    }
+
+    /// The cached build of `input` when the cache holds one, else NVRTC's, stored in the
+    /// cache; `facts` say which (`cache_hit`, compile time, `cache_file` or `cache_error`).
+    fn cached_or_built(
+        &self,
+        input: &CompileInput<'_>,
+        facts: &mut CompilerFacts,
+    ) -> Result<CachedBuild, CudaError> {
+        let cached = self.cache.as_ref().and_then(|c| c.get(&input.key));
+        let cache_file = self
+            .cache
+            .as_ref()
+            .map(|c| c.path(&input.key).display().to_string());
+        if let Some(build) = cached {
+            facts.cache_hit = true;
+            facts.compile_seconds = Some(0.0);
+            if let Some(file) = cache_file {
+                // Where the binary is cached: what a compile worker ships.
+                facts.extra.insert("cache_file".into(), file);
+            }
+            return Ok(build);
+        }
+        let out = nvrtc::compile(&input.text, &input.file, input.entry, &input.nvrtc_options)?;
+        facts.compile_seconds = Some(out.seconds);
+        let build = CachedBuild {
+            log: out.log,
+            ptx: out.ptx,
+            cubin: out.cubin.unwrap_or_default(),
+        };
+        if let Some(cache) = &self.cache {
+            match cache.put(&input.key, &build) {
+                Ok(()) => {
+                    if let Some(file) = cache_file {
+                        facts.extra.insert("cache_file".into(), file);
+                    }
+                }
+                Err(e) => {
+                    facts.extra.insert("cache_error".into(), e.to_string());
+                }
+            }
+        }
+        Ok(build)
+    }
+
+    /// Facts of how it was built: architecture, NVRTC version and options, image kind, the
+    /// lowered name when it differs, the cache key and the definitions.
+    fn record_build(
+        &self,
+        facts: &mut CompilerFacts,
+        input: &CompileInput<'_>,
+        build: &CachedBuild,
+        symbol: &str,
+        params: &ParamValues,
+    ) {
+        facts.extra.insert("arch".into(), input.arch.to_string());
+        facts
+            .extra
+            .insert("nvrtc_version".into(), self.nvrtc.version());
+        let image = if build.cubin.is_empty() {
+            "ptx"
+        } else {
+            "cubin"
+        };
+        facts.extra.insert("image".into(), image.into());
+        if symbol != input.entry {
+            facts.extra.insert("lowered_name".into(), symbol.to_owned());
+        }
+        facts.extra.insert("cache_key".into(), input.key.clone());
+        facts
+            .extra
+            .insert("nvrtc_options".into(), input.nvrtc_options.join(" "));
+        if !params.is_empty() {
+            facts
+                .extra
+                .insert("definitions".into(), params.definitions().join(" "));
+        }
     }
 
     /// Loads the cubin (or PTX) into the device's context and finds the function.
@@ -319,6 +295,86 @@ impl CudaBackend {
         loaded.local_bytes = attr(FA::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
         Ok(loaded)
     }
+}
+
+/// What NVRTC is given for one kernel, and the cache key of the result.
+struct CompileInput<'a> {
+    entry: &'a str,
+    arch: Arch,
+    /// The file name diagnostics give (`<entry>.cu`).
+    file: String,
+    /// The source with its definitions (see [`CudaBackend::with_definitions`]).
+    text: String,
+    nvrtc_options: Vec<String>,
+    key: String,
+}
+
+/// The symbol of `entry` in the build's PTX and its parameters' sizes; a compile error naming
+/// the kernels the program defines when there is no such kernel.
+fn resolve_symbol(build: &CachedBuild, entry: &str) -> Result<(String, Vec<usize>), CudaError> {
+    let entries = parse_ptx_entries(&build.ptx);
+    if let Some(found) = resolve_entry(&entries, entry) {
+        return Ok((found.name.clone(), found.param_bytes.clone()));
+    }
+    let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+    let reason = format!(
+        "no kernel named `{entry}`; the program defines {} (declare the kernel \
+         `extern \"C\" __global__ void {entry}(…)`)",
+        if names.is_empty() {
+            "no __global__ function".to_owned()
+        } else {
+            names.join(", ")
+        }
+    );
+    let log = if build.log.is_empty() {
+        reason.clone()
+    } else {
+        format!("{reason}\n{}", build.log)
+    };
+    Err(CudaError::compile(entry, reason, log))
+}
+
+/// Registers, shared memory, stack and spills of `symbol` from ptxas' report in `log`.
+fn record_resources(facts: &mut CompilerFacts, log: &str, symbol: &str) {
+    let Some(r) = parse_ptxas_log(log).into_iter().find(|r| r.name == symbol) else {
+        return;
+    };
+    facts.registers = r.registers;
+    facts.local_mem_bytes = Some(r.shared_bytes);
+    facts.private_mem_bytes = Some(r.stack_frame_bytes + r.local_bytes);
+    facts.spill_bytes = Some(r.spill_store_bytes);
+    let mut extra = vec![
+        ("spill_load_bytes", r.spill_load_bytes.to_string()),
+        ("stack_frame_bytes", r.stack_frame_bytes.to_string()),
+    ];
+    if let Some(b) = r.barriers {
+        extra.push(("barriers", b.to_string()));
+    }
+    if let Some(c) = r.constant_bytes {
+        extra.push(("constant_bytes", c.to_string()));
+    }
+    for (k, v) in extra {
+        facts.extra.insert(k.into(), v);
+    }
+}
+
+/// What the driver says of the loaded function: its thread limit, and registers, static
+/// shared memory and local memory where ptxas did not report them; the time to here.
+fn record_loaded(facts: &mut CompilerFacts, loaded: &Loaded, started: Instant) {
+    facts.max_work_group_size = Some(loaded.max_threads);
+    if facts.registers.is_none() {
+        facts.registers = Some(loaded.registers);
+    }
+    if facts.local_mem_bytes.is_none() {
+        facts.local_mem_bytes = Some(loaded.static_shared);
+    }
+    if facts.private_mem_bytes.is_none() {
+        facts.private_mem_bytes = Some(loaded.local_bytes);
+    }
+    facts.extra.insert(
+        "load_seconds".into(),
+        format!("{:.6}", started.elapsed().as_secs_f64()),
+    );
 }
 
 /// `40 registers, 8448 bytes shared memory, 0 bytes spilled`.

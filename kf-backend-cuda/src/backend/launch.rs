@@ -98,12 +98,30 @@ impl CudaBackend {
         args: &[KernelArg<'_, CudaBuffer>],
         range: &NdRange,
     ) -> Result<LaunchTiming, CudaError> {
-        let bad = |message: String| CudaError::Launch {
-            message: format!("bad launch geometry {range}: {message}"),
-        };
-        range.check().map_err(|e| bad(e.to_string()))?;
-        let (Some(gpu), Some(loaded)) = (&self.gpu, &kernel.loaded) else {
-            return Err(CudaError::NoDevice {
+        range
+            .check()
+            .map_err(|e| bad_geometry(range, e.to_string()))?;
+        let (gpu, loaded) = self.launch_target(kernel)?;
+        let shape = self.launch_shape(range, loaded)?;
+        let (mut slots, dynamic_shared) = marshal_args(kernel, args)?;
+        let mut pointers: Vec<*mut c_void> = slots
+            .iter_mut()
+            .map(|s| (s as *mut u64).cast::<c_void>())
+            .collect();
+        Self::bind(gpu)?;
+        self.raise_dynamic_shared_limit(kernel, loaded, dynamic_shared)?;
+        Self::timed_launch(gpu, kernel, loaded, &shape, dynamic_shared, &mut pointers)
+    }
+
+    /// The GPU and the kernel's loaded module, or why the kernel cannot run here (no device,
+    /// or compiled without one).
+    fn launch_target<'a>(
+        &'a self,
+        kernel: &'a CudaKernel,
+    ) -> Result<(&'a Gpu, &'a Loaded), CudaError> {
+        match (&self.gpu, &kernel.loaded) {
+            (Some(gpu), Some(loaded)) => Ok((gpu, loaded)),
+            _ => Err(CudaError::NoDevice {
                 operation: "run it",
                 detail: format!(
                     "`{}` compiled for {} with NVRTC {}: {} ({})",
@@ -115,154 +133,122 @@ impl CudaBackend {
                         .as_deref()
                         .unwrap_or("the kernel was compiled without a device")
                 ),
-            });
-        };
-        let dims = range.global.len();
+            }),
+        }
+    }
+
+    /// The grid and block of a launch over `range` (the default block when it gives none),
+    /// checked against the kernel's and the device's limits.
+    fn launch_shape(&self, range: &NdRange, loaded: &Loaded) -> Result<LaunchShape, CudaError> {
         let block: Vec<u64> = match &range.local {
             Some(local) => local.iter().map(|l| *l as u64).collect(),
             None => default_block(&range.global, &self.limits, loaded.max_threads),
         };
         let threads: u64 = block.iter().product();
-        let max_threads = self
-            .limits
-            .max_threads_per_block
-            .min(if loaded.max_threads > 0 {
-                loaded.max_threads
-            } else {
-                u64::MAX
-            });
+        let kernel_max = if loaded.max_threads > 0 {
+            loaded.max_threads
+        } else {
+            u64::MAX
+        };
+        let max_threads = self.limits.max_threads_per_block.min(kernel_max);
         if threads > max_threads {
-            return Err(bad(format!(
-                "a block of {threads} threads exceeds the {max_threads} this kernel allows on {} \
-                 ({} registers per thread)",
-                self.facts.name, loaded.registers
-            )));
+            return Err(bad_geometry(
+                range,
+                format!(
+                    "a block of {threads} threads exceeds the {max_threads} this kernel allows \
+                     on {} ({} registers per thread)",
+                    self.facts.name, loaded.registers
+                ),
+            ));
         }
-        let mut grid = [1u64; 3];
-        let mut blk = [1u64; 3];
-        for d in 0..dims {
-            blk[d] = block[d];
-            grid[d] = range.global[d] as u64 / block[d];
-            if block[d] > self.limits.max_block[d] {
-                return Err(bad(format!(
-                    "block extent {} in dimension {d} exceeds the device maximum {}",
-                    block[d], self.limits.max_block[d]
-                )));
+        let mut shape = LaunchShape {
+            grid: [1; 3],
+            block: [1; 3],
+        };
+        for (d, (&extent, &global)) in block.iter().zip(&range.global).enumerate() {
+            let grid = global as u64 / extent;
+            if extent > self.limits.max_block[d] {
+                return Err(bad_geometry(
+                    range,
+                    format!(
+                        "block extent {extent} in dimension {d} exceeds the device maximum {}",
+                        self.limits.max_block[d]
+                    ),
+                ));
             }
-            if grid[d] > self.limits.max_grid[d] {
-                return Err(bad(format!(
-                    "grid extent {} in dimension {d} exceeds the device maximum {}",
-                    grid[d], self.limits.max_grid[d]
-                )));
+            if grid > self.limits.max_grid[d] {
+                return Err(bad_geometry(
+                    range,
+                    format!(
+                        "grid extent {grid} in dimension {d} exceeds the device maximum {}",
+                        self.limits.max_grid[d]
+                    ),
+                ));
             }
+            shape.block[d] = extent;
+            shape.grid[d] = grid;
         }
-        let values: Vec<&KernelArg<'_, CudaBuffer>> = args
-            .iter()
-            .filter(|a| !matches!(a, KernelArg::Local(_)))
-            .collect();
-        if values.len() != kernel.params.len() {
-            return Err(CudaError::Launch {
+        Ok(shape)
+    }
+
+    /// Raises the function's dynamic shared memory limit when this launch asks for more than
+    /// it was last set to, after checking the device's opt-in limit allows it.
+    fn raise_dynamic_shared_limit(
+        &self,
+        kernel: &CudaKernel,
+        loaded: &Loaded,
+        dynamic_shared: u64,
+    ) -> Result<(), CudaError> {
+        if dynamic_shared <= kernel.dynamic_shared.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let limit = self
+            .limits
+            .shared_optin
+            .saturating_sub(loaded.static_shared);
+        if dynamic_shared > limit {
+            return Err(CudaError::Resources {
+                operation: "cuLaunchKernel",
                 message: format!(
-                    "`{}` takes {} arguments, {} given (plus {} dynamic shared memory argument(s))",
-                    kernel.entry,
-                    kernel.params.len(),
-                    values.len(),
-                    args.len() - values.len()
+                    "{dynamic_shared} bytes of dynamic shared memory requested; {} allows at \
+                     most {limit} beside the kernel's {} static bytes",
+                    self.facts.name, loaded.static_shared
                 ),
             });
         }
-        let dynamic_shared: u64 = args
-            .iter()
-            .map(|a| match a {
-                KernelArg::Local(b) => *b as u64,
-                _ => 0,
-            })
-            .sum();
-        // Each argument in an 8-byte slot; the driver copies the parameter's size from it.
-        let mut slots: Vec<u64> = Vec::with_capacity(values.len());
-        for (i, (arg, want)) in values.iter().zip(&kernel.params).enumerate() {
-            let (bytes, size): ([u8; 8], usize) = match arg {
-                KernelArg::Buffer { buffer, offset } => {
-                    let Memory::Device(mem) = &buffer.memory else {
-                        return Err(CudaError::InvalidArgument(format!(
-                            "argument {i}: a host buffer cannot be passed to a device kernel"
-                        )));
-                    };
-                    if *offset % ALIGNMENT != 0 {
-                        return Err(CudaError::InvalidArgument(format!(
-                            "argument {i}: buffer offset {offset} is not a multiple of {ALIGNMENT} \
-                             bytes"
-                        )));
-                    }
-                    if *offset >= buffer.len {
-                        return Err(CudaError::InvalidArgument(format!(
-                            "argument {i}: offset {offset} is beyond the buffer's {} bytes",
-                            buffer.len
-                        )));
-                    }
-                    ((mem.ptr + *offset as u64).to_ne_bytes(), 8)
-                }
-                KernelArg::I32(v) => (pad(&v.to_ne_bytes()), 4),
-                KernelArg::U32(v) => (pad(&v.to_ne_bytes()), 4),
-                KernelArg::F32(v) => (pad(&v.to_ne_bytes()), 4),
-                KernelArg::I64(v) => (v.to_ne_bytes(), 8),
-                KernelArg::Local(_) => continue,
-            };
-            if size != *want {
-                return Err(CudaError::Launch {
-                    message: format!(
-                        "argument {i} of `{}` ({}) is {size} bytes, the kernel's parameter is \
-                         {want} bytes",
-                        kernel.entry,
-                        describe_arg(arg, "dynamic shared memory")
-                    ),
-                });
-            }
-            slots.push(u64::from_ne_bytes(bytes));
+        // SAFETY: a function of a live module; the value is within the device's opt-in
+        // limit.
+        unsafe {
+            result::function::set_function_attribute(
+                loaded.function,
+                FA::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                i32::try_from(dynamic_shared).unwrap_or(i32::MAX),
+            )
         }
-        let mut pointers: Vec<*mut c_void> = slots
-            .iter_mut()
-            .map(|s| (s as *mut u64).cast::<c_void>())
-            .collect();
+        .map_err(|e| CudaError::launch("cuFuncSetAttribute", e, "dynamic shared memory size"))?;
+        kernel
+            .dynamic_shared
+            .store(dynamic_shared, Ordering::Relaxed);
+        Ok(())
+    }
 
-        Self::bind(gpu)?;
-        if dynamic_shared > kernel.dynamic_shared.load(Ordering::Relaxed) {
-            let limit = self
-                .limits
-                .shared_optin
-                .saturating_sub(loaded.static_shared);
-            if dynamic_shared > limit {
-                return Err(CudaError::Resources {
-                    operation: "cuLaunchKernel",
-                    message: format!(
-                        "{dynamic_shared} bytes of dynamic shared memory requested; {} allows at \
-                         most {limit} beside the kernel's {} static bytes",
-                        self.facts.name, loaded.static_shared
-                    ),
-                });
-            }
-            // SAFETY: a function of a live module; the value is within the device's opt-in
-            // limit.
-            unsafe {
-                result::function::set_function_attribute(
-                    loaded.function,
-                    FA::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    i32::try_from(dynamic_shared).unwrap_or(i32::MAX),
-                )
-            }
-            .map_err(|e| {
-                CudaError::launch("cuFuncSetAttribute", e, "dynamic shared memory size")
-            })?;
-            kernel
-                .dynamic_shared
-                .store(dynamic_shared, Ordering::Relaxed);
-        }
+    /// Launches between the GPU's two events (held for the whole launch) and returns the time
+    /// between them once the end event has completed.
+    fn timed_launch(
+        gpu: &Gpu,
+        kernel: &CudaKernel,
+        loaded: &Loaded,
+        shape: &LaunchShape,
+        dynamic_shared: u64,
+        pointers: &mut [*mut c_void],
+    ) -> Result<LaunchTiming, CudaError> {
+        let (grid, blk) = (shape.grid, shape.block);
         let events = gpu.events.lock().unwrap_or_else(|p| p.into_inner());
         let to_u32 = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
         // SAFETY: the function belongs to a live module of the bound context; `pointers` has
         // one pointer per kernel parameter, each to an 8-byte slot holding a value of the
-        // parameter's size (checked above against the PTX signature); every buffer address
-        // stays allocated until the launch has completed (synchronised below).
+        // parameter's size (checked by `marshal_args` against the PTX signature); every buffer
+        // address stays allocated until the launch has completed (synchronised below).
         unsafe {
             result::event::record(events.0, gpu.stream)
                 .map_err(|e| CudaError::driver("cuEventRecord", e, "start"))?;
@@ -272,7 +258,7 @@ impl CudaBackend {
                 (to_u32(blk[0]), to_u32(blk[1]), to_u32(blk[2])),
                 to_u32(dynamic_shared),
                 gpu.stream,
-                &mut pointers,
+                pointers,
             )
             .map_err(|e| {
                 CudaError::launch(
@@ -330,6 +316,104 @@ impl CudaBackend {
                 .map_err(|e| CudaError::driver("cuStreamSynchronize", e, "L2 flush"))
         }
     }
+}
+
+/// The grid (in blocks) and block (in threads) of a launch, 1 in unused dimensions.
+struct LaunchShape {
+    grid: [u64; 3],
+    block: [u64; 3],
+}
+
+/// A "bad launch geometry" error for `range`.
+fn bad_geometry(range: &NdRange, message: String) -> CudaError {
+    CudaError::Launch {
+        message: format!("bad launch geometry {range}: {message}"),
+    }
+}
+
+/// The kernel's value arguments in 8-byte slots (the driver copies each parameter's size from
+/// its slot), checked in number and size against the kernel's PTX signature, and the dynamic
+/// shared memory the [`KernelArg::Local`] arguments add up to.
+fn marshal_args(
+    kernel: &CudaKernel,
+    args: &[KernelArg<'_, CudaBuffer>],
+) -> Result<(Vec<u64>, u64), CudaError> {
+    let values: Vec<&KernelArg<'_, CudaBuffer>> = args
+        .iter()
+        .filter(|a| !matches!(a, KernelArg::Local(_)))
+        .collect();
+    if values.len() != kernel.params.len() {
+        return Err(CudaError::Launch {
+            message: format!(
+                "`{}` takes {} arguments, {} given (plus {} dynamic shared memory argument(s))",
+                kernel.entry,
+                kernel.params.len(),
+                values.len(),
+                args.len() - values.len()
+            ),
+        });
+    }
+    let dynamic_shared: u64 = args
+        .iter()
+        .map(|a| match a {
+            KernelArg::Local(b) => *b as u64,
+            _ => 0,
+        })
+        .sum();
+    let mut slots: Vec<u64> = Vec::with_capacity(values.len());
+    for (i, (arg, want)) in values.iter().zip(&kernel.params).enumerate() {
+        let Some((bytes, size)) = arg_slot(i, arg)? else {
+            continue;
+        };
+        if size != *want {
+            return Err(CudaError::Launch {
+                message: format!(
+                    "argument {i} of `{}` ({}) is {size} bytes, the kernel's parameter is \
+                     {want} bytes",
+                    kernel.entry,
+                    describe_arg(arg, "dynamic shared memory")
+                ),
+            });
+        }
+        slots.push(u64::from_ne_bytes(bytes));
+    }
+    Ok((slots, dynamic_shared))
+}
+
+/// Argument `i` as the bytes of its 8-byte slot and its size in bytes; `None` for dynamic
+/// shared memory, which is no parameter. A buffer must be device memory, its offset aligned
+/// and inside it.
+fn arg_slot(
+    i: usize,
+    arg: &KernelArg<'_, CudaBuffer>,
+) -> Result<Option<([u8; 8], usize)>, CudaError> {
+    Ok(Some(match arg {
+        KernelArg::Buffer { buffer, offset } => {
+            let Memory::Device(mem) = &buffer.memory else {
+                return Err(CudaError::InvalidArgument(format!(
+                    "argument {i}: a host buffer cannot be passed to a device kernel"
+                )));
+            };
+            if *offset % ALIGNMENT != 0 {
+                return Err(CudaError::InvalidArgument(format!(
+                    "argument {i}: buffer offset {offset} is not a multiple of {ALIGNMENT} \
+                     bytes"
+                )));
+            }
+            if *offset >= buffer.len {
+                return Err(CudaError::InvalidArgument(format!(
+                    "argument {i}: offset {offset} is beyond the buffer's {} bytes",
+                    buffer.len
+                )));
+            }
+            ((mem.ptr + *offset as u64).to_ne_bytes(), 8)
+        }
+        KernelArg::I32(v) => (pad(&v.to_ne_bytes()), 4),
+        KernelArg::U32(v) => (pad(&v.to_ne_bytes()), 4),
+        KernelArg::F32(v) => (pad(&v.to_ne_bytes()), 4),
+        KernelArg::I64(v) => (v.to_ne_bytes(), 8),
+        KernelArg::Local(_) => return Ok(None),
+    }))
 }
 
 pub(super) fn pad(bytes: &[u8; 4]) -> [u8; 8] {
