@@ -239,6 +239,244 @@ impl OpenClBackend {
         }
     }
 
+    /// Refuses what no OpenCL compiler takes: another language, an entry point that is not a
+    /// C identifier, a NUL byte in the source.
+    fn check_source(source: &KernelSource) -> Result<(), OpenClError> {
+        let entry = source.entry.as_str();
+        let refuse = |reason: String| Self::compile_error(entry, reason, String::new());
+        if source.language != Language::OpenCl {
+            return Err(refuse(format!(
+                "the OpenCL backend compiles OpenCL C, not {}",
+                source.language
+            )));
+        }
+        let ident =
+            !entry.is_empty() && entry.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ident {
+            return Err(refuse(format!(
+                "entry point {entry:?} is not a C identifier"
+            )));
+        }
+        if source.text.contains('\0') {
+            return Err(refuse("the source contains a NUL byte".to_owned()));
+        }
+        Ok(())
+    }
+
+    /// The kernel from the binary cached under `key`, its build log and facts (a cache hit,
+    /// with the load time); `None` when there is none, or the driver refuses it (the entry is
+    /// then dropped).
+    fn load_cached(
+        &self,
+        key: &str,
+        build_options: &str,
+        entry: &str,
+        cache_file: Option<&str>,
+        started: Instant,
+    ) -> Option<(Kernel, String, CompilerFacts)> {
+        let cache = self.cache.as_ref()?;
+        let binary = cache.get(key)?;
+        let Some((kernel, log)) = self.load_binary(&binary, build_options, entry) else {
+            cache.remove(key);
+            return None;
+        };
+        let mut facts = self.kernel_facts(&kernel);
+        facts.cache_hit = true;
+        if let Some(file) = cache_file {
+            facts.extra.insert("cache_file".into(), file.to_owned());
+        }
+        facts.compile_seconds = Some(0.0);
+        facts.extra.insert(
+            "load_seconds".into(),
+            format!("{:.6}", started.elapsed().as_secs_f64()),
+        );
+        Some((kernel, log, facts))
+    }
+
+    /// Builds `source` for the device and finds its entry point: the program, the kernel, the
+    /// build log and the seconds since `started` the build took; a compile error with the log
+    /// when either fails.
+    fn build_from_source(
+        &self,
+        source: &KernelSource,
+        build_options: &str,
+        started: Instant,
+    ) -> Result<(Program, Kernel, String, f64), OpenClError> {
+        let entry = source.entry.as_str();
+        let mut program = Program::create_from_source(&self.context, &source.text)
+            .map_err(|e| OpenClError::cl("clCreateProgramWithSource", e.0))?;
+        let built = program.build(&[self.device.id()], build_options);
+        let log = self.build_log(&program);
+        if let Err(e) = built {
+            return Err(Self::compile_error(
+                entry,
+                format!("{} ({})", cl_error_name(e.0), e.0),
+                log,
+            ));
+        }
+        let compile_seconds = started.elapsed().as_secs_f64();
+        let kernel = Kernel::create(&program, entry).map_err(|e| {
+            let names = program.get_kernel_names().unwrap_or_default();
+            Self::compile_error(
+                entry,
+                format!(
+                    "no kernel named `{entry}` ({}); the program defines: {}",
+                    cl_error_name(e.0),
+                    names.trim_matches('\0')
+                ),
+                log.clone(),
+            )
+        })?;
+        Ok((program, kernel, log, compile_seconds))
+    }
+
+    /// Stores the program's binary in the cache, when there is one; `facts` get the file it
+    /// went to, or why it did not (`cache_error`).
+    fn store_binary(
+        &self,
+        program: &Program,
+        key: &str,
+        cache_file: Option<&str>,
+        facts: &mut CompilerFacts,
+    ) {
+        let Some(cache) = &self.cache else {
+            return;
+        };
+        let stored = match program.get_binaries() {
+            Ok(binaries) => match binaries.first().filter(|b| !b.is_empty()) {
+                Some(binary) => cache.put(key, binary).map_err(|e| e.to_string()),
+                None => Err("the driver returned no binary".to_owned()),
+            },
+            Err(e) => Err(format!("clGetProgramInfo(CL_PROGRAM_BINARIES): {e}")),
+        };
+        match stored {
+            Ok(()) => {
+                if let Some(file) = cache_file {
+                    facts.extra.insert("cache_file".into(), file.to_owned());
+                }
+            }
+            Err(e) => {
+                facts.extra.insert("cache_error".into(), e);
+            }
+        }
+    }
+
+    /// Checks a launch's geometry against the device and its argument count against the
+    /// kernel; the work-group sizes to pass (null when the runtime chooses).
+    fn check_launch(
+        &self,
+        kernel: &OpenClKernel,
+        args: &[KernelArg<'_, OpenClBuffer>],
+        range: &NdRange,
+    ) -> Result<*const usize, OpenClError> {
+        let bad = |message: String| OpenClError::Launch {
+            message: format!("bad launch geometry {range}: {message}"),
+        };
+        range.check().map_err(|e| bad(e.to_string()))?;
+        let dims = range.global.len();
+        if dims > self.limits.max_dims {
+            return Err(bad(format!(
+                "{dims} dimensions, the device supports {}",
+                self.limits.max_dims
+            )));
+        }
+        let local_ptr = match &range.local {
+            Some(local) => {
+                let max = self.facts.max_work_group_size;
+                check_work_group(local, max, &format!("the device maximum {max}"), |d| {
+                    self.facts
+                        .max_work_item_sizes
+                        .get(d)
+                        .copied()
+                        .unwrap_or(u64::MAX)
+                })
+                .map_err(|e| bad(e.to_string()))?;
+                local.as_ptr()
+            }
+            None => ptr::null(),
+        };
+        if args.len() != kernel.num_args as usize {
+            return Err(OpenClError::Launch {
+                message: format!(
+                    "`{}` takes {} arguments, {} given",
+                    kernel.entry,
+                    kernel.num_args,
+                    args.len()
+                ),
+            });
+        }
+        Ok(local_ptr)
+    }
+
+    /// Sets every argument of `k`; returns the sub-buffers made for buffers passed at an
+    /// offset, which must outlive the launch.
+    fn set_args(
+        &self,
+        k: &Kernel,
+        args: &[KernelArg<'_, OpenClBuffer>],
+    ) -> Result<Vec<Buffer<u8>>, OpenClError> {
+        let mut views: Vec<Buffer<u8>> = Vec::new();
+        for (i, arg) in args.iter().enumerate() {
+            let index = i as u32;
+            let arg_error = |e: opencl3::error_codes::ClError| {
+                OpenClError::launch(
+                    "clSetKernelArg",
+                    e.0,
+                    &format!("argument {i} ({})", describe_arg(arg, "local memory")),
+                )
+            };
+            // SAFETY: each value has the size OpenCL expects for its C type; memory objects are
+            // passed as cl_mem handles that stay alive until the launch completes (`views`).
+            unsafe {
+                match arg {
+                    KernelArg::Buffer { buffer, offset } => {
+                        let mem = self.buffer_arg(i, buffer, *offset, &mut views)?;
+                        k.set_arg(index, &mem)
+                    }
+                    KernelArg::I32(v) => k.set_arg(index, v),
+                    KernelArg::U32(v) => k.set_arg(index, v),
+                    KernelArg::I64(v) => k.set_arg(index, v),
+                    KernelArg::F32(v) => k.set_arg(index, v),
+                    KernelArg::Local(bytes) => k.set_arg_local_buffer(index, *bytes),
+                }
+            }
+            .map_err(arg_error)?;
+        }
+        Ok(views)
+    }
+
+    /// The memory object argument `i` passes: the buffer itself at offset 0, else a checked
+    /// sub-buffer from `offset`, kept in `views`.
+    fn buffer_arg(
+        &self,
+        i: usize,
+        buffer: &OpenClBuffer,
+        offset: usize,
+        views: &mut Vec<Buffer<u8>>,
+    ) -> Result<cl_mem, OpenClError> {
+        if offset == 0 {
+            return Ok(buffer.mem.get());
+        }
+        check_buffer_offset(i, offset, self.limits.base_align, buffer.len)
+            .map_err(|e| OpenClError::InvalidArgument(e.to_string()))?;
+        // SAFETY: the region starts inside the buffer (checked above) and ends at its end.
+        let view = unsafe {
+            buffer
+                .mem
+                .create_sub_buffer(CL_MEM_READ_WRITE, offset, buffer.len - offset)
+        }
+        .map_err(|e| {
+            OpenClError::launch(
+                "clCreateSubBuffer",
+                e.0,
+                &format!("argument {i} at offset {offset}"),
+            )
+        })?;
+        let mem = view.get();
+        views.push(view);
+        Ok(mem)
+    }
+
     fn build_log(&self, program: &Program) -> String {
         program
             .get_build_log(self.device.id())
@@ -304,6 +542,19 @@ fn create_profiling_queue(context: &Context, device: &Device) -> Result<CommandQ
             q.map_err(|e| OpenClError::cl("clCreateCommandQueue", e.0))
         }
     }
+}
+
+/// The device time of a finished command, from its profiling event.
+fn profiled_seconds(event: &Event) -> Result<LaunchTiming, OpenClError> {
+    let start = event
+        .profiling_command_start()
+        .map_err(|e| OpenClError::cl("clGetEventProfilingInfo", e.0))?;
+    let end = event
+        .profiling_command_end()
+        .map_err(|e| OpenClError::cl("clGetEventProfilingInfo", e.0))?;
+    Ok(LaunchTiming {
+        device_seconds: end.saturating_sub(start) as f64 * 1e-9,
+    })
 }
 
 /// A compiled OpenCL kernel. Launches from several threads are serialised (OpenCL kernel
@@ -404,32 +655,7 @@ impl Backend for OpenClBackend {
         options: &CompileOptions,
     ) -> Result<Compiled<OpenClKernel>, OpenClError> {
         let entry = source.entry.as_str();
-        if source.language != Language::OpenCl {
-            return Err(Self::compile_error(
-                entry,
-                format!(
-                    "the OpenCL backend compiles OpenCL C, not {}",
-                    source.language
-                ),
-                String::new(),
-            ));
-        }
-        let ident =
-            !entry.is_empty() && entry.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !ident {
-            return Err(Self::compile_error(
-                entry,
-                format!("entry point {entry:?} is not a C identifier"),
-                String::new(),
-            ));
-        }
-        if source.text.contains('\0') {
-            return Err(Self::compile_error(
-                entry,
-                "the source contains a NUL byte",
-                String::new(),
-            ));
-        }
+        Self::check_source(source)?;
         let build_options = Self::build_options(params, options)
             .map_err(|reason| Self::compile_error(entry, reason.to_string(), String::new()))?;
         let key = BinaryCache::key(&source.text, &build_options, &self.facts);
@@ -439,88 +665,23 @@ impl Backend for OpenClBackend {
             .cache
             .as_ref()
             .map(|c| c.path(&key).display().to_string());
-
-        if let Some(cache) = &self.cache {
-            if let Some(binary) = cache.get(&key) {
-                match self.load_binary(&binary, &build_options, entry) {
-                    Some((kernel, log)) => {
-                        let mut facts = self.kernel_facts(&kernel);
-                        facts.cache_hit = true;
-                        if let Some(file) = &cache_file {
-                            facts.extra.insert("cache_file".into(), file.clone());
-                        }
-                        facts.compile_seconds = Some(0.0);
-                        facts.extra.insert(
-                            "load_seconds".into(),
-                            format!("{:.6}", started.elapsed().as_secs_f64()),
-                        );
-                        return Ok(OpenClKernel::compiled(
-                            kernel,
-                            entry,
-                            log,
-                            facts,
-                            key,
-                            build_options,
-                        ));
-                    }
-                    None => cache.remove(&key),
-                }
-            }
-        }
-
-        let mut program = Program::create_from_source(&self.context, &source.text)
-            .map_err(|e| OpenClError::cl("clCreateProgramWithSource", e.0))?;
-        let built = program.build(&[self.device.id()], &build_options);
-        let log = self.build_log(&program);
-        if let Err(e) = built {
-            return Err(Self::compile_error(
+        if let Some((kernel, log, facts)) =
+            self.load_cached(&key, &build_options, entry, cache_file.as_deref(), started)
+        {
+            return Ok(OpenClKernel::compiled(
+                kernel,
                 entry,
-                format!("{} ({})", cl_error_name(e.0), e.0),
                 log,
+                facts,
+                key,
+                build_options,
             ));
         }
-        let compile_seconds = started.elapsed().as_secs_f64();
-        let kernel = Kernel::create(&program, entry).map_err(|e| {
-            let names = program.get_kernel_names().unwrap_or_default();
-            Self::compile_error(
-                entry,
-                format!(
-                    "no kernel named `{entry}` ({}); the program defines: {}",
-                    cl_error_name(e.0),
-                    names.trim_matches('\0')
-                ),
-                log.clone(),
-            )
-        })?;
+        let (program, kernel, log, compile_seconds) =
+            self.build_from_source(source, &build_options, started)?;
         let mut facts = self.kernel_facts(&kernel);
         facts.compile_seconds = Some(compile_seconds);
-        if let Some(cache) = &self.cache {
-            match program.get_binaries() {
-                Ok(binaries) => match binaries.first().filter(|b| !b.is_empty()) {
-                    Some(binary) => match cache.put(&key, binary) {
-                        Ok(()) => {
-                            if let Some(file) = &cache_file {
-                                facts.extra.insert("cache_file".into(), file.clone());
-                            }
-                        }
-                        Err(e) => {
-                            facts.extra.insert("cache_error".into(), e.to_string());
-                        }
-                    },
-                    None => {
-                        facts
-                            .extra
-                            .insert("cache_error".into(), "the driver returned no binary".into());
-                    }
-                },
-                Err(e) => {
-                    facts.extra.insert(
-                        "cache_error".into(),
-                        format!("clGetProgramInfo(CL_PROGRAM_BINARIES): {e}"),
-                    );
-                }
-            }
-        }
+        self.store_binary(&program, &key, cache_file.as_deref(), &mut facts);
         Ok(OpenClKernel::compiled(
             kernel,
             entry,
@@ -590,91 +751,11 @@ impl Backend for OpenClBackend {
         args: &[KernelArg<'_, OpenClBuffer>],
         range: &NdRange,
     ) -> Result<LaunchTiming, OpenClError> {
-        let bad = |message: String| OpenClError::Launch {
-            message: format!("bad launch geometry {range}: {message}"),
-        };
-        range.check().map_err(|e| bad(e.to_string()))?;
-        let dims = range.global.len();
-        if dims > self.limits.max_dims {
-            return Err(bad(format!(
-                "{dims} dimensions, the device supports {}",
-                self.limits.max_dims
-            )));
-        }
-        let local_ptr = match &range.local {
-            Some(local) => {
-                let max = self.facts.max_work_group_size;
-                check_work_group(local, max, &format!("the device maximum {max}"), |d| {
-                    self.facts
-                        .max_work_item_sizes
-                        .get(d)
-                        .copied()
-                        .unwrap_or(u64::MAX)
-                })
-                .map_err(|e| bad(e.to_string()))?;
-                local.as_ptr()
-            }
-            None => ptr::null(),
-        };
-        if args.len() != kernel.num_args as usize {
-            return Err(OpenClError::Launch {
-                message: format!(
-                    "`{}` takes {} arguments, {} given",
-                    kernel.entry,
-                    kernel.num_args,
-                    args.len()
-                ),
-            });
-        }
-
+        let local_ptr = self.check_launch(kernel, args, range)?;
         let k = kernel.kernel.lock().unwrap_or_else(|p| p.into_inner());
         // Sub-buffers for offset views; they must live until the kernel has finished.
-        let mut views: Vec<Buffer<u8>> = Vec::new();
-        for (i, arg) in args.iter().enumerate() {
-            let index = i as u32;
-            let arg_error = |e: opencl3::error_codes::ClError| {
-                OpenClError::launch(
-                    "clSetKernelArg",
-                    e.0,
-                    &format!("argument {i} ({})", describe_arg(arg, "local memory")),
-                )
-            };
-            // SAFETY: each value has the size OpenCL expects for its C type; memory objects are
-            // passed as cl_mem handles that stay alive until the launch completes (`views`).
-            unsafe {
-                match arg {
-                    KernelArg::Buffer { buffer, offset } => {
-                        let mem: cl_mem = if *offset == 0 {
-                            buffer.mem.get()
-                        } else {
-                            check_buffer_offset(i, *offset, self.limits.base_align, buffer.len)
-                                .map_err(|e| OpenClError::InvalidArgument(e.to_string()))?;
-                            let view = buffer
-                                .mem
-                                .create_sub_buffer(CL_MEM_READ_WRITE, *offset, buffer.len - offset)
-                                .map_err(|e| {
-                                    OpenClError::launch(
-                                        "clCreateSubBuffer",
-                                        e.0,
-                                        &format!("argument {i} at offset {offset}"),
-                                    )
-                                })?;
-                            let mem = view.get();
-                            views.push(view);
-                            mem
-                        };
-                        k.set_arg(index, &mem)
-                    }
-                    KernelArg::I32(v) => k.set_arg(index, v),
-                    KernelArg::U32(v) => k.set_arg(index, v),
-                    KernelArg::I64(v) => k.set_arg(index, v),
-                    KernelArg::F32(v) => k.set_arg(index, v),
-                    KernelArg::Local(bytes) => k.set_arg_local_buffer(index, *bytes),
-                }
-            }
-            .map_err(arg_error)?;
-        }
-
+        let views = self.set_args(&k, args)?;
+        let dims = range.global.len();
         // SAFETY: all arguments are set; the size arrays have `dims` entries and outlive the
         // call.
         let event: Event = unsafe {
@@ -692,15 +773,7 @@ impl Backend for OpenClBackend {
             .wait()
             .map_err(|e| OpenClError::launch("clWaitForEvents", e.0, "the kernel failed"))?;
         drop(views);
-        let start = event
-            .profiling_command_start()
-            .map_err(|e| OpenClError::cl("clGetEventProfilingInfo", e.0))?;
-        let end = event
-            .profiling_command_end()
-            .map_err(|e| OpenClError::cl("clGetEventProfilingInfo", e.0))?;
-        Ok(LaunchTiming {
-            device_seconds: end.saturating_sub(start) as f64 * 1e-9,
-        })
+        profiled_seconds(&event)
     }
 
     fn buffer_alignment(&self) -> usize {
