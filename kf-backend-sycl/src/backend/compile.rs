@@ -180,27 +180,7 @@ impl SyclBackend {
         options: &CompileOptions,
     ) -> Result<Compiled<SyclKernel>, SyclError> {
         let entry = source.entry.as_str();
-        if source.language != Language::Sycl {
-            return Err(compile_error(
-                entry,
-                format!(
-                    "the SYCL backend compiles SYCL free-function kernels, not {}",
-                    source.language
-                ),
-            ));
-        }
-        if !is_entry_name(entry) {
-            return Err(compile_error(
-                entry,
-                format!("entry point {entry:?} is not a (namespace-qualified) C identifier"),
-            ));
-        }
-        if source.text.contains('\0') {
-            return Err(compile_error(entry, "the source contains a NUL byte"));
-        }
-        if let Some(why) = known_crasher(&source.text) {
-            return Err(compile_error(entry, why));
-        }
+        check_source(source)?;
         let prepared = Self::prepare_source(&source.text, params)
             .map_err(|reason| compile_error(entry, reason.to_string()))?;
         let build_options = Self::build_options(options)
@@ -210,87 +190,16 @@ impl SyclBackend {
             None => prepared.text.clone(),
         };
         let key = BundleCache::key(&keyed_text, &build_options, entry, &self.facts);
-        let hit = |inner: &Arc<KernelInner>, how: &str, started: Instant| {
-            let mut facts = inner.facts.clone();
-            facts.cache_hit = true;
-            facts.compile_seconds = Some(0.0);
-            facts.extra.insert("cache".into(), how.to_owned());
-            facts.extra.insert(
-                "load_seconds".into(),
-                format!("{:.6}", started.elapsed().as_secs_f64()),
-            );
-            Compiled {
-                kernel: SyclKernel {
-                    inner: Arc::clone(inner),
-                },
-                log: inner.log.clone(),
-                facts,
-            }
-        };
         let started = Instant::now();
         if let Some(inner) = self.programs().get(&key).cloned() {
-            return Ok(hit(&inner, "memory", started));
+            return Ok(cache_hit(&inner, "memory", started));
         }
-        let mut base_facts = CompilerFacts::default();
-        base_facts.extra.insert("cache_key".into(), key.clone());
-        base_facts
-            .extra
-            .insert("build_options".into(), build_options.join(" "));
-        if !params.is_empty() {
-            base_facts.extra.insert(
-                "definitions".into(),
-                format!(
-                    "#define lines in the virtual header {PARAMS_HEADER}, included after \
-                     <sycl/sycl.hpp> (see SyclBackend::prepare_source)"
-                ),
-            );
+        let base_facts = base_facts(&key, &build_options, params);
+        if let Some(inner) = self.load_from_disk(&key, entry, &base_facts) {
+            self.remember(&key, &inner);
+            return Ok(cache_hit(&inner, "disk", started));
         }
-
-        if let Some(cache) = &self.cache {
-            if let Some((bundle, meta)) = cache.get(&key) {
-                match self.queue.load(&bundle, entry) {
-                    Ok(program) => {
-                        let info = self.kernel_info(&program);
-                        let mut facts = base_facts.clone();
-                        fill_facts(&mut facts, &info);
-                        facts
-                            .extra
-                            .insert("cache_file".into(), cache.path(&key).display().to_string());
-                        if let Some(s) = meta.build_seconds {
-                            facts
-                                .extra
-                                .insert("original_build_seconds".into(), format!("{s:.3}"));
-                        }
-                        let inner = Arc::new(KernelInner {
-                            program,
-                            entry: entry.to_owned(),
-                            num_args: meta.num_args.or(info.num_args),
-                            max_work_group_size: info.work_group_size,
-                            log: meta.log,
-                            facts,
-                        });
-                        self.remember(&key, &inner);
-                        return Ok(hit(&inner, "disk", started));
-                    }
-                    Err(_) => cache.remove(&key),
-                }
-            }
-        }
-
-        let (built, registered) = match self.precompiled_preamble_option() {
-            Some(pch) => {
-                let with_pch: Vec<String> = build_options.iter().cloned().chain([pch]).collect();
-                match self.build_program(&prepared, &with_pch, entry) {
-                    // A runtime whose compiler lacks (or fails at) precompiled preambles builds
-                    // without one.
-                    Err(e) if e.to_string().to_ascii_lowercase().contains("pch") => {
-                        self.build_program(&prepared, &build_options, entry)?
-                    }
-                    other => other?,
-                }
-            }
-            None => self.build_program(&prepared, &build_options, entry)?,
-        };
+        let (built, registered) = self.build_with_preamble(&prepared, &build_options, entry)?;
         let build_seconds = started.elapsed().as_secs_f64();
         let info = self.kernel_info(&built.program);
         let mut facts = base_facts;
@@ -305,39 +214,7 @@ impl SyclBackend {
             }
             .into(),
         );
-        if let Some(cache) = &self.cache {
-            if registered {
-                facts.extra.insert(
-                    "cache_note".into(),
-                    "the kernel is not extern \"C\": this SYCL runtime cannot serialise bundles \
-                     built with registered names, so it is cached in memory only"
-                        .into(),
-                );
-            } else {
-                let meta = EntryMeta {
-                    num_args: info.num_args,
-                    log: built.log.clone(),
-                    build_seconds: Some(build_seconds),
-                };
-                let stored = built
-                    .program
-                    .content()
-                    .map_err(|f| f.message)
-                    .and_then(|bundle| cache.put(&key, &bundle, &meta).map_err(|e| e.to_string()));
-                match stored {
-                    // Where the bundle is, as the other backends say it: what a compile worker
-                    // ships, and how `kf tune`'s compile-ahead knows a later load will hit.
-                    Ok(()) => {
-                        facts
-                            .extra
-                            .insert("cache_file".into(), cache.path(&key).display().to_string());
-                    }
-                    Err(e) => {
-                        facts.extra.insert("cache_error".into(), e);
-                    }
-                }
-            }
-        }
+        self.store_bundle(&key, &built, &info, build_seconds, registered, &mut facts);
         let inner = Arc::new(KernelInner {
             program: built.program,
             entry: entry.to_owned(),
@@ -353,6 +230,178 @@ impl SyclBackend {
             facts,
         })
     }
+
+    /// The kernel from the bundle cached on disk under `key`, with `base_facts` and what the
+    /// entry recorded; `None` when there is none, or the runtime cannot load it (the entry is
+    /// then dropped).
+    fn load_from_disk(
+        &self,
+        key: &str,
+        entry: &str,
+        base_facts: &CompilerFacts,
+    ) -> Option<Arc<KernelInner>> {
+        let cache = self.cache.as_ref()?;
+        let (bundle, meta) = cache.get(key)?;
+        let Ok(program) = self.queue.load(&bundle, entry) else {
+            cache.remove(key);
+            return None;
+        };
+        let info = self.kernel_info(&program);
+        let mut facts = base_facts.clone();
+        fill_facts(&mut facts, &info);
+        facts
+            .extra
+            .insert("cache_file".into(), cache.path(key).display().to_string());
+        if let Some(s) = meta.build_seconds {
+            facts
+                .extra
+                .insert("original_build_seconds".into(), format!("{s:.3}"));
+        }
+        Some(Arc::new(KernelInner {
+            program,
+            entry: entry.to_owned(),
+            num_args: meta.num_args.or(info.num_args),
+            max_work_group_size: info.work_group_size,
+            log: meta.log,
+            facts,
+        }))
+    }
+
+    /// Builds with the precompiled preamble when there is one, and without it when the
+    /// runtime's compiler lacks (or fails at) precompiled preambles; the build and whether
+    /// the entry was found by its registered C++ name.
+    fn build_with_preamble(
+        &self,
+        prepared: &PreparedSource,
+        build_options: &[String],
+        entry: &str,
+    ) -> Result<(ffi::Built, bool), SyclError> {
+        let Some(pch) = self.precompiled_preamble_option() else {
+            return self.build_program(prepared, build_options, entry);
+        };
+        let with_pch: Vec<String> = build_options.iter().cloned().chain([pch]).collect();
+        match self.build_program(prepared, &with_pch, entry) {
+            Err(e) if e.to_string().to_ascii_lowercase().contains("pch") => {
+                self.build_program(prepared, build_options, entry)
+            }
+            other => other,
+        }
+    }
+
+    /// Stores the built bundle in the disk cache, when there is one and the runtime can
+    /// serialise it (not for a kernel found by its registered name); `facts` get the file it
+    /// went to, or why it did not.
+    fn store_bundle(
+        &self,
+        key: &str,
+        built: &ffi::Built,
+        info: &KernelInfo,
+        build_seconds: f64,
+        registered: bool,
+        facts: &mut CompilerFacts,
+    ) {
+        let Some(cache) = &self.cache else {
+            return;
+        };
+        if registered {
+            facts.extra.insert(
+                "cache_note".into(),
+                "the kernel is not extern \"C\": this SYCL runtime cannot serialise bundles \
+                 built with registered names, so it is cached in memory only"
+                    .into(),
+            );
+            return;
+        }
+        let meta = EntryMeta {
+            num_args: info.num_args,
+            log: built.log.clone(),
+            build_seconds: Some(build_seconds),
+        };
+        let stored = built
+            .program
+            .content()
+            .map_err(|f| f.message)
+            .and_then(|bundle| cache.put(key, &bundle, &meta).map_err(|e| e.to_string()));
+        match stored {
+            // Where the bundle is, as the other backends say it: what a compile worker
+            // ships, and how `kf tune`'s compile-ahead knows a later load will hit.
+            Ok(()) => {
+                facts
+                    .extra
+                    .insert("cache_file".into(), cache.path(key).display().to_string());
+            }
+            Err(e) => {
+                facts.extra.insert("cache_error".into(), e);
+            }
+        }
+    }
+}
+
+/// Refuses what the runtime's compiler cannot take: another language, an entry point that is
+/// not a (namespace-qualified) C identifier, a NUL byte, a construct known to crash it.
+fn check_source(source: &KernelSource) -> Result<(), SyclError> {
+    let entry = source.entry.as_str();
+    if source.language != Language::Sycl {
+        return Err(compile_error(
+            entry,
+            format!(
+                "the SYCL backend compiles SYCL free-function kernels, not {}",
+                source.language
+            ),
+        ));
+    }
+    if !is_entry_name(entry) {
+        return Err(compile_error(
+            entry,
+            format!("entry point {entry:?} is not a (namespace-qualified) C identifier"),
+        ));
+    }
+    if source.text.contains('\0') {
+        return Err(compile_error(entry, "the source contains a NUL byte"));
+    }
+    if let Some(why) = known_crasher(&source.text) {
+        return Err(compile_error(entry, why));
+    }
+    Ok(())
+}
+
+/// A kernel kept built (in memory or on disk, `how`), as a cache hit with its load time.
+fn cache_hit(inner: &Arc<KernelInner>, how: &str, started: Instant) -> Compiled<SyclKernel> {
+    let mut facts = inner.facts.clone();
+    facts.cache_hit = true;
+    facts.compile_seconds = Some(0.0);
+    facts.extra.insert("cache".into(), how.to_owned());
+    facts.extra.insert(
+        "load_seconds".into(),
+        format!("{:.6}", started.elapsed().as_secs_f64()),
+    );
+    Compiled {
+        kernel: SyclKernel {
+            inner: Arc::clone(inner),
+        },
+        log: inner.log.clone(),
+        facts,
+    }
+}
+
+/// The facts every compile of this kernel carries, whichever way it is made: its cache key,
+/// build options, and where the definitions went.
+fn base_facts(key: &str, build_options: &[String], params: &ParamValues) -> CompilerFacts {
+    let mut facts = CompilerFacts::default();
+    facts.extra.insert("cache_key".into(), key.to_owned());
+    facts
+        .extra
+        .insert("build_options".into(), build_options.join(" "));
+    if !params.is_empty() {
+        facts.extra.insert(
+            "definitions".into(),
+            format!(
+                "#define lines in the virtual header {PARAMS_HEADER}, included after \
+                 <sycl/sycl.hpp> (see SyclBackend::prepare_source)"
+            ),
+        );
+    }
+    facts
 }
 
 pub(super) fn fill_facts(facts: &mut CompilerFacts, info: &KernelInfo) {
