@@ -4,8 +4,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use kf_core::{
-    ChildRecord, CompilerFacts, CorrectnessReport, Dimension, InsertOutcome, ParamValues,
-    StepRecord, TimingStats,
+    Candidate, ChildRecord, CompilerFacts, CorrectnessReport, Dimension, Elite, InsertOutcome,
+    ParamValues, StepRecord, TimingStats,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -288,6 +288,142 @@ fn hash(text: &str) -> String {
     blake3::hash(text.as_bytes()).to_hex().to_string()
 }
 
+/// The row of candidate `c` of step `step` as far as its record alone tells: failed, until
+/// [`fill_judged`] adds what its evaluation found.
+fn unjudged_row(step: u64, c: &Candidate) -> CandidateRow {
+    CandidateRow {
+        id: c.id.0,
+        step,
+        parents: c.parents.iter().map(|p| p.0).collect(),
+        mutator: c.origin.mutator.clone(),
+        variant: c.origin.prompt_variant.clone(),
+        model: c.origin.model.clone(),
+        note: c.origin.note.clone(),
+        status: "failed".into(),
+        outcome: "failed".into(),
+        fitness: None,
+        gflops: None,
+        speedup: None,
+        gbs: None,
+        roofline: None,
+        memory_bound: None,
+        worker: None,
+        timing: None,
+        baseline: None,
+        params: c.params.clone(),
+        compiler: CompilerFacts::default(),
+        correctness: None,
+        diagnostics: String::new(),
+        coords: None,
+        classifier: String::new(),
+        evidence: Vec::new(),
+        src: hash(&c.source.text),
+        lang: c.source.language.as_str().to_owned(),
+        entry: c.source.entry.clone(),
+        manifest: c.source.manifest.as_deref().map(str::to_owned),
+    }
+}
+
+/// Adds a judged candidate's evaluation (finite figures only) and descriptor to its row.
+fn fill_judged(row: &mut CandidateRow, elite: &Elite, outcome: &InsertOutcome) {
+    let ev = &elite.evaluation;
+    row.status = ev.status.as_str().into();
+    row.outcome = outcome_name(outcome).into();
+    row.fitness = Some(elite.fitness.value());
+    row.gflops = ev.gflops.filter(|g| g.is_finite());
+    row.speedup = ev.speedup.filter(|s| s.is_finite());
+    row.gbs = ev.gbs.filter(|g| g.is_finite());
+    row.roofline = ev.roofline_fraction.filter(|f| f.is_finite());
+    row.memory_bound = ev.memory_bound;
+    row.worker = ev.worker.clone();
+    row.timing = ev.timing;
+    row.baseline = ev.baseline;
+    if !ev.params.0.is_empty() {
+        row.params = ev.params.clone();
+    }
+    row.compiler = ev.compiler.clone();
+    row.correctness = ev.correctness;
+    row.diagnostics = ev.diagnostics.clone();
+    row.coords = Some(elite.descriptor.coords.clone());
+    row.classifier = elite.descriptor.source.clone();
+    row.evidence = elite.descriptor.evidence.clone();
+}
+
+/// The archive as the records rebuild it, candidate by candidate, for the curve.
+#[derive(Default)]
+struct Tally {
+    /// Each filled cell's elite: its id and fitness.
+    cells: HashMap<Vec<usize>, (u64, f64)>,
+    /// The best GFLOP/s of a correct candidate so far.
+    best_gflops: Option<f64>,
+    /// The best fitness so far.
+    best_fit: f64,
+    /// The highest level seen per dimension (the grid's shape when no space is known).
+    max_coords: Vec<usize>,
+}
+
+impl Tally {
+    /// Counts a judged candidate, whose row is filled in.
+    fn add(&mut self, row: &CandidateRow, elite: &Elite, outcome: &InsertOutcome) {
+        let fit = elite.fitness.value();
+        for (i, &x) in elite.descriptor.coords.iter().enumerate() {
+            if self.max_coords.len() <= i {
+                self.max_coords.push(0);
+            }
+            self.max_coords[i] = self.max_coords[i].max(x);
+        }
+        if matches!(
+            outcome,
+            InsertOutcome::NewCell | InsertOutcome::Improved { .. }
+        ) {
+            self.cells
+                .insert(elite.descriptor.coords.clone(), (row.id, fit));
+        }
+        self.best_fit = self.best_fit.max(fit);
+        if elite.evaluation.status.is_correct() {
+            if let Some(g) = row.gflops {
+                self.best_gflops = Some(self.best_gflops.map_or(g, |b| b.max(g)));
+            }
+        }
+    }
+
+    /// The curve's point after `e` candidates.
+    fn point(&self, e: u64) -> CurvePoint {
+        CurvePoint {
+            e,
+            best: self.best_gflops,
+            fit: self.best_fit,
+            qd: self.cells.values().map(|(_, f)| f).sum(),
+            filled: self.cells.len(),
+        }
+    }
+}
+
+/// The dimensions the report names, when they fit the levels the records reach.
+fn report_dimensions(report: &Value, max_coords: &[usize]) -> Option<Vec<Dimension>> {
+    report
+        .get("space")
+        .and_then(|s| s.get("dimensions"))
+        .and_then(|d| serde_json::from_value::<Vec<Dimension>>(d.clone()).ok())
+        .filter(|d| {
+            d.len() == max_coords.len()
+                && d.iter().zip(max_coords).all(|(d, m)| *m < d.levels.len())
+        })
+}
+
+/// The fittest of `elites` (id, fitness) whose candidate is correct.
+fn best_correct(elites: &[(u64, f64)], candidates: &[CandidateRow]) -> Option<u64> {
+    elites
+        .iter()
+        .filter(|(id, _)| {
+            candidates
+                .iter()
+                .any(|c| c.id == *id && c.status == "correct")
+        })
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|e| e.0)
+}
+
 impl RunData {
     /// Reads the run at `files` (without its lock). Sources are inlined in full while their
     /// unique bytes stay within `inline_limit`. `dimensions` names the archive's dimensions when
@@ -354,11 +490,8 @@ impl RunData {
     ) -> RunData {
         let mut candidates = Vec::new();
         let mut step_errors = Vec::new();
-        let mut cells: HashMap<Vec<usize>, (u64, f64)> = HashMap::new();
+        let mut tally = Tally::default();
         let mut curve = Vec::new();
-        let mut best_gflops: Option<f64> = None;
-        let mut best_fit = 0.0f64;
-        let mut max_coords: Vec<usize> = Vec::new();
         for r in records {
             if let Some(error) = &r.error {
                 step_errors.push(StepError {
@@ -369,121 +502,31 @@ impl RunData {
             }
             for child in &r.children {
                 let c = child.candidate();
-                let mut row = CandidateRow {
-                    id: c.id.0,
-                    step: r.step,
-                    parents: c.parents.iter().map(|p| p.0).collect(),
-                    mutator: c.origin.mutator.clone(),
-                    variant: c.origin.prompt_variant.clone(),
-                    model: c.origin.model.clone(),
-                    note: c.origin.note.clone(),
-                    status: "failed".into(),
-                    outcome: "failed".into(),
-                    fitness: None,
-                    gflops: None,
-                    speedup: None,
-                    gbs: None,
-                    roofline: None,
-                    memory_bound: None,
-                    worker: None,
-                    timing: None,
-                    baseline: None,
-                    params: c.params.clone(),
-                    compiler: CompilerFacts::default(),
-                    correctness: None,
-                    diagnostics: String::new(),
-                    coords: None,
-                    classifier: String::new(),
-                    evidence: Vec::new(),
-                    src: hash(&c.source.text),
-                    lang: c.source.language.as_str().to_owned(),
-                    entry: c.source.entry.clone(),
-                    manifest: c.source.manifest.as_deref().map(str::to_owned),
-                };
+                let mut row = unjudged_row(r.step, c);
                 match child {
                     ChildRecord::Judged { elite, outcome } => {
-                        let ev = &elite.evaluation;
-                        let fit = elite.fitness.value();
-                        row.status = ev.status.as_str().into();
-                        row.outcome = outcome_name(outcome).into();
-                        row.fitness = Some(fit);
-                        row.gflops = ev.gflops.filter(|g| g.is_finite());
-                        row.speedup = ev.speedup.filter(|s| s.is_finite());
-                        row.gbs = ev.gbs.filter(|g| g.is_finite());
-                        row.roofline = ev.roofline_fraction.filter(|f| f.is_finite());
-                        row.memory_bound = ev.memory_bound;
-                        row.worker = ev.worker.clone();
-                        row.timing = ev.timing;
-                        row.baseline = ev.baseline;
-                        if !ev.params.0.is_empty() {
-                            row.params = ev.params.clone();
-                        }
-                        row.compiler = ev.compiler.clone();
-                        row.correctness = ev.correctness;
-                        row.diagnostics = ev.diagnostics.clone();
-                        row.coords = Some(elite.descriptor.coords.clone());
-                        row.classifier = elite.descriptor.source.clone();
-                        row.evidence = elite.descriptor.evidence.clone();
-                        for (i, &x) in elite.descriptor.coords.iter().enumerate() {
-                            if max_coords.len() <= i {
-                                max_coords.push(0);
-                            }
-                            max_coords[i] = max_coords[i].max(x);
-                        }
-                        if matches!(
-                            outcome,
-                            InsertOutcome::NewCell | InsertOutcome::Improved { .. }
-                        ) {
-                            cells.insert(elite.descriptor.coords.clone(), (c.id.0, fit));
-                        }
-                        best_fit = best_fit.max(fit);
-                        if ev.status.is_correct() {
-                            if let Some(g) = row.gflops {
-                                best_gflops = Some(best_gflops.map_or(g, |b| b.max(g)));
-                            }
-                        }
+                        fill_judged(&mut row, elite, outcome);
+                        tally.add(&row, elite, outcome);
                     }
                     ChildRecord::Failed { error, .. } => row.diagnostics = error.clone(),
                 }
                 candidates.push(row);
-                curve.push(CurvePoint {
-                    e: candidates.len() as u64,
-                    best: best_gflops,
-                    fit: best_fit,
-                    qd: cells.values().map(|(_, f)| f).sum(),
-                    filled: cells.len(),
-                });
+                curve.push(tally.point(candidates.len() as u64));
             }
         }
         let dimensions = dimensions
-            .or_else(|| {
-                report
-                    .get("space")
-                    .and_then(|s| s.get("dimensions"))
-                    .and_then(|d| serde_json::from_value::<Vec<Dimension>>(d.clone()).ok())
-                    .filter(|d| {
-                        d.len() == max_coords.len()
-                            && d.iter().zip(&max_coords).all(|(d, m)| *m < d.levels.len())
-                    })
-            })
+            .or_else(|| report_dimensions(report, &tally.max_coords))
             .unwrap_or_else(|| {
-                max_coords
+                tally
+                    .max_coords
                     .iter()
                     .enumerate()
                     .map(|(i, m)| Dimension::numbered(format!("dim {i}"), m + 1))
                     .collect()
             });
-        let mut elites: Vec<(u64, f64)> = cells.into_values().collect();
+        let mut elites: Vec<(u64, f64)> = tally.cells.into_values().collect();
         elites.sort_by_key(|e| e.0);
-        let best = elites
-            .iter()
-            .filter(|(id, _)| {
-                candidates
-                    .iter()
-                    .any(|c| c.id == *id && c.status == "correct")
-            })
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-            .map(|e| e.0);
+        let best = best_correct(&elites, &candidates);
         RunData {
             title: String::new(),
             run_id: String::new(),

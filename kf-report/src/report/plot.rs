@@ -397,34 +397,21 @@ pub(crate) fn draw_heatmap(
 ) -> Result<(Rendered, (u32, u32)), PlotError> {
     let size = heatmap_size(space);
     let prefix = title.map_or_else(String::new, |t| format!("{t}: "));
-    let shape = space.shape();
     let mut panels = pairs(space.ndim());
     if panels.is_empty() {
         panels.push((0, usize::MAX));
     }
-    let vmax = elites
-        .iter()
-        .filter_map(|e| correct_gflops(e))
-        .fold(0.0f64, f64::max);
-    let filled = elites.len();
+    let heatmap = Heatmap {
+        elites,
+        space,
+        baseline_gflops,
+        vmax: elites
+            .iter()
+            .filter_map(|e| correct_gflops(e))
+            .fold(0.0f64, f64::max),
+    };
     let draw = |root: &Area<'_>, pen: &Pen| -> Result<(), PlotError> {
-        let cells = space.cells();
-        // Longest first; the first that fits the picture's width is drawn.
-        let captions = if vmax > 0.0 {
-            vec![
-                format!("{prefix}best GFLOP/s per archive cell ({filled}/{cells} cells filled; grey: empty)"),
-                format!("{prefix}best GFLOP/s per cell ({filled}/{cells} filled)"),
-                format!("best GFLOP/s per cell ({filled}/{cells} filled)"),
-                format!("{filled}/{cells} cells filled"),
-            ]
-        } else {
-            vec![
-                format!("{prefix}filled archive cells ({filled}/{cells} filled; grey: empty; no GFLOP/s measured)"),
-                format!("{prefix}filled cells ({filled}/{cells}; no GFLOP/s measured)"),
-                format!("filled cells ({filled}/{cells}; no GFLOP/s measured)"),
-                format!("{filled}/{cells} cells filled"),
-            ]
-        };
+        let captions = heatmap_captions(&prefix, elites.len(), space.cells(), heatmap.vmax);
         let caption = pen.fit(&captions, 15.0, size.0.saturating_sub(16));
         pen.text(
             root,
@@ -437,186 +424,302 @@ pub(crate) fn draw_heatmap(
             false,
         )?;
         for (p, &(a, b)) in panels.iter().enumerate() {
-            let x0 = (p as u32 * PANEL_W) as i32;
-            let na = shape.get(a).copied().unwrap_or(1);
-            let (nb, grid) = if b == usize::MAX {
-                // One dimension: a single row.
-                (1, project(elites, a, usize::MAX, na, 1))
-            } else {
-                let nb = shape.get(b).copied().unwrap_or(1);
-                (nb, project(elites, a, b, na, nb))
-            };
-            let dim_name = |d: usize| {
-                space
-                    .dimensions
-                    .get(d)
-                    .map_or_else(|| format!("dim {d}"), |x| x.name.clone())
-            };
-            let hidden: Vec<String> = (0..space.ndim())
-                .filter(|d| *d != a && *d != b)
-                .map(dim_name)
-                .collect();
-            // Title.
-            let title = if b == usize::MAX {
-                dim_name(a)
-            } else {
-                format!("{} × {}", dim_name(a), dim_name(b))
-            };
+            heatmap.draw_panel(root, pen, (p as u32 * PANEL_W) as i32, a, b)?;
+        }
+        Ok(())
+    };
+    render(size, text, &draw).map(|r| (r, size))
+}
+
+/// The heatmap's caption, in versions from longest to shortest (the first that fits the
+/// picture's width is drawn).
+fn heatmap_captions(prefix: &str, filled: usize, cells: usize, vmax: f64) -> Vec<String> {
+    if vmax > 0.0 {
+        vec![
+            format!("{prefix}best GFLOP/s per archive cell ({filled}/{cells} cells filled; grey: empty)"),
+            format!("{prefix}best GFLOP/s per cell ({filled}/{cells} filled)"),
+            format!("best GFLOP/s per cell ({filled}/{cells} filled)"),
+            format!("{filled}/{cells} cells filled"),
+        ]
+    } else {
+        vec![
+            format!("{prefix}filled archive cells ({filled}/{cells} filled; grey: empty; no GFLOP/s measured)"),
+            format!("{prefix}filled cells ({filled}/{cells}; no GFLOP/s measured)"),
+            format!("filled cells ({filled}/{cells}; no GFLOP/s measured)"),
+            format!("{filled}/{cells} cells filled"),
+        ]
+    }
+}
+
+/// What every panel of a heatmap draws from.
+struct Heatmap<'a> {
+    elites: &'a [&'a Elite],
+    space: &'a DescriptorSpace,
+    /// The naive seed's GFLOP/s, for the speed-ups under the cells' figures.
+    baseline_gflops: Option<f64>,
+    /// The best GFLOP/s of all, the top of the colour scale (0: none measured).
+    vmax: f64,
+}
+
+/// Where a panel's grid of cells lies: its pixel bounds, and the size of one cell.
+struct GridBox {
+    gx0: i32,
+    gx1: i32,
+    gy0: i32,
+    gy1: i32,
+    cw: f64,
+    ch: f64,
+}
+
+impl Heatmap<'_> {
+    /// The name of dimension `d`, or `dim d` when the space has no such dimension.
+    fn dim_name(&self, d: usize) -> String {
+        self.space
+            .dimensions
+            .get(d)
+            .map_or_else(|| format!("dim {d}"), |x| x.name.clone())
+    }
+
+    /// Draws the panel of dimensions `a` × `b` (`b == usize::MAX`: `a` alone, as one row)
+    /// whose left edge is at `x0`.
+    fn draw_panel(
+        &self,
+        root: &Area<'_>,
+        pen: &Pen,
+        x0: i32,
+        a: usize,
+        b: usize,
+    ) -> Result<(), PlotError> {
+        let shape = self.space.shape();
+        let na = shape.get(a).copied().unwrap_or(1);
+        let (nb, grid) = if b == usize::MAX {
+            // One dimension: a single row.
+            (1, project(self.elites, a, usize::MAX, na, 1))
+        } else {
+            let nb = shape.get(b).copied().unwrap_or(1);
+            (nb, project(self.elites, a, b, na, nb))
+        };
+        self.draw_panel_title(root, pen, x0, a, b)?;
+        let (gx0, gx1) = (x0 + 118, x0 + PANEL_W as i32 - 14);
+        let (gy0, gy1) = (74, PANEL_H as i32 - 76);
+        let geometry = GridBox {
+            gx0,
+            gx1,
+            gy0,
+            gy1,
+            cw: (gx1 - gx0) as f64 / na as f64,
+            ch: (gy1 - gy0) as f64 / nb as f64,
+        };
+        for (i, column) in grid.iter().enumerate() {
+            for (j, shown) in column.iter().enumerate() {
+                self.draw_cell(root, pen, &geometry, (i, j), *shown)?;
+            }
+        }
+        self.draw_axis_labels(root, pen, &geometry, x0, (a, na), (b, nb))
+    }
+
+    /// The panel's title (its dimensions), and which dimensions its cells take the best over.
+    fn draw_panel_title(
+        &self,
+        root: &Area<'_>,
+        pen: &Pen,
+        x0: i32,
+        a: usize,
+        b: usize,
+    ) -> Result<(), PlotError> {
+        let hidden: Vec<String> = (0..self.space.ndim())
+            .filter(|d| *d != a && *d != b)
+            .map(|d| self.dim_name(d))
+            .collect();
+        let title = if b == usize::MAX {
+            self.dim_name(a)
+        } else {
+            format!("{} × {}", self.dim_name(a), self.dim_name(b))
+        };
+        pen.text(
+            root,
+            &title,
+            (x0 + PANEL_W as i32 / 2 + 20, 42),
+            15.0,
+            INK,
+            HPos::Center,
+            VPos::Center,
+            true,
+        )?;
+        if !hidden.is_empty() {
             pen.text(
                 root,
-                &title,
-                (x0 + PANEL_W as i32 / 2 + 20, 42),
-                15.0,
-                INK,
-                HPos::Center,
-                VPos::Center,
-                true,
-            )?;
-            if !hidden.is_empty() {
-                pen.text(
-                    root,
-                    &format!("max over {}", hidden.join(", ")),
-                    (x0 + PANEL_W as i32 / 2 + 20, 60),
-                    12.0,
-                    FAINT,
-                    HPos::Center,
-                    VPos::Center,
-                    false,
-                )?;
-            }
-            // Grid geometry.
-            let (gx0, gx1) = (x0 + 118, x0 + PANEL_W as i32 - 14);
-            let (gy0, gy1) = (74, PANEL_H as i32 - 76);
-            let cw = (gx1 - gx0) as f64 / na as f64;
-            let ch = (gy1 - gy0) as f64 / nb as f64;
-            for (i, column) in grid.iter().enumerate() {
-                for (j, shown) in column.iter().enumerate() {
-                    // Level 0 at the bottom.
-                    let left = gx0 + (i as f64 * cw).round() as i32;
-                    let right = gx0 + ((i + 1) as f64 * cw).round() as i32;
-                    let top = gy1 - ((j + 1) as f64 * ch).round() as i32;
-                    let bottom = gy1 - (j as f64 * ch).round() as i32;
-                    let (fill, lines, dark): (RGBColor, Vec<String>, bool) = match *shown {
-                        Shown::Empty => (EMPTY, Vec::new(), false),
-                        Shown::NoSpeed { correct } => (
-                            NO_SPEED,
-                            vec![if correct { "no GFLOP/s" } else { "incorrect" }.to_owned()],
-                            false,
-                        ),
-                        Shown::Gflops(g) => {
-                            let t = if vmax > 0.0 { g / vmax } else { 0.0 };
-                            let mut l = vec![format!("{g:.1}")];
-                            if let Some(bl) = baseline_gflops.filter(|b| b.is_finite() && *b > 0.0)
-                            {
-                                l.push(format!("{:.1}x", g / bl));
-                            }
-                            (viridis(t), l, t < 0.6)
-                        }
-                    };
-                    rect(root, (left, top), (right, bottom), fill.filled())?;
-                    rect(root, (left, top), (right, bottom), WHITE.stroke_width(2))?;
-                    let color = if dark { WHITE } else { INK };
-                    let cx = (left + right) / 2;
-                    let cy = (top + bottom) / 2;
-                    match lines.as_slice() {
-                        [] => {}
-                        [one] => {
-                            let size = if one.len() > 6 { 11.0 } else { 16.0 };
-                            pen.text(
-                                root,
-                                one,
-                                (cx, cy),
-                                size,
-                                color,
-                                HPos::Center,
-                                VPos::Center,
-                                size > 12.0,
-                            )?;
-                        }
-                        [first, second, ..] => {
-                            pen.text(
-                                root,
-                                first,
-                                (cx, cy - 9),
-                                16.0,
-                                color,
-                                HPos::Center,
-                                VPos::Center,
-                                true,
-                            )?;
-                            pen.text(
-                                root,
-                                second,
-                                (cx, cy + 11),
-                                12.0,
-                                color,
-                                HPos::Center,
-                                VPos::Center,
-                                false,
-                            )?;
-                        }
-                    }
-                }
-            }
-            // Axis labels: level names under the columns and left of the rows.
-            for i in 0..na {
-                let cx = gx0 + ((i as f64 + 0.5) * cw).round() as i32;
-                for (k, line) in wrap_label(&level_name(space, a, i), 10, 3)
-                    .iter()
-                    .enumerate()
-                {
-                    pen.text(
-                        root,
-                        line,
-                        (cx, gy1 + 12 + 14 * k as i32),
-                        12.0,
-                        INK,
-                        HPos::Center,
-                        VPos::Center,
-                        false,
-                    )?;
-                }
-            }
-            pen.text(
-                root,
-                &format!("{} →", dim_name(a)),
-                ((gx0 + gx1) / 2, gy1 + 62),
-                13.0,
+                &format!("max over {}", hidden.join(", ")),
+                (x0 + PANEL_W as i32 / 2 + 20, 60),
+                12.0,
                 FAINT,
                 HPos::Center,
                 VPos::Center,
                 false,
             )?;
-            if b != usize::MAX {
-                for j in 0..nb {
-                    let cy = gy1 - ((j as f64 + 0.5) * ch).round() as i32;
-                    let lines = wrap_label(&level_name(space, b, j), 14, 3);
-                    let n = lines.len() as i32;
-                    for (k, line) in lines.iter().enumerate() {
-                        pen.text(
-                            root,
-                            line,
-                            (gx0 - 6, cy + 14 * k as i32 - 7 * (n - 1)),
-                            12.0,
-                            INK,
-                            HPos::Right,
-                            VPos::Center,
-                            false,
-                        )?;
-                    }
+        }
+        Ok(())
+    }
+
+    /// How a cell looks: its fill, its lines of text, and whether the fill is dark (white
+    /// text).
+    fn cell_look(&self, shown: Shown) -> (RGBColor, Vec<String>, bool) {
+        match shown {
+            Shown::Empty => (EMPTY, Vec::new(), false),
+            Shown::NoSpeed { correct } => (
+                NO_SPEED,
+                vec![if correct { "no GFLOP/s" } else { "incorrect" }.to_owned()],
+                false,
+            ),
+            Shown::Gflops(g) => {
+                let t = if self.vmax > 0.0 { g / self.vmax } else { 0.0 };
+                let mut l = vec![format!("{g:.1}")];
+                if let Some(bl) = self.baseline_gflops.filter(|b| b.is_finite() && *b > 0.0) {
+                    l.push(format!("{:.1}x", g / bl));
                 }
-                pen.vertical(
+                (viridis(t), l, t < 0.6)
+            }
+        }
+    }
+
+    /// Draws cell `(i, j)` of the grid (level 0 at the bottom) with its figures.
+    fn draw_cell(
+        &self,
+        root: &Area<'_>,
+        pen: &Pen,
+        geometry: &GridBox,
+        (i, j): (usize, usize),
+        shown: Shown,
+    ) -> Result<(), PlotError> {
+        let GridBox {
+            gx0, gy1, cw, ch, ..
+        } = *geometry;
+        let left = gx0 + (i as f64 * cw).round() as i32;
+        let right = gx0 + ((i + 1) as f64 * cw).round() as i32;
+        let top = gy1 - ((j + 1) as f64 * ch).round() as i32;
+        let bottom = gy1 - (j as f64 * ch).round() as i32;
+        let (fill, lines, dark) = self.cell_look(shown);
+        rect(root, (left, top), (right, bottom), fill.filled())?;
+        rect(root, (left, top), (right, bottom), WHITE.stroke_width(2))?;
+        let color = if dark { WHITE } else { INK };
+        let cx = (left + right) / 2;
+        let cy = (top + bottom) / 2;
+        match lines.as_slice() {
+            [] => {}
+            [one] => {
+                let size = if one.len() > 6 { 11.0 } else { 16.0 };
+                pen.text(
                     root,
-                    &format!("{} →", dim_name(b)),
-                    (x0 + 12, (gy0 + gy1) / 2),
-                    13.0,
-                    FAINT,
+                    one,
+                    (cx, cy),
+                    size,
+                    color,
+                    HPos::Center,
+                    VPos::Center,
+                    size > 12.0,
+                )?;
+            }
+            [first, second, ..] => {
+                pen.text(
+                    root,
+                    first,
+                    (cx, cy - 9),
+                    16.0,
+                    color,
+                    HPos::Center,
+                    VPos::Center,
+                    true,
+                )?;
+                pen.text(
+                    root,
+                    second,
+                    (cx, cy + 11),
+                    12.0,
+                    color,
+                    HPos::Center,
+                    VPos::Center,
+                    false,
                 )?;
             }
         }
         Ok(())
-    };
-    render(size, text, &draw).map(|r| (r, size))
+    }
+
+    /// Axis labels: level names under the columns (dimension `a`, `na` levels) and left of
+    /// the rows (dimension `b`, `nb` levels, when the panel has rows), with the axes' names.
+    fn draw_axis_labels(
+        &self,
+        root: &Area<'_>,
+        pen: &Pen,
+        geometry: &GridBox,
+        x0: i32,
+        (a, na): (usize, usize),
+        (b, nb): (usize, usize),
+    ) -> Result<(), PlotError> {
+        let GridBox {
+            gx0,
+            gx1,
+            gy0,
+            gy1,
+            cw,
+            ch,
+        } = *geometry;
+        for i in 0..na {
+            let cx = gx0 + ((i as f64 + 0.5) * cw).round() as i32;
+            for (k, line) in wrap_label(&level_name(self.space, a, i), 10, 3)
+                .iter()
+                .enumerate()
+            {
+                pen.text(
+                    root,
+                    line,
+                    (cx, gy1 + 12 + 14 * k as i32),
+                    12.0,
+                    INK,
+                    HPos::Center,
+                    VPos::Center,
+                    false,
+                )?;
+            }
+        }
+        pen.text(
+            root,
+            &format!("{} →", self.dim_name(a)),
+            ((gx0 + gx1) / 2, gy1 + 62),
+            13.0,
+            FAINT,
+            HPos::Center,
+            VPos::Center,
+            false,
+        )?;
+        if b == usize::MAX {
+            return Ok(());
+        }
+        for j in 0..nb {
+            let cy = gy1 - ((j as f64 + 0.5) * ch).round() as i32;
+            let lines = wrap_label(&level_name(self.space, b, j), 14, 3);
+            let n = lines.len() as i32;
+            for (k, line) in lines.iter().enumerate() {
+                pen.text(
+                    root,
+                    line,
+                    (gx0 - 6, cy + 14 * k as i32 - 7 * (n - 1)),
+                    12.0,
+                    INK,
+                    HPos::Right,
+                    VPos::Center,
+                    false,
+                )?;
+            }
+        }
+        pen.vertical(
+            root,
+            &format!("{} →", self.dim_name(b)),
+            (x0 + 12, (gy0 + gy1) / 2),
+            13.0,
+            FAINT,
+        )
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
