@@ -119,77 +119,14 @@ impl ClusterStatus {
         let store = Store::connect(&config.database_url, &config.security).await?;
         let c = store.client().await?;
         let seconds = window.as_secs_f64();
-        let rows = c
-            .query(
-                "SELECT name, role, device_kind, \
-                        EXTRACT(EPOCH FROM now() - last_seen)::float8, heartbeat_s, \
-                        stopped_at IS NOT NULL, in_flight::int8, evaluated, handed_back, refused, \
-                        poisoned, compiled \
-                 FROM kf_workers ORDER BY role, device_kind, name",
-                &[],
-            )
-            .await
-            .map_err(|e| DistError::db("reading the workers", e))?;
-        let count = |v: i64| v.max(0) as u64;
-        let mut workers: Vec<WorkerStatus> = rows
-            .iter()
-            .map(|r| {
-                let silent_s: f64 = r.get(3);
-                let period: f64 = r.get(4);
-                let state = if r.get::<_, bool>(5) {
-                    WorkerState::Stopped
-                } else if silent_s > GONE_AFTER_PERIODS * period {
-                    WorkerState::Gone
-                } else {
-                    WorkerState::Alive
-                };
-                WorkerStatus {
-                    name: r.get(0),
-                    role: r.get(1),
-                    device_kind: r.get(2),
-                    state,
-                    silent_s,
-                    in_flight: count(r.get(6)),
-                    evaluated: count(r.get(7)),
-                    handed_back: count(r.get(8)),
-                    refused: count(r.get(9)),
-                    poisoned: count(r.get(10)),
-                    compiled: count(r.get(11)),
-                }
-            })
-            .collect();
-        workers.sort_by(|a, b| {
-            (a.state, &a.role, &a.device_kind, &a.name).cmp(&(
-                b.state,
-                &b.role,
-                &b.device_kind,
-                &b.name,
-            ))
-        });
+        let workers = read_workers(&c).await?;
         let in_flight = workers
             .iter()
             .filter(|w| w.state == WorkerState::Alive)
             .map(|w| w.in_flight)
             .sum();
         let since = format!("now() - make_interval(secs => {seconds})");
-        let by_status = c
-            .query(
-                &format!(
-                    "SELECT status, count(*) FROM kf_results WHERE stored_at > {since} GROUP BY status"
-                ),
-                &[],
-            )
-            .await
-            .map_err(|e| DistError::db("reading recent results", e))?;
-        let mut results_in_window = 0;
-        let mut failures = BTreeMap::new();
-        for r in &by_status {
-            let (status, n): (String, i64) = (r.get(0), r.get(1));
-            results_in_window += count(n);
-            if status != kf_core::Status::Correct.to_string() {
-                failures.insert(status, count(n));
-            }
-        }
+        let (results_in_window, failures) = read_recent_results(&c, &since).await?;
         let total = c
             .query_one("SELECT count(*) FROM kf_results", &[])
             .await
@@ -236,6 +173,91 @@ impl ClusterStatus {
     pub fn count(&self, state: WorkerState) -> usize {
         self.workers.iter().filter(|w| w.state == state).count()
     }
+}
+
+/// A count from the database as a count (a negative one, which cannot happen, as zero).
+fn count(v: i64) -> u64 {
+    v.max(0) as u64
+}
+
+/// Every registered worker, from its heartbeat row, alive ones first (then by role, device
+/// kind and name).
+async fn read_workers(c: &tokio_postgres::Client) -> Result<Vec<WorkerStatus>> {
+    let rows = c
+        .query(
+            "SELECT name, role, device_kind, \
+                    EXTRACT(EPOCH FROM now() - last_seen)::float8, heartbeat_s, \
+                    stopped_at IS NOT NULL, in_flight::int8, evaluated, handed_back, refused, \
+                    poisoned, compiled \
+             FROM kf_workers ORDER BY role, device_kind, name",
+            &[],
+        )
+        .await
+        .map_err(|e| DistError::db("reading the workers", e))?;
+    let mut workers: Vec<WorkerStatus> = rows.iter().map(worker_from_row).collect();
+    workers.sort_by(|a, b| {
+        (a.state, &a.role, &a.device_kind, &a.name).cmp(&(
+            b.state,
+            &b.role,
+            &b.device_kind,
+            &b.name,
+        ))
+    });
+    Ok(workers)
+}
+
+/// One row of [`read_workers`]' query; the state follows from the row's silence measured in
+/// the worker's own heartbeat periods.
+fn worker_from_row(r: &tokio_postgres::Row) -> WorkerStatus {
+    let silent_s: f64 = r.get(3);
+    let period: f64 = r.get(4);
+    let state = if r.get::<_, bool>(5) {
+        WorkerState::Stopped
+    } else if silent_s > GONE_AFTER_PERIODS * period {
+        WorkerState::Gone
+    } else {
+        WorkerState::Alive
+    };
+    WorkerStatus {
+        name: r.get(0),
+        role: r.get(1),
+        device_kind: r.get(2),
+        state,
+        silent_s,
+        in_flight: count(r.get(6)),
+        evaluated: count(r.get(7)),
+        handed_back: count(r.get(8)),
+        refused: count(r.get(9)),
+        poisoned: count(r.get(10)),
+        compiled: count(r.get(11)),
+    }
+}
+
+/// The results stored after `since` (an SQL time expression): how many, and the failed ones
+/// by status.
+async fn read_recent_results(
+    c: &tokio_postgres::Client,
+    since: &str,
+) -> Result<(u64, BTreeMap<String, u64>)> {
+    let by_status = c
+        .query(
+            &format!(
+                "SELECT status, count(*) FROM kf_results WHERE stored_at > {since} GROUP BY status"
+            ),
+            &[],
+        )
+        .await
+        .map_err(|e| DistError::db("reading recent results", e))?;
+    let mut results_in_window = 0;
+    let mut failures = BTreeMap::new();
+    for r in &by_status {
+        let (status, n): (String, i64) = (r.get(0), r.get(1));
+        results_in_window += count(n);
+        if status != kf_core::Status::Correct.to_string() {
+            failures.insert(status, count(n));
+        }
+    }
+    Ok((results_in_window, failures))
 }
 
 impl fmt::Display for ClusterStatus {

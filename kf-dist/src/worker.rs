@@ -378,6 +378,38 @@ struct Counters {
     in_flight: AtomicU64,
 }
 
+impl Counters {
+    /// The counts so far, as [`Worker::run`] returns them.
+    fn stats(&self) -> WorkerStats {
+        WorkerStats {
+            evaluated: self.evaluated.load(Ordering::Relaxed),
+            already_done: self.already_done.load(Ordering::Relaxed),
+            poisoned: self.poisoned.load(Ordering::Relaxed),
+            handed_back: self.handed_back.load(Ordering::Relaxed),
+            refused: self.refused.load(Ordering::Relaxed),
+            compiled: self.compiled.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Reports to the database every `every` that the worker `name` is alive, with its counters,
+/// until the returned task is aborted.
+fn spawn_heartbeat<H: JobHandler>(
+    shared: Arc<Shared<H>>,
+    name: String,
+    every: Duration,
+) -> tokio::task::JoinHandle<()> {
+    let store = shared.store.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            if let Err(e) = store.heartbeat(&name, &shared.report(), false).await {
+                tracing::debug!("heartbeat: {e}");
+            }
+        }
+    })
+}
+
 /// A worker process's main loop.
 pub struct Worker<H> {
     dist: DistConfig,
@@ -400,6 +432,50 @@ impl<H: JobHandler> Worker<H> {
     pub async fn run(mut self, stop: impl Future<Output = ()> + Send) -> Result<WorkerStats> {
         self.dist.validate()?;
         self.dist = self.dist.with_security_loaded()?;
+        self.check_settings()?;
+        self.dist
+            .security
+            .check_signatures(crate::security::Role::Worker)?;
+        let queue = Queue::connect(&self.dist, &format!("kf-worker-{}", self.config.name)).await?;
+        let store = Store::connect(&self.dist.database_url, &self.dist.security).await?;
+        let environment = Profile::from_value(self.handler.environment()).hash.0;
+        self.register(&store, &environment).await?;
+        let consumers = self.pull_consumers(&queue).await?;
+        let role = self.config.role;
+        let shared = Arc::new(Shared {
+            dist: self.dist.clone(),
+            name: self.config.name.clone(),
+            handler: self.handler.clone(),
+            queue,
+            store,
+            kernels: HashCache::new(),
+            profiles: HashCache::new(),
+            counters: Counters::default(),
+            environment,
+            overlap_answers: self.config.overlap_answers,
+            role,
+        });
+        let heartbeat = spawn_heartbeat(
+            shared.clone(),
+            self.config.name.clone(),
+            self.config.heartbeat,
+        );
+        tracing::info!(worker = %self.config.name, kinds = ?self.config.device_kinds, role = %role, "worker started");
+        self.serve(&shared, &consumers, stop).await;
+        heartbeat.abort();
+        if let Err(e) = shared
+            .store
+            .heartbeat(&self.config.name, &shared.report(), true)
+            .await
+        {
+            tracing::warn!("recording the worker's stop: {e}");
+        }
+        Ok(shared.counters.stats())
+    }
+
+    /// Refuses settings a worker cannot run with: no device kind (or one unfit for a subject),
+    /// a heartbeat too short to be useful, no job slot.
+    fn check_settings(&self) -> Result<()> {
         if self.config.device_kinds.is_empty() {
             return Err(DistError::Config(
                 "a worker needs at least one device kind".into(),
@@ -419,30 +495,33 @@ impl<H: JobHandler> Worker<H> {
                 "a worker needs at least one job slot".into(),
             ));
         }
-        self.dist
-            .security
-            .check_signatures(crate::security::Role::Worker)?;
-        let queue = Queue::connect(&self.dist, &format!("kf-worker-{}", self.config.name)).await?;
-        let store = Store::connect(&self.dist.database_url, &self.dist.security).await?;
-        let environment = Profile::from_value(self.handler.environment()).hash.0;
+        Ok(())
+    }
+
+    /// Records the worker in the database once per device kind it serves, so that `kf cluster
+    /// status` and the searches (device facts, environment) see it.
+    async fn register(&self, store: &Store, environment: &str) -> Result<()> {
         for kind in &self.config.device_kinds {
             store
                 .register_worker(
                     &self.config.name,
                     kind,
                     self.config.device.as_ref(),
-                    &environment,
+                    environment,
                     self.config.heartbeat,
                     self.config.role.name(),
                 )
                 .await?;
         }
-        // Highest priority first, over every device kind; at one priority, in the role's order
-        // of stages.
-        let role = self.config.role;
+        Ok(())
+    }
+
+    /// The pull consumers of every device kind and stage the role serves, highest priority
+    /// first over every device kind; at one priority, in the role's order of stages.
+    async fn pull_consumers(&self, queue: &Queue) -> Result<Vec<Pull>> {
         let mut consumers = Vec::new();
         for kind in &self.config.device_kinds {
-            for stage in role.stages() {
+            for stage in self.config.role.stages() {
                 for (p, c) in queue
                     .work_consumers(kind, *stage)
                     .await?
@@ -458,44 +537,21 @@ impl<H: JobHandler> Worker<H> {
             }
         }
         consumers.sort_by_key(|c| c.priority);
-        // The stage it waits on when nothing waits: the one that gave it its last job.
-        let mut waiting_stage = role.stages()[0];
-        let shared = Arc::new(Shared {
-            dist: self.dist.clone(),
-            name: self.config.name.clone(),
-            handler: self.handler.clone(),
-            queue,
-            store,
-            kernels: HashCache::new(),
-            profiles: HashCache::new(),
-            counters: Counters::default(),
-            environment,
-            overlap_answers: self.config.overlap_answers,
-            role,
-        });
+        Ok(consumers)
+    }
+
+    /// The main loop: takes a job whenever a slot is free and processes it on a task of its
+    /// own, until `stop` completes; then waits for the jobs in hand.
+    async fn serve(
+        &self,
+        shared: &Arc<Shared<H>>,
+        consumers: &[Pull],
+        stop: impl Future<Output = ()> + Send,
+    ) {
         let slots = Arc::new(Semaphore::new(self.config.jobs));
-        let report = {
-            let shared = shared.clone();
-            move || shared.report()
-        };
-        let heartbeat = {
-            let (store, name, every, report) = (
-                shared.store.clone(),
-                self.config.name.clone(),
-                self.config.heartbeat,
-                report.clone(),
-            );
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(every).await;
-                    if let Err(e) = store.heartbeat(&name, &report(), false).await {
-                        tracing::debug!("heartbeat: {e}");
-                    }
-                }
-            })
-        };
+        // The stage it waits on when nothing waits: the one that gave it its last job.
+        let mut waiting_stage = self.config.role.stages()[0];
         let mut tasks = tokio::task::JoinSet::new();
-        tracing::info!(worker = %self.config.name, kinds = ?self.config.device_kinds, role = %role, "worker started");
         tokio::pin!(stop);
         loop {
             let permit = tokio::select! {
@@ -507,7 +563,7 @@ impl<H: JobHandler> Worker<H> {
             };
             let message = tokio::select! {
                 _ = &mut stop => break,
-                m = next_job(&consumers, self.config.idle_wait, &mut waiting_stage) => m,
+                m = next_job(consumers, self.config.idle_wait, &mut waiting_stage) => m,
             };
             // Reap finished tasks so the set does not grow.
             while tasks.try_join_next().is_some() {}
@@ -521,23 +577,6 @@ impl<H: JobHandler> Worker<H> {
             }
         }
         while tasks.join_next().await.is_some() {}
-        heartbeat.abort();
-        if let Err(e) = shared
-            .store
-            .heartbeat(&self.config.name, &report(), true)
-            .await
-        {
-            tracing::warn!("recording the worker's stop: {e}");
-        }
-        let c = &shared.counters;
-        Ok(WorkerStats {
-            evaluated: c.evaluated.load(Ordering::Relaxed),
-            already_done: c.already_done.load(Ordering::Relaxed),
-            poisoned: c.poisoned.load(Ordering::Relaxed),
-            handed_back: c.handed_back.load(Ordering::Relaxed),
-            refused: c.refused.load(Ordering::Relaxed),
-            compiled: c.compiled.load(Ordering::Relaxed),
-        })
     }
 
     /// [`Worker::run`] on a runtime of its own.
@@ -693,6 +732,29 @@ pub fn check_job(
     Ok(())
 }
 
+/// What the handler's evaluation on a blocking thread came to: the thread's own failure (a
+/// panic) outside, the handler's inside.
+type HandlerOutcome =
+    std::result::Result<std::result::Result<Evaluation, BoxError>, tokio::task::JoinError>;
+
+/// The job `message` carries, or `None` when it is undecodable or of another message version
+/// (then terminated: no worker could read it either).
+async fn decode_job(message: &Message) -> Option<JobMessage> {
+    match job::decode::<JobMessage>("job", &message.payload) {
+        Ok(j) if j.v == job::MESSAGE_VERSION => Some(j),
+        Ok(j) => {
+            tracing::warn!("job of message version {} refused", j.v);
+            let _ = message.ack_with(AckKind::Term).await;
+            None
+        }
+        Err(e) => {
+            tracing::warn!("undecodable job refused: {e}");
+            let _ = message.ack_with(AckKind::Term).await;
+            None
+        }
+    }
+}
+
 impl<H: JobHandler> Shared<H> {
     /// The heartbeat's report.
     fn report(&self) -> WorkerReport {
@@ -714,27 +776,13 @@ impl<H: JobHandler> Shared<H> {
             .info()
             .map(|i| i.delivered.max(1) as u32)
             .unwrap_or(1);
-        if message
-            .subject
-            .as_str()
-            .starts_with(&format!("{}.ask.", self.dist.namespace))
-        {
+        if self.came_on(&message, "ask") {
             self.process_question(message, delivery).await;
             drop(slot);
             return;
         }
-        let job = match job::decode::<JobMessage>("job", &message.payload) {
-            Ok(j) if j.v == job::MESSAGE_VERSION => j,
-            Ok(j) => {
-                tracing::warn!("job of message version {} refused", j.v);
-                let _ = message.ack_with(AckKind::Term).await;
-                return;
-            }
-            Err(e) => {
-                tracing::warn!("undecodable job refused: {e}");
-                let _ = message.ack_with(AckKind::Term).await;
-                return;
-            }
+        let Some(job) = decode_job(&message).await else {
+            return;
         };
         // Before anything else: a job no trusted search signed is never evaluated.
         if let Err(refusal) = self.check_signature(&message) {
@@ -743,83 +791,18 @@ impl<H: JobHandler> Shared<H> {
         }
         let started = Instant::now();
         if delivery > self.dist.max_attempts {
-            let evaluation = Evaluation::failed(
-                Status::RuntimeError,
-                format!(
-                    "poison job: its {} deliveries ended without a result (the workers that \
-                     took it crashed, were killed or handed it back); recorded as failed \
-                     instead of evaluated again",
-                    delivery - 1
-                ),
-            );
-            tracing::warn!(job = %job.job, "recording a poison job as failed");
-            if self
-                .answer(&message, &job, evaluation, delivery, started)
-                .await
-            {
-                self.counters.poisoned.fetch_add(1, Ordering::Relaxed);
-            }
+            self.record_poison(&message, &job, delivery, started).await;
             return;
         }
-        let built_job = message
-            .subject
-            .as_str()
-            .starts_with(&format!("{}.built.", self.dist.namespace));
-        // A redelivery, or a built job passed on again: answered once only.
-        if delivery > 1 || built_job {
-            // A redelivery: the earlier worker may have published before it died.
-            if let Ok(true) = self.store.has_result(&job.request).await {
-                let _ = message.double_ack().await;
-                self.counters.already_done.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
-            // A compile worker may have stored the build before it died: pass the job on
-            // without building it again (a second pass is dropped by the stream's
-            // de-duplication).
-            let compile_job = self.role == WorkerRole::Compile
-                && message
-                    .subject
-                    .as_str()
-                    .starts_with(&format!("{}.compile.", self.dist.namespace));
-            if compile_job {
-                if let Ok(Some(_)) = self.store.build(&job.request).await {
-                    if self.pass_on(&message, &job).await {
-                        self.counters.already_done.fetch_add(1, Ordering::Relaxed);
-                    }
-                    return;
-                }
-            }
-        }
-        let inputs = async {
-            let source = self.kernel(&job.kernel).await?;
-            let profile = self.profile(&job.profile).await?;
-            Ok::<_, DistError>((source, profile))
-        };
-        let (source, profile) = match inputs.await {
-            Ok(x) => x,
-            Err(e) => {
-                tracing::warn!(job = %job.job, "cannot fetch the job's inputs: {e}");
-                self.hand_back(&message).await;
-                return;
-            }
-        };
-        // Files the profile ships must be the ones the search hashed (the refusal names the
-        // file); then the content fetched by hash must match the hashes the signature covers.
-        let checked = self
-            .handler
-            .check_profile(&profile)
-            .and_then(|()| check_job(&job, &source, &profile, message.subject.as_str()));
-        if let Err(refusal) = checked {
-            self.refuse(&message, &job, refusal).await;
+        if self.settled_before(&message, &job, delivery).await {
             return;
         }
+        let Some((source, profile)) = self.checked_inputs(&message, &job).await else {
+            return;
+        };
         // A job sent to be compiled first is compiled and passed on by a compile worker; a
         // worker of the default role does everything itself.
-        let compiles_here = self.role == WorkerRole::Compile
-            && message
-                .subject
-                .as_str()
-                .starts_with(&format!("{}.compile.", self.dist.namespace));
+        let compiles_here = self.role == WorkerRole::Compile && self.came_on(&message, "compile");
         let candidate = job.candidate(source);
         let heartbeat = self.keep_in_progress(&message);
         if compiles_here {
@@ -838,11 +821,130 @@ impl<H: JobHandler> Shared<H> {
                 return;
             }
         };
+        let outcome = self
+            .evaluate_off_thread(built.as_ref(), profile, candidate)
+            .await;
+        if self.overlap_answers {
+            // The device is free: the next job may start while this one's result is stored
+            // and published. Should this worker die before the answer is through, the job is
+            // not acknowledged and goes to another worker, as for a death mid-evaluation.
+            drop(slot);
+        }
+        self.settle(&message, &job, built.as_ref(), outcome, delivery, started)
+            .await;
+        // Until the result is published, the job's message stays with this worker.
+        heartbeat.abort();
+    }
+
+    /// Whether `message` came on one of the namespace's `stage` subjects
+    /// (`<namespace>.<stage>.…`: `ask`, `compile`, `built`).
+    fn came_on(&self, message: &Message, stage: &str) -> bool {
+        message
+            .subject
+            .as_str()
+            .starts_with(&format!("{}.{stage}.", self.dist.namespace))
+    }
+
+    /// Records a job whose deliveries all ended with its worker lost as failed, instead of
+    /// evaluating it again (it may be what kills the workers).
+    async fn record_poison(
+        &self,
+        message: &Message,
+        job: &JobMessage,
+        delivery: u32,
+        started: Instant,
+    ) {
+        let evaluation = Evaluation::failed(
+            Status::RuntimeError,
+            format!(
+                "poison job: its {} deliveries ended without a result (the workers that \
+                 took it crashed, were killed or handed it back); recorded as failed \
+                 instead of evaluated again",
+                delivery - 1
+            ),
+        );
+        tracing::warn!(job = %job.job, "recording a poison job as failed");
+        if self
+            .answer(message, job, evaluation, delivery, started)
+            .await
+        {
+            self.counters.poisoned.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether a redelivered job (or a built job passed on again) was already dealt with by an
+    /// earlier worker: its result stored (acknowledged here), or, on a compile worker, its
+    /// build stored (passed on without building it again). True when nothing is left to do.
+    async fn settled_before(&self, message: &Message, job: &JobMessage, delivery: u32) -> bool {
+        // A redelivery, or a built job passed on again: answered once only.
+        if delivery <= 1 && !self.came_on(message, "built") {
+            return false;
+        }
+        // A redelivery: the earlier worker may have published before it died.
+        if let Ok(true) = self.store.has_result(&job.request).await {
+            let _ = message.double_ack().await;
+            self.counters.already_done.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
+        // A compile worker may have stored the build before it died: pass the job on without
+        // building it again (a second pass is dropped by the stream's de-duplication).
+        let compile_job = self.role == WorkerRole::Compile && self.came_on(message, "compile");
+        if compile_job {
+            if let Ok(Some(_)) = self.store.build(&job.request).await {
+                if self.pass_on(message, job).await {
+                    self.counters.already_done.fetch_add(1, Ordering::Relaxed);
+                }
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The job's kernel and profile, fetched by hash and checked: the files the profile ships
+    /// must be the ones the search hashed (the refusal names the file), then the content
+    /// must match the hashes the signature covers. `None` when the job was handed back
+    /// (the inputs could not be fetched) or refused.
+    async fn checked_inputs(
+        &self,
+        message: &Message,
+        job: &JobMessage,
+    ) -> Option<(KernelSource, Profile)> {
+        let inputs = async {
+            let source = self.kernel(&job.kernel).await?;
+            let profile = self.profile(&job.profile).await?;
+            Ok::<_, DistError>((source, profile))
+        };
+        let (source, profile) = match inputs.await {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(job = %job.job, "cannot fetch the job's inputs: {e}");
+                self.hand_back(message).await;
+                return None;
+            }
+        };
+        let checked = self
+            .handler
+            .check_profile(&profile)
+            .and_then(|()| check_job(job, &source, &profile, message.subject.as_str()));
+        if let Err(refusal) = checked {
+            self.refuse(message, job, refusal).await;
+            return None;
+        }
+        Some((source, profile))
+    }
+
+    /// Evaluates the candidate with the handler (with the compile worker's binary, when one
+    /// passed its checks) on a blocking thread: evaluators may block (pipes to worker
+    /// processes, device waits), and the heartbeat must keep going meanwhile.
+    async fn evaluate_off_thread(
+        &self,
+        built: Option<&Built>,
+        profile: Profile,
+        candidate: Candidate,
+    ) -> HandlerOutcome {
         let handler = self.handler.clone();
-        let binary = built.as_ref().and_then(|b| b.binary.clone());
-        // On a blocking thread: evaluators may block (pipes to worker processes, device
-        // waits), and the heartbeat must keep going meanwhile.
-        let outcome = tokio::task::spawn_blocking(move || {
+        let binary = built.and_then(|b| b.binary.clone());
+        tokio::task::spawn_blocking(move || {
             futures::executor::block_on(async {
                 match &binary {
                     Some(binary) => handler.evaluate_built(&profile, &candidate, binary).await,
@@ -850,20 +952,27 @@ impl<H: JobHandler> Shared<H> {
                 }
             })
         })
-        .await;
-        if self.overlap_answers {
-            // The device is free: the next job may start while this one's result is stored
-            // and published. Should this worker die before the answer is through, the job is
-            // not acknowledged and goes to another worker, as for a death mid-evaluation.
-            drop(slot);
-        }
+        .await
+    }
+
+    /// Answers the job with its evaluation, or hands it back when the handler failed or
+    /// panicked (a failure of this worker, not of the kernel).
+    async fn settle(
+        &self,
+        message: &Message,
+        job: &JobMessage,
+        built: Option<&Built>,
+        outcome: HandlerOutcome,
+        delivery: u32,
+        started: Instant,
+    ) {
         match outcome {
             Ok(Ok(mut evaluation)) => {
-                if let Some(built) = &built {
+                if let Some(built) = built {
                     built.annotate(&mut evaluation);
                 }
                 if self
-                    .answer(&message, &job, evaluation, delivery, started)
+                    .answer(message, job, evaluation, delivery, started)
                     .await
                 {
                     self.counters.evaluated.fetch_add(1, Ordering::Relaxed);
@@ -871,15 +980,13 @@ impl<H: JobHandler> Shared<H> {
             }
             Ok(Err(e)) => {
                 tracing::warn!(job = %job.job, "evaluation failed on this worker: {e}");
-                self.hand_back(&message).await;
+                self.hand_back(message).await;
             }
             Err(e) => {
                 tracing::warn!(job = %job.job, "evaluation panicked on this worker: {e}");
-                self.hand_back(&message).await;
+                self.hand_back(message).await;
             }
         }
-        // Until the result is published, the job's message stays with this worker.
-        heartbeat.abort();
     }
 
     /// Tells JetStream every heartbeat period that `message` is still being worked on, until
@@ -1151,11 +1258,7 @@ impl<H: JobHandler> Shared<H> {
     /// The build a compile worker recorded for a job it passed on (on a built-jobs subject;
     /// `None` for a job that came straight from a search), with its binary when the stored bytes match the recorded hash.
     async fn built_binary(&self, message: &Message, job: &JobMessage) -> Result<Option<Built>> {
-        let passed_on = message
-            .subject
-            .as_str()
-            .starts_with(&format!("{}.built.", self.dist.namespace));
-        if !passed_on {
+        if !self.came_on(message, "built") {
             return Ok(None);
         }
         let Some(stored) = self.store.build(&job.request).await? else {
