@@ -194,88 +194,10 @@ impl LlmSettings {
     /// # Ok::<(), kf_prompt::PromptError>(())
     /// ```
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Self, PromptError> {
-        let var = |name: &str| {
-            get(name)
-                .map(|v| v.trim().to_owned())
-                .filter(|v| !v.is_empty())
-        };
-        fn num<T: std::str::FromStr>(
-            name: &str,
-            value: Option<String>,
-        ) -> Result<Option<T>, PromptError> {
-            match value {
-                None => Ok(None),
-                Some(v) => v.parse().map(Some).map_err(|_| {
-                    PromptError::Config(format!("{name}=`{v}` is not a valid number"))
-                }),
-            }
-        }
-        let base_url =
-            var("KF_LLM_BASE_URL").unwrap_or_else(|| OpenAiConfig::OPENAI_BASE_URL.to_owned());
-        let mut openai = OpenAiConfig::new(base_url);
-        openai.api_key = var("KF_LLM_API_KEY")
-            .or_else(|| var("OPENAI_API_KEY"))
-            .map(ApiKey::new);
-        if let Some(t) = num::<f64>("KF_LLM_TIMEOUT_S", var("KF_LLM_TIMEOUT_S"))? {
-            if !(t.is_finite() && t > 0.0) {
-                return Err(PromptError::Config(format!(
-                    "KF_LLM_TIMEOUT_S={t} must be positive"
-                )));
-            }
-            openai.timeout = Duration::from_secs_f64(t);
-        }
-        let seconds = |name: &str| -> Result<Option<Duration>, PromptError> {
-            match num::<f64>(name, var(name))? {
-                None => Ok(None),
-                Some(t) if t.is_finite() && t > 0.0 => Ok(Some(Duration::from_secs_f64(t))),
-                Some(t) => Err(PromptError::Config(format!("{name}={t} must be positive"))),
-            }
-        };
-        if let Some(t) = seconds("KF_LLM_IDLE_TIMEOUT_S")? {
-            openai.idle_timeout = t;
-        }
-        openai.total_timeout = seconds("KF_LLM_TOTAL_TIMEOUT_S")?;
-        if let Some(bytes) = num::<usize>("KF_LLM_MAX_REPLY_BYTES", var("KF_LLM_MAX_REPLY_BYTES"))?
-        {
-            if bytes == 0 {
-                return Err(PromptError::Config(
-                    "KF_LLM_MAX_REPLY_BYTES must be positive".into(),
-                ));
-            }
-            openai.max_reply_bytes = bytes;
-        }
-        match var("KF_LLM_STREAM").as_deref() {
-            None => {}
-            Some("1" | "true" | "yes" | "on") => openai.stream = true,
-            Some("0" | "false" | "no" | "off") => openai.stream = false,
-            Some(other) => {
-                return Err(PromptError::Config(format!(
-                    "KF_LLM_STREAM=`{other}`: expected 1 or 0"
-                )))
-            }
-        }
-        if let Some(r) = num::<u32>("KF_LLM_MAX_RETRIES", var("KF_LLM_MAX_RETRIES"))? {
-            openai.retry = RetryPolicy {
-                max_attempts: r.saturating_add(1),
-                ..RetryPolicy::default()
-            };
-        }
-        let price_in = num::<f64>("KF_LLM_PRICE_IN", var("KF_LLM_PRICE_IN"))?.unwrap_or(0.0);
-        let price_out = num::<f64>("KF_LLM_PRICE_OUT", var("KF_LLM_PRICE_OUT"))?.unwrap_or(0.0);
-        if !(price_in >= 0.0 && price_out >= 0.0) {
-            return Err(PromptError::Config(
-                "KF_LLM_PRICE_IN/OUT must not be negative".into(),
-            ));
-        }
-        let mut models: Vec<ModelSpec> =
-            parse_models(&var("KF_LLM_MODEL").unwrap_or_else(|| "gpt-4o-mini".into()))?
-                .into_iter()
-                .map(|m| m.with_prices(price_in, price_out))
-                .collect();
-        if let Some(table) = var("KF_LLM_PRICES") {
-            apply_price_table(&mut models, &table)?;
-        }
-        let model_policy = match var("KF_LLM_MODEL_POLICY").as_deref() {
+        let vars = Vars(get);
+        let openai = openai_from_vars(&vars)?;
+        let models = models_from_vars(&vars)?;
+        let model_policy = match vars.text("KF_LLM_MODEL_POLICY").as_deref() {
             None | Some("weighted") => ModelPolicy::Weighted,
             Some("bandit") => ModelPolicy::Bandit {
                 exploration: 0.5,
@@ -292,16 +214,19 @@ impl LlmSettings {
             openai,
             models,
             model_policy,
-            max_reply_tokens: num("KF_LLM_MAX_TOKENS", var("KF_LLM_MAX_TOKENS"))?
+            max_reply_tokens: vars
+                .num("KF_LLM_MAX_TOKENS")?
                 .unwrap_or(defaults.max_reply_tokens),
-            temperature: num("KF_LLM_TEMPERATURE", var("KF_LLM_TEMPERATURE"))?
+            temperature: vars
+                .num("KF_LLM_TEMPERATURE")?
                 .unwrap_or(defaults.temperature),
-            max_concurrency: num("KF_LLM_CONCURRENCY", var("KF_LLM_CONCURRENCY"))?
+            max_concurrency: vars
+                .num("KF_LLM_CONCURRENCY")?
                 .unwrap_or(defaults.max_concurrency),
             budget: LlmBudget {
-                max_requests: num("KF_LLM_BUDGET_REQUESTS", var("KF_LLM_BUDGET_REQUESTS"))?,
-                max_tokens: num("KF_LLM_BUDGET_TOKENS", var("KF_LLM_BUDGET_TOKENS"))?,
-                max_cost_usd: num("KF_LLM_BUDGET_USD", var("KF_LLM_BUDGET_USD"))?,
+                max_requests: vars.num("KF_LLM_BUDGET_REQUESTS")?,
+                max_tokens: vars.num("KF_LLM_BUDGET_TOKENS")?,
+                max_cost_usd: vars.num("KF_LLM_BUDGET_USD")?,
             },
         };
         settings.validate()?;
@@ -370,6 +295,112 @@ fn apply_price_table(models: &mut [ModelSpec], table: &str) -> Result<(), Prompt
         model.output_usd_per_mtok = price_out;
     }
     Ok(())
+}
+
+/// The variables [`LlmSettings::from_vars`] reads: trimmed, an empty one as unset, numbers
+/// parsed with an error that names the variable.
+struct Vars<F>(F);
+
+impl<F: Fn(&str) -> Option<String>> Vars<F> {
+    /// The variable's text, if set and not blank.
+    fn text(&self, name: &str) -> Option<String> {
+        (self.0)(name)
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    }
+
+    /// The variable as a number, if set.
+    fn num<T: std::str::FromStr>(&self, name: &str) -> Result<Option<T>, PromptError> {
+        match self.text(name) {
+            None => Ok(None),
+            Some(v) => v
+                .parse()
+                .map(Some)
+                .map_err(|_| PromptError::Config(format!("{name}=`{v}` is not a valid number"))),
+        }
+    }
+
+    /// The variable as a positive number of seconds, if set.
+    fn seconds(&self, name: &str) -> Result<Option<Duration>, PromptError> {
+        match self.num::<f64>(name)? {
+            None => Ok(None),
+            Some(t) if t.is_finite() && t > 0.0 => Ok(Some(Duration::from_secs_f64(t))),
+            Some(t) => Err(PromptError::Config(format!("{name}={t} must be positive"))),
+        }
+    }
+}
+
+/// The connection settings of [`LlmSettings::from_vars`]: endpoint, key, timeouts, streaming,
+/// reply cap and retries.
+fn openai_from_vars<F: Fn(&str) -> Option<String>>(
+    vars: &Vars<F>,
+) -> Result<OpenAiConfig, PromptError> {
+    let base_url = vars
+        .text("KF_LLM_BASE_URL")
+        .unwrap_or_else(|| OpenAiConfig::OPENAI_BASE_URL.to_owned());
+    let mut openai = OpenAiConfig::new(base_url);
+    openai.api_key = vars
+        .text("KF_LLM_API_KEY")
+        .or_else(|| vars.text("OPENAI_API_KEY"))
+        .map(ApiKey::new);
+    if let Some(t) = vars.seconds("KF_LLM_TIMEOUT_S")? {
+        openai.timeout = t;
+    }
+    if let Some(t) = vars.seconds("KF_LLM_IDLE_TIMEOUT_S")? {
+        openai.idle_timeout = t;
+    }
+    openai.total_timeout = vars.seconds("KF_LLM_TOTAL_TIMEOUT_S")?;
+    if let Some(bytes) = vars.num::<usize>("KF_LLM_MAX_REPLY_BYTES")? {
+        if bytes == 0 {
+            return Err(PromptError::Config(
+                "KF_LLM_MAX_REPLY_BYTES must be positive".into(),
+            ));
+        }
+        openai.max_reply_bytes = bytes;
+    }
+    match vars.text("KF_LLM_STREAM").as_deref() {
+        None => {}
+        Some("1" | "true" | "yes" | "on") => openai.stream = true,
+        Some("0" | "false" | "no" | "off") => openai.stream = false,
+        Some(other) => {
+            return Err(PromptError::Config(format!(
+                "KF_LLM_STREAM=`{other}`: expected 1 or 0"
+            )))
+        }
+    }
+    if let Some(r) = vars.num::<u32>("KF_LLM_MAX_RETRIES")? {
+        openai.retry = RetryPolicy {
+            max_attempts: r.saturating_add(1),
+            ..RetryPolicy::default()
+        };
+    }
+    Ok(openai)
+}
+
+/// The models of [`LlmSettings::from_vars`] with their weights and prices (the prices of
+/// every model, then each model's own).
+fn models_from_vars<F: Fn(&str) -> Option<String>>(
+    vars: &Vars<F>,
+) -> Result<Vec<ModelSpec>, PromptError> {
+    let price_in = vars.num::<f64>("KF_LLM_PRICE_IN")?.unwrap_or(0.0);
+    let price_out = vars.num::<f64>("KF_LLM_PRICE_OUT")?.unwrap_or(0.0);
+    if !(price_in >= 0.0 && price_out >= 0.0) {
+        return Err(PromptError::Config(
+            "KF_LLM_PRICE_IN/OUT must not be negative".into(),
+        ));
+    }
+    let mut models: Vec<ModelSpec> = parse_models(
+        &vars
+            .text("KF_LLM_MODEL")
+            .unwrap_or_else(|| "gpt-4o-mini".into()),
+    )?
+    .into_iter()
+    .map(|m| m.with_prices(price_in, price_out))
+    .collect();
+    if let Some(table) = vars.text("KF_LLM_PRICES") {
+        apply_price_table(&mut models, &table)?;
+    }
+    Ok(models)
 }
 
 /// `a*3,b` → models `a` (weight 3) and `b` (weight 1).

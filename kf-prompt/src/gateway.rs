@@ -10,7 +10,7 @@ use std::time::Instant;
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
-use crate::budget::{BudgetTracker, Spend};
+use crate::budget::{BudgetExceeded, BudgetTracker, Reservation, Spend};
 use crate::client::{ChatRequest, ChatResponse, LlmClient};
 use crate::config::{LlmBudget, ModelSpec};
 use crate::error::{FailureKind, LlmFailure, PromptError};
@@ -269,49 +269,72 @@ impl LlmGateway {
     ) -> Result<Exchange, PromptError> {
         let scope: String = scope.into();
         let key = self.next_key(&scope, &request);
-        if let Some(log) = &self.inner.log {
-            match log.lookup(&key) {
-                Some(record) => {
-                    if record.key.hash != key.hash {
-                        self.stats_mut().replay_divergences += 1;
-                        tracing::debug!(%key, recorded = %record.key, "replayed request differs from the recorded one");
-                    }
-                    return match record.outcome {
-                        ExchangeOutcome::Answer { response } => {
-                            self.stats_mut().recorded_answers += 1;
-                            Ok(Exchange {
-                                response,
-                                cost_usd: record.cost_usd,
-                                recorded: true,
-                                key,
-                            })
-                        }
-                        ExchangeOutcome::Failure { failure } => {
-                            let mut s = self.stats_mut();
-                            s.failures += 1;
-                            if failure.kind == FailureKind::BudgetExhausted {
-                                s.budget_refusals += 1;
-                            }
-                            Err(PromptError::Llm(failure))
-                        }
-                    };
-                }
-                None if log.mode() == RecordMode::Replay => {
-                    return Err(PromptError::ReplayMiss {
-                        key: key.to_string(),
-                        model: request.model.clone(),
-                    });
-                }
-                None => {}
-            }
+        if let Some(recorded) = self.recorded_outcome(&key, &request) {
+            return recorded;
         }
-
         let _permit = self
             .inner
             .semaphore
             .acquire()
             .await
             .map_err(|_| LlmFailure::new(FailureKind::Cancelled, "the gateway is closed"))?;
+        let reservation = match self.reserve(&request) {
+            Ok(r) => r,
+            Err(why) => return Err(self.budget_refused(key, request, &why)),
+        };
+        let started = Instant::now();
+        let result = self.inner.client.complete(&request).await;
+        let latency_ms = started.elapsed().as_millis() as u64;
+        match result {
+            Ok(response) => Ok(self.answered(key, request, response, reservation, latency_ms)),
+            Err(failure) => Err(self.failed(key, request, failure, reservation, latency_ms)),
+        }
+    }
+
+    /// The recorded outcome of the request `key` names, if the records hold one (`None`: ask
+    /// the client); a replay that misses is an error, as nothing may be sent then.
+    fn recorded_outcome(
+        &self,
+        key: &ExchangeKey,
+        request: &ChatRequest,
+    ) -> Option<Result<Exchange, PromptError>> {
+        let log = self.inner.log.as_ref()?;
+        let Some(record) = log.lookup(key) else {
+            return (log.mode() == RecordMode::Replay).then(|| {
+                Err(PromptError::ReplayMiss {
+                    key: key.to_string(),
+                    model: request.model.clone(),
+                })
+            });
+        };
+        if record.key.hash != key.hash {
+            self.stats_mut().replay_divergences += 1;
+            tracing::debug!(%key, recorded = %record.key, "replayed request differs from the recorded one");
+        }
+        Some(match record.outcome {
+            ExchangeOutcome::Answer { response } => {
+                self.stats_mut().recorded_answers += 1;
+                Ok(Exchange {
+                    response,
+                    cost_usd: record.cost_usd,
+                    recorded: true,
+                    key: key.clone(),
+                })
+            }
+            ExchangeOutcome::Failure { failure } => {
+                let mut s = self.stats_mut();
+                s.failures += 1;
+                if failure.kind == FailureKind::BudgetExhausted {
+                    s.budget_refusals += 1;
+                }
+                Err(PromptError::Llm(failure))
+            }
+        })
+    }
+
+    /// Reserves what `request` may cost at most (its prompt estimate plus every reply token)
+    /// against the budget, until its actual spend is known.
+    fn reserve(&self, request: &ChatRequest) -> Result<Reservation, BudgetExceeded> {
         let estimate_usage = crate::client::TokenUsage {
             prompt_tokens: request.estimated_prompt_tokens(),
             completion_tokens: u64::from(request.max_tokens),
@@ -322,88 +345,107 @@ impl LlmGateway {
             tokens: estimate_usage.total(),
             cost_usd: self.cost_usd(&request.model, &estimate_usage),
         };
-        let reservation = match self.inner.budget.reserve(estimate) {
-            Ok(r) => r,
-            Err(why) => {
-                let failure = LlmFailure::new(FailureKind::BudgetExhausted, why.to_string());
-                self.record(&ExchangeRecord::new(
-                    key,
-                    request,
-                    ExchangeOutcome::Failure {
-                        failure: failure.clone(),
-                    },
-                    0.0,
-                    0,
-                ));
-                let mut s = self.stats_mut();
-                s.budget_refusals += 1;
-                s.failures += 1;
-                return Err(PromptError::Llm(failure));
-            }
-        };
-        let started = Instant::now();
-        let result = self.inner.client.complete(&request).await;
-        let latency_ms = started.elapsed().as_millis() as u64;
-        match result {
-            Ok(response) => {
-                let cost_usd = self.cost_usd(&request.model, &response.usage);
-                reservation.commit(Spend {
-                    requests: 1,
-                    tokens: response.usage.total(),
-                    cost_usd,
-                });
-                {
-                    let mut s = self.stats_mut();
-                    s.live_requests += 1;
-                    s.attempts += u64::from(response.attempts.max(1));
-                    // Saturating: the counts are the server's word.
-                    s.prompt_tokens = s.prompt_tokens.saturating_add(response.usage.prompt_tokens);
-                    s.completion_tokens = s
-                        .completion_tokens
-                        .saturating_add(response.usage.completion_tokens);
-                    s.cost_usd += cost_usd;
-                    s.latency_ms += latency_ms;
-                }
-                self.record(&ExchangeRecord::new(
-                    key.clone(),
-                    request,
-                    ExchangeOutcome::Answer {
-                        response: response.clone(),
-                    },
-                    cost_usd,
-                    latency_ms,
-                ));
-                Ok(Exchange {
-                    response,
-                    cost_usd,
-                    recorded: false,
-                    key,
-                })
-            }
-            Err(failure) => {
-                reservation.commit(Spend {
-                    requests: u64::from(failure.attempts > 0),
-                    tokens: 0,
-                    cost_usd: 0.0,
-                });
-                {
-                    let mut s = self.stats_mut();
-                    s.live_requests += u64::from(failure.attempts > 0);
-                    s.attempts += u64::from(failure.attempts);
-                    s.failures += 1;
-                    s.latency_ms += latency_ms;
-                }
-                self.record(&ExchangeRecord::new(
-                    key,
-                    request,
-                    ExchangeOutcome::Failure {
-                        failure: failure.clone(),
-                    },
-                    0.0,
-                    latency_ms,
-                ));
-                Err(PromptError::Llm(failure))
-            }
+        self.inner.budget.reserve(estimate)
+    }
+
+    /// Records and counts a request the budget refused (nothing was sent).
+    fn budget_refused(
+        &self,
+        key: ExchangeKey,
+        request: ChatRequest,
+        why: &BudgetExceeded,
+    ) -> PromptError {
+        let failure = LlmFailure::new(FailureKind::BudgetExhausted, why.to_string());
+        self.record(&ExchangeRecord::new(
+            key,
+            request,
+            ExchangeOutcome::Failure {
+                failure: failure.clone(),
+            },
+            0.0,
+            0,
+        ));
+        let mut s = self.stats_mut();
+        s.budget_refusals += 1;
+        s.failures += 1;
+        PromptError::Llm(failure)
+    }
+
+    /// Settles a live answer: its actual spend, the statistics, the record.
+    fn answered(
+        &self,
+        key: ExchangeKey,
+        request: ChatRequest,
+        response: ChatResponse,
+        reservation: Reservation,
+        latency_ms: u64,
+    ) -> Exchange {
+        let cost_usd = self.cost_usd(&request.model, &response.usage);
+        reservation.commit(Spend {
+            requests: 1,
+            tokens: response.usage.total(),
+            cost_usd,
+        });
+        {
+            let mut s = self.stats_mut();
+            s.live_requests += 1;
+            s.attempts += u64::from(response.attempts.max(1));
+            // Saturating: the counts are the server's word.
+            s.prompt_tokens = s.prompt_tokens.saturating_add(response.usage.prompt_tokens);
+            s.completion_tokens = s
+                .completion_tokens
+                .saturating_add(response.usage.completion_tokens);
+            s.cost_usd += cost_usd;
+            s.latency_ms += latency_ms;
         }
+        self.record(&ExchangeRecord::new(
+            key.clone(),
+            request,
+            ExchangeOutcome::Answer {
+                response: response.clone(),
+            },
+            cost_usd,
+            latency_ms,
+        ));
+        Exchange {
+            response,
+            cost_usd,
+            recorded: false,
+            key,
+        }
+    }
+
+    /// Settles a live request that failed after its retries: a request spent if any attempt
+    /// reached the server, the statistics, the record.
+    fn failed(
+        &self,
+        key: ExchangeKey,
+        request: ChatRequest,
+        failure: LlmFailure,
+        reservation: Reservation,
+        latency_ms: u64,
+    ) -> PromptError {
+        reservation.commit(Spend {
+            requests: u64::from(failure.attempts > 0),
+            tokens: 0,
+            cost_usd: 0.0,
+        });
+        {
+            let mut s = self.stats_mut();
+            s.live_requests += u64::from(failure.attempts > 0);
+            s.attempts += u64::from(failure.attempts);
+            s.failures += 1;
+            s.latency_ms += latency_ms;
+        }
+        self.record(&ExchangeRecord::new(
+            key,
+            request,
+            ExchangeOutcome::Failure {
+                failure: failure.clone(),
+            },
+            0.0,
+            latency_ms,
+        ));
+        PromptError::Llm(failure)
     }
 }

@@ -413,6 +413,23 @@ async fn until<F: std::future::Future>(deadline: Option<Instant>, fut: F) -> Opt
     }
 }
 
+/// The failure an error reply (a status other than success) describes; error bodies are
+/// short, so a bounded head of one is read.
+async fn read_error_reply(
+    response: &mut reqwest::Response,
+    reader: &mut ChunkReader<'_>,
+    status: u16,
+) -> LlmFailure {
+    let mut bytes = Vec::new();
+    while let Ok(Some(chunk)) = reader.next(response).await {
+        bytes.extend_from_slice(&chunk);
+        if bytes.len() > 64 * 1024 {
+            break;
+        }
+    }
+    decode_error_reply(&bytes, status)
+}
+
 impl Inner {
     async fn send_with_retries(&self, request: &ChatRequest) -> Result<ChatResponse, LlmFailure> {
         let body = request_body(request, self.stream);
@@ -486,50 +503,19 @@ impl Inner {
         request: &ChatRequest,
         total_deadline: Option<Instant>,
     ) -> Result<ChatResponse, AttemptError> {
-        let total_passed = || {
-            AttemptError::new(
-                FailureKind::Timeout,
-                format!(
-                    "the request's total limit of {:.1} s passed",
-                    self.total_timeout.unwrap_or_default().as_secs_f64()
-                ),
-            )
-        };
         let _permit = match &self.slots {
             Some(slots) => Some(
                 until(total_deadline, slots.acquire())
                     .await
-                    .ok_or_else(total_passed)?
+                    .ok_or_else(|| self.total_passed())?
                     .map_err(|_| {
                         AttemptError::new(FailureKind::Cancelled, "the client is closed")
                     })?,
             ),
             None => None,
         };
-        let started = Instant::now();
-        let first_deadline = earliest(Some(started + self.timeout), total_deadline);
-        let mut builder = self
-            .http
-            .post(&self.url)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body.to_owned());
-        if let Some(key) = &self.key {
-            builder = builder.bearer_auth(key.expose());
-        }
-        let timed_out = |what: &str| {
-            if total_deadline.is_some_and(|d| Instant::now() >= d) {
-                total_passed()
-            } else {
-                AttemptError::new(
-                    FailureKind::Timeout,
-                    format!("{what} within {:.1} s", self.timeout.as_secs_f64()),
-                )
-            }
-        };
-        let mut response = until(first_deadline, builder.send())
-            .await
-            .ok_or_else(|| timed_out("no response"))?
-            .map_err(|e| AttemptError::new(classify_reqwest(&e), describe_reqwest(&e)))?;
+        let first_deadline = earliest(Some(Instant::now() + self.timeout), total_deadline);
+        let mut response = self.send(body, first_deadline, total_deadline).await?;
         let status = response.status();
         let retry_after = response
             .headers()
@@ -541,25 +527,18 @@ impl Inner {
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.contains("text/event-stream"));
+        if !status.is_success() {
+            let mut reader = ChunkReader::new(self, first_deadline, false, total_deadline);
+            let failure = read_error_reply(&mut response, &mut reader, status.as_u16()).await;
+            return Err(AttemptError {
+                failure,
+                retry_after,
+            });
+        }
         let with_status = |mut e: AttemptError| {
             e.failure = e.failure.with_status(status.as_u16());
             e
         };
-        if !status.is_success() {
-            // Error bodies are short; read a bounded head of one.
-            let mut reader = ChunkReader::new(self, first_deadline, false, total_deadline);
-            let mut bytes = Vec::new();
-            while let Ok(Some(chunk)) = reader.next(&mut response).await {
-                bytes.extend_from_slice(&chunk);
-                if bytes.len() > 64 * 1024 {
-                    break;
-                }
-            }
-            return Err(AttemptError {
-                failure: decode_error_reply(&bytes, status.as_u16()),
-                retry_after,
-            });
-        }
         let mut reader = ChunkReader::new(self, first_deadline, event_stream, total_deadline);
         if event_stream {
             return self
@@ -567,23 +546,77 @@ impl Inner {
                 .await
                 .map_err(with_status);
         }
+        let bytes = self
+            .read_body(&mut response, &mut reader)
+            .await
+            .map_err(with_status)?;
+        decode_chat_reply(&bytes, request).map_err(|failure| AttemptError {
+            failure: failure.with_status(status.as_u16()),
+            retry_after: None,
+        })
+    }
+
+    /// The failure when the request's total limit passed.
+    fn total_passed(&self) -> AttemptError {
+        AttemptError::new(
+            FailureKind::Timeout,
+            format!(
+                "the request's total limit of {:.1} s passed",
+                self.total_timeout.unwrap_or_default().as_secs_f64()
+            ),
+        )
+    }
+
+    /// Posts the request body; the response (its headers) must arrive by `first_deadline`.
+    async fn send(
+        &self,
+        body: &str,
+        first_deadline: Option<Instant>,
+        total_deadline: Option<Instant>,
+    ) -> Result<reqwest::Response, AttemptError> {
+        let mut builder = self
+            .http
+            .post(&self.url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_owned());
+        if let Some(key) = &self.key {
+            builder = builder.bearer_auth(key.expose());
+        }
+        until(first_deadline, builder.send())
+            .await
+            .ok_or_else(|| {
+                if total_deadline.is_some_and(|d| Instant::now() >= d) {
+                    self.total_passed()
+                } else {
+                    AttemptError::new(
+                        FailureKind::Timeout,
+                        format!("no response within {:.1} s", self.timeout.as_secs_f64()),
+                    )
+                }
+            })?
+            .map_err(|e| AttemptError::new(classify_reqwest(&e), describe_reqwest(&e)))
+    }
+
+    /// Reads a whole (not streamed) reply body, up to the size cap.
+    async fn read_body(
+        &self,
+        response: &mut reqwest::Response,
+        reader: &mut ChunkReader<'_>,
+    ) -> Result<Vec<u8>, AttemptError> {
         let mut bytes = Vec::new();
-        while let Some(chunk) = reader.next(&mut response).await.map_err(with_status)? {
+        while let Some(chunk) = reader.next(response).await? {
             bytes.extend_from_slice(&chunk);
             if bytes.len() > self.max_reply_bytes {
-                return Err(with_status(AttemptError::new(
+                return Err(AttemptError::new(
                     FailureKind::Malformed,
                     format!(
                         "the reply is longer than the cap of {} bytes; it was not read further",
                         self.max_reply_bytes
                     ),
-                )));
+                ));
             }
         }
-        decode_chat_reply(&bytes, request).map_err(|failure| AttemptError {
-            failure: failure.with_status(status.as_u16()),
-            retry_after: None,
-        })
+        Ok(bytes)
     }
 
     /// Reads a streamed reply (server-sent events of `chat.completion.chunk`s) to its end, to

@@ -491,44 +491,66 @@ pub fn draft_from_reply(
         }
     };
     if !edits.is_empty() {
-        let failed = |reason: String| Unusable {
-            reason,
-            edits_failed: true,
-        };
-        let text = apply_edits(parent_text, &edits, EditTarget::Kernel)
-            .map_err(|e| failed(e.to_string()))?;
-        let manifest_edits = edits
-            .iter()
-            .filter(|e| e.target == EditTarget::Manifest)
-            .count();
-        let manifest = if manifest_edits > 0 {
-            let Some(m) = parent_manifest else {
-                return Err(failed(
-                    "manifest edits were given but the parent has no manifest".into(),
-                ));
-            };
-            Some(apply_edits(m, &edits, EditTarget::Manifest).map_err(|e| failed(e.to_string()))?)
-        } else {
-            None
-        };
-        if text == parent_text
-            && manifest
-                .as_deref()
-                .is_none_or(|m| Some(m) == parent_manifest)
-        {
-            return Err(failed("the edits change nothing".into()));
-        }
-        return Ok(KernelDraft {
-            text,
-            manifest,
-            how: format!(
-                "{} edit{}",
-                edits.len(),
-                if edits.len() == 1 { "" } else { "s" }
-            ),
-            notes: Vec::new(),
-        });
+        return draft_from_edits(&edits, parent_text, parent_manifest);
     }
+    draft_from_blocks(reply, entry, parent_text, cut_off)
+}
+
+/// The draft a reply's SEARCH/REPLACE edits make of the parent's source and manifest; an
+/// error marked `edits_failed` (so a full rewrite may be asked for) when they do not apply or
+/// change nothing.
+fn draft_from_edits(
+    edits: &[Edit],
+    parent_text: &str,
+    parent_manifest: Option<&str>,
+) -> Result<KernelDraft, Unusable> {
+    let failed = |reason: String| Unusable {
+        reason,
+        edits_failed: true,
+    };
+    let text =
+        apply_edits(parent_text, edits, EditTarget::Kernel).map_err(|e| failed(e.to_string()))?;
+    let manifest_edits = edits
+        .iter()
+        .filter(|e| e.target == EditTarget::Manifest)
+        .count();
+    let manifest = if manifest_edits > 0 {
+        let Some(m) = parent_manifest else {
+            return Err(failed(
+                "manifest edits were given but the parent has no manifest".into(),
+            ));
+        };
+        Some(apply_edits(m, edits, EditTarget::Manifest).map_err(|e| failed(e.to_string()))?)
+    } else {
+        None
+    };
+    if text == parent_text
+        && manifest
+            .as_deref()
+            .is_none_or(|m| Some(m) == parent_manifest)
+    {
+        return Err(failed("the edits change nothing".into()));
+    }
+    Ok(KernelDraft {
+        text,
+        manifest,
+        how: format!(
+            "{} edit{}",
+            edits.len(),
+            if edits.len() == 1 { "" } else { "s" }
+        ),
+        notes: Vec::new(),
+    })
+}
+
+/// The draft a reply's fenced blocks make: the last kernel block (preferring one that defines
+/// `entry`) and the last manifest block; the parent's text when only a manifest came back.
+fn draft_from_blocks(
+    reply: &str,
+    entry: &str,
+    parent_text: &str,
+    cut_off: bool,
+) -> Result<KernelDraft, Unusable> {
     let blocks = code_blocks(reply);
     if blocks.is_empty() {
         return Err(Unusable::new(if cut_off {
@@ -552,17 +574,7 @@ pub fn draft_from_reply(
             ));
         }
     }
-    let mut notes = Vec::new();
-    if let Some(m) = manifest {
-        if m.lang != "toml" {
-            let fence = if m.lang.is_empty() {
-                "an unlabelled fence".to_owned()
-            } else {
-                format!("a ```{} fence", m.lang)
-            };
-            notes.push(format!("the manifest was read from {fence}"));
-        }
-    }
+    let notes: Vec<String> = manifest.and_then(manifest_fence_note).into_iter().collect();
     match (kernel, manifest) {
         (Some(k), m) => {
             if k.text.trim().is_empty() {
@@ -590,6 +602,20 @@ pub fn draft_from_reply(
             blocks.len()
         ))),
     }
+}
+
+/// A note that the manifest came from a fence not labelled `toml` (the reply is still used,
+/// but the model is told how it was read).
+fn manifest_fence_note(m: &CodeBlock) -> Option<String> {
+    if m.lang == "toml" {
+        return None;
+    }
+    let fence = if m.lang.is_empty() {
+        "an unlabelled fence".to_owned()
+    } else {
+        format!("a ```{} fence", m.lang)
+    };
+    Some(format!("the manifest was read from {fence}"))
 }
 
 /// Removes the keys of `table` not in `known`, with a note each (`prefix` names the section).

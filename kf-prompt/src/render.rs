@@ -481,32 +481,176 @@ pub fn render_prompt(
     let language = source.language.to_string();
     let system = render_system(components, templates, &language);
     let space = input.hints.space.as_ref();
+    let metrics = &input.hints.metrics;
+    let sections = PromptSections {
+        head: prompt_head(input, limits, lang),
+        lessons: lesson_lines(input.lessons, limits),
+        attempts: attempt_lines(input.attempts, limits),
+        inspirations: inspiration_blocks(input.inspirations, space, limits),
+        hints: hint_lines(input.hints, &parent.descriptor.coords, limits.max_hints),
+        archive_fill: (metrics.cells > 0).then(|| {
+            format!(
+                "The archive has {} of {} cells filled.\n",
+                metrics.filled, metrics.cells
+            )
+        }),
+        tail: reply_instructions(templates, format, lang, &source.entry),
+    };
+    let user = sections.fit(system.len(), limits.max_prompt_chars);
+    vec![ChatMessage::system(system), ChatMessage::user(user)]
+}
 
-    let mut head = String::new();
-    head.push_str("# Task\n");
-    head.push_str(input.task.description.trim());
-    if !input.task.sizes.is_empty() {
-        let sizes: Vec<String> = input
-            .task
-            .sizes
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        head.push_str(&format!("\nProblem sizes: {}.", sizes.join(", ")));
+/// The parts of a prompt's user message: a fixed head and tail around sections of lines,
+/// which are shortened from their ends when the prompt is too long.
+struct PromptSections {
+    /// Task, device, the parent kernel and its evaluation.
+    head: String,
+    lessons: Vec<String>,
+    attempts: Vec<String>,
+    inspirations: Vec<String>,
+    hints: Vec<String>,
+    /// How full the archive is, shown with the hints.
+    archive_fill: Option<String>,
+    /// How to reply.
+    tail: String,
+}
+
+/// How many entries of each section a user message shows.
+#[derive(Debug, Clone, Copy)]
+struct SectionCounts {
+    attempts: usize,
+    inspirations: usize,
+    hints: usize,
+    lessons: usize,
+}
+
+impl SectionCounts {
+    fn total(&self) -> usize {
+        self.attempts + self.inspirations + self.hints + self.lessons
     }
-    head.push_str("\n\n");
-    if let Some(interface) = &input.task.interface {
-        head.push_str(&describe_interface(interface));
-        head.push('\n');
+
+    /// Shows one entry fewer: inspirations go first, then attempts, then hints, lessons last.
+    fn drop_one(&mut self) {
+        if self.inspirations > 0 {
+            self.inspirations -= 1;
+        } else if self.attempts > 0 {
+            self.attempts -= 1;
+        } else if self.hints > 0 {
+            self.hints -= 1;
+        } else {
+            self.lessons -= 1;
+        }
     }
+}
+
+impl PromptSections {
+    /// The user message with every entry, shortened to fit `max_chars` together with a system
+    /// message of `system_len` characters.
+    fn fit(&self, system_len: usize, max_chars: usize) -> String {
+        let mut n = SectionCounts {
+            attempts: self.attempts.len(),
+            inspirations: self.inspirations.len(),
+            hints: self.hints.len(),
+            lessons: self.lessons.len(),
+        };
+        let mut user = self.assemble(n);
+        // Lessons go last, and the newest one stays: it is how a failure reaches the model.
+        while system_len + user.len() > max_chars && n.total() > 1 {
+            n.drop_one();
+            user = self.assemble(n);
+        }
+        if system_len + user.len() > max_chars {
+            user = clip(&user, max_chars.saturating_sub(system_len).max(1000));
+        }
+        user
+    }
+
+    /// The user message with the first `n` entries of each section.
+    fn assemble(&self, n: SectionCounts) -> String {
+        let mut user = self.head.clone();
+        if n.lessons > 0 {
+            user.push_str(
+                "\n# Recent lessons from this run (other kernels too; learn from them)\n",
+            );
+            for l in self.lessons.iter().take(n.lessons) {
+                user.push_str(l);
+                user.push('\n');
+            }
+        }
+        if n.attempts > 0 {
+            user.push_str("\n# Earlier attempts from this kernel (do not repeat their mistakes)\n");
+            for a in self.attempts.iter().take(n.attempts) {
+                user.push_str(a);
+                user.push('\n');
+            }
+        }
+        if n.inspirations > 0 {
+            user.push_str("\n# Kernels from other cells of the archive, for ideas\n");
+            for i in self.inspirations.iter().take(n.inspirations) {
+                user.push_str(i);
+            }
+        }
+        if n.hints > 0 {
+            user.push_str("\n# Where the search should go\n");
+            for h in self.hints.iter().take(n.hints) {
+                user.push_str(h);
+                user.push('\n');
+            }
+            if let Some(line) = &self.archive_fill {
+                user.push_str(line);
+            }
+        }
+        user.push_str(&self.tail);
+        user
+    }
+}
+
+/// The head of a prompt: the task, the device, and the kernel to improve with its evaluation.
+fn prompt_head(input: &PromptInput<'_>, limits: &RenderLimits, lang: &str) -> String {
+    let mut head = task_section(input.task);
     if let Some(d) = input.device {
         head.push_str(&format!("# Device\n{}\n\n", describe_device(d)));
     }
-    head.push_str(&format!(
+    head.push_str(&parent_section(
+        input.parent,
+        input.hints.space.as_ref(),
+        limits,
+        lang,
+    ));
+    head
+}
+
+/// The `# Task` section: description, problem sizes, and the kernel interface if declared.
+fn task_section(task: &Task) -> String {
+    let mut head = String::new();
+    head.push_str("# Task\n");
+    head.push_str(task.description.trim());
+    if !task.sizes.is_empty() {
+        let sizes: Vec<String> = task.sizes.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        head.push_str(&format!("\nProblem sizes: {}.", sizes.join(", ")));
+    }
+    head.push_str("\n\n");
+    if let Some(interface) = &task.interface {
+        head.push_str(&describe_interface(interface));
+        head.push('\n');
+    }
+    head
+}
+
+/// The `# Current kernel` section: the parent's source and manifest, its evaluation, and for
+/// a kernel that is not correct yet, its diagnostics and the instruction to fix them first.
+fn parent_section(
+    parent: &Elite,
+    space: Option<&DescriptorSpace>,
+    limits: &RenderLimits,
+    lang: &str,
+) -> String {
+    let source = &parent.candidate.source;
+    let mut head = format!(
         "# Current kernel (candidate {}, cell {})\n",
         parent.candidate.id,
         describe_cell(space, &parent.descriptor)
-    ));
+    );
     head.push_str(&code(lang, &clip(&source.text, limits.max_source_chars)));
     if let Some(m) = &source.manifest {
         head.push_str(&code("toml", &clip(m, limits.max_source_chars / 2)));
@@ -527,9 +671,12 @@ pub fn render_prompt(
     if parent.evaluation.status != Status::Correct {
         head.push_str("This kernel is not correct yet: fix what the diagnostics describe first.\n");
     }
+    head
+}
 
-    let attempts: Vec<String> = input
-        .attempts
+/// The earlier attempts from the parent, newest first, one line each with their diagnostics.
+fn attempt_lines(attempts: &[Attempt], limits: &RenderLimits) -> Vec<String> {
+    attempts
         .iter()
         .rev()
         .take(limits.max_attempts)
@@ -543,9 +690,16 @@ pub fn render_prompt(
             }
             s
         })
-        .collect();
-    let inspirations: Vec<String> = input
-        .inspirations
+        .collect()
+}
+
+/// One block per inspiration: its cell and evaluation, its source and manifest.
+fn inspiration_blocks(
+    inspirations: &[Elite],
+    space: Option<&DescriptorSpace>,
+    limits: &RenderLimits,
+) -> Vec<String> {
+    inspirations
         .iter()
         .take(limits.max_inspirations)
         .map(|e| {
@@ -564,14 +718,25 @@ pub fn render_prompt(
             }
             s
         })
-        .collect();
-    let lessons: Vec<String> = input
-        .lessons
+        .collect()
+}
+
+/// The run's recent lessons, one line each.
+fn lesson_lines(lessons: &[String], limits: &RenderLimits) -> Vec<String> {
+    lessons
         .iter()
         .take(limits.max_lessons)
         .map(|l| format!("- {}", l.replace('\n', " ")))
-        .collect();
-    let hints = hint_lines(input.hints, &parent.descriptor.coords, limits.max_hints);
+        .collect()
+}
+
+/// The `# How to reply` section: the manifest help and the reply format asked for.
+fn reply_instructions(
+    templates: &PromptTemplates,
+    format: ReplyFormat,
+    lang: &str,
+    entry: &str,
+) -> String {
     let mut tail = String::new();
     tail.push_str("\n# How to reply\n");
     tail.push_str(&fill(&templates.manifest_help, &[]));
@@ -581,82 +746,9 @@ pub fn render_prompt(
         ReplyFormat::FullRewrite => &templates.format_full,
         ReplyFormat::Edits => &templates.format_edits,
     };
-    tail.push_str(&fill(
-        format_text,
-        &[("language", lang), ("entry", &source.entry)],
-    ));
+    tail.push_str(&fill(format_text, &[("language", lang), ("entry", entry)]));
     tail.push('\n');
-
-    let assemble = |n_attempts: usize, n_insp: usize, n_hints: usize, n_lessons: usize| {
-        let mut user = head.clone();
-        if n_lessons > 0 {
-            user.push_str(
-                "\n# Recent lessons from this run (other kernels too; learn from them)\n",
-            );
-            for l in lessons.iter().take(n_lessons) {
-                user.push_str(l);
-                user.push('\n');
-            }
-        }
-        if n_attempts > 0 {
-            user.push_str("\n# Earlier attempts from this kernel (do not repeat their mistakes)\n");
-            for a in attempts.iter().take(n_attempts) {
-                user.push_str(a);
-                user.push('\n');
-            }
-        }
-        if n_insp > 0 {
-            user.push_str("\n# Kernels from other cells of the archive, for ideas\n");
-            for i in inspirations.iter().take(n_insp) {
-                user.push_str(i);
-            }
-        }
-        if n_hints > 0 {
-            user.push_str("\n# Where the search should go\n");
-            for h in hints.iter().take(n_hints) {
-                user.push_str(h);
-                user.push('\n');
-            }
-            if let (Some(m), true) = (Some(&input.hints.metrics), input.hints.metrics.cells > 0) {
-                user.push_str(&format!(
-                    "The archive has {} of {} cells filled.\n",
-                    m.filled, m.cells
-                ));
-            }
-        }
-        user.push_str(&tail);
-        user
-    };
-    let (mut na, mut ni, mut nh, mut nl) = (
-        attempts.len(),
-        inspirations.len(),
-        hints.len(),
-        lessons.len(),
-    );
-    let mut user = assemble(na, ni, nh, nl);
-    // Lessons go last, and the newest one stays: it is how a failure reaches the model.
-    while system.len() + user.len() > limits.max_prompt_chars && (na + ni + nh + nl) > 1 {
-        if ni > 0 {
-            ni -= 1;
-        } else if na > 0 {
-            na -= 1;
-        } else if nh > 0 {
-            nh -= 1;
-        } else {
-            nl -= 1;
-        }
-        user = assemble(na, ni, nh, nl);
-    }
-    if system.len() + user.len() > limits.max_prompt_chars {
-        user = clip(
-            &user,
-            limits
-                .max_prompt_chars
-                .saturating_sub(system.len())
-                .max(1000),
-        );
-    }
-    vec![ChatMessage::system(system), ChatMessage::user(user)]
+    tail
 }
 
 /// The follow-up asking for a full rewrite after edits failed to apply.
