@@ -126,127 +126,184 @@ pub(crate) use kf_source::replace_identifiers;
 /// assert_eq!(text, "float x;\n#ifndef TS\n#define TS 8\n#endif\n");
 /// ```
 pub fn resolve_conditionals(source: &str, defines: &Defines) -> Result<String, MutateError> {
-    let mut out = String::with_capacity(source.len());
-    let mut stack: Vec<Frame> = Vec::new();
-    let emitting = |stack: &[Frame]| stack.last().is_none_or(|f| f.parent_active && f.active);
+    let mut resolver = Resolver {
+        defines,
+        out: String::with_capacity(source.len()),
+        stack: Vec::new(),
+    };
     for (index, line) in source.lines().enumerate() {
         let line_no = index + 1;
-        let located = |e: MutateError| match e {
-            MutateError::Preprocessor { expr, message } => MutateError::Preprocessor {
-                expr,
-                message: format!("line {line_no}: {message}"),
-            },
-            other => other,
-        };
         if line.trim_start().starts_with("//!") {
             continue;
         }
-        let Some((name, arg)) = directive(line) else {
-            if emitting(&stack) {
-                out.push_str(line);
-                out.push('\n');
+        match directive(line) {
+            Some((name @ ("if" | "ifdef" | "ifndef"), arg)) => {
+                resolver.open_section(name, arg, line, line_no)?
             }
-            continue;
+            Some((name @ ("elif" | "else"), arg)) => {
+                resolver.next_branch(name, arg, line, line_no)?
+            }
+            Some(("endif", _)) => resolver.close_section(line, line_no)?,
+            // Other directives and ordinary lines.
+            _ => resolver.emit(line),
+        }
+    }
+    if !resolver.stack.is_empty() {
+        return Err(MutateError::Preprocessor {
+            expr: String::new(),
+            message: format!("{} unterminated #if section(s)", resolver.stack.len()),
+        });
+    }
+    Ok(resolver.out)
+}
+
+/// The state of [`resolve_conditionals`] while it walks a source: the text so far and the
+/// conditional sections open at the current line.
+struct Resolver<'a> {
+    /// The fixed macros.
+    defines: &'a Defines,
+    /// The resolved text so far.
+    out: String,
+    /// The open sections, innermost last.
+    stack: Vec<Frame>,
+}
+
+impl Resolver<'_> {
+    /// Whether the current line is kept: every enclosing section's current branch is active.
+    fn emitting(&self) -> bool {
+        self.stack
+            .last()
+            .is_none_or(|f| f.parent_active && f.active)
+    }
+
+    /// Keeps `line` when the current branch is emitted.
+    fn emit(&mut self, line: &str) {
+        if self.emitting() {
+            self.out.push_str(line);
+            self.out.push('\n');
+        }
+    }
+
+    /// `#if`, `#ifdef` or `#ifndef`: a new section, decided by the fixed macros when they
+    /// decide it (the directive goes), kept open with its macros substituted otherwise.
+    fn open_section(
+        &mut self,
+        name: &str,
+        arg: &str,
+        line: &str,
+        line_no: usize,
+    ) -> Result<(), MutateError> {
+        let parent_active = self.emitting();
+        let value = if !parent_active {
+            Some(false)
+        } else {
+            match name {
+                "if" => eval_condition(arg, self.defines).map_err(|e| located(e, line_no))?,
+                "ifdef" => self.defines.get(arg).map(|_| true),
+                _ => self.defines.get(arg).map(|_| false),
+            }
         };
-        match name {
-            "if" | "ifdef" | "ifndef" => {
-                let parent_active = emitting(&stack);
-                let value = if !parent_active {
-                    Some(false)
+        let mut frame = Frame {
+            parent_active,
+            open: false,
+            decided: false,
+            active: false,
+        };
+        match value {
+            Some(true) => {
+                frame.active = true;
+                frame.decided = true;
+            }
+            Some(false) => {}
+            None => {
+                frame.open = true;
+                frame.active = true;
+                if name == "if" {
+                    self.out
+                        .push_str(&format!("#if {}\n", substitute(arg, self.defines)));
                 } else {
-                    match name {
-                        "if" => eval_condition(arg, defines).map_err(located)?,
-                        "ifdef" => defines.get(arg).map(|_| true),
-                        _ => defines.get(arg).map(|_| false),
-                    }
-                };
-                let mut frame = Frame {
-                    parent_active,
-                    open: false,
-                    decided: false,
-                    active: false,
-                };
-                match value {
-                    Some(true) => {
-                        frame.active = true;
-                        frame.decided = true;
-                    }
-                    Some(false) => {}
-                    None => {
-                        frame.open = true;
-                        frame.active = true;
-                        if name == "if" {
-                            out.push_str(&format!("#if {}\n", substitute(arg, defines)));
-                        } else {
-                            out.push_str(line);
-                            out.push('\n');
-                        }
-                    }
-                }
-                stack.push(frame);
-            }
-            "elif" | "else" => {
-                let Some(frame) = stack.last_mut() else {
-                    return Err(MutateError::Preprocessor {
-                        expr: line.to_owned(),
-                        message: format!("line {line_no}: #{name} without #if"),
-                    });
-                };
-                if !frame.parent_active || frame.decided {
-                    frame.active = false;
-                    continue;
-                }
-                let value = if name == "else" {
-                    Some(true)
-                } else {
-                    eval_condition(arg, defines).map_err(located)?
-                };
-                match value {
-                    Some(true) => {
-                        if frame.open {
-                            out.push_str("#else\n");
-                        }
-                        frame.active = true;
-                        frame.decided = true;
-                    }
-                    Some(false) => frame.active = false,
-                    None => {
-                        if frame.open {
-                            out.push_str(&format!("#elif {}\n", substitute(arg, defines)));
-                        } else {
-                            out.push_str(&format!("#if {}\n", substitute(arg, defines)));
-                            frame.open = true;
-                        }
-                        frame.active = true;
-                    }
-                }
-            }
-            "endif" => {
-                let Some(frame) = stack.pop() else {
-                    return Err(MutateError::Preprocessor {
-                        expr: line.to_owned(),
-                        message: format!("line {line_no}: #endif without #if"),
-                    });
-                };
-                if frame.open {
-                    out.push_str("#endif\n");
-                }
-            }
-            _ => {
-                if emitting(&stack) {
-                    out.push_str(line);
-                    out.push('\n');
+                    self.out.push_str(line);
+                    self.out.push('\n');
                 }
             }
         }
+        self.stack.push(frame);
+        Ok(())
     }
-    if !stack.is_empty() {
-        return Err(MutateError::Preprocessor {
-            expr: String::new(),
-            message: format!("{} unterminated #if section(s)", stack.len()),
-        });
+
+    /// `#elif` or `#else`: the innermost section's next branch. A branch after a decided one
+    /// is dropped; an undecided one opens (or continues) the section kept in the text.
+    fn next_branch(
+        &mut self,
+        name: &str,
+        arg: &str,
+        line: &str,
+        line_no: usize,
+    ) -> Result<(), MutateError> {
+        let defines = self.defines;
+        let Some(frame) = self.stack.last_mut() else {
+            return Err(MutateError::Preprocessor {
+                expr: line.to_owned(),
+                message: format!("line {line_no}: #{name} without #if"),
+            });
+        };
+        if !frame.parent_active || frame.decided {
+            frame.active = false;
+            return Ok(());
+        }
+        let value = if name == "else" {
+            Some(true)
+        } else {
+            eval_condition(arg, defines).map_err(|e| located(e, line_no))?
+        };
+        match value {
+            Some(true) => {
+                if frame.open {
+                    self.out.push_str("#else\n");
+                }
+                frame.active = true;
+                frame.decided = true;
+            }
+            Some(false) => frame.active = false,
+            None => {
+                if frame.open {
+                    self.out
+                        .push_str(&format!("#elif {}\n", substitute(arg, defines)));
+                } else {
+                    self.out
+                        .push_str(&format!("#if {}\n", substitute(arg, defines)));
+                    frame.open = true;
+                }
+                frame.active = true;
+            }
+        }
+        Ok(())
     }
-    Ok(out)
+
+    /// `#endif`: closes the innermost section (its directive stays when the section did).
+    fn close_section(&mut self, line: &str, line_no: usize) -> Result<(), MutateError> {
+        let Some(frame) = self.stack.pop() else {
+            return Err(MutateError::Preprocessor {
+                expr: line.to_owned(),
+                message: format!("line {line_no}: #endif without #if"),
+            });
+        };
+        if frame.open {
+            self.out.push_str("#endif\n");
+        }
+        Ok(())
+    }
+}
+
+/// A preprocessor error with the line it was found on.
+fn located(e: MutateError, line_no: usize) -> MutateError {
+    match e {
+        MutateError::Preprocessor { expr, message } => MutateError::Preprocessor {
+            expr,
+            message: format!("line {line_no}: {message}"),
+        },
+        other => other,
+    }
 }
 
 /// Whether `name` occurs as an identifier in `text` (outside comments): the toolkit's

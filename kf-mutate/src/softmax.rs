@@ -255,141 +255,30 @@ impl StrategyLibrary {
     pub fn softmax() -> Self {
         let s = MutationStrategy::new;
         StrategyLibrary::new()
+            .with_all(row_sweep_strategies())
+            .with_all(row_reduction_strategies())
             .with(
-                s("online-normalisation", "one sweep keeps a running maximum and a running sum rescaled by exp(m - m_new), then a normalising sweep")
-                    .requires("ALGO != 2")
-                    .change("ALGO", Change::Set(2))
-                    .targets(ALGORITHM, 2)
-                    .weight(1.5),
-            )
-            .with(
-                s("blocked-online", "one sweep in blocks of vectors: the running maximum moves once per block, so the running sum is rescaled by one exp per block; a second sweep writes Y once")
-                    .requires("ALGO != 4")
-                    .to_template("softmax_row")
-                    .change("ALGO", Change::Set(4))
-                    .targets(ALGORITHM, 2)
-                    .weight(1.5),
-            )
-            .with(
-                s("exp-once-private", "compute each exponential once into a private row buffer while summing, then write Y from the buffer; with several rows per work-item the exponential sweep also takes the next row's maximum")
-                    .requires("ALGO != 3")
-                    .to_template("softmax_row")
-                    .change("ALGO", Change::Set(3))
-                    .change("RPI", Change::OneOf(vec![8, 16, 32]))
-                    .targets(ALGORITHM, 1)
-                    .weight(1.5),
-            )
-            .with(
-                s("rows-per-work-item", "several consecutive rows per work-item (softmax_row): with the private buffer, each row's maximum is taken while the row before it is computed")
-                    .requires("defined(RPI)")
-                    .change("RPI", Change::OneOf(vec![1, 4, 8, 16, 32]))
-                    .weight(0.7),
-            )
-            .with(
-                s("exp-once", "compute each exponential once: store it to Y while summing, then scale Y in place")
-                    .requires("ALGO != 1")
-                    .change("ALGO", Change::Set(1))
-                    .targets(ALGORITHM, 0),
-            )
-            .with(
-                s("cache-row-in-registers", "read each work-item's part of the row once into registers, compute the exponentials in place, write Y from registers")
-                    .requires("ALGO != 3")
-                    .to_template("softmax_group")
-                    .change("ALGO", Change::Set(3))
-                    .targets(ALGORITHM, 3)
-                    .weight(2.5),
-            )
-            .with(
-                s("one-vector-per-item", "the cached row with a single 16-float vector per work-item: enough work-items to cover the row once")
-                    .requires("defined(REDUCE) && ALGO == 3 && CHUNKS > 1")
-                    .change("CHUNKS", Change::Set(1))
-                    .change("VW", Change::Set(16))
-                    .targets(ALGORITHM, 1)
-                    .weight(0.5),
-            )
-            .with(
-                s("three-sweeps", "separate sweeps for the maximum, the sum of exponentials and the normalisation")
-                    .requires("ALGO != 0")
-                    .change("ALGO", Change::Set(0))
-                    .targets(ALGORITHM, 0)
-                    .weight(0.3),
-            )
-            .with(
-                s("local-memory-reduction", "a work-group per row: work-items share the row and combine maxima and sums by a tree reduction in local memory with barriers")
-                    .requires("!defined(REDUCE) || REDUCE != 0")
-                    .to_template("softmax_group")
-                    .change("REDUCE", Change::Set(0))
-                    .change("WG", Change::OneOf(vec![8, 16, 32, 64]))
-                    .targets(MEMORY, 2)
-                    .targets(COORDINATION, 1)
-                    .weight(1.5),
-            )
-            .with(
-                s("sub-group-reduction", "a sub-group per row: sub_group_reduce_max / sub_group_reduce_add combine the row in registers, no barriers")
-                    .requires("!defined(REDUCE) || REDUCE != 1")
-                    .to_template("softmax_group")
-                    .change("REDUCE", Change::Set(1))
-                    .change("WG", Change::OneOf(vec![8, 16, 32]))
-                    .targets(COORDINATION, 2)
-                    .weight(1.5),
-            )
-            .with(
-                s("hierarchical-reduction", "several sub-groups per row: sub-group reductions, then the partial results through local memory after a barrier")
-                    .requires("!defined(REDUCE) || REDUCE != 2")
-                    .to_template("softmax_group")
-                    .change("REDUCE", Change::Set(2))
-                    .change("WG", Change::OneOf(vec![32, 64, 128]))
-                    .targets(COORDINATION, 3)
-                    .targets(MEMORY, 2),
-            )
-            .with(
-                s("vector-loads", "explicit vector loads and stores (vloadN / vstoreN) along the row")
-                    .requires("VW == 1")
-                    .change("VW", Change::OneOf(vec![16, 8, 4]))
-                    .targets(MEMORY, 1)
-                    .weight(1.5),
+                s(
+                    "vector-loads",
+                    "explicit vector loads and stores (vloadN / vstoreN) along the row",
+                )
+                .requires("VW == 1")
+                .change("VW", Change::OneOf(vec![16, 8, 4]))
+                .targets(MEMORY, 1)
+                .weight(1.5),
             )
             .with(MutationStrategy::wider_vectors())
             .with(
-                s("scalar-lanes", "scalar code: the runtime packs neighbouring work-items into SIMD lanes")
-                    .requires("VW > 1")
-                    .change("VW", Change::Set(1))
-                    .targets(MEMORY, 0)
-                    .weight(0.5),
+                s(
+                    "scalar-lanes",
+                    "scalar code: the runtime packs neighbouring work-items into SIMD lanes",
+                )
+                .requires("VW > 1")
+                .change("VW", Change::Set(1))
+                .targets(MEMORY, 0)
+                .weight(0.5),
             )
-            .with(
-                s("rows-per-work-group", "several rows per work-group (fewer, larger groups)")
-                    .change("RPG", Change::OneOf(vec![1, 2, 4, 8]))
-                    .weight(0.7),
-            )
-            .with(
-                s("work-items-per-row", "change how many work-items share a row")
-                    .requires("defined(REDUCE) && REDUCE != 1")
-                    .change("WG", Change::OneOf(vec![1, 4, 8, 16, 32, 64]))
-                    .weight(0.7),
-            )
-            .with(
-                s("rows-per-group-of-items", "change how many one-row work-items form a work-group")
-                    .requires("!defined(REDUCE)")
-                    .change("WG", Change::OneOf(vec![1, 4, 16, 32]))
-                    .weight(0.7),
-            )
-            .with(
-                s("prefetch-next-row", "prefetch() the row the next work-group will read")
-                    .requires("!PREFETCH")
-                    .to_template("softmax_group")
-                    .change("PREFETCH", Change::Set(1))
-                    .targets(MEMORY, 3)
-                    .weight(0.7),
-            )
-            .with(
-                s("item-per-row", "one work-item per row: no reduction across work-items, no barriers")
-                    .requires("defined(REDUCE) && ALGO != 3")
-                    .to_template("softmax_row")
-                    .change("WG", Change::OneOf(vec![1, 4, 16]))
-                    .targets(COORDINATION, 0)
-                    .weight(0.5),
-            )
+            .with_all(row_work_shape_strategies())
     }
 }
 
@@ -402,6 +291,132 @@ impl StructuralMutator {
             StrategyLibrary::softmax(),
         ))
     }
+}
+
+/// How a row is swept: three sweeps, exponentials computed once (stored to Y, in a private
+/// buffer or in registers), the online and blocked online forms, rows per work-item.
+fn row_sweep_strategies() -> [MutationStrategy; 8] {
+    let s = MutationStrategy::new;
+    [
+        s("online-normalisation", "one sweep keeps a running maximum and a running sum rescaled by exp(m - m_new), then a normalising sweep")
+            .requires("ALGO != 2")
+            .change("ALGO", Change::Set(2))
+            .targets(ALGORITHM, 2)
+            .weight(1.5),
+        s("blocked-online", "one sweep in blocks of vectors: the running maximum moves once per block, so the running sum is rescaled by one exp per block; a second sweep writes Y once")
+            .requires("ALGO != 4")
+            .to_template("softmax_row")
+            .change("ALGO", Change::Set(4))
+            .targets(ALGORITHM, 2)
+            .weight(1.5),
+        s("exp-once-private", "compute each exponential once into a private row buffer while summing, then write Y from the buffer; with several rows per work-item the exponential sweep also takes the next row's maximum")
+            .requires("ALGO != 3")
+            .to_template("softmax_row")
+            .change("ALGO", Change::Set(3))
+            .change("RPI", Change::OneOf(vec![8, 16, 32]))
+            .targets(ALGORITHM, 1)
+            .weight(1.5),
+        s("rows-per-work-item", "several consecutive rows per work-item (softmax_row): with the private buffer, each row's maximum is taken while the row before it is computed")
+            .requires("defined(RPI)")
+            .change("RPI", Change::OneOf(vec![1, 4, 8, 16, 32]))
+            .weight(0.7),
+        s("exp-once", "compute each exponential once: store it to Y while summing, then scale Y in place")
+            .requires("ALGO != 1")
+            .change("ALGO", Change::Set(1))
+            .targets(ALGORITHM, 0),
+        s("cache-row-in-registers", "read each work-item's part of the row once into registers, compute the exponentials in place, write Y from registers")
+            .requires("ALGO != 3")
+            .to_template("softmax_group")
+            .change("ALGO", Change::Set(3))
+            .targets(ALGORITHM, 3)
+            .weight(2.5),
+        s("one-vector-per-item", "the cached row with a single 16-float vector per work-item: enough work-items to cover the row once")
+            .requires("defined(REDUCE) && ALGO == 3 && CHUNKS > 1")
+            .change("CHUNKS", Change::Set(1))
+            .change("VW", Change::Set(16))
+            .targets(ALGORITHM, 1)
+            .weight(0.5),
+        s("three-sweeps", "separate sweeps for the maximum, the sum of exponentials and the normalisation")
+            .requires("ALGO != 0")
+            .change("ALGO", Change::Set(0))
+            .targets(ALGORITHM, 0)
+            .weight(0.3),
+    ]
+}
+
+/// How the work-items sharing a row combine its maximum and sum: local memory, sub-groups or
+/// both (each moves the kernel to `softmax_group`).
+fn row_reduction_strategies() -> [MutationStrategy; 3] {
+    let s = MutationStrategy::new;
+    [
+        s("local-memory-reduction", "a work-group per row: work-items share the row and combine maxima and sums by a tree reduction in local memory with barriers")
+            .requires("!defined(REDUCE) || REDUCE != 0")
+            .to_template("softmax_group")
+            .change("REDUCE", Change::Set(0))
+            .change("WG", Change::OneOf(vec![8, 16, 32, 64]))
+            .targets(MEMORY, 2)
+            .targets(COORDINATION, 1)
+            .weight(1.5),
+        s("sub-group-reduction", "a sub-group per row: sub_group_reduce_max / sub_group_reduce_add combine the row in registers, no barriers")
+            .requires("!defined(REDUCE) || REDUCE != 1")
+            .to_template("softmax_group")
+            .change("REDUCE", Change::Set(1))
+            .change("WG", Change::OneOf(vec![8, 16, 32]))
+            .targets(COORDINATION, 2)
+            .weight(1.5),
+        s("hierarchical-reduction", "several sub-groups per row: sub-group reductions, then the partial results through local memory after a barrier")
+            .requires("!defined(REDUCE) || REDUCE != 2")
+            .to_template("softmax_group")
+            .change("REDUCE", Change::Set(2))
+            .change("WG", Change::OneOf(vec![32, 64, 128]))
+            .targets(COORDINATION, 3)
+            .targets(MEMORY, 2),
+    ]
+}
+
+/// How rows and work-items map onto work-groups, and prefetching the next group's row.
+fn row_work_shape_strategies() -> [MutationStrategy; 5] {
+    let s = MutationStrategy::new;
+    [
+        s(
+            "rows-per-work-group",
+            "several rows per work-group (fewer, larger groups)",
+        )
+        .change("RPG", Change::OneOf(vec![1, 2, 4, 8]))
+        .weight(0.7),
+        s(
+            "work-items-per-row",
+            "change how many work-items share a row",
+        )
+        .requires("defined(REDUCE) && REDUCE != 1")
+        .change("WG", Change::OneOf(vec![1, 4, 8, 16, 32, 64]))
+        .weight(0.7),
+        s(
+            "rows-per-group-of-items",
+            "change how many one-row work-items form a work-group",
+        )
+        .requires("!defined(REDUCE)")
+        .change("WG", Change::OneOf(vec![1, 4, 16, 32]))
+        .weight(0.7),
+        s(
+            "prefetch-next-row",
+            "prefetch() the row the next work-group will read",
+        )
+        .requires("!PREFETCH")
+        .to_template("softmax_group")
+        .change("PREFETCH", Change::Set(1))
+        .targets(MEMORY, 3)
+        .weight(0.7),
+        s(
+            "item-per-row",
+            "one work-item per row: no reduction across work-items, no barriers",
+        )
+        .requires("defined(REDUCE) && ALGO != 3")
+        .to_template("softmax_row")
+        .change("WG", Change::OneOf(vec![1, 4, 16]))
+        .targets(COORDINATION, 0)
+        .weight(0.5),
+    ]
 }
 
 #[cfg(test)]

@@ -158,6 +158,47 @@ impl MutationStrategy {
         params: &ParamValues,
         rng: &mut dyn RngCore,
     ) -> Result<Option<Move>, MutateError> {
+        if !self.preconditions_hold(structure, params)? {
+            return Ok(None);
+        }
+        let target = match &self.to_template {
+            Some(name) => match library.get(name) {
+                Some(t) => t,
+                None => return Ok(None),
+            },
+            None => template,
+        };
+        let moved = target.name() != template.name();
+        let (mut new_structure, mut new_params) = carried_over(target, structure, params);
+        let mut notes = Vec::new();
+        if moved {
+            notes.push(format!("template {}→{}", template.name(), target.name()));
+        }
+        let Some(pinned) =
+            self.apply_changes(target, &mut new_structure, &mut new_params, &mut notes, rng)
+        else {
+            return Ok(None);
+        };
+        if !moved && notes.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Move {
+            template: target.name().to_owned(),
+            structure: new_structure,
+            params: new_params,
+            pinned,
+            note: notes.join(", "),
+        }))
+    }
+
+    /// Whether every precondition holds for the parent: its switches and integer parameters
+    /// are the macros (a switch wins over a parameter of the same name), anything else is
+    /// undefined.
+    fn preconditions_hold(
+        &self,
+        structure: &Structure,
+        params: &ParamValues,
+    ) -> Result<bool, MutateError> {
         let mut env: Defines = structure.0.clone();
         for (k, v) in params.iter() {
             if let Some(i) = v.as_i64() {
@@ -170,64 +211,27 @@ impl MutationStrategy {
                 message: e.to_string(),
             })?;
             if !holds {
-                return Ok(None);
+                return Ok(false);
             }
         }
-        let target = match &self.to_template {
-            Some(name) => match library.get(name) {
-                Some(t) => t,
-                None => return Ok(None),
-            },
-            None => template,
-        };
-        let moved = target.name() != template.name();
-        // Start from the target's base, carry over what the parent has.
-        let mut new_structure = target.base().clone();
-        for (k, allowed) in target.switches() {
-            if let Some(v) = structure
-                .get(k)
-                .or_else(|| params.get(k).and_then(ParamValue::as_i64))
-            {
-                if allowed.contains(&v) {
-                    new_structure.set(k.clone(), v);
-                }
-            }
-        }
-        let mut new_params = target.base_params().clone();
-        for (k, allowed) in &target.manifest().params {
-            if target.switches().contains_key(k) {
-                continue;
-            }
-            let carried = params
-                .get(k)
-                .cloned()
-                .or_else(|| structure.get(k).map(ParamValue::Int));
-            if let Some(v) = carried {
-                if allowed.iter().any(|a| crate::space::same(a, &v)) {
-                    new_params.set(k.clone(), v);
-                }
-            }
-        }
-        let mut notes = Vec::new();
-        if moved {
-            notes.push(format!("template {}→{}", template.name(), target.name()));
-        }
+        Ok(true)
+    }
+
+    /// Applies each change to the child's structure (switches) or parameters, noting what
+    /// changed in `notes`; the names set (to pin), or `None` when a change names something the
+    /// target lacks or has no value to move to.
+    fn apply_changes(
+        &self,
+        target: &Template,
+        new_structure: &mut Structure,
+        new_params: &mut ParamValues,
+        notes: &mut Vec<String>,
+        rng: &mut dyn RngCore,
+    ) -> Option<Vec<String>> {
         let mut pinned = Vec::new();
         for (name, change) in &self.changes {
-            let (current, allowed): (Option<i64>, Vec<i64>) =
-                if let Some(allowed) = target.switches().get(name) {
-                    (new_structure.get(name), allowed.clone())
-                } else if let Some(values) = target.manifest().params.get(name) {
-                    let mut ints: Vec<i64> = values.iter().filter_map(ParamValue::as_i64).collect();
-                    ints.sort_unstable();
-                    ints.dedup();
-                    (new_params.get(name).and_then(ParamValue::as_i64), ints)
-                } else {
-                    return Ok(None);
-                };
-            let Some(value) = pick(change, current, &allowed, rng) else {
-                return Ok(None);
-            };
+            let (current, allowed) = current_and_allowed(target, name, new_structure, new_params)?;
+            let value = pick(change, current, &allowed, rng)?;
             if current != Some(value) {
                 notes.push(match current {
                     Some(c) => format!("{name} {c}→{value}"),
@@ -241,16 +245,64 @@ impl MutationStrategy {
             }
             pinned.push(name.clone());
         }
-        if !moved && notes.is_empty() {
-            return Ok(None);
+        Some(pinned)
+    }
+}
+
+/// The child's structure and starting parameters on `target`: the target's base, with the
+/// parent's switches and parameters of the same name carried over where the target allows
+/// their values (a parent's parameter may become a switch and the other way round).
+fn carried_over(
+    target: &Template,
+    structure: &Structure,
+    params: &ParamValues,
+) -> (Structure, ParamValues) {
+    let mut new_structure = target.base().clone();
+    for (k, allowed) in target.switches() {
+        if let Some(v) = structure
+            .get(k)
+            .or_else(|| params.get(k).and_then(ParamValue::as_i64))
+        {
+            if allowed.contains(&v) {
+                new_structure.set(k.clone(), v);
+            }
         }
-        Ok(Some(Move {
-            template: target.name().to_owned(),
-            structure: new_structure,
-            params: new_params,
-            pinned,
-            note: notes.join(", "),
-        }))
+    }
+    let mut new_params = target.base_params().clone();
+    for (k, allowed) in &target.manifest().params {
+        if target.switches().contains_key(k) {
+            continue;
+        }
+        let carried = params
+            .get(k)
+            .cloned()
+            .or_else(|| structure.get(k).map(ParamValue::Int));
+        if let Some(v) = carried {
+            if allowed.iter().any(|a| crate::space::same(a, &v)) {
+                new_params.set(k.clone(), v);
+            }
+        }
+    }
+    (new_structure, new_params)
+}
+
+/// The current value of the switch or integer parameter `name` in the child and the values
+/// `target` allows for it (sorted, without repeats); `None` when the target has no such name.
+fn current_and_allowed(
+    target: &Template,
+    name: &str,
+    structure: &Structure,
+    params: &ParamValues,
+) -> Option<(Option<i64>, Vec<i64>)> {
+    if let Some(allowed) = target.switches().get(name) {
+        Some((structure.get(name), allowed.clone()))
+    } else if let Some(values) = target.manifest().params.get(name) {
+        let mut ints: Vec<i64> = values.iter().filter_map(ParamValue::as_i64).collect();
+        ints.sort_unstable();
+        ints.dedup();
+        Some((params.get(name).and_then(ParamValue::as_i64), ints))
+    } else {
+        None
     }
 }
 
@@ -352,162 +404,191 @@ impl StrategyLibrary {
     /// panels per group) and `PACK_B` (a packed B panel in local memory). A strategy whose names a template lacks does not apply to it, so the
     /// library is safe to use with any template.
     pub fn dense_linear_algebra() -> Self {
-        let s = MutationStrategy::new;
         StrategyLibrary::new()
-            .with(
-                s("register-blocking", "compute a block of outputs per work-item in registers")
-                    .requires("TM * TN < 8")
-                    .change("TM", Change::OneOf(vec![4, 8]))
-                    .change("TN", Change::OneOf(vec![2, 4]))
-                    .targets(ALGORITHM, 3)
-                    .weight(2.0),
-            )
-            .with(
-                s("more-rows-per-item", "one more doubling of the rows each work-item computes")
-                    .requires("TM * TN < 32")
-                    .change("TM", Change::Up)
-                    .targets(ALGORITHM, 3),
-            )
-            .with(
-                s("more-columns-per-item", "one more doubling of the columns each work-item computes")
-                    .requires("TM * TN < 32")
-                    .change("TN", Change::Up)
-                    .targets(ALGORITHM, 3),
-            )
-            .with(
-                s("one-output-per-item", "no register block: each work-item computes one output (one vector of VW with vector loads), the point register blocking is measured against")
-                    .requires("TM * TN > 1")
-                    .change("TM", Change::Set(1))
-                    .change("TN", Change::Set(1))
-                    .targets(ALGORITHM, 1),
-            )
-            .with(
-                s("fewer-outputs-per-item", "halve the register block (less register pressure, more parallelism)")
-                    .requires("TM * TN >= 4")
-                    .change("TM", Change::Down)
-                    .weight(0.5),
-            )
-            .with(
-                s("vector-loads", "explicit vector loads (vloadN) of B and stores of C, one work-item wide in dimension 0")
-                    .requires("VW == 1 && !SUBGROUP")
-                    .change("VW", Change::OneOf(vec![16, 8, 4]))
-                    .change("WG0", Change::Set(1))
-                    .targets(MEMORY, 1)
-                    .weight(1.5),
-            )
-            .with(MutationStrategy::wider_vectors())
-            .with(
-                s("lanes-across-work-items", "scalar code, 16 work-items side by side in dimension 0 (the runtime vectorises across them)")
-                    .requires("VW > 1")
-                    .change("VW", Change::Set(1))
-                    .change("WG0", Change::Set(16))
-                    .targets(MEMORY, 0),
-            )
-            .with(
-                s("local-tiling-b", "stage K tiles of B in local memory, shared by the work-group")
-                    .requires("!LOCAL_B")
-                    .change("LOCAL_B", Change::Set(1))
-                    .targets(MEMORY, 2)
-                    .targets(COORDINATION, 1)
-                    .weight(1.5),
-            )
-            .with(
-                s("local-tiling-a", "stage K tiles of A in local memory, shared by the work-group")
-                    .requires("!LOCAL_A && !SUBGROUP")
-                    .change("LOCAL_A", Change::Set(1))
-                    .targets(MEMORY, 2)
-                    .targets(COORDINATION, 1),
-            )
-            .with(
-                s("pad-local", "pad local tiles by one float against bank conflicts")
-                    .requires("(LOCAL_A || LOCAL_B || defined(KS)) && PAD == 0")
-                    .change("PAD", Change::Set(1)),
-            )
-            .with(
-                s("drop-local-memory", "read A and B straight from global memory (CPU caches may do the tiling)")
-                    .requires("LOCAL_A || LOCAL_B")
-                    .change("LOCAL_A", Change::Set(0))
-                    .change("LOCAL_B", Change::Set(0))
-                    .change("DOUBLE_BUFFER", Change::Set(0))
-                    .targets(MEMORY, 1)
-                    .targets(COORDINATION, 0),
-            )
-            .with(
-                s("double-buffering", "two local B tiles: stage the next while computing on the current")
-                    .requires("LOCAL_B && !DOUBLE_BUFFER")
-                    .change("DOUBLE_BUFFER", Change::Set(1))
-                    .targets(MEMORY, 3),
-            )
-            .with(
-                s("prefetch", "prefetch the B rows of the next K tile")
-                    .requires("!PREFETCH")
-                    .change("PREFETCH", Change::Set(1))
-                    .targets(MEMORY, 3),
-            )
-            .with(
-                s("sub-group-broadcast", "each lane of a 16-wide sub-group loads one A value; sub_group_broadcast shares it")
-                    .requires("!SUBGROUP && !LOCAL_A")
-                    .change("SUBGROUP", Change::Set(1))
-                    .change("VW", Change::Set(1))
-                    .change("WG0", Change::Set(16))
-                    .targets(COORDINATION, 2),
-            )
-            .with(
-                s("unroll", "unroll the inner k loop further")
-                    .requires("UNROLL < 8")
-                    .change("UNROLL", Change::Up),
-            )
-            .with(
-                s("work-group-rows", "change how many work-items of a group share the same columns (cache reuse of B)")
-                    .change("WG1", Change::OneOf(vec![4, 8, 16, 32])),
-            )
-            .with(
-                s("k-tile", "change the K tile (cache blocking)")
-                    .change("TK", Change::OneOf(vec![64, 128, 256])),
-            )
-            .with(
-                s("cache-blocking", "block the K loop for the caches (KC rows of B at a time) and let each work-group walk several row blocks under the same B panel")
-                    .requires("defined(KC) && defined(RB)")
-                    .change("KC", Change::OneOf(vec![128, 256, 512]))
-                    .change("RB", Change::OneOf(vec![2, 4, 8]))
-                    .targets(MEMORY, 2),
-            )
-            .with(
-                s("n-blocking", "block over N as well: each work-group walks CB column panels within one K block, so its block of A is read from memory once and from the L2 for the other panels (the repair gives a parent without KC its K block)")
-                    .requires("defined(CB) && CB == 1")
-                    .change("CB", Change::OneOf(vec![2, 4]))
-                    .targets(MEMORY, 2),
-            )
-            .with(
-                s("pack-b-panel", "copy each KC x BN panel of B once into a contiguous local-memory layout and reuse it for the group's row blocks")
-                    .requires("defined(PACK_B) && !PACK_B && !SUBGROUP")
-                    .change("PACK_B", Change::Set(1))
-                    .change("LOCAL_B", Change::Set(0))
-                    .change("DOUBLE_BUFFER", Change::Set(0))
-                    .change("KC", Change::OneOf(vec![128, 256]))
-                    .change("RB", Change::OneOf(vec![2, 4]))
-                    .targets(MEMORY, 2)
-                    .targets(COORDINATION, 1),
-            )
-            .with(
-                s("split-k", "split the K loop across the work-items of a group and reduce the partial sums in local memory")
-                    .requires("!defined(KS)")
-                    .to_template("gemm_ksplit")
-                    .targets(MEMORY, 2)
-                    .targets(COORDINATION, 1)
-                    .weight(0.5),
-            )
-            .with(
-                s("more-k-slices", "split K into more slices")
-                    .requires("defined(KS) && KS < 16")
-                    .change("KS", Change::Up),
-            )
-            .with(
-                s("tiles-per-group", "give up the K split: each work-item runs the whole K loop over its register block")
-                    .requires("defined(KS)")
-                    .to_template("gemm_blocked")
-                    .targets(ALGORITHM, 3)
-                    .targets(COORDINATION, 0),
-            )
+            .with_all(register_block_strategies())
+            .with_all(vector_width_strategies())
+            .with_all(staging_strategies())
+            .with_all(schedule_strategies())
+            .with_all(cache_blocking_strategies())
+            .with_all(k_split_strategies())
     }
+
+    /// Adds each of `strategies` in turn ([`StrategyLibrary::with`]).
+    pub(crate) fn with_all(self, strategies: impl IntoIterator<Item = MutationStrategy>) -> Self {
+        strategies.into_iter().fold(self, StrategyLibrary::with)
+    }
+}
+
+/// Register blocking: how many outputs each work-item computes in registers.
+fn register_block_strategies() -> [MutationStrategy; 5] {
+    let s = MutationStrategy::new;
+    [
+        s("register-blocking", "compute a block of outputs per work-item in registers")
+            .requires("TM * TN < 8")
+            .change("TM", Change::OneOf(vec![4, 8]))
+            .change("TN", Change::OneOf(vec![2, 4]))
+            .targets(ALGORITHM, 3)
+            .weight(2.0),
+        s("more-rows-per-item", "one more doubling of the rows each work-item computes")
+            .requires("TM * TN < 32")
+            .change("TM", Change::Up)
+            .targets(ALGORITHM, 3),
+        s("more-columns-per-item", "one more doubling of the columns each work-item computes")
+            .requires("TM * TN < 32")
+            .change("TN", Change::Up)
+            .targets(ALGORITHM, 3),
+        s("one-output-per-item", "no register block: each work-item computes one output (one vector of VW with vector loads), the point register blocking is measured against")
+            .requires("TM * TN > 1")
+            .change("TM", Change::Set(1))
+            .change("TN", Change::Set(1))
+            .targets(ALGORITHM, 1),
+        s("fewer-outputs-per-item", "halve the register block (less register pressure, more parallelism)")
+            .requires("TM * TN >= 4")
+            .change("TM", Change::Down)
+            .weight(0.5),
+    ]
+}
+
+/// The vector width of the loads of B and stores of C, and scalar code the runtime vectorises.
+fn vector_width_strategies() -> [MutationStrategy; 3] {
+    let s = MutationStrategy::new;
+    [
+        s("vector-loads", "explicit vector loads (vloadN) of B and stores of C, one work-item wide in dimension 0")
+            .requires("VW == 1 && !SUBGROUP")
+            .change("VW", Change::OneOf(vec![16, 8, 4]))
+            .change("WG0", Change::Set(1))
+            .targets(MEMORY, 1)
+            .weight(1.5),
+        MutationStrategy::wider_vectors(),
+        s("lanes-across-work-items", "scalar code, 16 work-items side by side in dimension 0 (the runtime vectorises across them)")
+            .requires("VW > 1")
+            .change("VW", Change::Set(1))
+            .change("WG0", Change::Set(16))
+            .targets(MEMORY, 0),
+    ]
+}
+
+/// How A and B are staged on their way to the arithmetic: local-memory tiles, padding,
+/// double buffering, prefetching.
+fn staging_strategies() -> [MutationStrategy; 6] {
+    let s = MutationStrategy::new;
+    [
+        s(
+            "local-tiling-b",
+            "stage K tiles of B in local memory, shared by the work-group",
+        )
+        .requires("!LOCAL_B")
+        .change("LOCAL_B", Change::Set(1))
+        .targets(MEMORY, 2)
+        .targets(COORDINATION, 1)
+        .weight(1.5),
+        s(
+            "local-tiling-a",
+            "stage K tiles of A in local memory, shared by the work-group",
+        )
+        .requires("!LOCAL_A && !SUBGROUP")
+        .change("LOCAL_A", Change::Set(1))
+        .targets(MEMORY, 2)
+        .targets(COORDINATION, 1),
+        s(
+            "pad-local",
+            "pad local tiles by one float against bank conflicts",
+        )
+        .requires("(LOCAL_A || LOCAL_B || defined(KS)) && PAD == 0")
+        .change("PAD", Change::Set(1)),
+        s(
+            "drop-local-memory",
+            "read A and B straight from global memory (CPU caches may do the tiling)",
+        )
+        .requires("LOCAL_A || LOCAL_B")
+        .change("LOCAL_A", Change::Set(0))
+        .change("LOCAL_B", Change::Set(0))
+        .change("DOUBLE_BUFFER", Change::Set(0))
+        .targets(MEMORY, 1)
+        .targets(COORDINATION, 0),
+        s(
+            "double-buffering",
+            "two local B tiles: stage the next while computing on the current",
+        )
+        .requires("LOCAL_B && !DOUBLE_BUFFER")
+        .change("DOUBLE_BUFFER", Change::Set(1))
+        .targets(MEMORY, 3),
+        s("prefetch", "prefetch the B rows of the next K tile")
+            .requires("!PREFETCH")
+            .change("PREFETCH", Change::Set(1))
+            .targets(MEMORY, 3),
+    ]
+}
+
+/// How the work-items of a group share data and walk the K loop: sub-group broadcasts,
+/// unrolling, the group's shape and the K tile.
+fn schedule_strategies() -> [MutationStrategy; 4] {
+    let s = MutationStrategy::new;
+    [
+        s(
+            "sub-group-broadcast",
+            "each lane of a 16-wide sub-group loads one A value; sub_group_broadcast shares it",
+        )
+        .requires("!SUBGROUP && !LOCAL_A")
+        .change("SUBGROUP", Change::Set(1))
+        .change("VW", Change::Set(1))
+        .change("WG0", Change::Set(16))
+        .targets(COORDINATION, 2),
+        s("unroll", "unroll the inner k loop further")
+            .requires("UNROLL < 8")
+            .change("UNROLL", Change::Up),
+        s(
+            "work-group-rows",
+            "change how many work-items of a group share the same columns (cache reuse of B)",
+        )
+        .change("WG1", Change::OneOf(vec![4, 8, 16, 32])),
+        s("k-tile", "change the K tile (cache blocking)")
+            .change("TK", Change::OneOf(vec![64, 128, 256])),
+    ]
+}
+
+/// Cache blocking over K and N, and a packed B panel in local memory.
+fn cache_blocking_strategies() -> [MutationStrategy; 3] {
+    let s = MutationStrategy::new;
+    [
+        s("cache-blocking", "block the K loop for the caches (KC rows of B at a time) and let each work-group walk several row blocks under the same B panel")
+            .requires("defined(KC) && defined(RB)")
+            .change("KC", Change::OneOf(vec![128, 256, 512]))
+            .change("RB", Change::OneOf(vec![2, 4, 8]))
+            .targets(MEMORY, 2),
+        s("n-blocking", "block over N as well: each work-group walks CB column panels within one K block, so its block of A is read from memory once and from the L2 for the other panels (the repair gives a parent without KC its K block)")
+            .requires("defined(CB) && CB == 1")
+            .change("CB", Change::OneOf(vec![2, 4]))
+            .targets(MEMORY, 2),
+        s("pack-b-panel", "copy each KC x BN panel of B once into a contiguous local-memory layout and reuse it for the group's row blocks")
+            .requires("defined(PACK_B) && !PACK_B && !SUBGROUP")
+            .change("PACK_B", Change::Set(1))
+            .change("LOCAL_B", Change::Set(0))
+            .change("DOUBLE_BUFFER", Change::Set(0))
+            .change("KC", Change::OneOf(vec![128, 256]))
+            .change("RB", Change::OneOf(vec![2, 4]))
+            .targets(MEMORY, 2)
+            .targets(COORDINATION, 1),
+    ]
+}
+
+/// Splitting the K loop across a group's work-items (the `gemm_ksplit` template) and back.
+fn k_split_strategies() -> [MutationStrategy; 3] {
+    let s = MutationStrategy::new;
+    [
+        s("split-k", "split the K loop across the work-items of a group and reduce the partial sums in local memory")
+            .requires("!defined(KS)")
+            .to_template("gemm_ksplit")
+            .targets(MEMORY, 2)
+            .targets(COORDINATION, 1)
+            .weight(0.5),
+        s("more-k-slices", "split K into more slices")
+            .requires("defined(KS) && KS < 16")
+            .change("KS", Change::Up),
+        s("tiles-per-group", "give up the K split: each work-item runs the whole K loop over its register block")
+            .requires("defined(KS)")
+            .to_template("gemm_blocked")
+            .targets(ALGORITHM, 3)
+            .targets(COORDINATION, 0),
+    ]
 }

@@ -263,17 +263,11 @@ impl StructuralMutator {
         let source = &parent.candidate.source;
         // Start from the values the parent was measured with (a tuner may have moved them).
         let measured = parent.effective_params();
-        let (template, structure, params): (&Template, Structure, ParamValues) =
-            match self.templates.identify(source) {
-                Some((t, s)) => (t, s, measured.clone()),
-                None => {
-                    // Not one of ours: rewrite it as the task's first template, at its base.
-                    let Some(t) = self.templates.for_task(&ctx.task.name).next() else {
-                        return Ok(Vec::new());
-                    };
-                    (t, t.base().clone(), t.base_params().clone())
-                }
-            };
+        let Some((template, structure, params)) = self.starting_point(source, &measured, ctx)
+        else {
+            return Ok(Vec::new());
+        };
+        let origin = (template, &structure, &params);
 
         let mut pool: Vec<(&MutationStrategy, f64)> = self
             .strategies
@@ -290,104 +284,159 @@ impl StructuralMutator {
             None => self.config.children,
         };
         while children.len() < draws && !pool.is_empty() {
-            let total: f64 = pool.iter().map(|(_, w)| w).sum();
-            if !(total.is_finite() && total > 0.0) {
+            let Some(index) = draw_by_weight(&pool, &mut rng) else {
                 break;
-            }
-            let mut x = rng.random_range(0.0..total);
-            let mut index = pool.len() - 1;
-            for (i, (_, w)) in pool.iter().enumerate() {
-                if x < *w {
-                    index = i;
-                    break;
-                }
-                x -= w;
-            }
+            };
             let (strategy, _) = pool.swap_remove(index);
-            let Some(m) =
-                strategy.apply(&self.templates, template, &structure, &params, &mut rng)?
-            else {
-                continue;
-            };
-            let Some(target) = self.templates.get(&m.template) else {
-                continue;
-            };
-            let variant = match target.instantiate(&m.structure) {
-                Ok(v) => v,
-                // A structure the template's constraints rule out entirely.
-                Err(MutateError::Template { .. }) => continue,
-                Err(e) => return Err(e),
-            };
-            let space = Feasibility::new(&variant.manifest, &ctx.task.sizes, ctx.device.as_deref());
-            let pinned: Vec<&str> = m.pinned.iter().map(String::as_str).collect();
-            let Some(child_params) =
-                space.repair(&m.params, &pinned, &mut rng, self.config.repair_budget)
-            else {
-                continue;
-            };
-            if !seen.insert((variant.source.content_hash(), child_params.canonical_key())) {
-                continue;
+            if let Some(child) = self.child_by(strategy, origin, ctx, &mut rng, &mut seen)? {
+                children.push(child);
             }
-            let note = format!(
-                "{}: {} ({}; {} {})",
-                strategy.name(),
-                strategy.description(),
-                m.note,
-                variant.template,
-                variant.structure
-            );
-            children.push(Offspring::new(
-                variant.source,
-                child_params,
-                Origin::mutator(self.name.clone()).with_note(note),
-            ));
         }
         if let Some(predictor) = &self.predictor {
-            let hints = &ctx.hints;
-            let listed = !hints.filled.is_empty();
-            let rank = |cell: Option<&Vec<usize>>| -> u8 {
-                match cell {
-                    Some(cell) if hints.empty_frontier.contains(cell) => 0,
-                    Some(cell) if listed && !hints.filled.contains(cell) => 1,
-                    Some(cell) if !listed && *cell != parent.descriptor.coords => 1,
-                    Some(cell) if *cell != parent.descriptor.coords => 2,
-                    _ => 3,
-                }
-            };
-            // A stable sort: draw order (the strategy weights) decides within a rank.
-            let mut ranked: Vec<(u8, Option<Vec<usize>>, Offspring)> = children
-                .into_iter()
-                .map(|child| {
-                    let cell = predictor.predict(&child.source, &child.params);
-                    (rank(cell.as_ref()), cell, child)
-                })
-                .collect();
-            ranked.sort_by_key(|(r, _, _)| *r);
-            let aimed_somewhere = ranked.first().is_some_and(|(r, _, _)| *r <= 1);
-            if !aimed_somewhere && self.config.reach {
-                let origin = (template, &structure, &params);
-                if let Some((child, cell, r)) =
-                    self.reach(origin, ctx, predictor, &rank, &mut seen)?
-                {
-                    // It takes the place of the last child kept.
-                    let at = ranked.len().min(self.config.children.saturating_sub(1));
-                    ranked.insert(at, (r, Some(cell), child));
-                }
-            }
-            children = ranked
-                .into_iter()
-                .take(self.config.children)
-                .map(|(r, cell, mut child)| {
-                    // Aimed at an empty cell: tuning is to keep it there.
-                    if r <= 1 {
-                        child.origin.aimed_cell = cell;
-                    }
-                    child
-                })
-                .collect();
+            children = self.ranked_by_cell(children, parent, origin, ctx, predictor, &mut seen)?;
         }
         Ok(children)
     }
+
+    /// The template, structure and parameters the strategies start from: the parent's own when
+    /// it is a variant of one of the templates; otherwise the task's first template at its
+    /// base (the parent is rewritten as it), or `None` when the task has no template.
+    fn starting_point<'a>(
+        &'a self,
+        source: &KernelSource,
+        measured: &ParamValues,
+        ctx: &'a MutationContext,
+    ) -> Option<(&'a Template, Structure, ParamValues)> {
+        match self.templates.identify(source) {
+            Some((t, s)) => Some((t, s, measured.clone())),
+            None => {
+                let t = self.templates.for_task(&ctx.task.name).next()?;
+                Some((t, t.base().clone(), t.base_params().clone()))
+            }
+        }
+    }
+
+    /// The child `strategy` makes of the parent at `origin`: the moved variant with its
+    /// parameters repaired into feasibility at the task's sizes; `None` when the strategy does
+    /// not apply, the structure is ruled out, no feasible parameters were found, or the same
+    /// kernel and parameters were already made (`seen`).
+    fn child_by(
+        &self,
+        strategy: &MutationStrategy,
+        (template, structure, params): (&Template, &Structure, &ParamValues),
+        ctx: &MutationContext,
+        rng: &mut ChaCha8Rng,
+        seen: &mut HashSet<(String, String)>,
+    ) -> Result<Option<Offspring>, MutateError> {
+        let Some(m) = strategy.apply(&self.templates, template, structure, params, rng)? else {
+            return Ok(None);
+        };
+        let Some(target) = self.templates.get(&m.template) else {
+            return Ok(None);
+        };
+        let variant = match target.instantiate(&m.structure) {
+            Ok(v) => v,
+            // A structure the template's constraints rule out entirely.
+            Err(MutateError::Template { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let space = Feasibility::new(&variant.manifest, &ctx.task.sizes, ctx.device.as_deref());
+        let pinned: Vec<&str> = m.pinned.iter().map(String::as_str).collect();
+        let Some(child_params) = space.repair(&m.params, &pinned, rng, self.config.repair_budget)
+        else {
+            return Ok(None);
+        };
+        if !seen.insert((variant.source.content_hash(), child_params.canonical_key())) {
+            return Ok(None);
+        }
+        let note = format!(
+            "{}: {} ({}; {} {})",
+            strategy.name(),
+            strategy.description(),
+            m.note,
+            variant.template,
+            variant.structure
+        );
+        Ok(Some(Offspring::new(
+            variant.source,
+            child_params,
+            Origin::mutator(self.name.clone()).with_note(note),
+        )))
+    }
+
+    /// With a cell predictor: the children ordered by where they are predicted to land (an
+    /// empty frontier cell first, then a cell the archive lacks, then another cell than the
+    /// parent's), with a child that reaches an empty cell added when none of them aims at one
+    /// ([`StructuralConfig::reach`]), cut to [`StructuralConfig::children`]; a child aimed at
+    /// an empty cell records it, so that tuning keeps it there.
+    fn ranked_by_cell(
+        &self,
+        children: Vec<Offspring>,
+        parent: &Elite,
+        origin: (&Template, &Structure, &ParamValues),
+        ctx: &MutationContext,
+        predictor: &CellPredictor,
+        seen: &mut HashSet<(String, String)>,
+    ) -> Result<Vec<Offspring>, MutateError> {
+        let hints = &ctx.hints;
+        let listed = !hints.filled.is_empty();
+        let rank = |cell: Option<&Vec<usize>>| -> u8 {
+            match cell {
+                Some(cell) if hints.empty_frontier.contains(cell) => 0,
+                Some(cell) if listed && !hints.filled.contains(cell) => 1,
+                Some(cell) if !listed && *cell != parent.descriptor.coords => 1,
+                Some(cell) if *cell != parent.descriptor.coords => 2,
+                _ => 3,
+            }
+        };
+        // A stable sort: draw order (the strategy weights) decides within a rank.
+        let mut ranked: Vec<(u8, Option<Vec<usize>>, Offspring)> = children
+            .into_iter()
+            .map(|child| {
+                let cell = predictor.predict(&child.source, &child.params);
+                (rank(cell.as_ref()), cell, child)
+            })
+            .collect();
+        ranked.sort_by_key(|(r, _, _)| *r);
+        let aimed_somewhere = ranked.first().is_some_and(|(r, _, _)| *r <= 1);
+        if !aimed_somewhere && self.config.reach {
+            if let Some((child, cell, r)) = self.reach(origin, ctx, predictor, &rank, seen)? {
+                // It takes the place of the last child kept.
+                let at = ranked.len().min(self.config.children.saturating_sub(1));
+                ranked.insert(at, (r, Some(cell), child));
+            }
+        }
+        Ok(ranked
+            .into_iter()
+            .take(self.config.children)
+            .map(|(r, cell, mut child)| {
+                // Aimed at an empty cell: tuning is to keep it there.
+                if r <= 1 {
+                    child.origin.aimed_cell = cell;
+                }
+                child
+            })
+            .collect())
+    }
+}
+
+/// The index of a strategy drawn from `pool` with probability proportional to its weight;
+/// `None` when the weights do not add up to a positive, finite total.
+fn draw_by_weight(pool: &[(&MutationStrategy, f64)], rng: &mut ChaCha8Rng) -> Option<usize> {
+    let total: f64 = pool.iter().map(|(_, w)| w).sum();
+    if !(total.is_finite() && total > 0.0) {
+        return None;
+    }
+    let mut x = rng.random_range(0.0..total);
+    let mut index = pool.len() - 1;
+    for (i, (_, w)) in pool.iter().enumerate() {
+        if x < *w {
+            index = i;
+            break;
+        }
+        x -= w;
+    }
+    Some(index)
 }
 
 /// The cells the templates of one task reach at its sizes on its device, each with the
