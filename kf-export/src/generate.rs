@@ -15,7 +15,7 @@ use kf_manifest::Manifest;
 use crate::error::ExportError;
 use crate::group::{group, group_doc_lines, write, Params, TaskGroup};
 use crate::run::TunedKernel;
-use crate::signature::{Access, Dtype};
+use crate::signature::{Access, Dtype, Signature};
 use crate::standalone::{F16_FILE, RUN_TIME_FILES};
 use crate::RustExport;
 
@@ -184,8 +184,20 @@ fn lib_rs(groups: &[TaskGroup<'_>]) -> Result<String, ExportError> {
 
 fn task_code(out: &mut String, g: &TaskGroup<'_>) -> Result<(), ExportError> {
     let sig = g.signature;
-    let task = g.function();
-    let upper = task.to_ascii_uppercase();
+    let upper = g.function().to_ascii_uppercase();
+    task_tables(out, g, &upper)?;
+    let names = Params::of(sig);
+    scalar_constants(out, sig, &names, &upper);
+    let api = TaskApi::new(g, &names);
+    api.free_functions(out, &scalars_doc(sig, &names, &upper));
+    api.kernels_methods(out);
+    Ok(())
+}
+
+/// Writes the task's tables: its configurations, its kernel signature, and the `Table` of
+/// both.
+fn task_tables(out: &mut String, g: &TaskGroup<'_>, upper: &str) -> Result<(), ExportError> {
+    let sig = g.signature;
     let _ = writeln!(
         out,
         "\n/// The tuned configurations of `{}`, in the order of the runs exported.",
@@ -217,7 +229,12 @@ fn task_code(out: &mut String, g: &TaskGroup<'_>) -> Result<(), ExportError> {
         "\n/// `{}`'s signature and configurations.\npub static {upper}: Table = Table {{\n    signature: &{upper}_SIGNATURE,\n    configurations: &{upper}_CONFIGURATIONS,\n}};",
         sig.task
     );
-    let names = Params::of(sig);
+    Ok(())
+}
+
+/// Writes a constant per scalar with the task file's value (the one the search measured
+/// with).
+fn scalar_constants(out: &mut String, sig: &Signature, names: &Params, upper: &str) {
     for (s, n) in sig.scalars.iter().zip(&names.scalars) {
         let value = if s.dtype.rust() == "i32" {
             format!("{}", s.value as i64)
@@ -232,162 +249,243 @@ fn task_code(out: &mut String, g: &TaskGroup<'_>) -> Result<(), ExportError> {
             s.dtype.rust()
         );
     }
-    let mut params: Vec<String> = names.sizes.iter().map(|s| format!("{s}: i64")).collect();
-    for (s, n) in sig.scalars.iter().zip(&names.scalars) {
-        params.push(format!("{n}: {}", s.dtype.rust()));
+}
+
+/// The sentence of a function's docs that names the scalars and their constants (empty
+/// without scalars).
+fn scalars_doc(sig: &Signature, names: &Params, upper: &str) -> String {
+    if sig.scalars.is_empty() {
+        return String::new();
     }
-    let mut prep = String::new();
-    let mut data = Vec::new();
-    let mut back = String::new();
-    for (b, name) in sig.buffers.iter().zip(&names.buffers) {
-        let ty = b.dtype.rust();
-        if b.access.writes() {
-            params.push(format!("{name}: &mut [{ty}]"));
-            let _ = writeln!(
-                prep,
-                "        let mut {name}_bytes = kf_runtime::to_bytes({name});"
-            );
-            data.push(format!("HostData::Out(&mut {name}_bytes)"));
-            let _ = writeln!(
-                back,
-                "        kf_runtime::from_bytes(&{name}_bytes, {name});"
-            );
-        } else {
-            params.push(format!("{name}: &[{ty}]"));
-            let _ = writeln!(
-                prep,
-                "        let {name}_bytes = kf_runtime::to_bytes({name});"
-            );
-            data.push(format!("HostData::In(&{name}_bytes)"));
-        }
-    }
-    let buffers_doc: Vec<String> = sig
-        .buffers
-        .iter()
-        .map(|b| {
-            format!(
-                "`{}`: {} elements of `{}`{}",
-                b.name,
-                b.len,
-                b.dtype.rust(),
-                match b.access {
-                    Access::Input => "",
-                    Access::Output => ", written",
-                    Access::InOut => ", read and written in place",
-                }
-            )
-        })
-        .collect();
-    let scalars_doc = if sig.scalars.is_empty() {
-        String::new()
-    } else {
-        let list: Vec<String> = sig
-            .scalars
-            .iter()
-            .zip(&names.scalars)
-            .map(|(s, n)| {
-                format!(
-                    "`{}` (the task's value: [`{upper}_{}`])",
-                    s.name,
-                    n.to_ascii_uppercase()
-                )
-            })
-            .collect();
-        format!(" Scalars: {}.", list.join(", "))
-    };
-    let sizes_list = names.sizes.join(", ");
-    let scalar_args: Vec<String> = sig
+    let list: Vec<String> = sig
         .scalars
         .iter()
         .zip(&names.scalars)
         .map(|(s, n)| {
-            if s.dtype.rust() == "i32" {
-                format!("ScalarArg::I32({n})")
-            } else {
-                format!("ScalarArg::F32({n})")
-            }
+            format!(
+                "`{}` (the task's value: [`{upper}_{}`])",
+                s.name,
+                n.to_ascii_uppercase()
+            )
         })
         .collect();
-    let scalar_args = scalar_args.join(", ");
-    let all_args = names.list();
-    let params = params.join(", ");
-    let data = data.join(", ");
-    let sizes_params: String = names
-        .sizes
-        .iter()
-        .map(|s| format!("{s}: i64"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let _ = writeln!(
-        out,
-        "\n/// Runs `{}` at the sizes {} on `device` with the configuration the dispatch\n\
-         /// rule picks (see the crate docs), and returns its index in [`{upper}_CONFIGURATIONS`].\n\
-         /// Buffers: {}.{scalars_doc} Builds the kernel on every call; [`Kernels`] keeps the\n\
-         /// kernels compiled.\n\
-         ///\n\
-         /// # Errors\n\
-         ///\n\
-         /// No configuration's constraints hold at these sizes (the error names each one's failing\n\
-         /// rule), a buffer of the wrong length, or a compile or launch failure.\n\
-         pub fn {task}(device: &Device, {params}) -> Result<usize, Error> {{\n\
-         \x20   Kernels::new(device).{task}({all_args})\n\
-         }}",
-        sig.task,
-        sig.size_names().join(", "),
-        buffers_doc.join("; "),
-    );
-    let _ = writeln!(
-        out,
-        "\n/// The index of the configuration a call of [`{task}`] takes at these sizes on `device`.\n\
-         ///\n\
-         /// # Errors\n\
-         ///\n\
-         /// As [`{task}`]'s, when no configuration's constraints hold.\n\
-         pub fn {task}_choice(device: &DeviceFacts, {sizes_params}) -> Result<usize, Error> {{\n\
-         \x20   {upper}.choose(device, &[{sizes_list}])\n\
-         }}",
-    );
-    let _ = writeln!(
-        out,
-        "\n/// Runs `{}` with configuration `index` of [`{upper}_CONFIGURATIONS`].\n\
-         ///\n\
-         /// # Errors\n\
-         ///\n\
-         /// Its constraints failing at these sizes (the error names the rule), a buffer of the\n\
-         /// wrong length, or a compile or launch failure.\n\
-         pub fn {task}_with(device: &Device, index: usize, {params}) -> Result<(), Error> {{\n\
-         \x20   Kernels::new(device).{task}_with(index, {all_args})\n\
-         }}",
-        sig.task,
-    );
-    let _ = writeln!(
-        out,
-        "\nimpl Kernels<'_> {{\n\
-         \x20   /// [`{task}`](fn@{task}), keeping the kernel it runs compiled.\n\
-         \x20   ///\n\
-         \x20   /// # Errors\n\
-         \x20   ///\n\
-         \x20   /// As [`{task}`](fn@{task})'s.\n\
-         \x20   pub fn {task}(&self, {params}) -> Result<usize, Error> {{\n\
-         \x20       let index = {task}_choice(self.device.facts(), {sizes_list})?;\n\
-         \x20       self.{task}_with(index, {all_args})?;\n\
-         \x20       Ok(index)\n\
-         \x20   }}\n\
-         \n\
-         \x20   /// [`{task}_with`](fn@{task}_with), keeping the kernel it runs compiled.\n\
-         \x20   ///\n\
-         \x20   /// # Errors\n\
-         \x20   ///\n\
-         \x20   /// As [`{task}_with`](fn@{task}_with)'s.\n\
-         \x20   pub fn {task}_with(&self, index: usize, {params}) -> Result<(), Error> {{\n\
-         {prep}\
-         \x20       {upper}.launch(self.device, &self.cache, index, &[{sizes_list}], &[{scalar_args}], &mut [{data}])?;\n\
-         {back}\
-         \x20       Ok(())\n\
-         \x20   }}\n\
-         }}",
-    );
-    Ok(())
+    format!(" Scalars: {}.", list.join(", "))
+}
+
+/// The pieces of a task's generated functions: their parameters, and the statements that
+/// turn the caller's slices into the launch's host data and back.
+struct TaskApi<'a> {
+    sig: &'a Signature,
+    /// The functions' name (`gemm`).
+    task: String,
+    /// The prefix of the task's tables (`GEMM`).
+    upper: String,
+    /// The typed parameters: sizes, scalars, buffers (`m: i64, …, c: &mut [f32]`).
+    params: String,
+    /// The arguments passing them on (`m, n, k, a, b, c`).
+    all_args: String,
+    /// The sizes' parameters alone.
+    sizes_params: String,
+    /// The sizes' names, comma-separated.
+    sizes_list: String,
+    /// The scalars as launch arguments (`ScalarArg::F32(scale)`).
+    scalar_args: String,
+    /// Statements copying each buffer into bytes.
+    prep: String,
+    /// The buffers' bytes as launch data (`HostData::In(&a_bytes)`).
+    data: String,
+    /// Statements copying each written buffer's bytes back.
+    back: String,
+}
+
+impl<'a> TaskApi<'a> {
+    /// The pieces for task `g`, whose Rust names are `names`.
+    fn new(g: &'a TaskGroup<'a>, names: &Params) -> Self {
+        let sig = g.signature;
+        let task = g.function();
+        let mut params: Vec<String> = names.sizes.iter().map(|s| format!("{s}: i64")).collect();
+        for (s, n) in sig.scalars.iter().zip(&names.scalars) {
+            params.push(format!("{n}: {}", s.dtype.rust()));
+        }
+        let mut prep = String::new();
+        let mut data = Vec::new();
+        let mut back = String::new();
+        for (b, name) in sig.buffers.iter().zip(&names.buffers) {
+            let ty = b.dtype.rust();
+            if b.access.writes() {
+                params.push(format!("{name}: &mut [{ty}]"));
+                let _ = writeln!(
+                    prep,
+                    "        let mut {name}_bytes = kf_runtime::to_bytes({name});"
+                );
+                data.push(format!("HostData::Out(&mut {name}_bytes)"));
+                let _ = writeln!(
+                    back,
+                    "        kf_runtime::from_bytes(&{name}_bytes, {name});"
+                );
+            } else {
+                params.push(format!("{name}: &[{ty}]"));
+                let _ = writeln!(
+                    prep,
+                    "        let {name}_bytes = kf_runtime::to_bytes({name});"
+                );
+                data.push(format!("HostData::In(&{name}_bytes)"));
+            }
+        }
+        let scalar_args: Vec<String> = sig
+            .scalars
+            .iter()
+            .zip(&names.scalars)
+            .map(|(s, n)| {
+                if s.dtype.rust() == "i32" {
+                    format!("ScalarArg::I32({n})")
+                } else {
+                    format!("ScalarArg::F32({n})")
+                }
+            })
+            .collect();
+        TaskApi {
+            sig,
+            upper: task.to_ascii_uppercase(),
+            task,
+            params: params.join(", "),
+            all_args: names.list(),
+            sizes_params: names
+                .sizes
+                .iter()
+                .map(|s| format!("{s}: i64"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            sizes_list: names.sizes.join(", "),
+            scalar_args: scalar_args.join(", "),
+            prep,
+            data: data.join(", "),
+            back,
+        }
+    }
+
+    /// What each buffer is, for the docs: its length, element type and access.
+    fn buffers_doc(&self) -> String {
+        let docs: Vec<String> = self
+            .sig
+            .buffers
+            .iter()
+            .map(|b| {
+                format!(
+                    "`{}`: {} elements of `{}`{}",
+                    b.name,
+                    b.len,
+                    b.dtype.rust(),
+                    match b.access {
+                        Access::Input => "",
+                        Access::Output => ", written",
+                        Access::InOut => ", read and written in place",
+                    }
+                )
+            })
+            .collect();
+        docs.join("; ")
+    }
+
+    /// Writes the free functions: the dispatched call, `_choice` and `_with`, each building
+    /// its kernel on every call.
+    fn free_functions(&self, out: &mut String, scalars_doc: &str) {
+        let TaskApi {
+            sig,
+            task,
+            upper,
+            params,
+            all_args,
+            sizes_params,
+            sizes_list,
+            ..
+        } = self;
+        let _ = writeln!(
+            out,
+            "\n/// Runs `{}` at the sizes {} on `device` with the configuration the dispatch\n\
+             /// rule picks (see the crate docs), and returns its index in [`{upper}_CONFIGURATIONS`].\n\
+             /// Buffers: {}.{scalars_doc} Builds the kernel on every call; [`Kernels`] keeps the\n\
+             /// kernels compiled.\n\
+             ///\n\
+             /// # Errors\n\
+             ///\n\
+             /// No configuration's constraints hold at these sizes (the error names each one's failing\n\
+             /// rule), a buffer of the wrong length, or a compile or launch failure.\n\
+             pub fn {task}(device: &Device, {params}) -> Result<usize, Error> {{\n\
+             \x20   Kernels::new(device).{task}({all_args})\n\
+             }}",
+            sig.task,
+            sig.size_names().join(", "),
+            self.buffers_doc(),
+        );
+        let _ = writeln!(
+            out,
+            "\n/// The index of the configuration a call of [`{task}`] takes at these sizes on `device`.\n\
+             ///\n\
+             /// # Errors\n\
+             ///\n\
+             /// As [`{task}`]'s, when no configuration's constraints hold.\n\
+             pub fn {task}_choice(device: &DeviceFacts, {sizes_params}) -> Result<usize, Error> {{\n\
+             \x20   {upper}.choose(device, &[{sizes_list}])\n\
+             }}",
+        );
+        let _ = writeln!(
+            out,
+            "\n/// Runs `{}` with configuration `index` of [`{upper}_CONFIGURATIONS`].\n\
+             ///\n\
+             /// # Errors\n\
+             ///\n\
+             /// Its constraints failing at these sizes (the error names the rule), a buffer of the\n\
+             /// wrong length, or a compile or launch failure.\n\
+             pub fn {task}_with(device: &Device, index: usize, {params}) -> Result<(), Error> {{\n\
+             \x20   Kernels::new(device).{task}_with(index, {all_args})\n\
+             }}",
+            sig.task,
+        );
+    }
+
+    /// Writes the `Kernels` methods, which keep the kernel they run compiled.
+    fn kernels_methods(&self, out: &mut String) {
+        let TaskApi {
+            task,
+            upper,
+            params,
+            all_args,
+            sizes_list,
+            scalar_args,
+            prep,
+            data,
+            back,
+            ..
+        } = self;
+        let _ = writeln!(
+            out,
+            "\nimpl Kernels<'_> {{\n\
+             \x20   /// [`{task}`](fn@{task}), keeping the kernel it runs compiled.\n\
+             \x20   ///\n\
+             \x20   /// # Errors\n\
+             \x20   ///\n\
+             \x20   /// As [`{task}`](fn@{task})'s.\n\
+             \x20   pub fn {task}(&self, {params}) -> Result<usize, Error> {{\n\
+             \x20       let index = {task}_choice(self.device.facts(), {sizes_list})?;\n\
+             \x20       self.{task}_with(index, {all_args})?;\n\
+             \x20       Ok(index)\n\
+             \x20   }}\n\
+             \n\
+             \x20   /// [`{task}_with`](fn@{task}_with), keeping the kernel it runs compiled.\n\
+             \x20   ///\n\
+             \x20   /// # Errors\n\
+             \x20   ///\n\
+             \x20   /// As [`{task}_with`](fn@{task}_with)'s.\n\
+             \x20   pub fn {task}_with(&self, index: usize, {params}) -> Result<(), Error> {{\n\
+             {prep}\
+             \x20       {upper}.launch(self.device, &self.cache, index, &[{sizes_list}], &[{scalar_args}], &mut [{data}])?;\n\
+             {back}\
+             \x20       Ok(())\n\
+             \x20   }}\n\
+             }}",
+        );
+    }
 }
 
 /// Writes the crate; returns the files written.

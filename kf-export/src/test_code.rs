@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 
 use crate::group::{Params, TaskGroup};
-use crate::signature::Dtype;
+use crate::signature::{Dtype, Signature};
 
 /// The reference of a built-in task, as Rust source for the generated test.
 fn reference_fn(task: &str) -> &'static str {
@@ -165,47 +165,75 @@ fn close(got: &[f32], want: &[f32]) -> Result<(), String> {\n\
 /// (`reference/<task>/`, [`crate::standalone::check::ReferenceCases`]) through every configuration
 /// whose constraints hold there on this device, and through the dispatched call.
 fn task_file_module(out: &mut String, g: &TaskGroup<'_>) {
-    let sig = g.signature;
     let task = g.function();
     let upper = task.to_ascii_uppercase();
-    let names = Params::of(sig);
-    let mut body = String::new();
-    for (s, n) in sig.sizes.iter().zip(&names.sizes) {
-        let _ = writeln!(body, "        let {n} = case.size({s:?})?;");
-    }
-    for (s, n) in sig.scalars.iter().zip(&names.scalars) {
-        let ty = if s.dtype == Dtype::I32 { "i32" } else { "f32" };
-        let _ = writeln!(
+    let case = CaseRun::of(g.signature);
+    module_head(out, &task, &case);
+    module_tests(out, &upper);
+}
+
+/// The statements of a test module's `run` that call the task on one reference case.
+struct CaseRun {
+    /// Reads the case's sizes, scalars and buffers into locals.
+    body: String,
+    /// Checks each written buffer against the case's expected output.
+    checks: String,
+    /// The call's arguments.
+    call: String,
+}
+
+impl CaseRun {
+    /// The statements for a task of signature `sig`.
+    fn of(sig: &Signature) -> Self {
+        let names = Params::of(sig);
+        let mut body = String::new();
+        for (s, n) in sig.sizes.iter().zip(&names.sizes) {
+            let _ = writeln!(body, "        let {n} = case.size({s:?})?;");
+        }
+        for (s, n) in sig.scalars.iter().zip(&names.scalars) {
+            let ty = if s.dtype == Dtype::I32 { "i32" } else { "f32" };
+            let _ = writeln!(
+                body,
+                "        let {n} = case.scalar({:?})? as {ty};",
+                s.name.as_ref()
+            );
+        }
+        let mut args = Vec::new();
+        let mut checks = String::new();
+        for (b, n) in sig.buffers.iter().zip(&names.buffers) {
+            let ty = b.dtype.rust();
+            if b.access.writes() {
+                let _ = writeln!(
+                    body,
+                    "        let mut {n}: Vec<{ty}> = case.output({:?})?;",
+                    b.name.as_ref()
+                );
+                args.push(format!("&mut {n}"));
+                let _ = writeln!(checks, "        case.check({:?}, &{n})?;", b.name.as_ref());
+            } else {
+                let _ = writeln!(
+                    body,
+                    "        let {n}: Vec<{ty}> = case.input({:?})?;",
+                    b.name.as_ref()
+                );
+                args.push(format!("&{n}"));
+            }
+        }
+        let mut call = [names.sizes, names.scalars].concat();
+        call.extend(args);
+        CaseRun {
             body,
-            "        let {n} = case.scalar({:?})? as {ty};",
-            s.name.as_ref()
-        );
-    }
-    let mut args = Vec::new();
-    let mut checks = String::new();
-    for (b, n) in sig.buffers.iter().zip(&names.buffers) {
-        let ty = b.dtype.rust();
-        if b.access.writes() {
-            let _ = writeln!(
-                body,
-                "        let mut {n}: Vec<{ty}> = case.output({:?})?;",
-                b.name.as_ref()
-            );
-            args.push(format!("&mut {n}"));
-            let _ = writeln!(checks, "        case.check({:?}, &{n})?;", b.name.as_ref());
-        } else {
-            let _ = writeln!(
-                body,
-                "        let {n}: Vec<{ty}> = case.input({:?})?;",
-                b.name.as_ref()
-            );
-            args.push(format!("&{n}"));
+            checks,
+            call: call.join(", "),
         }
     }
-    let mut call = [names.sizes.clone(), names.scalars.clone()].concat();
-    call.extend(args);
-    let call = call.join(", ");
-    let _ = writeln!(
+}
+
+/// Opens the test module of `task`: its reference cases, and `run`, which runs one case
+/// through a configuration (or the dispatched call) and checks it.
+fn module_head(out: &mut String, task: &str, case: &CaseRun) {
+    let CaseRun { body, checks, call } = case;
+    let _ = write!(
         out,
         "\nmod {task} {{\n\
          \x20   use super::*;\n\
@@ -229,14 +257,18 @@ fn task_file_module(out: &mut String, g: &TaskGroup<'_>) {
          \x20       }};\n\
          {checks}\
          \x20       Ok(chosen)\n\
-         \x20   }}\n\n\
-         \x20   #[test]\n\
+         \x20   }}\n\n"
+    );
+}
+
+/// The test module's tests (every configuration, the dispatched call, over the stored
+/// cases), and its end; `upper` is the prefix of the task's tables.
+fn module_tests(out: &mut String, upper: &str) {
+    let _ = writeln!(
+        out,
+        "\x20   #[test]\n\
          \x20   fn every_configuration_matches_the_reference_at_a_small_size() {{\n\
-         \x20       let Some(device) = kf_check::device_or_skip() else {{\n\
-         \x20           return;\n\
-         \x20       }};\n\
-         \x20       let cases = cases();\n\
-         \x20       let kernels = Kernels::new(&device);\n\
+         {DEVICE_AND_KERNELS}\
          \x20       let mut ran = 0;\n\
          \x20       for index in 0..{upper}_CONFIGURATIONS.len() {{\n\
          \x20           let name = {upper}_CONFIGURATIONS[index].name;\n\
@@ -259,11 +291,7 @@ fn task_file_module(out: &mut String, g: &TaskGroup<'_>) {
          \x20   }}\n\n\
          \x20   #[test]\n\
          \x20   fn the_dispatched_call_matches_the_reference() {{\n\
-         \x20       let Some(device) = kf_check::device_or_skip() else {{\n\
-         \x20           return;\n\
-         \x20       }};\n\
-         \x20       let cases = cases();\n\
-         \x20       let kernels = Kernels::new(&device);\n\
+         {DEVICE_AND_KERNELS}\
          \x20       let mut served = 0;\n\
          \x20       for case in cases.cases() {{\n\
          \x20           if {upper}.choose(device.facts(), &case.sizes()).is_err() {{\n\
@@ -278,3 +306,11 @@ fn task_file_module(out: &mut String, g: &TaskGroup<'_>) {
          }}"
     );
 }
+
+/// The start of each generated reference test: the device (or a skip without one), the stored
+/// cases, and the kernels.
+const DEVICE_AND_KERNELS: &str = "        let Some(device) = kf_check::device_or_skip() else {\n\
+\x20           return;\n\
+\x20       };\n\
+\x20       let cases = cases();\n\
+\x20       let kernels = Kernels::new(&device);\n";

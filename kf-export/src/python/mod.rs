@@ -27,7 +27,7 @@ use kf_manifest::Manifest;
 use crate::error::ExportError;
 use crate::group::{group, group_doc_lines, write, TaskGroup};
 use crate::run::TunedKernel;
-use crate::signature::{Access, ArgSig, Dtype};
+use crate::signature::{Access, ArgSig, Dtype, Signature};
 use crate::Exported;
 use expr::{string_literal, to_python};
 use names::{py_params, PY_KEYWORDS};
@@ -237,28 +237,29 @@ fn module_py(groups: &[TaskGroup<'_>]) -> Result<String, ExportError> {
 }
 
 fn task_py(out: &mut String, g: &TaskGroup<'_>) -> Result<(), ExportError> {
-    let sig = g.signature;
     let task = g.function();
     let table = format!("_{}", task.to_ascii_uppercase());
-    let no_params = kf_core::ParamValues::default();
-    let first = g.kernels.first().map(|(_, k)| *k);
-    let mut buffers = Vec::new();
-    for b in sig.buffers.iter() {
-        let len = match first {
-            Some(k) => text_and_lambda(&b.len, &no_params, k)?,
-            None => continue,
-        };
-        buffers.push(format!(
-            "({}, {}, {len}, {})",
-            string_literal(&b.name),
-            numpy_dtype(b.dtype),
-            string_literal(match b.access {
-                Access::Input => "in",
-                Access::Output => "out",
-                Access::InOut => "inout",
-            })
-        ));
-    }
+    task_table_py(out, g, &table)?;
+    let upper = task.to_ascii_uppercase();
+    let (size_params, scalar_params, buffer_params) = py_params(g.signature);
+    scalar_constants_py(out, g.signature, &scalar_params, &upper);
+    let calls = PyCalls {
+        task: &task,
+        upper: &upper,
+        table: &table,
+        size_params,
+        scalar_params,
+        buffer_params,
+    };
+    calls.write(out, g);
+    Ok(())
+}
+
+/// Writes the task's `_Task` table: its sizes, scalars, buffers (lengths as functions of the
+/// sizes), the kernel's argument order, and its configurations.
+fn task_table_py(out: &mut String, g: &TaskGroup<'_>, table: &str) -> Result<(), ExportError> {
+    let sig = g.signature;
+    let buffers = buffer_entries_py(g)?;
     let scalars: Vec<String> = sig
         .scalars
         .iter()
@@ -293,10 +294,37 @@ fn task_py(out: &mut String, g: &TaskGroup<'_>) -> Result<(), ExportError> {
         configuration_py(out, name, k)?;
     }
     out.push_str("    ],\n)\n");
+    Ok(())
+}
 
-    let upper = task.to_ascii_uppercase();
-    let (size_params, scalar_params, buffer_params) = py_params(sig);
-    for (s, n) in sig.scalars.iter().zip(&scalar_params) {
+/// The table's buffer entries: name, NumPy type, length (text and function of the sizes,
+/// through the first configuration's manifest) and access. None without a configuration.
+fn buffer_entries_py(g: &TaskGroup<'_>) -> Result<Vec<String>, ExportError> {
+    let no_params = kf_core::ParamValues::default();
+    let Some(first) = g.kernels.first().map(|(_, k)| *k) else {
+        return Ok(Vec::new());
+    };
+    let mut buffers = Vec::new();
+    for b in g.signature.buffers.iter() {
+        let len = text_and_lambda(&b.len, &no_params, first)?;
+        buffers.push(format!(
+            "({}, {}, {len}, {})",
+            string_literal(&b.name),
+            numpy_dtype(b.dtype),
+            string_literal(match b.access {
+                Access::Input => "in",
+                Access::Output => "out",
+                Access::InOut => "inout",
+            })
+        ));
+    }
+    Ok(buffers)
+}
+
+/// Writes a constant per scalar with the task file's value (the one the search measured
+/// with).
+fn scalar_constants_py(out: &mut String, sig: &Signature, scalar_params: &[String], upper: &str) {
+    for (s, n) in sig.scalars.iter().zip(scalar_params) {
         let value = if s.dtype == Dtype::I32 {
             format!("{}", s.value as i64)
         } else {
@@ -309,54 +337,82 @@ fn task_py(out: &mut String, g: &TaskGroup<'_>) -> Result<(), ExportError> {
             s.name
         );
     }
-    let read: Vec<String> = sig
-        .buffers
-        .iter()
-        .zip(&buffer_params)
-        .filter(|(b, _)| b.access.reads())
-        .map(|(_, n)| n.clone())
-        .collect();
-    let written: Vec<&str> = sig
-        .buffers
-        .iter()
-        .filter(|b| b.access.writes())
-        .map(|b| b.name.as_ref())
-        .collect();
-    let sizes_list = format!("[{}]", size_params.join(", "));
-    let scalars_list = format!("[{}]", scalar_params.join(", "));
-    let arrays_list = format!("[{}]", read.join(", "));
-    let params = [size_params.clone(), scalar_params, read]
-        .concat()
-        .join(", ");
-    let sizes_only = size_params.join(", ");
-    let names: Vec<&str> = g.kernels.iter().map(|(n, _)| n.as_str()).collect();
-    let _ = write!(
-        out,
-        "\n{upper}_CONFIGURATIONS = [c.name for c in {table}.configurations]\n\
-         \"\"\"The names of `{task}`'s configurations, in table order: {names}.\"\"\"\n\
-         \n\n\
-         def {task}({params}, *, kernels=None):\n\
-         \x20   \"\"\"Runs `{task}` with the configuration the dispatch rule picks; returns {ret}.\"\"\"\n\
-         \x20   return _kernels(kernels).call({table}, None, {sizes_list}, {scalars_list}, {arrays_list})[0]\n\
-         \n\n\
-         def {task}_with(index, {params}, *, kernels=None):\n\
-         \x20   \"\"\"Runs configuration `index` of `{upper}_CONFIGURATIONS`; raises ConstraintFailed\n\
-         \x20   naming the rule when it cannot run at these sizes.\"\"\"\n\
-         \x20   return _kernels(kernels).call({table}, index, {sizes_list}, {scalars_list}, {arrays_list})[0]\n\
-         \n\n\
-         def {task}_choice({sizes_only}, *, kernels=None):\n\
-         \x20   \"\"\"The index of the configuration a call at these sizes takes on this device.\"\"\"\n\
-         \x20   return _kernels(kernels).choose({table}, {sizes_list})\n\
-         \n\n\
-         def {task}_check(index, {sizes_only}, *, kernels=None):\n\
-         \x20   \"\"\"Raises ConstraintFailed when configuration `index` cannot run at these sizes.\"\"\"\n\
-         \x20   _kernels(kernels).check({table}, index, {sizes_list})\n",
-        names = names.join(", "),
-        ret = if written.len() == 1 {
-            format!("{} as a flat NumPy array", written[0])
-        } else {
-            format!("({}) as flat NumPy arrays", written.join(", "))
-        },
-    );
-    Ok(())
+}
+
+/// The names a task's Python functions are written with.
+struct PyCalls<'a> {
+    /// The functions' name (`rowsoft`).
+    task: &'a str,
+    /// The prefix of the task's constants (`ROWSOFT`).
+    upper: &'a str,
+    /// The task's table (`_ROWSOFT`).
+    table: &'a str,
+    size_params: Vec<String>,
+    scalar_params: Vec<String>,
+    buffer_params: Vec<String>,
+}
+
+impl PyCalls<'_> {
+    /// Writes the configurations' names and the task's functions: the dispatched call,
+    /// `_with` (a given configuration), `_choice` and `_check`.
+    fn write(self, out: &mut String, g: &TaskGroup<'_>) {
+        let PyCalls {
+            task,
+            upper,
+            table,
+            size_params,
+            scalar_params,
+            buffer_params,
+        } = self;
+        let sig = g.signature;
+        let read: Vec<String> = sig
+            .buffers
+            .iter()
+            .zip(&buffer_params)
+            .filter(|(b, _)| b.access.reads())
+            .map(|(_, n)| n.clone())
+            .collect();
+        let written: Vec<&str> = sig
+            .buffers
+            .iter()
+            .filter(|b| b.access.writes())
+            .map(|b| b.name.as_ref())
+            .collect();
+        let sizes_list = format!("[{}]", size_params.join(", "));
+        let scalars_list = format!("[{}]", scalar_params.join(", "));
+        let arrays_list = format!("[{}]", read.join(", "));
+        let params = [size_params.clone(), scalar_params, read]
+            .concat()
+            .join(", ");
+        let sizes_only = size_params.join(", ");
+        let names: Vec<&str> = g.kernels.iter().map(|(n, _)| n.as_str()).collect();
+        let _ = write!(
+            out,
+            "\n{upper}_CONFIGURATIONS = [c.name for c in {table}.configurations]\n\
+             \"\"\"The names of `{task}`'s configurations, in table order: {names}.\"\"\"\n\
+             \n\n\
+             def {task}({params}, *, kernels=None):\n\
+             \x20   \"\"\"Runs `{task}` with the configuration the dispatch rule picks; returns {ret}.\"\"\"\n\
+             \x20   return _kernels(kernels).call({table}, None, {sizes_list}, {scalars_list}, {arrays_list})[0]\n\
+             \n\n\
+             def {task}_with(index, {params}, *, kernels=None):\n\
+             \x20   \"\"\"Runs configuration `index` of `{upper}_CONFIGURATIONS`; raises ConstraintFailed\n\
+             \x20   naming the rule when it cannot run at these sizes.\"\"\"\n\
+             \x20   return _kernels(kernels).call({table}, index, {sizes_list}, {scalars_list}, {arrays_list})[0]\n\
+             \n\n\
+             def {task}_choice({sizes_only}, *, kernels=None):\n\
+             \x20   \"\"\"The index of the configuration a call at these sizes takes on this device.\"\"\"\n\
+             \x20   return _kernels(kernels).choose({table}, {sizes_list})\n\
+             \n\n\
+             def {task}_check(index, {sizes_only}, *, kernels=None):\n\
+             \x20   \"\"\"Raises ConstraintFailed when configuration `index` cannot run at these sizes.\"\"\"\n\
+             \x20   _kernels(kernels).check({table}, index, {sizes_list})\n",
+            names = names.join(", "),
+            ret = if written.len() == 1 {
+                format!("{} as a flat NumPy array", written[0])
+            } else {
+                format!("({}) as flat NumPy arrays", written.join(", "))
+            },
+        );
+    }
 }
