@@ -595,8 +595,69 @@ fn input_inits(init: Option<&str>, dtype: Dtype) -> Option<OneOrMany<String>> {
 /// reference script; see the module documentation.
 pub fn import_kernelbench(options: &ImportOptions) -> Result<ImportReport, KernelBenchError> {
     let problem = &options.problem;
+    let stem = problem_stem(problem)?;
+    let python = options.python.clone().unwrap_or_else(default_python);
+
+    // First the problem alone: sizes and inputs (also checks the sizes given).
+    let analysis = ask_helper(&python, problem, None, &IndexMap::new())?;
+    check_given_sizes(&options.sizes, &analysis, &stem)?;
+
+    let out = &options.out_dir;
+    let problem_dir = out.join(PROBLEM_FOLDER);
+    fs::create_dir_all(&problem_dir).map_err(|e| KernelBenchError::io(&problem_dir, e))?;
+    let problem_in_out = problem_in_task(&stem);
+    let import = Import {
+        options,
+        problem_copy: out.join(&problem_in_out),
+        problem_in_out,
+        stem,
+        python,
+    };
+    let (sizes, fitted) = import.task_sizes(&analysis)?;
+
+    let use_torch =
+        options.reference == ReferencePreference::Auto && torch_available(&import.python);
+    copy_unless_same(problem, &import.problem_copy)?;
+    let reference = if use_torch {
+        import.torch_reference(&analysis, &sizes)?
+    } else {
+        import.numpy_reference(&analysis, &sizes)?
+    };
+    let baseline_note = baseline_note(out, &reference.stand_in)?;
+    let (kind, reference_file) = (reference.kind, reference.file.clone());
+    let trace = reference.trace_facts();
+
+    let answer = ask_helper(
+        &import.python,
+        &import.problem_copy,
+        Some(&reference_file),
+        &sizes,
+    )?;
+    let spec = build_spec(
+        &import.stem,
+        &reference_file,
+        out,
+        &answer,
+        &sizes,
+        options.tolerance,
+        trace,
+    )?;
+    let task_file = import.write_task_file(&spec, kind, &reference_file, &answer.varying)?;
+    Ok(ImportReport {
+        task_file,
+        reference: kind,
+        reference_file,
+        spec,
+        varied_sizes: answer.varying,
+        baseline_note,
+        fitted,
+    })
+}
+
+/// The problem file's stem (`19_ReLU`), once it is known to be an existing `.py` file.
+fn problem_stem(problem: &Path) -> Result<String, KernelBenchError> {
     let bad_path = |reason: &str| KernelBenchError::BadProblemPath {
-        path: problem.clone(),
+        path: problem.to_path_buf(),
         reason: reason.to_owned(),
     };
     if problem.extension().and_then(|e| e.to_str()) != Some("py") {
@@ -605,16 +666,20 @@ pub fn import_kernelbench(options: &ImportOptions) -> Result<ImportReport, Kerne
     if !problem.is_file() {
         return Err(bad_path("no such file"));
     }
-    let stem = problem
+    Ok(problem
         .file_stem()
         .and_then(|s| s.to_str())
         .ok_or_else(|| bad_path("the file name is not UTF-8"))?
-        .to_owned();
-    let python = options.python.clone().unwrap_or_else(default_python);
+        .to_owned())
+}
 
-    // First the problem alone: sizes and inputs (also checks the sizes given).
-    let analysis = ask_helper(&python, problem, None, &IndexMap::new())?;
-    for (name, value) in &options.sizes {
+/// Checks the sizes the user gives: each a positive size of the problem (`analysis`).
+fn check_given_sizes(
+    given: &IndexMap<String, i64>,
+    analysis: &HelperAnswer,
+    stem: &str,
+) -> Result<(), KernelBenchError> {
+    for (name, value) in given {
         if !analysis.sizes.contains_key(name) {
             return Err(KernelBenchError::BadSize {
                 name: name.clone(),
@@ -636,84 +701,157 @@ pub fn import_kernelbench(options: &ImportOptions) -> Result<ImportReport, Kerne
             });
         }
     }
+    Ok(())
+}
 
-    let out = &options.out_dir;
-    let problem_dir = out.join(PROBLEM_FOLDER);
-    fs::create_dir_all(&problem_dir).map_err(|e| KernelBenchError::io(&problem_dir, e))?;
-    let problem_in_out = problem_in_task(&stem);
-    let problem_copy = out.join(&problem_in_out);
+/// The bytes and floating-point operations at the sizes the size rule fitted.
+type FittedTotals = (u64, f64);
 
-    // The sizes the task is written with: the ones given, then the problem's, fitted by the
-    // size rule or lowered to --max-size.
-    let mut sizes = options.sizes.clone();
-    let mut fitted = None;
-    match (options.fit, options.max_size) {
-        (Some(_), Some(_)) => {
-            return Err(KernelBenchError::BadSize {
-                name: "--max-size".into(),
-                reason: "give either the size rule (--fit) or --max-size".into(),
-            })
+/// One import under way: what was asked, and where the problem goes in the output folder.
+struct Import<'a> {
+    options: &'a ImportOptions,
+    /// The problem file's stem (`19_ReLU`).
+    stem: String,
+    python: PathBuf,
+    /// The problem's copy, relative to the output folder (as the task file names it)...
+    problem_in_out: PathBuf,
+    /// ...and as a path.
+    problem_copy: PathBuf,
+}
+
+/// The reference chosen for the task, and what the NumPy stand-in for torch made of
+/// forward(): the naive kernel (the baseline, whichever reference runs) and the operator
+/// family its trace shows.
+struct PreparedReference {
+    kind: ReferenceKind,
+    file: PathBuf,
+    stand_in: Result<StandIn, KernelBenchError>,
+    /// The parameters' initial distributions, when the stand-in is the reference.
+    parameter_inits: Vec<ParameterInit>,
+}
+
+impl PreparedReference {
+    /// What the task file takes from the stand-in's trace (nothing when it could not run).
+    fn trace_facts(self) -> TraceFacts {
+        let parameter_inits = self.parameter_inits;
+        match self.stand_in {
+            Ok(s) => TraceFacts {
+                parameter_inits,
+                family: s.family,
+                flops: s.flops,
+            },
+            Err(_) => TraceFacts {
+                parameter_inits,
+                family: None,
+                flops: None,
+            },
         }
-        (Some(budget), None) => {
-            copy_unless_same(problem, &problem_copy)?;
-            let answer = fit_sizes(&python, out, &problem_copy, &sizes, budget)?;
-            sizes = answer.sizes;
-            fitted = Some((answer.bytes, answer.flops));
-        }
-        (None, Some(max)) => {
-            if max <= 0 {
+    }
+}
+
+impl Import<'_> {
+    /// The sizes the task is written with: the ones given, then the problem's, fitted by the
+    /// size rule or lowered to --max-size; with the bytes and operations the rule fitted to.
+    fn task_sizes(
+        &self,
+        analysis: &HelperAnswer,
+    ) -> Result<(IndexMap<String, i64>, Option<FittedTotals>), KernelBenchError> {
+        let options = self.options;
+        let mut sizes = options.sizes.clone();
+        let mut fitted = None;
+        match (options.fit, options.max_size) {
+            (Some(_), Some(_)) => {
                 return Err(KernelBenchError::BadSize {
                     name: "--max-size".into(),
-                    reason: format!("{max} is not positive"),
-                });
+                    reason: "give either the size rule (--fit) or --max-size".into(),
+                })
             }
-            for (name, value) in &analysis.sizes {
-                if *value > max && !sizes.contains_key(name) {
-                    sizes.insert(name.clone(), max);
+            (Some(budget), None) => {
+                copy_unless_same(&options.problem, &self.problem_copy)?;
+                let answer = fit_sizes(
+                    &self.python,
+                    &options.out_dir,
+                    &self.problem_copy,
+                    &sizes,
+                    budget,
+                )?;
+                sizes = answer.sizes;
+                fitted = Some((answer.bytes, answer.flops));
+            }
+            (None, Some(max)) => {
+                if max <= 0 {
+                    return Err(KernelBenchError::BadSize {
+                        name: "--max-size".into(),
+                        reason: format!("{max} is not positive"),
+                    });
+                }
+                for (name, value) in &analysis.sizes {
+                    if *value > max && !sizes.contains_key(name) {
+                        sizes.insert(name.clone(), max);
+                    }
                 }
             }
+            (None, None) => {}
         }
-        (None, None) => {}
+        Ok((sizes, fitted))
     }
 
-    let use_torch = options.reference == ReferencePreference::Auto && torch_available(&python);
-    copy_unless_same(problem, &problem_copy)?;
-    let mut parameter_inits = Vec::new();
-    // What the NumPy stand-in for torch made of forward(): the naive kernel (the baseline,
-    // whichever reference runs) and the operator family its trace shows.
-    let (kind, reference_file, stand_in) = if use_torch {
-        let adapter = torch_adapter(&analysis, &problem_in_out.to_string_lossy());
-        let file = out.join(format!("{stem}_torch_ref.py"));
+    /// The PyTorch reference: an adapter that runs the unchanged problem file.
+    fn torch_reference(
+        &self,
+        analysis: &HelperAnswer,
+        sizes: &IndexMap<String, i64>,
+    ) -> Result<PreparedReference, KernelBenchError> {
+        let out = &self.options.out_dir;
+        let adapter = torch_adapter(analysis, &self.problem_in_out.to_string_lossy());
+        let file = out.join(format!("{}_torch_ref.py", self.stem));
         write_atomic(&file, &adapter)?;
-        let stand_in = run_stand_in(&python, out, &problem_copy, &sizes, false);
-        (ReferenceKind::Torch, file, stand_in)
-    } else {
-        let name = format!("{stem}_ref.py");
-        let beside = problem.with_file_name(&name);
+        let stand_in = run_stand_in(&self.python, out, &self.problem_copy, sizes, false);
+        Ok(PreparedReference {
+            kind: ReferenceKind::Torch,
+            file,
+            stand_in,
+            parameter_inits: Vec::new(),
+        })
+    }
+
+    /// The NumPy reference: the user's own (beside the problem, or written into the folder
+    /// before), else one that runs the problem on the NumPy stand-in for torch. When the
+    /// stand-in cannot run the problem either, a template to complete is written and the
+    /// import fails saying so.
+    fn numpy_reference(
+        &self,
+        analysis: &HelperAnswer,
+        sizes: &IndexMap<String, i64>,
+    ) -> Result<PreparedReference, KernelBenchError> {
+        let (out, python) = (&self.options.out_dir, &self.python);
+        let name = format!("{}_ref.py", self.stem);
+        let beside = self.options.problem.with_file_name(&name);
         let file = out.join(&name);
         let generated_before =
             fs::read_to_string(&file).is_ok_and(|t| t.contains(NUMPY_TORCH_FILE));
+        let mut parameter_inits = Vec::new();
         let stand_in = if beside.is_file() || (file.is_file() && !generated_before) {
             // The user's own reference: the stand-in only writes the naive kernel.
             if beside.is_file() {
                 copy_unless_same(&beside, &file)?;
             }
-            run_stand_in(&python, out, &problem_copy, &sizes, false)
+            run_stand_in(python, out, &self.problem_copy, sizes, false)
         } else {
             // No reference of the user's: the problem runs on the NumPy stand-in for torch,
             // which also writes the naive kernel from forward()'s operations.
-            match run_stand_in(&python, out, &problem_copy, &sizes, true) {
+            match run_stand_in(python, out, &self.problem_copy, sizes, true) {
                 Ok(generated) => {
-                    write_numpy_reference(&stem, out, &analysis)?;
+                    write_numpy_reference(&self.stem, out, analysis)?;
                     parameter_inits = generated.parameter_inits.clone();
                     Ok(generated)
                 }
                 Err(e) => {
                     let why = stand_in_failure(&e);
-                    write_atomic(&file, &numpy_template(&stem, &analysis))?;
+                    write_atomic(&file, &numpy_template(&self.stem, analysis))?;
                     return Err(KernelBenchError::ReferenceTemplateWritten {
                         // Asked only here: importing torch takes seconds where it is installed.
-                        torch: if torch_available(&python) {
+                        torch: if torch_available(python) {
                             "the NumPy reference was asked for (PyTorch is installed)".to_owned()
                         } else {
                             format!("PyTorch is not installed in {}", python.display())
@@ -724,9 +862,64 @@ pub fn import_kernelbench(options: &ImportOptions) -> Result<ImportReport, Kerne
                 }
             }
         };
-        (ReferenceKind::Numpy, file, stand_in)
-    };
-    let baseline_note = match &stand_in {
+        Ok(PreparedReference {
+            kind: ReferenceKind::Numpy,
+            file,
+            stand_in,
+            parameter_inits,
+        })
+    }
+
+    /// Writes the task file of `spec` with a header saying where it came from, once it is
+    /// known to load (a task file that does not load is never left behind); returns its path.
+    fn write_task_file(
+        &self,
+        spec: &TaskSpec,
+        kind: ReferenceKind,
+        reference_file: &Path,
+        varying: &[String],
+    ) -> Result<PathBuf, KernelBenchError> {
+        let out = &self.options.out_dir;
+        let task_file = out.join(TASK_FILE_NAME);
+        TaskFile::from_spec(
+            spec.clone(),
+            task_file.display().to_string(),
+            TaskBase::Dir(out.clone()),
+        )?;
+        let text = spec.to_toml()?;
+        let header = format!(
+            "# Imported by `kf task import-kernelbench` from the KernelBench problem {}.\n\
+             # Reference: {}\n#   ({}).\n\
+             # Kernel arguments: the inputs (get_inputs() order, then the model's parameters),\n\
+             # the outputs, then the sizes (int) and scalars.\n\
+             # Output shapes were fitted from probe runs; sizes varied while probing: {}.\n\n",
+            self.problem_in_out.display(),
+            reference_file
+                .file_name()
+                .and_then(|f| f.to_str())
+                .unwrap_or_default(),
+            match kind {
+                ReferenceKind::Torch => "the unchanged problem file run with PyTorch on the CPU",
+                ReferenceKind::Numpy => "a NumPy script, PyTorch not being installed",
+            },
+            if varying.is_empty() {
+                "none".to_owned()
+            } else {
+                varying.join(", ")
+            }
+        );
+        write_atomic(&task_file, &format!("{header}{text}"))?;
+        Ok(task_file)
+    }
+}
+
+/// Writes the stand-in's naive kernel as the folder's baseline; without one, the note that
+/// says why (none when the folder has a baseline of its own).
+fn baseline_note(
+    out: &Path,
+    stand_in: &Result<StandIn, KernelBenchError>,
+) -> Result<Option<String>, KernelBenchError> {
+    Ok(match stand_in {
         Ok(generated) => {
             write_naive_kernel(out, generated)?;
             None
@@ -737,72 +930,11 @@ pub fn import_kernelbench(options: &ImportOptions) -> Result<ImportReport, Kerne
              forward() ({})",
             stand_in_failure(e)
         )),
-    };
-    let trace = match stand_in {
-        Ok(s) => TraceFacts {
-            parameter_inits,
-            family: s.family,
-            flops: s.flops,
-        },
-        Err(_) => TraceFacts {
-            parameter_inits,
-            family: None,
-            flops: None,
-        },
-    };
-
-    let answer = ask_helper(&python, &problem_copy, Some(&reference_file), &sizes)?;
-    let spec = build_spec(
-        &stem,
-        &reference_file,
-        out,
-        &answer,
-        &sizes,
-        options.tolerance,
-        trace,
-    )?;
-
-    // Validate before writing: a task file that does not load is never left behind.
-    let task_file = out.join(TASK_FILE_NAME);
-    TaskFile::from_spec(
-        spec.clone(),
-        task_file.display().to_string(),
-        TaskBase::Dir(out.clone()),
-    )?;
-    let text = spec.to_toml()?;
-    let header = format!(
-        "# Imported by `kf task import-kernelbench` from the KernelBench problem {}.\n\
-         # Reference: {}\n#   ({}).\n\
-         # Kernel arguments: the inputs (get_inputs() order, then the model's parameters),\n\
-         # the outputs, then the sizes (int) and scalars.\n\
-         # Output shapes were fitted from probe runs; sizes varied while probing: {}.\n\n",
-        problem_in_out.display(),
-        reference_file
-            .file_name()
-            .and_then(|f| f.to_str())
-            .unwrap_or_default(),
-        match kind {
-            ReferenceKind::Torch => "the unchanged problem file run with PyTorch on the CPU",
-            ReferenceKind::Numpy => "a NumPy script, PyTorch not being installed",
-        },
-        if answer.varying.is_empty() {
-            "none".to_owned()
-        } else {
-            answer.varying.join(", ")
-        }
-    );
-    write_atomic(&task_file, &format!("{header}{text}"))?;
-    Ok(ImportReport {
-        task_file,
-        reference: kind,
-        reference_file,
-        spec,
-        varied_sizes: answer.varying,
-        baseline_note,
-        fitted,
     })
 }
 
+/// The task's spec from the helper's answer (with the reference): the sizes (`overrides`
+/// over the problem's), buffers, scalars, the reference, tolerance, work and baseline.
 fn build_spec(
     stem: &str,
     reference_file: &Path,
@@ -812,42 +944,11 @@ fn build_spec(
     tolerance: ImportTolerance,
     trace: TraceFacts,
 ) -> Result<TaskSpec, KernelBenchError> {
-    let parameter_inits = &trace.parameter_inits;
     let mut sizes = answer.sizes.clone();
     for (k, v) in overrides {
         sizes.insert(k.clone(), *v);
     }
-    let weight_inits = || {
-        Some(OneOrMany::Many(vec![
-            "normal(0, 0.5)".into(),
-            "uniform(-1, 1)".into(),
-        ]))
-    };
-    let buffers: Vec<BufferDecl> = answer
-        .inputs
-        .iter()
-        .map(|input| {
-            let b = &input.buffer;
-            b.decl(BufferRole::Input, input_inits(b.init.as_deref(), b.dtype))
-        })
-        .chain(answer.parameters.iter().map(|p| {
-            let own = parameter_inits.iter().find(|i| i.name == p.name);
-            p.decl(
-                BufferRole::Input,
-                own.map(ParameterInit::inits).or_else(weight_inits),
-            )
-        }))
-        .chain(answer.outputs.iter().map(|o| {
-            BufferDecl {
-                accumulates: answer
-                    .accumulates
-                    .as_ref()
-                    .filter(|_| o.dtype != Dtype::I32)
-                    .map(|a| ExprText::Text(a.clone())),
-                ..o.decl(BufferRole::Output, None)
-            }
-        }))
-        .collect();
+    let buffers = task_buffers(answer, &trace.parameter_inits);
     let scalars: Vec<ScalarDecl> = answer
         .scalars
         .iter()
@@ -871,19 +972,10 @@ fn build_spec(
         .and_then(|f| f.to_str())
         .unwrap_or_default()
         .to_owned();
-    let description = format!(
-        "KernelBench problem {stem}: {} Kernel arguments: inputs (the model's parameters after \
-         get_inputs()' tensors), then outputs, then sizes as int, then scalars as float.",
-        if answer.description.is_empty() {
-            "(no docstring).".to_owned()
-        } else {
-            answer.description.clone()
-        }
-    );
     Ok(with_family(
         TaskSpec {
             name: format!("kb_{stem}"),
-            description,
+            description: task_description(stem, answer),
             args,
             sizes,
             buffers,
@@ -910,6 +1002,55 @@ fn build_spec(
         answer.family.as_ref().or(trace.family.as_ref()),
         answer,
     ))
+}
+
+/// The task's buffers in argument order: the inputs (with distributions to vary over), the
+/// model's parameters (initialised as the model does, else as weights), then the outputs.
+fn task_buffers(answer: &HelperAnswer, parameter_inits: &[ParameterInit]) -> Vec<BufferDecl> {
+    let weight_inits = || {
+        Some(OneOrMany::Many(vec![
+            "normal(0, 0.5)".into(),
+            "uniform(-1, 1)".into(),
+        ]))
+    };
+    answer
+        .inputs
+        .iter()
+        .map(|input| {
+            let b = &input.buffer;
+            b.decl(BufferRole::Input, input_inits(b.init.as_deref(), b.dtype))
+        })
+        .chain(answer.parameters.iter().map(|p| {
+            let own = parameter_inits.iter().find(|i| i.name == p.name);
+            p.decl(
+                BufferRole::Input,
+                own.map(ParameterInit::inits).or_else(weight_inits),
+            )
+        }))
+        .chain(answer.outputs.iter().map(|o| {
+            BufferDecl {
+                accumulates: answer
+                    .accumulates
+                    .as_ref()
+                    .filter(|_| o.dtype != Dtype::I32)
+                    .map(|a| ExprText::Text(a.clone())),
+                ..o.decl(BufferRole::Output, None)
+            }
+        }))
+        .collect()
+}
+
+/// The task's description: the problem's docstring and the kernel arguments' order.
+fn task_description(stem: &str, answer: &HelperAnswer) -> String {
+    format!(
+        "KernelBench problem {stem}: {} Kernel arguments: inputs (the model's parameters after \
+         get_inputs()' tensors), then outputs, then sizes as int, then scalars as float.",
+        if answer.description.is_empty() {
+            "(no docstring).".to_owned()
+        } else {
+            answer.description.clone()
+        }
+    )
 }
 
 /// `spec` with the family the helper recognised, its output placeholder replaced by the task's
