@@ -45,40 +45,47 @@ pub type SearchEvaluator = Either<TunedEvaluator<IsolatedEvaluator>, RemoteEvalu
 /// local evaluator's error (`Left`) or the distributed one's (`Right`).
 pub type SearchEvalError = Either<EvalError, RemoteError>;
 
-/// What remains to be shut down once the engine has consumed the evaluator.
-pub(crate) enum EvaluatorHandle {
+/// The shipped evaluator's workers, kept after the engine has consumed the evaluator: the
+/// local workers re-time the best kernels beside the reference library and are then shut down;
+/// a distributed run records its end and shuts its connection down. Only the shipped evaluator
+/// has them ([`EvaluatorFactory::workers_after_run`]); one's own evaluator has none, so its
+/// run has no final selection.
+pub struct WorkersAfterRun(WorkersKind);
+
+/// Which workers a run kept.
+enum WorkersKind {
     Local(IsolatedEvaluator),
     #[cfg(feature = "dist")]
     Distributed(DistEvaluator),
 }
 
-/// The part of `evaluator` that must be shut down after the run.
-pub(crate) fn handle(evaluator: &SearchEvaluator) -> EvaluatorHandle {
-    match evaluator {
-        Either::Left(local) => EvaluatorHandle::Local(local.inner().clone()),
-        #[cfg(feature = "dist")]
-        Either::Right(remote) => EvaluatorHandle::Distributed(remote.inner().clone()),
-        #[cfg(not(feature = "dist"))]
-        Either::Right(never) => match *never {},
+impl WorkersAfterRun {
+    /// The workers of `evaluator`.
+    fn of(evaluator: &SearchEvaluator) -> Self {
+        WorkersAfterRun(match evaluator {
+            Either::Left(local) => WorkersKind::Local(local.inner().clone()),
+            #[cfg(feature = "dist")]
+            Either::Right(remote) => WorkersKind::Distributed(remote.inner().clone()),
+            #[cfg(not(feature = "dist"))]
+            Either::Right(never) => match *never {},
+        })
+    }
+
+    /// Splits the workers after the run: the local evaluator, still running (its caller
+    /// re-times the best kernel with it and then shuts it down), or the distributed evaluator,
+    /// for the caller to record the run's end and shut it down.
+    pub(crate) fn into_parts(self) -> (Option<IsolatedEvaluator>, Option<DistEvaluator>) {
+        match self.0 {
+            WorkersKind::Local(e) => (Some(e), None),
+            #[cfg(feature = "dist")]
+            WorkersKind::Distributed(d) => (None, Some(d)),
+        }
     }
 }
 
 /// The distributed evaluator of a run, or nothing in a build without `dist`.
 #[cfg(not(feature = "dist"))]
 pub(crate) type DistEvaluator = std::convert::Infallible;
-
-impl EvaluatorHandle {
-    /// Splits the handle after the run: the local evaluator, still running (its caller re-times
-    /// the best kernel with it and then shuts it down), or the distributed evaluator, for the
-    /// caller to record the run's end and shut it down.
-    pub(crate) fn into_parts(self) -> (Option<IsolatedEvaluator>, Option<DistEvaluator>) {
-        match self {
-            EvaluatorHandle::Local(e) => (Some(e), None),
-            #[cfg(feature = "dist")]
-            EvaluatorHandle::Distributed(d) => (None, Some(d)),
-        }
-    }
-}
 
 /// What the search tells an [`EvaluatorFactory`] when it makes the run's evaluator.
 #[non_exhaustive]
@@ -147,6 +154,13 @@ pub trait EvaluatorFactory {
         self,
         input: &EvaluatorInput<'_>,
     ) -> Result<(Self::Evaluator, kf_core::DeviceFacts), crate::SearchError>;
+
+    /// The workers that stay up after the run for its end (re-timing the best kernels, the
+    /// final selection): the shipped evaluator's; none for one's own (the default).
+    fn workers_after_run(evaluator: &Self::Evaluator) -> Option<WorkersAfterRun> {
+        let _ = evaluator;
+        None
+    }
 }
 
 /// The shipped evaluator: each new kernel tuned (the search's strategy and budget), evaluated
@@ -173,6 +187,10 @@ impl EvaluatorFactory for ShippedEvaluator {
             input.backend,
             input.strategy,
         )
+    }
+
+    fn workers_after_run(evaluator: &SearchEvaluator) -> Option<WorkersAfterRun> {
+        Some(WorkersAfterRun::of(evaluator))
     }
 }
 

@@ -77,7 +77,7 @@ pub mod logging;
 pub mod novelty;
 mod outcome;
 mod proposer;
-mod search_run;
+mod run;
 mod seeds;
 pub mod task;
 pub mod tune;
@@ -99,12 +99,12 @@ pub use builder::{PartNames, Search, SearchBuilder};
 pub use device_evaluations::{DeviceEvaluationCounter, DeviceEvaluations};
 pub use evaluator::{
     EvaluatorFactory, EvaluatorInput, RemoteError, RemoteEvaluator, SearchEvalError,
-    SearchEvaluator, ShippedEvaluator,
+    SearchEvaluator, ShippedEvaluator, WorkersAfterRun,
 };
 pub use layer::{EvaluatorLayer, Named, NoLayer, Stack};
 pub use novelty::SourceNovelty;
 pub use proposer::{ShippedScheduler, UnknownScheduler};
-pub use search_run::{SearchRun, SearchStepper};
+pub use run::{SearchRun, SearchStepper};
 pub use seeds::{
     family_templates, offline_search, offline_search_with, template_seeds, OfflineMutators,
 };
@@ -118,7 +118,7 @@ pub use error::SearchError;
 #[cfg(feature = "dist")]
 pub use evaluator::default_run_id;
 pub use outcome::SearchOutcome;
-pub use search_run::run_search;
+pub use run::run_search;
 pub use seeds::seeds_for;
 
 pub mod defaults;

@@ -287,6 +287,49 @@ impl<E: Evaluator> AsyncObjective for Collect<'_, E> {
     }
 }
 
+impl<E> TunedEvaluator<E> {
+    /// Whether a configuration's evaluation stays in the cell its candidate was aimed at. Only
+    /// a child a mutator aimed at a cell is held there; any other is tuned freely.
+    fn in_cell(&self, candidate: &Candidate, e: &Evaluation) -> bool {
+        match (&self.cell, &candidate.origin.aimed_cell) {
+            (Some(p), Some(cell)) => {
+                p.predict(&candidate.source, &e.effective_params(candidate))
+                    .as_ref()
+                    == Some(cell)
+            }
+            _ => true,
+        }
+    }
+
+    /// The fittest of the candidate's first evaluation and the tuning's, among those in its
+    /// cell. Ties keep the earlier configuration (the candidate's own first, then key order),
+    /// so the choice is deterministic. One baseline figure serves every configuration (the
+    /// first one the tuning measured): a speedup over the baseline timed beside each would rank
+    /// them partly by how that baseline happened to run (the engine then scores the chosen one
+    /// against the run's).
+    fn fittest_in_cell(
+        &self,
+        candidate: &Candidate,
+        first: &Evaluation,
+        seen: BTreeMap<String, Evaluation>,
+    ) -> Evaluation {
+        let reference = std::iter::once(first)
+            .chain(seen.values())
+            .find_map(Evaluation::speedup_reference_s);
+        let fitness = |e: &Evaluation| match reference {
+            Some(r) => Fitness::against(e, r),
+            None => Fitness::of(e),
+        };
+        let mut best = first.clone();
+        for e in seen.into_values() {
+            if fitness(&e) > fitness(&best) && self.in_cell(candidate, &e) {
+                best = e;
+            }
+        }
+        best
+    }
+}
+
 fn tuning_seed(source: &KernelSource, params: &ParamValues) -> u64 {
     let digest =
         blake3::hash(format!("{}|{}", source.content_hash(), params.canonical_key()).as_bytes());
@@ -359,39 +402,9 @@ impl<E: Evaluator + Clone + 'static> Evaluator for TunedEvaluator<E> {
         let _ = tuner
             .run_async(strategy.as_mut(), &mut objective, Some((&mut cache, &key)))
             .await;
-        // Ties keep the earlier configuration (the candidate's own first, then key order), so
-        // the choice is deterministic.
-        // Only a child a mutator aimed at a cell is held there; any other is tuned freely.
-        let own_cell = match (&self.cell, &candidate.origin.aimed_cell) {
-            (Some(_), Some(cell)) => Some(cell.clone()),
-            _ => None,
-        };
-        let in_cell = |e: &Evaluation| match (&self.cell, &own_cell) {
-            (Some(p), Some(cell)) => {
-                p.predict(&candidate.source, &e.effective_params(candidate))
-                    .as_ref()
-                    == Some(cell)
-            }
-            _ => true,
-        };
-        // One baseline figure for every configuration (the first one the tuning measured): a
-        // speedup over the baseline timed beside each would rank them partly by how that
-        // baseline happened to run (the engine then scores the chosen one against the run's).
-        let reference = std::iter::once(&first)
-            .chain(objective.seen.values())
-            .find_map(Evaluation::speedup_reference_s);
-        let fitness = |e: &Evaluation| match reference {
-            Some(r) => Fitness::against(e, r),
-            None => Fitness::of(e),
-        };
-        let mut best = first.clone();
-        for e in objective.seen.into_values() {
-            if fitness(&e) > fitness(&best) && in_cell(&e) {
-                best = e;
-            }
-        }
         let mut calls = objective.calls;
-        if best.params.canonical_key() != own.canonical_key() && in_cell(&first) {
+        let mut best = self.fittest_in_cell(candidate, &first, objective.seen);
+        if best.params.canonical_key() != own.canonical_key() && self.in_cell(candidate, &first) {
             let (settled, spent) = self
                 .settle_close_call(&candidate.source, &own, &first, &best)
                 .await;

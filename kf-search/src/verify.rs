@@ -9,7 +9,9 @@ use kf_archive::ArchiveError;
 use kf_core::noise::median_interval;
 use kf_core::{ChildRecord, Elite, Evaluation, InsertOutcome, Status, StepRecord};
 use kf_eval::tasks::{builtin_task, sizes_text, Sizes};
-use kf_eval::{BackendSpec, EvalConfig, EvalError, TimeoutPolicy, WorkerCommand};
+use kf_eval::{
+    BackendSpec, EvalConfig, EvalError, IsolatedEvaluator, TimeoutPolicy, WorkerCommand,
+};
 
 use crate::task::{ChosenTask, TaskChoiceError};
 use crate::BackendError;
@@ -224,6 +226,108 @@ fn run_task(
     Ok(chosen)
 }
 
+/// What a run directory records of the run that `kf verify` needs again: the task's name, its
+/// sizes and the backend (with `--device` in its place when given).
+struct RecordedRun {
+    task: String,
+    sizes: Sizes,
+    spec: BackendSpec,
+}
+
+impl RecordedRun {
+    fn of(config: &serde_json::Value, options: &VerifyOptions) -> Result<Self, VerifyError> {
+        let task = config
+            .get("task")
+            .and_then(|t| t.as_str())
+            .ok_or(VerifyError::NoTask)?
+            .to_owned();
+        let field = |field: &'static str| move |source| VerifyError::Config { field, source };
+        let sizes: Sizes = match config.get("sizes") {
+            Some(s) => serde_json::from_value(s.clone()).map_err(field("sizes"))?,
+            None => Sizes::new(),
+        };
+        let mut spec: BackendSpec = match config.get("backend") {
+            Some(b) => serde_json::from_value(b.clone()).map_err(field("backend"))?,
+            None => BackendSpec::new(crate::backends::DEFAULT_BACKEND),
+        };
+        if options.device.is_some() {
+            spec.device = options.device.clone();
+        }
+        Ok(RecordedRun { task, sizes, spec })
+    }
+}
+
+/// The run's final elites in the order they are re-checked: the report's best kernel first
+/// (after a final selection it is the elite that was fastest when re-timed, not necessarily
+/// the fittest by its single measurement), then fittest first, among equals the earliest
+/// candidate (the archive's notion of the best); only the first unless `all`.
+fn elites_to_check(
+    records: &[StepRecord],
+    dir: &Path,
+    all: bool,
+) -> Result<Vec<Elite>, VerifyError> {
+    let mut elites = final_elites(records);
+    if elites.is_empty() {
+        return Err(VerifyError::NoElite(dir.to_path_buf()));
+    }
+    elites.sort_by(|a, b| {
+        b.fitness
+            .cmp(&a.fitness)
+            .then(a.candidate.id.0.cmp(&b.candidate.id.0))
+    });
+    if let Some(reported) = reported_best(dir) {
+        if let Some(i) = elites.iter().position(|e| e.candidate.id.0 == reported) {
+            let best = elites.remove(i);
+            elites.insert(0, best);
+        }
+    }
+    if !all {
+        elites.truncate(1);
+    }
+    Ok(elites)
+}
+
+/// Re-checks one elite with fresh inputs and hands `out` its row (and the diagnostics of a
+/// kernel no longer correct). An archive keeps the best attempt per cell even when none of its
+/// kernels was correct (the status ladder ranks a compile error below wrong values): such an
+/// elite is listed, not re-checked.
+fn recheck(
+    evaluator: &IsolatedEvaluator,
+    best: bool,
+    elite: &Elite,
+    verdict: &mut Verdict,
+    out: &mut impl FnMut(&str),
+) {
+    if elite.evaluation.status != Status::Correct {
+        let status = format!("({})", elite.evaluation.status.as_str());
+        out(&row(best, elite, &status, "-", "not re-checked", "-"));
+        return;
+    }
+    verdict.rechecked += 1;
+    let params = elite.effective_params();
+    let now = match evaluator.evaluate_blocking(&elite.candidate.source, &params) {
+        Ok(e) => e,
+        Err(e) => Evaluation::failed(Status::RuntimeError, format!("evaluator: {e}")),
+    };
+    let ratio = now
+        .timing
+        .zip(elite.evaluation.timing)
+        .filter(|(_, r)| r.median_s > 0.0)
+        .map(|(n, r)| n.median_s / r.median_s);
+    out(&row(
+        best,
+        elite,
+        now.status.as_str(),
+        &time_text(&elite.evaluation),
+        &time_text(&now),
+        &ratio.map_or_else(|| "-".to_owned(), |r| format!("{r:.2}x")),
+    ));
+    if now.status != Status::Correct {
+        verdict.broken += 1;
+        out(&format!("     {}", now.diagnostics));
+    }
+}
+
 /// Re-checks the run `options` names, handing `out` its lines as they come: what is
 /// re-checked where, a table header, one row per kernel (with the diagnostics of a kernel no
 /// longer correct), and the verdict's line. A kernel the run never had correct is listed and
@@ -237,48 +341,11 @@ pub fn verify_run(
         path: dir.clone(),
         source,
     })?;
-    let config = &log.meta.config;
-    let task_name = config
-        .get("task")
-        .and_then(|t| t.as_str())
-        .ok_or(VerifyError::NoTask)?
-        .to_owned();
-    let field = |field: &'static str| move |source| VerifyError::Config { field, source };
-    let sizes: Sizes = match config.get("sizes") {
-        Some(s) => serde_json::from_value(s.clone()).map_err(field("sizes"))?,
-        None => Sizes::new(),
-    };
-    let mut spec: BackendSpec = match config.get("backend") {
-        Some(b) => serde_json::from_value(b.clone()).map_err(field("backend"))?,
-        None => BackendSpec::new(crate::backends::DEFAULT_BACKEND),
-    };
-    if options.device.is_some() {
-        spec.device = options.device.clone();
-    }
+    let recorded = RecordedRun::of(&log.meta.config, options)?;
+    let (task_name, sizes, spec) = (recorded.task, recorded.sizes, recorded.spec);
     let chosen = run_task(&task_name, &sizes, options.task_file.as_deref())?;
     crate::backends::factory_for(&spec)?;
-
-    let mut elites = final_elites(&log.records);
-    if elites.is_empty() {
-        return Err(VerifyError::NoElite(dir));
-    }
-    // Fittest first; among equals, the earliest candidate (the archive's notion of the best).
-    elites.sort_by(|a, b| {
-        b.fitness
-            .cmp(&a.fitness)
-            .then(a.candidate.id.0.cmp(&b.candidate.id.0))
-    });
-    // The report's best kernel first: after a final selection it is the elite that was fastest
-    // when re-timed, not necessarily the fittest by its single measurement in the search.
-    if let Some(reported) = reported_best(&dir) {
-        if let Some(i) = elites.iter().position(|e| e.candidate.id.0 == reported) {
-            let best = elites.remove(i);
-            elites.insert(0, best);
-        }
-    }
-    if !options.all {
-        elites.truncate(1);
-    }
+    let elites = elites_to_check(&log.records, &dir, options.all)?;
 
     let data_seed = options
         .data_seed
@@ -314,36 +381,7 @@ pub fn verify_run(
         broken: 0,
     };
     for (i, elite) in elites.iter().enumerate() {
-        // An archive keeps the best attempt per cell even when none of its kernels was correct
-        // (the status ladder ranks a compile error below wrong values).
-        if elite.evaluation.status != Status::Correct {
-            let status = format!("({})", elite.evaluation.status.as_str());
-            out(&row(i == 0, elite, &status, "-", "not re-checked", "-"));
-            continue;
-        }
-        verdict.rechecked += 1;
-        let params = elite.effective_params();
-        let now = match evaluator.evaluate_blocking(&elite.candidate.source, &params) {
-            Ok(e) => e,
-            Err(e) => Evaluation::failed(Status::RuntimeError, format!("evaluator: {e}")),
-        };
-        let ratio = now
-            .timing
-            .zip(elite.evaluation.timing)
-            .filter(|(_, r)| r.median_s > 0.0)
-            .map(|(n, r)| n.median_s / r.median_s);
-        out(&row(
-            i == 0,
-            elite,
-            now.status.as_str(),
-            &time_text(&elite.evaluation),
-            &time_text(&now),
-            &ratio.map_or_else(|| "-".to_owned(), |r| format!("{r:.2}x")),
-        ));
-        if now.status != Status::Correct {
-            verdict.broken += 1;
-            out(&format!("     {}", now.diagnostics));
-        }
+        recheck(&evaluator, i == 0, elite, &mut verdict, &mut out);
     }
     evaluator.shutdown();
     out(&verdict.text());

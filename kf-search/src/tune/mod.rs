@@ -30,13 +30,14 @@ pub use profile::RunProfile;
 pub use progress::TuneBar;
 pub use progress::TuneProgress;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use kf_core::{Evaluation, ParamValues};
 use kf_eval::tasks::Sizes;
 use kf_eval::{
-    BackendSpec, EvalConfig, EvalError, TimeoutPolicy, WorkerCommand, TUNING_REUSE_INPUTS,
+    BackendSpec, EvalConfig, EvalError, IsolatedEvaluator, TimeoutPolicy, WorkerCommand,
+    TUNING_REUSE_INPUTS,
 };
 use kf_manifest::{Manifest, ManifestError};
 use kf_tune::{
@@ -244,88 +245,245 @@ fn outcome_of_defaults<'r>(result: &'r TuneResult, defaults: &ParamValues) -> Op
         .map(|t| &t.outcome)
 }
 
-/// Tunes one kernel live, as `kf tune` does; see the module documentation. `progress` hears
-/// of every configuration evaluated.
-pub fn tune_live(
-    options: &LiveTuneOptions,
-    progress: &mut dyn TuneProgress,
-) -> Result<LiveTuneOutcome, LiveTuneError> {
-    let started = Instant::now();
-    if options.budget == 0 {
-        return Err(LiveTuneError::NoBudget);
-    }
-    let chosen = ChosenTask::resolve(
-        options.task.as_deref(),
-        options.task_file.as_deref(),
-        &options.size,
-    )?;
-    let task = &chosen.task;
-    let task_name = chosen.name();
-    let sizes = task.sizes();
-    let spec = BackendSpec::new(&options.backend).with_device(options.device.clone());
-    crate::backends::factory_for(&spec)?;
-    let (manifest, source) = Manifest::load(&options.kernel)?;
-    let worker_command = WorkerCommand::current_exe()?;
-    let evaluator = chosen
+/// The evaluator that times each configuration: the tuning protocol (inputs reused), or the
+/// search's full protocol with `full_timing`.
+fn timing_evaluator(
+    chosen: &ChosenTask,
+    spec: &BackendSpec,
+    worker_command: &WorkerCommand,
+    full_timing: bool,
+) -> IsolatedEvaluator {
+    let config = if full_timing {
+        EvalConfig {
+            reuse_inputs: TUNING_REUSE_INPUTS,
+            ..EvalConfig::default()
+        }
+    } else {
+        EvalConfig::for_tuning()
+    };
+    chosen
         .evaluator(spec.clone())
         .command(worker_command.clone())
-        .config(chosen.eval_config(if options.full_timing {
-            EvalConfig {
-                reuse_inputs: TUNING_REUSE_INPUTS,
-                ..EvalConfig::default()
-            }
-        } else {
-            EvalConfig::for_tuning()
-        }))
+        .config(chosen.eval_config(config))
         .timeout(chosen.timeout(TimeoutPolicy::default()))
-        .build();
-    let device = evaluator.device()?;
-    let mut profile = RunProfile {
-        startup_s: started.elapsed().as_secs_f64(),
-        ..RunProfile::default()
-    };
-    let space = Space::from_manifest(&manifest, &sizes, &device)?;
-    let valid = kf_core::ParamSpace::count(&space)?;
-    if valid == 0 {
-        return Err(LiveTuneError::EmptySpace {
-            kernel: options.kernel.clone(),
-        });
-    }
+        .build()
+}
 
-    let start = start_configuration(options.start, &manifest, &space, progress);
-
-    let size_text: Vec<String> = sizes.values().map(i64::to_string).collect();
-    let cache_path = options.cache.clone().unwrap_or_else(|| {
+/// The tuning cache's path (the option, or `runs/tune/<kernel>_<task>_<sizes>.json`), its
+/// folder created.
+fn cache_path(
+    options: &LiveTuneOptions,
+    task_name: &str,
+    size_text: &[String],
+) -> Result<PathBuf, LiveTuneError> {
+    let path = options.cache.clone().unwrap_or_else(|| {
         let stem = options
             .kernel
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        PathBuf::from("runs/tune").join(format!(
-            "{stem}_{}_{}.json",
-            task_name,
-            size_text.join("x")
-        ))
+        PathBuf::from("runs/tune").join(format!("{stem}_{task_name}_{}.json", size_text.join("x")))
     });
-    if let Some(dir) = cache_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|source| LiveTuneError::CacheDir {
             path: dir.to_path_buf(),
             source,
         })?;
     }
-    let header = KtCache::new(
-        device.name.clone(),
-        source.entry.clone(),
-        json!(sizes.values().collect::<Vec<_>>()),
-        manifest
-            .params
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-    );
-    // The writer holds the cache's lock until it is closed at the end of the run, so a second
-    // `kf tune` on the same cache waits here and then resumes from everything this one wrote.
-    let (writer, previous) = match KtWriter::try_open(&cache_path, &header) {
+    Ok(path)
+}
+
+/// What `kf tune` sets up before tuning: the task, the backend, the kernel and its manifest,
+/// and the evaluator that times each configuration on the device.
+struct LiveSetup {
+    chosen: ChosenTask,
+    spec: BackendSpec,
+    worker_command: WorkerCommand,
+    evaluator: IsolatedEvaluator,
+    device: kf_core::DeviceFacts,
+    manifest: Manifest,
+    source: kf_core::KernelSource,
+}
+
+impl LiveSetup {
+    fn prepare(options: &LiveTuneOptions) -> Result<Self, LiveTuneError> {
+        if options.budget == 0 {
+            return Err(LiveTuneError::NoBudget);
+        }
+        let chosen = ChosenTask::resolve(
+            options.task.as_deref(),
+            options.task_file.as_deref(),
+            &options.size,
+        )?;
+        let spec = BackendSpec::new(&options.backend).with_device(options.device.clone());
+        crate::backends::factory_for(&spec)?;
+        let (manifest, source) = Manifest::load(&options.kernel)?;
+        let worker_command = WorkerCommand::current_exe()?;
+        let evaluator = timing_evaluator(&chosen, &spec, &worker_command, options.full_timing);
+        let device = evaluator.device()?;
+        Ok(LiveSetup {
+            chosen,
+            spec,
+            worker_command,
+            evaluator,
+            device,
+            manifest,
+            source,
+        })
+    }
+}
+
+/// The tuning loop of `kf tune`: the tuner over the space, each configuration timed by the
+/// setup's evaluator (with a pool compiling ahead), every outcome appended to the cache.
+struct TuningLoop<'a> {
+    setup: &'a LiveSetup,
+    options: &'a LiveTuneOptions,
+    space: &'a Space,
+    sizes: &'a Sizes,
+    start: Option<ParamValues>,
+}
+
+/// What the tuning loop found, and where its time went.
+struct Tuned {
+    result: TuneResult,
+    /// Every evaluation of the run, by the configuration's canonical key.
+    evaluations: std::collections::BTreeMap<String, Evaluation>,
+    tuning_s: f64,
+    spent: kf_eval::EvalProfile,
+    ahead: objective::CompileAhead,
+}
+
+impl TuningLoop<'_> {
+    /// Runs the tuner to its budget; the cache is closed (its lock released) at the end.
+    fn run(
+        self,
+        cache: TuningCache,
+        progress: &mut dyn TuneProgress,
+    ) -> Result<Tuned, LiveTuneError> {
+        let (setup, options) = (self.setup, self.options);
+        let TuningCache {
+            writer,
+            key,
+            mut results,
+            ..
+        } = cache;
+        let width = options.compile_ahead.max(1);
+        // The pool compiles a batch's other configurations; the timing worker compiles its
+        // first.
+        let compilers = (width > 1).then(|| {
+            setup
+                .chosen
+                .evaluator(setup.spec.clone())
+                .command(setup.worker_command.clone())
+                .config(setup.evaluator.config().clone())
+                .timeout(setup.chosen.timeout(TimeoutPolicy::default()))
+                .workers(width - 1)
+                .build()
+        });
+        let mut objective = LiveObjective::new(
+            &setup.evaluator,
+            compilers.as_ref().map(|pool| (pool, width)),
+            &setup.source,
+            writer,
+            &mut *progress,
+            setup.chosen.task.describe().work.flops,
+        );
+        if options.full_timing {
+            objective = objective.full_timing();
+        }
+        let mut s = strategy::by_name(&options.strategy)?;
+        let loop_started = Instant::now();
+        let mut tuner = Tuner::new(self.space, options.budget)
+            .seed(options.seed)
+            .fan_out(width)
+            .start_with(self.start);
+        // A tagged manifest (`tags = ["matmul"]`) brings the shipped rule priors.
+        let prior = crate::tuning_evaluator::rule_prior(
+            &setup.manifest,
+            self.space,
+            self.sizes,
+            &setup.device,
+        );
+        if let Some(weights) = prior {
+            tuner = tuner.prior(weights);
+        }
+        let result = tuner.run_cached(s.as_mut(), &mut objective, &mut results, &key);
+        if let Some(pool) = &compilers {
+            pool.shutdown();
+        }
+        let result = result?;
+        let tuning_s = loop_started.elapsed().as_secs_f64();
+        let (spent, ahead) = (objective.spent, objective.ahead);
+        let evaluations = std::mem::take(&mut objective.evaluations);
+        let writer = objective.into_writer();
+        progress.finished();
+        writer.close()?;
+        Ok(Tuned {
+            result,
+            evaluations,
+            tuning_s,
+            spent,
+            ahead,
+        })
+    }
+}
+
+/// The run's tuning cache: its file (locked while this run writes it), the tuner's key, and
+/// the result cache holding what earlier runs measured (free now).
+struct TuningCache {
+    path: PathBuf,
+    writer: KtWriter,
+    key: CacheKey,
+    results: ResultCache,
+}
+
+impl TuningCache {
+    fn open(
+        options: &LiveTuneOptions,
+        task_name: &str,
+        sizes: &Sizes,
+        device_name: &str,
+        manifest: &Manifest,
+        source: &kf_core::KernelSource,
+        progress: &mut dyn TuneProgress,
+    ) -> Result<Self, LiveTuneError> {
+        let size_text: Vec<String> = sizes.values().map(i64::to_string).collect();
+        let path = cache_path(options, task_name, &size_text)?;
+        let header = KtCache::new(
+            device_name.to_owned(),
+            source.entry.clone(),
+            json!(sizes.values().collect::<Vec<_>>()),
+            manifest
+                .params
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        );
+        let (writer, previous) = open_cache(&path, &header, progress)?;
+        let key = CacheKey::new(
+            source.content_hash(),
+            device_name.to_owned(),
+            size_text.join(","),
+        );
+        let results = resumed_results(&previous, &key, &path, progress)?;
+        Ok(TuningCache {
+            path,
+            writer,
+            key,
+            results,
+        })
+    }
+}
+
+/// Opens the tuning cache for writing, with what it already holds. The writer holds the
+/// cache's lock until it is closed at the end of the run, so a second `kf tune` on the same
+/// cache waits here (saying so) and then resumes from everything the first one wrote.
+fn open_cache(
+    cache_path: &Path,
+    header: &KtCache,
+    progress: &mut dyn TuneProgress,
+) -> Result<(KtWriter, KtCache), LiveTuneError> {
+    match KtWriter::try_open(cache_path, header) {
         Err(TuneError::CacheLocked { path, lock }) => {
             progress.note(&format!(
                 "waiting for {}: another kf tune run is writing it (it holds {}); this run \
@@ -333,73 +491,109 @@ pub fn tune_live(
                 path.display(),
                 lock.display()
             ));
-            KtWriter::open(&cache_path, &header)?
+            Ok(KtWriter::open(cache_path, header)?)
         }
-        opened => opened?,
-    };
-    // Earlier measurements are free: the tuner finds them in its result cache.
-    let key = CacheKey::new(
-        source.content_hash(),
-        device.name.clone(),
-        size_text.join(","),
-    );
-    let mut results = ResultCache::in_memory();
-    let mut resumed = 0usize;
-    for entry in previous.entries.values() {
-        results.insert(&key, &entry.params, &entry.outcome)?;
-        resumed += 1;
+        opened => Ok(opened?),
     }
+}
+
+/// The tuner's result cache holding the configurations an earlier run measured under `key`
+/// (they cost nothing now), saying how many.
+fn resumed_results(
+    previous: &KtCache,
+    key: &CacheKey,
+    cache_path: &Path,
+    progress: &mut dyn TuneProgress,
+) -> Result<ResultCache, LiveTuneError> {
+    let mut results = ResultCache::in_memory();
+    for entry in previous.entries.values() {
+        results.insert(key, &entry.params, &entry.outcome)?;
+    }
+    let resumed = previous.entries.len();
     if resumed > 0 {
         progress.resumed(&format!(
             "resuming: {resumed} configurations from {}",
             cache_path.display()
         ));
     }
-    let width = options.compile_ahead.max(1);
-    // The pool compiles a batch's other configurations; the timing worker compiles its first.
-    let compilers = (width > 1).then(|| {
-        chosen
-            .evaluator(spec.clone())
-            .command(worker_command.clone())
-            .config(evaluator.config().clone())
-            .timeout(chosen.timeout(TimeoutPolicy::default()))
-            .workers(width - 1)
-            .build()
-    });
-    let mut objective = LiveObjective::new(
-        &evaluator,
-        compilers.as_ref().map(|pool| (pool, width)),
-        &source,
-        writer,
-        &mut *progress,
-        task.describe().work.flops,
-    );
-    if options.full_timing {
-        objective = objective.full_timing();
+    Ok(results)
+}
+
+/// How the starting configuration `d` (the manifest's defaults) did against the best one.
+fn defaults_outcome(
+    result: &TuneResult,
+    d: &ParamValues,
+    best: &ParamValues,
+) -> Option<DefaultsOutcome> {
+    let outcome = outcome_of_defaults(result, d)?;
+    let time = outcome.time();
+    Some(DefaultsOutcome {
+        config: d.clone(),
+        time_ms: time,
+        failure: match outcome {
+            Outcome::Failed(f) => Some(f.to_string()),
+            Outcome::Time(_) => None,
+        },
+        best_speedup: time.zip(result.best_time).map(|(d, b)| d / b),
+        stayed_best: d.canonical_key() == best.canonical_key(),
+    })
+}
+
+/// Tunes one kernel live, as `kf tune` does; see the module documentation. `progress` hears
+/// of every configuration evaluated.
+pub fn tune_live(
+    options: &LiveTuneOptions,
+    progress: &mut dyn TuneProgress,
+) -> Result<LiveTuneOutcome, LiveTuneError> {
+    let started = Instant::now();
+    let setup = LiveSetup::prepare(options)?;
+    let (manifest, device) = (&setup.manifest, &setup.device);
+    let sizes = setup.chosen.task.sizes();
+    let mut profile = RunProfile {
+        startup_s: started.elapsed().as_secs_f64(),
+        ..RunProfile::default()
+    };
+    let space = Space::from_manifest(manifest, &sizes, device)?;
+    let valid = kf_core::ParamSpace::count(&space)?;
+    if valid == 0 {
+        return Err(LiveTuneError::EmptySpace {
+            kernel: options.kernel.clone(),
+        });
     }
-    let mut s = strategy::by_name(&options.strategy)?;
-    let loop_started = Instant::now();
-    let mut tuner = Tuner::new(&space, options.budget)
-        .seed(options.seed)
-        .fan_out(width)
-        .start_with(start.clone());
-    // A tagged manifest (`tags = ["matmul"]`) brings the shipped rule priors.
-    if let Some(weights) = crate::tuning_evaluator::rule_prior(&manifest, &space, &sizes, &device) {
-        tuner = tuner.prior(weights);
+
+    let start = start_configuration(options.start, manifest, &space, progress);
+
+    let cache = TuningCache::open(
+        options,
+        &setup.chosen.name(),
+        &sizes,
+        &device.name,
+        manifest,
+        &setup.source,
+        progress,
+    )?;
+    let cache_path = cache.path.clone();
+    let tuned = TuningLoop {
+        setup: &setup,
+        options,
+        space: &space,
+        sizes: &sizes,
+        start: start.clone(),
     }
-    let result = tuner.run_cached(s.as_mut(), &mut objective, &mut results, &key);
-    if let Some(pool) = &compilers {
-        pool.shutdown();
-    }
-    let result = result?;
-    profile.tuning_s = loop_started.elapsed().as_secs_f64();
-    profile.evaluations = objective.spent;
-    profile.compile_ahead = objective.ahead;
+    .run(cache, progress)?;
+    let (result, evaluations) = (tuned.result, tuned.evaluations);
+    profile.tuning_s = tuned.tuning_s;
+    profile.evaluations = tuned.spent;
+    profile.compile_ahead = tuned.ahead;
     profile.configurations = result.evaluations;
-    let evaluations = std::mem::take(&mut objective.evaluations);
-    let writer = objective.into_writer();
-    progress.finished();
-    writer.close()?;
+    let LiveSetup {
+        chosen,
+        evaluator,
+        device,
+        source,
+        ..
+    } = setup;
+    let task_name = chosen.name();
 
     let Some(best) = result.best_config.clone() else {
         evaluator.shutdown();
@@ -410,29 +604,19 @@ pub fn tune_live(
     // The winner's evaluation, with every check, when this run measured it; else (it came
     // from an earlier run's cache) a fresh one.
     let confirmed = match evaluations.get(&best.canonical_key()).cloned() {
-        Some(e) => e,
+        Some(e) => Ok(e),
         None => {
             let confirm_started = Instant::now();
-            let e = evaluator.evaluate_blocking(&source, &best)?;
+            let e = evaluator.evaluate_blocking(&source, &best);
             profile.confirm_s = confirm_started.elapsed().as_secs_f64();
             e
         }
     };
     evaluator.shutdown();
-    let defaults = start.as_ref().and_then(|d| {
-        let outcome = outcome_of_defaults(&result, d)?;
-        let time = outcome.time();
-        Some(DefaultsOutcome {
-            config: d.clone(),
-            time_ms: time,
-            failure: match outcome {
-                Outcome::Failed(f) => Some(f.to_string()),
-                Outcome::Time(_) => None,
-            },
-            best_speedup: time.zip(result.best_time).map(|(d, b)| d / b),
-            stayed_best: d.canonical_key() == best.canonical_key(),
-        })
-    });
+    let confirmed = confirmed?;
+    let defaults = start
+        .as_ref()
+        .and_then(|d| defaults_outcome(&result, d, &best));
     Ok(LiveTuneOutcome {
         kernel: options.kernel.clone(),
         task: task_name,
