@@ -41,6 +41,15 @@ fn bandit() -> Scheduler {
     Scheduler::bandit(synthetic_emitters()).unwrap()
 }
 
+/// The engine of these tests with the bandit scheduler, or with the Gaussian mutator alone.
+fn engine_with(bandit_scheduler: bool) -> TestEngine {
+    if bandit_scheduler {
+        engine(bandit())
+    } else {
+        engine(gaussian())
+    }
+}
+
 fn elites(archive: &VecArchive) -> Vec<Elite> {
     archive.elites().into_iter().cloned().collect()
 }
@@ -74,13 +83,7 @@ fn drive(
 #[test]
 fn asking_and_telling_one_step_at_a_time_is_a_run_with_one_in_flight() {
     for bandit_scheduler in [false, true] {
-        let make = || {
-            if bandit_scheduler {
-                engine(bandit())
-            } else {
-                engine(gaussian())
-            }
-        };
+        let make = || engine_with(bandit_scheduler);
         let ran = make().max_in_flight(1).run_blocking().unwrap();
         let (stepper, _) = drive(make().start().unwrap(), usize::MAX);
         assert_eq!(stepper.stop_reason(), Some(StopReason::Evaluations));
@@ -175,13 +178,7 @@ impl<A> Checkpoint<A> for Shared {
 #[test]
 fn stopping_after_n_steps_and_resuming_gives_the_uninterrupted_archive() {
     for bandit_scheduler in [false, true] {
-        let make = || {
-            if bandit_scheduler {
-                engine(bandit())
-            } else {
-                engine(gaussian())
-            }
-        };
+        let make = || engine_with(bandit_scheduler);
         let uninterrupted = make().run_blocking().unwrap();
         let records = Shared::default();
         // Stop after 25 steps: the stepper is dropped, as a process that exits would.
