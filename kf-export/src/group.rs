@@ -13,8 +13,10 @@ use crate::error::ExportError;
 use crate::run::TunedKernel;
 use crate::signature::Signature;
 
-/// A Rust identifier for a task's name of a task, size or buffer (`M` → `m`).
-pub(crate) fn ident(name: &str) -> String {
+/// `name` lower-cased with every character but ASCII letters and digits made `_`, and `_` in
+/// front when it would start with a digit or be empty: an identifier in Rust and Python
+/// alike, before keywords are cleared.
+pub(crate) fn lower_ident(name: &str) -> String {
     let mut s: String = name
         .chars()
         .map(|c| {
@@ -28,6 +30,12 @@ pub(crate) fn ident(name: &str) -> String {
     if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
         s.insert(0, '_');
     }
+    s
+}
+
+/// A Rust identifier for a task's name of a task, size or buffer (`M` → `m`).
+pub(crate) fn ident(name: &str) -> String {
+    let mut s = lower_ident(name);
     const KEYWORDS: [&str; 12] = [
         "as", "fn", "if", "in", "let", "mod", "ref", "type", "use", "where", "self", "crate",
     ];

@@ -141,14 +141,7 @@ pub fn export_rust(export: &RustExport) -> Result<Exported, ExportError> {
     if !valid_name {
         return Err(ExportError::BadCrateName { name: name.clone() });
     }
-    let kernels = export
-        .runs
-        .iter()
-        .map(|r| TunedKernel::load_all(r))
-        .collect::<Result<Vec<_>, _>>()?
-        .into_iter()
-        .flatten()
-        .collect::<Vec<_>>();
+    let kernels = TunedKernel::load_runs(&export.runs)?;
     let files = generate::write_crate(export, &kernels)?;
     Ok(Exported { kernels, files })
 }

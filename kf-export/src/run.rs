@@ -250,6 +250,17 @@ impl TunedKernel {
         })
     }
 
+    /// The best kernels of every run in `runs`, in order ([`TunedKernel::load_all`] each).
+    pub(crate) fn load_runs(runs: &[PathBuf]) -> Result<Vec<Self>, ExportError> {
+        Ok(runs
+            .iter()
+            .map(|r| TunedKernel::load_all(r))
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .flatten()
+            .collect())
+    }
+
     /// The best kernels of the run in `dir`: its own, or, for a folder of runs at several
     /// sizes (`kf search --size A --size B`, listed in its `sizes.json`), each size's.
     ///

@@ -199,45 +199,51 @@ fn other_backends_tasks_and_empty_runs_are_refused_with_a_reason() {
 }
 
 static CONFIGS: [Configuration; 2] = [
-    Configuration {
-        name: "gemm_0",
-        run: "a",
-        device: "Test CPU",
-        driver: None,
-        tuned_sizes: &[("M", 64), ("N", 64), ("K", 64)],
-        params: &[("TS", Param::Int(16))],
-        build_options: "-D TS=16",
-        entry: "gemm",
-        constraints: &[
-            "M % TS == 0",
-            "N % TS == 0",
-            "TS * TS <= max_work_group_size",
-        ],
-        global: &["N", "M"],
-        local: Some(&["TS", "TS"]),
-        source: SOURCE,
-        gflops: None,
-    },
-    Configuration {
-        name: "gemm_1",
-        run: "b",
-        device: "Test CPU",
-        driver: None,
-        tuned_sizes: &[("M", 256), ("N", 256), ("K", 256)],
-        params: &[("TS", Param::Int(32))],
-        build_options: "-D TS=32",
-        entry: "gemm",
-        constraints: &[
-            "M % TS == 0",
-            "N % TS == 0",
-            "TS * TS <= max_work_group_size",
-        ],
-        global: &["N", "M"],
-        local: Some(&["TS", "TS"]),
-        source: SOURCE,
-        gflops: None,
-    },
+    gemm_config(
+        "gemm_0",
+        "a",
+        &[("M", 64), ("N", 64), ("K", 64)],
+        &[("TS", Param::Int(16))],
+        "-D TS=16",
+    ),
+    gemm_config(
+        "gemm_1",
+        "b",
+        &[("M", 256), ("N", 256), ("K", 256)],
+        &[("TS", Param::Int(32))],
+        "-D TS=32",
+    ),
 ];
+
+/// A configuration of the test manifest's GEMM ([`MANIFEST`]) from run `run`, tuned at
+/// `tuned_sizes` with `params`.
+const fn gemm_config(
+    name: &'static str,
+    run: &'static str,
+    tuned_sizes: &'static [(&'static str, i64)],
+    params: &'static [(&'static str, Param)],
+    build_options: &'static str,
+) -> Configuration {
+    Configuration {
+        name,
+        run,
+        device: "Test CPU",
+        driver: None,
+        tuned_sizes,
+        params,
+        build_options,
+        entry: "gemm",
+        constraints: &[
+            "M % TS == 0",
+            "N % TS == 0",
+            "TS * TS <= max_work_group_size",
+        ],
+        global: &["N", "M"],
+        local: Some(&["TS", "TS"]),
+        source: SOURCE,
+        gflops: None,
+    }
+}
 
 static TABLE: Table = Table {
     signature: &GEMM,

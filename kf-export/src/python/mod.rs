@@ -80,14 +80,7 @@ pub fn export_python(export: &PythonExport) -> Result<Exported, ExportError> {
     if !valid {
         return Err(ExportError::BadModuleName { name: name.clone() });
     }
-    let kernels = export
-        .runs
-        .iter()
-        .map(|r| TunedKernel::load_all(r))
-        .collect::<Result<Vec<_>, _>>()?
-        .into_iter()
-        .flatten()
-        .collect::<Vec<_>>();
+    let kernels = TunedKernel::load_runs(&export.runs)?;
     let groups = group(&kernels)?;
     let module = module_py(&groups)?;
     let test = test_py(name, &groups);

@@ -13,19 +13,7 @@ pub(super) const PY_KEYWORDS: [&str; 35] = [
 /// A Python parameter name for a task's size (`M` → `m`), clear of keywords and the
 /// generated functions' own parameters.
 pub(super) fn py_ident(name: &str) -> String {
-    let mut s: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
-        s.insert(0, '_');
-    }
+    let mut s = crate::group::lower_ident(name);
     if PY_KEYWORDS.contains(&s.as_str()) || ["kernels", "index", "np", "cl"].contains(&s.as_str()) {
         s.push('_');
     }
