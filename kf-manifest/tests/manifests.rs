@@ -361,33 +361,30 @@ fn a_malformed_sequence_is_refused_naming_the_field() {
     };
     let with_launch = format!("{SEQUENCE}[launch]\nglobal = [\"ROWS\"]\n");
     assert_eq!(field(&with_launch), "launch");
-    assert_eq!(
-        field(&SEQUENCE.replace(
+    // Each change to the sequence, and the field its error names.
+    let broken = [
+        (
             "entry = \"row_stats\"\nlanguage",
-            "entry = \"other\"\nlanguage"
-        )),
-        "entry"
-    );
-    assert_eq!(
-        field(&SEQUENCE.replace("writes = [\"stats\"]", "writes = [\"Y\"]")),
-        "scratch"
-    );
-    assert_eq!(
-        field(&SEQUENCE.replace("writes = [\"Y\"]", "writes = []")),
-        "kernels[1].writes"
-    );
-    assert_eq!(
-        field(&SEQUENCE.replace("writes = [\"Y\"]", "writes = [\"Y\", \"Y\"]")),
-        "kernels[1].writes[1]"
-    );
-    assert_eq!(
-        field(&SEQUENCE.replace("dtype = \"f32\"", "dtype = \"f64\"")),
-        "scratch[0].dtype"
-    );
-    assert_eq!(
-        field(&SEQUENCE.replace("local = [\"WG\"]", "local = [\"WG\", 1]")),
-        "kernels[0].launch.local"
-    );
+            "entry = \"other\"\nlanguage",
+            "entry",
+        ),
+        ("writes = [\"stats\"]", "writes = [\"Y\"]", "scratch"),
+        ("writes = [\"Y\"]", "writes = []", "kernels[1].writes"),
+        (
+            "writes = [\"Y\"]",
+            "writes = [\"Y\", \"Y\"]",
+            "kernels[1].writes[1]",
+        ),
+        ("dtype = \"f32\"", "dtype = \"f64\"", "scratch[0].dtype"),
+        (
+            "local = [\"WG\"]",
+            "local = [\"WG\", 1]",
+            "kernels[0].launch.local",
+        ),
+    ];
+    for (from, to, named) in broken {
+        assert_eq!(field(&SEQUENCE.replace(from, to)), named, "{from} -> {to}");
+    }
     let scratch_alone =
         format!("{GOOD}\n[[scratch]]\nname = \"s\"\ndtype = \"f32\"\nelements = \"M\"\n");
     assert_eq!(field(&scratch_alone), "scratch");
