@@ -488,30 +488,109 @@ pub fn measure<B: Backend>(
             backend: backend.name().to_owned(),
         })?;
     let facts = backend.device();
-    let reps = options.repetitions.max(1);
-    // Floats per work-item (see `OPENCL`); the CUDA and SYCL kernels are scalar.
-    let (width, prelude) = if kernels.language == Language::OpenCl {
-        let w = opencl_vector_width(facts);
-        (w, opencl_prelude(w))
-    } else {
-        (1, String::new())
-    };
-    let compile = |name: &'static str, entry: &str, text: &'static str| {
-        let source = KernelSource::new(kernels.language, entry, format!("{prelude}{text}"));
-        backend
+    let bench = Bench::new(backend, kernels, facts, options.repetitions.max(1));
+    let peak_gflops = bench.peak_gflops(facts, options)?;
+    let stream = bench.stream(facts, options)?;
+    let timed_curve = timed_curve(
+        backend,
+        &stream.copy,
+        &stream.bandwidth_curve,
+        bench.width,
+        bench.reps,
+    )?;
+    Ok(Characterisation {
+        backend: backend.name().to_owned(),
+        device: facts.name.clone(),
+        driver_version: facts.driver_version.clone(),
+        peak_gflops,
+        bandwidth_gbs: stream.copy_gbs.max(stream.triad_gbs),
+        copy_gbs: stream.copy_gbs,
+        triad_gbs: stream.triad_gbs,
+        stream_elements: stream.elements,
+        repetitions: bench.reps,
+        measured_unix: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        load_per_cpu: load_per_cpu(),
+        host_cpus: cpu_share(facts),
+        bandwidth_curve: stream.bandwidth_curve,
+        timed_curve,
+    })
+}
+
+/// The micro-kernels in one backend's language, and how they are compiled and timed.
+struct Bench<'a, B: Backend> {
+    backend: &'a B,
+    kernels: MicroKernels,
+    /// Floats per work-item (see `OPENCL`); the CUDA and SYCL kernels are scalar.
+    width: usize,
+    /// The definitions the kernels are compiled with (OpenCL C only).
+    prelude: String,
+    /// Timed launches per figure, after a warm-up: the best counts.
+    reps: u32,
+}
+
+/// What the STREAM kernels measured.
+struct StreamFigures<K> {
+    /// Floats per buffer.
+    elements: usize,
+    copy_gbs: f64,
+    triad_gbs: f64,
+    /// The copy over prefixes of the buffers, warm in whichever cache holds them, then over
+    /// the whole buffers.
+    bandwidth_curve: Vec<BandwidthPoint>,
+    /// The compiled copy kernel, for the rotated curve ([`timed_curve`]).
+    copy: K,
+}
+
+impl<'a, B: Backend> Bench<'a, B> {
+    fn new(backend: &'a B, kernels: MicroKernels, facts: &DeviceFacts, reps: u32) -> Self {
+        let (width, prelude) = if kernels.language == Language::OpenCl {
+            let w = opencl_vector_width(facts);
+            (w, opencl_prelude(w))
+        } else {
+            (1, String::new())
+        };
+        Bench {
+            backend,
+            kernels,
+            width,
+            prelude,
+            reps,
+        }
+    }
+
+    /// Compiles the micro-kernel `entry` (`name` in errors).
+    fn compile(
+        &self,
+        name: &'static str,
+        entry: &str,
+        text: &'static str,
+    ) -> Result<B::Kernel, CharacteriseError> {
+        let source = KernelSource::new(
+            self.kernels.language,
+            entry,
+            format!("{}{text}", self.prelude),
+        );
+        self.backend
             .compile(&source, &ParamValues::new(), &CompileOptions::default())
             .map(|c| c.kernel)
             .map_err(|e| CharacteriseError::Compile {
                 kernel: name,
                 message: e.to_string(),
             })
-    };
-    let best_of = |kernel: &'static str,
-                   launch: &mut dyn FnMut() -> Result<f64, CharacteriseError>|
-     -> Result<f64, CharacteriseError> {
+    }
+
+    /// The best usable time of `reps` launches after a warm-up.
+    fn best_of(
+        &self,
+        kernel: &'static str,
+        launch: &mut dyn FnMut() -> Result<f64, CharacteriseError>,
+    ) -> Result<f64, CharacteriseError> {
         launch()?; // warm-up
         let mut best = f64::INFINITY;
-        for _ in 0..reps {
+        for _ in 0..self.reps {
             let t = launch()?;
             if t.is_finite() && t > 0.0 {
                 best = best.min(t);
@@ -522,135 +601,152 @@ pub fn measure<B: Backend>(
         } else {
             Err(CharacteriseError::NoTiming { kernel })
         }
-    };
-
-    // Compute: calibrate the number of work-items until a launch takes long enough.
-    let fma = compile("FMA", "kf_fma", kernels.fma)?;
-    let out_bytes = backend.buffer_alignment().max(64);
-    let mut out = backend
-        .alloc(out_bytes)
-        .map_err(|e| backend_err("allocating the FMA output", e))?;
-    // The OpenCL kernel reads its starting lanes from `out`: zeros, never denormals or NaNs.
-    backend
-        .write(&mut out, &vec![0u8; out_bytes])
-        .map_err(|e| backend_err("clearing the FMA output", e))?;
-    let iters: i32 = 1024;
-    // Work-items; each computes `width` lanes.
-    let mut global = LOCAL * 64 * facts.compute_units.max(1) as usize / width.max(1);
-    global = global.max(LOCAL) / LOCAL * LOCAL;
-    let launch_fma = |global: usize| -> Result<f64, CharacteriseError> {
-        let args = [
-            KernelArg::Buffer {
-                buffer: &out,
-                offset: 0,
-            },
-            KernelArg::I32(iters),
-            KernelArg::F32(0.999_999),
-            KernelArg::F32(1e-6),
-            KernelArg::F32(-1.0),
-        ];
-        backend
-            .launch(&fma, &args, &NdRange::new([global], [LOCAL]))
-            .map(|t| t.device_seconds)
-            .map_err(|e| backend_err("launching the FMA micro-kernel", e))
-    };
-    while launch_fma(global)? < options.min_launch_seconds && global < (1 << 28) {
-        global *= 2;
     }
-    let fma_s = best_of("FMA", &mut || launch_fma(global))?;
-    let peak_gflops = (global * width) as f64 * f64::from(iters) * FLOP_PER_ITER / fma_s / 1e9;
 
-    // Bandwidth: copy and triad over buffers much larger than any cache.
-    let limit = (facts.global_mem_bytes / 16).max(1 << 22) as usize / 4;
-    let group_floats = LOCAL * width;
-    let n = options.stream_elements.min(limit).max(group_floats) / group_floats * group_floats;
-    // The kernels index vectors of `width` floats.
-    let n_i32 = i32::try_from(n / width).map_err(|e| backend_err("stream size", e))?;
-    let bytes = n * 4;
-    let mut bufs = Vec::new();
-    for (i, fill) in [0.0f32, 1.0, 2.0].into_iter().enumerate() {
-        let mut b = backend
-            .alloc(bytes)
-            .map_err(|e| backend_err(format!("allocating stream buffer {i} ({bytes} bytes)"), e))?;
-        let data: Vec<u8> = std::iter::repeat_n(fill.to_ne_bytes(), n)
-            .flatten()
-            .collect();
+    /// Compute: the FMA kernel's GFLOP/s, its work-items calibrated (doubled) until a launch
+    /// takes long enough.
+    fn peak_gflops(
+        &self,
+        facts: &DeviceFacts,
+        options: &CharacteriseOptions,
+    ) -> Result<f64, CharacteriseError> {
+        let backend = self.backend;
+        let width = self.width;
+        let fma = self.compile("FMA", "kf_fma", self.kernels.fma)?;
+        let out_bytes = backend.buffer_alignment().max(64);
+        let mut out = backend
+            .alloc(out_bytes)
+            .map_err(|e| backend_err("allocating the FMA output", e))?;
+        // The OpenCL kernel reads its starting lanes from `out`: zeros, never denormals or NaNs.
         backend
-            .write(&mut b, &data)
-            .map_err(|e| backend_err("writing a stream buffer", e))?;
-        bufs.push(b);
-    }
-    let range = NdRange::new([n / width], [LOCAL]);
-    let copy = compile("copy", "kf_copy", kernels.copy)?;
-    // Copies the first `elements` floats of buffer 1 into buffer 0.
-    let launch_copy =
-        |elements: usize| copy_once(backend, &copy, &bufs[0], &bufs[1], elements, width);
-    let copy_s = best_of("copy", &mut || launch_copy(n))?;
-    let triad = compile("triad", "kf_triad", kernels.triad)?;
-    let triad_s = best_of("triad", &mut || {
-        let args = [
-            KernelArg::Buffer {
-                buffer: &bufs[0],
-                offset: 0,
-            },
-            KernelArg::Buffer {
-                buffer: &bufs[1],
-                offset: 0,
-            },
-            KernelArg::Buffer {
-                buffer: &bufs[2],
-                offset: 0,
-            },
-            KernelArg::F32(3.0),
-            KernelArg::I32(n_i32),
-        ];
-        backend
-            .launch(&triad, &args, &range)
-            .map(|t| t.device_seconds)
-            .map_err(|e| backend_err("launching the triad micro-kernel", e))
-    })?;
-    let copy_gbs = 2.0 * bytes as f64 / copy_s / 1e9;
-    let triad_gbs = 3.0 * bytes as f64 / triad_s / 1e9;
-    // The same copy over prefixes of the buffers: after the warm-up launch they sit in
-    // whichever cache holds them.
-    let mut bandwidth_curve = Vec::new();
-    for shift in CURVE_SHIFTS {
-        let m = (n >> shift) / group_floats * group_floats;
-        if m < group_floats || m >= n {
-            continue;
+            .write(&mut out, &vec![0u8; out_bytes])
+            .map_err(|e| backend_err("clearing the FMA output", e))?;
+        let iters: i32 = 1024;
+        // Work-items; each computes `width` lanes.
+        let mut global = LOCAL * 64 * facts.compute_units.max(1) as usize / width.max(1);
+        global = global.max(LOCAL) / LOCAL * LOCAL;
+        let launch_fma = |global: usize| -> Result<f64, CharacteriseError> {
+            let args = [
+                KernelArg::Buffer {
+                    buffer: &out,
+                    offset: 0,
+                },
+                KernelArg::I32(iters),
+                KernelArg::F32(0.999_999),
+                KernelArg::F32(1e-6),
+                KernelArg::F32(-1.0),
+            ];
+            backend
+                .launch(&fma, &args, &NdRange::new([global], [LOCAL]))
+                .map(|t| t.device_seconds)
+                .map_err(|e| backend_err("launching the FMA micro-kernel", e))
+        };
+        while launch_fma(global)? < options.min_launch_seconds && global < (1 << 28) {
+            global *= 2;
         }
-        let s = best_of("copy", &mut || launch_copy(m))?;
-        let moved = 2.0 * (m * 4) as f64;
-        bandwidth_curve.push(BandwidthPoint {
-            bytes: moved,
-            gbs: moved / s / 1e9,
-        });
+        let fma_s = self.best_of("FMA", &mut || launch_fma(global))?;
+        Ok((global * width) as f64 * f64::from(iters) * FLOP_PER_ITER / fma_s / 1e9)
     }
-    bandwidth_curve.push(BandwidthPoint {
-        bytes: 2.0 * bytes as f64,
-        gbs: copy_gbs,
-    });
-    drop(bufs);
-    let timed_curve = timed_curve(backend, &copy, &bandwidth_curve, width, reps)?;
-    Ok(Characterisation {
-        backend: backend.name().to_owned(),
-        device: facts.name.clone(),
-        driver_version: facts.driver_version.clone(),
-        peak_gflops,
-        bandwidth_gbs: copy_gbs.max(triad_gbs),
-        copy_gbs,
-        triad_gbs,
-        stream_elements: n,
-        repetitions: reps,
-        measured_unix: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0),
-        load_per_cpu: load_per_cpu(),
-        host_cpus: cpu_share(facts),
-        bandwidth_curve,
-        timed_curve,
-    })
+
+    /// Bandwidth: copy and triad over buffers much larger than any cache (freed again before
+    /// this returns).
+    fn stream(
+        &self,
+        facts: &DeviceFacts,
+        options: &CharacteriseOptions,
+    ) -> Result<StreamFigures<B::Kernel>, CharacteriseError> {
+        let width = self.width;
+        let limit = (facts.global_mem_bytes / 16).max(1 << 22) as usize / 4;
+        let group_floats = LOCAL * width;
+        let n = options.stream_elements.min(limit).max(group_floats) / group_floats * group_floats;
+        // The kernels index vectors of `width` floats.
+        let n_i32 = i32::try_from(n / width).map_err(|e| backend_err("stream size", e))?;
+        let bytes = n * 4;
+        let bufs = self.stream_buffers(n)?;
+        let copy = self.compile("copy", "kf_copy", self.kernels.copy)?;
+        // Copies the first `elements` floats of buffer 1 into buffer 0.
+        let launch_copy =
+            |elements: usize| copy_once(self.backend, &copy, &bufs[0], &bufs[1], elements, width);
+        let copy_s = self.best_of("copy", &mut || launch_copy(n))?;
+        let triad_s = self.triad_seconds(&bufs, n, n_i32)?;
+        let copy_gbs = 2.0 * bytes as f64 / copy_s / 1e9;
+        let triad_gbs = 3.0 * bytes as f64 / triad_s / 1e9;
+        // The same copy over prefixes of the buffers: after the warm-up launch they sit in
+        // whichever cache holds them.
+        let mut bandwidth_curve = Vec::new();
+        for shift in CURVE_SHIFTS {
+            let m = (n >> shift) / group_floats * group_floats;
+            if m < group_floats || m >= n {
+                continue;
+            }
+            let s = self.best_of("copy", &mut || launch_copy(m))?;
+            let moved = 2.0 * (m * 4) as f64;
+            bandwidth_curve.push(BandwidthPoint {
+                bytes: moved,
+                gbs: moved / s / 1e9,
+            });
+        }
+        bandwidth_curve.push(BandwidthPoint {
+            bytes: 2.0 * bytes as f64,
+            gbs: copy_gbs,
+        });
+        drop(bufs);
+        Ok(StreamFigures {
+            elements: n,
+            copy_gbs,
+            triad_gbs,
+            bandwidth_curve,
+            copy,
+        })
+    }
+
+    /// The three STREAM buffers of `n` floats, filled with 0, 1 and 2.
+    fn stream_buffers(&self, n: usize) -> Result<Vec<B::Buffer>, CharacteriseError> {
+        let bytes = n * 4;
+        let mut bufs = Vec::new();
+        for (i, fill) in [0.0f32, 1.0, 2.0].into_iter().enumerate() {
+            let mut b = self.backend.alloc(bytes).map_err(|e| {
+                backend_err(format!("allocating stream buffer {i} ({bytes} bytes)"), e)
+            })?;
+            let data: Vec<u8> = std::iter::repeat_n(fill.to_ne_bytes(), n)
+                .flatten()
+                .collect();
+            self.backend
+                .write(&mut b, &data)
+                .map_err(|e| backend_err("writing a stream buffer", e))?;
+            bufs.push(b);
+        }
+        Ok(bufs)
+    }
+
+    /// The best time of the triad kernel over the `n` floats of the stream buffers
+    /// (`vectors` vectors of `width`).
+    fn triad_seconds(
+        &self,
+        bufs: &[B::Buffer],
+        n: usize,
+        vectors: i32,
+    ) -> Result<f64, CharacteriseError> {
+        let range = NdRange::new([n / self.width], [LOCAL]);
+        let triad = self.compile("triad", "kf_triad", self.kernels.triad)?;
+        let buffer = |i: usize| KernelArg::Buffer {
+            buffer: &bufs[i],
+            offset: 0,
+        };
+        self.best_of("triad", &mut || {
+            let args = [
+                buffer(0),
+                buffer(1),
+                buffer(2),
+                KernelArg::F32(3.0),
+                KernelArg::I32(vectors),
+            ];
+            self.backend
+                .launch(&triad, &args, &range)
+                .map(|t| t.device_seconds)
+                .map_err(|e| backend_err("launching the triad micro-kernel", e))
+        })
+    }
 }
 
 /// One launch of the copy micro-kernel: the first `elements` floats of `src` into `dst`, in

@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -550,6 +550,45 @@ fn bounded_tail(tail: &Mutex<String>) -> String {
     crate::protocol::bounded(s.trim(), 1500)
 }
 
+/// Forwards a worker's standard output line by line to the returned channel, from a thread
+/// of its own, so that its replies can be awaited with a deadline.
+fn forward_lines(stdout: ChildStdout) -> Receiver<String> {
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
+}
+
+/// Keeps the tail of a worker's standard error (between 32 and 64 KiB), read by a thread of
+/// its own, for the errors that quote it.
+fn keep_tail(mut stderr: ChildStderr) -> Arc<Mutex<String>> {
+    let tail = Arc::new(Mutex::new(String::new()));
+    let sink = Arc::clone(&tail);
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = stderr.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            if let Ok(mut s) = sink.lock() {
+                s.push_str(&String::from_utf8_lossy(&buf[..n]));
+                if s.len() > 64 * 1024 {
+                    let cut = s.len() - 32 * 1024;
+                    let cut = (cut..s.len()).find(|i| s.is_char_boundary(*i)).unwrap_or(0);
+                    s.drain(..cut);
+                }
+            }
+        }
+    });
+    tail
+}
+
 impl Inner {
     /// Keeps how a new worker is confined (the warning for an incomplete one that is allowed
     /// to run is logged where it is decided, [`crate::confine`]).
@@ -561,11 +600,53 @@ impl Inner {
 
     fn spawn(&self) -> Result<Worker, EvalError> {
         refuse_inside_worker()?;
+        let (mut cmd, tmp) = self.worker_command()?;
+        // Seccomp and the limits from the first instruction; the worker adds its Landlock
+        // rules once its backend is open and reports them with its `Ready`.
+        let mut confined = crate::confine::confine_command_with(
+            &mut cmd,
+            None,
+            self.policy,
+            "an evaluation worker",
+        )
+        .map_err(EvalError::Unconfined)?;
+        let mut child = cmd.spawn().map_err(|e| {
+            EvalError::Worker(format!(
+                "cannot start {}: {e}",
+                self.command.program.display()
+            ))
+        })?;
+        if let Ok(mut n) = self.spawned.lock() {
+            *n += 1;
+        }
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            kill_group(&mut child);
+            return Err(EvalError::Worker("worker pipes missing".into()));
+        };
+        let lines = forward_lines(stdout);
+        let tail = keep_tail(stderr);
+        self.await_hello(&mut child, &lines, &tail)?;
+        let device = self.await_ready(&mut child, &lines, &tail, &mut confined)?;
+        Ok(Worker {
+            child,
+            stdin,
+            lines,
+            stderr: tail,
+            device,
+            _tmp: tmp,
+            _confined: confined,
+        })
+    }
+
+    /// The command that starts a worker, with the environment it needs and nothing secret,
+    /// and the private temporary folder it is given: the only one a confined worker may write
+    /// besides the compile caches (the shared /tmp may hold other programs' files).
+    fn worker_command(&self) -> Result<(Command, Option<tempfile::TempDir>), EvalError> {
         let spec =
             serde_json::to_string(&self.spec).map_err(|e| EvalError::Worker(e.to_string()))?;
         let mut cmd = Command::new(&self.command.program);
-        // A private temporary folder: the only one a confined worker may write besides the
-        // compile caches (the shared /tmp may hold other programs' files).
         let tmp = tempfile::Builder::new().prefix("kf-worker-").tempdir().ok();
         let read: Vec<&std::path::Path> = self
             .task_file
@@ -591,60 +672,21 @@ impl Inner {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         lead_own_group(&mut cmd);
-        // Seccomp and the limits from the first instruction; the worker adds its Landlock
-        // rules once its backend is open and reports them with its `Ready`.
-        let mut confined = crate::confine::confine_command_with(
-            &mut cmd,
-            None,
-            self.policy,
-            "an evaluation worker",
-        )
-        .map_err(EvalError::Unconfined)?;
-        let mut child = cmd.spawn().map_err(|e| {
-            EvalError::Worker(format!(
-                "cannot start {}: {e}",
-                self.command.program.display()
-            ))
-        })?;
-        if let Ok(mut n) = self.spawned.lock() {
-            *n += 1;
-        }
-        let (Some(stdin), Some(stdout), Some(mut stderr)) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take())
-        else {
-            kill_group(&mut child);
-            return Err(EvalError::Worker("worker pipes missing".into()));
-        };
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let tail = Arc::new(Mutex::new(String::new()));
-        let sink = Arc::clone(&tail);
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = stderr.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                if let Ok(mut s) = sink.lock() {
-                    s.push_str(&String::from_utf8_lossy(&buf[..n]));
-                    if s.len() > 64 * 1024 {
-                        let cut = s.len() - 32 * 1024;
-                        let cut = (cut..s.len()).find(|i| s.is_char_boundary(*i)).unwrap_or(0);
-                        s.drain(..cut);
-                    }
-                }
-            }
-        });
-        self.await_hello(&mut child, &lines, &tail)?;
+        Ok((cmd, tmp))
+    }
+
+    /// Waits for a new worker, past its hello, to open its backend and report its device and
+    /// its file rules: a worker less confined than the policy allows is stopped, as is one
+    /// that answers anything else, exits or takes too long.
+    fn await_ready(
+        &self,
+        child: &mut Child,
+        lines: &Receiver<String>,
+        tail: &Mutex<String>,
+        confined: &mut ConfinedCommand,
+    ) -> Result<DeviceFacts, EvalError> {
         let deadline = Instant::now() + BACKEND_OPEN_LIMIT;
-        match next_reply(&lines, deadline) {
+        match next_reply(lines, deadline) {
             Ok(Reply::Ready {
                 device,
                 confinement,
@@ -652,35 +694,27 @@ impl Inner {
                 let record = match confined.with_worker_report(&confinement) {
                     Ok(record) => record,
                     Err(incomplete) => {
-                        kill_group(&mut child);
+                        kill_group(child);
                         let _ = child.wait();
                         return Err(EvalError::Unconfined(incomplete));
                     }
                 };
                 self.note_confinement(record);
-                Ok(Worker {
-                    child,
-                    stdin,
-                    lines,
-                    stderr: tail,
-                    device: *device,
-                    _tmp: tmp,
-                    _confined: confined,
-                })
+                Ok(*device)
             }
             Ok(Reply::Unavailable { message }) => {
                 let _ = child.wait();
                 Err(EvalError::Backend(message))
             }
             Ok(other) => {
-                kill_group(&mut child);
+                kill_group(child);
                 let _ = child.wait();
                 Err(EvalError::Worker(format!(
                     "the worker answered {other:?} before its backend was open"
                 )))
             }
             Err(e) => {
-                kill_group(&mut child);
+                kill_group(child);
                 let status = child.wait().map(|s| s.to_string()).unwrap_or_default();
                 let what = match e {
                     RecvTimeoutError::Timeout => format!(
@@ -691,7 +725,7 @@ impl Inner {
                 };
                 Err(EvalError::Worker(format!(
                     "the worker {what} ({status}); stderr: {}",
-                    bounded_tail(&tail)
+                    bounded_tail(tail)
                 )))
             }
         }
@@ -809,31 +843,7 @@ impl Inner {
         compile_only: bool,
     ) -> Result<(Answer, EvalProfile), EvalError> {
         let mut worker = self.take_worker()?;
-        let id = {
-            let mut n = self
-                .next_id
-                .lock()
-                .map_err(|_| EvalError::Worker("poisoned".into()))?;
-            *n += 1;
-            *n
-        };
-        let job = Job {
-            id,
-            task: self.task.clone(),
-            task_file: self.task_file.clone(),
-            sizes: self.sizes.clone(),
-            source: source.clone(),
-            params: params.clone(),
-            config: config.clone(),
-            limits: JobLimits::default(),
-            compile_only,
-        };
-        let baseline = self.baseline_s.lock().ok().and_then(|b| *b);
-        let limit = self.timeout.limit(config, baseline);
-        let job = Job {
-            limits: self.limits.for_job(limit),
-            ..job
-        };
+        let (job, limit) = self.next_job(source, params, config, compile_only)?;
         let line = serde_json::to_string(&job).map_err(|e| EvalError::Worker(e.to_string()))?;
         let started = Instant::now();
         // A worker that did not answer: the whole round trip is the hop.
@@ -854,23 +864,14 @@ impl Inner {
             Ok(Reply::Done {
                 id: got,
                 result,
-                mut profile,
+                profile,
                 cache,
-            }) if got == id => {
-                self.put_back(worker);
-                self.store_cache(&cache);
-                profile.hop_s = (started.elapsed().as_secs_f64() - profile.total_s).max(0.0);
-                let evaluation = *result.map_err(EvalError::Worker)?;
-                if let (Some(b), Ok(mut slot)) = (evaluation.baseline, self.baseline_s.lock()) {
-                    *slot = Some(b.median_s);
-                }
-                Ok((Answer::Evaluated(Box::new(evaluation)), profile))
-            }
+            }) if got == job.id => self.evaluated(worker, result, profile, &cache, started),
             Ok(Reply::Compiled {
                 id: got,
                 result,
                 cache,
-            }) if got == id && compile_only => {
+            }) if got == job.id && compile_only => {
                 self.put_back(worker);
                 self.store_cache(&cache);
                 let profile = EvalProfile {
@@ -902,6 +903,60 @@ impl Inner {
                 Ok(unanswered(self.crashed(worker, params, started)))
             }
         }
+    }
+
+    /// The next job, with a fresh id, and the wall-clock limit it runs under (from the
+    /// timeout policy and the last baseline median a worker reported).
+    fn next_job(
+        &self,
+        source: &KernelSource,
+        params: &ParamValues,
+        config: &EvalConfig,
+        compile_only: bool,
+    ) -> Result<(Job, Duration), EvalError> {
+        let id = {
+            let mut n = self
+                .next_id
+                .lock()
+                .map_err(|_| EvalError::Worker("poisoned".into()))?;
+            *n += 1;
+            *n
+        };
+        let baseline = self.baseline_s.lock().ok().and_then(|b| *b);
+        let limit = self.timeout.limit(config, baseline);
+        let job = Job {
+            id,
+            task: self.task.clone(),
+            task_file: self.task_file.clone(),
+            sizes: self.sizes.clone(),
+            source: source.clone(),
+            params: params.clone(),
+            config: config.clone(),
+            limits: self.limits.for_job(limit),
+            compile_only,
+        };
+        Ok((job, limit))
+    }
+
+    /// A worker's evaluation: the worker goes back to the idle ones, the compile-cache
+    /// entries it made are stored, the hop is the round trip beyond the worker's own time, and
+    /// the baseline's median is kept for the next job's time limit.
+    fn evaluated(
+        &self,
+        worker: Worker,
+        result: Result<Box<Evaluation>, String>,
+        mut profile: EvalProfile,
+        cache: &[kf_backend_common::cache_outbox::CacheEntry],
+        started: Instant,
+    ) -> Result<(Answer, EvalProfile), EvalError> {
+        self.put_back(worker);
+        self.store_cache(cache);
+        profile.hop_s = (started.elapsed().as_secs_f64() - profile.total_s).max(0.0);
+        let evaluation = *result.map_err(EvalError::Worker)?;
+        if let (Some(b), Ok(mut slot)) = (evaluation.baseline, self.baseline_s.lock()) {
+            *slot = Some(b.median_s);
+        }
+        Ok((Answer::Evaluated(Box::new(evaluation)), profile))
     }
 
     /// Stores the compile-cache entries a worker made, where this process's cache folders

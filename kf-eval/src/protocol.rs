@@ -16,161 +16,17 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::early_stop::{measures_baseline, EarlyStop};
 use crate::error::EvalError;
 use crate::guarded::{alloc_guarded, backend_failure, fill, read, Failure, Guarded};
 use crate::profile::{since, take_transfer_seconds, EvalProfile};
-use crate::sequence::{
-    alloc_scratch, check_scratch_after, check_stage, poison_scratch, read_all, Plan,
-};
+use crate::sequence::{alloc_scratch, check_stage, poison_scratch, read_all, Plan};
 use crate::tasks::{sizes_text, ArgSpec, BufferSpec, HostBuffer, KernelTask, Role, Sizes};
 use crate::verify::{
     accumulation_allowance, compare_buffers_with, guard_violation, tolerance_for, Verdict,
 };
 
-/// How candidates are timed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TimingConfig {
-    /// Untimed launches before the first trial.
-    pub warmup: u32,
-    /// Trials at least.
-    pub min_trials: u32,
-    /// Seconds of measured kernel time at least (trials continue until both minimums hold).
-    pub min_seconds: f64,
-    /// Trials at most.
-    pub max_trials: u32,
-    /// Wall-clock seconds of timing at most (after `min(3, min_trials)` trials).
-    pub max_seconds: f64,
-    /// Baseline launches per evaluation, interleaved with the candidate's trials (at least
-    /// [`FIRST_BASELINE_TRIALS`] in a worker's first evaluation).
-    ///
-    /// The baseline timed beside a candidate gives [`kf_core::Evaluation::baseline`] and the
-    /// speedup `kf eval` reports. In a search the engine scores every evaluation against one
-    /// figure instead ([`kf_core::RunBaseline`]: the baseline median of the run's first judged
-    /// evaluation), because on a loaded machine this timing varies (1.8x at a 2048³ GEMM) and
-    /// would rank candidates by how the baseline happened to run.
-    pub baseline_trials: u32,
-    /// Baseline samples kept per worker for the baseline median (a rolling window).
-    pub baseline_window: usize,
-    /// Copies of the inputs rotated across trials, so caches do not flatter small problems.
-    pub rotation: usize,
-    /// Also evict caches between trials where the backend can.
-    pub flush_caches: bool,
-    /// Once the baseline's window holds `baseline_trials` samples, time the baseline only in
-    /// every `baseline_every`-th evaluation (per worker; see [`crate::measures_baseline`]).
-    /// 1 (the default) times it in every evaluation.
-    #[serde(default = "every_evaluation")]
-    pub baseline_every: u32,
-    /// Stop timing early when the candidate is clearly slower than this incumbent (tuning);
-    /// `None` (the default) times every candidate in full.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub early_stop: Option<EarlyStop>,
-    /// Seconds of baseline launches after which a worker's first evaluation stops adding
-    /// them, once it has [`FIRST_BASELINE_MIN_TRIALS`] ([`FIRST_BASELINE_SECONDS`] by default;
-    /// [`TUNING_FIRST_BASELINE_SECONDS`] in [`EvalConfig::for_tuning`]).
-    #[serde(default = "first_baseline_seconds")]
-    pub first_baseline_seconds: f64,
-}
-
-fn every_evaluation() -> u32 {
-    1
-}
-
-fn first_baseline_seconds() -> f64 {
-    FIRST_BASELINE_SECONDS
-}
-
-/// Baseline launches at least in a worker's first evaluation, whatever
-/// [`TimingConfig::baseline_trials`] says (up to [`TimingConfig::baseline_window`], so the
-/// default fills the window): in a search that evaluation's baseline median becomes the run's
-/// reference ([`kf_core::RunBaseline`]) that every speedup is over. Three launches were too
-/// few: a worker's first launches of the baseline run slow (a LayerNorm's first three after
-/// the warm-up took 52, 79 and 85 µs where the full window's median was 52), and a median of
-/// three took the slow ones, overstating every speedup of the run by 1.5x. It costs the
-/// window's launches of the baseline once per worker (about 1.5 s for the naive GEMM at 1024³ on this project's 2-core machine).
-pub const FIRST_BASELINE_TRIALS: u32 = 15;
-
-/// Baseline launches at least in a worker's first evaluation, however slow the baseline.
-/// Past these the first evaluation stops adding launches once the baseline's launches (its
-/// warm-up included) have taken [`FIRST_BASELINE_SECONDS`]: a naive 2048³ GEMM takes 4 s a
-/// launch on one core of this project's machine, and fifteen of them passed the evaluation's
-/// 60 s limit, so no evaluation of such a run could finish. A baseline that slow varies far
-/// less between launches than one of microseconds, which is what the fifteen are for.
-pub const FIRST_BASELINE_MIN_TRIALS: u32 = 3;
-
-/// Seconds of baseline launches after which a worker's first evaluation stops adding them
-/// (once it has [`FIRST_BASELINE_MIN_TRIALS`]). Fifteen launches of the naive GEMM at 1024³
-/// take about 1.5 s on this project's 2-core machine, so that run's reference is unchanged.
-pub const FIRST_BASELINE_SECONDS: f64 = 4.0;
-
-/// The first evaluation's baseline budget in [`EvalConfig::for_tuning`], seconds. A tuning
-/// run's baseline only feeds its reported speedups and the timeout (strategies compare the
-/// candidates' times), and a baseline slow enough to reach this bound varies little between
-/// launches; at 1024³ the naive GEMM's 13 first launches took 4.3 s of a 40-configuration
-/// run's 28.5 s of tuning on this project's 2-core machine.
-pub const TUNING_FIRST_BASELINE_SECONDS: f64 = 1.0;
-
-/// Whether an evaluation that has launched the baseline `done` times, taking `seconds`,
-/// launches it again: up to `most` times, and past `least` only while the launches have taken
-/// less than `budget_s` ([`TimingConfig::first_baseline_seconds`]).
-pub(crate) fn more_baseline(done: u32, seconds: f64, least: u32, most: u32, budget_s: f64) -> bool {
-    done < most && (done < least || seconds < budget_s)
-}
-
-/// How often a slow baseline is re-measured, in evaluations, at least: one whose median
-/// launch takes more than half of [`TimingConfig::max_seconds`] (the candidate's whole timing
-/// budget). In a search the speedups are over the run's reference ([`kf_core::RunBaseline`]),
-/// so the baseline timed beside a candidate only feeds its reported speedup and the timeout,
-/// and at 2048³ the naive GEMM's launch (2 s on two cores) cost more than the candidate's
-/// timing. Between re-measurements the window's median stands in.
-pub const SLOW_BASELINE_EVERY: u32 = 8;
-
-/// [`TimingConfig::baseline_every`], or [`SLOW_BASELINE_EVERY`] when the baseline's median
-/// launch (`median_s`) is slow against the candidate's timing budget.
-pub(crate) fn baseline_every(t: &TimingConfig, median_s: Option<f64>) -> u32 {
-    match median_s {
-        Some(m) if m > 0.5 * t.max_seconds => t.baseline_every.max(SLOW_BASELINE_EVERY),
-        _ => t.baseline_every,
-    }
-}
-
-/// Baseline launches in a worker's first evaluation ([`FIRST_BASELINE_TRIALS`]; none when
-/// the configuration times no baseline).
-pub(crate) fn first_baseline_trials(t: &TimingConfig) -> u32 {
-    if t.baseline_trials == 0 {
-        return 0;
-    }
-    let window = u32::try_from(t.baseline_window.max(1)).unwrap_or(u32::MAX);
-    t.baseline_trials.max(FIRST_BASELINE_TRIALS.min(window))
-}
-
 /// Evaluations that reuse an input set in [`EvalConfig::for_tuning`].
 pub const TUNING_REUSE_INPUTS: u32 = 32;
-
-/// How often [`EvalConfig::for_tuning`] re-measures the baseline, in evaluations. In a tuning
-/// run the baseline only feeds the reported speedups and the timeout (strategies compare
-/// times), so a window median at most 63 evaluations old is enough; at 1024³ the naive GEMM
-/// baseline's three launches cost as much as a quarter of a configuration's evaluation.
-pub const TUNING_BASELINE_EVERY: u32 = 64;
-
-impl Default for TimingConfig {
-    fn default() -> Self {
-        TimingConfig {
-            warmup: 2,
-            min_trials: 10,
-            min_seconds: 0.05,
-            max_trials: 200,
-            max_seconds: 3.0,
-            baseline_trials: 3,
-            baseline_window: 15,
-            rotation: crate::rotation::DEFAULT_ROTATION,
-            flush_caches: false,
-            baseline_every: 1,
-            early_stop: None,
-            first_baseline_seconds: FIRST_BASELINE_SECONDS,
-        }
-    }
-}
 
 /// Configuration of the protocol.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -252,6 +108,14 @@ impl EvalConfig {
 /// [`kf_core::Offspring::extraction_failure`].
 pub const EXTRACTION_ERROR_MARKER: &str = kf_core::EXTRACTION_FAILURE_MARKER;
 
+mod timing;
+
+pub(crate) use timing::first_baseline_trials;
+pub use timing::{
+    TimingConfig, FIRST_BASELINE_MIN_TRIALS, FIRST_BASELINE_SECONDS, FIRST_BASELINE_TRIALS,
+    SLOW_BASELINE_EVERY, TUNING_BASELINE_EVERY, TUNING_FIRST_BASELINE_SECONDS,
+};
+
 /// Keeps the head and the tail of a long text, so a build log's first error and its summary
 /// both survive.
 pub fn bounded(text: &str, max: usize) -> String {
@@ -332,6 +196,14 @@ struct Prepared<'t, B> {
     fresh: bool,
 }
 
+/// The input sets a kernel passed: the first (at the task's sizes) kept for timing, the
+/// worst correctness report, and each set's sizes.
+struct Verified<'t, B> {
+    timed: Prepared<'t, B>,
+    worst: Option<CorrectnessReport>,
+    checked: Vec<String>,
+}
+
 /// An input set kept for reuse, with its reference and how often it was used.
 struct CachedInputs {
     data: Arc<Vec<HostBuffer>>,
@@ -392,6 +264,14 @@ fn value_arg<'a, T>(arg: &ArgSpec, sizes: &Sizes) -> Option<KernelArg<'a, T>> {
     }
 }
 
+/// A guarded buffer as a kernel argument: the kernel's view starts past the front guard.
+fn buffer_arg<T>(g: &Guarded<T>) -> KernelArg<'_, T> {
+    KernelArg::Buffer {
+        buffer: &g.buffer,
+        offset: g.guard,
+    }
+}
+
 /// The task's arguments in its order, then every buffer past the task's own (a sequence's
 /// scratch, in declaration order).
 fn kernel_args<'a, B: Backend>(
@@ -399,15 +279,11 @@ fn kernel_args<'a, B: Backend>(
     sizes: &Sizes,
     buffers: &'a [Guarded<B::Buffer>],
 ) -> Vec<KernelArg<'a, B::Buffer>> {
-    let as_arg = |g: &'a Guarded<B::Buffer>| KernelArg::Buffer {
-        buffer: &g.buffer,
-        offset: g.guard,
-    };
-    let scratch = buffers.iter().skip(task.buffers().len()).map(as_arg);
+    let scratch = buffers.iter().skip(task.buffers().len()).map(buffer_arg);
     task.args()
         .iter()
         .filter_map(|a| match a {
-            ArgSpec::Buffer(i) => buffers.get(*i).map(as_arg),
+            ArgSpec::Buffer(i) => buffers.get(*i).map(buffer_arg),
             other => value_arg(other, sizes),
         })
         .chain(scratch)
@@ -427,45 +303,12 @@ fn check_after_launch<B: Backend>(
     let mut worst: Option<CorrectnessReport> = None;
     for (i, (spec, g)) in task.buffers().iter().zip(buffers).enumerate() {
         let bytes = read(backend, g)?;
-        if let Some(at) = guard_violation(&bytes[..g.guard]) {
-            return Err(Failure::new(
-                Status::RuntimeError,
-                format!(
-                    "wrote out of bounds: {} bytes before the start of buffer {}",
-                    g.guard - at,
-                    spec.name
-                ),
-            ));
-        }
-        if let Some(at) = guard_violation(&bytes[g.guard + g.bytes..]) {
-            return Err(Failure::new(
-                Status::RuntimeError,
-                format!(
-                    "wrote out of bounds: {} bytes past the end of buffer {} ({} elements)",
-                    at + 1,
-                    spec.name,
-                    spec.elements
-                ),
-            ));
-        }
+        check_guards(spec, g, &bytes)?;
         let body = &bytes[g.guard..g.guard + g.bytes];
         match spec.role {
             Role::Input => {
                 let original = data.get(i).map(HostBuffer::to_bytes).unwrap_or_default();
-                if body != original.as_slice() {
-                    let first = body
-                        .chunks_exact(spec.dtype.size())
-                        .zip(original.chunks_exact(spec.dtype.size()))
-                        .position(|(a, b)| a != b)
-                        .unwrap_or(0);
-                    return Err(Failure::new(
-                        Status::RuntimeError,
-                        format!(
-                            "modified its input {} (first changed element {first}); inputs must stay unchanged",
-                            spec.name
-                        ),
-                    ));
-                }
+                check_input_unchanged(spec, body, &original)?;
             }
             Role::Output | Role::InOut => {
                 let out = HostBuffer::from_bytes(spec.dtype, body);
@@ -474,59 +317,10 @@ fn check_after_launch<B: Backend>(
                 };
                 let tolerance = &tolerance_for(spec.dtype, tolerance);
                 let extra = allowance.get(i).and_then(Option::as_deref);
-                match compare_buffers_with(&out, expected, tolerance, extra) {
-                    Verdict::Close(r) => {
-                        if worst.is_none_or(|w| r.fraction_within < w.fraction_within) {
-                            worst = Some(r);
-                        }
-                    }
-                    Verdict::Unwritten {
-                        count,
-                        first,
-                        total,
-                    } => {
-                        return Err(Failure::new(
-                            Status::WrongShape,
-                            format!(
-                                "left {count} of {total} elements of {} unwritten (first unwritten index {first}, \
-                                 row {} if rows are {} wide)",
-                                spec.name,
-                                first / row_width(task).max(1),
-                                row_width(task)
-                            ),
-                        ));
-                    }
-                    Verdict::NonFinite { count, first } => {
-                        return Err(Failure::new(
-                            Status::WrongValues,
-                            format!(
-                                "produced {count} NaN or infinite values in {} (first at index {first}); \
-                                 these are never accepted",
-                                spec.name
-                            ),
-                        ));
-                    }
-                    Verdict::Mismatch(r) => {
-                        let mut f = Failure::new(
-                            Status::WrongValues,
-                            format!(
-                                "{} differs from the reference: first mismatch at index {}, max abs error {:.3e}, \
-                                 max rel error {:.3e}, {:.2}% of elements within {:.0}% (need > {:.0}%), cosine {:.6} \
-                                 (need >= {})",
-                                spec.name,
-                                r.first_mismatch.map_or("-".into(), |i| i.to_string()),
-                                r.max_abs_error,
-                                r.max_rel_error,
-                                100.0 * r.fraction_within,
-                                100.0 * tolerance.relative_threshold,
-                                100.0 * tolerance.min_fraction_within,
-                                r.cosine,
-                                tolerance.min_cosine
-                            ),
-                        );
-                        f.report = Some(r);
-                        return Err(f);
-                    }
+                let verdict = compare_buffers_with(&out, expected, tolerance, extra);
+                let r = judge_output(task, spec, verdict, tolerance)?;
+                if worst.is_none_or(|w| r.fraction_within < w.fraction_within) {
+                    worst = Some(r);
                 }
             }
         }
@@ -536,6 +330,107 @@ fn check_after_launch<B: Backend>(
         cosine: 1.0,
         ..CorrectnessReport::default()
     }))
+}
+
+/// The guard regions around buffer `spec` (read back whole as `bytes`) must be untouched.
+fn check_guards<T>(spec: &BufferSpec, g: &Guarded<T>, bytes: &[u8]) -> Result<(), Failure> {
+    if let Some(at) = guard_violation(&bytes[..g.guard]) {
+        return Err(Failure::new(
+            Status::RuntimeError,
+            format!(
+                "wrote out of bounds: {} bytes before the start of buffer {}",
+                g.guard - at,
+                spec.name
+            ),
+        ));
+    }
+    if let Some(at) = guard_violation(&bytes[g.guard + g.bytes..]) {
+        return Err(Failure::new(
+            Status::RuntimeError,
+            format!(
+                "wrote out of bounds: {} bytes past the end of buffer {} ({} elements)",
+                at + 1,
+                spec.name,
+                spec.elements
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// An input buffer must hold exactly the data it was given (`original`).
+fn check_input_unchanged(spec: &BufferSpec, body: &[u8], original: &[u8]) -> Result<(), Failure> {
+    if body == original {
+        return Ok(());
+    }
+    let first = body
+        .chunks_exact(spec.dtype.size())
+        .zip(original.chunks_exact(spec.dtype.size()))
+        .position(|(a, b)| a != b)
+        .unwrap_or(0);
+    Err(Failure::new(
+        Status::RuntimeError,
+        format!(
+            "modified its input {} (first changed element {first}); inputs must stay unchanged",
+            spec.name
+        ),
+    ))
+}
+
+/// An output's verdict against the reference: its report when close enough, else the
+/// failure that says what is wrong (unwritten elements, NaN or Inf, a mismatch).
+fn judge_output(
+    task: &dyn KernelTask,
+    spec: &BufferSpec,
+    verdict: Verdict,
+    tolerance: &kf_core::Tolerance,
+) -> Result<CorrectnessReport, Failure> {
+    match verdict {
+        Verdict::Close(r) => Ok(r),
+        Verdict::Unwritten {
+            count,
+            first,
+            total,
+        } => Err(Failure::new(
+            Status::WrongShape,
+            format!(
+                "left {count} of {total} elements of {} unwritten (first unwritten index {first}, \
+                 row {} if rows are {} wide)",
+                spec.name,
+                first / row_width(task).max(1),
+                row_width(task)
+            ),
+        )),
+        Verdict::NonFinite { count, first } => Err(Failure::new(
+            Status::WrongValues,
+            format!(
+                "produced {count} NaN or infinite values in {} (first at index {first}); \
+                 these are never accepted",
+                spec.name
+            ),
+        )),
+        Verdict::Mismatch(r) => {
+            let mut f = Failure::new(
+                Status::WrongValues,
+                format!(
+                    "{} differs from the reference: first mismatch at index {}, max abs error {:.3e}, \
+                     max rel error {:.3e}, {:.2}% of elements within {:.0}% (need > {:.0}%), cosine {:.6} \
+                     (need >= {})",
+                    spec.name,
+                    r.first_mismatch.map_or("-".into(), |i| i.to_string()),
+                    r.max_abs_error,
+                    r.max_rel_error,
+                    100.0 * r.fraction_within,
+                    100.0 * tolerance.relative_threshold,
+                    100.0 * tolerance.min_fraction_within,
+                    r.cosine,
+                    tolerance.min_cosine
+                ),
+            );
+            f.report = Some(r);
+            Err(f)
+        }
+    }
 }
 
 /// The width of an output row, for diagnostics (`N` for GEMM, `COLS` for softmax).
@@ -866,16 +761,65 @@ impl<B: Backend> KernelEvaluator<B> {
             Ok(e)
         };
 
-        // Correctness on several fresh input sets: the first at the task's own sizes (the one
-        // that is timed), the others at other shapes where the manifest can launch them, so
-        // that hard-coded sizes are caught and large problems are not checked three times at
-        // full size.
+        let alternatives = self.alternative_shapes(task, &manifest, &params, 2);
+        let Verified {
+            mut timed,
+            worst,
+            checked,
+        } = match self.verify_input_sets(task, &plan, &alternatives, &kernels)? {
+            Ok(verified) => verified,
+            Err(f) => {
+                let mut e = fail(f.status, f.message, &params);
+                e.correctness = f.report;
+                return finish(e);
+            }
+        };
+
+        let (samples, baseline_stats) =
+            match self.time_beside_baseline(task, &kernels, &mut timed)? {
+                Ok(t) => t,
+                Err(f) => {
+                    let mut e = fail(f.status, format!("during timing: {}", f.message), &params);
+                    e.correctness = f.report.or(worst);
+                    return finish(e);
+                }
+            };
+        let Some(stats) = TimingStats::from_samples(&samples) else {
+            let message = "the device reported no usable timing".to_owned();
+            return finish(fail(Status::RuntimeError, message, &params));
+        };
+        let work = task.describe().work;
+        if let Some(message) = self.roofline_refusal(&work, stats.median_s) {
+            return finish(fail(Status::RuntimeError, message, &params));
+        }
+        let mut evaluation = Evaluation::correct(stats, baseline_stats);
+        evaluation.samples = kf_core::noise::keep_samples(&samples);
+        evaluation.params = params;
+        evaluation.correctness = worst.map(|mut w| {
+            w.input_sets = u32::try_from(checked.len()).unwrap_or(u32::MAX);
+            w
+        });
+        self.add_throughput(&mut evaluation, &work, stats.median_s);
+        evaluation.diagnostics = bounded(&self.correct_summary(&evaluation, &checked, &stats), max);
+        finish(evaluation)
+    }
+
+    /// Correctness on several fresh input sets: the first at the task's own sizes (the one
+    /// that is timed), the others at the `alternatives` shapes where the manifest can launch
+    /// them, so that hard-coded sizes are caught and large problems are not checked three
+    /// times at full size. `Ok(Err(_))`: the first input set the kernel failed on.
+    fn verify_input_sets<'t>(
+        &mut self,
+        task: &'t dyn KernelTask,
+        plan: &Plan,
+        alternatives: &'t [(Box<dyn KernelTask>, Plan)],
+        kernels: &[B::Kernel],
+    ) -> Result<Result<Verified<'t, B::Buffer>, Failure>, EvalError> {
         let seed = self
             .config
             .data_seed
             .unwrap_or_else(|| rand::rng().next_u64());
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let alternatives = self.alternative_shapes(task, &manifest, &params, 2);
         let sets = self.config.input_sets.max(3);
         let mut worst: Option<CorrectnessReport> = None;
         let mut checked = Vec::new();
@@ -898,7 +842,7 @@ impl<B: Backend> KernelEvaluator<B> {
                 self.profile.inputs_reused += 1;
             }
             let verify_started = Instant::now();
-            let verdict = self.launch_checked(&kernels, &mut prepared);
+            let verdict = self.launch_checked(kernels, &mut prepared);
             self.profile.verify_s += since(verify_started);
             match verdict {
                 Ok(report) => {
@@ -907,93 +851,105 @@ impl<B: Backend> KernelEvaluator<B> {
                     }
                     checked.push(sizes_text(&prepared.sizes));
                 }
-                Err(f) => {
-                    let message = format!(
+                Err(mut f) => {
+                    f.message = format!(
                         "input set {} of {sets} ({}): {}",
                         set + 1,
                         sizes_text(&prepared.sizes),
                         f.message
                     );
-                    let mut e = fail(f.status, message, &params);
-                    e.correctness = f.report;
-                    return finish(e);
+                    return Ok(Err(f));
                 }
             }
             if set == 0 {
                 timed = Some(prepared);
             }
         }
-        let Some(mut timed) = timed else {
+        let Some(timed) = timed else {
             return Err(EvalError::Backend("no input set was prepared".into()));
         };
+        Ok(Ok(Verified {
+            timed,
+            worst,
+            checked,
+        }))
+    }
 
-        // Timing, interleaved with the baseline.
+    /// Timing, interleaved with the baseline (compiled and verified first where this
+    /// evaluator has not yet), with the time of each charged to the profile. `Ok(Err(_))`:
+    /// what went wrong in a timed launch or in the re-check of its outputs.
+    fn time_beside_baseline(
+        &mut self,
+        task: &dyn KernelTask,
+        kernels: &[B::Kernel],
+        timed: &mut Prepared<'_, B::Buffer>,
+    ) -> Result<Result<timing::Timed, Failure>, EvalError> {
         let baseline_started = Instant::now();
         let baseline_key = self.ensure_baseline(task)?;
         self.profile.baseline_s += since(baseline_started);
         let timing_started = Instant::now();
         let baseline_before = self.profile.baseline_s;
-        let timing = self.time(&kernels, &mut timed, baseline_key.as_deref());
+        let timing = self.time(kernels, timed, baseline_key.as_deref());
         // time() charges its interleaved baseline launches to `baseline_s`.
         self.profile.timing_s = since(timing_started) - (self.profile.baseline_s - baseline_before);
-        let (samples, baseline_stats) = match timing {
-            Ok(t) => t,
-            Err(f) => {
-                let mut e = fail(f.status, format!("during timing: {}", f.message), &params);
-                e.correctness = f.report.or(worst);
-                return finish(e);
-            }
-        };
-        let Some(stats) = TimingStats::from_samples(&samples) else {
-            let message = "the device reported no usable timing".to_owned();
-            return finish(fail(Status::RuntimeError, message, &params));
-        };
-        let work = task.describe().work;
-        if self.config.check_roofline {
-            if let Some(peaks) = &self.peaks {
-                let bound = peaks.anti_cheat_seconds(&work);
-                if bound > 0.0 && stats.median_s < bound {
-                    let what = if peaks.measured {
-                        format!(
-                            "{:.0} GFLOP/s, {:.0} GB/s: the measured peaks with a safety margin",
-                            peaks.check_gflops, peaks.check_gbs
-                        )
-                    } else {
-                        format!(
-                            "estimated peaks {:.0} GFLOP/s, {:.0} GB/s",
-                            peaks.gflops, peaks.gbs
-                        )
-                    };
-                    let message = format!(
-                        "measured {:.3e} s is below the {bound:.3e} s this device's roofline allows \
-                         ({what}): the timing cannot be genuine",
-                        stats.median_s
-                    );
-                    return finish(fail(Status::RuntimeError, message, &params));
-                }
-            }
+        Ok(timing)
+    }
+
+    /// Why a median of `median_s` cannot be genuine: faster than this device's roofline
+    /// allows for `work` (`None`: plausible, or the check is off or has no peaks).
+    fn roofline_refusal(&self, work: &kf_core::Work, median_s: f64) -> Option<String> {
+        if !self.config.check_roofline {
+            return None;
         }
-        let mut evaluation = Evaluation::correct(stats, baseline_stats);
-        evaluation.samples = kf_core::noise::keep_samples(&samples);
-        evaluation.params = params;
-        evaluation.correctness = worst.map(|mut w| {
-            w.input_sets = u32::try_from(checked.len()).unwrap_or(u32::MAX);
-            w
-        });
-        if work.flops > 0.0 && stats.median_s > 0.0 {
-            evaluation.gflops = Some(work.flops / stats.median_s / 1e9);
+        let peaks = self.peaks.as_ref()?;
+        let bound = peaks.anti_cheat_seconds(work);
+        if !(bound > 0.0 && median_s < bound) {
+            return None;
         }
-        if work.bytes > 0.0 && stats.median_s > 0.0 {
-            evaluation.gbs = Some(work.bytes / stats.median_s / 1e9);
+        let what = if peaks.measured {
+            format!(
+                "{:.0} GFLOP/s, {:.0} GB/s: the measured peaks with a safety margin",
+                peaks.check_gflops, peaks.check_gbs
+            )
+        } else {
+            format!(
+                "estimated peaks {:.0} GFLOP/s, {:.0} GB/s",
+                peaks.gflops, peaks.gbs
+            )
+        };
+        Some(format!(
+            "measured {median_s:.3e} s is below the {bound:.3e} s this device's roofline allows \
+             ({what}): the timing cannot be genuine"
+        ))
+    }
+
+    /// A correct kernel's throughput at a median of `median_s`, and its place on the roofline
+    /// where the peaks are known.
+    fn add_throughput(&self, evaluation: &mut Evaluation, work: &kf_core::Work, median_s: f64) {
+        if work.flops > 0.0 && median_s > 0.0 {
+            evaluation.gflops = Some(work.flops / median_s / 1e9);
+        }
+        if work.bytes > 0.0 && median_s > 0.0 {
+            evaluation.gbs = Some(work.bytes / median_s / 1e9);
         }
         if let Some(point) = self
             .peaks
             .as_ref()
-            .and_then(|p| crate::characterise::roofline_point(&work, stats.median_s, p))
+            .and_then(|p| crate::characterise::roofline_point(work, median_s, p))
         {
             evaluation.roofline_fraction = Some(point.fraction);
             evaluation.memory_bound = Some(point.memory_bound);
         }
+    }
+
+    /// The diagnostics of a correct kernel: the input sets it was checked on, its timing, its
+    /// speedup over the baseline timed beside it, and whether the timing stopped early.
+    fn correct_summary(
+        &self,
+        evaluation: &Evaluation,
+        checked: &[String],
+        stats: &TimingStats,
+    ) -> String {
         let mut speed = match evaluation.speedup {
             Some(s) => format!(", {s:.2}x the baseline timed beside it"),
             None => String::new(),
@@ -1003,17 +959,13 @@ impl<B: Backend> KernelEvaluator<B> {
                 "; timing stopped early: slower than the incumbent (one-sided Mann-Whitney p = {p:.4})"
             ));
         }
-        evaluation.diagnostics = bounded(
-            &format!(
-                "correct on {} input sets ({}); median {:.4} ms over {} trials{speed}",
-                checked.len(),
-                checked.join("; "),
-                stats.median_s * 1e3,
-                stats.trials,
-            ),
-            max,
-        );
-        finish(evaluation)
+        format!(
+            "correct on {} input sets ({}); median {:.4} ms over {} trials{speed}",
+            checked.len(),
+            checked.join("; "),
+            stats.median_s * 1e3,
+            stats.trials,
+        )
     }
 
     /// The evaluator's compile options plus the compiler flags the kernel's manifest asks for
@@ -1330,292 +1282,5 @@ impl<B: Backend> KernelEvaluator<B> {
             },
         );
         Ok(Some(key))
-    }
-
-    /// Times the candidate on the prepared set, rotating copies of its inputs and interleaving
-    /// baseline launches; then checks that every timed output is still correct.
-    fn time(
-        &mut self,
-        kernels: &[B::Kernel],
-        p: &mut Prepared<'_, B::Buffer>,
-        baseline_key: Option<&str>,
-    ) -> Result<(Vec<f64>, Option<TimingStats>), Failure> {
-        let t = self.config.timing.clone();
-        let backend = &self.backend;
-        let specs = p.task.buffers();
-        let bytes_per_copy: usize = specs.iter().map(BufferSpec::bytes).sum();
-        let copies = crate::rotation::rotation_copies(bytes_per_copy, t.rotation);
-        // Copy 0 is the verified set itself; the others hold the same data in other memory.
-        let mut sets: Vec<Vec<Guarded<B::Buffer>>> = vec![std::mem::take(&mut p.buffers)];
-        for _ in 1..copies {
-            let mut bufs = specs
-                .iter()
-                .map(|s| alloc_guarded(backend, s.bytes()))
-                .collect::<Result<Vec<_>, _>>()?;
-            load(backend, p.task, &p.data, &mut bufs, &[Role::Input])?;
-            bufs.extend(alloc_scratch(backend, &p.plan)?);
-            sets.push(bufs);
-        }
-        let mut baseline = baseline_key.and_then(|k| self.baselines.get_mut(k));
-        // Between re-measurements the window's median stands in (TimingConfig::baseline_every).
-        let measure = baseline.as_deref_mut().is_some_and(|b| {
-            let median = crate::early_stop::median(b.samples.make_contiguous());
-            let m = measures_baseline(
-                b.evaluations,
-                b.samples.len(),
-                t.baseline_trials,
-                baseline_every(&t, median),
-            );
-            b.evaluations += 1;
-            m
-        });
-        if !measure {
-            baseline = None;
-        }
-        let has_baseline = baseline.is_some();
-        // The baseline needs a warm-up launch only before its first timed one.
-        let baseline_cold = baseline.as_ref().is_some_and(|b| b.samples.is_empty());
-        // The launches it takes at most, and at least whatever they cost (a cold baseline's
-        // beyond the least stop at FIRST_BASELINE_SECONDS).
-        let (baseline_trials, baseline_least) = match (measure, baseline_cold) {
-            (false, _) => (0, 0),
-            (true, false) => (t.baseline_trials, t.baseline_trials),
-            (true, true) => {
-                let most = first_baseline_trials(&t);
-                (
-                    most,
-                    most.min(t.baseline_trials.max(FIRST_BASELINE_MIN_TRIALS)),
-                )
-            }
-        };
-        let more_baseline = |done: u32, seconds: f64| {
-            more_baseline(
-                done,
-                seconds,
-                baseline_least,
-                baseline_trials,
-                t.first_baseline_seconds,
-            )
-        };
-        // The baseline writes into buffers of its own.
-        // The baseline writes into buffers of its own (and a sequence's scratch of its own).
-        let mut baseline_out = match baseline.as_deref() {
-            Some(b) => {
-                let mut out = specs
-                    .iter()
-                    .map(|s| alloc_guarded(backend, s.bytes()))
-                    .collect::<Result<Vec<_>, _>>()?;
-                out.extend(alloc_scratch(backend, &b.plan)?);
-                Some(out)
-            }
-            None => None,
-        };
-        // A sequence is timed as one launch: the sum of its kernels' device times.
-        let launch_candidate = |bufs: &mut Vec<Guarded<B::Buffer>>| -> Result<f64, Failure> {
-            load(backend, p.task, &p.data, bufs, &[Role::Output, Role::InOut])?;
-            poison_scratch(backend, &p.plan, &mut bufs[specs.len()..])?;
-            if t.flush_caches {
-                let _ = backend.flush_caches();
-            }
-            let args = kernel_args::<B>(p.task, &p.sizes, bufs);
-            let mut seconds = 0.0;
-            for stage in &p.plan.stages {
-                let Some(kernel) = kernels.get(stage.kernel) else {
-                    return Err(Failure::new(
-                        Status::RuntimeError,
-                        "a kernel of the plan was not compiled",
-                    ));
-                };
-                seconds += backend
-                    .launch(kernel, &args, &stage.range)
-                    .map(|l| l.device_seconds)
-                    .map_err(|e| backend_failure(&e, "launch failed"))?;
-            }
-            Ok(seconds)
-        };
-        let mut launch_baseline = |copy: usize,
-                                   sets: &mut Vec<Vec<Guarded<B::Buffer>>>,
-                                   record: bool|
-         -> Result<(), Failure> {
-            let (Some(b), Some(out)) = (baseline.as_deref_mut(), baseline_out.as_mut()) else {
-                return Ok(());
-            };
-            // Inputs from the rotation copy, outputs of its own.
-            for (i, (spec, d)) in specs.iter().zip(p.data.iter()).enumerate() {
-                if spec.role != Role::Input {
-                    fill(backend, &mut out[i], &payload(spec, d))?;
-                }
-            }
-            let view: Vec<&Guarded<B::Buffer>> = specs
-                .iter()
-                .enumerate()
-                .map(|(i, s)| {
-                    if s.role == Role::Input {
-                        &sets[copy][i]
-                    } else {
-                        &out[i]
-                    }
-                })
-                .collect();
-            fn as_arg<T>(g: &Guarded<T>) -> KernelArg<'_, T> {
-                KernelArg::Buffer {
-                    buffer: &g.buffer,
-                    offset: g.guard,
-                }
-            }
-            let args: Vec<KernelArg<'_, B::Buffer>> = p
-                .task
-                .args()
-                .iter()
-                .filter_map(|a| match a {
-                    ArgSpec::Buffer(i) => view.get(*i).map(|g| as_arg(g)),
-                    other => value_arg(other, &p.sizes),
-                })
-                .chain(out[specs.len()..].iter().map(as_arg))
-                .collect();
-            let mut s = 0.0;
-            for stage in &b.plan.stages {
-                let kernel = b.kernels.get(stage.kernel).ok_or_else(|| {
-                    Failure::new(Status::RuntimeError, "a baseline kernel was not compiled")
-                })?;
-                s += backend
-                    .launch(kernel, &args, &stage.range)
-                    .map_err(|e| {
-                        Failure::new(Status::RuntimeError, format!("baseline launch failed: {e}"))
-                    })?
-                    .device_seconds;
-            }
-            if !record {
-                return Ok(());
-            }
-            b.samples.push_back(s);
-            while b.samples.len() > t.baseline_window.max(1) {
-                b.samples.pop_front();
-            }
-            Ok(())
-        };
-
-        for w in 0..t.warmup {
-            launch_candidate(&mut sets[w as usize % copies])?;
-        }
-        let mut baseline_seconds = 0.0;
-        if baseline_cold {
-            let started = Instant::now();
-            launch_baseline(0, &mut sets, false)?;
-            baseline_seconds += since(started);
-        }
-        let started = Instant::now();
-        let mut samples = Vec::new();
-        let mut total = 0.0;
-        let mut trial = 0usize;
-        // Spread the baseline launches evenly over the first `min_trials` trials.
-        let every = (t.min_trials.max(1) / baseline_trials.max(1)).max(1) as usize;
-        let mut baseline_done = 0u32;
-        let stopped_early = loop {
-            let copy = trial % copies;
-            let s = launch_candidate(&mut sets[copy])?;
-            samples.push(s);
-            total += s;
-            trial += 1;
-            if more_baseline(baseline_done, baseline_seconds) && trial.is_multiple_of(every) {
-                let started = Instant::now();
-                launch_baseline((copy + 1) % copies, &mut sets, true)?;
-                baseline_seconds += since(started);
-                baseline_done += 1;
-            }
-            if let Some(p) = t.early_stop.as_ref().and_then(|rule| rule.decide(&samples)) {
-                break Some(p);
-            }
-            let enough = trial as u32 >= t.min_trials && total >= t.min_seconds;
-            let too_long = trial as u32 >= t.max_trials
-                || (trial as u32 >= t.min_trials.min(3)
-                    && started.elapsed().as_secs_f64() >= t.max_seconds);
-            if enough || too_long {
-                break None;
-            }
-        };
-        while more_baseline(baseline_done, baseline_seconds) {
-            let started = Instant::now();
-            launch_baseline(trial % copies, &mut sets, true)?;
-            baseline_seconds += since(started);
-            baseline_done += 1;
-        }
-        self.profile.baseline_s += baseline_seconds;
-        if has_baseline {
-            self.profile.baseline_launches += baseline_done + u32::from(baseline_cold);
-        }
-        self.profile.trials = u32::try_from(samples.len()).unwrap_or(u32::MAX);
-        self.profile.kernel_s = total;
-        self.profile.stopped_early = stopped_early.is_some();
-        self.early_stop_p = stopped_early;
-        // Every copy's last output must still be right: a kernel that skips work on repeated
-        // launches, or keeps state between them, is caught here.
-        let tolerance = p.task.describe().tolerance;
-        for (c, bufs) in sets.iter().enumerate().take(trial.min(copies)) {
-            check_after_launch(
-                backend,
-                p.task,
-                &p.data,
-                &p.reference,
-                &p.allowance,
-                bufs,
-                &tolerance,
-            )
-            .and_then(|_| check_scratch_after(backend, &specs, &p.plan, &bufs[specs.len()..]))
-            .map_err(|mut f| {
-                f.message = format!(
-                    "the output of timed launch on copy {c} is wrong: {}",
-                    f.message
-                );
-                f
-            })?;
-        }
-        p.buffers = sets.swap_remove(0);
-        let baseline_stats = baseline_key
-            .and_then(|k| self.baselines.get(k))
-            .and_then(|b| {
-                TimingStats::from_samples(&b.samples.iter().copied().collect::<Vec<_>>())
-            });
-        Ok((samples, baseline_stats))
-    }
-}
-
-#[cfg(test)]
-mod baseline_budget_tests {
-    use super::*;
-
-    #[test]
-    fn a_slow_first_baseline_stops_at_its_least_launches_once_its_seconds_are_spent() {
-        let (least, most) = (FIRST_BASELINE_MIN_TRIALS, FIRST_BASELINE_TRIALS);
-        // A 4 s baseline (a naive 2048³ GEMM on one core): the warm-up and one launch pass
-        // the budget, and it still gets its least.
-        let launches = |launch_s: f64| {
-            let (mut done, mut seconds) = (0, launch_s);
-            while more_baseline(done, seconds, least, most, FIRST_BASELINE_SECONDS) {
-                done += 1;
-                seconds += launch_s;
-            }
-            done
-        };
-        assert_eq!(launches(4.0), least);
-        // A 0.1 s one (the naive GEMM at 1024³ on two cores) still fills the window.
-        assert_eq!(launches(0.1), most);
-        // Between: as many as fit the budget, warm-up included.
-        assert_eq!(launches(0.5), 7);
-    }
-
-    #[test]
-    fn a_baseline_slower_than_half_the_timing_budget_is_measured_every_eighth_evaluation() {
-        let mut t = TimingConfig {
-            max_seconds: 1.0,
-            baseline_every: 1,
-            ..TimingConfig::default()
-        };
-        assert_eq!(baseline_every(&t, None), 1);
-        assert_eq!(baseline_every(&t, Some(0.4)), 1);
-        assert_eq!(baseline_every(&t, Some(2.0)), SLOW_BASELINE_EVERY);
-        // A configuration that already measures it more rarely keeps its own rule.
-        t.baseline_every = 64;
-        assert_eq!(baseline_every(&t, Some(2.0)), 64);
     }
 }

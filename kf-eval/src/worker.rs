@@ -354,29 +354,7 @@ where
             return Ok(());
         }
     };
-    // Confined before the first job: every build and every reference runs in this thread or
-    // in processes it starts, which inherit the confinement.
-    let policy = crate::confine::ConfinementPolicy::parse(
-        &std::env::var(crate::confine::CONFINE_ENV).unwrap_or_default(),
-    );
-    // The processes this worker starts (task references) follow its parent's policy.
-    crate::confine::set_process_policy(policy);
-    let confinement = if policy == crate::confine::ConfinementPolicy::Off {
-        crate::confine::WorkerLandlock::Off
-    } else {
-        // The compile caches are written by the parent (the rules below let this process
-        // read them only).
-        kf_backend_common::cache_outbox::defer_writes_to_parent();
-        let mut allowed = crate::confine::AllowedPaths::for_worker(spec.cache_dir.as_deref());
-        // The Python references run with, and the device's measured roofline
-        // (`KF_DEVICE_CACHE` or devices.json beside the compile caches), which the protocol
-        // judges against.
-        allowed
-            .read
-            .extend(crate::taskfile::python::installation_dirs());
-        allowed.read.extend(crate::characterise::cache_path());
-        crate::confine::confine_worker_thread(&allowed)
-    };
+    let confinement = confine_this_worker(&spec);
     send(
         &mut out,
         &Reply::Ready {
@@ -397,49 +375,77 @@ where
         let job: Job =
             serde_json::from_str(&line).map_err(|e| EvalError::Worker(format!("bad job: {e}")))?;
         apply_limits(&job.limits, base_address_space);
-        let task = match &job.task_file {
-            Some(file) => file
-                .build(&job.sizes, tasks.references())
-                .map(|t| Box::new(t) as Box<dyn KernelTask>),
-            None => tasks.build(&job.task, &job.sizes),
-        };
-        if job.compile_only {
-            let result = task
-                .and_then(|task| {
-                    evaluator.set_config(job.config.clone());
-                    evaluator.compile_only(task.as_ref(), &job.source, &job.params)
-                })
-                .map(Box::new)
-                .map_err(|e| e.to_string());
-            send(
-                &mut out,
-                &Reply::Compiled {
-                    id: job.id,
-                    result,
-                    cache: kf_backend_common::cache_outbox::take_deferred(),
-                },
-            )?;
-            continue;
-        }
+        send(&mut out, &run_job(&mut evaluator, &job, tasks))?;
+    }
+    Ok(())
+}
+
+/// Confines this worker's thread before its first job: every build and every reference runs
+/// in this thread or in processes it starts, which inherit the confinement. What it got goes
+/// to the parent with the `Ready`.
+fn confine_this_worker(spec: &BackendSpec) -> crate::confine::WorkerLandlock {
+    let policy = crate::confine::ConfinementPolicy::parse(
+        &std::env::var(crate::confine::CONFINE_ENV).unwrap_or_default(),
+    );
+    // The processes this worker starts (task references) follow its parent's policy.
+    crate::confine::set_process_policy(policy);
+    if policy == crate::confine::ConfinementPolicy::Off {
+        return crate::confine::WorkerLandlock::Off;
+    }
+    // The compile caches are written by the parent (the rules below let this process read
+    // them only).
+    kf_backend_common::cache_outbox::defer_writes_to_parent();
+    let mut allowed = crate::confine::AllowedPaths::for_worker(spec.cache_dir.as_deref());
+    // The Python references run with, and the device's measured roofline (`KF_DEVICE_CACHE`
+    // or devices.json beside the compile caches), which the protocol judges against.
+    allowed
+        .read
+        .extend(crate::taskfile::python::installation_dirs());
+    allowed.read.extend(crate::characterise::cache_path());
+    crate::confine::confine_worker_thread(&allowed)
+}
+
+/// Runs one job (an evaluation, or a compilation only) and says how it went, with the
+/// compile-cache entries it made for the parent to store.
+fn run_job<B: Backend>(
+    evaluator: &mut KernelEvaluator<B>,
+    job: &Job,
+    tasks: &TaskRegistry,
+) -> Reply {
+    let task = match &job.task_file {
+        Some(file) => file
+            .build(&job.sizes, tasks.references())
+            .map(|t| Box::new(t) as Box<dyn KernelTask>),
+        None => tasks.build(&job.task, &job.sizes),
+    };
+    if job.compile_only {
         let result = task
             .and_then(|task| {
                 evaluator.set_config(job.config.clone());
-                evaluator.evaluate(task.as_ref(), &job.source, &job.params)
+                evaluator.compile_only(task.as_ref(), &job.source, &job.params)
             })
             .map(Box::new)
             .map_err(|e| e.to_string());
-        let profile = *evaluator.last_profile();
-        send(
-            &mut out,
-            &Reply::Done {
-                id: job.id,
-                result,
-                profile,
-                cache: kf_backend_common::cache_outbox::take_deferred(),
-            },
-        )?;
+        return Reply::Compiled {
+            id: job.id,
+            result,
+            cache: kf_backend_common::cache_outbox::take_deferred(),
+        };
     }
-    Ok(())
+    let result = task
+        .and_then(|task| {
+            evaluator.set_config(job.config.clone());
+            evaluator.evaluate(task.as_ref(), &job.source, &job.params)
+        })
+        .map(Box::new)
+        .map_err(|e| e.to_string());
+    let profile = *evaluator.last_profile();
+    Reply::Done {
+        id: job.id,
+        result,
+        profile,
+        cache: kf_backend_common::cache_outbox::take_deferred(),
+    }
 }
 
 /// Whether this process was started as an evaluation worker.

@@ -424,18 +424,65 @@ mod platform {
         policy: ConfinementPolicy,
         what: &str,
     ) -> Result<ConfinedCommand, IncompleteConfinement> {
-        use std::os::unix::process::CommandExt;
         let mut record = Confinement::default();
         let abi = landlock::usable_abi();
-        // Landlock: made here for a command, by the worker itself otherwise.
-        let mut rules = None;
+        let rules = file_rules(allowed, abi, &mut record);
+        // seccomp: always (no Landlock ABI covers UDP or pathname UNIX sockets), with the
+        // signal rules where the Landlock scope is missing.
+        let scope_by_seccomp = abi < landlock::SCOPE_ABI;
+        let program = socket_filter(scope_by_seccomp, &mut record);
+        if program.is_some() {
+            record.network = true;
+            record.unix_sockets = true;
+            record.signals = scope_by_seccomp || rules.is_some();
+        } else if abi >= landlock::SCOPE_ABI && rules.is_some() {
+            record.signals = true;
+        }
+        if !record.signals && allowed.is_some() {
+            record
+                .missing
+                .push("signal scope: neither Landlock ABI 6 nor the seccomp rules".to_owned());
+        }
+        let mut limits = resource_limits(&mut record);
+        let cgroup = limits.take_cgroup();
+        let record = if allowed.is_some() {
+            decide(record.summarise(false), policy, what)?
+        } else {
+            // A worker: decided once it reports its file rules; what is missing already
+            // stops it now.
+            let pending_only = record.missing.iter().all(|m| m == PENDING);
+            if !pending_only && policy == ConfinementPolicy::Required {
+                return Err(IncompleteConfinement {
+                    what: what.to_owned(),
+                    missing: record.missing,
+                });
+            }
+            record.summarise(false)
+        };
+        command.env(CONFINED_ENV, "1");
+        apply_in_child(command, limits, rules, program);
+        Ok(ConfinedCommand {
+            confinement: record,
+            policy,
+            what: what.to_owned(),
+            _cgroup: cgroup,
+        })
+    }
+
+    /// Landlock: the ruleset for `allowed`, made here for a command (`None`: a worker, which
+    /// makes its own once its backend is open); what is missing goes into `record`.
+    fn file_rules(
+        allowed: Option<&AllowedPaths>,
+        abi: u32,
+        record: &mut Confinement,
+    ) -> Option<::landlock::RulesetCreated> {
         match allowed {
             Some(allowed) if abi > 0 => {
                 match landlock::ruleset(&allowed.read, &allowed.write, None, abi) {
                     Ok(r) => {
-                        rules = Some(r);
                         record.files = true;
                         record.landlock_abi = abi;
+                        return Some(r);
                     }
                     Err(e) => record
                         .missing
@@ -453,38 +500,30 @@ mod platform {
                 .missing
                 .push(format!("file rules: {}", landlock::NO_LANDLOCK)),
         }
-        // seccomp: always (no Landlock ABI covers UDP or pathname UNIX sockets), with the
-        // signal rules where the Landlock scope is missing.
-        let scope_by_seccomp = abi < landlock::SCOPE_ABI;
-        let program = match seccomp::unavailable() {
-            Some(why) => {
-                record
-                    .missing
-                    .push(format!("network and UNIX sockets: {why}"));
-                None
-            }
-            None => match seccomp::program(scope_by_seccomp) {
-                Ok(p) => Some(p),
-                Err(why) => {
-                    record
-                        .missing
-                        .push(format!("network and UNIX sockets: {why}"));
-                    None
-                }
+        None
+    }
+
+    /// The seccomp filter of network and UNIX sockets (and, with `scope_signals`, of
+    /// signals); `None`, noted in `record`, where this system cannot install one.
+    fn socket_filter(
+        scope_signals: bool,
+        record: &mut Confinement,
+    ) -> Option<seccompiler::BpfProgram> {
+        let why = match seccomp::unavailable() {
+            Some(why) => why,
+            None => match seccomp::program(scope_signals) {
+                Ok(p) => return Some(p),
+                Err(why) => why.to_string(),
             },
         };
-        if program.is_some() {
-            record.network = true;
-            record.unix_sockets = true;
-            record.signals = scope_by_seccomp || rules.is_some();
-        } else if abi >= landlock::SCOPE_ABI && rules.is_some() {
-            record.signals = true;
-        }
-        if !record.signals && allowed.is_some() {
-            record
-                .missing
-                .push("signal scope: neither Landlock ABI 6 nor the seccomp rules".to_owned());
-        }
+        record
+            .missing
+            .push(format!("network and UNIX sockets: {why}"));
+        None
+    }
+
+    /// The resource limits (and cgroup) prepared for the child, described in `record`.
+    fn resource_limits(record: &mut Confinement) -> limits::Prepared {
         let mut limits = limits::Prepared::new();
         if let Some(why) = limits.missing.take() {
             record.missing.push(why);
@@ -495,22 +534,18 @@ mod platform {
             limits::FILE_SIZE_BYTES >> 20,
             limits::OPEN_FILES
         );
-        let cgroup = limits.take_cgroup();
-        let record = if allowed.is_some() {
-            decide(record.summarise(false), policy, what)?
-        } else {
-            // A worker: decided once it reports its file rules; what is missing already
-            // stops it now.
-            let pending_only = record.missing.iter().all(|m| m == PENDING);
-            if !pending_only && policy == ConfinementPolicy::Required {
-                return Err(IncompleteConfinement {
-                    what: what.to_owned(),
-                    missing: record.missing,
-                });
-            }
-            record.summarise(false)
-        };
-        command.env(CONFINED_ENV, "1");
+        limits
+    }
+
+    /// Has the child apply the limits, the Landlock rules and the seccomp filter between
+    /// `fork` and `exec`, in that order.
+    fn apply_in_child(
+        command: &mut Command,
+        limits: limits::Prepared,
+        rules: Option<::landlock::RulesetCreated>,
+        program: Option<seccompiler::BpfProgram>,
+    ) {
+        use std::os::unix::process::CommandExt;
         let rules = std::sync::Mutex::new(rules);
         let mut program = program;
         // SAFETY: the closure runs in the child between fork and exec, where only
@@ -534,12 +569,6 @@ mod platform {
                 Ok(())
             });
         }
-        Ok(ConfinedCommand {
-            confinement: record,
-            policy,
-            what: what.to_owned(),
-            _cgroup: cgroup,
-        })
     }
 }
 

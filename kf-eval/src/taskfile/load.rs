@@ -8,7 +8,7 @@ use kf_manifest::{Expr, ExprSite, Symbols};
 
 use super::error::TaskFileError;
 use super::init::Init;
-use super::schema::{BufferRole, Dtype, TaskSpec};
+use super::schema::{BufferDecl, BufferRole, Dtype, TaskSpec};
 use crate::tasks::spec::Sizes;
 
 /// Largest number of elements of one buffer.
@@ -106,299 +106,35 @@ impl TaskFile {
         base: TaskBase,
     ) -> Result<TaskFile, TaskFileError> {
         let file = file.into();
-        let bad = |field: &str, message: String| TaskFileError::invalid(&file, field, message);
-        if !is_identifier(&spec.name.replace('-', "_")) {
-            return Err(bad(
-                "name",
-                format!(
-                    "`{}` must be a non-empty name of letters, digits, `_`, `-`",
-                    spec.name
-                ),
-            ));
-        }
-        // Names: sizes, scalars and buffers share one namespace (they all appear in `args`).
-        let mut seen: IndexMap<String, String> = IndexMap::new();
-        let mut declare = |name: &str, field: String| -> Result<(), TaskFileError> {
-            if !is_identifier(name) {
-                return Err(bad(&field, format!("`{name}` is not an identifier")));
-            }
-            if let Some(other) = seen.get(name) {
-                return Err(bad(
-                    &field,
-                    format!("`{name}` is already declared by {other}"),
-                ));
-            }
-            seen.insert(name.to_owned(), field);
-            Ok(())
-        };
-        for (k, v) in &spec.sizes {
-            declare(k, format!("sizes.{k}"))?;
-            check_size_value(*v).map_err(|e| bad(&format!("sizes.{k}"), e.to_string()))?;
-        }
-        for (i, s) in spec.scalars.iter().enumerate() {
-            declare(&s.name, format!("scalar[{i}].name"))?;
-            if s.dtype == Dtype::F16 {
-                return Err(bad(
-                    &format!("scalar[{i}].dtype"),
-                    "scalars are f32 or i32 (pass half values as f32)".into(),
-                ));
-            }
-            let v = s.value.as_f64();
-            let ok = match s.dtype {
-                Dtype::I32 => {
-                    v.fract() == 0.0 && v >= f64::from(i32::MIN) && v <= f64::from(i32::MAX)
-                }
-                _ => v.is_finite() && v.abs() <= f64::from(f32::MAX),
-            };
-            if !ok {
-                return Err(bad(
-                    &format!("scalar[{i}].value"),
-                    format!("{v} is not a valid {}", s.dtype),
-                ));
-            }
-        }
-        if spec.buffers.is_empty() {
-            return Err(bad("buffer", "a task needs at least one [[buffer]]".into()));
-        }
-        let mut shapes = Vec::new();
-        let mut inits = Vec::new();
-        let mut accumulates = Vec::new();
-        for (i, b) in spec.buffers.iter().enumerate() {
-            declare(&b.name, format!("buffer[{i}].name"))?;
-            if b.shape.is_empty() {
-                return Err(bad(
-                    &format!("buffer[{i}].shape"),
-                    "needs at least one dimension".into(),
-                ));
-            }
-            let mut dims = Vec::new();
-            for (d, e) in b.shape.iter().enumerate() {
-                let site = ExprSite {
-                    file: file.clone(),
-                    field: format!("buffer[{i}].shape[{d}] (buffer `{}`)", b.name),
-                };
-                let expr = Expr::parse(&e.text(), &site)?;
-                if let Some(v) = expr.variables().find(|v| !spec.sizes.contains_key(*v)) {
-                    return Err(bad(
-                        &site.field,
-                        format!(
-                            "`{}` uses `{v}`, which is not a size (sizes: {})",
-                            expr.text(),
-                            names(spec.sizes.keys())
-                        ),
-                    ));
-                }
-                dims.push(expr);
-            }
-            shapes.push(dims);
-            accumulates.push(match &b.accumulates {
-                None => None,
-                Some(text) => {
-                    let field = format!("buffer[{i}].accumulates (buffer `{}`)", b.name);
-                    if b.role == BufferRole::Input || b.dtype == Dtype::I32 {
-                        return Err(bad(
-                            &field,
-                            "only float outputs accumulate (the rule widens their tolerance)"
-                                .into(),
-                        ));
-                    }
-                    if spec.reference.python.is_none() && spec.reference.rust.is_none() {
-                        return Err(bad(
-                            &field,
-                            "needs a Python or Rust reference (run on the inputs' absolute \
-                             values for the terms' magnitudes)"
-                                .into(),
-                        ));
-                    }
-                    let site = ExprSite {
-                        file: file.clone(),
-                        field: field.clone(),
-                    };
-                    let expr = Expr::parse(&text.text(), &site)?;
-                    if let Some(v) = expr.variables().find(|v| !spec.sizes.contains_key(*v)) {
-                        return Err(bad(
-                            &field,
-                            format!("`{}` uses `{v}`, which is not a size", expr.text()),
-                        ));
-                    }
-                    Some(expr)
-                }
-            });
-            let texts = b.init.as_ref().map(|i| i.to_vec()).unwrap_or_default();
-            if texts.is_empty() && b.init.is_some() {
-                return Err(bad(&format!("buffer[{i}].init"), "is an empty list".into()));
-            }
-            let parsed = texts
-                .iter()
-                .map(|t| Init::parse(t, b.dtype))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| bad(&format!("buffer[{i}].init"), e.to_string()))?;
-            inits.push(if parsed.is_empty() {
-                vec![Init::default_for(b.dtype)]
-            } else {
-                parsed
-            });
-        }
-        if !spec
-            .buffers
-            .iter()
-            .any(|b| matches!(b.role, BufferRole::Output | BufferRole::Inout))
-        {
-            return Err(bad(
-                "buffer",
-                "no buffer has role `output` or `inout`: there would be nothing to check".into(),
-            ));
-        }
-        // Arguments: every name known, no repeats, every buffer passed.
-        let mut passed = vec![false; spec.buffers.len()];
-        for (i, a) in spec.args.iter().enumerate() {
-            if spec.args[..i].contains(a) {
-                return Err(bad(&format!("args[{i}]"), format!("`{a}` is listed twice")));
-            }
-            match seen.get(a.as_str()) {
-                Some(_) => {
-                    if let Some(b) = spec.buffers.iter().position(|b| &b.name == a) {
-                        passed[b] = true;
-                    }
-                }
-                None => {
-                    return Err(bad(
-                        &format!("args[{i}]"),
-                        format!(
-                            "`{a}` is neither a buffer, a scalar nor a size (declared: {})",
-                            names(seen.keys())
-                        ),
-                    ))
-                }
-            }
-        }
-        if let Some(b) = passed.iter().position(|p| !p) {
-            return Err(bad(
-                "args",
-                format!(
-                    "buffer `{}` is not passed to the kernel: add it to args",
-                    spec.buffers[b].name
-                ),
-            ));
-        }
-        // Tolerance.
-        if let Some(t) = &spec.tolerance {
-            for (field, v) in [
-                ("atol", t.atol),
-                ("rtol", t.rtol),
-                ("relative_threshold", t.relative_threshold),
-                ("min_fraction_within", t.min_fraction_within),
-                ("min_cosine", t.min_cosine),
-            ] {
-                if let Some(v) = v {
-                    if !v.is_finite() || v < 0.0 {
-                        return Err(bad(
-                            &format!("tolerance.{field}"),
-                            format!("{v} must be a finite number >= 0"),
-                        ));
-                    }
-                }
-            }
-        }
-        // Work.
-        let work_expr = |field: &str, e: Option<&super::schema::ExprText>| {
-            e.map(|e| {
-                let site = ExprSite {
-                    file: file.clone(),
-                    field: format!("work.{field}"),
-                };
-                let expr = Expr::parse(&e.text(), &site)?;
-                if let Some(v) = expr.variables().find(|v| !spec.sizes.contains_key(*v)) {
-                    return Err(bad(
-                        &site.field,
-                        format!("`{}` uses `{v}`, which is not a size", expr.text()),
-                    ));
-                }
-                Ok(expr)
-            })
-            .transpose()
-        };
-        let flops = work_expr("flops", spec.work.as_ref().and_then(|w| w.flops.as_ref()))?;
-        let bytes = work_expr("bytes", spec.work.as_ref().and_then(|w| w.bytes.as_ref()))?;
-        // Alternative sizes: expressions over the sizes.
-        let mut alternatives = Vec::new();
-        for (i, alt) in spec.alternative_sizes.iter().enumerate() {
-            let mut table = Vec::new();
-            for (k, v) in alt {
-                let field = format!("alternative_sizes[{i}].{k}");
-                if !spec.sizes.contains_key(k) {
-                    return Err(bad(&field, format!("`{k}` is not a size")));
-                }
-                let site = ExprSite {
-                    file: file.clone(),
-                    field: field.clone(),
-                };
-                let expr = Expr::parse(&v.text(), &site)?;
-                if let Some(v) = expr.variables().find(|v| !spec.sizes.contains_key(*v)) {
-                    return Err(bad(
-                        &field,
-                        format!("`{}` uses `{v}`, which is not a size", expr.text()),
-                    ));
-                }
-                table.push((k.clone(), expr));
-            }
-            alternatives.push(table);
-        }
+        // Every check runs in the file's order of fields, so that the first error reported is
+        // the first one a reader meets.
+        let mut check = SpecCheck::new(&spec, &file);
+        check.name()?;
+        check.sizes()?;
+        check.scalars()?;
+        let buffers = check.buffers()?;
+        check.args()?;
+        check.tolerance()?;
+        let flops = check.work_expr("flops", spec.work.as_ref().and_then(|w| w.flops.as_ref()))?;
+        let bytes = check.work_expr("bytes", spec.work.as_ref().and_then(|w| w.bytes.as_ref()))?;
+        let alternatives = check.alternatives()?;
         if let Some(family) = &spec.family {
             family.validate(&spec, &file)?;
         }
-        // Reference and baseline files.
-        let r = &spec.reference;
-        let given = [&r.python, &r.kernel, &r.rust]
-            .iter()
-            .filter(|v| v.is_some())
-            .count();
-        if given != 1 {
-            return Err(bad(
-                "reference",
-                "give exactly one of python = \"ref.py\", kernel = \"trusted.toml\" or rust = \"name\""
-                    .into(),
-            ));
-        }
-        if let Some(t) = r.timeout_s {
-            if !(t.is_finite() && t > 0.0) {
-                return Err(bad("reference.timeout_s", format!("{t} must be positive")));
-            }
-        }
-        let mut hasher = blake3::Hasher::new();
-        hasher.update(serde_json::to_string(&spec).unwrap_or_default().as_bytes());
+        check.reference()?;
         let task = TaskFile {
             spec,
             file,
             base,
-            shapes,
-            inits,
-            accumulates,
+            shapes: buffers.shapes,
+            inits: buffers.inits,
+            accumulates: buffers.accumulates,
             flops,
             bytes,
             alternatives,
             content_hash: String::new(),
         };
-        let mut named = Vec::new();
-        if let Some(p) = &task.spec.reference.python {
-            named.push(("reference.python", p.clone()));
-        }
-        if let Some(k) = &task.spec.reference.kernel {
-            named.push(("reference.kernel", k.clone()));
-        }
-        if let Some(b) = &task.spec.baseline {
-            for k in b.kernel.to_vec() {
-                named.push(("baseline.kernel", k));
-            }
-        }
-        for (field, rel) in &named {
-            let text = task.read_relative(rel, field)?;
-            if field.ends_with("kernel") {
-                task.kernel_manifest(rel, field)?;
-            }
-            hasher.update(rel.as_bytes());
-            hasher.update(text.as_bytes());
-        }
+        let content_hash = task.hash_with_named_files()?;
         // Every shape must be valid at the default sizes and at the alternatives.
         task.buffer_elements(&task.spec.sizes)?;
         for i in 0..task.alternatives.len() {
@@ -406,9 +142,47 @@ impl TaskFile {
             task.buffer_elements(&s)?;
         }
         Ok(TaskFile {
-            content_hash: hasher.finalize().to_hex().to_string(),
+            content_hash,
             ..task
         })
+    }
+
+    /// The files the task file names (reference script or kernel, baseline kernels), each
+    /// with the field that names it.
+    fn named_files(&self) -> Vec<(&'static str, String)> {
+        let mut named = Vec::new();
+        if let Some(p) = &self.spec.reference.python {
+            named.push(("reference.python", p.clone()));
+        }
+        if let Some(k) = &self.spec.reference.kernel {
+            named.push(("reference.kernel", k.clone()));
+        }
+        if let Some(b) = &self.spec.baseline {
+            for k in b.kernel.to_vec() {
+                named.push(("baseline.kernel", k));
+            }
+        }
+        named
+    }
+
+    /// Hash of the spec and of every file it names, for reference caches; reading them
+    /// checks that each exists, and that each kernel's manifest is valid.
+    fn hash_with_named_files(&self) -> Result<String, TaskFileError> {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(
+            serde_json::to_string(&self.spec)
+                .unwrap_or_default()
+                .as_bytes(),
+        );
+        for (field, rel) in &self.named_files() {
+            let text = self.read_relative(rel, field)?;
+            if field.ends_with("kernel") {
+                self.kernel_manifest(rel, field)?;
+            }
+            hasher.update(rel.as_bytes());
+            hasher.update(text.as_bytes());
+        }
+        Ok(hasher.finalize().to_hex().to_string())
     }
 
     /// The task's name.
@@ -634,6 +408,320 @@ impl TaskFile {
     /// The input distributions of buffer `i`.
     pub fn inits(&self, i: usize) -> &[Init] {
         self.inits.get(i).map(Vec::as_slice).unwrap_or(&[])
+    }
+}
+
+/// The parsed per-buffer parts of a spec, in its buffers' order.
+struct BufferParts {
+    shapes: Vec<Vec<Expr>>,
+    inits: Vec<Vec<Init>>,
+    accumulates: Vec<Option<Expr>>,
+}
+
+/// The validation of one spec: every error names the file and the field.
+struct SpecCheck<'a> {
+    spec: &'a TaskSpec,
+    file: &'a str,
+    /// Sizes, scalars and buffers share one namespace (they all appear in `args`): every name
+    /// declared so far, with the field that declared it.
+    seen: IndexMap<String, String>,
+}
+
+impl<'a> SpecCheck<'a> {
+    fn new(spec: &'a TaskSpec, file: &'a str) -> Self {
+        SpecCheck {
+            spec,
+            file,
+            seen: IndexMap::new(),
+        }
+    }
+
+    /// The error of `field`.
+    fn bad(&self, field: &str, message: String) -> TaskFileError {
+        TaskFileError::invalid(self.file, field, message)
+    }
+
+    /// Declares `name` in the shared namespace: it must be an identifier used by no other
+    /// size, scalar or buffer.
+    fn declare(&mut self, name: &str, field: String) -> Result<(), TaskFileError> {
+        if !is_identifier(name) {
+            return Err(self.bad(&field, format!("`{name}` is not an identifier")));
+        }
+        if let Some(other) = self.seen.get(name) {
+            return Err(self.bad(&field, format!("`{name}` is already declared by {other}")));
+        }
+        self.seen.insert(name.to_owned(), field);
+        Ok(())
+    }
+
+    /// Parses `text` (at `field`) as an expression over the task's sizes only; `list_sizes`
+    /// adds the declared sizes to the error (for shapes, where a typo is the likely cause).
+    fn size_expr(
+        &self,
+        text: &str,
+        field: String,
+        list_sizes: bool,
+    ) -> Result<Expr, TaskFileError> {
+        let site = ExprSite {
+            file: self.file.to_owned(),
+            field,
+        };
+        let expr = Expr::parse(text, &site)?;
+        if let Some(v) = expr.variables().find(|v| !self.spec.sizes.contains_key(*v)) {
+            let mut message = format!("`{}` uses `{v}`, which is not a size", expr.text());
+            if list_sizes {
+                message.push_str(&format!(" (sizes: {})", names(self.spec.sizes.keys())));
+            }
+            return Err(self.bad(&site.field, message));
+        }
+        Ok(expr)
+    }
+
+    /// The task's name: letters, digits, `_` and `-`.
+    fn name(&self) -> Result<(), TaskFileError> {
+        if !is_identifier(&self.spec.name.replace('-', "_")) {
+            return Err(self.bad(
+                "name",
+                format!(
+                    "`{}` must be a non-empty name of letters, digits, `_`, `-`",
+                    self.spec.name
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every size declared once, each a positive 32-bit integer.
+    fn sizes(&mut self) -> Result<(), TaskFileError> {
+        for (k, v) in &self.spec.sizes {
+            self.declare(k, format!("sizes.{k}"))?;
+            check_size_value(*v).map_err(|e| self.bad(&format!("sizes.{k}"), e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// Every scalar declared once, `f32` or `i32`, with a value its type holds.
+    fn scalars(&mut self) -> Result<(), TaskFileError> {
+        for (i, s) in self.spec.scalars.iter().enumerate() {
+            self.declare(&s.name, format!("scalar[{i}].name"))?;
+            if s.dtype == Dtype::F16 {
+                return Err(self.bad(
+                    &format!("scalar[{i}].dtype"),
+                    "scalars are f32 or i32 (pass half values as f32)".into(),
+                ));
+            }
+            let v = s.value.as_f64();
+            let ok = match s.dtype {
+                Dtype::I32 => {
+                    v.fract() == 0.0 && v >= f64::from(i32::MIN) && v <= f64::from(i32::MAX)
+                }
+                _ => v.is_finite() && v.abs() <= f64::from(f32::MAX),
+            };
+            if !ok {
+                return Err(self.bad(
+                    &format!("scalar[{i}].value"),
+                    format!("{v} is not a valid {}", s.dtype),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every buffer declared once, with its shape, accumulation rule and inputs parsed; at
+    /// least one buffer, and at least one that is checked.
+    fn buffers(&mut self) -> Result<BufferParts, TaskFileError> {
+        if self.spec.buffers.is_empty() {
+            return Err(self.bad("buffer", "a task needs at least one [[buffer]]".into()));
+        }
+        let mut parts = BufferParts {
+            shapes: Vec::new(),
+            inits: Vec::new(),
+            accumulates: Vec::new(),
+        };
+        for (i, b) in self.spec.buffers.iter().enumerate() {
+            self.declare(&b.name, format!("buffer[{i}].name"))?;
+            parts.shapes.push(self.shape(i, b)?);
+            parts.accumulates.push(self.accumulates(i, b)?);
+            parts.inits.push(self.inits(i, b)?);
+        }
+        if !self
+            .spec
+            .buffers
+            .iter()
+            .any(|b| matches!(b.role, BufferRole::Output | BufferRole::Inout))
+        {
+            return Err(self.bad(
+                "buffer",
+                "no buffer has role `output` or `inout`: there would be nothing to check".into(),
+            ));
+        }
+        Ok(parts)
+    }
+
+    /// Buffer `i`'s shape: at least one dimension, each an expression over the sizes.
+    fn shape(&self, i: usize, b: &BufferDecl) -> Result<Vec<Expr>, TaskFileError> {
+        if b.shape.is_empty() {
+            return Err(self.bad(
+                &format!("buffer[{i}].shape"),
+                "needs at least one dimension".into(),
+            ));
+        }
+        b.shape
+            .iter()
+            .enumerate()
+            .map(|(d, e)| {
+                let field = format!("buffer[{i}].shape[{d}] (buffer `{}`)", b.name);
+                self.size_expr(&e.text(), field, true)
+            })
+            .collect()
+    }
+
+    /// Buffer `i`'s `accumulates` rule: only on float outputs, only with a reference that
+    /// can be run on the inputs' absolute values, an expression over the sizes.
+    fn accumulates(&self, i: usize, b: &BufferDecl) -> Result<Option<Expr>, TaskFileError> {
+        let Some(text) = &b.accumulates else {
+            return Ok(None);
+        };
+        let field = format!("buffer[{i}].accumulates (buffer `{}`)", b.name);
+        if b.role == BufferRole::Input || b.dtype == Dtype::I32 {
+            return Err(self.bad(
+                &field,
+                "only float outputs accumulate (the rule widens their tolerance)".into(),
+            ));
+        }
+        if self.spec.reference.python.is_none() && self.spec.reference.rust.is_none() {
+            return Err(self.bad(
+                &field,
+                "needs a Python or Rust reference (run on the inputs' absolute \
+                 values for the terms' magnitudes)"
+                    .into(),
+            ));
+        }
+        self.size_expr(&text.text(), field, false).map(Some)
+    }
+
+    /// Buffer `i`'s input distributions (the dtype's default when none is given).
+    fn inits(&self, i: usize, b: &BufferDecl) -> Result<Vec<Init>, TaskFileError> {
+        let texts = b.init.as_ref().map(|i| i.to_vec()).unwrap_or_default();
+        if texts.is_empty() && b.init.is_some() {
+            return Err(self.bad(&format!("buffer[{i}].init"), "is an empty list".into()));
+        }
+        let parsed = texts
+            .iter()
+            .map(|t| Init::parse(t, b.dtype))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.bad(&format!("buffer[{i}].init"), e.to_string()))?;
+        Ok(if parsed.is_empty() {
+            vec![Init::default_for(b.dtype)]
+        } else {
+            parsed
+        })
+    }
+
+    /// Arguments: every name known, no repeats, every buffer passed.
+    fn args(&self) -> Result<(), TaskFileError> {
+        let spec = self.spec;
+        let mut passed = vec![false; spec.buffers.len()];
+        for (i, a) in spec.args.iter().enumerate() {
+            if spec.args[..i].contains(a) {
+                return Err(self.bad(&format!("args[{i}]"), format!("`{a}` is listed twice")));
+            }
+            if !self.seen.contains_key(a.as_str()) {
+                return Err(self.bad(
+                    &format!("args[{i}]"),
+                    format!(
+                        "`{a}` is neither a buffer, a scalar nor a size (declared: {})",
+                        names(self.seen.keys())
+                    ),
+                ));
+            }
+            if let Some(b) = spec.buffers.iter().position(|b| &b.name == a) {
+                passed[b] = true;
+            }
+        }
+        if let Some(b) = passed.iter().position(|p| !p) {
+            return Err(self.bad(
+                "args",
+                format!(
+                    "buffer `{}` is not passed to the kernel: add it to args",
+                    spec.buffers[b].name
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every tolerance given is a finite number >= 0.
+    fn tolerance(&self) -> Result<(), TaskFileError> {
+        let Some(t) = &self.spec.tolerance else {
+            return Ok(());
+        };
+        for (field, v) in [
+            ("atol", t.atol),
+            ("rtol", t.rtol),
+            ("relative_threshold", t.relative_threshold),
+            ("min_fraction_within", t.min_fraction_within),
+            ("min_cosine", t.min_cosine),
+        ] {
+            if let Some(v) = v {
+                if !v.is_finite() || v < 0.0 {
+                    return Err(self.bad(
+                        &format!("tolerance.{field}"),
+                        format!("{v} must be a finite number >= 0"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The `work.{field}` expression, over the sizes.
+    fn work_expr(
+        &self,
+        field: &str,
+        e: Option<&super::schema::ExprText>,
+    ) -> Result<Option<Expr>, TaskFileError> {
+        e.map(|e| self.size_expr(&e.text(), format!("work.{field}"), false))
+            .transpose()
+    }
+
+    /// Alternative sizes: each names declared sizes, as expressions over the sizes.
+    fn alternatives(&self) -> Result<Vec<Vec<(String, Expr)>>, TaskFileError> {
+        let mut alternatives = Vec::new();
+        for (i, alt) in self.spec.alternative_sizes.iter().enumerate() {
+            let mut table = Vec::new();
+            for (k, v) in alt {
+                let field = format!("alternative_sizes[{i}].{k}");
+                if !self.spec.sizes.contains_key(k) {
+                    return Err(self.bad(&field, format!("`{k}` is not a size")));
+                }
+                table.push((k.clone(), self.size_expr(&v.text(), field, false)?));
+            }
+            alternatives.push(table);
+        }
+        Ok(alternatives)
+    }
+
+    /// Exactly one kind of reference, and a positive timeout where one is given.
+    fn reference(&self) -> Result<(), TaskFileError> {
+        let r = &self.spec.reference;
+        let given = [&r.python, &r.kernel, &r.rust]
+            .iter()
+            .filter(|v| v.is_some())
+            .count();
+        if given != 1 {
+            return Err(self.bad(
+                "reference",
+                "give exactly one of python = \"ref.py\", kernel = \"trusted.toml\" or rust = \"name\""
+                    .into(),
+            ));
+        }
+        if let Some(t) = r.timeout_s {
+            if !(t.is_finite() && t > 0.0) {
+                return Err(self.bad("reference.timeout_s", format!("{t} must be positive")));
+            }
+        }
+        Ok(())
     }
 }
 
