@@ -225,10 +225,17 @@ struct Cluster {
     dir: tempfile::TempDir,
     workers: Arc<Mutex<Vec<(Child, WorkerRole)>>>,
     supervise: Arc<AtomicBool>,
+    /// One cluster at a time (each has its nats-server and workers), held until the rest of
+    /// the cluster is gone.
+    _serial: std::sync::MutexGuard<'static, ()>,
 }
 
 impl Cluster {
+    /// The cluster of test `test`: a nats-server and a database of its own, no worker yet.
+    /// Tests take turns: the cluster holds the lock while it lives. `None` (skipped) when the
+    /// servers are missing.
     fn new(test: &str, ack_wait: Duration, max_attempts: u32) -> Option<Cluster> {
+        let serial = lock();
         let s = servers(test)?;
         let nats = Nats::start(&s);
         let db = TestDb::create(&s.database_url, test);
@@ -244,6 +251,7 @@ impl Cluster {
             dir: tempfile::tempdir().unwrap(),
             workers: Arc::new(Mutex::new(Vec::new())),
             supervise: Arc::new(AtomicBool::new(false)),
+            _serial: serial,
         })
     }
 
@@ -460,7 +468,6 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
 
 #[test]
 fn three_workers_give_the_in_process_archive() {
-    let _serial = lock();
     let Some(cluster) = Cluster::new("three_workers", Duration::from_secs(5), 3) else {
         return;
     };
@@ -503,7 +510,6 @@ fn three_workers_give_the_in_process_archive() {
 
 #[test]
 fn a_killed_worker_s_job_is_evaluated_again() {
-    let _serial = lock();
     let Some(cluster) = Cluster::new("killed_worker", Duration::from_secs(1), 3) else {
         return;
     };
@@ -621,7 +627,6 @@ fn search_survives(cluster: &mut Cluster, run: &str, fault: impl FnOnce(&mut Clu
 
 #[test]
 fn a_nats_restart_loses_nothing() {
-    let _serial = lock();
     let Some(mut cluster) = Cluster::new("nats_restart", Duration::from_secs(2), 3) else {
         return;
     };
@@ -643,7 +648,6 @@ fn a_nats_restart_loses_nothing() {
 /// reconnect by themselves.
 #[test]
 fn a_postgres_restart_loses_nothing() {
-    let _serial = lock();
     if !common::can_restart_postgres("a_postgres_restart_loses_nothing") {
         return;
     }
@@ -660,7 +664,6 @@ fn a_postgres_restart_loses_nothing() {
 
 #[test]
 fn a_poison_job_ends_as_a_recorded_failure() {
-    let _serial = lock();
     let Some(cluster) = Cluster::new("poison", Duration::from_secs(1), 2) else {
         return;
     };
@@ -686,7 +689,6 @@ fn a_poison_job_ends_as_a_recorded_failure() {
 
 #[test]
 fn cancelling_deletes_the_jobs_no_worker_took() {
-    let _serial = lock();
     let Some(cluster) = Cluster::new("cancel", Duration::from_secs(5), 3) else {
         return;
     };
@@ -759,7 +761,6 @@ fn bad_settings_are_refused_before_connecting() {
 
 #[test]
 fn heartbeats_keep_a_long_evaluation_with_its_worker() {
-    let _serial = lock();
     // Each evaluation takes 3.5 acknowledgement waits: without heartbeats every job would be
     // delivered again to the other worker. A heartbeat goes every third of the 3 s wait, so a
     // loaded machine would have to stall a worker for 3 s to cause a redelivery.
@@ -787,7 +788,6 @@ fn heartbeats_keep_a_long_evaluation_with_its_worker() {
 
 #[test]
 fn cluster_status_shows_workers_queue_throughput_and_the_gone() {
-    let _serial = lock();
     let Some(cluster) = Cluster::new("status", Duration::from_secs(5), 3) else {
         return;
     };
@@ -946,7 +946,6 @@ fn logged_by_all(cluster: &Cluster, n: usize, prefix: &str) -> Vec<String> {
 /// execute worker, and the compile worker ran nothing.
 #[test]
 fn compile_and_execute_workers_give_the_in_process_archive() {
-    let _serial = lock();
     let Some(cluster) = Cluster::new("roles", Duration::from_secs(5), 3) else {
         return;
     };
@@ -1055,7 +1054,6 @@ fn a_forged_build_record_is_never_used() {
 /// the execute worker, whose note says `note`, nothing tampered is used, and the archive is
 /// the in-process one.
 fn tampered_builds_are_never_used(test: &str, tamper: &str, note: &str) {
-    let _serial = lock();
     let Some(cluster) = Cluster::new(test, Duration::from_secs(5), 3) else {
         return;
     };
@@ -1125,7 +1123,6 @@ fn runtime_exec(db: &TestDb, sql: &str) {
 /// result, and the archive is the in-process one.
 #[test]
 fn killed_compile_and_execute_workers_lose_nothing() {
-    let _serial = lock();
     let Some(cluster) = Cluster::new("roles_killed", Duration::from_secs(1), 3) else {
         return;
     };
@@ -1210,7 +1207,6 @@ fn killed_compile_and_execute_workers_lose_nothing() {
 /// goes on.
 #[test]
 fn poison_jobs_end_as_recorded_failures_in_either_role() {
-    let _serial = lock();
     let Some(cluster) = Cluster::new("roles_poison", Duration::from_secs(1), 2) else {
         return;
     };
@@ -1246,7 +1242,6 @@ fn poison_jobs_end_as_recorded_failures_in_either_role() {
 /// where the stored answer is a failure: that question is asked again.
 #[test]
 fn questions_from_two_searches_share_one_answer_worker() {
-    let _serial = lock();
     let Some(cluster) = Cluster::new("answers", Duration::from_secs(5), 3) else {
         return;
     };

@@ -50,6 +50,49 @@ fn security(dir: &Path, role: Role) -> Security {
     SecurityFiles::in_dir(dir, role).load().unwrap()
 }
 
+/// A secure test's deployment: a nats-server of its own and a database of its own on the
+/// servers with their secrets, one test at a time.
+struct Deployment {
+    /// The folder of the servers' secrets.
+    dir: PathBuf,
+    db: TestDb,
+    nats: Nats,
+    /// Held to the end, after the servers above are gone.
+    _serial: std::sync::MutexGuard<'static, ()>,
+}
+
+impl Deployment {
+    /// The deployment of test `test` with database `db`, or `None` (skipped) when the servers
+    /// are missing or run without security.
+    fn start(test: &str, db: &str) -> Option<Deployment> {
+        let serial = lock();
+        let (s, dir) = secure_servers(test)?;
+        let nats = Nats::start(&s);
+        let db = TestDb::create(&s.database_url, db);
+        Some(Deployment {
+            dir,
+            db,
+            nats,
+            _serial: serial,
+        })
+    }
+
+    /// The deployment's settings, without a role's security.
+    fn base(&self) -> DistConfig {
+        DistConfig::new(self.nats.url(), self.db.url.clone())
+    }
+
+    /// The deployment's settings as `role`: its credentials, signing key and trusted keys.
+    fn as_role(&self, role: Role) -> DistConfig {
+        self.base().security(security(&self.dir, role))
+    }
+
+    /// A search of run `run` with the search role's security.
+    fn search(&self, run: &str) -> kf_dist::DistEvaluatorBuilder {
+        DistEvaluator::builder(self.as_role(Role::Search), run, DEVICE, profile())
+    }
+}
+
 /// The synthetic evaluation, writing `start <job id>` to its log before evaluating (what
 /// "compiled" means here: the handler ran).
 struct LoggingHandler {
@@ -167,21 +210,12 @@ fn rt() -> tokio::runtime::Runtime {
 
 #[test]
 fn nats_lets_each_role_do_its_part_only() {
-    let _serial = lock();
-    let Some((s, dir)) = secure_servers("nats_lets_each_role_do_its_part_only") else {
+    let Some(d) = Deployment::start("nats_lets_each_role_do_its_part_only", "sec_nats") else {
         return;
     };
-    let nats = Nats::start(&s);
-    let db = TestDb::create(&s.database_url, "sec_nats");
+    let (dir, nats) = (&d.dir, &d.nats);
     // A search creates the streams (and is allowed to).
-    let search = DistEvaluator::builder(
-        DistConfig::new(nats.url(), db.url.clone()).security(security(&dir, Role::Search)),
-        "r1",
-        DEVICE,
-        profile(),
-    )
-    .connect()
-    .unwrap();
+    let search = d.search("r1").connect().unwrap();
     let ca = dir.join("ca.crt");
     let worker_creds = Credentials::from_file(&dir.join("worker.cred")).unwrap();
     let search_creds = Credentials::from_file(&dir.join("search.cred")).unwrap();
@@ -364,25 +398,12 @@ fn plain_text_beyond_loopback_is_refused_before_connecting() {
     };
     let config = DistConfig::new("nats://192.0.2.1:4222", "postgres://192.0.2.1:5432/kf");
     let started = std::time::Instant::now();
-    let e = DistEvaluator::builder(
-        config.clone().security(search.clone()),
-        "r",
-        DEVICE,
-        profile(),
-    )
-    .connect()
-    .unwrap_err();
-    assert!(
-        matches!(&e, DistError::Security(m) if m.contains("plain-text NATS connection to 192.0.2.1")),
-        "{e}"
-    );
+    let e = search_refusal(config.clone().security(search.clone()));
+    assert_security_refusal(&e, "plain-text NATS connection to 192.0.2.1");
     let e = rt()
         .block_on(Store::connect("postgres://kf@192.0.2.1:5432/kf", &search))
         .unwrap_err();
-    assert!(
-        matches!(&e, DistError::Security(m) if m.contains("PostgreSQL")),
-        "{e}"
-    );
+    assert_security_refusal(&e, "PostgreSQL");
     let worker = Security {
         trusted_keys: Some(SigningKey::from_seed([3; 32]).public()),
         ..Security::default()
@@ -402,16 +423,25 @@ fn plain_text_beyond_loopback_is_refused_before_connecting() {
         "it tried to connect"
     );
     // Without a key or trusted keys, nothing starts either (unless insecure).
-    let e = DistEvaluator::builder(
-        DistConfig::new("nats://127.0.0.1:1", "postgres://127.0.0.1:1/kf"),
-        "r",
-        DEVICE,
-        profile(),
-    )
-    .connect()
-    .unwrap_err();
+    let e = search_refusal(DistConfig::new(
+        "nats://127.0.0.1:1",
+        "postgres://127.0.0.1:1/kf",
+    ));
+    assert_security_refusal(&e, "signing key");
+}
+
+/// The error a search with `config` fails to start with (it must fail).
+fn search_refusal(config: DistConfig) -> DistError {
+    DistEvaluator::builder(config, "r", DEVICE, profile())
+        .connect()
+        .unwrap_err()
+}
+
+/// Asserts that `e` is a refusal for security's sake that mentions `what`.
+#[track_caller]
+fn assert_security_refusal(e: &DistError, what: &str) {
     assert!(
-        matches!(&e, DistError::Security(m) if m.contains("signing key")),
+        matches!(e, DistError::Security(m) if m.contains(what)),
         "{e}"
     );
 }
@@ -444,38 +474,31 @@ async fn publish_raw(
 
 #[test]
 fn unsigned_untrusted_and_tampered_jobs_are_refused_unevaluated() {
-    let _serial = lock();
-    let Some((s, dir)) = secure_servers("unsigned_untrusted_and_tampered_jobs_are_refused") else {
+    let Some(d) = Deployment::start(
+        "unsigned_untrusted_and_tampered_jobs_are_refused",
+        "sec_jobs",
+    ) else {
         return;
     };
-    let nats = Nats::start(&s);
-    let db = TestDb::create(&s.database_url, "sec_jobs");
+    let (dir, nats, db) = (&d.dir, &d.nats, &d.db);
     let tmp = tempfile::tempdir().unwrap();
-    let worker = RunningWorker::start(
-        DistConfig::new(nats.url(), db.url.clone()).security(security(&dir, Role::Worker)),
-        "w1",
-        tmp.path(),
-    );
-    wait_for_workers(&db, 1);
+    let worker = RunningWorker::start(d.as_role(Role::Worker), "w1", tmp.path());
+    wait_for_workers(db, 1);
     // A trusted search's job is evaluated.
-    let trusted = DistEvaluator::builder(
-        DistConfig::new(nats.url(), db.url.clone()).security(security(&dir, Role::Search)),
-        "trusted",
-        DEVICE,
-        profile(),
-    )
-    .result_timeout(Duration::from_secs(60))
-    .connect()
-    .unwrap();
+    let trusted = d
+        .search("trusted")
+        .result_timeout(Duration::from_secs(60))
+        .connect()
+        .unwrap();
     let good = candidate(1);
     assert!(evaluate(&trusted, &good).is_ok());
     assert_eq!(worker.started().len(), 1);
 
     // A search whose key the worker does not trust: refused, never evaluated.
-    let mut rogue_security = security(&dir, Role::Search);
+    let mut rogue_security = security(dir, Role::Search);
     rogue_security.signing_key = Some(SigningKey::from_seed([9; 32]));
     let rogue = DistEvaluator::builder(
-        DistConfig::new(nats.url(), db.url.clone()).security(rogue_security),
+        d.base().security(rogue_security),
         "rogue",
         DEVICE,
         profile(),
@@ -502,7 +525,7 @@ fn unsigned_untrusted_and_tampered_jobs_are_refused_unevaluated() {
     assert_eq!(rogue.pending(), 0, "nothing left waiting");
 
     // A job signed by the trusted key, its parameters changed after signing; and one unsigned.
-    let key = security(&dir, Role::Search).signing_key.unwrap();
+    let key = security(dir, Role::Search).signing_key.unwrap();
     let kernel = kernel_hash(&good.source).unwrap();
     let profile_hash = Profile::from_value(profile()).hash;
     let mut params = good.params.clone();
@@ -536,8 +559,8 @@ fn unsigned_untrusted_and_tampered_jobs_are_refused_unevaluated() {
             (SIGNER_HEADER, key.id().to_string()),
             (SIGNATURE_HEADER, signature.clone()),
         ];
-        publish_raw(&nats.url(), &dir, tampered.as_bytes(), &headers, "tampered").await;
-        publish_raw(&nats.url(), &dir, &signed, &[], "unsigned").await;
+        publish_raw(&nats.url(), dir, tampered.as_bytes(), &headers, "tampered").await;
+        publish_raw(&nats.url(), dir, &signed, &[], "unsigned").await;
     });
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while db.count("SELECT count(*) FROM kf_refusals") < 3 {
@@ -567,16 +590,14 @@ fn unsigned_untrusted_and_tampered_jobs_are_refused_unevaluated() {
 
 #[test]
 fn only_trusted_workers_results_are_reused_and_reuse_can_be_refused() {
-    let _serial = lock();
-    let Some((s, dir)) = secure_servers("only_trusted_workers_results_are_reused") else {
+    let Some(d) = Deployment::start("only_trusted_workers_results_are_reused", "sec_reuse") else {
         return;
     };
-    let nats = Nats::start(&s);
-    let db = TestDb::create(&s.database_url, "sec_reuse");
+    let (dir, nats, db) = (&d.dir, &d.nats, &d.db);
     let tmp = tempfile::tempdir().unwrap();
-    let base = DistConfig::new(nats.url(), db.url.clone());
+    let base = d.base();
     let search = |run: &str, reuse: Reuse, trust_all: bool| {
-        let mut sec = security(&dir, Role::Search);
+        let mut sec = security(dir, Role::Search);
         if trust_all {
             sec.trusted_keys = None;
         }
@@ -592,10 +613,10 @@ fn only_trusted_workers_results_are_reused_and_reuse_can_be_refused() {
     };
     let c = candidate(5);
     // A worker with a key nobody trusts evaluates the job for a search that trusts anyone.
-    let mut rogue_worker = security(&dir, Role::Worker);
+    let mut rogue_worker = security(dir, Role::Worker);
     rogue_worker.signing_key = Some(SigningKey::from_seed([11; 32]));
     let rogue = RunningWorker::start(base.clone().security(rogue_worker), "rogue", tmp.path());
-    wait_for_workers(&db, 1);
+    wait_for_workers(db, 1);
     let e = search("r1", Reuse::default(), true);
     assert!(evaluate(&e, &c).is_ok());
     e.shutdown();
@@ -603,11 +624,11 @@ fn only_trusted_workers_results_are_reused_and_reuse_can_be_refused() {
     rogue.stop();
     // The trusted worker: a search that trusts only it evaluates the job again.
     let honest = RunningWorker::start(
-        base.clone().security(security(&dir, Role::Worker)),
+        base.clone().security(security(dir, Role::Worker)),
         "honest",
         tmp.path(),
     );
-    wait_for_workers(&db, 2);
+    wait_for_workers(db, 2);
     let e = search("r2", Reuse::default(), false);
     assert!(evaluate(&e, &c).is_ok());
     e.shutdown();
@@ -653,39 +674,28 @@ fn only_trusted_workers_results_are_reused_and_reuse_can_be_refused() {
     honest.stop();
 
     // Nothing this wrote holds a secret: the database, the NATS store, the logs.
-    let written = common::everything_written(&db, &[tmp.path(), nats.store_dir()], &[]);
+    let written = common::everything_written(db, &[tmp.path(), nats.store_dir()], &[]);
     assert!(written.contains("honest"), "the dump holds the results");
     assert!(written.contains("start "), "the dump holds the logs");
-    for secret in common::secret_strings(&dir) {
+    for secret in common::secret_strings(dir) {
         assert!(!written.contains(secret.as_str()), "a secret was written");
     }
 }
 
 #[test]
 fn a_kernel_declaring_parameters_out_of_sorted_order_is_evaluated_not_refused() {
-    let _serial = lock();
-    let Some((s, dir)) = secure_servers("parameters_in_declaration_order") else {
+    let Some(d) = Deployment::start("parameters_in_declaration_order", "sec_param_order") else {
         return;
     };
-    let nats = Nats::start(&s);
-    let db = TestDb::create(&s.database_url, "sec_param_order");
+    let db = &d.db;
     let tmp = tempfile::tempdir().unwrap();
-    let base = DistConfig::new(nats.url(), db.url.clone());
-    let worker = RunningWorker::start(
-        base.clone().security(security(&dir, Role::Worker)),
-        "w",
-        tmp.path(),
-    );
-    wait_for_workers(&db, 1);
-    let e = DistEvaluator::builder(
-        base.security(security(&dir, Role::Search)),
-        "order",
-        DEVICE,
-        profile(),
-    )
-    .result_timeout(Duration::from_secs(60))
-    .connect()
-    .unwrap();
+    let worker = RunningWorker::start(d.as_role(Role::Worker), "w", tmp.path());
+    wait_for_workers(db, 1);
+    let e = d
+        .search("order")
+        .result_timeout(Duration::from_secs(60))
+        .connect()
+        .unwrap();
     // Declared as a template would (`WG0` before `TM`): a store that reordered object keys
     // (JSONB sorts them by length, then bytes) made the worker's re-hash of the kernel differ
     // from the job's, and every such job was refused while the search waited for it.
@@ -726,27 +736,21 @@ async fn jobs_on_queue(url: &str, dir: &Path) -> (u64, u64) {
 
 #[test]
 fn a_job_whose_message_was_deleted_fails_at_its_result_timeout() {
-    let _serial = lock();
-    let Some((s, dir)) = secure_servers("a_job_whose_message_was_deleted_fails") else {
+    let Some(d) = Deployment::start("a_job_whose_message_was_deleted_fails", "sec_deleted") else {
         return;
     };
-    let nats = Nats::start(&s);
-    let db = TestDb::create(&s.database_url, "sec_deleted");
+    let (dir, nats, db) = (&d.dir, &d.nats, &d.db);
     // No worker: the job stays on the queue until the operator deletes it.
-    let search = DistEvaluator::builder(
-        DistConfig::new(nats.url(), db.url.clone()).security(security(&dir, Role::Search)),
-        "deleted",
-        DEVICE,
-        profile(),
-    )
-    .result_timeout(Duration::from_secs(4))
-    .connect()
-    .unwrap();
+    let search = d
+        .search("deleted")
+        .result_timeout(Duration::from_secs(4))
+        .connect()
+        .unwrap();
     let handle = search.clone();
     let waiting = std::thread::spawn(move || evaluate(&handle, &candidate(7)));
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let sequence = loop {
-        let (messages, last) = rt().block_on(jobs_on_queue(&nats.url(), &dir));
+        let (messages, last) = rt().block_on(jobs_on_queue(&nats.url(), dir));
         if messages == 1 {
             break last;
         }
@@ -757,7 +761,7 @@ fn a_job_whose_message_was_deleted_fails_at_its_result_timeout() {
         std::thread::sleep(Duration::from_millis(50));
     };
     rt().block_on(async {
-        let stream = jobs_stream(&nats.url(), &dir).await;
+        let stream = jobs_stream(&nats.url(), dir).await;
         assert!(stream.delete_message(sequence).await.unwrap(), "deleted");
     });
     let e = waiting.join().unwrap().unwrap_err();
@@ -768,7 +772,7 @@ fn a_job_whose_message_was_deleted_fails_at_its_result_timeout() {
     // nobody waits for.
     let e = evaluate(&search, &candidate(8)).unwrap_err();
     assert!(matches!(e, DistError::ResultTimeout { .. }), "{e}");
-    let (messages, _) = rt().block_on(jobs_on_queue(&nats.url(), &dir));
+    let (messages, _) = rt().block_on(jobs_on_queue(&nats.url(), dir));
     assert_eq!(messages, 0, "the abandoned job left the queue");
     assert_eq!(db.count("SELECT count(*) FROM kf_results"), 0);
     search.shutdown();
