@@ -26,6 +26,19 @@ pub struct CacheWriteError {
     pub source: std::io::Error,
 }
 
+/// `compile cache <path>: <why>`: what each backend's cache error says.
+impl std::fmt::Display for CacheWriteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "compile cache {}: {}", self.path.display(), self.source)
+    }
+}
+
+impl std::error::Error for CacheWriteError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
 /// The largest entry the parent stores (a SYCL bundle is a few MiB).
 pub const MAX_ENTRY_BYTES: usize = 256 << 20;
 

@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use kf_core::{KernelSource, Language, ParamValues};
+
 /// A parameter or compiler flag a backend's compiler cannot carry.
 ///
 /// ```
@@ -66,5 +68,135 @@ pub fn check_flags(flags: &[String]) -> Result<(), CompileInputError> {
     match flags.iter().find(|flag| flag.contains('\0')) {
         Some(flag) => Err(CompileInputError::NulInFlag { flag: flag.clone() }),
         None => Ok(()),
+    }
+}
+
+/// Whether `name` is a C identifier (`[A-Za-z_][A-Za-z0-9_]*`): what a parameter's name must
+/// be to become a definition.
+///
+/// ```
+/// use kf_backend_common::compile_input::is_c_identifier;
+/// assert!(is_c_identifier("_TS2") && !is_c_identifier("2TS") && !is_c_identifier(""));
+/// ```
+pub fn is_c_identifier(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Whether a definition's value fits on its `#define` line: not blank, no line break, no NUL
+/// byte.
+pub fn fits_a_define_line(value: &str) -> bool {
+    !value.trim().is_empty() && !value.contains(['\n', '\r', '\0'])
+}
+
+/// Each parameter as its name and value text, in order, checked: the name a C identifier, the
+/// value one `value_ok` accepts (else `rule` says what the backend cannot carry).
+///
+/// ```
+/// use kf_backend_common::compile_input::{checked_definitions, fits_a_define_line};
+/// use kf_core::ParamValues;
+/// let params = ParamValues::new().with("TS", 16i64);
+/// let defs = checked_definitions(&params, fits_a_define_line, "no line breaks").unwrap();
+/// assert_eq!(defs, vec![("TS", "16".to_owned())]);
+/// let bad = ParamValues::new().with("X", "a\nb");
+/// assert!(checked_definitions(&bad, fits_a_define_line, "no line breaks").is_err());
+/// ```
+pub fn checked_definitions<'a>(
+    params: &'a ParamValues,
+    value_ok: impl Fn(&str) -> bool,
+    rule: &'static str,
+) -> Result<Vec<(&'a str, String)>, CompileInputError> {
+    params
+        .iter()
+        .map(|(name, value)| {
+            if !is_c_identifier(name) {
+                return Err(CompileInputError::NotAnIdentifier {
+                    name: name.to_owned(),
+                });
+            }
+            let value = value.to_string();
+            if !value_ok(&value) {
+                return Err(CompileInputError::BadValue {
+                    name: name.to_owned(),
+                    value,
+                    rule,
+                });
+            }
+            Ok((name, value))
+        })
+        .collect()
+}
+
+/// `#define NAME value` lines, one per parameter, checked as [`checked_definitions`] does
+/// with [`fits_a_define_line`] (`rule` says so in the backend's words).
+///
+/// ```
+/// use kf_core::ParamValues;
+/// let params = ParamValues::new().with("TS", 16i64).with("T", "float");
+/// let lines = kf_backend_common::compile_input::define_lines(&params, "rule").unwrap();
+/// assert_eq!(lines, "#define TS 16\n#define T float\n");
+/// ```
+pub fn define_lines(params: &ParamValues, rule: &'static str) -> Result<String, CompileInputError> {
+    let mut lines = String::new();
+    for (name, value) in checked_definitions(params, fits_a_define_line, rule)? {
+        lines.push_str(&format!("#define {name} {value}\n"));
+    }
+    Ok(lines)
+}
+
+/// Whether an entry point is a plain name: letters, digits and underscores (what the OpenCL
+/// and CUDA backends look a kernel up by).
+pub fn is_plain_entry_name(entry: &str) -> bool {
+    !entry.is_empty() && entry.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// What a backend compiles, for refusing any other source before its compiler sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct SourceRules {
+    /// The one language it compiles.
+    pub language: Language,
+    /// What it says it compiles (`CUDA C++`), after `the <backend> backend compiles`.
+    pub compiles: &'static str,
+    /// The backend's name in that sentence (`CUDA`).
+    pub backend: &'static str,
+    /// Whether an entry point is one it can look up.
+    pub entry_ok: fn(&str) -> bool,
+    /// What such an entry point is (`a C identifier`), for the refusal.
+    pub entry_is: &'static str,
+}
+
+impl SourceRules {
+    /// Why `source` is not for this backend (another language, an entry point it cannot look
+    /// up, a NUL byte), in the words of its compile error; `Ok` when it is.
+    ///
+    /// ```
+    /// use kf_backend_common::compile_input::{is_plain_entry_name, SourceRules};
+    /// use kf_core::{KernelSource, Language};
+    /// let rules = SourceRules {
+    ///     language: Language::OpenCl,
+    ///     compiles: "OpenCL C",
+    ///     backend: "OpenCL",
+    ///     entry_ok: is_plain_entry_name,
+    ///     entry_is: "a C identifier",
+    /// };
+    /// assert!(rules.check(&KernelSource::new(Language::OpenCl, "k", "")).is_ok());
+    /// let why = rules.check(&KernelSource::new(Language::OpenCl, "k<int>", "")).unwrap_err();
+    /// assert_eq!(why, "entry point \"k<int>\" is not a C identifier");
+    /// ```
+    pub fn check(&self, source: &KernelSource) -> Result<(), String> {
+        let entry = source.entry.as_str();
+        if source.language != self.language {
+            return Err(format!(
+                "the {} backend compiles {}, not {}",
+                self.backend, self.compiles, source.language
+            ));
+        }
+        if !(self.entry_ok)(entry) {
+            return Err(format!("entry point {entry:?} is not {}", self.entry_is));
+        }
+        if source.text.contains('\0') {
+            return Err("the source contains a NUL byte".to_owned());
+        }
+        Ok(())
     }
 }

@@ -3,15 +3,22 @@
 //!
 //! Data flow of a backend's `build()`:
 //!
-//! 1. its `runtime::prepare` finds the runtime's `.runtime/<x>.json` with
-//!    [`runtime::discover_config`], reads it ([`runtime::read_config`]), preloads libraries
-//!    ([`runtime::preload`]) and describes what it did ([`runtime::describe`]);
+//! 1. its `runtime::prepare` finds the runtime's `.runtime/<x>.json` through its
+//!    [`runtime::RuntimeSpec`] (the path its variable names, else
+//!    [`runtime::discover_config`]), reads it into its `RuntimeInfo`
+//!    ([`runtime::RuntimeSpec::open`]), preloads libraries ([`runtime::preload`]) and
+//!    describes what it did ([`runtime::describe`]);
 //! 2. its `list_devices` lists devices implementing [`SelectableDevice`], and the builder's
 //!    [`DeviceSelector`] (one type for all backends, re-exported by each) picks one;
 //! 3. the device facts get peak estimates ([`peaks::estimate_peaks`]; the roofline
 //!    anti-cheat check relies on them) or the embedder's ([`BackendOptions::apply_peaks`]);
-//! 4. compiled kernels go to an [`ArtifactCache`] in the directory [`CacheChoice`] names
-//!    ([`cache::default_cache_dir`] by default), keyed by a [`KeyHasher`];
+//! 4. a compile checks the kernel's source against the backend's
+//!    [`compile_input::SourceRules`] and turns its parameters into definitions
+//!    ([`compile_input::checked_definitions`], [`compile_input::define_lines`]); compiled
+//!    kernels go to a [`CompileCache`] (an [`ArtifactCache`] of entries in the
+//!    backend's [`CacheFormat`]) in the directory [`CacheChoice`] names
+//!    ([`cache::default_cache_dir`] by default), keyed by a [`KeyHasher`]; a compile records
+//!    its hit or write through a [`CacheSlot`];
 //! 5. launches check geometry and arguments with [`launch`]'s helpers, and `flush_caches`
 //!    overwrites a scratch buffer of [`launch::flush_size`] bytes through a [`Flusher`].
 //!
@@ -31,6 +38,7 @@
 
 pub mod cache;
 pub mod cache_outbox;
+pub mod compile_cache;
 pub mod compile_input;
 mod flush;
 pub mod launch;
@@ -40,6 +48,7 @@ pub mod runtime;
 mod selector;
 
 pub use cache::{ArtifactCache, CacheChoice, CacheWriteError, KeyHasher};
+pub use compile_cache::{CacheFormat, CacheSlot, CompileCache};
 pub use compile_input::CompileInputError;
 pub use flush::Flusher;
 pub use launch::LaunchCheckError;

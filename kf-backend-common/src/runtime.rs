@@ -268,6 +268,149 @@ pub fn describe(head: impl Into<String>, notes: &[String]) -> String {
     s
 }
 
+/// A backend's runtime as its `prepare` looks for it: the names that differ between backends
+/// (the configuration file, the variable that names a runtime by hand, the setup command
+/// that writes the file), and the steps that do not.
+///
+/// ```
+/// use kf_backend_common::runtime::{NamedPath, RuntimeSpec};
+/// const SPEC: RuntimeSpec = RuntimeSpec {
+///     config_file: "x.json",
+///     variable: "KF_X_RUNTIME",
+///     setup_command: "scripts/setup.sh --x",
+///     source_dir: env!("CARGO_MANIFEST_DIR"),
+/// };
+/// assert_eq!(SPEC.classify("/no/such/x".as_ref()), NamedPath::Missing);
+/// assert_eq!(SPEC.missing_note("/no/such/x".as_ref()), "KF_X_RUNTIME=/no/such/x does not exist");
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct RuntimeSpec {
+    /// The configuration file's name (`opencl.json`).
+    pub config_file: &'static str,
+    /// The variable an embedder sets to point the backend at a runtime (`KF_OPENCL_ICD`).
+    pub variable: &'static str,
+    /// The command that writes the configuration file again (`scripts/setup.sh --cuda`).
+    pub setup_command: &'static str,
+    /// The backend crate's `CARGO_MANIFEST_DIR` (the last place [`discover_config`] looks).
+    pub source_dir: &'static str,
+}
+
+/// What the path a backend's variable names is ([`RuntimeSpec::classify`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NamedPath {
+    /// A configuration file: the path itself (a `.json` file), or the one in the directory
+    /// named (or in its `.runtime`).
+    Config(PathBuf),
+    /// A directory holding no configuration file.
+    Dir,
+    /// Another file (a library, an `.icd` file).
+    File,
+    /// Nothing is there.
+    Missing,
+}
+
+/// A backend's `RuntimeInfo`, as far as the shared steps fill it in.
+pub trait RuntimeRecord {
+    /// Where it records the configuration file applied, its runtime folder and notes.
+    fn record(&mut self) -> Record<'_>;
+}
+
+/// The parts of a backend's `RuntimeInfo` that every backend has ([`RuntimeRecord`]).
+#[derive(Debug)]
+pub struct Record<'a> {
+    config: &'a mut Option<PathBuf>,
+    runtime_dir: &'a mut Option<PathBuf>,
+    notes: &'a mut Vec<String>,
+}
+
+impl<'a> Record<'a> {
+    /// The configuration file applied, the runtime folder holding it (whose `cache/<backend>`
+    /// is the default compile cache), and the notes.
+    pub fn new(
+        config: &'a mut Option<PathBuf>,
+        runtime_dir: &'a mut Option<PathBuf>,
+        notes: &'a mut Vec<String>,
+    ) -> Self {
+        Record {
+            config,
+            runtime_dir,
+            notes,
+        }
+    }
+}
+
+impl RuntimeSpec {
+    /// The path the backend's variable names, when it is set and not empty.
+    pub fn named_by_variable(&self) -> Option<PathBuf> {
+        env::var_os(self.variable)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    }
+
+    /// The configuration file found with no variable set ([`discover_config`]).
+    pub fn discover(&self) -> Option<PathBuf> {
+        discover_config(self.config_file, self.source_dir)
+    }
+
+    /// What `path` (named by the variable) is: a configuration file, a directory without
+    /// one, another file, or nothing.
+    pub fn classify(&self, path: &Path) -> NamedPath {
+        if path.is_dir() {
+            return match config_in_dir(path, self.config_file) {
+                Some(config) => NamedPath::Config(config),
+                None => NamedPath::Dir,
+            };
+        }
+        if !path.is_file() {
+            return NamedPath::Missing;
+        }
+        if path.extension().is_some_and(|e| e == "json") {
+            NamedPath::Config(path.to_path_buf())
+        } else {
+            NamedPath::File
+        }
+    }
+
+    /// The note for a variable naming nothing: `KF_X=<path> does not exist`.
+    pub fn missing_note(&self, path: &Path) -> String {
+        format!("{}={} does not exist", self.variable, path.display())
+    }
+
+    /// Records `path` as the configuration file applied (and its folder as the runtime
+    /// folder) and reads it; `None`, noted with the setup command, when it cannot be read.
+    pub fn open<T: DeserializeOwned>(
+        &self,
+        path: &Path,
+        info: &mut impl RuntimeRecord,
+    ) -> Option<T> {
+        let record = info.record();
+        *record.config = Some(path.to_path_buf());
+        *record.runtime_dir = runtime_dir_of(path);
+        read_or_note(path, self.setup_command, record.notes)
+    }
+
+    /// Whether `needed`, which the configuration file `config` names, is still there; when it
+    /// is gone, notes that the `what` it names is gone and which command installs it again.
+    pub fn require(
+        &self,
+        what: &str,
+        config: &Path,
+        needed: &Path,
+        info: &mut impl RuntimeRecord,
+    ) -> bool {
+        if needed.is_file() {
+            return true;
+        }
+        info.record().notes.push(format!(
+            "the {what} named by {} is gone ({} is missing); run {} again",
+            config.display(),
+            needed.display(),
+            self.setup_command
+        ));
+        false
+    }
+}
+
 /// The folder holding a runtime config (the `.runtime` folder), whose `cache/<backend>` is
 /// the default compile cache.
 pub fn runtime_dir_of(config: &Path) -> Option<PathBuf> {
@@ -305,6 +448,63 @@ mod tests {
             notes[0].ends_with("; run scripts/setup.sh --x again"),
             "{notes:?}"
         );
+    }
+
+    /// The record a backend's `RuntimeInfo` keeps, for [`RuntimeSpec`]'s steps.
+    #[derive(Default)]
+    struct Info {
+        config: Option<PathBuf>,
+        runtime_dir: Option<PathBuf>,
+        notes: Vec<String>,
+    }
+
+    impl RuntimeRecord for Info {
+        fn record(&mut self) -> Record<'_> {
+            Record::new(&mut self.config, &mut self.runtime_dir, &mut self.notes)
+        }
+    }
+
+    #[test]
+    fn a_spec_classifies_what_its_variable_names_and_opens_configs() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = RuntimeSpec {
+            config_file: "x.json",
+            variable: "KF_X_RUNTIME",
+            setup_command: "scripts/setup.sh --x",
+            source_dir: env!("CARGO_MANIFEST_DIR"),
+        };
+        let runtime = dir.path().join(".runtime");
+        fs::create_dir_all(&runtime).unwrap();
+        let config = runtime.join("x.json");
+        fs::write(&config, r#"{"lib": "/gone/libx.so"}"#).unwrap();
+        let library = dir.path().join("libx.so");
+        fs::write(&library, b"").unwrap();
+        let empty = dir.path().join("empty");
+        fs::create_dir_all(&empty).unwrap();
+        assert_eq!(spec.classify(dir.path()), NamedPath::Config(config.clone()));
+        assert_eq!(spec.classify(&config), NamedPath::Config(config.clone()));
+        assert_eq!(spec.classify(&empty), NamedPath::Dir);
+        assert_eq!(spec.classify(&library), NamedPath::File);
+        assert_eq!(spec.classify(&dir.path().join("none")), NamedPath::Missing);
+
+        let mut info = Info::default();
+        let read: Option<serde_json::Value> = spec.open(&config, &mut info);
+        assert_eq!(read.unwrap()["lib"], "/gone/libx.so");
+        assert_eq!(info.config.as_deref(), Some(config.as_path()));
+        assert_eq!(info.runtime_dir.as_deref(), Some(runtime.as_path()));
+        assert!(spec.require("runtime", &config, &library, &mut info));
+        assert!(!spec.require("runtime", &config, Path::new("/gone/libx.so"), &mut info));
+        assert_eq!(
+            info.notes,
+            [format!(
+                "the runtime named by {} is gone (/gone/libx.so is missing); run \
+                 scripts/setup.sh --x again",
+                config.display()
+            )]
+        );
+        let unreadable: Option<serde_json::Value> = spec.open(&library, &mut info);
+        assert!(unreadable.is_none());
+        assert!(info.notes[1].ends_with("; run scripts/setup.sh --x again"));
     }
 
     #[test]

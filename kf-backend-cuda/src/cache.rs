@@ -9,22 +9,17 @@
 //! concurrent processes (evaluation workers) never read half a file; a corrupt entry is deleted
 //! and rebuilt.
 
-use std::path::{Path, PathBuf};
+use std::borrow::Cow;
+use std::ops::Deref;
+use std::path::PathBuf;
 
 use kf_backend_common::cache::{frame, unframe, LengthPrefix};
-use kf_backend_common::{ArtifactCache, KeyHasher};
+use kf_backend_common::{CacheFormat, CompileCache, KeyHasher};
 use serde::{Deserialize, Serialize};
 
 use crate::error::CudaError;
 
-const MAGIC: &[u8; 8] = b"KFCUBIN1";
 const KEY_VERSION: &[u8] = b"kf-backend-cuda cache v1";
-
-/// A directory of cached NVRTC outputs.
-#[derive(Debug, Clone)]
-pub struct BinaryCache {
-    files: ArtifactCache,
-}
 
 /// One cached compilation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,23 +38,57 @@ struct Header {
     ptx: String,
 }
 
+/// An entry of the CUDA compile cache: a JSON header with the log and the PTX, then the
+/// cubin.
+#[derive(Debug)]
+pub struct NvrtcOutput;
+
+impl CacheFormat for NvrtcOutput {
+    const MAGIC: &'static [u8; 8] = b"KFCUBIN1";
+    const EXTENSION: &'static str = "kfcubin";
+    type Entry = CachedBuild;
+
+    fn encode(build: &CachedBuild) -> std::io::Result<Cow<'_, [u8]>> {
+        let header = serde_json::to_vec(&Header {
+            log: build.log.clone(),
+            ptx: build.ptx.clone(),
+        })
+        .map_err(std::io::Error::other)?;
+        Ok(Cow::Owned(frame(&header, &build.cubin, LengthPrefix::U64)))
+    }
+
+    fn decode(payload: &[u8]) -> Option<CachedBuild> {
+        let (header, cubin) = unframe(payload, LengthPrefix::U64)?;
+        let header: Header = serde_json::from_slice(header).ok()?;
+        Some(CachedBuild {
+            log: header.log,
+            ptx: header.ptx,
+            cubin: cubin.to_vec(),
+        })
+    }
+}
+
+/// A directory of cached NVRTC outputs: a [`CompileCache`] (its `dir`, `path`, `get` and
+/// `remove`) with this backend's keys and errors.
+#[derive(Debug, Clone)]
+pub struct BinaryCache {
+    files: CompileCache<NvrtcOutput>,
+}
+
+impl Deref for BinaryCache {
+    type Target = CompileCache<NvrtcOutput>;
+
+    fn deref(&self) -> &CompileCache<NvrtcOutput> {
+        &self.files
+    }
+}
+
 impl BinaryCache {
     /// A cache in `dir` (created on first write).
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         BinaryCache {
-            files: ArtifactCache::new(dir, MAGIC, "kfcubin"),
+            files: CompileCache::new(dir),
         }
-    }
-
-    /// The cache directory.
-    pub fn dir(&self) -> &Path {
-        self.files.dir()
-    }
-
-    /// The file an entry of `key` is (or would be) stored in: what a compile worker ships
-    /// to an execute worker, byte for byte (the file checks its own integrity).
-    pub fn path(&self, key: &str) -> std::path::PathBuf {
-        self.files.path(key)
     }
 
     /// The key of `source` compiled with `options` by NVRTC `nvrtc_version`.
@@ -74,44 +103,9 @@ impl BinaryCache {
         h.finish()
     }
 
-    /// The build stored under `key`, if present and intact.
-    pub fn get(&self, key: &str) -> Option<CachedBuild> {
-        let payload = self.files.get(key)?;
-        let parsed = unframe(&payload, LengthPrefix::U64).and_then(|(header, cubin)| {
-            let header: Header = serde_json::from_slice(header).ok()?;
-            Some(CachedBuild {
-                log: header.log,
-                ptx: header.ptx,
-                cubin: cubin.to_vec(),
-            })
-        });
-        if parsed.is_none() {
-            self.remove(key);
-        }
-        parsed
-    }
-
     /// Stores `build` under `key` atomically (temporary file + rename).
     pub fn put(&self, key: &str, build: &CachedBuild) -> Result<(), CudaError> {
-        let header = serde_json::to_vec(&Header {
-            log: build.log.clone(),
-            ptx: build.ptx.clone(),
-        })
-        .map_err(|e| CudaError::Cache {
-            path: self.files.path(key),
-            source: std::io::Error::other(e),
-        })?;
-        self.files
-            .put(key, &frame(&header, &build.cubin, LengthPrefix::U64))
-            .map_err(|e| CudaError::Cache {
-                path: e.path,
-                source: e.source,
-            })
-    }
-
-    /// Deletes the entry under `key` (missing entries are fine).
-    pub fn remove(&self, key: &str) {
-        self.files.remove(key);
+        Ok(self.files.put(key, build)?)
     }
 }
 

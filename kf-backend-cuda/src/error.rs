@@ -214,6 +214,16 @@ impl BackendError for CudaError {
     }
 }
 
+/// A compile cache write that failed.
+impl From<kf_backend_common::CacheWriteError> for CudaError {
+    fn from(e: kf_backend_common::CacheWriteError) -> Self {
+        CudaError::Cache {
+            path: e.path,
+            source: e.source,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -73,7 +73,7 @@ pub mod runtime;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 pub use backend::{CudaBackend, CudaBackendBuilder, CudaBuffer, CudaKernel};
-pub use cache::{BinaryCache, CachedBuild};
+pub use cache::{BinaryCache, CachedBuild, NvrtcOutput};
 pub use device::{
     driver_present, list_devices, Arch, CudaDeviceInfo, DEFAULT_ARCH, KF_CUDA_ARCH, KF_CUDA_DEVICE,
 };

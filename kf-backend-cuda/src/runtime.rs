@@ -32,12 +32,22 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use kf_backend_common::runtime::{self as common, Binding, RuntimeConfigError};
+use kf_backend_common::runtime::{
+    self as common, Binding, NamedPath, RuntimeConfigError, RuntimeRecord, RuntimeSpec,
+};
 use serde::Deserialize;
 
 /// The variable an embedder sets to point this crate at an NVRTC (see the module docs for what
 /// it may name).
 pub const KF_CUDA_NVRTC: &str = "KF_CUDA_NVRTC";
+
+/// How this backend finds NVRTC (see the module docs).
+const SPEC: RuntimeSpec = RuntimeSpec {
+    config_file: "cuda.json",
+    variable: KF_CUDA_NVRTC,
+    setup_command: "scripts/setup.sh --cuda",
+    source_dir: env!("CARGO_MANIFEST_DIR"),
+};
 
 /// The sentence every "no NVRTC" error ends with.
 pub const HOW_TO_GET_NVRTC: &str = "To get NVRTC: run `kf setup --cuda` (into the per-user \
@@ -99,6 +109,12 @@ impl RuntimeInfo {
     }
 }
 
+impl RuntimeRecord for RuntimeInfo {
+    fn record(&mut self) -> common::Record<'_> {
+        common::Record::new(&mut self.config, &mut self.runtime_dir, &mut self.notes)
+    }
+}
+
 /// `cuda.json` as written by `scripts/setup.sh --cuda` (unknown fields are ignored).
 #[derive(Debug, Clone, Deserialize)]
 pub struct RuntimeConfig {
@@ -145,8 +161,7 @@ fn prepare_now() -> RuntimeInfo {
         include_dirs: Vec::new(),
         notes: Vec::new(),
     };
-    if let Some(v) = env::var_os(KF_CUDA_NVRTC).filter(|v| !v.is_empty()) {
-        let path = PathBuf::from(v);
+    if let Some(path) = SPEC.named_by_variable() {
         info.source = RuntimeSource::KfCudaNvrtc(path.clone());
         apply_explicit(&path, &mut info);
         return info;
@@ -169,7 +184,7 @@ fn prepare_now() -> RuntimeInfo {
 /// Finds a `cuda.json` in the order of the module docs' step 2 (a checkout's `.runtime`, the
 /// per-user folder, the source checkout).
 pub fn discover_config() -> Option<PathBuf> {
-    common::discover_config("cuda.json", env!("CARGO_MANIFEST_DIR"))
+    SPEC.discover()
 }
 
 /// CUDA toolkit roots to look in: `$CUDA_HOME`, `$CUDA_PATH`, `/usr/local/cuda`.
@@ -206,66 +221,38 @@ fn include_near(lib: &Path) -> Option<PathBuf> {
 }
 
 fn apply_explicit(path: &Path, info: &mut RuntimeInfo) {
-    if path.is_dir() {
-        if let Some(json) = common::config_in_dir(path, "cuda.json") {
-            apply_config_file(&json, info);
-        } else if let Some(lib) = library_in(path) {
-            apply_library(&lib, info);
-        } else {
-            info.notes.push(format!(
+    match SPEC.classify(path) {
+        NamedPath::Config(json) => apply_config_file(&json, info),
+        NamedPath::Dir => match library_in(path) {
+            Some(lib) => apply_library(&lib, info),
+            None => info.notes.push(format!(
                 "{KF_CUDA_NVRTC}={} holds no cuda.json and no {NVRTC_SONAME}",
                 path.display()
-            ));
-        }
-        return;
-    }
-    if !path.is_file() {
-        info.notes
-            .push(format!("{KF_CUDA_NVRTC}={} does not exist", path.display()));
-        return;
-    }
-    if path.extension().is_some_and(|e| e == "json") {
-        apply_config_file(path, info);
-    } else {
-        apply_library(path, info);
+            )),
+        },
+        NamedPath::Missing => info.notes.push(SPEC.missing_note(path)),
+        NamedPath::File => apply_library(path, info),
     }
 }
 
+/// Loads the NVRTC library `lib` (the one a toolkit or the variable names) and uses the
+/// headers beside it.
 fn apply_library(lib: &Path, info: &mut RuntimeInfo) {
-    match preload(lib) {
-        Ok(()) => info.nvrtc_library = Some(lib.to_path_buf()),
-        Err(e) => info
-            .notes
-            .push(format!("could not load {}: {e}", lib.display())),
-    }
+    load_nvrtc(lib, info);
     if let Some(include) = include_near(lib) {
         info.include_dirs.push(include);
     }
 }
 
 fn apply_config_file(path: &Path, info: &mut RuntimeInfo) {
-    info.config = Some(path.to_path_buf());
-    info.runtime_dir = common::runtime_dir_of(path);
-    let Some(config) =
-        common::read_or_note::<RuntimeConfig>(path, "scripts/setup.sh --cuda", &mut info.notes)
-    else {
+    let Some(config) = SPEC.open::<RuntimeConfig>(path, info) else {
         return;
     };
-    if !config.nvrtc.is_file() {
-        info.notes.push(format!(
-            "the NVRTC named by {} is gone ({} is missing); run scripts/setup.sh --cuda again",
-            path.display(),
-            config.nvrtc.display()
-        ));
+    if !SPEC.require("NVRTC", path, &config.nvrtc, info) {
         return;
     }
     common::preload_all(&config.preload, Binding::Global, &mut info.notes);
-    match preload(&config.nvrtc) {
-        Ok(()) => info.nvrtc_library = Some(config.nvrtc.clone()),
-        Err(e) => info
-            .notes
-            .push(format!("could not load {}: {e}", config.nvrtc.display())),
-    }
+    load_nvrtc(&config.nvrtc, info);
     for dir in &config.include_dirs {
         if dir.is_dir() {
             info.include_dirs.push(dir.clone());
@@ -275,6 +262,16 @@ fn apply_config_file(path: &Path, info: &mut RuntimeInfo) {
                 dir.display()
             ));
         }
+    }
+}
+
+/// Loads NVRTC from `lib` by absolute path, recording it, or noting why it did not load.
+fn load_nvrtc(lib: &Path, info: &mut RuntimeInfo) {
+    match preload(lib) {
+        Ok(()) => info.nvrtc_library = Some(lib.to_path_buf()),
+        Err(e) => info
+            .notes
+            .push(format!("could not load {}: {e}", lib.display())),
     }
 }
 

@@ -4,11 +4,14 @@ use std::ptr;
 use std::sync::Mutex;
 use std::time::Instant;
 
-use kf_backend_common::compile_input::check_flags;
+use kf_backend_common::compile_cache::record_load_seconds;
+use kf_backend_common::compile_input::{
+    check_flags, checked_definitions, is_plain_entry_name, SourceRules,
+};
 use kf_backend_common::launch::{
     check_buffer_offset, check_copy, check_work_group, describe_arg, CopyDirection,
 };
-use kf_backend_common::{BackendOptions, CompileInputError, Flusher};
+use kf_backend_common::{BackendOptions, CacheSlot, CompileInputError, Flusher};
 use kf_core::{
     Backend, CompileOptions, Compiled, CompilerFacts, DeviceFacts, KernelArg, KernelSource,
     Language, LaunchTiming, NdRange, ParamValues,
@@ -22,7 +25,7 @@ use opencl3::memory::{Buffer, ClMem, CL_MEM_READ_WRITE};
 use opencl3::program::Program;
 use opencl3::types::{cl_mem, CL_BLOCKING};
 
-use crate::cache::BinaryCache;
+use crate::cache::{BinaryCache, ProgramBinary};
 use crate::device::{facts, list_devices, DeviceInfo, Limits};
 use crate::error::{cl_error_name, OpenClError};
 use crate::runtime::{self, RuntimeInfo};
@@ -33,6 +36,18 @@ const CL_KERNEL_SPILL_MEM_SIZE_INTEL: u32 = 0x4109;
 const CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE: u32 = 0x11B3;
 
 const LANGUAGES: [Language; 1] = [Language::OpenCl];
+
+/// What this backend compiles: OpenCL C, with a kernel looked up by its plain name.
+const SOURCE_RULES: SourceRules = SourceRules {
+    language: Language::OpenCl,
+    compiles: "OpenCL C",
+    backend: "OpenCL",
+    entry_ok: is_plain_entry_name,
+    entry_is: "a C identifier",
+};
+
+/// This backend's place for one kernel in its compile cache.
+type Slot<'a> = CacheSlot<'a, ProgramBinary>;
 
 /// Writes a whole scratch buffer, 16 bytes per work-item, for [`Backend::flush_caches`].
 const FLUSH_KERNEL: &str = "__kernel void kf_flush(__global uint4* p, uint v) {
@@ -128,7 +143,7 @@ impl std::fmt::Debug for OpenClBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OpenClBackend")
             .field("device", &self.info.to_string())
-            .field("cache", &self.cache.as_ref().map(BinaryCache::dir))
+            .field("cache", &self.cache.as_ref().map(|c| c.dir()))
             .finish_non_exhaustive()
     }
 }
@@ -200,24 +215,16 @@ impl OpenClBackend {
         params: &ParamValues,
         options: &CompileOptions,
     ) -> Result<String, CompileInputError> {
+        let value_ok = |value: &str| {
+            !value.is_empty() && !value.chars().any(|c| c.is_whitespace() || c == '\0')
+        };
+        let definitions = checked_definitions(
+            params,
+            value_ok,
+            "OpenCL build options cannot carry empty values or whitespace",
+        )?;
         let mut parts = Vec::with_capacity(params.len() + options.flags.len());
-        for (name, value) in params.iter() {
-            let ident = !name.is_empty()
-                && !name.starts_with(|c: char| c.is_ascii_digit())
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !ident {
-                return Err(CompileInputError::NotAnIdentifier {
-                    name: name.to_owned(),
-                });
-            }
-            let value = value.to_string();
-            if value.is_empty() || value.chars().any(|c| c.is_whitespace() || c == '\0') {
-                return Err(CompileInputError::BadValue {
-                    name: name.to_owned(),
-                    value,
-                    rule: "OpenCL build options cannot carry empty values or whitespace",
-                });
-            }
+        for (name, value) in definitions {
             parts.push(format!("-D {name}={value}"));
         }
         check_flags(&options.flags)?;
@@ -239,57 +246,24 @@ impl OpenClBackend {
         }
     }
 
-    /// Refuses what no OpenCL compiler takes: another language, an entry point that is not a
-    /// C identifier, a NUL byte in the source.
-    fn check_source(source: &KernelSource) -> Result<(), OpenClError> {
-        let entry = source.entry.as_str();
-        let refuse = |reason: String| Self::compile_error(entry, reason, String::new());
-        if source.language != Language::OpenCl {
-            return Err(refuse(format!(
-                "the OpenCL backend compiles OpenCL C, not {}",
-                source.language
-            )));
-        }
-        let ident =
-            !entry.is_empty() && entry.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !ident {
-            return Err(refuse(format!(
-                "entry point {entry:?} is not a C identifier"
-            )));
-        }
-        if source.text.contains('\0') {
-            return Err(refuse("the source contains a NUL byte".to_owned()));
-        }
-        Ok(())
-    }
-
-    /// The kernel from the binary cached under `key`, its build log and facts (a cache hit,
+    /// The kernel from the binary cached in `slot`, its build log and facts (a cache hit,
     /// with the load time); `None` when there is none, or the driver refuses it (the entry is
     /// then dropped).
     fn load_cached(
         &self,
-        key: &str,
+        slot: &Slot<'_>,
         build_options: &str,
         entry: &str,
-        cache_file: Option<&str>,
         started: Instant,
     ) -> Option<(Kernel, String, CompilerFacts)> {
-        let cache = self.cache.as_ref()?;
-        let binary = cache.get(key)?;
+        let binary = slot.lookup()?;
         let Some((kernel, log)) = self.load_binary(&binary, build_options, entry) else {
-            cache.remove(key);
+            slot.discard();
             return None;
         };
         let mut facts = self.kernel_facts(&kernel);
-        facts.cache_hit = true;
-        if let Some(file) = cache_file {
-            facts.extra.insert("cache_file".into(), file.to_owned());
-        }
-        facts.compile_seconds = Some(0.0);
-        facts.extra.insert(
-            "load_seconds".into(),
-            format!("{:.6}", started.elapsed().as_secs_f64()),
-        );
+        slot.record_hit(&mut facts);
+        record_load_seconds(&mut facts, started);
         Some((kernel, log, facts))
     }
 
@@ -330,35 +304,20 @@ impl OpenClBackend {
         Ok((program, kernel, log, compile_seconds))
     }
 
-    /// Stores the program's binary in the cache, when there is one; `facts` get the file it
-    /// went to, or why it did not (`cache_error`).
-    fn store_binary(
-        &self,
-        program: &Program,
-        key: &str,
-        cache_file: Option<&str>,
-        facts: &mut CompilerFacts,
-    ) {
-        let Some(cache) = &self.cache else {
-            return;
-        };
-        let stored = match program.get_binaries() {
-            Ok(binaries) => match binaries.first().filter(|b| !b.is_empty()) {
-                Some(binary) => cache.put(key, binary).map_err(|e| e.to_string()),
-                None => Err("the driver returned no binary".to_owned()),
+    /// Stores the program's binary in `slot`'s cache, when there is one; `facts` get the file
+    /// it went to, or why it did not (`cache_error`).
+    fn store_binary(program: &Program, slot: &Slot<'_>, facts: &mut CompilerFacts) {
+        slot.store(
+            || match program.get_binaries() {
+                Ok(binaries) => binaries
+                    .into_iter()
+                    .next()
+                    .filter(|b| !b.is_empty())
+                    .ok_or_else(|| "the driver returned no binary".to_owned()),
+                Err(e) => Err(format!("clGetProgramInfo(CL_PROGRAM_BINARIES): {e}")),
             },
-            Err(e) => Err(format!("clGetProgramInfo(CL_PROGRAM_BINARIES): {e}")),
-        };
-        match stored {
-            Ok(()) => {
-                if let Some(file) = cache_file {
-                    facts.extra.insert("cache_file".into(), file.to_owned());
-                }
-            }
-            Err(e) => {
-                facts.extra.insert("cache_error".into(), e);
-            }
-        }
+            facts,
+        );
     }
 
     /// Checks a launch's geometry against the device and its argument count against the
@@ -655,18 +614,16 @@ impl Backend for OpenClBackend {
         options: &CompileOptions,
     ) -> Result<Compiled<OpenClKernel>, OpenClError> {
         let entry = source.entry.as_str();
-        Self::check_source(source)?;
+        SOURCE_RULES
+            .check(source)
+            .map_err(|reason| Self::compile_error(entry, reason, String::new()))?;
         let build_options = Self::build_options(params, options)
             .map_err(|reason| Self::compile_error(entry, reason.to_string(), String::new()))?;
         let key = BinaryCache::key(&source.text, &build_options, &self.facts);
         let started = Instant::now();
-        // Where the binary is cached: what a compile worker ships (see `cache_file`).
-        let cache_file = self
-            .cache
-            .as_ref()
-            .map(|c| c.path(&key).display().to_string());
-        if let Some((kernel, log, facts)) =
-            self.load_cached(&key, &build_options, entry, cache_file.as_deref(), started)
+        // The binary's place in the cache; its `cache_file` is what a compile worker ships.
+        let slot = Slot::new(self.cache.as_deref(), &key);
+        if let Some((kernel, log, facts)) = self.load_cached(&slot, &build_options, entry, started)
         {
             return Ok(OpenClKernel::compiled(
                 kernel,
@@ -681,7 +638,7 @@ impl Backend for OpenClBackend {
             self.build_from_source(source, &build_options, started)?;
         let mut facts = self.kernel_facts(&kernel);
         facts.compile_seconds = Some(compile_seconds);
-        self.store_binary(&program, &key, cache_file.as_deref(), &mut facts);
+        Self::store_binary(&program, &slot, &mut facts);
         Ok(OpenClKernel::compiled(
             kernel,
             entry,

@@ -8,39 +8,56 @@
 //! processes (evaluation workers) never read half a file; a corrupt or unloadable entry is
 //! deleted and rebuilt.
 
-use std::path::Path;
+use std::borrow::Cow;
+use std::ops::Deref;
+use std::path::PathBuf;
 
-use kf_backend_common::{ArtifactCache, KeyHasher};
+use kf_backend_common::{CacheFormat, CompileCache, KeyHasher};
 use kf_core::DeviceFacts;
 
 use crate::error::OpenClError;
 
-const MAGIC: &[u8; 8] = b"KFCLBIN1";
 const KEY_VERSION: &[u8] = b"kf-backend-opencl cache v1";
 
-/// A directory of cached program binaries.
+/// An entry of the OpenCL compile cache: the device's program binary, as it is.
+#[derive(Debug)]
+pub struct ProgramBinary;
+
+impl CacheFormat for ProgramBinary {
+    const MAGIC: &'static [u8; 8] = b"KFCLBIN1";
+    const EXTENSION: &'static str = "clbin";
+    type Entry = Vec<u8>;
+
+    fn encode(binary: &Vec<u8>) -> std::io::Result<Cow<'_, [u8]>> {
+        Ok(Cow::Borrowed(binary))
+    }
+
+    fn decode(payload: &[u8]) -> Option<Vec<u8>> {
+        Some(payload.to_vec())
+    }
+}
+
+/// A directory of cached program binaries: a [`CompileCache`] (its `dir`, `path`, `get` and
+/// `remove`) with this backend's keys and errors.
 #[derive(Debug, Clone)]
 pub struct BinaryCache {
-    files: ArtifactCache,
+    files: CompileCache<ProgramBinary>,
+}
+
+impl Deref for BinaryCache {
+    type Target = CompileCache<ProgramBinary>;
+
+    fn deref(&self) -> &CompileCache<ProgramBinary> {
+        &self.files
+    }
 }
 
 impl BinaryCache {
     /// A cache in `dir` (created on first write).
-    pub fn new(dir: impl Into<std::path::PathBuf>) -> Self {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
         BinaryCache {
-            files: ArtifactCache::new(dir, MAGIC, "clbin"),
+            files: CompileCache::new(dir),
         }
-    }
-
-    /// The cache directory.
-    pub fn dir(&self) -> &Path {
-        self.files.dir()
-    }
-
-    /// The file an entry of `key` is (or would be) stored in: what a compile worker ships
-    /// to an execute worker, byte for byte (the file checks its own integrity).
-    pub fn path(&self, key: &str) -> std::path::PathBuf {
-        self.files.path(key)
     }
 
     /// The key of a program built from `source` with `options` for `device`.
@@ -64,22 +81,9 @@ impl BinaryCache {
         h.finish()
     }
 
-    /// The binary stored under `key`, if present and intact.
-    pub fn get(&self, key: &str) -> Option<Vec<u8>> {
-        self.files.get(key)
-    }
-
     /// Stores `binary` under `key` atomically (temporary file + rename).
     pub fn put(&self, key: &str, binary: &[u8]) -> Result<(), OpenClError> {
-        self.files.put(key, binary).map_err(|e| OpenClError::Cache {
-            path: e.path,
-            source: e.source,
-        })
-    }
-
-    /// Deletes the entry under `key` (missing entries are fine).
-    pub fn remove(&self, key: &str) {
-        self.files.remove(key);
+        Ok(self.files.put(key, &binary.to_vec())?)
     }
 }
 

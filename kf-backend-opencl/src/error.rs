@@ -145,3 +145,12 @@ pub fn cl_error_name(code: i32) -> &'static str {
         _ => opencl3::error_codes::error_text(code),
     }
 }
+/// A compile cache write that failed.
+impl From<kf_backend_common::CacheWriteError> for OpenClError {
+    fn from(e: kf_backend_common::CacheWriteError) -> Self {
+        OpenClError::Cache {
+            path: e.path,
+            source: e.source,
+        }
+    }
+}

@@ -45,7 +45,7 @@ pub mod runtime;
 pub mod testing;
 
 pub use backend::{OpenClBackend, OpenClBackendBuilder, OpenClBuffer, OpenClKernel};
-pub use cache::BinaryCache;
+pub use cache::{BinaryCache, ProgramBinary};
 pub use device::{list_devices, DeviceInfo, KF_OPENCL_DEVICE};
 pub use error::{cl_error_name, OpenClError};
 /// The device selector shared by every backend (`kf_backend_common::DeviceSelector`).

@@ -38,12 +38,22 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use kf_backend_common::runtime::{self as common, Binding, RuntimeConfigError};
+use kf_backend_common::runtime::{
+    self as common, Binding, NamedPath, RuntimeConfigError, RuntimeRecord, RuntimeSpec,
+};
 use serde::Deserialize;
 
 /// The variable an embedder sets to point this crate at any OpenCL runtime (see the module
 /// docs for what it may name).
 pub const KF_OPENCL_ICD: &str = "KF_OPENCL_ICD";
+
+/// How this backend finds its runtime (see the module docs).
+const SPEC: RuntimeSpec = RuntimeSpec {
+    config_file: "opencl.json",
+    variable: KF_OPENCL_ICD,
+    setup_command: "scripts/setup.sh",
+    source_dir: env!("CARGO_MANIFEST_DIR"),
+};
 
 /// The variable opencl3 reads: a `;`-separated list of OpenCL libraries to try.
 pub const OPENCL_DYLIB_PATH: &str = "OPENCL_DYLIB_PATH";
@@ -100,6 +110,12 @@ impl RuntimeInfo {
     }
 }
 
+impl RuntimeRecord for RuntimeInfo {
+    fn record(&mut self) -> common::Record<'_> {
+        common::Record::new(&mut self.config, &mut self.runtime_dir, &mut self.notes)
+    }
+}
+
 /// `opencl.json` as written by `scripts/setup.sh` (unknown fields are ignored).
 #[derive(Debug, Clone, Deserialize)]
 pub struct RuntimeConfig {
@@ -153,8 +169,7 @@ fn prepare_now() -> RuntimeInfo {
         info.runtime_dir = discover_config().and_then(|c| common::runtime_dir_of(&c));
         return info;
     }
-    if let Some(v) = env::var_os(KF_OPENCL_ICD).filter(|v| !v.is_empty()) {
-        let path = PathBuf::from(v);
+    if let Some(path) = SPEC.named_by_variable() {
         info.source = RuntimeSource::KfOpenClIcd(path.clone());
         apply_explicit(&path, &mut info);
         return info;
@@ -169,7 +184,7 @@ fn prepare_now() -> RuntimeInfo {
 /// Finds an `opencl.json` in the order of the module docs' step 3 (a checkout's `.runtime`,
 /// the per-user folder, the source checkout).
 pub fn discover_config() -> Option<PathBuf> {
-    common::discover_config("opencl.json", env!("CARGO_MANIFEST_DIR"))
+    SPEC.discover()
 }
 
 fn set_var_if_unset(name: &str, value: &str, info: &mut RuntimeInfo) {
@@ -178,27 +193,20 @@ fn set_var_if_unset(name: &str, value: &str, info: &mut RuntimeInfo) {
 }
 
 fn apply_explicit(path: &Path, info: &mut RuntimeInfo) {
-    if path.is_dir() {
-        if let Some(json) = common::config_in_dir(path, "opencl.json") {
-            apply_config_file(&json, info);
-        } else {
-            set_var_if_unset("OCL_ICD_VENDORS", &path.to_string_lossy(), info);
-        }
-        return;
+    match SPEC.classify(path) {
+        NamedPath::Config(json) => apply_config_file(&json, info),
+        NamedPath::Dir => set_var_if_unset("OCL_ICD_VENDORS", &path.to_string_lossy(), info),
+        NamedPath::Missing => info.notes.push(SPEC.missing_note(path)),
+        NamedPath::File => apply_driver_file(path, info),
     }
-    if !path.is_file() {
-        info.notes
-            .push(format!("{KF_OPENCL_ICD}={} does not exist", path.display()));
-        return;
-    }
+}
+
+/// Applies an `.icd` file or an OpenCL driver library named by `KF_OPENCL_ICD`.
+fn apply_driver_file(path: &Path, info: &mut RuntimeInfo) {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    if name.ends_with(".json") {
-        apply_config_file(path, info);
-        return;
-    }
     let library = if name.ends_with(".icd") {
         match fs::read_to_string(path) {
             Ok(text) => PathBuf::from(text.trim()),
@@ -225,19 +233,10 @@ fn apply_explicit(path: &Path, info: &mut RuntimeInfo) {
 }
 
 fn apply_config_file(path: &Path, info: &mut RuntimeInfo) {
-    info.config = Some(path.to_path_buf());
-    info.runtime_dir = common::runtime_dir_of(path);
-    let Some(config) =
-        common::read_or_note::<RuntimeConfig>(path, "scripts/setup.sh", &mut info.notes)
-    else {
+    let Some(config) = SPEC.open::<RuntimeConfig>(path, info) else {
         return;
     };
-    if !config.icd.is_file() {
-        info.notes.push(format!(
-            "the runtime named by {} is gone ({} is missing); run scripts/setup.sh again",
-            path.display(),
-            config.icd.display()
-        ));
+    if !SPEC.require("runtime", path, &config.icd, info) {
         return;
     }
     common::preload_all(&config.preload, Binding::Local, &mut info.notes);

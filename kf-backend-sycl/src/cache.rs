@@ -11,16 +11,17 @@
 //! (evaluation workers) never read half a file; a corrupt or unloadable entry is deleted and
 //! rebuilt.
 
-use std::path::{Path, PathBuf};
+use std::borrow::Cow;
+use std::ops::Deref;
+use std::path::PathBuf;
 
 use kf_backend_common::cache::{frame, unframe, LengthPrefix};
-use kf_backend_common::{ArtifactCache, KeyHasher};
+use kf_backend_common::{CacheFormat, CompileCache, KeyHasher};
 use kf_core::DeviceFacts;
 use serde::{Deserialize, Serialize};
 
 use crate::error::SyclError;
 
-const MAGIC: &[u8; 8] = b"KFSYBIN1";
 const KEY_VERSION: &[u8] = b"kf-backend-sycl cache v1";
 
 /// Facts stored beside a cached bundle.
@@ -37,29 +38,49 @@ pub struct EntryMeta {
     pub build_seconds: Option<f64>,
 }
 
-/// A directory of cached kernel bundles.
+/// An entry of the SYCL compile cache: the length of a JSON metadata block, the metadata,
+/// then the SYCLBIN.
+#[derive(Debug)]
+pub struct KernelBundle;
+
+impl CacheFormat for KernelBundle {
+    const MAGIC: &'static [u8; 8] = b"KFSYBIN1";
+    const EXTENSION: &'static str = "syclbin";
+    type Entry = (Vec<u8>, EntryMeta);
+
+    fn encode((bundle, meta): &(Vec<u8>, EntryMeta)) -> std::io::Result<Cow<'_, [u8]>> {
+        let meta = serde_json::to_vec(meta).unwrap_or_default();
+        Ok(Cow::Owned(frame(&meta, bundle, LengthPrefix::U32)))
+    }
+
+    fn decode(payload: &[u8]) -> Option<(Vec<u8>, EntryMeta)> {
+        let (meta, bundle) = unframe(payload, LengthPrefix::U32)?;
+        let meta: EntryMeta = serde_json::from_slice(meta).ok()?;
+        Some((bundle.to_vec(), meta))
+    }
+}
+
+/// A directory of cached kernel bundles: a [`CompileCache`] (its `dir`, `path`, `get` and
+/// `remove`) with this backend's keys and errors.
 #[derive(Debug, Clone)]
 pub struct BundleCache {
-    files: ArtifactCache,
+    files: CompileCache<KernelBundle>,
+}
+
+impl Deref for BundleCache {
+    type Target = CompileCache<KernelBundle>;
+
+    fn deref(&self) -> &CompileCache<KernelBundle> {
+        &self.files
+    }
 }
 
 impl BundleCache {
     /// A cache in `dir` (created on first write).
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         BundleCache {
-            files: ArtifactCache::new(dir, MAGIC, "syclbin"),
+            files: CompileCache::new(dir),
         }
-    }
-
-    /// The cache directory.
-    pub fn dir(&self) -> &Path {
-        self.files.dir()
-    }
-
-    /// The file an entry of `key` is (or would be) stored in: what a compile worker ships
-    /// to an execute worker, byte for byte (the file checks its own integrity).
-    pub fn path(&self, key: &str) -> std::path::PathBuf {
-        self.files.path(key)
     }
 
     /// The key of a bundle built from `source` with `options` for `entry` on `device`.
@@ -86,33 +107,9 @@ impl BundleCache {
         h.finish()
     }
 
-    /// The bundle and metadata stored under `key`, if present and intact.
-    pub fn get(&self, key: &str) -> Option<(Vec<u8>, EntryMeta)> {
-        let payload = self.files.get(key)?;
-        let parsed = unframe(&payload, LengthPrefix::U32).and_then(|(meta, bundle)| {
-            let meta: EntryMeta = serde_json::from_slice(meta).ok()?;
-            Some((bundle.to_vec(), meta))
-        });
-        if parsed.is_none() {
-            self.remove(key);
-        }
-        parsed
-    }
-
     /// Stores `bundle` and `meta` under `key` atomically (temporary file + rename).
     pub fn put(&self, key: &str, bundle: &[u8], meta: &EntryMeta) -> Result<(), SyclError> {
-        let meta = serde_json::to_vec(meta).unwrap_or_default();
-        self.files
-            .put(key, &frame(&meta, bundle, LengthPrefix::U32))
-            .map_err(|e| SyclError::Cache {
-                path: e.path,
-                source: e.source,
-            })
-    }
-
-    /// Deletes the entry under `key` (missing entries are fine).
-    pub fn remove(&self, key: &str) {
-        self.files.remove(key);
+        Ok(self.files.put(key, &(bundle.to_vec(), meta.clone()))?)
     }
 }
 

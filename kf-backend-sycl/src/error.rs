@@ -93,6 +93,16 @@ impl BackendError for SyclError {
     }
 }
 
+/// A compile cache write that failed.
+impl From<kf_backend_common::CacheWriteError> for SyclError {
+    fn from(e: kf_backend_common::CacheWriteError) -> Self {
+        SyclError::Cache {
+            path: e.path,
+            source: e.source,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

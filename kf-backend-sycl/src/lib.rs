@@ -50,7 +50,7 @@ pub use backend::{
     PreparedSource, SyclBackend, SyclBackendBuilder, SyclBuffer, SyclKernel, NO_PCH_ENV,
     PARAMS_HEADER, PREAMBLE,
 };
-pub use cache::{BundleCache, EntryMeta};
+pub use cache::{BundleCache, EntryMeta, KernelBundle};
 pub use device::{list_devices, DeviceInfo, KF_SYCL_DEVICE};
 pub use error::SyclError;
 /// The device selector shared by every backend (`kf_backend_common::DeviceSelector`).

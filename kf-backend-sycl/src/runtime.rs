@@ -28,7 +28,9 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use kf_backend_common::runtime::{self as common, RuntimeConfigError};
+use kf_backend_common::runtime::{
+    self as common, NamedPath, RuntimeConfigError, RuntimeRecord, RuntimeSpec,
+};
 use serde::Deserialize;
 
 /// The variable that points this crate at a runtime description at run time (a `sycl.json`
@@ -38,6 +40,14 @@ pub const KF_SYCL_RUNTIME: &str = "KF_SYCL_RUNTIME";
 
 /// The variable that names the shim library to load instead of the one built with the crate.
 pub const KF_SYCL_SHIM: &str = "KF_SYCL_SHIM";
+
+/// How this backend finds the runtime's description (see the module docs).
+const SPEC: RuntimeSpec = RuntimeSpec {
+    config_file: "sycl.json",
+    variable: KF_SYCL_RUNTIME,
+    setup_command: "scripts/setup.sh --sycl",
+    source_dir: env!("CARGO_MANIFEST_DIR"),
+};
 
 /// The sentence every "runtime not available" error ends with.
 pub const HOW_TO_GET_A_RUNTIME: &str = "To install it: run `kf setup --sycl` (into the \
@@ -113,6 +123,12 @@ impl RuntimeInfo {
     }
 }
 
+impl RuntimeRecord for RuntimeInfo {
+    fn record(&mut self) -> common::Record<'_> {
+        common::Record::new(&mut self.config, &mut self.runtime_dir, &mut self.notes)
+    }
+}
+
 static PREPARED: OnceLock<RuntimeInfo> = OnceLock::new();
 
 /// Configures the process for the SYCL runtime once (see the module docs) and returns what was
@@ -141,22 +157,19 @@ fn prepare_now() -> RuntimeInfo {
         Some(path) => Some(PathBuf::from(path)),
         None => non_empty(option_env!("KF_SYCL_SHIM_BUILT")).map(PathBuf::from),
     };
-    let config = match env::var_os(KF_SYCL_RUNTIME).filter(|v| !v.is_empty()) {
-        Some(v) => {
-            let path = PathBuf::from(v);
-            let json = if path.is_dir() {
-                common::config_in_dir(&path, "sycl.json")
-            } else {
-                Some(path.clone())
-            };
-            if json.is_none() {
+    let config = match SPEC.named_by_variable() {
+        Some(path) => match SPEC.classify(&path) {
+            NamedPath::Config(json) => Some(json),
+            NamedPath::Dir => {
                 info.notes.push(format!(
                     "{KF_SYCL_RUNTIME}={} holds no sycl.json",
                     path.display()
                 ));
+                None
             }
-            json
-        }
+            // Taken for a sycl.json all the same: reading it says what is wrong with it.
+            NamedPath::File | NamedPath::Missing => Some(path),
+        },
         None => non_empty(option_env!("KF_SYCL_BUILD_CONFIG"))
             .map(PathBuf::from)
             .filter(|p| p.is_file())
@@ -172,15 +185,11 @@ fn prepare_now() -> RuntimeInfo {
 /// a checkout's `.runtime` above the current directory or the executable, the per-user
 /// folder of `kf setup --sycl`, the source checkout).
 pub fn discover_config() -> Option<PathBuf> {
-    common::discover_config("sycl.json", env!("CARGO_MANIFEST_DIR"))
+    SPEC.discover()
 }
 
 fn apply_config(path: &Path, info: &mut RuntimeInfo) {
-    info.config = Some(path.to_path_buf());
-    info.runtime_dir = common::runtime_dir_of(path);
-    let Some(config) =
-        common::read_or_note::<RuntimeConfig>(path, "scripts/setup.sh --sycl", &mut info.notes)
-    else {
+    let Some(config) = SPEC.open::<RuntimeConfig>(path, info) else {
         return;
     };
     info.version = config.version.clone();

@@ -1,7 +1,12 @@
 //! Compilation: NVRTC options and definitions, the compile cache, loading modules.
 
-use kf_backend_common::compile_input::check_flags;
-use kf_backend_common::CompileInputError;
+use kf_backend_common::compile_cache::record_load_seconds;
+use kf_backend_common::compile_input::{
+    check_flags, define_lines, is_plain_entry_name, SourceRules,
+};
+use kf_backend_common::{CacheSlot, CompileInputError};
+
+use crate::cache::NvrtcOutput;
 
 use super::*;
 
@@ -39,30 +44,24 @@ impl CudaBackend {
         params: &ParamValues,
     ) -> Result<String, CompileInputError> {
         let mut out = String::with_capacity(text.len() + 32 * params.len() + 32);
-        for (name, value) in params.iter() {
-            let ident = !name.is_empty()
-                && !name.starts_with(|c: char| c.is_ascii_digit())
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !ident {
-                return Err(CompileInputError::NotAnIdentifier {
-                    name: name.to_owned(),
-                });
-            }
-            let value = value.to_string();
-            if value.trim().is_empty() || value.contains(['\n', '\r', '\0']) {
-                return Err(CompileInputError::BadValue {
-                    name: name.to_owned(),
-                    value,
-                    rule: "definitions cannot be empty or hold line breaks or NUL bytes",
-                });
-            }
-            out.push_str(&format!("#define {name} {value}\n"));
-        }
+        out.push_str(&define_lines(
+            params,
+            "definitions cannot be empty or hold line breaks or NUL bytes",
+        )?);
         out.push_str(&format!("#line 1 \"{file}\"\n"));
         out.push_str(text);
         Ok(out)
     }
 }
+
+/// What this backend compiles: CUDA C++, with a kernel looked up by its plain name.
+const SOURCE_RULES: SourceRules = SourceRules {
+    language: Language::Cuda,
+    compiles: "CUDA C++",
+    backend: "CUDA",
+    entry_ok: is_plain_entry_name,
+    entry_is: "a C identifier",
+};
 
 impl CudaBackend {
     pub(super) fn compile_inner(
@@ -112,19 +111,7 @@ impl CudaBackend {
     ) -> Result<CompileInput<'a>, CudaError> {
         let entry = source.entry.as_str();
         let refuse = |reason: String| CudaError::compile(entry, reason, "");
-        if source.language != Language::Cuda {
-            return Err(refuse(format!(
-                "the CUDA backend compiles CUDA C++, not {}",
-                source.language
-            )));
-        }
-        let ident =
-            !entry.is_empty() && entry.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !ident {
-            return Err(refuse(format!(
-                "entry point {entry:?} is not a C identifier"
-            )));
-        }
+        SOURCE_RULES.check(source).map_err(refuse)?;
         let arch = match &options.arch {
             Some(text) => text
                 .parse::<Arch>()
@@ -156,18 +143,10 @@ impl CudaBackend {
         input: &CompileInput<'_>,
         facts: &mut CompilerFacts,
     ) -> Result<CachedBuild, CudaError> {
-        let cached = self.cache.as_ref().and_then(|c| c.get(&input.key));
-        let cache_file = self
-            .cache
-            .as_ref()
-            .map(|c| c.path(&input.key).display().to_string());
-        if let Some(build) = cached {
-            facts.cache_hit = true;
-            facts.compile_seconds = Some(0.0);
-            if let Some(file) = cache_file {
-                // Where the binary is cached: what a compile worker ships.
-                facts.extra.insert("cache_file".into(), file);
-            }
+        // Where the build is cached: its `cache_file` is what a compile worker ships.
+        let slot = CacheSlot::<NvrtcOutput>::new(self.cache.as_deref(), &input.key);
+        if let Some(build) = slot.lookup() {
+            slot.record_hit(facts);
             return Ok(build);
         }
         let out = nvrtc::compile(&input.text, &input.file, input.entry, &input.nvrtc_options)?;
@@ -177,18 +156,7 @@ impl CudaBackend {
             ptx: out.ptx,
             cubin: out.cubin.unwrap_or_default(),
         };
-        if let Some(cache) = &self.cache {
-            match cache.put(&input.key, &build) {
-                Ok(()) => {
-                    if let Some(file) = cache_file {
-                        facts.extra.insert("cache_file".into(), file);
-                    }
-                }
-                Err(e) => {
-                    facts.extra.insert("cache_error".into(), e.to_string());
-                }
-            }
-        }
+        slot.store(|| Ok(&build), facts);
         Ok(build)
     }
 
@@ -371,10 +339,7 @@ fn record_loaded(facts: &mut CompilerFacts, loaded: &Loaded, started: Instant) {
     if facts.private_mem_bytes.is_none() {
         facts.private_mem_bytes = Some(loaded.local_bytes);
     }
-    facts.extra.insert(
-        "load_seconds".into(),
-        format!("{:.6}", started.elapsed().as_secs_f64()),
-    );
+    record_load_seconds(facts, started);
 }
 
 /// `40 registers, 8448 bytes shared memory, 0 bytes spilled`.

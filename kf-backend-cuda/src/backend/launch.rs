@@ -165,25 +165,20 @@ impl CudaBackend {
             grid: [1; 3],
             block: [1; 3],
         };
+        // Which extent, in which dimension, exceeds the device's maximum.
+        let too_large = |what: &str, extent: u64, d: usize, max: u64| {
+            bad_geometry(
+                range,
+                format!("{what} extent {extent} in dimension {d} exceeds the device maximum {max}"),
+            )
+        };
         for (d, (&extent, &global)) in block.iter().zip(&range.global).enumerate() {
             let grid = global as u64 / extent;
             if extent > self.limits.max_block[d] {
-                return Err(bad_geometry(
-                    range,
-                    format!(
-                        "block extent {extent} in dimension {d} exceeds the device maximum {}",
-                        self.limits.max_block[d]
-                    ),
-                ));
+                return Err(too_large("block", extent, d, self.limits.max_block[d]));
             }
             if grid > self.limits.max_grid[d] {
-                return Err(bad_geometry(
-                    range,
-                    format!(
-                        "grid extent {grid} in dimension {d} exceeds the device maximum {}",
-                        self.limits.max_grid[d]
-                    ),
-                ));
+                return Err(too_large("grid", grid, d, self.limits.max_grid[d]));
             }
             shape.block[d] = extent;
             shape.grid[d] = grid;

@@ -124,7 +124,7 @@ impl std::fmt::Debug for CudaBackend {
             .field("device", &self.facts.name)
             .field("arch", &self.arch.to_string())
             .field("nvrtc", &self.nvrtc.version())
-            .field("cache", &self.cache.as_ref().map(BinaryCache::dir))
+            .field("cache", &self.cache.as_ref().map(|c| c.dir()))
             .finish_non_exhaustive()
     }
 }

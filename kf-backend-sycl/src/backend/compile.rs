@@ -1,7 +1,25 @@
 //! Compilation: builds on a big stack, the in-memory and on-disk bundle caches, kernel
 //! facts, and compile errors.
 
+use kf_backend_common::compile_cache::record_load_seconds;
+use kf_backend_common::compile_input::SourceRules;
+use kf_backend_common::CacheSlot;
+
 use super::*;
+use crate::cache::KernelBundle;
+
+/// What this backend compiles: SYCL free-function kernels, looked up by a (namespace
+/// qualified) name.
+const SOURCE_RULES: SourceRules = SourceRules {
+    language: Language::Sycl,
+    compiles: "SYCL free-function kernels",
+    backend: "SYCL",
+    entry_ok: is_entry_name,
+    entry_is: "a (namespace-qualified) C identifier",
+};
+
+/// This backend's place for one kernel in its on-disk compile cache.
+type Slot<'a> = CacheSlot<'a, KernelBundle>;
 
 /// Kernel facts from the shim (`kfs_program_info`).
 #[derive(Debug, Default, Deserialize)]
@@ -195,7 +213,8 @@ impl SyclBackend {
             return Ok(cache_hit(&inner, "memory", started));
         }
         let base_facts = base_facts(&key, &build_options, params);
-        if let Some(inner) = self.load_from_disk(&key, entry, &base_facts) {
+        let slot = Slot::new(self.cache.as_deref(), &key);
+        if let Some(inner) = self.load_from_disk(&slot, entry, &base_facts) {
             self.remember(&key, &inner);
             return Ok(cache_hit(&inner, "disk", started));
         }
@@ -214,7 +233,7 @@ impl SyclBackend {
             }
             .into(),
         );
-        self.store_bundle(&key, &built, &info, build_seconds, registered, &mut facts);
+        self.store_bundle(&slot, &built, &info, build_seconds, registered, &mut facts);
         let inner = Arc::new(KernelInner {
             program: built.program,
             entry: entry.to_owned(),
@@ -231,27 +250,24 @@ impl SyclBackend {
         })
     }
 
-    /// The kernel from the bundle cached on disk under `key`, with `base_facts` and what the
+    /// The kernel from the bundle cached on disk in `slot`, with `base_facts` and what the
     /// entry recorded; `None` when there is none, or the runtime cannot load it (the entry is
     /// then dropped).
     fn load_from_disk(
         &self,
-        key: &str,
+        slot: &Slot<'_>,
         entry: &str,
         base_facts: &CompilerFacts,
     ) -> Option<Arc<KernelInner>> {
-        let cache = self.cache.as_ref()?;
-        let (bundle, meta) = cache.get(key)?;
+        let (bundle, meta) = slot.lookup()?;
         let Ok(program) = self.queue.load(&bundle, entry) else {
-            cache.remove(key);
+            slot.discard();
             return None;
         };
         let info = self.kernel_info(&program);
         let mut facts = base_facts.clone();
         fill_facts(&mut facts, &info);
-        facts
-            .extra
-            .insert("cache_file".into(), cache.path(key).display().to_string());
+        slot.record_hit(&mut facts);
         if let Some(s) = meta.build_seconds {
             facts
                 .extra
@@ -290,19 +306,20 @@ impl SyclBackend {
 
     /// Stores the built bundle in the disk cache, when there is one and the runtime can
     /// serialise it (not for a kernel found by its registered name); `facts` get the file it
-    /// went to, or why it did not.
+    /// went to (as the other backends say it: what a compile worker ships, and how `kf tune`'s
+    /// compile-ahead knows a later load will hit), or why it did not.
     fn store_bundle(
         &self,
-        key: &str,
+        slot: &Slot<'_>,
         built: &ffi::Built,
         info: &KernelInfo,
         build_seconds: f64,
         registered: bool,
         facts: &mut CompilerFacts,
     ) {
-        let Some(cache) = &self.cache else {
+        if self.cache.is_none() {
             return;
-        };
+        }
         if registered {
             facts.extra.insert(
                 "cache_note".into(),
@@ -317,23 +334,13 @@ impl SyclBackend {
             log: built.log.clone(),
             build_seconds: Some(build_seconds),
         };
-        let stored = built
-            .program
-            .content()
-            .map_err(|f| f.message)
-            .and_then(|bundle| cache.put(key, &bundle, &meta).map_err(|e| e.to_string()));
-        match stored {
-            // Where the bundle is, as the other backends say it: what a compile worker
-            // ships, and how `kf tune`'s compile-ahead knows a later load will hit.
-            Ok(()) => {
-                facts
-                    .extra
-                    .insert("cache_file".into(), cache.path(key).display().to_string());
-            }
-            Err(e) => {
-                facts.extra.insert("cache_error".into(), e);
-            }
-        }
+        slot.store(
+            || {
+                let bundle = built.program.content().map_err(|f| f.message)?;
+                Ok((bundle, meta))
+            },
+            facts,
+        );
     }
 }
 
@@ -341,24 +348,9 @@ impl SyclBackend {
 /// not a (namespace-qualified) C identifier, a NUL byte, a construct known to crash it.
 fn check_source(source: &KernelSource) -> Result<(), SyclError> {
     let entry = source.entry.as_str();
-    if source.language != Language::Sycl {
-        return Err(compile_error(
-            entry,
-            format!(
-                "the SYCL backend compiles SYCL free-function kernels, not {}",
-                source.language
-            ),
-        ));
-    }
-    if !is_entry_name(entry) {
-        return Err(compile_error(
-            entry,
-            format!("entry point {entry:?} is not a (namespace-qualified) C identifier"),
-        ));
-    }
-    if source.text.contains('\0') {
-        return Err(compile_error(entry, "the source contains a NUL byte"));
-    }
+    SOURCE_RULES
+        .check(source)
+        .map_err(|reason| compile_error(entry, reason))?;
     if let Some(why) = known_crasher(&source.text) {
         return Err(compile_error(entry, why));
     }
@@ -371,10 +363,7 @@ fn cache_hit(inner: &Arc<KernelInner>, how: &str, started: Instant) -> Compiled<
     facts.cache_hit = true;
     facts.compile_seconds = Some(0.0);
     facts.extra.insert("cache".into(), how.to_owned());
-    facts.extra.insert(
-        "load_seconds".into(),
-        format!("{:.6}", started.elapsed().as_secs_f64()),
-    );
+    record_load_seconds(&mut facts, started);
     Compiled {
         kernel: SyclKernel {
             inner: Arc::clone(inner),

@@ -186,7 +186,7 @@ impl std::fmt::Debug for SyclBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SyclBackend")
             .field("device", &self.info.to_string())
-            .field("cache", &self.cache.as_ref().map(BundleCache::dir))
+            .field("cache", &self.cache.as_ref().map(|c| c.dir()))
             .finish_non_exhaustive()
     }
 }

@@ -1,7 +1,7 @@
 //! Source rewriting: parameters as a virtual header instead of `-D`, build options, and the
 //! source checks made before a build (entry names, `extern "C"`, known compiler crashes).
 
-use kf_backend_common::compile_input::check_flags;
+use kf_backend_common::compile_input::{check_flags, define_lines};
 use kf_backend_common::CompileInputError;
 
 use super::*;
@@ -105,23 +105,10 @@ impl SyclBackend {
         let params_header = if params.is_empty() {
             None
         } else {
-            let mut header = String::new();
-            for (name, value) in params.iter() {
-                if !is_identifier(name) {
-                    return Err(CompileInputError::NotAnIdentifier {
-                        name: name.to_owned(),
-                    });
-                }
-                let value = value.to_string();
-                if value.trim().is_empty() || value.contains(['\0', '\n', '\r']) {
-                    return Err(CompileInputError::BadValue {
-                        name: name.to_owned(),
-                        value,
-                        rule: "a definition cannot be empty or hold a NUL byte or a line break",
-                    });
-                }
-                header.push_str(&format!("#define {name} {value}\n"));
-            }
+            let header = define_lines(
+                params,
+                "a definition cannot be empty or hold a NUL byte or a line break",
+            )?;
             text.push_str(&format!("#include \"{PARAMS_HEADER}\"\n"));
             Some(header)
         };
