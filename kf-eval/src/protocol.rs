@@ -290,16 +290,15 @@ fn kernel_args<'a, B: Backend>(
         .collect()
 }
 
-/// Reads every buffer back and checks guards, inputs and outputs against the reference.
+/// Reads every buffer back and checks guards, inputs and outputs against the input set `p`'s
+/// data and reference (`buffers`: its own, or a rotation copy's).
 fn check_after_launch<B: Backend>(
     backend: &B,
-    task: &dyn KernelTask,
-    data: &[HostBuffer],
-    reference: &[HostBuffer],
-    allowance: &[Option<Vec<f64>>],
+    p: &Prepared<'_, B::Buffer>,
     buffers: &[Guarded<B::Buffer>],
     tolerance: &kf_core::Tolerance,
 ) -> Result<CorrectnessReport, Failure> {
+    let (task, data, reference, allowance) = (p.task, &p.data, &p.reference, &p.allowance);
     let mut worst: Option<CorrectnessReport> = None;
     for (i, (spec, g)) in task.buffers().iter().zip(buffers).enumerate() {
         let bytes = read(backend, g)?;
@@ -1093,6 +1092,15 @@ impl<B: Backend> KernelEvaluator<B> {
         })
     }
 
+    /// The kernel `source_in` gives in the first of the backend's languages that it has one
+    /// in (a task's baseline or trusted reference kernel).
+    fn in_backend_language(
+        &self,
+        source_in: impl Fn(Language) -> Option<KernelSource>,
+    ) -> Option<KernelSource> {
+        self.backend.languages().iter().find_map(|l| source_in(*l))
+    }
+
     /// Runs the task's trusted reference kernel, when it has one in a language of this
     /// backend, on `data` and returns the buffers it leaves (empty for pure inputs). A
     /// reference kernel that fails, leaves elements unwritten, writes out of bounds or
@@ -1102,12 +1110,7 @@ impl<B: Backend> KernelEvaluator<B> {
         task: &dyn KernelTask,
         data: &[HostBuffer],
     ) -> Result<Option<Vec<HostBuffer>>, EvalError> {
-        let Some(source) = self
-            .backend
-            .languages()
-            .iter()
-            .find_map(|l| task.reference_kernel(*l))
-        else {
+        let Some(source) = self.in_backend_language(|l| task.reference_kernel(l)) else {
             return Ok(None);
         };
         let err = |message: String| {
@@ -1221,26 +1224,13 @@ impl<B: Backend> KernelEvaluator<B> {
             }
         }
         let tolerance = p.task.describe().tolerance;
-        check_after_launch(
-            backend,
-            p.task,
-            &p.data,
-            &p.reference,
-            &p.allowance,
-            &p.buffers,
-            &tolerance,
-        )
+        check_after_launch(backend, p, &p.buffers, &tolerance)
     }
 
     /// Compiles and verifies the task's baseline once; returns its key, or `None` when the
     /// task has no baseline in a language of this backend.
     fn ensure_baseline(&mut self, task: &dyn KernelTask) -> Result<Option<String>, EvalError> {
-        let Some(source) = self
-            .backend
-            .languages()
-            .iter()
-            .find_map(|l| task.baseline(*l))
-        else {
+        let Some(source) = self.in_backend_language(|l| task.baseline(l)) else {
             return Ok(None);
         };
         let key = format!(

@@ -419,26 +419,18 @@ fn run_job<B: Backend>(
         None => tasks.build(&job.task, &job.sizes),
     };
     if job.compile_only {
-        let result = task
-            .and_then(|task| {
-                evaluator.set_config(job.config.clone());
-                evaluator.compile_only(task.as_ref(), &job.source, &job.params)
-            })
-            .map(Box::new)
-            .map_err(|e| e.to_string());
+        let result = with_task(evaluator, job, task, |evaluator, task| {
+            evaluator.compile_only(task, &job.source, &job.params)
+        });
         return Reply::Compiled {
             id: job.id,
             result,
             cache: kf_backend_common::cache_outbox::take_deferred(),
         };
     }
-    let result = task
-        .and_then(|task| {
-            evaluator.set_config(job.config.clone());
-            evaluator.evaluate(task.as_ref(), &job.source, &job.params)
-        })
-        .map(Box::new)
-        .map_err(|e| e.to_string());
+    let result = with_task(evaluator, job, task, |evaluator, task| {
+        evaluator.evaluate(task, &job.source, &job.params)
+    });
     let profile = *evaluator.last_profile();
     Reply::Done {
         id: job.id,
@@ -446,6 +438,22 @@ fn run_job<B: Backend>(
         profile,
         cache: kf_backend_common::cache_outbox::take_deferred(),
     }
+}
+
+/// Runs `step` on the job's task (when it could be built) under the job's configuration;
+/// an error goes to the parent as its text.
+fn with_task<B: Backend, T>(
+    evaluator: &mut KernelEvaluator<B>,
+    job: &Job,
+    task: Result<Box<dyn KernelTask>, EvalError>,
+    step: impl FnOnce(&mut KernelEvaluator<B>, &dyn KernelTask) -> Result<T, EvalError>,
+) -> Result<Box<T>, String> {
+    task.and_then(|task| {
+        evaluator.set_config(job.config.clone());
+        step(evaluator, task.as_ref())
+    })
+    .map(Box::new)
+    .map_err(|e| e.to_string())
 }
 
 /// Whether this process was started as an evaluation worker.

@@ -4,10 +4,12 @@
 //! roofline allows is still rejected. Skips only when the OpenCL runtime is not installed,
 //! unless `KF_REQUIRE_OPENCL=1`.
 
+mod common;
+
 use kf_core::{Backend, ParamValues, Status};
 use kf_eval::characterise::{self, Characterisation, CharacteriseOptions, Peaks};
 use kf_eval::tasks::{builtin_task, parse_sizes};
-use kf_eval::{kernels, EvalConfig, KernelEvaluator};
+use kf_eval::{EvalConfig, KernelEvaluator};
 
 fn quick() -> CharacteriseOptions {
     CharacteriseOptions {
@@ -18,10 +20,7 @@ fn quick() -> CharacteriseOptions {
 }
 
 fn config() -> EvalConfig {
-    let mut config = EvalConfig::default();
-    config.timing.min_trials = 3;
-    config.timing.min_seconds = 0.01;
-    config
+    common::short_timing(3)
 }
 
 #[test]
@@ -68,10 +67,7 @@ fn the_device_is_characterised_and_evaluations_report_their_roofline() {
     // Softmax at a small size: well under the ridge point, so memory-bound, in GB/s.
     let sizes = parse_sizes("ROWS=256,COLS=256").unwrap();
     let task = builtin_task("softmax", &sizes).unwrap();
-    let source = kernels::shipped("softmax_naive", kf_core::Language::OpenCl)
-        .unwrap()
-        .kernel_source()
-        .unwrap();
+    let (source, _) = common::shipped_opencl("softmax_naive");
     let facts = backend.device().clone();
     let mut evaluator =
         KernelEvaluator::new(backend, config()).with_peaks(Some(Peaks::measured(&c, &facts)));
@@ -113,12 +109,7 @@ fn the_device_is_characterised_and_evaluations_report_their_roofline() {
     let e = evaluator
         .evaluate(task.as_ref(), &source, &ParamValues::new())
         .unwrap();
-    assert_eq!(e.status, Status::RuntimeError);
-    assert!(
-        e.diagnostics.contains("cannot be genuine"),
-        "{}",
-        e.diagnostics
-    );
+    common::assert_judged(&e, Status::RuntimeError, &["cannot be genuine"]);
 }
 
 #[test]

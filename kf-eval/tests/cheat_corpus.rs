@@ -3,10 +3,11 @@
 //! worker process per evaluation stream) on the OpenCL backend; skips with a message when no
 //! OpenCL runtime is installed (run `scripts/setup.sh`), unless `KF_REQUIRE_OPENCL=1`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use kf_backend_opencl::{DeviceSelector, OpenClBackend};
 use kf_core::{ParamValues, Status};
 use kf_eval::tasks::parse_sizes;
 use kf_eval::{
@@ -14,13 +15,7 @@ use kf_eval::{
 };
 use kf_manifest::Manifest;
 
-kf_eval::worker_test_entry!(|spec: &BackendSpec| {
-    let mut b = OpenClBackend::builder();
-    if let Some(d) = &spec.device {
-        b = b.device(DeviceSelector::parse(d));
-    }
-    b.build().map_err(|e| e.to_string())
-});
+kf_eval::worker_test_entry!(common::open_worker_backend);
 
 const NAIVE_MANIFEST: &str = r#"
 entry = "gemm"
@@ -43,13 +38,7 @@ fn kernels_dir() -> PathBuf {
 }
 
 fn evaluator(timeout: TimeoutPolicy) -> IsolatedEvaluator {
-    let sizes = parse_sizes("M=256,N=192,K=128").unwrap();
-    let mut config = EvalConfig::default();
-    config.timing.min_trials = 5;
-    config.timing.min_seconds = 0.01;
-    IsolatedEvaluator::builder(BackendSpec::new("opencl"), "gemm", sizes)
-        .command(WorkerCommand::test_harness().unwrap())
-        .config(config)
+    common::harness_evaluator("gemm", "M=256,N=192,K=128", common::short_timing(5))
         .timeout(timeout)
         .build()
 }

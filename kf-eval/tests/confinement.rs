@@ -8,35 +8,20 @@
 //! Skips without an OpenCL runtime unless `KF_REQUIRE_OPENCL=1`, and when this kernel has no
 //! Landlock (then nothing is confined, and the workers say so).
 
-use kf_backend_opencl::{DeviceSelector, OpenClBackend};
+mod common;
+
 use kf_core::{ParamValues, Status};
 use kf_eval::confine::ConfinementLevel;
-use kf_eval::tasks::parse_sizes;
-use kf_eval::{BackendSpec, EvalConfig, EvalError, IsolatedEvaluator, WorkerCommand};
-use kf_manifest::Manifest;
+use kf_eval::{EvalError, IsolatedEvaluator};
 
-kf_eval::worker_test_entry!(|spec: &BackendSpec| {
-    let mut b = OpenClBackend::builder();
-    if let Some(d) = &spec.device {
-        b = b.device(DeviceSelector::parse(d));
-    }
-    b.build().map_err(|e| e.to_string())
-});
+kf_eval::worker_test_entry!(common::open_worker_backend);
 
 fn evaluator(confine: bool) -> IsolatedEvaluator {
-    let mut config = EvalConfig::default();
-    config.timing.min_trials = 3;
-    config.timing.min_seconds = 0.01;
+    let mut config = common::short_timing(3);
     config.host_file_check = false;
-    IsolatedEvaluator::builder(
-        BackendSpec::new("opencl"),
-        "gemm",
-        parse_sizes("M=32,N=32,K=32").unwrap(),
-    )
-    .command(WorkerCommand::test_harness().unwrap())
-    .config(config)
-    .confine(confine)
-    .build()
+    common::harness_evaluator("gemm", "M=32,N=32,K=32", config)
+        .confine(confine)
+        .build()
 }
 
 /// The device of a confined evaluator's worker, or a skip (kind LANDLOCK) where this machine
@@ -57,11 +42,7 @@ fn device_or_skip(evaluator: &IsolatedEvaluator) -> Option<kf_core::DeviceFacts>
 
 /// The naive gemm kernel with `first` as its first line.
 fn naive_with(first: &str) -> (kf_core::KernelSource, ParamValues) {
-    let naive = kf_eval::kernels::shipped("gemm_naive", kf_core::Language::OpenCl)
-        .unwrap()
-        .kernel_source()
-        .unwrap();
-    let params = Manifest::from_kernel(&naive).unwrap().default_params();
+    let (naive, params) = common::shipped_opencl("gemm_naive");
     let text = format!("{first}\n{}", naive.text);
     (
         kf_core::KernelSource {

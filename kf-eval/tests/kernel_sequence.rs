@@ -7,22 +7,17 @@
 //! Skips (printing `SKIPPED: …`) only when the runtime is missing and `KF_REQUIRE_OPENCL` is
 //! not `1`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use kf_backend_opencl::testing::backend_or_skip;
-use kf_backend_opencl::{DeviceSelector, OpenClBackend};
 use kf_core::{KernelSource, ParamValues, Status};
 use kf_eval::tasks::{builtin_task, parse_sizes};
-use kf_eval::{BackendSpec, EvalConfig, IsolatedEvaluator, KernelEvaluator, WorkerCommand};
+use kf_eval::{EvalConfig, KernelEvaluator};
 use kf_manifest::Manifest;
 
-kf_eval::worker_test_entry!(|spec: &BackendSpec| {
-    let mut b = OpenClBackend::builder();
-    if let Some(d) = &spec.device {
-        b = b.device(DeviceSelector::parse(d));
-    }
-    b.build().map_err(|e| e.to_string())
-});
+kf_eval::worker_test_entry!(common::open_worker_backend);
 
 const SIZES: &str = "ROWS=256,COLS=384";
 
@@ -31,16 +26,14 @@ fn dir() -> PathBuf {
 }
 
 fn config() -> EvalConfig {
-    let mut c = EvalConfig::default();
-    c.timing.min_trials = 4;
-    c.timing.min_seconds = 0.0;
-    c.timing.max_trials = 8;
-    c.data_seed = Some(11);
-    c
+    common::seeded_config(11)
 }
 
 /// The honest manifest over the kernel text of `file` (a cheat or the honest one), with
 /// `edit` applied to the manifest text.
+/// An edit of the two-kernel softmax manifest.
+type ManifestEdit = fn(&str) -> String;
+
 fn candidate(file: &str, edit: impl Fn(&str) -> String) -> KernelSource {
     let manifest = std::fs::read_to_string(dir().join("softmax_two_kernels.toml")).unwrap();
     let text = std::fs::read_to_string(dir().join(file)).unwrap();
@@ -80,26 +73,20 @@ fn an_honest_two_kernel_softmax_is_correct_and_timed_as_one_launch() {
 fn a_scratch_buffer_left_partly_unwritten_is_rejected() {
     let source = candidate("cheat_unwritten_scratch.cl", str::to_owned);
     let Some(e) = evaluate(&source) else { return };
-    assert_eq!(e.status, Status::WrongShape, "{}", e.diagnostics);
-    assert!(
-        e.diagnostics.contains("kernel 1 of 2 (`row_stats`) left 256 of 512 elements of scratch buffer STATS unwritten"),
-        "{}",
-        e.diagnostics
-    );
+    let says =
+        "kernel 1 of 2 (`row_stats`) left 256 of 512 elements of scratch buffer STATS unwritten";
+    common::assert_judged(&e, Status::WrongShape, &[says]);
 }
 
 #[test]
 fn an_output_written_by_the_wrong_kernel_is_rejected() {
     let source = candidate("cheat_wrong_stage.cl", str::to_owned);
     let Some(e) = evaluate(&source) else { return };
-    assert_eq!(e.status, Status::RuntimeError, "{}", e.diagnostics);
-    assert!(
-        e.diagnostics
-            .contains("kernel 1 of 2 (`row_stats`) wrote Y")
-            && e.diagnostics.contains("does not list in `writes`"),
-        "{}",
-        e.diagnostics
-    );
+    let says = [
+        "kernel 1 of 2 (`row_stats`) wrote Y",
+        "does not list in `writes`",
+    ];
+    common::assert_judged(&e, Status::RuntimeError, &says);
     // Declaring the write does not make the second kernel's empty work acceptable when the
     // first kernel's output is wrong; here it is right, so the honest declaration passes:
     // what a kernel may write is what its manifest says, not which kernel it is.
@@ -112,44 +99,26 @@ fn an_output_written_by_the_wrong_kernel_is_rejected() {
 
 #[test]
 fn writes_that_name_an_input_or_leave_an_output_unwritten_are_refused_before_compiling() {
-    let into_input = candidate("softmax_two_kernels.cl", |m| {
-        m.replace("writes = [\"STATS\"]", "writes = [\"STATS\", \"X\"]")
-    });
-    let Some(e) = evaluate(&into_input) else {
-        return;
-    };
-    assert_eq!(e.status, Status::CompileError, "{}", e.diagnostics);
-    assert!(
-        e.diagnostics.contains("`X` is one of the task's inputs"),
-        "{}",
-        e.diagnostics
-    );
-
-    let no_output = candidate("softmax_two_kernels.cl", |m| {
-        m.replace("writes = [\"Y\"]", "writes = [\"STATS\"]")
-    });
-    let Some(e) = evaluate(&no_output) else {
-        return;
-    };
-    assert_eq!(e.status, Status::CompileError, "{}", e.diagnostics);
-    assert!(
-        e.diagnostics
-            .contains("no kernel lists the task's output `Y`"),
-        "{}",
-        e.diagnostics
-    );
-
-    let named_like_the_output = candidate("softmax_two_kernels.cl", |m| m.replace("STATS", "Y"));
-    let Some(e) = evaluate(&named_like_the_output) else {
-        return;
-    };
-    assert_eq!(e.status, Status::CompileError, "{}", e.diagnostics);
-    assert!(
-        e.diagnostics
-            .contains("has the name of one of the task's buffers"),
-        "{}",
-        e.diagnostics
-    );
+    let refused: [(ManifestEdit, &str); 3] = [
+        (
+            |m| m.replace("writes = [\"STATS\"]", "writes = [\"STATS\", \"X\"]"),
+            "`X` is one of the task's inputs",
+        ),
+        (
+            |m| m.replace("writes = [\"Y\"]", "writes = [\"STATS\"]"),
+            "no kernel lists the task's output `Y`",
+        ),
+        (
+            |m| m.replace("STATS", "Y"),
+            "has the name of one of the task's buffers",
+        ),
+    ];
+    for (edit, says) in refused {
+        let Some(e) = evaluate(&candidate("softmax_two_kernels.cl", edit)) else {
+            return;
+        };
+        common::assert_judged(&e, Status::CompileError, &[says]);
+    }
 }
 
 #[test]
@@ -157,14 +126,7 @@ fn a_sequence_crosses_the_worker_boundary_and_is_judged_alike() {
     if backend_or_skip().is_none() {
         return;
     }
-    let evaluator = IsolatedEvaluator::builder(
-        BackendSpec::new("opencl"),
-        "softmax",
-        parse_sizes(SIZES).unwrap(),
-    )
-    .command(WorkerCommand::test_harness().unwrap())
-    .config(config())
-    .build();
+    let evaluator = common::harness_evaluator("softmax", SIZES, config()).build();
     let honest = candidate("softmax_two_kernels.cl", str::to_owned);
     let e = evaluator
         .evaluate_blocking(&honest, &ParamValues::new())

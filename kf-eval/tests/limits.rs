@@ -4,44 +4,27 @@
 //! worker. Real OpenCL workers (this test binary, re-executed); skips only when the runtime is
 //! not installed, unless `KF_REQUIRE_OPENCL=1`.
 
+mod common;
+
 use std::time::Duration;
 
-use kf_backend_opencl::{DeviceSelector, OpenClBackend};
 use kf_core::{ParamValues, Status};
-use kf_eval::tasks::parse_sizes;
-use kf_eval::{
-    BackendSpec, EvalConfig, IsolatedEvaluator, ResourceLimits, TimeoutPolicy, WorkerCommand,
-};
+use kf_eval::{IsolatedEvaluator, ResourceLimits, TimeoutPolicy};
 use kf_manifest::Manifest;
 
-kf_eval::worker_test_entry!(|spec: &BackendSpec| {
-    let mut b = OpenClBackend::builder();
-    if let Some(d) = &spec.device {
-        b = b.device(DeviceSelector::parse(d));
-    }
-    b.build().map_err(|e| e.to_string())
-});
+kf_eval::worker_test_entry!(common::open_worker_backend);
 
 fn evaluator(task: &str, sizes: &str, limits: ResourceLimits) -> IsolatedEvaluator {
-    let mut config = EvalConfig::default();
-    config.timing.min_trials = 3;
-    config.timing.min_seconds = 0.01;
-    IsolatedEvaluator::builder(
-        BackendSpec::new("opencl"),
-        task,
-        parse_sizes(sizes).unwrap(),
-    )
-    .command(WorkerCommand::test_harness().unwrap())
-    .config(config)
-    // A wall-clock limit far above the CPU limit, so that the CPU limit is what stops it.
-    .timeout(TimeoutPolicy {
-        max: Duration::from_secs(600),
-        min: Duration::from_secs(600),
-        allowance: Duration::from_secs(600),
-        per_launch_factor: 1000.0,
-    })
-    .limits(limits)
-    .build()
+    common::harness_evaluator(task, sizes, common::short_timing(3))
+        // A wall-clock limit far above the CPU limit, so that the CPU limit is what stops it.
+        .timeout(TimeoutPolicy {
+            max: Duration::from_secs(600),
+            min: Duration::from_secs(600),
+            allowance: Duration::from_secs(600),
+            per_launch_factor: 1000.0,
+        })
+        .limits(limits)
+        .build()
 }
 
 const GEMM_MANIFEST: &str = r#"
@@ -86,11 +69,7 @@ fn a_kernel_past_its_cpu_time_limit_costs_one_evaluation() {
     eprintln!("spinning kernel: {said}");
     assert!(said.contains("CPU-time limit"), "{said}");
     // The next evaluation gets a fresh worker and is judged normally.
-    let naive = kf_eval::kernels::shipped("gemm_naive", kf_core::Language::OpenCl)
-        .unwrap()
-        .kernel_source()
-        .unwrap();
-    let params = Manifest::from_kernel(&naive).unwrap().default_params();
+    let (naive, params) = common::shipped_opencl("gemm_naive");
     let ok = eval.evaluate_blocking(&naive, &params).unwrap();
     assert_eq!(ok.status, Status::Correct, "{}", ok.diagnostics);
 }
@@ -109,11 +88,7 @@ fn a_task_larger_than_the_memory_limit_costs_one_evaluation() {
             ..ResourceLimits::default()
         },
     );
-    let naive = kf_eval::kernels::shipped("softmax_naive", kf_core::Language::OpenCl)
-        .unwrap()
-        .kernel_source()
-        .unwrap();
-    let params = Manifest::from_kernel(&naive).unwrap().default_params();
+    let (naive, params) = common::shipped_opencl("softmax_naive");
     let e = eval.evaluate_blocking(&naive, &params).unwrap();
     assert_ne!(e.status, Status::Correct);
     let said = &e.diagnostics;

@@ -11,6 +11,7 @@ mod common;
 
 use kf_backend_opencl::OpenClBackend;
 use kf_core::{KernelSource, Language, ParamValues, Status};
+use kf_eval::taskfile::FileTask;
 use kf_eval::tasks::Gemm;
 use kf_eval::{EvalConfig, KernelEvaluator};
 
@@ -38,18 +39,23 @@ fn kernel(manifest_text: &str) -> KernelSource {
     KernelSource::new(Language::OpenCl, "gemm", source()).with_manifest(manifest_text)
 }
 
-fn evaluator() -> Option<KernelEvaluator<OpenClBackend>> {
-    common::opencl_or_skip(OpenClBackend::new())
-        .map(|b| KernelEvaluator::new(b, EvalConfig::default()))
+/// An evaluator, a GEMM at 64 × 48 × 32 and the kernel whose manifest adds `flag` with
+/// `FAST_MATH=1`.
+fn case(flag: &str) -> Option<(KernelEvaluator<OpenClBackend>, FileTask, KernelSource)> {
+    let evaluator = common::opencl_or_skip(OpenClBackend::new())
+        .map(|b| KernelEvaluator::new(b, EvalConfig::default()))?;
+    Some((
+        evaluator,
+        Gemm::new(64, 48, 32).unwrap(),
+        kernel(&manifest(flag)),
+    ))
 }
 
 #[test]
 fn a_manifest_flag_is_passed_to_the_compiler_for_its_parameter_values_only() {
-    let Some(mut ev) = evaluator() else {
+    let Some((mut ev, task, k)) = case("-cl-fast-relaxed-math") else {
         return;
     };
-    let task = Gemm::new(64, 48, 32).unwrap();
-    let k = kernel(&manifest("-cl-fast-relaxed-math"));
     let precise = ev
         .evaluate(&task, &k, &ParamValues::new().with("FAST_MATH", 0i64))
         .unwrap();
@@ -62,20 +68,13 @@ fn a_manifest_flag_is_passed_to_the_compiler_for_its_parameter_values_only() {
 
 #[test]
 fn a_flag_that_is_not_a_floating_point_mode_never_reaches_the_compiler() {
-    let Some(mut ev) = evaluator() else {
+    // `-D__FAST_RELAXED_MATH__` would flip the kernel's result if it were passed on.
+    let Some((mut ev, task, k)) = case("-D__FAST_RELAXED_MATH__") else {
         return;
     };
-    let task = Gemm::new(64, 48, 32).unwrap();
-    // `-D__FAST_RELAXED_MATH__` would flip the kernel's result if it were passed on.
-    let k = kernel(&manifest("-D__FAST_RELAXED_MATH__"));
     let e = ev
         .evaluate(&task, &k, &ParamValues::new().with("FAST_MATH", 0i64))
         .unwrap();
-    assert_eq!(e.status, Status::CompileError, "{}", e.diagnostics);
-    assert!(
-        e.diagnostics.contains("-D__FAST_RELAXED_MATH__")
-            && e.diagnostics.contains("floating-point mode"),
-        "{}",
-        e.diagnostics
-    );
+    let says = ["-D__FAST_RELAXED_MATH__", "floating-point mode"];
+    common::assert_judged(&e, Status::CompileError, &says);
 }

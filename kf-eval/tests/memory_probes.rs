@@ -9,26 +9,17 @@
 //! Real OpenCL workers (this test binary, re-executed) and the real Python of
 //! `scripts/setup.sh`; skips without them unless `KF_REQUIRE_OPENCL=1` / `KF_REQUIRE_PYTHON=1`.
 
+mod common;
+
 use std::path::Path;
 use std::time::Duration;
 
-use kf_backend_opencl::{DeviceSelector, OpenClBackend};
 use kf_core::{ParamValues, Status};
 use kf_eval::taskfile::{python::numpy_or_skip, TaskFile};
-use kf_eval::tasks::parse_sizes;
-use kf_eval::{
-    BackendSpec, EvalConfig, IsolatedEvaluator, ResourceLimits, TaskFileJob, TimeoutPolicy,
-    WorkerCommand,
-};
+use kf_eval::{IsolatedEvaluator, ResourceLimits, TaskFileJob, TimeoutPolicy};
 use kf_manifest::Manifest;
 
-kf_eval::worker_test_entry!(|spec: &BackendSpec| {
-    let mut b = OpenClBackend::builder();
-    if let Some(d) = &spec.device {
-        b = b.device(DeviceSelector::parse(d));
-    }
-    b.build().map_err(|e| e.to_string())
-});
+kf_eval::worker_test_entry!(common::open_worker_backend);
 
 const GIB: u64 = 1 << 30;
 
@@ -39,35 +30,17 @@ fn limits() -> ResourceLimits {
     }
 }
 
-fn config() -> EvalConfig {
-    let mut config = EvalConfig::default();
-    config.timing.min_trials = 3;
-    config.timing.min_seconds = 0.01;
-    config
-}
-
 /// An evaluator of gemm at 32³ in workers under [`limits`].
 fn gemm_evaluator(timeout: TimeoutPolicy) -> IsolatedEvaluator {
-    IsolatedEvaluator::builder(
-        BackendSpec::new("opencl"),
-        "gemm",
-        parse_sizes("M=32,N=32,K=32").unwrap(),
-    )
-    .command(WorkerCommand::test_harness().unwrap())
-    .config(config())
-    .limits(limits())
-    .timeout(timeout)
-    .build()
+    common::harness_evaluator("gemm", "M=32,N=32,K=32", common::short_timing(3))
+        .limits(limits())
+        .timeout(timeout)
+        .build()
 }
 
 /// The shipped naive gemm kernel and its default parameters: the evaluation after a probe.
 fn naive_gemm() -> (kf_core::KernelSource, ParamValues) {
-    let naive = kf_eval::kernels::shipped("gemm_naive", kf_core::Language::OpenCl)
-        .unwrap()
-        .kernel_source()
-        .unwrap();
-    let params = Manifest::from_kernel(&naive).unwrap().default_params();
-    (naive, params)
+    common::shipped_opencl("gemm_naive")
 }
 
 #[test]
@@ -115,16 +88,10 @@ fn a_reference_that_allocates_far_too_much_costs_one_evaluation() {
     )
     .unwrap();
     let file = TaskFile::load(&tmp.path().join("scaled_swish.toml")).unwrap();
-    let eval = IsolatedEvaluator::builder(
-        BackendSpec::new("opencl"),
-        "ignored",
-        parse_sizes("ROWS=64,COLS=64").unwrap(),
-    )
-    .task_file(TaskFileJob::from_task_file(&file).unwrap())
-    .command(WorkerCommand::test_harness().unwrap())
-    .config(config())
-    .limits(limits())
-    .build();
+    let eval = common::harness_evaluator("ignored", "ROWS=64,COLS=64", common::short_timing(3))
+        .task_file(TaskFileJob::from_task_file(&file).unwrap())
+        .limits(limits())
+        .build();
     let fast = Manifest::load(&tmp.path().join("scaled_swish_fast.toml"))
         .unwrap()
         .1;

@@ -6,30 +6,23 @@
 //! Skips (printing `SKIPPED: …`) only when the runtime is missing and `KF_REQUIRE_OPENCL` is
 //! not `1`; likewise Python/NumPy with `KF_REQUIRE_PYTHON`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use indexmap::IndexMap;
 use kf_backend_opencl::testing::backend_or_skip;
-use kf_backend_opencl::{DeviceSelector, OpenClBackend};
+use kf_backend_opencl::OpenClBackend;
 use kf_core::{ParamValue, ParamValues, Status};
 use kf_eval::taskfile::{
     python::numpy_or_skip, ArrayOut, FileTask, ReferenceRegistry, TaskFile, TaskFileError,
 };
-use kf_eval::tasks::{parse_sizes, Sizes};
-use kf_eval::{
-    BackendSpec, EvalConfig, EvalError, IsolatedEvaluator, KernelEvaluator, TaskFileJob,
-    WorkerCommand,
-};
+use kf_eval::tasks::parse_sizes;
+use kf_eval::{EvalConfig, EvalError, KernelEvaluator, TaskFileJob};
 use kf_manifest::Manifest;
 
-kf_eval::worker_test_entry!(|spec: &BackendSpec| {
-    let mut b = OpenClBackend::builder();
-    if let Some(d) = &spec.device {
-        b = b.device(DeviceSelector::parse(d));
-    }
-    b.build().map_err(|e| e.to_string())
-});
+kf_eval::worker_test_entry!(common::open_worker_backend);
 
 fn example_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tasks/examples/scaled_swish")
@@ -40,12 +33,7 @@ fn taskfiles_dir() -> PathBuf {
 }
 
 fn config() -> EvalConfig {
-    let mut c = EvalConfig::default();
-    c.timing.min_trials = 4;
-    c.timing.min_seconds = 0.0;
-    c.timing.max_trials = 8;
-    c.data_seed = Some(7);
-    c
+    common::seeded_config(7)
 }
 
 fn kernel(path: &Path) -> kf_core::KernelSource {
@@ -298,26 +286,18 @@ fn isolated_workers_rebuild_the_task_file() {
     };
     let dir = example_dir();
     let file = TaskFile::load(&dir.join("scaled_swish.toml")).unwrap();
-    let sizes: Sizes = parse_sizes("ROWS=64,COLS=64").unwrap();
-    let eval = IsolatedEvaluator::builder(BackendSpec::new("opencl"), "ignored", sizes)
+    let eval = common::harness_evaluator("ignored", "ROWS=64,COLS=64", config())
         .task_file(TaskFileJob::from_task_file(&file).unwrap())
-        .command(WorkerCommand::test_harness().unwrap())
-        .config(config())
         .build();
     assert_eq!(eval.task().unwrap().name(), "scaled_swish");
-    let e = eval
-        .evaluate_blocking(
-            &kernel(&dir.join("scaled_swish_fast.toml")),
-            &ParamValues::new(),
-        )
-        .unwrap();
-    assert_eq!(e.status, Status::Correct, "{}", e.diagnostics);
-    let e = eval
-        .evaluate_blocking(
-            &kernel(&dir.join("scaled_swish_halfwork.toml")),
-            &ParamValues::new(),
-        )
-        .unwrap();
-    assert_eq!(e.status, Status::WrongShape, "{}", e.diagnostics);
+    for (manifest, status) in [
+        ("scaled_swish_fast.toml", Status::Correct),
+        ("scaled_swish_halfwork.toml", Status::WrongShape),
+    ] {
+        let e = eval
+            .evaluate_blocking(&kernel(&dir.join(manifest)), &ParamValues::new())
+            .unwrap();
+        assert_eq!(e.status, status, "{manifest}: {}", e.diagnostics);
+    }
     eval.shutdown();
 }

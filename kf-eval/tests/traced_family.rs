@@ -26,13 +26,24 @@ fn task(dir: &tempfile::TempDir, body: &str, y_shape: &str, vectors: &[&str]) ->
          [[scalar]]\nname = \"eps\"\ndtype = \"f32\"\nvalue = 1e-5\n\
          [reference]\npython = \"ref.py\"\n"
     ));
+    let lines = format!("x = inputs['x'].astype(np.float64)\n{body}");
+    write_task(dir, "t", &toml, &lines)
+}
+
+/// Writes the task file `toml` as `name.toml` beside a `ref.py` whose `reference` runs
+/// `lines`, and loads it.
+fn write_task(dir: &tempfile::TempDir, name: &str, toml: &str, lines: &str) -> FileTask {
     let script = format!(
-        "import numpy as np\n\ndef reference(inputs, sizes, scalars):\n    x = inputs['x'].astype(np.float64)\n{}\n",
-        body.lines().map(|l| format!("    {l}\n")).collect::<String>()
+        "import numpy as np\n\ndef reference(inputs, sizes, scalars):\n{}\n",
+        lines
+            .lines()
+            .map(|l| format!("    {l}\n"))
+            .collect::<String>()
     );
-    std::fs::write(dir.path().join("t.toml"), toml).unwrap();
+    let path = dir.path().join(format!("{name}.toml"));
+    std::fs::write(&path, toml).unwrap();
     std::fs::write(dir.path().join("ref.py"), script).unwrap();
-    let file = TaskFile::load(&dir.path().join("t.toml")).unwrap();
+    let file = TaskFile::load(&path).unwrap();
     FileTask::new(file, &Default::default()).unwrap()
 }
 
@@ -251,15 +262,9 @@ fn gemm_family(body: &str, w_shape: &str, extra: &[(&str, &str)]) -> Option<Fami
         "[[buffer]]\nname = \"y\"\ndtype = \"f32\"\nshape = [\"M\", \"N\"]\nrole = \"output\"\n\
          [reference]\npython = \"ref.py\"\n",
     );
-    let script = format!(
-        "import numpy as np\n\ndef reference(inputs, sizes, scalars):\n    x = inputs['x'].astype(np.float64)\n    w = inputs['w'].astype(np.float64)\n{}\n",
-        body.lines().map(|l| format!("    {l}\n")).collect::<String>()
-    );
-    std::fs::write(dir.path().join("g.toml"), toml).unwrap();
-    std::fs::write(dir.path().join("ref.py"), script).unwrap();
-    let file = TaskFile::load(&dir.path().join("g.toml")).unwrap();
-    FileTask::new(file, &Default::default())
-        .unwrap()
+    let lines =
+        format!("x = inputs['x'].astype(np.float64)\nw = inputs['w'].astype(np.float64)\n{body}");
+    write_task(&dir, "g", &toml, &lines)
         .traced_family()
         .unwrap()
 }

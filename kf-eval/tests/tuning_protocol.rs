@@ -14,6 +14,7 @@ use std::path::Path;
 use kf_backend_opencl::testing::backend_or_skip;
 use kf_backend_opencl::OpenClBackend;
 use kf_core::{ParamValues, Status};
+use kf_eval::taskfile::FileTask;
 use kf_eval::tasks::Gemm;
 use kf_eval::{
     EarlyStop, EvalConfig, KernelEvaluator, EARLY_STOP_TRIALS, FIRST_BASELINE_TRIALS,
@@ -43,13 +44,20 @@ fn evaluator() -> Option<KernelEvaluator<OpenClBackend>> {
     backend_or_skip().map(|b| KernelEvaluator::new(b, tuning_config()))
 }
 
+/// The tuning evaluator, a GEMM at 128 × 96 × 64 and the naive kernel tuned on it.
+fn gemm_case() -> Option<(
+    KernelEvaluator<OpenClBackend>,
+    FileTask,
+    kf_core::KernelSource,
+)> {
+    Some((evaluator()?, Gemm::new(128, 96, 64).unwrap(), naive()))
+}
+
 #[test]
 fn a_clearly_slower_configuration_stops_timing_early_and_is_still_checked() {
-    let Some(mut ev) = evaluator() else {
+    let Some((mut ev, task, kernel)) = gemm_case() else {
         return;
     };
-    let task = Gemm::new(128, 96, 64).unwrap();
-    let kernel = naive();
     // An incumbent a thousand times faster than any real launch: clearly slower.
     let mut config = tuning_config();
     config.timing.early_stop = Some(EarlyStop::against(&[1e-9; 10]));
@@ -78,11 +86,9 @@ fn a_clearly_slower_configuration_stops_timing_early_and_is_still_checked() {
 
 #[test]
 fn the_baseline_is_re_measured_periodically_and_input_sets_are_reused() {
-    let Some(mut ev) = evaluator() else {
+    let Some((mut ev, task, kernel)) = gemm_case() else {
         return;
     };
-    let task = Gemm::new(128, 96, 64).unwrap();
-    let kernel = naive();
     let mut launches = Vec::new();
     let mut generated = Vec::new();
     let mut reused = Vec::new();

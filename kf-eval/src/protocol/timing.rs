@@ -547,23 +547,15 @@ fn check_timed_copies<B: Backend>(
 ) -> Result<(), Failure> {
     let tolerance = p.task.describe().tolerance;
     for (c, bufs) in sets.iter().enumerate().take(trials.min(sets.len())) {
-        check_after_launch(
-            backend,
-            p.task,
-            &p.data,
-            &p.reference,
-            &p.allowance,
-            bufs,
-            &tolerance,
-        )
-        .and_then(|_| check_scratch_after(backend, specs, &p.plan, &bufs[specs.len()..]))
-        .map_err(|mut f| {
-            f.message = format!(
-                "the output of timed launch on copy {c} is wrong: {}",
-                f.message
-            );
-            f
-        })?;
+        check_after_launch(backend, p, bufs, &tolerance)
+            .and_then(|_| check_scratch_after(backend, specs, &p.plan, &bufs[specs.len()..]))
+            .map_err(|mut f| {
+                f.message = format!(
+                    "the output of timed launch on copy {c} is wrong: {}",
+                    f.message
+                );
+                f
+            })?;
     }
     Ok(())
 }
