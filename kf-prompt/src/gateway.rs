@@ -356,15 +356,7 @@ impl LlmGateway {
         why: &BudgetExceeded,
     ) -> PromptError {
         let failure = LlmFailure::new(FailureKind::BudgetExhausted, why.to_string());
-        self.record(&ExchangeRecord::new(
-            key,
-            request,
-            ExchangeOutcome::Failure {
-                failure: failure.clone(),
-            },
-            0.0,
-            0,
-        ));
+        self.record_failure(key, request, &failure, 0);
         let mut s = self.stats_mut();
         s.budget_refusals += 1;
         s.failures += 1;
@@ -437,6 +429,18 @@ impl LlmGateway {
             s.failures += 1;
             s.latency_ms += latency_ms;
         }
+        self.record_failure(key, request, &failure, latency_ms);
+        PromptError::Llm(failure)
+    }
+
+    /// Records a request that got no answer (nothing spent on it).
+    fn record_failure(
+        &self,
+        key: ExchangeKey,
+        request: ChatRequest,
+        failure: &LlmFailure,
+        latency_ms: u64,
+    ) {
         self.record(&ExchangeRecord::new(
             key,
             request,
@@ -446,6 +450,5 @@ impl LlmGateway {
             0.0,
             latency_ms,
         ));
-        PromptError::Llm(failure)
     }
 }

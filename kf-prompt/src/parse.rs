@@ -18,6 +18,18 @@ pub struct CodeBlock {
     pub closed: bool,
 }
 
+impl CodeBlock {
+    /// The block of the `lines` read between its fences (`closed`: the closing one was found).
+    fn of_lines(lang: String, label: &str, lines: &[&str], closed: bool) -> Self {
+        CodeBlock {
+            lang,
+            label: label.to_owned(),
+            text: lines.join("\n"),
+            closed,
+        }
+    }
+}
+
 /// Every fenced block (```` ``` ```` or `~~~`, three or more) in order. A closing fence glued to
 /// the end of a code line (`}```) also closes the block.
 pub fn code_blocks(reply: &str) -> Vec<CodeBlock> {
@@ -47,24 +59,14 @@ pub fn code_blocks(reply: &str) -> Vec<CodeBlock> {
                 let closing = fence(trimmed)
                     .filter(|(c, m)| *c == ch && *m >= n && trimmed.chars().all(|x| x == ch));
                 if closing.is_some() {
-                    out.push(CodeBlock {
-                        lang,
-                        label: block_label.clone(),
-                        text: lines.join("\n"),
-                        closed: true,
-                    });
+                    out.push(CodeBlock::of_lines(lang, &block_label, &lines, true));
                     continue;
                 }
                 let glued: String = std::iter::repeat_n(ch, n).collect();
                 if let Some(code) = line.trim_end().strip_suffix(glued.as_str()) {
                     if !code.trim().is_empty() {
                         lines.push(code);
-                        out.push(CodeBlock {
-                            lang,
-                            label: block_label.clone(),
-                            text: lines.join("\n"),
-                            closed: true,
-                        });
+                        out.push(CodeBlock::of_lines(lang, &block_label, &lines, true));
                         continue;
                     }
                 }
@@ -74,12 +76,7 @@ pub fn code_blocks(reply: &str) -> Vec<CodeBlock> {
         }
     }
     if let Some((_, _, lang, lines)) = open {
-        out.push(CodeBlock {
-            lang,
-            label: block_label,
-            text: lines.join("\n"),
-            closed: false,
-        });
+        out.push(CodeBlock::of_lines(lang, &block_label, &lines, false));
     }
     out
 }

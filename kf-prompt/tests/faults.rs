@@ -7,6 +7,7 @@
 //! at least the `Retry-After`") or generous upper bounds that only catch a hang, so a loaded
 //! machine does not make them fail.
 
+mod common;
 mod fault_server;
 
 use std::time::{Duration, Instant};
@@ -408,12 +409,7 @@ fn a_reply_cut_off_in_every_attempt_becomes_an_extraction_failure_whose_reason_i
         .unwrap();
     let space = DescriptorSpace::new(vec![Dimension::new("all", ["one"])]).unwrap();
     let archive = kf_archive::EliteArchive::new(space.clone()).unwrap();
-    let naive = kf_eval::kernels::OPENCL_GEMM_NAIVE;
-    let manifest = naive.manifest().unwrap();
-    let seed = Candidate::seed(
-        manifest.kernel_source(naive.source),
-        manifest.default_params(),
-    );
+    let seed = common::naive_gemm();
     let result = Engine::new(m.clone(), MarkerEvaluator, OneCell(space), archive)
         .task(Task::new("gemm").with_description("SGEMM"))
         .seeds(vec![seed])

@@ -3,6 +3,7 @@
 //! `retry-after`, 500, a timeout, a reply cut off mid-body, budget exhaustion, concurrency,
 //! record/replay and resume. Everything is driven by `futures::executor::block_on`, not tokio.
 
+mod common;
 mod support;
 
 use std::convert::Infallible;
@@ -401,15 +402,6 @@ fn style(one_cell: bool) -> Style {
     )
 }
 
-fn seed_kernel() -> Candidate {
-    let naive = kf_eval::kernels::OPENCL_GEMM_NAIVE;
-    let manifest = naive.manifest().unwrap();
-    Candidate::seed(
-        manifest.kernel_source(naive.source),
-        manifest.default_params(),
-    )
-}
-
 const FULL_LOCAL: &str = "Tile through local memory.\n```opencl\n__kernel void gemm(const int M, const int N, const int K,\n  __global const float* A, __global const float* B, __global float* C) {\n  __local float tile[16][17];\n  C[0] = 0.0f;\n}\n```\n```toml\nentry = \"gemm\"\nlanguage = \"opencl\"\n[params]\nTS = [16]\n[launch]\nglobal = [\"N\", \"M\"]\nlocal = [\"TS\", \"TS\"]\n```\n";
 const GOOD_EDIT: &str = "Unroll.\nkernel\n<<<<<<< SEARCH\n    float acc = 0.0f;\n=======\n    float acc = -0.0f; // unrolled\n>>>>>>> REPLACE\n";
 const BAD_EDIT: &str = "kernel\n<<<<<<< SEARCH\n    this line is not in the kernel;\n=======\n    neither is this;\n>>>>>>> REPLACE\n";
@@ -483,7 +475,7 @@ fn run_engine(
     let archive = EliteArchive::new(classifier.space().clone()).unwrap();
     let mut engine = Engine::new(mutator.clone(), FakeEvaluator, classifier, archive)
         .task(task())
-        .seeds(vec![seed_kernel()])
+        .seeds(vec![common::naive_gemm()])
         .seed(seed)
         .budget(Budget::evaluations(evaluations))
         .max_in_flight(in_flight)
@@ -592,17 +584,7 @@ fn a_search_records_every_exchange_and_replays_identically_without_a_server() {
     }
 
     // Replay: no server at all, the same archive.
-    struct NoServer;
-    #[async_trait]
-    impl LlmClient for NoServer {
-        async fn complete(&self, _: &ChatRequest) -> Result<ChatResponse, LlmFailure> {
-            Err(LlmFailure::new(
-                FailureKind::Transport,
-                "no server in a replay",
-            ))
-        }
-    }
-    let m2 = LlmMutator::builder(NoServer)
+    let m2 = LlmMutator::builder(common::NoServer("no server in a replay"))
         .config(mutator_config())
         .replay_from(dir.path())
         .build()

@@ -11,6 +11,8 @@
 //! `KF_REQUIRE_LLM=1`, respectively `KF_REQUIRE_OPENCL=1`. The server is found through `KF_LLM_TEST_BASE_URL` or the
 //! `.runtime/llm-server.json` that `scripts/llm-server.sh start` writes.
 
+mod common;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -22,10 +24,9 @@ use kf_core::{EngineConfig, RunResult};
 use kf_eval::tasks::parse_sizes;
 use kf_eval::{BackendSpec, EvalConfig, IsolatedEvaluator, TimeoutPolicy, WorkerCommand};
 use kf_prompt::{
-    async_trait, ChatRequest, ChatResponse, CreditEvent, ExchangeLog, ExchangeOutcome, FailureKind,
-    LlmBudget, LlmClient, LlmFailure, LlmMutator, LlmMutatorConfig, MetaConfig, ModelSpec,
-    OpenAiClient, OpenAiConfig, PromptComponents, PromptTemplates, RenderLimits, RetryPolicy,
-    EXCHANGES_FILE,
+    CreditEvent, ExchangeLog, ExchangeOutcome, LlmBudget, LlmMutator, LlmMutatorConfig, MetaConfig,
+    ModelSpec, OpenAiClient, OpenAiConfig, PromptComponents, PromptTemplates, RenderLimits,
+    RetryPolicy, EXCHANGES_FILE,
 };
 
 kf_eval::worker_test_entry!(|spec: &BackendSpec| {
@@ -113,15 +114,6 @@ fn evaluator() -> IsolatedEvaluator {
     .build()
 }
 
-fn seed() -> Candidate {
-    let naive = kf_eval::kernels::OPENCL_GEMM_NAIVE;
-    let manifest = naive.manifest().unwrap();
-    Candidate::seed(
-        manifest.kernel_source(naive.source),
-        manifest.default_params(),
-    )
-}
-
 fn search(mutator: &LlmMutator, evaluator: &IsolatedEvaluator) -> RunResult<EliteArchive> {
     let task = evaluator.task().unwrap().describe();
     let device = evaluator.device().unwrap();
@@ -130,7 +122,7 @@ fn search(mutator: &LlmMutator, evaluator: &IsolatedEvaluator) -> RunResult<Elit
     let engine = Engine::new(mutator.clone(), evaluator.clone(), classifier, archive)
         .task(task)
         .device(device)
-        .seeds(vec![seed()])
+        .seeds(vec![common::naive_gemm()])
         .seed(42)
         .budget(Budget::evaluations(5).with_wall(Duration::from_secs(150)))
         .configure(|c| EngineConfig {
@@ -354,18 +346,8 @@ fn a_short_search_against_a_real_llm_server() {
     );
 
     // Replay with no server: the same children, statuses and cells.
-    struct NoServer;
-    #[async_trait]
-    impl LlmClient for NoServer {
-        async fn complete(&self, _: &ChatRequest) -> Result<ChatResponse, LlmFailure> {
-            Err(LlmFailure::new(
-                FailureKind::Transport,
-                "a replay must not reach a server",
-            ))
-        }
-    }
     let replay_started = Instant::now();
-    let replayed = LlmMutator::builder(NoServer)
+    let replayed = LlmMutator::builder(common::NoServer("a replay must not reach a server"))
         .models(vec![ModelSpec::new(MODEL)])
         .budget(LlmBudget::requests(MAX_REQUESTS).with_tokens(MAX_TOKENS))
         .components(components())

@@ -11,12 +11,13 @@
 mod http_request;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use http_request::{listen, RequestLog, ServerRuntime};
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// One step of an answer.
 #[derive(Debug, Clone)]
@@ -135,46 +136,25 @@ pub fn streamed(
 }
 
 /// What the server received.
-#[derive(Debug, Clone)]
-pub struct Received {
-    /// The JSON body.
-    pub body: Value,
-    /// The `authorization` header.
-    pub authorization: Option<String>,
-}
+pub use http_request::Request as Received;
 
 type Handler = dyn Fn(&Value, usize) -> Script + Send + Sync;
 
 /// The server; stops when dropped.
 pub struct FaultServer {
     port: u16,
-    received: Arc<Mutex<Vec<Received>>>,
+    received: RequestLog,
     sent_bytes: Arc<AtomicUsize>,
     max_active: Arc<AtomicUsize>,
-    runtime: Option<tokio::runtime::Runtime>,
-}
-
-impl Drop for FaultServer {
-    fn drop(&mut self) {
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_background();
-        }
-    }
+    /// Stops the server when dropped.
+    _runtime: ServerRuntime,
 }
 
 impl FaultServer {
     /// Starts a server answering request `i` (0-based) with `handler(body, i)`.
     pub fn start(handler: impl Fn(&Value, usize) -> Script + Send + Sync + 'static) -> FaultServer {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("fault server runtime");
-        let listener = runtime
-            .block_on(TcpListener::bind("127.0.0.1:0"))
-            .expect("bind 127.0.0.1");
-        let port = listener.local_addr().expect("local addr").port();
-        let received = Arc::new(Mutex::new(Vec::new()));
+        let (runtime, listener, port) = listen("fault server");
+        let received = RequestLog::default();
         let sent_bytes = Arc::new(AtomicUsize::new(0));
         let active = Arc::new(AtomicUsize::new(0));
         let max_active = Arc::new(AtomicUsize::new(0));
@@ -201,7 +181,7 @@ impl FaultServer {
             received,
             sent_bytes,
             max_active,
-            runtime: Some(runtime),
+            _runtime: runtime,
         }
     }
 
@@ -217,12 +197,12 @@ impl FaultServer {
 
     /// Requests received.
     pub fn count(&self) -> usize {
-        self.received.lock().unwrap().len()
+        self.received.count()
     }
 
     /// The requests received.
     pub fn received(&self) -> Vec<Received> {
-        self.received.lock().unwrap().clone()
+        self.received.all()
     }
 
     /// Body bytes written to clients (until they hung up).
@@ -238,21 +218,12 @@ impl FaultServer {
 
 async fn serve(
     mut stream: TcpStream,
-    received: Arc<Mutex<Vec<Received>>>,
+    received: RequestLog,
     sent: Arc<AtomicUsize>,
     handler: Arc<Handler>,
 ) -> std::io::Result<()> {
-    let Some(request) = http_request::read_request(&mut stream).await? else {
+    let Some((body, index)) = received.read_next(&mut stream).await? else {
         return Ok(());
-    };
-    let body = request.body;
-    let index = {
-        let mut r = received.lock().unwrap();
-        r.push(Received {
-            body: body.clone(),
-            authorization: request.authorization,
-        });
-        r.len() - 1
     };
     for step in handler(&body, index) {
         match step {

@@ -8,12 +8,13 @@
 mod http_request;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use http_request::{listen, RequestLog, ServerRuntime};
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// What the server answers.
 #[derive(Debug, Clone)]
@@ -91,61 +92,24 @@ impl Reply {
 }
 
 /// A request the server received.
-#[derive(Debug, Clone)]
-pub struct Received {
-    /// The JSON body.
-    pub body: Value,
-    /// The `authorization` header.
-    pub authorization: Option<String>,
-}
-
-impl Received {
-    /// The text of message `i`.
-    pub fn message(&self, i: usize) -> String {
-        self.body["messages"][i]["content"]
-            .as_str()
-            .unwrap_or("")
-            .to_owned()
-    }
-
-    /// The text of the last message.
-    pub fn last_message(&self) -> String {
-        let n = self.body["messages"].as_array().map_or(0, Vec::len);
-        self.message(n.saturating_sub(1))
-    }
-}
+pub use http_request::Request as Received;
 
 type Handler = dyn Fn(&Value, usize) -> Reply + Send + Sync;
 
 /// The server; stops when dropped.
 pub struct MockServer {
     port: u16,
-    received: Arc<Mutex<Vec<Received>>>,
+    received: RequestLog,
     max_active: Arc<AtomicUsize>,
-    runtime: Option<tokio::runtime::Runtime>,
-}
-
-impl Drop for MockServer {
-    fn drop(&mut self) {
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_background();
-        }
-    }
+    /// Stops the server when dropped.
+    _runtime: ServerRuntime,
 }
 
 impl MockServer {
     /// Starts a server whose replies come from `handler(request body, request index)`.
     pub fn start(handler: impl Fn(&Value, usize) -> Reply + Send + Sync + 'static) -> MockServer {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("mock runtime");
-        let listener = runtime
-            .block_on(TcpListener::bind("127.0.0.1:0"))
-            .expect("bind 127.0.0.1");
-        let port = listener.local_addr().expect("local addr").port();
-        let received = Arc::new(Mutex::new(Vec::new()));
+        let (runtime, listener, port) = listen("mock");
+        let received = RequestLog::default();
         let active = Arc::new(AtomicUsize::new(0));
         let max_active = Arc::new(AtomicUsize::new(0));
         let handler: Arc<Handler> = Arc::new(handler);
@@ -165,7 +129,7 @@ impl MockServer {
             port,
             received,
             max_active,
-            runtime: Some(runtime),
+            _runtime: runtime,
         }
     }
 
@@ -186,12 +150,12 @@ impl MockServer {
 
     /// Requests received so far.
     pub fn received(&self) -> Vec<Received> {
-        self.received.lock().unwrap().clone()
+        self.received.all()
     }
 
     /// Number of requests received.
     pub fn count(&self) -> usize {
-        self.received.lock().unwrap().len()
+        self.received.count()
     }
 
     /// Most requests that were being answered at once.
@@ -202,22 +166,13 @@ impl MockServer {
 
 async fn serve(
     mut stream: TcpStream,
-    received: Arc<Mutex<Vec<Received>>>,
+    received: RequestLog,
     active: Arc<AtomicUsize>,
     max_active: Arc<AtomicUsize>,
     handler: Arc<Handler>,
 ) -> std::io::Result<()> {
-    let Some(request) = http_request::read_request(&mut stream).await? else {
+    let Some((body, index)) = received.read_next(&mut stream).await? else {
         return Ok(());
-    };
-    let body = request.body;
-    let index = {
-        let mut r = received.lock().unwrap();
-        r.push(Received {
-            body: body.clone(),
-            authorization: request.authorization,
-        });
-        r.len() - 1
     };
     let now = active.fetch_add(1, Ordering::SeqCst) + 1;
     max_active.fetch_max(now, Ordering::SeqCst);
