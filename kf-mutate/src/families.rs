@@ -72,7 +72,10 @@
 //! ```
 
 use crate::error::MutateError;
-use crate::strategy::{Change, MutationStrategy, StrategyLibrary, ALGORITHM, COORDINATION, MEMORY};
+use crate::strategy::{
+    vector_width_strategies, Change, MutationStrategy, StrategyLibrary, ALGORITHM, COORDINATION,
+    MEMORY, SCALAR_LANES,
+};
 use crate::structural::StructuralMutator;
 use crate::template::{Template, TemplateLibrary};
 
@@ -124,18 +127,8 @@ impl TemplateLibrary {
     /// them). Base: float16, one work-item per group, two rows per group; a start with 16
     /// work-items per row and sub-group reductions, one row per group.
     pub fn row_norm() -> Result<TemplateLibrary, MutateError> {
-        let template = Template::new(
-            "row_norm",
-            "row_norm",
-            ROW_NORM_CL,
-            ROW_NORM_TOML,
-            ["VW", "REDUCE"],
-        )?
-        .with_base(
-            crate::Structure::new().with("VW", 16),
-            kf_core::ParamValues::new(),
-        )?
-        .with_start(
+        let template = float16_template("row_norm", ROW_NORM_CL, ROW_NORM_TOML, &["VW", "REDUCE"])?
+            .with_start(
             crate::Structure::new().with("VW", 16).with("REDUCE", 1),
             [("WG", 16i64), ("RPG", 1)].into_iter().collect(),
             "16 work-items share each row through sub-group reductions: for few long rows, and for GPUs",
@@ -214,18 +207,14 @@ impl StrategyLibrary {
     ///
     /// | strategy | what it does |
     /// |---|---|
-    /// | `vector-loads` | `vloadN` / `vstoreN` (4, 8 or 16 floats) with the expression on vectors |
-    /// | `wider-vectors` | double the vector width |
-    /// | `scalar-lanes` | scalar code, the runtime vectorises across work-items |
+    /// | `vector-loads`, `wider-vectors`, `scalar-lanes` | the vector width: `vloadN` / `vstoreN` (4, 8 or 16 floats) with the expression on vectors, doubled, or scalar code the runtime vectorises across work-items |
     /// | `native-math` | `native_*` functions, erf and tanh through `native_exp` |
     /// | `exact-math` | the expression's own functions |
     /// | `longer-blocks` | more vectors per work-item |
     pub fn map() -> Self {
         let s = MutationStrategy::new;
         StrategyLibrary::new()
-            .with(vector_loads())
-            .with(MutationStrategy::wider_vectors())
-            .with(scalar_lanes())
+            .with_all(contiguous_vector_width())
             .with(
                 s("native-math", "native_exp, native_log, native_sqrt… in the expression; erf and tanh through native_exp (the evaluator judges the rounding)")
                     .requires("NATIVE == 0")
@@ -250,9 +239,7 @@ impl StrategyLibrary {
     ///
     /// | strategy | what it does |
     /// |---|---|
-    /// | `vector-loads` | `vloadN` / `vstoreN` along the row |
-    /// | `wider-vectors` | double the vector width |
-    /// | `scalar-lanes` | scalar code, the runtime vectorises across work-items |
+    /// | `vector-loads`, `wider-vectors`, `scalar-lanes` | the vector width: `vloadN` / `vstoreN` along the row, doubled, or scalar code the runtime vectorises across work-items |
     /// | `local-memory-reduction` | several work-items per row, a tree reduction in local memory |
     /// | `sub-group-reduction` | several work-items per row, sub-group reductions |
     /// | `item-per-row` | one work-item per row, no reduction across work-items |
@@ -261,9 +248,7 @@ impl StrategyLibrary {
     pub fn row_norm() -> Self {
         let s = MutationStrategy::new;
         StrategyLibrary::new()
-            .with(vector_loads())
-            .with(MutationStrategy::wider_vectors())
-            .with(scalar_lanes())
+            .with_all(contiguous_vector_width())
             .with(
                 s("local-memory-reduction", "several work-items per row combine their sums by a tree reduction in local memory with barriers")
                     .requires("REDUCE != 0 || WG == 1")
@@ -352,9 +337,7 @@ impl StrategyLibrary {
 /// size.
 fn strided_rows_strategies() -> StrategyLibrary {
     StrategyLibrary::new()
-        .with(vector_loads())
-        .with(MutationStrategy::wider_vectors())
-        .with(scalar_lanes())
+        .with_all(contiguous_vector_width())
         .with(
             MutationStrategy::new(
                 "vectors-per-item",
@@ -373,28 +356,13 @@ fn strided_rows_strategies() -> StrategyLibrary {
         )
 }
 
-/// Explicit vector loads from scalar code.
-fn vector_loads() -> MutationStrategy {
-    MutationStrategy::new(
-        "vector-loads",
+/// The vector-width strategies of the map and the row templates, whose vectors run along
+/// contiguous memory.
+fn contiguous_vector_width() -> [MutationStrategy; 3] {
+    vector_width_strategies(
         "explicit vector loads and stores (vloadN / vstoreN) along contiguous memory",
+        SCALAR_LANES,
     )
-    .requires("VW == 1")
-    .change("VW", Change::OneOf(vec![16, 8, 4]))
-    .targets(MEMORY, 1)
-    .weight(1.5)
-}
-
-/// Back to scalar code.
-fn scalar_lanes() -> MutationStrategy {
-    MutationStrategy::new(
-        "scalar-lanes",
-        "scalar code: the runtime packs neighbouring work-items into SIMD lanes",
-    )
-    .requires("VW > 1")
-    .change("VW", Change::Set(1))
-    .targets(MEMORY, 0)
-    .weight(0.5)
 }
 
 impl StructuralMutator {
@@ -441,23 +409,33 @@ impl StructuralMutator {
     }
 }
 
+/// A family template for the task of its own name (the kernel named so too) whose switches
+/// include the vector width `VW`, based on float16 vectors and the manifest's first values of
+/// the other switches and tunables.
+pub(crate) fn float16_template(
+    name: &str,
+    cl: &str,
+    toml: &str,
+    switches: &[&str],
+) -> Result<Template, MutateError> {
+    Template::new(name, name, cl, toml, switches)?.with_base(
+        crate::Structure::new().with("VW", 16),
+        kf_core::ParamValues::new(),
+    )
+}
+
 /// A template over rows along a dimension that is not the last, `CPW` vectors of `VW`
 /// neighbouring rows per work-item (the task and the kernel both named `name`): switch `VW`,
 /// base float16, and a scalar start, one row per work-item, that leaves the vectorising to the
 /// runtime.
 fn strided_rows(name: &str, cl: &str, toml: &str) -> Result<TemplateLibrary, MutateError> {
-    let template = Template::new(name, name, cl, toml, ["VW"])?
-        .with_base(
-            crate::Structure::new().with("VW", 16),
-            kf_core::ParamValues::new(),
-        )?
-        .with_start(
-            crate::Structure::new().with("VW", 1),
-            // One row per work-item: neighbouring work-items in the lanes read neighbouring
-            // floats (with several rows each, the lanes would gather).
-            [("CPW", 1i64), ("WG", 16)].into_iter().collect(),
-            "scalar rows: the runtime vectorises across work-items, neighbouring rows in the lanes",
-        )?;
+    let template = float16_template(name, cl, toml, &["VW"])?.with_start(
+        crate::Structure::new().with("VW", 1),
+        // One row per work-item: neighbouring work-items in the lanes read neighbouring
+        // floats (with several rows each, the lanes would gather).
+        [("CPW", 1i64), ("WG", 16)].into_iter().collect(),
+        "scalar rows: the runtime vectorises across work-items, neighbouring rows in the lanes",
+    )?;
     Ok(TemplateLibrary::new().with(template))
 }
 

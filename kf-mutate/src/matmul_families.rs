@@ -46,9 +46,12 @@
 //! ```
 
 use crate::error::MutateError;
-use crate::strategy::{Change, MutationStrategy, StrategyLibrary, ALGORITHM, COORDINATION, MEMORY};
+use crate::families::float16_template;
+use crate::strategy::{
+    vector_width_strategies, Change, MutationStrategy, StrategyLibrary, ALGORITHM, COORDINATION,
+};
 use crate::structural::StructuralMutator;
-use crate::template::{Template, TemplateLibrary};
+use crate::template::TemplateLibrary;
 
 /// The matrix-vector product template's source (`templates/family/matvec.cl`).
 const MATVEC_CL: &str = include_str!("../templates/family/matvec.cl");
@@ -72,11 +75,7 @@ impl TemplateLibrary {
     /// row and eight blocks per work-group (the best of two 16-evaluation searches on
     /// KernelBench's 256 × 8192 product).
     pub fn matvec() -> Result<TemplateLibrary, MutateError> {
-        let template = Template::new("matvec", "matvec", MATVEC_CL, MATVEC_TOML, ["VW"])?
-            .with_base(
-                crate::Structure::new().with("VW", 16),
-                kf_core::ParamValues::new(),
-            )?
+        let template = float16_template("matvec", MATVEC_CL, MATVEC_TOML, &["VW"])?
             .with_start(
                 crate::Structure::new().with("VW", 16),
                 [("RPI", 8i64), ("SPLIT", 4), ("WG", 8), ("U", 2)]
@@ -93,16 +92,11 @@ impl TemplateLibrary {
     /// `SBN = 1`), so one binding serves both. Switch `VW` (1, 4, 8, 16); tunables `TM`, `TN`,
     /// `WG0`, `WG1`, `UNROLL`. Base: float16, an 8 × 32 register block per work-item.
     pub fn strided_a_gemm() -> Result<TemplateLibrary, MutateError> {
-        let template = Template::new(
-            "gemm_strided_a",
+        let template = float16_template(
             "gemm_strided_a",
             GEMM_STRIDED_A_CL,
             GEMM_STRIDED_A_TOML,
-            ["VW"],
-        )?
-        .with_base(
-            crate::Structure::new().with("VW", 16),
-            kf_core::ParamValues::new(),
+            &["VW"],
         )?;
         Ok(TemplateLibrary::new().with(template))
     }
@@ -114,11 +108,7 @@ impl TemplateLibrary {
     /// GEMM template, `HAS_EPILOGUE` with an `EPILOGUE(acc, row, col)` macro from the binding
     /// applies a task's element-wise steps at the store.
     pub fn nt_gemm() -> Result<TemplateLibrary, MutateError> {
-        let template = Template::new("gemm_nt", "gemm_nt", GEMM_NT_CL, GEMM_NT_TOML, ["VW"])?
-            .with_base(
-                crate::Structure::new().with("VW", 16),
-                kf_core::ParamValues::new(),
-            )?;
+        let template = float16_template("gemm_nt", GEMM_NT_CL, GEMM_NT_TOML, &["VW"])?;
         Ok(TemplateLibrary::new().with(template))
     }
 }
@@ -129,9 +119,7 @@ impl StrategyLibrary {
     ///
     /// | strategy | what it does |
     /// |---|---|
-    /// | `vector-loads` | `vloadN` along the rows (4, 8 or 16 floats) |
-    /// | `wider-vectors` | double the vector width |
-    /// | `scalar-lanes` | scalar code, the runtime vectorises across work-items |
+    /// | `vector-loads`, `wider-vectors`, `scalar-lanes` | the vector width: `vloadN` along the rows (4, 8 or 16 floats), doubled, or scalar code the runtime vectorises across work-items |
     /// | `more-rows-per-item` | double the rows a work-item walks together |
     /// | `fewer-rows-per-item` | halve them (more parallelism) |
     /// | `split-rows` | several work-items per row block, a local-memory reduction |
@@ -140,21 +128,10 @@ impl StrategyLibrary {
     pub fn matvec() -> Self {
         let s = MutationStrategy::new;
         StrategyLibrary::new()
-            .with(
-                s("vector-loads", "explicit vector loads (vloadN) along the rows of A and the vector")
-                    .requires("VW == 1")
-                    .change("VW", Change::OneOf(vec![16, 8, 4]))
-                    .targets(MEMORY, 1)
-                    .weight(1.5),
-            )
-            .with(MutationStrategy::wider_vectors())
-            .with(
-                s("scalar-lanes", "scalar code: the runtime packs neighbouring work-items (rows) into SIMD lanes")
-                    .requires("VW > 1")
-                    .change("VW", Change::Set(1))
-                    .targets(MEMORY, 0)
-                    .weight(0.5),
-            )
+            .with_all(vector_width_strategies(
+                "explicit vector loads (vloadN) along the rows of A and the vector",
+                "scalar code: the runtime packs neighbouring work-items (rows) into SIMD lanes",
+            ))
             .with(
                 s("more-rows-per-item", "walk more rows together: each vector load of X serves them all, and their accumulators are independent chains")
                     .requires("RPI < 16")

@@ -141,7 +141,10 @@
 use kf_core::ParamValues;
 
 use crate::error::MutateError;
-use crate::strategy::{Change, MutationStrategy, StrategyLibrary, ALGORITHM, COORDINATION, MEMORY};
+use crate::strategy::{
+    vector_width_strategies, Change, MutationStrategy, StrategyLibrary, ALGORITHM, COORDINATION,
+    MEMORY, SCALAR_LANES,
+};
 use crate::structural::StructuralMutator;
 use crate::template::{Structure, Template, TemplateLibrary};
 
@@ -244,40 +247,20 @@ impl StrategyLibrary {
     /// | `local-memory-reduction` | a work-group per row, tree reduction in local memory with barriers |
     /// | `sub-group-reduction` | a sub-group per row, `sub_group_reduce_max/add` |
     /// | `hierarchical-reduction` | several sub-groups per row, partial results through local memory |
-    /// | `vector-loads` | `vloadN` / `vstoreN` (4, 8 or 16 floats) |
-    /// | `wider-vectors` | double the vector width |
-    /// | `scalar-lanes` | scalar code, the runtime vectorises across work-items |
+    /// | `vector-loads`, `wider-vectors`, `scalar-lanes` | the vector width: `vloadN` / `vstoreN` (4, 8 or 16 floats), doubled, or scalar code the runtime vectorises across work-items |
     /// | `rows-per-work-group` | several rows per work-group (`RPG`) |
     /// | `work-items-per-row` | change how many work-items share a row |
     /// | `rows-per-group-of-items` | change how many one-row work-items form a group (`softmax_row`) |
     /// | `prefetch-next-row` | `prefetch()` the row the next work-group reads |
     /// | `item-per-row` | one work-item per row, no reduction across work-items |
     pub fn softmax() -> Self {
-        let s = MutationStrategy::new;
         StrategyLibrary::new()
             .with_all(row_sweep_strategies())
             .with_all(row_reduction_strategies())
-            .with(
-                s(
-                    "vector-loads",
-                    "explicit vector loads and stores (vloadN / vstoreN) along the row",
-                )
-                .requires("VW == 1")
-                .change("VW", Change::OneOf(vec![16, 8, 4]))
-                .targets(MEMORY, 1)
-                .weight(1.5),
-            )
-            .with(MutationStrategy::wider_vectors())
-            .with(
-                s(
-                    "scalar-lanes",
-                    "scalar code: the runtime packs neighbouring work-items into SIMD lanes",
-                )
-                .requires("VW > 1")
-                .change("VW", Change::Set(1))
-                .targets(MEMORY, 0)
-                .weight(0.5),
-            )
+            .with_all(vector_width_strategies(
+                "explicit vector loads and stores (vloadN / vstoreN) along the row",
+                SCALAR_LANES,
+            ))
             .with_all(row_work_shape_strategies())
     }
 }

@@ -373,6 +373,32 @@ impl MutationStrategy {
     }
 }
 
+/// How the vector-width strategies describe scalar code where neighbouring work-items are
+/// independent: what most families' `scalar-lanes` says.
+pub(crate) const SCALAR_LANES: &str =
+    "scalar code: the runtime packs neighbouring work-items into SIMD lanes";
+
+/// The vector-width strategies of the families with a `VW` switch (1 for scalar code), in the
+/// order their libraries list them: `vector-loads` (explicit 16, 8 or 4-float vectors from
+/// scalar code, described by `loads`), [`MutationStrategy::wider_vectors`] and `scalar-lanes`
+/// (back to scalar code, described by `lanes`, such as [`SCALAR_LANES`]). The GEMM templates
+/// have their own (they also reshape the work-group).
+pub(crate) fn vector_width_strategies(loads: &str, lanes: &str) -> [MutationStrategy; 3] {
+    [
+        MutationStrategy::new("vector-loads", loads)
+            .requires("VW == 1")
+            .change("VW", Change::OneOf(vec![16, 8, 4]))
+            .targets(MEMORY, 1)
+            .weight(1.5),
+        MutationStrategy::wider_vectors(),
+        MutationStrategy::new("scalar-lanes", lanes)
+            .requires("VW > 1")
+            .change("VW", Change::Set(1))
+            .targets(MEMORY, 0)
+            .weight(0.5),
+    ]
+}
+
 impl StrategyLibrary {
     /// No strategies.
     pub fn new() -> Self {
@@ -406,7 +432,7 @@ impl StrategyLibrary {
     pub fn dense_linear_algebra() -> Self {
         StrategyLibrary::new()
             .with_all(register_block_strategies())
-            .with_all(vector_width_strategies())
+            .with_all(gemm_vector_strategies())
             .with_all(staging_strategies())
             .with_all(schedule_strategies())
             .with_all(cache_blocking_strategies())
@@ -450,7 +476,7 @@ fn register_block_strategies() -> [MutationStrategy; 5] {
 }
 
 /// The vector width of the loads of B and stores of C, and scalar code the runtime vectorises.
-fn vector_width_strategies() -> [MutationStrategy; 3] {
+fn gemm_vector_strategies() -> [MutationStrategy; 3] {
     let s = MutationStrategy::new;
     [
         s("vector-loads", "explicit vector loads (vloadN) of B and stores of C, one work-item wide in dimension 0")
