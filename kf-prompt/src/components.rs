@@ -76,24 +76,14 @@ impl PromptComponents {
     /// Parses components from TOML (`[[component]]` tables with `name`, `title`, `text` and
     /// optionally `evolvable`); `origin` names the text in errors.
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Self, PromptError> {
-        let file: ComponentsFile = toml::from_str(text).map_err(|e| PromptError::Components {
-            origin: origin.to_owned(),
-            message: e.to_string(),
-        })?;
-        Self::from_components(file.component).map_err(|e| PromptError::Components {
-            origin: origin.to_owned(),
-            message: e.to_string(),
-        })
+        let file: ComponentsFile = toml::from_str(text).map_err(|e| bad_source(origin, e))?;
+        Self::from_components(file.component).map_err(|e| bad_source(origin, e))
     }
 
     /// Reads components from a TOML file.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, PromptError> {
-        let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| PromptError::Components {
-            origin: path.display().to_string(),
-            message: e.to_string(),
-        })?;
-        Self::from_toml_str(&text, &path.display().to_string())
+        let (text, origin) = read_source(path.as_ref())?;
+        Self::from_toml_str(&text, &origin)
     }
 
     fn from_components(components: Vec<Component>) -> Result<Self, BadComponents> {
@@ -237,33 +227,40 @@ impl PromptTemplates {
 
     /// Parses templates from TOML; `origin` names the text in errors.
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Self, PromptError> {
-        let t: PromptTemplates = toml::from_str(text).map_err(|e| PromptError::Components {
-            origin: origin.to_owned(),
-            message: e.to_string(),
-        })?;
+        let t: PromptTemplates = toml::from_str(text).map_err(|e| bad_source(origin, e))?;
         if t.strategies.is_empty() {
-            return Err(PromptError::Components {
-                origin: origin.to_owned(),
-                message: "[strategies] lists no meta strategy".into(),
-            });
+            return Err(bad_source(origin, "[strategies] lists no meta strategy"));
         }
         Ok(t)
     }
 
     /// Reads templates from a TOML file.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, PromptError> {
-        let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| PromptError::Components {
-            origin: path.display().to_string(),
-            message: e.to_string(),
-        })?;
-        Self::from_toml_str(&text, &path.display().to_string())
+        let (text, origin) = read_source(path.as_ref())?;
+        Self::from_toml_str(&text, &origin)
     }
 }
 
 impl Default for PromptTemplates {
     fn default() -> Self {
         Self::builtin()
+    }
+}
+
+/// The error of a components or templates text that cannot be used; `origin` names the text.
+fn bad_source(origin: &str, message: impl ToString) -> PromptError {
+    PromptError::Components {
+        origin: origin.to_owned(),
+        message: message.to_string(),
+    }
+}
+
+/// The text of a components or templates file, and its name for errors.
+fn read_source(path: &Path) -> Result<(String, String), PromptError> {
+    let origin = path.display().to_string();
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok((text, origin)),
+        Err(e) => Err(bad_source(&origin, e)),
     }
 }
 
