@@ -5,12 +5,14 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use kf_core::{BoxError, EvaluationReport, Observe, StopHandle};
+use kf_core::{BoxError, EvaluationReport, Observe};
 
 /// The device evaluations of a run, shared by the [`TunedEvaluator`](crate::TunedEvaluator)
 /// (which counts what it sends to the device and tunes no further than the limit allows), the
-/// [`DeviceEvaluationCounter`] (which counts replayed evaluations and stops the run when the
-/// limit is spent) and the report.
+/// [`DeviceEvaluationCounter`] (which counts replayed evaluations) and the report. The limit
+/// stops the run through the engine's budget
+/// ([`Budget::max_device_evaluations`](kf_core::Budget::max_device_evaluations)), the one stop
+/// mechanism; this count keeps tuning inside it.
 ///
 /// ```
 /// use kf_search::DeviceEvaluations;
@@ -63,25 +65,25 @@ impl DeviceEvaluations {
     }
 }
 
-/// Counts the device evaluations of the evaluations replayed from the run directory (the
-/// [`TunedEvaluator`](crate::TunedEvaluator) counts the live ones as it spends them:
+/// Counts the device evaluations of the evaluations replayed from the run directory into the
+/// run's [`DeviceEvaluations`] (the [`TunedEvaluator`](crate::TunedEvaluator) counts the live
+/// ones as it spends them:
 /// [`Evaluation::device_evaluations`](kf_core::Evaluation::device_evaluations) is what each one
-/// recorded) and asks the engine to stop once the limit is spent. Add it with
-/// `ObserverMode::Always`.
-///
-/// The engine stops after the step that spent the limit: tuning is cut short so as not to pass
-/// it, but the other children of that step (and steps already in flight, with several in
-/// flight) are still evaluated, untuned, one device evaluation each.
+/// recorded), so that a resumed run tunes only within what is left. Add it with
+/// `ObserverMode::Always`. It stops nothing: the engine's budget does
+/// ([`Budget::with_device_evaluations`](kf_core::Budget::with_device_evaluations)), after the
+/// step that spent the limit; tuning is cut short so as not to pass it, but the other children
+/// of that step (and steps already in flight, with several in flight) are still evaluated,
+/// untuned, one device evaluation each.
 #[derive(Debug, Clone)]
 pub struct DeviceEvaluationCounter {
     count: DeviceEvaluations,
-    stop: StopHandle,
 }
 
 impl DeviceEvaluationCounter {
-    /// Counts replayed evaluations into `count` and triggers `stop` when its limit is spent.
-    pub fn new(count: DeviceEvaluations, stop: StopHandle) -> Self {
-        DeviceEvaluationCounter { count, stop }
+    /// Counts replayed evaluations into `count`.
+    pub fn new(count: DeviceEvaluations) -> Self {
+        DeviceEvaluationCounter { count }
     }
 }
 
@@ -91,9 +93,6 @@ impl Observe for DeviceEvaluationCounter {
             if let Some(e) = r.evaluation {
                 self.count.add(e.device_evaluations());
             }
-        }
-        if self.count.is_spent() {
-            self.stop.stop();
         }
         Ok(())
     }

@@ -21,6 +21,13 @@ pub struct Budget {
     /// The mutators' summed cost ([`Usage::cost`](crate::Usage::cost)), in their unit.
     #[serde(default)]
     pub max_cost: Option<f64>,
+    /// Device evaluations: every configuration compiled and timed, the ones an evaluator tuned
+    /// for a candidate included
+    /// ([`Evaluation::device_evaluations`](crate::Evaluation::device_evaluations); a child
+    /// whose evaluation failed counts one). Counted from the steps as they complete, replayed
+    /// ones included, so a resumed run spends only what is left.
+    #[serde(default)]
+    pub max_device_evaluations: Option<u64>,
 }
 
 impl Budget {
@@ -44,6 +51,13 @@ impl Budget {
         self
     }
 
+    /// Adds a limit on device evaluations ([`Budget::max_device_evaluations`]): the run stops
+    /// after the step that spent it, as with the other limits.
+    pub fn with_device_evaluations(mut self, n: u64) -> Self {
+        self.max_device_evaluations = Some(n);
+        self
+    }
+
     /// Adds a cost limit in US dollars: the opaque cost limit, for mutators that report
     /// dollars as their cost (kf-prompt's LLM mutator does by default).
     #[deprecated(
@@ -57,7 +71,10 @@ impl Budget {
 
     /// True when no limit is set (the engine refuses to run forever).
     pub fn is_unbounded(&self) -> bool {
-        self.max_evaluations.is_none() && self.max_wall.is_none() && self.max_cost.is_none()
+        self.max_evaluations.is_none()
+            && self.max_wall.is_none()
+            && self.max_cost.is_none()
+            && self.max_device_evaluations.is_none()
     }
 }
 
@@ -71,6 +88,8 @@ pub enum StopReason {
     WallTime,
     /// The cost budget ([`Budget::max_cost`]) was spent.
     Cost,
+    /// The device-evaluation budget ([`Budget::max_device_evaluations`]) was spent.
+    DeviceEvaluations,
     /// A [`StopHandle`] asked the run to stop; steps in flight were abandoned.
     Stopped,
     /// The mutators proposed no child for

@@ -410,6 +410,43 @@ mod tests {
         assert_eq!(result.summary.evaluations, 1);
     }
 
+    /// The synthetic evaluator, with two configurations tuned for every candidate: each
+    /// evaluation costs three device evaluations.
+    struct TunesTwo(SyntheticEvaluator);
+
+    #[async_trait::async_trait]
+    impl Evaluator for TunesTwo {
+        type Error = <SyntheticEvaluator as Evaluator>::Error;
+        async fn evaluate(
+            &self,
+            c: &Candidate,
+        ) -> Result<crate::evaluation::Evaluation, Self::Error> {
+            let mut e = self.0.evaluate(c).await?;
+            e.tuning_evaluations = 2;
+            Ok(e)
+        }
+    }
+
+    #[test]
+    fn the_device_evaluation_budget_stops_the_run_after_the_step_that_spent_it() {
+        let classifier = SyntheticClassifier::new(3);
+        let archive = VecArchive::new(classifier.space().clone());
+        let result = Engine::new(
+            SyntheticMutator::new(0.1),
+            TunesTwo(SyntheticEvaluator::new()),
+            classifier,
+            archive,
+        )
+        .seeds(vec![synthetic_seed(3)])
+        .seed(7)
+        .budget(Budget::evaluations(1_000).with_device_evaluations(10))
+        .run_blocking()
+        .unwrap();
+        assert_eq!(result.summary.stop_reason, StopReason::DeviceEvaluations);
+        // Three device evaluations a candidate: the fourth candidate's step spent the tenth.
+        assert_eq!(result.summary.evaluations, 4);
+    }
+
     /// What an observer was told of one child.
     #[derive(Debug, Clone, PartialEq)]
     struct Told {

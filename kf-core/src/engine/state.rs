@@ -276,6 +276,9 @@ pub(super) struct RunState<C, A> {
     /// Set once the evaluation budget shaped a launch (see [`StepRecord::budget_bound`]).
     budget_touched: bool,
     usage: Usage,
+    /// Device evaluations of the completed steps (see
+    /// [`Budget::max_device_evaluations`](super::budget::Budget::max_device_evaluations)).
+    device_evaluations: u64,
     pub(super) steps_done: u64,
     replayed: u64,
     failed_steps: u64,
@@ -322,6 +325,7 @@ where
             reserved: 0,
             budget_touched: false,
             usage: Usage::default(),
+            device_evaluations: 0,
             steps_done: 0,
             replayed: 0,
             failed_steps: 0,
@@ -499,6 +503,11 @@ where
         if b.max_cost.is_some_and(|c| self.usage.cost >= c) {
             return Some(StopReason::Cost);
         }
+        if b.max_device_evaluations
+            .is_some_and(|m| self.device_evaluations >= m)
+        {
+            return Some(StopReason::DeviceEvaluations);
+        }
         if self.idle_steps >= self.config.max_idle_steps {
             return Some(StopReason::Stalled);
         }
@@ -608,6 +617,7 @@ where
         self.reserved = self.reserved - reservation.min(self.reserved) + used.min(reservation);
         self.steps_done += 1;
         self.usage.add(&record.usage);
+        self.device_evaluations += device_evaluations_of(&record);
         let failed = record.error.is_some()
             || (!record.children.is_empty()
                 && record
@@ -952,4 +962,17 @@ fn credit_emitter(
         scheduler.credit(index, elite, credit);
         qd = after;
     }
+}
+
+/// The device evaluations a completed step spent: each judged child's own and its tuning's;
+/// one for a child whose evaluation failed (it was sent to the device all the same).
+fn device_evaluations_of(record: &StepRecord) -> u64 {
+    record
+        .children
+        .iter()
+        .map(|child| match child {
+            ChildRecord::Judged { elite, .. } => elite.evaluation.device_evaluations(),
+            ChildRecord::Failed { .. } => 1,
+        })
+        .sum()
 }

@@ -5,7 +5,7 @@
 use kf_archive::{RunDir, RunDirOptions, RunMeta};
 use kf_core::{
     Archive, BehaviorClassifier, Budget, DescriptorSpace, DeviceFacts, Engine, Evaluator, Mutator,
-    ObserverMode, Stepper, StopHandle,
+    ObserverMode, Stepper,
 };
 use std::sync::Arc;
 
@@ -108,7 +108,7 @@ where
         registers,
     })?;
     let extended_from = extended_from(&run_dir, &config)?;
-    let watch = Watchers::new(&space, &config, device_count.clone(), stop);
+    let watch = Watchers::new(&space, &config, device_count.clone());
     let (trace, baseline) = (watch.trace.clone(), watch.baseline.clone());
     let engine = Engine::new(proposer, layer.layer(evaluator), classifier, archive)
         .task(task.describe())
@@ -119,7 +119,11 @@ where
         .max_in_flight(config.in_flight.max(1))
         .checkpoint(run_dir)
         .novelty(SourceNovelty, novelty::shipped_config());
-    let engine = watch.attach(engine, observers);
+    let mut engine = watch.attach(engine, observers);
+    // The caller's stop (a Ctrl-C handler); every limit of the run is in its budget.
+    if let Some(stop) = stop {
+        engine = engine.stop_on(stop);
+    }
     // Emitter statistics for the report; none for a single mutator (`--scheduler mix`).
     let scheduler = Some(engine.scheduler()).filter(|s| !s.is_single());
     let context = RunContext {
@@ -143,13 +147,17 @@ where
     })
 }
 
-/// The run's evaluation and wall-clock limits.
+/// The run's limits: evaluations, wall-clock time and device evaluations, all stopping the run
+/// through the engine's budget.
 fn budget(config: &SearchConfig) -> Budget {
-    let budget = Budget::evaluations(config.evaluations);
-    match config.wall {
-        Some(wall) => budget.with_wall(wall),
-        None => budget,
+    let mut budget = Budget::evaluations(config.evaluations);
+    if let Some(wall) = config.wall {
+        budget = budget.with_wall(wall);
     }
+    if let Some(limit) = config.device_evaluations {
+        budget = budget.with_device_evaluations(limit);
+    }
+    budget
 }
 
 /// What may not change when a run is resumed or extended (the budget may): recorded in the
@@ -188,7 +196,6 @@ struct Watchers {
     trace: crate::report::ProgressTrace,
     baseline: BaselineWatch,
     device_count: DeviceEvaluations,
-    stop: StopHandle,
 }
 
 impl Watchers {
@@ -196,7 +203,6 @@ impl Watchers {
         space: &DescriptorSpace,
         config: &SearchConfig,
         device_count: DeviceEvaluations,
-        stop: Option<StopHandle>,
     ) -> Self {
         let mut progress = ProgressObserver::new(space).with_budget(&budget(config));
         if !config.progress {
@@ -208,13 +214,10 @@ impl Watchers {
             log: LogObserver::new(space),
             baseline: BaselineWatch::default(),
             device_count,
-            stop: stop.unwrap_or_default(),
         }
     }
 
-    /// Adds the shipped observers around the builder's `own` (in the order they report), and
-    /// the stop handle: the device-evaluation limit stops the run through the same handle as
-    /// Ctrl-C.
+    /// Adds the shipped observers around the builder's `own`, in the order they report.
     fn attach<E, Cl, Ar>(
         self,
         engine: Engine<E, Cl, Ar>,
@@ -232,12 +235,10 @@ impl Watchers {
         for (observer, mode) in own {
             engine = engine.add_observer(observer, mode);
         }
-        engine
-            .add_observer(
-                DeviceEvaluationCounter::new(self.device_count, self.stop.clone()),
-                ObserverMode::Always,
-            )
-            .stop_on(self.stop)
+        engine.add_observer(
+            DeviceEvaluationCounter::new(self.device_count),
+            ObserverMode::Always,
+        )
     }
 }
 
