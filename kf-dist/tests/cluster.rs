@@ -437,6 +437,33 @@ fn search<E: Evaluator>(evaluator: E, seeds: Vec<Candidate>, evaluations: u64) -
     .archive
 }
 
+/// A search from the synthetic seed on a thread of its own, while the test acts on the
+/// cluster (kills a worker, restarts a server, alters what was stored).
+struct BackgroundSearch {
+    done: std::sync::mpsc::Receiver<()>,
+    thread: std::thread::JoinHandle<EliteArchive>,
+}
+
+impl BackgroundSearch {
+    /// Starts a search of `evaluations` evaluations with `evaluator`.
+    fn start(evaluator: DistEvaluator, evaluations: u64) -> BackgroundSearch {
+        let (tx, done) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let a = search(evaluator, vec![synthetic_seed(DIMS)], evaluations);
+            let _ = tx.send(());
+            a
+        });
+        BackgroundSearch { done, thread }
+    }
+
+    /// The search's archive; it must finish within `timeout` (else the test fails with
+    /// `unfinished`).
+    fn archive(self, timeout: Duration, unfinished: &str) -> EliteArchive {
+        self.done.recv_timeout(timeout).expect(unfinished);
+        self.thread.join().unwrap()
+    }
+}
+
 /// The archive as JSON, without the name of the worker that evaluated each elite and what its
 /// compiler reported: which worker took a job, and whether a compile worker built its binary,
 /// are the things a distributed run may record differently.
@@ -516,12 +543,7 @@ fn a_killed_worker_s_job_is_evaluated_again() {
     cluster.start_workers(2);
     let evaluator = cluster.evaluator("killed", 400);
     // Run the search on another thread; watch worker 0 from this one.
-    let (tx, rx) = std::sync::mpsc::channel();
-    let search_thread = std::thread::spawn(move || {
-        let a = search(evaluator, vec![synthetic_seed(DIMS)], 24);
-        let _ = tx.send(());
-        a
-    });
+    let background = BackgroundSearch::start(evaluator, 24);
     let deadline = Instant::now() + Duration::from_secs(120);
     // Kill worker 0 in the middle of an evaluation (each takes 400 ms), from its second job on.
     // Which job it was is read from its log after the kill: the one started and not done.
@@ -540,9 +562,7 @@ fn a_killed_worker_s_job_is_evaluated_again() {
         "worker 0 was killed with {in_flight:?} in flight (one slot)"
     );
     let killed_job = in_flight[0].clone();
-    rx.recv_timeout(Duration::from_secs(120))
-        .expect("the search did not finish");
-    let archive = search_thread.join().unwrap();
+    let archive = background.archive(Duration::from_secs(120), "the search did not finish");
     assert_eq!(json(&archive), in_process(24));
     let db = &cluster.db;
     assert_eq!(db.count("SELECT count(*) FROM kf_candidates"), 24);
@@ -590,12 +610,7 @@ fn search_survives(cluster: &mut Cluster, run: &str, fault: impl FnOnce(&mut Clu
     cluster.start_workers(2);
     cluster.wait_for_workers(2);
     let evaluator = cluster.evaluator(run, 30);
-    let (tx, rx) = std::sync::mpsc::channel();
-    let search_thread = std::thread::spawn(move || {
-        let a = search(evaluator, vec![synthetic_seed(DIMS)], 80);
-        let _ = tx.send(());
-        a
-    });
+    let background = BackgroundSearch::start(evaluator, 80);
     let deadline = Instant::now() + Duration::from_secs(60);
     while cluster.db.count("SELECT count(*) FROM kf_results") < 20 {
         assert!(Instant::now() < deadline, "no progress before the fault");
@@ -604,9 +619,10 @@ fn search_survives(cluster: &mut Cluster, run: &str, fault: impl FnOnce(&mut Clu
     let during = cluster.db.count("SELECT count(*) FROM kf_results");
     let began = Instant::now();
     fault(cluster);
-    rx.recv_timeout(Duration::from_secs(180))
-        .expect("the search did not finish after the fault");
-    let archive = search_thread.join().unwrap();
+    let archive = background.archive(
+        Duration::from_secs(180),
+        "the search did not finish after the fault",
+    );
     assert!(during < 80, "the fault happened mid-run");
     assert_eq!(
         json(&archive),
@@ -1061,12 +1077,7 @@ fn tampered_builds_are_never_used(test: &str, tamper: &str, note: &str) {
     cluster.start_role(1, WorkerRole::Compile); // log 0
     cluster.wait_for_workers(1);
     let evaluator = cluster.evaluator_compiling_first(test, 0, 0);
-    let (tx, rx) = std::sync::mpsc::channel();
-    let search_thread = std::thread::spawn(move || {
-        let a = search(evaluator, vec![synthetic_seed(DIMS)], 30);
-        let _ = tx.send(());
-        a
-    });
+    let background = BackgroundSearch::start(evaluator, 30);
     let deadline = Instant::now() + Duration::from_secs(60);
     while cluster.db.count("SELECT count(*) FROM kf_binaries") < 1 {
         assert!(Instant::now() < deadline, "nothing was built");
@@ -1081,9 +1092,7 @@ fn tampered_builds_are_never_used(test: &str, tamper: &str, note: &str) {
         .collect();
     runtime_exec(&cluster.db, tamper);
     cluster.start_role(1, WorkerRole::Execute); // log 1
-    rx.recv_timeout(Duration::from_secs(120))
-        .expect("the search did not finish");
-    let archive = search_thread.join().unwrap();
+    let archive = background.archive(Duration::from_secs(120), "the search did not finish");
     assert_eq!(json(&archive), in_process(30), "archives differ");
     assert!(!tampered.is_empty());
     assert!(
@@ -1130,12 +1139,7 @@ fn killed_compile_and_execute_workers_lose_nothing() {
     cluster.start_role(2, WorkerRole::Execute); // logs 2, 3
     cluster.wait_for_workers(4);
     let evaluator = cluster.evaluator_compiling_first("roles-killed", 300, 300);
-    let (tx, rx) = std::sync::mpsc::channel();
-    let search_thread = std::thread::spawn(move || {
-        let a = search(evaluator, vec![synthetic_seed(DIMS)], 24);
-        let _ = tx.send(());
-        a
-    });
+    let background = BackgroundSearch::start(evaluator, 24);
     let deadline = Instant::now() + Duration::from_secs(120);
     let compiling = |i: usize| -> Vec<String> {
         let done = cluster.logged(i, "compiled ");
@@ -1171,9 +1175,7 @@ fn killed_compile_and_execute_workers_lose_nothing() {
     }
     let killed_run = cluster.in_flight(2);
     assert_eq!(killed_run.len(), 1, "{killed_run:?}");
-    rx.recv_timeout(Duration::from_secs(180))
-        .expect("the search did not finish");
-    let archive = search_thread.join().unwrap();
+    let archive = background.archive(Duration::from_secs(180), "the search did not finish");
     assert_eq!(json(&archive), in_process(24), "archives differ");
     let db = &cluster.db;
     let jobs = db.count("SELECT count(*) FROM kf_jobs");
