@@ -717,7 +717,8 @@ impl<B: Backend> KernelEvaluator<B> {
                 let wg: usize = local.iter().product();
                 if wg as u64 > max_wg {
                     let message = format!(
-                        "a work-group of {wg} work-items exceeds the {max_wg} this compiled kernel                          (`{entry}`) allows on {}",
+                        "a work-group of {wg} work-items exceeds the {max_wg} this compiled kernel \
+                         (`{entry}`) allows on {}",
                         self.backend.device().name
                     );
                     let mut e = Evaluation::failed(Status::RuntimeError, message);
