@@ -390,6 +390,25 @@ fn bind_manifest(
     toml::to_string(&table).map_err(|e| MutateError::Serialize(e.to_string()))
 }
 
+/// For the family templates' tests: every structure of every template of `library`
+/// instantiates, alone and bound to `binding` (the bound variant named by the binding's entry),
+/// and the bound templates keep every seed.
+#[cfg(test)]
+pub(crate) fn assert_every_structure_binds(library: &TemplateLibrary, binding: &TaskBinding) {
+    let bound = library.bound_to(binding).unwrap();
+    for (template, bound) in library.templates().iter().zip(bound.templates()) {
+        for structure in template.all_structures() {
+            template.instantiate(&structure).unwrap();
+            let variant = bound.instantiate(&structure).unwrap();
+            assert_eq!(variant.manifest.entry, binding.entry);
+        }
+        assert_eq!(
+            bound.seeds().unwrap().len(),
+            template.seeds().unwrap().len()
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

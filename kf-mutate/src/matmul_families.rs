@@ -227,18 +227,7 @@ mod tests {
                 transposed_a_binding(),
             ),
         ] {
-            let bound = library.bound_to(&binding).unwrap();
-            for (template, bound) in library.templates().iter().zip(bound.templates()) {
-                for structure in template.all_structures() {
-                    template.instantiate(&structure).unwrap();
-                    let variant = bound.instantiate(&structure).unwrap();
-                    assert_eq!(variant.manifest.entry, binding.entry);
-                }
-                assert_eq!(
-                    bound.seeds().unwrap().len(),
-                    template.seeds().unwrap().len()
-                );
-            }
+            crate::binding::assert_every_structure_binds(&library, &binding);
         }
         let gemm = TemplateLibrary::strided_a_gemm()
             .unwrap()

@@ -116,25 +116,35 @@ impl MixMutator {
             .collect();
         let mut order = Vec::with_capacity(pool.len());
         while !pool.is_empty() {
-            let total: f64 = pool.iter().map(|(_, w)| w).sum();
-            if !(total.is_finite() && total > 0.0) {
+            let Some(pick) = draw_by_weight(&pool, &mut rng) else {
                 // Weights too large to add up: fall back to declaration order.
                 order.extend(pool.iter().map(|(i, _)| *i));
                 break;
-            }
-            let mut x = rng.random_range(0.0..total);
-            let mut pick = pool.len() - 1;
-            for (k, (_, w)) in pool.iter().enumerate() {
-                if x < *w {
-                    pick = k;
-                    break;
-                }
-                x -= w;
-            }
+            };
             order.push(pool.swap_remove(pick).0);
         }
         order
     }
+}
+
+/// The index of an entry drawn from `pool` with probability proportional to its weight;
+/// `None` when the weights do not add up to a positive, finite total. (Both the mix's order
+/// and the structural mutator's strategies are drawn so, without replacement.)
+pub(crate) fn draw_by_weight<T>(pool: &[(T, f64)], rng: &mut impl Rng) -> Option<usize> {
+    let total: f64 = pool.iter().map(|(_, w)| w).sum();
+    if !(total.is_finite() && total > 0.0) {
+        return None;
+    }
+    let mut x = rng.random_range(0.0..total);
+    let mut index = pool.len() - 1;
+    for (i, (_, w)) in pool.iter().enumerate() {
+        if x < *w {
+            index = i;
+            break;
+        }
+        x -= w;
+    }
+    Some(index)
 }
 
 #[async_trait]

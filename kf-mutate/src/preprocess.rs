@@ -136,15 +136,21 @@ pub fn resolve_conditionals(source: &str, defines: &Defines) -> Result<String, M
         if line.trim_start().starts_with("//!") {
             continue;
         }
-        match directive(line) {
-            Some((name @ ("if" | "ifdef" | "ifndef"), arg)) => {
-                resolver.open_section(name, arg, line, line_no)?
-            }
-            Some((name @ ("elif" | "else"), arg)) => {
-                resolver.next_branch(name, arg, line, line_no)?
-            }
-            Some(("endif", _)) => resolver.close_section(line, line_no)?,
-            // Other directives and ordinary lines.
+        let Some((name, arg)) = directive(line) else {
+            resolver.emit(line);
+            continue;
+        };
+        let at = DirectiveLine {
+            name,
+            arg,
+            text: line,
+            number: line_no,
+        };
+        match name {
+            "if" | "ifdef" | "ifndef" => resolver.open_section(at)?,
+            "elif" | "else" => resolver.next_branch(at)?,
+            "endif" => resolver.close_section(at)?,
+            // Other directives (`#define`, `#pragma`, …) are kept as they are.
             _ => resolver.emit(line),
         }
     }
@@ -155,6 +161,19 @@ pub fn resolve_conditionals(source: &str, defines: &Defines) -> Result<String, M
         });
     }
     Ok(resolver.out)
+}
+
+/// A preprocessor directive line of a template: `#name arg`, its text and its line number.
+#[derive(Clone, Copy)]
+struct DirectiveLine<'a> {
+    /// The directive (`if`, `elif`, …).
+    name: &'a str,
+    /// What follows it.
+    arg: &'a str,
+    /// The whole line.
+    text: &'a str,
+    /// Its line number, from 1.
+    number: usize,
 }
 
 /// The state of [`resolve_conditionals`] while it walks a source: the text so far and the
@@ -186,19 +205,14 @@ impl Resolver<'_> {
 
     /// `#if`, `#ifdef` or `#ifndef`: a new section, decided by the fixed macros when they
     /// decide it (the directive goes), kept open with its macros substituted otherwise.
-    fn open_section(
-        &mut self,
-        name: &str,
-        arg: &str,
-        line: &str,
-        line_no: usize,
-    ) -> Result<(), MutateError> {
+    fn open_section(&mut self, at: DirectiveLine<'_>) -> Result<(), MutateError> {
+        let (name, arg) = (at.name, at.arg);
         let parent_active = self.emitting();
         let value = if !parent_active {
             Some(false)
         } else {
             match name {
-                "if" => eval_condition(arg, self.defines).map_err(|e| located(e, line_no))?,
+                "if" => eval_condition(arg, self.defines).map_err(|e| at.located(e))?,
                 "ifdef" => self.defines.get(arg).map(|_| true),
                 _ => self.defines.get(arg).map(|_| false),
             }
@@ -222,7 +236,7 @@ impl Resolver<'_> {
                     self.out
                         .push_str(&format!("#if {}\n", substitute(arg, self.defines)));
                 } else {
-                    self.out.push_str(line);
+                    self.out.push_str(at.text);
                     self.out.push('\n');
                 }
             }
@@ -233,19 +247,11 @@ impl Resolver<'_> {
 
     /// `#elif` or `#else`: the innermost section's next branch. A branch after a decided one
     /// is dropped; an undecided one opens (or continues) the section kept in the text.
-    fn next_branch(
-        &mut self,
-        name: &str,
-        arg: &str,
-        line: &str,
-        line_no: usize,
-    ) -> Result<(), MutateError> {
+    fn next_branch(&mut self, at: DirectiveLine<'_>) -> Result<(), MutateError> {
+        let (name, arg) = (at.name, at.arg);
         let defines = self.defines;
         let Some(frame) = self.stack.last_mut() else {
-            return Err(MutateError::Preprocessor {
-                expr: line.to_owned(),
-                message: format!("line {line_no}: #{name} without #if"),
-            });
+            return Err(at.without_if());
         };
         if !frame.parent_active || frame.decided {
             frame.active = false;
@@ -254,7 +260,7 @@ impl Resolver<'_> {
         let value = if name == "else" {
             Some(true)
         } else {
-            eval_condition(arg, defines).map_err(|e| located(e, line_no))?
+            eval_condition(arg, defines).map_err(|e| at.located(e))?
         };
         match value {
             Some(true) => {
@@ -281,12 +287,9 @@ impl Resolver<'_> {
     }
 
     /// `#endif`: closes the innermost section (its directive stays when the section did).
-    fn close_section(&mut self, line: &str, line_no: usize) -> Result<(), MutateError> {
+    fn close_section(&mut self, at: DirectiveLine<'_>) -> Result<(), MutateError> {
         let Some(frame) = self.stack.pop() else {
-            return Err(MutateError::Preprocessor {
-                expr: line.to_owned(),
-                message: format!("line {line_no}: #endif without #if"),
-            });
+            return Err(at.without_if());
         };
         if frame.open {
             self.out.push_str("#endif\n");
@@ -295,14 +298,24 @@ impl Resolver<'_> {
     }
 }
 
-/// A preprocessor error with the line it was found on.
-fn located(e: MutateError, line_no: usize) -> MutateError {
-    match e {
-        MutateError::Preprocessor { expr, message } => MutateError::Preprocessor {
-            expr,
-            message: format!("line {line_no}: {message}"),
-        },
-        other => other,
+impl DirectiveLine<'_> {
+    /// A preprocessor error `e` found in this line, with the line's number.
+    fn located(&self, e: MutateError) -> MutateError {
+        match e {
+            MutateError::Preprocessor { expr, message } => MutateError::Preprocessor {
+                expr,
+                message: format!("line {}: {message}", self.number),
+            },
+            other => other,
+        }
+    }
+
+    /// The error for an `#elif`, `#else` or `#endif` outside any section.
+    fn without_if(&self) -> MutateError {
+        MutateError::Preprocessor {
+            expr: self.text.to_owned(),
+            message: format!("line {}: #{} without #if", self.number, self.name),
+        }
     }
 }
 

@@ -8,10 +8,11 @@ use kf_core::{
     async_trait, ArchiveHints, Elite, KernelSource, Mutation, MutationContext, Mutator, Needs,
     Offspring, Origin, ParamValues,
 };
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::error::MutateError;
+use crate::mix::draw_by_weight;
 use crate::space::Feasibility;
 use crate::strategy::{MutationStrategy, StrategyLibrary};
 use crate::template::{Structure, Template, TemplateLibrary};
@@ -418,25 +419,6 @@ impl StructuralMutator {
             })
             .collect())
     }
-}
-
-/// The index of a strategy drawn from `pool` with probability proportional to its weight;
-/// `None` when the weights do not add up to a positive, finite total.
-fn draw_by_weight(pool: &[(&MutationStrategy, f64)], rng: &mut ChaCha8Rng) -> Option<usize> {
-    let total: f64 = pool.iter().map(|(_, w)| w).sum();
-    if !(total.is_finite() && total > 0.0) {
-        return None;
-    }
-    let mut x = rng.random_range(0.0..total);
-    let mut index = pool.len() - 1;
-    for (i, (_, w)) in pool.iter().enumerate() {
-        if x < *w {
-            index = i;
-            break;
-        }
-        x -= w;
-    }
-    Some(index)
 }
 
 /// The cells the templates of one task reach at its sizes on its device, each with the

@@ -43,18 +43,29 @@ fn variant(library: &TemplateLibrary, template: &str, config: &str) -> (Variant,
     (variant, params)
 }
 
+/// The sizes of a 1024 x `n` x 1024 matrix product (`M`, `N`, `K`).
+fn gemm_sizes(n: i64) -> indexmap::IndexMap<String, i64> {
+    [("M", 1024), ("N", n), ("K", 1024)]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect()
+}
+
+/// A CPU with work-groups up to 1024, 256 KiB of local memory and an L2 cache of `l2` bytes.
+fn cpu_with_l2(l2: u64) -> DeviceFacts {
+    let mut device = DeviceFacts::unknown("cpu");
+    device.max_work_group_size = 1024;
+    device.local_mem_bytes = 256 << 10;
+    device.l2_cache_bytes = l2;
+    device
+}
+
 #[test]
 fn cache_blocking_constraints_use_the_cache_facts() {
     let library = TemplateLibrary::builtin().unwrap();
     let (variant, _) = variant(&library, "gemm_blocked", "VW=16,PACK_B=1");
-    let sizes: indexmap::IndexMap<String, i64> = [("M", 1024), ("N", 1024), ("K", 1024)]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
-    let mut device = DeviceFacts::unknown("cpu");
-    device.max_work_group_size = 1024;
-    device.local_mem_bytes = 256 << 10;
-    device.l2_cache_bytes = 64 << 10;
+    let sizes = gemm_sizes(1024);
+    let mut device = cpu_with_l2(64 << 10);
     let check = |device: &DeviceFacts, kc: i64| {
         let params = variant
             .manifest
@@ -84,14 +95,8 @@ fn cache_blocking_constraints_use_the_cache_facts() {
 fn n_blocking_needs_a_k_block_and_fits_the_l2() {
     let library = TemplateLibrary::builtin().unwrap();
     let (variant, _) = variant(&library, "gemm_blocked", "VW=16");
-    let sizes: indexmap::IndexMap<String, i64> = [("M", 1024), ("N", 1024), ("K", 1024)]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
-    let mut device = DeviceFacts::unknown("cpu");
-    device.max_work_group_size = 1024;
-    device.local_mem_bytes = 256 << 10;
-    device.l2_cache_bytes = 1 << 20;
+    let sizes = gemm_sizes(1024);
+    let mut device = cpu_with_l2(1 << 20);
     let check = |device: &DeviceFacts, config: &str| {
         let mut params = ParamValues::new();
         for (name, value) in values(config) {
@@ -125,10 +130,7 @@ fn n_blocking_needs_a_k_block_and_fits_the_l2() {
     check(&device, big).unwrap();
     // The columns divide into CB panels: 1088 = 17 panels of 64 do not make groups of 8.
     device.l2_cache_bytes = 1 << 20;
-    let narrow: indexmap::IndexMap<String, i64> = [("M", 1024), ("N", 1088), ("K", 1024)]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
+    let narrow = gemm_sizes(1088);
     let params = variant
         .manifest
         .resolve_params(&ParamValues::new().with("KC", 256i64).with("CB", 8i64))
@@ -267,5 +269,5 @@ fn cache_blocked_gemm_and_streaming_softmax_verify_on_opencl() {
             ));
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    common::assert_no_failures(&failures);
 }

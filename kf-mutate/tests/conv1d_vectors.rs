@@ -104,5 +104,5 @@ fn float16_positions_compute_the_strided_convolution_on_opencl() {
             }
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    common::assert_no_failures(&failures);
 }

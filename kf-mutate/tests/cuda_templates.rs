@@ -10,7 +10,7 @@ mod common;
 
 use kf_backend_cuda::CudaBackend;
 use kf_core::prelude::*;
-use kf_core::{Backend, BackendErrorKind, CompileOptions};
+use kf_core::{Backend, CompileOptions};
 use kf_eval::tasks::{builtin_task, parse_sizes, KernelTask};
 use kf_eval::{EvalConfig, KernelEvaluator};
 use kf_mutate::{Feasibility, StructuralMutator, TemplateLibrary};
@@ -21,17 +21,12 @@ use rand_chacha::ChaCha8Rng;
 /// `NVRTC`) without NVRTC, unless `KF_REQUIRE_NVRTC=1`.
 #[track_caller]
 fn backend_or_skip() -> Option<CudaBackend> {
-    match CudaBackend::builder().no_cache().build() {
-        Ok(b) => Some(b),
-        Err(e) if e.kind() == BackendErrorKind::Unavailable => {
-            kf_core::testing::skip::skip(
-                kf_core::testing::skip::SkipKind::Nvrtc,
-                format_args!("NVRTC is not installed ({e}; scripts/setup.sh --cuda)"),
-            );
-            None
-        }
-        Err(e) => panic!("creating the CUDA backend failed: {e}"),
-    }
+    common::backend_or_skip(
+        CudaBackend::builder().no_cache().build(),
+        "CUDA",
+        kf_core::testing::skip::SkipKind::Nvrtc,
+        |e| format!("NVRTC is not installed ({e}; scripts/setup.sh --cuda)"),
+    )
 }
 
 /// Every structure of every CUDA template at its first feasible configuration for its task at
@@ -130,15 +125,6 @@ fn evaluate_all(backend: CudaBackend, cases: &[Case]) -> Vec<String> {
     failures
 }
 
-fn assert_no_failures(failures: &[String]) {
-    assert!(
-        failures.is_empty(),
-        "{} failures:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-}
-
 #[test]
 fn cuda_templates_compile_with_their_resources() {
     let Some(backend) = backend_or_skip() else {
@@ -160,7 +146,7 @@ fn cuda_templates_compile_with_their_resources() {
     assert_eq!(per_template("softmax_group "), 24);
     assert!(cases.iter().any(|c| c.2.text.contains("__shared__")));
     eprintln!("NVRTC {} for {}", backend.nvrtc().version(), backend.arch());
-    assert_no_failures(&compile_reporting(&backend, &cases));
+    common::assert_no_failures(&compile_reporting(&backend, &cases));
 }
 
 #[test]
@@ -176,7 +162,7 @@ fn cuda_templates_are_correct_on_a_gpu() {
         "gemm" => "M=512,N=512,K=256",
         _ => "ROWS=1000,COLS=1024",
     });
-    assert_no_failures(&evaluate_all(backend, &cases));
+    common::assert_no_failures(&evaluate_all(backend, &cases));
 }
 
 /// The structural mutators of a CUDA search move the GPU templates into kernels that compile
@@ -238,8 +224,8 @@ fn cuda_structural_children_compile_and_run() {
             "no child uses {construct}"
         );
     }
-    assert_no_failures(&compile_reporting(&backend, &cases));
+    common::assert_no_failures(&compile_reporting(&backend, &cases));
     if gpu_or_skip(&backend, "the structural children") {
-        assert_no_failures(&evaluate_all(backend, &cases));
+        common::assert_no_failures(&evaluate_all(backend, &cases));
     }
 }

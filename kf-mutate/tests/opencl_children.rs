@@ -147,10 +147,5 @@ fn generated_kernels_compile_and_are_correct() {
         started.elapsed().as_secs_f64()
     );
     assert!(kernels.len() >= 80, "only {} kernels", kernels.len());
-    assert!(
-        failures.is_empty(),
-        "{} failures:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    common::assert_no_failures(&failures);
 }

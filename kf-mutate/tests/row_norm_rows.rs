@@ -91,5 +91,5 @@ fn rows_per_group_compute_layer_norm_on_opencl() {
             failures.push(format!("{case}: {failure}"));
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    common::assert_no_failures(&failures);
 }

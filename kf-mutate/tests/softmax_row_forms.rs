@@ -70,7 +70,7 @@ fn verify<B: Backend>(backend: B, language: Language) {
             failures.push(format!("{language} {case}: {failure}"));
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    common::assert_no_failures(&failures);
 }
 
 #[test]
@@ -83,16 +83,13 @@ fn softmax_row_forms_verify_on_opencl() {
 
 #[test]
 fn softmax_row_forms_verify_on_sycl() {
-    let backend = match kf_backend_sycl::SyclBackend::builder().build() {
-        Ok(b) => b,
-        Err(e) if e.kind() == kf_core::BackendErrorKind::Unavailable => {
-            kf_core::testing::skip::skip(
-                kf_core::testing::skip::SkipKind::Sycl,
-                format_args!("{e} (scripts/setup.sh --sycl)"),
-            );
-            return;
-        }
-        Err(e) => panic!("creating the SYCL backend failed: {e}"),
+    let Some(backend) = common::backend_or_skip(
+        kf_backend_sycl::SyclBackend::builder().build(),
+        "SYCL",
+        kf_core::testing::skip::SkipKind::Sycl,
+        |e| format!("{e} (scripts/setup.sh --sycl)"),
+    ) else {
+        return;
     };
     verify(backend, Language::Sycl);
 }

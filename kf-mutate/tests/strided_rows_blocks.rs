@@ -134,7 +134,7 @@ fn blocks_compute_rms_norm_over_channels_on_opencl() {
         "row_norm_strided",
         &rms_norm_binding(),
     );
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    common::assert_no_failures(&failures);
 }
 
 #[test]

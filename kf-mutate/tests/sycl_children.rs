@@ -14,7 +14,6 @@ use std::time::Instant;
 
 use kf_backend_sycl::SyclBackend;
 use kf_core::prelude::*;
-use kf_core::BackendErrorKind;
 use kf_eval::tasks::{builtin_task, parse_sizes};
 use kf_eval::KernelEvaluator;
 use kf_mutate::{StrategyLibrary, StructuralMutator};
@@ -23,18 +22,13 @@ use kf_mutate::{StrategyLibrary, StructuralMutator};
 /// `KF_REQUIRE_SYCL` is not `1`.
 #[track_caller]
 fn backend_or_skip() -> Option<SyclBackend> {
-    match SyclBackend::builder().build() {
-        Ok(b) => Some(b),
-        Err(e) if e.kind() == BackendErrorKind::Unavailable => {
-            // Kind `SYCL`: KF_REQUIRE_SYCL=1 makes this a failure.
-            kf_core::testing::skip::skip(
-                kf_core::testing::skip::SkipKind::Sycl,
-                format_args!("{e} (scripts/setup.sh --sycl)"),
-            );
-            None
-        }
-        Err(e) => panic!("creating the SYCL backend failed: {e}"),
-    }
+    // Kind `SYCL`: KF_REQUIRE_SYCL=1 makes this a failure.
+    common::backend_or_skip(
+        SyclBackend::builder().build(),
+        "SYCL",
+        kf_core::testing::skip::SkipKind::Sycl,
+        |e| format!("{e} (scripts/setup.sh --sycl)"),
+    )
 }
 
 fn check(task_name: &str, sizes: &str, mutator: StructuralMutator, minimum: usize) {
@@ -95,12 +89,7 @@ fn check(task_name: &str, sizes: &str, mutator: StructuralMutator, minimum: usiz
         started.elapsed().as_secs_f64()
     );
     assert!(cases.len() >= minimum, "only {} variants", cases.len());
-    assert!(
-        failures.is_empty(),
-        "{} failures:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    common::assert_no_failures(&failures);
 }
 
 #[test]

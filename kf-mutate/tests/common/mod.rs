@@ -72,6 +72,37 @@ pub(crate) fn transformations(
     out
 }
 
+/// The backend `built` for a test; `None` where its runtime is not installed, after printing
+/// `reason` for the error and recording a skip of `kind` (which its `KF_REQUIRE_…` variable
+/// turns into a failure). Any other failure to create the `name` backend fails the test.
+#[track_caller]
+pub(crate) fn backend_or_skip<B, E: kf_core::BackendError>(
+    built: Result<B, E>,
+    name: &str,
+    kind: kf_core::testing::skip::SkipKind,
+    reason: impl FnOnce(&E) -> String,
+) -> Option<B> {
+    match built {
+        Ok(b) => Some(b),
+        Err(e) if e.kind() == kf_core::BackendErrorKind::Unavailable => {
+            kf_core::testing::skip::skip(kind, reason(&e));
+            None
+        }
+        Err(e) => panic!("creating the {name} backend failed: {e}"),
+    }
+}
+
+/// Fails the test with every failure listed, if there are any.
+#[track_caller]
+pub(crate) fn assert_no_failures(failures: &[String]) {
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
 /// An evaluation that judges correctness with one or two timed launches (these tests check
 /// correctness, not speed); `data_seed` fixes the inputs where given.
 pub(crate) fn quick_config(data_seed: Option<u64>) -> EvalConfig {
