@@ -225,21 +225,36 @@ where
 
     /// Checks the configuration, reads the steps the checkpoint holds (to replay them), tells
     /// the observers the run starts, and returns the run to drive step by step.
-    pub fn start(self) -> Result<Stepper<E, C, A>, CoreError> {
-        let Engine {
-            scheduler,
-            evaluator,
-            classifier,
-            archive,
-            task,
-            device,
-            seeds,
-            config,
-            mut observers,
-            mut checkpoint,
-            stop,
-            novelty,
-        } = self;
+    pub fn start(mut self) -> Result<Stepper<E, C, A>, CoreError> {
+        self.check_config()?;
+        self.check_context()?;
+        let recorded = self.recorded_steps()?;
+        self.announce_start(recorded.len())?;
+        let state = RunState::new(Parts {
+            task: self.task.unwrap_or_else(|| Arc::new(Task::new("unnamed"))),
+            rng: ChaCha8Rng::seed_from_u64(self.config.seed),
+            scheduler: self.scheduler,
+            classifier: self.classifier,
+            archive: self.archive,
+            device: self.device,
+            seeds: self.seeds,
+            config: self.config,
+            observers: self.observers,
+            checkpoint: self.checkpoint,
+            stop: self.stop,
+            novelty: self.novelty,
+            recorded,
+        });
+        if !state.has_seeds() && state.archive.metrics().filled == 0 {
+            return Err(CoreError::NoSeeds);
+        }
+        Ok(Stepper::new(self.evaluator, state))
+    }
+
+    /// Refuses a configuration a run cannot go by: a budget without any limit, or nothing
+    /// allowed in flight or proposed per step.
+    fn check_config(&self) -> Result<(), CoreError> {
+        let config = &self.config;
         if config.budget.is_unbounded() {
             return Err(CoreError::InvalidConfig(
                 "the budget sets no limit; give at least one of evaluations, wall time or cost"
@@ -251,34 +266,49 @@ where
                 "max_in_flight and max_children_per_step must be at least 1".into(),
             ));
         }
+        Ok(())
+    }
+
+    /// Refuses a run whose mutators need the task or the device facts when the engine was not
+    /// given them, naming the first mutator that needs what is missing.
+    fn check_context(&self) -> Result<(), CoreError> {
         let needing = |what: fn(Needs) -> bool| {
-            scheduler
+            self.scheduler
                 .emitters()
                 .iter()
                 .map(|e| e.mutator())
                 .find(|m| what(m.needs()))
                 .map(|m| m.name().to_owned())
         };
-        if task.is_none() {
-            if let Some(mutator) = needing(|n| n.task) {
+        let context: [ContextNeed; 2] = [
+            (
+                self.task.is_none(),
+                |n| n.task,
+                "the task (its name and sizes)",
+                "task",
+            ),
+            (
+                self.device.is_none(),
+                |n| n.device,
+                "the device facts",
+                "device",
+            ),
+        ];
+        for (_, needs, what, call) in context.into_iter().filter(|c| c.0) {
+            if let Some(mutator) = needing(needs) {
                 return Err(CoreError::MissingContext {
                     mutator,
-                    what: "the task (its name and sizes)",
-                    call: "task",
+                    what,
+                    call,
                 });
             }
         }
-        if device.is_none() {
-            if let Some(mutator) = needing(|n| n.device) {
-                return Err(CoreError::MissingContext {
-                    mutator,
-                    what: "the device facts",
-                    call: "device",
-                });
-            }
-        }
-        let task = task.unwrap_or_else(|| Arc::new(Task::new("unnamed")));
-        let recorded: HashMap<u64, StepRecord> = match checkpoint.as_mut() {
+        Ok(())
+    }
+
+    /// The steps the checkpoint holds, by step number, to be replayed (none without one).
+    fn recorded_steps(&mut self) -> Result<HashMap<u64, StepRecord>, CoreError> {
+        Ok(match self.checkpoint.as_mut() {
             Some(c) => c
                 .recorded()
                 .map_err(CoreError::Checkpoint)?
@@ -286,43 +316,34 @@ where
                 .map(|r| (r.step, r))
                 .collect(),
             None => HashMap::new(),
-        };
-        let mutator_name = if scheduler.is_single() {
-            scheduler.name()
+        })
+    }
+
+    /// Tells every observer the run starts, with the seed, the evaluation budget, how many
+    /// steps will be replayed and the mutator's name (`scheduler` for several emitters).
+    fn announce_start(&mut self, replaying_steps: usize) -> Result<(), CoreError> {
+        let mutator_name = if self.scheduler.is_single() {
+            self.scheduler.name()
         } else {
             "scheduler".to_owned()
         };
         let info = RunInfo {
-            seed: config.seed,
-            max_evaluations: config.budget.max_evaluations,
-            replaying_steps: recorded.len(),
+            seed: self.config.seed,
+            max_evaluations: self.config.budget.max_evaluations,
+            replaying_steps,
             mutator: &mutator_name,
         };
-        for (o, _) in observers.iter_mut() {
+        for (o, _) in self.observers.iter_mut() {
             o.observe_start(&info).map_err(CoreError::Observer)?;
         }
-        let rng = ChaCha8Rng::seed_from_u64(config.seed);
-        let state = RunState::new(Parts {
-            scheduler,
-            classifier,
-            archive,
-            task,
-            device,
-            seeds,
-            config,
-            observers,
-            checkpoint,
-            stop,
-            novelty,
-            recorded,
-            rng,
-        });
-        if !state.has_seeds() && state.archive.metrics().filled == 0 {
-            return Err(CoreError::NoSeeds);
-        }
-        Ok(Stepper::new(evaluator, state))
+        Ok(())
     }
 }
+
+/// A piece of the run's context a mutator may need: whether the engine lacks it, which of
+/// the mutator's [`Needs`] asks for it, how [`CoreError::MissingContext`] names it and the
+/// engine's call that gives it.
+type ContextNeed = (bool, fn(Needs) -> bool, &'static str, &'static str);
 
 #[cfg(test)]
 mod novelty_tests;
