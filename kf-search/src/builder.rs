@@ -710,6 +710,7 @@ pub fn cell_predictor<C: BehaviorClassifier + 'static>(classifier: &Arc<C>) -> C
 mod tests {
     use super::*;
     use crate::layer::Named;
+    use crate::test_evaluator::SourceLengthEvaluator;
     use crate::SearchEvaluator;
 
     #[test]
@@ -836,52 +837,20 @@ mod tests {
         );
     }
 
-    /// Judges every kernel correct, faster the shorter its source: an evaluator of one's own
-    /// (a simulator, say) in place of the shipped one.
-    #[derive(Clone, Default)]
-    struct ByLength(Arc<std::sync::atomic::AtomicU64>);
-
-    #[kf_core::async_trait]
-    impl kf_core::Evaluator for ByLength {
-        type Error = std::convert::Infallible;
-        async fn evaluate(&self, c: &Candidate) -> Result<kf_core::Evaluation, Self::Error> {
-            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let seconds = c.source.text.len() as f64 * 1e-6;
-            let timing = kf_core::TimingStats::from_samples(&[seconds]).expect("one sample");
-            let mut e = kf_core::Evaluation::correct(timing, None);
-            e.gflops = Some(1.0 / seconds);
-            e.params = c.params.clone();
-            Ok(e)
-        }
-    }
-
-    impl crate::EvaluatorFactory for ByLength {
-        type Evaluator = ByLength;
-        fn name(&self) -> String {
-            "by-length".into()
-        }
-        fn make(
-            self,
-            input: &crate::EvaluatorInput<'_>,
-        ) -> Result<(ByLength, kf_core::DeviceFacts), SearchError> {
-            Ok((self, input.device()?))
-        }
-    }
-
     #[test]
     fn an_evaluator_of_one_s_own_replaces_the_shipped_one() {
         if !crate::doctest_backend_available() {
             return;
         }
         let out = tempfile::tempdir().expect("a temporary folder");
-        let evaluator = ByLength::default();
-        let evaluations = Arc::clone(&evaluator.0);
+        let evaluator = SourceLengthEvaluator::by_length();
+        let evaluations = evaluator.clone();
         let search = Search::builder()
             .task("softmax")
             .size("ROWS=8,COLS=32")
             .expect("sizes")
             .evaluator(evaluator)
-            .evaluator_layer(Named::new("outer", |inner: ByLength| inner))
+            .evaluator_layer(Named::new("outer", |inner: SourceLengthEvaluator| inner))
             .evaluations(4)
             .reference(false)
             .out(out.path())
@@ -891,7 +860,7 @@ mod tests {
         assert_eq!(search.part_names().evaluator, "by-length");
         let outcome = search.run().expect("runs");
         assert_eq!(outcome.summary.evaluations, 4);
-        assert_eq!(evaluations.load(std::sync::atomic::Ordering::Relaxed), 4);
+        assert_eq!(evaluations.count(), 4);
         let report: serde_json::Value = serde_json::from_str(
             &std::fs::read_to_string(out.path().join("report.json")).expect("report.json"),
         )
@@ -913,7 +882,7 @@ mod tests {
                 .task("softmax")
                 .size("ROWS=8,COLS=32")
                 .expect("sizes")
-                .evaluator(ByLength::default())
+                .evaluator(SourceLengthEvaluator::by_length())
                 .evaluations(3)
                 .reference(false)
                 .out(out.path())

@@ -210,16 +210,8 @@ pub(crate) fn local_or_distributed(
         // Tuning stays here: each configuration is one job, cached by its own id (so close
         // calls are not measured again: the same configuration is answered from its result),
         // and a step's configurations go out together, over as many workers.
-        let tuned = TunedEvaluator::with_strategy_factory(
-            dist,
-            config.tune_budget,
-            Arc::clone(strategy),
-            sizes.clone(),
-            device.clone(),
-        )
-        .counting(count.clone())
-        .keeping_cell(cells.clone())
-        .fanning_out(d.fan_out);
+        let tuned = tuned_counting_around(dist, config, sizes, &device, count, cells, strategy)
+            .fanning_out(d.fan_out);
         return Ok((Either::Right(tuned), device));
     }
     let worker = match &config.worker {
@@ -256,8 +248,26 @@ pub(crate) fn local_or_distributed(
         .timeout(config.timeout)
         .build();
     let device = isolated.device()?;
-    let tuned = TunedEvaluator::with_strategy_factory(
-        isolated,
+    let tuned = tuned_counting_around(isolated, config, sizes, &device, count, cells, strategy)
+        .remeasuring_close_calls(CLOSE_CALL_MARGIN);
+    Ok((Either::Left(tuned), device))
+}
+
+/// Tuning around `inner` as both sides of the shipped evaluator have it: the configuration's
+/// tuning budget and strategy, counting the device evaluations and keeping each candidate's
+/// predicted cell. What differs between the sides (fanning out, re-measuring close calls) the
+/// caller adds.
+fn tuned_counting_around<E: kf_core::Evaluator + Clone + 'static>(
+    inner: E,
+    config: &SearchConfig,
+    sizes: &Sizes,
+    device: &kf_core::DeviceFacts,
+    count: &DeviceEvaluations,
+    cells: &CellPredictor,
+    strategy: &Arc<dyn kf_tune::strategy::StrategyFactory>,
+) -> TunedEvaluator<E> {
+    TunedEvaluator::with_strategy_factory(
+        inner,
         config.tune_budget,
         Arc::clone(strategy),
         sizes.clone(),
@@ -265,8 +275,6 @@ pub(crate) fn local_or_distributed(
     )
     .counting(count.clone())
     .keeping_cell(cells.clone())
-    .remeasuring_close_calls(CLOSE_CALL_MARGIN);
-    Ok((Either::Left(tuned), device))
 }
 
 /// Connects the distributed evaluator and finds the device the workers have: this machine's

@@ -80,6 +80,8 @@ mod proposer;
 mod run;
 mod seeds;
 pub mod task;
+#[cfg(test)]
+mod test_evaluator;
 pub mod tune;
 mod tuning_evaluator;
 pub mod verify;

@@ -206,46 +206,11 @@ pub fn run_search<M: Mutator + 'static>(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::Arc;
-
-    use kf_core::{Archive, Candidate, Evaluation, TimingStats};
+    use kf_core::Archive;
 
     use super::*;
-    use crate::{Search, SearchError};
-
-    /// Judges every kernel correct, faster the shorter its source and the larger its first
-    /// parameter: deterministic, so that a resumed run can be compared with an uninterrupted one.
-    #[derive(Clone, Default)]
-    struct Deterministic(Arc<AtomicU64>);
-
-    #[kf_core::async_trait]
-    impl Evaluator for Deterministic {
-        type Error = std::convert::Infallible;
-        async fn evaluate(&self, c: &Candidate) -> Result<Evaluation, Self::Error> {
-            self.0.fetch_add(1, Ordering::Relaxed);
-            let first = c.params.iter().next().and_then(|(_, v)| v.as_i64());
-            let seconds = c.source.text.len() as f64 * 1e-6 / first.unwrap_or(1).max(1) as f64;
-            let timing = TimingStats::from_samples(&[seconds]).expect("one sample");
-            let mut e = Evaluation::correct(timing, None);
-            e.gflops = Some(1.0 / seconds);
-            e.params = c.params.clone();
-            Ok(e)
-        }
-    }
-
-    impl EvaluatorFactory for Deterministic {
-        type Evaluator = Deterministic;
-        fn name(&self) -> String {
-            "deterministic".into()
-        }
-        fn make(
-            self,
-            input: &crate::EvaluatorInput<'_>,
-        ) -> Result<(Deterministic, kf_core::DeviceFacts), SearchError> {
-            Ok((self, input.device()?))
-        }
-    }
+    use crate::test_evaluator::SourceLengthEvaluator;
+    use crate::Search;
 
     /// The elites' ids and fitness, in the archive's order.
     fn elites(archive: &impl Archive) -> Vec<(String, Option<f64>)> {
@@ -261,7 +226,7 @@ mod tests {
         if !crate::doctest_backend_available() {
             return;
         }
-        let search = |out: &std::path::Path, evaluator: Deterministic| {
+        let search = |out: &std::path::Path, evaluator: SourceLengthEvaluator| {
             Search::builder()
                 .task("softmax")
                 .size("ROWS=8,COLS=32")
@@ -276,12 +241,12 @@ mod tests {
                 .expect("builds")
         };
         let whole = tempfile::tempdir().expect("a temporary folder");
-        let uninterrupted = search(whole.path(), Deterministic::default())
+        let uninterrupted = search(whole.path(), SourceLengthEvaluator::deterministic())
             .run()
             .expect("runs");
 
         let out = tempfile::tempdir().expect("a temporary folder");
-        let first = Deterministic::default();
+        let first = SourceLengthEvaluator::deterministic();
         let mut run = search(out.path(), first.clone()).start().expect("starts");
         for _ in 0..3 {
             let Ask::Evaluate(proposal) = run.ask().expect("asks") else {
@@ -292,20 +257,16 @@ mod tests {
         }
         assert_eq!(run.stepper().steps(), 3);
         let told = run.stepper().evaluations();
-        assert_eq!(first.0.load(Ordering::Relaxed), told);
+        assert_eq!(first.count(), told);
         drop(run);
 
-        let second = Deterministic::default();
+        let second = SourceLengthEvaluator::deterministic();
         let mut run = search(out.path(), second.clone()).start().expect("resumes");
         assert!(run.step().expect("a step").is_some());
         let resumed = run.run().expect("runs to the end");
         assert_eq!(resumed.summary.replayed_steps, 3);
         assert_eq!(resumed.summary.evaluations, 8);
-        assert_eq!(
-            second.0.load(Ordering::Relaxed),
-            8 - told,
-            "replayed, not evaluated"
-        );
+        assert_eq!(second.count(), 8 - told, "replayed, not evaluated");
         assert_eq!(elites(&resumed.archive), elites(&uninterrupted.archive));
         assert!(out.path().join("report.json").exists());
     }
@@ -320,7 +281,7 @@ mod tests {
             .task("softmax")
             .size("ROWS=8,COLS=32")
             .expect("sizes")
-            .evaluator(Deterministic::default())
+            .evaluator(SourceLengthEvaluator::deterministic())
             .evaluations(8)
             .reference(false)
             .out(out.path())
