@@ -228,13 +228,8 @@ impl<'s> Tuner<'s> {
         mut cache: Option<(&mut ResultCache, &CacheKey)>,
     ) -> Result<TuneResult> {
         let mut s = self.session();
-        loop {
-            let batch = s.next_batch(strategy, &mut cache, self.fan_out);
-            if batch.is_empty() {
-                break;
-            }
-            let configs: Vec<ParamValues> = batch.iter().map(|(_, v)| v.clone()).collect();
-            let outcomes = objective.evaluate_batch(&configs);
+        while let Some(batch) = s.next_batch(strategy, &mut cache, self.fan_out) {
+            let outcomes = objective.evaluate_batch(&configs_of(&batch));
             s.record_batch(strategy, batch, outcomes, &mut cache)?;
         }
         Ok(s.finish(strategy))
@@ -250,17 +245,18 @@ impl<'s> Tuner<'s> {
         mut cache: Option<(&mut ResultCache, &CacheKey)>,
     ) -> Result<TuneResult> {
         let mut s = self.session();
-        loop {
-            let batch = s.next_batch(strategy, &mut cache, self.fan_out);
-            if batch.is_empty() {
-                break;
-            }
-            let configs: Vec<ParamValues> = batch.iter().map(|(_, v)| v.clone()).collect();
-            let outcomes = objective.evaluate_batch(&configs).await;
+        while let Some(batch) = s.next_batch(strategy, &mut cache, self.fan_out) {
+            let outcomes = objective.evaluate_batch(&configs_of(&batch)).await;
             s.record_batch(strategy, batch, outcomes, &mut cache)?;
         }
         Ok(s.finish(strategy))
     }
+}
+
+/// The configurations of a batch [`Session::next_batch`] chose, in its order: what the
+/// objective evaluates.
+fn configs_of(batch: &[(Point, ParamValues)]) -> Vec<ParamValues> {
+    batch.iter().map(|(_, v)| v.clone()).collect()
 }
 
 impl Session<'_> {
@@ -376,13 +372,13 @@ impl Session<'_> {
     }
 
     /// Up to `width` configurations to evaluate together, each marked pending as it is chosen;
-    /// empty when the session is over.
+    /// `None` when the session is over.
     fn next_batch(
         &mut self,
         strategy: &mut dyn Strategy,
         cache: &mut Option<(&mut ResultCache, &CacheKey)>,
         width: usize,
-    ) -> Vec<(Point, ParamValues)> {
+    ) -> Option<Vec<(Point, ParamValues)>> {
         let mut batch = Vec::new();
         while batch.len() < width.max(1) {
             let Some((point, values)) = self.next_uncached(strategy, cache) else {
@@ -391,7 +387,7 @@ impl Session<'_> {
             self.history.begin(point.clone());
             batch.push((point, values));
         }
-        batch
+        (!batch.is_empty()).then_some(batch)
     }
 
     /// Records a batch's outcomes in the order asked, up to the first error (which ends the
