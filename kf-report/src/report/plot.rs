@@ -158,27 +158,31 @@ struct Pen {
 }
 
 impl Pen {
-    #[allow(clippy::too_many_arguments)]
+    /// Draws `s` with `look`, its anchor (centred vertically) at `(x, y)`: nothing when the
+    /// pictures have no text or `s` is empty.
     fn text(
         &self,
         area: &Area<'_>,
         s: &str,
         (x, y): (i32, i32),
-        size: f64,
-        color: RGBColor,
-        h: HPos,
-        v: VPos,
-        bold: bool,
+        look: Look,
     ) -> Result<(), PlotError> {
         if !self.text || s.is_empty() {
             return Ok(());
         }
-        let font = if bold {
-            (FONT, size, FontStyle::Bold).into_font()
+        let font = if look.bold {
+            (FONT, look.size, FontStyle::Bold).into_font()
         } else {
-            (FONT, size).into_font()
+            (FONT, look.size).into_font()
         };
-        let style = font.color(&color).pos(Pos::new(h, v));
+        let font = if look.upwards {
+            font.transform(FontTransform::Rotate270)
+        } else {
+            font
+        };
+        let style = font
+            .color(&look.color)
+            .pos(Pos::new(look.anchor, VPos::Center));
         Ok(area.draw(&Text::new(s.to_owned(), (x, y), style))?)
     }
 
@@ -197,24 +201,55 @@ impl Pen {
             .or(candidates.last())
             .map_or("", String::as_str)
     }
+}
 
-    fn vertical(
-        &self,
-        area: &Area<'_>,
-        s: &str,
-        (x, y): (i32, i32),
-        size: f64,
-        color: RGBColor,
-    ) -> Result<(), PlotError> {
-        if !self.text || s.is_empty() {
-            return Ok(());
+/// How a piece of text looks: its size, colour and weight, which of its points
+/// (horizontally) stands at the position it is drawn at, and whether it reads upwards.
+#[derive(Clone, Copy)]
+struct Look {
+    size: f64,
+    color: RGBColor,
+    bold: bool,
+    anchor: HPos,
+    upwards: bool,
+}
+
+impl Look {
+    /// Regular text of `size` in `color`, centred on its position.
+    const fn plain(size: f64, color: RGBColor) -> Self {
+        Look {
+            size,
+            color,
+            bold: false,
+            anchor: HPos::Center,
+            upwards: false,
         }
-        let style = (FONT, size)
-            .into_font()
-            .transform(FontTransform::Rotate270)
-            .color(&color)
-            .pos(Pos::new(HPos::Center, VPos::Center));
-        Ok(area.draw(&Text::new(s.to_owned(), (x, y), style))?)
+    }
+
+    /// This look, in bold.
+    const fn bold(self) -> Self {
+        self.bold_if(true)
+    }
+
+    /// This look, in bold where `bold` says so.
+    const fn bold_if(self, bold: bool) -> Self {
+        Look { bold, ..self }
+    }
+
+    /// This look, turned to read upwards (an axis title beside the picture).
+    const fn upwards(self) -> Self {
+        Look {
+            upwards: true,
+            ..self
+        }
+    }
+
+    /// This look, ending at its position (right-aligned) instead of centred on it.
+    const fn right_aligned(self) -> Self {
+        Look {
+            anchor: HPos::Right,
+            ..self
+        }
     }
 }
 
@@ -417,11 +452,7 @@ pub(crate) fn draw_heatmap(
             root,
             caption,
             (size.0 as i32 / 2, 14),
-            15.0,
-            INK,
-            HPos::Center,
-            VPos::Center,
-            false,
+            Look::plain(15.0, INK),
         )?;
         for (p, &(a, b)) in panels.iter().enumerate() {
             heatmap.draw_panel(root, pen, (p as u32 * PANEL_W) as i32, a, b)?;
@@ -499,7 +530,12 @@ impl Heatmap<'_> {
             let nb = shape.get(b).copied().unwrap_or(1);
             (nb, project(self.elites, a, b, na, nb))
         };
-        self.draw_panel_title(root, pen, x0, a, b)?;
+        let (title, over) = self.panel_titles(a, b);
+        let title_x = x0 + PANEL_W as i32 / 2 + 20;
+        pen.text(root, &title, (title_x, 42), Look::plain(15.0, INK).bold())?;
+        if let Some(over) = over {
+            pen.text(root, &over, (title_x, 60), Look::plain(12.0, FAINT))?;
+        }
         let (gx0, gx1) = (x0 + 118, x0 + PANEL_W as i32 - 14);
         let (gy0, gy1) = (74, PANEL_H as i32 - 76);
         let geometry = GridBox {
@@ -518,15 +554,9 @@ impl Heatmap<'_> {
         self.draw_axis_labels(root, pen, &geometry, x0, (a, na), (b, nb))
     }
 
-    /// The panel's title (its dimensions), and which dimensions its cells take the best over.
-    fn draw_panel_title(
-        &self,
-        root: &Area<'_>,
-        pen: &Pen,
-        x0: i32,
-        a: usize,
-        b: usize,
-    ) -> Result<(), PlotError> {
+    /// The panel's title (its dimensions), and the note of which dimensions its cells take the
+    /// best over (none when the panel shows them all).
+    fn panel_titles(&self, a: usize, b: usize) -> (String, Option<String>) {
         let hidden: Vec<String> = (0..self.space.ndim())
             .filter(|d| *d != a && *d != b)
             .map(|d| self.dim_name(d))
@@ -536,29 +566,8 @@ impl Heatmap<'_> {
         } else {
             format!("{} × {}", self.dim_name(a), self.dim_name(b))
         };
-        pen.text(
-            root,
-            &title,
-            (x0 + PANEL_W as i32 / 2 + 20, 42),
-            15.0,
-            INK,
-            HPos::Center,
-            VPos::Center,
-            true,
-        )?;
-        if !hidden.is_empty() {
-            pen.text(
-                root,
-                &format!("max over {}", hidden.join(", ")),
-                (x0 + PANEL_W as i32 / 2 + 20, 60),
-                12.0,
-                FAINT,
-                HPos::Center,
-                VPos::Center,
-                false,
-            )?;
-        }
-        Ok(())
+        let over = (!hidden.is_empty()).then(|| format!("max over {}", hidden.join(", ")));
+        (title, over)
     }
 
     /// How a cell looks: its fill, its lines of text, and whether the fill is dark (white
@@ -612,34 +621,12 @@ impl Heatmap<'_> {
                     root,
                     one,
                     (cx, cy),
-                    size,
-                    color,
-                    HPos::Center,
-                    VPos::Center,
-                    size > 12.0,
+                    Look::plain(size, color).bold_if(size > 12.0),
                 )?;
             }
             [first, second, ..] => {
-                pen.text(
-                    root,
-                    first,
-                    (cx, cy - 9),
-                    16.0,
-                    color,
-                    HPos::Center,
-                    VPos::Center,
-                    true,
-                )?;
-                pen.text(
-                    root,
-                    second,
-                    (cx, cy + 11),
-                    12.0,
-                    color,
-                    HPos::Center,
-                    VPos::Center,
-                    false,
-                )?;
+                pen.text(root, first, (cx, cy - 9), Look::plain(16.0, color).bold())?;
+                pen.text(root, second, (cx, cy + 11), Look::plain(12.0, color))?;
             }
         }
         Ok(())
@@ -674,11 +661,7 @@ impl Heatmap<'_> {
                     root,
                     line,
                     (cx, gy1 + 12 + 14 * k as i32),
-                    12.0,
-                    INK,
-                    HPos::Center,
-                    VPos::Center,
-                    false,
+                    Look::plain(12.0, INK),
                 )?;
             }
         }
@@ -686,11 +669,7 @@ impl Heatmap<'_> {
             root,
             &format!("{} →", self.dim_name(a)),
             ((gx0 + gx1) / 2, gy1 + 62),
-            13.0,
-            FAINT,
-            HPos::Center,
-            VPos::Center,
-            false,
+            Look::plain(13.0, FAINT),
         )?;
         if b == usize::MAX {
             return Ok(());
@@ -704,20 +683,15 @@ impl Heatmap<'_> {
                     root,
                     line,
                     (gx0 - 6, cy + 14 * k as i32 - 7 * (n - 1)),
-                    12.0,
-                    INK,
-                    HPos::Right,
-                    VPos::Center,
-                    false,
+                    Look::plain(12.0, INK).right_aligned(),
                 )?;
             }
         }
-        pen.vertical(
+        pen.text(
             root,
             &format!("{} →", self.dim_name(b)),
             (x0 + 12, (gy0 + gy1) / 2),
-            13.0,
-            FAINT,
+            Look::plain(13.0, FAINT).upwards(),
         )
     }
 }
@@ -759,11 +733,7 @@ impl CurveData {
                     })
                     .collect(),
                 best_label: "best GFLOP/s",
-                qd: trace
-                    .iter()
-                    .filter(|p| p.qd_score.is_finite())
-                    .map(|p| (p.evaluations as f64, p.qd_score))
-                    .collect(),
+                qd: finite_qd(trace.iter().map(|p| (p.evaluations, p.qd_score))),
                 baseline,
                 title: None,
             }
@@ -778,16 +748,21 @@ impl CurveData {
                     })
                     .collect(),
                 best_label: "best fitness",
-                qd: history
-                    .iter()
-                    .filter(|p| p.qd_score.is_finite())
-                    .map(|p| (p.evaluations as f64, p.qd_score))
-                    .collect(),
+                qd: finite_qd(history.iter().map(|p| (p.evaluations, p.qd_score))),
                 baseline: None,
                 title: None,
             }
         }
     }
+}
+
+/// The QD-score curve of a run's points (evaluations, QD score), by evaluations, leaving out
+/// scores that are not finite: the same from the live trace as from the engine's history.
+fn finite_qd(points: impl Iterator<Item = (u64, f64)>) -> Vec<(f64, f64)> {
+    points
+        .filter(|(_, qd)| qd.is_finite())
+        .map(|(evaluations, qd)| (evaluations as f64, qd))
+        .collect()
 }
 
 /// A step line through `points` (values hold until the next point).
@@ -900,11 +875,7 @@ fn panel(
             area,
             "no data",
             (w as i32 / 2, h as i32 / 2),
-            16.0,
-            FAINT,
-            HPos::Center,
-            VPos::Center,
-            false,
+            Look::plain(16.0, FAINT),
         )?;
     }
     Ok(())
