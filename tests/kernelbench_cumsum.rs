@@ -18,10 +18,8 @@
 
 use std::path::{Path, PathBuf};
 
-use kernelfoundry::opencl::testing::backend_or_skip;
-
 mod common;
-use common::{kf, text};
+use common::{eval_verdict, import_kernelbench, opencl_numpy_scratch};
 
 /// The NumPy references a user writes beside the problem, by problem.
 fn numpy_reference(stem: &str) -> &'static str {
@@ -85,58 +83,36 @@ fn write_kernel(dir: &Path, name: &str, source: &str) -> PathBuf {
 
 /// Imports `stem` as a user would, into `dir/<folder>`, with `extra` arguments.
 fn import(dir: &Path, stem: &str, folder: &str, extra: &[&str]) -> PathBuf {
-    let vendored = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/kernelbench_unseen/vendor")
-        .join(format!("{stem}.py"));
-    let problem = dir.join(format!("{stem}.py"));
-    std::fs::copy(&vendored, &problem).unwrap();
     std::fs::write(dir.join(format!("{stem}_ref.py")), numpy_reference(stem)).unwrap();
     let out = dir.join(folder);
-    let mut args = vec![
-        "task",
-        "import-kernelbench",
-        problem.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--size",
-        "batch_size=32,input_shape_0=16384",
-        "--numpy",
-    ];
-    args.extend_from_slice(extra);
-    let run = kf(&args);
-    assert!(run.status.success(), "{}", text(&run));
+    let sizes = ["--size", "batch_size=32,input_shape_0=16384"];
+    import_kernelbench(
+        "tests/data/kernelbench_unseen/vendor",
+        stem,
+        dir,
+        &out,
+        &[&sizes[..], extra].concat(),
+    );
     out.join("task.toml")
 }
 
 /// `kf eval` of `kernel` on the task: its status and diagnostics.
 fn eval(task: &Path, kernel: &Path) -> (String, String) {
-    let run = kf(&[
-        "eval",
-        "--task-file",
-        task.to_str().unwrap(),
-        "--kernel",
-        kernel.to_str().unwrap(),
-        "--json",
-    ]);
-    let json: serde_json::Value =
-        serde_json::from_slice(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&run)));
-    (
-        json["status"].as_str().unwrap_or_default().to_owned(),
-        json["diagnostics"].as_str().unwrap_or_default().to_owned(),
-    )
+    eval_verdict(["--task-file", task.to_str().unwrap()], kernel, &[])
 }
 
 #[test]
 fn honest_scans_are_correct_and_the_wrong_scan_is_not() {
-    if backend_or_skip().is_none() || !kf_eval::taskfile::python::numpy_or_skip() {
+    let Some(scratch) = opencl_numpy_scratch() else {
         return;
-    }
+    };
     for (stem, reverse, exclusive) in [
         ("91_cumsum_reverse", true, false),
         ("92_cumsum_exclusive", false, true),
     ] {
-        let tmp = tempfile::tempdir().unwrap();
-        let task = import(tmp.path(), stem, "task", &[]);
+        let dir = scratch.path().join(stem);
+        std::fs::create_dir(&dir).unwrap();
+        let task = import(&dir, stem, "task", &[]);
         let written = std::fs::read_to_string(&task).unwrap();
         assert!(
             written.contains("atol = 0.01") && written.contains("rtol = 0.01"),
@@ -146,23 +122,18 @@ fn honest_scans_are_correct_and_the_wrong_scan_is_not() {
             written.contains("accumulates = \"input_shape_0\""),
             "the scanned length is declared: {written}"
         );
-        let honest = write_kernel(tmp.path(), "honest", &scan_kernel(reverse, exclusive));
+        let honest = write_kernel(&dir, "honest", &scan_kernel(reverse, exclusive));
         // Several evaluations: each draws fresh input sets of all three distributions.
         for _ in 0..2 {
             let (status, said) = eval(&task, &honest);
             assert_eq!(status, "correct", "{stem}, the honest scan: {said}");
         }
-        let wrong = write_kernel(tmp.path(), "wrong", &scan_kernel(reverse, !exclusive));
+        let wrong = write_kernel(&dir, "wrong", &scan_kernel(reverse, !exclusive));
         let (status, said) = eval(&task, &wrong);
         assert_eq!(status, "wrong_values", "{stem}, the other scan: {said}");
         // Under the old strict tolerance the accumulation rule alone accepts the honest scan
         // (the normal and uniform(-3, 3) rows cross zero) and still rejects the wrong one.
-        let strict = import(
-            tmp.path(),
-            stem,
-            "strict",
-            &["--atol", "1e-4", "--rtol", "1e-3"],
-        );
+        let strict = import(&dir, stem, "strict", &["--atol", "1e-4", "--rtol", "1e-3"]);
         let (status, said) = eval(&strict, &honest);
         assert_eq!(status, "correct", "{stem} under 1e-4 with the rule: {said}");
         let (status, said) = eval(&strict, &wrong);

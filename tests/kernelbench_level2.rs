@@ -12,10 +12,8 @@
 
 use std::path::{Path, PathBuf};
 
-use kernelfoundry::opencl::testing::backend_or_skip;
-
 mod common;
-use common::{kf, text};
+use common::{eval_verdict, import_kernelbench, opencl_numpy_scratch};
 
 fn import(dir: &Path, stem: &str) -> PathBuf {
     import_from(
@@ -29,50 +27,22 @@ fn import(dir: &Path, stem: &str) -> PathBuf {
 /// Imports `folder/stem.py` (relative to the checkout) into `dir/stem` with `sizing` (`--max-size
 /// 8`, `--size …`).
 fn import_from(dir: &Path, folder: &str, stem: &str, sizing: &[&str]) -> PathBuf {
-    let vendored = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(folder)
-        .join(format!("{stem}.py"));
-    let problem = dir.join(format!("{stem}.py"));
-    std::fs::copy(&vendored, &problem).unwrap();
     let out = dir.join(stem);
-    let run = kf(&[
-        "task",
-        "import-kernelbench",
-        problem.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--numpy",
-    ]
-    .into_iter()
-    .chain(sizing.iter().copied())
-    .collect::<Vec<_>>());
-    assert!(run.status.success(), "{stem}: {}", text(&run));
+    import_kernelbench(folder, stem, dir, &out, sizing);
     out
 }
 
+/// `kf eval` of `kernel` on the task imported into `task`: its status and diagnostics.
 fn eval(task: &Path, kernel: &Path) -> (String, String) {
-    let run = kf(&[
-        "eval",
-        "--task-file",
-        task.join("task.toml").to_str().unwrap(),
-        "--kernel",
-        kernel.to_str().unwrap(),
-        "--json",
-    ]);
-    let json: serde_json::Value =
-        serde_json::from_slice(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&run)));
-    (
-        json["status"].as_str().unwrap_or_default().to_owned(),
-        json["diagnostics"].as_str().unwrap_or_default().to_owned(),
-    )
+    let task = task.join("task.toml");
+    eval_verdict(["--task-file", task.to_str().unwrap()], kernel, &[])
 }
 
 #[test]
 fn level2_problems_import_and_their_naive_kernels_are_correct() {
-    if backend_or_skip().is_none() || !kf_eval::taskfile::python::numpy_or_skip() {
+    let Some(tmp) = opencl_numpy_scratch() else {
         return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
+    };
     // How many kernels the naive kernel is: the product that a sum or a group norm reads
     // many times, and a group norm's statistics, run first into scratch (one kernel each); a
     // convolution followed by element-wise steps stays one kernel.
@@ -147,10 +117,9 @@ fn level2_problems_import_and_their_naive_kernels_are_correct() {
 /// is correct on every input set.
 #[test]
 fn scans_norms_powers_and_sizes_named_like_loop_variables_get_correct_naive_kernels() {
-    if backend_or_skip().is_none() || !kf_eval::taskfile::python::numpy_or_skip() {
+    let Some(tmp) = opencl_numpy_scratch() else {
         return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
+    };
     let small: &[&str] = &["--max-size", "8"];
     let as_written: &[&str] = &[];
     let pooled: &[&str] = &["--size", "batch_size=2,features=3,sequence_length=100"];
@@ -195,10 +164,9 @@ fn scans_norms_powers_and_sizes_named_like_loop_variables_get_correct_naive_kern
 /// recomputed them for every element, 16384 times the work), and the sequence is correct.
 #[test]
 fn a_softmax_naive_kernel_computes_its_row_statistics_once() {
-    if backend_or_skip().is_none() || !kf_eval::taskfile::python::numpy_or_skip() {
+    let Some(tmp) = opencl_numpy_scratch() else {
         return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
+    };
     let task = import_from(
         tmp.path(),
         "tests/data/kernelbench_unseen/vendor",

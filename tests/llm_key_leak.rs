@@ -15,7 +15,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kernelfoundry::opencl::testing::backend_or_skip;
-use kernelfoundry::prompt::testing::{server_or_skip, TestServer};
+use kernelfoundry::prompt::testing::server_or_skip;
+
+mod common;
+use common::llm_search_args;
 
 /// Pids of every descendant of `root`, from the parent pid in `/proc/<pid>/stat`.
 fn descendants(root: u32) -> Vec<u32> {
@@ -67,11 +70,7 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 
 #[test]
 fn the_api_key_reaches_no_worker_file_log_or_report() {
-    let Some(TestServer {
-        base_url: url,
-        model,
-    }) = server_or_skip(Path::new(env!("CARGO_MANIFEST_DIR")))
-    else {
+    let Some(server) = server_or_skip(Path::new(env!("CARGO_MANIFEST_DIR"))) else {
         return;
     };
     if backend_or_skip().is_none() {
@@ -81,35 +80,8 @@ fn the_api_key_reaches_no_worker_file_log_or_report() {
     let key = format!("sk-kfleak-{}-{}", "7f3a9c", std::process::id());
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("search");
-    let mut args: Vec<String> = [
-        "search",
-        "--task",
-        "gemm",
-        "--size",
-        "M=64,N=64,K=64",
-        "--evaluations",
-        "4",
-        "--tune-budget",
-        "1",
-        "--no-progress",
-        "-vv",
-        "--out",
-        out.to_str().unwrap(),
-        "--llm",
-        "--llm-base-url",
-        &url,
-        "--llm-max-tokens",
-        "96",
-        "--llm-compact",
-        "--llm-weight",
-        "1000",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    if let Some(m) = model {
-        args.extend(["--llm-model".to_owned(), m]);
-    }
+    let gemm = ["--task", "gemm", "--size", "M=64,N=64,K=64", "-vv"];
+    let args = llm_search_args(&gemm, &out, &server, "96");
     let mut child = Command::new(env!("CARGO_BIN_EXE_kf"))
         .args(&args)
         .env("KF_LLM_API_KEY", &key)

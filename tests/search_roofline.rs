@@ -7,41 +7,20 @@
 use std::path::Path;
 use std::process::Output;
 
-use kernelfoundry::opencl::testing::backend_or_skip;
-
 mod common;
-use common::{kf_with_env, text};
+use common::{gemm_search, opencl_scratch, text};
 
 /// A short gemm search writing to `out`, with the characterisation cache at `cache`.
 fn search(out: &Path, cache: &Path, extra: &[&str]) -> Output {
-    let out = out.to_str().unwrap();
-    let mut args = vec![
-        "search",
-        "--task",
-        "gemm",
-        "--size",
-        "M=64,N=64,K=64",
-        "--evaluations",
-        "3",
-        "--tune-budget",
-        "1",
-        "--no-reference",
-        "--no-progress",
-        "--out",
-        out,
-    ];
-    args.extend_from_slice(extra);
-    let run = kf_with_env(&args, &[("KF_DEVICE_CACHE", cache)]);
-    assert!(run.status.success(), "{}", text(&run));
-    run
+    let extra = [&["--no-reference"], extra].concat();
+    gemm_search(out, "3", &extra, &[("KF_DEVICE_CACHE", cache)])
 }
 
 #[test]
 fn a_search_characterises_its_device_once_and_reports_against_the_measured_roofline() {
-    if backend_or_skip().is_none() {
+    let Some(tmp) = opencl_scratch() else {
         return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
+    };
     let cache = tmp.path().join("devices.json");
 
     let first = search(&tmp.path().join("a"), &cache, &[]);

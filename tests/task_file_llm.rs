@@ -18,7 +18,10 @@ use kernelfoundry::archive::{RunDir, RunMeta};
 use kernelfoundry::core::{ChildRecord, StepRecord};
 use kernelfoundry::eval::taskfile::python::numpy_or_skip;
 use kernelfoundry::opencl::testing::backend_or_skip;
-use kernelfoundry::prompt::testing::{server_or_skip, TestServer};
+use kernelfoundry::prompt::testing::server_or_skip;
+
+mod common;
+use common::llm_search_args;
 
 fn runtimes() -> bool {
     backend_or_skip().is_some() && numpy_or_skip()
@@ -30,11 +33,7 @@ const REQUEST_BUDGET: u64 = 12;
 
 #[test]
 fn a_task_file_search_with_the_llm_mutator_evaluates_llm_children() {
-    let Some(TestServer {
-        base_url: url,
-        model,
-    }) = server_or_skip(Path::new(env!("CARGO_MANIFEST_DIR")))
-    else {
+    let Some(server) = server_or_skip(Path::new(env!("CARGO_MANIFEST_DIR"))) else {
         return;
     };
     if !runtimes() {
@@ -44,35 +43,13 @@ fn a_task_file_search_with_the_llm_mutator_evaluates_llm_children() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/examples/scaled_swish/scaled_swish.toml");
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("search");
-    let mut args: Vec<String> = [
-        "search",
+    let task_args = [
         "--task-file",
         task.to_str().unwrap(),
         "--size",
         "ROWS=64,COLS=64",
-        "--evaluations",
-        "4",
-        "--tune-budget",
-        "1",
-        "--no-progress",
-        "--out",
-        out.to_str().unwrap(),
-        "--llm",
-        "--llm-base-url",
-        &url,
-        "--llm-max-tokens",
-        "160",
-        "--llm-compact",
-        // The parameter moves stay in the mix; this weight makes the steps LLM steps.
-        "--llm-weight",
-        "1000",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    if let Some(m) = model {
-        args.extend(["--llm-model".to_owned(), m]);
-    }
+    ];
+    let args = llm_search_args(&task_args, &out, &server, "160");
     let run = Command::new(env!("CARGO_BIN_EXE_kf"))
         .args(&args)
         // The endpoint is the one given; no key is needed by the local server.

@@ -15,17 +15,13 @@
 
 use std::path::{Path, PathBuf};
 
-use kernelfoundry::eval::taskfile::python::numpy_or_skip;
-use kernelfoundry::opencl::testing::backend_or_skip;
 use kf_core::{KernelSource, ParamValues};
 use kf_transform::Transformation;
 
 mod common;
-use common::{kf, text};
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
+use common::{
+    eval_verdict, judged_elites, kf, opencl_numpy_scratch, opencl_scratch, root, text, write_files,
+};
 
 /// A kernel loaded from a manifest file, with its first parameter values.
 fn load(manifest: &Path) -> (KernelSource, ParamValues) {
@@ -33,119 +29,87 @@ fn load(manifest: &Path) -> (KernelSource, ParamValues) {
     (source, m.default_params())
 }
 
+/// A task file's `[[buffer]]` table: `name`, of f32 elements, of `shape` (names of sizes), in
+/// `role`.
+fn buffer(name: &str, shape: &[&str], role: &str) -> String {
+    let shape: Vec<String> = shape.iter().map(|s| format!("\"{s}\"")).collect();
+    format!(
+        "[[buffer]]\nname = \"{name}\"\ndtype = \"f32\"\nshape = [{}]\nrole = \"{role}\"\n",
+        shape.join(", ")
+    )
+}
+
 /// A per-row inclusive scan task file (one work-item per row, as a user writes it first),
 /// with its NumPy reference, in `dir`.
 fn scan_task(dir: &Path) -> PathBuf {
-    std::fs::write(
-        dir.join("scan.toml"),
-        r#"name = "row_scan"
-description = "out[r][i] = sum of x[r][0..=i]"
-args = ["x", "out", "rows", "n"]
-[sizes]
-rows = 37
-n = 300
-[[buffer]]
-name = "x"
-dtype = "f32"
-shape = ["rows", "n"]
-role = "input"
-init = ["uniform(-1, 1)"]
-[[buffer]]
-name = "out"
-dtype = "f32"
-shape = ["rows", "n"]
-role = "output"
-[reference]
-python = "scan_ref.py"
-[tolerance]
-atol = 1e-3
-rtol = 1e-3
-[baseline]
-kernel = "scan_naive.toml"
-"#,
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("scan_ref.py"),
-        "import numpy as np\n\ndef reference(inputs, sizes, scalars):\n    x = inputs[\"x\"].astype(np.float64)\n    return {\"out\": np.cumsum(x, axis=1).astype(np.float32)}\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("scan_naive.cl"),
-        "// One work-item per row, a sequential scan.\n__kernel void scan(__global float* x, __global float* out, const int rows, const int n) {\n    const int r = get_global_id(0);\n    if (r >= rows) {\n        return;\n    }\n    float acc = 0.0f;\n    for (int i = 0; i < n; ++i) {\n        acc += x[r * n + i];\n        out[r * n + i] = acc;\n    }\n}\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("scan_naive.toml"),
-        "source = \"scan_naive.cl\"\nentry = \"scan\"\nlanguage = \"opencl\"\n[params]\nWG = [8, 32]\n[launch]\nglobal = [\"((rows + WG - 1) / WG) * WG\"]\nlocal = [\"WG\"]\n",
-    )
-    .unwrap();
+    let task = format!(
+        "name = \"row_scan\"\ndescription = \"out[r][i] = sum of x[r][0..=i]\"\n\
+         args = [\"x\", \"out\", \"rows\", \"n\"]\n[sizes]\nrows = 37\nn = 300\n\
+         {}init = [\"uniform(-1, 1)\"]\n{}[reference]\npython = \"scan_ref.py\"\n\
+         [tolerance]\natol = 1e-3\nrtol = 1e-3\n[baseline]\nkernel = \"scan_naive.toml\"\n",
+        buffer("x", &["rows", "n"], "input"),
+        buffer("out", &["rows", "n"], "output"),
+    );
+    write_files(
+        dir,
+        &[
+            ("scan.toml", &task),
+            (
+                "scan_ref.py",
+                "import numpy as np\n\ndef reference(inputs, sizes, scalars):\n    x = inputs[\"x\"].astype(np.float64)\n    return {\"out\": np.cumsum(x, axis=1).astype(np.float32)}\n",
+            ),
+            (
+                "scan_naive.cl",
+                "// One work-item per row, a sequential scan.\n__kernel void scan(__global float* x, __global float* out, const int rows, const int n) {\n    const int r = get_global_id(0);\n    if (r >= rows) {\n        return;\n    }\n    float acc = 0.0f;\n    for (int i = 0; i < n; ++i) {\n        acc += x[r * n + i];\n        out[r * n + i] = acc;\n    }\n}\n",
+            ),
+            (
+                "scan_naive.toml",
+                "source = \"scan_naive.cl\"\nentry = \"scan\"\nlanguage = \"opencl\"\n[params]\nWG = [8, 32]\n[launch]\nglobal = [\"((rows + WG - 1) / WG) * WG\"]\nlocal = [\"WG\"]\n",
+            ),
+        ],
+    );
     dir.join("scan.toml")
 }
 
 /// A per-row affine map with per-row scale and shift (loads the loop does not change), as a
 /// task file with its NumPy reference in `dir`.
 fn affine_task(dir: &Path) -> PathBuf {
-    std::fs::write(
-        dir.join("affine.toml"),
-        r#"name = "row_affine"
-args = ["x", "scale", "shift", "y", "rows", "cols"]
-[sizes]
-rows = 37
-cols = 300
-[[buffer]]
-name = "x"
-dtype = "f32"
-shape = ["rows", "cols"]
-role = "input"
-[[buffer]]
-name = "scale"
-dtype = "f32"
-shape = ["rows"]
-role = "input"
-[[buffer]]
-name = "shift"
-dtype = "f32"
-shape = ["rows"]
-role = "input"
-[[buffer]]
-name = "y"
-dtype = "f32"
-shape = ["rows", "cols"]
-role = "output"
-[reference]
-python = "affine_ref.py"
-[baseline]
-kernel = "affine_naive.toml"
-"#,
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("affine_ref.py"),
-        "def reference(inputs, sizes, scalars):\n    x, s, b = inputs[\"x\"], inputs[\"scale\"], inputs[\"shift\"]\n    return {\"y\": x * s[:, None] + b[:, None] * s[:, None]}\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("affine_naive.cl"),
-        "__kernel void affine(__global const float* x, __global const float* scale, __global const float* shift, __global float* y, const int rows, const int cols) {\n    const int r = get_global_id(0);\n    if (r >= rows) return;\n    for (int c = 0; c < cols; ++c) {\n        y[r * cols + c] = x[r * cols + c] * scale[r] + shift[r] * scale[r];\n    }\n}\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("affine_naive.toml"),
-        "source = \"affine_naive.cl\"\nentry = \"affine\"\nlanguage = \"opencl\"\n[params]\nWG = [8]\n[launch]\nglobal = [\"((rows + WG - 1) / WG) * WG\"]\nlocal = [\"WG\"]\n",
-    )
-    .unwrap();
-    // The same map, one work-item per element.
-    std::fs::write(
-        dir.join("affine_flat.cl"),
-        "__kernel void affine_flat(__global const float* x, __global const float* scale, __global const float* shift, __global float* y, const int rows, const int cols) {\n    const int i = get_global_id(0);\n    if (i >= rows * cols) return;\n    const int r = i / cols;\n    y[i] = x[i] * scale[r] + shift[r] * scale[r];\n}\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("affine_flat.toml"),
-        "source = \"affine_flat.cl\"\nentry = \"affine_flat\"\nlanguage = \"opencl\"\n[params]\nWG = [16]\n[launch]\nglobal = [\"((rows * cols + WG - 1) / WG) * WG\"]\nlocal = [\"WG\"]\n",
-    )
-    .unwrap();
+    let task = format!(
+        "name = \"row_affine\"\nargs = [\"x\", \"scale\", \"shift\", \"y\", \"rows\", \"cols\"]\n\
+         [sizes]\nrows = 37\ncols = 300\n{}{}{}{}[reference]\npython = \"affine_ref.py\"\n\
+         [baseline]\nkernel = \"affine_naive.toml\"\n",
+        buffer("x", &["rows", "cols"], "input"),
+        buffer("scale", &["rows"], "input"),
+        buffer("shift", &["rows"], "input"),
+        buffer("y", &["rows", "cols"], "output"),
+    );
+    write_files(
+        dir,
+        &[
+            ("affine.toml", &task),
+            (
+                "affine_ref.py",
+                "def reference(inputs, sizes, scalars):\n    x, s, b = inputs[\"x\"], inputs[\"scale\"], inputs[\"shift\"]\n    return {\"y\": x * s[:, None] + b[:, None] * s[:, None]}\n",
+            ),
+            (
+                "affine_naive.cl",
+                "__kernel void affine(__global const float* x, __global const float* scale, __global const float* shift, __global float* y, const int rows, const int cols) {\n    const int r = get_global_id(0);\n    if (r >= rows) return;\n    for (int c = 0; c < cols; ++c) {\n        y[r * cols + c] = x[r * cols + c] * scale[r] + shift[r] * scale[r];\n    }\n}\n",
+            ),
+            (
+                "affine_naive.toml",
+                "source = \"affine_naive.cl\"\nentry = \"affine\"\nlanguage = \"opencl\"\n[params]\nWG = [8]\n[launch]\nglobal = [\"((rows + WG - 1) / WG) * WG\"]\nlocal = [\"WG\"]\n",
+            ),
+            // The same map, one work-item per element.
+            (
+                "affine_flat.cl",
+                "__kernel void affine_flat(__global const float* x, __global const float* scale, __global const float* shift, __global float* y, const int rows, const int cols) {\n    const int i = get_global_id(0);\n    if (i >= rows * cols) return;\n    const int r = i / cols;\n    y[i] = x[i] * scale[r] + shift[r] * scale[r];\n}\n",
+            ),
+            (
+                "affine_flat.toml",
+                "source = \"affine_flat.cl\"\nentry = \"affine_flat\"\nlanguage = \"opencl\"\n[params]\nWG = [16]\n[launch]\nglobal = [\"((rows * cols + WG - 1) / WG) * WG\"]\nlocal = [\"WG\"]\n",
+            ),
+        ],
+    );
     dir.join("affine.toml")
 }
 
@@ -175,28 +139,15 @@ fn eval(task: &Path, kernel: &Path, sizes: &str, params: &ParamValues) -> String
 /// `kf eval` of `kernel` at `params` on the task `task` names (`--task-file PATH`, `--task
 /// NAME`) at `sizes`: its status and diagnostics.
 fn eval_on(task: [&str; 2], kernel: &Path, sizes: &str, params: &ParamValues) -> (String, String) {
-    let mut args = vec![
-        "eval".to_owned(),
-        task[0].into(),
-        task[1].into(),
-        "--kernel".into(),
-        kernel.to_str().unwrap().into(),
-        "--size".into(),
-        sizes.into(),
-        "--json".into(),
-    ];
-    for (name, value) in params.iter() {
-        args.push("--param".into());
-        args.push(format!("{name}={value}"));
+    let params: Vec<String> = params
+        .iter()
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect();
+    let mut extra = vec!["--size", sizes];
+    for p in &params {
+        extra.extend(["--param", p.as_str()]);
     }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let run = kf(&args);
-    let json: serde_json::Value =
-        serde_json::from_slice(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&run)));
-    (
-        json["status"].as_str().unwrap_or_default().to_owned(),
-        json["diagnostics"].as_str().unwrap_or_default().to_owned(),
-    )
+    eval_verdict(task, kernel, &extra)
 }
 
 /// Every transformation that applies to each kernel gives a child that compiles and matches
@@ -204,10 +155,9 @@ fn eval_on(task: [&str; 2], kernel: &Path, sizes: &str, params: &ParamValues) ->
 /// do.
 #[test]
 fn every_child_of_real_kernels_matches_the_reference() {
-    if !(backend_or_skip().is_some() && numpy_or_skip()) {
+    let Some(tmp) = opencl_numpy_scratch() else {
         return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
+    };
     let scan = scan_task(tmp.path());
     let affine = affine_task(tmp.path());
     let kb = root().join("tasks/kernelbench");
@@ -360,42 +310,27 @@ fn every_child_of_real_kernels_matches_the_reference() {
 /// A 2-D kernel centring each row (one row per work-group: local size 1 in dimension 1), as
 /// a task file whose reference is that kernel itself, in `dir`.
 fn center_task(dir: &Path) -> PathBuf {
-    std::fs::write(
-        dir.join("center.toml"),
-        r#"name = "row_center"
-description = "y[r][c] = x[r][c] - mean(x[r])"
-args = ["x", "y", "rows", "cols"]
-[sizes]
-rows = 5
-cols = 1001
-[[buffer]]
-name = "x"
-dtype = "f32"
-shape = ["rows", "cols"]
-role = "input"
-[[buffer]]
-name = "y"
-dtype = "f32"
-shape = ["rows", "cols"]
-role = "output"
-[reference]
-kernel = "center_naive.toml"
-[tolerance]
-atol = 1e-5
-rtol = 1e-5
-"#,
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("center_naive.cl"),
-        "__kernel void center(__global const float* x, __global float* y, const int rows, const int cols) {\n    const int c = get_global_id(0);\n    const int r = get_global_id(1);\n    if (r >= rows || c >= cols) return;\n    float s = 0.0f;\n    for (int k = 0; k < cols; ++k) {\n        s += x[r * cols + k];\n    }\n    y[r * cols + c] = x[r * cols + c] - s / cols;\n}\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("center_naive.toml"),
-        "source = \"center_naive.cl\"\nentry = \"center\"\nlanguage = \"opencl\"\n[params]\nWG = [64]\n[launch]\nglobal = [\"((cols + WG - 1) / WG) * WG\", \"rows\"]\nlocal = [\"WG\", \"1\"]\n",
-    )
-    .unwrap();
+    let task = format!(
+        "name = \"row_center\"\ndescription = \"y[r][c] = x[r][c] - mean(x[r])\"\n\
+         args = [\"x\", \"y\", \"rows\", \"cols\"]\n[sizes]\nrows = 5\ncols = 1001\n{}{}\
+         [reference]\nkernel = \"center_naive.toml\"\n[tolerance]\natol = 1e-5\nrtol = 1e-5\n",
+        buffer("x", &["rows", "cols"], "input"),
+        buffer("y", &["rows", "cols"], "output"),
+    );
+    write_files(
+        dir,
+        &[
+            ("center.toml", &task),
+            (
+                "center_naive.cl",
+                "__kernel void center(__global const float* x, __global float* y, const int rows, const int cols) {\n    const int c = get_global_id(0);\n    const int r = get_global_id(1);\n    if (r >= rows || c >= cols) return;\n    float s = 0.0f;\n    for (int k = 0; k < cols; ++k) {\n        s += x[r * cols + k];\n    }\n    y[r * cols + c] = x[r * cols + c] - s / cols;\n}\n",
+            ),
+            (
+                "center_naive.toml",
+                "source = \"center_naive.cl\"\nentry = \"center\"\nlanguage = \"opencl\"\n[params]\nWG = [64]\n[launch]\nglobal = [\"((cols + WG - 1) / WG) * WG\", \"rows\"]\nlocal = [\"WG\", \"1\"]\n",
+            ),
+        ],
+    );
     dir.join("center.toml")
 }
 
@@ -406,10 +341,9 @@ rtol = 1e-5
 /// tail) and the largest (one tile); the shipped A^T B kernel with groups made one row high.
 #[test]
 fn a_staged_child_matches_its_parent() {
-    if backend_or_skip().is_none() {
+    let Some(tmp) = opencl_scratch() else {
         return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
+    };
     let task = center_task(tmp.path());
     let (source, params) = load(&tmp.path().join("center_naive.toml"));
     let child = Transformation::Stage
@@ -439,16 +373,13 @@ fn a_staged_child_matches_its_parent() {
     for file in ["naive.cl", "naive.toml"] {
         std::fs::copy(shipped.join(file), at.join(file)).unwrap();
     }
-    let matrix = |name: &str, rows: &str, cols: &str, role: &str| {
-        format!("[[buffer]]\nname = \"{name}\"\ndtype = \"f32\"\nshape = [\"{rows}\", \"{cols}\"]\nrole = \"{role}\"\n")
-    };
     std::fs::write(
         at.join("task.toml"),
         format!(
             "name = \"at\"\nargs = [\"A\", \"B\", \"out\", \"M\", \"K\", \"N\"]\n[sizes]\nM = 7\nK = 301\nN = 45\n{}{}{}[reference]\nkernel = \"naive.toml\"\n[tolerance]\natol = 1e-5\nrtol = 1e-5\n",
-            matrix("A", "K", "M", "input"),
-            matrix("B", "K", "N", "input"),
-            matrix("out", "M", "N", "output"),
+            buffer("A", &["K", "M"], "input"),
+            buffer("B", &["K", "N"], "input"),
+            buffer("out", &["M", "N"], "output"),
         ),
     )
     .unwrap();
@@ -488,10 +419,9 @@ fn a_staged_child_matches_its_parent() {
 /// `transform` mutator are evaluated, and correct ones among them.
 #[test]
 fn a_task_file_search_makes_structural_moves() {
-    if !(backend_or_skip().is_some() && numpy_or_skip()) {
+    let Some(tmp) = opencl_numpy_scratch() else {
         return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
+    };
     let task = scan_task(tmp.path());
     let run = tmp.path().join("search");
     let out = kf(&[
@@ -512,14 +442,7 @@ fn a_task_file_search_makes_structural_moves() {
     ]);
     assert!(out.status.success(), "{}", text(&out));
     let recorded = kernelfoundry::archive::read_run(run.join("run")).unwrap();
-    let transformed: Vec<_> = recorded
-        .records
-        .iter()
-        .flat_map(|r| r.children.iter())
-        .filter_map(|c| match c {
-            kernelfoundry::core::ChildRecord::Judged { elite, .. } => Some(elite),
-            _ => None,
-        })
+    let transformed: Vec<_> = judged_elites(&recorded)
         .filter(|e| e.candidate.origin.mutator == "transform")
         .collect();
     assert!(
@@ -543,11 +466,10 @@ fn a_task_file_search_makes_structural_moves() {
 /// built-in softmax at sizes with a tail, at the largest value of each tunable it added.
 #[test]
 fn transformations_rewrite_the_kernels_of_a_sequence() {
-    if backend_or_skip().is_none() {
+    let Some(tmp) = opencl_scratch() else {
         return;
-    }
+    };
     let (source, params) = load(&root().join("kf-eval/tests/sequences/softmax_two_kernels.toml"));
-    let tmp = tempfile::tempdir().unwrap();
     for (transformation, rewritten) in [
         (Transformation::GroupReduce, &["row_stats"][..]),
         (Transformation::Unroll, &["row_stats"][..]),

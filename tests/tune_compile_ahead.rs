@@ -7,10 +7,8 @@
 
 use std::path::Path;
 
-use kernelfoundry::opencl::testing::backend_or_skip;
-
 mod common;
-use common::{kf, text};
+use common::{kf, opencl_scratch, text};
 
 /// The tiled GEMM kernel with one more parameter, `BROKEN` (last, so the exhaustive order
 /// alternates it): at 1 the source does not build.
@@ -36,10 +34,9 @@ fn kernel_with_a_broken_half(dir: &Path) -> std::path::PathBuf {
 
 #[test]
 fn compiled_ahead_batches_answer_build_failures_and_time_the_rest() {
-    if backend_or_skip().is_none() {
+    let Some(tmp) = opencl_scratch() else {
         return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
+    };
     let kernel = kernel_with_a_broken_half(tmp.path());
     let cache = tmp.path().join("tune.json");
     let run = |width: &str| {

@@ -5,10 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use kernelfoundry::opencl::testing::backend_or_skip;
-
 mod common;
-use common::{kf, text};
+use common::{kf, opencl_scratch, text};
 
 /// The tiled GEMM kernel with its tile sizes listed largest first: its default configuration
 /// is TS = 64, which does not divide M = N = K = 32.
@@ -51,10 +49,9 @@ fn tune(kernel: &Path, size: u32, cache: &Path, extra: &[&str]) -> (serde_json::
 
 #[test]
 fn defaults_go_first_are_skipped_when_invalid_and_left_out_on_request() {
-    if backend_or_skip().is_none() {
+    let Some(tmp) = opencl_scratch() else {
         return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
+    };
     let kernel = kernel_with_large_defaults(tmp.path());
 
     // At 64³ the defaults (TS = 64, WPT = 1) are valid: evaluated first, compared with the best.

@@ -7,27 +7,13 @@ use std::path::Path;
 
 use kernelfoundry::archive::{read_run, RunDir};
 use kernelfoundry::core::{Checkpoint, ChildRecord};
-use kernelfoundry::opencl::testing::backend_or_skip;
 
 mod common;
-use common::{kf, text};
+use common::{gemm_search, kf, opencl_scratch, text};
 
+/// The run `kf verify` checks: a short gemm search into `out`.
 fn search(out: &Path) {
-    let run = kf(&[
-        "search",
-        "--task",
-        "gemm",
-        "--size",
-        "M=64,N=64,K=64",
-        "--evaluations",
-        "5",
-        "--tune-budget",
-        "1",
-        "--out",
-        out.to_str().unwrap(),
-        "--no-progress",
-    ]);
-    assert!(run.status.success(), "{}", text(&run));
+    gemm_search(out, "5", &[], &[]);
 }
 
 /// `code` with `return;` as the first statement of every `__kernel` function.
@@ -47,10 +33,9 @@ fn return_at_entry(code: &str) -> String {
 
 #[test]
 fn verify_rechecks_the_best_kernel_and_every_elite() {
-    if backend_or_skip().is_none() {
+    let Some(tmp) = opencl_scratch() else {
         return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
+    };
     let out = tmp.path().join("gemm");
     search(&out);
     // The evaluator kept the timing samples: the report gives each elite's interval.
@@ -117,10 +102,9 @@ fn verify_rechecks_the_best_kernel_and_every_elite() {
 
 #[test]
 fn verify_fails_when_a_recorded_kernel_is_no_longer_correct() {
-    if backend_or_skip().is_none() {
+    let Some(tmp) = opencl_scratch() else {
         return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
+    };
     let out = tmp.path().join("gemm");
     search(&out);
     // Rewrite the run as if its kernels had been damaged after the search: every kernel
