@@ -27,6 +27,9 @@
 //! parameter or flag a compiler cannot carry), [`LaunchCheckError`] (geometry, offsets,
 //! copies), [`CacheWriteError`].
 //!
+//! The backends' test suites share [`testing`]: the skip rule for a runtime that is not
+//! installed and the run of kf-core's conformance suite.
+//!
 //! ```
 //! use kf_backend_common::{BackendOptions, DeviceSelector};
 //! let options = BackendOptions {
@@ -46,6 +49,7 @@ mod options;
 pub mod peaks;
 pub mod runtime;
 mod selector;
+pub mod testing;
 
 pub use cache::{ArtifactCache, CacheChoice, CacheWriteError, KeyHasher};
 pub use compile_cache::{CacheFormat, CacheSlot, CompileCache};
