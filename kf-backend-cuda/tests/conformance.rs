@@ -5,6 +5,7 @@
 mod common;
 
 use common::{gpu_or_skip, uncached};
+use kf_backend_common::testing::run_conformance_suite;
 use kf_backend_cuda::CudaBackend;
 use kf_core::testing::conformance;
 
@@ -14,10 +15,8 @@ fn conformance_suite_on_a_gpu() {
     let Some(backend) = gpu_or_skip(CudaBackend::builder().cache_dir(cache.path())) else {
         return;
     };
-    eprintln!("runtime: {}", backend.runtime().describe());
-    let report = conformance::run(&backend);
-    eprintln!("{report}");
-    assert!(report.passed(), "{report}");
+    run_conformance_suite(&backend, backend.runtime().describe())
+        .unwrap_or_else(|failure| panic!("{failure}"));
 }
 
 #[test]

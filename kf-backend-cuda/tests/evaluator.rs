@@ -5,7 +5,8 @@
 
 mod common;
 
-use common::{backend_or_skip, gpu_or_skip, seed};
+use common::{gpu_or_skip, seed, staging_or_skip};
+use kf_backend_common::testing::with_undeclared_name;
 use kf_backend_cuda::CudaBackend;
 use kf_core::{Backend, ParamValues, Status};
 use kf_eval::tasks::{Gemm, KernelTask, Softmax};
@@ -13,11 +14,7 @@ use kf_eval::{EvalConfig, KernelEvaluator};
 
 #[test]
 fn compile_only_evaluation_reports_resources_or_runs_on_a_gpu() {
-    let Some(backend) = backend_or_skip(
-        CudaBackend::builder()
-            .no_cache()
-            .host_buffers_without_device(true),
-    ) else {
+    let Some(backend) = staging_or_skip() else {
         return;
     };
     let on_gpu = backend.has_device();
@@ -51,11 +48,7 @@ fn compile_only_evaluation_reports_resources_or_runs_on_a_gpu() {
     }
 
     // A kernel that does not compile is a compile error carrying NVRTC's log, GPU or not.
-    let mut broken = tiled.clone();
-    broken.text = tiled
-        .text
-        .replace("acc[w] = 0.0f;", "acc[w] = undeclared_name;")
-        .into();
+    let broken = with_undeclared_name(&tiled);
     let e = evaluator
         .evaluate(&task, &broken, &ParamValues::new())
         .unwrap_or_else(|e| panic!("{e}"));
@@ -119,11 +112,7 @@ fn two_kernel_manifest() -> String {
 
 #[test]
 fn a_two_kernel_candidate_compiles_every_kernel_and_runs_on_a_gpu() {
-    let Some(backend) = backend_or_skip(
-        CudaBackend::builder()
-            .no_cache()
-            .host_buffers_without_device(true),
-    ) else {
+    let Some(backend) = staging_or_skip() else {
         return;
     };
     let on_gpu = backend.has_device();

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{backend_or_skip, describe, seed, uncached};
+use common::{backend_or_skip, describe, seed, staging_or_skip, uncached};
 use kf_backend_cuda::{CudaBackend, CudaError};
 use kf_core::testing::conformance::{test_kernel, TestKernel};
 use kf_core::{
@@ -350,11 +350,7 @@ fn without_a_device_running_is_a_typed_unavailable_error() {
     assert_eq!(err.kind(), BackendErrorKind::Unavailable);
 
     // With host buffers the whole protocol runs up to the launch, which names the resources.
-    let Some(staging) = backend_or_skip(
-        CudaBackend::builder()
-            .no_cache()
-            .host_buffers_without_device(true),
-    ) else {
+    let Some(staging) = staging_or_skip() else {
         return;
     };
     let (manifest, source) = seed("gemm_tiled");

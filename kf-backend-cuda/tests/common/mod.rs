@@ -2,8 +2,10 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+use kf_backend_common::testing::built_or_skip;
 use kf_backend_cuda::{CudaBackend, CudaBackendBuilder};
-use kf_core::{BackendError, BackendErrorKind, KernelSource};
+use kf_core::testing::skip::SkipKind;
+use kf_core::{BackendError, KernelSource};
 
 /// Set to `1` to make a missing NVRTC fail the tests instead of skipping them (CI after
 /// `scripts/setup.sh --cuda`).
@@ -17,23 +19,26 @@ pub const KF_REQUIRE_CUDA_DEVICE: &str = "KF_REQUIRE_CUDA_DEVICE";
 /// NVRTC is not installed, unless `KF_REQUIRE_NVRTC=1`.
 #[track_caller]
 pub fn backend_or_skip(builder: CudaBackendBuilder) -> Option<CudaBackend> {
-    match builder.build() {
-        Ok(b) => Some(b),
-        Err(e) if e.kind() == BackendErrorKind::Unavailable => {
-            kf_core::testing::skip::skip(
-                kf_core::testing::skip::SkipKind::Nvrtc,
-                format_args!("NVRTC is not installed ({e}; scripts/setup.sh --cuda)"),
-            );
-            None
-        }
-        Err(e) => panic!("creating the CUDA backend failed: {e}"),
-    }
+    built_or_skip(builder.build(), "CUDA", SkipKind::Nvrtc, |e| {
+        format!("NVRTC is not installed ({e}; scripts/setup.sh --cuda)")
+    })
 }
 
 /// The compile-only or GPU backend with no disk cache.
 #[track_caller]
 pub fn uncached() -> Option<CudaBackend> {
     backend_or_skip(CudaBackend::builder().no_cache())
+}
+
+/// The backend with no disk cache that, without a device, stages buffers on the host: the
+/// evaluator's whole protocol then runs up to the launch, which names the kernel's resources.
+#[track_caller]
+pub fn staging_or_skip() -> Option<CudaBackend> {
+    backend_or_skip(
+        CudaBackend::builder()
+            .no_cache()
+            .host_buffers_without_device(true),
+    )
 }
 
 /// The backend on a GPU; `None` (after printing why and recording the skip, kind
@@ -44,7 +49,7 @@ pub fn gpu_or_skip(builder: CudaBackendBuilder) -> Option<CudaBackend> {
     if !backend.has_device() {
         let reason = backend.no_device_reason().unwrap_or("unknown reason");
         kf_core::testing::skip::skip(
-            kf_core::testing::skip::SkipKind::CudaDevice,
+            SkipKind::CudaDevice,
             format_args!(
                 "no CUDA device present ({reason}); this test needs a GPU \
                  (scripts/gpu-check.sh runs it where there is one)"
