@@ -64,6 +64,17 @@ fn setup_config() -> Option<(PathBuf, RuntimeConfig)> {
     Some((path, config))
 }
 
+/// The runtime `scripts/setup.sh` installed ([`setup_config`]); `None` after skipping the
+/// test (as a missing runtime, under `KF_REQUIRE_OPENCL`'s rule) where there is none.
+#[track_caller]
+fn setup_config_or_skip() -> Option<(PathBuf, RuntimeConfig)> {
+    let found = setup_config();
+    if found.is_none() {
+        kf_backend_opencl::testing::skip_missing_runtime("no .runtime/opencl.json");
+    }
+    found
+}
+
 /// Asserts that a child's result is the "no runtime" error, saying how to get one.
 #[track_caller]
 fn assert_unavailable_with_instructions(result: &str) {
@@ -94,8 +105,7 @@ fn a_missing_runtime_is_unavailable_with_instructions() {
 /// setup runtime, whether or not the system has a loader of its own.
 #[test]
 fn a_loader_without_a_driver_is_unavailable_with_instructions() {
-    let Some((path, config)) = setup_config() else {
-        kf_backend_opencl::testing::skip_missing_runtime("no .runtime/opencl.json");
+    let Some((path, config)) = setup_config_or_skip() else {
         return;
     };
     let Some(lib_dir) = config.loader.as_ref().and_then(|l| l.parent()) else {
@@ -117,8 +127,7 @@ fn a_loader_without_a_driver_is_unavailable_with_instructions() {
 
 #[test]
 fn discovery_finds_the_setup_runtime_without_variables() {
-    let Some((path, _)) = setup_config() else {
-        kf_backend_opencl::testing::skip_missing_runtime("no .runtime/opencl.json");
+    let Some((path, _)) = setup_config_or_skip() else {
         return;
     };
     let result = run_child(&[], &std::env::temp_dir());
@@ -127,8 +136,7 @@ fn discovery_finds_the_setup_runtime_without_variables() {
 
 #[test]
 fn kf_opencl_icd_names_a_library_an_icd_file_or_a_config() {
-    let Some((path, config)) = setup_config() else {
-        kf_backend_opencl::testing::skip_missing_runtime("no .runtime/opencl.json");
+    let Some((path, config)) = setup_config_or_skip() else {
         return;
     };
     let icd_file = config
