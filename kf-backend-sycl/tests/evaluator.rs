@@ -5,8 +5,8 @@
 
 mod common;
 
-use common::{backend_or_skip, seed};
-use kf_backend_sycl::SyclBackend;
+use common::{backend_with_cache, seed};
+use kf_backend_common::testing::with_undeclared_name;
 use kf_core::{Backend, Language, ParamValues, Status};
 use kf_eval::tasks::{Gemm, KernelTask, Softmax};
 use kf_eval::{EvalConfig, KernelEvaluator};
@@ -14,7 +14,7 @@ use kf_eval::{EvalConfig, KernelEvaluator};
 #[test]
 fn shipped_sycl_kernels_are_correct_and_timed() {
     let cache = tempfile::tempdir().expect("temp dir");
-    let Some(backend) = backend_or_skip(SyclBackend::builder().cache_dir(cache.path())) else {
+    let Some(backend) = backend_with_cache(Some(cache.path())) else {
         return;
     };
     eprintln!(
@@ -57,11 +57,7 @@ fn shipped_sycl_kernels_are_correct_and_timed() {
 
     // A kernel that does not compile is a compile error carrying clang's diagnostics.
     let (_, tiled) = seed("gemm_tiled");
-    let mut broken = tiled.clone();
-    broken.text = tiled
-        .text
-        .replace("acc[w] = 0.0f;", "acc[w] = undeclared_name;")
-        .into();
+    let broken = with_undeclared_name(&tiled);
     let e = evaluator
         .evaluate(&gemm, &broken, &ParamValues::new())
         .unwrap_or_else(|e| panic!("{e}"));
@@ -84,7 +80,7 @@ fn two_kernel_manifest() -> String {
 #[test]
 fn a_two_kernel_candidate_is_correct_and_unwritten_scratch_is_rejected() {
     let cache = tempfile::tempdir().expect("temp dir");
-    let Some(backend) = backend_or_skip(SyclBackend::builder().cache_dir(cache.path())) else {
+    let Some(backend) = backend_with_cache(Some(cache.path())) else {
         return;
     };
     let text = include_str!("data/softmax_two_kernels.cpp");

@@ -2,8 +2,10 @@
 
 #![allow(dead_code)]
 
+use kf_backend_common::testing::built_or_skip;
 use kf_backend_sycl::{SyclBackend, SyclBackendBuilder};
-use kf_core::{BackendError, BackendErrorKind, KernelSource};
+use kf_core::testing::skip::SkipKind;
+use kf_core::KernelSource;
 use kf_manifest::Manifest;
 
 /// Set to `1` to make a missing SYCL runtime a test failure instead of a skip (CI jobs that
@@ -14,17 +16,9 @@ pub(crate) const KF_REQUIRE_SYCL: &str = "KF_REQUIRE_SYCL";
 /// machine has no SYCL runtime and `KF_REQUIRE_SYCL` is not set.
 #[track_caller]
 pub(crate) fn backend_or_skip(builder: SyclBackendBuilder) -> Option<SyclBackend> {
-    match builder.build() {
-        Ok(b) => Some(b),
-        Err(e) if e.kind() == BackendErrorKind::Unavailable => {
-            kf_core::testing::skip::skip(
-                kf_core::testing::skip::SkipKind::Sycl,
-                format_args!("{e} (scripts/setup.sh --sycl)"),
-            );
-            None
-        }
-        Err(e) => panic!("creating the SYCL backend failed: {e}"),
-    }
+    built_or_skip(builder.build(), "SYCL", SkipKind::Sycl, |e| {
+        format!("{e} (scripts/setup.sh --sycl)")
+    })
 }
 
 /// A fresh backend caching into `dir` (or not at all).
