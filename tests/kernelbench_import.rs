@@ -46,6 +46,27 @@ fn sizes(pairs: &[(&str, i64)]) -> IndexMap<String, i64> {
     pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
 }
 
+/// The import of `problem` into `out_dir` at `sizes` (the problem's own where not given),
+/// run by `python` with the `reference` asked for; no size limit, rule or tolerance of its own.
+fn options(
+    python: &Path,
+    problem: PathBuf,
+    out_dir: PathBuf,
+    sizes: IndexMap<String, i64>,
+    reference: ReferencePreference,
+) -> ImportOptions {
+    ImportOptions {
+        problem,
+        out_dir,
+        sizes,
+        max_size: None,
+        fit: None,
+        python: Some(python.to_path_buf()),
+        reference,
+        tolerance: Default::default(),
+    }
+}
+
 /// Copies a problem (and its NumPy reference, when `with_ref`) into a fresh folder, as a user
 /// would have them, and imports it into `<dir>/task`.
 fn import(
@@ -68,16 +89,13 @@ fn import(
         )
         .unwrap();
     }
-    let options = ImportOptions {
+    let options = options(
+        python,
         problem,
-        out_dir: dir.path().join("task"),
-        sizes: sizes(size),
-        max_size: None,
-        fit: None,
-        python: Some(python.to_path_buf()),
+        dir.path().join("task"),
+        sizes(size),
         reference,
-        tolerance: Default::default(),
-    };
+    );
     let report = import_kernelbench(&options);
     (dir, report)
 }
@@ -97,15 +115,16 @@ fn unseen_problems_import_with_numpy_references() {
     let Some(python) = python_or_skip() else {
         return;
     };
+    // Each problem copied with its NumPy reference beside it.
+    let import_numpy = |stem: &str, size: &[(&str, i64)]| {
+        import(&python, stem, true, size, ReferencePreference::Numpy)
+    };
 
     // Max pooling: the output length is a pooling formula over four module constants, and the
     // window parameters (small constants) are sizes passed to the kernel.
-    let (_d, report) = import(
-        &python,
+    let (_d, report) = import_numpy(
         "41_Max_Pooling_1D",
-        true,
         &[("batch_size", 2), ("features", 3), ("sequence_length", 100)],
-        ReferencePreference::Numpy,
     );
     let report = report.unwrap();
     assert_eq!(report.reference, ReferenceKind::Numpy);
@@ -144,13 +163,7 @@ fn unseen_problems_import_with_numpy_references() {
     );
 
     // Diagonal matmul: inputs of different ranks, named after forward()'s arguments.
-    let (_d, report) = import(
-        &python,
-        "12_Matmul_with_diagonal_matrices_",
-        true,
-        &[("M", 48), ("N", 40)],
-        ReferencePreference::Numpy,
-    );
+    let (_d, report) = import_numpy("12_Matmul_with_diagonal_matrices_", &[("M", 48), ("N", 40)]);
     let task = TaskFile::load(&report.unwrap().task_file).unwrap();
     assert_eq!(task.spec.args, ["A", "B", "out", "M", "N"]);
     assert_eq!(shape_of(&task, "A"), [40]);
@@ -158,12 +171,9 @@ fn unseen_problems_import_with_numpy_references() {
 
     // Cross-entropy: a tuple constant (`input_shape = (num_classes,)`), integer class labels
     // bounded by a size, and a 0-d loss returned as shape [1].
-    let (_d, report) = import(
-        &python,
+    let (_d, report) = import_numpy(
         "95_CrossEntropyLoss",
-        true,
         &[("batch_size", 64), ("num_classes", 10)],
-        ReferencePreference::Numpy,
     );
     let report = report.unwrap();
     let task = TaskFile::load(&report.task_file).unwrap();
@@ -188,13 +198,7 @@ fn unseen_problems_import_with_numpy_references() {
 
     // Log-softmax: the evaluator draws inputs from several distributions, not only
     // get_inputs()'s torch.rand.
-    let (_d, report) = import(
-        &python,
-        "24_LogSoftmax",
-        true,
-        &[("batch_size", 8), ("dim", 300)],
-        ReferencePreference::Numpy,
-    );
+    let (_d, report) = import_numpy("24_LogSoftmax", &[("batch_size", 8), ("dim", 300)]);
     let report = report.unwrap();
     let task = TaskFile::load(&report.task_file).unwrap();
     // A reference of the user's, and still the naive kernel from the stand-in's trace.
@@ -241,16 +245,13 @@ fn missing_numpy_reference_writes_a_template_and_no_task_file() {
     assert!(!dir.path().join("task/task.toml").exists());
 
     // The template raises, so importing again names the reference's failure.
-    let options = ImportOptions {
-        problem: dir.path().join("24_LogSoftmax.py"),
-        out_dir: dir.path().join("task"),
-        sizes: IndexMap::new(),
-        max_size: None,
-        fit: None,
-        python: Some(python.clone()),
-        reference: ReferencePreference::Numpy,
-        tolerance: Default::default(),
-    };
+    let options = options(
+        &python,
+        dir.path().join("24_LogSoftmax.py"),
+        dir.path().join("task"),
+        IndexMap::new(),
+        ReferencePreference::Numpy,
+    );
     let err = import_kernelbench(&options).unwrap_err().to_string();
     assert!(err.contains("NotImplementedError"), "{err}");
     assert!(!dir.path().join("task/task.toml").exists());
@@ -277,16 +278,13 @@ fn bad_input_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let broken = dir.path().join("broken.py");
     std::fs::write(&broken, "class Model(:\n").unwrap();
-    let options = ImportOptions {
-        problem: broken,
-        out_dir: dir.path().join("out"),
-        sizes: IndexMap::new(),
-        max_size: None,
-        fit: None,
-        python: Some(python),
-        reference: ReferencePreference::Numpy,
-        tolerance: Default::default(),
-    };
+    let options = options(
+        &python,
+        broken,
+        dir.path().join("out"),
+        IndexMap::new(),
+        ReferencePreference::Numpy,
+    );
     let err = import_kernelbench(&options).unwrap_err().to_string();
     assert!(err.contains("syntax error at line 1"), "{err}");
     assert!(!dir.path().join("out").exists());
@@ -345,11 +343,19 @@ fn torch_reference_runs_the_unchanged_problem() {
     assert!(seconds > 0.0 && seconds.is_finite(), "{seconds}");
 }
 
+/// Small sizes for the norms over (batch, features, dim1, dim2).
+const NORM_SIZES: [(&str, i64); 4] = [("batch_size", 2), ("features", 3), ("dim1", 4), ("dim2", 5)];
+
 /// A shipped task's folder.
 fn shipped(stem: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tasks/kernelbench")
         .join(stem)
+}
+
+/// The unchanged problem file a shipped task carries (`vendor/<stem>.py`).
+fn shipped_problem(stem: &str) -> String {
+    std::fs::read_to_string(shipped(stem).join(format!("vendor/{stem}.py"))).unwrap()
 }
 
 /// Imports the problem `text` saved as `<stem>.py` in a fresh folder, with the NumPy reference
@@ -368,16 +374,13 @@ fn import_text(
     if let Some(reference) = reference {
         std::fs::copy(reference, dir.path().join(format!("{stem}_ref.py"))).unwrap();
     }
-    let options = ImportOptions {
+    let options = options(
+        python,
         problem,
-        out_dir: dir.path().join("task"),
-        sizes: sizes(size),
-        max_size: None,
-        fit: None,
-        python: Some(python.to_path_buf()),
-        reference: preference,
-        tolerance: Default::default(),
-    };
+        dir.path().join("task"),
+        sizes(size),
+        preference,
+    );
     let report = import_kernelbench(&options).unwrap_or_else(|e| panic!("{stem}: {e}"));
     let task = TaskFile::load(&report.task_file).unwrap_or_else(|e| panic!("{stem}: {e}"));
     (dir, task)
@@ -395,11 +398,7 @@ fn module_and_norm_problems_import_with_the_shipped_families() {
         return;
     };
     for (stem, size, stand_in) in [
-        (
-            "40_LayerNorm",
-            vec![("batch_size", 2), ("features", 3), ("dim1", 4), ("dim2", 5)],
-            true,
-        ),
+        ("40_LayerNorm", NORM_SIZES.to_vec(), true),
         (
             "76_conv_standard_1D_dilated_strided__",
             vec![
@@ -421,11 +420,7 @@ fn module_and_norm_problems_import_with_the_shipped_families() {
             ],
             false,
         ),
-        (
-            "36_RMSNorm_",
-            vec![("batch_size", 2), ("features", 3), ("dim1", 4), ("dim2", 5)],
-            false,
-        ),
+        ("36_RMSNorm_", NORM_SIZES.to_vec(), false),
     ] {
         let folder = shipped(stem);
         let declared = TaskFile::load(&folder.join("task.toml"))
@@ -433,7 +428,7 @@ fn module_and_norm_problems_import_with_the_shipped_families() {
             .spec
             .family;
         assert!(declared.is_some(), "{stem} declares no family");
-        let text = std::fs::read_to_string(folder.join(format!("vendor/{stem}.py"))).unwrap();
+        let text = shipped_problem(stem);
         let reference = folder.join(format!("{stem}_ref.py"));
         let (_d, task) = import_text(
             &python,
@@ -474,11 +469,14 @@ fn modules_outside_a_family_are_not_declared_one() {
     let Some(python) = python_or_skip() else {
         return;
     };
-    let conv1d = std::fs::read_to_string(
-        shipped("76_conv_standard_1D_dilated_strided__")
-            .join("vendor/76_conv_standard_1D_dilated_strided__.py"),
-    )
-    .unwrap();
+    // The family a problem's text declares, imported on the NumPy stand-in for torch.
+    let family_of = |stem: &str, text: &str, size: &[(&str, i64)]| {
+        import_text(&python, stem, text, None, size, ReferencePreference::Numpy)
+            .1
+            .spec
+            .family
+    };
+    let conv1d = shipped_problem("76_conv_standard_1D_dilated_strided__");
     let conv1d_sizes = [
         ("batch_size", 2),
         ("in_channels", 4),
@@ -491,15 +489,8 @@ fn modules_outside_a_family_are_not_declared_one() {
         call,
         "stride=stride, dilation=dilation, groups=2, bias=bias)",
     );
-    let (_d, task) = import_text(
-        &python,
-        "grouped_conv1d",
-        &grouped,
-        None,
-        &conv1d_sizes,
-        ReferencePreference::Numpy,
-    );
-    assert_eq!(task.spec.family, None);
+    let family = family_of("grouped_conv1d", &grouped, &conv1d_sizes);
+    assert_eq!(family, None);
     // A bias given by get_init_inputs(): the family names the model's `conv1d_bias`.
     let init = "return [in_channels, out_channels, kernel_size, stride, dilation]";
     assert!(conv1d.contains(init));
@@ -507,23 +498,13 @@ fn modules_outside_a_family_are_not_declared_one() {
         init,
         "return [in_channels, out_channels, kernel_size, stride, dilation, True]",
     );
-    let (_d, task) = import_text(
-        &python,
-        "biased_conv1d",
-        &biased,
-        None,
-        &conv1d_sizes,
-        ReferencePreference::Numpy,
-    );
-    match &task.spec.family {
+    let family = family_of("biased_conv1d", &biased, &conv1d_sizes);
+    match &family {
         Some(FamilySpec::Conv1d(c)) => assert_eq!(c.bias.as_deref(), Some("conv1d_bias")),
         other => panic!("{other:?}"),
     }
 
-    let pointwise = std::fs::read_to_string(
-        shipped("87_conv_pointwise_2D").join("vendor/87_conv_pointwise_2D.py"),
-    )
-    .unwrap();
+    let pointwise = shipped_problem("87_conv_pointwise_2D");
     let pointwise_sizes = [
         ("batch_size", 2),
         ("in_channels", 3),
@@ -538,34 +519,19 @@ fn modules_outside_a_family_are_not_declared_one() {
         ("conv2d_1x1_padded", "kernel_size=1, stride=1, padding=1,"),
     ] {
         let text = pointwise.replace(call, replacement);
-        let (_d, task) = import_text(
-            &python,
-            stem,
-            &text,
-            None,
-            &pointwise_sizes,
-            ReferencePreference::Numpy,
-        );
-        assert_eq!(task.spec.family, None, "{stem}");
+        let family = family_of(stem, &text, &pointwise_sizes);
+        assert_eq!(family, None, "{stem}");
     }
 
-    let layer_norm =
-        std::fs::read_to_string(shipped("40_LayerNorm").join("vendor/40_LayerNorm.py")).unwrap();
+    let layer_norm = shipped_problem("40_LayerNorm");
     let call = "nn.LayerNorm(normalized_shape=normalized_shape)";
     assert!(layer_norm.contains(call));
     let unbiased = layer_norm.replace(
         call,
         "nn.LayerNorm(normalized_shape=normalized_shape, eps=1e-6, bias=False)",
     );
-    let (_d, task) = import_text(
-        &python,
-        "unbiased_layer_norm",
-        &unbiased,
-        None,
-        &[("batch_size", 2), ("features", 3), ("dim1", 4), ("dim2", 5)],
-        ReferencePreference::Numpy,
-    );
-    match &task.spec.family {
+    let family = family_of("unbiased_layer_norm", &unbiased, &NORM_SIZES);
+    match &family {
         Some(FamilySpec::RowNorm(r)) => {
             assert_eq!(
                 (r.weight.as_deref(), r.bias.as_deref(), r.eps),
@@ -575,20 +541,12 @@ fn modules_outside_a_family_are_not_declared_one() {
         other => panic!("{other:?}"),
     }
 
-    let rms =
-        std::fs::read_to_string(shipped("36_RMSNorm_").join("vendor/36_RMSNorm_.py")).unwrap();
+    let rms = shipped_problem("36_RMSNorm_");
     let expr = "torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + self.eps)";
     assert!(rms.contains(expr));
     let mean_abs = rms.replace(expr, "torch.mean(torch.abs(x), dim=1, keepdim=True)");
-    let (_d, task) = import_text(
-        &python,
-        "mean_abs_norm",
-        &mean_abs,
-        None,
-        &[("batch_size", 2), ("features", 3), ("dim1", 4), ("dim2", 5)],
-        ReferencePreference::Numpy,
-    );
-    assert_eq!(task.spec.family, None);
+    let family = family_of("mean_abs_norm", &mean_abs, &NORM_SIZES);
+    assert_eq!(family, None);
 }
 
 /// The size rule (`--fit`, issue 60): all of a problem's sizes scaled by one common factor
@@ -611,14 +569,15 @@ fn the_size_rule_fits_every_problem_alike() {
             .join(format!("{stem}.py"));
         std::fs::copy(vendored, &problem).unwrap();
         let options = ImportOptions {
-            problem,
-            out_dir: dir.path().join("task"),
-            sizes: IndexMap::new(),
             max_size,
             fit: Some(SizeBudget::SUITE),
-            python: Some(python.clone()),
-            reference: ReferencePreference::Numpy,
-            tolerance: Default::default(),
+            ..options(
+                &python,
+                problem,
+                dir.path().join("task"),
+                IndexMap::new(),
+                ReferencePreference::Numpy,
+            )
         };
         (dir, import_kernelbench(&options))
     };

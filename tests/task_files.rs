@@ -14,7 +14,7 @@ use kernelfoundry::eval::taskfile::python::numpy_or_skip;
 use kernelfoundry::opencl::testing::backend_or_skip;
 
 mod common;
-use common::kf;
+use common::{judged_elites, kf, opencl_numpy_scratch, read_json, text};
 
 fn example() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/examples/scaled_swish")
@@ -32,6 +32,28 @@ fn path(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// Fails the test, with what the command said, unless it succeeded.
+#[track_caller]
+fn assert_succeeded(out: &Output) {
+    assert!(out.status.success(), "{}", text(out));
+}
+
+/// `kf eval --json` of `kernel` on the task file `task` at `sizes`, with `extra` arguments.
+fn eval(task: &Path, kernel: &Path, sizes: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "eval",
+        "--task-file",
+        path(task),
+        "--kernel",
+        path(kernel),
+        "--size",
+        sizes,
+    ];
+    args.extend_from_slice(extra);
+    args.push("--json");
+    kf(&args)
+}
+
 #[test]
 fn check_and_eval_accept_the_honest_kernel_and_reject_half_the_work() {
     if !(backend_or_skip().is_some() && numpy_or_skip()) {
@@ -40,12 +62,8 @@ fn check_and_eval_accept_the_honest_kernel_and_reject_half_the_work() {
     let dir = example();
     let task = dir.join("scaled_swish.toml");
     let out = kf(&["task", "check", path(&task), "--size", "ROWS=64,COLS=48"]);
+    assert_succeeded(&out);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert!(
         text.contains("valid") && text.contains("[64, 48]"),
         "{text}"
@@ -57,39 +75,15 @@ fn check_and_eval_accept_the_honest_kernel_and_reject_half_the_work() {
 
     let sizes = "ROWS=256,COLS=128";
     let fast = dir.join("scaled_swish_fast.toml");
-    let out = kf(&[
-        "eval",
-        "--task-file",
-        path(&task),
-        "--kernel",
-        path(&fast),
-        "--size",
-        sizes,
-        "--param",
-        "TILE=2",
-        "--json",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = eval(&task, &fast, sizes, &["--param", "TILE=2"]);
+    assert_succeeded(&out);
     let v = json(&out);
     assert_eq!(v["status"], "correct", "{v}");
     assert_eq!(v["task"], "scaled_swish");
     assert!(v["speedup"].as_f64().is_some(), "{v}");
 
     let cheat = dir.join("scaled_swish_halfwork.toml");
-    let out = kf(&[
-        "eval",
-        "--task-file",
-        path(&task),
-        "--kernel",
-        path(&cheat),
-        "--size",
-        sizes,
-        "--json",
-    ]);
+    let out = eval(&task, &cheat, sizes, &[]);
     let v = json(&out);
     assert_eq!(v["status"], "wrong_shape", "{v}");
     assert!(
@@ -100,13 +94,12 @@ fn check_and_eval_accept_the_honest_kernel_and_reject_half_the_work() {
 
 #[test]
 fn tune_finds_a_correct_configuration_and_a_short_search_tunes_the_seeded_kernel() {
-    if !(backend_or_skip().is_some() && numpy_or_skip()) {
+    let Some(tmp) = opencl_numpy_scratch() else {
         return;
-    }
+    };
     let dir = example();
     let task = dir.join("scaled_swish.toml");
     let fast = dir.join("scaled_swish_fast.toml");
-    let tmp = tempfile::tempdir().unwrap();
     let cache = tmp.path().join("tune.json");
     let out = kf(&[
         "tune",
@@ -122,11 +115,7 @@ fn tune_finds_a_correct_configuration_and_a_short_search_tunes_the_seeded_kernel
         path(&cache),
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     let v = json(&out);
     assert_eq!(v["confirmed_status"], "correct", "{v}");
     assert_eq!(v["evaluations"], 4, "{v}");
@@ -180,13 +169,8 @@ fn tune_finds_a_correct_configuration_and_a_short_search_tunes_the_seeded_kernel
         path(&run),
         "--no-progress",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("report.json")).unwrap()).unwrap();
+    assert_succeeded(&out);
+    let report = read_json(&run.join("report.json"));
     let (best, base) = (
         report["best_gflops"].as_f64().unwrap(),
         report["baseline_gflops"].as_f64().unwrap(),
@@ -201,14 +185,7 @@ fn tune_finds_a_correct_configuration_and_a_short_search_tunes_the_seeded_kernel
     // (about 1.7x on an idle one, but 0.5–2.4x with two other builds running): that belongs to
     // a benchmark, not to this test.
     let recorded = kernelfoundry::archive::read_run(run.join("run")).unwrap();
-    let seeded: Vec<_> = recorded
-        .records
-        .iter()
-        .flat_map(|r| r.children.iter())
-        .filter_map(|c| match c {
-            kernelfoundry::core::ChildRecord::Judged { elite, .. } => Some(elite),
-            _ => None,
-        })
+    let seeded: Vec<_> = judged_elites(&recorded)
         .filter(|e| e.candidate.source.text.contains("TILE"))
         .collect();
     assert!(!seeded.is_empty(), "the seeded kernel was not evaluated");
@@ -227,89 +204,96 @@ fn tune_finds_a_correct_configuration_and_a_short_search_tunes_the_seeded_kernel
     }
 }
 
-/// Copies the example into a fresh folder, applies `edit` to the task file and returns the
-/// folder with the task path.
-fn broken(edit: impl Fn(&str) -> String, reference: Option<&str>) -> (tempfile::TempDir, PathBuf) {
+/// Copies the example into a fresh folder, replaces the first occurrence of `edit`'s first text
+/// in the task file by its second, writes `reference` as the reference script (where given),
+/// and returns the folder with the task path.
+fn broken(edit: Option<(&str, &str)>, reference: Option<&str>) -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     for f in std::fs::read_dir(example()).unwrap() {
         let f = f.unwrap().path();
         std::fs::copy(&f, tmp.path().join(f.file_name().unwrap())).unwrap();
     }
     let task = tmp.path().join("scaled_swish.toml");
-    let text = std::fs::read_to_string(&task).unwrap();
-    std::fs::write(&task, edit(&text)).unwrap();
+    if let Some((from, to)) = edit {
+        let text = std::fs::read_to_string(&task).unwrap();
+        std::fs::write(&task, text.replacen(from, to, 1)).unwrap();
+    }
     if let Some(r) = reference {
         std::fs::write(tmp.path().join("scaled_swish_ref.py"), r).unwrap();
     }
     (tmp, task)
 }
 
-/// What is broken, how the task file is edited, the reference script (if replaced), and what
-/// the error must say.
+/// A malformed case: what is broken, the edit of the task file (the text replaced, its
+/// replacement), the reference script that replaces the example's, and what the error must say.
 type BrokenCase = (
     &'static str,
-    Box<dyn Fn(&str) -> String>,
+    Option<(&'static str, &'static str)>,
     Option<&'static str>,
     &'static str,
 );
 
+/// Task files broken in one field: what is broken, the text of the example's task file replaced
+/// and what replaces it, and what the error must say.
+const BROKEN_FIELDS: &[(&str, &str, &str, &str)] = &[
+    ("unknown dtype", "dtype = \"f32\"", "dtype = \"f64\"", "f64"),
+    (
+        "shape over an unknown size",
+        "shape = [\"COLS\"]",
+        "shape = [\"WIDTH\"]",
+        "buffer[1].shape[0]",
+    ),
+    (
+        "args naming a missing buffer",
+        "\"bias\", \"y\"]",
+        "\"bias\", \"out\"]",
+        "args[5]",
+    ),
+    (
+        "zero-size buffer",
+        "shape = [\"COLS\"]",
+        "shape = [\"COLS - COLS\"]",
+        "buffer[1].shape[0]",
+    ),
+    ("negative size", "ROWS = 1024", "ROWS = -2", "sizes.ROWS"),
+    (
+        "missing reference file",
+        "scaled_swish_ref.py",
+        "nowhere.py",
+        "reference.python",
+    ),
+];
+
+/// Broken reference scripts (run only with Python): what is broken, the script that replaces
+/// the example's, and what the error must say.
+const BROKEN_REFERENCES: &[(&str, &str, &str)] = &[
+    (
+        "reference with a syntax error",
+        "def reference(inputs, sizes, scalars)\n    return {}\n",
+        "SyntaxError",
+    ),
+    (
+        "reference returning the wrong shape",
+        "def reference(inputs, sizes, scalars):\n    return {'y': inputs['x'][:2]}\n",
+        "has shape [2, 512]",
+    ),
+];
+
 #[test]
 fn malformed_task_files_fail_with_the_file_and_field_and_write_nothing() {
     let needs_python = numpy_or_skip();
-    let cases: Vec<BrokenCase> = vec![
-        (
-            "unknown dtype",
-            Box::new(|t| t.replacen("dtype = \"f32\"", "dtype = \"f64\"", 1)),
-            None,
-            "f64",
-        ),
-        (
-            "shape over an unknown size",
-            Box::new(|t| t.replace("shape = [\"COLS\"]", "shape = [\"WIDTH\"]")),
-            None,
-            "buffer[1].shape[0]",
-        ),
-        (
-            "args naming a missing buffer",
-            Box::new(|t| t.replace("\"bias\", \"y\"]", "\"bias\", \"out\"]")),
-            None,
-            "args[5]",
-        ),
-        (
-            "zero-size buffer",
-            Box::new(|t| t.replace("shape = [\"COLS\"]", "shape = [\"COLS - COLS\"]")),
-            None,
-            "buffer[1].shape[0]",
-        ),
-        (
-            "negative size",
-            Box::new(|t| t.replace("ROWS = 1024", "ROWS = -2")),
-            None,
-            "sizes.ROWS",
-        ),
-        (
-            "missing reference file",
-            Box::new(|t| t.replace("scaled_swish_ref.py", "nowhere.py")),
-            None,
-            "reference.python",
-        ),
-        (
-            "reference with a syntax error",
-            Box::new(|t| t.to_owned()),
-            Some("def reference(inputs, sizes, scalars)\n    return {}\n"),
-            "SyntaxError",
-        ),
-        (
-            "reference returning the wrong shape",
-            Box::new(|t| t.to_owned()),
-            Some("def reference(inputs, sizes, scalars):\n    return {'y': inputs['x'][:2]}\n"),
-            "has shape [2, 512]",
-        ),
-    ];
+    let mut cases: Vec<BrokenCase> = BROKEN_FIELDS
+        .iter()
+        .map(|&(what, from, to, expect)| (what, Some((from, to)), None, expect))
+        .collect();
+    if needs_python {
+        cases.extend(
+            BROKEN_REFERENCES
+                .iter()
+                .map(|&(what, script, expect)| (what, None, Some(script), expect)),
+        );
+    }
     for (what, edit, reference, expect) in cases {
-        if reference.is_some() && !needs_python {
-            continue;
-        }
         let (tmp, task) = broken(edit, reference);
         let run = tmp.path().join("run");
         let kernel = tmp.path().join("scaled_swish_fast.toml");
