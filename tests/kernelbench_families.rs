@@ -22,7 +22,7 @@ use kernelfoundry::opencl::testing::backend_or_skip;
 use kernelfoundry::search::{offline_search, run_search, SearchConfig};
 
 mod common;
-use common::kernelbench::{correctness_config, every_seed_is_correct, shipped_task};
+use common::kernelbench::{correctness_config, every_seed_is_correct, seeded_with, shipped_task};
 
 kernelfoundry::eval::worker_test_entry!(|spec: &kernelfoundry::eval::BackendSpec| {
     kernelfoundry::eval::BackendFactory::open(&kernelfoundry::backends::OpenClFactory, spec)
@@ -82,13 +82,8 @@ fn family_tasks_are_seeded_with_bound_templates_that_are_correct() {
         ),
     ] {
         let t = shipped_task(name, sizes, cache.path());
-        let (seeds, mix) = offline_search(&t, Language::OpenCl).unwrap();
-        assert!(mix.names().contains(&"structural"), "{name}");
+        let seeds = seeded_with(&t, &[marker], name);
         assert!(seeds.len() >= 3, "{name}: {} seeds", seeds.len());
-        assert!(
-            seeds.iter().skip(1).any(|s| s.source.text.contains(marker)),
-            "{name}: no {marker} seed"
-        );
         every_seed_is_correct(&mut ev, &t, &seeds, name);
     }
     // A map without an expression has nothing for the map template to compute: no template
@@ -180,31 +175,12 @@ fn the_importer_recognises_the_shipped_problems_families() {
             Some("conv1d"),
         ),
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let problem = dir.path().join(format!("{stem}.py"));
-        std::fs::copy(
-            shipped.join(stem).join(format!("vendor/{stem}.py")),
-            &problem,
-        )
-        .unwrap();
-        std::fs::copy(
-            shipped.join(stem).join(format!("{stem}_ref.py")),
-            dir.path().join(format!("{stem}_ref.py")),
-        )
-        .unwrap();
-        let options = kernelfoundry::kernelbench::ImportOptions {
-            problem,
-            out_dir: dir.path().join("task"),
-            sizes: parse_sizes(small).unwrap(),
-            max_size: None,
-            fit: None,
-            python: Some(python.clone()),
-            reference: kernelfoundry::kernelbench::ReferencePreference::Numpy,
-            tolerance: Default::default(),
-        };
-        let report = kernelfoundry::kernelbench::import_kernelbench(&options)
-            .unwrap_or_else(|e| panic!("{stem}: {e}"));
-        let imported = TaskFile::load(&report.task_file).unwrap();
+        let (_dir, imported) = import_numpy(
+            &python,
+            &shipped.join(stem).join(format!("vendor/{stem}.py")),
+            Some(&shipped.join(stem).join(format!("{stem}_ref.py"))),
+            small,
+        );
         let family = imported.spec.family.clone();
         assert_eq!(family.as_ref().map(|f| f.kind()), kind, "{stem}");
         if kind.is_some() {
@@ -257,22 +233,7 @@ fn a_gemm_with_an_element_wise_epilogue_is_seeded_with_fused_gemm_templates() {
         ),
     ] {
         let stem = problem.file_stem().unwrap().to_string_lossy().into_owned();
-        let dir = tempfile::tempdir().unwrap();
-        let copy = dir.path().join(format!("{stem}.py"));
-        std::fs::copy(&problem, &copy).unwrap();
-        let options = kernelfoundry::kernelbench::ImportOptions {
-            problem: copy,
-            out_dir: dir.path().join("task"),
-            sizes: parse_sizes(sizes).unwrap(),
-            max_size: None,
-            fit: None,
-            python: Some(python.clone()),
-            reference: kernelfoundry::kernelbench::ReferencePreference::Numpy,
-            tolerance: Default::default(),
-        };
-        let report = kernelfoundry::kernelbench::import_kernelbench(&options)
-            .unwrap_or_else(|e| panic!("{stem}: {e}"));
-        let file = TaskFile::load(&report.task_file).unwrap();
+        let (_dir, file) = import_numpy(&python, &problem, None, sizes);
         let Some(FamilySpec::Matmul(m)) = &file.spec.family else {
             panic!("{stem}: no matmul family: {:?}", file.spec.family);
         };
@@ -350,15 +311,7 @@ fn a_task_file_without_a_family_is_seeded_from_its_references_trace() {
         (rows.op.as_deref(), rows.weight.as_deref(), rows.eps),
         (Some("rms_norm"), Some("w"), Some(1e-6))
     );
-    let (seeds, mix) = offline_search(&task, Language::OpenCl).unwrap();
-    assert!(mix.names().contains(&"structural"), "{:?}", mix.names());
-    assert!(
-        seeds
-            .iter()
-            .skip(1)
-            .any(|s| s.source.text.contains("template `row_norm`")),
-        "no row_norm seed"
-    );
+    let seeds = seeded_with(&task, &["template `row_norm`"], "rms_norm");
     let mut ev = KernelEvaluator::new(backend, correctness_config(11));
     every_seed_is_correct(&mut ev, &task, &seeds, "");
     let fused = seeds
@@ -411,6 +364,38 @@ fn a_numpy_linear_layer_without_a_family_gets_fused_gemm_seeds() {
     );
     let e = ev.evaluate(&task, &cheat, &seed.params).unwrap();
     assert_eq!(e.status, Status::WrongValues, "{}", e.diagnostics);
+}
+
+/// Imports the problem file `problem` at `sizes` into a fresh folder with `python`, with its
+/// NumPy reference `reference` beside it (where given; else run on the stand-in for torch):
+/// the folder and the task file written.
+fn import_numpy(
+    python: &Path,
+    problem: &Path,
+    reference: Option<&Path>,
+    sizes: &str,
+) -> (tempfile::TempDir, TaskFile) {
+    let stem = problem.file_stem().unwrap().to_string_lossy().into_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join(format!("{stem}.py"));
+    std::fs::copy(problem, &copy).unwrap();
+    if let Some(reference) = reference {
+        std::fs::copy(reference, dir.path().join(format!("{stem}_ref.py"))).unwrap();
+    }
+    let options = kernelfoundry::kernelbench::ImportOptions {
+        problem: copy,
+        out_dir: dir.path().join("task"),
+        sizes: parse_sizes(sizes).unwrap(),
+        max_size: None,
+        fit: None,
+        python: Some(python.to_path_buf()),
+        reference: kernelfoundry::kernelbench::ReferencePreference::Numpy,
+        tolerance: Default::default(),
+    };
+    let report = kernelfoundry::kernelbench::import_kernelbench(&options)
+        .unwrap_or_else(|e| panic!("{stem}: {e}"));
+    let file = TaskFile::load(&report.task_file).unwrap();
+    (dir, file)
 }
 
 /// The task file `tests/data/NAME/NAME.toml` (a user's own operator: no `[family]`) at `sizes`,

@@ -12,10 +12,10 @@ use kernelfoundry::eval::taskfile::{python::numpy_or_skip, FileTask};
 use kernelfoundry::eval::KernelEvaluator;
 use kernelfoundry::mutate::Structure;
 use kernelfoundry::opencl::testing::backend_or_skip;
-use kernelfoundry::search::{family_templates, offline_search};
+use kernelfoundry::search::family_templates;
 
 mod common;
-use common::kernelbench::{correctness_config, every_seed_is_correct, shipped_task};
+use common::kernelbench::{correctness_config, every_seed_is_correct, seeded_with, shipped_task};
 
 /// Evaluates every vector width of the template `name` among the task's family templates
 /// (bound to the task as the search binds them), at each of `tunables`, and asserts each is
@@ -70,15 +70,7 @@ fn matvec_template_is_seeded_and_correct() {
         "M=64,K=200",
         cache.path(),
     );
-    let (seeds, mix) = offline_search(&t, Language::OpenCl).unwrap();
-    assert!(mix.names().contains(&"structural"));
-    assert!(
-        seeds
-            .iter()
-            .skip(1)
-            .any(|s| s.source.text.contains("template `matvec`")),
-        "no matvec seed"
-    );
+    let seeds = seeded_with(&t, &["template `matvec`"], "matvec");
     every_seed_is_correct(&mut ev, &t, &seeds, "");
     every_width_is_correct(
         &mut ev,
@@ -108,14 +100,11 @@ fn transposed_a_template_is_seeded_and_correct() {
         "M=16,K=24,N=64",
         cache.path(),
     );
-    let (seeds, mix) = offline_search(&t, Language::OpenCl).unwrap();
-    assert!(mix.names().contains(&"structural"));
-    for marker in ["template `gemm_strided_a`", "template `gemm_strided`"] {
-        assert!(
-            seeds.iter().skip(1).any(|s| s.source.text.contains(marker)),
-            "no seed from the {marker}"
-        );
-    }
+    let seeds = seeded_with(
+        &t,
+        &["template `gemm_strided_a`", "template `gemm_strided`"],
+        "transposed A",
+    );
     every_seed_is_correct(&mut ev, &t, &seeds, "");
     every_width_is_correct(
         &mut ev,

@@ -6,6 +6,7 @@ use kernelfoundry::core::prelude::*;
 use kernelfoundry::eval::taskfile::{FileTask, TaskFile};
 use kernelfoundry::eval::tasks::parse_sizes;
 use kernelfoundry::eval::{EvalConfig, KernelEvaluator};
+use kernelfoundry::search::offline_search;
 
 /// The shipped task `tasks/kernelbench/NAME` at `sizes` (the task's own where not given),
 /// compiling into `cache`.
@@ -48,4 +49,23 @@ pub(crate) fn every_seed_is_correct<'a, B: Backend>(
             e.diagnostics
         );
     }
+}
+
+/// The seeds a search of the family task `task` starts from, after checking what it is offered:
+/// a structural mutator in its mix and, for each of `markers`, a seed after the naive kernel
+/// whose text carries it (`label` names the case in a failure).
+pub(crate) fn seeded_with(task: &FileTask, markers: &[&str], label: &str) -> Vec<Candidate> {
+    let (seeds, mix) = offline_search(task, Language::OpenCl).unwrap();
+    assert!(
+        mix.names().contains(&"structural"),
+        "{label}: {:?}",
+        mix.names()
+    );
+    for marker in markers {
+        assert!(
+            seeds.iter().skip(1).any(|s| s.source.text.contains(marker)),
+            "{label}: no {marker} seed"
+        );
+    }
+    seeds
 }
