@@ -184,6 +184,27 @@ const OPENCL_ROW_SOFTMAX: RenderingStart = RenderingStart {
 };
 
 impl Rendering {
+    /// This rendering as the template for `task`: the OpenCL C template's `switches` and this
+    /// rendering's own, the base `structure` and `params` (switches and parameters they do not
+    /// name keep the template's defaults), and this rendering's starts.
+    pub(crate) fn template(
+        &self,
+        task: &str,
+        switches: &[&str],
+        structure: crate::Structure,
+        params: kf_core::ParamValues,
+    ) -> Result<crate::Template, MutateError> {
+        let template = crate::Template::new(
+            self.name,
+            task,
+            self.text,
+            self.manifest,
+            switches.iter().chain(self.extra_switches).copied(),
+        )?
+        .with_base(structure, params)?;
+        self.with_starts(template)
+    }
+
     /// `template` with this rendering's starts added.
     pub(crate) fn with_starts(
         &self,

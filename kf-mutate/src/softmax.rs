@@ -146,7 +146,7 @@ use crate::strategy::{
     MEMORY, SCALAR_LANES,
 };
 use crate::structural::StructuralMutator;
-use crate::template::{Structure, Template, TemplateLibrary};
+use crate::template::{Structure, TemplateLibrary};
 
 /// The task the softmax templates compute.
 const TASK: &str = "softmax";
@@ -174,33 +174,18 @@ impl TemplateLibrary {
         if language == kf_core::Language::Cuda {
             return Self::cuda_softmax();
         }
-        let row_rendering = crate::languages::rendering("softmax_row", language)?;
-        let row = Template::new(
-            "softmax_row",
+        let row = crate::languages::rendering("softmax_row", language)?.template(
             TASK,
-            row_rendering.text,
-            row_rendering.manifest,
-            ["VW", "ALGO"]
-                .into_iter()
-                .chain(row_rendering.extra_switches.iter().copied()),
-        )?
-        .with_base(Structure::new(), params([("WG", 16), ("RPI", 1)]))?;
-        let row = row_rendering.with_starts(row)?;
-        let group_rendering = crate::languages::rendering("softmax_group", language)?;
-        let group = Template::new(
-            "softmax_group",
+            &["VW", "ALGO"],
+            Structure::new(),
+            params([("WG", 16), ("RPI", 1)]),
+        )?;
+        let group = crate::languages::rendering("softmax_group", language)?.template(
             TASK,
-            group_rendering.text,
-            group_rendering.manifest,
-            ["VW", "ALGO", "REDUCE", "PREFETCH"]
-                .into_iter()
-                .chain(group_rendering.extra_switches.iter().copied()),
-        )?
-        .with_base(
+            &["VW", "ALGO", "REDUCE", "PREFETCH"],
             Structure::new().with("REDUCE", 0),
             params([("WG", 16), ("RPG", 1), ("SG", 16), ("CHUNKS", 64)]),
         )?;
-        let group = group_rendering.with_starts(group)?;
         Ok(TemplateLibrary::new().with(row).with(group))
     }
 
@@ -411,7 +396,7 @@ mod tests {
     use kf_core::Mutator;
 
     use super::*;
-    use crate::Feasibility;
+    use crate::{Feasibility, Template};
 
     fn sizes() -> indexmap::IndexMap<String, i64> {
         [("ROWS".to_string(), 4096i64), ("COLS".to_string(), 1024)]

@@ -793,26 +793,17 @@ impl TemplateLibrary {
         if language == kf_core::Language::Cuda {
             return Self::cuda_gemm();
         }
-        let blocked_rendering = crate::languages::rendering("gemm_blocked", language)?;
-        let switches = [
-            "VW",
-            "LOCAL_B",
-            "LOCAL_A",
-            "DOUBLE_BUFFER",
-            "PREFETCH",
-            "SUBGROUP",
-            "PACK_B",
-        ]
-        .into_iter()
-        .chain(blocked_rendering.extra_switches.iter().copied());
-        let blocked = Template::new(
-            "gemm_blocked",
+        let blocked = crate::languages::rendering("gemm_blocked", language)?.template(
             "gemm",
-            blocked_rendering.text,
-            blocked_rendering.manifest,
-            switches,
-        )?
-        .with_base(
+            &[
+                "VW",
+                "LOCAL_B",
+                "LOCAL_A",
+                "DOUBLE_BUFFER",
+                "PREFETCH",
+                "SUBGROUP",
+                "PACK_B",
+            ],
             Structure::new(),
             [
                 ("TM", 1i64),
@@ -826,18 +817,14 @@ impl TemplateLibrary {
             .into_iter()
             .collect(),
         )?;
-        let blocked = blocked_rendering.with_starts(blocked)?;
-        let ksplit_rendering = crate::languages::rendering("gemm_ksplit", language)?;
-        let ksplit = Template::new(
-            "gemm_ksplit",
+        // The K split keeps the defaults: every switch at its smallest value, the manifest's
+        // first values.
+        let ksplit = crate::languages::rendering("gemm_ksplit", language)?.template(
             "gemm",
-            ksplit_rendering.text,
-            ksplit_rendering.manifest,
-            ["VW"]
-                .into_iter()
-                .chain(ksplit_rendering.extra_switches.iter().copied()),
+            &["VW"],
+            Structure::new(),
+            kf_core::ParamValues::new(),
         )?;
-        let ksplit = ksplit_rendering.with_starts(ksplit)?;
         Ok(TemplateLibrary {
             templates: vec![blocked, ksplit],
         })
