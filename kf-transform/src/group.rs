@@ -28,7 +28,10 @@ use kf_manifest::Manifest;
 use tree_sitter::Node;
 
 use crate::child::{default_block, NewParam, Rewrite};
-use crate::parse::{apply_edits, callee, descendants, words, KernelParam, Parsed, GROUP_FUNCTIONS};
+use crate::parse::{
+    apply_edits, callee, descendants, initialized, subscript, words, KernelParam, Parsed,
+    GROUP_FUNCTIONS,
+};
 
 /// The tunable: work-items per row (a power of two, for the tree reduction).
 pub(crate) const REDUCE_WG: &str = "REDUCE_WG";
@@ -468,14 +471,7 @@ impl Rows<'_> {
             let Some(target) = store_target(*n) else {
                 return false;
             };
-            let target = strip_parens(target);
-            if target.kind() != "subscript_expression" {
-                return false;
-            }
-            let (Some(pointer), Some(index)) = (
-                target.child_by_field_name("argument"),
-                target.child_by_field_name("index"),
-            ) else {
+            let Some((pointer, index)) = subscript(strip_parens(target)) else {
                 return false;
             };
             let name = parsed.text_of(pointer).to_owned();
@@ -840,13 +836,7 @@ fn derived_pointers(
     let changed = assigned(parsed, body);
     let mut out = Vec::new();
     for n in descendants(body) {
-        if n.kind() != "init_declarator" {
-            continue;
-        }
-        let (Some(d), Some(value)) = (
-            n.child_by_field_name("declarator"),
-            n.child_by_field_name("value"),
-        ) else {
+        let Some((d, value)) = initialized(n) else {
             continue;
         };
         let Some(inner) = d.child_by_field_name("declarator") else {

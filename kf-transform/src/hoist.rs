@@ -16,7 +16,7 @@ use kf_manifest::Manifest;
 use tree_sitter::Node;
 
 use crate::child::{NewParam, Rewrite};
-use crate::parse::{apply_edits, descendants, line_start_if_first, words, Parsed};
+use crate::parse::{apply_edits, descendants, line_start_if_first, subscript, words, Parsed};
 use crate::qualify::read_only;
 
 /// The tunable: 1 reads the invariant values once, 0 keeps the loads in the loop.
@@ -176,11 +176,10 @@ fn invariant_load<'r>(
     readable: &'r [(String, String)],
     varying: &HashSet<String>,
 ) -> Option<&'r str> {
-    if node.kind() != "subscript_expression" || !unconditional(node, for_loop) {
+    let (pointer, index) = subscript(node)?;
+    if !unconditional(node, for_loop) {
         return None;
     }
-    let pointer = node.child_by_field_name("argument")?;
-    let index = node.child_by_field_name("index")?;
     let name = parsed.text_of(pointer);
     let (_, ty) = readable.iter().find(|(p, _)| p == name)?;
     let invariant = pointer.kind() == "identifier"

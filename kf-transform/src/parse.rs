@@ -33,6 +33,34 @@ pub(crate) const GROUP_FUNCTIONS: &[&str] = &[
     "get_local_linear_id",
 ];
 
+/// `p[e]`: the array (or pointer) `p` and the index `e`, where `node` is a subscript.
+pub(crate) fn subscript(node: Node<'_>) -> Option<(Node<'_>, Node<'_>)> {
+    both_fields(node, "subscript_expression", "argument", "index")
+}
+
+/// `d = value` in a declaration: the declarator `d` and the value, where `node` is an
+/// initialised declarator.
+pub(crate) fn initialized(node: Node<'_>) -> Option<(Node<'_>, Node<'_>)> {
+    both_fields(node, "init_declarator", "declarator", "value")
+}
+
+/// The children of `node` in the fields `first` and `second`, where it is a `kind` node that
+/// has both.
+fn both_fields<'t>(
+    node: Node<'t>,
+    kind: &str,
+    first: &str,
+    second: &str,
+) -> Option<(Node<'t>, Node<'t>)> {
+    if node.kind() != kind {
+        return None;
+    }
+    Some((
+        node.child_by_field_name(first)?,
+        node.child_by_field_name(second)?,
+    ))
+}
+
 /// A parsed OpenCL C source.
 pub(crate) struct Parsed {
     /// The original text (edits apply to it).

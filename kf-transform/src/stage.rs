@@ -49,7 +49,9 @@ use tree_sitter::Node;
 
 use crate::child::{default_block, NewParam, Rewrite};
 use crate::hoist::{pointee_type, substitute, unconditional};
-use crate::parse::{apply_edits, callee, descendants, inside_loop_below, Parsed};
+use crate::parse::{
+    apply_edits, callee, descendants, initialized, inside_loop_below, subscript, Parsed,
+};
 use crate::qualify::read_only;
 
 /// The tunable: loop iterations staged at a time (elements per local array).
@@ -404,13 +406,7 @@ impl<'p> Scope<'p> {
         let declarators: Vec<Node<'_>> =
             decl.children_by_field_name("declarator", &mut c).collect();
         for d in declarators {
-            if d.kind() != "init_declarator" {
-                continue;
-            }
-            let (Some(target), Some(value)) = (
-                d.child_by_field_name("declarator"),
-                d.child_by_field_name("value"),
-            ) else {
+            let Some((target, value)) = initialized(d) else {
                 continue;
             };
             let name = declared_name(parsed, target)?;
@@ -642,13 +638,7 @@ impl<'p> Scope<'p> {
         let mut copies: Vec<StagedCopy> = Vec::new();
         let mut texts: Vec<String> = Vec::new();
         for load in descendants(body) {
-            if load.kind() != "subscript_expression" {
-                continue;
-            }
-            let (Some(pointer), Some(index)) = (
-                load.child_by_field_name("argument"),
-                load.child_by_field_name("index"),
-            ) else {
+            let Some((pointer, index)) = subscript(load) else {
                 continue;
             };
             let Some(pointee) = (pointer.kind() == "identifier")
