@@ -4,11 +4,13 @@
 //! `KF_REQUIRE_OPENCL=1`.
 
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kernelfoundry::archive::{RunDir, RunMeta};
-use kernelfoundry::opencl::testing::backend_or_skip;
+
+mod common;
+use common::{opencl_scratch, text};
 
 fn search(out: &Path, evaluations: u64) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kf"));
@@ -20,12 +22,11 @@ fn search(out: &Path, evaluations: u64) -> Command {
     cmd
 }
 
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+/// Runs [`search`] to its end, which must succeed: what it said.
+fn search_succeeds(out: &Path, evaluations: u64) -> String {
+    let run = search(out, evaluations).output().unwrap();
+    assert!(run.status.success(), "{}", text(&run));
+    text(&run)
 }
 
 /// Waits until the search holding `out` has written its process id into the lock file.
@@ -62,10 +63,9 @@ fn recorded_evaluations(out: &Path) -> u64 {
 
 #[test]
 fn a_second_search_on_the_same_folder_exits_at_once_and_the_first_is_intact() {
-    if backend_or_skip().is_none() {
+    let Some(tmp) = opencl_scratch() else {
         return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
+    };
     let out = tmp.path().join("gemm");
     let mut first = search(&out, 8)
         .stdout(Stdio::piped())
@@ -95,31 +95,22 @@ fn a_second_search_on_the_same_folder_exits_at_once_and_the_first_is_intact() {
 
 #[test]
 fn a_finished_search_is_extended_with_more_evaluations() {
-    if backend_or_skip().is_none() {
+    let Some(tmp) = opencl_scratch() else {
         return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
+    };
     let out = tmp.path().join("gemm");
-    let short = search(&out, 8).output().unwrap();
-    assert!(short.status.success(), "{}", text(&short));
+    search_succeeds(&out, 8);
     assert_eq!(recorded_evaluations(&out), 8);
 
     // The same command again: a finished run, replayed, and the user is told how to extend it.
-    let again = search(&out, 8).output().unwrap();
-    assert!(again.status.success(), "{}", text(&again));
+    let again = search_succeeds(&out, 8);
     assert!(
-        text(&again).contains("ask for more evaluations to extend it"),
-        "{}",
-        text(&again)
+        again.contains("ask for more evaluations to extend it"),
+        "{again}"
     );
 
-    let longer = search(&out, 12).output().unwrap();
-    assert!(longer.status.success(), "{}", text(&longer));
-    assert!(
-        text(&longer).contains("extended from 8 evaluations"),
-        "{}",
-        text(&longer)
-    );
+    let longer = search_succeeds(&out, 12);
+    assert!(longer.contains("extended from 8 evaluations"), "{longer}");
     assert_eq!(recorded_evaluations(&out), 12);
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();

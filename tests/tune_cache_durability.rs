@@ -23,8 +23,10 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use kernelfoundry::core::ParamValues;
-use kernelfoundry::opencl::testing::backend_or_skip;
 use kernelfoundry::tune::{KtCache, KtWriter, Outcome};
+
+mod common;
+use common::{opencl_scratch, tiled_gemm_with};
 
 /// Entries of the earlier run the cache starts with: about 250 kB, well over a pipe's 64 kB.
 const PRIOR: i64 = 5000;
@@ -38,16 +40,7 @@ fn shipped_kernel() -> PathBuf {
 /// configurations at 32³, so a run has configurations enough left to be busy tuning when the
 /// test stops it.
 fn padded_kernel(dir: &Path) -> PathBuf {
-    let shipped = shipped_kernel();
-    std::fs::copy(shipped.with_extension("cl"), dir.join("gemm_tiled.cl")).unwrap();
-    let manifest = std::fs::read_to_string(&shipped).unwrap().replace(
-        "WPT = [1, 2, 4, 8]\n",
-        "WPT = [1, 2, 4, 8]\nPAD = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n",
-    );
-    assert!(manifest.contains("PAD"), "{manifest}");
-    let path = dir.join("gemm_tiled.toml");
-    std::fs::write(&path, manifest).unwrap();
-    path
+    tiled_gemm_with(dir, "PAD = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]", "")
 }
 
 /// Starts `kf tune` on `kernel` at 32³ with `extra` arguments; its standard error goes to
@@ -188,10 +181,9 @@ fn kill_mid_write(tmp: &Path, run: &mut Child) {
 
 #[test]
 fn killed_runs_lose_no_entry() {
-    if backend_or_skip().is_none() {
+    let Some(dir) = opencl_scratch() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
+    };
     let kernel = padded_kernel(dir.path());
     let cache = dir.path().join("gemm.json");
     let tmp = dir.path().join("gemm.json.tmp");
@@ -252,10 +244,9 @@ fn killed_runs_lose_no_entry() {
 
 #[test]
 fn two_runs_on_one_cache_keep_both_runs_entries() {
-    if backend_or_skip().is_none() {
+    let Some(dir) = opencl_scratch() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
+    };
     let cache = dir.path().join("gemm.json");
     // The test holds the cache's lock while both runs start, so they surely overlap: each
     // must wait for it and say so.

@@ -8,28 +8,16 @@
 use std::path::Path;
 
 mod common;
-use common::{kf, opencl_scratch, text};
+use common::{kf, opencl_scratch, text, tiled_gemm_with};
 
 /// The tiled GEMM kernel with one more parameter, `BROKEN` (last, so the exhaustive order
 /// alternates it): at 1 the source does not build.
 fn kernel_with_a_broken_half(dir: &Path) -> std::path::PathBuf {
-    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("kf-eval/kernels");
-    let code = std::fs::read_to_string(shipped.join("gemm_tiled.cl")).unwrap();
-    std::fs::write(
-        dir.join("gemm_tiled.cl"),
-        format!("#if BROKEN\n#error this configuration does not build\n#endif\n{code}"),
+    tiled_gemm_with(
+        dir,
+        "BROKEN = [0, 1]",
+        "#if BROKEN\n#error this configuration does not build\n#endif\n",
     )
-    .unwrap();
-    let manifest = std::fs::read_to_string(shipped.join("gemm_tiled.toml"))
-        .unwrap()
-        .replace(
-            "WPT = [1, 2, 4, 8]\n",
-            "WPT = [1, 2, 4, 8]\nBROKEN = [0, 1]\n",
-        );
-    assert!(manifest.contains("BROKEN"), "{manifest}");
-    let path = dir.join("gemm_tiled.toml");
-    std::fs::write(&path, manifest).unwrap();
-    path
 }
 
 #[test]

@@ -16,6 +16,15 @@ fn search(out: &Path) {
     gemm_search(out, "5", &[], &[]);
 }
 
+/// A scratch folder holding a finished search in `<scratch>/gemm` (its path); `None` after the
+/// skip message without the OpenCL runtime.
+fn searched() -> Option<(tempfile::TempDir, std::path::PathBuf)> {
+    let tmp = opencl_scratch()?;
+    let out = tmp.path().join("gemm");
+    search(&out);
+    Some((tmp, out))
+}
+
 /// `code` with `return;` as the first statement of every `__kernel` function.
 fn return_at_entry(code: &str) -> String {
     let mut out = String::with_capacity(code.len() + 64);
@@ -33,11 +42,9 @@ fn return_at_entry(code: &str) -> String {
 
 #[test]
 fn verify_rechecks_the_best_kernel_and_every_elite() {
-    let Some(tmp) = opencl_scratch() else {
+    let Some((_tmp, out)) = searched() else {
         return;
     };
-    let out = tmp.path().join("gemm");
-    search(&out);
     // The evaluator kept the timing samples: the report gives each elite's interval.
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
@@ -102,11 +109,9 @@ fn verify_rechecks_the_best_kernel_and_every_elite() {
 
 #[test]
 fn verify_fails_when_a_recorded_kernel_is_no_longer_correct() {
-    let Some(tmp) = opencl_scratch() else {
+    let Some((tmp, out)) = searched() else {
         return;
     };
-    let out = tmp.path().join("gemm");
-    search(&out);
     // Rewrite the run as if its kernels had been damaged after the search: every kernel
     // returns before doing anything, so the recorded elites no longer compute the product
     // (whatever way they store C: indexing, vstoreN, a pointer).

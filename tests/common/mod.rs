@@ -60,6 +60,21 @@ pub(crate) fn opencl_numpy_scratch() -> Option<tempfile::TempDir> {
     Some(tempfile::tempdir().unwrap())
 }
 
+/// The shipped tiled GEMM kernel (`kf-eval/kernels/gemm_tiled`) written into `dir` with the
+/// further tunable `param` (a manifest line such as `PAD = [0, 1]`) and `prelude` before its
+/// code: the manifest's path.
+pub(crate) fn tiled_gemm_with(dir: &Path, param: &str, prelude: &str) -> std::path::PathBuf {
+    let shipped = root().join("kf-eval/kernels");
+    let code = std::fs::read_to_string(shipped.join("gemm_tiled.cl")).unwrap();
+    std::fs::write(dir.join("gemm_tiled.cl"), format!("{prelude}{code}")).unwrap();
+    let wpt = "WPT = [1, 2, 4, 8]\n";
+    let manifest = std::fs::read_to_string(shipped.join("gemm_tiled.toml")).unwrap();
+    assert!(manifest.contains(wpt), "{manifest}");
+    let path = dir.join("gemm_tiled.toml");
+    std::fs::write(&path, manifest.replace(wpt, &format!("{wpt}{param}\n"))).unwrap();
+    path
+}
+
 /// The checkout's root, where the shipped tasks and the tests' data lie.
 pub(crate) fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
