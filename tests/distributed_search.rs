@@ -9,10 +9,13 @@
 //! message when the servers or an OpenCL runtime are missing (unless `KF_REQUIRE_DIST=1`,
 //! respectively `KF_REQUIRE_OPENCL=1`).
 
+#[path = "common/cluster.rs"]
+mod cluster;
 #[path = "../kf-dist/tests/common/mod.rs"]
 mod common;
 
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
 
 struct Workers(Vec<Child>);
 
@@ -25,27 +28,16 @@ impl Drop for Workers {
     }
 }
 
-/// The starts of `server_args` for the servers `nats` and `db` (credentials or `--insecure`).
-fn server_args(servers: &common::Servers, nats: &common::Nats, db: &common::TestDb) -> Vec<String> {
-    let mut args = vec![
-        "--nats".to_string(),
-        nats.url(),
-        "--db".into(),
-        db.url.clone(),
-    ];
-    match &servers.secrets {
-        Some(dir) => args.extend(["--secrets".to_string(), dir.display().to_string()]),
-        None => args.push("--insecure".into()),
-    }
-    args
-}
-
 /// The servers of a test, a nats-server of its own, a database of its own and an output folder.
+/// A test binds every field (`nats: _nats`, not `..`): what a pattern leaves out is dropped at
+/// once, and the nats-server stops with its handle.
 struct Cluster {
     servers: common::Servers,
     nats: common::Nats,
     db: common::TestDb,
     out: tempfile::TempDir,
+    /// The arguments that point `kf search` and `kf worker` at the servers.
+    args: Vec<String>,
 }
 
 /// The test's cluster; `None` (after a message) without the servers or an OpenCL runtime.
@@ -54,12 +46,50 @@ fn cluster(test: &str, db_name: &str) -> Option<Cluster> {
     kernelfoundry::opencl::testing::backend_or_skip()?;
     let nats = common::Nats::start(&servers);
     let db = common::TestDb::create(&servers.database_url, db_name);
+    let args = cluster::server_args(&servers, &nats, &db);
     Some(Cluster {
         servers,
         nats,
         db,
         out: tempfile::tempdir().unwrap(),
+        args,
     })
+}
+
+/// `kf search` with `options` (task, sizes, budgets, how it distributes) on the cluster that
+/// `server_args` name, into `out/search`, with the environment variables `env`; fails the test,
+/// with what it said, unless it succeeds.
+fn search_on(options: &[&str], server_args: &[String], out: &Path, env: &[(&str, &str)]) -> Output {
+    let search = Command::new(env!("CARGO_BIN_EXE_kf"))
+        .arg("search")
+        .args(options)
+        .args(server_args)
+        .arg("--out")
+        .arg(out.join("search"))
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert!(
+        search.status.success(),
+        "kf search failed:\n{}\n{}",
+        String::from_utf8_lossy(&search.stdout),
+        String::from_utf8_lossy(&search.stderr)
+    );
+    search
+}
+
+/// Waits up to `seconds`, looking every `poll_ms`, until `done`; fails the test otherwise,
+/// saying `what` did not happen and what the process logging into `log` said.
+fn wait_until(seconds: u64, poll_ms: u64, what: &str, log: &Path, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: {}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(poll_ms));
+    }
 }
 
 /// `kf worker` processes named `names`, logging into `dir`.
@@ -99,10 +129,11 @@ fn start_workers_with(
 #[test]
 fn compile_workers_build_what_execute_workers_run() {
     let Some(Cluster {
-        servers,
-        nats,
+        servers: _servers,
+        nats: _nats,
         db,
         out,
+        args,
     }) = cluster(
         "compile_workers_build_what_execute_workers_run",
         "facade_roles",
@@ -110,7 +141,6 @@ fn compile_workers_build_what_execute_workers_run() {
     else {
         return;
     };
-    let args = server_args(&servers, &nats, &db);
     let cache = |name: &str| out.path().join(name).display().to_string();
     let workers = start_workers_with(
         &[
@@ -136,28 +166,29 @@ fn compile_workers_build_what_execute_workers_run() {
         &args,
         out.path(),
     );
-    let search = Command::new(env!("CARGO_BIN_EXE_kf"))
-        .args(["search", "--task", "gemm", "--size", "M=64,N=64,K=64"])
-        .args(["--evaluations", "6", "--tune-budget", "2", "--time", "240"])
-        .args([
+    search_on(
+        &[
+            "--task",
+            "gemm",
+            "--size",
+            "M=64,N=64,K=64",
+            "--evaluations",
+            "6",
+            "--tune-budget",
+            "2",
+            "--time",
+            "240",
             "--no-progress",
             "--distributed",
             "--compile-first",
             "--in-flight",
             "2",
-        ])
-        .args(&args)
-        .arg("--out")
-        .arg(out.path().join("search"))
-        .output()
-        .unwrap();
-    drop(workers);
-    assert!(
-        search.status.success(),
-        "kf search failed:\n{}\n{}",
-        String::from_utf8_lossy(&search.stdout),
-        String::from_utf8_lossy(&search.stderr)
+        ],
+        &args,
+        out.path(),
+        &[],
     );
+    drop(workers);
     let jobs = db.count("SELECT count(*) FROM kf_jobs");
     assert_eq!(
         db.count("SELECT count(*) FROM kf_results"),
@@ -213,10 +244,11 @@ fn compile_workers_build_what_execute_workers_run() {
 #[test]
 fn a_kernel_s_tuning_fans_out_over_the_workers() {
     let Some(Cluster {
-        servers,
-        nats,
+        servers: _servers,
+        nats: _nats,
         db,
         out,
+        args,
     }) = cluster(
         "a_kernel_s_tuning_fans_out_over_the_workers",
         "facade_fan_out",
@@ -224,25 +256,31 @@ fn a_kernel_s_tuning_fans_out_over_the_workers() {
     else {
         return;
     };
-    let args = server_args(&servers, &nats, &db);
     let workers = start_workers(&["fa", "fb", "fc"], &args, out.path());
-    let search = Command::new(env!("CARGO_BIN_EXE_kf"))
-        .args(["search", "--task", "gemm", "--size", "M=64,N=64,K=64"])
-        .args(["--evaluations", "2", "--tune-budget", "7", "--time", "240"])
-        .args(["--no-progress", "--distributed", "--in-flight", "1"])
-        .args(["--fan-out", "6"])
-        .args(&args)
-        .arg("--out")
-        .arg(out.path().join("search"))
-        .output()
-        .unwrap();
-    drop(workers);
-    assert!(
-        search.status.success(),
-        "kf search failed:\n{}\n{}",
-        String::from_utf8_lossy(&search.stdout),
-        String::from_utf8_lossy(&search.stderr)
+    search_on(
+        &[
+            "--task",
+            "gemm",
+            "--size",
+            "M=64,N=64,K=64",
+            "--evaluations",
+            "2",
+            "--tune-budget",
+            "7",
+            "--time",
+            "240",
+            "--no-progress",
+            "--distributed",
+            "--in-flight",
+            "1",
+            "--fan-out",
+            "6",
+        ],
+        &args,
+        out.path(),
+        &[],
     );
+    drop(workers);
     // Per kernel: when each job was queued and answered, and by whom.
     let rows = db.rows(
         "SELECT j.kernel, extract(epoch FROM j.created_at)::text, \
@@ -305,16 +343,19 @@ fn a_distributed_search_runs_on_kf_workers() {
         nats,
         db,
         out,
+        args: server_args,
     }) = cluster("a_distributed_search_runs_on_kf_workers", "facade_search")
     else {
         return;
     };
     let kf = env!("CARGO_BIN_EXE_kf");
-    let server_args = server_args(&servers, &nats, &db);
     let workers = start_workers(&["wa", "wb"], &server_args, out.path());
-    let search = Command::new(kf)
-        .args(["search", "--task", "gemm", "--size", "M=96,N=64,K=80"])
-        .args([
+    search_on(
+        &[
+            "--task",
+            "gemm",
+            "--size",
+            "M=96,N=64,K=80",
             "--evaluations",
             "10",
             "--tune-budget",
@@ -322,19 +363,16 @@ fn a_distributed_search_runs_on_kf_workers() {
             "--time",
             "240",
             "--no-progress",
-        ])
-        // Two islands (and the shipped emitters) share the one distributed evaluator.
-        .args(["--distributed", "--in-flight", "4", "--islands", "2"])
-        .args(&server_args)
-        .arg("--out")
-        .arg(out.path().join("search"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&search.stdout);
-    let stderr = String::from_utf8_lossy(&search.stderr);
-    assert!(
-        search.status.success(),
-        "kf search failed:\n{stdout}\n{stderr}"
+            // Two islands (and the shipped emitters) share the one distributed evaluator.
+            "--distributed",
+            "--in-flight",
+            "4",
+            "--islands",
+            "2",
+        ],
+        &server_args,
+        out.path(),
+        &[],
     );
     let report: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(out.path().join("search/report.json")).unwrap(),
@@ -417,15 +455,13 @@ fn a_distributed_search_runs_on_kf_workers() {
         .stderr(std::fs::File::create(&rogue_log).unwrap())
         .spawn()
         .unwrap()]);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while db.count("SELECT count(*) FROM kf_refusals") == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no refusal recorded; the rogue search said: {}",
-            std::fs::read_to_string(&rogue_log).unwrap_or_default()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    wait_until(
+        60,
+        200,
+        "no refusal recorded; the rogue search said",
+        &rogue_log,
+        || db.count("SELECT count(*) FROM kf_refusals") > 0,
+    );
     assert_eq!(
         db.count("SELECT count(*) FROM kf_results"),
         results_before,
@@ -464,15 +500,15 @@ fn a_distributed_search_runs_on_kf_workers() {
 #[test]
 fn host_file_probes_reach_no_database_row() {
     let Some(Cluster {
-        servers,
-        nats,
+        servers: _servers,
+        nats: _nats,
         db,
         out,
+        args,
     }) = cluster("host_file_probes_reach_no_database_row", "facade_probes")
     else {
         return;
     };
-    let args = server_args(&servers, &nats, &db);
     let file_secret = ["PLANTED", "CLUSTER", "FILE"].join("_");
     let env_secret = ["planted", "cluster", "token", "1701"].join("-");
     let vault = out.path().join("vault");
@@ -503,25 +539,35 @@ fn host_file_probes_reach_no_database_row() {
         .spawn()
         .unwrap();
     let workers = Workers(vec![worker]);
-    let search = Command::new(env!("CARGO_BIN_EXE_kf"))
-        .args(["search", "--task", "gemm", "--size", "M=64,N=64,K=64"])
-        // The probe is the sixth seed (after the baseline and four templates).
-        .args(["--evaluations", "6", "--tune-budget", "1", "--time", "240"])
-        .args(["--no-progress", "--distributed", "--kernel"])
-        .arg(out.path().join("probe.toml"))
-        .args(&args)
-        .arg("--out")
-        .arg(out.path().join("search"))
-        .env("KF_PLANTED_CLUSTER_TOKEN", &env_secret)
-        .output()
-        .unwrap();
+    let probe = out.path().join("probe.toml");
+    let search = search_on(
+        &[
+            "--task",
+            "gemm",
+            "--size",
+            "M=64,N=64,K=64",
+            // The probe is the sixth seed (after the baseline and four templates).
+            "--evaluations",
+            "6",
+            "--tune-budget",
+            "1",
+            "--time",
+            "240",
+            "--no-progress",
+            "--distributed",
+            "--kernel",
+            probe.to_str().unwrap(),
+        ],
+        &args,
+        out.path(),
+        &[("KF_PLANTED_CLUSTER_TOKEN", env_secret.as_str())],
+    );
     drop(workers);
     let said = format!(
         "{}\n{}",
         String::from_utf8_lossy(&search.stdout),
         String::from_utf8_lossy(&search.stderr)
     );
-    assert!(search.status.success(), "kf search failed:\n{said}");
     assert!(
         db.count(
             "SELECT count(*) FROM kf_results WHERE status = 'compile_error' \
@@ -626,10 +672,11 @@ fn search_outcome(out: &std::path::Path) -> (Vec<String>, Vec<String>) {
 #[test]
 fn a_task_file_search_on_workers_gives_the_in_process_archive() {
     let Some(Cluster {
-        servers,
-        nats,
         db,
         out,
+        args: server_args,
+        servers: _servers,
+        nats: _nats,
     }) = cluster(
         "a_task_file_search_on_workers_gives_the_in_process_archive",
         "facade_task_file",
@@ -642,7 +689,6 @@ fn a_task_file_search_on_workers_gives_the_in_process_archive() {
     }
     let kf = env!("CARGO_BIN_EXE_kf");
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/examples/scaled_swish");
-    let server_args = server_args(&servers, &nats, &db);
     // Shipped tasks go into a folder of the test's own.
     let worker_args = |name: &str| {
         (
@@ -738,15 +784,13 @@ fn a_task_file_search_on_workers_gives_the_in_process_archive() {
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap());
     let mut altered_search = Workers(vec![altered_search.spawn().unwrap()]);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while db.count("SELECT count(*) FROM kf_profiles") < 2 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the second search recorded no profile: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    wait_until(
+        60,
+        100,
+        "the second search recorded no profile",
+        &log,
+        || db.count("SELECT count(*) FROM kf_profiles") >= 2,
+    );
     let altered = db.count(&format!(
         "WITH u AS (UPDATE kf_profiles SET profile = jsonb_set(profile, \
          '{{task_file,files,scaled_swish_ref.py,text}}', \
@@ -759,15 +803,13 @@ fn a_task_file_search_on_workers_gives_the_in_process_archive() {
     let fresh: Vec<(&str, Vec<String>)> =
         fresh.iter().map(|(n, a)| (n.as_str(), a.clone())).collect();
     let workers = start_workers_with(&fresh, &server_args, out.path());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while db.count("SELECT count(*) FROM kf_refusals") == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no refusal recorded; the search said: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    wait_until(
+        120,
+        200,
+        "no refusal recorded; the search said",
+        &log,
+        || db.count("SELECT count(*) FROM kf_refusals") > 0,
+    );
     let reasons = db.rows("SELECT reason FROM kf_refusals");
     assert!(
         reasons

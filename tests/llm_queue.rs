@@ -6,6 +6,8 @@
 //! without the distribution servers (unless `KF_REQUIRE_DIST=1`) or the LLM server (unless
 //! `KF_REQUIRE_LLM=1`).
 
+#[path = "common/cluster.rs"]
+mod cluster;
 #[path = "../kf-dist/tests/common/mod.rs"]
 mod common;
 
@@ -30,16 +32,7 @@ fn two_searches_share_an_llm_answer_worker_and_its_budget() {
     let nats = common::Nats::start(&servers);
     let db = common::TestDb::create(&servers.database_url, "facade_llm_queue");
     let out = tempfile::tempdir().unwrap();
-    let mut args = vec![
-        "--nats".to_string(),
-        nats.url(),
-        "--db".into(),
-        db.url.clone(),
-    ];
-    match &servers.secrets {
-        Some(dir) => args.extend(["--secrets".to_string(), dir.display().to_string()]),
-        None => args.push("--insecure".into()),
-    }
+    let args = cluster::server_args(&servers, &nats, &db);
     let log = out.path().join("answerer.log");
     let mut worker = Command::new(env!("CARGO_BIN_EXE_kf"))
         .args(["worker", "--role", "answer", "--endpoint", "local-llm"])
