@@ -18,12 +18,51 @@ use std::time::Instant;
 
 use kernelfoundry::opencl::testing::backend_or_skip;
 
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+mod common;
+use common::text;
+
+/// `kf export --run RUNS FORMAT TO` (`--rust` or `--python` as `format`); fails the test unless
+/// it succeeds.
+fn export(runs: &Path, format: &str, to: &Path) {
+    let o = Command::new(env!("CARGO_BIN_EXE_kf"))
+        .args(["export", "--run"])
+        .arg(runs)
+        .arg(format)
+        .arg(to)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "kf export {format}: {}", text(&o));
+}
+
+/// [`test_generated_crate`], its output printed: it passes, and says each of `expected`
+/// (test names and result lines). The output, for more checks.
+fn generated_crate_passes(
+    krate: &Path,
+    envs: &[(&str, &std::ffi::OsStr)],
+    expected: &[&str],
+) -> String {
+    let o = test_generated_crate(krate, envs);
+    let out = text(&o);
+    println!("{out}");
+    assert!(
+        o.status.success(),
+        "cargo test of the generated crate: {out}"
+    );
+    for name in expected {
+        assert!(out.contains(name), "missing `{name}`: {out}");
+    }
+    out
+}
+
+/// [`pytest_module`], its output printed: it passes with `passed` (`7 passed`) and skips
+/// nothing.
+fn module_passes(python: &Path, module: &Path, envs: &[(&str, &std::ffi::OsStr)], passed: &str) {
+    let o = pytest_module(python, module, envs);
+    let out = text(&o);
+    println!("{out}");
+    assert!(o.status.success(), "pytest of the Python module: {out}");
+    assert!(out.contains(passed), "{out}");
+    assert!(!out.contains("skipped"), "{out}");
 }
 
 /// pytest in the generated Python module `module`, on the OpenCL runtime the Rust backend
@@ -95,17 +134,29 @@ fn assert_self_contained(krate: &Path) {
     assert!(!krate.join("Cargo.lock").exists());
 }
 
-/// One `kf search` at 64³ and 256³ into `out` (a folder of runs by size, `sizes.json`).
-fn search_two_sizes(out: &Path) {
+/// One short `kf search` of the task `task` names (`--task NAME`, `--task-file PATH`) at both
+/// of `sizes` into `out` (a folder of runs by size); fails the test unless it succeeds.
+fn search_at(task: [&std::ffi::OsStr; 2], sizes: [&str; 2], out: &Path) -> Output {
     let o = Command::new(env!("CARGO_BIN_EXE_kf"))
-        .args(["search", "--task", "gemm"])
-        .args(["--size", "M=64,N=64,K=64", "--size", "M=256,N=256,K=256"])
+        .arg("search")
+        .args(task)
+        .args(["--size", sizes[0], "--size", sizes[1]])
         .args(["--evaluations", "4", "--no-progress", "--no-reference"])
         .args(["--final-rounds", "0", "--out"])
         .arg(out)
         .output()
         .unwrap();
-    assert!(o.status.success(), "kf search at two sizes: {}", text(&o));
+    assert!(o.status.success(), "kf search {task:?}: {}", text(&o));
+    o
+}
+
+/// One `kf search` at 64³ and 256³ into `out` (a folder of runs by size, `sizes.json`).
+fn search_two_sizes(out: &Path) {
+    let o = search_at(
+        ["--task".as_ref(), "gemm".as_ref()],
+        ["M=64,N=64,K=64", "M=256,N=256,K=256"],
+        out,
+    );
     let index = std::fs::read_to_string(out.join("sizes.json")).unwrap();
     for sizes in ["M=64,N=64,K=64", "M=256,N=256,K=256"] {
         assert!(index.contains(sizes), "{index}");
@@ -360,14 +411,7 @@ fn exported_gemm_runs_build_and_dispatch_by_size() {
     let searched = started.elapsed();
 
     let krate = tmp.path().join("kernels");
-    let o = Command::new(env!("CARGO_BIN_EXE_kf"))
-        .args(["export", "--run"])
-        .arg(&runs)
-        .arg("--rust")
-        .arg(&krate)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "kf export: {}", text(&o));
+    export(&runs, "--rust", &krate);
     let lib = std::fs::read_to_string(krate.join("src/lib.rs")).unwrap();
     assert!(lib.contains(
         "pub fn gemm(device: &Device, m: i64, n: i64, k: i64, a: &[f32], b: &[f32], c: &mut [f32])"
@@ -382,29 +426,21 @@ fn exported_gemm_runs_build_and_dispatch_by_size() {
     let facts = tmp.path().join("facts.txt");
 
     let built = Instant::now();
-    let o = test_generated_crate(
+    let out = generated_crate_passes(
         &krate,
         &[
             ("KF_EXPORT_CHOICES", choices.as_os_str()),
             ("KF_EXPORT_FACTS", facts.as_os_str()),
         ],
-    );
-    let out = text(&o);
-    println!("{out}");
-    assert!(
-        o.status.success(),
-        "cargo test of the generated crate: {out}"
+        &[
+            "gemm::every_configuration_matches_the_reference_at_a_small_size",
+            "gemm::the_dispatched_call_matches_the_reference",
+            "the_dispatch_picks_own_nearer_and_valid_configurations",
+            "test result: ok. 2 passed",
+            "test result: ok. 1 passed",
+        ],
     );
     let crate_tested = built.elapsed();
-    for name in [
-        "gemm::every_configuration_matches_the_reference_at_a_small_size",
-        "gemm::the_dispatched_call_matches_the_reference",
-        "the_dispatch_picks_own_nearer_and_valid_configurations",
-        "test result: ok. 2 passed",
-        "test result: ok. 1 passed",
-    ] {
-        assert!(out.contains(name), "missing `{name}`: {out}");
-    }
     assert!(!out.contains("SKIPPED"), "{out}");
     println!(
         "searches {:.1} s, export + cargo test of the crate {:.1} s",
@@ -418,14 +454,7 @@ fn exported_gemm_runs_build_and_dispatch_by_size() {
         return;
     };
     let module = tmp.path().join("py");
-    let o = Command::new(env!("CARGO_BIN_EXE_kf"))
-        .args(["export", "--run"])
-        .arg(&runs)
-        .arg("--python")
-        .arg(&module)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "kf export --python: {}", text(&o));
+    export(&runs, "--python", &module);
     let source = std::fs::read_to_string(module.join("kf_kernels.py")).unwrap();
     assert!(
         source.contains("def gemm(m, n, k, a, b, *, kernels=None):"),
@@ -434,20 +463,16 @@ fn exported_gemm_runs_build_and_dispatch_by_size() {
     assert!(source.contains("Which configuration serves which region"));
     std::fs::write(module.join("test_dispatch.py"), PY_DISPATCH_TEST).unwrap();
     let pytested = Instant::now();
-    let o = pytest_module(
+    // Every configuration, the dispatched call and the wrong length, plus this file's three.
+    module_passes(
         &python,
         &module,
         &[
             ("KF_EXPORT_CHOICES", choices.as_os_str()),
             ("KF_EXPORT_FACTS", facts.as_os_str()),
         ],
+        "7 passed",
     );
-    let out = text(&o);
-    println!("{out}");
-    assert!(o.status.success(), "pytest of the Python module: {out}");
-    // Every configuration, the dispatched call and the wrong length, plus this file's three.
-    assert!(out.contains("7 passed"), "{out}");
-    assert!(!out.contains("skipped"), "{out}");
     println!(
         "kf export --python + pytest {:.1} s",
         pytested.elapsed().as_secs_f64()
@@ -536,16 +561,11 @@ fn exported_task_file_runs_build_check_the_stored_reference_and_dispatch_by_size
     let tmp = tempfile::tempdir().unwrap();
     let runs = tmp.path().join("runs");
     let task = workspace.join("tasks/examples/scaled_swish/scaled_swish.toml");
-    let o = Command::new(env!("CARGO_BIN_EXE_kf"))
-        .args(["search", "--task-file"])
-        .arg(&task)
-        .args(["--size", "ROWS=64,COLS=64", "--size", "ROWS=256,COLS=256"])
-        .args(["--evaluations", "4", "--no-progress", "--no-reference"])
-        .args(["--final-rounds", "0", "--out"])
-        .arg(&runs)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "kf search --task-file: {}", text(&o));
+    search_at(
+        ["--task-file".as_ref(), task.as_os_str()],
+        ["ROWS=64,COLS=64", "ROWS=256,COLS=256"],
+        &runs,
+    );
     for sizes in ["ROWS=64,COLS=64", "ROWS=256,COLS=256"] {
         // The run keeps a copy of its task file and the reference script it names.
         let copy = runs.join(sizes).join("task");
@@ -555,14 +575,7 @@ fn exported_task_file_runs_build_check_the_stored_reference_and_dispatch_by_size
 
     let exported = Instant::now();
     let krate = tmp.path().join("kernels");
-    let o = Command::new(env!("CARGO_BIN_EXE_kf"))
-        .args(["export", "--run"])
-        .arg(&runs)
-        .arg("--rust")
-        .arg(&krate)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "kf export: {}", text(&o));
+    export(&runs, "--rust", &krate);
     let lib = std::fs::read_to_string(krate.join("src/lib.rs")).unwrap();
     assert!(lib.contains("pub fn scaled_swish(device: &Device, rows: i64, cols: i64, alpha: f32, x: &[f32], bias: &[f32], y: &mut [f32])"), "{lib}");
     let index = std::fs::read_to_string(krate.join("reference/scaled_swish/index.json")).unwrap();
@@ -573,24 +586,19 @@ fn exported_task_file_runs_build_check_the_stored_reference_and_dispatch_by_size
 
     let choices = tmp.path().join("choices.txt");
     let built = Instant::now();
-    let o = test_generated_crate(&krate, &[("KF_EXPORT_CHOICES", choices.as_os_str())]);
-    let out = text(&o);
-    println!("{out}");
-    assert!(
-        o.status.success(),
-        "cargo test of the generated crate: {out}"
+    let out = generated_crate_passes(
+        &krate,
+        &[("KF_EXPORT_CHOICES", choices.as_os_str())],
+        &[
+            "scaled_swish::every_configuration_matches_the_reference_at_a_small_size ... ",
+            "scaled_swish::the_dispatched_call_matches_the_reference ... ",
+            "each_size_gets_its_own_configuration_and_the_scalar_is_passed",
+            "case 0 (ROWS=32,COLS=17)",
+            "matches the reference at case",
+            "test result: ok. 2 passed",
+            "test result: ok. 1 passed",
+        ],
     );
-    for name in [
-        "scaled_swish::every_configuration_matches_the_reference_at_a_small_size ... ",
-        "scaled_swish::the_dispatched_call_matches_the_reference ... ",
-        "each_size_gets_its_own_configuration_and_the_scalar_is_passed",
-        "case 0 (ROWS=32,COLS=17)",
-        "matches the reference at case",
-        "test result: ok. 2 passed",
-        "test result: ok. 1 passed",
-    ] {
-        assert!(out.contains(name), "missing `{name}`: {out}");
-    }
     assert!(
         !out.contains("SKIPPED") && !out.contains("no stored case"),
         "{out}"
@@ -602,14 +610,7 @@ fn exported_task_file_runs_build_check_the_stored_reference_and_dispatch_by_size
     };
     let pytested = Instant::now();
     let module = tmp.path().join("py");
-    let o = Command::new(env!("CARGO_BIN_EXE_kf"))
-        .args(["export", "--run"])
-        .arg(&runs)
-        .arg("--python")
-        .arg(&module)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "kf export --python: {}", text(&o));
+    export(&runs, "--python", &module);
     let source = std::fs::read_to_string(module.join("kf_kernels.py")).unwrap();
     assert!(
         source.contains("def scaled_swish(rows, cols, alpha, x, bias, *, kernels=None):"),
@@ -617,17 +618,13 @@ fn exported_task_file_runs_build_check_the_stored_reference_and_dispatch_by_size
     );
     assert!(module.join("reference/scaled_swish/index.json").is_file());
     std::fs::write(module.join("test_dispatch.py"), SWISH_PY_TEST).unwrap();
-    let o = pytest_module(
+    // Each configuration, the dispatched call, the wrong length, and this file's test.
+    module_passes(
         &python,
         &module,
         &[("KF_EXPORT_CHOICES", choices.as_os_str())],
+        "5 passed",
     );
-    let out = text(&o);
-    println!("{out}");
-    assert!(o.status.success(), "pytest of the Python module: {out}");
-    // Each configuration, the dispatched call, the wrong length, and this file's test.
-    assert!(out.contains("5 passed"), "{out}");
-    assert!(!out.contains("skipped"), "{out}");
     println!(
         "search {:.1} s, export {:.1} s, cargo test of the crate {:.1} s, Python export + pytest {:.1} s",
         searched.as_secs_f64(),
