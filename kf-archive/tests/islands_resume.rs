@@ -3,8 +3,10 @@
 //! the same centroids (kept in the run directory), islands, migrations and reseeds.
 
 use std::path::Path;
-use std::process::Command;
 
+mod common;
+
+use common::{quiet, run_child_until_killed, sigkill_at};
 use kf_archive::{
     CvtArchive, CvtConfig, FeatureSpace, IslandArchive, IslandConfig, RunDir, RunMeta,
 };
@@ -74,10 +76,6 @@ fn run(
     (result.archive, result.summary)
 }
 
-fn quiet(_: &EvaluationReport<'_>) -> Result<(), BoxError> {
-    Ok(())
-}
-
 /// Run by the test below in a child process: the search in `KF_TEST_ISLANDS_DIR`, killed
 /// with SIGKILL mid-run.
 #[test]
@@ -88,33 +86,18 @@ fn islands_run_killed_in_child() {
     };
     let path = Path::new(&dir);
     let run_dir = RunDir::open(path, meta()).unwrap();
-    run(Some((path, run_dir)), |r| {
-        if r.evaluations >= KILL_AT {
-            // SAFETY: kill(2) on our own pid; no memory is touched.
-            unsafe {
-                libc::kill(libc::getpid(), libc::SIGKILL);
-            }
-        }
-        Ok(())
-    });
+    run(Some((path, run_dir)), sigkill_at(KILL_AT));
     unreachable!("the run was to be killed after {KILL_AT} evaluations");
 }
 
 #[test]
 fn an_island_run_killed_with_sigkill_resumes_to_the_uninterrupted_result() {
-    use std::os::unix::process::ExitStatusExt;
     let tmp = tempfile::tempdir().unwrap();
-    let status = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            "islands_run_killed_in_child",
-            "--nocapture",
-        ])
-        .env("KF_TEST_ISLANDS_DIR", tmp.path())
-        .status()
-        .unwrap();
-    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+    run_child_until_killed(
+        "islands_run_killed_in_child",
+        "KF_TEST_ISLANDS_DIR",
+        tmp.path(),
+    );
     assert!(tmp.path().join(kf_archive::CENTROIDS_FILE).exists());
 
     let killed_at = {

@@ -50,6 +50,13 @@ fn run(dir: Option<RunDir>, evaluations: u64) -> EliteArchive {
     engine.run_blocking().unwrap().archive
 }
 
+/// Runs `evaluations` evaluations checkpointed into a run directory opened in `dir` with
+/// [`options`]`(every)`.
+fn checkpointed_run(dir: &Path, every: u64, evaluations: u64) -> EliteArchive {
+    let run_dir = RunDir::open_with(dir, meta(), options(every)).unwrap();
+    run(Some(run_dir), evaluations)
+}
+
 fn options(every: u64) -> RunDirOptions {
     RunDirOptions {
         snapshot_every: every,
@@ -64,10 +71,7 @@ fn log_path(dir: &Path) -> std::path::PathBuf {
 #[test]
 fn logs_snapshots_and_restores() {
     let tmp = tempfile::tempdir().unwrap();
-    let live = run(
-        Some(RunDir::open_with(tmp.path(), meta(), options(25)).unwrap()),
-        120,
-    );
+    let live = checkpointed_run(tmp.path(), 25, 120);
     assert_eq!(live, run(None, 120), "checkpointing changes nothing");
     let dir = RunDir::open(tmp.path(), meta()).unwrap();
     assert_eq!(dir.len(), 120);
@@ -143,10 +147,7 @@ impl Checkpoint<EliteArchive> for Recorder {
 #[test]
 fn a_torn_last_line_is_dropped_and_truncated() {
     let tmp = tempfile::tempdir().unwrap();
-    let live = run(
-        Some(RunDir::open_with(tmp.path(), meta(), options(0)).unwrap()),
-        60,
-    );
+    let live = checkpointed_run(tmp.path(), 0, 60);
     let path = log_path(tmp.path());
     let good = fs::read(&path).unwrap();
     let lines = good.iter().filter(|&&b| b == b'\n').count();
@@ -525,10 +526,7 @@ fn a_full_disk_fails_the_run_cleanly_and_keeps_the_last_good_state() {
 #[test]
 fn read_run_reads_a_locked_directory_without_changing_it() {
     let tmp = tempfile::tempdir().unwrap();
-    run(
-        Some(RunDir::open_with(tmp.path(), meta(), options(25)).unwrap()),
-        40,
-    );
+    checkpointed_run(tmp.path(), 25, 40);
     // A writer holds the lock; the reader neither needs nor takes it.
     let held = RunDir::open(tmp.path(), meta()).unwrap();
     let read = kf_archive::read_run(tmp.path()).unwrap();

@@ -2,8 +2,10 @@
 //! exactly the archive and scheduler state of an uninterrupted run.
 
 use std::path::Path;
-use std::process::Command;
 
+mod common;
+
+use common::{quiet, run_child_until_killed, sigkill_at};
 use kf_archive::{EliteArchive, RunDir, RunMeta};
 use kf_core::emitter::{EmitterStats, Scheduler};
 use kf_core::testing::{
@@ -53,10 +55,6 @@ fn run(
     (result.archive, result.summary, handle.stats())
 }
 
-fn quiet(_: &EvaluationReport<'_>) -> Result<(), BoxError> {
-    Ok(())
-}
-
 /// Run by the test below in a child process: the search in `KF_TEST_SCHEDULED_DIR`, killed
 /// with SIGKILL mid-run.
 #[test]
@@ -66,33 +64,18 @@ fn scheduled_run_killed_in_child() {
         return; // only meaningful as the child of the test below
     };
     let dir = RunDir::open(Path::new(&dir), meta()).unwrap();
-    run(Some(dir), |r| {
-        if r.evaluations >= KILL_AT {
-            // SAFETY: kill(2) on our own pid; no memory is touched.
-            unsafe {
-                libc::kill(libc::getpid(), libc::SIGKILL);
-            }
-        }
-        Ok(())
-    });
+    run(Some(dir), sigkill_at(KILL_AT));
     unreachable!("the run was to be killed after {KILL_AT} evaluations");
 }
 
 #[test]
 fn a_scheduled_run_killed_with_sigkill_resumes_to_the_uninterrupted_result() {
-    use std::os::unix::process::ExitStatusExt;
     let tmp = tempfile::tempdir().unwrap();
-    let status = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            "scheduled_run_killed_in_child",
-            "--nocapture",
-        ])
-        .env("KF_TEST_SCHEDULED_DIR", tmp.path())
-        .status()
-        .unwrap();
-    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+    run_child_until_killed(
+        "scheduled_run_killed_in_child",
+        "KF_TEST_SCHEDULED_DIR",
+        tmp.path(),
+    );
 
     let dir = RunDir::open(tmp.path(), meta()).unwrap();
     let recorded = dir.len();
