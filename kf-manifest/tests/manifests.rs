@@ -40,13 +40,21 @@ fn parse(text: &str) -> Result<Manifest, ManifestError> {
     Manifest::parse(text, "test.toml", None)
 }
 
-#[test]
-fn good_manifest_gives_launch_geometry() {
+/// The `GOOD` manifest with tile size `ts` and work per thread `wpt`: the manifest, its
+/// resolved parameters, and their symbols at [`sizes`] on [`device`] (what constraint and
+/// launch checks read).
+fn good_with(ts: i64, wpt: i64) -> (Manifest, ParamValues, Symbols) {
     let m = parse(GOOD).unwrap();
     let params = m
-        .resolve_params(&ParamValues::new().with("TS", 16i64).with("WPT", 2i64))
+        .resolve_params(&ParamValues::new().with("TS", ts).with("WPT", wpt))
         .unwrap();
     let s = m.symbols(&params, &sizes(), &device());
+    (m, params, s)
+}
+
+#[test]
+fn good_manifest_gives_launch_geometry() {
+    let (m, params, s) = good_with(16, 2);
     m.check_constraints(&params, &s).unwrap();
     let r = m.launch_range(&s).unwrap();
     assert_eq!(r.global, vec![256, 96]);
@@ -73,11 +81,7 @@ fn defaults_fill_missing_params_and_undeclared_or_disallowed_are_errors() {
 
 #[test]
 fn constraint_violation_names_the_rule() {
-    let m = parse(GOOD).unwrap();
-    let params = m
-        .resolve_params(&ParamValues::new().with("TS", 32i64).with("WPT", 1i64))
-        .unwrap();
-    let s = m.symbols(&params, &sizes(), &device());
+    let (m, params, s) = good_with(32, 1);
     let e = m.check_constraints(&params, &s).unwrap_err();
     assert!(
         matches!(&e, ManifestError::ConstraintViolated { rule, .. } if rule.contains("max_work_group_size")),
