@@ -3,7 +3,8 @@
 //! readable, a close that cannot write leaves every entry in place, and gzip caches stay gzip.
 //! (`tests/tune_cache_durability.rs` at the workspace root kills real `kf tune` runs.)
 
-use std::path::Path;
+use std::ops::RangeInclusive;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -24,6 +25,17 @@ fn header() -> KtCache {
 
 fn cfg(a: i64) -> ParamValues {
     ParamValues::new().with("A", a)
+}
+
+/// A writer of a new cache `c.json` in `dir` that has appended the configurations `A = a` for
+/// each `a` of `entries`, each timed at `a` seconds; with the cache's path.
+fn writer_with(dir: &Path, entries: RangeInclusive<i64>) -> (PathBuf, KtWriter) {
+    let path = dir.join("c.json");
+    let (mut w, _) = KtWriter::open(&path, &header()).unwrap();
+    for a in entries {
+        w.append(&cfg(a), &Outcome::Time(a as f64)).unwrap();
+    }
+    (path, w)
 }
 
 fn keys(path: &Path) -> Vec<String> {
@@ -89,9 +101,7 @@ fn a_second_writer_waits_for_the_first_and_keeps_its_entries() {
 #[test]
 fn a_dropped_writer_releases_the_lock() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("c.json");
-    let (mut w, _) = KtWriter::open(&path, &header()).unwrap();
-    w.append(&cfg(5), &Outcome::Time(5.0)).unwrap();
+    let (path, w) = writer_with(dir.path(), 5..=5);
     drop(w); // as a killed process: the file stays open, the lock goes with the handle
     let (w, existing) = KtWriter::try_open(&path, &header()).unwrap();
     assert_eq!(existing.entries.len(), 1);
@@ -101,11 +111,7 @@ fn a_dropped_writer_releases_the_lock() {
 #[test]
 fn a_crash_between_write_and_rename_leaves_the_cache_readable() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("c.json");
-    let (mut w, _) = KtWriter::open(&path, &header()).unwrap();
-    for a in 1..=3 {
-        w.append(&cfg(a), &Outcome::Time(a as f64)).unwrap();
-    }
+    let (path, w) = writer_with(dir.path(), 1..=3);
     drop(w);
     // What a process killed while writing its closed form leaves: a torn temporary file, and
     // (from `KtCache::write`) another one with its process's name.
@@ -129,10 +135,7 @@ fn a_crash_between_write_and_rename_leaves_the_cache_readable() {
 #[test]
 fn a_close_that_cannot_write_leaves_every_entry() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("c.json");
-    let (mut w, _) = KtWriter::open(&path, &header()).unwrap();
-    w.append(&cfg(1), &Outcome::Time(1.0)).unwrap();
-    w.append(&cfg(2), &Outcome::Time(2.0)).unwrap();
+    let (path, w) = writer_with(dir.path(), 1..=2);
     // The temporary file cannot be created (as on a full disk): close fails, and the cache is
     // still the open file with both entries.
     std::fs::create_dir(dir.path().join("c.json.tmp")).unwrap();
