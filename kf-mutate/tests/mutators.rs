@@ -83,6 +83,14 @@ fn hamming(a: &ParamValues, b: &ParamValues) -> usize {
     a.iter().filter(|(k, v)| b.get(k) != Some(*v)).count()
 }
 
+/// The children's parameters are exactly `expected` (in any order).
+#[track_caller]
+fn assert_moves(m: &Mutation, expected: &[&str]) {
+    let moves: BTreeSet<String> = m.children.iter().map(|c| c.params.to_string()).collect();
+    let expected: BTreeSet<String> = expected.iter().map(|e| (*e).to_owned()).collect();
+    assert_eq!(moves, expected);
+}
+
 fn assert_feasible(child: &Offspring, task: &Task, device: Option<&DeviceFacts>) {
     let manifest = Manifest::from_kernel(&child.source).expect("child manifest parses");
     let space = Feasibility::new(&manifest, &task.sizes, device);
@@ -150,12 +158,7 @@ fn param_mutator_moves_to_adjacent_values_only() {
         max_changes: 1,
     });
     let m = block_on(mutator.mutate(&parent, &ctx(3, gemm_task(256, 256, 256), None))).unwrap();
-    let moves: BTreeSet<String> = m.children.iter().map(|c| c.params.to_string()).collect();
-    let expected: BTreeSet<String> = ["TS=8 WPT=1", "TS=32 WPT=1", "TS=16 WPT=2"]
-        .into_iter()
-        .map(String::from)
-        .collect();
-    assert_eq!(moves, expected);
+    assert_moves(&m, &["TS=8 WPT=1", "TS=32 WPT=1", "TS=16 WPT=2"]);
 }
 
 #[test]
@@ -564,12 +567,10 @@ fn param_children_move_one_parameter_from_the_measured_values() {
             child.params
         );
     }
-    let moves: BTreeSet<String> = m.children.iter().map(|c| c.params.to_string()).collect();
-    let expected: BTreeSet<String> = ["TS=16 WPT=4", "TS=64 WPT=4", "TS=32 WPT=2", "TS=32 WPT=8"]
-        .into_iter()
-        .map(String::from)
-        .collect();
-    assert_eq!(moves, expected);
+    assert_moves(
+        &m,
+        &["TS=16 WPT=4", "TS=64 WPT=4", "TS=32 WPT=2", "TS=32 WPT=8"],
+    );
 }
 
 #[test]
