@@ -85,14 +85,8 @@ where
     // The shipped evaluator's workers re-time the best kernels after the run.
     let workers = B::workers_after_run(&evaluator);
     let space = classifier.space().clone();
-    // The shipped continuous descriptors when the archive asks for them (a CVT search whose
-    // classifier gives none of its own); registers where the backend reports them.
     let registers = backend.reports_registers();
-    let classifier = WithFacts::new(
-        classifier,
-        archive_factory.continuous_descriptors(),
-        registers,
-    );
+    let classifier = with_shipped_facts(classifier, &archive_factory, registers);
     let identity = RunIdentity {
         config: &config,
         sizes: &sizes,
@@ -145,6 +139,21 @@ where
         stepper: engine.start()?,
         context,
     })
+}
+
+/// `classifier` with the shipped continuous descriptors when the archive asks for them (a CVT
+/// search whose classifier gives none of its own), and the register feature where the backend
+/// reports registers.
+fn with_shipped_facts<K: BehaviorClassifier>(
+    classifier: K,
+    archive_factory: &impl ArchiveFactory,
+    registers: bool,
+) -> WithFacts<K> {
+    WithFacts::new(
+        classifier,
+        archive_factory.continuous_descriptors(),
+        registers,
+    )
 }
 
 /// The run's limits: evaluations, wall-clock time and device evaluations, all stopping the run
