@@ -10,13 +10,14 @@
 //! Skips (printing `SKIPPED: …`) without an OpenCL runtime unless `KF_REQUIRE_OPENCL=1`.
 
 use std::path::Path;
-use std::time::Duration;
 
 use kf_core::{BoxError, EvaluationReport, Observe, ObserverMode, StopHandle, StopReason};
 use kf_eval::tasks::parse_sizes;
-use kf_eval::WorkerCommand;
 use kf_search::report::names;
-use kf_search::{Search, SearchConfig, SearchOutcome};
+use kf_search::{Search, SearchOutcome};
+
+mod common;
+use common::{run_folder_or_skip, short_search};
 
 kf_eval::worker_test_entry!(|spec: &kf_eval::BackendSpec| {
     kf_eval::BackendFactory::open(&kf_search::backends::OpenClFactory, spec)
@@ -39,18 +40,11 @@ impl Observe for StopAfter {
 }
 
 fn search(out: &Path, stop: Option<StopHandle>) -> SearchOutcome {
-    let mut config = SearchConfig::new("softmax", parse_sizes("ROWS=64,COLS=256").unwrap());
-    config.evaluations = 8;
-    config.tune_budget = 1;
-    config.wall = Some(Duration::from_secs(300));
-    config.out = out.to_path_buf();
+    let sizes = parse_sizes("ROWS=64,COLS=256").unwrap();
+    let mut config = short_search("softmax", sizes, out, 8);
     config.reference = false;
     config.final_rounds = 0;
     config.in_flight = 1;
-    config.worker = Some(WorkerCommand::test_harness().unwrap());
-    config.eval.timing.min_trials = 3;
-    config.eval.timing.min_seconds = 0.002;
-    config.eval.timing.max_seconds = 0.1;
     let mut builder = Search::builder().config(config);
     if let Some(stop) = stop {
         builder = builder
@@ -68,11 +62,9 @@ fn search(out: &Path, stop: Option<StopHandle>) -> SearchOutcome {
 
 #[test]
 fn a_stopped_search_resumes_and_reports_without_the_presentation_features() {
-    if kf_backend_opencl::testing::backend_or_skip().is_none() {
+    let Some((_tmp, out)) = run_folder_or_skip("softmax") else {
         return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("softmax");
+    };
 
     let stopped = search(&out, Some(StopHandle::new()));
     assert_eq!(stopped.summary.stop_reason, StopReason::Stopped);

@@ -12,14 +12,15 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use kf_core::{Language, Status};
 use kf_eval::tasks::{builtin_task, parse_sizes};
-use kf_eval::WorkerCommand;
 use kf_prompt::testing::{ChatServer, SeenRequest};
-use kf_prompt::{LlmMutator, OpenAiClient, OpenAiConfig};
-use kf_search::{seeds_for, Search, SearchConfig};
+use kf_prompt::{LlmMutator, LlmMutatorBuilder, OpenAiClient, OpenAiConfig};
+use kf_search::{seeds_for, Search};
+
+mod common;
+use common::{run_folder_or_skip, short_search};
 
 kf_eval::worker_test_entry!(|spec: &kf_eval::BackendSpec| {
     kf_eval::BackendFactory::open(&kf_search::backends::OpenClFactory, spec)
@@ -63,18 +64,10 @@ fn search(out: &Path, llm: LlmMutator) -> PathBuf {
     let sizes = parse_sizes("M=64,N=64,K=64").unwrap();
     let task = builtin_task("gemm", &sizes).unwrap();
     let seeds = seeds_for(task.as_ref(), Language::OpenCl, Vec::new());
-    let mut config = SearchConfig::new("gemm", task.sizes());
-    config.evaluations = 6;
-    config.tune_budget = 1;
-    config.wall = Some(Duration::from_secs(300));
-    config.out = out.to_path_buf();
+    let mut config = short_search("gemm", task.sizes(), out, 6);
     config.progress = false;
     config.in_flight = 1;
     config.seed = 7;
-    config.worker = Some(WorkerCommand::test_harness().unwrap());
-    config.eval.timing.min_trials = 3;
-    config.eval.timing.min_seconds = 0.002;
-    config.eval.timing.max_seconds = 0.1;
     Search::builder()
         .config(config)
         .mutator(llm)
@@ -110,15 +103,28 @@ fn check(run: &Path, llm: &LlmMutator, secrets: &[&str]) {
     }
 }
 
+/// Runs the search in `out` with an LLM mutator asking `server`, set up by `records` to record
+/// its exchanges or to replay them, and checks the run ([`check`]).
+fn search_and_check(
+    out: &Path,
+    server: &ChatServer,
+    secrets: &[&str],
+    records: impl FnOnce(LlmMutatorBuilder) -> LlmMutatorBuilder,
+) {
+    let client = OpenAiClient::new(OpenAiConfig::new(server.base_url())).unwrap();
+    let llm = records(LlmMutator::builder(client)).build().unwrap();
+    let run = search(out, llm.clone());
+    check(&run, &llm, secrets);
+}
+
 #[test]
 fn llm_probes_are_refused_and_no_secret_reaches_the_run_or_a_prompt() {
-    if kf_backend_opencl::testing::backend_or_skip().is_none() {
+    let Some((tmp, vault)) = run_folder_or_skip("vault") else {
         return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
+    };
     let file_secret = ["PLANTED", "SEARCH", "FILE"].join("_");
-    let secret = tmp.path().join("vault").join("creds.h");
-    std::fs::create_dir_all(secret.parent().unwrap()).unwrap();
+    let secret = vault.join("creds.h");
+    std::fs::create_dir_all(&vault).unwrap();
     std::fs::write(&secret, format!("#error {file_secret}\n")).unwrap();
     // Secrets of this (the search's) process: a secret-looking variable and a URL password.
     let env_secret = ["planted", "env", "token", "4711"].join("-");
@@ -142,12 +148,9 @@ fn llm_probes_are_refused_and_no_secret_reaches_the_run_or_a_prompt() {
             .expect("the test server");
 
     let recorded = tmp.path().join("recorded");
-    let llm = LlmMutator::builder(OpenAiClient::new(OpenAiConfig::new(server.base_url())).unwrap())
-        .record_in(recorded.join("llm"))
-        .build()
-        .unwrap();
-    let run = search(&recorded, llm.clone());
-    check(&run, &llm, &secrets);
+    search_and_check(&recorded, &server, &secrets, |llm| {
+        llm.record_in(recorded.join("llm"))
+    });
     let requests: Vec<SeenRequest> = server.requests();
     assert!(!requests.is_empty());
     for r in &requests {
@@ -168,11 +171,8 @@ fn llm_probes_are_refused_and_no_secret_reaches_the_run_or_a_prompt() {
     let asked = server.requests().len();
     let replayed = tmp.path().join("replayed");
     std::fs::create_dir_all(&replayed).unwrap();
-    let llm = LlmMutator::builder(OpenAiClient::new(OpenAiConfig::new(server.base_url())).unwrap())
-        .replay_from(recorded.join("llm"))
-        .build()
-        .unwrap();
-    let run = search(&replayed, llm.clone());
-    check(&run, &llm, &secrets);
+    search_and_check(&replayed, &server, &secrets, |llm| {
+        llm.replay_from(recorded.join("llm"))
+    });
     assert_eq!(server.requests().len(), asked, "a replay asked the server");
 }

@@ -8,11 +8,12 @@
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use kf_eval::tasks::parse_sizes;
-use kf_eval::WorkerCommand;
 use kf_search::{FinishedRun, PostRun, Search, SearchConfig, SearchError};
+
+mod common;
+use common::{run_folder_or_skip, short_search};
 
 kf_eval::worker_test_entry!(|spec: &kf_eval::BackendSpec| {
     kf_eval::BackendFactory::open(&kf_search::backends::OpenClFactory, spec)
@@ -63,28 +64,19 @@ impl PostRun for Fails {
 }
 
 fn config(out: &Path) -> SearchConfig {
-    let mut config = SearchConfig::new("softmax", parse_sizes("ROWS=64,COLS=256").unwrap());
-    config.evaluations = 5;
-    config.tune_budget = 1;
-    config.wall = Some(Duration::from_secs(300));
-    config.out = out.to_path_buf();
+    let sizes = parse_sizes("ROWS=64,COLS=256").unwrap();
+    let mut config = short_search("softmax", sizes, out, 5);
     config.reference = false;
     config.final_rounds = 0;
     config.progress = false;
-    config.worker = Some(WorkerCommand::test_harness().unwrap());
-    config.eval.timing.min_trials = 3;
-    config.eval.timing.min_seconds = 0.002;
-    config.eval.timing.max_seconds = 0.1;
     config
 }
 
 #[test]
 fn hooks_of_ones_own_run_after_the_report_with_the_workers_up() {
-    if kf_backend_opencl::testing::backend_or_skip().is_none() {
+    let Some((_tmp, out)) = run_folder_or_skip("softmax") else {
         return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("softmax");
+    };
 
     let seen = Arc::new(Mutex::new(Seen::default()));
     let outcome = Search::builder()
