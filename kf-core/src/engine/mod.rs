@@ -362,7 +362,7 @@ mod tests {
     use crate::candidate::{Offspring, Origin};
     use crate::kernel::{KernelSource, Language, ParamValue, ParamValues};
     use crate::observe::EvaluationReport;
-    use crate::test_support::Barren;
+    use crate::test_support::{synthetic_engine, Barren, SyntheticEngine};
     use crate::testing::{
         synthetic_seed, SyntheticClassifier, SyntheticEvaluator, SyntheticMutator, VecArchive,
     };
@@ -485,40 +485,33 @@ mod tests {
         let told = Arc::new(Mutex::new(Vec::new()));
         let new_bests = Arc::new(Mutex::new(Vec::new()));
         let (all, best_only) = (Arc::clone(&told), Arc::clone(&new_bests));
-        let classifier = SyntheticClassifier::new(4);
-        let archive = VecArchive::new(classifier.space().clone());
-        let result = Engine::new(
-            TwoChildren { better_first },
-            SyntheticEvaluator::new(),
-            classifier,
-            archive,
-        )
-        .seeds(vec![Candidate::seed(synthetic_source(), at([0.625; 3]))])
-        .budget(Budget::evaluations(3))
-        .add_observer(
-            move |r: &EvaluationReport<'_>| -> Result<(), crate::BoxError> {
-                all.lock().unwrap().push(Told {
-                    note: r.candidate.origin.note.clone(),
-                    added: r.outcome.is_some_and(|o| o.is_added()),
-                    new_best: r.new_best,
-                    fitness: r.fitness.map(|f| f.value()),
-                    best: r.metrics.best.map(|b| b.value()),
-                    filled: r.metrics.filled,
-                });
-                Ok(())
-            },
-            ObserverMode::Always,
-        )
-        .add_observer(
-            move |r: &EvaluationReport<'_>| -> Result<(), crate::BoxError> {
-                let note = r.candidate.origin.note.clone();
-                best_only.lock().unwrap().push(note);
-                Ok(())
-            },
-            ObserverMode::NewBest,
-        )
-        .run_blocking()
-        .unwrap();
+        let seed = Candidate::seed(synthetic_source(), at([0.625; 3]));
+        let result = synthetic_engine(TwoChildren { better_first }, seed)
+            .budget(Budget::evaluations(3))
+            .add_observer(
+                move |r: &EvaluationReport<'_>| -> Result<(), crate::BoxError> {
+                    all.lock().unwrap().push(Told {
+                        note: r.candidate.origin.note.clone(),
+                        added: r.outcome.is_some_and(|o| o.is_added()),
+                        new_best: r.new_best,
+                        fitness: r.fitness.map(|f| f.value()),
+                        best: r.metrics.best.map(|b| b.value()),
+                        filled: r.metrics.filled,
+                    });
+                    Ok(())
+                },
+                ObserverMode::Always,
+            )
+            .add_observer(
+                move |r: &EvaluationReport<'_>| -> Result<(), crate::BoxError> {
+                    let note = r.candidate.origin.note.clone();
+                    best_only.lock().unwrap().push(note);
+                    Ok(())
+                },
+                ObserverMode::NewBest,
+            )
+            .run_blocking()
+            .unwrap();
         let told = told.lock().unwrap().clone();
         let new_bests = new_bests.lock().unwrap().clone();
         (told, new_bests, result.summary.history)
@@ -598,12 +591,8 @@ mod tests {
         }
     }
 
-    fn needy_engine(needs: Needs) -> Engine<SyntheticEvaluator, SyntheticClassifier, VecArchive> {
-        let classifier = SyntheticClassifier::new(4);
-        let archive = VecArchive::new(classifier.space().clone());
-        Engine::new(Needy(needs), SyntheticEvaluator::new(), classifier, archive)
-            .seeds(vec![synthetic_seed(3)])
-            .budget(Budget::evaluations(2))
+    fn needy_engine(needs: Needs) -> SyntheticEngine {
+        synthetic_engine(Needy(needs), synthetic_seed(3)).budget(Budget::evaluations(2))
     }
 
     #[test]
@@ -642,20 +631,12 @@ mod tests {
     #[test]
     fn the_whole_budget_is_spent_with_steps_in_flight() {
         for in_flight in [1, 2, 4, 7] {
-            let classifier = SyntheticClassifier::new(4);
-            let archive = VecArchive::new(classifier.space().clone());
-            let result = Engine::new(
-                SyntheticMutator::new(0.1),
-                SyntheticEvaluator::new(),
-                classifier,
-                archive,
-            )
-            .seeds(vec![synthetic_seed(6)])
-            .seed(3)
-            .budget(Budget::evaluations(50))
-            .max_in_flight(in_flight)
-            .run_blocking()
-            .unwrap();
+            let result = synthetic_engine(SyntheticMutator::new(0.1), synthetic_seed(6))
+                .seed(3)
+                .budget(Budget::evaluations(50))
+                .max_in_flight(in_flight)
+                .run_blocking()
+                .unwrap();
             assert_eq!(result.summary.evaluations, 50, "in flight {in_flight}");
             assert_eq!(result.summary.stop_reason, StopReason::Evaluations);
         }

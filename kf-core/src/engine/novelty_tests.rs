@@ -2,7 +2,7 @@
 
 use crate::kernel::{KernelSource, ParamValues};
 use crate::novelty::{Novelty, NoveltyConfig, Signature};
-use crate::test_support::Shared;
+use crate::test_support::{synthetic_engine, Shared};
 
 /// Signature by exact parameter values; shingles are the coordinates rounded to tenths
 /// (so near-duplicates, at threshold 1, are points in the same box of a 10×10×10 grid),
@@ -55,24 +55,14 @@ fn run_repeater(
     filter: Option<NoveltyConfig>,
     recorded: Vec<crate::StepRecord>,
 ) -> (crate::RunSummary, Vec<crate::Elite>, Vec<crate::StepRecord>) {
-    use crate::testing::{
-        synthetic_seed, SyntheticClassifier, SyntheticEvaluator, SyntheticMutator, VecArchive,
-    };
-    use crate::{Archive, BehaviorClassifier};
-    let classifier = SyntheticClassifier::new(4);
-    let archive = VecArchive::new(classifier.space().clone());
+    use crate::testing::{synthetic_seed, SyntheticMutator};
+    use crate::Archive;
     let checkpoint = Shared::holding(recorded);
-    let mut engine = crate::Engine::new(
-        Repeater(SyntheticMutator::new(0.05)),
-        SyntheticEvaluator::new(),
-        classifier,
-        archive,
-    )
-    .seeds(vec![synthetic_seed(3)])
-    .seed(4)
-    .max_in_flight(3)
-    .budget(crate::Budget::evaluations(80))
-    .checkpoint(checkpoint.clone());
+    let mut engine = synthetic_engine(Repeater(SyntheticMutator::new(0.05)), synthetic_seed(3))
+        .seed(4)
+        .max_in_flight(3)
+        .budget(crate::Budget::evaluations(80))
+        .checkpoint(checkpoint.clone());
     if let Some(config) = filter {
         engine = engine.novelty(ByParams, config);
     }

@@ -7,7 +7,7 @@ use std::convert::Infallible;
 use futures::executor::block_on;
 
 use super::*;
-use crate::test_support::Shared;
+use crate::test_support::{synthetic_engine, Shared};
 use crate::testing::{synthetic_seed, SyntheticClassifier, SyntheticEvaluator, VecArchive};
 use crate::{CandidateId, Elite, Evaluation, TimingStats};
 
@@ -16,15 +16,10 @@ type TestStepper = Stepper<SyntheticEvaluator, SyntheticClassifier, VecArchive>;
 /// An engine whose children are copies of their parent (steps of 0): every evaluation lands in
 /// the seed's cell, so each one told challenges the one before.
 fn engine(records: &Shared) -> TestStepper {
-    let classifier = SyntheticClassifier::new(4);
-    let archive = VecArchive::new(classifier.space().clone());
-    Engine::new(
+    synthetic_engine(
         crate::testing::SyntheticMutator::new(0.0),
-        SyntheticEvaluator::new(),
-        classifier,
-        archive,
+        synthetic_seed(6),
     )
-    .seeds(vec![synthetic_seed(6)])
     .seed(3)
     .budget(Budget::evaluations(10))
     .checkpoint(records.clone())

@@ -10,6 +10,7 @@ use crate::candidate::Origin;
 use crate::emitter::Scheduler;
 use crate::error::{BoxError, StepFailure};
 use crate::observe::EvaluationReport;
+use crate::test_support::synthetic_engine;
 use crate::testing::{
     synthetic_emitters, synthetic_seed, SyntheticClassifier, SyntheticEvaluator, SyntheticMutator,
     VecArchive,
@@ -25,10 +26,7 @@ type TestEngine = Engine<SyntheticEvaluator, SyntheticClassifier, VecArchive>;
 
 /// The engine of these tests: the synthetic problem, one seed, `EVALUATIONS` evaluations.
 fn engine(proposer: impl Into<Scheduler>) -> TestEngine {
-    let classifier = SyntheticClassifier::new(4);
-    let archive = VecArchive::new(classifier.space().clone());
-    Engine::new(proposer, SyntheticEvaluator::new(), classifier, archive)
-        .seeds(vec![synthetic_seed(6)])
+    synthetic_engine(proposer, synthetic_seed(6))
         .seed(SEED)
         .budget(Budget::evaluations(EVALUATIONS))
 }
