@@ -77,3 +77,9 @@ pub fn seed(name: &str) -> (kf_manifest::Manifest, KernelSource) {
 pub fn describe<E: BackendError>(e: &E) -> String {
     format!("{e} (kind {:?})", e.kind())
 }
+
+/// Asserts that an evaluation's diagnostics mention `text`, showing them all when they do not.
+#[track_caller]
+pub fn assert_mentions(diagnostics: &str, text: &str) {
+    assert!(diagnostics.contains(text), "{diagnostics}");
+}
