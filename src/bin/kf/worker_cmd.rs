@@ -69,6 +69,28 @@ pub(crate) struct WorkerArgs {
 
 /// `kf worker --role answer`: answers the questions searches ask an endpoint through the
 /// queue, with one LLM gateway (budget, concurrency limit) in front of the model server.
+/// The connection to the servers a worker of either role has: the worker role, with the
+/// acknowledgement wait and the attempts per job the command line gives.
+fn worker_dist_config(args: &WorkerArgs) -> kernelfoundry::dist::DistConfig {
+    args.servers
+        .dist_config(kernelfoundry::dist::Role::Worker)
+        .ack_wait(std::time::Duration::from_secs_f64(args.ack_wait))
+        .max_attempts(args.max_attempts)
+}
+
+/// A signal that Ctrl-C was pressed (the first time): the worker then stops taking jobs and
+/// finishes the ones in hand.
+fn stop_on_ctrl_c() -> anyhow::Result<futures::channel::oneshot::Receiver<()>> {
+    let (tx, stop) = futures::channel::oneshot::channel::<()>();
+    let tx = std::sync::Mutex::new(Some(tx));
+    ctrlc::set_handler(move || {
+        if let Some(tx) = tx.lock().ok().and_then(|mut t| t.take()) {
+            let _ = tx.send(());
+        }
+    })?;
+    Ok(stop)
+}
+
 fn run_answer_worker(
     args: &WorkerArgs,
     dist: kernelfoundry::dist::DistConfig,
@@ -103,13 +125,7 @@ fn run_answer_worker(
         redact(&args.servers.database_url())
     );
     let answerer = kernelfoundry::dist::LlmAnswerer::new(gateway);
-    let (tx, stop) = futures::channel::oneshot::channel::<()>();
-    let tx = std::sync::Mutex::new(Some(tx));
-    ctrlc::set_handler(move || {
-        if let Some(tx) = tx.lock().ok().and_then(|mut t| t.take()) {
-            let _ = tx.send(());
-        }
-    })?;
+    let stop = stop_on_ctrl_c()?;
     let stats = Worker::new(dist, config, answerer).run_blocking(async move {
         let _ = stop.await;
     })?;
@@ -127,12 +143,7 @@ pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         "--ack-wait must be a positive number of seconds"
     );
     if args.role == WorkerRole::Answer {
-        let dist = args
-            .servers
-            .dist_config(kernelfoundry::dist::Role::Worker)
-            .ack_wait(std::time::Duration::from_secs_f64(args.ack_wait))
-            .max_attempts(args.max_attempts);
-        return run_answer_worker(&args, dist);
+        return run_answer_worker(&args, worker_dist_config(&args));
     }
     anyhow::ensure!(
         args.endpoint.is_none(),
@@ -141,11 +152,7 @@ pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let mut spec =
         kernelfoundry::eval::BackendSpec::new(&args.backend).with_device(args.device.clone());
     spec.cache_dir = args.cache_dir.clone();
-    let dist = args
-        .servers
-        .dist_config(kernelfoundry::dist::Role::Worker)
-        .ack_wait(std::time::Duration::from_secs_f64(args.ack_wait))
-        .max_attempts(args.max_attempts);
+    let dist = worker_dist_config(&args);
     let worker = EvaluationWorker::new(
         &kernelfoundry::backends::shipped(),
         spec,
@@ -176,14 +183,7 @@ pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         redact(&args.servers.nats_url()),
         redact(&args.servers.database_url())
     );
-    // Ctrl-C: stop taking jobs, finish the ones in hand.
-    let (tx, stop) = futures::channel::oneshot::channel::<()>();
-    let tx = std::sync::Mutex::new(Some(tx));
-    ctrlc::set_handler(move || {
-        if let Some(tx) = tx.lock().ok().and_then(|mut t| t.take()) {
-            let _ = tx.send(());
-        }
-    })?;
+    let stop = stop_on_ctrl_c()?;
     let stats = worker.run_blocking(async move {
         let _ = stop.await;
     })?;
