@@ -25,7 +25,7 @@ use anyhow::Context;
 use clap::Parser;
 use kernelfoundry::cli::SearchArgs;
 use kernelfoundry::core::StopHandle;
-use kernelfoundry::eval::tasks::parse_sizes_or_number;
+use kernelfoundry::eval::task::parse_sizes_or_number;
 use kernelfoundry::search::logging;
 
 #[derive(Parser)]

@@ -480,7 +480,7 @@ fn simulate(args: &Args) -> anyhow::Result<()> {
 
 /// The arms against a real endpoint on SGEMM with the real OpenCL evaluator.
 fn endpoint(args: &Args) -> anyhow::Result<()> {
-    use kernelfoundry::eval::tasks::{builtin_task, parse_sizes};
+    use kernelfoundry::eval::task::{builtin_task, parse_sizes};
     use kernelfoundry::search::{seeds_for, Search, SearchConfig};
     let settings = LlmSettings::from_env().context("reading the KF_LLM_* settings")?;
     if settings.budget == LlmBudget::unlimited() {

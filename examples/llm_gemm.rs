@@ -28,7 +28,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use kernelfoundry::core::{Language, Status, StopHandle};
-use kernelfoundry::eval::tasks::{builtin_task, parse_sizes_or_number};
+use kernelfoundry::eval::task::{builtin_task, parse_sizes_or_number};
 use kernelfoundry::mutate::{MixMutator, ParamMutator, StructuralMutator, TemplateLibrary};
 use kernelfoundry::prompt::{LlmMutator, LlmSettings, OpenAiClient, RenderLimits, WhenExhausted};
 use kernelfoundry::search::{logging, seeds_for, Search, SearchConfig};

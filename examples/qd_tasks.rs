@@ -25,7 +25,7 @@ use clap::Parser;
 use kernelfoundry::core::{
     BehaviorClassifier, Candidate, ChildRecord, Descriptor, DescriptorSpace, Dimension, Evaluation,
 };
-use kernelfoundry::eval::tasks::parse_sizes;
+use kernelfoundry::eval::task::parse_sizes;
 use kernelfoundry::search::{defaults, Search, SearchConfig, ShippedArchive, ShippedScheduler};
 
 #[derive(Parser)]

@@ -26,7 +26,7 @@ use anyhow::Context;
 use clap::Parser;
 use kernelfoundry::cli::SearchArgs;
 use kernelfoundry::core::StopHandle;
-use kernelfoundry::eval::tasks::{builtin_task, parse_sizes_or_number};
+use kernelfoundry::eval::task::{builtin_task, parse_sizes_or_number};
 use kernelfoundry::search::logging;
 
 #[derive(Parser)]

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use kernelfoundry::eval::confine::{probe, ConfinementLevel};
-use kernelfoundry::eval::taskfile::python::numpy_or_skip;
+use kernelfoundry::eval::task::file::python::numpy_or_skip;
 use kernelfoundry::opencl::testing::backend_or_skip;
 
 mod common;
@@ -307,7 +307,7 @@ fn the_probes_escape_when_nothing_confines_them() {
     env.push(("KF_PROBE_UNIX", path(&targets.unix_path)));
     env.push(("KF_PROBE_FORKS", "5".into()));
     env.push(("TMPDIR", path(scratch.path())));
-    let out = Command::new(kernelfoundry::eval::taskfile::python::python_interpreter())
+    let out = Command::new(kernelfoundry::eval::task::file::python::python_interpreter())
         .arg("-c")
         .arg(PROBES)
         .envs(env.iter().map(|(k, v)| (k, v)))

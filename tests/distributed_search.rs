@@ -684,7 +684,7 @@ fn a_task_file_search_on_workers_gives_the_in_process_archive() {
     else {
         return;
     };
-    if !kf_eval::taskfile::python::numpy_or_skip() {
+    if !kf_eval::task::file::python::numpy_or_skip() {
         return;
     }
     let kf = env!("CARGO_BIN_EXE_kf");

@@ -553,7 +553,7 @@ def test_the_module_decides_as_the_rust_crate_and_passes_the_scalar():
 /// module's pytest run.
 #[test]
 fn exported_task_file_runs_build_check_the_stored_reference_and_dispatch_by_size() {
-    if backend_or_skip().is_none() || !kernelfoundry::eval::taskfile::python::numpy_or_skip() {
+    if backend_or_skip().is_none() || !kernelfoundry::eval::task::file::python::numpy_or_skip() {
         return;
     }
     let started = Instant::now();

@@ -240,7 +240,7 @@ fn cuda_probes_are_refused_by_the_evaluators_check() {
 
 #[test]
 fn a_reference_that_reads_a_planted_file_at_import_is_denied() {
-    if !kf_eval::taskfile::python::numpy_or_skip() {
+    if !kf_eval::task::file::python::numpy_or_skip() {
         return;
     }
     let secrets = Secrets::new();

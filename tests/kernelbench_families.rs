@@ -15,8 +15,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use kernelfoundry::core::prelude::*;
-use kernelfoundry::eval::taskfile::{python::numpy_or_skip, FamilySpec, FileTask, TaskFile};
-use kernelfoundry::eval::tasks::{parse_sizes, KernelTask};
+use kernelfoundry::eval::task::file::{python::numpy_or_skip, FamilySpec, FileTask, TaskFile};
+use kernelfoundry::eval::task::{parse_sizes, KernelTask};
 use kernelfoundry::eval::{KernelEvaluator, TaskFileJob, WorkerCommand};
 use kernelfoundry::opencl::testing::backend_or_skip;
 use kernelfoundry::search::{offline_search, run_search, SearchConfig};

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use indexmap::IndexMap;
-use kernelfoundry::eval::taskfile::{BufferRole, Dtype, FamilySpec, TaskFile};
+use kernelfoundry::eval::task::file::{BufferRole, Dtype, FamilySpec, TaskFile};
 use kernelfoundry::kernelbench::{
     default_python, import_kernelbench, numpy_available, torch_available, ImportOptions,
     KernelBenchError, ReferenceKind, ReferencePreference, SizeBudget,

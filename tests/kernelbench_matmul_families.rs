@@ -8,7 +8,7 @@
 //! `KF_REQUIRE_OPENCL` / `KF_REQUIRE_PYTHON` is not `1`.
 
 use kernelfoundry::core::prelude::*;
-use kernelfoundry::eval::taskfile::{python::numpy_or_skip, FileTask};
+use kernelfoundry::eval::task::file::{python::numpy_or_skip, FileTask};
 use kernelfoundry::eval::KernelEvaluator;
 use kernelfoundry::mutate::Structure;
 use kernelfoundry::opencl::testing::backend_or_skip;

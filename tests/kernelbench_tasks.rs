@@ -9,8 +9,8 @@
 use std::path::{Path, PathBuf};
 
 use kernelfoundry::core::{KernelSource, ParamValue, ParamValues, Status};
-use kernelfoundry::eval::taskfile::{python::numpy_or_skip, FileTask, TaskFile};
-use kernelfoundry::eval::tasks::parse_sizes;
+use kernelfoundry::eval::task::file::{python::numpy_or_skip, FileTask, TaskFile};
+use kernelfoundry::eval::task::parse_sizes;
 use kernelfoundry::eval::{EvalConfig, KernelEvaluator};
 use kernelfoundry::manifest::Manifest;
 use kernelfoundry::opencl::testing::backend_or_skip;

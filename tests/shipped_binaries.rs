@@ -12,7 +12,7 @@ use std::path::Path;
 use kernelfoundry::core::{Candidate, KernelSource, Language, ParamValues};
 use kernelfoundry::dist::{Binary, CompileOutcome, JobHandler, Profile};
 use kernelfoundry::distributed::{TaskHandler, TaskProfile};
-use kernelfoundry::eval::tasks::{builtin_task, parse_sizes};
+use kernelfoundry::eval::task::{builtin_task, parse_sizes};
 use kernelfoundry::eval::{BackendSpec, EvalConfig, TimeoutPolicy, WorkerCommand};
 
 /// The `kf` binary as the evaluation worker (its `main` calls `init()` first).

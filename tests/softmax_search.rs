@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use kernelfoundry::backends::OpenClFactory;
 use kernelfoundry::core::prelude::*;
-use kernelfoundry::eval::tasks::{builtin_task, parse_sizes};
+use kernelfoundry::eval::task::{builtin_task, parse_sizes};
 use kernelfoundry::eval::{EvalConfig, KernelEvaluator, WorkerCommand};
 use kernelfoundry::mutate::{
     Feasibility, MixMutator, ParamMutator, StructuralMutator, TemplateLibrary,
@@ -123,7 +123,7 @@ fn short_softmax_search_end_to_end() {
     assert_eq!(last["device_evaluations"].as_u64(), Some(device));
 
     // The reference library, measured in the same run (NumPy's row softmax, in GB/s).
-    if kernelfoundry::eval::taskfile::python::numpy_or_skip() {
+    if kernelfoundry::eval::task::file::python::numpy_or_skip() {
         assert!(report["reference_gbs"].as_f64().unwrap() > 0.0, "{report}");
         assert!(
             report["reference_ratio"].as_f64().unwrap() > 0.0,

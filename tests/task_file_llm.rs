@@ -16,7 +16,7 @@ use std::process::Command;
 
 use kernelfoundry::archive::{RunDir, RunMeta};
 use kernelfoundry::core::{ChildRecord, StepRecord};
-use kernelfoundry::eval::taskfile::python::numpy_or_skip;
+use kernelfoundry::eval::task::file::python::numpy_or_skip;
 use kernelfoundry::opencl::testing::backend_or_skip;
 use kernelfoundry::prompt::testing::server_or_skip;
 

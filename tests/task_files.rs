@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use kernelfoundry::core::Status;
-use kernelfoundry::eval::taskfile::python::numpy_or_skip;
+use kernelfoundry::eval::task::file::python::numpy_or_skip;
 use kernelfoundry::opencl::testing::backend_or_skip;
 
 mod common;

@@ -175,15 +175,15 @@ impl<'a, F: CacheFormat> CacheSlot<'a, F> {
     /// Stores what was built, when there is a cache: `built` gives the entry, or why the
     /// runtime gave none (it is only asked when there is a cache). `facts` get the entry's
     /// `cache_file`, or why it was not stored (`cache_error`).
-    pub fn store<E: Borrow<F::Entry>>(
+    pub fn store<E: Borrow<F::Entry>, Why: std::fmt::Display>(
         &self,
-        built: impl FnOnce() -> Result<E, String>,
+        built: impl FnOnce() -> Result<E, Why>,
         facts: &mut CompilerFacts,
     ) {
         let Some(cache) = self.cache else {
             return;
         };
-        let stored = built().and_then(|entry| {
+        let stored = built().map_err(|why| why.to_string()).and_then(|entry| {
             cache
                 .put(self.key, entry.borrow())
                 .map_err(|e| e.to_string())
@@ -240,7 +240,7 @@ mod tests {
         let slot = CacheSlot::new(Some(&cache), &key);
         assert!(slot.lookup().is_none());
         let mut facts = CompilerFacts::default();
-        slot.store(|| Ok(b"binary".to_vec()), &mut facts);
+        slot.store(|| Ok::<_, String>(b"binary".to_vec()), &mut facts);
         let file = cache.path(&key).display().to_string();
         assert_eq!(facts.extra.get("cache_file"), Some(&file));
         assert_eq!(slot.lookup().as_deref(), Some(&b"binary"[..]));
@@ -254,7 +254,7 @@ mod tests {
         slot.discard();
         assert!(slot.lookup().is_none());
         let mut refused = CompilerFacts::default();
-        slot.store(|| Err::<Vec<u8>, _>("no binary".into()), &mut refused);
+        slot.store(|| Err::<Vec<u8>, _>("no binary"), &mut refused);
         assert_eq!(
             refused.extra.get("cache_error").map(String::as_str),
             Some("no binary")

@@ -150,6 +150,33 @@ pub fn is_plain_entry_name(entry: &str) -> bool {
     !entry.is_empty() && entry.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// Why a kernel's source is not for a backend ([`SourceRules::check`]); its text is the
+/// backend's compile error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SourceRejected {
+    /// The source is in another language.
+    #[error("the {backend} backend compiles {compiles}, not {given}")]
+    Language {
+        /// The backend's name.
+        backend: &'static str,
+        /// What it compiles.
+        compiles: &'static str,
+        /// The source's language.
+        given: Language,
+    },
+    /// The entry point is not one the backend can look up.
+    #[error("entry point {entry:?} is not {entry_is}")]
+    Entry {
+        /// The entry point.
+        entry: String,
+        /// What an entry point must be.
+        entry_is: &'static str,
+    },
+    /// The source holds a NUL byte (no compiler takes it whole).
+    #[error("the source contains a NUL byte")]
+    NulByte,
+}
+
 /// What a backend compiles, for refusing any other source before its compiler sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct SourceRules {
@@ -181,21 +208,24 @@ impl SourceRules {
     /// };
     /// assert!(rules.check(&KernelSource::new(Language::OpenCl, "k", "")).is_ok());
     /// let why = rules.check(&KernelSource::new(Language::OpenCl, "k<int>", "")).unwrap_err();
-    /// assert_eq!(why, "entry point \"k<int>\" is not a C identifier");
+    /// assert_eq!(why.to_string(), "entry point \"k<int>\" is not a C identifier");
     /// ```
-    pub fn check(&self, source: &KernelSource) -> Result<(), String> {
-        let entry = source.entry.as_str();
+    pub fn check(&self, source: &KernelSource) -> Result<(), SourceRejected> {
         if source.language != self.language {
-            return Err(format!(
-                "the {} backend compiles {}, not {}",
-                self.backend, self.compiles, source.language
-            ));
+            return Err(SourceRejected::Language {
+                backend: self.backend,
+                compiles: self.compiles,
+                given: source.language,
+            });
         }
-        if !(self.entry_ok)(entry) {
-            return Err(format!("entry point {entry:?} is not {}", self.entry_is));
+        if !(self.entry_ok)(&source.entry) {
+            return Err(SourceRejected::Entry {
+                entry: source.entry.clone(),
+                entry_is: self.entry_is,
+            });
         }
         if source.text.contains('\0') {
-            return Err("the source contains a NUL byte".to_owned());
+            return Err(SourceRejected::NulByte);
         }
         Ok(())
     }

@@ -9,7 +9,7 @@ use common::{assert_mentions, gpu_or_skip, seed, staging_or_skip};
 use kf_backend_common::testing::with_undeclared_name;
 use kf_backend_cuda::CudaBackend;
 use kf_core::{Backend, ParamValues, Status};
-use kf_eval::tasks::{Gemm, KernelTask, Softmax};
+use kf_eval::task::{Gemm, KernelTask, Softmax};
 use kf_eval::{EvalConfig, KernelEvaluator};
 
 #[test]
@@ -107,7 +107,7 @@ fn a_two_kernel_candidate_compiles_every_kernel_and_runs_on_a_gpu() {
     let source = kf_manifest::Manifest::parse(&two_kernel_manifest(), "two.toml", None)
         .expect("manifest")
         .kernel_source(include_str!("data/softmax_two_kernels.cu"));
-    let task = Softmax::from_sizes(&kf_eval::tasks::parse_sizes("ROWS=256,COLS=384").unwrap())
+    let task = Softmax::from_sizes(&kf_eval::task::parse_sizes("ROWS=256,COLS=384").unwrap())
         .expect("softmax");
     let mut evaluator = KernelEvaluator::new(backend, EvalConfig::default());
     match evaluator.compile_only(&task, &source, &ParamValues::new()) {

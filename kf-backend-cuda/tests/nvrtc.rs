@@ -12,7 +12,7 @@ use kf_core::{
     Backend, BackendError, BackendErrorKind, CompileOptions, KernelArg, KernelSource, Language,
     NdRange, ParamValues,
 };
-use kf_eval::tasks::{Gemm, KernelTask, Softmax};
+use kf_eval::task::{Gemm, KernelTask, Softmax};
 
 #[test]
 fn seed_kernels_compile_with_resources() {

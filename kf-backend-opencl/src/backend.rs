@@ -616,7 +616,7 @@ impl Backend for OpenClBackend {
         let entry = source.entry.as_str();
         SOURCE_RULES
             .check(source)
-            .map_err(|reason| Self::compile_error(entry, reason, String::new()))?;
+            .map_err(|rejected| Self::compile_error(entry, rejected.to_string(), String::new()))?;
         let build_options = Self::build_options(params, options)
             .map_err(|reason| Self::compile_error(entry, reason.to_string(), String::new()))?;
         let key = BinaryCache::key(&source.text, &build_options, &self.facts);

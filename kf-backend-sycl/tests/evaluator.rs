@@ -8,7 +8,7 @@ mod common;
 use common::{backend_with_cache, seed};
 use kf_backend_common::testing::with_undeclared_name;
 use kf_core::{Backend, Language, ParamValues, Status};
-use kf_eval::tasks::{Gemm, KernelTask, Softmax};
+use kf_eval::task::{Gemm, KernelTask, Softmax};
 use kf_eval::{EvalConfig, KernelEvaluator};
 
 #[test]
@@ -89,7 +89,7 @@ fn a_two_kernel_candidate_is_correct_and_unwritten_scratch_is_rejected() {
             .expect("manifest")
             .kernel_source(text.to_owned())
     };
-    let task = Softmax::from_sizes(&kf_eval::tasks::parse_sizes("ROWS=256,COLS=384").unwrap())
+    let task = Softmax::from_sizes(&kf_eval::task::parse_sizes("ROWS=256,COLS=384").unwrap())
         .expect("softmax");
     let mut evaluator = KernelEvaluator::new(backend, EvalConfig::default());
     let e = evaluator

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kf_eval::tasks::Sizes;
+use kf_eval::task::Sizes;
 
 use kf_search::{
     backends, defaults, BackendError, Search, SearchBuilder, SearchConfig, ShippedArchive,

@@ -2,15 +2,10 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::candidate::Candidate;
 use crate::checkpoint::{Checkpoint, StepRecord};
-use crate::emitter::Scheduler;
-use crate::engine::Engine;
 use crate::error::BoxError;
-use crate::testing::{SyntheticClassifier, SyntheticEvaluator, VecArchive};
 use crate::traits::archive::Elite;
 use crate::traits::mutator::{Mutation, MutationContext, Mutator};
-use crate::BehaviorClassifier;
 
 /// A checkpoint in memory whose records a test can read after the engine consumed it.
 #[derive(Clone, Default)]
@@ -36,18 +31,6 @@ impl<A> Checkpoint<A> for Shared {
         self.0.lock().unwrap().push(step.clone());
         Ok(())
     }
-}
-
-/// An engine on the synthetic problem, as the engine's tests run it.
-pub(crate) type SyntheticEngine = Engine<SyntheticEvaluator, SyntheticClassifier, VecArchive>;
-
-/// An engine in which `proposer` searches the synthetic problem (its evaluator, its classifier
-/// of 4 levels per dimension, an empty [`VecArchive`] of that space) from the one seed `seed`;
-/// the caller sets the budget and the rest.
-pub(crate) fn synthetic_engine(proposer: impl Into<Scheduler>, seed: Candidate) -> SyntheticEngine {
-    let classifier = SyntheticClassifier::new(4);
-    let archive = VecArchive::new(classifier.space().clone());
-    Engine::new(proposer, SyntheticEvaluator::new(), classifier, archive).seeds(vec![seed])
 }
 
 /// A mutator with nothing to propose (a parameter move on a kernel without parameters).

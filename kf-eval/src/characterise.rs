@@ -214,7 +214,7 @@ pub fn cache_path() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os(CACHE_ENV).filter(|v| !v.is_empty()) {
         return Some(PathBuf::from(p));
     }
-    if let Some(r) = crate::taskfile::python::runtime_dir() {
+    if let Some(r) = crate::task::file::python::runtime_dir() {
         return Some(r.join("cache").join(CACHE_FILE));
     }
     let base = std::env::var_os("XDG_CACHE_HOME")

@@ -1,5 +1,5 @@
 //! The vocabulary shared by tasks, task files and output checks: element types, how a kernel
-//! uses a buffer, and the poison pattern of outputs. Below `tasks`, `taskfile` and `verify`
+//! uses a buffer, and the poison pattern of outputs. Below `task`, `task::file` and `verify`
 //! (each re-exports what it always has), so that none of them depends on another for these.
 
 use serde::{Deserialize, Serialize};

@@ -65,7 +65,7 @@ pub enum EvalError {
     /// A task file is invalid, or its reference failed (a fault of the task, not of the
     /// kernel under evaluation).
     #[error(transparent)]
-    TaskFile(#[from] crate::taskfile::error::TaskFileError),
+    TaskFile(#[from] crate::task::file::error::TaskFileError),
     /// A file could not be read or written.
     #[error("{0}")]
     Io(#[from] std::io::Error),

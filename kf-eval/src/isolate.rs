@@ -18,7 +18,7 @@ use crate::error::EvalError;
 use crate::profile::EvalProfile;
 use crate::protocol::CompileCheck;
 use crate::protocol::EvalConfig;
-use crate::tasks::{KernelTask, Sizes};
+use crate::task::{KernelTask, Sizes};
 use crate::worker::{
     refuse_inside_worker, BackendSpec, Job, JobLimits, Reply, TaskFileJob, LINE_PREFIX, WORKER_ENV,
 };
@@ -269,7 +269,7 @@ struct Inner {
 ///
 /// // In `main`, before anything else: `kernelfoundry::init();` (with the facade), or
 /// // kf_eval::worker::serve_if_requested(open_backend, &kf_eval::worker::TaskRegistry::builtin());
-/// let sizes = kf_eval::tasks::parse_sizes("M=256,N=192,K=128")?;
+/// let sizes = kf_eval::task::parse_sizes("M=256,N=192,K=128")?;
 /// let evaluator = IsolatedEvaluator::builder(BackendSpec::new("opencl"), "gemm", sizes)
 ///     .command(WorkerCommand::current_exe()?)
 ///     .build();
@@ -438,9 +438,9 @@ impl IsolatedEvaluator {
     pub fn task(&self) -> Result<Box<dyn KernelTask>, EvalError> {
         match &self.inner.task_file {
             Some(job) => Ok(Box::new(
-                job.build(&self.inner.sizes, &crate::tasks::builtin_references())?,
+                job.build(&self.inner.sizes, &crate::task::builtin_references())?,
             )),
-            None => crate::tasks::builtin_task(&self.inner.task, &self.inner.sizes),
+            None => crate::task::builtin_task(&self.inner.task, &self.inner.sizes),
         }
     }
 

@@ -2,9 +2,10 @@
 //!
 //! The kernel evaluator: the part of KernelFoundry that must make reward hacking impossible.
 //!
-//! * [`tasks`]: the [`tasks::KernelTask`] trait, typed host buffers, and the built-in tasks
-//!   (`gemm`, `softmax`), which are task files shipped in this crate (`tasks/*.toml`) with
-//!   Rust closure references.
+//! * [`task`]: what a kernel is checked against: the [`task::KernelTask`] trait, sizes, typed
+//!   host buffers, and the built-in tasks (`gemm`, `softmax`), which are task files shipped in
+//!   this crate (`tasks/*.toml`) with Rust closure references; [`task::file`] reads a user's
+//!   own operator as a TOML task file with a Python, kernel or Rust reference.
 //! * [`KernelEvaluator`]: the protocol over any [`kf_core::Backend`] — manifest and constraints,
 //!   compile, at least three fresh input sets (one at another shape) with outputs poisoned with
 //!   NaN before every launch, guard regions around every buffer, inputs checked unchanged,
@@ -17,8 +18,6 @@
 //!   Landlock) once its backend is open. Before any compiler sees a kernel,
 //!   [`host_file_check`] refuses the constructs that would read host files (`#include` of
 //!   anything but the runtime's headers, `#embed`, `__has_include`, …).
-//! * [`taskfile`]: your own operator as a TOML task file with a Python, kernel or Rust
-//!   reference.
 //! * [`characterise`]: the measured roofline of a device (peak GFLOP/s from an FMA kernel,
 //!   GB/s from copy and triad), cached per device and driver.
 //! * [`verify`]: the output checks on their own.
@@ -31,7 +30,7 @@
 //! [`KernelEvaluator`] and [`IsolatedEvaluator`] then judge kernels for it on a backend.
 //!
 //! ```
-//! use kf_eval::tasks::{builtin_task, parse_sizes};
+//! use kf_eval::task::{builtin_task, parse_sizes};
 //!
 //! let task = builtin_task("gemm", &parse_sizes("M=256,N=256,K=256")?)?;
 //! assert_eq!(task.name(), "gemm");
@@ -55,8 +54,7 @@ mod profile;
 mod protocol;
 mod rotation;
 mod sequence;
-pub mod taskfile;
-pub mod tasks;
+pub mod task;
 pub mod verify;
 pub mod worker;
 

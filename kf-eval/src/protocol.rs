@@ -20,7 +20,7 @@ use crate::error::EvalError;
 use crate::guarded::{alloc_guarded, backend_failure, fill, read, Failure, Guarded};
 use crate::profile::{since, take_transfer_seconds, EvalProfile};
 use crate::sequence::{alloc_scratch, check_stage, poison_scratch, read_all, Plan};
-use crate::tasks::{sizes_text, ArgSpec, BufferSpec, HostBuffer, KernelTask, Role, Sizes};
+use crate::task::{sizes_text, ArgSpec, BufferSpec, HostBuffer, KernelTask, Role, Sizes};
 use crate::verify::{
     accumulation_allowance, compare_buffers_with, guard_violation, tolerance_for, Verdict,
 };
@@ -109,9 +109,10 @@ impl EvalConfig {
 pub const EXTRACTION_ERROR_MARKER: &str = kf_core::EXTRACTION_FAILURE_MARKER;
 
 mod timing;
+mod timing_config;
 
-pub(crate) use timing::first_baseline_trials;
-pub use timing::{
+pub(crate) use timing_config::first_baseline_trials;
+pub use timing_config::{
     TimingConfig, FIRST_BASELINE_MIN_TRIALS, FIRST_BASELINE_SECONDS, FIRST_BASELINE_TRIALS,
     SLOW_BASELINE_EVERY, TUNING_BASELINE_EVERY, TUNING_FIRST_BASELINE_SECONDS,
 };
@@ -472,7 +473,7 @@ struct Front<K> {
 ///
 /// ```no_run
 /// # fn demo<B: kf_core::Backend>(backend: B, kernel: kf_core::KernelSource) -> Result<(), kf_eval::EvalError> {
-/// use kf_eval::{tasks::Gemm, EvalConfig, KernelEvaluator};
+/// use kf_eval::{task::Gemm, EvalConfig, KernelEvaluator};
 ///
 /// let mut evaluator = KernelEvaluator::new(backend, EvalConfig::default());
 /// let task = Gemm::new(256, 192, 128)?;
@@ -883,7 +884,7 @@ impl<B: Backend> KernelEvaluator<B> {
         task: &dyn KernelTask,
         kernels: &[B::Kernel],
         timed: &mut Prepared<'_, B::Buffer>,
-    ) -> Result<Result<timing::Timed, Failure>, EvalError> {
+    ) -> Result<Result<timing_config::Timed, Failure>, EvalError> {
         let baseline_started = Instant::now();
         let baseline_key = self.ensure_baseline(task)?;
         self.profile.baseline_s += since(baseline_started);
@@ -1115,7 +1116,7 @@ impl<B: Backend> KernelEvaluator<B> {
             return Ok(None);
         };
         let err = |message: String| {
-            EvalError::TaskFile(crate::taskfile::TaskFileError::Reference {
+            EvalError::TaskFile(crate::task::file::TaskFileError::Reference {
                 file: task.name().to_owned(),
                 reference: format!("kernel `{}`", source.entry),
                 message,

@@ -17,7 +17,7 @@ use kf_manifest::{Manifest, ManifestError, ScratchElement, Symbols};
 use crate::element::{Dtype, Role};
 use crate::error::EvalError;
 use crate::guarded::{alloc_guarded, fill, read, Failure, Guarded};
-use crate::tasks::{BufferSpec, HostBuffer};
+use crate::task::{BufferSpec, HostBuffer};
 use crate::verify::guard_violation;
 
 /// The least scratch a candidate may ask for in all, bytes; beyond it, four times the task's

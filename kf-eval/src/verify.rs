@@ -3,8 +3,8 @@
 use kf_core::{CorrectnessReport, Tolerance};
 
 use crate::element::Dtype;
-use crate::tasks::host::HostBuffer;
-pub use crate::tasks::Accumulation;
+use crate::task::host::HostBuffer;
+pub use crate::task::Accumulation;
 
 pub use crate::element::POISON_BITS;
 

@@ -23,8 +23,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::EvalError;
 use crate::profile::EvalProfile;
 use crate::protocol::{EvalConfig, KernelEvaluator};
-use crate::taskfile::{FileTask, ReferenceRegistry, TaskBase, TaskFile, TaskSpec};
-use crate::tasks::{builtin_task, KernelTask, Sizes};
+use crate::task::file::{FileTask, ReferenceRegistry, TaskBase, TaskFile, TaskSpec};
+use crate::task::{builtin_task, KernelTask, Sizes};
 
 /// Environment variable that puts a process in worker mode; its value is the
 /// [`BackendSpec`] as JSON.
@@ -247,7 +247,7 @@ impl TaskRegistry {
     pub fn builtin() -> Self {
         TaskRegistry {
             custom: IndexMap::new(),
-            references: crate::tasks::builtin_references(),
+            references: crate::task::builtin_references(),
         }
     }
 
@@ -400,7 +400,7 @@ fn confine_this_worker(spec: &BackendSpec) -> crate::confine::WorkerLandlock {
     // or devices.json beside the compile caches), which the protocol judges against.
     allowed
         .read
-        .extend(crate::taskfile::python::installation_dirs());
+        .extend(crate::task::file::python::installation_dirs());
     allowed.read.extend(crate::characterise::cache_path());
     crate::confine::confine_worker_thread(&allowed)
 }
@@ -421,7 +421,8 @@ fn run_job<B: Backend>(
     if job.compile_only {
         let result = with_task(evaluator, job, task, |evaluator, task| {
             evaluator.compile_only(task, &job.source, &job.params)
-        });
+        })
+        .map_err(|e| e.to_string());
         return Reply::Compiled {
             id: job.id,
             result,
@@ -430,7 +431,8 @@ fn run_job<B: Backend>(
     }
     let result = with_task(evaluator, job, task, |evaluator, task| {
         evaluator.evaluate(task, &job.source, &job.params)
-    });
+    })
+    .map_err(|e| e.to_string());
     let profile = *evaluator.last_profile();
     Reply::Done {
         id: job.id,
@@ -440,20 +442,19 @@ fn run_job<B: Backend>(
     }
 }
 
-/// Runs `step` on the job's task (when it could be built) under the job's configuration;
-/// an error goes to the parent as its text.
+/// Runs `step` on the job's task (when it could be built) under the job's configuration (an
+/// error goes to the parent as its text).
 fn with_task<B: Backend, T>(
     evaluator: &mut KernelEvaluator<B>,
     job: &Job,
     task: Result<Box<dyn KernelTask>, EvalError>,
     step: impl FnOnce(&mut KernelEvaluator<B>, &dyn KernelTask) -> Result<T, EvalError>,
-) -> Result<Box<T>, String> {
+) -> Result<Box<T>, EvalError> {
     task.and_then(|task| {
         evaluator.set_config(job.config.clone());
         step(evaluator, task.as_ref())
     })
     .map(Box::new)
-    .map_err(|e| e.to_string())
 }
 
 /// Whether this process was started as an evaluation worker.

@@ -5,7 +5,7 @@
 
 use kf_backend_opencl::{OpenClBackend, OpenClError};
 use kf_core::Language;
-use kf_eval::tasks::parse_sizes;
+use kf_eval::task::parse_sizes;
 use kf_eval::worker::{TaskRegistry, WORKER_ENV};
 use kf_eval::{BackendFactory, BackendRegistry, BackendSpec, IsolatedEvaluator, WorkerCommand};
 

@@ -8,7 +8,7 @@ mod common;
 
 use kf_core::{Backend, ParamValues, Status};
 use kf_eval::characterise::{self, Characterisation, CharacteriseOptions, Peaks};
-use kf_eval::tasks::{builtin_task, parse_sizes};
+use kf_eval::task::{builtin_task, parse_sizes};
 use kf_eval::{EvalConfig, KernelEvaluator};
 
 fn quick() -> CharacteriseOptions {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use kf_core::{ParamValues, Status};
-use kf_eval::tasks::parse_sizes;
+use kf_eval::task::parse_sizes;
 use kf_eval::{
     BackendSpec, EarlyStop, EvalConfig, IsolatedEvaluator, TimeoutPolicy, WorkerCommand,
 };

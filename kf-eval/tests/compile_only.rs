@@ -11,7 +11,7 @@ use std::path::Path;
 
 use kf_backend_opencl::OpenClBackend;
 use kf_core::{KernelSource, ParamValues, Status};
-use kf_eval::tasks::Gemm;
+use kf_eval::task::Gemm;
 use kf_eval::{CompileCheck, EvalConfig, KernelEvaluator};
 use kf_manifest::Manifest;
 

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use kf_backend_opencl::testing::backend_or_skip;
 use kf_core::{KernelSource, ParamValues, Status};
-use kf_eval::tasks::{builtin_task, parse_sizes};
+use kf_eval::task::{builtin_task, parse_sizes};
 use kf_eval::{EvalConfig, KernelEvaluator};
 use kf_manifest::Manifest;
 
@@ -145,11 +145,11 @@ fn a_baseline_of_two_kernels_is_verified_and_timed_beside_a_candidate() {
         return;
     };
     let file =
-        kf_eval::taskfile::TaskFile::load(&dir().join("softmax_sequence_baseline.toml")).unwrap();
-    let task = kf_eval::taskfile::FileTask::with_references(
+        kf_eval::task::file::TaskFile::load(&dir().join("softmax_sequence_baseline.toml")).unwrap();
+    let task = kf_eval::task::file::FileTask::with_references(
         std::sync::Arc::new(file),
         &parse_sizes(SIZES).unwrap(),
-        std::sync::Arc::new(kf_eval::tasks::builtin_references()),
+        std::sync::Arc::new(kf_eval::task::builtin_references()),
     )
     .unwrap();
     let naive =

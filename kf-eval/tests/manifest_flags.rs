@@ -11,8 +11,8 @@ mod common;
 
 use kf_backend_opencl::OpenClBackend;
 use kf_core::{KernelSource, Language, ParamValues, Status};
-use kf_eval::taskfile::FileTask;
-use kf_eval::tasks::Gemm;
+use kf_eval::task::file::FileTask;
+use kf_eval::task::Gemm;
 use kf_eval::{EvalConfig, KernelEvaluator};
 
 /// The task baseline's naive kernel, its result negated when `__FAST_RELAXED_MATH__` is set.

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use kf_core::{ParamValues, Status};
-use kf_eval::taskfile::{python::numpy_or_skip, TaskFile};
+use kf_eval::task::file::{python::numpy_or_skip, TaskFile};
 use kf_eval::{IsolatedEvaluator, ResourceLimits, TaskFileJob, TimeoutPolicy};
 use kf_manifest::Manifest;
 

@@ -40,7 +40,7 @@ fn forgetful_args() -> Vec<String> {
 }
 
 fn gemm_evaluator(command: WorkerCommand) -> IsolatedEvaluator {
-    let sizes = kf_eval::tasks::parse_sizes("M=64,N=64,K=64").expect("sizes");
+    let sizes = kf_eval::task::parse_sizes("M=64,N=64,K=64").expect("sizes");
     IsolatedEvaluator::builder(BackendSpec::new("opencl"), "gemm", sizes)
         .command(command)
         .build()
@@ -240,7 +240,7 @@ fn a_silent_child_is_not_taken_for_a_worker() {
     if kf_eval::worker::is_worker_process() {
         return;
     }
-    let sizes = kf_eval::tasks::parse_sizes("M=64,N=64,K=64").expect("sizes");
+    let sizes = kf_eval::task::parse_sizes("M=64,N=64,K=64").expect("sizes");
     let evaluator = IsolatedEvaluator::builder(BackendSpec::new("opencl"), "gemm", sizes)
         .command(WorkerCommand {
             program: PathBuf::from("sleep"),

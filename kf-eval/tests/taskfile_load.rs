@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use kf_eval::taskfile::{Dtype, TaskFile, TaskFileError, TaskSpec};
+use kf_eval::task::file::{Dtype, TaskFile, TaskFileError, TaskSpec};
 
 const GOOD: &str = r#"
 name = "scaled_swish"
@@ -78,7 +78,7 @@ fn the_issue_example_loads_with_shapes_work_and_args() {
         vec![vec![512, 384], vec![384], vec![512, 384]]
     );
     let sizes = t
-        .complete_sizes(&kf_eval::tasks::parse_sizes("COLS=10").unwrap())
+        .complete_sizes(&kf_eval::task::parse_sizes("COLS=10").unwrap())
         .unwrap();
     assert_eq!(t.buffer_elements(&sizes).unwrap(), vec![5120, 10, 5120]);
     let w = t.work(&sizes).unwrap();
@@ -188,19 +188,20 @@ fn a_missing_task_file_is_an_io_error() {
 /// least traffic any kernel has, every input read and every output written once.
 #[test]
 fn without_work_the_bytes_are_each_buffer_once() {
-    use kf_eval::tasks::KernelTask;
+    use kf_eval::task::KernelTask;
     let text = GOOD.replace(
         "[work]\nflops = \"4 * ROWS * COLS\"\nbytes = \"4 * (2 * ROWS * COLS + COLS)\"\n",
         "",
     );
     assert!(!text.contains("[work]"));
-    let task = kf_eval::taskfile::FileTask::new(load(&text).unwrap(), &Default::default()).unwrap();
+    let task =
+        kf_eval::task::file::FileTask::new(load(&text).unwrap(), &Default::default()).unwrap();
     let work = task.describe().work;
     assert_eq!(work.flops, 0.0);
     assert_eq!(work.bytes, 4.0 * (2.0 * 512.0 * 384.0 + 384.0));
     // Declared work wins.
     let declared =
-        kf_eval::taskfile::FileTask::new(load(GOOD).unwrap(), &Default::default()).unwrap();
+        kf_eval::task::file::FileTask::new(load(GOOD).unwrap(), &Default::default()).unwrap();
     assert_eq!(declared.describe().work.flops, 4.0 * 512.0 * 384.0);
 }
 

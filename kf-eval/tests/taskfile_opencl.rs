@@ -15,10 +15,10 @@ use indexmap::IndexMap;
 use kf_backend_opencl::testing::backend_or_skip;
 use kf_backend_opencl::OpenClBackend;
 use kf_core::{ParamValue, ParamValues, Status};
-use kf_eval::taskfile::{
+use kf_eval::task::file::{
     python::numpy_or_skip, ArrayOut, FileTask, ReferenceRegistry, TaskFile, TaskFileError,
 };
-use kf_eval::tasks::parse_sizes;
+use kf_eval::task::parse_sizes;
 use kf_eval::{EvalConfig, EvalError, KernelEvaluator, TaskFileJob};
 use kf_manifest::Manifest;
 
@@ -181,7 +181,7 @@ fn scale_f16_reference() -> ReferenceRegistry {
         let mut out = IndexMap::new();
         out.insert(
             "y".to_owned(),
-            ArrayOut::from_f64(kf_eval::taskfile::Dtype::F16, &y),
+            ArrayOut::from_f64(kf_eval::task::file::Dtype::F16, &y),
         );
         Ok(out)
     })

@@ -2,8 +2,8 @@
 //! confined like the reference) and recognised as a family, whatever way the operation is
 //! written; a construct the tracer does not know is an error naming it, never a wrong family.
 
-use kf_eval::taskfile::{FamilySpec, FileTask, TaskFile, TaskFileError};
-use kf_eval::tasks::KernelTask;
+use kf_eval::task::file::{FamilySpec, FileTask, TaskFile, TaskFileError};
+use kf_eval::task::KernelTask;
 
 /// A task of rows `x` (`R × L`), optional vectors `w` and `b` (`L`), an output `y` of
 /// `y_shape`, whose reference returns `{"y": <expr>}` after `body`.
@@ -80,7 +80,7 @@ const ROWS: &str = "[\"R\", \"L\"]";
 
 #[test]
 fn rms_norms_written_three_ways_are_one_family_with_their_weight_and_epsilon() {
-    if !kf_eval::taskfile::python::numpy_or_skip() {
+    if !kf_eval::task::file::python::numpy_or_skip() {
         return;
     }
     let ways = [
@@ -110,7 +110,7 @@ fn rms_norms_written_three_ways_are_one_family_with_their_weight_and_epsilon() {
 
 #[test]
 fn layer_norm_softmax_l2_norm_sums_and_prefix_sums_are_told_apart() {
-    if !kf_eval::taskfile::python::numpy_or_skip() {
+    if !kf_eval::task::file::python::numpy_or_skip() {
         return;
     }
     // A layer norm through np.var, with the task's scalar epsilon, a weight and a bias.
@@ -156,7 +156,7 @@ fn layer_norm_softmax_l2_norm_sums_and_prefix_sums_are_told_apart() {
 
 #[test]
 fn an_element_wise_reference_becomes_a_map_with_its_expression() {
-    if !kf_eval::taskfile::python::numpy_or_skip() {
+    if !kf_eval::task::file::python::numpy_or_skip() {
         return;
     }
     let found = family(
@@ -176,7 +176,7 @@ fn an_element_wise_reference_becomes_a_map_with_its_expression() {
 
 #[test]
 fn a_computation_that_is_no_family_is_recognised_as_none() {
-    if !kf_eval::taskfile::python::numpy_or_skip() {
+    if !kf_eval::task::file::python::numpy_or_skip() {
         return;
     }
     // A row divided by its maximum: along rows, but none of the row templates' operations.
@@ -193,7 +193,7 @@ fn a_computation_that_is_no_family_is_recognised_as_none() {
 
 #[test]
 fn a_construct_the_tracer_does_not_know_stops_with_its_name_and_line() {
-    if !kf_eval::taskfile::python::numpy_or_skip() {
+    if !kf_eval::task::file::python::numpy_or_skip() {
         return;
     }
     for (body, construct) in [
@@ -224,7 +224,7 @@ fn a_construct_the_tracer_does_not_know_stops_with_its_name_and_line() {
 
 #[test]
 fn the_trace_runs_once_per_task_and_its_copies_at_other_sizes_share_it() {
-    if !kf_eval::taskfile::python::numpy_or_skip() {
+    if !kf_eval::task::file::python::numpy_or_skip() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -271,7 +271,7 @@ fn gemm_family(body: &str, w_shape: &str, extra: &[(&str, &str)]) -> Option<Fami
 
 #[test]
 fn a_product_with_element_wise_steps_is_a_matmul_with_its_epilogue() {
-    if !kf_eval::taskfile::python::numpy_or_skip() {
+    if !kf_eval::task::file::python::numpy_or_skip() {
         return;
     }
     // A linear layer (B stored N × K) with a bias and a ReLU.

@@ -14,8 +14,8 @@ use std::path::Path;
 use kf_backend_opencl::testing::backend_or_skip;
 use kf_backend_opencl::OpenClBackend;
 use kf_core::{ParamValues, Status};
-use kf_eval::taskfile::FileTask;
-use kf_eval::tasks::Gemm;
+use kf_eval::task::file::FileTask;
+use kf_eval::task::Gemm;
 use kf_eval::{
     EarlyStop, EvalConfig, KernelEvaluator, EARLY_STOP_TRIALS, FIRST_BASELINE_TRIALS,
     TUNING_BASELINE_EVERY, TUNING_REUSE_INPUTS,

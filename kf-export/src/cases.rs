@@ -2,15 +2,15 @@
 //! tuned sizes, the task's alternative shapes at those, and the tuned sizes themselves where
 //! they are small), the inputs (the evaluator's generator over the task's `init` distributions,
 //! one input set per case in turn, a fixed seed per case) and the expected outputs (the task's
-//! reference through `kf_eval::taskfile::FileTask::run_reference`, the code path the evaluator
+//! reference through `kf_eval::task::file::FileTask::run_reference`, the code path the evaluator
 //! uses, with its cache), written as [`crate::reference::ReferenceCases`] reads them.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use indexmap::IndexMap;
-use kf_eval::taskfile::{BufferRole, FileTask, TaskFile, TaskFileError};
-use kf_eval::tasks::{builtin_references, HostBuffer, KernelTask, Sizes};
+use kf_eval::task::file::{BufferRole, FileTask, TaskFile, TaskFileError};
+use kf_eval::task::{builtin_references, HostBuffer, KernelTask, Sizes};
 use kf_eval::verify::{accumulation_allowance, tolerance_for};
 
 use crate::error::ExportError;

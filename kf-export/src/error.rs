@@ -60,7 +60,7 @@ pub enum ExportError {
     Manifest(#[from] kf_manifest::ManifestError),
     /// A task-file run's task file is invalid, or its reference failed at export time.
     #[error(transparent)]
-    TaskFile(Box<kf_eval::taskfile::TaskFileError>),
+    TaskFile(Box<kf_eval::task::file::TaskFileError>),
     /// The evaluator's task code failed (the accumulation rule's reference run).
     #[error(transparent)]
     Eval(Box<kf_eval::EvalError>),

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use kf_eval::taskfile::TaskFile;
+use kf_eval::task::file::TaskFile;
 use kf_manifest::Manifest;
 
 use crate::dispatch::{diagonal_regions, Candidate};
@@ -67,7 +67,7 @@ impl TaskGroup<'_> {
     }
 
     /// The tuned sizes of every configuration.
-    pub(crate) fn tuned_sizes(&self) -> Vec<kf_eval::tasks::Sizes> {
+    pub(crate) fn tuned_sizes(&self) -> Vec<kf_eval::task::Sizes> {
         self.kernels
             .iter()
             .map(|(_, k)| k.sizes.iter().cloned().collect())

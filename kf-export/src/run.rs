@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use kf_core::ParamValues;
-use kf_eval::taskfile::TaskFile;
+use kf_eval::task::file::TaskFile;
 use kf_manifest::Manifest;
 use serde_json::Value;
 

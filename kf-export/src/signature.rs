@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
-use kf_eval::taskfile::{ArgKind, BufferRole, TaskFile};
+use kf_eval::task::file::{ArgKind, BufferRole, TaskFile};
 
 use crate::error::ExportError;
 
@@ -16,19 +16,19 @@ pub use crate::kf_runtime::{Access, ArgSig, BufferSig, Dtype, ScalarSig, Signatu
 
 impl Dtype {
     /// The task-file dtype this is.
-    pub fn eval(self) -> kf_eval::taskfile::Dtype {
+    pub fn eval(self) -> kf_eval::task::file::Dtype {
         match self {
-            Dtype::F32 => kf_eval::taskfile::Dtype::F32,
-            Dtype::F16 => kf_eval::taskfile::Dtype::F16,
-            Dtype::I32 => kf_eval::taskfile::Dtype::I32,
+            Dtype::F32 => kf_eval::task::file::Dtype::F32,
+            Dtype::F16 => kf_eval::task::file::Dtype::F16,
+            Dtype::I32 => kf_eval::task::file::Dtype::I32,
         }
     }
 
-    fn from_eval(d: kf_eval::taskfile::Dtype) -> Self {
+    fn from_eval(d: kf_eval::task::file::Dtype) -> Self {
         match d {
-            kf_eval::taskfile::Dtype::F32 => Dtype::F32,
-            kf_eval::taskfile::Dtype::F16 => Dtype::F16,
-            kf_eval::taskfile::Dtype::I32 => Dtype::I32,
+            kf_eval::task::file::Dtype::F32 => Dtype::F32,
+            kf_eval::task::file::Dtype::F16 => Dtype::F16,
+            kf_eval::task::file::Dtype::I32 => Dtype::I32,
         }
     }
 }
@@ -94,7 +94,7 @@ impl Signature {
     /// (in declaration order; a buffer's length is the product of its shape), and `args`.
     ///
     /// ```
-    /// use kf_eval::taskfile::{TaskBase, TaskFile};
+    /// use kf_eval::task::file::{TaskBase, TaskFile};
     /// use kf_export::signature::{Access, ArgSig, Signature};
     ///
     /// let text = r#"

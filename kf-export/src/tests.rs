@@ -434,10 +434,10 @@ value = 3
 [reference]
 rust = "x"
 "#;
-    let file = kf_eval::taskfile::TaskFile::parse(
+    let file = kf_eval::task::file::TaskFile::parse(
         text,
         "mix.toml",
-        kf_eval::taskfile::TaskBase::Dir(".".into()),
+        kf_eval::task::file::TaskBase::Dir(".".into()),
     )
     .unwrap();
     let sig = crate::signature::Signature::from_task_file(&file).unwrap();

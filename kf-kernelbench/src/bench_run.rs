@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use indexmap::IndexMap;
 use kf_core::Archive;
-use kf_eval::taskfile::TaskFile;
+use kf_eval::task::file::TaskFile;
 use kf_eval::TaskFileJob;
 
 use crate::bench::{BenchSummary, TaskResult};

@@ -68,7 +68,7 @@ pub enum KernelBenchError {
     /// The task file that was produced does not load (a bug of the importer, or a problem
     /// that the importer's rules cannot express).
     #[error("the imported task file does not validate: {0}")]
-    Invalid(#[from] kf_eval::taskfile::TaskFileError),
+    Invalid(#[from] kf_eval::task::file::TaskFileError),
     /// Reading or writing a file failed.
     #[error("{path}: {source}")]
     Io {

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use indexmap::IndexMap;
-use kf_eval::taskfile::{
+use kf_eval::task::file::{
     BaselineSpec, BufferDecl, BufferRole, Dtype, ExprText, FamilySpec, OneOrMany, ReferenceSpec,
     ScalarDecl, ScalarValue, TaskBase, TaskFile, TaskSpec, ToleranceSpec, WorkSpec,
 };

@@ -13,7 +13,7 @@ use crate::error::KernelBenchError;
 /// `KF_PYTHON`, else the runtime virtual environment `scripts/setup.sh` made
 /// (`.runtime/venv/bin/python`, found upwards), else `python3` on the `PATH`.
 pub fn default_python() -> PathBuf {
-    kf_eval::taskfile::python::python_interpreter()
+    kf_eval::task::file::python::python_interpreter()
 }
 
 /// Runs `code` (passed with `-c`) with `stdin_text` on its standard input; returns its standard
@@ -47,7 +47,7 @@ pub(crate) fn run_python(
     let mut allowed = kf_eval::confine::AllowedPaths::for_reference();
     allowed
         .read
-        .extend(kf_eval::taskfile::python::installation_dirs());
+        .extend(kf_eval::task::file::python::installation_dirs());
     allowed.read.extend(reads.iter().map(|p| p.to_path_buf()));
     // A private temporary folder: the shared /tmp may hold other programs' files.
     let tmp = tempfile::Builder::new()

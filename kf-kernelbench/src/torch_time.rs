@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use indexmap::IndexMap;
-use kf_eval::taskfile::{BufferRole, TaskFile};
+use kf_eval::task::file::{BufferRole, TaskFile};
 
 use crate::error::KernelBenchError;
 use crate::import::{ask_helper, problem_in_task, torch_adapter, write_atomic};

@@ -7,7 +7,7 @@
 
 use kf_core::prelude::*;
 use kf_core::DeviceKind;
-use kf_eval::tasks::{Gemm, KernelTask, Softmax};
+use kf_eval::task::{Gemm, KernelTask, Softmax};
 use kf_eval::KernelEvaluator;
 use kf_mutate::{Structure, TemplateLibrary, Variant};
 

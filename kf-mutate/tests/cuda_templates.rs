@@ -11,7 +11,7 @@ mod common;
 use kf_backend_cuda::CudaBackend;
 use kf_core::prelude::*;
 use kf_core::{Backend, CompileOptions};
-use kf_eval::tasks::{builtin_task, parse_sizes, KernelTask};
+use kf_eval::task::{builtin_task, parse_sizes, KernelTask};
 use kf_eval::{EvalConfig, KernelEvaluator};
 use kf_mutate::{Feasibility, StructuralMutator, TemplateLibrary};
 use rand::SeedableRng;

@@ -12,7 +12,7 @@ use std::time::Instant;
 use futures::executor::block_on;
 use kf_backend_opencl::OpenClBackend;
 use kf_core::prelude::*;
-use kf_eval::tasks::{Gemm, KernelTask};
+use kf_eval::task::{Gemm, KernelTask};
 use kf_eval::KernelEvaluator;
 use kf_manifest::Manifest;
 use kf_mutate::{Feasibility, MixMutator, ParamMutator, StructuralMutator, TemplateLibrary};

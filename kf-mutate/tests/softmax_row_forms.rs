@@ -10,8 +10,8 @@
 //! unless `KF_REQUIRE_OPENCL=1` / `KF_REQUIRE_SYCL=1`.
 
 use kf_core::prelude::*;
-use kf_eval::taskfile::FileTask;
-use kf_eval::tasks::Softmax;
+use kf_eval::task::file::FileTask;
+use kf_eval::task::Softmax;
 use kf_eval::KernelEvaluator;
 use kf_mutate::TemplateLibrary;
 

@@ -12,8 +12,8 @@
 use std::path::Path;
 
 use kf_core::prelude::*;
-use kf_eval::taskfile::{python::numpy_or_skip, FileTask, TaskFile};
-use kf_eval::tasks::parse_sizes;
+use kf_eval::task::file::{python::numpy_or_skip, FileTask, TaskFile};
+use kf_eval::task::parse_sizes;
 use kf_eval::KernelEvaluator;
 use kf_mutate::{TaskBinding, TemplateLibrary};
 

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use kf_backend_sycl::SyclBackend;
 use kf_core::prelude::*;
-use kf_eval::tasks::{builtin_task, parse_sizes};
+use kf_eval::task::{builtin_task, parse_sizes};
 use kf_eval::KernelEvaluator;
 use kf_mutate::{StrategyLibrary, StructuralMutator};
 

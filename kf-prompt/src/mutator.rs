@@ -29,10 +29,11 @@ use crate::population::{
 use crate::record::{RecordMode, EXCHANGES_FILE};
 use crate::render::{clip, summarize, RenderLimits, ReplyFormat};
 
+mod epoch;
 mod meta;
 mod step;
 
-use meta::{EpochFuture, EpochResult};
+use epoch::{EpochFuture, EpochResult};
 
 /// The file the prompt variants are written to inside a run folder.
 pub const VARIANTS_FILE: &str = "prompt_variants.jsonl";

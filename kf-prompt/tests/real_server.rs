@@ -21,7 +21,7 @@ use kf_backend_opencl::{DeviceSelector, OpenClBackend};
 use kf_classify::StaticClassifier;
 use kf_core::prelude::*;
 use kf_core::{EngineConfig, RunResult};
-use kf_eval::tasks::parse_sizes;
+use kf_eval::task::parse_sizes;
 use kf_eval::{BackendSpec, EvalConfig, IsolatedEvaluator, TimeoutPolicy, WorkerCommand};
 use kf_prompt::{
     CreditEvent, ExchangeLog, ExchangeOutcome, LlmBudget, LlmMutator, LlmMutatorConfig, MetaConfig,

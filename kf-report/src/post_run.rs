@@ -11,7 +11,7 @@
 use std::path::Path;
 
 use kf_core::{DescriptorSpace, DeviceFacts, Elite, RunSummary, Work};
-use kf_eval::tasks::Sizes;
+use kf_eval::task::Sizes;
 use kf_eval::IsolatedEvaluator;
 
 use crate::final_selection::{self, RetimeError};

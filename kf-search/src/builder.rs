@@ -10,7 +10,7 @@ use kf_core::{
     BehaviorClassifier, BoxError, BoxMutator, Candidate, EvaluationReport, Language, Mutator,
     Observe, ObserverMode, RunInfo, RunSummary, StopHandle,
 };
-use kf_eval::tasks::{builtin_task, KernelTask, Sizes};
+use kf_eval::task::{builtin_task, KernelTask, Sizes};
 use kf_eval::{BackendFactory, DynBackendFactory, WorkerCommand};
 use kf_mutate::{CellPredictor, MixMutator};
 use kf_tune::strategy::StrategyFactory;
@@ -212,7 +212,7 @@ impl<M, C, L, A, B> SearchBuilder<M, C, L, A, B> {
 
     /// Problem sizes as text, such as `ROWS=64,COLS=256`.
     pub fn size(self, text: &str) -> Result<Self, SearchError> {
-        let sizes = kf_eval::tasks::parse_sizes(text)?;
+        let sizes = kf_eval::task::parse_sizes(text)?;
         Ok(self.sizes(sizes))
     }
 
@@ -577,7 +577,7 @@ where
         let task: Box<dyn KernelTask> = match (chosen, &config.task_file) {
             (Some(task), _) => task,
             (None, Some(job)) => {
-                Box::new(job.build(&config.sizes, &kf_eval::tasks::builtin_references())?)
+                Box::new(job.build(&config.sizes, &kf_eval::task::builtin_references())?)
             }
             (None, None) => builtin_task(&config.task, &config.sizes)?,
         };

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kf_eval::tasks::Sizes;
+use kf_eval::task::Sizes;
 use kf_eval::{BackendSpec, EvalConfig, TimeoutPolicy, WorkerCommand};
 use serde::Serialize;
 

@@ -8,7 +8,7 @@ use crate::{DeviceEvaluations, SearchConfig, SearchError, CLOSE_CALL_MARGIN};
 use kf_core::Either;
 #[cfg(feature = "dist")]
 use kf_dist::{DistError, DistEvaluator};
-use kf_eval::tasks::Sizes;
+use kf_eval::task::Sizes;
 use kf_eval::WorkerCommand;
 use kf_eval::{EvalError, IsolatedEvaluator};
 use kf_mutate::CellPredictor;
@@ -93,7 +93,7 @@ pub struct EvaluatorInput<'a> {
     /// The search's configuration (task, backend, tuning budget, protocol, workers).
     pub config: &'a crate::SearchConfig,
     /// The task's sizes, the task's defaults filled in.
-    pub sizes: &'a kf_eval::tasks::Sizes,
+    pub sizes: &'a kf_eval::task::Sizes,
     /// The run's device evaluations: count each configuration sent to the device into it, and
     /// stop tuning at its limit.
     pub device_evaluations: &'a crate::DeviceEvaluations,

@@ -89,7 +89,7 @@ pub struct KernelEvalOutcome {
     /// The task file, when the task came from one.
     pub task_file: Option<PathBuf>,
     /// The sizes.
-    pub sizes: kf_eval::tasks::Sizes,
+    pub sizes: kf_eval::task::Sizes,
     /// The kernel's manifest.
     pub kernel: PathBuf,
     /// The device's name.

@@ -272,7 +272,7 @@ mod tests {
         ArchiveHints, Candidate, Descriptor, Elite, Evaluation, Fitness, Language, ParamValues,
         Status,
     };
-    use kf_eval::tasks::KernelTask;
+    use kf_eval::task::KernelTask;
     use kf_prompt::{render_prompt, PromptComponents, PromptInput, PromptTemplates, ReplyFormat};
 
     fn options(f: impl FnOnce(&mut LlmOptions)) -> LlmOptions {
@@ -332,13 +332,13 @@ mod tests {
     #[test]
     fn the_prompt_for_a_task_file_carries_its_interface() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tasks/examples/scaled_swish");
-        let file = kf_eval::taskfile::TaskFile::load(&dir.join("scaled_swish.toml"))
+        let file = kf_eval::task::file::TaskFile::load(&dir.join("scaled_swish.toml"))
             .expect("the example task file loads");
-        let sizes = kf_eval::tasks::parse_sizes("ROWS=64,COLS=32").unwrap();
-        let task = kf_eval::taskfile::FileTask::with_references(
+        let sizes = kf_eval::task::parse_sizes("ROWS=64,COLS=32").unwrap();
+        let task = kf_eval::task::file::FileTask::with_references(
             std::sync::Arc::new(file),
             &sizes,
-            std::sync::Arc::new(kf_eval::tasks::builtin_references()),
+            std::sync::Arc::new(kf_eval::task::builtin_references()),
         )
         .expect("the example task builds");
         let described = task.describe();

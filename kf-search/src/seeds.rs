@@ -3,7 +3,7 @@
 
 use kf_core::emitter::{Emitter, Scheduler, SchedulerPolicy, SelectionEmitter};
 use kf_core::{BoxMutator, Candidate, KernelSource, Language, Mutator, ParamValues};
-use kf_eval::tasks::KernelTask;
+use kf_eval::task::KernelTask;
 use kf_mutate::{
     CellPredictor, MixMutator, ParamMutator, ParamMutatorConfig, StructuralMutator, TemplateLibrary,
 };
@@ -427,8 +427,8 @@ mod tests {
     #[test]
     fn sycl_gets_the_templates_like_opencl() {
         for task in ["gemm", "softmax"] {
-            let sizes = kf_eval::tasks::parse_sizes("").unwrap();
-            let task = kf_eval::tasks::builtin_task(task, &sizes).unwrap();
+            let sizes = kf_eval::task::parse_sizes("").unwrap();
+            let task = kf_eval::task::builtin_task(task, &sizes).unwrap();
             let (cl_seeds, cl_mix) = offline_search(task.as_ref(), Language::OpenCl).unwrap();
             let (seeds, mix) = offline_search(task.as_ref(), Language::Sycl).unwrap();
             assert_eq!(mix.names(), cl_mix.names());
@@ -441,8 +441,8 @@ mod tests {
             assert_eq!(seeds.len() + cl_only, cl_seeds.len(), "{}", task.name());
             assert!(seeds.iter().all(|s| s.source.language == Language::Sycl));
         }
-        let sizes = kf_eval::tasks::parse_sizes("").unwrap();
-        let gemm = kf_eval::tasks::builtin_task("gemm", &sizes).unwrap();
+        let sizes = kf_eval::task::parse_sizes("").unwrap();
+        let gemm = kf_eval::task::builtin_task("gemm", &sizes).unwrap();
         // Each language's own start, found by what only its source has: (TM, TN, WG1).
         for (language, marker, block) in [
             (Language::Sycl, "group_broadcast", (8, 1, 32)),
@@ -482,8 +482,8 @@ mod tests {
                 })
                 .collect()
         };
-        let sizes = kf_eval::tasks::parse_sizes("").unwrap();
-        let gemm = kf_eval::tasks::builtin_task("gemm", &sizes).unwrap();
+        let sizes = kf_eval::task::parse_sizes("").unwrap();
+        let gemm = kf_eval::task::builtin_task("gemm", &sizes).unwrap();
         let (seeds, _) = offline_search(gemm.as_ref(), Language::OpenCl).unwrap();
         let seen = blocking(&seeds);
         for expected in [
@@ -502,8 +502,8 @@ mod tests {
             .unwrap();
         assert!(starts >= 4, "{starts}");
         // At 64 x 64 x 64 no K block of 256 fits: no neighbour is blocked.
-        let small = kf_eval::tasks::parse_sizes("M=64,N=64,K=64").unwrap();
-        let gemm = kf_eval::tasks::builtin_task("gemm", &small).unwrap();
+        let small = kf_eval::task::parse_sizes("M=64,N=64,K=64").unwrap();
+        let gemm = kf_eval::task::builtin_task("gemm", &small).unwrap();
         let (seeds, _) = offline_search(gemm.as_ref(), Language::OpenCl).unwrap();
         assert!(blocking(&seeds)
             .iter()
@@ -547,8 +547,8 @@ mod tests {
                             .any(|(s, st, pf, r)| s == source && *st == 0 && *pf == 0 && r == rest)
                 })
         };
-        let sizes = kf_eval::tasks::parse_sizes("").unwrap();
-        let softmax = kf_eval::tasks::builtin_task("softmax", &sizes).unwrap();
+        let sizes = kf_eval::task::parse_sizes("").unwrap();
+        let softmax = kf_eval::task::builtin_task("softmax", &sizes).unwrap();
         let (seeds, _) = offline_search(softmax.as_ref(), Language::OpenCl).unwrap();
         let seen = stores(&seeds);
         assert!(
@@ -566,8 +566,8 @@ mod tests {
         // rows per work-item in groups of 16 would be one work-group for its 128 rows.
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../tasks/kernelbench/23_Softmax/task.toml");
-        let file = kf_eval::taskfile::TaskFile::load(&path).unwrap();
-        let task = kf_eval::taskfile::FileTask::new(file, &sizes).unwrap();
+        let file = kf_eval::task::file::TaskFile::load(&path).unwrap();
+        let task = kf_eval::task::file::FileTask::new(file, &sizes).unwrap();
         let (seeds, _) = offline_search(&task, Language::OpenCl).unwrap();
         let seen = stores(&seeds);
         assert!(
@@ -593,8 +593,8 @@ mod tests {
     #[test]
     fn cuda_gets_its_gpu_templates() {
         for (task, seeds_at_least) in [("gemm", 3), ("softmax", 2)] {
-            let sizes = kf_eval::tasks::parse_sizes("").unwrap();
-            let task = kf_eval::tasks::builtin_task(task, &sizes).unwrap();
+            let sizes = kf_eval::task::parse_sizes("").unwrap();
+            let task = kf_eval::task::builtin_task(task, &sizes).unwrap();
             let (seeds, mix) = offline_search(task.as_ref(), Language::Cuda).unwrap();
             assert!(mix.names().contains(&"structural"));
             assert!(seeds.len() >= seeds_at_least, "{} seeds", seeds.len());
@@ -610,8 +610,8 @@ mod tests {
     /// mutator on its own; CUDA as OpenCL, with its GPU renderings of the templates.
     #[test]
     fn emitters_cover_every_offline_mutator_and_the_added_ones() {
-        let sizes = kf_eval::tasks::parse_sizes("").unwrap();
-        let gemm = kf_eval::tasks::builtin_task("gemm", &sizes).unwrap();
+        let sizes = kf_eval::task::parse_sizes("").unwrap();
+        let gemm = kf_eval::task::builtin_task("gemm", &sizes).unwrap();
         let names = |parts: OfflineMutators| -> Vec<String> {
             let scheduler = parts.emitters(SchedulerPolicy::default()).unwrap();
             scheduler
@@ -650,8 +650,8 @@ mod tests {
     /// same seeds as `offline_search`.
     #[test]
     fn the_mix_keeps_the_offline_search() {
-        let sizes = kf_eval::tasks::parse_sizes("").unwrap();
-        let softmax = kf_eval::tasks::builtin_task("softmax", &sizes).unwrap();
+        let sizes = kf_eval::task::parse_sizes("").unwrap();
+        let softmax = kf_eval::task::builtin_task("softmax", &sizes).unwrap();
         let parts = OfflineMutators::for_task(softmax.as_ref(), Language::OpenCl, None).unwrap();
         let seeds = parts.seeds.len();
         let mix = parts.mix();

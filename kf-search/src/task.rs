@@ -5,10 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kf_eval::taskfile::{FileTask, TaskFile, TaskFileError};
-use kf_eval::tasks::{
-    builtin_references, builtin_task, parse_sizes, sizes_text, KernelTask, Sizes,
-};
+use kf_eval::task::file::{FileTask, TaskFile, TaskFileError};
+use kf_eval::task::{builtin_references, builtin_task, parse_sizes, sizes_text, KernelTask, Sizes};
 use kf_eval::{
     BackendSpec, EvalConfig, EvalError, IsolatedEvaluator, IsolatedEvaluatorBuilder, TaskFileJob,
     TimeoutPolicy,

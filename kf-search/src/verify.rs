@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use kf_archive::ArchiveError;
 use kf_core::noise::median_interval;
 use kf_core::{ChildRecord, Elite, Evaluation, InsertOutcome, Status, StepRecord};
-use kf_eval::tasks::{builtin_task, sizes_text, Sizes};
+use kf_eval::task::{builtin_task, sizes_text, Sizes};
 use kf_eval::{
     BackendSpec, EvalConfig, EvalError, IsolatedEvaluator, TimeoutPolicy, WorkerCommand,
 };

@@ -12,7 +12,7 @@
 use std::path::Path;
 
 use kf_core::{BoxError, EvaluationReport, Observe, ObserverMode, StopHandle, StopReason};
-use kf_eval::tasks::parse_sizes;
+use kf_eval::task::parse_sizes;
 use kf_search::report::names;
 use kf_search::{Search, SearchOutcome};
 

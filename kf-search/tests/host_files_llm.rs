@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use kf_core::{Language, Status};
-use kf_eval::tasks::{builtin_task, parse_sizes};
+use kf_eval::task::{builtin_task, parse_sizes};
 use kf_prompt::testing::{ChatServer, SeenRequest};
 use kf_prompt::{LlmMutator, LlmMutatorBuilder, OpenAiClient, OpenAiConfig};
 use kf_search::{seeds_for, Search};

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use kf_archive::{RunDir, RunMeta};
 use kf_core::{ChildRecord, InsertOutcome, Language, Status, StepRecord};
-use kf_eval::tasks::{builtin_task, parse_sizes};
+use kf_eval::task::{builtin_task, parse_sizes};
 use kf_eval::WorkerCommand;
 use kf_prompt::testing::{ChatServer, SeenRequest};
 use kf_prompt::{fingerprint, parse::code_blocks, LlmMutator, OpenAiClient, OpenAiConfig};

@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use kf_eval::tasks::parse_sizes;
+use kf_eval::task::parse_sizes;
 use kf_search::{FinishedRun, PostRun, Search, SearchConfig, SearchError};
 
 mod common;

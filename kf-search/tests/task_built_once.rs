@@ -10,8 +10,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use kf_eval::taskfile::python::numpy_or_skip;
-use kf_eval::taskfile::FileTask;
+use kf_eval::task::file::python::numpy_or_skip;
+use kf_eval::task::file::FileTask;
 use kf_eval::WorkerCommand;
 use kf_search::task::ChosenTask;
 use kf_search::Search;

@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use kernelfoundry::core::prelude::*;
-use kernelfoundry::eval::taskfile::{FileTask, TaskFile};
-use kernelfoundry::eval::tasks::parse_sizes;
+use kernelfoundry::eval::task::file::{FileTask, TaskFile};
+use kernelfoundry::eval::task::parse_sizes;
 use kernelfoundry::eval::{EvalConfig, KernelEvaluator};
 use kernelfoundry::search::offline_search;
 

@@ -54,7 +54,7 @@ pub(crate) fn opencl_scratch() -> Option<tempfile::TempDir> {
 #[track_caller]
 pub(crate) fn opencl_numpy_scratch() -> Option<tempfile::TempDir> {
     kernelfoundry::opencl::testing::backend_or_skip()?;
-    if !kernelfoundry::eval::taskfile::python::numpy_or_skip() {
+    if !kernelfoundry::eval::task::file::python::numpy_or_skip() {
         return None;
     }
     Some(tempfile::tempdir().unwrap())

@@ -24,7 +24,7 @@ mod tuning;
 
 use anyhow::{ensure, Context};
 use kernelfoundry::core::prelude::*;
-use kernelfoundry::eval::tasks::{builtin_task, parse_sizes};
+use kernelfoundry::eval::task::{builtin_task, parse_sizes};
 use kernelfoundry::eval::BackendRegistry;
 use kernelfoundry::mutate::{MixMutator, ParamMutator, StructuralMutator, TemplateLibrary};
 use kernelfoundry::search::{seeds_for, template_seeds, Search};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, ensure};
 use kernelfoundry::core::Ask;
-use kernelfoundry::eval::tasks::parse_sizes;
+use kernelfoundry::eval::task::parse_sizes;
 use kernelfoundry::search::Search;
 
 use crate::classifier::LocalAndOutputs;

@@ -1,4 +1,4 @@
-//! Task files (`kf_eval::taskfile::TaskFile::parse`): the TOML schema, its validation (names,
+//! Task files (`kf_eval::task::file::TaskFile::parse`): the TOML schema, its validation (names,
 //! args, dtypes, shapes, init distributions, tolerances, work and alternative-size
 //! expressions), and what the evaluator derives from a task file before allocating anything:
 //! completed sizes, buffer shapes and element counts (checked against `MAX_ELEMENTS` and
@@ -7,8 +7,8 @@
 //! access). Bounded to 64 KiB.
 
 use crate::MAX_INPUT;
-use kf_eval::taskfile::{TaskBase, TaskFile, MAX_BUFFER_BYTES, MAX_ELEMENTS};
-use kf_eval::tasks::Sizes;
+use kf_eval::task::file::{TaskBase, TaskFile, MAX_BUFFER_BYTES, MAX_ELEMENTS};
+use kf_eval::task::Sizes;
 
 macro_rules! file {
     ($dir:literal, $name:literal) => {

@@ -111,7 +111,9 @@ impl CudaBackend {
     ) -> Result<CompileInput<'a>, CudaError> {
         let entry = source.entry.as_str();
         let refuse = |reason: String| CudaError::compile(entry, reason, "");
-        SOURCE_RULES.check(source).map_err(refuse)?;
+        SOURCE_RULES
+            .check(source)
+            .map_err(|rejected| refuse(rejected.to_string()))?;
         let arch = match &options.arch {
             Some(text) => text
                 .parse::<Arch>()
@@ -156,7 +158,7 @@ impl CudaBackend {
             ptx: out.ptx,
             cubin: out.cubin.unwrap_or_default(),
         };
-        slot.store(|| Ok(&build), facts);
+        slot.store(|| Ok::<_, std::convert::Infallible>(&build), facts);
         Ok(build)
     }
 

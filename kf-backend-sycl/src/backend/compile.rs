@@ -337,7 +337,7 @@ impl SyclBackend {
         slot.store(
             || {
                 let bundle = built.program.content().map_err(|f| f.message)?;
-                Ok((bundle, meta))
+                Ok::<_, String>((bundle, meta))
             },
             facts,
         );
@@ -350,7 +350,7 @@ fn check_source(source: &KernelSource) -> Result<(), SyclError> {
     let entry = source.entry.as_str();
     SOURCE_RULES
         .check(source)
-        .map_err(|reason| compile_error(entry, reason))?;
+        .map_err(|rejected| compile_error(entry, rejected.to_string()))?;
     if let Some(why) = known_crasher(&source.text) {
         return Err(compile_error(entry, why));
     }

@@ -345,6 +345,25 @@ where
 /// engine's call that gives it.
 type ContextNeed = (bool, fn(Needs) -> bool, &'static str, &'static str);
 
+/// An engine on the synthetic problem, as the engine's tests run it.
+#[cfg(test)]
+pub(crate) type SyntheticEngine = Engine<
+    crate::testing::SyntheticEvaluator,
+    crate::testing::SyntheticClassifier,
+    crate::testing::VecArchive,
+>;
+
+/// An engine in which `proposer` searches the synthetic problem (its evaluator, its classifier
+/// of 4 levels per dimension, an empty [`VecArchive`] of that space) from the one seed `seed`;
+/// the caller sets the budget and the rest.
+#[cfg(test)]
+pub(crate) fn synthetic_engine(proposer: impl Into<Scheduler>, seed: Candidate) -> SyntheticEngine {
+    use crate::testing::{SyntheticClassifier, SyntheticEvaluator, VecArchive};
+    let classifier = SyntheticClassifier::new(4);
+    let archive = VecArchive::new(classifier.space().clone());
+    Engine::new(proposer, SyntheticEvaluator::new(), classifier, archive).seeds(vec![seed])
+}
+
 #[cfg(test)]
 mod novelty_tests;
 
@@ -362,7 +381,7 @@ mod tests {
     use crate::candidate::{Offspring, Origin};
     use crate::kernel::{KernelSource, Language, ParamValue, ParamValues};
     use crate::observe::EvaluationReport;
-    use crate::test_support::{synthetic_engine, Barren, SyntheticEngine};
+    use crate::test_support::Barren;
     use crate::testing::{
         synthetic_seed, SyntheticClassifier, SyntheticEvaluator, SyntheticMutator, VecArchive,
     };

@@ -1,8 +1,9 @@
 //! The engine with a novelty filter: repeats are never evaluated, counts survive a resume.
 
+use super::synthetic_engine;
 use crate::kernel::{KernelSource, ParamValues};
 use crate::novelty::{Novelty, NoveltyConfig, Signature};
-use crate::test_support::{synthetic_engine, Shared};
+use crate::test_support::Shared;
 
 /// Signature by exact parameter values; shingles are the coordinates rounded to tenths
 /// (so near-duplicates, at threshold 1, are points in the same box of a 10×10×10 grid),

@@ -6,8 +6,9 @@ use std::convert::Infallible;
 
 use futures::executor::block_on;
 
+use super::synthetic_engine;
 use super::*;
-use crate::test_support::{synthetic_engine, Shared};
+use crate::test_support::Shared;
 use crate::testing::{synthetic_seed, SyntheticClassifier, SyntheticEvaluator, VecArchive};
 use crate::{CandidateId, Elite, Evaluation, TimingStats};
 

@@ -5,12 +5,12 @@ use std::sync::{Arc, Mutex};
 
 use futures::executor::block_on;
 
+use super::synthetic_engine;
 use super::*;
 use crate::candidate::Origin;
 use crate::emitter::Scheduler;
 use crate::error::{BoxError, StepFailure};
 use crate::observe::EvaluationReport;
-use crate::test_support::synthetic_engine;
 use crate::testing::{
     synthetic_emitters, synthetic_seed, SyntheticClassifier, SyntheticEvaluator, SyntheticMutator,
     VecArchive,

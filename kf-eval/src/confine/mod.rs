@@ -612,7 +612,7 @@ impl AllowedPaths {
     /// What a worker with the compile cache `cache_dir` (the backend's, when it names one)
     /// needs: [`AllowedPaths::runtimes`], its private temporary folder (`TMPDIR`, made by the
     /// parent) and the parent's additions ([`CONFINE_READ_ENV`]). The Python installation
-    /// (`taskfile::python::installation_dirs`) and the device characterisation cache are added
+    /// (`task::file::python::installation_dirs`) and the device characterisation cache are added
     /// by the callers that need them (this module depends on neither, so that both can use it).
     pub fn for_worker(cache_dir: Option<&Path>) -> Self {
         // A rule needs its folder: a cache folder the parent makes later would stay closed

@@ -6,7 +6,7 @@
 
 use kf_backend_opencl::{DeviceSelector, OpenClBackend, OpenClError};
 use kf_core::{BackendErrorKind, Evaluation, KernelSource, ParamValues, Status};
-use kf_eval::tasks::parse_sizes;
+use kf_eval::task::parse_sizes;
 use kf_eval::{
     BackendSpec, EvalConfig, IsolatedEvaluator, IsolatedEvaluatorBuilder, WorkerCommand,
 };

@@ -3,7 +3,7 @@
 //! and launches.
 
 use kf_core::{Backend as _, DeviceFacts as CoreFacts, ParamValues, Tolerance as CoreTolerance};
-use kf_eval::tasks::HostBuffer;
+use kf_eval::task::HostBuffer;
 use kf_eval::verify::{compare_buffers_with, Verdict as EvalVerdict};
 use kf_manifest::Manifest;
 
@@ -69,10 +69,10 @@ fn the_comparison_is_the_evaluators() {
     same_verdict(&scaled, &want, None);
     same_verdict(&[], &[], None);
     // The element types' poison values are the evaluator's.
-    let poison = HostBuffer::poison(kf_eval::taskfile::Dtype::F16, 1).to_bytes();
+    let poison = HostBuffer::poison(kf_eval::task::file::Dtype::F16, 1).to_bytes();
     let ours = super::runtime::to_bytes(&[<half::f16 as super::runtime::Element>::POISON]);
     assert_eq!(poison, ours);
-    let poison = HostBuffer::poison(kf_eval::taskfile::Dtype::I32, 1).to_bytes();
+    let poison = HostBuffer::poison(kf_eval::task::file::Dtype::I32, 1).to_bytes();
     assert_eq!(
         poison,
         super::runtime::to_bytes(&[<i32 as super::runtime::Element>::POISON])

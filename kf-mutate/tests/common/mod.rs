@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use kf_core::prelude::*;
-use kf_eval::tasks::KernelTask;
+use kf_eval::task::KernelTask;
 use kf_eval::{EvalConfig, KernelEvaluator};
 use kf_mutate::{Feasibility, StrategyLibrary, Structure, Template, TemplateLibrary};
 use rand::SeedableRng;

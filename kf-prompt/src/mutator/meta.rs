@@ -3,11 +3,12 @@
 
 use std::sync::Arc;
 
-use futures::future::{BoxFuture, FutureExt, Shared};
+use futures::future::FutureExt;
 use kf_core::Usage;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::epoch::{EpochFuture, EpochResult};
 use super::{exchange_usage, Inner};
 use crate::client::{ChatMessage, ChatRequest};
 use crate::components::{fill, Component};
@@ -16,26 +17,6 @@ use crate::parse::{apply_edit, code_blocks, parse_edits};
 use crate::population::{stats_text, CreditEvent, PromptVariant};
 use crate::record::RecordMode;
 use crate::render::clip;
-
-/// What one epoch's meta-call made: a new variant or none, and what it cost.
-#[derive(Clone)]
-pub(super) struct EpochResult {
-    pub(super) variant: Option<Arc<PromptVariant>>,
-    pub(super) usage: Usage,
-}
-
-impl EpochResult {
-    /// No new variant this epoch (the meta-call was not made, failed, or gave nothing usable).
-    fn nothing(usage: Usage) -> Self {
-        EpochResult {
-            variant: None,
-            usage,
-        }
-    }
-}
-
-/// An epoch's meta-call, shared by every step that waits for it.
-pub(super) type EpochFuture = Shared<BoxFuture<'static, EpochResult>>;
 
 /// What a meta-call is asked to do: rewrite `component` of the variant `parent` (whose text
 /// is `old`) following `strategy`.

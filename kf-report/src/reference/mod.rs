@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kf_core::Work;
-use kf_eval::tasks::Sizes;
+use kf_eval::task::Sizes;
 use serde::{Deserialize, Serialize};
 
 /// The measuring script (run with `python -c`).
@@ -187,7 +187,7 @@ pub fn has_reference(task: &str) -> bool {
 }
 
 /// Measures the reference library for `task` at `sizes` with the Python of
-/// [`kf_eval::taskfile::python::python_interpreter`]; `work` turns its time into GFLOP/s and
+/// [`kf_eval::task::file::python::python_interpreter`]; `work` turns its time into GFLOP/s and
 /// GB/s the same way the evaluator does for kernels.
 ///
 /// # Errors
@@ -202,7 +202,7 @@ pub fn measure(
     if !has_reference(task) {
         return Err(ReferenceError::NoReference(task.to_owned()));
     }
-    let interpreter = kf_eval::taskfile::python::python_interpreter();
+    let interpreter = kf_eval::task::file::python::python_interpreter();
     let sizes_json =
         serde_json::to_string(sizes).map_err(|e| ReferenceError::Failed(e.to_string()))?;
     let mut command = Command::new(&interpreter);
@@ -322,10 +322,10 @@ mod tests {
 
     #[test]
     fn gemm_reference_is_measured_with_openblas_unpinned() {
-        if !kf_eval::taskfile::python::numpy_or_skip() {
+        if !kf_eval::task::file::python::numpy_or_skip() {
             return;
         }
-        let sizes = kf_eval::tasks::parse_sizes("M=128,N=96,K=64").unwrap();
+        let sizes = kf_eval::task::parse_sizes("M=128,N=96,K=64").unwrap();
         let work = Work {
             flops: 2.0 * 128.0 * 96.0 * 64.0,
             bytes: 4.0 * (128.0 * 64.0 + 64.0 * 96.0 + 128.0 * 96.0),
@@ -347,10 +347,10 @@ mod tests {
 
     #[test]
     fn softmax_reference_reports_bandwidth() {
-        if !kf_eval::taskfile::python::numpy_or_skip() {
+        if !kf_eval::task::file::python::numpy_or_skip() {
             return;
         }
-        let sizes = kf_eval::tasks::parse_sizes("ROWS=64,COLS=256").unwrap();
+        let sizes = kf_eval::task::parse_sizes("ROWS=64,COLS=256").unwrap();
         let work = Work {
             flops: 5.0 * 64.0 * 256.0,
             bytes: 2.0 * 4.0 * 64.0 * 256.0,

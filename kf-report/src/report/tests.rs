@@ -431,13 +431,13 @@ fn memory_bound_tasks_report_gb_s_and_the_roofline_fraction() {
 
 #[test]
 fn the_reference_measured_in_the_run_is_in_report_json_and_under_the_table() {
-    if !kf_eval::taskfile::python::numpy_or_skip() {
+    if !kf_eval::task::file::python::numpy_or_skip() {
         return;
     }
     let elites = gemm_like();
     let space = DescriptorSpace::kernel_default();
     let summary = summary_for(&elites, 100);
-    let sizes = kf_eval::tasks::parse_sizes("M=128,N=128,K=128").unwrap();
+    let sizes = kf_eval::task::parse_sizes("M=128,N=128,K=128").unwrap();
     let work = kf_core::Work {
         flops: 2.0 * 128f64.powi(3),
         bytes: 3.0 * 4.0 * 128f64.powi(2),

@@ -20,7 +20,7 @@
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
-use kf_eval::taskfile::TaskSpec;
+use kf_eval::task::file::TaskSpec;
 use kf_eval::TaskFileJob;
 use serde::{Deserialize, Serialize};
 
@@ -144,7 +144,7 @@ pub struct BundledFile {
 /// [reference]
 /// python = "ref.py"
 /// "#).unwrap();
-/// let task = kf_eval::taskfile::TaskFile::load(&dir.join("t.toml")).unwrap();
+/// let task = kf_eval::task::file::TaskFile::load(&dir.join("t.toml")).unwrap();
 /// let bundle = TaskBundle::from_job(&kf_eval::TaskFileJob::from_task_file(&task).unwrap()).unwrap();
 /// assert!(bundle.files.contains_key("ref.py"));
 /// bundle.verify().unwrap();
@@ -598,7 +598,7 @@ kernel = "naive.toml"
     }
 
     fn bundle(dir: &Path) -> TaskBundle {
-        let task = kf_eval::taskfile::TaskFile::load(&dir.join("t.toml")).unwrap();
+        let task = kf_eval::task::file::TaskFile::load(&dir.join("t.toml")).unwrap();
         TaskBundle::from_job(&TaskFileJob::from_task_file(&task).unwrap()).unwrap()
     }
 
@@ -664,7 +664,7 @@ kernel = "naive.toml"
         let task = job
             .build(
                 &job.spec.sizes.clone().into_iter().collect(),
-                &kf_eval::tasks::builtin_references(),
+                &kf_eval::task::builtin_references(),
             )
             .unwrap();
         drop(task);

@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use kf_core::{async_trait, BoxError, Candidate, DeviceFacts, Evaluation, Evaluator};
 use kf_dist::{Binary, CompileOutcome, Hash, JobHandler, Profile, Refusal};
-use kf_eval::tasks::Sizes;
+use kf_eval::task::Sizes;
 use kf_eval::{
     BackendSpec, CompileCheck, EvalConfig, IsolatedEvaluator, TimeoutPolicy, WorkerCommand,
 };
@@ -236,7 +236,7 @@ impl TaskHandler {
 /// `$XDG_CACHE_HOME/kernelfoundry` (`~/.cache/kernelfoundry`). Evaluation processes may not
 /// write there, and read only the task folder they evaluate against.
 pub fn default_task_dir() -> Option<PathBuf> {
-    if let Some(runtime) = kf_eval::taskfile::python::runtime_dir() {
+    if let Some(runtime) = kf_eval::task::file::python::runtime_dir() {
         return Some(runtime.join("shipped-tasks"));
     }
     let cache = std::env::var_os("XDG_CACHE_HOME")

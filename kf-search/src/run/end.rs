@@ -8,7 +8,7 @@ use kf_core::{
     Archive, BoxError, DescriptorSpace, DeviceFacts, Elite, EvaluationReport, Observe, RunSummary,
     Work,
 };
-use kf_eval::tasks::{sizes_text, Sizes};
+use kf_eval::task::{sizes_text, Sizes};
 use kf_eval::IsolatedEvaluator;
 use kf_report::post_run;
 use serde::Serialize;

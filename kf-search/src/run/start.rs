@@ -173,7 +173,7 @@ fn budget(config: &SearchConfig) -> Budget {
 /// run directory and checked against it.
 struct RunIdentity<'a> {
     config: &'a SearchConfig,
-    sizes: &'a kf_eval::tasks::Sizes,
+    sizes: &'a kf_eval::task::Sizes,
     device: &'a DeviceFacts,
     tune_strategy: String,
     mutator: String,

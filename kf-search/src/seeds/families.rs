@@ -12,8 +12,8 @@
 //! own kernels.
 
 use kf_core::Language;
-use kf_eval::taskfile::{Conv1dFamily, Dtype, FamilySpec, MapFamily, MatmulFamily, RowFamily};
-use kf_eval::tasks::{ArgSpec, KernelTask, Role};
+use kf_eval::task::file::{Conv1dFamily, Dtype, FamilySpec, MapFamily, MatmulFamily, RowFamily};
+use kf_eval::task::{ArgSpec, KernelTask, Role};
 use kf_mutate::{StructuralMutator, TaskBinding, TemplateLibrary};
 
 use crate::SearchError;
@@ -28,10 +28,10 @@ use crate::SearchError;
 /// ```no_run
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use kf_core::Language;
-/// use kf_eval::taskfile::{FileTask, TaskFile};
+/// use kf_eval::task::file::{FileTask, TaskFile};
 ///
 /// let file = TaskFile::load(std::path::Path::new("tasks/kernelbench/23_Softmax/task.toml"))?;
-/// let task = FileTask::new(file, &kf_eval::tasks::parse_sizes("")?)?;
+/// let task = FileTask::new(file, &kf_eval::task::parse_sizes("")?)?;
 /// if let Some((library, _mutator)) = kf_search::family_templates(&task, Language::OpenCl)? {
 ///     for template in library.templates() {
 ///         println!("{}", template.name());
@@ -404,7 +404,7 @@ fn reduce_binding(task: &str, signature: TaskBinding, r: &RowFamily) -> Option<T
 /// convolution; the output length is PyTorch's formula over the bound sizes, and `HAS_BIAS`
 /// and `PADDED` are fixed (a literal zero padding needs no bounds checks).
 fn conv1d_binding(task: &str, signature: TaskBinding, c: &Conv1dFamily) -> TaskBinding {
-    let text = |e: &Option<kf_eval::taskfile::ExprText>, default: &str| {
+    let text = |e: &Option<kf_eval::task::file::ExprText>, default: &str| {
         e.as_ref().map_or_else(|| default.to_owned(), |e| e.text())
     };
     let (stride, dilation, padding) = (

@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use kf_core::{Evaluation, ParamValues};
-use kf_eval::tasks::Sizes;
+use kf_eval::task::Sizes;
 use kf_eval::{
     BackendSpec, EvalConfig, EvalError, IsolatedEvaluator, TimeoutPolicy, WorkerCommand,
     TUNING_REUSE_INPUTS,

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kf_eval::tasks::Sizes;
+use kf_eval::task::Sizes;
 use kf_eval::WorkerCommand;
 use kf_search::SearchConfig;
 use tempfile::TempDir;

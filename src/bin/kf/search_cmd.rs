@@ -90,7 +90,7 @@ fn search_one(
         .config(&chosen.name(), sizes, Duration::from_secs(540));
     let parent = config.out.clone();
     if runs.is_some() {
-        config.out = parent.join(kernelfoundry::eval::tasks::sizes_text(&config.sizes));
+        config.out = parent.join(kernelfoundry::eval::task::sizes_text(&config.sizes));
     }
     config.timeout = chosen.timeout(config.timeout);
     // Through the queue, the LLM's questions are asked as a run of their own beside the

@@ -8,7 +8,7 @@
 use std::io::Write;
 
 use kernelfoundry::core::{KernelSource, Language, ParamValues};
-use kernelfoundry::eval::tasks::parse_sizes;
+use kernelfoundry::eval::task::parse_sizes;
 use kernelfoundry::eval::{BackendSpec, IsolatedEvaluator};
 
 fn main() -> anyhow::Result<()> {

@@ -75,7 +75,7 @@ pub enum ArgSpec {
 /// # Example
 ///
 /// ```
-/// use kf_eval::tasks::{Gemm, KernelTask, Role};
+/// use kf_eval::task::{Gemm, KernelTask, Role};
 /// use rand::SeedableRng;
 ///
 /// let gemm = Gemm::new(4, 3, 2).unwrap();
@@ -139,7 +139,7 @@ pub trait KernelTask: Send + Sync {
 
     /// The operator family the task declares (a task file's `[family]`), for searches that
     /// seed a family's fast structures; `None` (the default) for a task that declares none.
-    fn family(&self) -> Option<crate::taskfile::schema::FamilySpec> {
+    fn family(&self) -> Option<crate::task::file::schema::FamilySpec> {
         None
     }
 }

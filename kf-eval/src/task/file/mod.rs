@@ -5,8 +5,8 @@
 //!   thing in code and pass it to [`TaskFile::from_spec`].
 //! * [`TaskFile`]: a loaded and validated task file (errors name the file and the field).
 //! * [`FileTask`]: a task file at concrete sizes as the evaluator's
-//!   [`crate::tasks::KernelTask`]: inputs drawn from the file's `init` distributions (one per
-//!   input set in turn), [`KernelTask`](crate::tasks::KernelTask) alternative sizes from
+//!   [`crate::task::KernelTask`]: inputs drawn from the file's `init` distributions (one per
+//!   input set in turn), [`KernelTask`](crate::task::KernelTask) alternative sizes from
 //!   `[[alternative_sizes]]`, and the reference from Python ([`python`]), a Rust closure
 //!   ([`ReferenceRegistry`]) or a trusted kernel. Every reference output is checked (present,
 //!   declared dtype and shape, finite) before it is trusted; a failure is a
@@ -20,7 +20,7 @@
 //! # Example
 //!
 //! ```
-//! use kf_eval::taskfile::{TaskBase, TaskFile};
+//! use kf_eval::task::file::{TaskBase, TaskFile};
 //!
 //! let text = r#"
 //! name = "axpy"

@@ -9,7 +9,7 @@ use ndarray::{Array2, ArrayD, Ix2};
 
 use super::spec::{KernelTask, Sizes};
 use crate::error::EvalError;
-use crate::taskfile::{
+use crate::task::file::{
     ArrayOut, FileTask, ReferenceError, ReferenceInputs, ReferenceRegistry, TaskBase, TaskFile,
 };
 
@@ -185,7 +185,7 @@ impl Softmax {
 mod tests {
     use super::*;
     use crate::element::Role;
-    use crate::tasks::host::HostBuffer;
+    use crate::task::host::HostBuffer;
     use kf_core::Language;
 
     #[test]
@@ -220,8 +220,8 @@ mod tests {
 
     #[test]
     fn softmax_reference_rows_sum_to_one() {
-        let s = Softmax::from_sizes(&crate::tasks::spec::parse_sizes("ROWS=2,COLS=3").unwrap())
-            .unwrap();
+        let s =
+            Softmax::from_sizes(&crate::task::spec::parse_sizes("ROWS=2,COLS=3").unwrap()).unwrap();
         let x = HostBuffer::F32(vec![1.0, 2.0, 3.0, 100.0, 100.0, 100.0]);
         let r = s.reference(&[x, HostBuffer::F32(Vec::new())]).unwrap();
         let y = r[1].to_f64();

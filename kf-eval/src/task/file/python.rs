@@ -11,8 +11,8 @@ use indexmap::IndexMap;
 
 use super::error::TaskFileError;
 use super::npy;
-use crate::tasks::host::HostBuffer;
-use crate::tasks::spec::Sizes;
+use crate::task::host::HostBuffer;
+use crate::task::spec::Sizes;
 
 /// The driver that loads the user's script and calls `reference`.
 const DRIVER: &str = include_str!("driver.py");
@@ -42,7 +42,7 @@ pub const KF_REQUIRE_PYTHON: &str = "KF_REQUIRE_PYTHON";
 /// setup cannot turn the Python tests into passes.
 ///
 /// ```no_run
-/// if !kf_eval::taskfile::python::numpy_or_skip() {
+/// if !kf_eval::task::file::python::numpy_or_skip() {
 ///     return; // printed `SKIPPED: …`
 /// }
 /// ```

@@ -254,14 +254,14 @@ pub struct TaskSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub alternative_sizes: Vec<IndexMap<String, ExprText>>,
     /// The operator family (`[family]`: a matrix product, a row reduction…), so that a
-    /// search seeds the family's fast structures; see [`crate::taskfile::FamilySpec`].
+    /// search seeds the family's fast structures; see [`crate::task::file::FamilySpec`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub family: Option<FamilySpec>,
 }
 
 impl TaskSpec {
     /// Parses TOML text (no validation beyond the schema; see
-    /// [`crate::taskfile::TaskFile`]).
+    /// [`crate::task::file::TaskFile`]).
     pub fn from_toml(text: &str) -> Result<Self, toml::de::Error> {
         toml::from_str(text)
     }

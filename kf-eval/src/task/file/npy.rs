@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::schema::Dtype;
-use crate::tasks::host::HostBuffer;
+use crate::task::host::HostBuffer;
 
 const MAGIC: &[u8] = b"\x93NUMPY";
 

@@ -18,8 +18,8 @@ use super::reference::{self, ReferenceInputs, ReferenceRegistry};
 use super::schema::{BufferRole, Dtype, FamilySpec, ScalarValue};
 use crate::element::Role;
 use crate::error::EvalError;
-use crate::tasks::host::HostBuffer;
-use crate::tasks::spec::{sizes_text, Accumulation, ArgSpec, BufferSpec, KernelTask, Sizes};
+use crate::task::host::HostBuffer;
+use crate::task::spec::{sizes_text, Accumulation, ArgSpec, BufferSpec, KernelTask, Sizes};
 
 /// Default seconds a Python reference may take per input set.
 pub const DEFAULT_REFERENCE_TIMEOUT_S: f64 = 120.0;

@@ -1,7 +1,9 @@
 //! Tasks the evaluator knows how to check: what buffers a kernel gets, in which argument order,
-//! how inputs are drawn, and how the host computes the reference.
+//! how inputs are drawn, and how the host computes the reference. The built-in tasks are task
+//! files shipped in this crate; [`file`](mod@file) reads a user's own.
 
 mod builtin;
+pub mod file;
 pub(crate) mod host;
 pub(crate) mod spec;
 

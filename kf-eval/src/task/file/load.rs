@@ -9,7 +9,7 @@ use kf_manifest::{Expr, ExprSite, Symbols};
 use super::error::TaskFileError;
 use super::init::Init;
 use super::schema::{BufferDecl, BufferRole, Dtype, TaskSpec};
-use crate::tasks::spec::Sizes;
+use crate::task::spec::Sizes;
 
 /// Largest number of elements of one buffer.
 pub const MAX_ELEMENTS: usize = 1 << 28;
@@ -287,7 +287,7 @@ impl TaskFile {
                         format!(
                             "`{}` = {v} at {}: a buffer needs a positive number of elements",
                             e.text(),
-                            crate::tasks::spec::sizes_text(sizes)
+                            crate::task::spec::sizes_text(sizes)
                         ),
                     ));
                 }
@@ -303,7 +303,7 @@ impl TaskFile {
                     format!("buffer[{i}].shape (buffer `{}`)", b.name),
                     format!(
                         "{shape:?} at {} is larger than the limit of 2^28 elements / 1 GiB",
-                        crate::tasks::spec::sizes_text(sizes)
+                        crate::task::spec::sizes_text(sizes)
                     ),
                 ));
             }
@@ -356,7 +356,7 @@ impl TaskFile {
                     format!(
                         "`{}` at {}: {m}",
                         e.text(),
-                        crate::tasks::spec::sizes_text(sizes)
+                        crate::task::spec::sizes_text(sizes)
                     ),
                 )
             })?;

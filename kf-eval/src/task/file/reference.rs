@@ -11,8 +11,8 @@ use ndarray::{ArrayD, ArrayViewD, IxDyn};
 
 use super::error::ReferenceError;
 use super::schema::Dtype;
-use crate::tasks::host::HostBuffer;
-use crate::tasks::spec::Sizes;
+use crate::task::host::HostBuffer;
+use crate::task::spec::Sizes;
 
 /// A read-only input array of any task dtype.
 #[derive(Debug, Clone)]
@@ -156,7 +156,7 @@ impl ReferenceRegistry {
     ///
     /// ```
     /// use indexmap::IndexMap;
-    /// use kf_eval::taskfile::{ArrayOut, ReferenceError, ReferenceRegistry};
+    /// use kf_eval::task::file::{ArrayOut, ReferenceError, ReferenceRegistry};
     ///
     /// let registry = ReferenceRegistry::new().with("negate", |inputs| {
     ///     let x = inputs.array("X")?.to_f64();
