@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | [`SearchArgs`] | budget, seed, backend, device, output folder, archive, scheduler, … | a `SearchConfig` ([`SearchArgs::config`]) and a builder with the parts the names stand for ([`SearchArgs::builder`]) |
 //! | [`LlmArgs`] (feature `llm`) | `--llm`, its endpoint, model and weight | `kf_search::llm::LlmOptions` |
-//! | [`TuneArgs`], [`LiveTuneArgs`], [`ReplayCmdArgs`] | `kf tune` and `kf tune replay` | `kf_search::tune::LiveTuneOptions`, `kf_tune::cli::ReplayArgs` |
+//! | [`TuneArgs`], [`LiveTuneArgs`], [`ReplayCmdArgs`] | `kf tune` and `kf tune replay` | `kf_search::live_tune::LiveTuneOptions`, `kf_tune::cli::ReplayArgs` |
 //! | [`ServerArgs`], [`SecurityArgs`], [`DistArgs`] (feature `dist`) | the servers, their security files, a distributed search's options | `kf_dist::DistConfig` |
 //!
 //! Names read from a command line become the library's parts here, at the edge: a backend's

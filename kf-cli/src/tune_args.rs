@@ -1,11 +1,11 @@
 //! `kf tune`'s command line, for programs' own parsers: live tuning ([`LiveTuneArgs`], the
-//! options of [`tune_live`](kf_search::tune::tune_live)) and `kf tune replay`
+//! options of [`tune_live`](kf_search::live_tune::tune_live)) and `kf tune replay`
 //! ([`ReplayCmdArgs`]).
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand};
 use kf_search::backends;
-use kf_search::tune::{LiveTuneOptions, TuneStart};
+use kf_search::live_tune::{LiveTuneOptions, TuneStart};
 use kf_tune::cli::ReplayArgs;
 use std::path::PathBuf;
 

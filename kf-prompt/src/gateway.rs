@@ -10,10 +10,10 @@ use std::time::Instant;
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
-use crate::budget::{BudgetExceeded, BudgetTracker, Reservation, Spend};
 use crate::client::{ChatRequest, ChatResponse, LlmClient};
 use crate::config::{LlmBudget, ModelSpec};
 use crate::error::{FailureKind, LlmFailure, PromptError};
+use crate::llm_budget::{BudgetExceeded, BudgetTracker, Reservation, Spend};
 use crate::record::{ExchangeKey, ExchangeLog, ExchangeOutcome, ExchangeRecord, RecordMode};
 
 /// Usage statistics of a gateway since it was built.

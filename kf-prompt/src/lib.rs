@@ -88,7 +88,6 @@
 //! ```
 
 mod bandit;
-mod budget;
 mod client;
 mod components;
 mod config;
@@ -96,6 +95,7 @@ mod error;
 mod fingerprint;
 mod gateway;
 mod lessons;
+mod llm_budget;
 mod marker;
 mod mutator;
 mod openai;
@@ -108,7 +108,6 @@ pub mod testing;
 
 pub use async_trait::async_trait;
 pub use bandit::{choose_arm, weighted_index, ArmStats, BanditPolicy};
-pub use budget::{BudgetExceeded, BudgetTracker, CostUnit, Reservation, Spend};
 pub use client::{ChatMessage, ChatRequest, ChatResponse, LlmClient, Role, TokenUsage};
 pub use components::{
     fill, Component, PromptComponents, PromptTemplates, DEFAULT_COMPONENTS_TOML,
@@ -118,6 +117,7 @@ pub use config::{LlmBudget, LlmSettings, ModelPolicy, ModelSpec};
 pub use error::{FailureKind, LlmFailure, PromptError};
 pub use fingerprint::fingerprint;
 pub use gateway::{Exchange, GatewayBuilder, LlmGateway, LlmStats};
+pub use llm_budget::{BudgetExceeded, BudgetTracker, CostUnit, Reservation, Spend};
 pub use marker::{extraction_failure, extraction_failure_source, EXTRACTION_ERROR_MARKER};
 pub use mutator::{LlmMutator, LlmMutatorBuilder, LlmMutatorConfig, WhenExhausted, VARIANTS_FILE};
 pub use openai::{

@@ -16,13 +16,13 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::bandit::{choose_arm, weighted_index, ArmStats, BanditPolicy};
-use crate::budget::CostUnit;
 use crate::client::LlmClient;
 use crate::components::{PromptComponents, PromptTemplates};
 use crate::config::{LlmBudget, LlmSettings, ModelPolicy, ModelSpec};
 use crate::error::PromptError;
 use crate::fingerprint::of_source;
 use crate::gateway::{Exchange, LlmGateway, LlmStats};
+use crate::llm_budget::CostUnit;
 use crate::population::{
     describe_outcome, CreditConfig, CreditEvent, MetaConfig, PromptVariant, VariantReport,
 };

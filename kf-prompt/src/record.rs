@@ -27,9 +27,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::budget::Spend;
 use crate::client::{ChatRequest, ChatResponse};
 use crate::error::{FailureKind, LlmFailure, PromptError};
+use crate::llm_budget::Spend;
 
 /// The file name the LLM mutator uses inside a run folder.
 pub const EXCHANGES_FILE: &str = "llm_exchanges.jsonl";

@@ -70,6 +70,7 @@ mod error;
 mod evaluator;
 pub mod kernel_eval;
 mod layer;
+pub mod live_tune;
 #[cfg(feature = "llm")]
 pub mod llm;
 #[cfg(feature = "logging")]
@@ -82,7 +83,6 @@ mod seeds;
 pub mod task;
 #[cfg(test)]
 mod test_evaluator;
-pub mod tune;
 mod tuning_evaluator;
 pub mod verify;
 

@@ -1,11 +1,11 @@
 //! `kf tune`: live tuning of a kernel through the evaluator, and `kf tune replay`
-//! (`kernelfoundry::search::tune`, `kernelfoundry::tune::cli`).
+//! (`kernelfoundry::search::live_tune`, `kernelfoundry::tune::cli`).
 
 use std::process::ExitCode;
 
 pub(crate) use kernelfoundry::cli::TuneArgs;
 use kernelfoundry::cli::TuneCommand;
-use kernelfoundry::search::tune::{tune_live, TuneBar};
+use kernelfoundry::search::live_tune::{tune_live, TuneBar};
 use kernelfoundry::tune::cli::{render_text, replay_main, ReplayArgs};
 
 pub(crate) fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {

@@ -5,7 +5,7 @@
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use kf_search::tune::{tune_live, LiveTuneOptions};
+//! use kf_search::live_tune::{tune_live, LiveTuneOptions};
 //!
 //! kf_search::init(); // evaluation workers re-execute this program: first call
 //! let mut options = LiveTuneOptions::new("kernels/gemm_tiled.toml");

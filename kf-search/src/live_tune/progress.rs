@@ -5,7 +5,7 @@
 /// line go to the log, the rest is ignored.
 ///
 /// ```
-/// use kf_search::tune::TuneProgress;
+/// use kf_search::live_tune::TuneProgress;
 ///
 /// /// Counts the configurations evaluated.
 /// #[derive(Default)]
