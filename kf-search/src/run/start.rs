@@ -102,14 +102,15 @@ where
         registers,
     })?;
     let extended_from = extended_from(&run_dir, &config)?;
-    let watch = Watchers::new(&space, &config, device_count.clone());
+    let budget = budget(&config);
+    let watch = Watchers::new(&space, &config, &budget, device_count.clone());
     let (trace, baseline) = (watch.trace.clone(), watch.baseline.clone());
     let engine = Engine::new(proposer, layer.layer(evaluator), classifier, archive)
         .task(task.describe())
         .device(device.clone())
         .seeds(seeds)
         .seed(config.seed)
-        .budget(budget(&config))
+        .budget(budget)
         .max_in_flight(config.in_flight.max(1))
         .checkpoint(run_dir)
         .novelty(SourceNovelty, novelty::shipped_config());
@@ -211,9 +212,10 @@ impl Watchers {
     fn new(
         space: &DescriptorSpace,
         config: &SearchConfig,
+        budget: &Budget,
         device_count: DeviceEvaluations,
     ) -> Self {
-        let mut progress = ProgressObserver::new(space).with_budget(&budget(config));
+        let mut progress = ProgressObserver::new(space).with_budget(budget);
         if !config.progress {
             progress = progress.without_bar();
         }
