@@ -50,6 +50,18 @@ pub enum TaskFileError {
         /// What is wrong with it.
         problem: String,
     },
+    /// A buffer's `structure` is unknown, on an output, or on a shape that is not a square
+    /// matrix (or a batch of them) at the sizes.
+    #[error("{file}: {field}: {source}")]
+    Structure {
+        /// The task file.
+        file: String,
+        /// The field, such as `buffer[0].structure (buffer `A`)`.
+        field: String,
+        /// What is wrong.
+        #[source]
+        source: StructureError,
+    },
     /// An expression (shape, work) does not parse or evaluate; the message names the file,
     /// the field and the expression.
     #[error(transparent)]
@@ -160,6 +172,52 @@ pub enum InitError {
     FloatForI32 {
         /// The text.
         text: String,
+    },
+}
+
+/// Why a buffer's `structure` cannot be used
+/// ([`Structure::parse`](super::Structure::parse) and the checks of its buffer's role and
+/// shape).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StructureError {
+    /// Not a structure this crate knows.
+    #[error("`{text}` is not a structure (use symmetric, lower or upper)")]
+    Unknown {
+        /// The text as written.
+        text: String,
+    },
+    /// A structure on an output buffer, whose contents are not drawn.
+    #[error(
+        "`{structure}` is on an output buffer: only drawn buffers (role input or inout) have \
+         a structure"
+    )]
+    OnOutput {
+        /// The structure.
+        structure: super::Structure,
+    },
+    /// A structure on a buffer of fewer than two dimensions.
+    #[error(
+        "`{structure}` needs a matrix or a batch of them (at least 2 dimensions), the shape \
+         has {rank}"
+    )]
+    RankBelowTwo {
+        /// The structure.
+        structure: super::Structure,
+        /// The buffer's number of dimensions.
+        rank: usize,
+    },
+    /// A structure on a buffer whose last two dimensions differ.
+    #[error(
+        "`{structure}` needs the last two dimensions equal, the shape is {shape:?} at {sizes}"
+    )]
+    NotSquare {
+        /// The structure.
+        structure: super::Structure,
+        /// The buffer's shape at `sizes`.
+        shape: Vec<usize>,
+        /// The sizes, as text (`M=64, N=32`).
+        sizes: String,
     },
 }
 

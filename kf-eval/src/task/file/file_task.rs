@@ -562,6 +562,10 @@ impl KernelTask for FileTask {
         Ok(Box::new(self.at_sizes(sizes)?))
     }
 
+    /// The task file's `[[alternative_sizes]]`, else each size halved in turn and then all of
+    /// them; leaving out sizes that give a buffer an invalid shape, and sizes under which a
+    /// structured buffer's last two dimensions differ (a structure is part of the problem:
+    /// [`TaskFile::buffer_shapes`] refuses them).
     fn alternative_sizes(&self) -> Vec<Sizes> {
         let mut out: Vec<Sizes> = Vec::new();
         let mut push = |s: Sizes| {
@@ -651,10 +655,15 @@ impl KernelTask for FileTask {
                 }
                 let inits = self.file.inits(i);
                 let n: usize = s.iter().product();
-                match inits.get(variant as usize % inits.len().max(1)) {
-                    Some(init) => HostBuffer::from_f64(b.dtype, &init.draw(rng, n)),
-                    None => HostBuffer::from_f64(b.dtype, &vec![0.0; n]),
+                let mut values = match inits.get(variant as usize % inits.len().max(1)) {
+                    Some(init) => init.draw(rng, n),
+                    None => vec![0.0; n],
+                };
+                // The problem's structure, on the f64 draw before conversion to the dtype.
+                if let Some(structure) = self.file.structure(i) {
+                    structure.apply(&mut values, s);
                 }
+                HostBuffer::from_f64(b.dtype, &values)
             })
             .collect()
     }
@@ -729,6 +738,7 @@ fn keeps_divisibility(sizes: &Sizes, alternative: &Sizes) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::task::file::{TaskBase, TaskSpec};
 
     fn sizes(pairs: &[(&str, i64)]) -> Sizes {
         pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
@@ -753,5 +763,95 @@ mod tests {
         // Equal sizes may part: a non-square product is the point of halving one.
         let square = sizes(&[("M", 64), ("N", 64)]);
         assert!(keeps_divisibility(&square, &sizes(&[("M", 32), ("N", 64)])));
+    }
+
+    /// A task file at `M = m`, `N = n` with input `A` of `shape` carrying `structure`, an
+    /// input `X` of `[M, N]`, an output `Y` of `[M, N]` and a Rust reference.
+    fn structured_spec(shape: &str, structure: &str, m: i64, n: i64) -> TaskSpec {
+        TaskSpec::from_toml(&format!(
+            r#"
+name = "structured"
+args = ["M", "N", "A", "X", "Y"]
+[sizes]
+M = {m}
+N = {n}
+[[buffer]]
+name = "A"
+dtype = "f32"
+shape = {shape}
+role = "input"
+structure = "{structure}"
+[[buffer]]
+name = "X"
+dtype = "f32"
+shape = ["M", "N"]
+role = "input"
+[[buffer]]
+name = "Y"
+dtype = "f32"
+shape = ["M", "N"]
+role = "output"
+[reference]
+rust = "r"
+"#
+        ))
+        .unwrap()
+    }
+
+    /// The task of `spec` at its default sizes.
+    fn task_of(spec: TaskSpec) -> FileTask {
+        let file = TaskFile::from_spec(spec, "structured.toml", TaskBase::Embedded(&[])).unwrap();
+        let references = ReferenceRegistry::new().with("r", |_| Ok(IndexMap::new()));
+        FileTask::with_references(Arc::new(file), &Sizes::new(), Arc::new(references)).unwrap()
+    }
+
+    #[test]
+    fn drawn_inputs_have_their_structure_in_every_matrix_of_a_batch() {
+        let task = task_of(structured_spec(r#"["3", "M", "M"]"#, "symmetric", 5, 4));
+        let n = 5;
+        for variant in 0..2 {
+            let a = task.inputs(7, variant)[0].to_f64();
+            assert_eq!(a.len(), 3 * n * n);
+            for (b, m) in a.chunks_exact(n * n).enumerate() {
+                for i in 0..n {
+                    for j in 0..n {
+                        assert_eq!(m[i * n + j], m[j * n + i], "matrix {b} ({i}, {j})");
+                    }
+                }
+            }
+        }
+        let task = task_of(structured_spec(r#"["M", "M"]"#, "lower", 6, 6));
+        let a = task.inputs(7, 0)[0].to_f64();
+        for i in 0..6 {
+            for j in 0..6 {
+                assert_eq!(a[i * 6 + j] == 0.0, j > i, "({i}, {j}) = {}", a[i * 6 + j]);
+            }
+        }
+    }
+
+    #[test]
+    fn alternative_sizes_keep_structured_matrices_square() {
+        // [M, M] stays square whatever M is: halving M is used.
+        let task = task_of(structured_spec(r#"["M", "M"]"#, "symmetric", 64, 16));
+        let alternatives = task.alternative_sizes();
+        assert!(
+            alternatives.contains(&sizes(&[("M", 32), ("N", 16)])),
+            "{alternatives:?}"
+        );
+        assert_eq!(alternatives.len(), 3, "{alternatives:?}");
+        // [M, N] is square only while M == N: halving one of them alone is another problem.
+        let spec = structured_spec(r#"["M", "N"]"#, "upper", 64, 64);
+        let task = task_of(spec.clone());
+        assert_eq!(
+            task.alternative_sizes(),
+            vec![sizes(&[("M", 32), ("N", 32)])]
+        );
+        // Sizes asked for are checked as well.
+        let err = task.at_sizes(&sizes(&[("M", 32)])).unwrap_err();
+        assert!(matches!(err, TaskFileError::Structure { .. }), "{err}");
+        // Without the structure, halving one alone is the non-square check.
+        let mut plain = spec;
+        plain.buffers[0].structure = None;
+        assert_eq!(task_of(plain).alternative_sizes().len(), 3);
     }
 }

@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use indexmap::IndexMap;
 use kf_manifest::{Expr, ExprSite, Symbols};
 
-use super::error::TaskFileError;
+use super::error::{StructureError, TaskFileError};
 use super::init::Init;
 use super::schema::{BufferDecl, BufferRole, Dtype, TaskSpec};
+use super::structure::Structure;
 use crate::task::spec::Sizes;
 
 /// Largest number of elements of one buffer.
@@ -46,6 +47,8 @@ pub struct TaskFile {
     pub base: TaskBase,
     pub(crate) shapes: Vec<Vec<Expr>>,
     pub(crate) inits: Vec<Vec<Init>>,
+    /// Per buffer, its `structure`.
+    pub(crate) structures: Vec<Option<Structure>>,
     /// Per buffer, its `accumulates` expression.
     pub(crate) accumulates: Vec<Option<Expr>>,
     pub(crate) flops: Option<Expr>,
@@ -128,6 +131,7 @@ impl TaskFile {
             base,
             shapes: buffers.shapes,
             inits: buffers.inits,
+            structures: buffers.structures,
             accumulates: buffers.accumulates,
             flops,
             bytes,
@@ -135,7 +139,8 @@ impl TaskFile {
             content_hash: String::new(),
         };
         let content_hash = task.hash_with_named_files()?;
-        // Every shape must be valid at the default sizes and at the alternatives.
+        // Every shape must be valid (and every structured buffer square) at the default sizes
+        // and at the alternatives the file writes.
         task.buffer_elements(&task.spec.sizes)?;
         for i in 0..task.alternatives.len() {
             let s = task.alternative(i, &task.spec.sizes)?;
@@ -268,7 +273,9 @@ impl TaskFile {
     }
 
     /// Each buffer's shape at `sizes`, checked: every dimension positive, every buffer within
-    /// [`MAX_ELEMENTS`] and [`MAX_BUFFER_BYTES`].
+    /// [`MAX_ELEMENTS`] and [`MAX_BUFFER_BYTES`], every buffer with a `structure` a batch of
+    /// square matrices (a [`TaskFileError::Structure`] otherwise: such sizes are another
+    /// problem, and the evaluator leaves out alternative sizes that give one).
     pub fn buffer_shapes(&self, sizes: &Sizes) -> Result<Vec<Vec<usize>>, TaskFileError> {
         let symbols = Symbols::new().with_sizes(sizes);
         let mut out = Vec::new();
@@ -307,9 +314,28 @@ impl TaskFile {
                     ),
                 ));
             }
+            self.check_structure(i, &b.name, &shape, sizes)?;
             out.push(shape);
         }
         Ok(out)
+    }
+
+    /// Buffer `i`'s (named `name`) structure, if any, holds for its `shape` at `sizes`: the
+    /// last two dimensions are equal.
+    fn check_structure(
+        &self,
+        i: usize,
+        name: &str,
+        shape: &[usize],
+        sizes: &Sizes,
+    ) -> Result<(), TaskFileError> {
+        let Some(structure) = self.structure(i) else {
+            return Ok(());
+        };
+        structure
+            .side(shape, &crate::task::spec::sizes_text(sizes))
+            .map(|_| ())
+            .map_err(|source| structure_error(&self.file, i, name, source))
     }
 
     /// Each buffer's element count at `sizes`.
@@ -409,12 +435,27 @@ impl TaskFile {
     pub fn inits(&self, i: usize) -> &[Init] {
         self.inits.get(i).map(Vec::as_slice).unwrap_or(&[])
     }
+
+    /// The structure of buffer `i`'s drawn values (its `structure`), if any.
+    pub fn structure(&self, i: usize) -> Option<Structure> {
+        self.structures.get(i).copied().flatten()
+    }
+}
+
+/// The [`TaskFileError::Structure`] of buffer `i`, named `name`, in `file`.
+fn structure_error(file: &str, i: usize, name: &str, source: StructureError) -> TaskFileError {
+    TaskFileError::Structure {
+        file: file.to_owned(),
+        field: format!("buffer[{i}].structure (buffer `{name}`)"),
+        source,
+    }
 }
 
 /// The parsed per-buffer parts of a spec, in its buffers' order.
 struct BufferParts {
     shapes: Vec<Vec<Expr>>,
     inits: Vec<Vec<Init>>,
+    structures: Vec<Option<Structure>>,
     accumulates: Vec<Option<Expr>>,
 }
 
@@ -536,6 +577,7 @@ impl<'a> SpecCheck<'a> {
         let mut parts = BufferParts {
             shapes: Vec::new(),
             inits: Vec::new(),
+            structures: Vec::new(),
             accumulates: Vec::new(),
         };
         for (i, b) in self.spec.buffers.iter().enumerate() {
@@ -543,6 +585,7 @@ impl<'a> SpecCheck<'a> {
             parts.shapes.push(self.shape(i, b)?);
             parts.accumulates.push(self.accumulates(i, b)?);
             parts.inits.push(self.inits(i, b)?);
+            parts.structures.push(self.structure(i, b)?);
         }
         if !self
             .spec
@@ -616,6 +659,27 @@ impl<'a> SpecCheck<'a> {
         } else {
             parsed
         })
+    }
+
+    /// Buffer `i`'s `structure`: a known name, on a drawn buffer (input or inout) of at least
+    /// two dimensions (whether the last two are equal depends on the sizes: checked with the
+    /// shapes).
+    fn structure(&self, i: usize, b: &BufferDecl) -> Result<Option<Structure>, TaskFileError> {
+        let Some(text) = &b.structure else {
+            return Ok(None);
+        };
+        let error = |source| structure_error(self.file, i, &b.name, source);
+        let structure = Structure::parse(text).map_err(error)?;
+        if b.role == BufferRole::Output {
+            return Err(error(StructureError::OnOutput { structure }));
+        }
+        if b.shape.len() < 2 {
+            return Err(error(StructureError::RankBelowTwo {
+                structure,
+                rank: b.shape.len(),
+            }));
+        }
+        Ok(Some(structure))
     }
 
     /// Arguments: every name known, no repeats, every buffer passed.
@@ -743,5 +807,149 @@ fn names<'a>(it: impl Iterator<Item = &'a (impl AsRef<str> + 'a + ?Sized)>) -> S
         "none".into()
     } else {
         v.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A task with buffer `A` of `shape` and `role` carrying `structure`, and an output.
+    fn text(shape: &str, role: &str, structure: &str) -> String {
+        format!(
+            r#"
+name = "structured"
+args = ["M", "N", "A", "C"]
+[sizes]
+M = 8
+N = 8
+[[buffer]]
+name = "A"
+dtype = "f32"
+shape = {shape}
+role = "{role}"
+{structure}
+[[buffer]]
+name = "C"
+dtype = "f32"
+shape = ["M", "N"]
+role = "output"
+[reference]
+rust = "r"
+"#
+        )
+    }
+
+    fn parse(text: &str) -> Result<TaskFile, TaskFileError> {
+        TaskFile::parse(text, "structured.toml", TaskBase::Embedded(&[]))
+    }
+
+    /// The structure error of a task file that must have one, with its field.
+    fn structure_error(text: &str) -> (String, StructureError) {
+        match parse(text) {
+            Err(TaskFileError::Structure { field, source, .. }) => (field, source),
+            other => panic!("expected a structure error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_structure_is_parsed_at_load_and_round_trips() {
+        let task = parse(&text(r#"["M", "N"]"#, "input", r#"structure = "lower""#)).unwrap();
+        assert_eq!(task.structure(0), Some(Structure::Lower));
+        assert_eq!(task.structure(1), None);
+        assert_eq!(task.structure(2), None);
+        let toml = task.spec.to_toml().unwrap();
+        assert!(toml.contains(r#"structure = "lower""#), "{toml}");
+        assert_eq!(TaskSpec::from_toml(&toml).unwrap(), task.spec);
+        // An in-out buffer is drawn too.
+        let task = parse(&text(r#"["M", "N"]"#, "inout", r#"structure = "upper""#)).unwrap();
+        assert_eq!(task.structure(0), Some(Structure::Upper));
+        // None is not written.
+        let task = parse(&text(r#"["M", "N"]"#, "input", "")).unwrap();
+        assert_eq!(task.structure(0), None);
+        assert!(!task.spec.to_toml().unwrap().contains("structure ="));
+    }
+
+    #[test]
+    fn an_unknown_structure_says_what_is_accepted() {
+        let (field, err) =
+            structure_error(&text(r#"["M", "N"]"#, "input", r#"structure = "banded""#));
+        assert_eq!(field, "buffer[0].structure (buffer `A`)");
+        assert_eq!(
+            err,
+            StructureError::Unknown {
+                text: "banded".into()
+            }
+        );
+        assert!(
+            err.to_string().contains("symmetric, lower or upper"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_structure_on_an_output_is_refused() {
+        let (_, err) = structure_error(&text(
+            r#"["M", "N"]"#,
+            "output",
+            r#"structure = "symmetric""#,
+        ));
+        assert_eq!(
+            err,
+            StructureError::OnOutput {
+                structure: Structure::Symmetric
+            }
+        );
+    }
+
+    #[test]
+    fn a_structure_on_fewer_than_two_dimensions_is_refused() {
+        let (_, err) = structure_error(&text(r#"["M"]"#, "input", r#"structure = "lower""#));
+        assert_eq!(
+            err,
+            StructureError::RankBelowTwo {
+                structure: Structure::Lower,
+                rank: 1
+            }
+        );
+    }
+
+    #[test]
+    fn a_structure_on_a_matrix_that_is_not_square_at_the_sizes_is_refused() {
+        let rect =
+            text(r#"["M", "N"]"#, "input", r#"structure = "symmetric""#).replace("N = 8", "N = 6");
+        let (field, err) = structure_error(&rect);
+        assert_eq!(field, "buffer[0].structure (buffer `A`)");
+        assert_eq!(
+            err,
+            StructureError::NotSquare {
+                structure: Structure::Symmetric,
+                shape: vec![8, 6],
+                sizes: "M=8,N=6".into()
+            }
+        );
+        // A batch whose matrices are square passes, whatever the batch dimension.
+        let batch = text(r#"["N", "M", "N"]"#, "input", r#"structure = "symmetric""#);
+        let task = parse(&batch).unwrap();
+        assert_eq!(task.buffer_shapes(&task.spec.sizes).unwrap()[0], [8, 8, 8]);
+        // Sizes written in the file are checked like the default sizes, other sizes where
+        // they are used.
+        let alternative = format!(
+            "{}[[alternative_sizes]]\nM = 4\n",
+            text(r#"["M", "N"]"#, "input", r#"structure = "upper""#)
+        );
+        let (_, err) = structure_error(&alternative);
+        assert!(
+            matches!(err, StructureError::NotSquare { ref shape, .. } if shape == &[4, 8]),
+            "{err}"
+        );
+        let task = parse(&text(r#"["M", "N"]"#, "input", r#"structure = "upper""#)).unwrap();
+        let sizes: Sizes = [("M".to_owned(), 4), ("N".to_owned(), 8)]
+            .into_iter()
+            .collect();
+        assert!(matches!(
+            task.buffer_shapes(&sizes),
+            Err(TaskFileError::Structure { .. })
+        ));
     }
 }

@@ -63,8 +63,9 @@ mod npy;
 pub mod python;
 mod reference;
 pub mod schema;
+mod structure;
 
-pub use error::{InitError, ReferenceError, TaskFileError};
+pub use error::{InitError, ReferenceError, StructureError, TaskFileError};
 pub use file_task::{FileTask, DEFAULT_REFERENCE_TIMEOUT_S};
 pub use init::Init;
 pub use load::{ArgKind, TaskBase, TaskFile, MAX_BUFFER_BYTES, MAX_ELEMENTS};
@@ -76,3 +77,4 @@ pub use schema::{
     MatmulFamily, OneOrMany, ReferenceSpec, RowFamily, ScalarDecl, ScalarValue, TaskSpec,
     ToleranceSpec, WorkSpec,
 };
+pub use structure::Structure;

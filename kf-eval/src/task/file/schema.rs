@@ -112,6 +112,13 @@ pub struct BufferDecl {
     /// for i32.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init: Option<OneOrMany<String>>,
+    /// The structure of the drawn values (input and inout buffers of at least two dimensions,
+    /// the last two equal at every size used): `symmetric` (`(A + Aᵀ) / 2`), `lower` (zero
+    /// above the diagonal, `torch.tril`) or `upper` (zero below it, `torch.triu`), given to
+    /// each trailing square matrix after the `init` draw (leading dimensions are a batch).
+    /// Alternative sizes under which the last two dimensions differ are not used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structure: Option<String>,
     /// For an output whose every element sums many terms (a reduction, a scan, a matrix or
     /// convolution product): the most terms one element sums, an expression over the sizes
     /// (`accumulates = "n"`). The element-wise rule then also allows `γ_n · Σ|term|` per
