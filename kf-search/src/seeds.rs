@@ -18,8 +18,9 @@ pub use families::family_templates;
 
 /// Seeds and mutator for `task` in `language`, with no LLM:
 ///
-/// - OpenCL C for a task without templates (a task file): the task's baseline; parameter
-///   moves (add the user's kernels as further seeds).
+/// - OpenCL C for a task without templates (a task file): the task's baseline and its own
+///   further seeds (a task file's `seeds`, see [`seeds_for`]); parameter moves (add the
+///   user's kernels as further seeds).
 /// - OpenCL C: the task's naive baseline, the base variant of every template for the task and
 ///   OpenCL C's own starting points (gemm: the explicit-vector GEMM with a local A tile, see
 ///   [`kf_mutate::Template::starts`]); structural transformations of the templates (weight 3,
@@ -35,7 +36,8 @@ pub use families::family_templates;
 /// the starts as seeds, so every start's blocking is measured on the processor at hand before
 /// the search exploits one (see `start_neighbours`).
 ///
-/// The first seed is the task baseline, whose throughput the report compares against.
+/// The first seed is the task baseline, whose throughput the report compares against; the
+/// task's own further seeds ([`KernelTask::seed_kernels`]) follow it, before the templates'.
 pub fn offline_search(
     task: &dyn KernelTask,
     language: Language,
@@ -63,8 +65,9 @@ pub fn offline_search_with(
 /// (`--scheduler bandit`, the default).
 #[derive(Debug)]
 pub struct OfflineMutators {
-    /// The seeds: the task baseline first, then each template's base variant (or the shipped
-    /// tiled GEMM on CUDA).
+    /// The seeds: the task baseline first, then the task's own further seeds
+    /// ([`KernelTask::seed_kernels`]), then each template's base variant (or the shipped tiled
+    /// GEMM on CUDA).
     pub seeds: Vec<Candidate>,
     /// Structural transformations of the task's templates (none for a task without them).
     pub structural: Option<StructuralMutator>,
@@ -76,6 +79,8 @@ pub struct OfflineMutators {
 
 /// Mix weight of the structural mutator against the parameter moves' 1.
 const STRUCTURAL_WEIGHT: f64 = 3.0;
+/// The origin note of a seed the task names besides its baseline ([`KernelTask::seed_kernels`]).
+const GENERATED_NOTE: &str = "generated";
 /// How many of the fittest elites the parameter moves of an `elite/` emitter start from.
 const ELITE_TOP: usize = 4;
 
@@ -391,21 +396,29 @@ pub fn template_seeds(
     Ok(seeds)
 }
 
-/// The task's baseline as the first seed, then `extra` seeds; each with its manifest's first
-/// parameter values.
+/// The task's baseline as the first seed (note [`BASELINE_NOTE`]), then the task's own further
+/// seeds ([`KernelTask::seed_kernels`]: a task file's `seeds`, the kernels the KernelBench
+/// importer generates from the operator's graph; note `generated`), each with its manifest's
+/// first parameter values; then the `extra` seeds with the values given (note `template`).
 pub fn seeds_for(
     task: &dyn KernelTask,
     language: Language,
     extra: Vec<(KernelSource, ParamValues)>,
 ) -> Vec<Candidate> {
     let mut seeds = Vec::new();
-    if let Some(base) = task.baseline(language) {
-        let params = kf_manifest::Manifest::from_kernel(&base)
+    let with_defaults = |kernel: KernelSource, note: &str| {
+        let params = kf_manifest::Manifest::from_kernel(&kernel)
             .map(|m| m.default_params())
             .unwrap_or_default();
-        let mut c = Candidate::seed(base, params);
-        c.origin = Origin::mutator("seed").with_note(BASELINE_NOTE);
-        seeds.push(c);
+        let mut c = Candidate::seed(kernel, params);
+        c.origin = Origin::mutator("seed").with_note(note);
+        c
+    };
+    if let Some(base) = task.baseline(language) {
+        seeds.push(with_defaults(base, BASELINE_NOTE));
+    }
+    for kernel in task.seed_kernels(language) {
+        seeds.push(with_defaults(kernel, GENERATED_NOTE));
     }
     for (source, params) in extra {
         let mut c = Candidate::seed(source, params);
@@ -658,5 +671,51 @@ mod tests {
         assert_eq!(mix.names(), ["structural", "param"]);
         let (offline_seeds, offline) = offline_search(softmax.as_ref(), Language::OpenCl).unwrap();
         assert_eq!((offline.names(), offline_seeds.len()), (mix.names(), seeds));
+    }
+
+    /// A task file's `seeds` follow its baseline: the baseline first, then each generated
+    /// seed (note `generated`) at its manifest's first parameter values, then the extra
+    /// (template) seeds; a language the seeds are not written in gets none of them.
+    #[test]
+    fn a_task_file_s_seeds_follow_its_baseline() {
+        let example =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tasks/examples/scaled_swish");
+        let dir = tempfile::tempdir().unwrap();
+        for f in std::fs::read_dir(&example).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, dir.path().join(f.file_name().unwrap())).unwrap();
+        }
+        let path = dir.path().join("scaled_swish.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let args = text.find("args = ").unwrap();
+        let (head, tail) = text.split_at(args);
+        std::fs::write(
+            &path,
+            format!("{head}seeds = [\"scaled_swish_fast.toml\"]\n{tail}"),
+        )
+        .unwrap();
+        let file = kf_eval::task::file::TaskFile::load(&path).unwrap();
+        let sizes = kf_eval::task::parse_sizes("").unwrap();
+        let task = kf_eval::task::file::FileTask::new(file, &sizes).unwrap();
+        let template = task.baseline(Language::OpenCl).unwrap();
+        let mut template_params = ParamValues::new();
+        template_params.set("WG", 64);
+        let seeds = seeds_for(
+            &task,
+            Language::OpenCl,
+            vec![(template, template_params.clone())],
+        );
+        let notes: Vec<&str> = seeds.iter().map(|s| s.origin.note.as_str()).collect();
+        assert_eq!(notes, [BASELINE_NOTE, "generated", "template"]);
+        assert!(seeds.iter().all(|s| s.origin.mutator == "seed"));
+        assert!(seeds[1].source.text.contains("TILE"), "the fast kernel");
+        let int = |name: &str| seeds[1].params.get(name).and_then(|v| v.as_i64());
+        assert_eq!((int("TILE"), int("WG")), (Some(1), Some(16)));
+        assert_eq!(
+            seeds[2].params.canonical_key(),
+            template_params.canonical_key()
+        );
+        // No CUDA baseline and no CUDA seeds.
+        assert!(seeds_for(&task, Language::Cuda, Vec::new()).is_empty());
     }
 }

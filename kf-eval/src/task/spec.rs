@@ -130,6 +130,15 @@ pub trait KernelTask: Send + Sync {
     /// The baseline kernel (with its manifest) in `language`, if the task has one.
     fn baseline(&self, language: Language) -> Option<KernelSource>;
 
+    /// Further kernels in `language` a search starts from besides the
+    /// [`baseline`](KernelTask::baseline) (a task file's `seeds`: the KernelBench importer
+    /// writes there the kernels it generates from the operator's graph), in the task's order.
+    /// Never the reference and never the baseline speedups are measured against; empty (the
+    /// default) for a task that names none.
+    fn seed_kernels(&self, _language: Language) -> Vec<KernelSource> {
+        Vec::new()
+    }
+
     /// A trusted kernel that computes the reference on the evaluator's backend, in
     /// `language`; when given, the evaluator runs it on each input set instead of using
     /// [`KernelTask::reference`]'s outputs.

@@ -37,10 +37,12 @@ pub struct FileTask {
     traced: Arc<std::sync::OnceLock<Option<FamilySpec>>>,
 }
 
-/// The baseline and reference kernels a task file names, loaded at construction.
+/// The baseline, seed and reference kernels a task file names, loaded at construction.
 #[derive(Debug, Default)]
 struct NamedKernels {
     baselines: Vec<KernelSource>,
+    /// The `seeds`, in the file's order.
+    seeds: Vec<KernelSource>,
     reference: Option<KernelSource>,
 }
 
@@ -89,6 +91,11 @@ impl FileTask {
                     .baselines
                     .push(file.kernel_manifest(&rel, "baseline.kernel")?);
             }
+        }
+        for (i, rel) in file.spec.seeds.iter().enumerate() {
+            kernels
+                .seeds
+                .push(file.kernel_manifest(rel, &format!("seeds[{i}]"))?);
         }
         if let Some(rel) = &file.spec.reference.kernel {
             kernels.reference = Some(file.kernel_manifest(rel, "reference.kernel")?);
@@ -712,6 +719,15 @@ impl KernelTask for FileTask {
             .cloned()
     }
 
+    fn seed_kernels(&self, language: Language) -> Vec<KernelSource> {
+        self.kernels
+            .seeds
+            .iter()
+            .filter(|k| k.language == language)
+            .cloned()
+            .collect()
+    }
+
     fn reference_kernel(&self, language: Language) -> Option<KernelSource> {
         self.kernels
             .reference
@@ -853,5 +869,103 @@ rust = "r"
         let mut plain = spec;
         plain.buffers[0].structure = None;
         assert_eq!(task_of(plain).alternative_sizes().len(), 3);
+    }
+
+    /// A task file `copy.toml` in a fresh folder whose `seeds` name `s.toml`, with the seed's
+    /// manifest and source beside it unless `with_seed` is false.
+    fn seeded_task_dir(with_seed: bool) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let task = r#"
+name = "copy"
+args = ["N", "x", "y"]
+seeds = ["s.toml"]
+[sizes]
+N = 256
+[[buffer]]
+name = "x"
+dtype = "f32"
+shape = ["N"]
+role = "input"
+[[buffer]]
+name = "y"
+dtype = "f32"
+shape = ["N"]
+role = "output"
+[reference]
+rust = "r"
+"#;
+        std::fs::write(dir.path().join("copy.toml"), task).unwrap();
+        if with_seed {
+            let manifest = r#"
+source = "s.cl"
+entry = "copy"
+language = "opencl"
+[params]
+WG = [64, 128]
+[launch]
+global = ["(N + WG - 1) / WG * WG"]
+local = ["WG"]
+"#;
+            let source = "__kernel void copy(int N, __global const float* x, \
+                          __global float* y) {\n\
+                          int i = get_global_id(0);\n\
+                          if (i < N) y[i] = x[i];\n}\n";
+            std::fs::write(dir.path().join("s.toml"), manifest).unwrap();
+            std::fs::write(dir.path().join("s.cl"), source).unwrap();
+        }
+        dir
+    }
+
+    /// A task file's `seeds` are loaded with the task and offered in their language only;
+    /// they are neither the baseline nor the reference.
+    #[test]
+    fn seeds_are_loaded_and_offered_in_their_language() {
+        let dir = seeded_task_dir(true);
+        let file = TaskFile::load(&dir.path().join("copy.toml")).unwrap();
+        assert_eq!(file.spec.seeds, ["s.toml"]);
+        let references = ReferenceRegistry::new().with("r", |_| Ok(IndexMap::new()));
+        let task =
+            FileTask::with_references(Arc::new(file), &Sizes::new(), Arc::new(references)).unwrap();
+        let seeds = task.seed_kernels(Language::OpenCl);
+        assert_eq!(seeds.len(), 1);
+        assert_eq!(seeds[0].entry, "copy");
+        assert!(seeds[0].text.contains("y[i] = x[i]"), "{}", seeds[0].text);
+        assert!(task.seed_kernels(Language::Cuda).is_empty());
+        assert!(task.baseline(Language::OpenCl).is_none());
+        assert!(task.reference_kernel(Language::OpenCl).is_none());
+    }
+
+    /// A seed whose manifest is missing is a load error naming `seeds[0]`; so is one whose
+    /// manifest is not valid.
+    #[test]
+    fn a_missing_or_bad_seed_is_a_load_error_naming_its_field() {
+        let dir = seeded_task_dir(false);
+        let err = TaskFile::load(&dir.path().join("copy.toml")).unwrap_err();
+        match &err {
+            TaskFileError::Invalid { field, message, .. } => {
+                assert_eq!(field, "seeds[0]", "{err}");
+                assert!(message.contains("s.toml"), "{err}");
+            }
+            other => panic!("not an Invalid error: {other}"),
+        }
+        std::fs::write(dir.path().join("s.toml"), "entry = 3\n").unwrap();
+        let err = TaskFile::load(&dir.path().join("copy.toml")).unwrap_err();
+        assert!(
+            matches!(&err, TaskFileError::Invalid { field, .. } if field == "seeds[0]"),
+            "{err}"
+        );
+    }
+
+    /// `seeds` survives a round trip through TOML (written before the tables, as TOML wants of
+    /// a plain array), and a spec without seeds writes no `seeds` key.
+    #[test]
+    fn seeds_round_trip_through_toml() {
+        let mut spec = structured_spec(r#"["M", "N"]"#, "symmetric", 4, 4);
+        assert!(!spec.to_toml().unwrap().contains("seeds"));
+        spec.seeds = vec!["reduce_scalar.toml".into(), "other/b.toml".into()];
+        let text = spec.to_toml().unwrap();
+        let first_table = text.find("\n[").unwrap();
+        assert!(text.find("\nseeds").unwrap() < first_table, "{text}");
+        assert_eq!(TaskSpec::from_toml(&text).unwrap(), spec, "{text}");
     }
 }

@@ -152,20 +152,23 @@ impl TaskFile {
         })
     }
 
-    /// The files the task file names (reference script or kernel, baseline kernels), each
-    /// with the field that names it.
-    fn named_files(&self) -> Vec<(&'static str, String)> {
+    /// The files the task file names (reference script or kernel, baseline and seed kernels),
+    /// each with the field that names it and whether it is a kernel manifest.
+    fn named_files(&self) -> Vec<(String, String, bool)> {
         let mut named = Vec::new();
         if let Some(p) = &self.spec.reference.python {
-            named.push(("reference.python", p.clone()));
+            named.push(("reference.python".to_owned(), p.clone(), false));
         }
         if let Some(k) = &self.spec.reference.kernel {
-            named.push(("reference.kernel", k.clone()));
+            named.push(("reference.kernel".to_owned(), k.clone(), true));
         }
         if let Some(b) = &self.spec.baseline {
             for k in b.kernel.to_vec() {
-                named.push(("baseline.kernel", k));
+                named.push(("baseline.kernel".to_owned(), k, true));
             }
+        }
+        for (i, k) in self.spec.seeds.iter().enumerate() {
+            named.push((format!("seeds[{i}]"), k.clone(), true));
         }
         named
     }
@@ -179,9 +182,9 @@ impl TaskFile {
                 .unwrap_or_default()
                 .as_bytes(),
         );
-        for (field, rel) in &self.named_files() {
+        for (field, rel, kernel) in &self.named_files() {
             let text = self.read_relative(rel, field)?;
-            if field.ends_with("kernel") {
+            if *kernel {
                 self.kernel_manifest(rel, field)?;
             }
             hasher.update(rel.as_bytes());

@@ -235,6 +235,14 @@ pub struct TaskSpec {
     pub description: String,
     /// Kernel argument order: size names (passed as `int`), scalar names, buffer names.
     pub args: Vec<String>,
+    /// Further kernel manifests (relative to the task file) a search starts from besides the
+    /// baseline: the KernelBench importer writes here the kernels it generates from the
+    /// operator's graph (a two-stage parallel reduction to a scalar, its choices as `[params]`).
+    /// A seed is never the reference and never the baseline speedups are measured against;
+    /// each is loaded and checked like the baseline (`seeds[i]` names it in errors). A plain
+    /// array, so it comes before the tables when the spec is written out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seeds: Vec<String>,
     /// Default problem sizes (`--size` overrides).
     #[serde(default)]
     pub sizes: IndexMap<String, i64>,
