@@ -227,3 +227,45 @@ fn accumulates_is_an_expression_on_float_outputs_only() {
     let err = load(&unknown).unwrap_err().to_string();
     assert!(err.contains("`WIDTH`"), "{err}");
 }
+
+/// `int(lo, hi)` bounds may be expressions over the sizes: class labels below `num_classes`
+/// follow the size at every input set's sizes, a bound that is not a size is refused at load,
+/// and sizes that reverse the bounds are refused where the shapes are checked (so the
+/// evaluator's halved input sets skip them).
+#[test]
+fn integer_bounds_that_are_size_expressions_follow_the_sizes() {
+    let labels = GOOD.replace("[sizes]\n", "[sizes]\nC = 36\n").replace(
+        "init = [\"uniform(-1, 1)\", \"int(-3, 3)\"]",
+        "init = [\"uniform(-1, 1)\", \"int(0, C - 1)\"]",
+    );
+    let t = load(&labels).unwrap();
+    let at = |c: &str| {
+        let sizes = t
+            .complete_sizes(&kf_eval::task::parse_sizes(c).unwrap())
+            .unwrap();
+        t.init_at(1, 1, &sizes)
+    };
+    assert_eq!(
+        at("C=36").unwrap(),
+        Some(kf_eval::task::file::Init::Int { lo: 0, hi: 35 })
+    );
+    assert_eq!(
+        at("C=18").unwrap(),
+        Some(kf_eval::task::file::Init::Int { lo: 0, hi: 17 })
+    );
+    // The other distribution of the list is the fixed one.
+    assert!(matches!(
+        t.init_at(1, 0, &t.spec.sizes).unwrap(),
+        Some(kf_eval::task::file::Init::Uniform { .. })
+    ));
+    // int(C - 30, 10): reversed once C passes 40.
+    let shifted = load(&labels.replace("int(0, C - 1)", "int(C - 30, 10)")).unwrap();
+    let sizes = shifted
+        .complete_sizes(&kf_eval::task::parse_sizes("C=72").unwrap())
+        .unwrap();
+    let reversed = shifted.buffer_shapes(&sizes).unwrap_err().to_string();
+    assert!(reversed.contains("int(42, 10)"), "{reversed}");
+    assert!(shifted.buffer_shapes(&shifted.spec.sizes).is_ok());
+    let unknown = error(&labels.replace("int(0, C - 1)", "int(0, CLASSES - 1)"));
+    assert!(unknown.contains("CLASSES"), "{unknown}");
+}

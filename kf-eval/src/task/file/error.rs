@@ -1,5 +1,6 @@
 //! Errors of task files: every variant names the file, and validation errors the field.
 
+use super::structure::StructureError;
 use std::path::PathBuf;
 
 /// Why a task file cannot be used, or why its reference failed. A reference failure is a
@@ -172,52 +173,6 @@ pub enum InitError {
     FloatForI32 {
         /// The text.
         text: String,
-    },
-}
-
-/// Why a buffer's `structure` cannot be used
-/// ([`Structure::parse`](super::Structure::parse) and the checks of its buffer's role and
-/// shape).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum StructureError {
-    /// Not a structure this crate knows.
-    #[error("`{text}` is not a structure (use symmetric, lower or upper)")]
-    Unknown {
-        /// The text as written.
-        text: String,
-    },
-    /// A structure on an output buffer, whose contents are not drawn.
-    #[error(
-        "`{structure}` is on an output buffer: only drawn buffers (role input or inout) have \
-         a structure"
-    )]
-    OnOutput {
-        /// The structure.
-        structure: super::Structure,
-    },
-    /// A structure on a buffer of fewer than two dimensions.
-    #[error(
-        "`{structure}` needs a matrix or a batch of them (at least 2 dimensions), the shape \
-         has {rank}"
-    )]
-    RankBelowTwo {
-        /// The structure.
-        structure: super::Structure,
-        /// The buffer's number of dimensions.
-        rank: usize,
-    },
-    /// A structure on a buffer whose last two dimensions differ.
-    #[error(
-        "`{structure}` needs the last two dimensions equal, the shape is {shape:?} at {sizes}"
-    )]
-    NotSquare {
-        /// The structure.
-        structure: super::Structure,
-        /// The buffer's shape at `sizes`.
-        shape: Vec<usize>,
-        /// The sizes, as text (`M=64, N=32`).
-        sizes: String,
     },
 }
 

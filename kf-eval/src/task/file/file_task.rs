@@ -660,11 +660,12 @@ impl KernelTask for FileTask {
                 if b.role == BufferRole::Output {
                     return HostBuffer::empty(b.dtype);
                 }
-                let inits = self.file.inits(i);
                 let n: usize = s.iter().product();
-                let mut values = match inits.get(variant as usize % inits.len().max(1)) {
-                    Some(init) => init.draw(rng, n),
-                    None => vec![0.0; n],
+                // `buffer_shapes` checked every distribution at these sizes before the task
+                // was made, so an error here cannot happen; zeros would be no input set.
+                let mut values = match self.file.init_at(i, variant as usize, &self.sizes) {
+                    Ok(Some(init)) => init.draw(rng, n),
+                    Ok(None) | Err(_) => vec![0.0; n],
                 };
                 // The problem's structure, on the f64 draw before conversion to the dtype.
                 if let Some(structure) = self.file.structure(i) {
@@ -754,7 +755,8 @@ fn keeps_divisibility(sizes: &Sizes, alternative: &Sizes) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::file::{TaskBase, TaskSpec};
+    use crate::task::file::load::TaskBase;
+    use crate::task::file::schema::TaskSpec;
 
     fn sizes(pairs: &[(&str, i64)]) -> Sizes {
         pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()

@@ -1,5 +1,6 @@
 //! Input distributions of task-file buffers (`init = "uniform(-1, 1)"`), parsed once at load.
 
+use kf_manifest::Expr;
 use rand::{Rng, RngCore};
 
 use super::error::InitError;
@@ -35,6 +36,35 @@ pub enum Init {
     Ones,
     /// `0, 1, 2, …`.
     Arange,
+}
+
+/// A buffer's input distribution as the task file gives it: fixed, or integer bounds that are
+/// expressions over the sizes (`int(0, num_classes - 1)`: class indices that follow the task's
+/// sizes, so that halving `num_classes` for another input set keeps every index in range).
+#[derive(Debug, Clone)]
+pub enum InitRule {
+    /// The same distribution at every size.
+    Fixed(Init),
+    /// `int(lo, hi)` with `lo` and `hi` evaluated at the sizes of the input set drawn.
+    IntAtSizes {
+        /// Lower bound (inclusive).
+        lo: Expr,
+        /// Upper bound (inclusive).
+        hi: Expr,
+    },
+}
+
+impl InitRule {
+    /// The bound expressions of `int(lo, hi)` when `text` is that form with at least one bound
+    /// that is not a number (`None` otherwise: [`Init::parse`] reads it).
+    pub fn int_bound_texts(text: &str) -> Option<(&str, &str)> {
+        let inner = text.trim().strip_prefix("int(")?.strip_suffix(')')?;
+        let (lo, hi) = inner.split_once(',')?;
+        let (lo, hi) = (lo.trim(), hi.trim());
+        let numeric = |t: &str| t.parse::<f64>().is_ok();
+        let all_numbers = numeric(lo) && numeric(hi);
+        (!all_numbers && !hi.contains(',')).then_some((lo, hi))
+    }
 }
 
 impl Init {

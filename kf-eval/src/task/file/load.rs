@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use indexmap::IndexMap;
 use kf_manifest::{Expr, ExprSite, Symbols};
 
-use super::error::{StructureError, TaskFileError};
-use super::init::Init;
+use super::error::TaskFileError;
+use super::init::{Init, InitRule};
 use super::schema::{BufferDecl, BufferRole, Dtype, TaskSpec};
-use super::structure::Structure;
+use super::structure::{Structure, StructureError};
 use crate::task::spec::Sizes;
 
 /// Largest number of elements of one buffer.
@@ -46,7 +46,7 @@ pub struct TaskFile {
     /// Where relative file names are resolved.
     pub base: TaskBase,
     pub(crate) shapes: Vec<Vec<Expr>>,
-    pub(crate) inits: Vec<Vec<Init>>,
+    pub(crate) inits: Vec<Vec<InitRule>>,
     /// Per buffer, its `structure`.
     pub(crate) structures: Vec<Option<Structure>>,
     /// Per buffer, its `accumulates` expression.
@@ -320,6 +320,7 @@ impl TaskFile {
             self.check_structure(i, &b.name, &shape, sizes)?;
             out.push(shape);
         }
+        self.check_inits(sizes)?;
         Ok(out)
     }
 
@@ -434,9 +435,59 @@ impl TaskFile {
             .collect()
     }
 
-    /// The input distributions of buffer `i`.
-    pub fn inits(&self, i: usize) -> &[Init] {
+    /// The input distributions of buffer `i`, as the file gives them (see [`Self::init_at`]).
+    pub fn inits(&self, i: usize) -> &[InitRule] {
         self.inits.get(i).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Buffer `i`'s distribution for input set `variant` (the list in turn) at `sizes`:
+    /// `int(lo, hi)` bounds that are expressions evaluated there. `None` for a buffer
+    /// without distributions (an output).
+    pub fn init_at(
+        &self,
+        i: usize,
+        variant: usize,
+        sizes: &Sizes,
+    ) -> Result<Option<Init>, TaskFileError> {
+        let rules = self.inits(i);
+        let Some(rule) = rules.get(variant % rules.len().max(1)) else {
+            return Ok(None);
+        };
+        let (lo, hi) = match rule {
+            InitRule::Fixed(init) => return Ok(Some(*init)),
+            InitRule::IntAtSizes { lo, hi } => (lo, hi),
+        };
+        let symbols = Symbols::new().with_sizes(sizes);
+        let name = self.spec.buffers.get(i).map_or("", |b| b.name.as_str());
+        let site = ExprSite {
+            file: self.file.clone(),
+            field: format!("buffer[{i}].init (buffer `{name}`)"),
+        };
+        let (lo_v, hi_v) = (lo.eval_i64(&symbols, &site)?, hi.eval_i64(&symbols, &site)?);
+        if lo_v > hi_v || lo_v.abs() > i64::from(i32::MAX) || hi_v.abs() > i64::from(i32::MAX) {
+            return Err(TaskFileError::invalid(
+                &self.file,
+                &site.field,
+                format!(
+                    "int({}, {}) is int({lo_v}, {hi_v}) at {}: the bounds must be i32 values, \
+                     the lower not above the upper",
+                    lo.text(),
+                    hi.text(),
+                    crate::task::spec::sizes_text(sizes)
+                ),
+            ));
+        }
+        Ok(Some(Init::Int { lo: lo_v, hi: hi_v }))
+    }
+
+    /// Every buffer's distributions can be drawn at `sizes` (expression bounds in order).
+    fn check_inits(&self, sizes: &Sizes) -> Result<(), TaskFileError> {
+        for (i, rules) in self.inits.iter().enumerate() {
+            for variant in 0..rules.len() {
+                self.init_at(i, variant, sizes)?;
+            }
+        }
+        Ok(())
     }
 
     /// The structure of buffer `i`'s drawn values (its `structure`), if any.
@@ -457,7 +508,7 @@ fn structure_error(file: &str, i: usize, name: &str, source: StructureError) -> 
 /// The parsed per-buffer parts of a spec, in its buffers' order.
 struct BufferParts {
     shapes: Vec<Vec<Expr>>,
-    inits: Vec<Vec<Init>>,
+    inits: Vec<Vec<InitRule>>,
     structures: Vec<Option<Structure>>,
     accumulates: Vec<Option<Expr>>,
 }
@@ -646,19 +697,28 @@ impl<'a> SpecCheck<'a> {
         self.size_expr(&text.text(), field, false).map(Some)
     }
 
-    /// Buffer `i`'s input distributions (the dtype's default when none is given).
-    fn inits(&self, i: usize, b: &BufferDecl) -> Result<Vec<Init>, TaskFileError> {
+    /// Buffer `i`'s input distributions (the dtype's default when none is given);
+    /// `int(lo, hi)` bounds may be expressions over the sizes.
+    fn inits(&self, i: usize, b: &BufferDecl) -> Result<Vec<InitRule>, TaskFileError> {
         let texts = b.init.as_ref().map(|i| i.to_vec()).unwrap_or_default();
         if texts.is_empty() && b.init.is_some() {
             return Err(self.bad(&format!("buffer[{i}].init"), "is an empty list".into()));
         }
+        let field = format!("buffer[{i}].init");
         let parsed = texts
             .iter()
-            .map(|t| Init::parse(t, b.dtype))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| self.bad(&format!("buffer[{i}].init"), e.to_string()))?;
+            .map(|t| match InitRule::int_bound_texts(t) {
+                Some((lo, hi)) => Ok(InitRule::IntAtSizes {
+                    lo: self.size_expr(lo, field.clone(), true)?,
+                    hi: self.size_expr(hi, field.clone(), true)?,
+                }),
+                None => Init::parse(t, b.dtype)
+                    .map(InitRule::Fixed)
+                    .map_err(|e| self.bad(&field, e.to_string())),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(if parsed.is_empty() {
-            vec![Init::default_for(b.dtype)]
+            vec![InitRule::Fixed(Init::default_for(b.dtype))]
         } else {
             parsed
         })

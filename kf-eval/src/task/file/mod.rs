@@ -65,9 +65,9 @@ mod reference;
 pub mod schema;
 mod structure;
 
-pub use error::{InitError, ReferenceError, StructureError, TaskFileError};
+pub use error::{InitError, ReferenceError, TaskFileError};
 pub use file_task::{FileTask, DEFAULT_REFERENCE_TIMEOUT_S};
-pub use init::Init;
+pub use init::{Init, InitRule};
 pub use load::{ArgKind, TaskBase, TaskFile, MAX_BUFFER_BYTES, MAX_ELEMENTS};
 pub use reference::{
     reference_cache_dir, ArrayOut, ArrayRef, ReferenceInputs, ReferenceRegistry, RustReference,
@@ -77,4 +77,4 @@ pub use schema::{
     MatmulFamily, OneOrMany, ReferenceSpec, RowFamily, ScalarDecl, ScalarValue, TaskSpec,
     ToleranceSpec, WorkSpec,
 };
-pub use structure::Structure;
+pub use structure::{Structure, StructureError};

@@ -6,8 +6,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::error::StructureError;
-
 /// The structure of each trailing square matrix of a drawn buffer: a buffer of shape
 /// `[..., n, n]` is a batch of `n × n` row-major matrices (every leading dimension a batch
 /// dimension), and each is made so after its `init` draw, before conversion to the dtype.
@@ -108,20 +106,66 @@ impl FromStr for Structure {
     }
 }
 
+/// Why a buffer's `structure` cannot be used
+/// ([`Structure::parse`](Structure::parse) and the checks of its buffer's role and
+/// shape).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StructureError {
+    /// Not a structure this crate knows.
+    #[error("`{text}` is not a structure (use symmetric, lower or upper)")]
+    Unknown {
+        /// The text as written.
+        text: String,
+    },
+    /// A structure on an output buffer, whose contents are not drawn.
+    #[error(
+        "`{structure}` is on an output buffer: only drawn buffers (role input or inout) have \
+         a structure"
+    )]
+    OnOutput {
+        /// The structure.
+        structure: Structure,
+    },
+    /// A structure on a buffer of fewer than two dimensions.
+    #[error(
+        "`{structure}` needs a matrix or a batch of them (at least 2 dimensions), the shape \
+         has {rank}"
+    )]
+    RankBelowTwo {
+        /// The structure.
+        structure: Structure,
+        /// The buffer's number of dimensions.
+        rank: usize,
+    },
+    /// A structure on a buffer whose last two dimensions differ.
+    #[error(
+        "`{structure}` needs the last two dimensions equal, the shape is {shape:?} at {sizes}"
+    )]
+    NotSquare {
+        /// The structure.
+        structure: Structure,
+        /// The buffer's shape at `sizes`.
+        shape: Vec<usize>,
+        /// The sizes, as text (`M=64, N=32`).
+        sizes: String,
+    },
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::file::Init;
-    use rand::SeedableRng;
+    use rand::{Rng, SeedableRng};
 
-    /// A batch of `batch` `n × n` matrices drawn from `normal`, with the structure applied.
-    fn drawn(structure: Structure, batch: usize, n: usize) -> Vec<f64> {
+    /// `n` values uniform in [-1, 1) from a generator seeded with 11.
+    fn uniform(n: usize) -> Vec<f64> {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
-        let mut values = Init::Normal {
-            mean: 0.0,
-            std: 1.0,
-        }
-        .draw(&mut rng, batch * n * n);
+        (0..n).map(|_| rng.random_range(-1.0..1.0)).collect()
+    }
+
+    /// A batch of `batch` `n × n` matrices drawn by [`uniform`], with the structure applied.
+    fn drawn(structure: Structure, batch: usize, n: usize) -> Vec<f64> {
+        let mut values = uniform(batch * n * n);
         structure.apply(&mut values, &[batch, n, n]);
         values
     }
@@ -185,12 +229,7 @@ mod tests {
             assert_ne!(m[1], m[2], "matrix {b}");
         }
         // (A + Aᵀ) / 2 of the same draw.
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
-        let a = Init::Normal {
-            mean: 0.0,
-            std: 1.0,
-        }
-        .draw(&mut rng, n * n);
+        let a = uniform(n * n);
         let s = drawn(Structure::Symmetric, 1, n);
         assert_eq!(s[n + 2], (a[n + 2] + a[2 * n + 1]) / 2.0);
         assert_eq!(s[3 * n + 3], a[3 * n + 3]);
