@@ -277,6 +277,10 @@ struct HelperBuffer {
     shape: Vec<String>,
     #[serde(default)]
     init: Option<String>,
+    /// `symmetric`, `lower` or `upper` where get_inputs() gives the tensor that structure
+    /// (`(A + A.T) / 2`, `torch.tril(A)`, `torch.triu(A)`).
+    #[serde(default)]
+    structure: Option<String>,
 }
 
 impl HelperBuffer {
@@ -289,6 +293,7 @@ impl HelperBuffer {
             role,
             init,
             accumulates: None,
+            structure: self.structure.clone(),
         }
     }
 }
@@ -344,6 +349,19 @@ pub(crate) struct HelperAnswer {
     /// With a fit request: the sizes the size rule chose, and the bytes and operations there.
     #[serde(default)]
     fitted: Option<Fitted>,
+    /// With a generation request: kernels generated from the trace beside the naive one
+    /// (a parallel two-stage reduction to one value), starting points of the search.
+    #[serde(default)]
+    seeds: Vec<GeneratedSeed>,
+}
+
+/// A kernel the stand-in generated from forward()'s trace besides the naive kernel: its
+/// file stem, OpenCL source and manifest (with its choices as `[params]`).
+#[derive(Debug, Clone, Deserialize)]
+struct GeneratedSeed {
+    name: String,
+    source: String,
+    manifest: String,
 }
 
 /// How a generated naive kernel launches: one kernel, or a sequence of kernels with scratch
@@ -739,11 +757,13 @@ impl PreparedReference {
                 parameter_inits,
                 family: s.family,
                 flops: s.flops,
+                seeds: s.seeds.iter().map(|g| format!("{}.toml", g.name)).collect(),
             },
             Err(_) => TraceFacts {
                 parameter_inits,
                 family: None,
                 flops: None,
+                seeds: Vec::new(),
             },
         }
     }
@@ -922,6 +942,7 @@ fn baseline_note(
     Ok(match stand_in {
         Ok(generated) => {
             write_naive_kernel(out, generated)?;
+            write_generated_seeds(out, generated)?;
             None
         }
         Err(_) if out.join(BASELINE_FILE_NAME).is_file() => None,
@@ -998,6 +1019,7 @@ fn build_spec(
             baseline,
             alternative_sizes: Vec::new(),
             family: None,
+            seeds: trace.seeds,
         },
         answer.family.as_ref().or(trace.family.as_ref()),
         answer,
@@ -1129,6 +1151,8 @@ struct StandIn {
     /// The matrix products' and convolutions' floating-point operations (a lower bound of
     /// the work: element-wise steps are not counted), an expression over the sizes.
     flops: Option<String>,
+    /// Kernels generated from the trace beside the naive one.
+    seeds: Vec<GeneratedSeed>,
 }
 
 /// What the task file takes from the stand-in's run of forward(): the parameters' initial
@@ -1138,6 +1162,8 @@ struct TraceFacts {
     parameter_inits: Vec<ParameterInit>,
     family: Option<serde_json::Value>,
     flops: Option<String>,
+    /// The generated seeds' manifests, relative to the task file (`seeds = [...]`).
+    seeds: Vec<String>,
 }
 
 /// Runs forward() on the NumPy stand-in for torch (written into `out` as
@@ -1172,6 +1198,7 @@ fn run_stand_in(
         parameter_inits: answer.parameter_inits,
         family: answer.trace_family,
         flops: answer.flops,
+        seeds: answer.seeds,
     })
 }
 
@@ -1219,6 +1246,30 @@ fn write_naive_kernel(out: &Path, stand_in: &StandIn) -> Result<(), KernelBenchE
     // run first, each into a scratch buffer of its own.
     let manifest = format!("{head}{}", stand_in.plan.toml());
     write_atomic(&out.join(BASELINE_FILE_NAME), &manifest)
+}
+
+/// Writes the kernels generated beside the naive one (`<name>.cl`, `<name>.toml`), each
+/// manifest checked by kf-manifest before the task file names it.
+fn write_generated_seeds(out: &Path, stand_in: &StandIn) -> Result<(), KernelBenchError> {
+    for seed in &stand_in.seeds {
+        let name_ok = !seed.name.is_empty()
+            && seed
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_');
+        let invalid = |message: String| KernelBenchError::Python {
+            python: "the import helper".into(),
+            message: format!("its generated kernel {} is not valid: {message}", seed.name),
+        };
+        if !name_ok {
+            return Err(invalid("the name is not a file stem".into()));
+        }
+        let manifest_path = out.join(format!("{}.toml", seed.name));
+        write_atomic(&out.join(format!("{}.cl", seed.name)), &seed.source)?;
+        write_atomic(&manifest_path, &seed.manifest)?;
+        kf_manifest::Manifest::load(&manifest_path).map_err(|e| invalid(e.to_string()))?;
+    }
+    Ok(())
 }
 
 /// The torch reference adapter for a problem file at `problem` (relative to the adapter's

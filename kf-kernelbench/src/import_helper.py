@@ -15,6 +15,7 @@ import math
 import importlib.util
 import json
 import pathlib
+import re
 import sys
 import traceback
 
@@ -150,13 +151,76 @@ def dtype_of(call):
 
 CASTS = {"float": "f32", "half": "f16", "int": "i32", "long": "i32", "bool": "bool"}
 
+# torch.tril/triu (function or method) of an input: the task's `structure`.
+TRIANGLES = {"tril": "lower", "triu": "upper"}
+
+
+def structure_step(node):
+    """(structure, operand) when `node` gives its operand a structure: `torch.tril(X)`,
+    `X.triu()` (no diagonal offset), or `(X + X.T) / 2` (symmetric); else None."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in TRIANGLES:
+        is_torch = isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"
+        operands = node.args[:1] if is_torch else [node.func.value]
+        extra = node.args[1:] if is_torch else node.args
+        if len(operands) == 1 and not extra and not node.keywords:
+            return TRIANGLES[node.func.attr], operands[0]
+        return None
+    # (X + X.T) / 2, 0.5 * (X + X.T), (X + X.transpose(0, 1)) * 0.5
+    half, total = None, None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and literal(node.right) == 2:
+        total = node.left
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        half = [n for n in (node.left, node.right) if literal(n) == 0.5]
+        total = next((n for n in (node.left, node.right) if literal(n) != 0.5), None) if half else None
+    if isinstance(total, ast.BinOp) and isinstance(total.op, ast.Add):
+        a, b = total.left, total.right
+        transposed = lambda t, x: ast.dump(t) in (
+            ast.dump(ast.Attribute(value=x, attr="T", ctx=ast.Load())),
+            ast.dump(ast.Attribute(value=x, attr="mT", ctx=ast.Load())),
+        ) or (
+            isinstance(t, ast.Call) and isinstance(t.func, ast.Attribute) and t.func.attr in ("t", "transpose")
+            and ast.dump(t.func.value) == ast.dump(x)
+        )
+        if isinstance(a, ast.Name) and transposed(b, a):
+            return "symmetric", a
+        if isinstance(b, ast.Name) and transposed(a, b):
+            return "symmetric", b
+    return None
+
+
+def resolve_structure(name, chain, history, where):
+    """Follows an input's assignments (`chain`, in order; `history` holds every variable's)
+    back to its tensor factory: the expression that holds the factory and the structure
+    given on the way (None, "symmetric", "lower", "upper")."""
+    structure, at = None, len(chain) - 1
+    node = chain[at]
+    while True:
+        step = structure_step(node)
+        if step is None:
+            return node, structure
+        if structure is not None and structure != step[0]:
+            raise ImportFailure(f"{where}: two structures ({structure} and {step[0]}) on one input")
+        structure, operand = step
+        if not isinstance(operand, ast.Name):
+            node = operand
+            continue
+        if operand.id != name:
+            name, chain = operand.id, history.get(operand.id, [])
+            at = len(chain)
+        at -= 1
+        if at < 0:
+            raise ImportFailure(f"{where}: `{operand.id}` is not assigned before it is used")
+        node = chain[at]
+
 
 def input_spec(elt, assigned, sizes, tuples, specs, forward_args, index):
     """One get_inputs() element as {name, dtype, shape, init | int_bounds, bool}."""
     name = forward_args[index] if index < len(forward_args) else f"in{index}"
-    node = elt
+    where = f"get_inputs() element {index} (`{ast.unparse(elt)}`)"
     if isinstance(elt, ast.Name) and elt.id in assigned:
-        node = assigned[elt.id]
+        node, structure = resolve_structure(elt.id, assigned[elt.id], assigned, where)
+    else:
+        node, structure = resolve_structure(None, [elt], assigned, where)
     # The tensor factory may be wrapped: `torch.rand(...) * scale`, `torch.randint(...).float()`.
     found = next((f for f in map(torch_call, ast.walk(node)) if f is not None), None)
     cast = next(
@@ -167,12 +231,13 @@ def input_spec(elt, assigned, sizes, tuples, specs, forward_args, index):
         ),
         None,
     )
-    where = f"get_inputs() element {index} (`{ast.unparse(elt)}`)"
     if found is None:
         raise ImportFailure(f"{where}: only torch.rand/randn/randint/ones/zeros/empty tensors are understood")
     factory, call = found
     args = list(call.args)
     spec = {"name": name, "bool": cast == "bool"}
+    if structure is not None:
+        spec["structure"] = structure
     if factory == "randint":
         # torch.randint(low, high, size) or torch.randint(high, size); the bounds may be sizes.
         if len(args) == 3:
@@ -183,7 +248,9 @@ def input_spec(elt, assigned, sizes, tuples, specs, forward_args, index):
             raise ImportFailure(f"{where}: torch.randint needs (low, high, size)")
         shape_nodes = shape_node.elts if isinstance(shape_node, (ast.Tuple, ast.List)) else [shape_node]
         bounds = [shape_expr(lo, sizes, where), f"{shape_expr(hi, sizes, where)} - 1"]
-        spec.update(dtype="i32" if cast in (None, "bool") else cast, int_bounds=bounds)
+        # A bool mask (`torch.randint(0, 2, shape).bool()`) multiplies floats: 0/1 floats.
+        dtype = "f32" if cast == "bool" else cast or "i32"
+        spec.update(dtype=dtype, int_bounds=bounds)
     else:
         shape_nodes = args[0].elts if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)) else args
         dtype = "f32" if cast == "bool" else cast
@@ -277,10 +344,11 @@ def analyze(path):
     get_inputs = find_function(tree, "get_inputs")
     if get_inputs is None or find_function(tree, "get_init_inputs") is None:
         raise ImportFailure(f"{path}: get_inputs() and get_init_inputs() are both required")
+    # Every assignment of each name, in order (`A = torch.rand(N, N)`, then `A = torch.tril(A)`).
     assigned = {}
     for node in ast.walk(get_inputs):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            assigned[node.targets[0].id] = node.value
+            assigned.setdefault(node.targets[0].id, []).append(node.value)
     inputs, by_variable = [], {}
     for i, elt in enumerate(returned_list(get_inputs, "get_inputs()")):
         spec = input_spec(elt, assigned, sizes, tuples, by_variable, forward_args, i)
@@ -1328,9 +1396,11 @@ def generate_kernel(request, analysis):
     spec.loader.exec_module(shim)
     sizes = {**analysis["sizes"], **request.get("sizes", {})}
     names = [i["name"] for i in analysis["inputs"]]
-    # f32 inputs drawn as integers (torch.randint(…).float()) are floats to the kernel.
-    if any(i["dtype"] != "f32" for i in analysis["inputs"]):
-        raise ImportFailure("the generated kernel handles f32 inputs only")
+    # f32 inputs drawn as integers (torch.randint(…).float()) are floats to the kernel; i32
+    # inputs (class indices) are `int` buffers.
+    if any(i["dtype"] not in ("f32", "i32") for i in analysis["inputs"]):
+        raise ImportFailure("the generated kernel handles f32 and i32 inputs only")
+    int_names = [i["name"] for i in analysis["inputs"] if i["dtype"] == "i32"]
     elements = sum(int(np.prod(eval_shape(i["shape"], sizes))) for i in analysis["inputs"])
     if elements > STAND_IN_ELEMENTS:
         raise ImportFailure(
@@ -1345,11 +1415,17 @@ def generate_kernel(request, analysis):
         for p in params:
             arrays[p["name"]] = rng.standard_normal(eval_shape(p["shape"], sizes))
         for i in analysis["inputs"]:
-            arrays[i["name"]] = rng.standard_normal(eval_shape(i["shape"], sizes))
+            arrays[i["name"]] = make_input(i, eval_shape(i["shape"], sizes), rng, sizes)
         _, out = shim.run(request["problem"], sizes, analysis["tuples"], names, arrays)
         source, plan = shim.opencl_kernel(
-            out, names + [p["name"] for p in params], list(sizes), list(analysis["scalars"]), "out"
+            out, names + [p["name"] for p in params], list(sizes), list(analysis["scalars"]), "out", int_names
         )
+        # Kernels generated from the trace beside the naive one, starting points of the
+        # search: a parallel two-stage reduction where the output is one reduced value.
+        reduction = shim.scalar_reduction_kernel(
+            out, names + [p["name"] for p in params], list(sizes), list(analysis["scalars"]), "out", int_names
+        )
+        seeds = [reduction] if reduction is not None else []
         # The family the trace shows where the source's patterns found none: a matrix product
         # with its element-wise epilogue.
         trace_family = None if analysis.get("family") else shim.matmul_epilogue_family(out)
@@ -1368,6 +1444,7 @@ def generate_kernel(request, analysis):
         "parameter_inits": params,
         "trace_family": trace_family,
         "flops": flops,
+        "seeds": seeds,
     }
 
 
@@ -1419,7 +1496,7 @@ def probe_run(shim, request, analysis, names, sizes):
     rng = np.random.default_rng(0)
     arrays = {p["name"]: rng.standard_normal(eval_shape(p["shape"], sizes)) for p in params}
     for i in analysis["inputs"]:
-        arrays[i["name"]] = rng.standard_normal(eval_shape(i["shape"], sizes))
+        arrays[i["name"]] = make_input(i, eval_shape(i["shape"], sizes), rng, sizes)
     _, out = shim.run(request["problem"], sizes, analysis["tuples"], names, arrays)
     return params, out
 
@@ -1516,13 +1593,15 @@ def main():
             analysis.update(generate_kernel(request, analysis))
         if request.get("reference"):
             analysis.update(run_probes(request, analysis))
-        # Integer inputs whose bounds are sizes (class labels below num_classes) get the
-        # bounds at the task's default sizes.
+        # Integer inputs whose bounds are sizes (class labels below num_classes) keep them as
+        # expressions, so that other input sets' sizes keep every label in range.
         final = {**analysis["sizes"], **request.get("sizes", {})}
         for spec in analysis["inputs"]:
             if "int_bounds" in spec:
-                lo, hi = eval_shape(spec.pop("int_bounds"), final)
-                spec["init"] = f"int({lo}, {hi})"
+                bounds = spec.pop("int_bounds")
+                if all(re.fullmatch(r"[0-9 +\-*/()]+", b) for b in bounds):
+                    bounds = eval_shape(bounds, final)
+                spec["init"] = f"int({bounds[0]}, {bounds[1]})"
         print(json.dumps({"ok": True, **analysis}))
     except ImportFailure as e:
         print(json.dumps({"ok": False, "error": str(e)}))

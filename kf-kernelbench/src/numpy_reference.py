@@ -33,12 +33,12 @@ def symbolic_shapes(sizes):
         arrays[name] = rng.standard_normal([int(d) for d in t.sym_shape])
     _, out = nt.run(PROBLEM, sizes, TUPLES, INPUTS, arrays)
     return {
-        "outputs": [{"name": "out", "dtype": "f32", "shape": [d.expr for d in out.sym_shape] or ["1"]}],
+        "outputs": [{"name": "out", "dtype": "i32" if out.integer else "f32", "shape": [d.expr for d in out.sym_shape] or ["1"]}],
         "parameters": [{"name": p["name"], "dtype": "f32", "shape": p["shape"], "init": "normal"} for p in inits],
     }
 
 
 def reference(inputs, sizes, scalars):
     _, out = nt.run(PROBLEM, sizes, TUPLES, INPUTS, inputs)
-    data = out.data.astype(np.float32)
+    data = out.data.astype(np.int32 if out.integer else np.float32)
     return {"out": data.reshape(1) if data.ndim == 0 else data}

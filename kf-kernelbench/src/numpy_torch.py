@@ -140,6 +140,8 @@ class Tensor:
         self.sym_shape = tuple(sym(d) for d in shape)
         self.node = node
         self.init = init
+        # Indices (argmax/argmin): the task's output is i32 and the kernel stores ints.
+        self.integer = False
         if tuple(int(d) for d in self.sym_shape) != self.data.shape:
             raise AssertionError(f"shape {self.sym_shape} vs data {self.data.shape}")
 
@@ -338,6 +340,18 @@ class Tensor:
 
     def abs(self):
         return t_abs(self)
+
+    def argmax(self, dim=None, keepdim=False):
+        return argmax(self, dim, keepdim)
+
+    def argmin(self, dim=None, keepdim=False):
+        return argmin(self, dim, keepdim)
+
+    def narrow(self, dim, start, length):
+        return narrow(self, dim, start, length)
+
+    def select(self, dim, index):
+        return select(self, dim, index)
 
 
 class ReductionResult(tuple):
@@ -608,6 +622,25 @@ def einsum(equation, *operands):
     order = batch + free_a + free_b
     result = reshape(product, [size[c] for c in order])
     return permute(result, [order.index(c) for c in out])
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+                                 scale=None, enable_gqa=False):
+    """softmax(Q Kᵀ / √E) V as the stand-in's own operations; the default scale follows the
+    task's sizes (√E of the embedding size, not the traced number)."""
+    if attn_mask is not None or dropout_p or is_causal or enable_gqa:
+        raise Unsupported("torch.nn.functional.scaled_dot_product_attention with a mask, dropout, "
+                          "causality or grouped heads")
+    scores = matmul(query, transpose(key, -2, -1))
+    if scale is None:
+        e = sym(query.sym_shape[-1])
+        root = math.sqrt(int(e))
+        expr = f"sqrt((float)({e.expr}))" if size_expr(e) else None
+        node = record("div", [scores], scores.sym_shape, scalar=root, scalar_first=False, scalar_expr=expr)
+        scores = Tensor(scores.data / root, scores.sym_shape, node)
+    else:
+        scores = scores * float(scale)
+    return matmul(softmax(scores, -1), value)
 
 
 def linear(x, weight, bias=None):
@@ -1113,8 +1146,101 @@ def where(*args, **kwargs):
     raise Unsupported("torch.where")
 
 
-def cat(*args, **kwargs):
-    raise Unsupported("torch.cat")
+def _arg_extreme(kind, x, dim, keepdim):
+    """torch.argmax/argmin along one dimension: the first index of the extreme, as an integer
+    tensor (the task's output becomes i32 and is compared exactly)."""
+    if dim is None:
+        raise Unsupported(f"torch.{kind} without a dimension (of the flattened tensor)")
+    d = norm_dim(dim, x.ndim)
+    data = (np.argmax if kind == "argmax" else np.argmin)(x.data, axis=d)
+    kept = [SymInt(1) if i == d else s for i, s in enumerate(x.sym_shape)]
+    t = Tensor(np.expand_dims(data, d), kept, record("reduce", [x], kept, kind=kind, dims=[d]))
+    out = squeeze_dims(t, [d]) if not keepdim else t
+    out.integer = True
+    return out
+
+
+def argmax(x, dim=None, keepdim=False):
+    return _arg_extreme("argmax", x, dim, keepdim)
+
+
+def argmin(x, dim=None, keepdim=False):
+    return _arg_extreme("argmin", x, dim, keepdim)
+
+
+def narrow(x, dim, start, length):
+    """x.narrow(dim, start, length): the elements start .. start + length - 1 along `dim`
+    (sizes may be expressions: `x.size(1) - 1`)."""
+    d = norm_dim(dim, x.ndim)
+    lo, n = int(start), int(length)
+    if lo < 0 or n < 0 or lo + n > int(x.sym_shape[d]):
+        raise Unsupported(f"narrow outside the tensor ({lo} + {n} > {int(x.sym_shape[d])})")
+    shape = list(x.sym_shape)
+    shape[d] = sym(length)
+    data = np.take(x.data, range(lo, lo + n), axis=d)
+    return Tensor(data, shape, record("slice", [x], shape, dim=d, start=expr_of(start)))
+
+
+def select(x, dim, index):
+    d = norm_dim(dim, x.ndim)
+    if int(index) < 0:
+        raise Unsupported("select with a negative index")
+    return squeeze_dims(narrow(x, d, index, 1), [d])
+
+
+def _filled(x, value):
+    return Tensor(np.full(x.data.shape, float(value)), x.sym_shape, record("fill", [], x.sym_shape, value=float(value)))
+
+
+def zeros_like(x, **kwargs):
+    return _filled(x, 0.0)
+
+
+def ones_like(x, **kwargs):
+    return _filled(x, 1.0)
+
+
+def cat(tensors, dim=0, **kwargs):
+    """torch.cat of tensors that agree outside `dim`: each output element reads the operand
+    whose range along `dim` holds it."""
+    tensors = list(tensors)
+    if not tensors or not all(isinstance(t, Tensor) for t in tensors):
+        raise Unsupported("torch.cat of anything but tensors")
+    d = norm_dim(dim, tensors[0].ndim)
+    for t in tensors[1:]:
+        same = t.ndim == tensors[0].ndim and all(
+            int(a) == int(b) for i, (a, b) in enumerate(zip(t.sym_shape, tensors[0].sym_shape)) if i != d
+        )
+        if not same:
+            raise Unsupported("torch.cat of tensors whose other dimensions differ")
+    offsets, total = [], SymInt(0)
+    for t in tensors:
+        offsets.append(expr_of(total))
+        total = sym(t.sym_shape[d]) if int(total) == 0 and total.expr == "0" else total + sym(t.sym_shape[d])
+    shape = list(tensors[0].sym_shape)
+    shape[d] = total
+    data = np.concatenate([t.data for t in tensors], axis=d)
+    return Tensor(data, shape, record("cat", tensors, shape, dim=d, offsets=offsets))
+
+
+concat = concatenate = cat
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                  reduction="mean", label_smoothing=0.0):
+    """torch's cross entropy of (batch, classes) scores with class indices: the mean (sum) of
+    −log_softmax(input)[i, target[i]]. Targets come from torch.randint within the classes, so
+    `ignore_index` (−100) never occurs."""
+    _no_legacy(size_average, reduce)
+    if weight is not None or float(label_smoothing) != 0.0:
+        raise Unsupported("cross_entropy with class weights or label smoothing")
+    if input.ndim != 2 or target.ndim != 1:
+        raise Unsupported("cross_entropy other than (batch, classes) scores with class indices")
+    logp = log_softmax(input, 1)
+    rows = np.arange(int(input.sym_shape[0]))
+    data = logp.data[rows, target.data.astype(np.int64)]
+    picked = Tensor(data, [input.sym_shape[0]], record("take", [logp, target], [input.sym_shape[0]], dim=1))
+    return _reduced(-picked, reduction)
 
 
 def adaptive_avg_pool(x, output_size, nd):
@@ -1404,7 +1530,7 @@ def _functional():
     f = types.ModuleType("torch.nn.functional")
     for name in (
         "relu sigmoid tanh gelu silu mish softplus hardswish hardsigmoid leaky_relu elu hardtanh "
-        "softmax log_softmax linear smooth_l1_loss huber_loss kl_div pairwise_distance triplet_margin_loss"
+        "softmax log_softmax linear scaled_dot_product_attention cross_entropy smooth_l1_loss huber_loss kl_div pairwise_distance triplet_margin_loss"
     ).split():
         setattr(f, name, globals()[name])
     f.max_pool2d = lambda x, kernel_size, stride=None, padding=0, **k: pool("max", x, kernel_size, stride, padding, nd=2, **k)
@@ -1756,7 +1882,7 @@ def element_kernel(name, params, shape, store):
     return text, launch
 
 
-def opencl_kernel(output, buffer_names, size_names, scalar_names, output_name):
+def opencl_kernel(output, buffer_names, size_names, scalar_names, output_name, int_names=()):
     """OpenCL C for `output`'s trace, and how to launch it: a function per node computing one
     element from its inputs' functions, and a kernel with one work-item per output element
     that calls the output's. Shared subexpressions are recomputed (a correct, slow baseline),
@@ -1779,8 +1905,10 @@ def opencl_kernel(output, buffer_names, size_names, scalar_names, output_name):
             scratch += [(f"kf_a{k}", n), (f"kf_b{k}", n)]
         if k in materialised:
             scratch.append((f"kf_m{k}", numel_expr(TRACE[k]["shape"])))
+    # Integer inputs (class indices) are `int` buffers; an element read converts to float.
+    buffer_type = lambda n: "int" if n in int_names else "float"
     fn_params = ", ".join(
-        [f"__global const float* restrict {n}" for n in buffer_names]
+        [f"__global const {buffer_type(n)}* restrict {n}" for n in buffer_names]
         + [f"__global const float* restrict {n}" for n, _ in scratch]
         + [f"const int {n}" for n in size_names]
     )
@@ -1806,8 +1934,8 @@ def opencl_kernel(output, buffer_names, size_names, scalar_names, output_name):
     # A 0-dimensional output (a loss) is the task's one-element buffer, written by one
     # work-item.
     kernel_params = ", ".join(
-        [f"__global const float* restrict {n}" for n in buffer_names]
-        + [f"__global float* restrict {output_name}"]
+        [f"__global const {buffer_type(n)}* restrict {n}" for n in buffer_names]
+        + [f"__global {'int' if output.integer else 'float'}* restrict {output_name}"]
         + [f"const int {n}" for n in size_names]
         + [f"const float {n}" for n in scalar_names]
         + [f"__global float* restrict {n}" for n, _ in scratch]
@@ -1837,7 +1965,7 @@ def opencl_kernel(output, buffer_names, size_names, scalar_names, output_name):
             sequence.append({"entry": f"naive_m{k}", "launch": at, "writes": [f"kf_m{k}"]})
     rank = len(output.sym_shape)
     call_out = ", ".join([args] + [f"i{d}" for d in range(rank)])
-    text, at = element_kernel("naive", kernel_params, output.sym_shape, f"    {output_name}[gid] = n{output.node}({call_out});")
+    text, at = element_kernel("naive", kernel_params, output.sym_shape, f"    {output_name}[gid] = {'(int)' if output.integer else ''}n{output.node}({call_out});")
     kernels.append(text)
     header = (
         "// Generated by kf task import-kernelbench from the problem's forward(): one work-item per\n"
@@ -1878,6 +2006,246 @@ class NotFusable(Exception):
 # The longest epilogue expression written into a task file (a deep chain of activations that
 # each use their operand several times grows the text geometrically).
 EPILOGUE_MAX_CHARS = 6000
+
+
+# ---------------------------------------------------------------- reductions to one value
+# A 0-d output that sums (averages, takes the maximum or minimum of) all of an element-wise
+# expression of the inputs: the parallel two-stage form, each work-group reducing a strided
+# share into a scratch buffer of partial results, then one work-group reducing those. What
+# each kind starts from and how two values combine:
+SCALAR_REDUCTIONS = {
+    "sum": ("0.0f", "({a} + {b})"),
+    "mean": ("0.0f", "({a} + {b})"),
+    "max": ("-INFINITY", "fmax({a}, {b})"),
+    "min": ("INFINITY", "fmin({a}, {b})"),
+}
+
+SCALAR_REDUCTION_CL = """// A parallel two-stage reduction to one value, generated by `kf task import-kernelbench`
+// from the problem's forward(): work-group g of GROUPS reduces the elements g * WG + l,
+// + WG * GROUPS, ... (neighbouring work-items read neighbouring elements) in local memory
+// into kf_partial[g]; one work-group of WG then reduces the GROUPS partial results and
+// writes the output. Tunables: WG (work-group size, a power of two), GROUPS (work-groups of
+// the first stage: 2 occupy two CPU cores, a GPU wants several per multiprocessor), UNROLL
+// (elements a work-item takes per trip of its loop).
+#ifndef WG
+#define WG 64
+#endif
+#ifndef GROUPS
+#define GROUPS 64
+#endif
+#ifndef UNROLL
+#define UNROLL 1
+#endif
+
+static float kf_element({fn_params}, const long i) {{
+    return {element};
+}}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void reduce_partial({kernel_params}) {{
+    const long n = {elements};
+    const long stride = (long)WG * GROUPS;
+    const int lid = get_local_id(0);
+    float acc = {init};
+    long i = get_global_id(0);
+    for (; i + (UNROLL - 1) * stride < n; i += UNROLL * stride) {{
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {{
+            const float v = kf_element({args}, i + u * stride);
+            acc = {combine_acc};
+        }}
+    }}
+    for (; i < n; i += stride) {{
+        const float v = kf_element({args}, i);
+        acc = {combine_acc};
+    }}
+    __local float part[WG];
+    part[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = WG / 2; s > 0; s >>= 1) {{
+        if (lid < s) {{
+            part[lid] = {combine_part};
+        }}
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }}
+    if (lid == 0) {{
+        kf_partial[get_group_id(0)] = part[0];
+    }}
+}}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void reduce_final({kernel_params}) {{
+    const int lid = get_local_id(0);
+    float acc = {init};
+    for (int g = lid; g < GROUPS; g += WG) {{
+        const float v = kf_partial[g];
+        acc = {combine_acc};
+    }}
+    __local float part[WG];
+    part[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = WG / 2; s > 0; s >>= 1) {{
+        if (lid < s) {{
+            part[lid] = {combine_part};
+        }}
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }}
+    if (lid == 0) {{
+        const float v = part[0];
+        {output}[0] = {final};
+    }}
+}}
+"""
+
+SCALAR_REDUCTION_TOML = """# A parallel two-stage reduction to one value that `kf task import-kernelbench` generated from
+# the problem's forward() (a starting point of the search beside the naive kernel): work-groups
+# reduce strided shares into partial results, one work-group reduces those.
+source = "{source}"
+entry = "reduce_final"
+language = "opencl"
+description = "Two-stage parallel reduction of {what} to one value: GROUPS work-groups of WG into kf_partial, then one work-group."
+tags = ["reduction", "generated"]
+
+[params]
+WG = [64, 128, 256, 32, 16]
+GROUPS = [64, 2, 8, 16, 32, 128, 256, 1024]
+UNROLL = [4, 1, 2, 8]
+
+[constraints]
+rules = ["WG <= max_work_group_size"]
+
+[[scratch]]
+name = "kf_partial"
+dtype = "f32"
+elements = "GROUPS"
+
+[[kernels]]
+entry = "reduce_partial"
+writes = ["kf_partial"]
+launch = {{ global = ["WG * GROUPS"], local = ["WG"] }}
+
+[[kernels]]
+entry = "reduce_final"
+writes = ["{output}"]
+launch = {{ global = ["WG"], local = ["WG"] }}
+"""
+
+
+def flat_element(k, shape, index):
+    """Node `k`'s element at flat `index` as one C expression, where `k` is element-wise over
+    buffers of exactly `shape` (a reshape keeps the flat order); None otherwise."""
+    node = TRACE[k]
+    op, attrs, ins = node["op"], node["attrs"], node["inputs"]
+    same = [expr_of(d) for d in node["shape"]] == shape
+    if op == "buffer":
+        return f"{attrs['name']}[{index}]" if same else None
+    if op == "fill":
+        return c_float(attrs["value"])
+    if not same:
+        return None
+    if op == "reshape":
+        # Same elements in the same order: the source's flat index is this one.
+        src = TRACE[ins[0]]["shape"]
+        if numel_expr(src) != numel_expr(node["shape"]):
+            return None
+        return flat_element(ins[0], [expr_of(d) for d in src], index)
+    if not same:
+        return None
+    if op in UNARY_C:
+        values = {key: c_float(v) if v is not None else ("-INFINITY" if key == "lo" else "INFINITY") for key, v in attrs.items()}
+        operand = flat_element(ins[0], shape, index)
+        if operand is None:
+            return None
+        return "(" + re.sub(r"\bv\b", lambda _: f"({operand})", UNARY_C[op].format(**values)) + ")"
+    if op in ("add", "sub", "mul", "div"):
+        sym_op = {"add": "+", "sub": "-", "mul": "*", "div": "/"}[op]
+        operands = [flat_element(i, shape, index) for i in ins]
+        if any(o is None for o in operands):
+            return None
+        if len(ins) == 1:
+            c = scalar_c(attrs)
+            return f"({c} {sym_op} {operands[0]})" if attrs["scalar_first"] else f"({operands[0]} {sym_op} {c})"
+        return f"({operands[0]} {sym_op} {operands[1]})"
+    return None
+
+
+def scalar_after(k, value):
+    """`value` (a C expression) through 0-d node `k`'s element-wise step; None if `k` is not
+    one."""
+    node = TRACE[k]
+    op, attrs = node["op"], node["attrs"]
+    if op == "reshape":
+        return value
+    if op in UNARY_C and len(node["inputs"]) == 1:
+        values = {key: c_float(v) if v is not None else ("-INFINITY" if key == "lo" else "INFINITY") for key, v in attrs.items()}
+        return "(" + re.sub(r"\bv\b", lambda _: f"({value})", UNARY_C[op].format(**values)) + ")"
+    if op in ("add", "sub", "mul", "div") and len(node["inputs"]) == 1:
+        sym_op = {"add": "+", "sub": "-", "mul": "*", "div": "/"}[op]
+        c = scalar_c(attrs)
+        return f"({c} {sym_op} {value})" if attrs["scalar_first"] else f"({value} {sym_op} {c})"
+    return None
+
+
+def scalar_reduction_kernel(output, buffer_names, size_names, scalar_names, output_name, int_names=()):
+    """The two-stage reduction of a 0-d output that reduces all of an element-wise expression
+    of the inputs (a loss: the mean of (p − t)², the sum of |x|), followed by element-wise
+    steps on the one value: `{"name", "source", "manifest"}` for `kf task import-kernelbench`
+    to write beside the naive kernel as a starting point of the search, or None where the
+    output is not such a reduction."""
+    if output.node is None or output.sym_shape or output.integer:
+        return None
+    steps, k = [], output.node
+    while TRACE[k]["op"] != "reduce":
+        node = TRACE[k]
+        if len(node["inputs"]) != 1 or numel_value(node["shape"]) != 1 or scalar_after(k, "v") is None:
+            return None
+        steps.append(k)
+        k = node["inputs"][0]
+    reduce_node = TRACE[k]
+    kind, source = reduce_node["attrs"]["kind"], reduce_node["inputs"][0]
+    src_shape = TRACE[source]["shape"]
+    if kind not in SCALAR_REDUCTIONS or sorted(reduce_node["attrs"]["dims"]) != list(range(len(src_shape))):
+        return None
+    shape = [expr_of(d) for d in src_shape]
+    element = flat_element(source, shape, "i")
+    if element is None:
+        return None
+    elements = numel_expr(src_shape)
+    final = "v" if kind != "mean" else f"(v / (float)({elements}))"
+    for step in reversed(steps):
+        final = scalar_after(step, final)
+    init, combine = SCALAR_REDUCTIONS[kind]
+    buffer_type = lambda n: "int" if n in int_names else "float"
+    fn_params = ", ".join(
+        [f"__global const {buffer_type(n)}* restrict {n}" for n in buffer_names]
+        + [f"const int {n}" for n in size_names]
+        + [f"const float {n}" for n in scalar_names]
+    )
+    kernel_params = ", ".join(
+        [f"__global const {buffer_type(n)}* restrict {n}" for n in buffer_names]
+        + [f"__global float* restrict {output_name}"]
+        + [f"const int {n}" for n in size_names]
+        + [f"const float {n}" for n in scalar_names]
+        + ["__global float* restrict kf_partial"]
+    )
+    args = ", ".join(list(buffer_names) + list(size_names) + list(scalar_names))
+    source_text = SCALAR_REDUCTION_CL.format(
+        fn_params=fn_params,
+        kernel_params=kernel_params,
+        element=element,
+        elements=elements,
+        init=init,
+        args=args,
+        combine_acc=combine.format(a="acc", b="v"),
+        combine_part=combine.format(a="part[lid]", b="part[lid + s]"),
+        output=output_name,
+        final=final,
+    )
+    name = "reduce_scalar"
+    manifest = SCALAR_REDUCTION_TOML.format(source=f"{name}.cl", what=kind, output=output_name)
+    return {"name": name, "source": source_text, "manifest": manifest}
+
+
 
 
 def matmul_epilogue_family(output):
@@ -2064,6 +2432,27 @@ def node_body(k, node, args):
         row, col = idx[-2], idx[-1]
         keep = f"{col} - {row} >= {a['diagonal']}" if a["upper"] else f"{col} - {row} <= {a['diagonal']}"
         return f"    return ({keep}) ? {call(ins[0], args, idx)} : 0.0f;"
+    if op == "slice":
+        d = a["dim"]
+        at = idx[:d] + [f"({idx[d]} + {a['start']})"] + idx[d + 1:]
+        return f"    return {call(ins[0], args, at)};"
+    if op == "fill":
+        return f"    return {c_float(a['value'])};"
+    if op == "cat":
+        d, offsets = a["dim"], a["offsets"]
+        lines = []
+        for n, (src, lo) in enumerate(zip(ins, offsets)):
+            at = idx[:d] + [f"({idx[d]} - {lo})"] + idx[d + 1:]
+            read = f"return {call(src, args, at)};"
+            if n + 1 < len(ins):
+                lines.append(f"    if ({idx[d]} < {offsets[n + 1]}) {{\n        {read}\n    }}")
+            else:
+                lines.append(f"    {read}")
+        return "\n".join(lines)
+    if op == "take":
+        d = a["dim"]
+        at = idx[:d] + [f"(long)({call(ins[1], args, idx)})"] + idx[d:]
+        return f"    return {call(ins[0], args, at)};"
     if op == "flip":
         dims = c_dims(shape)
         at = [f"{dims[d]} - 1 - {i}" if d in a["dims"] else i for d, i in enumerate(idx)]
@@ -2100,6 +2489,11 @@ def reduce_body(src_node, a, shape, args, idx):
     if kind in ("max", "min"):
         init, fn = ("-INFINITY", "fmax") if kind == "max" else ("INFINITY", "fmin")
         return f"    float acc = {init};\n" + loops(names, bounds, f"acc = {fn}(acc, {value});") + "    return acc;"
+    if kind in ("argmax", "argmin"):
+        # The first index of the extreme, as torch returns it (a strict comparison).
+        init, better = ("-INFINITY", ">") if kind == "argmax" else ("INFINITY", "<")
+        step = f"const float kf_v = {value};\nif (kf_v {better} kf_best) {{ kf_best = kf_v; kf_at = {names[0]}; }}"
+        return f"    float kf_best = {init};\n    long kf_at = 0;\n" + loops(names, bounds, step) + "    return (float)kf_at;"
     if kind == "logsumexp":
         return (
             "    float kf_m = -INFINITY;\n"

@@ -16,7 +16,7 @@ PROBLEM = pathlib.Path(__file__).parent / @PROBLEM@
 INPUTS = @INPUTS@
 # Module-level tuple constants, element by element, as expressions over the sizes.
 TUPLES = @TUPLES@
-# Inputs the problem makes with `.bool()`: the task passes them as int 0/1.
+# Inputs the problem makes with `.bool()`: the task passes them as 0/1 (f32 for masks).
 BOOL_INPUTS = @BOOL_INPUTS@
 
 

@@ -209,6 +209,9 @@ pub fn check_task_file(
         .map(|b| b.kernel.to_vec().join(", "))
         .unwrap_or_else(|| "none".into());
     out(&format!("baseline: {baselines}"));
+    if !spec.seeds.is_empty() {
+        out(&format!("generated seeds: {}", spec.seeds.join(", ")));
+    }
     let r = &spec.reference;
     if let Some(k) = &r.kernel {
         out(&format!(
@@ -311,7 +314,8 @@ pub fn record_task_file(job: &TaskFileJob, out: &Path) -> std::io::Result<()> {
         .kernel
         .iter()
         .cloned()
-        .chain(spec.baseline.iter().flat_map(|b| b.kernel.to_vec()));
+        .chain(spec.baseline.iter().flat_map(|b| b.kernel.to_vec()))
+        .chain(spec.seeds.iter().cloned());
     for manifest in kernels {
         let text = std::fs::read_to_string(job.base_dir.join(&manifest))?;
         if let Ok(Some(source)) =

@@ -2,7 +2,7 @@
 //! worker turns it back into a folder it evaluates against.
 //!
 //! A bundle holds the task file's spec and the text of every file the task needs: the files it
-//! names (the Python reference script or the trusted reference kernel, the baseline kernels,
+//! names (the Python reference script or the trusted reference kernel, the baseline and seed kernels,
 //! each kernel manifest with its source) and, for a Python reference, every `*.py` file in the
 //! script's folder and below it (the modules it may import: the driver puts that folder on
 //! Python's path). Each file carries its BLAKE3 hash and the bundle a hash of the spec and of
@@ -196,6 +196,11 @@ impl TaskBundle {
             for kernel in baseline.kernel.to_vec() {
                 collector.add_kernel(&kernel)?;
             }
+        }
+        // The kernels generated beside the baseline: the task file names them, so a worker's
+        // copy cannot load without them.
+        for kernel in &job.spec.seeds {
+            collector.add_kernel(kernel)?;
         }
         let spec = serde_json::to_string(&job.spec).map_err(|source| TaskBundleError::Json {
             task: task.clone(),
