@@ -570,9 +570,9 @@ impl KernelTask for FileTask {
     }
 
     /// The task file's `[[alternative_sizes]]`, else each size halved in turn and then all of
-    /// them; leaving out sizes that give a buffer an invalid shape, and sizes under which a
-    /// structured buffer's last two dimensions differ (a structure is part of the problem:
-    /// [`TaskFile::buffer_shapes`] refuses them).
+    /// them; leaving out sizes that give a buffer an invalid shape, and sizes under which the
+    /// last two dimensions of a buffer with a matrix structure differ (a structure is part of
+    /// the problem: [`TaskFile::buffer_shapes`] refuses them; softmax rows suit any sizes).
     fn alternative_sizes(&self) -> Vec<Sizes> {
         let mut out: Vec<Sizes> = Vec::new();
         let mut push = |s: Sizes| {
@@ -871,6 +871,31 @@ rust = "r"
         let mut plain = spec;
         plain.buffers[0].structure = None;
         assert_eq!(task_of(plain).alternative_sizes().len(), 3);
+    }
+
+    #[test]
+    fn drawn_softmax_inputs_are_probability_rows_at_every_size() {
+        // [3, 5, 7]: 15 rows of 7, drawn normal then each made softmax(row).
+        let task = task_of(structured_spec(r#"["3", "M", "N"]"#, "softmax", 5, 7));
+        for variant in 0..2 {
+            let a = task.inputs(7, variant)[0].to_f64();
+            assert_eq!(a.len(), 3 * 5 * 7);
+            // f32 storage: each term is rounded to 2^-24 relative, the sum to about 7 of them.
+            for (r, row) in a.chunks_exact(7).enumerate() {
+                let sum: f64 = row.iter().sum();
+                assert!(
+                    (sum - 1.0).abs() <= 1e-6,
+                    "variant {variant} row {r}: {sum}"
+                );
+                assert!(row.iter().all(|p| *p > 0.0), "row {r}: {row:?}");
+            }
+            // The unstructured input beside it is not made rows of probabilities.
+            let x = task.inputs(7, variant)[1].to_f64();
+            assert!(x.iter().any(|v| *v < 0.0), "{x:?}");
+        }
+        // Not square: halving either size alone is still the problem.
+        let task = task_of(structured_spec(r#"["M", "N"]"#, "softmax", 64, 64));
+        assert_eq!(task.alternative_sizes().len(), 3);
     }
 
     /// A task file `copy.toml` in a fresh folder whose `seeds` name `s.toml`, with the seed's

@@ -139,8 +139,8 @@ impl TaskFile {
             content_hash: String::new(),
         };
         let content_hash = task.hash_with_named_files()?;
-        // Every shape must be valid (and every structured buffer square) at the default sizes
-        // and at the alternatives the file writes.
+        // Every shape must be valid (and suit its buffer's structure: square matrices) at the
+        // default sizes and at the alternatives the file writes.
         task.buffer_elements(&task.spec.sizes)?;
         for i in 0..task.alternatives.len() {
             let s = task.alternative(i, &task.spec.sizes)?;
@@ -276,9 +276,10 @@ impl TaskFile {
     }
 
     /// Each buffer's shape at `sizes`, checked: every dimension positive, every buffer within
-    /// [`MAX_ELEMENTS`] and [`MAX_BUFFER_BYTES`], every buffer with a `structure` a batch of
-    /// square matrices (a [`TaskFileError::Structure`] otherwise: such sizes are another
-    /// problem, and the evaluator leaves out alternative sizes that give one).
+    /// [`MAX_ELEMENTS`] and [`MAX_BUFFER_BYTES`], every buffer with a matrix `structure` a
+    /// batch of square matrices (a [`TaskFileError::Structure`] otherwise: such sizes are
+    /// another problem, and the evaluator leaves out alternative sizes that give one; softmax
+    /// rows suit any shape).
     pub fn buffer_shapes(&self, sizes: &Sizes) -> Result<Vec<Vec<usize>>, TaskFileError> {
         let symbols = Symbols::new().with_sizes(sizes);
         let mut out = Vec::new();
@@ -324,8 +325,9 @@ impl TaskFile {
         Ok(out)
     }
 
-    /// Buffer `i`'s (named `name`) structure, if any, holds for its `shape` at `sizes`: the
-    /// last two dimensions are equal.
+    /// Buffer `i`'s (named `name`) structure, if any, holds for its `shape` at `sizes`
+    /// ([`Structure::check_shape`]): for a matrix structure the last two dimensions are
+    /// equal.
     fn check_structure(
         &self,
         i: usize,
@@ -337,7 +339,7 @@ impl TaskFile {
             return Ok(());
         };
         structure
-            .side(shape, &crate::task::spec::sizes_text(sizes))
+            .check_shape(shape, &crate::task::spec::sizes_text(sizes))
             .map(|_| ())
             .map_err(|source| structure_error(&self.file, i, name, source))
     }
@@ -725,8 +727,8 @@ impl<'a> SpecCheck<'a> {
     }
 
     /// Buffer `i`'s `structure`: a known name, on a drawn buffer (input or inout) of at least
-    /// two dimensions (whether the last two are equal depends on the sizes: checked with the
-    /// shapes).
+    /// [`Structure::min_rank`] dimensions: two for a matrix structure (whether the last two are
+    /// equal depends on the sizes: checked with the shapes), one for softmax.
     fn structure(&self, i: usize, b: &BufferDecl) -> Result<Option<Structure>, TaskFileError> {
         let Some(text) = &b.structure else {
             return Ok(None);
@@ -736,12 +738,7 @@ impl<'a> SpecCheck<'a> {
         if b.role == BufferRole::Output {
             return Err(error(StructureError::OnOutput { structure }));
         }
-        if b.shape.len() < 2 {
-            return Err(error(StructureError::RankBelowTwo {
-                structure,
-                rank: b.shape.len(),
-            }));
-        }
+        structure.check_rank(b.shape.len()).map_err(error)?;
         Ok(Some(structure))
     }
 
@@ -945,7 +942,8 @@ rust = "r"
             }
         );
         assert!(
-            err.to_string().contains("symmetric, lower or upper"),
+            err.to_string()
+                .contains("symmetric, lower, upper or softmax"),
             "{err}"
         );
     }
@@ -973,6 +971,35 @@ rust = "r"
             StructureError::RankBelowTwo {
                 structure: Structure::Lower,
                 rank: 1
+            }
+        );
+    }
+
+    #[test]
+    fn softmax_rows_load_on_any_shape_but_not_on_an_output() {
+        // Not square is fine: rows along the last dimension.
+        let rect =
+            text(r#"["M", "N"]"#, "input", r#"structure = "softmax""#).replace("N = 8", "N = 6");
+        let rect = rect.replace("M = 8", "M = 4");
+        let task = parse(&rect).unwrap();
+        assert_eq!(task.structure(0), Some(Structure::Softmax));
+        assert_eq!(task.buffer_shapes(&task.spec.sizes).unwrap()[0], [4, 6]);
+        let toml = task.spec.to_toml().unwrap();
+        assert!(toml.contains(r#"structure = "softmax""#), "{toml}");
+        assert_eq!(TaskSpec::from_toml(&toml).unwrap(), task.spec);
+        // Any sizes suit it, as does a vector: one row.
+        let sizes: Sizes = [("M".to_owned(), 3), ("N".to_owned(), 17)]
+            .into_iter()
+            .collect();
+        assert_eq!(task.buffer_shapes(&sizes).unwrap()[0], [3, 17]);
+        let task = parse(&text(r#"["N"]"#, "inout", r#"structure = "softmax""#)).unwrap();
+        assert_eq!(task.structure(0), Some(Structure::Softmax));
+        let (_, err) =
+            structure_error(&text(r#"["M", "N"]"#, "output", r#"structure = "softmax""#));
+        assert_eq!(
+            err,
+            StructureError::OnOutput {
+                structure: Structure::Softmax
             }
         );
     }
