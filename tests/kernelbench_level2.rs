@@ -163,7 +163,8 @@ fn scans_norms_powers_and_sizes_named_like_loop_variables_get_correct_naive_kern
 /// halve), cross entropy against i32 labels (their bound `num_classes - 1` an expression, so
 /// halving `num_classes` keeps them in range), an exclusive masked scan by `narrow`/`select`/
 /// `zeros_like`/`cat` with a bool mask (0/1 floats), and inputs drawn symmetric and lower
-/// triangular (the task says so: `structure`). Each imports without PyTorch and its naive
+/// triangular (the task says so: `structure`), and a Python number among get_inputs()'s values
+/// (the task's scalar). Each imports without PyTorch and its naive
 /// kernel is correct on every input set; the task files declare what the problems draw.
 #[test]
 fn integer_outputs_attention_labels_concatenation_and_structured_inputs_import() {
@@ -177,6 +178,7 @@ fn integer_outputs_attention_labels_concatenation_and_structured_inputs_import()
         "Cross_Entropy",
         "Masked_Exclusive_Scan",
         "Structured_Matmul",
+        "Scalar_Argument",
     ] {
         let task = import_from(tmp.path(), folder, stem, &[]);
         let (status, said) = eval(&task, &task.join("naive.toml"));
@@ -200,6 +202,11 @@ fn integer_outputs_attention_labels_concatenation_and_structured_inputs_import()
         "{structured}"
     );
     assert!(structured.contains("structure = \"lower\""), "{structured}");
+    let scalar = toml("Scalar_Argument");
+    assert!(
+        scalar.contains("[[scalar]]\nname = \"s\"\ndtype = \"f32\"\nvalue = 3.14"),
+        "{scalar}"
+    );
     let masked = toml("Masked_Exclusive_Scan");
     assert!(
         !masked.contains("dtype = \"i32\""),
@@ -208,6 +215,64 @@ fn integer_outputs_attention_labels_concatenation_and_structured_inputs_import()
     assert!(
         !masked.contains("seeds"),
         "not a reduction to one value: {masked}"
+    );
+}
+
+/// What a problem needs of its inputs and sizes reaches the task file: a depthwise
+/// convolution's and a broadcast's sizes change together in the other input sets (explicit
+/// `[[alternative_sizes]]`), probability rows keep `structure = "softmax"`, and a distribution
+/// under which the reference overflows (a long cumulative product from uniform(-3, 3)) is left
+/// out. Each naive kernel is then correct on every input set (before, each failed: the
+/// reference failed or was not finite there).
+#[test]
+fn size_needs_probability_rows_and_overflowing_distributions_reach_the_task() {
+    let Some(tmp) = opencl_numpy_scratch() else {
+        return;
+    };
+    let folder = "tests/data/standin_ops";
+    for stem in [
+        "Depthwise_Conv",
+        "Hinge_Broadcast",
+        "Kl_Probabilities",
+        "Cumprod_Long",
+    ] {
+        let task = import_from(tmp.path(), folder, stem, &[]);
+        let (status, said) = eval(&task, &task.join("naive.toml"));
+        assert_eq!(status, "correct", "{stem}: {said}");
+    }
+    let toml = |stem: &str| {
+        kf_eval::task::file::TaskFile::load(&tmp.path().join(stem).join("task.toml"))
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let depthwise = toml("Depthwise_Conv");
+    assert!(!depthwise.spec.alternative_sizes.is_empty());
+    for alternative in &depthwise.spec.alternative_sizes {
+        assert!(
+            !alternative.contains_key("out_channels") || alternative.contains_key("in_channels"),
+            "out_channels halved alone: {alternative:?}"
+        );
+    }
+    let hinge = toml("Hinge_Broadcast");
+    assert!(!hinge.spec.alternative_sizes.is_empty());
+    for alternative in &hinge.spec.alternative_sizes {
+        assert_eq!(
+            alternative.contains_key("batch_size"),
+            alternative.contains_key("input_shape_0"),
+            "{alternative:?}"
+        );
+    }
+    let kl = toml("Kl_Probabilities");
+    assert!(kl
+        .spec
+        .buffers
+        .iter()
+        .filter(|b| b.name == "predictions" || b.name == "targets")
+        .all(|b| b.structure.as_deref() == Some("softmax")));
+    let cumprod = toml("Cumprod_Long");
+    let inits = cumprod.spec.buffers[0].init.as_ref().map(|i| i.to_vec());
+    assert_eq!(
+        inits,
+        Some(vec!["uniform(0, 1)".to_owned(), "normal".to_owned()])
     );
 }
 

@@ -29,6 +29,7 @@ use serde::Deserialize;
 
 use crate::error::KernelBenchError;
 use crate::python::{default_python, run_python, torch_available};
+use crate::size_constraints::SizeConstraints;
 
 const HELPER: &str = include_str!("import_helper.py");
 
@@ -277,8 +278,8 @@ struct HelperBuffer {
     shape: Vec<String>,
     #[serde(default)]
     init: Option<String>,
-    /// `symmetric`, `lower` or `upper` where get_inputs() gives the tensor that structure
-    /// (`(A + A.T) / 2`, `torch.tril(A)`, `torch.triu(A)`).
+    /// `symmetric`, `lower`, `upper` or `softmax` where get_inputs() gives the tensor that
+    /// structure (`(A + A.T) / 2`, `torch.tril(A)`, `torch.triu(A)`, `x.softmax(dim=-1)`).
     #[serde(default)]
     structure: Option<String>,
 }
@@ -353,6 +354,42 @@ pub(crate) struct HelperAnswer {
     /// (a parallel two-stage reduction to one value), starting points of the search.
     #[serde(default)]
     seeds: Vec<GeneratedSeed>,
+    /// With a generation request: the sizes forward() needs divisible or equal.
+    #[serde(default)]
+    constraints: SizeConstraints,
+    /// With a reference: the other input distributions under which its output is not finite
+    /// at the task's sizes (left out of the input sets).
+    #[serde(default)]
+    unstable_inits: Vec<String>,
+    /// forward()'s arguments in get_inputs() order: the inputs' buffers and the Python numbers
+    /// among them (empty from an older helper: the buffers' order).
+    #[serde(default)]
+    input_order: Vec<String>,
+    /// The forward() arguments get_inputs() gives as Python numbers (`s = 3.14`), by name:
+    /// the task's scalars of the same names, passed to forward() as numbers by the references.
+    #[serde(default)]
+    constants: IndexMap<String, f64>,
+}
+
+impl HelperAnswer {
+    /// forward()'s arguments in order (buffer names and constants' names).
+    fn forward_inputs(&self) -> Vec<&str> {
+        if self.input_order.is_empty() {
+            self.inputs.iter().map(|i| i.buffer.name.as_str()).collect()
+        } else {
+            self.input_order.iter().map(String::as_str).collect()
+        }
+    }
+
+    /// The constants as a Python dict literal.
+    fn py_constants(&self) -> String {
+        let entries: Vec<String> = self
+            .constants
+            .iter()
+            .map(|(k, v)| format!("{}: {v:?}", py_repr(k)))
+            .collect();
+        format!("{{{}}}", entries.join(", "))
+    }
 }
 
 /// A kernel the stand-in generated from forward()'s trace besides the naive kernel: its
@@ -481,6 +518,7 @@ pub(crate) fn ask_helper(
         "problem": problem,
         "reference": reference,
         "sizes": sizes,
+        "check_inits": OTHER_INITS,
     });
     helper_request(python, problem, reference, &request)
 }
@@ -593,16 +631,22 @@ fn to_exprs(shape: &[String]) -> Vec<ExprText> {
         .collect()
 }
 
+/// The distributions the evaluator's other input sets draw float inputs from, beside the
+/// problem's own.
+const OTHER_INITS: [&str; 2] = ["normal", "uniform(-3, 3)"];
+
 /// The distributions of one input across the evaluator's input sets: the problem's own first,
-/// then others, so that a kernel cannot depend on, say, positive inputs (robust-kbench's point).
-fn input_inits(init: Option<&str>, dtype: Dtype) -> Option<OneOrMany<String>> {
+/// then others, so that a kernel cannot depend on, say, positive inputs (robust-kbench's point);
+/// leaving out those under which the reference's output is not finite (`unstable`: a product
+/// of 2,048 values from uniform(-3, 3) overflows), which check no kernel.
+fn input_inits(init: Option<&str>, dtype: Dtype, unstable: &[String]) -> Option<OneOrMany<String>> {
     let own = init?;
     if dtype == Dtype::I32 || own.starts_with("int(") {
         return Some(OneOrMany::One(own.to_owned()));
     }
     let mut all = vec![own.to_owned()];
-    for other in ["normal", "uniform(-3, 3)"] {
-        if other != own {
+    for other in OTHER_INITS {
+        if other != own && !unstable.iter().any(|u| u == other) {
             all.push(other.to_owned());
         }
     }
@@ -758,12 +802,14 @@ impl PreparedReference {
                 family: s.family,
                 flops: s.flops,
                 seeds: s.seeds.iter().map(|g| format!("{}.toml", g.name)).collect(),
+                constraints: s.constraints,
             },
             Err(_) => TraceFacts {
                 parameter_inits,
                 family: None,
                 flops: None,
                 seeds: Vec::new(),
+                constraints: SizeConstraints::default(),
             },
         }
     }
@@ -988,6 +1034,7 @@ fn build_spec(
         .then(|| BaselineSpec {
             kernel: OneOrMany::One(BASELINE_FILE_NAME.into()),
         });
+    let alternative_sizes = trace.constraints.alternatives(&sizes);
     let reference_name = reference_file
         .file_name()
         .and_then(|f| f.to_str())
@@ -1017,7 +1064,7 @@ fn build_spec(
                 bytes: None,
             }),
             baseline,
-            alternative_sizes: Vec::new(),
+            alternative_sizes,
             family: None,
             seeds: trace.seeds,
         },
@@ -1040,7 +1087,10 @@ fn task_buffers(answer: &HelperAnswer, parameter_inits: &[ParameterInit]) -> Vec
         .iter()
         .map(|input| {
             let b = &input.buffer;
-            b.decl(BufferRole::Input, input_inits(b.init.as_deref(), b.dtype))
+            b.decl(
+                BufferRole::Input,
+                input_inits(b.init.as_deref(), b.dtype, &answer.unstable_inits),
+            )
         })
         .chain(answer.parameters.iter().map(|p| {
             let own = parameter_inits.iter().find(|i| i.name == p.name);
@@ -1153,6 +1203,8 @@ struct StandIn {
     flops: Option<String>,
     /// Kernels generated from the trace beside the naive one.
     seeds: Vec<GeneratedSeed>,
+    /// The sizes forward() needs divisible or equal.
+    constraints: SizeConstraints,
 }
 
 /// What the task file takes from the stand-in's run of forward(): the parameters' initial
@@ -1164,6 +1216,8 @@ struct TraceFacts {
     flops: Option<String>,
     /// The generated seeds' manifests, relative to the task file (`seeds = [...]`).
     seeds: Vec<String>,
+    /// The sizes forward() needs divisible or equal (the task's other input sets keep them).
+    constraints: SizeConstraints,
 }
 
 /// Runs forward() on the NumPy stand-in for torch (written into `out` as
@@ -1199,6 +1253,7 @@ fn run_stand_in(
         family: answer.trace_family,
         flops: answer.flops,
         seeds: answer.seeds,
+        constraints: answer.constraints,
     })
 }
 
@@ -1217,15 +1272,12 @@ fn write_numpy_reference(
     out: &Path,
     analysis: &HelperAnswer,
 ) -> Result<(), KernelBenchError> {
-    let inputs: Vec<&str> = analysis
-        .inputs
-        .iter()
-        .map(|i| i.buffer.name.as_str())
-        .collect();
+    let inputs = analysis.forward_inputs();
     let problem = problem_in_task(stem);
     let reference = NUMPY_REFERENCE
         .replace("@PROBLEM@", &py_repr(&problem.to_string_lossy()))
         .replace("@INPUTS@", &py_list(&inputs))
+        .replace("@CONSTANTS@", &analysis.py_constants())
         .replace("@TUPLES@", &py_tuples(&analysis.tuples));
     write_atomic(&out.join(format!("{stem}_ref.py")), &reference)
 }
@@ -1275,11 +1327,7 @@ fn write_generated_seeds(out: &Path, stand_in: &StandIn) -> Result<(), KernelBen
 /// The torch reference adapter for a problem file at `problem` (relative to the adapter's
 /// folder, or absolute).
 pub(crate) fn torch_adapter(analysis: &HelperAnswer, problem: &str) -> String {
-    let inputs: Vec<&str> = analysis
-        .inputs
-        .iter()
-        .map(|i| i.buffer.name.as_str())
-        .collect();
+    let inputs = analysis.forward_inputs();
     let bools: Vec<&str> = analysis
         .inputs
         .iter()
@@ -1291,6 +1339,7 @@ pub(crate) fn torch_adapter(analysis: &HelperAnswer, problem: &str) -> String {
         .replace("@INPUTS@", &py_list(&inputs))
         .replace("@TUPLES@", &py_tuples(&analysis.tuples))
         .replace("@BOOL_INPUTS@", &py_list(&bools))
+        .replace("@CONSTANTS@", &analysis.py_constants())
 }
 
 fn py_repr(s: &str) -> String {

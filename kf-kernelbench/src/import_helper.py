@@ -155,9 +155,28 @@ CASTS = {"float": "f32", "half": "f16", "int": "i32", "long": "i32", "bool": "bo
 TRIANGLES = {"tril": "lower", "triu": "upper"}
 
 
+def last_dim_softmax(node):
+    """The operand of `X.softmax(dim=-1)`, `torch.softmax(X, dim=-1)` or
+    `torch.nn.functional.softmax(X, -1)` (along the last dimension), else None."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "softmax"):
+        return None
+    head = ast.unparse(node.func.value)
+    is_function = head in ("torch", "F", "torch.nn.functional", "nn.functional")
+    operands = node.args[:1] if is_function else [node.func.value]
+    rest = node.args[1:] if is_function else node.args
+    dims = [literal(a) for a in rest] + [literal(k.value) for k in node.keywords if k.arg == "dim"]
+    if len(operands) != 1 or len(dims) != 1 or dims[0] != -1 or any(k.arg not in ("dim",) for k in node.keywords):
+        return None
+    return operands[0]
+
+
 def structure_step(node):
     """(structure, operand) when `node` gives its operand a structure: `torch.tril(X)`,
-    `X.triu()` (no diagonal offset), or `(X + X.T) / 2` (symmetric); else None."""
+    `X.triu()` (no diagonal offset), `(X + X.T) / 2` (symmetric), or a softmax along the
+    last dimension (probability rows); else None."""
+    row = last_dim_softmax(node)
+    if row is not None:
+        return "softmax", row
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in TRIANGLES:
         is_torch = isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"
         operands = node.args[:1] if is_torch else [node.func.value]
@@ -221,6 +240,10 @@ def input_spec(elt, assigned, sizes, tuples, specs, forward_args, index):
         node, structure = resolve_structure(elt.id, assigned[elt.id], assigned, where)
     else:
         node, structure = resolve_structure(None, [elt], assigned, where)
+    number = literal(node)
+    if isinstance(number, (int, float)) and not isinstance(number, bool) and structure is None:
+        # A Python number (`s = 3.14`): a constant forward() argument, the task's scalar.
+        return {"name": name, "constant": float(number)}
     # The tensor factory may be wrapped: `torch.rand(...) * scale`, `torch.randint(...).float()`.
     found = next((f for f in map(torch_call, ast.walk(node)) if f is not None), None)
     cast = next(
@@ -349,9 +372,15 @@ def analyze(path):
     for node in ast.walk(get_inputs):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             assigned.setdefault(node.targets[0].id, []).append(node.value)
-    inputs, by_variable = [], {}
+    inputs, by_variable, input_order, constants = [], {}, [], {}
     for i, elt in enumerate(returned_list(get_inputs, "get_inputs()")):
         spec = input_spec(elt, assigned, sizes, tuples, by_variable, forward_args, i)
+        input_order.append(spec["name"])
+        if "constant" in spec:
+            if spec["name"] in sizes or spec["name"] in scalars:
+                raise ImportFailure(f"get_inputs() element {i} (`{spec['name']}`) has the name of a module constant")
+            constants[spec["name"]] = scalars[spec["name"]] = spec["constant"]
+            continue
         inputs.append(spec)
         if isinstance(elt, ast.Name):
             by_variable[elt.id] = spec
@@ -369,6 +398,9 @@ def analyze(path):
         "tuples": tuples,
         "scalars": scalars,
         "inputs": inputs,
+        # forward()'s arguments in order: the inputs' buffers and the constants among them.
+        "input_order": input_order,
+        "constants": constants,
         "description": " ".join(description.split()),
     }
 
@@ -1253,6 +1285,61 @@ def observe(request, analysis, reference, settings, parameters):
     return observed, parameters
 
 
+def structured(values, structure):
+    """`values` given the task file's `structure` as the evaluator gives it (kf-eval's
+    `Structure::apply`)."""
+    if structure == "symmetric":
+        return (values + np.swapaxes(values, -1, -2)) / 2
+    if structure == "lower":
+        return np.tril(values)
+    if structure == "upper":
+        return np.triu(values)
+    if structure == "softmax":
+        e = np.exp(values - values.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+    return values
+
+
+def unstable_inits(request, analysis):
+    """The other input distributions (`request["check_inits"]`: `normal`, `uniform(lo, hi)`)
+    under which the reference's output is not finite at the task's sizes, drawing every float
+    input from each in turn (a product of 2,048 values from uniform(-3, 3) overflows): no kernel
+    can be checked against such a reference, so the task leaves them out. Skipped (none) where
+    the inputs are too large to run the reference here."""
+    final = {**analysis["sizes"], **request.get("sizes", {})}
+    shapes = {i["name"]: eval_shape(i["shape"], final) for i in analysis["inputs"]}
+    if sum(int(np.prod(s)) for s in shapes.values()) > STAND_IN_ELEMENTS:
+        return []
+    reference = load_module(request["reference"], "kf_kernelbench_reference")
+    unstable = []
+    for init in request["check_inits"]:
+        rng = np.random.default_rng(3)
+        bounds = re.fullmatch(r"uniform\(\s*(-?[0-9.]+)\s*,\s*(-?[0-9.]+)\s*\)", init)
+        arrays = {}
+        for p in analysis.get("parameters", []):
+            arrays[p["name"]] = rng.standard_normal(eval_shape(p["shape"], final)).astype(np.float32)
+        for spec in analysis["inputs"]:
+            shape = shapes[spec["name"]]
+            if "int_bounds" in spec or spec["dtype"] != "f32":
+                arrays[spec["name"]] = make_input(spec, shape, rng, final)
+                continue
+            if init == "normal":
+                values = rng.standard_normal(shape)
+            elif bounds:
+                values = rng.uniform(float(bounds[1]), float(bounds[2]), shape)
+            else:
+                raise ImportFailure(f"unknown input distribution {init!r} to check")
+            arrays[spec["name"]] = structured(values, spec.get("structure")).astype(np.float32)
+        try:
+            with np.errstate(all="ignore"):
+                result = reference.reference(arrays, dict(final), dict(analysis["scalars"]))
+        except Exception:  # noqa: BLE001 - a reference that fails there is checked elsewhere
+            continue
+        if not all(np.all(np.isfinite(np.asarray(v, dtype=np.float64))) for v in result.values()):
+            unstable.append(init)
+    return unstable
+
+
 def run_probes(request, analysis):
     sizes, inputs = analysis["sizes"], analysis["inputs"]
     reference = load_module(request["reference"], "kf_kernelbench_reference")
@@ -1416,7 +1503,8 @@ def generate_kernel(request, analysis):
             arrays[p["name"]] = rng.standard_normal(eval_shape(p["shape"], sizes))
         for i in analysis["inputs"]:
             arrays[i["name"]] = make_input(i, eval_shape(i["shape"], sizes), rng, sizes)
-        _, out = shim.run(request["problem"], sizes, analysis["tuples"], names, arrays)
+        arrays.update(analysis["constants"])
+        _, out = shim.run(request["problem"], sizes, analysis["tuples"], analysis["input_order"], arrays)
         source, plan = shim.opencl_kernel(
             out, names + [p["name"] for p in params], list(sizes), list(analysis["scalars"]), "out", int_names
         )
@@ -1445,6 +1533,8 @@ def generate_kernel(request, analysis):
         "trace_family": trace_family,
         "flops": flops,
         "seeds": seeds,
+        # What forward() needs of the sizes, for the task's other input sets.
+        "constraints": {"divisible": [list(p) for p in shim.DIVISIBLE], "equal": [list(p) for p in shim.EQUAL]},
     }
 
 
@@ -1497,7 +1587,8 @@ def probe_run(shim, request, analysis, names, sizes):
     arrays = {p["name"]: rng.standard_normal(eval_shape(p["shape"], sizes)) for p in params}
     for i in analysis["inputs"]:
         arrays[i["name"]] = make_input(i, eval_shape(i["shape"], sizes), rng, sizes)
-    _, out = shim.run(request["problem"], sizes, analysis["tuples"], names, arrays)
+    arrays.update(analysis["constants"])
+    _, out = shim.run(request["problem"], sizes, analysis["tuples"], analysis["input_order"], arrays)
     return params, out
 
 
@@ -1593,6 +1684,8 @@ def main():
             analysis.update(generate_kernel(request, analysis))
         if request.get("reference"):
             analysis.update(run_probes(request, analysis))
+            if request.get("check_inits"):
+                analysis["unstable_inits"] = unstable_inits(request, analysis)
         # Integer inputs whose bounds are sizes (class labels below num_classes) keep them as
         # expressions, so that other input sets' sizes keep every label in range.
         final = {**analysis["sizes"], **request.get("sizes", {})}

@@ -14,6 +14,7 @@ mod bench_run;
 mod error;
 mod import;
 mod python;
+mod size_constraints;
 mod torch_time;
 
 pub use bench::{shipped_tasks, BenchSummary, SpeedupReference, TaskResult};

@@ -14,6 +14,8 @@ import numpy as np
 HERE = pathlib.Path(__file__).parent
 PROBLEM = HERE / @PROBLEM@
 INPUTS = @INPUTS@
+# forward() arguments that get_inputs() gives as Python numbers (`s = 3.14`), by name.
+CONSTANTS = @CONSTANTS@
 # Module-level tuple constants, element by element, as expressions over the sizes.
 TUPLES = @TUPLES@
 
@@ -30,7 +32,7 @@ def symbolic_shapes(sizes):
     arrays = {p["name"]: np.zeros([int(eval(e.replace("/", "//"), {"__builtins__": {}}, dict(sizes))) for e in p["shape"]]) for p in inits}
     module = nt.load_problem(PROBLEM, sizes, TUPLES)
     for name, t in zip(INPUTS, module.get_inputs()):
-        arrays[name] = rng.standard_normal([int(d) for d in t.sym_shape])
+        arrays[name] = CONSTANTS[name] if name in CONSTANTS else rng.standard_normal([int(d) for d in t.sym_shape])
     _, out = nt.run(PROBLEM, sizes, TUPLES, INPUTS, arrays)
     return {
         "outputs": [{"name": "out", "dtype": "i32" if out.integer else "f32", "shape": [d.expr for d in out.sym_shape] or ["1"]}],
@@ -39,6 +41,6 @@ def symbolic_shapes(sizes):
 
 
 def reference(inputs, sizes, scalars):
-    _, out = nt.run(PROBLEM, sizes, TUPLES, INPUTS, inputs)
+    _, out = nt.run(PROBLEM, sizes, TUPLES, INPUTS, {**inputs, **CONSTANTS})
     data = out.data.astype(np.int32 if out.integer else np.float32)
     return {"out": data.reshape(1) if data.ndim == 0 else data}

@@ -34,6 +34,19 @@ class Unsupported(Exception):
 # Pairs of size expressions (multiple, divisor) that the operations run so far need divisible;
 # the size rule keeps them so at every scale it tries.
 DIVISIBLE = []
+# Pairs of size expressions that the operations run so far need equal (a broadcast of a
+# (batch, n) tensor against a (batch,) one works only where n equals batch): the task's
+# other input sets change them together.
+EQUAL = []
+
+
+def require_equal(what, a, b):
+    """Records that sizes `a` and `b` must stay equal; raises Unsupported where they differ."""
+    pair = (expr_of(a), expr_of(b))
+    if int(a) != int(b):
+        raise Unsupported(f"{what} of sizes that differ ({pair[0]} = {int(a)}, {pair[1]} = {int(b)})")
+    if pair[0] != pair[1] and pair not in EQUAL and pair[::-1] not in EQUAL:
+        EQUAL.append(pair)
 
 
 def require_divisible(what, multiple, divisor):
@@ -389,6 +402,8 @@ def broadcast(a, b):
         if da is None or int(da) == 1 and db is not None:
             out.append(db)
         else:
+            if db is not None and int(db) != 1:
+                require_equal("a broadcast", da, db)
             out.append(da)
     return out
 
@@ -679,6 +694,8 @@ def conv(x, weight, bias, stride, padding, dilation, groups, transposed=False, o
     spatial_in = x.sym_shape[2:]
     if int(groups) != 1:
         require_divisible("a grouped convolution's input channels by its groups", cin, groups)
+        if not transposed:
+            require_divisible("a grouped convolution's output channels by its groups", weight.sym_shape[0], groups)
     if transposed:
         # Weights [in, out / groups, k...].
         cout = weight.sym_shape[1] * int(groups)
@@ -692,11 +709,12 @@ def conv(x, weight, bias, stride, padding, dilation, groups, transposed=False, o
             (s + 2 * padding[i] - dilation[i] * (ks[i] - 1) - 1) // stride[i] + 1 for i, s in enumerate(spatial_in)
         ]
     shape = [n, cout] + spatial
-    data = conv_numpy(x.data, weight.data, stride, padding, dilation, groups, transposed, [int(s) for s in spatial])
+    data = conv_numpy(x.data, weight.data, stride, padding, dilation, int(groups), transposed, [int(s) for s in spatial])
     if bias is not None:
         data = data + bias.data.reshape([1, -1] + [1] * nd)
     inputs = [x, weight] + ([bias] if bias is not None else [])
-    attrs = dict(stride=stride, padding=padding, dilation=dilation, groups=int(groups), transposed=transposed, bias=bias is not None)
+    # The group count as an expression: a depthwise convolution's follows its channels.
+    attrs = dict(stride=stride, padding=padding, dilation=dilation, groups=expr_of(groups), transposed=transposed, bias=bias is not None)
     return Tensor(data, shape, record("conv", inputs, shape, **attrs))
 
 
@@ -1329,7 +1347,8 @@ def _conv_class(nd, transposed):
             if kwargs.get("padding_mode", "zeros") != "zeros":
                 raise Unsupported(f"convolution padding_mode={kwargs['padding_mode']!r}")
             ks = list(kernel_size) if isinstance(kernel_size, (list, tuple)) else [kernel_size] * nd
-            self.groups = int(kwargs.get("groups", 1))
+            # The group count as given (a size such as in_channels stays one).
+            self.groups = sym(kwargs.get("groups", 1))
             self.stride, self.padding = stride, padding
             self.dilation = kwargs.get("dilation", 1)
             self.output_padding = kwargs.get("output_padding", 0)
@@ -1637,6 +1656,10 @@ def run(path, sizes, tuples, input_names, inputs):
     args = []
     shapes = module_input_shapes(module, input_names, inputs)
     for name, shape in zip(input_names, shapes):
+        if shape is None:
+            # A Python number get_inputs() gives (`s = 3.14`): forward() takes it as it is.
+            args.append(float(inputs[name]))
+            continue
         node = record("buffer", [], shape, name=name)
         LEAVES[name] = node
         args.append(Tensor(np.asarray(inputs[name], dtype=np.float64), shape, node))
@@ -1655,6 +1678,9 @@ def module_input_shapes(module, input_names, inputs):
         raise Unsupported("get_inputs() and forward() disagree on the number of inputs")
     shapes = []
     for name, t in zip(input_names, made):
+        if isinstance(t, (int, float)) and not isinstance(t, bool):
+            shapes.append(None)
+            continue
         if not isinstance(t, Tensor):
             raise Unsupported(f"input {name} is not a float tensor")
         shapes.append(t.sym_shape)

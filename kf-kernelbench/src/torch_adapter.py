@@ -18,6 +18,8 @@ INPUTS = @INPUTS@
 TUPLES = @TUPLES@
 # Inputs the problem makes with `.bool()`: the task passes them as 0/1 (f32 for masks).
 BOOL_INPUTS = @BOOL_INPUTS@
+# forward() arguments that get_inputs() gives as Python numbers (`s = 3.14`), by name.
+CONSTANTS = @CONSTANTS@
 
 
 def _model(sizes):
@@ -49,12 +51,14 @@ def _prepare(inputs, sizes):
     with torch.no_grad():
         for name, parameter in model.named_parameters():
             parameter.copy_(torch.from_numpy(np.ascontiguousarray(inputs[_buffer_name(name)])))
-    tensors = [torch.from_numpy(np.ascontiguousarray(inputs[n])) for n in INPUTS]
-    # torch.randint makes int64 tensors: the task's i32 inputs are widened back.
-    tensors = [
-        t.bool() if n in BOOL_INPUTS else t.long() if t.dtype == torch.int32 else t
-        for n, t in zip(INPUTS, tensors)
-    ]
+    def argument(n):
+        if n in CONSTANTS:
+            return CONSTANTS[n]
+        t = torch.from_numpy(np.ascontiguousarray(inputs[n]))
+        # torch.randint makes int64 tensors: the task's i32 inputs are widened back.
+        return t.bool() if n in BOOL_INPUTS else t.long() if t.dtype == torch.int32 else t
+
+    tensors = [argument(n) for n in INPUTS]
     return model, tensors
 
 

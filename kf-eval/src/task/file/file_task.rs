@@ -740,7 +740,21 @@ impl KernelTask for FileTask {
 /// Whether `alternative` keeps every strict divisibility of `sizes`: where a size divides a
 /// larger one (8 groups of 24 channels), it still divides it. Equal sizes are not a
 /// divisibility (halving one of two equal sizes is the non-square check), nor is a size of 1.
-fn keeps_divisibility(sizes: &Sizes, alternative: &Sizes) -> bool {
+/// The evaluator's rule for the alternative sizes it makes itself; an importer that writes a
+/// task's `[[alternative_sizes]]` keeps it too.
+///
+/// ```
+/// use kf_eval::task::file::keeps_divisibility;
+/// use kf_eval::task::Sizes;
+///
+/// let sizes: Sizes = [("channels".to_owned(), 24), ("groups".to_owned(), 8)].into_iter().collect();
+/// let mut halved = sizes.clone();
+/// halved["channels"] = 12;
+/// assert!(!keeps_divisibility(&sizes, &halved));
+/// halved["groups"] = 4;
+/// assert!(keeps_divisibility(&sizes, &halved));
+/// ```
+pub fn keeps_divisibility(sizes: &Sizes, alternative: &Sizes) -> bool {
     sizes.iter().all(|(a, &va)| {
         sizes.iter().all(|(b, &vb)| {
             let divides = va > 1 && vb > va && vb % va == 0;

@@ -66,7 +66,7 @@ pub mod schema;
 mod structure;
 
 pub use error::{InitError, ReferenceError, TaskFileError};
-pub use file_task::{FileTask, DEFAULT_REFERENCE_TIMEOUT_S};
+pub use file_task::{keeps_divisibility, FileTask, DEFAULT_REFERENCE_TIMEOUT_S};
 pub use init::{Init, InitRule};
 pub use load::{ArgKind, TaskBase, TaskFile, MAX_BUFFER_BYTES, MAX_ELEMENTS};
 pub use reference::{

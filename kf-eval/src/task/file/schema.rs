@@ -112,11 +112,12 @@ pub struct BufferDecl {
     /// for i32.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init: Option<OneOrMany<String>>,
-    /// The structure of the drawn values (input and inout buffers of at least two dimensions,
-    /// the last two equal at every size used): `symmetric` (`(A + Aᵀ) / 2`), `lower` (zero
-    /// above the diagonal, `torch.tril`) or `upper` (zero below it, `torch.triu`), given to
-    /// each trailing square matrix after the `init` draw (leading dimensions are a batch).
-    /// Alternative sizes under which the last two dimensions differ are not used.
+    /// The structure of the drawn values (input and inout buffers), given after the `init`
+    /// draw: `symmetric` (`(A + Aᵀ) / 2`), `lower` (zero above the diagonal, `torch.tril`) or
+    /// `upper` (zero below it, `torch.triu`) to each trailing square matrix (at least two
+    /// dimensions, the last two equal at every size used; leading dimensions are a batch;
+    /// alternative sizes under which they differ are not used), or `softmax` to each row
+    /// along the last dimension (probabilities, as `torch.randn(...).softmax(dim=-1)` draws).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structure: Option<String>,
     /// For an output whose every element sums many terms (a reduction, a scan, a matrix or
