@@ -2067,6 +2067,21 @@ static float kf_element({fn_params}, const long i) {{
     return {element};
 }}
 
+// The work-group's WG values `acc` combined into one, by halves in local memory `part`
+// (every work-item of the group calls it: it holds barriers).
+static float kf_group_reduce(__local float* part, const float acc) {{
+    const int lid = get_local_id(0);
+    part[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = WG / 2; s > 0; s >>= 1) {{
+        if (lid < s) {{
+            part[lid] = {combine_part};
+        }}
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }}
+    return part[0];
+}}
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void reduce_partial({kernel_params}) {{
     const long n = {elements};
@@ -2086,16 +2101,9 @@ void reduce_partial({kernel_params}) {{
         acc = {combine_acc};
     }}
     __local float part[WG];
-    part[lid] = acc;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = WG / 2; s > 0; s >>= 1) {{
-        if (lid < s) {{
-            part[lid] = {combine_part};
-        }}
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }}
+    const float total = kf_group_reduce(part, acc);
     if (lid == 0) {{
-        kf_partial[get_group_id(0)] = part[0];
+        kf_partial[get_group_id(0)] = total;
     }}
 }}
 
@@ -2108,16 +2116,8 @@ void reduce_final({kernel_params}) {{
         acc = {combine_acc};
     }}
     __local float part[WG];
-    part[lid] = acc;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = WG / 2; s > 0; s >>= 1) {{
-        if (lid < s) {{
-            part[lid] = {combine_part};
-        }}
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }}
+    const float v = kf_group_reduce(part, acc);
     if (lid == 0) {{
-        const float v = part[0];
         {output}[0] = {final};
     }}
 }}
