@@ -80,6 +80,7 @@ quick bench-matmul-family-epilogue scripts/bench-matmul-family.sh --quick --epil
 quick kernelbench-level2 scripts/kernelbench-level2.sh --quick \
     tests/data/kernelbench_level2/vendor "$out/level2"
 quick kernelbench-suite scripts/kernelbench-suite.sh --quick --out "$out/suite"
+quick kernelbench-coverage scripts/kernelbench-coverage.sh --quick --out "$out/coverage"
 quick bench-own-operator scripts/bench-own-operator.sh --quick --out "$out/own-operator"
 
 echo

@@ -8,7 +8,11 @@
 # and ms, why not, commit; then the counts and the load average before and after.
 #
 #   scripts/kernelbench-coverage.sh [--dir ../shared/kernelbench/level1] [--out target/kernelbench-coverage]
+#       [--quick]
 #
+# --quick is the form CI runs: the three vendored problems of tests/data/kernelbench_level1/vendor
+# at small sizes (--max-size 8 instead of the size rule); it fails unless each imports with a
+# correct naive kernel.
 # Needs the release kf binary (built here if missing) and the OpenCL runtime with NumPy
 # (scripts/setup.sh). PyTorch is not needed: without it the NumPy stand-in is the reference.
 set -euo pipefail
@@ -16,7 +20,7 @@ LOG_TAG=kernelbench-coverage
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 
-dir=../shared/kernelbench/level1 out=target/kernelbench-coverage
+dir=../shared/kernelbench/level1 out=target/kernelbench-coverage quick=0 sizing=(--fit)
 while [ $# -gt 0 ]; do
     case "$1" in
         --dir | --out) need_value $# "$1" ;;
@@ -24,12 +28,17 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --dir) dir=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
+        --quick)
+            quick=1 dir=tests/data/kernelbench_level1/vendor sizing=(--max-size 8)
+            shift
+            ;;
         *) help_or_unknown "$1" ;;
     esac
 done
 [ -d "$dir" ] || die "no folder $dir"
 [ -x target/release/kf ] || cargo build --release -q --bin kf >&2
 level="$(basename "$dir")"
+[ "$level" = vendor ] && level="$(basename "$(dirname "$dir")")"
 commit="$(git rev-parse --short HEAD)"
 mkdir -p "$out/$level"
 load() { cut -d' ' -f1-3 /proc/loadavg; }
@@ -51,7 +60,7 @@ for problem in "$dir"/*.py; do
     task="$out/$level/$stem"
     total=$((total + 1))
     rm -rf "$task"
-    if ! said="$(timeout 900 target/release/kf task import-kernelbench "$problem" --out "$task" --fit 2>&1)" ||
+    if ! said="$(timeout 900 target/release/kf task import-kernelbench "$problem" --out "$task" "${sizing[@]}" 2>&1)" ||
         [ ! -f "$task/naive.toml" ]; then
         why="$(printf '%s' "$said" | tail -n 1 | sed -e 's/^kf: //' -e 's/|/\\|/g' | cut -c1-200)"
         echo "| $level | $stem | no | - | - | - | $why | \`$commit\` |"
@@ -70,3 +79,6 @@ done
 echo
 echo "$level: $imported of $total import with a naive kernel, $correct of them correct."
 echo "load after: $(load)" >&2
+if [ "$quick" = 1 ] && [ "$correct" != "$total" ]; then
+    die "quick coverage: $correct of $total problems have a correct naive kernel"
+fi
