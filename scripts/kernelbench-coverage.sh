@@ -62,7 +62,9 @@ for problem in "$dir"/*.py; do
     rm -rf "$task"
     if ! said="$(timeout 900 target/release/kf task import-kernelbench "$problem" --out "$task" "${sizing[@]}" 2>&1)" ||
         [ ! -f "$task/naive.toml" ]; then
-        why="$(printf '%s' "$said" | tail -n 1 | sed -e 's/^kf: //' -e 's/|/\\|/g' | cut -c1-200)"
+        why="$(printf '%s' "$said" | tail -n 1 | sed -e 's/^kf: //' -e 's#^[^ ]*\.py: ##' \
+            -e 's#^\(the imported task file does not validate: \)[^ ]*task\.toml: #\1#' \
+            -e 's/|/\\|/g' | cut -c1-240)"
         echo "| $level | $stem | no | - | - | - | $why | \`$commit\` |"
         continue
     fi
