@@ -366,9 +366,10 @@ pub(crate) struct HelperAnswer {
     #[serde(default)]
     input_order: Vec<String>,
     /// The forward() arguments get_inputs() gives as Python numbers (`s = 3.14`), by name:
-    /// the task's scalars of the same names, passed to forward() as numbers by the references.
+    /// the task's scalars of the same names, passed to forward() as the numbers they are (an
+    /// int stays an int) by the references.
     #[serde(default)]
-    constants: IndexMap<String, f64>,
+    constants: IndexMap<String, serde_json::Number>,
 }
 
 impl HelperAnswer {
@@ -386,7 +387,7 @@ impl HelperAnswer {
         let entries: Vec<String> = self
             .constants
             .iter()
-            .map(|(k, v)| format!("{}: {v:?}", py_repr(k)))
+            .map(|(k, v)| format!("{}: {v}", py_repr(k)))
             .collect();
         format!("{{{}}}", entries.join(", "))
     }
@@ -439,8 +440,9 @@ fn toml_strings(items: &[String]) -> String {
 
 impl NaivePlan {
     /// The manifest's launch tables: `[launch]` for one kernel without scratch, else
-    /// `[[scratch]]` and `[[kernels]]`.
-    fn toml(&self) -> String {
+    /// `[[scratch]]` and `[[kernels]]`, the generator's output `out` written as the task's
+    /// `output` (a user's reference names it).
+    fn toml(&self, output: &str) -> String {
         if let ([one], true) = (&self.kernels[..], self.scratch.is_empty()) {
             return format!(
                 "\n[launch]\nglobal = {}\nlocal = {}\n",
@@ -456,10 +458,21 @@ impl NaivePlan {
             ));
         }
         for k in &self.kernels {
+            let writes: Vec<String> = k
+                .writes
+                .iter()
+                .map(|w| {
+                    if w == "out" {
+                        output.to_owned()
+                    } else {
+                        w.clone()
+                    }
+                })
+                .collect();
             text.push_str(&format!(
                 "\n[[kernels]]\nentry = {:?}\nwrites = {}\nlaunch = {{ global = {}, local = {} }}\n",
                 k.entry,
-                toml_strings(&k.writes),
+                toml_strings(&writes),
                 toml_strings(&k.launch.global),
                 toml_strings(&k.launch.local)
             ));
@@ -685,16 +698,20 @@ pub fn import_kernelbench(options: &ImportOptions) -> Result<ImportReport, Kerne
     } else {
         import.numpy_reference(&analysis, &sizes)?
     };
-    let baseline_note = baseline_note(out, &reference.stand_in)?;
     let (kind, reference_file) = (reference.kind, reference.file.clone());
-    let trace = reference.trace_facts();
-
     let answer = ask_helper(
         &import.python,
         &import.problem_copy,
         Some(&reference_file),
         &sizes,
     )?;
+    // The generated kernels write the output by the name the reference gives it.
+    let output = match &answer.outputs[..] {
+        [one] => one.name.as_str(),
+        _ => "out",
+    };
+    let baseline_note = baseline_note(out, &reference.stand_in, output)?;
+    let trace = reference.trace_facts();
     let spec = build_spec(
         &import.stem,
         &reference_file,
@@ -984,11 +1001,12 @@ impl Import<'_> {
 fn baseline_note(
     out: &Path,
     stand_in: &Result<StandIn, KernelBenchError>,
+    output: &str,
 ) -> Result<Option<String>, KernelBenchError> {
     Ok(match stand_in {
         Ok(generated) => {
-            write_naive_kernel(out, generated)?;
-            write_generated_seeds(out, generated)?;
+            write_naive_kernel(out, generated, output)?;
+            write_generated_seeds(out, generated, output)?;
             None
         }
         Err(_) if out.join(BASELINE_FILE_NAME).is_file() => None,
@@ -1284,7 +1302,11 @@ fn write_numpy_reference(
 
 /// Writes the stand-in's naive kernel as the folder's baseline unless the folder has one (the
 /// user's, or an earlier import's).
-fn write_naive_kernel(out: &Path, stand_in: &StandIn) -> Result<(), KernelBenchError> {
+fn write_naive_kernel(
+    out: &Path,
+    stand_in: &StandIn,
+    output: &str,
+) -> Result<(), KernelBenchError> {
     if out.join(BASELINE_FILE_NAME).is_file() {
         return Ok(());
     }
@@ -1296,13 +1318,17 @@ fn write_naive_kernel(out: &Path, stand_in: &StandIn) -> Result<(), KernelBenchE
     );
     // One kernel, or a sequence where operations whose work every output element would repeat
     // run first, each into a scratch buffer of its own.
-    let manifest = format!("{head}{}", stand_in.plan.toml());
+    let manifest = format!("{head}{}", stand_in.plan.toml(output));
     write_atomic(&out.join(BASELINE_FILE_NAME), &manifest)
 }
 
 /// Writes the kernels generated beside the naive one (`<name>.cl`, `<name>.toml`), each
 /// manifest checked by kf-manifest before the task file names it.
-fn write_generated_seeds(out: &Path, stand_in: &StandIn) -> Result<(), KernelBenchError> {
+fn write_generated_seeds(
+    out: &Path,
+    stand_in: &StandIn,
+    output: &str,
+) -> Result<(), KernelBenchError> {
     for seed in &stand_in.seeds {
         let name_ok = !seed.name.is_empty()
             && seed
@@ -1318,7 +1344,9 @@ fn write_generated_seeds(out: &Path, stand_in: &StandIn) -> Result<(), KernelBen
         }
         let manifest_path = out.join(format!("{}.toml", seed.name));
         write_atomic(&out.join(format!("{}.cl", seed.name)), &seed.source)?;
-        write_atomic(&manifest_path, &seed.manifest)?;
+        // `$out` stands for the task's output buffer (named by the reference).
+        let manifest = seed.manifest.replace("\"$out\"", &format!("{output:?}"));
+        write_atomic(&manifest_path, &manifest)?;
         kf_manifest::Manifest::load(&manifest_path).map_err(|e| invalid(e.to_string()))?;
     }
     Ok(())

@@ -242,8 +242,9 @@ def input_spec(elt, assigned, sizes, tuples, specs, forward_args, index):
         node, structure = resolve_structure(None, [elt], assigned, where)
     number = literal(node)
     if isinstance(number, (int, float)) and not isinstance(number, bool) and structure is None:
-        # A Python number (`s = 3.14`): a constant forward() argument, the task's scalar.
-        return {"name": name, "constant": float(number)}
+        # A Python number (`s = 3.14`): a constant forward() argument, the task's scalar;
+        # an int stays an int for forward() (a dimension, an exponent).
+        return {"name": name, "constant": number}
     # The tensor factory may be wrapped: `torch.rand(...) * scale`, `torch.randint(...).float()`.
     found = next((f for f in map(torch_call, ast.walk(node)) if f is not None), None)
     cast = next(
@@ -379,7 +380,8 @@ def analyze(path):
         if "constant" in spec:
             if spec["name"] in sizes or spec["name"] in scalars:
                 raise ImportFailure(f"get_inputs() element {i} (`{spec['name']}`) has the name of a module constant")
-            constants[spec["name"]] = scalars[spec["name"]] = spec["constant"]
+            constants[spec["name"]] = spec["constant"]
+            scalars[spec["name"]] = float(spec["constant"])
             continue
         inputs.append(spec)
         if isinstance(elt, ast.Name):

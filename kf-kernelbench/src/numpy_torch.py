@@ -1658,7 +1658,7 @@ def run(path, sizes, tuples, input_names, inputs):
     for name, shape in zip(input_names, shapes):
         if shape is None:
             # A Python number get_inputs() gives (`s = 3.14`): forward() takes it as it is.
-            args.append(float(inputs[name]))
+            args.append(inputs[name])
             continue
         node = record("buffer", [], shape, name=name)
         LEAVES[name] = node
@@ -2152,7 +2152,7 @@ launch = {{ global = ["WG * GROUPS"], local = ["WG"] }}
 
 [[kernels]]
 entry = "reduce_final"
-writes = ["{output}"]
+writes = ["$out"]
 launch = {{ global = ["WG"], local = ["WG"] }}
 """
 
@@ -2268,7 +2268,8 @@ def scalar_reduction_kernel(output, buffer_names, size_names, scalar_names, outp
         final=final,
     )
     name = "reduce_scalar"
-    manifest = SCALAR_REDUCTION_TOML.format(source=f"{name}.cl", what=kind, output=output_name)
+    # `$out`: the task's output buffer, which the importer names once the reference is known.
+    manifest = SCALAR_REDUCTION_TOML.format(source=f"{name}.cl", what=kind)
     return {"name": name, "source": source_text, "manifest": manifest}
 
 

@@ -627,6 +627,33 @@ kernel = "naive.toml"
         assert_eq!(bundle(dir.path()).hash, b.hash);
     }
 
+    /// The kernels a task file names as seeds travel too: a worker's copy of the task names
+    /// them and could not load without them.
+    #[test]
+    fn a_bundle_carries_the_seed_kernels() {
+        let dir = task_dir();
+        let p = dir.path();
+        std::fs::write(
+            p.join("fast.toml"),
+            "source = \"k/fast.cl\"\nentry = \"naive\"\nlanguage = \"opencl\"\n[launch]\nglobal = [\"N\"]\n",
+        )
+        .unwrap();
+        std::fs::copy(p.join("k/naive.cl"), p.join("k/fast.cl")).unwrap();
+        let text = std::fs::read_to_string(p.join("t.toml")).unwrap().replacen(
+            "[sizes]",
+            "seeds = [\"fast.toml\"]\n[sizes]",
+            1,
+        );
+        std::fs::write(p.join("t.toml"), text).unwrap();
+        let b = bundle(p);
+        assert!(
+            b.files.contains_key("fast.toml") && b.files.contains_key("k/fast.cl"),
+            "{:?}",
+            b.files.keys()
+        );
+        b.verify().unwrap();
+    }
+
     #[test]
     fn an_altered_file_or_spec_is_a_mismatch_naming_it() {
         let dir = task_dir();
