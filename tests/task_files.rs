@@ -328,3 +328,77 @@ fn malformed_task_files_fail_with_the_file_and_field_and_write_nothing() {
         }
     }
 }
+
+/// `--time` bounds the whole search, the evaluation in flight included: a correct kernel whose
+/// every launch spins for seconds is seeded after the naive baseline, and its evaluation (far
+/// longer than the run's time, shorter than its own limit of 15 s and more) is stopped by the
+/// run's deadline, saying so; the process ends soon after the limit.
+#[test]
+fn time_bounds_the_search_and_the_evaluation_in_flight() {
+    let Some(tmp) = opencl_numpy_scratch() else {
+        return;
+    };
+    let task = example().join("scaled_swish.toml");
+    let naive = std::fs::read_to_string(example().join("scaled_swish_naive.cl")).unwrap();
+    // Work-item 0 spins about 4e9 dependent steps per launch (seconds on any CPU) before the
+    // naive loop; `spin` stays below 3, so the output is the naive kernel's, and no compiler
+    // can drop a loop whose value the output depends on.
+    let slow = naive.replacen(
+        "    for (int c = 0; c < COLS; ++c) {",
+        "    float spin = 0.0f;\n    \
+         if (r == 0) for (int j = 0; j < 8; ++j) for (int i = 0; i < 500000000; ++i)\n        \
+         spin = spin * 0.5f + 1.0f;\n    \
+         for (int c = 0; c < COLS; ++c) {",
+        1,
+    );
+    let slow = slow.replacen("+ bias[c];", "+ bias[c] + (spin > 3.0f ? 1.0f : 0.0f);", 1);
+    assert!(slow.contains("spin > 3.0f"), "{slow}");
+    std::fs::write(tmp.path().join("slow.cl"), slow).unwrap();
+    std::fs::write(
+        tmp.path().join("slow.toml"),
+        "source = \"slow.cl\"\nentry = \"scaled_swish\"\nlanguage = \"opencl\"\n\n\
+         [launch]\nglobal = [\"ROWS\"]\n",
+    )
+    .unwrap();
+    let run = tmp.path().join("search");
+    let limit_s = 15.0;
+    let started = std::time::Instant::now();
+    let out = kf(&[
+        "search",
+        "--task-file",
+        path(&task),
+        "--kernel",
+        path(&tmp.path().join("slow.toml")),
+        "--evaluations",
+        "20",
+        "--time",
+        "15",
+        // A roofline measured on a machine without a cached one takes seconds of the run's
+        // time; the seeded kernel must be reached within it.
+        "--no-characterise",
+        "--out",
+        path(&run),
+        "--no-progress",
+    ]);
+    let took = started.elapsed().as_secs_f64();
+    assert_succeeded(&out);
+    let recorded = kernelfoundry::archive::read_run(run.join("run")).unwrap();
+    let cut: Vec<_> = judged_elites(&recorded)
+        .filter(|e| e.candidate.source.text.contains("spin"))
+        .collect();
+    assert!(!cut.is_empty(), "the slow kernel was not evaluated");
+    for e in &cut {
+        assert_eq!(e.evaluation.status, Status::Timeout, "{:?}", e.evaluation);
+        assert!(
+            e.evaluation
+                .diagnostics
+                .contains(kernelfoundry::eval::DEADLINE_CUT),
+            "{}",
+            e.evaluation.diagnostics
+        );
+    }
+    // Loose: the process also starts the Python reference and the OpenCL runtime before the
+    // run's clock starts and writes its report after it, on a machine that may be loaded.
+    // Without the deadline the slow evaluation alone ran to its own limit (15 s or more).
+    assert!(took < limit_s + 12.0, "the search took {took:.1} s");
+}

@@ -39,7 +39,9 @@ pub struct SearchArgs {
     /// search included (default: no limit beyond the candidates and the wall time).
     #[arg(long)]
     pub device_evaluations: Option<u64>,
-    /// Wall-clock limit, seconds (default: the program's).
+    /// Wall-clock limit of the whole run, seconds (default: the program's): the search stops
+    /// asking for kernels a tenth of it before the end, to leave the re-timing of the best
+    /// ones room, and an evaluation still running at the end is stopped.
     #[arg(long)]
     pub time: Option<u64>,
     /// Configurations tuned per new kernel (1 = no tuning).

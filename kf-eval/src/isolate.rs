@@ -246,6 +246,8 @@ struct Inner {
     config: EvalConfig,
     command: WorkerCommand,
     timeout: TimeoutPolicy,
+    /// When every evaluation must be over ([`IsolatedEvaluatorBuilder::deadline`]).
+    deadline: Option<Instant>,
     handshake: Duration,
     limits: ResourceLimits,
     policy: ConfinementPolicy,
@@ -257,6 +259,13 @@ struct Inner {
     next_id: Mutex<u64>,
     spawned: Mutex<u64>,
 }
+
+/// The diagnostics of an evaluation asked for after the evaluator's deadline
+/// ([`IsolatedEvaluatorBuilder::deadline`]): no worker ran it.
+pub const DEADLINE_SPENT: &str = "not evaluated: the run's time limit was spent";
+
+/// The start of the diagnostics of an evaluation the evaluator's deadline stopped.
+pub const DEADLINE_CUT: &str = "stopped by the run's time limit";
 
 /// Evaluates candidates in worker processes: warm, one job at a time each, killed on timeout.
 /// Implements [`Evaluator`]; the blocking work runs on its own thread, so any executor can
@@ -289,6 +298,7 @@ pub struct IsolatedEvaluatorBuilder {
     config: EvalConfig,
     command: Option<WorkerCommand>,
     timeout: TimeoutPolicy,
+    deadline: Option<Instant>,
     handshake: Duration,
     workers: usize,
     limits: ResourceLimits,
@@ -356,6 +366,15 @@ impl IsolatedEvaluatorBuilder {
         self
     }
 
+    /// The instant by which every evaluation must be over (a search's `--time`, counted from
+    /// its start): each job's limit is cut to the time left, and a job asked for after it
+    /// is not sent to a worker. Either way the evaluation is a [`Status::Timeout`] whose
+    /// diagnostics say the deadline cut it, not the kernel's own time limit.
+    pub fn deadline(mut self, at: Instant) -> Self {
+        self.deadline = Some(at);
+        self
+    }
+
     /// How long a new worker may take to say hello before the program is judged not to enter
     /// worker mode (default [`DEFAULT_HANDSHAKE_LIMIT`]).
     pub fn handshake_timeout(mut self, limit: Duration) -> Self {
@@ -389,6 +408,7 @@ impl IsolatedEvaluatorBuilder {
                 config: self.config,
                 command,
                 timeout: self.timeout,
+                deadline: self.deadline,
                 handshake: self.handshake,
                 limits: self.limits,
                 policy: self.policy,
@@ -421,6 +441,7 @@ impl IsolatedEvaluator {
             config: EvalConfig::default(),
             command: None,
             timeout: TimeoutPolicy::default(),
+            deadline: None,
             handshake: DEFAULT_HANDSHAKE_LIMIT,
             limits: ResourceLimits::default(),
             workers: 1,
@@ -842,8 +863,21 @@ impl Inner {
         config: &EvalConfig,
         compile_only: bool,
     ) -> Result<(Answer, EvalProfile), EvalError> {
+        let left = self
+            .deadline
+            .map(|at| at.saturating_duration_since(Instant::now()));
+        if left.is_some_and(|left| left.is_zero()) {
+            let mut e = Evaluation::failed(Status::Timeout, DEADLINE_SPENT);
+            e.params = params.clone();
+            return Ok((Answer::Evaluated(Box::new(e)), EvalProfile::default()));
+        }
         let mut worker = self.take_worker()?;
-        let (job, limit) = self.next_job(source, params, config, compile_only)?;
+        let (job, own_limit) = self.next_job(source, params, config, compile_only)?;
+        // The run's deadline cuts the job's own limit; the diagnostics say which one ended it.
+        let (limit, cut) = match left {
+            Some(left) if left < own_limit => (left, true),
+            _ => (own_limit, false),
+        };
         let line = serde_json::to_string(&job).map_err(|e| EvalError::Worker(e.to_string()))?;
         let started = Instant::now();
         // A worker that did not answer: the whole round trip is the hop.
@@ -889,13 +923,18 @@ impl Inner {
             }
             Err(RecvTimeoutError::Timeout) => {
                 worker.kill();
-                let mut e = Evaluation::failed(
-                    Status::Timeout,
+                let why = if cut {
+                    format!(
+                        "{DEADLINE_CUT} after {:.1} s; the worker was killed",
+                        limit.as_secs_f64()
+                    )
+                } else {
                     format!(
                         "did not finish within {:.1} s; the worker was killed",
                         limit.as_secs_f64()
-                    ),
-                );
+                    )
+                };
+                let mut e = Evaluation::failed(Status::Timeout, why);
                 e.params = params.clone();
                 Ok(unanswered(e))
             }

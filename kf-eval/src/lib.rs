@@ -67,7 +67,8 @@ pub use early_stop::{
 pub use error::EvalError;
 pub use isolate::{
     default_memory_growth, is_secret, scrubbed_env, IsolatedEvaluator, IsolatedEvaluatorBuilder,
-    ResourceLimits, TimeoutPolicy, WorkerCommand, DEFAULT_HANDSHAKE_LIMIT,
+    ResourceLimits, TimeoutPolicy, WorkerCommand, DEADLINE_CUT, DEADLINE_SPENT,
+    DEFAULT_HANDSHAKE_LIMIT,
 };
 pub use profile::EvalProfile;
 pub use protocol::{

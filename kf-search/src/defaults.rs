@@ -15,6 +15,11 @@ pub const WALL: Duration = Duration::from_secs(9 * 60);
 pub const SEED: u64 = 0;
 /// Rounds of the final selection among the fastest elites ([`crate::final_selection`]).
 pub const FINAL_ROUNDS: u32 = 3;
+/// The share of a run's `--time` kept for re-timing the best kernels after the search (the
+/// final selection: four contenders, each re-timed `final_rounds` times). A re-timing that
+/// does not fit is cut by the evaluator's deadline, and its contender leaves the selection
+/// saying so.
+pub const FINAL_SELECTION_SHARE: f64 = 0.1;
 /// Steps in flight on one machine.
 pub const IN_FLIGHT: usize = 1;
 /// Steps in flight when evaluating on distributed workers.

@@ -88,6 +88,7 @@ impl WorkersAfterRun {
 pub(crate) type DistEvaluator = std::convert::Infallible;
 
 /// What the search tells an [`EvaluatorFactory`] when it makes the run's evaluator.
+#[derive(Clone, Copy)]
 #[non_exhaustive]
 pub struct EvaluatorInput<'a> {
     /// The search's configuration (task, backend, tuning budget, protocol, workers).
@@ -103,6 +104,10 @@ pub struct EvaluatorInput<'a> {
     pub backend: &'a dyn kf_eval::DynBackendFactory,
     /// The tuning strategy's factory.
     pub strategy: &'a std::sync::Arc<dyn kf_tune::strategy::StrategyFactory>,
+    /// When every evaluation of the run must be over: the start of the run plus its wall
+    /// limit (`--time`), final re-timing included; `None` without one. An evaluator that can
+    /// stop an evaluation in flight should ([`kf_eval::IsolatedEvaluatorBuilder::deadline`]).
+    pub deadline: Option<std::time::Instant>,
 }
 
 impl EvaluatorInput<'_> {
@@ -179,14 +184,7 @@ impl EvaluatorFactory for ShippedEvaluator {
         self,
         input: &EvaluatorInput<'_>,
     ) -> Result<(SearchEvaluator, kf_core::DeviceFacts), crate::SearchError> {
-        local_or_distributed(
-            input.config,
-            input.sizes,
-            input.device_evaluations,
-            input.cells,
-            input.backend,
-            input.strategy,
-        )
+        local_or_distributed(input)
     }
 
     fn workers_after_run(evaluator: &SearchEvaluator) -> Option<WorkersAfterRun> {
@@ -196,14 +194,18 @@ impl EvaluatorFactory for ShippedEvaluator {
 
 /// The shipped evaluator for `config`: tuning around isolated workers on this machine, or
 /// around distributed workers; and the device it evaluates on.
-pub(crate) fn local_or_distributed(
-    config: &SearchConfig,
-    sizes: &Sizes,
-    count: &DeviceEvaluations,
-    cells: &CellPredictor,
-    backend: &dyn kf_eval::DynBackendFactory,
-    strategy: &Arc<dyn kf_tune::strategy::StrategyFactory>,
+fn local_or_distributed(
+    input: &EvaluatorInput<'_>,
 ) -> Result<(SearchEvaluator, kf_core::DeviceFacts), SearchError> {
+    let EvaluatorInput {
+        config,
+        sizes,
+        device_evaluations: count,
+        cells,
+        backend,
+        strategy,
+        deadline,
+    } = *input;
     #[cfg(feature = "dist")]
     if let Some(d) = &config.distributed {
         let (dist, device) = connect_distributed(config, d, sizes, backend)?;
@@ -241,6 +243,10 @@ pub(crate) fn local_or_distributed(
         IsolatedEvaluator::builder(config.backend.clone(), config.task.clone(), sizes.clone());
     if let Some(job) = &config.task_file {
         builder = builder.task_file(job.clone());
+    }
+    // The run's --time bounds the evaluation in flight and the final re-timing as well.
+    if let Some(at) = deadline {
+        builder = builder.deadline(at);
     }
     let isolated = builder
         .command(worker)

@@ -8,6 +8,7 @@ use kf_core::{
     ObserverMode, Stepper,
 };
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::end::{BaselineWatch, RunContext};
 use crate::archive::{ArchiveFactory, WithFacts};
@@ -71,6 +72,8 @@ where
         observers,
         post_run,
     } = search;
+    // The run's --time counts from here: evaluations stop at the deadline ([`budget`]).
+    let deadline = config.wall.map(|wall| Instant::now() + wall);
     let sizes = task.sizes();
     let device_count = DeviceEvaluations::with_limit(config.device_evaluations);
     let cells = cell_predictor(&classifier);
@@ -81,6 +84,7 @@ where
         cells: &cells,
         backend: backend.as_ref(),
         strategy: &strategy,
+        deadline,
     })?;
     // The shipped evaluator's workers re-time the best kernels after the run.
     let workers = B::workers_after_run(&evaluator);
@@ -102,7 +106,7 @@ where
         registers,
     })?;
     let extended_from = extended_from(&run_dir, &config)?;
-    let budget = budget(&config);
+    let budget = budget(&config, deadline);
     let watch = Watchers::new(&space, &config, &budget, device_count.clone());
     let (trace, baseline) = (watch.trace.clone(), watch.baseline.clone());
     let engine = Engine::new(proposer, layer.layer(evaluator), classifier, archive)
@@ -158,11 +162,19 @@ fn with_shipped_facts<K: BehaviorClassifier>(
 }
 
 /// The run's limits: evaluations, wall-clock time and device evaluations, all stopping the run
-/// through the engine's budget.
-fn budget(config: &SearchConfig) -> Budget {
+/// through the engine's budget. The search's wall-clock share ends [`defaults::FINAL_SELECTION_SHARE`]
+/// of `--time` before `deadline` when the best kernels are re-timed after it, so that the
+/// re-timing fits in the same limit.
+fn budget(config: &SearchConfig, deadline: Option<Instant>) -> Budget {
     let mut budget = Budget::evaluations(config.evaluations);
-    if let Some(wall) = config.wall {
-        budget = budget.with_wall(wall);
+    if let (Some(wall), Some(deadline)) = (config.wall, deadline) {
+        let reserve = if config.final_rounds > 0 {
+            wall.mul_f64(defaults::FINAL_SELECTION_SHARE)
+        } else {
+            Duration::ZERO
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        budget = budget.with_wall(left.saturating_sub(reserve));
     }
     if let Some(limit) = config.device_evaluations {
         budget = budget.with_device_evaluations(limit);
