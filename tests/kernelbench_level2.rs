@@ -315,6 +315,61 @@ fn a_reduction_to_one_value_gets_a_generated_two_stage_kernel() {
     }
 }
 
+/// A convolution gets a generated blocked convolution beside its naive kernel (issue 60): OCT
+/// output channels x TW positions per work-item, with the element-wise steps after it fused
+/// into its stores, or, where a pooling reads it, written into the naive sequence's scratch.
+/// Correct for 1-D (strided, padded, dilated, its value read twice, a residual input), 2-D
+/// (KernelBench's level-2 problem 1), 3-D (padded, no bias) and transposed (strided, output
+/// padding, pooled) convolutions, at its first parameter values and at others where the
+/// channel blocks do not divide the channels; a grouped (depthwise) convolution gets none
+/// (not generated yet).
+#[test]
+fn a_convolution_with_steps_after_it_gets_a_generated_blocked_kernel() {
+    let Some(tmp) = opencl_numpy_scratch() else {
+        return;
+    };
+    let tasks = [
+        import_from(
+            tmp.path(),
+            "tests/data/standin_ops",
+            "Conv1d_Swish_Residual",
+            &[],
+        ),
+        import(tmp.path(), "1_Conv2D_ReLU_BiasAdd"),
+        import_from(tmp.path(), "tests/data/standin_ops", "Conv3d_Clamp", &[]),
+        import_from(
+            tmp.path(),
+            "tests/data/standin_ops",
+            "ConvTranspose_Pool",
+            &[],
+        ),
+    ];
+    // What each seed must hold: the steps fused into the stores, or (the pooling) the
+    // convolution blocked into scratch before the naive kernel pools it.
+    let fused = ["residual[", "fmax(v, 0.0f)", "fmin(", "void conv_blocked_m"];
+    for (task, fused) in tasks.iter().zip(fused) {
+        let spec = std::fs::read_to_string(task.join("task.toml")).unwrap();
+        assert!(spec.contains("seeds = [\"conv_blocked.toml\"]"), "{spec}");
+        let source = std::fs::read_to_string(task.join("conv_blocked.cl")).unwrap();
+        assert!(source.contains(fused), "{source}");
+        let file = task.join("task.toml");
+        for params in [
+            &[][..],
+            &["--param", "OCT=16", "--param", "TW=8", "--param", "WG=4"][..],
+            &["--param", "OCT=1", "--param", "TW=1", "--param", "WG=1"][..],
+        ] {
+            let (status, said) = eval_verdict(
+                ["--task-file", file.to_str().unwrap()],
+                &task.join("conv_blocked.toml"),
+                params,
+            );
+            assert_eq!(status, "correct", "{}: {params:?}: {said}", task.display());
+        }
+    }
+    let depthwise = import_from(tmp.path(), "tests/data/standin_ops", "Depthwise_Conv", &[]);
+    assert!(!depthwise.join("conv_blocked.toml").exists());
+}
+
 /// A log-softmax over rows of 16384 (the held-out size of issue 60): the naive kernel keeps
 /// one work-item per output element, but the rows' maximum and sum of exponentials are
 /// computed once per row by a kernel of their own into scratch (one kernel per element

@@ -1909,6 +1909,12 @@ def element_kernel(name, params, shape, store):
 
 
 def opencl_kernel(output, buffer_names, size_names, scalar_names, output_name, int_names=()):
+    """The naive kernel: `naive_kernels`' source and plan."""
+    source, plan, _ = naive_kernels(output, buffer_names, size_names, scalar_names, output_name, int_names)
+    return source, plan
+
+
+def naive_kernels(output, buffer_names, size_names, scalar_names, output_name, int_names=(), blocked_convs=False):
     """OpenCL C for `output`'s trace, and how to launch it: a function per node computing one
     element from its inputs' functions, and a kernel with one work-item per output element
     that calls the output's. Shared subexpressions are recomputed (a correct, slow baseline),
@@ -1920,7 +1926,9 @@ def opencl_kernel(output, buffer_names, size_names, scalar_names, output_name, i
     Returns the source and the launch plan:
     `{"scratch": [{"name", "elements"}], "kernels": [{"entry", "launch": {"global", "local"},
     "writes"}]}` (one kernel and no scratch where nothing runs first), every kernel taking the
-    task's arguments and then the scratch buffers in that order."""
+    task's arguments and then the scratch buffers in that order; and the convolutions written
+    into scratch by the blocked kernel (`blocked_convs`: `blocked_conv_kernel`, where
+    `conv_blockable`) instead of one work-item per element."""
     needed = sorted(reachable(output.node))
     materialised = set(materialised_nodes(output.node))
     with_stats = [k for k in needed if TRACE[k]["op"] in ("softmax", "norm")]
@@ -1966,7 +1974,7 @@ def opencl_kernel(output, buffer_names, size_names, scalar_names, output_name, i
         + [f"const float {n}" for n in scalar_names]
         + [f"__global float* restrict {n}" for n, _ in scratch]
     )
-    kernels, sequence = [], []
+    kernels, sequence, blocked = [], [], []
 
     def launch(elements):
         return f"(({elements}) + 63) / 64 * 64"
@@ -1983,7 +1991,13 @@ def opencl_kernel(output, buffer_names, size_names, scalar_names, output_name, i
                 "launch": {"global": [launch(n)], "local": ["64"]},
                 "writes": [f"kf_a{k}", f"kf_b{k}"],
             })
-        if k in materialised:
+        if k in materialised and blocked_convs and conv_blockable(k):
+            lin = linear_index(c_dims(node["shape"]), [f"i{d}" for d in range(len(node["shape"]))])
+            text, at = blocked_conv_kernel(f"conv_blocked_m{k}", k, kernel_params, args, f"kf_m{k}[{lin}] = kf_v;")
+            kernels.append(text)
+            sequence.append({"entry": f"conv_blocked_m{k}", "launch": at, "writes": [f"kf_m{k}"]})
+            blocked.append(k)
+        elif k in materialised:
             rank = len(node["shape"])
             call_k = f"c{k}(" + ", ".join([args] + [f"i{d}" for d in range(rank)]) + ")"
             text, at = element_kernel(f"naive_m{k}", kernel_params, node["shape"], f"    kf_m{k}[gid] = {call_k};")
@@ -2000,7 +2014,7 @@ def opencl_kernel(output, buffer_names, size_names, scalar_names, output_name, i
     )
     sequence.append({"entry": "naive", "launch": at, "writes": [output_name]})
     plan = {"scratch": [{"name": n, "elements": e} for n, e in scratch], "kernels": sequence}
-    return header + "\n".join(funcs) + "\n" + "\n".join(kernels), plan
+    return header + "\n".join(funcs) + "\n" + "\n".join(kernels), plan, blocked
 
 
 def product_flops(output):
@@ -2275,6 +2289,278 @@ def scalar_reduction_kernel(output, buffer_names, size_names, scalar_names, outp
 
 
 
+CONV_BLOCKED_NOTE = """// A blocked direct convolution that `kf task import-kernelbench` generated from the problem's
+// forward() (a starting point of the search beside the naive kernel): each work-item keeps
+// OCT output channels x TW positions along the last dimension in registers, so that every
+// input value it loads serves OCT channels and every weight TW positions; work-items of a
+// group take neighbouring positions (the runtime vectorises across them).
+"""
+
+CONV_BLOCKED_KERNEL = """__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void {name}({kernel_params}) {{
+    const long i0 = get_global_id(2);
+    const long kf_r = get_global_id(1);
+    const long kf_o0 = (kf_r / ({rows})) * OCT;
+{decompose}    const long kf_t0 = (long)get_group_id(0) * (WG * TW) + get_local_id(0);
+    float acc[OCT][TW];
+    #pragma unroll
+    for (int o = 0; o < OCT; ++o) {{
+        #pragma unroll
+        for (int j = 0; j < TW; ++j) {{
+            acc[o][j] = 0.0f;
+        }}
+    }}
+{loops}
+    #pragma unroll
+    for (int o = 0; o < OCT; ++o) {{
+        const long i1 = kf_o0 + o;
+        if (i1 >= {channels}) {{
+            break;
+        }}
+        #pragma unroll
+        for (int j = 0; j < TW; ++j) {{
+            const long i{last} = kf_t0 + (long)j * WG;
+            if (i{last} < {positions}) {{
+                const float kf_v = acc[o][j]{bias};
+                {store}
+            }}
+        }}
+    }}
+}}
+"""
+
+# The blocked convolution's parameters, their constraints, and its launch in a manifest.
+CONV_BLOCKED_PARAMS = """[params]
+OCT = [8, 4, 16, 2, 1, 32]
+TW = [1, 2, 4, 8]
+WG = [16, 8, 32, 4, 64, 1]
+
+[constraints]
+rules = ["OCT * TW <= 128", "WG <= max_work_group_size"]
+"""
+
+
+def conv_blockable(k):
+    """Whether node `k` is a convolution the blocked kernel computes: one group, weights read
+    from a buffer, at least one spatial dimension."""
+    node = TRACE[k]
+    return (
+        node["op"] == "conv"
+        and str(node["attrs"]["groups"]) == "1"
+        and TRACE[node["inputs"][1]]["op"] == "buffer"
+        and len(node["shape"]) >= 3
+    )
+
+
+def blocked_conv_kernel(name, c, kernel_params, args, store):
+    """The blocked direct convolution kernel `name` computing convolution node `c` (plain or
+    transposed) and `store`, a statement that writes the value `kf_v` (the bias added) of
+    element `i0..`; and its launch (`{"global", "local"}` over the sizes and OCT, TW, WG)."""
+    node = TRACE[c]
+    a, ins, shape = node["attrs"], node["inputs"], node["shape"]
+    rank = len(shape)
+    nd, last = rank - 2, rank - 1
+    x_node, w_node = ins[0], ins[1]
+    xd, wd, od = c_dims(TRACE[x_node]["shape"]), c_dims(TRACE[w_node]["shape"]), c_dims(shape)
+    st, pad, dil = a["stride"], a["padding"], a["dilation"]
+    transposed = a["transposed"]
+    body = []
+    # An output position reads input position (p * stride - pad + k * dil); transposed, the
+    # input position q / stride where q = p + pad - k * dil is a multiple of the stride.
+    for i in range(nd - 1):
+        if transposed:
+            body.append(f"const long kf_q{i} = i{i + 2} + {pad[i]} - kf_k{i} * {dil[i]};")
+            body.append(f"if (kf_q{i} < 0 || kf_q{i} % {st[i]} != 0 || kf_q{i} / {st[i]} >= {xd[i + 2]}) continue;")
+            body.append(f"const long kf_p{i} = kf_q{i} / {st[i]};")
+        else:
+            body.append(f"const long kf_p{i} = i{i + 2} * {st[i]} - {pad[i]} + kf_k{i} * {dil[i]};")
+            body.append(f"if (kf_p{i} < 0 || kf_p{i} >= {xd[i + 2]}) continue;")
+    lp = nd - 1
+    x_at = call(x_node, args, ["i0", "kf_c"] + [f"kf_p{i}" for i in range(nd - 1)] + ["kf_p"])
+    ks = [f"kf_k{i}" for i in range(nd)]
+    # Weights [out, in, k...]; transposed [in, out, k...].
+    w_at = call(w_node, args, (["kf_c", "kf_o"] if transposed else ["kf_o", "kf_c"]) + ks)
+    if transposed:
+        position = [
+            f"    const long kf_q = kf_t + {pad[lp]} - kf_k{lp} * {dil[lp]};",
+            f"    const long kf_p = kf_q / {st[lp]};",
+        ]
+        inside = f"kf_t < {od[last]} && kf_q >= 0 && kf_q % {st[lp]} == 0 && kf_p < {xd[last]}"
+    else:
+        position = [f"    const long kf_p = kf_t * {st[lp]} - {pad[lp]} + kf_k{lp} * {dil[lp]};"]
+        inside = f"kf_t < {od[last]} && kf_p >= 0 && kf_p < {xd[last]}"
+    body += (
+        ["float kf_x[TW];", "#pragma unroll", "for (int j = 0; j < TW; ++j) {",
+         "    const long kf_t = kf_t0 + (long)j * WG;"]
+        + position
+        + [f"    kf_x[j] = ({inside}) ? {x_at} : 0.0f;", "}",
+           "#pragma unroll", "for (int o = 0; o < OCT; ++o) {",
+           "    const long kf_o = kf_o0 + o;",
+           f"    const float kf_w = kf_o < {od[1]} ? {w_at} : 0.0f;",
+           "    #pragma unroll", "    for (int j = 0; j < TW; ++j) {",
+           "        acc[o][j] = fma(kf_w, kf_x[j], acc[o][j]);", "    }", "}"]
+    )
+    channels_in = xd[1] if transposed else wd[1]
+    loop_text = loops(["kf_c"] + ks, [channels_in] + wd[2:], "\n".join(body)).rstrip("\n")
+    bias = f" + {call(ins[2], args, ['i1'])}" if a["bias"] else ""
+    # The launch's second dimension: output-channel blocks times the outer spatial positions.
+    outer = od[2:last]
+    decompose, rest = "", "kf_r"
+    for d in range(last - 1, 1, -1):
+        decompose = f"    const long i{d} = {rest} % {od[d]};\n" + decompose
+        rest = f"({rest} / {od[d]})"
+    text = CONV_BLOCKED_KERNEL.format(
+        name=name, kernel_params=kernel_params, rows=" * ".join(outer) if outer else "1",
+        decompose=decompose, loops=loop_text, channels=od[1], last=last, positions=od[last],
+        bias=bias, store=store,
+    )
+    rows = " * ".join(f"({expr_of(d)})" for d in shape[2:last]) or "1"
+    launch = {
+        "global": [
+            f"((({expr_of(shape[last])}) + WG * TW - 1) / (WG * TW)) * WG",
+            f"((({expr_of(shape[1])}) + OCT - 1) / OCT) * ({rows})",
+            expr_of(shape[0]),
+        ],
+        "local": ["WG", "1", "1"],
+    }
+    return text, launch
+
+
+def seed_manifest(source, what, plan, output_name):
+    """A generated seed's manifest: the blocked convolution's `[params]`, the plan's scratch
+    buffers and kernel sequence (one kernel: its launch only), the output named `$out` for
+    the importer to name once the reference is known."""
+    quote = lambda items: "[" + ", ".join(f'"{i}"' for i in items) + "]"
+    kernels = plan["kernels"]
+    lines = [
+        "# Generated by `kf task import-kernelbench` from the problem's forward(): a starting point",
+        "# of the search beside the naive kernel.",
+        f'source = "{source}"',
+        f'entry = "{kernels[-1]["entry"]}"',
+        'language = "opencl"',
+        f'description = "{what}"',
+        'tags = ["convolution", "generated"]',
+        "",
+        CONV_BLOCKED_PARAMS,
+    ]
+    if len(kernels) == 1:
+        at = kernels[0]["launch"]
+        lines += ["[launch]", f"global = {quote(at['global'])}", f"local = {quote(at['local'])}"]
+        return "\n".join(lines) + "\n"
+    for s in plan["scratch"]:
+        lines += ["[[scratch]]", f'name = "{s["name"]}"', 'dtype = "f32"', f'elements = "{s["elements"]}"', ""]
+    for k in kernels:
+        writes = ["$out" if w == output_name else w for w in k["writes"]]
+        at = k["launch"]
+        lines += [
+            "[[kernels]]",
+            f'entry = "{k["entry"]}"',
+            f"writes = {quote(writes)}",
+            f"launch = {{ global = {quote(at['global'])}, local = {quote(at['local'])} }}",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def conv_epilogue_kernel(output, buffer_names, size_names, scalar_names, output_name, int_names=()):
+    """A generated seed for an output that convolves: `{"name", "source", "manifest"}` for
+    `kf task import-kernelbench` to write beside the naive kernel as a starting point of the
+    search, or None where no convolution can be blocked.
+
+    Where the output is element-wise steps over one convolution of its shape and nothing else
+    is expensive, one kernel: the blocked convolution with the steps fused into its stores
+    (their other operands, a bias or a residual, read per element as in the naive kernel).
+    Otherwise, where the naive kernel computes a convolution into scratch (a pooling, a norm
+    or a reduction reads it), the naive sequence with that kernel blocked."""
+    if output.node is None or output.integer:
+        return None
+    fused = fused_conv_kernel(output, buffer_names, size_names, scalar_names, output_name, int_names)
+    if fused is not None:
+        return fused
+    source, plan, blocked = naive_kernels(output, buffer_names, size_names, scalar_names, output_name, int_names, blocked_convs=True)
+    if not blocked:
+        return None
+    source = CONV_BLOCKED_NOTE + "// The other kernels are the naive kernel's.\n" + source
+    manifest = seed_manifest("conv_blocked.cl", "The naive sequence with its convolution blocked: OCT output channels x TW positions per work-item.", plan, output_name)
+    return {"name": "conv_blocked", "source": source, "manifest": manifest}
+
+
+def fused_conv_kernel(output, buffer_names, size_names, scalar_names, output_name, int_names=()):
+    """The one-kernel form of `conv_epilogue_kernel`, or None."""
+    if len(output.sym_shape) < 3:
+        return None
+    root = output.node
+    needed = sorted(reachable(root))
+    convs = [k for k in needed if TRACE[k]["op"] == "conv"]
+    if len(convs) != 1 or not conv_blockable(convs[0]):
+        return None
+    (c,) = convs
+    out_shape = [expr_of(d) for d in output.sym_shape]
+    if [expr_of(d) for d in TRACE[c]["shape"]] != out_shape:
+        return None
+    # The steps between the convolution and the output: element-wise, of the output's shape,
+    # reading the convolution (or another step) only at their own element.
+    on_path = [k for k in needed if k != c and c in reachable(k)]
+    for k in needed:
+        node = TRACE[k]
+        if k in on_path:
+            elementwise = node["op"] in UNARY_C or node["op"] in ("add", "sub", "mul", "div")
+            if not elementwise or [expr_of(d) for d in node["shape"]] != out_shape:
+                return None
+            for i in node["inputs"]:
+                if (i == c or i in on_path) and [expr_of(d) for d in TRACE[i]["shape"]] != out_shape:
+                    return None
+        elif k != c and node["op"] in EXPENSIVE_OPS + ("reshape", "permute"):
+            # Anything costly or re-indexed besides the convolution: the sequence form.
+            return None
+    rank = len(out_shape)
+    buffer_type = lambda n: "int" if n in int_names else "float"
+    fn_params = ", ".join(
+        [f"__global const {buffer_type(n)}* restrict {n}" for n in buffer_names]
+        + [f"const int {n}" for n in size_names]
+    )
+    args = ", ".join(list(buffer_names) + list(size_names))
+    kernel_params = ", ".join(
+        [f"__global const {buffer_type(n)}* restrict {n}" for n in buffer_names]
+        + [f"__global float* restrict {output_name}"]
+        + [f"const int {n}" for n in size_names]
+        + [f"const float {n}" for n in scalar_names]
+    )
+    idx = [f"i{d}" for d in range(rank)]
+    idx_params = ", ".join(f"long {i}" for i in idx)
+    funcs = []
+    CALL_OVERRIDE.clear()
+    CALL_OVERRIDE[c] = lambda _args, _idx: "kf_v"
+    for k in on_path:
+        CALL_OVERRIDE[k] = lambda a_, i_, k=k: f"e{k}(" + ", ".join([a_, "kf_v"] + list(i_)) + ")"
+    try:
+        for k in needed:
+            node = TRACE[k]
+            if node["op"] == "buffer" or k == c:
+                continue
+            body = node_body(k, node, args)
+            if k in on_path:
+                funcs.append(f"static float e{k}({fn_params}, const float kf_v, {idx_params}) {{\n{body}\n}}\n")
+            else:
+                inner = f"{fn_params}, {idx_params}" if node["shape"] else fn_params
+                funcs.append(f"static float n{k}({inner}) {{\n{body}\n}}\n")
+        epilogue = call(root, args, idx) if root != c else "kf_v"
+    finally:
+        CALL_OVERRIDE.clear()
+    store = f"{output_name}[{linear_index(c_dims(output.sym_shape), idx)}] = {epilogue};"
+    text, launch = blocked_conv_kernel("conv_blocked", c, kernel_params, args, store)
+    source = (
+        CONV_BLOCKED_NOTE
+        + "// The element-wise steps after the convolution run on each value before its one store.\n"
+        + "\n".join(funcs) + "\n" + text
+    )
+    if len(source) > 4 * EPILOGUE_MAX_CHARS:
+        return None
+    plan = {"scratch": [], "kernels": [{"entry": "conv_blocked", "launch": launch, "writes": [output_name]}]}
+    manifest = seed_manifest("conv_blocked.cl", "Blocked direct convolution: OCT output channels x TW positions per work-item, epilogue fused.", plan, output_name)
+    return {"name": "conv_blocked", "source": source, "manifest": manifest}
+
+
 def matmul_epilogue_family(output):
     """forward()'s trace as one matrix product followed by element-wise steps (bias, scaling,
     residual terms, activations, clamps): the task file's `[family] kind = "matmul"` (output
@@ -2380,9 +2666,17 @@ def reachable(root):
     return seen
 
 
+# Nodes whose element another generator supplies while it writes its kernel (node -> a
+# function of the arguments text and the index): the blocked convolution's epilogue reads the
+# convolution's value from a register instead of calling its function.
+CALL_OVERRIDE = {}
+
+
 def call(k, args, idx):
     """The C expression of node `k`'s element at `idx`: a buffer's element read directly (so
     the transformations see the kernel's memory accesses), any other node's function."""
+    if k in CALL_OVERRIDE:
+        return CALL_OVERRIDE[k](args, idx)
     node = TRACE[k]
     if node["op"] == "buffer":
         return f"{node['attrs']['name']}[{linear_index(c_dims(node['shape']), list(idx))}]"
