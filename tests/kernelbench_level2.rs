@@ -370,6 +370,44 @@ fn a_convolution_with_steps_after_it_gets_a_generated_blocked_kernel() {
     assert!(!depthwise.join("conv_blocked.toml").exists());
 }
 
+/// A matrix product that a group norm reads is computed into scratch by the naive sequence's
+/// first kernel; the generated seed is that sequence with the product's kernel blocked (TM x
+/// TN outputs per work-item, float16 vectors along the contracted dimension), correct where
+/// the contracted size is not a multiple of 16 (37: two vectors and a scalar tail; the other
+/// input set's 18: one and a tail) and where the blocks overhang the rows and columns.
+#[test]
+fn a_matrix_product_read_by_a_norm_gets_a_generated_blocked_kernel() {
+    let Some(tmp) = opencl_numpy_scratch() else {
+        return;
+    };
+    let task = import_from(
+        tmp.path(),
+        "tests/data/kernelbench_level2/vendor",
+        "30_Gemm_GroupNorm_Hardtanh",
+        &[
+            "--size",
+            "batch_size=19,in_features=37,out_features=24,num_groups=8",
+        ],
+    );
+    let spec = std::fs::read_to_string(task.join("task.toml")).unwrap();
+    assert!(spec.contains("seeds = [\"matmul_blocked.toml\"]"), "{spec}");
+    let source = std::fs::read_to_string(task.join("matmul_blocked.cl")).unwrap();
+    assert!(source.contains("void matmul_blocked_m") && source.contains("vload16"));
+    let file = task.join("task.toml");
+    for params in [
+        &[][..],
+        &["--param", "TM=8", "--param", "TN=4", "--param", "WG=16"][..],
+        &["--param", "TM=1", "--param", "TN=1", "--param", "WG=1"][..],
+    ] {
+        let (status, said) = eval_verdict(
+            ["--task-file", file.to_str().unwrap()],
+            &task.join("matmul_blocked.toml"),
+            params,
+        );
+        assert_eq!(status, "correct", "{params:?}: {said}");
+    }
+}
+
 /// A log-softmax over rows of 16384 (the held-out size of issue 60): the naive kernel keeps
 /// one work-item per output element, but the rows' maximum and sum of exponentials are
 /// computed once per row by a kernel of their own into scratch (one kernel per element

@@ -1518,7 +1518,10 @@ def generate_kernel(request, analysis):
         conv = shim.conv_epilogue_kernel(
             out, names + [p["name"] for p in params], list(sizes), list(analysis["scalars"]), "out", int_names
         )
-        seeds = [g for g in (reduction, conv) if g is not None]
+        product = shim.matmul_sequence_kernel(
+            out, names + [p["name"] for p in params], list(sizes), list(analysis["scalars"]), "out", int_names
+        )
+        seeds = [g for g in (reduction, conv, product) if g is not None]
         # The family the trace shows where the source's patterns found none: a matrix product
         # with its element-wise epilogue.
         trace_family = None if analysis.get("family") else shim.matmul_epilogue_family(out)

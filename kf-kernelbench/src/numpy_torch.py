@@ -1914,7 +1914,7 @@ def opencl_kernel(output, buffer_names, size_names, scalar_names, output_name, i
     return source, plan
 
 
-def naive_kernels(output, buffer_names, size_names, scalar_names, output_name, int_names=(), blocked_convs=False):
+def naive_kernels(output, buffer_names, size_names, scalar_names, output_name, int_names=(), blocked_convs=False, blocked_matmuls=False):
     """OpenCL C for `output`'s trace, and how to launch it: a function per node computing one
     element from its inputs' functions, and a kernel with one work-item per output element
     that calls the output's. Shared subexpressions are recomputed (a correct, slow baseline),
@@ -1928,7 +1928,8 @@ def naive_kernels(output, buffer_names, size_names, scalar_names, output_name, i
     "writes"}]}` (one kernel and no scratch where nothing runs first), every kernel taking the
     task's arguments and then the scratch buffers in that order; and the convolutions written
     into scratch by the blocked kernel (`blocked_convs`: `blocked_conv_kernel`, where
-    `conv_blockable`) instead of one work-item per element."""
+    `conv_blockable`) and the matrix products (`blocked_matmuls`: `blocked_matmul_kernel`,
+    where `matmul_blockable`) instead of one work-item per element."""
     needed = sorted(reachable(output.node))
     materialised = set(materialised_nodes(output.node))
     with_stats = [k for k in needed if TRACE[k]["op"] in ("softmax", "norm")]
@@ -1996,6 +1997,12 @@ def naive_kernels(output, buffer_names, size_names, scalar_names, output_name, i
             text, at = blocked_conv_kernel(f"conv_blocked_m{k}", k, kernel_params, args, f"kf_m{k}[{lin}] = kf_v;")
             kernels.append(text)
             sequence.append({"entry": f"conv_blocked_m{k}", "launch": at, "writes": [f"kf_m{k}"]})
+            blocked.append(k)
+        elif k in materialised and blocked_matmuls and matmul_blockable(k):
+            lin = linear_index(c_dims(node["shape"]), [f"i{d}" for d in range(len(node["shape"]))])
+            text, at = blocked_matmul_kernel(f"matmul_blocked_m{k}", k, kernel_params, f"kf_m{k}[{lin}] = kf_v;")
+            kernels.append(text)
+            sequence.append({"entry": f"matmul_blocked_m{k}", "launch": at, "writes": [f"kf_m{k}"]})
             blocked.append(k)
         elif k in materialised:
             rank = len(node["shape"])
@@ -2426,10 +2433,140 @@ def blocked_conv_kernel(name, c, kernel_params, args, store):
     return text, launch
 
 
-def seed_manifest(source, what, plan, output_name):
-    """A generated seed's manifest: the blocked convolution's `[params]`, the plan's scratch
-    buffers and kernel sequence (one kernel: its launch only), the output named `$out` for
-    the importer to name once the reference is known."""
+MATMUL_BLOCKED_KERNEL = """__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) __attribute__((vec_type_hint(float16)))
+void {name}({kernel_params}) {{
+    const long kf_n0 = (long)get_global_id(0) * TN;
+    const long kf_m0 = (long)get_global_id(1) * TM;
+    const long kf_rows = {rows};
+    const long kf_cols = {cols};
+    const long kf_depth = {depth};
+    float16 acc[TM][TN];
+    float tail[TM][TN];
+    #pragma unroll
+    for (int i = 0; i < TM; ++i) {{
+        #pragma unroll
+        for (int j = 0; j < TN; ++j) {{
+            acc[i][j] = (float16)(0.0f);
+            tail[i][j] = 0.0f;
+        }}
+    }}
+    // Rows and columns past the end read the last one (their results are not stored), so
+    // every load stays inside the operands.
+    long kf_k = 0;
+    for (; kf_k + 16 <= kf_depth; kf_k += 16) {{
+        float16 kf_b[TN];
+        #pragma unroll
+        for (int j = 0; j < TN; ++j) {{
+            const long n = min(kf_n0 + j, kf_cols - 1);
+            kf_b[j] = vload16(0, {b} + n * kf_depth + kf_k);
+        }}
+        #pragma unroll
+        for (int i = 0; i < TM; ++i) {{
+            const long m = min(kf_m0 + i, kf_rows - 1);
+            const float16 kf_a = vload16(0, {a} + m * kf_depth + kf_k);
+            #pragma unroll
+            for (int j = 0; j < TN; ++j) {{
+                acc[i][j] = fma(kf_a, kf_b[j], acc[i][j]);
+            }}
+        }}
+    }}
+    for (; kf_k < kf_depth; ++kf_k) {{
+        #pragma unroll
+        for (int i = 0; i < TM; ++i) {{
+            const long m = min(kf_m0 + i, kf_rows - 1);
+            #pragma unroll
+            for (int j = 0; j < TN; ++j) {{
+                const long n = min(kf_n0 + j, kf_cols - 1);
+                tail[i][j] = fma({a}[m * kf_depth + kf_k], {b}[n * kf_depth + kf_k], tail[i][j]);
+            }}
+        }}
+    }}
+    #pragma unroll
+    for (int i = 0; i < TM; ++i) {{
+        const long kf_m = kf_m0 + i;
+        if (kf_m >= kf_rows) {{
+            break;
+        }}
+{decompose}        #pragma unroll
+        for (int j = 0; j < TN; ++j) {{
+            const long i{last} = kf_n0 + j;
+            if (i{last} < kf_cols) {{
+                const float8 h8 = acc[i][j].lo + acc[i][j].hi;
+                const float4 h4 = h8.lo + h8.hi;
+                const float2 h2 = h4.lo + h4.hi;
+                const float kf_v = h2.x + h2.y + tail[i][j];
+                {store}
+            }}
+        }}
+    }}
+}}
+"""
+
+# The blocked matrix product's parameters and constraints in a manifest.
+MATMUL_BLOCKED_PARAMS = """[params]
+TM = [4, 2, 1, 8]
+TN = [4, 2, 1, 8]
+WG = [4, 1, 2, 8, 16]
+
+[constraints]
+rules = ["TM * TN <= 32", "WG <= max_work_group_size"]
+"""
+
+
+def matmul_blockable(k):
+    """Whether node `k` is a matrix product the blocked kernel computes: a buffer times the
+    transpose of a 2-D buffer (`nn.Linear`: both read along the contracted dimension), so
+    both operands load as float16 vectors."""
+    node = TRACE[k]
+    if node["op"] != "matmul":
+        return False
+    a, b = TRACE[node["inputs"][0]], TRACE[node["inputs"][1]]
+    return (
+        a["op"] == "buffer"
+        and len(a["shape"]) >= 2
+        and b["op"] == "permute"
+        and b["attrs"]["dims"] == [1, 0]
+        and TRACE[b["inputs"][0]]["op"] == "buffer"
+    )
+
+
+def blocked_matmul_kernel(name, k, kernel_params, store):
+    """The blocked matrix product kernel `name` computing `matmul_blockable` node `k` (TM rows
+    x TN columns per work-item, 16 products of the contracted dimension per vector FMA, one
+    horizontal sum per output) and `store`, a statement writing the value `kf_v` of element
+    `i0..`; and its launch."""
+    node = TRACE[k]
+    shape = node["shape"]
+    a = TRACE[node["inputs"][0]]
+    b = TRACE[TRACE[node["inputs"][1]]["inputs"][0]]
+    rank = len(shape)
+    last = rank - 1
+    dims = c_dims(shape)
+    rows = " * ".join(dims[:last])
+    decompose, rest = "", "kf_m"
+    for d in range(last - 1, -1, -1):
+        decompose = f"        const long i{d} = {rest} % {dims[d]};\n" + decompose
+        rest = f"({rest} / {dims[d]})"
+    text = MATMUL_BLOCKED_KERNEL.format(
+        name=name, kernel_params=kernel_params, rows=rows, cols=dims[last],
+        depth=c_dims(a["shape"])[-1], a=a["attrs"]["name"], b=b["attrs"]["name"],
+        decompose=decompose, last=last, store=store,
+    )
+    plain_rows = " * ".join(f"({expr_of(d)})" for d in shape[:last])
+    launch = {
+        "global": [
+            f"((((({expr_of(shape[last])}) + TN - 1) / TN) + WG - 1) / WG) * WG",
+            f"(({plain_rows}) + TM - 1) / TM",
+        ],
+        "local": ["WG", "1"],
+    }
+    return text, launch
+
+
+def seed_manifest(source, what, plan, output_name, params=CONV_BLOCKED_PARAMS, tag="convolution"):
+    """A generated seed's manifest: its `[params]` (the blocked convolution's unless given),
+    the plan's scratch buffers and kernel sequence (one kernel: its launch only), the output
+    named `$out` for the importer to name once the reference is known."""
     quote = lambda items: "[" + ", ".join(f'"{i}"' for i in items) + "]"
     kernels = plan["kernels"]
     lines = [
@@ -2439,9 +2576,9 @@ def seed_manifest(source, what, plan, output_name):
         f'entry = "{kernels[-1]["entry"]}"',
         'language = "opencl"',
         f'description = "{what}"',
-        'tags = ["convolution", "generated"]',
+        f'tags = ["{tag}", "generated"]',
         "",
-        CONV_BLOCKED_PARAMS,
+        params,
     ]
     if len(kernels) == 1:
         at = kernels[0]["launch"]
@@ -2483,6 +2620,30 @@ def conv_epilogue_kernel(output, buffer_names, size_names, scalar_names, output_
     source = CONV_BLOCKED_NOTE + "// The other kernels are the naive kernel's.\n" + source
     manifest = seed_manifest("conv_blocked.cl", "The naive sequence with its convolution blocked: OCT output channels x TW positions per work-item.", plan, output_name)
     return {"name": "conv_blocked", "source": source, "manifest": manifest}
+
+
+MATMUL_SEQUENCE_NOTE = """// The naive kernel sequence with its matrix products blocked, generated by `kf task
+// import-kernelbench` from the problem's forward() (a starting point of the search beside the
+// naive kernel): each product's work-item computes TM rows x TN columns, 16 products of the
+// contracted dimension per vector FMA, into the scratch buffer the later kernels read.
+"""
+
+
+def matmul_sequence_kernel(output, buffer_names, size_names, scalar_names, output_name, int_names=()):
+    """A generated seed where the naive kernel computes a matrix product into scratch (a norm,
+    a reduction or a softmax reads it): the naive sequence with that product's kernel blocked,
+    `{"name", "source", "manifest"}`; None where no product can be blocked."""
+    if output.node is None or output.integer:
+        return None
+    source, plan, blocked = naive_kernels(output, buffer_names, size_names, scalar_names, output_name, int_names, blocked_matmuls=True)
+    if not blocked:
+        return None
+    manifest = seed_manifest(
+        "matmul_blocked.cl",
+        "The naive sequence with its matrix products blocked: TM x TN outputs per work-item.",
+        plan, output_name, params=MATMUL_BLOCKED_PARAMS, tag="matmul",
+    )
+    return {"name": "matmul_blocked", "source": MATMUL_SEQUENCE_NOTE + source, "manifest": manifest}
 
 
 def fused_conv_kernel(output, buffer_names, size_names, scalar_names, output_name, int_names=()):
