@@ -38,6 +38,28 @@ fn eval(task: &Path, kernel: &Path) -> (String, String) {
     eval_verdict(["--task-file", task.to_str().unwrap()], kernel, &[])
 }
 
+/// Asserts that the generated seed `manifest` of the task imported into `task` is `correct`
+/// at its first parameter values and at each of `params` (`NAME=VALUE` assignments).
+#[track_caller]
+fn correct_at_each(task: &Path, manifest: &str, params: &[&[&str]]) {
+    let file = task.join("task.toml");
+    let first: &[&str] = &[];
+    for assignments in std::iter::once(first).chain(params.iter().copied()) {
+        let args: Vec<&str> = assignments.iter().flat_map(|a| ["--param", *a]).collect();
+        let (status, said) = eval_verdict(
+            ["--task-file", file.to_str().unwrap()],
+            &task.join(manifest),
+            &args,
+        );
+        assert_eq!(
+            status,
+            "correct",
+            "{}: {assignments:?}: {said}",
+            task.display()
+        );
+    }
+}
+
 #[test]
 fn level2_problems_import_and_their_naive_kernels_are_correct() {
     let Some(tmp) = opencl_numpy_scratch() else {
@@ -291,28 +313,14 @@ fn a_reduction_to_one_value_gets_a_generated_two_stage_kernel() {
     let source = std::fs::read_to_string(task.join("reduce_scalar.cl")).unwrap();
     assert!(source.contains("void reduce_partial(") && source.contains("void reduce_final("));
     assert!(source.contains("predictions[i] - targets[i]"), "{source}");
-    let file = task.join("task.toml");
-    for params in [
-        &[][..],
+    correct_at_each(
+        &task,
+        "reduce_scalar.toml",
         &[
-            "--param", "WG=16", "--param", "GROUPS=2", "--param", "UNROLL=8",
-        ][..],
-        &[
-            "--param",
-            "WG=256",
-            "--param",
-            "GROUPS=1024",
-            "--param",
-            "UNROLL=1",
-        ][..],
-    ] {
-        let (status, said) = eval_verdict(
-            ["--task-file", file.to_str().unwrap()],
-            &task.join("reduce_scalar.toml"),
-            params,
-        );
-        assert_eq!(status, "correct", "{params:?}: {said}");
-    }
+            &["WG=16", "GROUPS=2", "UNROLL=8"],
+            &["WG=256", "GROUPS=1024", "UNROLL=1"],
+        ],
+    );
 }
 
 /// A convolution gets a generated blocked convolution beside its naive kernel (issue 60): OCT
@@ -352,19 +360,11 @@ fn a_convolution_with_steps_after_it_gets_a_generated_blocked_kernel() {
         assert!(spec.contains("seeds = [\"conv_blocked.toml\"]"), "{spec}");
         let source = std::fs::read_to_string(task.join("conv_blocked.cl")).unwrap();
         assert!(source.contains(fused), "{source}");
-        let file = task.join("task.toml");
-        for params in [
-            &[][..],
-            &["--param", "OCT=16", "--param", "TW=8", "--param", "WG=4"][..],
-            &["--param", "OCT=1", "--param", "TW=1", "--param", "WG=1"][..],
-        ] {
-            let (status, said) = eval_verdict(
-                ["--task-file", file.to_str().unwrap()],
-                &task.join("conv_blocked.toml"),
-                params,
-            );
-            assert_eq!(status, "correct", "{}: {params:?}: {said}", task.display());
-        }
+        correct_at_each(
+            task,
+            "conv_blocked.toml",
+            &[&["OCT=16", "TW=8", "WG=4"], &["OCT=1", "TW=1", "WG=1"]],
+        );
     }
     let depthwise = import_from(tmp.path(), "tests/data/standin_ops", "Depthwise_Conv", &[]);
     assert!(!depthwise.join("conv_blocked.toml").exists());
@@ -393,19 +393,11 @@ fn a_matrix_product_read_by_a_norm_gets_a_generated_blocked_kernel() {
     assert!(spec.contains("seeds = [\"matmul_blocked.toml\"]"), "{spec}");
     let source = std::fs::read_to_string(task.join("matmul_blocked.cl")).unwrap();
     assert!(source.contains("void matmul_blocked_m") && source.contains("vload16"));
-    let file = task.join("task.toml");
-    for params in [
-        &[][..],
-        &["--param", "TM=8", "--param", "TN=4", "--param", "WG=16"][..],
-        &["--param", "TM=1", "--param", "TN=1", "--param", "WG=1"][..],
-    ] {
-        let (status, said) = eval_verdict(
-            ["--task-file", file.to_str().unwrap()],
-            &task.join("matmul_blocked.toml"),
-            params,
-        );
-        assert_eq!(status, "correct", "{params:?}: {said}");
-    }
+    correct_at_each(
+        &task,
+        "matmul_blocked.toml",
+        &[&["TM=8", "TN=4", "WG=16"], &["TM=1", "TN=1", "WG=1"]],
+    );
 }
 
 /// A log-softmax over rows of 16384 (the held-out size of issue 60): the naive kernel keeps
