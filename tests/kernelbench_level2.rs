@@ -400,6 +400,33 @@ fn a_matrix_product_read_by_a_norm_gets_a_generated_blocked_kernel() {
     );
 }
 
+/// A failed import into a new folder leaves no folder (before, the naive kernel, the reference
+/// and the copy of the problem stayed there without a task file): a model parameter named like
+/// one of the sizes makes the task file invalid after everything else was written.
+#[test]
+fn a_failed_import_leaves_no_folder_behind() {
+    let Some(tmp) = opencl_numpy_scratch() else {
+        return;
+    };
+    let out = tmp.path().join("Parameter_Named_Like_Size");
+    let problem = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/standin_ops/Parameter_Named_Like_Size.py");
+    let run = common::kf(&[
+        "task",
+        "import-kernelbench",
+        problem.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!run.status.success(), "{}", common::text(&run));
+    assert!(
+        common::text(&run).contains("`scale` is already declared"),
+        "{}",
+        common::text(&run)
+    );
+    assert!(!out.exists(), "the failed import left {}", out.display());
+}
+
 /// A log-softmax over rows of 16384 (the held-out size of issue 60): the naive kernel keeps
 /// one work-item per output element, but the rows' maximum and sum of exponentials are
 /// computed once per row by a kernel of their own into scratch (one kernel per element

@@ -667,8 +667,30 @@ fn input_inits(init: Option<&str>, dtype: Dtype, unstable: &[String]) -> Option<
 }
 
 /// Imports a KernelBench problem: writes `<out>/task.toml`, a copy of the problem file and the
-/// reference script; see the module documentation.
+/// reference script; see the module documentation. An import that fails into a folder it
+/// created removes that folder, so that no folder of kernels without a task file is left
+/// (a folder that existed before, perhaps holding a naive kernel of the user's, is kept), except
+/// where the failure is [`KernelBenchError::ReferenceTemplateWritten`]: the reference template
+/// written there is for the user to complete.
 pub fn import_kernelbench(options: &ImportOptions) -> Result<ImportReport, KernelBenchError> {
+    let created = !options.out_dir.exists();
+    let imported = import_into(options);
+    let template = matches!(
+        imported,
+        Err(KernelBenchError::ReferenceTemplateWritten { .. })
+    );
+    if imported.is_err() && created && !template {
+        if let Err(e) = fs::remove_dir_all(&options.out_dir) {
+            tracing::warn!(
+                "the failed import's folder {} was not removed: {e}",
+                options.out_dir.display()
+            );
+        }
+    }
+    imported
+}
+
+fn import_into(options: &ImportOptions) -> Result<ImportReport, KernelBenchError> {
     let problem = &options.problem;
     let stem = problem_stem(problem)?;
     let python = options.python.clone().unwrap_or_else(default_python);
