@@ -1908,6 +1908,29 @@ def element_kernel(name, params, shape, store):
     return text, launch
 
 
+def signatures(buffer_names, size_names, scalar_names, output_name, int_names=(), scratch=(), output_int=False):
+    """The generated kernels' three parameter texts: the node functions' parameters (buffers,
+    scratch, sizes), the arguments that call them, and the kernels' parameters (the task's
+    arguments in order, a 0-dimensional output being the task's one-element buffer, then the
+    scratch buffers). Integer inputs (class indices) are `int` buffers; an element read
+    converts to float."""
+    buffer_type = lambda n: "int" if n in int_names else "float"
+    fn_params = ", ".join(
+        [f"__global const {buffer_type(n)}* restrict {n}" for n in buffer_names]
+        + [f"__global const float* restrict {n}" for n in scratch]
+        + [f"const int {n}" for n in size_names]
+    )
+    args = ", ".join(list(buffer_names) + list(scratch) + list(size_names))
+    kernel_params = ", ".join(
+        [f"__global const {buffer_type(n)}* restrict {n}" for n in buffer_names]
+        + [f"__global {'int' if output_int else 'float'}* restrict {output_name}"]
+        + [f"const int {n}" for n in size_names]
+        + [f"const float {n}" for n in scalar_names]
+        + [f"__global float* restrict {n}" for n in scratch]
+    )
+    return fn_params, args, kernel_params
+
+
 def opencl_kernel(output, buffer_names, size_names, scalar_names, output_name, int_names=()):
     """The naive kernel: `naive_kernels`' source and plan."""
     source, plan, _ = naive_kernels(output, buffer_names, size_names, scalar_names, output_name, int_names)
@@ -1940,14 +1963,10 @@ def naive_kernels(output, buffer_names, size_names, scalar_names, output_name, i
             scratch += [(f"kf_a{k}", n), (f"kf_b{k}", n)]
         if k in materialised:
             scratch.append((f"kf_m{k}", numel_expr(TRACE[k]["shape"])))
-    # Integer inputs (class indices) are `int` buffers; an element read converts to float.
-    buffer_type = lambda n: "int" if n in int_names else "float"
-    fn_params = ", ".join(
-        [f"__global const {buffer_type(n)}* restrict {n}" for n in buffer_names]
-        + [f"__global const float* restrict {n}" for n, _ in scratch]
-        + [f"const int {n}" for n in size_names]
+    fn_params, args, kernel_params = signatures(
+        buffer_names, size_names, scalar_names, output_name, int_names,
+        [n for n, _ in scratch], output.integer,
     )
-    args = ", ".join(buffer_names + [n for n, _ in scratch] + size_names)
     funcs = []
     for k in needed:
         node = TRACE[k]
@@ -1966,15 +1985,6 @@ def naive_kernels(output, buffer_names, size_names, scalar_names, output_name, i
             funcs.append(f"static float c{k}({fn_params}{sep}{idx_params}) {{\n{body}\n}}\n")
             body = f"    return kf_m{k}[{linear_index(c_dims(node['shape']), idx)}];"
         funcs.append(f"static float n{k}({fn_params}{sep}{idx_params}) {{\n{body}\n}}\n")
-    # A 0-dimensional output (a loss) is the task's one-element buffer, written by one
-    # work-item.
-    kernel_params = ", ".join(
-        [f"__global const {buffer_type(n)}* restrict {n}" for n in buffer_names]
-        + [f"__global {'int' if output.integer else 'float'}* restrict {output_name}"]
-        + [f"const int {n}" for n in size_names]
-        + [f"const float {n}" for n in scalar_names]
-        + [f"__global float* restrict {n}" for n, _ in scratch]
-    )
     kernels, sequence, blocked = [], [], []
 
     def launch(elements):
@@ -2675,18 +2685,7 @@ def fused_conv_kernel(output, buffer_names, size_names, scalar_names, output_nam
             # Anything costly or re-indexed besides the convolution: the sequence form.
             return None
     rank = len(out_shape)
-    buffer_type = lambda n: "int" if n in int_names else "float"
-    fn_params = ", ".join(
-        [f"__global const {buffer_type(n)}* restrict {n}" for n in buffer_names]
-        + [f"const int {n}" for n in size_names]
-    )
-    args = ", ".join(list(buffer_names) + list(size_names))
-    kernel_params = ", ".join(
-        [f"__global const {buffer_type(n)}* restrict {n}" for n in buffer_names]
-        + [f"__global float* restrict {output_name}"]
-        + [f"const int {n}" for n in size_names]
-        + [f"const float {n}" for n in scalar_names]
-    )
+    fn_params, args, kernel_params = signatures(buffer_names, size_names, scalar_names, output_name, int_names)
     idx = [f"i{d}" for d in range(rank)]
     idx_params = ", ".join(f"long {i}" for i in idx)
     funcs = []
