@@ -194,6 +194,51 @@ fn unseen_problems_import_with_numpy_references() {
     assert_eq!(shape_of(&task, "predictions"), [64, 10]);
     assert_eq!(shape_of(&task, "out"), [1]);
 
+    // An asymmetric convolution kernel, `kernel_size = (5, 9)`: its two sizes are constants
+    // the probes keep, but the evaluator's other input sets halve them, so the output's shape
+    // must follow them (the trace's), not only the sizes the probes varied.
+    let (_d, report) = import_numpy(
+        "62_conv_standard_2D__square_input__asymmetric_kernel",
+        &[
+            ("batch_size", 2),
+            ("in_channels", 3),
+            ("out_channels", 4),
+            ("height", 12),
+            ("width", 16),
+        ],
+    );
+    let report = report.unwrap();
+    let task = TaskFile::load(&report.task_file).unwrap();
+    assert!(!report.varied_sizes.contains(&"kernel_size_0".to_owned()));
+    assert_eq!(shape_of(&task, "out"), [2, 4, 8, 8]);
+    let out = task
+        .spec
+        .buffers
+        .iter()
+        .position(|b| b.name == "out")
+        .unwrap();
+    let mut halved = task.spec.sizes.clone();
+    halved["kernel_size_0"] = 2;
+    halved["kernel_size_1"] = 4;
+    assert_eq!(task.buffer_shapes(&halved).unwrap()[out], [2, 4, 11, 13]);
+
+    // A group norm over the product's columns: forward() needs out_features a multiple of
+    // num_groups (the reference's reshape fails otherwise, as torch refuses the module), so
+    // the probes, which vary both, keep it one.
+    let (_d, report) = import_numpy(
+        "37_Matmul_Swish_Sum_GroupNorm",
+        &[
+            ("batch_size", 8),
+            ("in_features", 24),
+            ("out_features", 40),
+            ("num_groups", 20),
+        ],
+    );
+    let report = report.unwrap();
+    assert!(report.varied_sizes.contains(&"num_groups".to_owned()));
+    let task = TaskFile::load(&report.task_file).unwrap();
+    assert_eq!(shape_of(&task, "out"), [8, 40]);
+
     // Log-softmax: the evaluator draws inputs from several distributions, not only
     // get_inputs()'s torch.rand.
     let (_d, report) = import_numpy("24_LogSoftmax", &[("batch_size", 8), ("dim", 300)]);

@@ -357,6 +357,10 @@ pub(crate) struct HelperAnswer {
     /// With a generation request: the sizes forward() needs divisible or equal.
     #[serde(default)]
     constraints: SizeConstraints,
+    /// With a generation request: the output's shape as expressions over the sizes, from
+    /// forward()'s trace (exact where a size the probes keep fixed, a kernel size, shapes it).
+    #[serde(default)]
+    output_shape: Option<Vec<String>>,
     /// With a reference: the other input distributions under which its output is not finite
     /// at the task's sizes (left out of the input sets).
     #[serde(default)]
@@ -527,11 +531,28 @@ pub(crate) fn ask_helper(
     reference: Option<&Path>,
     sizes: &IndexMap<String, i64>,
 ) -> Result<HelperAnswer, KernelBenchError> {
+    ask_helper_with_trace(python, problem, reference, sizes, None)
+}
+
+/// [`ask_helper`] given what the stand-in's run of forward() knows: the probes of the
+/// reference keep the sizes' needs (channels a multiple of their groups: a torch module refuses
+/// others), and take the output's traced shape where it agrees with every probe (a fitted shape
+/// only covers the sizes the probes vary, and the evaluator's other input sets halve every
+/// size).
+fn ask_helper_with_trace(
+    python: &Path,
+    problem: &Path,
+    reference: Option<&Path>,
+    sizes: &IndexMap<String, i64>,
+    stand_in: Option<&StandIn>,
+) -> Result<HelperAnswer, KernelBenchError> {
     let request = serde_json::json!({
         "problem": problem,
         "reference": reference,
         "sizes": sizes,
         "check_inits": OTHER_INITS,
+        "traced_output": stand_in.and_then(|s| s.output_shape.as_deref()),
+        "size_needs": stand_in.map(|s| &s.constraints),
     });
     helper_request(python, problem, reference, &request)
 }
@@ -721,11 +742,12 @@ fn import_into(options: &ImportOptions) -> Result<ImportReport, KernelBenchError
         import.numpy_reference(&analysis, &sizes)?
     };
     let (kind, reference_file) = (reference.kind, reference.file.clone());
-    let answer = ask_helper(
+    let answer = ask_helper_with_trace(
         &import.python,
         &import.problem_copy,
         Some(&reference_file),
         &sizes,
+        reference.stand_in.as_ref().ok(),
     )?;
     // The generated kernels write the output by the name the reference gives it.
     let output = match &answer.outputs[..] {
@@ -1245,6 +1267,8 @@ struct StandIn {
     seeds: Vec<GeneratedSeed>,
     /// The sizes forward() needs divisible or equal.
     constraints: SizeConstraints,
+    /// The output's shape as expressions over the sizes.
+    output_shape: Option<Vec<String>>,
 }
 
 /// What the task file takes from the stand-in's run of forward(): the parameters' initial
@@ -1294,6 +1318,7 @@ fn run_stand_in(
         flops: answer.flops,
         seeds: answer.seeds,
         constraints: answer.constraints,
+        output_shape: answer.output_shape,
     })
 }
 

@@ -1225,16 +1225,28 @@ def make_input(spec, shape, rng, sizes):
     return rng.random(shape).astype(dtype)
 
 
-def probe_sizes(sizes, varying, tie_equal=False):
+def probe_sizes(sizes, varying, tie_equal=False, needs=None):
     """Three settings: varying sizes get small distinct values, the others keep theirs. With
     tie_equal, sizes whose declared values are equal get equal values too (some problems only
-    work while two sizes agree, e.g. a (batch,) vector broadcast against (batch, n) rows)."""
+    work while two sizes agree, e.g. a (batch,) vector broadcast against (batch, n) rows).
+    `needs` (the stand-in's `{"divisible": [[multiple, divisor]], "equal": [[a, b]]}`) are
+    kept where the first of a pair is a varying size: it is raised to the next multiple of
+    its divisor, or takes its equal's value (a torch module refuses channels its groups do
+    not divide)."""
+    needs = needs or {}
     settings = []
     for base, step in ((12, 2), (20, 3), (17, 5)):
         setting, first_of_value = dict(sizes), {}
         for i, name in enumerate(varying):
             first = first_of_value.setdefault(sizes[name], name) if tie_equal else name
             setting[name] = setting[first] if first != name else base + step * i
+        for multiple, divisor in needs.get("divisible", []):
+            unit = eval_or_none([divisor], setting)
+            if multiple in varying and unit and unit[0] > 0:
+                setting[multiple] = -(-setting[multiple] // unit[0]) * unit[0]
+        for a, b in needs.get("equal", []):
+            if a in varying and b in setting:
+                setting[a] = setting[b]
         settings.append(setting)
     return settings
 
@@ -1249,10 +1261,14 @@ def observe(request, analysis, reference, settings, parameters):
         arrays = {}
         if torch_params is not None:
             # The torch adapter reports the model's parameters at these sizes.
-            parameters = [
-                {"name": n, "dtype": "f32", "shape": list(s), "init": "normal"}
-                for n, s in torch_params(setting).items()
-            ]
+            try:
+                shapes = torch_params(setting)
+            except Exception as e:  # noqa: BLE001 - the model refusing these sizes is reported
+                raise ImportFailure(
+                    f"{request['reference']}: the model cannot be built at probe sizes {setting}: "
+                    f"{type(e).__name__}: {e}"
+                )
+            parameters = [{"name": n, "dtype": "f32", "shape": list(s), "init": "normal"} for n, s in shapes.items()]
         for spec in inputs:
             arrays[spec["name"]] = make_input(spec, eval_shape(spec["shape"], setting), rng, setting)
         for spec in parameters:
@@ -1361,28 +1377,40 @@ def run_probes(request, analysis):
         return {**symbolic(final), "varying": []}
     torch_params = getattr(reference, "torch_parameter_shapes", None)
     varying = [n for n, v in sizes.items() if n in used or v > SMALL_CONSTANT]
+    needs = request.get("size_needs")
     try:
-        settings = probe_sizes(sizes, varying)
+        settings = probe_sizes(sizes, varying, needs=needs)
         observed, parameters = observe(request, analysis, reference, settings, parameters)
     except ImportFailure as first_failure:
-        settings = probe_sizes(sizes, varying, tie_equal=True)
-        if settings == probe_sizes(sizes, varying):
+        settings = probe_sizes(sizes, varying, tie_equal=True, needs=needs)
+        if settings == probe_sizes(sizes, varying, needs=needs):
             raise
         try:
             observed, parameters = observe(request, analysis, reference, settings, parameters)
         except ImportFailure:
             raise first_failure from None
     names = list(observed[0]["outputs"])
+    # The trace's shape of a single output, where it agrees with every probe: exact also in
+    # the sizes the probes keep fixed (a kernel size the evaluator's other input sets halve).
+    traced = request.get("traced_output") if len(names) == 1 else None
     outputs = []
     for name in names:
         shapes = [o["outputs"][name]["shape"] for o in observed]
-        outputs.append(
-            {
-                "name": name,
-                "dtype": observed[0]["outputs"][name]["dtype"],
-                "shape": fit_shape(f"output `{name}`", shapes, settings, varying),
-            }
-        )
+        agrees = traced is not None and all(traced_shape_is(traced, st, shape) for st, shape in zip(settings, shapes))
+        try:
+            shape = fit_shape(f"output `{name}`", shapes, settings, varying)
+        except ImportFailure:
+            if not agrees:
+                raise
+            shape = traced
+        # The fitted form reads better; a dimension keeps it where it agrees with the trace
+        # at every size halved in turn, as the evaluator's other input sets are.
+        if agrees and shape is not traced and len(shape) == len(traced):
+            shape = [
+                fitted if all(eval_or_none([fitted], st) == eval_or_none([exact], st) for st in halvings(settings[0])) else exact
+                for fitted, exact in zip(shape, traced)
+            ]
+        outputs.append({"name": name, "dtype": observed[0]["outputs"][name]["dtype"], "shape": shape})
     fitted_parameters = []
     for p in parameters:
         shape = p["shape"]
@@ -1394,6 +1422,33 @@ def run_probes(request, analysis):
 
 
 # ---------------------------------------------------------------- fitting shapes
+def halvings(sizes):
+    """The sizes with each halved in turn, and all halved (the evaluator's other input sets
+    without an `[[alternative_sizes]]` table), leaving out those that reach 0."""
+    out = [{**sizes, name: v // 2} for name, v in sizes.items() if v // 2 > 0]
+    return out + [{name: max(v // 2, 1) for name, v in sizes.items()}]
+
+
+def eval_or_none(exprs, sizes):
+    try:
+        return eval_shape(exprs, sizes)
+    except (ArithmeticError, NameError, SyntaxError, TypeError, ValueError):
+        return None
+
+
+def traced_shape_is(traced, setting, shape):
+    """Whether the trace's shape expressions give `shape` at the sizes `setting` (a 0-d
+    output is `["1"]` to the trace)."""
+    if shape is None:
+        return False
+    if traced == ["1"] and list(shape) in ([], [1]):
+        return True
+    try:
+        return list(eval_shape(traced, setting)) == list(shape)
+    except (ArithmeticError, NameError, SyntaxError, TypeError, ValueError):
+        return False
+
+
 def conv_candidates(s, names):
     """Output-length formulas of convolutions and pools over spatial size s, written with the
     problem's own size names (absent ones take PyTorch's defaults)."""
@@ -1541,6 +1596,7 @@ def generate_kernel(request, analysis):
         "trace_family": trace_family,
         "flops": flops,
         "seeds": seeds,
+        "output_shape": [d.expr for d in out.sym_shape] or ["1"],
         # What forward() needs of the sizes, for the task's other input sets.
         "constraints": {"divisible": [list(p) for p in shim.DIVISIBLE], "equal": [list(p) for p in shim.EQUAL]},
     }

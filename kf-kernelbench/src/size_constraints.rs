@@ -14,11 +14,11 @@ use indexmap::IndexMap;
 use kf_eval::task::file::{keeps_divisibility, ExprText};
 use kf_eval::task::Sizes;
 use kf_manifest::{Expr, ExprSite, Symbols};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Pairs of size expressions forward() needs divisible (`[multiple, divisor]`) or equal, as
 /// the stand-in recorded them.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 pub(crate) struct SizeConstraints {
     #[serde(default)]
     divisible: Vec<(String, String)>,
