@@ -400,6 +400,37 @@ fn a_matrix_product_read_by_a_norm_gets_a_generated_blocked_kernel() {
     );
 }
 
+/// A problem whose output is a pooling of its input gets a generated vector kernel (VW
+/// neighbouring outputs per work-item): a padded, dilated 1-D max pool (KernelBench's level-1
+/// problem 41) and a padded 2-D average pool over the positions inside the input, correct at
+/// every vector width (the strides 2 and 1 of the input sets, edges and a ragged last vector).
+#[test]
+fn a_pooling_gets_a_generated_vector_kernel() {
+    let Some(tmp) = opencl_numpy_scratch() else {
+        return;
+    };
+    let tasks = [
+        import_from(
+            tmp.path(),
+            "tests/data/kernelbench_unseen/vendor",
+            "41_Max_Pooling_1D",
+            &["--size", "batch_size=2,features=3,sequence_length=100"],
+        ),
+        import_from(tmp.path(), "tests/data/standin_ops", "Avg_Pool_Uncounted", &[]),
+    ];
+    for (task, step) in tasks.iter().zip(["fmax(acc, kf_v)", "acc / kf_n"]) {
+        let spec = std::fs::read_to_string(task.join("task.toml")).unwrap();
+        assert!(spec.contains("seeds = [\"pool_vector.toml\"]"), "{spec}");
+        let source = std::fs::read_to_string(task.join("pool_vector.cl")).unwrap();
+        assert!(source.contains(step), "{source}");
+        correct_at_each(
+            task,
+            "pool_vector.toml",
+            &[&["VW=8", "WG=4"], &["VW=4", "WG=1"]],
+        );
+    }
+}
+
 /// A failed import into a new folder leaves no folder (before, the naive kernel, the reference
 /// and the copy of the problem stayed there without a task file): a model parameter named like
 /// one of the sizes makes the task file invalid after everything else was written.

@@ -1576,7 +1576,10 @@ def generate_kernel(request, analysis):
         product = shim.matmul_sequence_kernel(
             out, names + [p["name"] for p in params], list(sizes), list(analysis["scalars"]), "out", int_names
         )
-        seeds = [g for g in (reduction, conv, product) if g is not None]
+        pooling = shim.pool_vector_kernel(
+            out, names + [p["name"] for p in params], list(sizes), list(analysis["scalars"]), "out", int_names
+        )
+        seeds = [g for g in (reduction, conv, product, pooling) if g is not None]
         # The family the trace shows where the source's patterns found none: a matrix product
         # with its element-wise epilogue.
         trace_family = None if analysis.get("family") else shim.matmul_epilogue_family(out)

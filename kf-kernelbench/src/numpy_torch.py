@@ -2632,6 +2632,149 @@ def conv_epilogue_kernel(output, buffer_names, size_names, scalar_names, output_
     return {"name": "conv_blocked", "source": source, "manifest": manifest}
 
 
+POOL_VECTOR_KERNEL = """// A pooling kernel that `kf task import-kernelbench` generated from the problem's forward() (a
+// starting point of the search beside the naive kernel): each work-item computes VW
+// neighbouring outputs along the last dimension as one vector. A window step loads them with
+// one vector load where the stride is 1, two and their even lanes where it is 2, and element
+// by element (positions outside the input skipped) at the edges and other strides.
+#ifndef VW
+#define VW 16
+#endif
+#if VW == 16
+typedef float16 floatv;
+#define VLOAD vload16
+#define VSTORE vstore16
+#elif VW == 8
+typedef float8 floatv;
+#define VLOAD vload8
+#define VSTORE vstore8
+#else
+typedef float4 floatv;
+#define VLOAD vload4
+#define VSTORE vstore4
+#endif
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) __attribute__((vec_type_hint(floatv)))
+void pool_vector({kernel_params}) {{
+    const long kf_t0 = (long)get_global_id(0) * VW;
+    const long kf_r = get_global_id(1);
+    const long kf_len = {out_len};
+    const long kf_in = {in_len};
+    if (kf_t0 >= kf_len || kf_r >= {rows}) {{
+        return;
+    }}
+{decompose}    const long kf_st = {stride}, kf_pad = {pad}, kf_dil = {dil};
+    floatv acc = (floatv)({init});
+{count_init}{loops}    const floatv kf_out = {result};
+    __global float* kf_dst = {output} + ({out_row}) * kf_len;
+    if (kf_t0 + VW <= kf_len) {{
+        VSTORE(kf_out, 0, kf_dst + kf_t0);
+    }} else {{
+        float kf_s[VW];
+        VSTORE(kf_out, 0, kf_s);
+        for (int j = 0; j < VW && kf_t0 + j < kf_len; ++j) {{
+            kf_dst[kf_t0 + j] = kf_s[j];
+        }}
+    }}
+}}
+"""
+
+# One window step along the last dimension: the VW input values (and, for an average over
+# the positions inside the input, which of them are inside).
+POOL_VECTOR_STEP = """const long kf_q0 = kf_t0 * kf_st - kf_pad + kf_k * kf_dil;
+const long kf_q1 = (kf_t0 + VW - 1) * kf_st - kf_pad + kf_k * kf_dil;
+const bool kf_inside = kf_q0 >= 0 && kf_q1 < kf_in;
+floatv kf_v;
+{mask_decl}if (kf_inside && kf_st == 1) {{
+    kf_v = VLOAD(0, {src} + kf_base + kf_q0);
+{mask_full}}} else if (kf_inside && kf_st == 2) {{
+    const floatv kf_a = VLOAD(0, {src} + kf_base + kf_q0);
+    const floatv kf_b = VLOAD(0, {src} + kf_base + kf_q0 + VW);
+    kf_v = (floatv)(kf_a.even, kf_b.even);
+{mask_full}}} else {{
+    float kf_l[VW];
+{mask_lanes}    for (int j = 0; j < VW; ++j) {{
+        const long kf_q = kf_q0 + (long)j * kf_st;
+        const bool kf_in_j = kf_q >= 0 && kf_q < kf_in;
+        kf_l[j] = kf_in_j ? {src}[kf_base + kf_q] : {fill};
+{mask_lane}    }}
+    kf_v = VLOAD(0, kf_l);
+{mask_load}}}
+acc = {combine};
+{count_step}"""
+
+POOL_VECTOR_PARAMS = """[params]
+VW = [16, 8, 4]
+WG = [64, 16, 4, 1]
+
+[constraints]
+rules = ["WG <= max_work_group_size"]
+"""
+
+
+def pool_vector_kernel(output, buffer_names, size_names, scalar_names, output_name, int_names=()):
+    """A generated seed where the output is a max or average pooling of an input buffer:
+    `{"name", "source", "manifest"}` (see `POOL_VECTOR_KERNEL`), or None otherwise."""
+    if output.node is None or output.integer or TRACE[output.node]["op"] != "pool":
+        return None
+    node = TRACE[output.node]
+    src_node = TRACE[node["inputs"][0]]
+    if src_node["op"] != "buffer" or [expr_of(d) for d in node["shape"]] != [expr_of(d) for d in output.sym_shape]:
+        return None
+    a, shape = node["attrs"], node["shape"]
+    nd, rank = a["nd"], len(shape)
+    lead, last = rank - nd, rank - 1
+    od, xd = c_dims(shape), c_dims(src_node["shape"])
+    ks, st, pad, dil = ([f"(long)({e})" for e in a[name]] for name in ("kernel", "stride", "padding", "dilation"))
+    padded = any(e != "0" for e in a["padding"])
+    kind = a["kind"]
+    # An average over the positions inside the input counts them per output (per lane).
+    counted = kind != "max" and padded and not a["count_include_pad"]
+    decompose, rest = "", "kf_r"
+    for d in range(last - 1, -1, -1):
+        decompose = f"    const long i{d} = {rest} % {od[d]};\n" + decompose
+        rest = f"({rest} / {od[d]})"
+    # The outer window dimensions' positions (skipped outside the input), then the last one's
+    # steps as vectors; `kf_base` is the input row the last dimension runs along.
+    outer = [f"const long kf_p{i} = i{lead + i} * {st[i]} - {pad[i]} + kf_k{i} * {dil[i]};" for i in range(nd - 1)]
+    outer += [f"if (kf_p{i} < 0 || kf_p{i} >= {xd[lead + i]}) continue;" for i in range(nd - 1)]
+    base_idx = [f"i{d}" for d in range(lead)] + [f"kf_p{i}" for i in range(nd - 1)] + ["0"]
+    step = POOL_VECTOR_STEP.format(
+        src=src_node["attrs"]["name"],
+        fill="-INFINITY" if kind == "max" else "0.0f",
+        combine="fmax(acc, kf_v)" if kind == "max" else "acc + kf_v",
+        mask_decl="floatv kf_m;\n" if counted else "",
+        mask_full="    kf_m = (floatv)(1.0f);\n" if counted else "",
+        mask_lanes="    float kf_c[VW];\n" if counted else "",
+        mask_lane="        kf_c[j] = kf_in_j ? 1.0f : 0.0f;\n" if counted else "",
+        mask_load="    kf_m = VLOAD(0, kf_c);\n" if counted else "",
+        count_step="kf_n += kf_m;" if counted else "",
+    ).rstrip("\n")
+    body = outer + [f"const long kf_base = {linear_index(xd, base_idx)};"]
+    body += [f"for (long kf_k = 0; kf_k < {ks[nd - 1]}; ++kf_k) {{"] + ["    " + line for line in step.split("\n")] + ["}"]
+    loop_text = loops([f"kf_k{i}" for i in range(nd - 1)], ks[: nd - 1], "\n".join(body))
+    if kind == "max":
+        init, result = "-INFINITY", "acc"
+    elif counted:
+        init, result = "0.0f", "acc / kf_n"
+    else:
+        init, result = "0.0f", "acc / (float)(" + " * ".join(ks) + ")"
+    _, _, kernel_params = signatures(buffer_names, size_names, scalar_names, output_name, int_names)
+    rows = " * ".join(od[:last]) if last else "1"
+    source = POOL_VECTOR_KERNEL.format(
+        kernel_params=kernel_params, out_len=od[last], in_len=xd[last], rows=rows, decompose=decompose,
+        stride=st[nd - 1], pad=pad[nd - 1], dil=dil[nd - 1], init=init,
+        count_init="    floatv kf_n = (floatv)(0.0f);\n" if counted else "", loops=loop_text, result=result,
+        output=output_name, out_row=linear_index(od[:last], [f"i{d}" for d in range(last)]) if last else "0",
+    )
+    plain_rows = " * ".join(f"({expr_of(d)})" for d in shape[:last]) or "1"
+    launch = {"global": [f"(((({expr_of(shape[last])}) + VW - 1) / VW + WG - 1) / WG) * WG", plain_rows], "local": ["WG", "1"]}
+    plan = {"kernels": [{"entry": "pool_vector", "launch": launch, "writes": [output_name]}], "scratch": []}
+    what = f"{'Max' if kind == 'max' else 'Average'} pooling, VW outputs along the last dimension per work-item as one vector."
+    manifest = seed_manifest("pool_vector.cl", what, plan, output_name, params=POOL_VECTOR_PARAMS, tag="pooling")
+    return {"name": "pool_vector", "source": source, "manifest": manifest}
+
+
 MATMUL_SEQUENCE_NOTE = """// The naive kernel sequence with its matrix products blocked, generated by `kf task
 // import-kernelbench` from the problem's forward() (a starting point of the search beside the
 // naive kernel): each product's work-item computes TM rows x TN columns, 16 products of the
