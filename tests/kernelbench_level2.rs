@@ -416,7 +416,12 @@ fn a_pooling_gets_a_generated_vector_kernel() {
             "41_Max_Pooling_1D",
             &["--size", "batch_size=2,features=3,sequence_length=100"],
         ),
-        import_from(tmp.path(), "tests/data/standin_ops", "Avg_Pool_Uncounted", &[]),
+        import_from(
+            tmp.path(),
+            "tests/data/standin_ops",
+            "Avg_Pool_Uncounted",
+            &[],
+        ),
     ];
     for (task, step) in tasks.iter().zip(["fmax(acc, kf_v)", "acc / kf_n"]) {
         let spec = std::fs::read_to_string(task.join("task.toml")).unwrap();
