@@ -436,6 +436,31 @@ fn a_pooling_gets_a_generated_vector_kernel() {
     }
 }
 
+/// A problem that scans gets the naive sequence with every scan computed line by line (one
+/// work-item walks a line once, where the naive kernel sums each element's prefix again):
+/// the output itself (a long cumulative product), an exclusive scan through a slice and a
+/// concatenation, a reversed scan of a normalised input, and a scan along the middle dimension
+/// read by a residual add; correct at every work-group size.
+#[test]
+fn a_scan_gets_a_generated_line_scan() {
+    let Some(tmp) = opencl_numpy_scratch() else {
+        return;
+    };
+    for stem in [
+        "Cumprod_Long",
+        "Masked_Exclusive_Scan",
+        "Norm_Pow_Cumsum",
+        "Scan_Middle_Dim",
+    ] {
+        let task = import_from(tmp.path(), "tests/data/standin_ops", stem, &[]);
+        let spec = std::fs::read_to_string(task.join("task.toml")).unwrap();
+        assert!(spec.contains("\"scan_lines.toml\""), "{spec}");
+        let source = std::fs::read_to_string(task.join("scan_lines.cl")).unwrap();
+        assert!(source.contains("kf_line"), "{source}");
+        correct_at_each(&task, "scan_lines.toml", &[&["WG=16"], &["WG=4"]]);
+    }
+}
+
 /// A failed import into a new folder leaves no folder (before, the naive kernel, the reference
 /// and the copy of the problem stayed there without a task file): a model parameter named like
 /// one of the sizes makes the task file invalid after everything else was written.

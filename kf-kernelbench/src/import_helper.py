@@ -1579,7 +1579,10 @@ def generate_kernel(request, analysis):
         pooling = shim.pool_vector_kernel(
             out, names + [p["name"] for p in params], list(sizes), list(analysis["scalars"]), "out", int_names
         )
-        seeds = [g for g in (reduction, conv, product, pooling) if g is not None]
+        scan = shim.line_scan_sequence(
+            out, names + [p["name"] for p in params], list(sizes), list(analysis["scalars"]), "out", int_names
+        )
+        seeds = [g for g in (reduction, conv, product, pooling, scan) if g is not None]
         # The family the trace shows where the source's patterns found none: a matrix product
         # with its element-wise epilogue.
         trace_family = None if analysis.get("family") else shim.matmul_epilogue_family(out)
