@@ -93,7 +93,7 @@ run_problem() {
     after=$(load)
     python3 - "$result" "$level" "$stem" "$task/task.toml" "$runs/kernelbench.json" "$reason" \
         "$before" "$after" "$(( $(date +%s) - started ))" <<'PY'
-import json, os, re, sys, tomllib
+import json, os, sys, tomllib
 result, level, stem, task, bench, reason, before, after, seconds = sys.argv[1:]
 row = {"level": level, "problem": stem, "load_before": before, "load_after": after,
        "seconds": int(seconds), "sizes": "", "family": None}
@@ -111,17 +111,6 @@ else:
     row["verdict"] = "correct" if t.get("correct") else (t.get("error") or "no correct kernel")
     for k in ("evaluations", "baseline_s", "best_s", "torch_s", "torch_note", "roofline_fraction"):
         row[k] = t.get(k)
-name = re.sub(r"^\d+_", "", stem.lower())
-# The category from the problem's name: for level 1 the first rule that matches (Max_Pooling is
-# pooling), for level 2 the operation written first (Conv2d_ReLU is a convolution).
-rules = [("convolutions", r"conv"), ("matrix products", r"matmul|gemm|bmm|matrix|linear|einsum"),
-         ("losses", r"loss|divergence"), ("scans", r"cumsum|cumprod|scan"), ("pooling", r"pool"),
-         ("reductions and norms", r"norm|softmax|sum|mean|max|min|argm|logsumexp|reduction")]
-found = [(m.start(), order, label) for order, (label, pattern) in enumerate(rules)
-         for m in [re.search(pattern, name)] if m]
-key = (lambda f: (f[0], f[1])) if level == "level2" else (lambda f: f[1])
-category = min(found, key=key)[2] if found else "element-wise"
-row["category"] = category
 tmp = result + ".tmp"
 with open(tmp, "w") as f:
     json.dump(row, f, indent=1)
@@ -145,10 +134,25 @@ if [ "$report_only" = 0 ]; then
     done
 fi
 
-python3 - "$out" "$quick" "$(LC_ALL=C lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -n1)" <<'PY'
-import glob, json, math, os, sys
-out, quick, model = sys.argv[1], sys.argv[2] == "1", sys.argv[3]
+python3 - "$out" "$quick" "$(LC_ALL=C lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -n1)" \
+    "$(LC_ALL=C lscpu | sed -n 's/^\(L[123][di]* cache\):[[:space:]]*/\1 /p' | paste -sd ';' - | sed 's/;/; /g')" <<'PY'
+import glob, json, math, os, re, sys
+out, quick, model, caches = sys.argv[1], sys.argv[2] == "1", sys.argv[3], sys.argv[4]
 rows = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(out, "results", "*.json")))]
+def category_of(level, stem):
+    """The category from the problem's name: for level 1 the first rule that matches
+    (Max_Pooling is pooling), for level 2 the operation written first (Conv2d_ReLU is a
+    convolution). `max`/`min` only as words: MinGPTNewGelu is element-wise."""
+    name = re.sub(r"^\d+_", "", stem.lower())
+    rules = [("convolutions", r"conv"), ("matrix products", r"matmul|gemm|bmm|matrix|linear|einsum|attention"),
+             ("losses", r"loss|divergence"), ("scans", r"cumsum|cumprod|scan"), ("pooling", r"pool"),
+             ("reductions and norms", r"norm|softmax|sum|mean|(?<![a-z])(max|min)(?![a-z])|argm|logsumexp|reduction")]
+    found = [(m.start(), order, label) for order, (label, pattern) in enumerate(rules)
+             for m in [re.search(pattern, name)] if m]
+    key = (lambda f: (f[0], f[1])) if level == "level2" else (lambda f: f[1])
+    return min(found, key=key)[2] if found else "element-wise"
+for r in rows:
+    r["category"] = category_of(r["level"], r["problem"])
 def geo(values):
     values = [v for v in values if v and v > 0]
     return math.exp(sum(map(math.log, values)) / len(values)) if values else None
@@ -173,7 +177,7 @@ for (level, category), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv
     fast1 = (f"{sum(1 for r in rs if (ratio(r, 'torch_s') or 0) > 1.0) / len(timed):.2f}" if timed else "-")
     lines.append(f"| {level} | {'**all**' if category == 'all' else category} | {len(rs)} | {len(correct)} | "
                  f"{x(geo(ratio(r, 'torch_s') for r in correct))} | {x(geo(ratio(r, 'baseline_s') for r in correct))} | {fast1} |")
-lines += ["", f"processor: {model}; {sum(r['seconds'] for r in rows)} s over {len(rows)} problems"]
+lines += ["", f"processor: {model} ({caches}); {sum(r['seconds'] for r in rows)} s over {len(rows)} problems"]
 text = "\n".join(lines)
 open(os.path.join(out, "suite.md"), "w").write(text + "\n")
 print(text)
