@@ -1430,6 +1430,7 @@ def halvings(sizes):
 
 
 def eval_or_none(exprs, sizes):
+    """`eval_shape`, or None where an expression does not evaluate at these sizes."""
     try:
         return eval_shape(exprs, sizes)
     except (ArithmeticError, NameError, SyntaxError, TypeError, ValueError):
@@ -1439,14 +1440,10 @@ def eval_or_none(exprs, sizes):
 def traced_shape_is(traced, setting, shape):
     """Whether the trace's shape expressions give `shape` at the sizes `setting` (a 0-d
     output is `["1"]` to the trace)."""
-    if shape is None:
-        return False
     if traced == ["1"] and list(shape) in ([], [1]):
         return True
-    try:
-        return list(eval_shape(traced, setting)) == list(shape)
-    except (ArithmeticError, NameError, SyntaxError, TypeError, ValueError):
-        return False
+    value = eval_or_none(traced, setting)
+    return value is not None and list(value) == list(shape)
 
 
 def conv_candidates(s, names):
@@ -1562,27 +1559,20 @@ def generate_kernel(request, analysis):
             arrays[i["name"]] = make_input(i, eval_shape(i["shape"], sizes), rng, sizes)
         arrays.update(analysis["constants"])
         _, out = shim.run(request["problem"], sizes, analysis["tuples"], analysis["input_order"], arrays)
-        source, plan = shim.opencl_kernel(
-            out, names + [p["name"] for p in params], list(sizes), list(analysis["scalars"]), "out", int_names
-        )
+        kernel_args = (out, names + [p["name"] for p in params], list(sizes), list(analysis["scalars"]), "out", int_names)
+        source, plan = shim.opencl_kernel(*kernel_args)
         # Kernels generated from the trace beside the naive one, starting points of the
-        # search: a parallel two-stage reduction where the output is one reduced value.
-        reduction = shim.scalar_reduction_kernel(
-            out, names + [p["name"] for p in params], list(sizes), list(analysis["scalars"]), "out", int_names
+        # search: a parallel two-stage reduction where the output is one reduced value, a
+        # blocked convolution, a blocked matrix product read from scratch, a vector pooling,
+        # line-by-line scans.
+        generators = (
+            shim.scalar_reduction_kernel,
+            shim.conv_epilogue_kernel,
+            shim.matmul_sequence_kernel,
+            shim.pool_vector_kernel,
+            shim.line_scan_sequence,
         )
-        conv = shim.conv_epilogue_kernel(
-            out, names + [p["name"] for p in params], list(sizes), list(analysis["scalars"]), "out", int_names
-        )
-        product = shim.matmul_sequence_kernel(
-            out, names + [p["name"] for p in params], list(sizes), list(analysis["scalars"]), "out", int_names
-        )
-        pooling = shim.pool_vector_kernel(
-            out, names + [p["name"] for p in params], list(sizes), list(analysis["scalars"]), "out", int_names
-        )
-        scan = shim.line_scan_sequence(
-            out, names + [p["name"] for p in params], list(sizes), list(analysis["scalars"]), "out", int_names
-        )
-        seeds = [g for g in (reduction, conv, product, pooling, scan) if g is not None]
+        seeds = [g for g in (generate(*kernel_args) for generate in generators) if g is not None]
         # The family the trace shows where the source's patterns found none: a matrix product
         # with its element-wise epilogue.
         trace_family = None if analysis.get("family") else shim.matmul_epilogue_family(out)
