@@ -19,7 +19,7 @@ pub(crate) const COARSEN: &str = "COARSEN";
 const VALUES: [i64; 4] = [2, 4, 8, 16];
 const START: i64 = 4;
 /// Names the rewrite introduces; a kernel already using one is left alone.
-const INTRODUCED: [&str; 4] = [COARSEN, "kf_gid", "kf_c", "kf_g0"];
+const INTRODUCED: [&str; 4] = [COARSEN, "kft_gid", "kft_c", "kft_g0"];
 
 /// Coarsens `text`'s kernel `entry` (see the module docs), or `None` where that is not
 /// provably the same computation: the kernel synchronises or asks for its group, local or
@@ -40,16 +40,16 @@ pub(crate) fn coarsen(text: &str, manifest: &Manifest, strided: bool) -> Option<
     let g0 = manifest.global.first()?.text().to_owned();
     let g0_c = expression_in_c(&g0, manifest, &params)?;
     let index = if strided {
-        "get_global_id(0) + (size_t)kf_c * get_global_size(0)"
+        "get_global_id(0) + (size_t)kft_c * get_global_size(0)"
     } else {
-        "get_global_id(0) * COARSEN + (size_t)kf_c"
+        "get_global_id(0) * COARSEN + (size_t)kft_c"
     };
     let open = body.start_byte();
     let close = body.end_byte() - 1;
     edits.push((
         open..open + 1,
         format!(
-            "{{\n    const long kf_g0 = {g0_c};\n    for (int kf_c = 0; kf_c < COARSEN; ++kf_c) {{\n    const size_t kf_gid = {index};\n    if (kf_gid >= (size_t)kf_g0) break;\n    {{"
+            "{{\n    const long kft_g0 = {g0_c};\n    for (int kft_c = 0; kft_c < COARSEN; ++kft_c) {{\n    const size_t kft_gid = {index};\n    if (kft_gid >= (size_t)kft_g0) break;\n    {{"
         ),
     ));
     edits.push((close..close + 1, "}\n    }\n}".to_owned()));
@@ -77,7 +77,7 @@ pub(crate) fn coarsen(text: &str, manifest: &Manifest, strided: bool) -> Option<
 }
 
 /// The edits that make `body` the body of one of a work-item's indices: `get_global_id(0)`
-/// becomes `kf_gid`, a `return` (not inside a loop) `continue;`. `None` where that is not the
+/// becomes `kft_gid`, a `return` (not inside a loop) `continue;`. `None` where that is not the
 /// same computation (a group function, another dimension's index through a non-constant
 /// argument, a `return` inside a loop) or the body never asks for `get_global_id(0)`.
 fn index_edits(parsed: &Parsed, body: Node<'_>) -> Option<Vec<(Range<usize>, String)>> {
@@ -98,7 +98,7 @@ fn index_edits(parsed: &Parsed, body: Node<'_>) -> Option<Vec<(Range<usize>, Str
                     let arg = args.named_child(0)?;
                     match parsed.text_of(arg).trim() {
                         "0" => {
-                            edits.push((node.byte_range(), "kf_gid".to_owned()));
+                            edits.push((node.byte_range(), "kft_gid".to_owned()));
                             replaced += 1;
                         }
                         a if a.chars().all(|c| c.is_ascii_digit()) => {}

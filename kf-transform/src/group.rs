@@ -38,9 +38,9 @@ pub(crate) const REDUCE_WG: &str = "REDUCE_WG";
 const VALUES: [i64; 5] = [16, 32, 64, 128, 256];
 const START: i64 = 64;
 /// The local index the rewrite declares.
-const LID: &str = "kf_lid";
+const LID: &str = "kft_lid";
 /// Names the rewrite introduces; a kernel already using one is left alone.
-const INTRODUCED: [&str; 4] = [REDUCE_WG, LID, "kf_red", "kf_s"];
+const INTRODUCED: [&str; 4] = [REDUCE_WG, LID, "kft_red", "kft_s"];
 /// Scalar types an accumulator may have (the local scratch array is of its type).
 const SCALAR_TYPES: [&str; 8] = [
     "float", "double", "half", "int", "uint", "long", "ulong", "short",
@@ -133,7 +133,7 @@ pub(crate) fn group_reduce(text: &str, manifest: &Manifest) -> Option<Rewrite> {
     }
     let mut header = format!("\n    const int {LID} = (int)get_local_id(0);\n");
     for ty in &rows.scratch {
-        header = format!("\n    __local {ty} kf_red_{ty}[{REDUCE_WG}];{header}");
+        header = format!("\n    __local {ty} kft_red_{ty}[{REDUCE_WG}];{header}");
     }
     let open = body.start_byte();
     rows.edits.push((open + 1..open + 1, header));
@@ -426,17 +426,17 @@ impl Rows<'_> {
         self.split(for_loop)?;
         let mut after = String::new();
         for a in accumulators {
-            let scratch = format!("kf_red_{}", a.ty);
+            let scratch = format!("kft_red_{}", a.ty);
             if !self.scratch.contains(&a.ty) {
                 self.scratch.push(a.ty.clone());
             }
             let combined = match a.combine {
-                Combine::Sum => format!("{scratch}[{LID}] + {scratch}[{LID} + kf_s]"),
-                Combine::Product => format!("{scratch}[{LID}] * {scratch}[{LID} + kf_s]"),
-                Combine::Call(f) => format!("{f}({scratch}[{LID}], {scratch}[{LID} + kf_s])"),
+                Combine::Sum => format!("{scratch}[{LID}] + {scratch}[{LID} + kft_s]"),
+                Combine::Product => format!("{scratch}[{LID}] * {scratch}[{LID} + kft_s]"),
+                Combine::Call(f) => format!("{f}({scratch}[{LID}], {scratch}[{LID} + kft_s])"),
             };
             after.push_str(&format!(
-                "\n    {scratch}[{LID}] = {acc};\n    barrier(CLK_LOCAL_MEM_FENCE);\n    for (int kf_s = {REDUCE_WG} / 2; kf_s > 0; kf_s >>= 1) {{\n        if ({LID} < kf_s) {scratch}[{LID}] = {combined};\n        barrier(CLK_LOCAL_MEM_FENCE);\n    }}\n    {acc} = {scratch}[0];\n    barrier(CLK_LOCAL_MEM_FENCE);",
+                "\n    {scratch}[{LID}] = {acc};\n    barrier(CLK_LOCAL_MEM_FENCE);\n    for (int kft_s = {REDUCE_WG} / 2; kft_s > 0; kft_s >>= 1) {{\n        if ({LID} < kft_s) {scratch}[{LID}] = {combined};\n        barrier(CLK_LOCAL_MEM_FENCE);\n    }}\n    {acc} = {scratch}[0];\n    barrier(CLK_LOCAL_MEM_FENCE);",
                 acc = a.name
             ));
         }
@@ -914,20 +914,20 @@ mod tests {
             "{}",
             r.note
         );
-        assert!(r.text.contains("__local float kf_red_float[REDUCE_WG];"));
+        assert!(r.text.contains("__local float kft_red_float[REDUCE_WG];"));
         assert!(r.text.contains("const int row = get_group_id(0);"));
         assert!(r
             .text
-            .contains("for (int i = (0) + kf_lid; i < dim; i += REDUCE_WG)"));
+            .contains("for (int i = (0) + kft_lid; i < dim; i += REDUCE_WG)"));
         assert!(r
             .text
-            .contains("fmax(kf_red_float[kf_lid], kf_red_float[kf_lid + kf_s])"));
-        assert!(r.text.contains("if (kf_lid != 0) sum = 0;"));
+            .contains("fmax(kft_red_float[kft_lid], kft_red_float[kft_lid + kft_s])"));
+        assert!(r.text.contains("if (kft_lid != 0) sum = 0;"));
         assert!(
-            !r.text.contains("if (kf_lid != 0) m ="),
+            !r.text.contains("if (kft_lid != 0) m ="),
             "max is idempotent"
         );
-        assert!(!r.text.contains("if (kf_lid == 0)"), "{}", r.text);
+        assert!(!r.text.contains("if (kft_lid == 0)"), "{}", r.text);
         assert_eq!(
             r.global.unwrap(),
             ["(((rows + WG - 1) / WG) * WG) * REDUCE_WG"]
@@ -948,11 +948,11 @@ mod tests {
         let r = group_reduce(text, &manifest("k", "n")).unwrap();
         assert!(r.note.contains("1 reduction loop(s) and 0"), "{}", r.note);
         assert!(
-            r.text.contains("if (kf_lid == 0) { out[o] = s; }"),
+            r.text.contains("if (kft_lid == 0) { out[o] = s; }"),
             "{}",
             r.text
         );
-        let combine = r.text.find("s = kf_red_float[0];").unwrap();
+        let combine = r.text.find("s = kft_red_float[0];").unwrap();
         assert!(combine < r.text.find("out[o] = s").unwrap());
         let strided = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -978,7 +978,7 @@ mod tests {
             "{}",
             r.note
         );
-        assert!(!r.text.contains("if (kf_lid == 0)"), "{}", r.text);
+        assert!(!r.text.contains("if (kft_lid == 0)"), "{}", r.text);
         let aliased = text.replace("y[c] = exp(", "y[c] = out[c] + exp(");
         let r = group_reduce(&aliased, &manifest("softmax_rows", "n")).unwrap();
         assert!(
@@ -987,7 +987,7 @@ mod tests {
             r.note
         );
         assert!(
-            r.text.contains("if (kf_lid == 0) { for (int c = 0;"),
+            r.text.contains("if (kft_lid == 0) { for (int c = 0;"),
             "{}",
             r.text
         );

@@ -1,6 +1,6 @@
 //! Hoisting of loop-invariant loads: a load `p[e]` from a global buffer the kernel only reads,
 //! at an index the loop does not change, executed in every iteration of a counted `for` loop,
-//! is read once before the loop into a `const` local (`kf_hN`), behind the tunable `HOIST`
+//! is read once before the loop into a `const` local (`kft_hN`), behind the tunable `HOIST`
 //! (1 or 0, so the tuner can see whether it pays).
 //!
 //! Why this is the same computation: the buffer is never written by the kernel, and the
@@ -25,7 +25,7 @@ pub(crate) const HOIST: &str = "HOIST";
 /// Hoists the invariant loads of `text`'s kernel `entry`, or `None` when it has none (or
 /// already uses `HOIST` or the names this rewrite introduces).
 pub(crate) fn hoist(text: &str, manifest: &Manifest) -> Option<Rewrite> {
-    if words(text).any(|w| w == HOIST || w.starts_with("kf_h") || w.starts_with("KF_HOIST")) {
+    if words(text).any(|w| w == HOIST || w.starts_with("kft_h") || w.starts_with("KF_HOIST")) {
         return None;
     }
     let parsed = Parsed::opencl(text).ok()?;
@@ -114,10 +114,10 @@ fn hoist_from(
                 seen.push(load_text.clone());
                 let at_start = substitute(parsed, condition, &var, parsed.text_of(start));
                 declarations.push_str(&format!(
-                    "const {ty} kf_h{n} = ({HOIST} && {at_start}) ? {load_text} : ({ty})0;\n"
+                    "const {ty} kft_h{n} = ({HOIST} && {at_start}) ? {load_text} : ({ty})0;\n"
                 ));
                 macros.push_str(&format!(
-                    "#if {HOIST}\n#define KF_HOIST_{n} kf_h{n}\n#else\n#define KF_HOIST_{n} ({load_text})\n#endif\n"
+                    "#if {HOIST}\n#define KF_HOIST_{n} kft_h{n}\n#else\n#define KF_HOIST_{n} ({load_text})\n#endif\n"
                 ));
                 n
             }
@@ -346,7 +346,7 @@ mod tests {
         assert!(rw.note.starts_with("2 loop-invariant"), "{}", rw.note);
         assert!(
             rw.text
-                .contains("const float kf_h0 = (HOIST && ((0) < cols)) ? scale[r] : (float)0;"),
+                .contains("const float kft_h0 = (HOIST && ((0) < cols)) ? scale[r] : (float)0;"),
             "{}",
             rw.text
         );

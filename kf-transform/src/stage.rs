@@ -14,24 +14,24 @@
 //! The loop `for (T k = A; k < B; ++k) BODY` becomes
 //!
 //! ```text
-//! for (T kf_t0 = A; kf_t0 < B; kf_t0 += STAGE_TILE) {
-//!     const int kf_tn = min(STAGE_TILE, B - kf_t0);
-//!     barrier; kf_st0[j] = p[e(k = kf_t0 + j)] for j < kf_tn, split among the group; barrier;
-//!     for (T k = kf_t0; k < kf_t0 + kf_tn; ++k) BODY with p[e] read as kf_st0[k - kf_t0]
+//! for (T kft_t0 = A; kft_t0 < B; kft_t0 += STAGE_TILE) {
+//!     const int kft_tn = min(STAGE_TILE, B - kft_t0);
+//!     barrier; kft_st0[j] = p[e(k = kft_t0 + j)] for j < kft_tn, split among the group; barrier;
+//!     for (T k = kft_t0; k < kft_t0 + kft_tn; ++k) BODY with p[e] read as kft_st0[k - kft_t0]
 //! }
 //! ```
 //!
 //! Why this is the same computation: the loop visits the same `k` in the same order and the
 //! body is unchanged but for its reads; `p` is never written by the kernel (and the evaluator
 //! binds a distinct buffer to every pointer argument, the argument `restrict` and hoisting rest
-//! on), so `kf_st0[k - kf_t0]` holds the value `p[e]` would read; `A`, `B` and `e` are the same
+//! on), so `kft_st0[k - kft_t0]` holds the value `p[e]` would read; `A`, `B` and `e` are the same
 //! in every work-item of the group, so the elements copied are those each work-item reads. The
 //! read is on no branch of the body, and the body has no `break`, `continue`, `return` or
 //! `goto`, so the original reads every staged element: the copy reads nothing it would not.
 //!
 //! Barriers need every work-item of the group. A kernel whose work-items leave early
 //! (`if (i >= n) return;` with `i` differing within a group) keeps them instead: the guard
-//! sets a flag (`kf_active`), the statements after it run under the flag (a declaration whose initialiser
+//! sets a flag (`kft_active`), the statements after it run under the flag (a declaration whose initialiser
 //! could fault, as a load or a division by a variable does, is computed only where the flag is
 //! set), and the staged loop's copy runs in every work-item, its compute loop only where the
 //! flag is set. The copy runs only when some work-item of the group is active (a local flag
@@ -62,17 +62,17 @@ const START: i64 = 128;
 /// The local memory the staged arrays may take at the largest tile, in bytes: half of the
 /// 32 KiB every OpenCL device of the full profile has.
 const LOCAL_BUDGET: i64 = 16 * 1024;
-/// Names the rewrite introduces (the local arrays are `kf_st0`, `kf_st1`, …); a kernel
+/// Names the rewrite introduces (the local arrays are `kft_st0`, `kft_st1`, …); a kernel
 /// already using one is left alone.
 const INTRODUCED: [&str; 8] = [
     STAGE_TILE,
-    "kf_llid",
-    "kf_lsize",
-    "kf_active",
-    "kf_any",
-    "kf_t0",
-    "kf_tn",
-    "kf_j",
+    "kft_llid",
+    "kft_lsize",
+    "kft_active",
+    "kft_any",
+    "kft_t0",
+    "kft_tn",
+    "kft_j",
 ];
 /// Work-item functions whose value is the same in every work-item of a group.
 const GROUP_UNIFORM: [&str; 7] = [
@@ -146,7 +146,7 @@ pub(crate) fn stage(text: &str, manifest: &Manifest) -> Option<Rewrite> {
 fn refused(code: &[String]) -> bool {
     code.iter().any(|w| {
         INTRODUCED.contains(&w.as_str())
-            || w.starts_with("kf_st")
+            || w.starts_with("kft_st")
             || matches!(
                 w.as_str(),
                 "barrier"
@@ -200,7 +200,7 @@ fn stage_with(parsed: &Parsed, manifest: &Manifest, unit_local: &[bool]) -> Opti
                     plan.folded = true;
                     plan.edits.push((
                         statement.byte_range(),
-                        format!("kf_active = kf_active && !{};", parsed.text_of(condition)),
+                        format!("kft_active = kft_active && !{};", parsed.text_of(condition)),
                     ));
                 }
             }
@@ -229,17 +229,17 @@ fn stage_with(parsed: &Parsed, manifest: &Manifest, unit_local: &[bool]) -> Opti
     };
     let mut header = String::from("\n");
     for (i, ty) in plan.arrays.iter().enumerate() {
-        header.push_str(&format!("    __local {ty} kf_st{i}[{STAGE_TILE}];\n"));
+        header.push_str(&format!("    __local {ty} kft_st{i}[{STAGE_TILE}];\n"));
     }
     if plan.any_flag {
-        header.push_str("    __local int kf_any;\n");
+        header.push_str("    __local int kft_any;\n");
     }
-    header.push_str("    const int kf_llid = (int)(get_local_id(0) + get_local_size(0) * (get_local_id(1) + get_local_size(1) * get_local_id(2)));\n");
+    header.push_str("    const int kft_llid = (int)(get_local_id(0) + get_local_size(0) * (get_local_id(1) + get_local_size(1) * get_local_id(2)));\n");
     header.push_str(
-        "    const int kf_lsize = (int)(get_local_size(0) * get_local_size(1) * get_local_size(2));\n",
+        "    const int kft_lsize = (int)(get_local_size(0) * get_local_size(1) * get_local_size(2));\n",
     );
     if plan.folded {
-        header.push_str("    int kf_active = 1;\n");
+        header.push_str("    int kft_active = 1;\n");
     }
     let open = body.start_byte() + 1;
     plan.edits.push((open..open, header));
@@ -286,13 +286,13 @@ struct Scope<'p> {
 #[derive(Default)]
 struct Plan {
     edits: Vec<(Range<usize>, String)>,
-    /// The element type of each local array `kf_stN`.
+    /// The element type of each local array `kft_stN`.
     arrays: Vec<String>,
     /// Staged loops.
     loops: usize,
-    /// Whether some guard was folded into `kf_active`.
+    /// Whether some guard was folded into `kft_active`.
     folded: bool,
-    /// Whether a staged loop needs the group's `kf_any` flag.
+    /// Whether a staged loop needs the group's `kft_any` flag.
     any_flag: bool,
 }
 
@@ -425,7 +425,7 @@ impl<'p> Scope<'p> {
                 };
                 plan.edits.push((
                     value.byte_range(),
-                    format!("kf_active ? ({}) : {zero}", parsed.text_of(value)),
+                    format!("kft_active ? ({}) : {zero}", parsed.text_of(value)),
                 ));
                 continue;
             }
@@ -660,7 +660,7 @@ impl<'p> Scope<'p> {
                     texts.push(load_text);
                     copies.push((
                         parsed.text_of(pointer).to_owned(),
-                        substitute(parsed, index, var, "kf_t0 + kf_j"),
+                        substitute(parsed, index, var, "kft_t0 + kft_j"),
                         pointee.clone(),
                     ));
                     copies.len() - 1
@@ -708,7 +708,7 @@ impl Plan {
         let start = pragma.map_or(statement.start_byte(), |p| p.start_byte());
         let indent = indent_of(parsed, start);
         self.edits
-            .push((start..start, format!("if (kf_active) {{\n{indent}")));
+            .push((start..start, format!("if (kft_active) {{\n{indent}")));
         let end = statement.end_byte();
         self.edits.push((end..end, format!("\n{indent}}}")));
     }
@@ -735,13 +735,13 @@ impl Plan {
         let body_text = &parsed.text[body.clone()];
         let edits = reads
             .into_iter()
-            .map(|(range, slot)| (range, format!("kf_st{}[{var} - kf_t0]", first + slot)))
+            .map(|(range, slot)| (range, format!("kft_st{}[{var} - kft_t0]", first + slot)))
             .collect();
         let new_body = apply_edits(body_text, edits);
         let mut copy = Vec::new();
         for (i, (pointer, index, pointee)) in copies.into_iter().enumerate() {
             copy.push(format!(
-                "            kf_st{}[kf_j] = {pointer}[{index}];",
+                "            kft_st{}[kft_j] = {pointer}[{index}];",
                 first + i
             ));
             self.arrays.push(pointee);
@@ -756,28 +756,30 @@ impl Plan {
             lines.extend(
                 [
                     "    barrier(CLK_LOCAL_MEM_FENCE);",
-                    "    if (kf_llid == 0) kf_any = 0;",
+                    "    if (kft_llid == 0) kft_any = 0;",
                     "    barrier(CLK_LOCAL_MEM_FENCE);",
-                    "    if (kf_active) atomic_or(&kf_any, 1);",
+                    "    if (kft_active) atomic_or(&kft_any, 1);",
                     "    barrier(CLK_LOCAL_MEM_FENCE);",
-                    "    if (kf_any)",
+                    "    if (kft_any)",
                 ]
                 .map(str::to_owned),
             );
         }
         lines.push(format!(
-            "    for ({ty} kf_t0 = {start}; kf_t0 < {bound}; kf_t0 += {STAGE_TILE}) {{"
+            "    for ({ty} kft_t0 = {start}; kft_t0 < {bound}; kft_t0 += {STAGE_TILE}) {{"
         ));
-        lines.push(format!("        const int kf_tn = (int)(({bound}) - kf_t0 < ({ty}){STAGE_TILE} ? ({bound}) - kf_t0 : ({ty}){STAGE_TILE});"));
+        lines.push(format!("        const int kft_tn = (int)(({bound}) - kft_t0 < ({ty}){STAGE_TILE} ? ({bound}) - kft_t0 : ({ty}){STAGE_TILE});"));
         lines.push("        barrier(CLK_LOCAL_MEM_FENCE);".to_owned());
-        lines.push("        for (int kf_j = kf_llid; kf_j < kf_tn; kf_j += kf_lsize) {".to_owned());
+        lines.push(
+            "        for (int kft_j = kft_llid; kft_j < kft_tn; kft_j += kft_lsize) {".to_owned(),
+        );
         lines.extend(copy);
         lines.push("        }".to_owned());
         lines.push("        barrier(CLK_LOCAL_MEM_FENCE);".to_owned());
         let compute =
-            format!("for ({ty} {var} = kf_t0; {var} < kf_t0 + kf_tn; ++{var}) {new_body}");
+            format!("for ({ty} {var} = kft_t0; {var} < kft_t0 + kft_tn; ++{var}) {new_body}");
         if self.folded {
-            lines.push("        if (kf_active) {".to_owned());
+            lines.push("        if (kft_active) {".to_owned());
             lines.extend(pragma_text);
             lines.push(format!("            {compute}"));
             lines.push("        }".to_owned());
@@ -966,24 +968,27 @@ mod tests {
         let rw = stage(MATVEC, &manifest("matvec", "\"WG\"")).unwrap();
         let text = &rw.text;
         assert!(text.starts_with("#ifndef STAGE_TILE\n#define STAGE_TILE 128\n"));
-        assert!(text.contains("__local float kf_st0[STAGE_TILE];"), "{text}");
-        assert!(!text.contains("kf_st1"), "{text}");
         assert!(
-            text.contains("kf_st0[kf_j] = B[((kf_t0 + kf_j))];"),
+            text.contains("__local float kft_st0[STAGE_TILE];"),
             "{text}"
         );
-        assert!(text.contains("s += a[k] * kf_st0[k - kf_t0];"), "{text}");
+        assert!(!text.contains("kft_st1"), "{text}");
         assert!(
-            text.contains("kf_active = kf_active && !(m >= M);"),
+            text.contains("kft_st0[kft_j] = B[((kft_t0 + kft_j))];"),
+            "{text}"
+        );
+        assert!(text.contains("s += a[k] * kft_st0[k - kft_t0];"), "{text}");
+        assert!(
+            text.contains("kft_active = kft_active && !(m >= M);"),
             "{text}"
         );
         assert!(!text.contains("return"), "{text}");
         assert!(
-            text.contains("if (kf_active) atomic_or(&kf_any, 1);"),
+            text.contains("if (kft_active) atomic_or(&kft_any, 1);"),
             "{text}"
         );
         assert!(
-            text.contains("if (kf_active) {\n    out[m] = s;\n    }"),
+            text.contains("if (kft_active) {\n    out[m] = s;\n    }"),
             "{text}"
         );
         // Pointer arithmetic cannot fault: computed in every work-item, as it was.
@@ -1006,23 +1011,23 @@ mod tests {
         let rw = stage(text, &manifest("center", "\"WG\", \"1\"")).unwrap();
         let out = &rw.text;
         assert!(
-            out.contains("kf_st0[kf_j] = row[((kf_t0 + kf_j))];"),
+            out.contains("kft_st0[kft_j] = row[((kft_t0 + kft_j))];"),
             "{out}"
         );
         assert!(
-            out.contains("kf_st1[kf_j] = x[((long)r * n + (kf_t0 + kf_j))];"),
+            out.contains("kft_st1[kft_j] = x[((long)r * n + (kft_t0 + kft_j))];"),
             "{out}"
         );
         assert!(
-            out.contains("s += kf_st0[k - kf_t0] + kf_st1[k - kf_t0];"),
+            out.contains("s += kft_st0[k - kft_t0] + kft_st1[k - kft_t0];"),
             "{out}"
         );
         assert!(
-            out.contains("const float own = kf_active ? (x[r * n + c]) : (float)0;"),
+            out.contains("const float own = kft_active ? (x[r * n + c]) : (float)0;"),
             "{out}"
         );
         assert!(
-            out.contains("const int per = kf_active ? (c / n) : (int)0;"),
+            out.contains("const int per = kft_active ? (c / n) : (int)0;"),
             "{out}"
         );
         assert!(parses(out, "center"), "{out}");
@@ -1042,11 +1047,11 @@ mod tests {
         assert!(rw.note.contains("dimension 1"), "{}", rw.note);
         let out = &rw.text;
         assert!(
-            out.contains("kf_st0[kf_j] = A[((long)i * N + (kf_t0 + kf_j))];"),
+            out.contains("kft_st0[kft_j] = A[((long)i * N + (kft_t0 + kft_j))];"),
             "{out}"
         );
         assert!(
-            out.contains("s += kf_st0[k - kf_t0] * B[(long)k * N + j];"),
+            out.contains("s += kft_st0[k - kft_t0] * B[(long)k * N + j];"),
             "{out}"
         );
         assert!(parses(out, "matmul"), "{out}");
@@ -1063,12 +1068,12 @@ mod tests {
         let out = &rw.text;
         assert!(out.contains("if (row >= rows) return;"), "{out}");
         assert!(
-            !out.contains("kf_active") && !out.contains("kf_any"),
+            !out.contains("kft_active") && !out.contains("kft_any"),
             "{out}"
         );
         assert!(
             out.contains(
-                "barrier(CLK_LOCAL_MEM_FENCE);\n#pragma unroll 4\n            for (int k = kf_t0;"
+                "barrier(CLK_LOCAL_MEM_FENCE);\n#pragma unroll 4\n            for (int k = kft_t0;"
             ),
             "{out}"
         );

@@ -26,7 +26,7 @@ use crate::error::TransformError;
 ///     .apply(&source, &params)
 ///     .unwrap()
 ///     .expect("an elementwise kernel coarsens");
-/// assert!(child.source.text.contains("kf_c < COARSEN"));
+/// assert!(child.source.text.contains("kft_c < COARSEN"));
 /// assert_eq!(child.params.get("COARSEN").and_then(|v| v.as_i64()), Some(4));
 /// assert!(child.source.manifest.unwrap().contains("/ COARSEN"));
 /// ```

@@ -1,6 +1,7 @@
 //! Loop unrolling: `#pragma unroll UNROLL` before each innermost counted `for` loop of the
-//! kernel, `UNROLL` a tunable (1 leaves the loop rolled). Unrolling never changes what a loop
-//! computes.
+//! kernel and of the helper functions it may call (a generated naive kernel's loops are all in
+//! its helpers), `UNROLL` a tunable (1 leaves the loop rolled). Unrolling never changes what a
+//! loop computes.
 
 use kf_manifest::Manifest;
 
@@ -12,16 +13,17 @@ pub(crate) const UNROLL: &str = "UNROLL";
 const VALUES: [i64; 4] = [1, 2, 4, 8];
 const START: i64 = 4;
 
-/// Unrolls the innermost counted loops of `text`'s kernel `entry`, or `None` when it has none
-/// (or already uses `UNROLL` or an unroll pragma).
+/// Unrolls the innermost counted loops of `text`'s kernel `entry` and its helper functions, or
+/// `None` when they have none (or the text already uses `UNROLL` or an unroll pragma).
 pub(crate) fn unroll(text: &str, manifest: &Manifest) -> Option<Rewrite> {
     if words(text).any(|w| w == UNROLL) || text.contains("opencl_unroll_hint") {
         return None;
     }
     let parsed = Parsed::opencl(text).ok()?;
     let kernel = parsed.function(&manifest.entry)?;
+    let functions = std::iter::once(kernel).chain(parsed.other_functions(&manifest.entry));
     let mut edits = Vec::new();
-    for node in descendants(kernel) {
+    for node in functions.flat_map(descendants) {
         if node.kind() != "for_statement" || !counted(&parsed, node) {
             continue;
         }

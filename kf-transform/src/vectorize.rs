@@ -30,7 +30,7 @@ const START: i64 = 4;
 /// Vectorises `text`'s kernel `entry` (see the module docs), or `None` where it does not have
 /// that shape.
 pub(crate) fn vectorize(text: &str, manifest: &Manifest) -> Option<Rewrite> {
-    if words(text).any(|w| w == VEC || w.starts_with("kf_") || w.starts_with("KF_V")) {
+    if words(text).any(|w| w == VEC || w.starts_with("kft_") || w.starts_with("KF_V")) {
         return None;
     }
     if manifest.global.len() != 1 {
@@ -166,7 +166,7 @@ fn body_is_per_index(parsed: &Parsed, rest: &[Node<'_>], var: &str) -> bool {
 struct BufferUses {
     /// The buffer as read or written at the index.
     array: Array,
-    /// `p[i]` → `kf_a_p[kf_k]`, one per access at the index.
+    /// `p[i]` → `kft_a_p[kft_k]`, one per access at the index.
     edits: Vec<(Range<usize>, String)>,
     /// Written at another index.
     elsewhere_written: bool,
@@ -219,7 +219,7 @@ fn buffer_uses(
                 continue;
             }
             uses.edits
-                .push((access.byte_range(), format!("kf_a_{name}[kf_k]")));
+                .push((access.byte_range(), format!("kft_a_{name}[kft_k]")));
             if written {
                 note_write(parsed, access, body, &mut uses.array);
             } else {
@@ -276,7 +276,7 @@ struct LoopBody {
     g0_c: String,
     /// The statements after the guard, as written (the tail runs them).
     original: String,
-    /// The same with `p[i]` as `kf_a_p[kf_k]`.
+    /// The same with `p[i]` as `kft_a_p[kft_k]`.
     vector: String,
 }
 
@@ -296,22 +296,22 @@ impl LoopBody {
         let mut before = String::new();
         let mut after = String::new();
         for a in arrays {
-            before.push_str(&format!("        {} kf_a_{}[{VEC}];\n", a.ty, a.name));
+            before.push_str(&format!("        {} kft_a_{}[{VEC}];\n", a.ty, a.name));
             if a.read || a.written_on_branch {
                 before.push_str(&format!(
-                    "        KF_VSTORE(KF_VLOAD(0, {n} + kf_base), 0, kf_a_{n});\n",
+                    "        KF_VSTORE(KF_VLOAD(0, {n} + kft_base), 0, kft_a_{n});\n",
                     n = a.name
                 ));
             }
             if a.written {
                 after.push_str(&format!(
-                    "        KF_VSTORE(KF_VLOAD(0, kf_a_{n}), 0, {n} + kf_base);\n",
+                    "        KF_VSTORE(KF_VLOAD(0, kft_a_{n}), 0, {n} + kft_base);\n",
                     n = a.name
                 ));
             }
         }
         format!(
-            "const long kf_g0 = {g0_c};\n    const size_t kf_base = get_global_id(0) * {VEC};\n    if (kf_base + {VEC} <= (size_t)kf_g0 && ({index_type})(kf_base + {VEC} - 1) < ({bound})) {{\n{before}        #pragma unroll\n        for (int kf_k = 0; kf_k < {VEC}; ++kf_k) {{\n            const {index_type} {var} = ({index_type})(kf_base + kf_k);\n            {vector}\n        }}\n{after}    }} else {{\n        for (int kf_k = 0; kf_k < {VEC}; ++kf_k) {{\n            const {index_type} {var} = ({index_type})(kf_base + kf_k);\n            if (kf_base + kf_k >= (size_t)kf_g0 || {var} >= ({bound})) break;\n            {original}\n        }}\n    }}"
+            "const long kft_g0 = {g0_c};\n    const size_t kft_base = get_global_id(0) * {VEC};\n    if (kft_base + {VEC} <= (size_t)kft_g0 && ({index_type})(kft_base + {VEC} - 1) < ({bound})) {{\n{before}        #pragma unroll\n        for (int kft_k = 0; kft_k < {VEC}; ++kft_k) {{\n            const {index_type} {var} = ({index_type})(kft_base + kft_k);\n            {vector}\n        }}\n{after}    }} else {{\n        for (int kft_k = 0; kft_k < {VEC}; ++kft_k) {{\n            const {index_type} {var} = ({index_type})(kft_base + kft_k);\n            if (kft_base + kft_k >= (size_t)kft_g0 || {var} >= ({bound})) break;\n            {original}\n        }}\n    }}"
         )
     }
 }
@@ -446,17 +446,17 @@ mod tests {
         let r = vectorize(text, &manifest("elu")).unwrap();
         assert!(
             r.text
-                .contains("KF_VSTORE(KF_VLOAD(0, x + kf_base), 0, kf_a_x)"),
+                .contains("KF_VSTORE(KF_VLOAD(0, x + kft_base), 0, kft_a_x)"),
             "{}",
             r.text
         );
-        assert!(r.text.contains("const float v = kf_a_x[kf_k];"));
-        assert!(r.text.contains("kf_a_out[kf_k] = v > 0.0f"));
+        assert!(r.text.contains("const float v = kft_a_x[kft_k];"));
+        assert!(r.text.contains("kft_a_out[kft_k] = v > 0.0f"));
         assert!(r
             .text
-            .contains("KF_VSTORE(KF_VLOAD(0, kf_a_out), 0, out + kf_base)"));
+            .contains("KF_VSTORE(KF_VLOAD(0, kft_a_out), 0, out + kft_base)"));
         assert!(
-            !r.text.contains("(0, out + kf_base), 0, kf_a_out)"),
+            !r.text.contains("(0, out + kft_base), 0, kft_a_out)"),
             "out is not read"
         );
         assert!(
