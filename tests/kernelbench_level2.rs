@@ -304,25 +304,35 @@ fn size_needs_probability_rows_and_overflowing_distributions_reach_the_task() {
 /// kernel (one work-item summing everything), the importer writes a parallel two-stage
 /// reduction generated from the trace, names it in `seeds`, and it is correct at its first
 /// parameter values and at others (two work-groups of 16; one partial per work-group of 256).
+/// Also where one input broadcasts (the hinge loss's `(batch,)` targets against `(batch, n)`
+/// predictions: the element's flat index mapped to the targets' own).
 #[test]
 fn a_reduction_to_one_value_gets_a_generated_two_stage_kernel() {
     let Some(tmp) = opencl_numpy_scratch() else {
         return;
     };
-    let task = import_from(tmp.path(), "tests/data/standin_ops", "Mse_Loss", &[]);
-    let spec = std::fs::read_to_string(task.join("task.toml")).unwrap();
-    assert!(spec.contains("seeds = [\"reduce_scalar.toml\"]"), "{spec}");
-    let source = std::fs::read_to_string(task.join("reduce_scalar.cl")).unwrap();
-    assert!(source.contains("void reduce_partial(") && source.contains("void reduce_final("));
-    assert!(source.contains("predictions[i] - targets[i]"), "{source}");
-    correct_at_each(
-        &task,
-        "reduce_scalar.toml",
-        &[
-            &["WG=16", "GROUPS=2", "UNROLL=8"],
-            &["WG=256", "GROUPS=1024", "UNROLL=1"],
-        ],
-    );
+    for (stem, element) in [
+        ("Mse_Loss", "predictions[i] - targets[i]"),
+        (
+            "Hinge_Broadcast",
+            "predictions[i] * targets[((i) % (long)(input_shape_0))]",
+        ),
+    ] {
+        let task = import_from(tmp.path(), "tests/data/standin_ops", stem, &[]);
+        let spec = std::fs::read_to_string(task.join("task.toml")).unwrap();
+        assert!(spec.contains("seeds = [\"reduce_scalar.toml\"]"), "{spec}");
+        let source = std::fs::read_to_string(task.join("reduce_scalar.cl")).unwrap();
+        assert!(source.contains("void reduce_partial(") && source.contains("void reduce_final("));
+        assert!(source.contains(element), "{source}");
+        correct_at_each(
+            &task,
+            "reduce_scalar.toml",
+            &[
+                &["WG=16", "GROUPS=2", "UNROLL=8"],
+                &["WG=256", "GROUPS=1024", "UNROLL=1"],
+            ],
+        );
+    }
 }
 
 /// A convolution gets a generated blocked convolution beside its naive kernel (issue 60): OCT
@@ -402,10 +412,12 @@ fn a_matrix_product_read_by_a_norm_gets_a_generated_blocked_kernel() {
     );
 }
 
-/// A problem whose output is a pooling of its input gets a generated vector kernel (VW
-/// neighbouring outputs per work-item): a padded, dilated 1-D max pool (KernelBench's level-1
-/// problem 41) and a padded 2-D average pool over the positions inside the input, correct at
-/// every vector width (the strides 2 and 1 of the input sets, edges and a ragged last vector).
+/// A problem whose output is a pooling or a depthwise convolution of its input gets a generated
+/// vector kernel (VW neighbouring outputs per work-item): a padded, dilated 1-D max pool
+/// (KernelBench's level-1 problem 41), a padded 2-D average pool over the positions inside the
+/// input, and a padded depthwise convolution with a bias, a channel multiplier, stride 2 and
+/// dilation, correct at every vector width (the strides 2 and 1 of the input sets, edges and a
+/// ragged last vector).
 #[test]
 fn a_pooling_gets_a_generated_vector_kernel() {
     let Some(tmp) = opencl_numpy_scratch() else {
@@ -424,15 +436,29 @@ fn a_pooling_gets_a_generated_vector_kernel() {
             "Avg_Pool_Uncounted",
             &[],
         ),
+        import_from(
+            tmp.path(),
+            "tests/data/standin_ops",
+            "Depthwise_Conv_Strided",
+            &[],
+        ),
     ];
-    for (task, step) in tasks.iter().zip(["fmax(acc, kf_v)", "acc / kf_n"]) {
+    let expected = [
+        ("pool_vector", "fmax(acc, kf_v)"),
+        ("pool_vector", "acc / kf_n"),
+        ("depthwise_vector", "acc + conv_bias[i1]"),
+    ];
+    for (task, (seed, step)) in tasks.iter().zip(expected) {
         let spec = std::fs::read_to_string(task.join("task.toml")).unwrap();
-        assert!(spec.contains("seeds = [\"pool_vector.toml\"]"), "{spec}");
-        let source = std::fs::read_to_string(task.join("pool_vector.cl")).unwrap();
+        assert!(
+            spec.contains(&format!("seeds = [\"{seed}.toml\"]")),
+            "{spec}"
+        );
+        let source = std::fs::read_to_string(task.join(format!("{seed}.cl"))).unwrap();
         assert!(source.contains(step), "{source}");
         correct_at_each(
             task,
-            "pool_vector.toml",
+            &format!("{seed}.toml"),
             &[&["VW=8", "WG=4"], &["VW=4", "WG=1"]],
         );
     }

@@ -1563,13 +1563,13 @@ def generate_kernel(request, analysis):
         source, plan = shim.opencl_kernel(*kernel_args)
         # Kernels generated from the trace beside the naive one, starting points of the
         # search: a parallel two-stage reduction where the output is one reduced value, a
-        # blocked convolution, a blocked matrix product read from scratch, a vector pooling,
-        # line-by-line scans.
+        # blocked convolution, a blocked matrix product read from scratch, a vector pooling or
+        # depthwise convolution, line-by-line scans.
         generators = (
             shim.scalar_reduction_kernel,
             shim.conv_epilogue_kernel,
             shim.matmul_sequence_kernel,
-            shim.pool_vector_kernel,
+            shim.window_vector_kernel,
             shim.line_scan_sequence,
         )
         seeds = [g for g in (generate(*kernel_args) for generate in generators) if g is not None]

@@ -2202,26 +2202,49 @@ launch = {{ global = ["WG"], local = ["WG"] }}
 """
 
 
+def broadcast_flat(src_shape, shape, index):
+    """The flat index into a tensor of `src_shape` that broadcasts (right-aligned, dimensions
+    of 1 repeated, as `broadcast` traced it) to the element at flat `index` of `shape`; None
+    where it does not broadcast."""
+    offset = len(shape) - len(src_shape)
+    if offset < 0:
+        return None
+    out_dims, src_dims = c_dims(shape), c_dims(src_shape)
+    terms = []
+    for j, extent in enumerate(src_shape):
+        d = offset + j
+        if int(extent) == 1 and int(shape[d]) != 1:
+            continue
+        if int(extent) != int(shape[d]):
+            return None
+        outer = " * ".join(out_dims[d + 1:])
+        coord = f"(({index}) / ({outer}) % {out_dims[d]})" if outer else f"(({index}) % {out_dims[d]})"
+        inner = " * ".join(src_dims[j + 1:])
+        terms.append(f"{coord} * {inner}" if inner else coord)
+    return " + ".join(terms) or "0"
+
+
 def flat_element(k, shape, index):
     """Node `k`'s element at flat `index` as one C expression, where `k` is element-wise over
-    buffers of exactly `shape` (a reshape keeps the flat order); None otherwise."""
+    buffers of `shape` (sizes as traced) or broadcasting to it (a reshape keeps the flat
+    order); None otherwise."""
     node = TRACE[k]
     op, attrs, ins = node["op"], node["attrs"], node["inputs"]
-    same = [expr_of(d) for d in node["shape"]] == shape
+    same = [expr_of(d) for d in node["shape"]] == [expr_of(d) for d in shape]
+    if not same and op != "fill":
+        # A smaller operand broadcast to `shape`: its own element at the mapped index.
+        mapped = broadcast_flat(node["shape"], shape, index)
+        return None if mapped is None else flat_element(k, node["shape"], mapped)
     if op == "buffer":
-        return f"{attrs['name']}[{index}]" if same else None
+        return f"{attrs['name']}[{index}]"
     if op == "fill":
         return c_float(attrs["value"])
-    if not same:
-        return None
     if op == "reshape":
         # Same elements in the same order: the source's flat index is this one.
         src = TRACE[ins[0]]["shape"]
         if numel_expr(src) != numel_expr(node["shape"]):
             return None
-        return flat_element(ins[0], [expr_of(d) for d in src], index)
-    if not same:
-        return None
+        return flat_element(ins[0], src, index)
     if op in UNARY_C:
         values = {key: c_float(v) if v is not None else ("-INFINITY" if key == "lo" else "INFINITY") for key, v in attrs.items()}
         operand = flat_element(ins[0], shape, index)
@@ -2277,8 +2300,7 @@ def scalar_reduction_kernel(output, buffer_names, size_names, scalar_names, outp
     src_shape = TRACE[source]["shape"]
     if kind not in SCALAR_REDUCTIONS or sorted(reduce_node["attrs"]["dims"]) != list(range(len(src_shape))):
         return None
-    shape = [expr_of(d) for d in src_shape]
-    element = flat_element(source, shape, "i")
+    element = flat_element(source, src_shape, "i")
     if element is None:
         return None
     elements = numel_expr(src_shape)
@@ -2646,7 +2668,7 @@ def conv_epilogue_kernel(output, buffer_names, size_names, scalar_names, output_
     return {"name": "conv_blocked", "source": source, "manifest": manifest}
 
 
-POOL_VECTOR_KERNEL = """// A pooling kernel that `kf task import-kernelbench` generated from the problem's forward() (a
+POOL_VECTOR_KERNEL = """// A {what} kernel that `kf task import-kernelbench` generated from the problem's forward() (a
 // starting point of the search beside the naive kernel): each work-item computes VW
 // neighbouring outputs along the last dimension as one vector. A window step loads them with
 // one vector load where the stride is 1, two and their even lanes where it is 2, and element
@@ -2669,12 +2691,20 @@ typedef float4 floatv;
 #endif
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) __attribute__((vec_type_hint(floatv)))
-void pool_vector({kernel_params}) {{
-    const long kf_t0 = (long)get_global_id(0) * VW;
-    const long kf_r = get_global_id(1);
+void {entry}({kernel_params}) {{
+    // One flat index over the rows and their VW-wide tiles, so that a work-group never idles
+    // on a row shorter than WG tiles. A row's last tile is shifted left to end at the row's
+    // end where the row holds a whole vector: it recomputes some outputs of the tile before
+    // (the same values) but loads whole vectors instead of lane by lane.
     const long kf_len = {out_len};
     const long kf_in = {in_len};
-    if (kf_t0 >= kf_len || kf_r >= {rows}) {{
+    const long kf_tiles = (kf_len + VW - 1) / VW;
+    const long kf_r = (long)get_global_id(0) / kf_tiles;
+    long kf_t0 = ((long)get_global_id(0) % kf_tiles) * VW;
+    if (kf_t0 + VW > kf_len && kf_len >= VW) {{
+        kf_t0 = kf_len - VW;
+    }}
+    if (kf_r >= {rows}) {{
         return;
     }}
 {decompose}    const long kf_st = {stride}, kf_pad = {pad}, kf_dil = {dil};
@@ -2726,37 +2756,106 @@ rules = ["WG <= max_work_group_size"]
 """
 
 
-def pool_vector_kernel(output, buffer_names, size_names, scalar_names, output_name, int_names=()):
-    """A generated seed where the output is a max or average pooling of an input buffer:
-    `{"name", "source", "manifest"}` (see `POOL_VECTOR_KERNEL`), or None otherwise."""
-    if output.node is None or output.integer or TRACE[output.node]["op"] != "pool":
+def depthwise(k):
+    """Whether node `k` is a depthwise convolution (one input channel per group, any channel
+    multiplier; not transposed) of an input buffer by a weight buffer."""
+    node = TRACE[k]
+    if node["op"] != "conv" or node["attrs"]["transposed"]:
+        return False
+    ins = node["inputs"]
+    weight = TRACE[ins[1]]
+    return (
+        all(TRACE[i]["op"] == "buffer" for i in ins)
+        and always_one(expr_of(weight["shape"][1]))
+        and str(node["attrs"]["groups"]) != "1"
+    )
+
+
+def always_one(expr):
+    """Whether a size expression is 1 at every size: `1`, or a size divided by itself (a
+    depthwise convolution's input channels per group, `in_channels / in_channels`)."""
+    text = str(expr).replace(" ", "")
+    while text.startswith("(") and text.endswith(")"):
+        text = text[1:-1]
+    parts = text.split("/")
+    return text == "1" or (len(parts) == 2 and parts[0].strip("()") == parts[1].strip("()") and parts[0].strip("()") != "0")
+
+
+def window_of(k):
+    """The sliding window that node `k` (a max or average pooling, or a depthwise convolution,
+    of an input buffer) moves over its input, as the pieces `window_vector_kernel` writes; None
+    where `k` is neither."""
+    node = TRACE[k]
+    a, ins = node["attrs"], node["inputs"]
+    if node["op"] == "pool" and TRACE[ins[0]]["op"] == "buffer":
+        padded = any(e != "0" for e in a["padding"])
+        kind = "max" if a["kind"] == "max" else "avg"
+        return {
+            "kind": kind, "nd": a["nd"], "src": ins[0],
+            "kernel": [f"(long)({e})" for e in a["kernel"]],
+            "stride": [f"(long)({e})" for e in a["stride"]],
+            "padding": [f"(long)({e})" for e in a["padding"]],
+            "dilation": [f"(long)({e})" for e in a["dilation"]],
+            # An average over the positions inside the input counts them per output (per lane).
+            "counted": kind == "avg" and padded and not a["count_include_pad"],
+        }
+    if depthwise(k):
+        nd = len(node["shape"]) - 2
+        wd = c_dims(TRACE[ins[1]]["shape"])
+        return {
+            "kind": "conv", "nd": nd, "src": ins[0], "weight": ins[1],
+            "bias": ins[2] if a["bias"] else None,
+            "kernel": wd[2:],
+            "stride": [f"(long)({e})" for e in a["stride"]],
+            "padding": [f"(long)({e})" for e in a["padding"]],
+            "dilation": [f"(long)({e})" for e in a["dilation"]],
+            "counted": False,
+            # Output channel i1 reads input channel i1 / (the channel multiplier).
+            "channel": f"i1 / ({wd[0]} / {a['groups']})",
+        }
+    return None
+
+
+def window_vector_kernel(output, buffer_names, size_names, scalar_names, output_name, int_names=()):
+    """A generated seed where the output is a max or average pooling, or a depthwise
+    convolution, of an input buffer: `{"name", "source", "manifest"}` (see
+    `POOL_VECTOR_KERNEL`), or None otherwise."""
+    if output.node is None or output.integer:
         return None
     node = TRACE[output.node]
-    src_node = TRACE[node["inputs"][0]]
-    if src_node["op"] != "buffer" or [expr_of(d) for d in node["shape"]] != [expr_of(d) for d in output.sym_shape]:
+    w = window_of(output.node)
+    if w is None or [expr_of(d) for d in node["shape"]] != [expr_of(d) for d in output.sym_shape]:
         return None
-    a, shape = node["attrs"], node["shape"]
-    nd, rank = a["nd"], len(shape)
+    src_node, shape = TRACE[w["src"]], node["shape"]
+    nd, rank, kind, counted = w["nd"], len(shape), w["kind"], w["counted"]
     lead, last = rank - nd, rank - 1
     od, xd = c_dims(shape), c_dims(src_node["shape"])
-    ks, st, pad, dil = ([f"(long)({e})" for e in a[name]] for name in ("kernel", "stride", "padding", "dilation"))
-    padded = any(e != "0" for e in a["padding"])
-    kind = a["kind"]
-    # An average over the positions inside the input counts them per output (per lane).
-    counted = kind != "max" and padded and not a["count_include_pad"]
+    ks, st, pad, dil = w["kernel"], w["stride"], w["padding"], w["dilation"]
     decompose, rest = "", "kf_r"
     for d in range(last - 1, -1, -1):
         decompose = f"    const long i{d} = {rest} % {od[d]};\n" + decompose
         rest = f"({rest} / {od[d]})"
+    lead_idx = [f"i{d}" for d in range(lead)]
+    if kind == "conv":
+        decompose += f"    const long kf_g = {w['channel']};\n"
+        lead_idx = ["i0", "kf_g"]
     # The outer window dimensions' positions (skipped outside the input), then the last one's
     # steps as vectors; `kf_base` is the input row the last dimension runs along.
     outer = [f"const long kf_p{i} = i{lead + i} * {st[i]} - {pad[i]} + kf_k{i} * {dil[i]};" for i in range(nd - 1)]
     outer += [f"if (kf_p{i} < 0 || kf_p{i} >= {xd[lead + i]}) continue;" for i in range(nd - 1)]
-    base_idx = [f"i{d}" for d in range(lead)] + [f"kf_p{i}" for i in range(nd - 1)] + ["0"]
+    base_idx = lead_idx + [f"kf_p{i}" for i in range(nd - 1)] + ["0"]
+    if kind == "max":
+        combine = "fmax(acc, kf_v)"
+    elif kind == "avg":
+        combine = "acc + kf_v"
+    else:
+        wd = c_dims(TRACE[w["weight"]]["shape"])
+        w_idx = linear_index(wd, ["i1", "0"] + [f"kf_k{i}" for i in range(nd - 1)] + ["kf_k"])
+        combine = f"fma(kf_v, (floatv)({TRACE[w['weight']]['attrs']['name']}[{w_idx}]), acc)"
     step = POOL_VECTOR_STEP.format(
         src=src_node["attrs"]["name"],
         fill="-INFINITY" if kind == "max" else "0.0f",
-        combine="fmax(acc, kf_v)" if kind == "max" else "acc + kf_v",
+        combine=combine,
         mask_decl="floatv kf_m;\n" if counted else "",
         mask_full="    kf_m = (floatv)(1.0f);\n" if counted else "",
         mask_lanes="    float kf_c[VW];\n" if counted else "",
@@ -2771,22 +2870,31 @@ def pool_vector_kernel(output, buffer_names, size_names, scalar_names, output_na
         init, result = "-INFINITY", "acc"
     elif counted:
         init, result = "0.0f", "acc / kf_n"
-    else:
+    elif kind == "avg":
         init, result = "0.0f", "acc / (float)(" + " * ".join(ks) + ")"
+    elif w["bias"] is not None:
+        init, result = "0.0f", f"acc + {TRACE[w['bias']]['attrs']['name']}[i1]"
+    else:
+        init, result = "0.0f", "acc"
     _, _, kernel_params = signatures(buffer_names, size_names, scalar_names, output_name, int_names)
     rows = " * ".join(od[:last]) if last else "1"
+    name = "depthwise_vector" if kind == "conv" else "pool_vector"
     source = POOL_VECTOR_KERNEL.format(
+        what="depthwise convolution" if kind == "conv" else "pooling", entry=name,
         kernel_params=kernel_params, out_len=od[last], in_len=xd[last], rows=rows, decompose=decompose,
         stride=st[nd - 1], pad=pad[nd - 1], dil=dil[nd - 1], init=init,
         count_init="    floatv kf_n = (floatv)(0.0f);\n" if counted else "", loops=loop_text, result=result,
         output=output_name, out_row=linear_index(od[:last], [f"i{d}" for d in range(last)]) if last else "0",
     )
     plain_rows = " * ".join(f"({expr_of(d)})" for d in shape[:last]) or "1"
-    launch = {"global": [f"(((({expr_of(shape[last])}) + VW - 1) / VW + WG - 1) / WG) * WG", plain_rows], "local": ["WG", "1"]}
-    plan = {"kernels": [{"entry": "pool_vector", "launch": launch, "writes": [output_name]}], "scratch": []}
-    what = f"{'Max' if kind == 'max' else 'Average'} pooling, VW outputs along the last dimension per work-item as one vector."
-    manifest = seed_manifest("pool_vector.cl", what, plan, output_name, params=POOL_VECTOR_PARAMS, tag="pooling")
-    return {"name": "pool_vector", "source": source, "manifest": manifest}
+    launch = {"global": [f"(((({expr_of(shape[last])}) + VW - 1) / VW * {plain_rows} + WG - 1) / WG) * WG"], "local": ["WG"]}
+    plan = {"kernels": [{"entry": name, "launch": launch, "writes": [output_name]}], "scratch": []}
+    what = {
+        "max": "Max pooling", "avg": "Average pooling", "conv": "Depthwise convolution",
+    }[kind] + ", VW outputs along the last dimension per work-item as one vector."
+    tag = "convolution" if kind == "conv" else "pooling"
+    manifest = seed_manifest(f"{name}.cl", what, plan, output_name, params=POOL_VECTOR_PARAMS, tag=tag)
+    return {"name": name, "source": source, "manifest": manifest}
 
 
 LINE_SCAN_NOTE = """// The naive kernel sequence with its scans computed line by line, generated by `kf task
