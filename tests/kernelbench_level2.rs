@@ -490,30 +490,68 @@ fn a_scan_gets_a_generated_line_scan() {
 }
 
 /// A failed import into a new folder leaves no folder (before, the naive kernel, the reference
-/// and the copy of the problem stayed there without a task file): a model parameter named like
-/// one of the sizes makes the task file invalid after everything else was written.
+/// and the copy of the problem stayed there without a task file): literal input sizes that
+/// the size rule cannot scale make `--fit` fail after the folder was made.
 #[test]
 fn a_failed_import_leaves_no_folder_behind() {
     let Some(tmp) = opencl_numpy_scratch() else {
         return;
     };
-    let out = tmp.path().join("Parameter_Named_Like_Size");
+    let out = tmp.path().join("Literal_Sizes_Too_Large");
     let problem = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/standin_ops/Parameter_Named_Like_Size.py");
+        .join("tests/data/standin_ops/Literal_Sizes_Too_Large.py");
     let run = common::kf(&[
         "task",
         "import-kernelbench",
         problem.to_str().unwrap(),
         "--out",
         out.to_str().unwrap(),
+        "--fit",
     ]);
     assert!(!run.status.success(), "{}", common::text(&run));
     assert!(
-        common::text(&run).contains("`scale` is already declared"),
+        common::text(&run).contains("no common scale fits"),
         "{}",
         common::text(&run)
     );
     assert!(!out.exists(), "the failed import left {}", out.display());
+}
+
+/// Model parameters named like the problem's numbers (a size `scale`, a scalar `shift`; level
+/// 2's problems 48 and 50) become buffers `scale_param` and `shift_param` (the 0-d one of one
+/// element, drawn like every parameter), and the naive kernel is correct against the NumPy
+/// stand-in's reference (PyTorch's reference names them alike: `torch_adapter.py`). Before,
+/// the task file declared a name twice and the import failed, and a 0-d parameter was
+/// refused.
+#[test]
+fn parameters_named_like_numbers_and_0_d_parameters_import() {
+    let Some(tmp) = opencl_numpy_scratch() else {
+        return;
+    };
+    let task = import_from(
+        tmp.path(),
+        "tests/data/standin_ops",
+        "Parameter_Named_Like_Size",
+        &[],
+    );
+    let spec = kf_eval::task::file::TaskFile::load(&task.join("task.toml"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .spec;
+    let shapes: Vec<(String, Vec<String>)> = spec
+        .buffers
+        .iter()
+        .filter(|b| b.name.ends_with("_param"))
+        .map(|b| (b.name.clone(), b.shape.iter().map(|d| d.text()).collect()))
+        .collect();
+    assert_eq!(
+        shapes,
+        [
+            ("scale_param".to_owned(), vec!["features".to_owned()]),
+            ("shift_param".to_owned(), vec!["1".to_owned()]),
+        ]
+    );
+    let (status, said) = eval(&task, &task.join("naive.toml"));
+    assert_eq!(status, "correct", "{said}");
 }
 
 /// A log-softmax over rows of 16384 (the held-out size of issue 60): the naive kernel keeps

@@ -819,6 +819,11 @@ def normalize(kind, x, weight, bias, eps, groups=1, normalized=1):
         g = d.reshape(shp[0], groups, -1)
         y = ((g - g.mean(axis=2, keepdims=True)) / np.sqrt(g.var(axis=2, keepdims=True) + eps)).reshape(shp)
     elif kind == "layer":
+        if weight is not None:
+            # torch refuses a normalised shape other than the input's last dimensions (level
+            # 2's problem 3 normalises the last dimension by a shape of out_channels).
+            for w, s in zip(weight.sym_shape, x.sym_shape[rank - normalized :]):
+                require_equal("a layer norm's shape and its input's last dimensions", w, s)
         axes = tuple(range(rank - normalized, rank))
         y = (d - d.mean(axis=axes, keepdims=True)) / np.sqrt(d.var(axis=axes, keepdims=True) + eps)
     else:
@@ -1310,8 +1315,10 @@ class Parameter(Tensor):
     def __init__(self, tensor, requires_grad=True):
         if isinstance(tensor, Constant):
             # torch lists it among the model's parameters, which the task then draws at
-            # random: a kernel with the constant folded in would not match that reference.
-            raise Unsupported("a 0-d nn.Parameter (nn.Parameter(torch.tensor(c)))")
+            # random: a 0-d buffer of the task (a kernel with the constant folded in would not
+            # match that reference).
+            super().__init__(np.array(float(tensor)), [], None, ("normal", 0.0, 1.0))
+            return
         super().__init__(tensor.data, tensor.sym_shape, None, tensor.init or ("normal", 0.0, 1.0))
 
 
@@ -1632,8 +1639,19 @@ def load_problem(path, sizes, tuples):
     return module
 
 
-def buffer_name(parameter):
-    return parameter.replace(".", "_")
+def numbers_of(module):
+    """The names of the problem's module-level numbers: its sizes and scalars."""
+    return {n for n, v in vars(module).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def buffer_name(parameter, numbers):
+    """The task's buffer name of a model parameter: its path with `_` for `.`, and `_param`
+    after it where a size or scalar has that name (`numbers`; level 2's problem 48 passes
+    `scaling_factor` to its constructor as a number and names a parameter so)."""
+    name = parameter.replace(".", "_")
+    while name in numbers:
+        name += "_param"
+    return name
 
 
 def build(path, sizes, tuples):
@@ -1648,11 +1666,13 @@ def run(path, sizes, tuples, input_names, inputs):
     """Runs forward() on `inputs` (name -> array, parameters included) and returns the model,
     the output Tensor and the trace's leaf nodes by buffer name."""
     module, model = build(path, sizes, tuples)
+    numbers = numbers_of(module)
     for name, p in model.named_parameters():
-        data = np.asarray(inputs[buffer_name(name)], dtype=np.float64)
+        buffer = buffer_name(name, numbers)
+        data = np.asarray(inputs[buffer], dtype=np.float64)
         p.data = data.reshape(p.data.shape)
-        p.node = record("buffer", [], p.sym_shape, name=buffer_name(name))
-        LEAVES[buffer_name(name)] = p.node
+        p.node = record("buffer", [], p.sym_shape, name=buffer)
+        LEAVES[buffer] = p.node
     args = []
     shapes = module_input_shapes(module, input_names, inputs)
     for name, shape in zip(input_names, shapes):
@@ -1690,7 +1710,8 @@ def module_input_shapes(module, input_names, inputs):
 def parameter_inits(path, sizes, tuples):
     """Each parameter's buffer name, symbolic shape and initial distribution (as task-file
     `init` text) at `sizes`."""
-    _, model = build(path, sizes, tuples)
+    module, model = build(path, sizes, tuples)
+    numbers = numbers_of(module)
     out = []
     for name, p in model.named_parameters():
         kind, a, b = p.init
@@ -1700,7 +1721,9 @@ def parameter_inits(path, sizes, tuples):
             text = f"uniform({a!r}, {b!r})"
         else:
             text = kind
-        out.append({"name": buffer_name(name), "shape": [d.expr for d in p.sym_shape], "init": text, "scale": max(abs(a), abs(b), 0.5)})
+        # A 0-d parameter is a buffer of one element (a task's buffers have a dimension).
+        shape = [d.expr for d in p.sym_shape] or ["1"]
+        out.append({"name": buffer_name(name, numbers), "shape": shape, "init": text, "scale": max(abs(a), abs(b), 0.5)})
     return out
 
 

@@ -33,24 +33,34 @@ def _model(sizes):
     for name, elements in TUPLES.items():
         setattr(module, name, tuple(int(eval(e.replace("/", "//"), {"__builtins__": {}}, env)) for e in elements))
     torch.manual_seed(0)
-    return module.Model(*module.get_init_inputs())
+    numbers = {n for n, v in vars(module).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return module.Model(*module.get_init_inputs()), numbers
 
 
-def _buffer_name(parameter):
-    return parameter.replace(".", "_")
+def _buffer_name(parameter, numbers):
+    # As the stand-in's `buffer_name`: `_param` after a name a size or scalar has.
+    name = parameter.replace(".", "_")
+    while name in numbers:
+        name += "_param"
+    return name
 
 
 def torch_parameter_shapes(sizes):
     """The model's parameters at these sizes, by buffer name (used by the importer)."""
-    return {_buffer_name(n): tuple(p.shape) for n, p in _model(sizes).named_parameters()}
+    model, numbers = _model(sizes)
+    # A 0-d parameter is a task buffer of one element.
+    return {_buffer_name(n, numbers): tuple(p.shape) or (1,) for n, p in model.named_parameters()}
 
 
 def _prepare(inputs, sizes):
     """The model with the task's parameters copied in, and the forward() arguments."""
-    model = _model(sizes)
+    model, numbers = _model(sizes)
     with torch.no_grad():
         for name, parameter in model.named_parameters():
-            parameter.copy_(torch.from_numpy(np.ascontiguousarray(inputs[_buffer_name(name)])))
+            # A 0-d parameter (nn.Parameter(torch.tensor(c))) arrives as the task's one-element
+            # buffer.
+            value = np.ascontiguousarray(inputs[_buffer_name(name, numbers)]).reshape(tuple(parameter.shape))
+            parameter.copy_(torch.from_numpy(value))
     def argument(n):
         if n in CONSTANTS:
             return CONSTANTS[n]

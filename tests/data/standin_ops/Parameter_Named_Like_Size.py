@@ -3,21 +3,24 @@ import torch.nn as nn
 
 
 class Model(nn.Module):
-    """A model parameter named like one of the problem's sizes (KernelBench's level-2 problem 48
-    has `scaling_factor` as both): the task file cannot declare both, so the import fails, and
-    a failed import into a new folder leaves no folder behind."""
+    """Model parameters named like the problem's numbers, as KernelBench's level-2 problems 48
+    (`scaling_factor`, a size and a parameter) and 50 (`scale1`, a scalar and a 0-d parameter)
+    name them: the task's buffers become `scale_param` and `shift_param`, the 0-d one a buffer
+    of one element."""
 
-    def __init__(self, features, scale):
+    def __init__(self, features, scale, shift):
         super(Model, self).__init__()
         self.scale = nn.Parameter(torch.randn(features))
+        self.shift = nn.Parameter(torch.tensor(shift))
 
     def forward(self, x):
-        return torch.tanh(x * self.scale)
+        return torch.tanh(x * self.scale) + self.shift
 
 
 batch_size = 4
 features = 6
 scale = 2
+shift = 0.5
 
 
 def get_inputs():
@@ -25,4 +28,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [features, scale]
+    return [features, scale, shift]
