@@ -121,7 +121,9 @@ fn level2_problems_import_and_their_naive_kernels_are_correct() {
         .find(|l| l.contains(" + bias[") && l.trim_start().starts_with("return"))
         .unwrap_or_else(|| panic!("no bias add in {source}"))
         .to_owned();
-    let without = add.split(" + ").next().unwrap().to_owned() + ";";
+    // `return (a + bias[…]);` without `+ bias[…]` and its parentheses.
+    let without = add.replacen("return (", "return ", 1);
+    let without = without.split(" + ").next().unwrap().to_owned() + ";";
     std::fs::write(conv.join("naive.cl"), source.replace(&add, &without)).unwrap();
     let (status, said) = eval(&conv, &conv.join("naive.toml"));
     assert_eq!(status, "wrong_values", "without the bias: {said}");
@@ -517,24 +519,22 @@ fn a_failed_import_leaves_no_folder_behind() {
     assert!(!out.exists(), "the failed import left {}", out.display());
 }
 
-/// Model parameters named like the problem's numbers (a size `scale`, a scalar `shift`; level
-/// 2's problems 48 and 50) become buffers `scale_param` and `shift_param` (the 0-d one of one
-/// element, drawn like every parameter), and the naive kernel is correct against the NumPy
-/// stand-in's reference (PyTorch's reference names them alike: `torch_adapter.py`). Before,
-/// the task file declared a name twice and the import failed, and a 0-d parameter was
-/// refused.
+/// Imports that failed before, each naive kernel now correct against the NumPy stand-in's
+/// reference (PyTorch's names the parameters alike: `torch_adapter.py`):
+/// - model parameters named like the problem's numbers (a size `scale`, a scalar `shift`;
+///   level 2's problems 48 and 50) become buffers `scale_param` and `shift_param`, the 0-d one
+///   of one element (the task file declared the names twice; a 0-d parameter was refused);
+/// - the element-wise `torch.min`/`torch.maximum` of two tensors (one a 0-d parameter), with a
+///   scalar named `constant`, an OpenCL C address space, renamed in the generated kernel's
+///   parameters, which bind by position (level 2's problem 68's naive kernel did not compile).
 #[test]
-fn parameters_named_like_numbers_and_0_d_parameters_import() {
+fn parameters_named_like_numbers_0_d_parameters_and_min_max_import() {
     let Some(tmp) = opencl_numpy_scratch() else {
         return;
     };
-    let task = import_from(
-        tmp.path(),
-        "tests/data/standin_ops",
-        "Parameter_Named_Like_Size",
-        &[],
-    );
-    let spec = kf_eval::task::file::TaskFile::load(&task.join("task.toml"))
+    let folder = "tests/data/standin_ops";
+    let named = import_from(tmp.path(), folder, "Parameter_Named_Like_Size", &[]);
+    let spec = kf_eval::task::file::TaskFile::load(&named.join("task.toml"))
         .unwrap_or_else(|e| panic!("{e}"))
         .spec;
     let shapes: Vec<(String, Vec<String>)> = spec
@@ -550,8 +550,16 @@ fn parameters_named_like_numbers_and_0_d_parameters_import() {
             ("shift_param".to_owned(), vec!["1".to_owned()]),
         ]
     );
-    let (status, said) = eval(&task, &task.join("naive.toml"));
-    assert_eq!(status, "correct", "{said}");
+    let min_max = import_from(tmp.path(), folder, "Min_Max_Reserved_Name", &[]);
+    let source = std::fs::read_to_string(min_max.join("naive.cl")).unwrap();
+    assert!(
+        source.contains("fmin(") && source.contains("fmax(") && source.contains("kf_arg_constant"),
+        "{source}"
+    );
+    for task in [named, min_max] {
+        let (status, said) = eval(&task, &task.join("naive.toml"));
+        assert_eq!(status, "correct", "{}: {said}", task.display());
+    }
 }
 
 /// A log-softmax over rows of 16384 (the held-out size of issue 60): the naive kernel keeps

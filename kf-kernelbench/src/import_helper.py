@@ -1573,6 +1573,10 @@ def generate_kernel(request, analysis):
             shim.line_scan_sequence,
         )
         seeds = [g for g in (generate(*kernel_args) for generate in generators) if g is not None]
+        named = kernel_args[1] + kernel_args[2] + kernel_args[3]
+        source = shim.rename_reserved(source, named)
+        for seed in seeds:
+            seed["source"] = shim.rename_reserved(seed["source"], named)
         # The family the trace shows where the source's patterns found none: a matrix product
         # with its element-wise epilogue.
         trace_family = None if analysis.get("family") else shim.matmul_epilogue_family(out)

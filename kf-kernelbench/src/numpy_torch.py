@@ -414,11 +414,33 @@ def unary(op, x, **attrs):
     return Tensor(data, x.sym_shape, record(op, [x], x.sym_shape, **attrs))
 
 
+# The element-wise operations of two operands (a tensor and a tensor or number): NumPy's, and
+# the C expression of operands `{a}` and `{b}` every generated kernel writes.
+BINARY_NUMPY = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+    "maximum": np.maximum, "minimum": np.minimum,
+}
+BINARY_C = {
+    "add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "div": "({a} / {b})",
+    "maximum": "fmax({a}, {b})", "minimum": "fmin({a}, {b})",
+}
+
+
+def binary_c(op, attrs, operands, scalar):
+    """The C expression of binary node `op` over `operands` (one, with the node's number
+    `scalar` on the side `attrs` records, or two)."""
+    if len(operands) == 1:
+        pair = (scalar, operands[0]) if attrs["scalar_first"] else (operands[0], scalar)
+    else:
+        pair = operands
+    return BINARY_C[op].format(a=pair[0], b=pair[1])
+
+
 def binary(op, a, b):
     ta, tb = to_tensor(a, b), to_tensor(b, a)
     va = ta.data if ta is not None else float(a)
     vb = tb.data if tb is not None else float(b)
-    data = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}[op](va, vb)
+    data = BINARY_NUMPY[op](va, vb)
     if ta is None and tb is None:
         raise Unsupported("scalar arithmetic outside tensors")
     # A size (`x / x.size(1)`) stays an expression, so the kernel follows the task's sizes.
@@ -535,14 +557,16 @@ def reduce(kind, x, dim, keepdim):
 
 
 def max_(x, dim=None, keepdim=False, other=None):
-    if isinstance(dim, (Tensor, int, float)) and not isinstance(dim, bool) and isinstance(dim, Tensor):
-        raise Unsupported("elementwise torch.max of two tensors")
+    if isinstance(dim, Tensor):
+        return binary("maximum", x, dim)
     if dim is None:
         return reduce("max", x, None, False)
     return ReductionResult((reduce("max", x, dim, keepdim), None))
 
 
 def min_(x, dim=None, keepdim=False):
+    if isinstance(dim, Tensor):
+        return binary("minimum", x, dim)
     if dim is None:
         return reduce("min", x, None, False)
     return ReductionResult((reduce("min", x, dim, keepdim), None))
@@ -1053,7 +1077,7 @@ def logsumexp(x, dim, keepdim=False):
 
 def t_max(x, dim=None, keepdim=False):  # noqa: A001 - torch.max
     if isinstance(dim, Tensor):
-        raise Unsupported("elementwise torch.max of two tensors")
+        return binary("maximum", x, dim)
     if isinstance(dim, Constant):
         # torch.max(x, torch.tensor(c)): the elementwise maximum with a constant.
         return clamp(x, min=float(dim))
@@ -1062,10 +1086,18 @@ def t_max(x, dim=None, keepdim=False):  # noqa: A001 - torch.max
 
 def t_min(x, dim=None, keepdim=False):  # noqa: A001 - torch.min
     if isinstance(dim, Tensor):
-        raise Unsupported("elementwise torch.min of two tensors")
+        return binary("minimum", x, dim)
     if isinstance(dim, Constant):
         return clamp(x, max=float(dim))
     return min_(x, dim, keepdim)
+
+
+def maximum(a, b):
+    return binary("maximum", a, b)
+
+
+def minimum(a, b):
+    return binary("minimum", a, b)
 
 
 def bmm(a, b):
@@ -1931,6 +1963,28 @@ def element_kernel(name, params, shape, store):
     return text, launch
 
 
+# Words of OpenCL C that a problem may use as the name of a size, scalar or parameter (level
+# 2's problem 68 has a scalar `constant`, an address space): a kernel cannot name a parameter
+# so. Parameters bind by position, so the generated kernels rename them (`rename_reserved`).
+OPENCL_RESERVED = {
+    "constant", "global", "local", "private", "kernel", "read_only", "write_only", "read_write",
+    "half", "bool", "char", "uchar", "short", "ushort", "uint", "ulong", "long", "int", "float",
+    "double", "signed", "unsigned", "const", "restrict", "volatile", "static", "inline",
+    "extern", "register", "auto", "struct", "union", "enum", "typedef", "sizeof", "goto",
+    "default", "case", "switch", "do", "size_t", "ptrdiff_t", "event_t", "sampler_t",
+    "complex", "imaginary", "exp", "log", "sqrt", "rsqrt", "tanh", "erf", "pow", "fabs",
+    "fmin", "fmax", "min", "max", "clamp", "floor", "ceil", "round", "sign",
+}
+
+
+def rename_reserved(text, names):
+    """`text` (an OpenCL C source) with each of `names` that OpenCL C reserves renamed to
+    `kf_arg_<name>` wherever it stands as a word."""
+    for name in sorted(set(names) & OPENCL_RESERVED):
+        text = re.sub(rf"(?<![\w]){name}(?![\w])", f"kf_arg_{name}", text)
+    return text
+
+
 def signatures(buffer_names, size_names, scalar_names, output_name, int_names=(), scratch=(), output_int=False):
     """The generated kernels' three parameter texts: the node functions' parameters (buffers,
     scratch, sizes), the arguments that call them, and the kernels' parameters (the task's
@@ -2274,15 +2328,11 @@ def flat_element(k, shape, index):
         if operand is None:
             return None
         return "(" + re.sub(r"\bv\b", lambda _: f"({operand})", UNARY_C[op].format(**values)) + ")"
-    if op in ("add", "sub", "mul", "div"):
-        sym_op = {"add": "+", "sub": "-", "mul": "*", "div": "/"}[op]
+    if op in BINARY_C:
         operands = [flat_element(i, shape, index) for i in ins]
         if any(o is None for o in operands):
             return None
-        if len(ins) == 1:
-            c = scalar_c(attrs)
-            return f"({c} {sym_op} {operands[0]})" if attrs["scalar_first"] else f"({operands[0]} {sym_op} {c})"
-        return f"({operands[0]} {sym_op} {operands[1]})"
+        return binary_c(op, attrs, operands, scalar_c(attrs) if len(ins) == 1 else None)
     return None
 
 
@@ -2296,10 +2346,8 @@ def scalar_after(k, value):
     if op in UNARY_C and len(node["inputs"]) == 1:
         values = {key: c_float(v) if v is not None else ("-INFINITY" if key == "lo" else "INFINITY") for key, v in attrs.items()}
         return "(" + re.sub(r"\bv\b", lambda _: f"({value})", UNARY_C[op].format(**values)) + ")"
-    if op in ("add", "sub", "mul", "div") and len(node["inputs"]) == 1:
-        sym_op = {"add": "+", "sub": "-", "mul": "*", "div": "/"}[op]
-        c = scalar_c(attrs)
-        return f"({c} {sym_op} {value})" if attrs["scalar_first"] else f"({value} {sym_op} {c})"
+    if op in BINARY_C and len(node["inputs"]) == 1:
+        return binary_c(op, attrs, [value], scalar_c(attrs))
     return None
 
 
@@ -3024,7 +3072,7 @@ def fused_conv_kernel(output, buffer_names, size_names, scalar_names, output_nam
     for k in needed:
         node = TRACE[k]
         if k in on_path:
-            elementwise = node["op"] in UNARY_C or node["op"] in ("add", "sub", "mul", "div")
+            elementwise = node["op"] in UNARY_C or node["op"] in BINARY_C
             if not elementwise or [expr_of(d) for d in node["shape"]] != out_shape:
                 return None
             for i in node["inputs"]:
@@ -3111,14 +3159,12 @@ def matmul_epilogue_family(output):
             operand = element(ins[0])
             text = UNARY_C[op].format(**values)
             return "(" + re.sub(r"\bv\b", lambda _: f"({operand})", text) + ")"
-        if op in ("add", "sub", "mul", "div"):
-            sym_op = {"add": "+", "sub": "-", "mul": "*", "div": "/"}[op]
+        if op in BINARY_C:
             if len(ins) == 1:
                 if attrs.get("scalar_expr"):
                     raise NotFusable(op)
-                v, c = element(ins[0]), c_float(attrs["scalar"])
-                return f"({c} {sym_op} {v})" if attrs["scalar_first"] else f"({v} {sym_op} {c})"
-            return f"({element(ins[0])} {sym_op} {element(ins[1])})"
+                return binary_c(op, attrs, [element(ins[0])], c_float(attrs["scalar"]))
+            return binary_c(op, attrs, [element(ins[0]), element(ins[1])], None)
         raise NotFusable(op)
 
     try:
@@ -3203,14 +3249,11 @@ def node_body(k, node, args):
     if op in UNARY_C:
         attrs = {key: c_float(v) if v is not None else ("-INFINITY" if key == "lo" else "INFINITY") for key, v in a.items()}
         return f"    const float v = {call(ins[0], args, idx)};\n    return {UNARY_C[op].format(**attrs)};"
-    if op in ("add", "sub", "mul", "div"):
-        sym_op = {"add": "+", "sub": "-", "mul": "*", "div": "/"}[op]
+    if op in BINARY_C:
         if len(ins) == 1:
-            v = call(ins[0], args, idx)
-            c = scalar_c(a)
-            return f"    return {c} {sym_op} {v};" if a["scalar_first"] else f"    return {v} {sym_op} {c};"
+            return f"    return {binary_c(op, a, [call(ins[0], args, idx)], scalar_c(a))};"
         operands = [call(i, args, broadcast_index(TRACE[i]["shape"], shape, idx)) for i in ins]
-        return f"    return {operands[0]} {sym_op} {operands[1]};"
+        return f"    return {binary_c(op, a, operands, None)};"
     if op == "reshape":
         src = TRACE[ins[0]]["shape"]
         flat = linear_index(c_dims(shape), idx)
