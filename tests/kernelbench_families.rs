@@ -197,7 +197,9 @@ fn the_importer_recognises_the_shipped_problems_families() {
 /// Problems the project wrote no family for, a GEMM then element-wise steps: a level-2 problem
 /// (`nn.Linear`, then sigmoid, a scaling and a residual add: 70_Gemm_Sigmoid_Scaling_ResidualAdd,
 /// vendored unchanged) and a row-major product of two inputs, scaled, then a ReLU
-/// (`tests/data/gemm_relu/Matmul_Scale_ReLU.py`). The importer reads the product and its
+/// (`tests/data/gemm_relu/Matmul_Scale_ReLU.py`), and a linear layer over a batch of
+/// sequences (`Batched_Linear_ReLU.py`: its leading dimensions flatten into the GEMM's rows,
+/// `m = (batch_size * seq)`). The importer reads the product and its
 /// element-wise epilogue from forward()'s trace, so each task file declares a matmul with the
 /// epilogue (B transposed for the linear layer's weight); the search is seeded with the GEMM
 /// templates that fuse it into their stores (the one that reads both factors along K for the
@@ -231,6 +233,14 @@ fn a_gemm_with_an_element_wise_epilogue_is_seeded_with_fused_gemm_templates() {
             "0.5f",
             "0.5f",
         ),
+        (
+            root.join("tests/data/gemm_relu/Batched_Linear_ReLU.py"),
+            "batch_size=4,seq=24,in_features=64,out_features=48",
+            true,
+            "template `gemm_nt`",
+            "col_of(linear_bias)",
+            "KF_COL_OF(col, kf_linear_bias)",
+        ),
     ] {
         let stem = problem.file_stem().unwrap().to_string_lossy().into_owned();
         let (_dir, file) = import_numpy(&python, &problem, None, sizes);
@@ -242,6 +252,9 @@ fn a_gemm_with_an_element_wise_epilogue_is_seeded_with_fused_gemm_templates() {
             (false, transpose_b),
             "{stem}"
         );
+        if stem == "Batched_Linear_ReLU" {
+            assert_eq!(m.m.text(), "(batch_size * seq)", "{stem}");
+        }
         let epilogue = m.epilogue.clone().expect("an epilogue");
         assert!(epilogue.contains(term), "{stem}: {epilogue}");
         let cache = tempfile::tempdir().unwrap();

@@ -3123,10 +3123,16 @@ def matmul_epilogue_family(output):
     residual terms, activations, clamps): the task file's `[family] kind = "matmul"` (output
     `$out`) with the steps as its `epilogue`, one OpenCL C expression of the product's element
     `acc` and of the task's buffers through the accessors `col_of(b)`, `row_of(b)` and `at(b)`.
-    None for a trace of any other shape."""
-    if output.node is None or len(output.sym_shape) != 2:
+    An output of more dimensions is the product of a first operand with those leading
+    dimensions by a matrix (`torch.matmul` of an (N, M, K) tensor and a (K, L) matrix, a linear
+    layer over a batch of sequences): its rows are the leading dimensions flattened, which is
+    how both are laid out. None for a trace of any other shape."""
+    if output.node is None or len(output.sym_shape) < 2:
         return None
     out_shape = [expr_of(d) for d in output.sym_shape]
+    # The product's rows: the output's leading dimensions, flattened.
+    rows_2d = [prod(output.sym_shape[:-1]), output.sym_shape[-1]]
+    batched = len(output.sym_shape) > 2
     products = set()
 
     def element(k):
@@ -3140,14 +3146,22 @@ def matmul_epilogue_family(output):
             if name in ("acc", "row", "col") or len(node["shape"]) > 2:
                 raise NotFusable(name)
             src = node["shape"]
+            if batched:
+                # Over flattened rows only a per-column vector, a scalar and a tensor shaped
+                # like the output are read alike.
+                if [expr_of(d) for d in src] == out_shape:
+                    return f"at({name})"
+                if any(int(d) != 1 for d in src[:-1]):
+                    raise NotFusable(name)
+                src = [sym(1), src[-1]] if src else []
             ext = [sym(1)] * (2 - len(src)) + list(src)
-            for have, want in zip(ext, output.sym_shape):
+            for have, want in zip(ext, rows_2d):
                 if int(have) != 1 and expr_of(have) != expr_of(want):
                     raise NotFusable(name)
             # The epilogue's accessors (kf-search makes them vector loads where a template
             # stores vectors): an element of a per-column vector, of a per-row vector, or of a
             # matrix shaped like the product.
-            index = broadcast_index(ext, output.sym_shape, ["row", "col"])
+            index = broadcast_index(ext, rows_2d, ["row", "col"])
             accessor = {("0", "col"): "col_of", ("row", "0"): "row_of", ("row", "col"): "at"}
             if tuple(index) in accessor:
                 return f"{accessor[tuple(index)]}({name})"
@@ -3178,9 +3192,13 @@ def matmul_epilogue_family(output):
         return None
 
     def factor(k):
-        """A buffer node, or a transposed one: (name, transposed)."""
+        """A buffer node, or a transposed one: (name, transposed). The first operand of a
+        batched product keeps its leading dimensions (not transposed)."""
         node = TRACE[k]
         if node["op"] == "buffer" and len(node["shape"]) == 2:
+            return node["attrs"]["name"], False
+        leading = [expr_of(d) for d in node["shape"][:-1]]
+        if batched and k == product["inputs"][0] and node["op"] == "buffer" and leading == out_shape[:-1]:
             return node["attrs"]["name"], False
         if node["op"] == "permute" and node["attrs"]["dims"] == [1, 0]:
             inner = TRACE[node["inputs"][0]]
@@ -3194,13 +3212,15 @@ def matmul_epilogue_family(output):
         return None
     # The product's first operand as it sees it (after any transpose): M x K.
     k_dim = TRACE[product["inputs"][0]]["shape"][-1]
+    if batched and len(TRACE[product["inputs"][1]]["shape"]) != 2:
+        return None
     family = {
         "kind": "matmul",
         "a": a,
         "b": b,
         "c": "$out",
-        "m": out_shape[0],
-        "n": out_shape[1],
+        "m": expr_of(rows_2d[0]),
+        "n": out_shape[-1],
         "k": expr_of(k_dim),
         "transpose_a": transpose_a,
         "transpose_b": transpose_b,
