@@ -239,6 +239,24 @@ fn unseen_problems_import_with_numpy_references() {
     let task = TaskFile::load(&report.task_file).unwrap();
     assert_eq!(shape_of(&task, "out"), [8, 40]);
 
+    // The same need where the stand-in records the channels as an expression of one size
+    // (a transposed convolution's output channels): the probes raise that size until the
+    // expression is a multiple (before, a probe asked for 26 channels in 8 groups).
+    let (_d, report) = import_numpy(
+        "19_ConvTranspose2d_GELU_GroupNorm",
+        &[
+            ("batch_size", 2),
+            ("in_channels", 6),
+            ("out_channels", 16),
+            ("height", 9),
+            ("width", 10),
+        ],
+    );
+    let report = report.unwrap();
+    assert!(report.varied_sizes.contains(&"out_channels".to_owned()));
+    let task = TaskFile::load(&report.task_file).unwrap();
+    assert_eq!(shape_of(&task, "out"), [2, 16, 11, 12]);
+
     // Log-softmax: the evaluator draws inputs from several distributions, not only
     // get_inputs()'s torch.rand.
     let (_d, report) = import_numpy("24_LogSoftmax", &[("batch_size", 8), ("dim", 300)]);

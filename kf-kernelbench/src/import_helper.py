@@ -1230,9 +1230,9 @@ def probe_sizes(sizes, varying, tie_equal=False, needs=None):
     tie_equal, sizes whose declared values are equal get equal values too (some problems only
     work while two sizes agree, e.g. a (batch,) vector broadcast against (batch, n) rows).
     `needs` (the stand-in's `{"divisible": [[multiple, divisor]], "equal": [[a, b]]}`) are
-    kept where the first of a pair is a varying size: it is raised to the next multiple of
-    its divisor, or takes its equal's value (a torch module refuses channels its groups do
-    not divide)."""
+    kept where the first of a pair is a varying size, or an expression of one: it is raised to
+    the next multiple of its divisor (the expression's size until the expression is one), or
+    takes its equal's value (a torch module refuses channels its groups do not divide)."""
     needs = needs or {}
     settings = []
     for base, step in ((12, 2), (20, 3), (17, 5)):
@@ -1242,8 +1242,21 @@ def probe_sizes(sizes, varying, tie_equal=False, needs=None):
             setting[name] = setting[first] if first != name else base + step * i
         for multiple, divisor in needs.get("divisible", []):
             unit = eval_or_none([divisor], setting)
-            if multiple in varying and unit and unit[0] > 0:
+            if not unit or unit[0] <= 0:
+                continue
+            if multiple in varying:
                 setting[multiple] = -(-setting[multiple] // unit[0]) * unit[0]
+                continue
+            # An expression of one varying size (a transposed convolution's output channels,
+            # `(out_channels / 1) * 1`): that size raised until the expression is a multiple.
+            names = [n for n in dict.fromkeys(re.findall(r"[A-Za-z_]\w*", multiple)) if n in varying]
+            if len(names) != 1:
+                continue
+            for _ in range(4 * unit[0]):
+                value = eval_or_none([multiple], setting)
+                if value and value[0] > 0 and value[0] % unit[0] == 0:
+                    break
+                setting[names[0]] += 1
         for a, b in needs.get("equal", []):
             if a in varying and b in setting:
                 setting[a] = setting[b]
