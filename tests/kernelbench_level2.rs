@@ -258,6 +258,7 @@ fn size_needs_probability_rows_and_overflowing_distributions_reach_the_task() {
     let folder = "tests/data/standin_ops";
     for stem in [
         "Depthwise_Conv",
+        "Grouped_ConvTranspose",
         "Hinge_Broadcast",
         "Kl_Probabilities",
         "Cumprod_Long",

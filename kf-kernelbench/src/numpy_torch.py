@@ -1388,6 +1388,12 @@ def _conv_class(nd, transposed):
             ks = list(kernel_size) if isinstance(kernel_size, (list, tuple)) else [kernel_size] * nd
             # The group count as given (a size such as in_channels stays one).
             self.groups = sym(kwargs.get("groups", 1))
+            if int(self.groups) != 1:
+                # torch's constructor refuses channels its groups do not divide (a transposed
+                # convolution's output channels too, which forward() never divides): recorded
+                # so that the probes and the size rule keep them (level 1's 75).
+                require_divisible("a grouped convolution's input channels by its groups", in_channels, self.groups)
+                require_divisible("a grouped convolution's output channels by its groups", out_channels, self.groups)
             self.stride, self.padding = stride, padding
             self.dilation = kwargs.get("dilation", 1)
             self.output_padding = kwargs.get("output_padding", 0)
